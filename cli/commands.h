@@ -1,0 +1,40 @@
+/* The podsim subcommands. Each lives in its own file cli/cmd_<name>.c and is
+ * called with argv[0] set to "podsim <name>"; it parses its own options with
+ * GOptionContext, prints errors as one line "podsim: message" on stderr and
+ * returns the exit status (0 ok, 1 a check that ran and failed, 2 bad input or
+ * options). */
+#ifndef PS_CLI_COMMANDS_H
+#define PS_CLI_COMMANDS_H
+
+#include <glib.h>
+
+typedef int (*PsCommandFn) (int argc, char **argv);
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  PsCommandFn fn;
+} PsCommand;
+
+int ps_cmd_hlo (int argc, char **argv);
+int ps_cmd_trace (int argc, char **argv);
+int ps_cmd_propagate (int argc, char **argv);
+int ps_cmd_conformance (int argc, char **argv);
+int ps_cmd_partition (int argc, char **argv);
+int ps_cmd_verify (int argc, char **argv);
+int ps_cmd_simulate (int argc, char **argv);
+int ps_cmd_bench (int argc, char **argv);
+int ps_cmd_run (int argc, char **argv);
+int ps_cmd_tables (int argc, char **argv);
+
+/* Shared helpers (cli/util.c). */
+/* Prints "podsim: <error message>" and returns PS_EXIT_USAGE. Frees error. */
+int ps_cli_fail (GError *error);
+/* Parses options; on error prints it and returns FALSE (exit 2). */
+gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
+/* Reads a whole file or, for "-", standard input. */
+gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **error);
+/* Message for a subcommand that a later issue implements. */
+int ps_cli_not_yet (const char *what);
+
+#endif

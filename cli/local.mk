@@ -1,0 +1,11 @@
+bin_PROGRAMS += podsim
+podsim_SOURCES = cli/main.c cli/util.c cli/commands.h \
+	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \
+	cli/cmd_partition.c cli/cmd_verify.c cli/cmd_simulate.c cli/cmd_bench.c \
+	cli/cmd_run.c cli/cmd_tables.c
+podsim_CFLAGS = $(AM_CFLAGS) $(SIMGRID_CFLAGS)
+# Higher floors first so static convenience libraries resolve downward.
+PS_ALL_LIBS = $(PS_LIB_MODELS) $(PS_LIB_PARTITIONER) $(PS_LIB_SIM) \
+	$(PS_LIB_TRACES) $(PS_LIB_TOPOLOGY) libpodsim_common.la
+PS_EXT_LIBS = $(SIMGRID_LIBS) $(JSONGLIB_LIBS) $(GLIB_LIBS) $(ZLIB_LIBS) -lm
+podsim_LDADD = $(PS_ALL_LIBS) $(PS_EXT_LIBS)

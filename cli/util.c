@@ -1,0 +1,67 @@
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "common/error.h"
+
+int
+ps_cli_fail (GError *error)
+{
+  fprintf (stderr, "podsim: %s\n", error ? error->message : "unknown error");
+  if (error)
+    g_error_free (error);
+  return PS_EXIT_USAGE;
+}
+
+gboolean
+ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
+{
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, argc, argv, &error))
+    {
+      fprintf (stderr, "%s: %s (see '%s --help')\n", g_get_prgname (), error->message,
+               g_get_prgname ());
+      g_error_free (error);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+ps_cli_read_input (const char *path, char **out, gsize *len, GError **error)
+{
+  if (strcmp (path, "-") == 0)
+    {
+      GString *buf = g_string_new (NULL);
+      char chunk[65536];
+      size_t n;
+      while ((n = fread (chunk, 1, sizeof chunk, stdin)) > 0)
+        g_string_append_len (buf, chunk, (gssize) n);
+      if (ferror (stdin))
+        {
+          g_string_free (buf, TRUE);
+          g_set_error (error, PS_ERROR, PS_ERROR_IO, "<stdin>: read error");
+          return FALSE;
+        }
+      *len = buf->len;
+      *out = g_string_free (buf, FALSE);
+      return TRUE;
+    }
+  GError *local = NULL;
+  if (!g_file_get_contents (path, out, len, &local))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+int
+ps_cli_not_yet (const char *what)
+{
+  fprintf (stderr, "podsim: '%s' is not implemented yet\n", what);
+  return PS_EXIT_USAGE;
+}

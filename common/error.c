@@ -1,0 +1,144 @@
+#include "common/error.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+G_DEFINE_QUARK (podsim-error-quark, ps_error)
+
+void
+ps_set_error_at (GError **error, PsErrorCode code, const char *file, int line,
+                 int col, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  if (file == NULL)
+    file = "<input>";
+  if (line <= 0)
+    g_set_error (error, PS_ERROR, code, "%s: %s", file, msg);
+  else if (col <= 0)
+    g_set_error (error, PS_ERROR, code, "%s:%d: %s", file, line, msg);
+  else
+    g_set_error (error, PS_ERROR, code, "%s:%d:%d: %s", file, line, col, msg);
+}
+
+void
+ps_text_position (const char *text, gsize offset, int *line, int *col)
+{
+  int l = 1, c = 1;
+  for (gsize i = 0; i < offset && text[i] != '\0'; i++)
+    {
+      if (text[i] == '\n')
+        {
+          l++;
+          c = 1;
+        }
+      else
+        c++;
+    }
+  if (line)
+    *line = l;
+  if (col)
+    *col = c;
+}
+
+gboolean
+ps_parse_bytes (const char *text, const char *what, guint64 *out_bytes,
+                GError **error)
+{
+  static const struct { const char *suffix; double mult; } units[] = {
+    { "", 1 }, { "B", 1 },
+    { "KiB", 1024.0 }, { "MiB", 1048576.0 }, { "GiB", 1073741824.0 },
+    { "TiB", 1099511627776.0 },
+    { "k", 1e3 }, { "K", 1e3 }, { "kB", 1e3 }, { "KB", 1e3 },
+    { "M", 1e6 }, { "MB", 1e6 }, { "G", 1e9 }, { "GB", 1e9 },
+    { "T", 1e12 }, { "TB", 1e12 },
+  };
+  if (text == NULL || *text == '\0')
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: empty size", what);
+      return FALSE;
+    }
+  char *end = NULL;
+  errno = 0;
+  double v = g_ascii_strtod (text, &end);
+  if (end == text || errno != 0 || !isfinite (v) || v < 0)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                   "%s: '%s' is not a size (examples: 4096, 64MiB, 1GB)", what, text);
+      return FALSE;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (units); i++)
+    if (strcmp (end, units[i].suffix) == 0)
+      {
+        double b = v * units[i].mult;
+        if (b > 1.8e19 || b != floor (b))
+          {
+            g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                         "%s: '%s' is not a whole number of bytes", what, text);
+            return FALSE;
+          }
+        *out_bytes = (guint64) b;
+        return TRUE;
+      }
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+               "%s: unknown unit '%s' in '%s' (use B, KiB, MiB, GiB, kB, MB, GB)",
+               what, end, text);
+  return FALSE;
+}
+
+char *
+ps_format_bytes (double bytes)
+{
+  static const char *names[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+  int i = 0;
+  double v = bytes;
+  while (fabs (v) >= 1024.0 && i < 5)
+    {
+      v /= 1024.0;
+      i++;
+    }
+  if (i == 0)
+    return g_strdup_printf ("%.0f B", v);
+  return g_strdup_printf ("%.2f %s", v, names[i]);
+}
+
+char *
+ps_format_seconds (double s)
+{
+  double a = fabs (s);
+  if (a >= 1.0)
+    return g_strdup_printf ("%.3f s", s);
+  if (a >= 1e-3)
+    return g_strdup_printf ("%.3f ms", s * 1e3);
+  if (a >= 1e-6)
+    return g_strdup_printf ("%.3f us", s * 1e6);
+  return g_strdup_printf ("%.1f ns", s * 1e9);
+}
+
+gboolean
+ps_write_file_atomic (const char *path, const char *data, gsize len,
+                      GError **error)
+{
+  if (strcmp (path, "-") == 0)
+    {
+      if (fwrite (data, 1, len, stdout) != len || fflush (stdout) != 0)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_IO, "cannot write standard output: %s",
+                       g_strerror (errno));
+          return FALSE;
+        }
+      return TRUE;
+    }
+  GError *local = NULL;
+  if (!g_file_set_contents (path, data, (gssize) len, &local))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  return TRUE;
+}

@@ -1,0 +1,1 @@
+# partitioner/interp fragment: sources appended to libpodsim_partitioner_la_SOURCES, its Check suites.

@@ -1,0 +1,352 @@
+/* The graph IR: HLO-like modules of computations of instructions.
+ *
+ * This is the representation every stage of the compiler side works on: the
+ * HLO reader produces it, the model builders (builder.h) produce it,
+ * propagation annotates it with shardings, the SPMD partitioner rewrites it
+ * into a per-device program (same IR, local shapes, collective
+ * instructions), the interpreter runs it and lowering turns it into a trace.
+ *
+ * Ownership: a PsModule owns its computations; a computation owns its
+ * instructions; an instruction owns its shape, sharding, literal and
+ * attribute arrays. Pointers between instructions (operands, users) and to
+ * computations (called) are borrowed. Free everything with ps_module_free().
+ *
+ * Attributes are typed fields of PsInstr; a field that an opcode does not use
+ * stays at its zero value (NULL / 0 / empty PsInts). Attributes podsim does
+ * not interpret (frontend_attributes, backend_config of unknown targets, ...)
+ * are kept verbatim in `extra_attrs` so that printing round-trips.
+ */
+#ifndef PS_PARTITIONER_IR_H
+#define PS_PARTITIONER_IR_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+G_BEGIN_DECLS
+
+typedef struct PsSharding PsSharding; /* partitioner/sharding.h */
+
+/* ---- element types and shapes ------------------------------------------ */
+
+typedef enum {
+  PS_PRED, PS_S8, PS_S16, PS_S32, PS_S64, PS_U8, PS_U16, PS_U32, PS_U64,
+  PS_F16, PS_BF16, PS_F32, PS_F64, PS_C64, PS_C128, PS_TOKEN,
+  PS_TUPLE,            /* not an element type: marks a tuple shape */
+  PS_ETYPE_COUNT
+} PsElemType;
+
+const char *ps_etype_name (PsElemType t);            /* "f32" */
+gboolean ps_etype_from_name (const char *s, gsize len, PsElemType *out);
+int ps_etype_size_bytes (PsElemType t);              /* pred = 1, token = 0 */
+gboolean ps_etype_is_float (PsElemType t);           /* f16 bf16 f32 f64 */
+gboolean ps_etype_is_complex (PsElemType t);
+gboolean ps_etype_is_integral (PsElemType t);        /* signed and unsigned, not pred */
+gboolean ps_etype_is_signed (PsElemType t);
+
+/* A list of int64 (dimension numbers, sizes, ...). */
+typedef struct {
+  int n;
+  int64_t *v;           /* owned; NULL when n == 0 */
+} PsInts;
+
+typedef struct PsShape PsShape;
+struct PsShape {
+  PsElemType etype;     /* PS_TUPLE for a tuple */
+  int rank;             /* arrays: number of dims (0 = scalar) */
+  int64_t *dims;        /* rank entries */
+  gboolean *dynamic;    /* NULL, or rank flags: dim written as "<=N" */
+  int layout_n;         /* -1 = no layout written; else number of entries */
+  int64_t *layout;      /* minor-to-major; printing keeps it */
+  char *layout_extra;   /* text after ':' inside the layout braces, or NULL */
+  int n_elems;          /* tuples: element count */
+  PsShape **elems;      /* tuples: owned elements */
+};
+
+PsShape *ps_shape_new_array (PsElemType t, int rank, const int64_t *dims);
+PsShape *ps_shape_new_scalar (PsElemType t);
+PsShape *ps_shape_new_tuple (int n, PsShape *const *elems); /* copies elems */
+PsShape *ps_shape_copy (const PsShape *s);
+void ps_shape_free (PsShape *s);
+gboolean ps_shape_is_tuple (const PsShape *s);
+gboolean ps_shape_is_array (const PsShape *s);
+/* Same element type and dims (layouts ignored); tuples elementwise. */
+gboolean ps_shape_equal (const PsShape *a, const PsShape *b);
+int64_t ps_shape_elements (const PsShape *s);        /* arrays: product of dims */
+int64_t ps_shape_bytes (const PsShape *s);           /* tuples: sum of leaves */
+int ps_shape_leaf_count (const PsShape *s);          /* arrays: 1 */
+/* Leaves of a tuple shape depth-first (arrays: the shape itself). transfer
+ * container: the array is new, the shapes are borrowed. */
+GPtrArray *ps_shape_leaves (const PsShape *s);
+/* Text form "f32[8,16]{1,0}" or "(f32[8], s32[])". transfer full. */
+char *ps_shape_to_string (const PsShape *s, gboolean with_layout);
+void ps_shape_append (GString *out, const PsShape *s, gboolean with_layout);
+
+/* ---- opcodes ------------------------------------------------------------ */
+
+#define PS_OPCODE_LIST(X) \
+  X (ABS, "abs") X (ADD, "add") X (AFTER_ALL, "after-all") \
+  X (ALL_GATHER, "all-gather") X (ALL_REDUCE, "all-reduce") \
+  X (ALL_TO_ALL, "all-to-all") X (AND, "and") X (ATAN2, "atan2") \
+  X (BITCAST, "bitcast") X (BITCAST_CONVERT, "bitcast-convert") \
+  X (BROADCAST, "broadcast") X (CALL, "call") X (CALL_DONE, "call-done") \
+  X (CALL_START, "call-start") X (CBRT, "cbrt") X (CEIL, "ceil") \
+  X (CHOLESKY, "cholesky") X (CLAMP, "clamp") X (CLZ, "count-leading-zeros") \
+  X (COLLECTIVE_PERMUTE, "collective-permute") X (COMPARE, "compare") \
+  X (COMPLEX, "complex") X (CONCATENATE, "concatenate") \
+  X (CONDITIONAL, "conditional") X (CONSTANT, "constant") \
+  X (CONVERT, "convert") X (CONVOLUTION, "convolution") X (COPY, "copy") \
+  X (COSINE, "cosine") X (CUSTOM_CALL, "custom-call") X (DIVIDE, "divide") \
+  X (DOMAIN, "domain") X (DOT, "dot") X (DYNAMIC_RESHAPE, "dynamic-reshape") \
+  X (DYNAMIC_SLICE, "dynamic-slice") \
+  X (DYNAMIC_UPDATE_SLICE, "dynamic-update-slice") X (ERF, "erf") \
+  X (EXP, "exponential") X (EXPM1, "exponential-minus-one") X (FFT, "fft") \
+  X (FLOOR, "floor") X (GATHER, "gather") \
+  X (GET_TUPLE_ELEMENT, "get-tuple-element") X (IMAG, "imag") \
+  X (INFEED, "infeed") X (IOTA, "iota") X (IS_FINITE, "is-finite") \
+  X (LOG, "log") X (LOG1P, "log-plus-one") X (LOGISTIC, "logistic") \
+  X (MAP, "map") X (MAXIMUM, "maximum") X (MINIMUM, "minimum") \
+  X (MULTIPLY, "multiply") X (NEGATE, "negate") X (NOT, "not") \
+  X (OPTIMIZATION_BARRIER, "opt-barrier") X (OR, "or") \
+  X (OUTFEED, "outfeed") X (PAD, "pad") X (PARAMETER, "parameter") \
+  X (PARTITION_ID, "partition-id") X (POPCNT, "popcnt") X (POWER, "power") \
+  X (REAL, "real") X (RECV, "recv") X (RECV_DONE, "recv-done") \
+  X (REDUCE, "reduce") X (REDUCE_PRECISION, "reduce-precision") \
+  X (REDUCE_SCATTER, "reduce-scatter") X (REDUCE_WINDOW, "reduce-window") \
+  X (REMAINDER, "remainder") X (REPLICA_ID, "replica-id") \
+  X (RESHAPE, "reshape") X (REVERSE, "reverse") X (RNG, "rng") \
+  X (RNG_BIT_GENERATOR, "rng-bit-generator") \
+  X (ROUND_NEAREST_AFZ, "round-nearest-afz") \
+  X (ROUND_NEAREST_EVEN, "round-nearest-even") X (RSQRT, "rsqrt") \
+  X (SCATTER, "scatter") X (SELECT, "select") \
+  X (SELECT_AND_SCATTER, "select-and-scatter") X (SEND, "send") \
+  X (SEND_DONE, "send-done") X (SHIFT_LEFT, "shift-left") \
+  X (SHIFT_RIGHT_ARITHMETIC, "shift-right-arithmetic") \
+  X (SHIFT_RIGHT_LOGICAL, "shift-right-logical") X (SIGN, "sign") \
+  X (SINE, "sine") X (SLICE, "slice") X (SORT, "sort") X (SQRT, "sqrt") \
+  X (SUBTRACT, "subtract") X (TAN, "tan") X (TANH, "tanh") \
+  X (TOPK, "topk") X (TRANSPOSE, "transpose") \
+  X (TRIANGULAR_SOLVE, "triangular-solve") X (TUPLE, "tuple") \
+  X (WHILE, "while") X (XOR, "xor")
+
+typedef enum {
+#define PS_OPCODE_ENUM(id, name) PS_OP_##id,
+  PS_OPCODE_LIST (PS_OPCODE_ENUM)
+#undef PS_OPCODE_ENUM
+  PS_OP_COUNT
+} PsOpcode;
+
+const char *ps_opcode_name (PsOpcode op);
+gboolean ps_opcode_from_name (const char *s, gsize len, PsOpcode *out);
+/* Unary/binary/ternary elementwise math (add, exp, select, clamp, convert,
+ * compare, ...): output element i depends on operand elements i only. */
+gboolean ps_opcode_is_elementwise (PsOpcode op);
+gboolean ps_opcode_is_collective (PsOpcode op);
+
+/* ---- attributes --------------------------------------------------------- */
+
+/* One dimension of a window (convolution, reduce-window, select-and-scatter). */
+typedef struct {
+  int64_t size, stride, pad_lo, pad_hi;
+  int64_t base_dilation;    /* "lhs_dilate" */
+  int64_t window_dilation;  /* "rhs_dilate" */
+  gboolean reversal;        /* "rhs_reversal" */
+} PsWindowDim;
+
+typedef struct {
+  int n;                    /* 0 = no window attribute */
+  PsWindowDim *dims;
+} PsWindow;
+
+/* Convolution dimension numbers, parsed from dim_labels=b01f_01io->b01f. */
+typedef struct {
+  gboolean present;
+  int n_spatial;
+  int64_t in_batch, in_feature, *in_spatial;
+  int64_t k_in_feature, k_out_feature, *k_spatial;
+  int64_t out_batch, out_feature, *out_spatial;
+} PsConvDims;
+
+typedef struct {
+  PsInts lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
+} PsDotDims;
+
+typedef struct { int64_t lo, hi, interior; } PsPadDim;
+
+typedef struct {
+  PsInts offset_dims, collapsed_slice_dims, start_index_map;
+  PsInts operand_batching_dims, start_indices_batching_dims;
+  PsInts slice_sizes;
+  int64_t index_vector_dim;
+  gboolean indices_are_sorted;
+} PsGatherDims;
+
+typedef struct {
+  PsInts update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+  PsInts input_batching_dims, scatter_indices_batching_dims;
+  int64_t index_vector_dim;
+  gboolean indices_are_sorted, unique_indices;
+} PsScatterDims;
+
+typedef enum {
+  PS_CMP_NONE, PS_CMP_EQ, PS_CMP_NE, PS_CMP_LT, PS_CMP_LE, PS_CMP_GT, PS_CMP_GE
+} PsCompareDir;
+
+typedef enum { PS_PRECISION_DEFAULT, PS_PRECISION_HIGH, PS_PRECISION_HIGHEST } PsPrecision;
+
+/* A constant's value: `n` elements of `etype` in row-major order, stored in
+ * the element's natural C representation (bf16 and f16 as uint16_t bits,
+ * pred as uint8_t 0/1, c64 as two floats). Tuple constants are not used. */
+typedef struct {
+  PsElemType etype;
+  int64_t n;
+  void *data;               /* owned, n * ps_etype_size_bytes(etype) bytes */
+} PsLiteral;
+
+/* An attribute kept verbatim: key=value as written (value text exact). */
+typedef struct {
+  char *key;
+  char *value;
+} PsRawAttr;
+
+/* ---- instructions, computations, modules ------------------------------- */
+
+typedef struct PsInstr PsInstr;
+typedef struct PsComputation PsComputation;
+typedef struct PsModule PsModule;
+
+struct PsInstr {
+  int id;                   /* unique in the module, assigned at creation */
+  char *name;               /* without '%' */
+  PsOpcode opcode;
+  PsShape *shape;           /* owned */
+  int n_operands;
+  PsInstr **operands;       /* borrowed */
+  GPtrArray *users;         /* PsInstr*, borrowed; kept in sync by the API */
+  PsComputation *parent;
+  PsSharding *sharding;     /* owned; NULL when the instruction has none */
+
+  /* Called computations, in the order the opcode defines:
+   *   reduce, reduce-window, scatter, sort, map, all-reduce, reduce-scatter,
+   *   call, custom-call (called_computations), call-start: [to_apply]
+   *   while: [condition, body]
+   *   conditional: branches in order; with a pred selector [true, false]
+   *   select-and-scatter: [select, scatter] */
+  int n_called;
+  PsComputation **called;   /* borrowed */
+  gboolean branches_as_list; /* conditional printed as branch_computations={} */
+
+  /* Typed attributes (zero when unused). */
+  int64_t parameter_number;        /* parameter */
+  PsLiteral *literal;              /* constant; owned */
+  PsInts dimensions;               /* broadcast, reduce, transpose, concatenate, reverse, sort, all-gather/all-to-all (dimensions={d}) */
+  PsDotDims dot;                   /* dot */
+  PsPrecision precision[2];        /* operand_precision (dot, convolution) */
+  gboolean has_precision;
+  PsWindow window;                 /* convolution, reduce-window, select-and-scatter */
+  PsConvDims conv;                 /* convolution */
+  int64_t feature_group_count;     /* convolution; 0 = not written (means 1) */
+  int64_t batch_group_count;       /* convolution; 0 = not written (means 1) */
+  PsInts slice_starts, slice_limits, slice_strides; /* slice */
+  PsInts dynamic_slice_sizes;      /* dynamic-slice */
+  int n_pad;                       /* pad: rank entries */
+  PsPadDim *padding;
+  PsGatherDims gather;             /* gather */
+  PsScatterDims scatter;           /* scatter */
+  int64_t tuple_index;             /* get-tuple-element "index" */
+  int64_t iota_dimension;          /* iota */
+  PsCompareDir comparison;         /* compare "direction" */
+  char *compare_type;              /* compare "type" (TOTALORDER...), or NULL */
+  gboolean is_stable;              /* sort */
+  /* Collectives. replica_groups: n_groups groups of group_size ids each
+   * (XLA allows ragged groups; podsim requires equal sizes). */
+  int n_groups, group_size;
+  int64_t *replica_groups;         /* n_groups * group_size, row-major */
+  gboolean has_replica_groups;     /* attribute written (even as {}) */
+  int64_t channel_id;              /* 0 = none */
+  gboolean use_global_device_ids;
+  int n_pairs;                     /* collective-permute */
+  int64_t *source_target_pairs;    /* n_pairs * 2 */
+  char *custom_call_target;        /* custom-call, without quotes */
+  char *backend_config;            /* raw string contents, or NULL */
+  gboolean custom_call_has_side_effect;
+  char *metadata;                  /* text inside metadata={...}, or NULL */
+  GPtrArray *extra_attrs;          /* PsRawAttr*, owned, in written order; or NULL */
+
+  /* Where the instruction was defined in its source file (0 if built). */
+  int src_line, src_col;
+};
+
+struct PsComputation {
+  char *name;
+  PsModule *parent;
+  GPtrArray *instrs;               /* PsInstr*, owned, in program order */
+  GPtrArray *params;               /* PsInstr*, borrowed, by parameter number */
+  PsInstr *root;
+  gboolean is_entry;
+  char *execution_thread;          /* or NULL */
+};
+
+struct PsModule {
+  char *name;
+  GPtrArray *computations;         /* PsComputation*, owned, callees before callers */
+  PsComputation *entry;
+  /* Header attributes. */
+  int64_t num_partitions;          /* 0 = not written */
+  int n_prop_to_output, n_prop_to_params;
+  gboolean *prop_to_output;        /* allow_spmd_sharding_propagation_to_output */
+  gboolean *prop_to_params;        /* ..._to_parameters */
+  char *entry_layout;              /* entry_computation_layout text, or NULL */
+  GPtrArray *extra_attrs;          /* other header attrs, PsRawAttr* */
+  int next_id;
+};
+
+PsModule *ps_module_new (const char *name);
+void ps_module_free (PsModule *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsModule, ps_module_free)
+/* Deep copy; called computations and operands are remapped. transfer full. */
+PsModule *ps_module_clone (const PsModule *m);
+
+PsComputation *ps_computation_new (PsModule *m, const char *name); /* appended */
+PsComputation *ps_module_find_computation (const PsModule *m, const char *name);
+PsInstr *ps_module_find_instr (const PsModule *m, const char *name); /* any computation */
+PsInstr *ps_computation_find_instr (const PsComputation *c, const char *name);
+
+/* Creates an instruction at the end of `c`. Takes ownership of `shape`;
+ * operands are borrowed and get `instr` added to their users. A NULL name
+ * makes a unique one from the opcode ("add.3"). */
+PsInstr *ps_computation_add_instr (PsComputation *c, PsOpcode op,
+                                   const char *name, PsShape *shape,
+                                   int n_operands, PsInstr *const *operands);
+void ps_instr_set_operand (PsInstr *instr, int i, PsInstr *new_operand);
+/* Points every user of `old` (and the root, if it is `old`) at `repl`. */
+void ps_instr_replace_all_uses (PsInstr *old, PsInstr *repl);
+/* Removes an instruction that has no users. */
+void ps_computation_remove_instr (PsComputation *c, PsInstr *instr);
+/* Instructions in an order where every operand comes before its users
+ * (stable: keeps program order where it can). transfer container. */
+GPtrArray *ps_computation_post_order (const PsComputation *c);
+void ps_instr_set_sharding (PsInstr *instr, const PsSharding *s); /* copies; NULL clears */
+void ps_instr_set_called (PsInstr *instr, int n, PsComputation *const *called);
+void ps_ints_set (PsInts *dst, int n, const int64_t *v);
+void ps_ints_clear (PsInts *dst);
+gboolean ps_ints_contains (const PsInts *a, int64_t v);
+PsLiteral *ps_literal_new (PsElemType t, int64_t n);      /* zero-filled */
+PsLiteral *ps_literal_copy (const PsLiteral *l);
+void ps_literal_free (PsLiteral *l);
+void ps_instr_add_raw_attr (PsInstr *instr, const char *key, const char *value);
+const char *ps_instr_get_raw_attr (const PsInstr *instr, const char *key);
+
+/* Checks operand counts, shapes and attribute consistency for every
+ * instruction; errors name the instruction and its source position. */
+gboolean ps_module_validate (const PsModule *m, const char *filename, GError **error);
+
+/* Infers the result shape of `op` over `operands` with the attributes already
+ * set on `proto` (used by the reader when a shape is omitted, and by the
+ * builder). Returns NULL with an error when the shapes do not fit. */
+PsShape *ps_infer_shape (const PsInstr *proto, GError **error);
+
+G_END_DECLS
+
+#endif

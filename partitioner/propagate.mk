@@ -1,0 +1,1 @@
+# partitioner/propagate fragment: sources appended to libpodsim_partitioner_la_SOURCES, its Check suites.

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Runs podsim's whole test suite: the normal build (build/) and the ASan +
+# UBSan build (build-san/), `make check` in each. Ends with the line
+# "N passed, N failed" over both. Needs ./setup.sh --no-run to have run once.
+#   ./run-tests.sh            both builds
+#   ./run-tests.sh --quick    the normal build only
+set -u
+cd "$(dirname "$0")"
+[ -x configure ] || autoreconf -fi >/dev/null 2>&1
+jobs=$(nproc)
+passed=0; failed=0; status=0
+
+run_build () {  # DIR CONFIGURE-FLAGS...
+  dir=$1; shift
+  mkdir -p "$dir"
+  ( cd "$dir" && { [ -f Makefile ] || ../configure -q "$@"; } && make -j"$jobs" >/dev/null ) || {
+    echo "run-tests: build in $dir failed" >&2; failed=$((failed + 1)); status=1; return; }
+  ( cd "$dir" && make -j"$jobs" check >/dev/null 2>&1 ); rc=$?
+  if [ -f "$dir/test-suite.log" ]; then
+    p=$(sed -n 's/^# PASS: *//p' "$dir/test-suite.log" | head -1)
+    f=$(sed -n 's/^# FAIL: *//p' "$dir/test-suite.log" | head -1)
+    e=$(sed -n 's/^# ERROR: *//p' "$dir/test-suite.log" | head -1)
+    echo "== $dir: ${p:-0} passed, ${f:-0} failed, ${e:-0} errors"
+    for t in $(find "$dir/tests" -name '*.log' 2>/dev/null); do
+      trs=${t%.log}.trs
+      if [ -f "$trs" ] && grep -qE ':test-result: (FAIL|ERROR)' "$trs"; then
+        echo "---- $t"; tail -30 "$t"
+      fi
+    done
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0} + ${e:-0}))
+  else
+    echo "run-tests: make check in $dir produced no test-suite.log" >&2; failed=$((failed + 1))
+  fi
+  [ $rc = 0 ] || status=1
+}
+
+run_build build
+[ "${1:-}" = "--quick" ] || run_build build-san --enable-sanitizers
+echo "$passed passed, $failed failed"
+exit $status

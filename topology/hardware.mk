@@ -1,0 +1,1 @@
+# topology/hardware fragment

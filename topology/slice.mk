@@ -1,0 +1,1 @@
+# topology/slice fragment
