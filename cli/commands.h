@@ -26,6 +26,10 @@ int ps_cmd_simulate (int argc, char **argv);
 int ps_cmd_bench (int argc, char **argv);
 int ps_cmd_run (int argc, char **argv);
 int ps_cmd_tables (int argc, char **argv);
+int ps_cmd_bench_matmul (int argc, char **argv);
+int ps_cmd_bench_collective (int argc, char **argv);
+int ps_cmd_conformance_propagation (int argc, char **argv);
+int ps_cmd_conformance_partitioner (int argc, char **argv);
 
 /* Shared helpers (cli/util.c). */
 /* Prints "podsim: <error message>" and returns PS_EXIT_USAGE. Frees error. */
