@@ -300,6 +300,10 @@ struct PsModule {
   char *entry_layout;              /* entry_computation_layout text, or NULL */
   GPtrArray *extra_attrs;          /* other header attrs, PsRawAttr* */
   int next_id;
+  /* Private to ir.c: instruction name -> PsInstr*, kept by the API so that
+   * lookups and fresh names are O(1). Renaming an instruction by hand only
+   * makes lookups of the new name fall back to a scan. */
+  GHashTable *name_index;
 };
 
 PsModule *ps_module_new (const char *name);
