@@ -1,0 +1,269 @@
+/* The compute cost model. See sim/compute.h and doc/compute-model.md. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sim/compute.h"
+
+static gint64
+ceil_div (gint64 a, gint64 b)
+{
+  return (a + b - 1) / b;
+}
+
+static gint64
+clamp0 (gint64 v)
+{
+  return v < 0 ? 0 : v;
+}
+
+/* Cycles of one MXU-array orientation: `tiles` stationary weight tiles per
+ * pass, `stream` rows streamed through each. */
+static double
+orientation_cycles (const PsHardware *hw, gint64 tiles, gint64 stream, int passes,
+                    gint64 *tile_passes_out)
+{
+  gint64 total = tiles * passes;
+  gint64 per_mxu = ceil_div (total, hw->mxus_per_core);
+  double load = hw->mxu_weight_load_cycles;
+  double fill = hw->mxu_fill_drain_cycles;
+  double per_tile;
+  double exposed_load;
+  if (hw->mxu_weight_double_buffered)
+    {
+      /* The next tile shifts in while the current one streams, so a tile
+       * costs the longer of the two; only the very first load is exposed. */
+      per_tile = MAX ((double) stream, load) + fill;
+      exposed_load = load;
+    }
+  else
+    {
+      per_tile = (double) stream + load + fill;
+      exposed_load = 0;
+    }
+  *tile_passes_out = total;
+  return (double) per_mxu * per_tile + exposed_load;
+}
+
+double
+ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint64 k, gint64 n,
+                       int passes, gint64 *tile_passes_out, gint64 *stream_rows_out,
+                       gboolean *lhs_stationary_out)
+{
+  g_return_val_if_fail (hw != NULL, 0);
+  batch = clamp0 (batch);
+  m = clamp0 (m);
+  k = clamp0 (k);
+  n = clamp0 (n);
+  gint64 tile_passes = 0, stream = 0;
+  gboolean lhs = FALSE;
+  double cycles = 0;
+  if (batch > 0 && m > 0 && k > 0 && n > 0 && passes > 0)
+    {
+      gint64 kt = ceil_div (k, hw->mxu_rows);
+      /* RHS stationary: K x N weight tiles, the M rows of the LHS stream. */
+      gint64 tp_rhs = 0;
+      double c_rhs = orientation_cycles (hw, batch * kt * ceil_div (n, hw->mxu_cols), m,
+                                         passes, &tp_rhs);
+      /* LHS stationary (out^T = rhs^T lhs^T): K x M tiles, N columns stream. */
+      gint64 tp_lhs = 0;
+      double c_lhs = orientation_cycles (hw, batch * kt * ceil_div (m, hw->mxu_cols), n,
+                                         passes, &tp_lhs);
+      if (c_lhs < c_rhs)
+        {
+          cycles = c_lhs;
+          tile_passes = tp_lhs;
+          stream = n;
+          lhs = TRUE;
+        }
+      else
+        {
+          cycles = c_rhs;
+          tile_passes = tp_rhs;
+          stream = m;
+        }
+    }
+  if (tile_passes_out)
+    *tile_passes_out = tile_passes;
+  if (stream_rows_out)
+    *stream_rows_out = stream;
+  if (lhs_stationary_out)
+    *lhs_stationary_out = lhs;
+  return cycles;
+}
+
+PsComputeCost
+ps_compute_op (const PsHardware *hw, const PsComputeOp *op)
+{
+  PsComputeCost c = { 0 };
+  g_return_val_if_fail (hw != NULL && op != NULL, c);
+  double clock = hw->clock_hz;
+
+  if (op->has_mxu)
+    {
+      int passes = ps_hardware_mxu_passes (hw, op->dtype == PS_COMPUTE_F32, op->precision);
+      c.mxu_passes = passes;
+      c.mxu_cycles = ps_compute_mxu_cycles (hw, op->batch, op->m, op->k, op->n, passes,
+                                            &c.tile_passes, &c.stream_rows,
+                                            &c.lhs_stationary);
+    }
+
+  double vector_ops = MAX (op->vector_ops, 0.0)
+                      + MAX (op->transcendentals, 0.0) * hw->vector_transcendental_ops;
+  double per_cycle = (double) hw->vector_lanes * hw->vector_sublanes * hw->vector_alus;
+  c.vector_cycles = ceil (vector_ops / per_cycle);
+
+  if (!op->fused)
+    {
+      c.hbm_cycles = MAX (op->hbm_bytes, 0.0) / hw->hbm_bw_bytes_per_s * clock;
+      c.overhead_cycles = hw->per_op_overhead_s * clock;
+    }
+
+  double busy = MAX (c.mxu_cycles, MAX (c.vector_cycles, c.hbm_cycles));
+  /* Ties go to the unit listed first: the MXU, then the vector unit. */
+  if (busy == c.mxu_cycles && busy > 0)
+    c.bound = PS_BOUND_MXU;
+  else if (busy == c.vector_cycles && busy > 0)
+    c.bound = PS_BOUND_VECTOR;
+  else if (busy == c.hbm_cycles && busy > 0)
+    c.bound = PS_BOUND_HBM;
+  else
+    c.bound = PS_BOUND_OVERHEAD;
+  if (c.overhead_cycles > busy)
+    c.bound = PS_BOUND_OVERHEAD;
+
+  c.cycles = busy + c.overhead_cycles;
+  c.time_s = c.cycles / clock;
+  c.flops = MAX (op->flops, 0.0);
+  if (c.time_s > 0)
+    c.mxu_utilization = c.flops / (ps_hardware_peak_flops_per_core (hw) * c.time_s);
+  return c;
+}
+
+int
+ps_compute_dtype_size_bytes (PsComputeDtype dtype)
+{
+  return dtype == PS_COMPUTE_F32 ? 4 : 2;
+}
+
+const char *
+ps_compute_dtype_name (PsComputeDtype dtype)
+{
+  return dtype == PS_COMPUTE_F32 ? "f32" : "bf16";
+}
+
+gboolean
+ps_compute_dtype_parse (const char *name, PsComputeDtype *out)
+{
+  if (g_ascii_strcasecmp (name, "bf16") == 0)
+    *out = PS_COMPUTE_BF16;
+  else if (g_ascii_strcasecmp (name, "f32") == 0)
+    *out = PS_COMPUTE_F32;
+  else
+    return FALSE;
+  return TRUE;
+}
+
+const char *
+ps_compute_bound_name (PsComputeBound bound)
+{
+  switch (bound)
+    {
+    case PS_BOUND_MXU:
+      return "mxu";
+    case PS_BOUND_VECTOR:
+      return "vector";
+    case PS_BOUND_HBM:
+      return "hbm";
+    case PS_BOUND_OVERHEAD:
+      return "overhead";
+    }
+  return "?";
+}
+
+PsComputeOp
+ps_compute_matmul_op (gint64 batch, gint64 m, gint64 k, gint64 n, PsComputeDtype dtype,
+                      PsPrecision precision)
+{
+  PsComputeOp op = { 0 };
+  op.has_mxu = TRUE;
+  op.batch = clamp0 (batch);
+  op.m = clamp0 (m);
+  op.k = clamp0 (k);
+  op.n = clamp0 (n);
+  op.dtype = dtype;
+  op.precision = precision;
+  double b = (double) op.batch;
+  /* An empty result needs no operand: XLA removes such a dot. */
+  if (op.batch == 0 || op.m == 0 || op.k == 0 || op.n == 0)
+    return op;
+  op.flops = 2.0 * b * (double) op.m * (double) op.k * (double) op.n;
+  op.hbm_bytes = b * ((double) op.m * op.k + (double) op.k * op.n + (double) op.m * op.n)
+                 * ps_compute_dtype_size_bytes (dtype);
+  return op;
+}
+
+PsComputeOp
+ps_compute_elementwise_op (gint64 elements, int n_inputs, double ops_per_element,
+                           double transcendentals_per_element, PsComputeDtype dtype)
+{
+  PsComputeOp op = { 0 };
+  double e = (double) clamp0 (elements);
+  op.dtype = dtype;
+  op.vector_ops = e * MAX (ops_per_element, 0.0);
+  op.transcendentals = e * MAX (transcendentals_per_element, 0.0);
+  /* HloCostAnalysis counts one FLOP per elementwise operation. */
+  op.flops = op.vector_ops + op.transcendentals;
+  op.hbm_bytes = e * (MAX (n_inputs, 0) + 1) * ps_compute_dtype_size_bytes (dtype);
+  return op;
+}
+
+PsComputeOp
+ps_compute_reduce_op (const PsHardware *hw, gint64 in_elements, gint64 out_elements,
+                      PsComputeDtype dtype)
+{
+  PsComputeOp op = { 0 };
+  g_return_val_if_fail (hw != NULL, op);
+  double in = (double) clamp0 (in_elements);
+  double out = (double) clamp0 (out_elements);
+  op.dtype = dtype;
+  /* Partial sums accumulate elementwise in vector registers; each output
+   * then needs a log2-depth tree across the lanes and sublanes of one
+   * register. */
+  double tree = log2 ((double) hw->vector_lanes * hw->vector_sublanes);
+  op.vector_ops = in + out * tree;
+  op.flops = in;
+  op.hbm_bytes = (in + out) * ps_compute_dtype_size_bytes (dtype);
+  return op;
+}
+
+PsComputeOp
+ps_compute_op_from_trace (const PsTraceCompute *ev)
+{
+  PsComputeOp op = { 0 };
+  g_return_val_if_fail (ev != NULL, op);
+  op.has_mxu = ev->has_mxu;
+  op.batch = (gint64) MIN (ev->mxu_batch, (guint64) G_MAXINT64);
+  op.m = (gint64) MIN (ev->mxu_m, (guint64) G_MAXINT64);
+  op.k = (gint64) MIN (ev->mxu_k, (guint64) G_MAXINT64);
+  op.n = (gint64) MIN (ev->mxu_n, (guint64) G_MAXINT64);
+  op.dtype = (ev->dtype == PS_TRACE_F32 || ev->dtype == PS_TRACE_F64) ? PS_COMPUTE_F32
+                                                                       : PS_COMPUTE_BF16;
+  switch (ev->precision)
+    {
+    case PS_TRACE_PRECISION_HIGH:
+      op.precision = PS_PRECISION_HIGH;
+      break;
+    case PS_TRACE_PRECISION_HIGHEST:
+      op.precision = PS_PRECISION_HIGHEST;
+      break;
+    default:
+      op.precision = PS_PRECISION_DEFAULT;
+      break;
+    }
+  op.flops = (double) ev->flops;
+  op.hbm_bytes = (double) ev->read_bytes + (double) ev->write_bytes;
+  op.vector_ops = (double) ev->vector_ops;
+  return op;
+}

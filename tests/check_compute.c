@@ -1,0 +1,302 @@
+/* Tests of the compute cost model (sim/compute.c). They assert on the
+ * model's numbers only, never on wall-clock time. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+
+#include "sim/compute.h"
+
+static PsHardware *hw;
+
+static void
+setup (void)
+{
+  hw = ps_hardware_default ();
+}
+
+static void
+teardown (void)
+{
+  ps_hardware_free (hw);
+  hw = NULL;
+}
+
+static PsComputeCost
+matmul (gint64 m, gint64 k, gint64 n, PsComputeDtype dtype, PsPrecision precision)
+{
+  PsComputeOp op = ps_compute_matmul_op (1, m, k, n, dtype, precision);
+  return ps_compute_op (hw, &op);
+}
+
+START_TEST (test_large_matmul_near_peak)
+{
+  PsComputeCost c = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  ck_assert_int_eq (c.bound, PS_BOUND_MXU);
+  ck_assert_double_ge (c.mxu_utilization, 0.95);
+  ck_assert_double_le (c.mxu_utilization, 1.0);
+  ck_assert_double_eq_tol (c.flops, 2.0 * 8192.0 * 8192.0 * 8192.0, 1.0);
+  /* 64 x 64 weight tiles over 2 MXUs, each streaming 8192 rows plus 256
+   * cycles of fill and drain, plus the first tile's load. */
+  ck_assert_int_eq (c.tile_passes, 4096);
+  ck_assert_double_eq_tol (c.mxu_cycles, 2048.0 * (8192 + 256) + 128, 0.5);
+  ck_assert_double_eq_tol (c.time_s, c.cycles / hw->clock_hz, 1e-15);
+}
+END_TEST
+
+/* One element past the array size pads that dim to two tiles. */
+START_TEST (test_dim_129_loses_half)
+{
+  PsComputeCost big = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  const gint64 dims128[3][3] = { { 128, 8192, 8192 }, { 8192, 128, 8192 }, { 8192, 8192, 128 } };
+  for (int d = 0; d < 3; d++)
+    {
+      gint64 a[3] = { dims128[d][0], dims128[d][1], dims128[d][2] };
+      PsComputeCost c128 = matmul (a[0], a[1], a[2], PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+      a[d] = 129;
+      PsComputeCost c129 = matmul (a[0], a[1], a[2], PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+      /* The MXU does twice the tile passes for 1/128 more useful work. */
+      ck_assert_int_eq (c129.tile_passes, 2 * c128.tile_passes);
+      ck_assert_double_eq_tol (c129.mxu_cycles / c128.mxu_cycles, 2.0, 0.01);
+      double ratio = c129.mxu_utilization / big.mxu_utilization;
+      ck_assert_msg (ratio > 0.45 && ratio < 0.55, "dim %d: utilization ratio %g", d, ratio);
+      ck_assert_int_eq (c129.bound, PS_BOUND_MXU);
+    }
+}
+END_TEST
+
+START_TEST (test_f32_precision_passes)
+{
+  PsComputeCost bf16 = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost f32d = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_PRECISION_DEFAULT);
+  PsComputeCost high = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_PRECISION_HIGH);
+  PsComputeCost highest = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_PRECISION_HIGHEST);
+  /* Precision has no effect on bf16 operands. */
+  PsComputeCost bf16h = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_HIGHEST);
+  ck_assert_double_eq_tol (f32d.time_s / bf16.time_s, 1.0, 0.001);
+  ck_assert_double_eq_tol (high.time_s / bf16.time_s, 3.0, 0.01);
+  ck_assert_double_eq_tol (highest.time_s / bf16.time_s, 6.0, 0.01);
+  ck_assert_double_eq_tol (bf16h.time_s, bf16.time_s, 1e-12);
+  ck_assert_int_eq (highest.mxu_passes, 6);
+  ck_assert_int_eq (high.mxu_passes, 3);
+  /* Useful FLOPs do not count the extra passes. */
+  ck_assert_double_eq_tol (highest.flops, bf16.flops, 1.0);
+}
+END_TEST
+
+START_TEST (test_small_matmul_overhead_bound)
+{
+  PsComputeCost tiny = matmul (1, 1, 1, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost small = matmul (128, 128, 128, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  ck_assert_int_eq (tiny.bound, PS_BOUND_OVERHEAD);
+  ck_assert_int_eq (small.bound, PS_BOUND_OVERHEAD);
+  /* Both occupy one full tile pass: padding makes them cost the same. */
+  ck_assert_double_eq_tol (tiny.time_s, small.time_s, 1e-15);
+  ck_assert_double_ge (tiny.time_s, hw->per_op_overhead_s);
+  ck_assert_double_lt (small.mxu_utilization, 0.1);
+  /* Utilization grows with size. */
+  double last = 0;
+  for (gint64 s = 128; s <= 8192; s *= 2)
+    {
+      PsComputeCost c = matmul (s, s, s, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+      ck_assert_msg (c.mxu_utilization > last, "size %" G_GINT64_FORMAT, s);
+      last = c.mxu_utilization;
+    }
+}
+END_TEST
+
+START_TEST (test_zero_and_negative_dims)
+{
+  PsComputeCost c = matmul (0, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  ck_assert_double_eq (c.mxu_cycles, 0);
+  ck_assert_double_eq (c.hbm_cycles, 0);
+  ck_assert_int_eq (c.bound, PS_BOUND_OVERHEAD);
+  c = matmul (-5, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  ck_assert_double_eq (c.mxu_cycles, 0);
+  ck_assert_double_eq (c.flops, 0);
+}
+END_TEST
+
+START_TEST (test_orientation_is_cheaper_operand)
+{
+  /* A skinny LHS stays in the array; the long RHS streams. */
+  PsComputeCost c = matmul (128, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  ck_assert (c.lhs_stationary);
+  ck_assert_int_eq (c.stream_rows, 8192);
+  PsComputeCost d = matmul (8192, 8192, 128, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  ck_assert (!d.lhs_stationary);
+  ck_assert_double_eq_tol (c.mxu_cycles, d.mxu_cycles, 0.5);
+}
+END_TEST
+
+START_TEST (test_batch_multiplies_tiles)
+{
+  PsComputeOp one = ps_compute_matmul_op (1, 1024, 1024, 1024, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeOp four = ps_compute_matmul_op (4, 1024, 1024, 1024, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost c1 = ps_compute_op (hw, &one);
+  PsComputeCost c4 = ps_compute_op (hw, &four);
+  ck_assert_int_eq (c4.tile_passes, 4 * c1.tile_passes);
+  ck_assert_double_eq_tol (c4.flops, 4 * c1.flops, 1.0);
+}
+END_TEST
+
+START_TEST (test_weight_load_without_double_buffering)
+{
+  g_autoptr (PsHardware) single = ps_hardware_copy (hw);
+  single->mxu_weight_double_buffered = FALSE;
+  PsComputeOp op = ps_compute_matmul_op (1, 8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost db = ps_compute_op (hw, &op);
+  PsComputeCost sb = ps_compute_op (single, &op);
+  ck_assert_double_eq_tol (sb.mxu_cycles, 2048.0 * (8192 + 128 + 256), 0.5);
+  ck_assert_double_gt (sb.mxu_cycles, db.mxu_cycles);
+  /* Short streams are load-bound when double-buffered: with fill and drain
+   * set to 0, 4096 RHS tiles streaming 8 rows each cost 128 load cycles per
+   * tile, exactly what the LHS orientation costs streaming 8192 rows through
+   * 64 tiles. */
+  PsComputeOp short_op = ps_compute_matmul_op (1, 8, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  hw->mxu_fill_drain_cycles = 0;
+  PsComputeCost s = ps_compute_op (hw, &short_op);
+  ck_assert_double_eq_tol (s.mxu_cycles, 2048.0 * 128 + 128, 0.5);
+}
+END_TEST
+
+START_TEST (test_hbm_bound_elementwise)
+{
+  /* An f32 add of two 64 Mi-element arrays: 768 MiB of traffic. */
+  gint64 e = 8192LL * 8192;
+  PsComputeOp op = ps_compute_elementwise_op (e, 2, 1, 0, PS_COMPUTE_F32);
+  PsComputeCost c = ps_compute_op (hw, &op);
+  ck_assert_int_eq (c.bound, PS_BOUND_HBM);
+  ck_assert_double_eq_tol (c.hbm_cycles, 3.0 * e * 4 / hw->hbm_bw_bytes_per_s * hw->clock_hz, 1.0);
+  ck_assert_double_eq_tol (c.vector_cycles, ceil (e / 2048.0), 0.5);
+  ck_assert_double_eq (c.mxu_cycles, 0);
+}
+END_TEST
+
+START_TEST (test_fused_pays_vector_only)
+{
+  gint64 e = 8192LL * 8192;
+  PsComputeOp op = ps_compute_elementwise_op (e, 1, 1, 1, PS_COMPUTE_F32);
+  op.fused = TRUE;
+  PsComputeCost c = ps_compute_op (hw, &op);
+  ck_assert_double_eq (c.hbm_cycles, 0);
+  ck_assert_double_eq (c.overhead_cycles, 0);
+  ck_assert_int_eq (c.bound, PS_BOUND_VECTOR);
+  /* One op plus one transcendental (4 ops) per element over 2048 ALU slots. */
+  ck_assert_double_eq_tol (c.vector_cycles, ceil (e * 5.0 / 2048.0), 0.5);
+}
+END_TEST
+
+START_TEST (test_vector_bound_transcendentals)
+{
+  /* Many transcendentals per byte: the vector unit, not HBM, limits. */
+  PsComputeOp op = ps_compute_elementwise_op (1 << 24, 1, 10, 10, PS_COMPUTE_BF16);
+  PsComputeCost c = ps_compute_op (hw, &op);
+  ck_assert_int_eq (c.bound, PS_BOUND_VECTOR);
+  ck_assert_double_gt (c.vector_cycles, c.hbm_cycles);
+}
+END_TEST
+
+START_TEST (test_matmul_with_fused_epilogue)
+{
+  /* A GELU-like epilogue on a large matmul hides under the MXU time. */
+  PsComputeOp op = ps_compute_matmul_op (1, 8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost plain = ps_compute_op (hw, &op);
+  op.vector_ops = 8.0 * 8192 * 8192;
+  op.transcendentals = 8192.0 * 8192;
+  PsComputeCost fused = ps_compute_op (hw, &op);
+  ck_assert_double_eq_tol (fused.time_s, plain.time_s, 1e-12);
+  ck_assert_double_gt (fused.vector_cycles, 0);
+}
+END_TEST
+
+START_TEST (test_reduce)
+{
+  PsComputeOp op = ps_compute_reduce_op (hw, 1 << 20, 1024, PS_COMPUTE_F32);
+  ck_assert_double_eq_tol (op.vector_ops, (1 << 20) + 1024 * 10.0, 0.5);
+  ck_assert_double_eq_tol (op.hbm_bytes, ((1 << 20) + 1024) * 4.0, 0.5);
+}
+END_TEST
+
+START_TEST (test_what_if_hardware)
+{
+  g_autoptr (PsHardware) fast = ps_hardware_copy (hw);
+  fast->hbm_bw_bytes_per_s *= 2;
+  gint64 e = 8192LL * 8192;
+  PsComputeOp op = ps_compute_elementwise_op (e, 2, 1, 0, PS_COMPUTE_F32);
+  PsComputeCost a = ps_compute_op (hw, &op);
+  PsComputeCost b = ps_compute_op (fast, &op);
+  ck_assert_double_eq_tol (b.hbm_cycles * 2, a.hbm_cycles, 1.0);
+}
+END_TEST
+
+START_TEST (test_from_trace)
+{
+  PsTraceCompute ev = { 0 };
+  ev.op = PS_TRACE_OP_MATMUL;
+  ev.dtype = PS_TRACE_F32;
+  ev.precision = PS_TRACE_PRECISION_HIGHEST;
+  ev.has_mxu = TRUE;
+  ev.mxu_batch = 2;
+  ev.mxu_m = 256;
+  ev.mxu_k = 512;
+  ev.mxu_n = 1024;
+  ev.flops = 2ULL * 2 * 256 * 512 * 1024;
+  ev.read_bytes = 1000;
+  ev.write_bytes = 24;
+  ev.vector_ops = 77;
+  PsComputeOp op = ps_compute_op_from_trace (&ev);
+  ck_assert (op.has_mxu);
+  ck_assert_int_eq (op.dtype, PS_COMPUTE_F32);
+  ck_assert_int_eq (op.precision, PS_PRECISION_HIGHEST);
+  ck_assert_int_eq (op.batch, 2);
+  ck_assert_int_eq (op.n, 1024);
+  ck_assert_double_eq (op.hbm_bytes, 1024);
+  ck_assert_double_eq (op.vector_ops, 77);
+  ck_assert_double_eq (op.flops, (double) ev.flops);
+  ev.dtype = PS_TRACE_BF16;
+  op = ps_compute_op_from_trace (&ev);
+  ck_assert_int_eq (op.dtype, PS_COMPUTE_BF16);
+}
+END_TEST
+
+START_TEST (test_names)
+{
+  PsComputeDtype d;
+  ck_assert (ps_compute_dtype_parse ("bf16", &d) && d == PS_COMPUTE_BF16);
+  ck_assert (ps_compute_dtype_parse ("F32", &d) && d == PS_COMPUTE_F32);
+  ck_assert (!ps_compute_dtype_parse ("f16", &d));
+  ck_assert_str_eq (ps_compute_bound_name (PS_BOUND_HBM), "hbm");
+  ck_assert_str_eq (ps_compute_dtype_name (PS_COMPUTE_F32), "f32");
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("compute");
+  TCase *tc = tcase_create ("model");
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_add_test (tc, test_large_matmul_near_peak);
+  tcase_add_test (tc, test_dim_129_loses_half);
+  tcase_add_test (tc, test_f32_precision_passes);
+  tcase_add_test (tc, test_small_matmul_overhead_bound);
+  tcase_add_test (tc, test_zero_and_negative_dims);
+  tcase_add_test (tc, test_orientation_is_cheaper_operand);
+  tcase_add_test (tc, test_batch_multiplies_tiles);
+  tcase_add_test (tc, test_weight_load_without_double_buffering);
+  tcase_add_test (tc, test_hbm_bound_elementwise);
+  tcase_add_test (tc, test_fused_pays_vector_only);
+  tcase_add_test (tc, test_vector_bound_transcendentals);
+  tcase_add_test (tc, test_matmul_with_fused_epilogue);
+  tcase_add_test (tc, test_reduce);
+  tcase_add_test (tc, test_what_if_hardware);
+  tcase_add_test (tc, test_from_trace);
+  tcase_add_test (tc, test_names);
+  suite_add_tcase (s, tc);
+  SRunner *sr = srunner_create (s);
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed ? 1 : 0;
+}
