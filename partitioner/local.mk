@@ -15,3 +15,4 @@ include partitioner/propagate.mk
 include partitioner/interp.mk
 include partitioner/spmd.mk
 include partitioner/analysis.mk
+include partitioner/autodiff.mk
