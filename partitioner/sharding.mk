@@ -1,1 +1,10 @@
-# partitioner/sharding fragment: sources appended to libpodsim_partitioner_la_SOURCES, its Check suites.
+# partitioner/sharding fragment: shardings (representation, text form,
+# normalisation, mesh_split), the graph builder API, and their Check suites.
+libpodsim_partitioner_la_SOURCES += partitioner/sharding.c partitioner/sharding_text.c \
+	partitioner/sharding_private.h
+
+check_PROGRAMS += tests/check_sharding
+TESTS += tests/check_sharding
+tests_check_sharding_SOURCES = tests/check_sharding.c
+tests_check_sharding_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_sharding_LDADD = $(PS_PARTITIONER_TEST_LIBS)

@@ -1,0 +1,659 @@
+/* Check suite for partitioner/sharding: the text form over the whole
+ * conformance corpus, normalisation, equality, tile geometry, mesh_split and
+ * parse errors. */
+#include "config.h"
+
+#include <check.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#include "partitioner/ir.h"
+#include "partitioner/sharding.h"
+
+/* ir.h declares no autoptr for PsShape; a local alias avoids clashing with
+ * one added later. */
+typedef PsShape TShape;
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TShape, ps_shape_free)
+
+static PsSharding *
+parse_ok (const char *text)
+{
+  GError *error = NULL;
+  PsSharding *s = ps_sharding_from_string (text, "test", &error);
+  ck_assert_msg (s != NULL, "'%s' failed: %s", text, error ? error->message : "?");
+  return s;
+}
+
+static char *
+canon (const char *text)
+{
+  g_autoptr (PsSharding) s = parse_ok (text);
+  return ps_sharding_to_string (s);
+}
+
+#define ck_assert_canon(in, out) \
+  do { \
+    g_autofree char *got_ = canon (in); \
+    ck_assert_str_eq (got_, out); \
+  } while (0)
+
+static gboolean
+equal_text (const char *a, const char *b)
+{
+  g_autoptr (PsSharding) sa = parse_ok (a);
+  g_autoptr (PsSharding) sb = parse_ok (b);
+  return ps_sharding_equal (sa, sb);
+}
+
+/* ---- corpus ------------------------------------------------------------- */
+
+static const char *
+corpus_dir (void)
+{
+  static char *dir;
+  if (dir == NULL)
+    {
+      const char *src = g_getenv ("PS_SRCDIR");
+      char *cand = g_build_filename (src ? src : PS_SRCDIR, "..", "shared", "conformance", NULL);
+      if (g_file_test (cand, G_FILE_TEST_IS_DIR))
+        dir = cand;
+      else
+        {
+          g_free (cand);
+          dir = g_strdup ("/work/shared/conformance");
+        }
+    }
+  return dir;
+}
+
+typedef struct {
+  int n_checked;
+  GHashTable *distinct;
+} Corpus;
+
+static void
+check_one (Corpus *c, const char *text, gsize len, const char *where)
+{
+  g_autofree char *str = g_strndup (text, len);
+  gsize off = 0;
+  GError *error = NULL;
+  g_autoptr (PsSharding) s = ps_sharding_parse (text, len, &off, &error);
+  ck_assert_msg (s != NULL, "%s: '%s' at %zu: %s", where, str, (size_t) off,
+                 error ? error->message : "?");
+  /* Printing is canonical: it reparses to an equal sharding and printing
+   * that gives the same text. */
+  g_autofree char *printed = ps_sharding_to_string (s);
+  g_autoptr (PsSharding) again = parse_ok (printed);
+  ck_assert_msg (ps_sharding_equal (s, again), "%s: '%s' printed '%s' reparses unequal",
+                 where, str, printed);
+  g_autofree char *printed2 = ps_sharding_to_string (again);
+  ck_assert_str_eq (printed, printed2);
+  c->n_checked++;
+  g_hash_table_add (c->distinct, g_steal_pointer (&str));
+}
+
+/* Every `sharding=` value in an HLO text, found by balancing braces. */
+static void
+scan_hlo (Corpus *c, const char *hlo, const char *where)
+{
+  const char *p = hlo;
+  while ((p = strstr (p, "sharding=")) != NULL)
+    {
+      gboolean word_start = p == hlo || !(g_ascii_isalnum (p[-1]) || p[-1] == '_');
+      p += strlen ("sharding=");
+      if (!word_start || *p != '{')
+        continue;
+      const char *q = p;
+      int depth = 0;
+      for (; *q; q++)
+        {
+          if (*q == '"')
+            {
+              for (q++; *q && *q != '"'; q++)
+                if (*q == '\\' && q[1])
+                  q++;
+            }
+          else if (*q == '{')
+            depth++;
+          else if (*q == '}' && --depth == 0)
+            break;
+        }
+      ck_assert_msg (*q == '}', "%s: unbalanced sharding", where);
+      check_one (c, p, (gsize) (q + 1 - p), where);
+      p = q + 1;
+    }
+}
+
+static void
+scan_file (Corpus *c, const char *name)
+{
+  g_autofree char *path = g_build_filename (corpus_dir (), name, NULL);
+  g_autofree char *data = NULL;
+  GError *error = NULL;
+  ck_assert_msg (g_file_get_contents (path, &data, NULL, &error), "%s",
+                 error ? error->message : path);
+  g_auto (GStrv) lines = g_strsplit (data, "\n", -1);
+  for (int i = 0; lines[i]; i++)
+    {
+      if (lines[i][0] == '\0')
+        continue;
+      g_autoptr (JsonParser) jp = json_parser_new ();
+      ck_assert (json_parser_load_from_data (jp, lines[i], -1, NULL));
+      JsonObject *o = json_node_get_object (json_parser_get_root (jp));
+      g_autofree char *where = g_strdup_printf ("%s:%d", name, i + 1);
+      scan_hlo (c, json_object_get_string_member (o, "hlo"), where);
+      if (!json_object_has_member (o, "expect"))
+        continue;
+      JsonNode *en = json_object_get_member (o, "expect");
+      if (!JSON_NODE_HOLDS_ARRAY (en))
+        continue;
+      JsonArray *ex = json_node_get_array (en);
+      for (guint k = 0; k < json_array_get_length (ex); k++)
+        {
+          JsonNode *n = json_array_get_element (ex, k);
+          if (!JSON_NODE_HOLDS_OBJECT (n))
+            continue;
+          JsonObject *e = json_node_get_object (n);
+          if (!json_object_has_member (e, "sharding"))
+            continue;
+          JsonNode *sn = json_object_get_member (e, "sharding");
+          if (json_node_get_value_type (sn) != G_TYPE_STRING)
+            continue;
+          const char *t = json_node_get_string (sn);
+          check_one (c, t, strlen (t), where);
+        }
+    }
+}
+
+START_TEST (test_corpus)
+{
+  Corpus c = { 0, g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL) };
+  scan_file (&c, "xla-propagation.jsonl");
+  scan_file (&c, "xla-propagation_expanded.jsonl");
+  scan_file (&c, "xla-partitioner.jsonl");
+  /* The corpus has ~3500 sharding occurrences, ~400 distinct texts; a scan
+   * that silently found none must not pass. */
+  g_print ("corpus: %d shardings, %u distinct\n", c.n_checked, g_hash_table_size (c.distinct));
+  ck_assert_int_gt (c.n_checked, 3000);
+  ck_assert_int_gt (g_hash_table_size (c.distinct), 350);
+  g_hash_table_unref (c.distinct);
+}
+END_TEST
+
+/* ---- iota and equality --------------------------------------------------- */
+
+START_TEST (test_iota_equals_list)
+{
+  ck_assert (equal_text ("{devices=[4,2]<=[8]}", "{devices=[4,2]0,1,2,3,4,5,6,7}"));
+  ck_assert (equal_text ("{devices=[4,2]<=[2,4]T(1,0)}", "{devices=[4,2]0,4,1,5,2,6,3,7}"));
+  ck_assert (equal_text ("{devices=[2,2,4]<=[2,2,4]T(2,1,0)}",
+                         "{devices=[2,2,4]0,8,4,12,1,9,5,13,2,10,6,14,3,11,7,15}"));
+  ck_assert (equal_text ("{devices=[2,1,2]<=[4] last_tile_dim_replicate}",
+                         "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}"));
+  /* Same dims, other order: different shardings. */
+  ck_assert (!equal_text ("{devices=[4,2]<=[8]}", "{devices=[4,2]<=[2,4]T(1,0)}"));
+  ck_assert (!equal_text ("{devices=[4,2]<=[8]}", "{devices=[2,4]<=[8]}"));
+  ck_assert (!equal_text ("{devices=[2]0,1}", "{devices=[2]1,0}"));
+  ck_assert (!equal_text ("{replicated}", "{manual}"));
+  ck_assert (!equal_text ("{maximal device=0}", "{maximal device=1}"));
+  ck_assert (equal_text ("{maximal device=3}", "{maximal device=3 metadata={op_name=\"x\"}}"));
+  /* Metadata is ignored, shard groups are not (except by equal_layout). */
+  ck_assert (equal_text ("{replicated metadata={op_name=\"a\"}}", "{replicated}"));
+  ck_assert (!equal_text ("{replicated shard_as 1}", "{replicated}"));
+  ck_assert (!equal_text ("{replicated shard_as 1}", "{replicated shard_like 1}"));
+  ck_assert (!equal_text ("{replicated shard_as 1}", "{replicated shard_as 2}"));
+  g_autoptr (PsSharding) a = parse_ok ("{devices=[2]0,1 shard_as 1}");
+  g_autoptr (PsSharding) b = parse_ok ("{devices=[2]<=[2]}");
+  ck_assert (!ps_sharding_equal (a, b));
+  ck_assert (ps_sharding_equal_layout (a, b));
+  /* Tuples compare per leaf. */
+  ck_assert (equal_text ("{{devices=[2]<=[2]}, {replicated}}", "{{devices=[2]0,1},{replicated}}"));
+  ck_assert (!equal_text ("{{devices=[2]0,1}, {replicated}}", "{{replicated}, {devices=[2]0,1}}"));
+  ck_assert (!equal_text ("{{replicated}}", "{replicated}"));
+  ck_assert (equal_text ("{}", "{ }"));
+}
+END_TEST
+
+START_TEST (test_print_forms)
+{
+  /* Iota-representable arrays print in the canonical iota form, others as
+   * a list. */
+  ck_assert_canon ("{devices=[4,2]0,1,2,3,4,5,6,7}", "{devices=[4,2]<=[8]}");
+  ck_assert_canon ("{devices=[4,2]0,4,1,5,2,6,3,7}", "{devices=[4,2]<=[2,4]T(1,0)}");
+  ck_assert_canon ("{devices=[2,2,4]0,8,4,12,1,9,5,13,2,10,6,14,3,11,7,15}",
+                   "{devices=[2,2,4]<=[2,2,4]T(2,1,0)}");
+  /* Non-canonical iota forms print canonically (dims contiguous in both
+   * orders merge). */
+  ck_assert_canon ("{devices=[8]<=[2,4]}", "{devices=[8]<=[8]}");
+  ck_assert_canon ("{devices=[2,4]<=[2,2,2]T(0,1,2)}", "{devices=[2,4]<=[8]}");
+  ck_assert_canon ("{devices=[2,2,2]<=[2,2,2]T(1,2,0)}", "{devices=[2,2,2]<=[2,4]T(1,0)}");
+  ck_assert_canon ("{devices=[2,1]1,0}", "{devices=[2,1]1,0}");
+  ck_assert_canon ("{devices=[4]0,2,1,5}", "{devices=[4]0,2,1,5}");
+  ck_assert_canon ("{devices=[2]1,2}", "{devices=[2]1,2}");
+  ck_assert_canon ("{devices=[1,1]0}", "{devices=[1,1]<=[1]}");
+  ck_assert_canon ("{devices=[1]3}", "{devices=[1]3}");
+  ck_assert_canon ("{ maximal  device=2 }", "{maximal device=2}");
+  ck_assert_canon ("{unknown shard_like 0}", "{unknown shard_like 0}");
+  ck_assert_canon ("{replicated shard_as 3}", "{replicated shard_as 3}");
+  ck_assert_canon ("{devices=[2,1]0,1 metadata={op_name=\"b\"}}",
+                   "{devices=[2,1]<=[2] metadata={op_name=\"b\"}}");
+  ck_assert_canon ("{replicated metadata={{op_name=\"a\"}, {op_name=\"b}\"}}}",
+                   "{replicated metadata={{op_name=\"a\"}, {op_name=\"b}\"}}}");
+  ck_assert_canon ("{{devices=[2,1]0,1},{manual}}", "{{devices=[2,1]<=[2]}, {manual}}");
+  ck_assert_canon ("{\n  /*index=0*/{replicated},\n  // c\n  {maximal device=0}}",
+                   "{{replicated}, {maximal device=0}}");
+  ck_assert_canon ("{}", "{}");
+  ck_assert_canon ("{devices=[1,1,1,4,8]0,1,2,3,4,5,6,7,16,17,18,19,20,21,22,23,24,25\n"
+                   "    ,26,27,28,29,30,31,8,9,10,11,12,13,14,15 last_tile_dim_replicate}",
+                   "{devices=[1,1,1,4,8]0,1,2,3,4,5,6,7,16,17,18,19,20,21,22,23,24,25,26,27,"
+                   "28,29,30,31,8,9,10,11,12,13,14,15 last_tile_dim_replicate}");
+
+  /* Without metadata. */
+  g_autoptr (PsSharding) s = parse_ok ("{devices=[2]0,1 metadata={op_name=\"a\"}}");
+  GString *out = g_string_new (NULL);
+  ps_sharding_append (out, s, FALSE);
+  ck_assert_str_eq (out->str, "{devices=[2]<=[2]}");
+  g_string_free (out, TRUE);
+  ck_assert_str_eq (s->metadata, "{op_name=\"a\"}");
+}
+END_TEST
+
+/* ---- normalisation ------------------------------------------------------- */
+
+START_TEST (test_normalise)
+{
+  /* Replication spanning every device. */
+  ck_assert_canon ("{devices=[1,1,4]0,1,2,3 last_tile_dim_replicate}", "{replicated}");
+  ck_assert_canon ("{devices=[4]<=[4] last_tile_dim_replicate}", "{replicated}");
+  ck_assert_canon ("{devices=[1,2,2]0,1,2,3 last_tile_dims={replicated, replicated}}",
+                   "{replicated}");
+  /* Only manual left. */
+  ck_assert_canon ("{devices=[1,4]0,1,2,3 last_tile_dims={manual}}", "{manual}");
+  ck_assert_canon ("{devices=[1,2,2]<=[4] last_tile_dims={manual, replicated}}",
+                   "{devices=[1,2,2]<=[4] last_tile_dims={manual, replicated}}");
+  ck_assert_canon ("{devices=[1,4,1]<=[4] last_tile_dims={manual, replicated}}", "{manual}");
+  /* Size-1 trailing replicate dim and size-1 subgroup dims dropped. */
+  ck_assert_canon ("{devices=[2,1,1]0,1 last_tile_dim_replicate}", "{devices=[2,1]<=[2]}");
+  ck_assert_canon ("{devices=[2,2,1]0,1,2,3 last_tile_dims={manual, replicated}}",
+                   "{devices=[2,2]<=[4] last_tile_dims={manual}}");
+  ck_assert_canon ("{devices=[2,1,2]3,2,1,0 last_tile_dims={manual, replicated}}",
+                   "{devices=[2,2]2,3,0,1 last_tile_dim_replicate}");
+  /* Kinds sorted manual first; the array transposed to match. */
+  ck_assert_canon ("{devices=[1,1,2,2]0,1,2,3 last_tile_dims={replicated, manual}}",
+                   "{devices=[1,1,2,2]<=[2,2]T(1,0) last_tile_dims={manual, replicated}}");
+  ck_assert (equal_text ("{devices=[1,1,2,2]0,1,2,3 last_tile_dims={replicated, manual}}",
+                         "{devices=[1,1,2,2]0,2,1,3 last_tile_dims={manual, replicated}}"));
+  /* Same kinds merged. */
+  ck_assert_canon ("{devices=[2,2,2]<=[8] last_tile_dims={replicated, replicated}}",
+                   "{devices=[2,4]<=[8] last_tile_dim_replicate}");
+  ck_assert_canon ("{devices=[2,2,2]<=[8] last_tile_dims={manual, manual}}",
+                   "{devices=[2,4]<=[8] last_tile_dims={manual}}");
+  /* last_tile_dim_replicate is last_tile_dims={replicated}. */
+  ck_assert (equal_text ("{devices=[2,2]0,1,2,3 last_tile_dims={replicated}}",
+                         "{devices=[2,2]0,1,2,3 last_tile_dim_replicate}"));
+  /* Device ids within each replication group sorted. */
+  ck_assert_canon ("{devices=[2,2]3,1,2,0 last_tile_dim_replicate}",
+                   "{devices=[2,2]1,3,0,2 last_tile_dim_replicate}");
+  ck_assert (equal_text ("{devices=[2,1,2]1,0,3,2 last_tile_dim_replicate}",
+                         "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"));
+  /* Sorting happens along the replicated dim, not the manual one. */
+  ck_assert_canon ("{devices=[1,2,2]3,2,1,0 last_tile_dims={manual, replicated}}",
+                   "{devices=[1,2,2]2,3,0,1 last_tile_dims={manual, replicated}}");
+  /* Plain tiles are not touched, even trivial ones. */
+  ck_assert_canon ("{devices=[1,1]0}", "{devices=[1,1]<=[1]}");
+
+  /* The constructors normalise the same way. */
+  int64_t dims[] = { 2, 2 };
+  int64_t devs[] = { 3, 1, 2, 0 };
+  g_autoptr (PsSharding) p = ps_sharding_partial (2, dims, devs);
+  g_autofree char *ps = ps_sharding_to_string (p);
+  ck_assert_str_eq (ps, "{devices=[2,2]1,3,0,2 last_tile_dim_replicate}");
+  int64_t d3[] = { 1, 4 };
+  int64_t iota4[] = { 0, 1, 2, 3 };
+  g_autoptr (PsSharding) r = ps_sharding_partial (2, d3, iota4);
+  ck_assert (ps_sharding_is_replicated (r));
+  PsSubgroupKind k2[] = { PS_SUBGROUP_REPLICATED, PS_SUBGROUP_MANUAL };
+  int64_t d4[] = { 1, 2, 2 };
+  g_autoptr (PsSharding) sg = ps_sharding_subgroup (3, d4, iota4, 2, k2);
+  g_autoptr (PsSharding) sg2 = parse_ok ("{devices=[1,2,2]0,2,1,3 last_tile_dims={manual, replicated}}");
+  ck_assert (ps_sharding_equal (sg, sg2));
+  g_autoptr (PsSharding) t = ps_sharding_tiled (2, dims, devs);
+  g_autofree char *ts = ps_sharding_to_string (t);
+  ck_assert_str_eq (ts, "{devices=[2,2]3,1,2,0}");
+}
+END_TEST
+
+START_TEST (test_copy_queries)
+{
+  g_autoptr (PsSharding) s = parse_ok ("{devices=[2,1,4]<=[8] last_tile_dim_replicate metadata={op_name=\"q\"} shard_like 2}");
+  g_autoptr (PsSharding) c = ps_sharding_copy (s);
+  ck_assert (ps_sharding_equal (s, c));
+  ck_assert_str_eq (c->metadata, "{op_name=\"q\"}");
+  ck_assert_int_eq (c->group_kind, PS_SHARD_GROUP_LIKE);
+  ck_assert_int_eq (c->group_id, 2);
+  ck_assert (ps_sharding_is_tiled (s));
+  ck_assert (!ps_sharding_is_replicated (s));
+  ck_assert_int_eq (ps_sharding_data_rank (s), 2);
+  ck_assert_int_eq (ps_sharding_num_tiles (s), 2);
+  ck_assert_int_eq (ps_sharding_replication (s), 4);
+  ck_assert (!ps_sharding_has_manual_subgroup (s));
+  ck_assert (ps_sharding_uses_device (s, 7));
+  ck_assert (!ps_sharding_uses_device (s, 8));
+  ck_assert_int_eq (ps_sharding_min_devices (s), 8);
+  int64_t idx[3];
+  ck_assert (ps_sharding_device_index (s, 6, idx));
+  ck_assert_int_eq (idx[0], 1);
+  ck_assert_int_eq (idx[1], 0);
+  ck_assert_int_eq (idx[2], 2);
+  ck_assert (!ps_sharding_device_index (s, 9, idx));
+
+  g_autoptr (PsSharding) m = parse_ok ("{devices=[2,2]0,2,1,3 last_tile_dims={manual}}");
+  ck_assert (ps_sharding_has_manual_subgroup (m));
+  ck_assert_int_eq (ps_sharding_replication (m), 1);
+  ck_assert (!ps_sharding_is_manual (m));
+
+  g_autoptr (PsSharding) t = parse_ok ("{{maximal device=5}, {replicated}, {manual}}");
+  ck_assert (ps_sharding_is_tuple (t));
+  ck_assert_int_eq (ps_sharding_min_devices (t), 6);
+  ck_assert (!ps_sharding_is_replicated (t));
+  g_autoptr (PsSharding) l1 = ps_sharding_leaf (t, 1);
+  ck_assert (ps_sharding_is_replicated (l1));
+  g_autoptr (PsSharding) l0 = ps_sharding_leaf (t, 0);
+  ck_assert (ps_sharding_is_maximal (l0));
+  g_autoptr (PsSharding) lr = ps_sharding_leaf (l1, 3);
+  ck_assert (ps_sharding_is_replicated (lr));
+  g_autoptr (PsSharding) rt = parse_ok ("{{replicated}, {replicated}}");
+  ck_assert (ps_sharding_is_replicated (rt));
+  g_autoptr (PsSharding) empty = parse_ok ("{}");
+  ck_assert (ps_sharding_is_tuple (empty));
+  ck_assert_int_eq (empty->n_elems, 0);
+  g_autoptr (PsSharding) rr = ps_sharding_replicated ();
+  ck_assert_int_eq (ps_sharding_min_devices (rr), 0);
+}
+END_TEST
+
+START_TEST (test_tuple_construct)
+{
+  PsSharding *inner[] = { ps_sharding_replicated (), ps_sharding_maximal (1) };
+  PsSharding *elems[] = { ps_sharding_manual (), ps_sharding_tuple (2, inner) };
+  g_autoptr (PsSharding) t = ps_sharding_tuple (2, elems);
+  /* Nested tuples flatten to leaves, depth first. */
+  ck_assert_int_eq (t->n_elems, 3);
+  g_autofree char *txt = ps_sharding_to_string (t);
+  ck_assert_str_eq (txt, "{{manual}, {replicated}, {maximal device=1}}");
+
+  int64_t d[] = { 2, 3 };
+  g_autoptr (TShape) a = ps_shape_new_array (PS_F32, 2, d);
+  g_autoptr (TShape) sc = ps_shape_new_scalar (PS_S32);
+  PsShape *in_elems[] = { a, sc };
+  g_autoptr (TShape) in = ps_shape_new_tuple (2, in_elems);
+  PsShape *out_elems[] = { in, a };
+  g_autoptr (TShape) tup = ps_shape_new_tuple (2, out_elems);
+  g_autoptr (PsSharding) one = parse_ok ("{devices=[2,1]0,1}");
+  g_autoptr (PsSharding) ex = ps_sharding_expand_to_shape (one, tup);
+  ck_assert (ps_sharding_is_tuple (ex));
+  ck_assert_int_eq (ex->n_elems, 3);
+  for (int i = 0; i < 3; i++)
+    ck_assert (ps_sharding_equal (ex->elems[i], one));
+  g_autoptr (PsSharding) same = ps_sharding_expand_to_shape (one, a);
+  ck_assert (ps_sharding_equal (same, one));
+  g_autoptr (PsSharding) ex2 = ps_sharding_expand_to_shape (ex, tup);
+  ck_assert (ps_sharding_equal (ex2, ex));
+}
+END_TEST
+
+/* ---- tile geometry ------------------------------------------------------- */
+
+START_TEST (test_tile_bounds)
+{
+  int64_t d[] = { 10, 3 };
+  g_autoptr (TShape) shape = ps_shape_new_array (PS_F32, 2, d);
+  g_autoptr (PsSharding) s = parse_ok ("{devices=[4,1]3,2,1,0}");
+  g_autoptr (TShape) local = ps_sharding_tile_shape (s, shape);
+  ck_assert_int_eq (local->rank, 2);
+  ck_assert_int_eq (local->dims[0], 3);
+  ck_assert_int_eq (local->dims[1], 3);
+  int64_t off[2], lim[2];
+  /* Device 3 holds tile 0, device 0 holds the short last tile. */
+  ck_assert (ps_sharding_tile_bounds (s, shape, 3, off, lim));
+  ck_assert_int_eq (off[0], 0);
+  ck_assert_int_eq (lim[0], 3);
+  ck_assert_int_eq (off[1], 0);
+  ck_assert_int_eq (lim[1], 3);
+  ck_assert (ps_sharding_tile_bounds (s, shape, 1, off, lim));
+  ck_assert_int_eq (off[0], 6);
+  ck_assert_int_eq (lim[0], 9);
+  ck_assert (ps_sharding_tile_bounds (s, shape, 0, off, lim));
+  ck_assert_int_eq (off[0], 9);
+  ck_assert_int_eq (lim[0], 10);
+  ck_assert (!ps_sharding_tile_bounds (s, shape, 4, off, lim));
+
+  /* 5 over 4: tiles of 2, the last one empty. */
+  int64_t d5[] = { 5 };
+  g_autoptr (TShape) s5 = ps_shape_new_array (PS_BF16, 1, d5);
+  g_autoptr (PsSharding) t4 = parse_ok ("{devices=[4]<=[4]}");
+  g_autoptr (TShape) l5 = ps_sharding_tile_shape (t4, s5);
+  ck_assert_int_eq (l5->dims[0], 2);
+  ck_assert_int_eq (l5->etype, PS_BF16);
+  ck_assert (ps_sharding_tile_bounds (t4, s5, 2, off, lim));
+  ck_assert_int_eq (off[0], 4);
+  ck_assert_int_eq (lim[0], 5);
+  ck_assert (ps_sharding_tile_bounds (t4, s5, 3, off, lim));
+  ck_assert_int_eq (off[0], 5);
+  ck_assert_int_eq (lim[0], 5);
+
+  /* Partial replication: both members of a group hold the same tile. */
+  int64_t d8[] = { 8, 6 };
+  g_autoptr (TShape) s8 = ps_shape_new_array (PS_F32, 2, d8);
+  g_autoptr (PsSharding) pr = parse_ok ("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  g_autoptr (TShape) l8 = ps_sharding_tile_shape (pr, s8);
+  ck_assert_int_eq (l8->dims[0], 4);
+  ck_assert_int_eq (l8->dims[1], 6);
+  ck_assert (ps_sharding_tile_bounds (pr, s8, 3, off, lim));
+  ck_assert_int_eq (off[0], 4);
+  ck_assert_int_eq (lim[0], 8);
+  ck_assert (ps_sharding_tile_bounds (pr, s8, 2, off, lim));
+  ck_assert_int_eq (off[0], 4);
+
+  /* Replicated and maximal. */
+  g_autoptr (PsSharding) rep = ps_sharding_replicated ();
+  ck_assert (ps_sharding_tile_bounds (rep, s8, 17, off, lim));
+  ck_assert_int_eq (lim[0], 8);
+  g_autoptr (PsSharding) mx = ps_sharding_maximal (1);
+  ck_assert (ps_sharding_tile_bounds (mx, s8, 1, off, lim));
+  ck_assert (!ps_sharding_tile_bounds (mx, s8, 0, off, lim));
+  g_autoptr (TShape) full = ps_sharding_tile_shape (rep, s8);
+  ck_assert (ps_shape_equal (full, s8));
+
+  /* Tuples per leaf. */
+  PsShape *elems[] = { s8, s5 };
+  g_autoptr (TShape) tup = ps_shape_new_tuple (2, elems);
+  g_autoptr (PsSharding) ts = parse_ok ("{{devices=[1,2]0,1}, {devices=[2]1,0}}");
+  g_autoptr (TShape) lt = ps_sharding_tile_shape (ts, tup);
+  ck_assert_int_eq (lt->elems[0]->dims[0], 8);
+  ck_assert_int_eq (lt->elems[0]->dims[1], 3);
+  ck_assert_int_eq (lt->elems[1]->dims[0], 3);
+}
+END_TEST
+
+/* ---- mesh_split ------------------------------------------------------------ */
+
+static char *
+mesh_split_text (int rank, int mesh_rank, const int64_t *mesh_dims, const int64_t *devs,
+                 const int64_t *mapping)
+{
+  GError *error = NULL;
+  g_autoptr (PsSharding) s = ps_sharding_mesh_split (rank, mesh_rank, mesh_dims, devs, mapping,
+                                                     &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "?");
+  return ps_sharding_to_string (s);
+}
+
+#define ck_assert_mesh(rank, mr, md, devs, map, want) \
+  do { \
+    g_autofree char *got_ = mesh_split_text (rank, mr, md, devs, map); \
+    ck_assert_str_eq (got_, want); \
+  } while (0)
+
+START_TEST (test_mesh_split)
+{
+  int64_t mesh[] = { 2, 4 };
+  /* Both mesh dims used, in order: the mesh itself. */
+  ck_assert_mesh (2, 2, mesh, NULL, ((int64_t[]) { 0, 1 }), "{devices=[2,4]<=[8]}");
+  /* Swapped: the mesh transposed. */
+  ck_assert_mesh (2, 2, mesh, NULL, ((int64_t[]) { 1, 0 }), "{devices=[4,2]<=[2,4]T(1,0)}");
+  /* Unused mesh dims become a replicated subgroup. */
+  ck_assert_mesh (2, 2, mesh, NULL, ((int64_t[]) { 0, -1 }),
+                  "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+  ck_assert_mesh (2, 2, mesh, NULL, ((int64_t[]) { -1, 0 }),
+                  "{devices=[1,2,4]<=[8] last_tile_dim_replicate}");
+  ck_assert_mesh (3, 2, mesh, NULL, ((int64_t[]) { -1, 1, -1 }),
+                  "{devices=[1,4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  ck_assert_mesh (2, 2, mesh, NULL, ((int64_t[]) { -1, -1 }), "{replicated}");
+  ck_assert_mesh (0, 2, mesh, NULL, NULL, "{replicated}");
+  /* A 3D mesh with the middle dim unused: groups are mesh rows of dim 1. */
+  int64_t m3[] = { 2, 2, 2 };
+  ck_assert_mesh (2, 3, m3, NULL, ((int64_t[]) { 2, 0 }),
+                  "{devices=[2,2,2]<=[4,2]T(1,0) last_tile_dim_replicate}");
+  {
+    /* Check the array behind that string by hand: tile (i,j,r) holds mesh
+     * device (j, r, i). */
+    g_autoptr (PsSharding) s = ps_sharding_mesh_split (2, 3, m3, NULL, (int64_t[]) { 2, 0 }, NULL);
+    int64_t want[] = { 0, 2, 4, 6, 1, 3, 5, 7 };
+    for (int i = 0; i < 8; i++)
+      ck_assert_int_eq (s->devices[i], want[i]);
+  }
+  /* An explicit device order: replication groups sorted. */
+  int64_t m22[] = { 2, 2 };
+  int64_t rev[] = { 3, 2, 1, 0 };
+  ck_assert_mesh (2, 2, m22, rev, ((int64_t[]) { 0, -1 }),
+                  "{devices=[2,1,2]2,3,0,1 last_tile_dim_replicate}");
+  ck_assert_mesh (1, 2, m22, rev, ((int64_t[]) { 1 }),
+                  "{devices=[2,2]1,3,0,2 last_tile_dim_replicate}");
+  ck_assert_mesh (2, 2, m22, rev, ((int64_t[]) { 0, 1 }), "{devices=[2,2]3,2,1,0}");
+
+  /* Errors. */
+  GError *error = NULL;
+  ck_assert (ps_sharding_mesh_split (2, 2, mesh, NULL, (int64_t[]) { 0, 0 }, &error) == NULL);
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_INVALID));
+  ck_assert (strstr (error->message, "used by two") != NULL);
+  g_clear_error (&error);
+  ck_assert (ps_sharding_mesh_split (1, 2, mesh, NULL, (int64_t[]) { 2 }, &error) == NULL);
+  ck_assert (strstr (error->message, "mesh has 2 dims") != NULL);
+  g_clear_error (&error);
+  int64_t dup[] = { 0, 1, 1, 3 };
+  ck_assert (ps_sharding_mesh_split (1, 2, m22, dup, (int64_t[]) { 0 }, &error) == NULL);
+  ck_assert (strstr (error->message, "listed twice") != NULL);
+  g_clear_error (&error);
+}
+END_TEST
+
+/* ---- errors ---------------------------------------------------------------- */
+
+typedef struct {
+  const char *text;
+  gsize offset;
+  const char *message;
+} BadCase;
+
+static const BadCase bad_cases[] = {
+  { "", 0, "expected '{'" },
+  { "replicated", 0, "expected '{'" },
+  { "{replicated", 0, "unterminated sharding" },
+  { "{replicatd}", 1, "unknown sharding item 'replicatd'" },
+  { "{maximal}", 1, "needs 'device=N'" },
+  { "{maximal device=}", 16, "expected device id" },
+  { "{replicated device=3}", 19, "belongs to a maximal" },
+  { "{replicated devices=[2]0,1}", 12, "two kinds" },
+  { "{devices=[2,2]0,1,2}", 14, "need 4 device ids, found 3" },
+  { "{devices=[2,2]0,1,2,3,4}", 22, "more device ids" },
+  { "{devices=[2,2]0,1,2,2}", 20, "device 2 appears twice" },
+  { "{devices=[2,2]<=[3]}", 14, "iota reshape dims hold 3 devices" },
+  { "{devices=[2,2]<=[2,2]T(0,0)}", 25, "transpose dim 0 appears twice" },
+  { "{devices=[2,2]<=[2,2]T(0,2)}", 25, "out of range" },
+  { "{devices=[2,2]<=[2,2]T(0)}", 21, "transpose has 1 dims" },
+  { "{devices=[2,2]<2,2]}", 14, "expected '<='" },
+  { "{devices=[0,2]0}", 10, "at least 1" },
+  { "{devices=[-1]0}", 10, "must not be negative" },
+  { "{devices=[2]0,-1}", 14, "must not be negative" },
+  { "{devices=[2,3}", 13, "expected ']'" },
+  { "{devices=2]0,1}", 9, "expected '['" },
+  { "{devices=[2]0,1 last_tile_dims={foo}}", 32, "expected 'manual' or 'replicated'" },
+  { "{devices=[2]0,1 last_tile_dims={manual, manual}}", 16, "2 subgroup dims" },
+  { "{devices=[2]0,1 last_tile_dim_replicate last_tile_dim_replicate}", 40, "given twice" },
+  { "{replicated last_tile_dim_replicate}", 12, "need a tiled sharding" },
+  { "{replicated} x", 13, "unexpected text after" },
+  { "{{replicated}, {manual}", 23, "expected '}'" },
+  { "{{replicated}, manual}", 15, "expected '{'" },
+  { "{{replicated} {manual}}", 14, "expected '}'" },
+  { "{replicated metadata=op}", 21, "expected '{' after 'metadata='" },
+  { "{replicated metadata={op_name=\"a}}", 21, "unterminated string" },
+  { "{replicated shard_as}", 20, "expected shard group id" },
+  { "{replicated shard_as 1 shard_like 2}", 23, "shard group given twice" },
+  { "{}}", 2, "unexpected text after" },
+  { "{devices=[99999999,99999999]<=[1]}", 9, "more than" },
+  { "{devices=[2]0,99999999999999999999}", 14, "too large" },
+  { "{replicated,}", 11, "unexpected ','" },
+};
+
+START_TEST (test_bad)
+{
+  const BadCase *b = &bad_cases[_i];
+  gsize off = 9999;
+  GError *error = NULL;
+  PsSharding *s = ps_sharding_parse (b->text, strlen (b->text), &off, &error);
+  ck_assert_msg (s == NULL, "'%s' parsed", b->text);
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_PARSE));
+  ck_assert_msg (strstr (error->message, b->message) != NULL, "'%s': message '%s' lacks '%s'",
+                 b->text, error->message, b->message);
+  ck_assert_msg (off == b->offset, "'%s': offset %zu, want %zu (%s)", b->text, (size_t) off,
+                 (size_t) b->offset, error->message);
+  g_error_free (error);
+}
+END_TEST
+
+START_TEST (test_from_string_position)
+{
+  GError *error = NULL;
+  ck_assert (ps_sharding_from_string ("{devices=[2,2]\n  0,1,1,3}", "f.hlo", &error) == NULL);
+  ck_assert_str_eq (error->message, "f.hlo:2:7: device 1 appears twice");
+  g_clear_error (&error);
+  ck_assert (ps_sharding_from_string ("{bogus}", NULL, &error) == NULL);
+  ck_assert_str_eq (error->message, "sharding:1:2: unknown sharding item 'bogus'");
+  g_clear_error (&error);
+  /* Parsing a sub-range ignores what follows it. */
+  gsize off;
+  g_autoptr (PsSharding) s = ps_sharding_parse ("{replicated}, foo", 12, &off, NULL);
+  ck_assert (s != NULL);
+}
+END_TEST
+
+static Suite *
+sharding_suite (void)
+{
+  Suite *s = suite_create ("sharding");
+  TCase *tc = tcase_create ("core");
+  tcase_set_timeout (tc, 120);
+  tcase_add_test (tc, test_corpus);
+  tcase_add_test (tc, test_iota_equals_list);
+  tcase_add_test (tc, test_print_forms);
+  tcase_add_test (tc, test_normalise);
+  tcase_add_test (tc, test_copy_queries);
+  tcase_add_test (tc, test_tuple_construct);
+  tcase_add_test (tc, test_tile_bounds);
+  tcase_add_test (tc, test_mesh_split);
+  tcase_add_loop_test (tc, test_bad, 0, G_N_ELEMENTS (bad_cases));
+  tcase_add_test (tc, test_from_string_position);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (sharding_suite ());
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
