@@ -1,10 +1,174 @@
-/* podsim bench matmul: placeholder until its issue lands. */
+/* podsim bench matmul: the compute model's answer for one matmul on one
+ * TensorCore, so a user can see what padding, precision and size do to the
+ * MXU before looking at a whole step. Keys of --json: doc/compute-model.md. */
 #include "config.h"
 
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "cli/commands.h"
+#include "common/error.h"
+#include "sim/compute.h"
+#include "topology/hardware.h"
+
+static gboolean
+parse_dim (const char *text, const char *what, gint64 *out, GError **error)
+{
+  guint64 v = 0;
+  GError *local = NULL;
+  /* 2^40 keeps every product of the model well inside a double's exact range. */
+  if (!g_ascii_string_to_unsigned (text, 10, 1, G_GUINT64_CONSTANT (1) << 40, &v, &local))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                   "%s '%s' is not a whole number between 1 and 2^40", what, text);
+      g_error_free (local);
+      return FALSE;
+    }
+  *out = (gint64) v;
+  return TRUE;
+}
+
+static char *
+to_json (const PsHardware *hw, const PsComputeOp *op, const PsComputeCost *c)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+#define INT(key, v) (json_builder_set_member_name (b, key), json_builder_add_int_value (b, v))
+#define DBL(key, v) (json_builder_set_member_name (b, key), json_builder_add_double_value (b, v))
+#define STR(key, v) (json_builder_set_member_name (b, key), json_builder_add_string_value (b, v))
+  INT ("batch", op->batch);
+  INT ("m", op->m);
+  INT ("k", op->k);
+  INT ("n", op->n);
+  STR ("dtype", ps_compute_dtype_name (op->dtype));
+  STR ("precision", ps_precision_name (op->precision));
+  STR ("hardware", hw->name);
+  DBL ("clock_hz", hw->clock_hz);
+  DBL ("peak_flops_per_s", ps_hardware_peak_flops_per_core (hw));
+  DBL ("flops", c->flops);
+  DBL ("hbm_bytes", op->hbm_bytes);
+  INT ("mxu_passes", c->mxu_passes);
+  INT ("tile_passes", c->tile_passes);
+  INT ("stream_rows", c->stream_rows);
+  STR ("stationary", c->lhs_stationary ? "lhs" : "rhs");
+  DBL ("mxu_cycles", c->mxu_cycles);
+  DBL ("vector_cycles", c->vector_cycles);
+  DBL ("hbm_cycles", c->hbm_cycles);
+  DBL ("overhead_cycles", c->overhead_cycles);
+  DBL ("cycles", c->cycles);
+  DBL ("time_s", c->time_s);
+  STR ("bound", ps_compute_bound_name (c->bound));
+  DBL ("achieved_flops_per_s", c->time_s > 0 ? c->flops / c->time_s : 0);
+  DBL ("mxu_utilization", c->mxu_utilization);
+#undef INT
+#undef DBL
+#undef STR
+  json_builder_end_object (b);
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  json_generator_set_pretty (gen, TRUE);
+  json_generator_set_root (gen, root);
+  return json_generator_to_data (gen, NULL);
+}
+
+static void
+print_text (const PsHardware *hw, const PsComputeOp *op, const PsComputeCost *c)
+{
+  g_autofree char *time = ps_format_seconds (c->time_s);
+  g_autofree char *bytes = ps_format_bytes (op->hbm_bytes);
+  if (op->batch > 1)
+    printf ("matmul %" G_GINT64_FORMAT " x [%" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
+            " x %" G_GINT64_FORMAT "]",
+            op->batch, op->m, op->k, op->n);
+  else
+    printf ("matmul %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT,
+            op->m, op->k, op->n);
+  printf (" (M x K x N), %s, precision %s, on one %s TensorCore\n",
+          ps_compute_dtype_name (op->dtype), ps_precision_name (op->precision), hw->name);
+  printf ("  cycles           %.0f (mxu %.0f, vector %.0f, hbm %.0f, overhead %.0f)\n",
+          c->cycles, c->mxu_cycles, c->vector_cycles, c->hbm_cycles, c->overhead_cycles);
+  printf ("  time             %s\n", time);
+  printf ("  bound by         %s\n", ps_compute_bound_name (c->bound));
+  printf ("  MXU work         %" G_GINT64_FORMAT " weight-tile passes of %dx%d over %d MXUs"
+          " (%s stationary, %" G_GINT64_FORMAT " rows streamed each, %" G_GINT64_FORMAT
+          " bf16 pass%s)\n",
+          c->tile_passes, hw->mxu_rows, hw->mxu_cols, hw->mxus_per_core,
+          c->lhs_stationary ? "LHS" : "RHS", c->stream_rows, c->mxu_passes,
+          c->mxu_passes == 1 ? "" : "es");
+  printf ("  HBM traffic      %s\n", bytes);
+  printf ("  useful FLOPs     %.4g\n", c->flops);
+  printf ("  achieved         %.2f TFLOP/s of %.2f TFLOP/s peak\n",
+          c->time_s > 0 ? c->flops / c->time_s / 1e12 : 0.0,
+          ps_hardware_peak_flops_per_core (hw) / 1e12);
+  printf ("  MXU utilization  %.2f %%\n", 100.0 * c->mxu_utilization);
+}
 
 int
 ps_cmd_bench_matmul (int argc, char **argv)
 {
-  return ps_cli_not_yet ("bench matmul");
+  char *opt_dtype = NULL, *opt_precision = NULL, *opt_hw = NULL, *opt_batch = NULL;
+  gboolean opt_json = FALSE;
+  GOptionEntry entries[] = {
+    { "dtype", 0, 0, G_OPTION_ARG_STRING, &opt_dtype, "operand type: bf16 (default) or f32", "TYPE" },
+    { "precision", 0, 0, G_OPTION_ARG_STRING, &opt_precision,
+      "f32 matmul precision: default (1 bf16 pass), high (3) or highest (6)", "P" },
+    { "batch", 0, 0, G_OPTION_ARG_STRING, &opt_batch, "batch dimension (default 1)", "B" },
+    { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "hardware file (default: the bundled TPU v3)", "FILE" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json, "print one JSON object (keys in doc/compute-model.md)", NULL },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("M K N");
+  g_option_context_set_summary (ctx,
+    "Time one matrix multiplication out[M,N] = lhs[M,K] x rhs[K,N] on one\n"
+    "TensorCore with podsim's compute model: cycles, time, MXU utilization\n"
+    "and which unit (mxu, vector, hbm, overhead) bounds it.");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  gboolean parsed = ps_cli_parse (ctx, &argc, &argv);
+  g_autofree char *dtype_s = opt_dtype, *precision_s = opt_precision, *hw_path = opt_hw,
+                  *batch_s = opt_batch;
+  if (!parsed)
+    return PS_EXIT_USAGE;
+
+  GError *error = NULL;
+  if (argc != 4)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
+                   "bench matmul takes three sizes M K N, got %d argument%s (see '%s --help')",
+                   argc - 1, argc == 2 ? "" : "s", g_get_prgname ());
+      return ps_cli_fail (error);
+    }
+  gint64 m = 0, k = 0, n = 0, batch = 1;
+  if (!parse_dim (argv[1], "M", &m, &error) || !parse_dim (argv[2], "K", &k, &error)
+      || !parse_dim (argv[3], "N", &n, &error)
+      || (batch_s && !parse_dim (batch_s, "--batch", &batch, &error)))
+    return ps_cli_fail (error);
+  PsComputeDtype dtype = PS_COMPUTE_BF16;
+  if (dtype_s && !ps_compute_dtype_parse (dtype_s, &dtype))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
+                   "--dtype '%s' is not bf16 or f32", dtype_s);
+      return ps_cli_fail (error);
+    }
+  PsPrecision precision = PS_PRECISION_DEFAULT;
+  if (precision_s && !ps_precision_parse (precision_s, &precision))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
+                   "--precision '%s' is not default, high or highest", precision_s);
+      return ps_cli_fail (error);
+    }
+  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
+  if (!hw)
+    return ps_cli_fail (error);
+
+  PsComputeOp op = ps_compute_matmul_op (batch, m, k, n, dtype, precision);
+  PsComputeCost cost = ps_compute_op (hw, &op);
+  if (opt_json)
+    {
+      g_autofree char *json = to_json (hw, &op, &cost);
+      printf ("%s\n", json);
+    }
+  else
+    print_text (hw, &op, &cost);
+  return 0;
 }
