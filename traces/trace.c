@@ -583,6 +583,47 @@ ps_trace_parse_order (const char *text, PsTraceMesh *mesh, char **why,
   return TRUE;
 }
 
+static gboolean
+public_parse (gboolean ok, const char *text, char *why, gsize at, GError **error)
+{
+  if (!ok)
+    {
+      ps_set_error_at (error, PS_ERROR_PARSE, text, 1, (int) at + 1, "%s", why);
+      g_free (why);
+    }
+  return ok;
+}
+
+gboolean
+ps_trace_groups_parse (const char *text, PsTraceGroups *out, GError **error)
+{
+  char *why = NULL;
+  gsize at = 0;
+  gboolean ok = ps_trace_parse_groups (text, out, &why, &at);
+  return public_parse (ok, text, why, at, error);
+}
+
+gboolean
+ps_trace_pairs_parse (const char *text, PsTracePairs *out, GError **error)
+{
+  char *why = NULL;
+  gsize at = 0;
+  gboolean ok = ps_trace_parse_pairs (text, out, &why, &at);
+  return public_parse (ok, text, why, at, error);
+}
+
+void
+ps_trace_groups_clear (PsTraceGroups *g)
+{
+  g_clear_pointer (&g->devices, g_free);
+}
+
+void
+ps_trace_pairs_clear (PsTracePairs *p)
+{
+  g_clear_pointer (&p->pairs, g_free);
+}
+
 /* ---- checks ---------------------------------------------------------------------- */
 
 char *

@@ -304,6 +304,14 @@ guint32 *ps_trace_pairs_expand (const PsTracePairs *pairs,
 char *ps_trace_groups_to_string (const PsTraceGroups *groups);
 char *ps_trace_pairs_to_string (const PsTracePairs *pairs);
 
+/* Parses the compact forms above (as in a trace line, without "groups=").
+ * Messages are "TEXT:1:COL: what". Arrays in *out are g_malloc'ed: release
+ * them with ps_trace_groups_clear() / ps_trace_pairs_clear(). */
+gboolean ps_trace_groups_parse (const char *text, PsTraceGroups *out, GError **error);
+gboolean ps_trace_pairs_parse (const char *text, PsTracePairs *out, GError **error);
+void ps_trace_groups_clear (PsTraceGroups *groups);
+void ps_trace_pairs_clear (PsTracePairs *pairs);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsTrace, ps_trace_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsTraceReader, ps_trace_reader_free)
 

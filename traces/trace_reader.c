@@ -718,8 +718,9 @@ ps_trace_reader_next (PsTraceReader *r, const PsTraceEvent **event, GError **err
       if (r->event.kind == PS_TRACE_EVENT_DONE)
         at = r->tok_off[1];
       for (guint t = 1; key && t < r->n_tok; t++)
-        if (g_str_has_prefix (r->tok[t], key) && r->tok[t][strlen (key)] == '\0')
-          at = r->tok_off[t]; /* parse_fields cut the token at '=' */
+        if (g_str_has_prefix (r->tok[t], key)
+            && (r->tok[t][strlen (key)] == '\0' || r->tok[t][strlen (key)] == '='))
+          at = r->tok_off[t]; /* parse_fields may have cut the token at '=' */
       return fail_at (r, error, PS_ERROR_INVALID, at, "%s", why);
     }
   *event = &r->event;

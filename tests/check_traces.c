@@ -1,0 +1,511 @@
+/* Step traces: writer -> reader round trips of every event kind, compact
+ * group and pair forms, device orders, and the reader's validation errors. */
+#include "config.h"
+
+#include <check.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "traces/trace.h"
+
+/* A trace on a 2x4 mesh with one event of every kind and form. */
+static PsTrace *
+sample_trace (void)
+{
+  PsTrace *t = ps_trace_new ("round trip %odd name");
+  gint64 dims[2] = { 2, 4 };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_ARANGE, NULL);
+  ps_trace_set_slice (t, "v3-8");
+  ps_trace_header (t)->totals.peak_bytes = 1 << 20;
+
+  PsTraceCompute mm = { .op = PS_TRACE_OP_MATMUL, .dtype = PS_TRACE_BF16,
+                        .precision = PS_TRACE_PRECISION_HIGHEST, .flops = 2 * 4 * 128 * 256 * 512,
+                        .read_bytes = 1000, .write_bytes = 2000, .vector_ops = 7,
+                        .has_mxu = TRUE, .mxu_batch = 4, .mxu_m = 128, .mxu_k = 256,
+                        .mxu_n = 512 };
+  ps_trace_add_compute (t, "fusion.1", &mm);
+  PsTraceCompute ew = { .op = PS_TRACE_OP_ELEMENTWISE, .dtype = PS_TRACE_F32,
+                        .read_bytes = 64, .write_bytes = 32, .vector_ops = 16 };
+  ps_trace_add_compute (t, "add with space", &ew);
+  PsTraceCompute red = { .op = PS_TRACE_OP_REDUCE, .dtype = PS_TRACE_F32, .flops = 5,
+                         .read_bytes = 8, .write_bytes = 4 };
+  ps_trace_add_compute (t, "reduce", &red);
+
+  PsTraceCollective ar = { .kind = PS_TRACE_ALL_REDUCE, .dtype = PS_TRACE_F32,
+                           .in_bytes = 4096, .out_bytes = 4096,
+                           .groups = { .form = PS_TRACE_GROUPS_AXES, .n_axes = 1, .axes = { 1 } } };
+  ps_trace_add_collective (t, "all-reduce.1", &ar);
+  PsTraceCollective ag = { .kind = PS_TRACE_ALL_GATHER, .dtype = PS_TRACE_BF16,
+                           .in_bytes = 100, .out_bytes = 200, .async_id = 7,
+                           .groups = { .form = PS_TRACE_GROUPS_IOTA, .n_groups = 4,
+                                       .group_size = 2, .iota_rank = 2,
+                                       .iota_dims = { 2, 4 }, .iota_perm = { 1, 0 } } };
+  ps_trace_add_collective (t, "all-gather.2", &ag);
+  ps_trace_add_compute (t, "overlapped", &ew);
+  ps_trace_add_done (t, 7);
+  guint32 groups[8] = { 0, 1, 2, 3, 7, 6, 5, 4 };
+  PsTraceCollective rs = { .kind = PS_TRACE_REDUCE_SCATTER, .dtype = PS_TRACE_F32,
+                           .in_bytes = 400, .out_bytes = 100,
+                           .groups = { .form = PS_TRACE_GROUPS_LIST, .n_groups = 2,
+                                       .group_size = 4, .devices = groups } };
+  ps_trace_add_collective (t, "reduce-scatter", &rs);
+  PsTraceCollective a2a = { .kind = PS_TRACE_ALL_TO_ALL, .dtype = PS_TRACE_S32,
+                            .in_bytes = 800, .out_bytes = 800,
+                            .groups = { .form = PS_TRACE_GROUPS_ALL } };
+  ps_trace_add_collective (t, "a2a", &a2a);
+  PsTraceCollective cp = { .kind = PS_TRACE_COLLECTIVE_PERMUTE, .dtype = PS_TRACE_F32,
+                           .in_bytes = 12, .out_bytes = 12,
+                           .pairs = { .form = PS_TRACE_PAIRS_SHIFT, .axis = 1, .offset = -1 } };
+  ps_trace_add_collective (t, "halo", &cp);
+  guint32 pairs[4] = { 3, 0, 0, 5 };
+  PsTraceCollective cp2 = { .kind = PS_TRACE_COLLECTIVE_PERMUTE, .dtype = PS_TRACE_F32,
+                            .in_bytes = 12, .out_bytes = 12,
+                            .pairs = { .form = PS_TRACE_PAIRS_LIST, .n_pairs = 2, .pairs = pairs } };
+  ps_trace_add_collective (t, "cp.list", &cp2);
+  ps_trace_add_memory (t, 123456);
+  return t;
+}
+
+static void
+assert_events_equal (const PsTraceEvent *a, const PsTraceEvent *b)
+{
+  ck_assert_int_eq (a->kind, b->kind);
+  if (a->name || b->name)
+    ck_assert_str_eq (a->name, b->name);
+  switch (a->kind)
+    {
+    case PS_TRACE_EVENT_COMPUTE:
+      {
+        const PsTraceCompute *x = &a->compute, *y = &b->compute;
+        ck_assert_int_eq (x->op, y->op);
+        ck_assert_int_eq (x->dtype, y->dtype);
+        ck_assert_int_eq (x->precision, y->precision);
+        ck_assert_uint_eq (x->flops, y->flops);
+        ck_assert_uint_eq (x->read_bytes, y->read_bytes);
+        ck_assert_uint_eq (x->write_bytes, y->write_bytes);
+        ck_assert_uint_eq (x->vector_ops, y->vector_ops);
+        ck_assert_int_eq (x->has_mxu, y->has_mxu);
+        ck_assert_uint_eq (x->mxu_batch, y->mxu_batch);
+        ck_assert_uint_eq (x->mxu_m, y->mxu_m);
+        ck_assert_uint_eq (x->mxu_k, y->mxu_k);
+        ck_assert_uint_eq (x->mxu_n, y->mxu_n);
+      }
+      break;
+    case PS_TRACE_EVENT_COLLECTIVE:
+      {
+        const PsTraceCollective *x = &a->collective, *y = &b->collective;
+        ck_assert_int_eq (x->kind, y->kind);
+        ck_assert_int_eq (x->dtype, y->dtype);
+        ck_assert_uint_eq (x->in_bytes, y->in_bytes);
+        ck_assert_uint_eq (x->out_bytes, y->out_bytes);
+        ck_assert_uint_eq (x->async_id, y->async_id);
+        g_autofree char *gx = ps_trace_groups_to_string (&x->groups);
+        g_autofree char *gy = ps_trace_groups_to_string (&y->groups);
+        ck_assert_str_eq (gx, gy);
+        if (x->kind == PS_TRACE_COLLECTIVE_PERMUTE)
+          {
+            g_autofree char *px = ps_trace_pairs_to_string (&x->pairs);
+            g_autofree char *py = ps_trace_pairs_to_string (&y->pairs);
+            ck_assert_str_eq (px, py);
+          }
+        break;
+      }
+    case PS_TRACE_EVENT_DONE:
+      ck_assert_uint_eq (a->async_id, b->async_id);
+      break;
+    case PS_TRACE_EVENT_MEMORY:
+      ck_assert_uint_eq (a->live_bytes, b->live_bytes);
+      break;
+    }
+}
+
+static char *
+tmp_path (const char *name)
+{
+  return g_build_filename (g_get_tmp_dir (), name, NULL);
+}
+
+static void
+round_trip (const char *file)
+{
+  g_autoptr (PsTrace) t = sample_trace ();
+  GError *error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("check_traces_XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, file, NULL);
+  ck_assert_msg (ps_trace_write (t, path, &error), "%s", error ? error->message : "");
+  g_autoptr (PsTrace) back = ps_trace_read (path, &error);
+  ck_assert_msg (back != NULL, "%s", error ? error->message : "");
+  const PsTraceHeader *h = ps_trace_get_header (back);
+  ck_assert_str_eq (h->program, "round trip %odd name");
+  ck_assert_str_eq (h->slice, "v3-8");
+  ck_assert_uint_eq (h->n_devices, 8);
+  ck_assert_uint_eq (h->mesh.rank, 2);
+  ck_assert_int_eq (h->mesh.dims[1], 4);
+  ck_assert_uint_eq (h->totals.n_events, 12);
+  ck_assert_uint_eq (h->totals.flops, 2ull * 4 * 128 * 256 * 512 + 5);
+  ck_assert_uint_eq (h->totals.collective_bytes, 4096 + 100 + 400 + 800 + 12 + 12);
+  ck_assert_uint_eq (h->totals.peak_bytes, 1 << 20);
+  ck_assert_uint_eq (ps_trace_n_events (back), ps_trace_n_events (t));
+  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
+    assert_events_equal (ps_trace_get_event (t, i), ps_trace_get_event (back, i));
+  /* the text form is a fixed point */
+  gsize la, lb;
+  g_autofree char *ta = ps_trace_to_text (t, &la);
+  g_autofree char *tb = ps_trace_to_text (back, &lb);
+  ck_assert_uint_eq (la, lb);
+  ck_assert (memcmp (ta, tb, la) == 0);
+  /* writing twice gives the same bytes (gzip header without time stamp) */
+  g_autofree char *path2 = g_build_filename (dir, file, NULL);
+  g_autofree char *a = NULL, *b = NULL;
+  gsize na, nb;
+  ck_assert (g_file_get_contents (path, &a, &na, NULL));
+  ck_assert (g_unlink (path) == 0);
+  ck_assert (ps_trace_write (back, path2, &error));
+  ck_assert (g_file_get_contents (path2, &b, &nb, NULL));
+  ck_assert_uint_eq (na, nb);
+  ck_assert (memcmp (a, b, na) == 0);
+  if (g_str_has_suffix (file, ".gz"))
+    ck_assert (na > 2 && (guint8) a[0] == 0x1f && (guint8) a[1] == 0x8b);
+  g_unlink (path2);
+  g_rmdir (dir);
+}
+
+START_TEST (test_round_trip_gz)
+{
+  round_trip ("t.pst.gz");
+}
+END_TEST
+
+START_TEST (test_round_trip_plain)
+{
+  round_trip ("t.pst");
+}
+END_TEST
+
+START_TEST (test_streaming)
+{
+  g_autoptr (PsTrace) t = sample_trace ();
+  g_autofree char *dir = g_dir_make_tmp ("check_traces_XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "s.pst.gz", NULL);
+  GError *error = NULL;
+  ck_assert (ps_trace_write (t, path, &error));
+  g_autoptr (PsTraceReader) r = ps_trace_reader_open (path, &error);
+  ck_assert_ptr_nonnull (r);
+  ck_assert_uint_eq (ps_trace_reader_header (r)->n_devices, 8);
+  guint64 n = 0;
+  const PsTraceEvent *e;
+  while (ps_trace_reader_next (r, &e, &error) && e)
+    {
+      assert_events_equal (ps_trace_get_event (t, n), e);
+      n++;
+    }
+  ck_assert_ptr_null (error);
+  ck_assert_uint_eq (n, 12);
+  /* after the end it keeps answering "end" */
+  ck_assert (ps_trace_reader_next (r, &e, &error) && e == NULL);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+END_TEST
+
+static void
+assert_ids (const guint32 *got, const guint32 *want, guint64 n)
+{
+  for (guint64 i = 0; i < n; i++)
+    ck_assert_msg (got[i] == want[i], "index %u: got %u, want %u", (guint) i, got[i], want[i]);
+}
+
+START_TEST (test_groups_expand)
+{
+  g_autoptr (PsTrace) t = ps_trace_new ("g");
+  gint64 dims[2] = { 2, 4 };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_ARANGE, NULL);
+  const PsTraceHeader *h = ps_trace_get_header (t);
+  guint64 ng, gs;
+  PsTraceGroups g = { .form = PS_TRACE_GROUPS_AXES, .n_axes = 1, .axes = { 1 } };
+  g_autofree guint32 *a = ps_trace_groups_expand (&g, h, &ng, &gs);
+  ck_assert_uint_eq (ng, 2);
+  ck_assert_uint_eq (gs, 4);
+  assert_ids (a, (guint32[]) { 0, 1, 2, 3, 4, 5, 6, 7 }, 8);
+  g.axes[0] = 0;
+  g_autofree guint32 *b = ps_trace_groups_expand (&g, h, &ng, &gs);
+  ck_assert_uint_eq (ng, 4);
+  assert_ids (b, (guint32[]) { 0, 4, 1, 5, 2, 6, 3, 7 }, 8);
+  /* axes listed 1,0: members ordered with axis 1 outer */
+  g.n_axes = 2;
+  g.axes[0] = 1;
+  g.axes[1] = 0;
+  g_autofree guint32 *c = ps_trace_groups_expand (&g, h, &ng, &gs);
+  ck_assert_uint_eq (ng, 1);
+  assert_ids (c, (guint32[]) { 0, 4, 1, 5, 2, 6, 3, 7 }, 8);
+  /* iota form equals the transposed arange */
+  PsTraceGroups io;
+  GError *error = NULL;
+  ck_assert (ps_trace_groups_parse ("[4,2]<=[2,4]T(1,0)", &io, &error));
+  g_autofree guint32 *d = ps_trace_groups_expand (&io, h, &ng, &gs);
+  ck_assert_uint_eq (ng, 4);
+  ck_assert_uint_eq (gs, 2);
+  assert_ids (d, (guint32[]) { 0, 4, 1, 5, 2, 6, 3, 7 }, 8);
+  ps_trace_groups_clear (&io);
+  ck_assert (!ps_trace_groups_parse ("axes:0,x", &io, &error));
+  ck_assert_str_eq (error->message, "axes:0,x:1:8: expected a number");
+  g_clear_error (&error);
+  /* axes on an arange_T mesh follow the mesh's device order */
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_ARANGE_T, NULL);
+  g_autofree guint32 *ids = ps_trace_mesh_device_ids (&h->mesh, NULL);
+  assert_ids (ids, (guint32[]) { 0, 2, 4, 6, 1, 3, 5, 7 }, 8);
+  g.n_axes = 1;
+  g.axes[0] = 1;
+  g_autofree guint32 *e = ps_trace_groups_expand (&g, h, &ng, &gs);
+  assert_ids (e, (guint32[]) { 0, 2, 4, 6, 1, 3, 5, 7 }, 8);
+}
+END_TEST
+
+START_TEST (test_nonpod2d)
+{
+  g_autoptr (PsTrace) t = ps_trace_new ("g");
+  gint64 dims[2] = { 4, 4 };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_NONPOD2D, NULL);
+  PsTraceHeader *h = ps_trace_header (t);
+  h->mesh.physical[0] = 4;
+  h->mesh.physical[1] = 2;
+  h->mesh.physical[2] = 2;
+  GError *error = NULL;
+  ck_assert (ps_trace_validate (t, &error));
+  g_autofree guint32 *ids = ps_trace_mesh_device_ids (&h->mesh, NULL);
+  /* each row is a ring over a chip row's two cores; rows zig-zag 0,2,3,1 */
+  assert_ids (ids, (guint32[]) { 0, 2, 3, 1, 8, 10, 11, 9, 12, 14, 15, 13, 4, 6, 7, 5 }, 16);
+  h->mesh.physical[0] = 2;
+  ck_assert (!ps_trace_validate (t, &error));
+  ck_assert (strstr (error->message, "does not hold") != NULL);
+  g_clear_error (&error);
+}
+END_TEST
+
+START_TEST (test_pairs_expand)
+{
+  g_autoptr (PsTrace) t = ps_trace_new ("p");
+  gint64 dims[2] = { 2, 4 };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_ARANGE, NULL);
+  const PsTraceHeader *h = ps_trace_get_header (t);
+  guint64 n;
+  PsTracePairs p = { .form = PS_TRACE_PAIRS_SHIFT, .axis = 1, .offset = 1, .wrap = TRUE };
+  g_autofree guint32 *a = ps_trace_pairs_expand (&p, h, &n);
+  ck_assert_uint_eq (n, 8);
+  assert_ids (a, (guint32[]) { 0, 1, 1, 2, 2, 3, 3, 0, 4, 5, 5, 6, 6, 7, 7, 4 }, 16);
+  PsTracePairs q = { .form = PS_TRACE_PAIRS_SHIFT, .axis = 0, .offset = -1 };
+  g_autofree guint32 *b = ps_trace_pairs_expand (&q, h, &n);
+  ck_assert_uint_eq (n, 4);
+  assert_ids (b, (guint32[]) { 4, 0, 5, 1, 6, 2, 7, 3 }, 8);
+}
+END_TEST
+
+/* ---- validation errors on text ---------------------------------------------------- */
+
+static const char *head =
+  "pstrace 1\nprogram p\ndevices 8\nmesh 2x4 order=arange\n"
+  "totals events=1 flops=0 read_bytes=0 write_bytes=0 collective_bytes=%s peak_bytes=100\n";
+
+/* A trace whose single event line is `event` (totals adjusted for
+ * collective bytes `cbytes`) and a correct end line. */
+static char *
+one_event (const char *event, const char *cbytes)
+{
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, head, cbytes);
+  g_string_append_printf (s, "%s\n", event);
+  return g_string_free (s, FALSE);
+}
+
+/* Appends the correct end line using zlib's crc32, as another tool would. */
+static char *
+with_end (char *text, guint64 n_events)
+{
+  uLong crc = crc32 (0L, Z_NULL, 0);
+  crc = crc32 (crc, (const Bytef *) text, (uInt) strlen (text));
+  char *out = g_strdup_printf ("%send events=%" G_GUINT64_FORMAT " crc32=%08lx\n", text,
+                               n_events, (unsigned long) crc);
+  g_free (text);
+  return out;
+}
+
+static void
+expect_error (const char *text, const char *want)
+{
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_trace_parse ("x.pst", text, strlen (text), &error);
+  ck_assert_msg (t == NULL, "accepted:\n%s", text);
+  ck_assert_msg (strstr (error->message, want) != NULL, "got '%s', want '%s'",
+                 error->message, want);
+  g_error_free (error);
+}
+
+static void
+expect_event_error (const char *event, const char *cbytes, const char *want)
+{
+  g_autofree char *text = with_end (one_event (event, cbytes), 1);
+  expect_error (text, want);
+}
+
+START_TEST (test_good_minimal)
+{
+  g_autofree char *text = with_end (one_event ("memory live_bytes=5", "0"), 1);
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_trace_parse ("x.pst", text, strlen (text), &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+}
+END_TEST
+
+START_TEST (test_errors)
+{
+  expect_error ("pstrace 2\n", "x.pst:1:9: unsupported trace version 2 (this podsim reads version 1)");
+  expect_error ("hello\n", "x.pst:1:1: not a step trace");
+  expect_error ("", "x.pst: empty file");
+  expect_error ("pstrace 1\nprogram p\ndevices 6\nmesh 2x4 order=arange\n",
+                "x.pst:4:6: mesh 2x4 holds 8 devices but the trace has 6");
+  expect_error ("pstrace 1\nprogram p\ndevices 8\nmesh 2x4 order=zigzag\n",
+                "x.pst:4:16: unknown device order 'zigzag'");
+  expect_error ("pstrace 1\nprogram p\ndevices 8\nmesh 2x4 order=list:0,1,2,3,4,5,6,6\n",
+                "x.pst:4:16: device 6 appears twice in the mesh order");
+  expect_error ("pstrace 1\nprogram p\n", "x.pst: truncated trace: ends before the 'devices' line");
+  /* no end line */
+  g_autofree char *noend = one_event ("memory live_bytes=5", "0");
+  expect_error (noend, "x.pst: truncated trace: no end line after 1 events");
+  /* last line cut in the middle */
+  g_autofree char *cut = g_strndup (noend, strlen (noend) - 3);
+  expect_error (cut, "x.pst:6: truncated trace: last line has no newline");
+
+  expect_event_error ("frobnicate x=1", "0", "x.pst:6:1: unknown event 'frobnicate'");
+  expect_event_error ("compute matmul name=a dtype=bf16 flops=12x read_bytes=0 write_bytes=0 mxu=1x1x1x1",
+                      "0", "x.pst:6:40: bad number '12x' for flops");
+  expect_event_error ("compute gemm name=a dtype=bf16 flops=0 read_bytes=0 write_bytes=0",
+                      "0", "x.pst:6:9: unknown compute kind 'gemm'");
+  expect_event_error ("compute matmul name=a dtype=bf16 flops=0 read_bytes=0 write_bytes=0",
+                      "0", "x.pst:6: matmul event without mxu=BxMxKxN dims");
+  expect_event_error ("compute elementwise name=a dtype=bf17 flops=0 read_bytes=0 write_bytes=0",
+                      "0", "x.pst:6:34: unknown dtype 'bf17'");
+  expect_event_error ("compute elementwise name=a dtype=f32 flops=0 read_bytes=0",
+                      "0", "compute line without write_bytes=");
+  expect_event_error ("compute elementwise name=a dtype=f32 flops=0 read_bytes=0 write_bytes=0 colour=red",
+                      "0", "x.pst:6:73: unknown field 'colour' in a compute line");
+  expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=axes:2",
+                      "4", "x.pst:6:70: groups do not fit the mesh: groups name mesh axis 2 but "
+                      "the mesh has 2 axes");
+  expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups={{0,1,2,3},{4,5,6,8}}",
+                      "4", "device 8 in replica groups is not below");
+  expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups={{0,1,2,3},{4,5}}",
+                      "4", "x.pst:6:81: group of 2 devices where the first has 4");
+  expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=[2,4]<=[2,2]",
+                      "4", "iota groups [2,4] do not hold the 4 ids");
+  expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=[2,4]<=[2,4]T(0,0)",
+                      "4", "T(...) is not a permutation");
+  expect_event_error ("collective all-gather name=a dtype=f32 in_bytes=4 out_bytes=4 groups=axes:1",
+                      "4", "all-gather over groups of 4 needs out_bytes = 4 x in_bytes");
+  expect_event_error ("collective collective-permute name=a dtype=f32 in_bytes=4 out_bytes=4 groups=all",
+                      "4", "collective-permute takes pairs=, not groups=");
+  expect_event_error ("collective collective-permute name=a dtype=f32 in_bytes=4 out_bytes=4 pairs=shift:1:4",
+                      "4", "shift offset 4 along mesh axis 1 of size 4");
+  expect_event_error ("collective collective-permute name=a dtype=f32 in_bytes=4 out_bytes=4 pairs={{0,1},{2,1}}",
+                      "4", "device 1 is the target of two pairs");
+  expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=all async=3",
+                      "4", "async collective 3 (event 1) has no done");
+  expect_event_error ("done 4", "0", "x.pst:6:6: done for async id 4 that is not in flight");
+  expect_event_error ("memory live_bytes=101", "0", "x.pst:6:8: live bytes 101 above the header's peak_bytes 100");
+  expect_event_error ("memory live_bytes=1", "5", "totals collective_bytes=5 in the header but the events sum to 0");
+  /* end line problems */
+  g_autofree char *body = one_event ("memory live_bytes=5", "0");
+  g_autofree char *badcrc = g_strconcat (body, "end events=1 crc32=00000000\n", NULL);
+  expect_error (badcrc, "x.pst:7:20: checksum mismatch");
+  g_autofree char *badcount = g_strconcat (body, "end events=2 crc32=00000000\n", NULL);
+  expect_error (badcount, "x.pst:7:12: end line counts 2 events but the trace has 1");
+  g_autofree char *ok = with_end (g_strdup (body), 1);
+  g_autofree char *after = g_strconcat (ok, "memory live_bytes=5\n", NULL);
+  expect_error (after, "x.pst:8:1: data after the end line");
+}
+END_TEST
+
+START_TEST (test_gz_damage)
+{
+  g_autoptr (PsTrace) t = sample_trace ();
+  g_autofree char *dir = g_dir_make_tmp ("check_traces_XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "d.pst.gz", NULL);
+  GError *error = NULL;
+  ck_assert (ps_trace_write (t, path, &error));
+  g_autofree char *data = NULL;
+  gsize len;
+  ck_assert (g_file_get_contents (path, &data, &len, NULL));
+
+  /* truncated: the last half of the compressed stream is missing */
+  ck_assert (g_file_set_contents (path, data, (gssize) (len / 2), NULL));
+  g_autoptr (PsTrace) a = ps_trace_read (path, &error);
+  ck_assert_ptr_null (a);
+  ck_assert_msg (g_error_matches (error, PS_ERROR, PS_ERROR_CORRUPT), "%s", error->message);
+  ck_assert_msg (strstr (error->message, "truncated") != NULL, "%s", error->message);
+  g_clear_error (&error);
+
+  /* corrupt: bytes changed in the middle */
+  g_autofree char *bad = g_memdup2 (data, len);
+  for (gsize i = len / 3; i < len / 3 + 8; i++)
+    bad[i] ^= 0x5a;
+  ck_assert (g_file_set_contents (path, bad, (gssize) len, NULL));
+  g_autoptr (PsTrace) b = ps_trace_read (path, &error);
+  ck_assert_ptr_null (b);
+  ck_assert_msg (error->code == PS_ERROR_CORRUPT || error->code == PS_ERROR_PARSE,
+                 "%s", error->message);
+  g_clear_error (&error);
+
+  /* a bad write leaves no file behind */
+  g_unlink (path);
+  PsTraceCollective bad_ar = { .kind = PS_TRACE_ALL_REDUCE, .in_bytes = 4, .out_bytes = 4,
+                               .groups = { .form = PS_TRACE_GROUPS_AXES, .n_axes = 1,
+                                           .axes = { 5 } } };
+  ps_trace_add_collective (t, "bad", &bad_ar);
+  ck_assert (!ps_trace_write (t, path, &error));
+  ck_assert_msg (strstr (error->message, "groups name mesh axis 5") != NULL, "%s",
+                 error->message);
+  g_clear_error (&error);
+  ck_assert (!g_file_test (path, G_FILE_TEST_EXISTS));
+  g_rmdir (dir);
+}
+END_TEST
+
+START_TEST (test_missing_file)
+{
+  GError *error = NULL;
+  g_autofree char *path = tmp_path ("no/such/trace.pst.gz");
+  ck_assert_ptr_null (ps_trace_read (path, &error));
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_IO));
+  ck_assert (strstr (error->message, "cannot open") != NULL);
+  g_clear_error (&error);
+}
+END_TEST
+
+static Suite *
+traces_suite (void)
+{
+  Suite *s = suite_create ("traces");
+  TCase *tc = tcase_create ("core");
+  tcase_add_test (tc, test_round_trip_gz);
+  tcase_add_test (tc, test_round_trip_plain);
+  tcase_add_test (tc, test_streaming);
+  tcase_add_test (tc, test_groups_expand);
+  tcase_add_test (tc, test_nonpod2d);
+  tcase_add_test (tc, test_pairs_expand);
+  tcase_add_test (tc, test_good_minimal);
+  tcase_add_test (tc, test_errors);
+  tcase_add_test (tc, test_gz_damage);
+  tcase_add_test (tc, test_missing_file);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (traces_suite ());
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
