@@ -1,0 +1,101 @@
+/* The dense Transformer language model of the GSPMD paper's experiments, as a
+ * single-device training step with sharding annotations.
+ *
+ * ps_dense_lm_build() writes one training step in the graph IR, as a user
+ * would for one device: token embedding (one-hot einsum, vocabulary 32000),
+ * L pre-layer-norm Transformer layers (self-attention with per-head dim D and
+ * a relative position bias of 32 buckets, causal mask; FFN with optional gated
+ * GELU), final layer norm, softmax cross-entropy against the embedding
+ * (shared softmax weights); then the backward pass (partitioner/autodiff.h),
+ * optionally rematerialised per layer, gradient accumulation over
+ * microbatches, and the optimizer update (partitioner/optimizer.h). Weights
+ * and optimizer state are f32, activations bf16.
+ *
+ * Sharding presets annotate a few tensors per layer, as the paper describes;
+ * propagation completes the rest:
+ *   2d: mesh axis 0 splits the batch (activations) and M (weights); axis 1
+ *       splits H, N and the model dim of activations (7 annotations a layer:
+ *       the layer input and the weights Wq Wk Wv Wo W1 W2, plus W1 gate).
+ *   1d: model parallel on all devices (H and N split; batch replicated).
+ *   dp: data parallel (batch split, weights replicated).
+ *   weight-update sharding (wus): optimizer state and the update sharded over
+ *       the data-parallel axis, on top of any preset.
+ *
+ * Ownership: the built module is transfer full; configs are plain values
+ * (their strings are static or owned by the caller).
+ */
+#ifndef PS_MODELS_DENSE_LM_H
+#define PS_MODELS_DENSE_LM_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "partitioner/ir.h"
+#include "partitioner/optimizer.h"
+
+G_BEGIN_DECLS
+
+typedef enum { PS_SHARDING_2D, PS_SHARDING_1D, PS_SHARDING_DP } PsShardingPreset;
+
+const char *ps_sharding_preset_name (PsShardingPreset p);
+gboolean ps_sharding_preset_from_name (const char *name, PsShardingPreset *out);
+
+typedef struct {
+  const char *name;          /* preset name or "custom" */
+  int layers;
+  int64_t model_dim;         /* M */
+  int64_t ffn_dim;           /* H */
+  int64_t heads;             /* N */
+  int64_t head_dim;          /* D (128 in every published run) */
+  int64_t seq_len;           /* S */
+  int64_t global_batch;      /* B (sequences per step) */
+  int64_t vocab;             /* 32000 */
+  int rel_buckets;           /* 32 */
+  gboolean gated_gelu;
+  PsOptimizerKind optimizer;
+  gboolean remat;            /* recompute each layer's forward in backward */
+  int microbatches;          /* gradient accumulation steps (>= 1) */
+  /* Parallelism. */
+  int64_t mesh[2];           /* logical device mesh; mesh[0]*mesh[1] devices */
+  const char *device_order;  /* "arange" | "arange_T" | "nonpod2d" */
+  int64_t physical[3];       /* nonpod2d: chips x, chips y, cores per chip */
+  PsShardingPreset sharding;
+  gboolean weight_update_sharding;
+  /* Where it ran and what was published (0 when unknown). */
+  const char *slice;
+  double published_tokens_per_s;
+} PsDenseLmConfig;
+
+/* The rows of ../shared/reference/published.tsv (a copy is compiled in;
+ * tests check it against the file). NULL-terminated list of names. */
+const char *const *ps_dense_lm_preset_names (void);
+/* Fills *out with a published row. FALSE with PS_ERROR_OPTION when unknown. */
+gboolean ps_dense_lm_preset (const char *name, PsDenseLmConfig *out, GError **error);
+/* A small config for tests and the quick start (2 layers, tiny dims). */
+void ps_dense_lm_config_small (PsDenseLmConfig *out);
+
+/* Checks dims, divisibility (heads and batch by the mesh axes that split
+ * them, microbatches dividing the batch) and the mesh; errors are
+ * PS_ERROR_OPTION and name the option. */
+gboolean ps_dense_lm_check (const PsDenseLmConfig *cfg, GError **error);
+
+/* Device ids at each mesh position, row-major (mesh[0]*mesh[1] entries),
+ * for the config's device order. transfer full. */
+int64_t *ps_dense_lm_mesh_devices (const PsDenseLmConfig *cfg, GError **error);
+
+/* What the build produced, for reports. */
+typedef struct {
+  int n_annotations;         /* tensors carrying a user sharding */
+  int64_t n_instructions;    /* in the entry computation */
+  double params;             /* trainable parameters */
+  double model_flops;        /* 6 * params * tokens + attention, per step
+                              * (no remat), the usual utilization basis */
+  int64_t tokens_per_step;
+} PsDenseLmInfo;
+
+/* Builds the training step. transfer full. */
+PsModule *ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error);
+
+G_END_DECLS
+
+#endif
