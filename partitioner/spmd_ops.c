@@ -1,0 +1,419 @@
+/* Handlers of the data-movement and reduction ops: broadcast, transpose,
+ * reshape, reduce, iota, slice, pad, concatenate, dynamic-slice,
+ * dynamic-update-slice, reverse and sort. Each picks operand shardings under
+ * which the op runs locally on the tiles, or returns NULL (fallback) when
+ * the op would need data from other tiles in a way not handled here. */
+#include "config.h"
+
+#include <string.h>
+
+#include "partitioner/spmd_private.h"
+
+static gboolean
+plain_tiled (const PsSharding *s)
+{
+  return s->kind == PS_SHARDING_TILED && !ps_sharding_has_manual_subgroup (s);
+}
+
+static PsPVal *
+finish (const PsInstr *in, PsInstr *x, const PsSharding *s)
+{
+  return sp_pval_new (x, s, in->shape);
+}
+
+static PsShape *
+local_shape (const PsSharding *s, const PsShape *full)
+{
+  return ps_sharding_tile_shape (s, full);
+}
+
+PsPVal *
+sp_handle_broadcast (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t))
+    return NULL;
+  PsPVal *op = sp_operand (c, in, 0);
+  int r = op->full->rank;
+  int64_t src[r > 0 ? r : 1];
+  for (int i = 0; i < r; i++)
+    src[i] = in->dimensions.v[i];
+  g_autoptr (PsSharding) os = sp_sharding_remap (t, r, src);
+  if (!os)
+    return NULL;
+  PsInstr *x = sp_reshard (c, op, os);
+  g_autoptr (SpShape) ls = local_shape (t, in->shape);
+  PsInstr *b = sp_broadcast (c, x, ls, in->dimensions.n, in->dimensions.v);
+  return finish (in, b, t);
+}
+
+PsPVal *
+sp_handle_transpose (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t))
+    return NULL;
+  PsPVal *op = sp_operand (c, in, 0);
+  int r = op->full->rank;
+  int64_t src[r > 0 ? r : 1];
+  for (int i = 0; i < r; i++)
+    src[in->dimensions.v[i]] = i;
+  g_autoptr (PsSharding) os = sp_sharding_remap (t, r, src);
+  if (!os)
+    return NULL;
+  PsInstr *x = sp_reshard (c, op, os);
+  PsInstr *y = sp_transpose (c, x, in->dimensions.v);
+  return finish (in, y, t);
+}
+
+/* Reshape: handled when the output's sharded dims map one-to-one onto
+ * operand dims of the same size (the dims around them may merge or split
+ * freely as long as they are not sharded), or when every sharded output dim
+ * is the major dim of a group of operand dims whose major dim has the same
+ * size multiple. */
+PsPVal *
+sp_handle_reshape (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t))
+    return NULL;
+  PsPVal *op = sp_operand (c, in, 0);
+  const PsShape *is = op->full, *os = in->shape;
+  int ri = is->rank, ro = os->rank;
+  /* Walk both dim lists, grouping dims with equal products. */
+  int64_t src[ro > 0 ? ro : 1];
+  for (int j = 0; j < ro; j++)
+    src[j] = -1;
+  int i = 0, j = 0;
+  while (i < ri || j < ro)
+    {
+      int i0 = i, j0 = j;
+      int64_t pi = 1, pj = 1;
+      if (i < ri)
+        pi = is->dims[i++];
+      if (j < ro)
+        pj = os->dims[j++];
+      while (pi != pj)
+        {
+          if (pi < pj && i < ri)
+            pi *= is->dims[i++];
+          else if (pj < pi && j < ro)
+            pj *= os->dims[j++];
+          else
+            break;
+        }
+      if (pi != pj)
+        return NULL;
+      /* Group [i0, i) <-> [j0, j): only the major output dim of the group
+       * may be sharded, and only when it maps on the major input dim in a
+       * way that keeps tiles contiguous. */
+      for (int k = j0; k < j; k++)
+        {
+          int64_t sh = sp_shards (t, k);
+          if (sh <= 1)
+            continue;
+          if (k != j0 || i0 >= ri)
+            return NULL;
+          int64_t in_major = is->dims[i0], out_major = os->dims[j0];
+          /* Same size: one-to-one. Otherwise the shards must divide both
+           * major dims so that a tile of the output is a tile of the input. */
+          if (in_major == out_major)
+            {
+              src[k] = i0;
+              continue;
+            }
+          /* Tile a of either side is the flat range [a P/sh, (a+1) P/sh)
+           * of the group (P its product) when sh divides both majors. */
+          if (in_major % sh != 0 || out_major % sh != 0)
+            return NULL;
+          src[k] = i0;
+        }
+      /* Dims of size 1 on either side form their own groups. */
+    }
+  /* The operand sharding: tile dim src[k] of the operand takes output tile
+   * dim k. Build it by remapping the output sharding onto operand dims. */
+  int64_t inv[ri > 0 ? ri : 1];
+  for (int k = 0; k < ri; k++)
+    inv[k] = -1;
+  for (int k = 0; k < ro; k++)
+    if (src[k] >= 0)
+      inv[src[k]] = k;
+  g_autoptr (PsSharding) osd = sp_sharding_remap (t, ri, inv);
+  if (!osd)
+    return NULL;
+  /* Every sharded output dim must have found its operand dim. */
+  for (int k = 0; k < ro; k++)
+    if (sp_shards (t, k) > 1 && src[k] < 0)
+      return NULL;
+  /* Uneven tiles would mix padding into the reshaped data. */
+  if (sp_has_padding (osd, is) || sp_has_padding (t, os))
+    return NULL;
+  PsInstr *x = sp_reshard (c, op, osd);
+  g_autoptr (SpShape) ls = local_shape (t, os);
+  PsInstr *y = sp_add1 (c, PS_OP_RESHAPE, ps_shape_copy (ls), x);
+  return finish (in, y, t);
+}
+
+PsPVal *
+sp_handle_reduce (SpComp *c, const PsInstr *in)
+{
+  if (in->n_operands != 2 || !ps_shape_is_array (in->shape))
+    return NULL;
+  PsPVal *op = sp_operand (c, in, 0);
+  PsPVal *init = sp_operand (c, in, 1);
+  const PsSharding *s = op->sharding;
+  if (s->kind == PS_SHARDING_REPLICATED)
+    return NULL; /* the fallback is exactly the local reduce */
+  if (!plain_tiled (s))
+    return NULL;
+  int r = op->full->rank;
+  PsInstr *iv = sp_reshard (c, init, sp_replicated ());
+  gboolean red[r > 0 ? r : 1];
+  memset (red, 0, sizeof red);
+  for (int k = 0; k < in->dimensions.n; k++)
+    red[in->dimensions.v[k]] = TRUE;
+  PsInstr *x = sp_mask_padding (c, op, red, iv);
+  int ro = in->shape->rank;
+  int64_t kept[ro > 0 ? ro : 1], ldims[ro > 0 ? ro : 1];
+  int q = 0;
+  for (int d = 0; d < r; d++)
+    if (!red[d])
+      {
+        kept[q] = d;
+        ldims[q] = x->shape->dims[d];
+        q++;
+      }
+  PsInstr *ops[2] = { x, iv };
+  PsInstr *y = sp_clone_with (c, in, sp_shape (in->shape->etype, ro, ldims), 2, ops);
+  gboolean mask[s->n_tile_dims];
+  memset (mask, 0, sizeof mask);
+  gboolean any = FALSE;
+  for (int d = 0; d < r; d++)
+    if (red[d] && sp_shards (s, d) > 1)
+      mask[d] = any = TRUE;
+  if (any)
+    {
+      int ng, gs;
+      g_autofree int64_t *groups = sp_groups (s, mask, &ng, &gs);
+      y = sp_all_reduce_with (c, y, in->called[0], ng, gs, groups);
+    }
+  g_autoptr (PsSharding) rs = sp_sharding_remap (s, ro, kept);
+  return finish (in, y, rs);
+}
+
+PsPVal *
+sp_handle_iota (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t))
+    return NULL;
+  g_autoptr (SpShape) ls = local_shape (t, in->shape);
+  int64_t d = in->iota_dimension;
+  PsInstr *x = sp_iota (c, in->shape->etype, ls->rank, ls->dims, d);
+  if (sp_shards (t, (int) d) > 1)
+    {
+      PsInstr *off = sp_convert (c, sp_offset (c, t, in->shape, (int) d), in->shape->etype);
+      x = sp_binary (c, PS_OP_ADD, x, sp_broadcast_scalar (c, off, x->shape));
+    }
+  return finish (in, x, t);
+}
+
+/* Whether dim d of `in`'s output is the whole operand dim (the op leaves
+ * it alone), so a sharding on it passes through. */
+static gboolean
+slice_keeps_dim (const PsInstr *in, const PsShape *opfull, int d)
+{
+  switch (in->opcode)
+    {
+    case PS_OP_SLICE:
+      return in->slice_starts.v[d] == 0 && in->slice_limits.v[d] == opfull->dims[d]
+             && (in->slice_strides.n == 0 || in->slice_strides.v[d] == 1);
+    case PS_OP_PAD:
+      return in->padding[d].lo == 0 && in->padding[d].hi == 0 && in->padding[d].interior == 0;
+    case PS_OP_DYNAMIC_SLICE:
+      return in->dynamic_slice_sizes.v[d] == opfull->dims[d];
+    case PS_OP_REVERSE:
+      return !ps_ints_contains (&in->dimensions, d);
+    default:
+      return FALSE;
+    }
+}
+
+/* The target sharding with the dims the op changes made unsharded. */
+static PsSharding *
+passthrough_sharding (const PsInstr *in, const PsShape *opfull, const PsSharding *t)
+{
+  int r = opfull->rank;
+  int64_t src[r > 0 ? r : 1];
+  for (int d = 0; d < r; d++)
+    src[d] = slice_keeps_dim (in, opfull, d) ? d : -1;
+  return sp_sharding_remap (t, r, src);
+}
+
+static PsPVal *
+local_passthrough (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t))
+    return NULL;
+  PsPVal *op = sp_operand (c, in, 0);
+  g_autoptr (PsSharding) s = passthrough_sharding (in, op->full, t);
+  if (!s || s->kind != PS_SHARDING_TILED)
+    return NULL;
+  PsInstr *x = sp_reshard (c, op, s);
+  int n = in->n_operands;
+  PsInstr *ops[n];
+  ops[0] = x;
+  for (int i = 1; i < n; i++)
+    ops[i] = sp_reshard (c, sp_operand (c, in, i), sp_replicated ());
+  g_autoptr (SpShape) ls = local_shape (s, in->shape);
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), n, ops);
+  if (in->opcode == PS_OP_DYNAMIC_SLICE)
+    {
+      /* Kept dims start at 0 locally (the global start clamps to 0 too). */
+      for (int d = 0; d < op->full->rank; d++)
+        {
+          if (sp_shards (s, d) > 1)
+            ps_instr_set_operand (y, d + 1, sp_const_scalar (c, ops[d + 1]->shape->etype, 0));
+          y->dynamic_slice_sizes.v[d] = ls->dims[d];
+        }
+    }
+  if (in->opcode == PS_OP_SLICE)
+    for (int d = 0; d < op->full->rank; d++)
+      if (sp_shards (s, d) > 1)
+        y->slice_limits.v[d] = ls->dims[d];
+  /* A padded dim that is sharded is untouched by the op, so the padding
+   * of the tiles stays where the layout expects it. */
+  return finish (in, y, s);
+}
+
+PsPVal *
+sp_handle_slice (SpComp *c, const PsInstr *in)
+{
+  return local_passthrough (c, in);
+}
+
+PsPVal *
+sp_handle_pad (SpComp *c, const PsInstr *in)
+{
+  return local_passthrough (c, in);
+}
+
+PsPVal *
+sp_handle_reverse (SpComp *c, const PsInstr *in)
+{
+  return local_passthrough (c, in);
+}
+
+PsPVal *
+sp_handle_dynamic_slice (SpComp *c, const PsInstr *in)
+{
+  return local_passthrough (c, in);
+}
+
+PsPVal *
+sp_handle_dynamic_update_slice (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t))
+    return NULL;
+  PsPVal *op = sp_operand (c, in, 0);
+  PsPVal *upd = sp_operand (c, in, 1);
+  int r = op->full->rank;
+  int64_t src[r > 0 ? r : 1];
+  for (int d = 0; d < r; d++)
+    src[d] = upd->full->dims[d] == op->full->dims[d] ? d : -1;
+  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  if (!s || s->kind != PS_SHARDING_TILED)
+    return NULL;
+  int n = in->n_operands;
+  PsInstr *ops[n];
+  ops[0] = sp_reshard (c, op, s);
+  ops[1] = sp_reshard (c, upd, s);
+  for (int i = 2; i < n; i++)
+    {
+      int d = i - 2;
+      if (sp_shards (s, d) > 1)
+        ops[i] = sp_const_scalar (c, sp_operand (c, in, i)->full->etype, 0);
+      else
+        ops[i] = sp_reshard (c, sp_operand (c, in, i), sp_replicated ());
+    }
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ops[0]->shape), n, ops);
+  return finish (in, y, s);
+}
+
+PsPVal *
+sp_handle_concatenate (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t))
+    return NULL;
+  int64_t dim = in->dimensions.v[0];
+  int r = in->shape->rank;
+  int64_t src[r];
+  for (int d = 0; d < r; d++)
+    src[d] = d == dim ? -1 : d;
+  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  if (!s)
+    return NULL;
+  int n = in->n_operands;
+  PsInstr *ops[n];
+  for (int i = 0; i < n; i++)
+    ops[i] = sp_reshard (c, sp_operand (c, in, i), s);
+  PsInstr *y = sp_concat (c, n, ops, dim);
+  if (n == 1)
+    y = sp_copy (c, y);
+  return finish (in, y, s);
+}
+
+PsPVal *
+sp_handle_sort (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t0 = sp_sharding_of (in);
+  g_autoptr (PsSharding) t = ps_sharding_is_tuple (t0) ? ps_sharding_leaf (t0, 0)
+                                                        : ps_sharding_copy (t0);
+  if (!plain_tiled (t))
+    return NULL;
+  int64_t dim = in->dimensions.v[0];
+  PsPVal *first = sp_operand (c, in, 0);
+  int r = first->full->rank;
+  int64_t src[r];
+  for (int d = 0; d < r; d++)
+    src[d] = d == dim ? -1 : d;
+  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  if (!s)
+    return NULL;
+  int n = in->n_operands;
+  PsInstr *ops[n];
+  for (int i = 0; i < n; i++)
+    ops[i] = sp_reshard (c, sp_operand (c, in, i), s);
+  PsShape *shape;
+  if (ps_shape_is_tuple (in->shape))
+    {
+      PsShape *es[n];
+      for (int i = 0; i < n; i++)
+        es[i] = ops[i]->shape;
+      shape = ps_shape_new_tuple (n, es);
+    }
+  else
+    shape = ps_shape_copy (ops[0]->shape);
+  PsInstr *y = sp_clone_with (c, in, shape, n, ops);
+  g_autoptr (PsSharding) rs = ps_sharding_expand_to_shape (s, in->shape);
+  return finish (in, y, rs);
+}
+
+PsPVal *
+sp_handle_gather (SpComp *c, const PsInstr *in)
+{
+  (void) c;
+  (void) in;
+  return NULL;
+}
+
+PsPVal *
+sp_handle_scatter (SpComp *c, const PsInstr *in)
+{
+  (void) c;
+  (void) in;
+  return NULL;
+}
