@@ -97,7 +97,7 @@ print_text (const PsHardware *hw, const PsComputeOp *op, const PsComputeCost *c)
           c->lhs_stationary ? "LHS" : "RHS", c->stream_rows, c->mxu_passes,
           c->mxu_passes == 1 ? "" : "es");
   printf ("  HBM traffic      %s\n", bytes);
-  printf ("  useful FLOPs     %.4g\n", c->flops);
+  printf ("  useful FLOPs     %.6g\n", c->flops);
   printf ("  achieved         %.2f TFLOP/s of %.2f TFLOP/s peak\n",
           c->time_s > 0 ? c->flops / c->time_s / 1e12 : 0.0,
           ps_hardware_peak_flops_per_core (hw) / 1e12);

@@ -133,6 +133,19 @@ START_TEST (test_what_if_edit)
   g_autoptr (PsHardware) nodb = load_edited ("weight_double_buffered = true",
                                              "weight_double_buffered = false", &error);
   ck_assert (!nodb->mxu_weight_double_buffered);
+  /* Files saved on Windows: CRLF line ends and a byte-order mark. */
+  g_autofree char *text = bundled_text ();
+  g_autoptr (GString) dos = g_string_new ("\xef\xbb\xbf");
+  for (const char *p = text; *p; p++)
+    {
+      if (*p == '\n')
+        g_string_append_c (dos, '\r');
+      g_string_append_c (dos, *p);
+    }
+  g_autoptr (PsHardware) crlf = ps_hardware_load_data (dos->str, dos->len, "dos.ini", &error);
+  ck_assert_ptr_nonnull (crlf);
+  ck_assert_double_eq (crlf->clock_hz, 940e6);
+  ck_assert_str_eq (crlf->name, "TPU v3");
   g_autoptr (PsHardware) copy = ps_hardware_copy (hw);
   ck_assert_str_eq (copy->name, hw->name);
   ck_assert_ptr_ne (copy->name, hw->name);

@@ -322,6 +322,12 @@ ps_hardware_load_data (const char *text, gsize len, const char *display_name,
                    "%s: not a text file (NUL byte or invalid UTF-8)", file);
       return NULL;
     }
+  /* Editors on some systems prepend a byte-order mark; it is not content. */
+  if (len >= 3 && memcmp (text, "\xef\xbb\xbf", 3) == 0)
+    {
+      text += 3;
+      len -= 3;
+    }
   g_autoptr (GHashTable) lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   if (!scan_lines (text, len, file, lines, error))
     return NULL;
