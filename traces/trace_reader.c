@@ -80,6 +80,10 @@ refill (PsTraceReader *r, GError **error)
   int n = gzread (r->gz, r->chunk, sizeof r->chunk);
   int errnum = Z_OK;
   const char *zmsg = gzerror (r->gz, &errnum);
+  /* zlib prefixes its message with the descriptor ("<fd:3>: "), which
+   * says nothing to the user and is not deterministic */
+  if (zmsg && g_str_has_prefix (zmsg, "<fd:") && strstr (zmsg, ": "))
+    zmsg = strstr (zmsg, ": ") + 2;
   if (n < 0 || (errnum != Z_OK && errnum != Z_STREAM_END))
     {
       if (errnum == Z_ERRNO)
