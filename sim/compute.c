@@ -7,25 +7,21 @@
 #include "sim/compute.h"
 
 static gint64
-ceil_div (gint64 a, gint64 b)
-{
-  return (a + b - 1) / b;
-}
-
-static gint64
 clamp0 (gint64 v)
 {
   return v < 0 ? 0 : v;
 }
 
 /* Cycles of one MXU-array orientation: `tiles` stationary weight tiles per
- * pass, `stream` rows streamed through each. */
+ * pass, `stream` rows streamed through each. Counts are doubles: with dims
+ * up to 2^40 a tile count can pass 2^63, and a double only rounds where a
+ * gint64 would overflow. */
 static double
-orientation_cycles (const PsHardware *hw, gint64 tiles, gint64 stream, int passes,
-                    gint64 *tile_passes_out)
+orientation_cycles (const PsHardware *hw, double tiles, gint64 stream, int passes,
+                    double *tile_passes_out)
 {
-  gint64 total = tiles * passes;
-  gint64 per_mxu = ceil_div (total, hw->mxus_per_core);
+  double total = tiles * passes;
+  double per_mxu = ceil (total / hw->mxus_per_core);
   double load = hw->mxu_weight_load_cycles;
   double fill = hw->mxu_fill_drain_cycles;
   double per_tile;
@@ -43,7 +39,19 @@ orientation_cycles (const PsHardware *hw, gint64 tiles, gint64 stream, int passe
       exposed_load = 0;
     }
   *tile_passes_out = total;
-  return (double) per_mxu * per_tile + exposed_load;
+  return per_mxu * per_tile + exposed_load;
+}
+
+static double
+tiles_of (gint64 extent, int size)
+{
+  return ceil ((double) extent / size);
+}
+
+static gint64
+to_count (double v)
+{
+  return v >= 9.2e18 ? G_MAXINT64 : (gint64) v;
 }
 
 double
@@ -56,20 +64,21 @@ ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint64 k, g
   m = clamp0 (m);
   k = clamp0 (k);
   n = clamp0 (n);
-  gint64 tile_passes = 0, stream = 0;
+  double tile_passes = 0;
+  gint64 stream = 0;
   gboolean lhs = FALSE;
   double cycles = 0;
   if (batch > 0 && m > 0 && k > 0 && n > 0 && passes > 0)
     {
-      gint64 kt = ceil_div (k, hw->mxu_rows);
+      double kt = tiles_of (k, hw->mxu_rows);
       /* RHS stationary: K x N weight tiles, the M rows of the LHS stream. */
-      gint64 tp_rhs = 0;
-      double c_rhs = orientation_cycles (hw, batch * kt * ceil_div (n, hw->mxu_cols), m,
-                                         passes, &tp_rhs);
+      double tp_rhs = 0;
+      double c_rhs = orientation_cycles (hw, (double) batch * kt * tiles_of (n, hw->mxu_cols),
+                                         m, passes, &tp_rhs);
       /* LHS stationary (out^T = rhs^T lhs^T): K x M tiles, N columns stream. */
-      gint64 tp_lhs = 0;
-      double c_lhs = orientation_cycles (hw, batch * kt * ceil_div (m, hw->mxu_cols), n,
-                                         passes, &tp_lhs);
+      double tp_lhs = 0;
+      double c_lhs = orientation_cycles (hw, (double) batch * kt * tiles_of (m, hw->mxu_cols),
+                                         n, passes, &tp_lhs);
       if (c_lhs < c_rhs)
         {
           cycles = c_lhs;
@@ -85,7 +94,7 @@ ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint64 k, g
         }
     }
   if (tile_passes_out)
-    *tile_passes_out = tile_passes;
+    *tile_passes_out = to_count (tile_passes);
   if (stream_rows_out)
     *stream_rows_out = stream;
   if (lhs_stationary_out)

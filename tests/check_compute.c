@@ -117,6 +117,19 @@ START_TEST (test_zero_and_negative_dims)
 }
 END_TEST
 
+/* The CLI accepts dims up to 2^40: counts must not overflow (UBSan would
+ * abort on a signed overflow) and stay finite. */
+START_TEST (test_huge_dims)
+{
+  gint64 big = G_GINT64_CONSTANT (1) << 40;
+  PsComputeOp op = ps_compute_matmul_op (big, big, big, big, PS_COMPUTE_F32, PS_PRECISION_HIGHEST);
+  PsComputeCost c = ps_compute_op (hw, &op);
+  ck_assert (isfinite (c.time_s) && c.time_s > 0);
+  ck_assert_int_eq (c.tile_passes, G_MAXINT64);
+  ck_assert_int_eq (c.bound, PS_BOUND_MXU);
+}
+END_TEST
+
 START_TEST (test_orientation_is_cheaper_operand)
 {
   /* A skinny LHS stays in the array; the long RHS streams. */
@@ -282,6 +295,7 @@ main (void)
   tcase_add_test (tc, test_f32_precision_passes);
   tcase_add_test (tc, test_small_matmul_overhead_bound);
   tcase_add_test (tc, test_zero_and_negative_dims);
+  tcase_add_test (tc, test_huge_dims);
   tcase_add_test (tc, test_orientation_is_cheaper_operand);
   tcase_add_test (tc, test_batch_multiplies_tiles);
   tcase_add_test (tc, test_weight_load_without_double_buffering);

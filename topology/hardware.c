@@ -293,7 +293,7 @@ parse_field (GKeyFile *kf, const Field *field, PsHardware *hw, const char *file,
   gboolean integer = field->type == FIELD_INT_POS || field->type == FIELD_INT_NONNEG;
   if (integer && (v != floor (v) || fabs (v) > 1e9))
     {
-      field_error (error, file, lines, field, "'%s' is not a whole number", value);
+      field_error (error, file, lines, field, "'%s' is not a whole number up to 1e9", value);
       return FALSE;
     }
   gboolean positive = field->type == FIELD_INT_POS || field->type == FIELD_DOUBLE_POS;
