@@ -64,7 +64,8 @@ trace_check (int argc, char **argv)
     }
 
   const PsTraceHeader *h = ps_trace_reader_header (r);
-  printf ("%s: valid step trace, format version %u\n", argv[1], h->version);
+  printf ("%s: valid step trace, format version %u\n",
+          strcmp (argv[1], "-") == 0 ? "<stdin>" : argv[1], h->version);
   printf ("%-18s %s\n", "program:", h->program);
   printf ("%-18s %" G_GUINT64_FORMAT "\n", "devices:", h->n_devices);
   GString *mesh = g_string_new (NULL);
