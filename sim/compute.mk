@@ -9,3 +9,4 @@ tests_check_compute_LDADD = $(PS_SIM_TEST_LIBS)
 
 TESTS += tests/bench_matmul.sh
 EXTRA_DIST += tests/bench_matmul.sh
+EXTRA_DIST += doc/compute-model.md

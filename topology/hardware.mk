@@ -23,3 +23,4 @@ tests_check_hardware_SOURCES = tests/check_hardware.c
 tests_check_hardware_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_hardware_LDADD = $(PS_TOPOLOGY_TEST_LIBS)
 EXTRA_DIST += tests/data/bad
+EXTRA_DIST += doc/hardware.md
