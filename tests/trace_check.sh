@@ -31,6 +31,10 @@ for f in example.pst example.pst.gz; do
   expect_status 0 "$PODSIM" trace dump "$data/traces/$f"
   cmp -s "$PS_TMP/out" "$data/traces/example.pst" || fail "dump of $f is not the canonical text"
 done
+# the example in doc/trace-format.md is the test file, byte for byte
+sed -n '/(this is `tests\/data\/traces\/example.pst`):$/,/^end /p' "$PS_SRCDIR/doc/trace-format.md" \
+  | sed '1,3d' >"$PS_TMP/doc.pst"
+cmp -s "$PS_TMP/doc.pst" "$data/traces/example.pst" || fail "doc/trace-format.md example differs from tests/data/traces/example.pst"
 # standard input
 "$PODSIM" trace check - <"$data/traces/example.pst.gz" >"$PS_TMP/out" 2>&1 || fail "check - failed"
 expect_grep "<stdin>: valid step trace" "$PS_TMP/out"
