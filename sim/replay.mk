@@ -1,1 +1,13 @@
-# sim/replay fragment
+# sim/replay fragment: SimGrid glue, collectives, replay, results.
+libpodsim_sim_la_SOURCES += sim/sgnet.cpp sim/sgnet.h \
+	sim/collectives.c sim/collectives.h
+libpodsim_sim_la_CXXFLAGS = $(AM_CXXFLAGS) $(SIMGRID_CFLAGS) $(GLIB_CFLAGS) -I$(top_srcdir)
+check_PROGRAMS += tests/check_collectives
+TESTS += tests/check_collectives
+tests_check_collectives_SOURCES = tests/check_collectives.c
+tests_check_collectives_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS)
+tests_check_collectives_LDADD = $(PS_SIM_TEST_LIBS) -lstdc++
+# libtool drops -lstdc++ from a C++ convenience library, so programs that
+# link sim/sgnet.cpp name it themselves; podsim gets the C++ linker through
+# a never-built source (the usual automake idiom).
+nodist_EXTRA_podsim_SOURCES = sim/podsim-cxx-link.cpp

@@ -62,7 +62,8 @@ dim_wraps (int chips, PsWrapMode mode)
 {
   switch (mode)
     {
-    case PS_WRAP_ON: return chips > 1;
+    /* A 2-chip ring would only double the one link; real slices have none. */
+    case PS_WRAP_ON: return chips > 2;
     case PS_WRAP_OFF: return FALSE;
     default: return chips == PS_POD_SIDE_CHIPS;
     }

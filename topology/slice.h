@@ -35,7 +35,7 @@ G_BEGIN_DECLS
 
 typedef enum {
   PS_WRAP_AUTO, /* wrap links only on dimensions spanning the full pod */
-  PS_WRAP_ON,   /* wrap links on every dimension longer than 1 */
+  PS_WRAP_ON,   /* wrap links on every dimension of 3 chips or more */
   PS_WRAP_OFF,  /* a mesh: no wrap links at all */
 } PsWrapMode;
 

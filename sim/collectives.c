@@ -1,0 +1,531 @@
+/* Collective algorithms as phases of transfers; see collectives.h and
+ * doc/collectives.md. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sim/collectives.h"
+
+static PsPhase *
+phase_new (const char *label)
+{
+  PsPhase *ph = g_new0 (PsPhase, 1);
+  ph->label = label;
+  ph->flows = g_array_new (FALSE, FALSE, sizeof (PsFlow));
+  return ph;
+}
+
+static void
+phase_free (gpointer data)
+{
+  PsPhase *ph = data;
+  g_array_unref (ph->flows);
+  g_free (ph);
+}
+
+static void
+add_flow (PsPhase *ph, int src, int dst, double bytes)
+{
+  if (src == dst || bytes <= 0)
+    return;
+  PsFlow f = { src, dst, bytes };
+  g_array_append_val (ph->flows, f);
+}
+
+/* Adds one bidirectional ring over `hosts` to a phase: every edge carries
+ * `bytes` in each orientation; returns the largest route latency of an edge,
+ * which is the latency of one pipelined step. */
+static double
+add_ring (const PsPlatform *p, PsPhase *ph, const int *hosts, int n, double bytes, int *route)
+{
+  double worst = 0;
+  if (n < 2)
+    return 0;
+  for (int i = 0; i < n; i++)
+    {
+      int a = hosts[i], b = hosts[(i + 1) % n];
+      add_flow (ph, a, b, bytes);
+      add_flow (ph, b, a, bytes);
+      double lat;
+      ps_platform_route (p, a, b, route, &lat);
+      worst = MAX (worst, lat);
+    }
+  return worst;
+}
+
+/* Lingvo's zig-zag (GetNonPod2dMesh): position i holds the element
+ * 2i, or 2(n-i)-1 once 2i passes the end, so a ring on a line never needs
+ * more than two hops per step. */
+static void
+zigzag (const int *sorted, int n, int *out)
+{
+  for (int i = 0; i < n; i++)
+    out[i] = sorted[2 * i < n ? 2 * i : (n - i) * 2 - 1];
+}
+
+typedef struct {
+  int n_chips;
+  int *chips;           /* sorted unique chip ids */
+  int *rep;             /* per chip index: lowest member core */
+  int *count;           /* per chip index: member cores on it */
+  int nx, ny;
+  int xs[PS_POD_SIDE_CHIPS * 4], ys[PS_POD_SIDE_CHIPS * 4];
+  gboolean product;     /* chips == xs x ys and every chip has `k` members */
+  int k;
+} GroupShape;
+
+static int
+cmp_int (const void *a, const void *b)
+{
+  int x = *(const int *) a, y = *(const int *) b;
+  return (x > y) - (x < y);
+}
+
+static void
+group_shape (const PsPlatform *p, const int *members, int m, GroupShape *gs)
+{
+  const PsSlice *s = &p->slice;
+  int n_all = ps_slice_n_chips (s);
+  g_autofree int *rep_of_chip = g_new (int, n_all);
+  g_autofree int *cnt_of_chip = g_new0 (int, n_all);
+  for (int i = 0; i < n_all; i++)
+    rep_of_chip[i] = G_MAXINT;
+  for (int i = 0; i < m; i++)
+    {
+      int chip = members[i] / s->cores_per_chip;
+      cnt_of_chip[chip]++;
+      rep_of_chip[chip] = MIN (rep_of_chip[chip], members[i]);
+    }
+  gs->chips = g_new (int, m);
+  gs->rep = g_new (int, m);
+  gs->count = g_new (int, m);
+  gs->n_chips = 0;
+  gboolean usedx[PS_POD_SIDE_CHIPS * 4] = { 0 }, usedy[PS_POD_SIDE_CHIPS * 4] = { 0 };
+  for (int chip = 0; chip < n_all; chip++)
+    if (cnt_of_chip[chip])
+      {
+        gs->chips[gs->n_chips] = chip;
+        gs->rep[gs->n_chips] = rep_of_chip[chip];
+        gs->count[gs->n_chips] = cnt_of_chip[chip];
+        gs->n_chips++;
+        usedx[chip / s->chips_y] = TRUE;
+        usedy[chip % s->chips_y] = TRUE;
+      }
+  gs->nx = gs->ny = 0;
+  for (int x = 0; x < s->chips_x; x++)
+    if (usedx[x])
+      gs->xs[gs->nx++] = x;
+  for (int y = 0; y < s->chips_y; y++)
+    if (usedy[y])
+      gs->ys[gs->ny++] = y;
+  gs->k = gs->count[0];
+  gs->product = gs->n_chips == gs->nx * gs->ny;
+  for (int i = 0; i < gs->n_chips; i++)
+    if (gs->count[i] != gs->k)
+      gs->product = FALSE;
+}
+
+static void
+group_shape_clear (GroupShape *gs)
+{
+  g_free (gs->chips);
+  g_free (gs->rep);
+  g_free (gs->count);
+}
+
+/* Ring order of the coordinates `coords` (sorted) along a dimension of
+ * `side` chips: natural when the group closes the wrapped ring, zig-zag
+ * otherwise. */
+static void
+dim_order (const int *coords, int n, int side, gboolean wraps, int *out)
+{
+  if (wraps && n == side)
+    memcpy (out, coords, sizeof (int) * (gsize) n);
+  else
+    zigzag (coords, n, out);
+}
+
+static int
+rep_at (const PsPlatform *p, const GroupShape *gs, int x, int y)
+{
+  int chip = ps_slice_chip_index (&p->slice, x, y);
+  int *hit = bsearch (&chip, gs->chips, (gsize) gs->n_chips, sizeof (int), cmp_int);
+  g_assert (hit);
+  return gs->rep[hit - gs->chips];
+}
+
+/* One phase of rings along x (one ring per y of the group) or along y. */
+static PsPhase *
+dim_phase (const PsPlatform *p, const GroupShape *gs, gboolean along_x, const char *label,
+           double bytes, int steps, int *route)
+{
+  PsPhase *ph = phase_new (label);
+  const PsSlice *s = &p->slice;
+  int n = along_x ? gs->nx : gs->ny;
+  int other_n = along_x ? gs->ny : gs->nx;
+  g_autofree int *order = g_new (int, n);
+  g_autofree int *hosts = g_new (int, n);
+  dim_order (along_x ? gs->xs : gs->ys, n, along_x ? s->chips_x : s->chips_y,
+             along_x ? s->wrap_x : s->wrap_y, order);
+  double step_lat = 0;
+  for (int o = 0; o < other_n; o++)
+    {
+      for (int i = 0; i < n; i++)
+        hosts[i] = along_x ? rep_at (p, gs, order[i], gs->ys[o]) : rep_at (p, gs, gs->xs[o], order[i]);
+      double lat = add_ring (p, ph, hosts, n, bytes, route);
+      step_lat = MAX (step_lat, lat);
+    }
+  ph->latency_s = steps * step_lat;
+  return ph;
+}
+
+/* Both cores of every chip send `bytes` to each other. */
+static PsPhase *
+onchip_phase (const PsPlatform *p, const GroupShape *gs, const char *label, double bytes)
+{
+  PsPhase *ph = phase_new (label);
+  for (int i = 0; i < gs->n_chips; i++)
+    {
+      int c0 = gs->chips[i] * p->slice.cores_per_chip;
+      add_flow (ph, c0, c0 + 1, bytes);
+      add_flow (ph, c0 + 1, c0, bytes);
+    }
+  ph->latency_s = p->onchip_latency_s;
+  return ph;
+}
+
+static void
+plan_ring_group (const PsPlatform *p, PsTraceCollectiveKind kind, double D, const int *members,
+                 int m, PsGroupPlan *gp, int *route)
+{
+  GroupShape gs;
+  group_shape (p, members, m, &gs);
+  if (gs.product && (gs.k == 1 || gs.k == 2))
+    {
+      int nx = gs.nx, ny = gs.ny;
+      gboolean two = gs.k == 2;
+      /* Per-chip data after the on-chip step: D (split over the two cores). */
+      double ring_x = (nx - 1) / (double) nx * D / 2;
+      if (kind == PS_TRACE_ALL_REDUCE)
+        {
+          if (two)
+            g_ptr_array_add (gp->phases, onchip_phase (p, &gs, "onchip-rs", D / 2));
+          if (nx > 1)
+            g_ptr_array_add (gp->phases, dim_phase (p, &gs, TRUE, "ring-x-rs", ring_x, nx - 1, route));
+          if (ny > 1)
+            g_ptr_array_add (gp->phases,
+                             dim_phase (p, &gs, FALSE, "ring-y-ar",
+                                        2 * (ny - 1) / (double) ny * (D / nx) / 2, 2 * (ny - 1), route));
+          if (nx > 1)
+            g_ptr_array_add (gp->phases, dim_phase (p, &gs, TRUE, "ring-x-ag", ring_x, nx - 1, route));
+          if (two)
+            g_ptr_array_add (gp->phases, onchip_phase (p, &gs, "onchip-ag", D / 2));
+        }
+      else if (kind == PS_TRACE_REDUCE_SCATTER)
+        {
+          if (two)
+            g_ptr_array_add (gp->phases, onchip_phase (p, &gs, "onchip-rs", D / 2));
+          if (nx > 1)
+            g_ptr_array_add (gp->phases, dim_phase (p, &gs, TRUE, "ring-x-rs", ring_x, nx - 1, route));
+          if (ny > 1)
+            g_ptr_array_add (gp->phases,
+                             dim_phase (p, &gs, FALSE, "ring-y-rs",
+                                        (ny - 1) / (double) ny * (D / nx) / 2, ny - 1, route));
+        }
+      else
+        {
+          if (ny > 1)
+            g_ptr_array_add (gp->phases,
+                             dim_phase (p, &gs, FALSE, "ring-y-ag",
+                                        (ny - 1) / (double) ny * (D / nx) / 2, ny - 1, route));
+          if (nx > 1)
+            g_ptr_array_add (gp->phases, dim_phase (p, &gs, TRUE, "ring-x-ag", ring_x, nx - 1, route));
+          if (two)
+            g_ptr_array_add (gp->phases, onchip_phase (p, &gs, "onchip-ag", D / 2));
+        }
+    }
+  else
+    {
+      /* Irregular group: one bidirectional ring over its cores as listed. */
+      PsPhase *ph = phase_new ("ring");
+      int steps = kind == PS_TRACE_ALL_REDUCE ? 2 * (m - 1) : m - 1;
+      double bytes = steps / (double) m * D / 2;
+      double lat = add_ring (p, ph, members, m, bytes, route);
+      ph->latency_s = steps * lat;
+      g_ptr_array_add (gp->phases, ph);
+    }
+  group_shape_clear (&gs);
+}
+
+/* All-to-all: every member sends D/m to every other. Routed here chip pair
+ * by chip pair; each loaded link becomes one transfer between its ends. */
+static void
+plan_all_to_all_group (const PsPlatform *p, double D, const int *members, int m,
+                       PsGroupPlan *gp, double *load, int *route)
+{
+  GroupShape gs;
+  group_shape (p, members, m, &gs);
+  int cpc = p->slice.cores_per_chip;
+  double piece = D / m;
+  int max_hops = 0;
+  for (int a = 0; a < gs.n_chips; a++)
+    {
+      if (gs.count[a] == 2)
+        {
+          int c0 = gs.chips[a] * cpc;
+          load[c0 / cpc * PS_LINKS_PER_CHIP + PS_LINK_ONCHIP_FROM_CORE0] += piece;
+          load[c0 / cpc * PS_LINKS_PER_CHIP + PS_LINK_ONCHIP_FROM_CORE1] += piece;
+        }
+      for (int b = 0; b < gs.n_chips; b++)
+        {
+          if (a == b)
+            continue;
+          int n = ps_platform_route (p, gs.chips[a] * cpc, gs.chips[b] * cpc, route, NULL);
+          max_hops = MAX (max_hops, n);
+          double bytes = gs.count[a] * gs.count[b] * piece;
+          for (int i = 0; i < n; i++)
+            load[route[i]] += bytes;
+        }
+    }
+  PsPhase *ph = phase_new ("direct");
+  for (int l = 0; l < p->n_links; l++)
+    {
+      if (load[l] <= 0)
+        continue;
+      int sc, dc, dir = l % PS_LINKS_PER_CHIP;
+      ps_platform_link_chips (p, l, &sc, &dc);
+      if (dir == PS_LINK_ONCHIP_FROM_CORE0)
+        add_flow (ph, sc * cpc, sc * cpc + 1, load[l]);
+      else if (dir == PS_LINK_ONCHIP_FROM_CORE1)
+        add_flow (ph, sc * cpc + 1, sc * cpc, load[l]);
+      else
+        add_flow (ph, sc * cpc, dc * cpc, load[l]);
+      load[l] = 0;
+    }
+  ph->latency_s = max_hops > 0 ? max_hops * p->ici_latency_s : p->onchip_latency_s;
+  g_ptr_array_add (gp->phases, ph);
+  group_shape_clear (&gs);
+}
+
+static PsCollPlan *
+plan_alloc (const PsPlatform *p, PsTraceCollectiveKind kind, double bytes, int n_groups,
+            int group_size, double launch_s)
+{
+  PsCollPlan *plan = g_new0 (PsCollPlan, 1);
+  int n_cores = ps_slice_n_cores (&p->slice);
+  plan->platform = p;
+  plan->kind = kind;
+  plan->bytes = bytes;
+  plan->n_groups = n_groups;
+  plan->group_size = group_size;
+  plan->launch_s = launch_s;
+  plan->group_of_core = g_new (int, n_cores);
+  for (int i = 0; i < n_cores; i++)
+    plan->group_of_core[i] = -1;
+  plan->groups = g_new0 (PsGroupPlan, n_groups);
+  for (int g = 0; g < n_groups; g++)
+    plan->groups[g].phases = g_ptr_array_new_with_free_func (phase_free);
+  plan->link_bytes = g_new0 (double, p->n_links);
+  return plan;
+}
+
+static void
+plan_count_links (PsCollPlan *plan)
+{
+  const PsPlatform *p = plan->platform;
+  g_autofree int *route = g_new (int, ps_platform_max_route_links (p));
+  for (int g = 0; g < plan->n_groups; g++)
+    for (guint i = 0; i < plan->groups[g].phases->len; i++)
+      {
+        PsPhase *ph = plan->groups[g].phases->pdata[i];
+        for (guint f = 0; f < ph->flows->len; f++)
+          {
+            PsFlow *fl = &g_array_index (ph->flows, PsFlow, f);
+            int n = ps_platform_route (p, fl->src_core, fl->dst_core, route, NULL);
+            for (int r = 0; r < n; r++)
+              plan->link_bytes[route[r]] += fl->bytes;
+          }
+      }
+}
+
+PsCollPlan *
+ps_coll_plan_new (const PsPlatform *p, PsTraceCollectiveKind kind, double bytes, const int *cores,
+                  int n_groups, int group_size, double launch_s, GError **error)
+{
+  g_return_val_if_fail (kind != PS_TRACE_COLLECTIVE_PERMUTE, NULL);
+  int n_cores = ps_slice_n_cores (&p->slice);
+  g_autoptr (PsCollPlan) plan = plan_alloc (p, kind, bytes, n_groups, group_size, launch_s);
+  for (int g = 0; g < n_groups; g++)
+    for (int i = 0; i < group_size; i++)
+      {
+        int c = cores[g * group_size + i];
+        if (c < 0 || c >= n_cores)
+          {
+            g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                         "replica group %d: core %d is not on slice %s (%d cores)", g, c,
+                         p->slice.name, n_cores);
+            return NULL;
+          }
+        if (plan->group_of_core[c] >= 0)
+          {
+            g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                         "replica groups: core %d is in group %d and in group %d", c,
+                         plan->group_of_core[c], g);
+            return NULL;
+          }
+        plan->group_of_core[c] = g;
+      }
+  g_autofree int *route = g_new (int, ps_platform_max_route_links (p));
+  g_autofree double *load = kind == PS_TRACE_ALL_TO_ALL ? g_new0 (double, p->n_links) : NULL;
+  for (int g = 0; g < n_groups; g++)
+    {
+      const int *members = cores + g * group_size;
+      plan->groups[g].first_core = members[0];
+      if (group_size < 2)
+        continue;
+      if (kind == PS_TRACE_ALL_TO_ALL)
+        plan_all_to_all_group (p, bytes, members, group_size, &plan->groups[g], load, route);
+      else
+        plan_ring_group (p, kind, bytes, members, group_size, &plan->groups[g], route);
+    }
+  plan_count_links (plan);
+  return g_steal_pointer (&plan);
+}
+
+PsCollPlan *
+ps_coll_plan_new_permute (const PsPlatform *p, double bytes, const int *pairs, int n_pairs,
+                          double launch_s, GError **error)
+{
+  int n_cores = ps_slice_n_cores (&p->slice);
+  g_autoptr (PsCollPlan) plan = plan_alloc (p, PS_TRACE_COLLECTIVE_PERMUTE, bytes, 1,
+                                            n_pairs, launch_s);
+  PsPhase *ph = phase_new ("direct");
+  g_ptr_array_add (plan->groups[0].phases, ph);
+  plan->groups[0].first_core = n_pairs > 0 ? pairs[0] : 0;
+  for (int i = 0; i < 2 * n_pairs; i++)
+    {
+      if (pairs[i] < 0 || pairs[i] >= n_cores)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                       "collective-permute pair %d: core %d is not on slice %s (%d cores)", i / 2,
+                       pairs[i], p->slice.name, n_cores);
+          return NULL;
+        }
+      plan->group_of_core[pairs[i]] = 0;
+    }
+  g_autofree int *route = g_new (int, ps_platform_max_route_links (p));
+  for (int i = 0; i < n_pairs; i++)
+    {
+      double lat;
+      add_flow (ph, pairs[2 * i], pairs[2 * i + 1], bytes);
+      ps_platform_route (p, pairs[2 * i], pairs[2 * i + 1], route, &lat);
+      ph->latency_s = MAX (ph->latency_s, lat);
+    }
+  plan_count_links (plan);
+  return g_steal_pointer (&plan);
+}
+
+void
+ps_coll_plan_free (PsCollPlan *plan)
+{
+  if (!plan)
+    return;
+  for (int g = 0; g < plan->n_groups; g++)
+    g_ptr_array_unref (plan->groups[g].phases);
+  g_free (plan->groups);
+  g_free (plan->group_of_core);
+  g_free (plan->link_bytes);
+  g_free (plan);
+}
+
+void
+ps_coll_run_group (PsSgNet *net, const PsCollPlan *plan, int group)
+{
+  ps_sgnet_sleep (plan->launch_s);
+  GPtrArray *phases = plan->groups[group].phases;
+  for (guint i = 0; i < phases->len; i++)
+    {
+      PsPhase *ph = phases->pdata[i];
+      guint n = ph->flows->len;
+      g_autofree PsSgComm **comms = g_new (PsSgComm *, n > 0 ? n : 1);
+      for (guint f = 0; f < n; f++)
+        {
+          PsFlow *fl = &g_array_index (ph->flows, PsFlow, f);
+          comms[f] = ps_sgnet_send_async (net, fl->src_core, fl->dst_core, round (fl->bytes));
+        }
+      ps_sgnet_wait_all (comms, n);
+      ps_sgnet_sleep (ph->latency_s);
+    }
+}
+
+typedef struct {
+  PsSgNet *net;
+  const PsCollPlan *plan;
+  int group;
+  double start_s;
+  double *duration_out;
+} GroupRun;
+
+static void
+group_actor (void *data)
+{
+  GroupRun *r = data;
+  ps_coll_run_group (r->net, r->plan, r->group);
+  *r->duration_out = ps_sgnet_clock () - r->start_s;
+}
+
+double
+ps_coll_simulate (PsSgNet *net, PsCollPlan *const *plans, int n_plans, double **group_durations_out)
+{
+  double start = ps_sgnet_clock ();
+  int total = 0;
+  for (int i = 0; i < n_plans; i++)
+    total += plans[i]->n_groups;
+  g_autofree GroupRun *runs = g_new0 (GroupRun, total > 0 ? total : 1);
+  int r = 0;
+  for (int i = 0; i < n_plans; i++)
+    {
+      group_durations_out[i] = g_new0 (double, plans[i]->n_groups);
+      for (int g = 0; g < plans[i]->n_groups; g++, r++)
+        {
+          runs[r] = (GroupRun) { net, plans[i], g, start, &group_durations_out[i][g] };
+          char name[32];
+          g_snprintf (name, sizeof name, "coll%d.g%d", i, g);
+          ps_sgnet_spawn (net, plans[i]->groups[g].first_core, name, group_actor, &runs[r]);
+        }
+    }
+  ps_sgnet_run (net);
+  return ps_sgnet_clock () - start;
+}
+
+void
+ps_coll_bandwidths (PsTraceCollectiveKind kind, double bytes, int n, double time_s, double *algbw,
+                    double *busbw)
+{
+  double alg = time_s > 0 ? bytes / time_s : 0;
+  double f = 1;
+  if (n > 1)
+    switch (kind)
+      {
+      case PS_TRACE_ALL_REDUCE: f = 2.0 * (n - 1) / n; break;
+      case PS_TRACE_ALL_GATHER:
+      case PS_TRACE_REDUCE_SCATTER:
+      case PS_TRACE_ALL_TO_ALL: f = (n - 1) / (double) n; break;
+      default: f = 1; break;
+      }
+  *algbw = alg;
+  *busbw = alg * f;
+}
+
+gboolean
+ps_coll_kind_parse (const char *name, PsTraceCollectiveKind *out)
+{
+  for (int k = 0; k < PS_TRACE_COLLECTIVE_COUNT; k++)
+    if (g_strcmp0 (name, ps_trace_collective_kind_name (k)) == 0)
+      {
+        *out = k;
+        return TRUE;
+      }
+  return FALSE;
+}

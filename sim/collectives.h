@@ -1,0 +1,112 @@
+/* Collectives as algorithms: each collective over its replica groups becomes,
+ * per group, a sequence of phases of point-to-point transfers between cores,
+ * which sim/ then runs on the SimGrid platform (ps_coll_run_*), where
+ * concurrent transfers share link bandwidth.
+ *
+ * Algorithms (doc/collectives.md gives each with its closed-form cost):
+ *  - a group whose chips form a product set Xs x Ys with the same number of
+ *    member cores on every chip uses bidirectional rings along each torus
+ *    dimension it spans: all-reduce = on-chip reduce-scatter, ring
+ *    reduce-scatter along x, ring all-reduce along y, ring all-gather along x,
+ *    on-chip all-gather; reduce-scatter and all-gather are the two halves.
+ *    A ring follows the dimension's coordinates; when the dimension has no
+ *    wrap link (or the group does not cover the whole wrapped ring) it
+ *    zig-zags as Lingvo's GetNonPod2dMesh does, so no step needs more than
+ *    two hops.
+ *  - other groups: one bidirectional ring over the group's cores in the
+ *    order given.
+ *  - all-to-all: direct transfers between every pair of members.
+ *  - collective-permute: one direct transfer per source -> target pair.
+ *
+ * A pipelined ring phase of S steps is not simulated step by step (far too
+ * slow at 2048 cores): each ring edge becomes ONE transfer carrying the bytes
+ * of all its steps, and the phase adds S x the per-step latency (the largest
+ * route latency of a step) analytically. SimGrid's links carry no latency:
+ * CM02 shares a link in inverse proportion to each flow's route latency
+ * (TCP's RTT unfairness), which an ICI router does not do. An
+ * all-to-all is routed here, pair by pair, and each directed link then gets
+ * one transfer carrying its total load, so a 2048-core all-to-all is a few
+ * thousand transfers, not four million.
+ *
+ * `bytes` is the per-device buffer: the operand of all-reduce, all-to-all and
+ * collective-permute, the result of all-gather, the operand of
+ * reduce-scatter (the larger of operand and result).
+ *
+ * Ownership: plans are transfer full (ps_coll_plan_free); they borrow the
+ * PsPlatform, which must outlive them.
+ */
+#ifndef PS_SIM_COLLECTIVES_H
+#define PS_SIM_COLLECTIVES_H
+
+#include <glib.h>
+
+#include "sim/sgnet.h"
+#include "topology/platform.h"
+#include "traces/trace.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  int src_core, dst_core;
+  double bytes;
+} PsFlow;
+
+typedef struct {
+  const char *label;      /* "onchip-rs", "ring-x", "ring-y", "ring", "direct" */
+  GArray *flows;          /* PsFlow */
+  double latency_s;       /* steps x per-step latency, added after the transfers */
+} PsPhase;
+
+typedef struct {
+  GPtrArray *phases;      /* PsPhase*, run one after the other */
+  int first_core;         /* where its SimGrid actor lives */
+} PsGroupPlan;
+
+typedef struct {
+  const PsPlatform *platform;
+  PsTraceCollectiveKind kind;
+  double bytes;
+  int n_groups;
+  int group_size;         /* members per group (permute: pairs) */
+  int *group_of_core;     /* per global core: group index or -1 */
+  PsGroupPlan *groups;
+  double launch_s;        /* hardware collective launch overhead */
+  double *link_bytes;     /* per platform link id: bytes the plan moves */
+} PsCollPlan;
+
+/* Plans a collective over groups of cores: `cores` holds n_groups x
+ * group_size global core ids, group-major. A core in two groups is a
+ * PS_ERROR_INVALID error. Not for collective-permute. transfer full. */
+PsCollPlan *ps_coll_plan_new (const PsPlatform *p, PsTraceCollectiveKind kind, double bytes,
+                              const int *cores, int n_groups, int group_size, double launch_s,
+                              GError **error);
+/* A collective-permute: pairs holds n_pairs (source, target) core ids. All
+ * pairs form one group. transfer full. */
+PsCollPlan *ps_coll_plan_new_permute (const PsPlatform *p, double bytes, const int *pairs,
+                                      int n_pairs, double launch_s, GError **error);
+void ps_coll_plan_free (PsCollPlan *plan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsCollPlan, ps_coll_plan_free)
+
+/* Runs one group of a plan from inside an actor: launch overhead, then every
+ * phase (start its transfers, wait for all, add its analytic latency). */
+void ps_coll_run_group (PsSgNet *net, const PsCollPlan *plan, int group);
+
+/* Simulates several collectives started together on an otherwise idle
+ * network (one actor per group) and returns, for each plan, a newly
+ * allocated array of per-group durations, plus the time until all finished.
+ * Must be called from outside any actor (it runs the engine). */
+double ps_coll_simulate (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
+                         double **group_durations_out);
+
+/* Algorithm bandwidth (bytes / time) and bus bandwidth (NCCL's convention:
+ * algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter
+ * and all-to-all, x 1 for collective-permute), n = group size. */
+void ps_coll_bandwidths (PsTraceCollectiveKind kind, double bytes, int group_size,
+                         double time_s, double *algbw, double *busbw);
+
+/* "all-reduce" ... -> kind; FALSE on an unknown name. */
+gboolean ps_coll_kind_parse (const char *name, PsTraceCollectiveKind *out);
+
+G_END_DECLS
+
+#endif
