@@ -8,3 +8,11 @@ TESTS += tests/check_sharding
 tests_check_sharding_SOURCES = tests/check_sharding.c
 tests_check_sharding_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_sharding_LDADD = $(PS_PARTITIONER_TEST_LIBS)
+
+libpodsim_partitioner_la_SOURCES += partitioner/builder.c partitioner/builder.h
+
+check_PROGRAMS += tests/check_builder
+TESTS += tests/check_builder
+tests_check_builder_SOURCES = tests/check_builder.c
+tests_check_builder_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_builder_LDADD = $(PS_PARTITIONER_TEST_LIBS)
