@@ -10,6 +10,7 @@ tests_check_sharding_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_sharding_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 
 libpodsim_partitioner_la_SOURCES += partitioner/builder.c partitioner/builder.h
+EXTRA_DIST += doc/sharding.md
 
 check_PROGRAMS += tests/check_builder
 TESTS += tests/check_builder
