@@ -1,6 +1,7 @@
 # sim/replay fragment: SimGrid glue, collectives, replay, results.
 libpodsim_sim_la_SOURCES += sim/sgnet.cpp sim/sgnet.h \
-	sim/collectives.c sim/collectives.h
+	sim/collectives.c sim/collectives.h \
+	sim/replay.c sim/replay.h sim/results.c sim/results.h
 libpodsim_sim_la_CXXFLAGS = $(AM_CXXFLAGS) $(SIMGRID_CFLAGS) $(GLIB_CFLAGS) -I$(top_srcdir)
 check_PROGRAMS += tests/check_collectives
 TESTS += tests/check_collectives
@@ -11,3 +12,7 @@ tests_check_collectives_LDADD = $(PS_SIM_TEST_LIBS) -lstdc++
 # link sim/sgnet.cpp name it themselves; podsim gets the C++ linker through
 # a never-built source (the usual automake idiom).
 nodist_EXTRA_podsim_SOURCES = sim/podsim-cxx-link.cpp
+check_PROGRAMS += tests/gen_trace
+tests_gen_trace_SOURCES = tests/gen_trace.c
+tests_gen_trace_LDADD = $(PS_LIB_TRACES) libpodsim_common.la $(JSONGLIB_LIBS) $(GLIB_LIBS) $(ZLIB_LIBS) -lm
+bench_programs += tests/gen_trace

@@ -1,0 +1,608 @@
+/* Trace replay on SimGrid; see replay.h. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sim/collectives.h"
+#include "sim/compute.h"
+#include "sim/replay.h"
+#include "sim/sgnet.h"
+
+/* ---- the compiled SPMD program, shared by every actor ------------------ */
+
+typedef enum { OP_SEGMENT, OP_START, OP_DONE } OpKind;
+
+typedef struct {
+  OpKind kind;
+  int occ;        /* START, DONE: collective occurrence */
+  double dur_s;   /* SEGMENT */
+  char *name;     /* SEGMENT: label for the timeline */
+} Op;
+
+typedef struct {
+  int plan;
+  char *name;
+} Occurrence;
+
+typedef struct {
+  const PsReplayOptions *opt;
+  const char *path;
+  char *program;
+  int n_devices;
+  int *core_of_device;
+  GArray *ops;             /* Op */
+  GArray *occs;            /* Occurrence */
+  GPtrArray *plans;        /* PsCollPlan* */
+  GPtrArray *plan_members; /* int[n_groups]: devices per group */
+  GArray *plan_total;      /* int: devices in any group of the plan */
+  GHashTable *plan_by_key; /* key -> index + 1 */
+  GHashTable *occ_by_async;/* async id -> occurrence + 1 */
+  gboolean in_segment;
+  int segment_ops;
+  double peak_mem_bytes;
+  double flops;
+  guint64 n_compute, n_segments, n_collectives;
+} Program;
+
+static void
+program_clear (Program *p)
+{
+  if (p->ops)
+    {
+      for (guint i = 0; i < p->ops->len; i++)
+        g_free (g_array_index (p->ops, Op, i).name);
+      g_array_unref (p->ops);
+    }
+  if (p->occs)
+    {
+      for (guint i = 0; i < p->occs->len; i++)
+        g_free (g_array_index (p->occs, Occurrence, i).name);
+      g_array_unref (p->occs);
+    }
+  if (p->plans)
+    g_ptr_array_unref (p->plans);
+  if (p->plan_members)
+    g_ptr_array_unref (p->plan_members);
+  if (p->plan_total)
+    g_array_unref (p->plan_total);
+  if (p->plan_by_key)
+    g_hash_table_unref (p->plan_by_key);
+  if (p->occ_by_async)
+    g_hash_table_unref (p->occ_by_async);
+  g_free (p->core_of_device);
+  g_free (p->program);
+}
+
+static gboolean
+program_begin (Program *p, const char *path, const PsTraceHeader *h, const PsReplayOptions *opt,
+               GError **error)
+{
+  const PsSlice *s = &opt->platform->slice;
+  int cores = ps_slice_n_cores (s);
+  memset (p, 0, sizeof *p);
+  p->opt = opt;
+  p->path = path;
+  p->program = g_strdup (h->program ? h->program : "");
+  if (h->n_devices > (guint64) cores)
+    {
+      ps_set_error_at (error, PS_ERROR_INVALID, path, 0, 0,
+                       "the trace's mesh has %" G_GUINT64_FORMAT " devices, more than the %d "
+                       "cores of slice %s (%dx%d chips)", h->n_devices, cores, s->name,
+                       s->chips_x, s->chips_y);
+      return FALSE;
+    }
+  if (h->mesh.order == PS_TRACE_ORDER_NONPOD2D
+      && (h->mesh.physical[0] != s->chips_x || h->mesh.physical[1] != s->chips_y
+          || h->mesh.physical[2] != s->cores_per_chip))
+    {
+      ps_set_error_at (error, PS_ERROR_INVALID, path, 0, 0,
+                       "the trace's nonpod2d mesh assumes a %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                       "x%" G_GINT64_FORMAT " physical mesh, slice %s is %dx%dx%d",
+                       h->mesh.physical[0], h->mesh.physical[1], h->mesh.physical[2], s->name,
+                       s->chips_x, s->chips_y, s->cores_per_chip);
+      return FALSE;
+    }
+  g_autoptr (PsDeviceAssignment) a = ps_device_assignment_default (s, (int) h->n_devices, error);
+  if (!a)
+    return FALSE;
+  p->n_devices = a->n_devices;
+  p->core_of_device = g_steal_pointer (&a->core_of_device);
+  p->ops = g_array_new (FALSE, TRUE, sizeof (Op));
+  p->occs = g_array_new (FALSE, TRUE, sizeof (Occurrence));
+  p->plans = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_coll_plan_free);
+  p->plan_members = g_ptr_array_new_with_free_func (g_free);
+  p->plan_total = g_array_new (FALSE, TRUE, sizeof (int));
+  p->plan_by_key = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  p->occ_by_async = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  p->peak_mem_bytes = (double) h->totals.peak_bytes;
+  return TRUE;
+}
+
+static int
+plan_for (Program *p, const PsTraceHeader *h, const PsTraceCollective *c, GError **error)
+{
+  g_autofree char *form = c->kind == PS_TRACE_COLLECTIVE_PERMUTE
+                            ? ps_trace_pairs_to_string (&c->pairs)
+                            : ps_trace_groups_to_string (&c->groups);
+  double bytes = (double) MAX (c->in_bytes, c->out_bytes);
+  char *key = g_strdup_printf ("%d|%.17g|%s", c->kind, bytes, form);
+  gpointer hit = g_hash_table_lookup (p->plan_by_key, key);
+  if (hit)
+    {
+      g_free (key);
+      return GPOINTER_TO_INT (hit) - 1;
+    }
+  const PsPlatform *pf = p->opt->platform;
+  double launch = p->opt->hw->collective_launch_overhead_s;
+  PsCollPlan *plan;
+  if (c->kind == PS_TRACE_COLLECTIVE_PERMUTE)
+    {
+      guint64 n_pairs;
+      g_autofree guint32 *ids = ps_trace_pairs_expand (&c->pairs, h, &n_pairs);
+      g_autofree int *pairs = g_new (int, 2 * n_pairs + 1);
+      for (guint64 i = 0; i < 2 * n_pairs; i++)
+        pairs[i] = p->core_of_device[ids[i]];
+      plan = ps_coll_plan_new_permute (pf, bytes, pairs, (int) n_pairs, launch, error);
+    }
+  else
+    {
+      guint64 n_groups, size;
+      g_autofree guint32 *ids = ps_trace_groups_expand (&c->groups, h, &n_groups, &size);
+      g_autofree int *cores = g_new (int, n_groups * size + 1);
+      for (guint64 i = 0; i < n_groups * size; i++)
+        cores[i] = p->core_of_device[ids[i]];
+      plan = ps_coll_plan_new (pf, c->kind, bytes, cores, (int) n_groups, (int) size, launch,
+                               error);
+    }
+  if (!plan)
+    {
+      g_free (key);
+      return -1;
+    }
+  int *members = g_new0 (int, plan->n_groups);
+  int total = 0;
+  for (int d = 0; d < p->n_devices; d++)
+    {
+      int g = plan->group_of_core[p->core_of_device[d]];
+      if (g >= 0)
+        {
+          members[g]++;
+          total++;
+        }
+    }
+  g_array_append_val (p->plan_total, total);
+  g_ptr_array_add (p->plans, plan);
+  g_ptr_array_add (p->plan_members, members);
+  g_hash_table_insert (p->plan_by_key, key, GINT_TO_POINTER (p->plans->len));
+  return (int) p->plans->len - 1;
+}
+
+static gboolean
+program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64 line,
+             GError **error)
+{
+  switch (ev->kind)
+    {
+    case PS_TRACE_EVENT_COMPUTE:
+      {
+        PsComputeOp op = ps_compute_op_from_trace (&ev->compute);
+        PsComputeCost cost = ps_compute_op (p->opt->hw, &op);
+        if (!p->in_segment)
+          {
+            Op o = { OP_SEGMENT, -1, 0, g_strdup (ev->name ? ev->name : "compute") };
+            g_array_append_val (p->ops, o);
+            p->in_segment = TRUE;
+            p->segment_ops = 0;
+            p->n_segments++;
+          }
+        Op *seg = &g_array_index (p->ops, Op, p->ops->len - 1);
+        seg->dur_s += cost.time_s;
+        p->segment_ops++;
+        p->flops += (double) ev->compute.flops;
+        p->n_compute++;
+        return TRUE;
+      }
+    case PS_TRACE_EVENT_COLLECTIVE:
+      {
+        GError *local = NULL;
+        int plan = plan_for (p, h, &ev->collective, &local);
+        if (plan < 0)
+          {
+            ps_set_error_at (error, local->code, p->path, (int) line, 0, "%s", local->message);
+            g_error_free (local);
+            return FALSE;
+          }
+        p->in_segment = FALSE;
+        Occurrence oc = { plan, g_strdup (ev->name ? ev->name
+                                          : ps_trace_collective_kind_name (ev->collective.kind)) };
+        g_array_append_val (p->occs, oc);
+        int occ = (int) p->occs->len - 1;
+        Op start = { OP_START, occ, 0, NULL };
+        g_array_append_val (p->ops, start);
+        if (ev->collective.async_id == 0)
+          {
+            Op done = { OP_DONE, occ, 0, NULL };
+            g_array_append_val (p->ops, done);
+          }
+        else
+          {
+            gint64 *id = g_new (gint64, 1);
+            *id = (gint64) ev->collective.async_id;
+            g_hash_table_insert (p->occ_by_async, id, GINT_TO_POINTER (occ + 1));
+          }
+        p->n_collectives++;
+        return TRUE;
+      }
+    case PS_TRACE_EVENT_DONE:
+      {
+        gint64 id = (gint64) ev->async_id;
+        int occ = GPOINTER_TO_INT (g_hash_table_lookup (p->occ_by_async, &id)) - 1;
+        if (occ < 0)
+          {
+            ps_set_error_at (error, PS_ERROR_INVALID, p->path, (int) line, 0,
+                             "done of async id %" G_GINT64_FORMAT " that never started", id);
+            return FALSE;
+          }
+        g_hash_table_remove (p->occ_by_async, &id);
+        p->in_segment = FALSE;
+        Op done = { OP_DONE, occ, 0, NULL };
+        g_array_append_val (p->ops, done);
+        return TRUE;
+      }
+    case PS_TRACE_EVENT_MEMORY:
+      p->peak_mem_bytes = MAX (p->peak_mem_bytes, (double) ev->live_bytes);
+      return TRUE;
+    }
+  return TRUE;
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+typedef struct {
+  double max_arrival;
+  int arrived;
+  gboolean done;
+  double completion;
+  GArray *waiters;   /* device ids blocked at DONE */
+} Inst;
+
+typedef struct {
+  double start_s, dur_s;
+  const char *name;
+  const char *category;
+} Span;
+
+struct Replay;
+
+typedef struct {
+  struct Replay *rp;
+  int dev, core;
+  double local_s;
+  PsSgSem *sem;
+  double compute_s, comm_s, exposed_s;
+  GArray *spans;     /* Span, or NULL when not on the timeline */
+} Dev;
+
+typedef struct Replay {
+  Program *prog;
+  PsSgNet *net;
+  gboolean cache;
+  double **group_dur; /* per plan, per group */
+  Inst **insts;       /* per occurrence: array of n_groups, lazily */
+  int *occ_passed;    /* per occurrence: devices past its DONE */
+  Dev *devs;
+} Replay;
+
+typedef struct {
+  Replay *rp;
+  int occ, group;
+} Helper;
+
+static Inst *
+inst_get (Replay *rp, int occ, int g)
+{
+  if (!rp->insts[occ])
+    {
+      const PsCollPlan *plan = rp->prog->plans->pdata[g_array_index (rp->prog->occs, Occurrence, occ).plan];
+      rp->insts[occ] = g_new0 (Inst, plan->n_groups);
+    }
+  return &rp->insts[occ][g];
+}
+
+/* Marks a group's collective complete and wakes its waiting members. The
+ * waiter list is detached first: a woken actor may run before we return. */
+static void
+inst_complete (Inst *in, double completion)
+{
+  in->completion = completion;
+  in->done = TRUE;
+  GArray *w = in->waiters;
+  in->waiters = NULL;
+  if (!w)
+    return;
+  g_autofree PsSgSem **sems = g_new (PsSgSem *, w->len + 1);
+  guint n = w->len;
+  for (guint i = 0; i < n; i++)
+    sems[i] = g_array_index (w, PsSgSem *, i);
+  g_array_unref (w);
+  for (guint i = 0; i < n; i++)
+    ps_sgnet_sem_release (sems[i]);
+}
+
+static void
+helper_actor (void *data)
+{
+  Helper *h = data;
+  Replay *rp = h->rp;
+  const PsCollPlan *plan = rp->prog->plans->pdata[g_array_index (rp->prog->occs, Occurrence, h->occ).plan];
+  ps_coll_run_group (rp->net, plan, h->group);
+  Inst *in = inst_get (rp, h->occ, h->group);
+  int occ = h->occ;
+  (void) occ;
+  g_free (h);
+  inst_complete (in, ps_sgnet_clock ());
+}
+
+static void
+device_actor (void *data)
+{
+  Dev *d = data;
+  Replay *rp = d->rp;
+  Program *p = rp->prog;
+  for (guint i = 0; i < p->ops->len; i++)
+    {
+      const Op *op = &g_array_index (p->ops, Op, i);
+      if (op->kind == OP_SEGMENT)
+        {
+          if (d->spans)
+            {
+              Span s = { d->local_s, op->dur_s, op->name, "compute" };
+              g_array_append_val (d->spans, s);
+            }
+          d->local_s += op->dur_s;
+          d->compute_s += op->dur_s;
+          continue;
+        }
+      const Occurrence *oc = &g_array_index (p->occs, Occurrence, op->occ);
+      const PsCollPlan *plan = p->plans->pdata[oc->plan];
+      int g = plan->group_of_core[d->core];
+      if (g < 0)
+        continue;
+      const int *members = p->plan_members->pdata[oc->plan];
+      Inst *in = inst_get (rp, op->occ, g);
+      if (op->kind == OP_START)
+        {
+          if (!rp->cache)
+            ps_sgnet_sleep (d->local_s - ps_sgnet_clock ());
+          in->max_arrival = MAX (in->max_arrival, d->local_s);
+          if (++in->arrived == members[g])
+            {
+              if (rp->cache)
+                inst_complete (in, in->max_arrival + rp->group_dur[oc->plan][g]);
+              else
+                {
+                  Helper *h = g_new (Helper, 1);
+                  *h = (Helper) { rp, op->occ, g };
+                  ps_sgnet_spawn (rp->net, d->core, "collective", helper_actor, h);
+                }
+            }
+          continue;
+        }
+      /* OP_DONE */
+      if (!in->done)
+        {
+          if (!in->waiters)
+            in->waiters = g_array_new (FALSE, FALSE, sizeof (PsSgSem *));
+          g_array_append_val (in->waiters, d->sem);
+          ps_sgnet_sem_acquire (d->sem);
+        }
+      double start = in->max_arrival, end = in->completion;
+      d->comm_s += end - start;
+      if (end > d->local_s)
+        {
+          d->exposed_s += end - d->local_s;
+          d->local_s = end;
+        }
+      if (d->spans)
+        {
+          Span s = { start, end - start, oc->name, "collective" };
+          g_array_append_val (d->spans, s);
+        }
+      /* The last device through frees the occurrence's group records. */
+      if (++rp->occ_passed[op->occ] == g_array_index (p->plan_total, int, oc->plan))
+        {
+          g_free (rp->insts[op->occ]);
+          rp->insts[op->occ] = NULL;
+        }
+    }
+}
+
+static PsTimeline *
+build_timeline (Replay *rp, const PsPlatform *pf)
+{
+  PsTimeline *tl = ps_timeline_new ();
+  for (int d = 0; d < rp->prog->n_devices; d++)
+    {
+      Dev *dv = &rp->devs[d];
+      if (!dv->spans)
+        continue;
+      int x, y, c;
+      ps_slice_core_coords (&pf->slice, dv->core, &x, &y, &c);
+      int pid = ps_slice_chip_index (&pf->slice, x, y);
+      g_autofree char *pname = g_strdup_printf ("chip x%d y%d", x, y);
+      g_autofree char *tname = g_strdup_printf ("core %d (device %d)", c, d);
+      ps_timeline_set_process_name (tl, pid, pname);
+      ps_timeline_set_thread_name (tl, pid, c, tname);
+      for (guint i = 0; i < dv->spans->len; i++)
+        {
+          Span *s = &g_array_index (dv->spans, Span, i);
+          ps_timeline_add_complete (tl, pid, c, s->name, s->category, s->start_s, s->dur_s, NULL);
+        }
+    }
+  return tl;
+}
+
+static PsReplayResult *
+run (Program *p, GError **error)
+{
+  const PsReplayOptions *opt = p->opt;
+  const PsPlatform *pf = opt->platform;
+  double capacity = (double) opt->hw->hbm_bytes_per_core;
+  if (p->peak_mem_bytes > capacity)
+    {
+      g_autofree char *peak = ps_format_bytes (p->peak_mem_bytes);
+      g_autofree char *cap = ps_format_bytes (capacity);
+      ps_set_error_at (error, PS_ERROR_NO_FIT, p->path, 0, 0,
+                       "does not fit: peak HBM %s per core exceeds the %s capacity of a %s core",
+                       peak, cap, opt->hw->name ? opt->hw->name : "TensorCore");
+      return NULL;
+    }
+  PsSgNet *net = ps_sgnet_new (pf, error);
+  if (!net)
+    return NULL;
+  Replay rp = { 0 };
+  rp.prog = p;
+  rp.net = net;
+  rp.cache = !opt->no_cache;
+  int n_plans = (int) p->plans->len;
+  rp.group_dur = g_new0 (double *, n_plans + 1);
+  if (rp.cache)
+    for (int i = 0; i < n_plans; i++)
+      {
+        PsCollPlan *plan = p->plans->pdata[i];
+        ps_coll_simulate (net, &plan, 1, &rp.group_dur[i]);
+      }
+  rp.insts = g_new0 (Inst *, p->occs->len + 1);
+  rp.occ_passed = g_new0 (int, p->occs->len + 1);
+  rp.devs = g_new0 (Dev, p->n_devices);
+  double t0 = ps_sgnet_clock ();
+  for (int d = 0; d < p->n_devices; d++)
+    {
+      Dev *dv = &rp.devs[d];
+      dv->rp = &rp;
+      dv->dev = d;
+      dv->core = p->core_of_device[d];
+      dv->local_s = t0;
+      dv->sem = ps_sgnet_sem_new (0);
+      for (int k = 0; k < opt->n_timeline_devices; k++)
+        if (opt->timeline_devices[k] == d)
+          dv->spans = g_array_new (FALSE, FALSE, sizeof (Span));
+      char name[32];
+      g_snprintf (name, sizeof name, "device%d", d);
+      ps_sgnet_spawn (net, dv->core, name, device_actor, dv);
+    }
+  ps_sgnet_run (net);
+
+  PsReplayResult *r = g_new0 (PsReplayResult, 1);
+  r->platform = pf;
+  r->program = g_strdup (p->program);
+  r->cache = rp.cache;
+  r->n_devices = p->n_devices;
+  r->core_of_device = g_memdup2 (p->core_of_device, sizeof (int) * (gsize) p->n_devices);
+  r->compute_s = g_new0 (double, p->n_devices);
+  r->comm_s = g_new0 (double, p->n_devices);
+  r->exposed_s = g_new0 (double, p->n_devices);
+  r->idle_s = g_new0 (double, p->n_devices);
+  double step = 0;
+  for (int d = 0; d < p->n_devices; d++)
+    step = MAX (step, rp.devs[d].local_s - t0);
+  r->step_time_s = step;
+  for (int d = 0; d < p->n_devices; d++)
+    {
+      Dev *dv = &rp.devs[d];
+      r->compute_s[d] = dv->compute_s;
+      r->comm_s[d] = dv->comm_s;
+      r->exposed_s[d] = dv->exposed_s;
+      r->idle_s[d] = MAX (0.0, step - dv->compute_s - dv->exposed_s);
+      ps_sgnet_sem_free (dv->sem);
+    }
+  r->flops_per_device = p->flops;
+  r->peak_flops_per_core = ps_hardware_peak_flops_per_core (opt->hw);
+  r->mxu_utilization = step > 0 ? p->flops / (r->peak_flops_per_core * step) : 0;
+  r->peak_hbm_bytes = p->peak_mem_bytes;
+  r->hbm_capacity_bytes = capacity;
+  r->n_compute_events = p->n_compute;
+  r->n_compute_segments = p->n_segments;
+  r->n_collectives = p->n_collectives;
+  r->n_unique_collectives = p->plans->len;
+  r->link_bytes = g_new0 (double, pf->n_links);
+  for (guint i = 0; i < p->occs->len; i++)
+    {
+      const PsCollPlan *plan = p->plans->pdata[g_array_index (p->occs, Occurrence, i).plan];
+      for (int l = 0; l < pf->n_links; l++)
+        r->link_bytes[l] += plan->link_bytes[l];
+    }
+  if (opt->n_timeline_devices > 0)
+    r->timeline = build_timeline (&rp, pf);
+  for (int d = 0; d < p->n_devices; d++)
+    if (rp.devs[d].spans)
+      g_array_unref (rp.devs[d].spans);
+  for (guint i = 0; i < p->occs->len; i++)
+    g_free (rp.insts[i]);
+  g_free (rp.insts);
+  g_free (rp.occ_passed);
+  for (int i = 0; i < n_plans; i++)
+    g_free (rp.group_dur[i]);
+  g_free (rp.group_dur);
+  g_free (rp.devs);
+  ps_sgnet_free (net);
+  return r;
+}
+
+PsReplayResult *
+ps_replay_file (const char *path, const PsReplayOptions *opt, GError **error)
+{
+  g_autoptr (PsTraceReader) reader = ps_trace_reader_open (path, error);
+  if (!reader)
+    return NULL;
+  const PsTraceHeader *h = ps_trace_reader_header (reader);
+  Program p;
+  if (!program_begin (&p, path, h, opt, error))
+    {
+      program_clear (&p);
+      return NULL;
+    }
+  for (;;)
+    {
+      const PsTraceEvent *ev;
+      if (!ps_trace_reader_next (reader, &ev, error))
+        {
+          program_clear (&p);
+          return NULL;
+        }
+      if (!ev)
+        break;
+      if (!program_add (&p, h, ev, ps_trace_reader_line (reader), error))
+        {
+          program_clear (&p);
+          return NULL;
+        }
+    }
+  PsReplayResult *r = run (&p, error);
+  program_clear (&p);
+  return r;
+}
+
+PsReplayResult *
+ps_replay_trace (const PsTrace *trace, const PsReplayOptions *opt, GError **error)
+{
+  if (!ps_trace_validate (trace, error))
+    return NULL;
+  const PsTraceHeader *h = ps_trace_get_header (trace);
+  Program p;
+  if (!program_begin (&p, "<trace>", h, opt, error))
+    {
+      program_clear (&p);
+      return NULL;
+    }
+  for (guint64 i = 0; i < ps_trace_n_events (trace); i++)
+    if (!program_add (&p, h, ps_trace_get_event (trace, i), i + 1, error))
+      {
+        program_clear (&p);
+        return NULL;
+      }
+  PsReplayResult *r = run (&p, error);
+  program_clear (&p);
+  return r;
+}

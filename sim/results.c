@@ -1,0 +1,209 @@
+/* Replay results and their printers; see results.h. */
+#include "config.h"
+
+#include <json-glib/json-glib.h>
+
+#include "sim/results.h"
+
+void
+ps_replay_result_free (PsReplayResult *r)
+{
+  if (!r)
+    return;
+  g_free (r->program);
+  g_free (r->core_of_device);
+  g_free (r->compute_s);
+  g_free (r->comm_s);
+  g_free (r->exposed_s);
+  g_free (r->idle_s);
+  g_free (r->link_bytes);
+  if (r->timeline)
+    ps_timeline_free (r->timeline);
+  g_free (r);
+}
+
+void
+ps_replay_result_means (const PsReplayResult *r, double *compute_s, double *comm_s,
+                        double *exposed_s, double *idle_s)
+{
+  double a = 0, b = 0, c = 0, d = 0;
+  for (int i = 0; i < r->n_devices; i++)
+    {
+      a += r->compute_s[i];
+      b += r->comm_s[i];
+      c += r->exposed_s[i];
+      d += r->idle_s[i];
+    }
+  int n = r->n_devices > 0 ? r->n_devices : 1;
+  *compute_s = a / n;
+  *comm_s = b / n;
+  *exposed_s = c / n;
+  *idle_s = d / n;
+}
+
+/* Busiest present ICI link: its id and utilization. */
+static int
+busiest_link (const PsReplayResult *r, double *util)
+{
+  const PsPlatform *p = r->platform;
+  int best = -1;
+  double best_u = 0;
+  for (int l = 0; l < p->n_links; l++)
+    {
+      if (!ps_platform_link_present (p, l) || r->link_bytes[l] <= 0)
+        continue;
+      double u = r->step_time_s > 0
+                   ? r->link_bytes[l] / (ps_platform_link_bw (p, l) * r->step_time_s) : 0;
+      if (best < 0 || u > best_u)
+        {
+          best = l;
+          best_u = u;
+        }
+    }
+  *util = best_u;
+  return best;
+}
+
+static double
+total_ici_bytes (const PsReplayResult *r)
+{
+  double t = 0;
+  for (int l = 0; l < r->platform->n_links; l++)
+    if (g_strcmp0 (ps_platform_link_kind (r->platform, l), "ici") == 0)
+      t += r->link_bytes[l];
+  return t;
+}
+
+char *
+ps_replay_result_to_json (const PsReplayResult *r)
+{
+  const PsSlice *s = &r->platform->slice;
+  double mc, mm, me, mi;
+  ps_replay_result_means (r, &mc, &mm, &me, &mi);
+  double util;
+  int busiest = busiest_link (r, &util);
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+#define INT(key, v) (json_builder_set_member_name (b, key), json_builder_add_int_value (b, v))
+#define DBL(key, v) (json_builder_set_member_name (b, key), json_builder_add_double_value (b, v))
+#define STR(key, v) (json_builder_set_member_name (b, key), json_builder_add_string_value (b, v))
+#define BOOL(key, v) (json_builder_set_member_name (b, key), json_builder_add_boolean_value (b, v))
+  STR ("program", r->program);
+  STR ("slice", s->name);
+  INT ("chips_x", s->chips_x);
+  INT ("chips_y", s->chips_y);
+  BOOL ("wrap_x", s->wrap_x);
+  BOOL ("wrap_y", s->wrap_y);
+  INT ("devices", r->n_devices);
+  BOOL ("cache", r->cache);
+  DBL ("step_time_s", r->step_time_s);
+  DBL ("compute_s", mc);
+  DBL ("communication_s", mm);
+  DBL ("exposed_communication_s", me);
+  DBL ("idle_s", mi);
+  DBL ("flops_per_device", r->flops_per_device);
+  DBL ("peak_flops_per_core", r->peak_flops_per_core);
+  DBL ("mxu_utilization", r->mxu_utilization);
+  DBL ("peak_hbm_bytes", r->peak_hbm_bytes);
+  DBL ("hbm_capacity_bytes", r->hbm_capacity_bytes);
+  INT ("compute_events", (gint64) r->n_compute_events);
+  INT ("compute_executions", (gint64) r->n_compute_segments);
+  INT ("collectives", (gint64) r->n_collectives);
+  INT ("distinct_collectives", (gint64) r->n_unique_collectives);
+  DBL ("ici_bytes", total_ici_bytes (r));
+  if (busiest >= 0)
+    {
+      g_autofree char *name = ps_platform_link_name (r->platform, busiest);
+      STR ("busiest_link", name);
+      DBL ("busiest_link_utilization", util);
+    }
+  json_builder_set_member_name (b, "per_device");
+  json_builder_begin_array (b);
+  for (int d = 0; d < r->n_devices; d++)
+    {
+      json_builder_begin_object (b);
+      INT ("device", d);
+      INT ("core", r->core_of_device[d]);
+      DBL ("compute_s", r->compute_s[d]);
+      DBL ("communication_s", r->comm_s[d]);
+      DBL ("exposed_communication_s", r->exposed_s[d]);
+      DBL ("idle_s", r->idle_s[d]);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+#undef INT
+#undef DBL
+#undef STR
+#undef BOOL
+  json_builder_end_object (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  return json_generator_to_data (gen, NULL);
+}
+
+char *
+ps_replay_result_to_text (const PsReplayResult *r)
+{
+  const PsSlice *s = &r->platform->slice;
+  double mc, mm, me, mi;
+  ps_replay_result_means (r, &mc, &mm, &me, &mi);
+  GString *out = g_string_new (NULL);
+  g_autofree char *step = ps_format_seconds (r->step_time_s);
+  g_autofree char *c = ps_format_seconds (mc), *m = ps_format_seconds (mm);
+  g_autofree char *e = ps_format_seconds (me), *i = ps_format_seconds (mi);
+  g_autofree char *peak = ps_format_bytes (r->peak_hbm_bytes);
+  g_autofree char *cap = ps_format_bytes (r->hbm_capacity_bytes);
+  g_autofree char *ici = ps_format_bytes (total_ici_bytes (r));
+  g_string_append_printf (out, "program %s on %s (%dx%d chips, wrap %s%s%s), %d devices%s\n",
+                          r->program, s->name, s->chips_x, s->chips_y, s->wrap_x ? "x" : "",
+                          s->wrap_y ? "y" : "", s->wrap_x || s->wrap_y ? "" : "none",
+                          r->n_devices, r->cache ? "" : ", no collective cache");
+  g_string_append_printf (out, "step time:               %s\n", step);
+  g_string_append_printf (out, "per core (mean):         compute %s, communication %s, exposed "
+                          "communication %s, idle %s\n", c, m, e, i);
+  g_string_append_printf (out, "MXU utilization:         %.1f %%\n", 100 * r->mxu_utilization);
+  g_string_append_printf (out, "peak HBM per core:       %s of %s (%.1f %%)\n", peak, cap,
+                          r->hbm_capacity_bytes > 0
+                            ? 100 * r->peak_hbm_bytes / r->hbm_capacity_bytes : 0);
+  g_string_append_printf (out, "events:                  %" G_GUINT64_FORMAT " compute in %"
+                          G_GUINT64_FORMAT " executions, %" G_GUINT64_FORMAT
+                          " collectives (%" G_GUINT64_FORMAT " distinct)\n",
+                          r->n_compute_events, r->n_compute_segments, r->n_collectives,
+                          r->n_unique_collectives);
+  double util;
+  int busiest = busiest_link (r, &util);
+  if (busiest >= 0)
+    {
+      g_autofree char *name = ps_platform_link_name (r->platform, busiest);
+      g_string_append_printf (out, "ICI traffic:             %s; busiest link %s at %.1f %%\n",
+                              ici, name, 100 * util);
+    }
+  else
+    g_string_append_printf (out, "ICI traffic:             none\n");
+  return g_string_free (out, FALSE);
+}
+
+char *
+ps_replay_result_links_csv (const PsReplayResult *r, gsize *len_out)
+{
+  const PsPlatform *p = r->platform;
+  GString *out = g_string_new ("link,kind,src_x,src_y,dst_x,dst_y,bytes,busy_s,utilization\n");
+  for (int l = 0; l < p->n_links; l++)
+    {
+      if (!ps_platform_link_present (p, l))
+        continue;
+      int sc, dc;
+      ps_platform_link_chips (p, l, &sc, &dc);
+      g_autofree char *name = ps_platform_link_name (p, l);
+      double busy = r->link_bytes[l] / ps_platform_link_bw (p, l);
+      double util = r->step_time_s > 0 ? busy / r->step_time_s : 0;
+      g_string_append_printf (out, "%s,%s,%d,%d,%d,%d,%.0f,%.9g,%.6f\n", name,
+                              ps_platform_link_kind (p, l), sc / p->slice.chips_y,
+                              sc % p->slice.chips_y, dc / p->slice.chips_y, dc % p->slice.chips_y,
+                              r->link_bytes[l], busy, util);
+    }
+  if (len_out)
+    *len_out = out->len;
+  return g_string_free (out, FALSE);
+}

@@ -1,0 +1,66 @@
+/* What a replay found: step time, where each core's time went, MXU
+ * utilization, peak HBM against capacity, and the load of every ICI link,
+ * with the printers `podsim simulate` uses (text, --json, --links CSV).
+ * The JSON keys and CSV columns are documented in doc/simulator.md.
+ *
+ * Definitions (per core, all in seconds of the simulated step):
+ *  - compute: the merged compute executions;
+ *  - communication: time its collectives were in flight (from the last
+ *    member's arrival to completion), overlapped or not;
+ *  - exposed communication: time it waited at a collective's completion
+ *    (for the data or for peers) instead of computing;
+ *  - idle: step time - compute - exposed (it finished before the slowest).
+ *
+ * Ownership: PsReplayResult is transfer full (ps_replay_result_free); it
+ * borrows the PsPlatform it was computed on, which must outlive it.
+ */
+#ifndef PS_SIM_RESULTS_H
+#define PS_SIM_RESULTS_H
+
+#include <glib.h>
+
+#include "topology/hardware.h"
+#include "topology/platform.h"
+#include "traces/timeline.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const PsPlatform *platform;
+  char *program;
+  gboolean cache;
+  double step_time_s;
+  int n_devices;
+  int *core_of_device;      /* owned copy */
+  double *compute_s;        /* per device */
+  double *comm_s;
+  double *exposed_s;
+  double *idle_s;
+  double flops_per_device;
+  double peak_flops_per_core;
+  double mxu_utilization;   /* flops / (peak x step time) */
+  double peak_hbm_bytes;
+  double hbm_capacity_bytes;
+  guint64 n_compute_events, n_compute_segments, n_collectives, n_unique_collectives;
+  double *link_bytes;       /* per platform link id */
+  PsTimeline *timeline;     /* chosen cores' spans, or NULL */
+} PsReplayResult;
+
+void ps_replay_result_free (PsReplayResult *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsReplayResult, ps_replay_result_free)
+
+/* Averages over devices. */
+void ps_replay_result_means (const PsReplayResult *r, double *compute_s, double *comm_s,
+                             double *exposed_s, double *idle_s);
+
+/* One JSON object (keys: doc/simulator.md). transfer full. */
+char *ps_replay_result_to_json (const PsReplayResult *r);
+/* A human summary. transfer full. */
+char *ps_replay_result_to_text (const PsReplayResult *r);
+/* CSV, one line per present link: link,kind,src_x,src_y,dst_x,dst_y,
+ * bytes,busy_s,utilization. transfer full. */
+char *ps_replay_result_links_csv (const PsReplayResult *r, gsize *len_out);
+
+G_END_DECLS
+
+#endif
