@@ -1,1 +1,9 @@
-# partitioner/analysis fragment: sources appended to libpodsim_partitioner_la_SOURCES, its Check suites.
+# partitioner/analysis fragment: cost analysis (FLOPs, HBM bytes, fusion),
+# memory analysis (liveness, peak), lowering to step traces; their Check suites.
+libpodsim_partitioner_la_SOURCES += partitioner/cost.c partitioner/cost.h \
+	partitioner/memory.c partitioner/memory.h
+check_PROGRAMS += tests/check_analysis
+TESTS += tests/check_analysis
+tests_check_analysis_SOURCES = tests/check_analysis.c
+tests_check_analysis_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_analysis_LDADD = $(PS_PARTITIONER_TEST_LIBS)
