@@ -539,7 +539,7 @@ ps_hlo_shape (PsHloReader *p)
           s->layout = lay->len > 0 ? g_memdup2 (lay->data, sizeof (int64_t) * lay->len) : NULL;
           g_array_free (lay, TRUE);
           if (!FAILED (p) && s->layout_n > 0 && s->layout_n != s->rank)
-            ps_hlo_error (p, lpos, PS_ERROR_PARSE, "layout has %d entries but the shape has rank %d",
+            ps_hlo_error (p, lpos, PS_ERROR_PARSE, "layout lists %d dims but the shape has rank %d",
                   s->layout_n, s->rank);
           if (!FAILED (p) && s->layout_n > 0)
             {

@@ -220,8 +220,23 @@ range:
   return FALSE;
 }
 
+/* The shortest decimal form that reads back to the same value of the
+ * element type, so constants print as 1e-06 rather than 9.99999997e-07. */
+static gboolean
+reads_back (const char *buf, double v, PsElemType t)
+{
+  double r = g_ascii_strtod (buf, NULL);
+  switch (t)
+    {
+    case PS_BF16: return ps_float_to_bf16_bits ((float) r) == ps_float_to_bf16_bits ((float) v);
+    case PS_F16: return ps_float_to_f16_bits ((float) r) == ps_float_to_f16_bits ((float) v);
+    case PS_F32: case PS_C64: return (float) r == (float) v;
+    default: return r == v;
+    }
+}
+
 static void
-append_double (GString *out, double v, int digits)
+append_double (GString *out, double v, PsElemType t)
 {
   if (isnan (v))
     {
@@ -234,7 +249,21 @@ append_double (GString *out, double v, int digits)
       return;
     }
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
-  g_ascii_formatd (buf, sizeof buf, digits == 9 ? "%.9g" : "%.17g", v);
+  if (v == floor (v) && fabs (v) < 1e15)
+    {
+      /* Whole numbers read better in full (65504, not 6.55e+04). */
+      g_ascii_formatd (buf, sizeof buf, "%.0f", v);
+      g_string_append (out, strcmp (buf, "-0") == 0 ? "-0" : buf);
+      return;
+    }
+  for (int digits = 1; digits <= 17; digits++)
+    {
+      char fmt[8];
+      g_snprintf (fmt, sizeof fmt, "%%.%dg", digits);
+      g_ascii_formatd (buf, sizeof buf, fmt, v);
+      if (reads_back (buf, v, t))
+        break;
+    }
   g_string_append (out, buf);
 }
 
@@ -253,22 +282,22 @@ ps_literal_append_elem (GString *out, const PsLiteral *lit, int64_t i)
     case PS_U16: g_string_append_printf (out, "%u", ((const uint16_t *) data)[i]); break;
     case PS_U32: g_string_append_printf (out, "%u", ((const uint32_t *) data)[i]); break;
     case PS_U64: g_string_append_printf (out, "%" G_GUINT64_FORMAT, ((const uint64_t *) data)[i]); break;
-    case PS_F16: append_double (out, ps_f16_bits_to_float (((const uint16_t *) data)[i]), 9); break;
-    case PS_BF16: append_double (out, ps_bf16_bits_to_float (((const uint16_t *) data)[i]), 9); break;
-    case PS_F32: append_double (out, ((const float *) data)[i], 9); break;
-    case PS_F64: append_double (out, ((const double *) data)[i], 17); break;
+    case PS_F16: append_double (out, ps_f16_bits_to_float (((const uint16_t *) data)[i]), PS_F16); break;
+    case PS_BF16: append_double (out, ps_bf16_bits_to_float (((const uint16_t *) data)[i]), PS_BF16); break;
+    case PS_F32: append_double (out, ((const float *) data)[i], PS_F32); break;
+    case PS_F64: append_double (out, ((const double *) data)[i], PS_F64); break;
     case PS_C64:
       g_string_append_c (out, '(');
-      append_double (out, ((const float *) data)[2 * i], 9);
+      append_double (out, ((const float *) data)[2 * i], PS_C64);
       g_string_append (out, ", ");
-      append_double (out, ((const float *) data)[2 * i + 1], 9);
+      append_double (out, ((const float *) data)[2 * i + 1], PS_C64);
       g_string_append_c (out, ')');
       break;
     case PS_C128:
       g_string_append_c (out, '(');
-      append_double (out, ((const double *) data)[2 * i], 17);
+      append_double (out, ((const double *) data)[2 * i], PS_C128);
       g_string_append (out, ", ");
-      append_double (out, ((const double *) data)[2 * i + 1], 17);
+      append_double (out, ((const double *) data)[2 * i + 1], PS_C128);
       g_string_append_c (out, ')');
       break;
     default:

@@ -457,7 +457,10 @@ parse_instruction (PsHloReader *p, PsComputation *c, PsInstr **root, gsize *root
     }
   if (!ps_opcode_from_name (p->text + p->pos, q - p->pos, &op))
     {
-      ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "unknown opcode '%.*s'", (int) MIN (q - p->pos, 60), p->text + p->pos);
+      /* "f31[8]" is a misspelt shape, not an opcode. */
+      const char *what = q < p->len && p->text[q] == '[' ? "element type" : "opcode";
+      ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "unknown %s '%.*s'", what, (int) MIN (q - p->pos, 60),
+                    p->text + p->pos);
       ps_shape_free (shape);
       return FALSE;
     }

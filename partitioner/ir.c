@@ -575,10 +575,14 @@ name_index_add (PsModule *m, PsInstr *in)
   g_hash_table_replace (m->name_index, g_strdup (in->name), in);
 }
 
+/* Only the index: a scan per fresh name would make building large
+ * programs quadratic. Names changed by hand bypass the index; callers that
+ * rename should pick unique names themselves. */
 static gboolean
 name_taken (const PsModule *m, const char *name)
 {
-  return ps_module_find_instr (m, name) != NULL;
+  PsInstr *in = g_hash_table_lookup (m->name_index, name);
+  return in && strcmp (in->name, name) == 0;
 }
 
 PsInstr *
@@ -651,6 +655,10 @@ ps_instr_replace_all_uses (PsInstr *old, PsInstr *repl)
   for (guint u = 0; u < users->len; u++)
     {
       PsInstr *user = g_ptr_array_index (users, u);
+      /* repl itself keeps using old: that is how a new instruction is
+       * inserted after old (repl = f(old), then redirect old's users). */
+      if (user == repl)
+        continue;
       for (int i = 0; i < user->n_operands; i++)
         if (user->operands[i] == old)
           ps_instr_set_operand (user, i, repl);

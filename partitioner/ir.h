@@ -324,7 +324,8 @@ PsInstr *ps_computation_add_instr (PsComputation *c, PsOpcode op,
                                    const char *name, PsShape *shape,
                                    int n_operands, PsInstr *const *operands);
 void ps_instr_set_operand (PsInstr *instr, int i, PsInstr *new_operand);
-/* Points every user of `old` (and the root, if it is `old`) at `repl`. */
+/* Points every user of `old` (and the root, if it is `old`) at `repl`.
+ * `repl` itself, if it uses `old`, keeps doing so (inserting after old). */
 void ps_instr_replace_all_uses (PsInstr *old, PsInstr *repl);
 /* Removes an instruction that has no users. */
 void ps_computation_remove_instr (PsComputation *c, PsInstr *instr);

@@ -1,0 +1,355 @@
+/* Check suite for the HLO text reader and printer: the whole conformance
+ * corpus reads and prints to a fixed point, the printer matches its golden
+ * file, options drop what they say, constants keep their bits, and errors
+ * point at the right line and column. */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#include "partitioner/hlo_parser.h"
+#include "partitioner/hlo_printer.h"
+#include "partitioner/ir.h"
+#include "partitioner/sharding.h"
+
+static char *
+src_path (const char *rel)
+{
+  const char *src = g_getenv ("PS_SRCDIR");
+  return g_build_filename (src ? src : PS_SRCDIR, rel, NULL);
+}
+
+static char *
+corpus_dir (void)
+{
+  const char *src = g_getenv ("PS_SRCDIR");
+  char *d = g_build_filename (src ? src : PS_SRCDIR, "..", "shared", "conformance", NULL);
+  if (g_file_test (d, G_FILE_TEST_IS_DIR))
+    return d;
+  g_free (d);
+  d = g_strdup ("/work/shared/conformance");
+  if (g_file_test (d, G_FILE_TEST_IS_DIR))
+    return d;
+  g_free (d);
+  return NULL;
+}
+
+static PsModule *
+parse_ok (const char *text, const char *name)
+{
+  GError *error = NULL;
+  PsModule *m = ps_hlo_parse (text, strlen (text), name, &error);
+  ck_assert_msg (m != NULL, "%s: %s", name, error ? error->message : "?");
+  return m;
+}
+
+static void
+parse_fails (const char *text, const char *want)
+{
+  GError *error = NULL;
+  PsModule *m = ps_hlo_parse (text, strlen (text), "t.hlo", &error);
+  ck_assert_msg (m == NULL, "parsed: %s", text);
+  ck_assert_str_eq (error->message, want);
+  ck_assert_ptr_null (strchr (error->message, '\n'));
+  g_error_free (error);
+}
+
+/* Reads every module of one corpus file; prints, reads back, prints again. */
+static void
+round_trip_file (const char *file)
+{
+  g_autofree char *dir = corpus_dir ();
+  if (!dir)
+    {
+      fprintf (stderr, "check_hlo: SKIP %s: conformance corpus not found\n", file);
+      return;
+    }
+  g_autofree char *path = g_build_filename (dir, file, NULL);
+  g_autofree char *text = NULL;
+  ck_assert_msg (g_file_get_contents (path, &text, NULL, NULL), "cannot read %s", path);
+  char **lines = g_strsplit (text, "\n", -1);
+  JsonParser *jp = json_parser_new ();
+  int n = 0;
+  for (int i = 0; lines[i]; i++)
+    {
+      if (!lines[i][0])
+        continue;
+      ck_assert (json_parser_load_from_data (jp, lines[i], -1, NULL));
+      JsonObject *o = json_node_get_object (json_parser_get_root (jp));
+      const char *name = json_object_get_string_member (o, "name");
+      const char *hlo = json_object_get_string_member (o, "hlo");
+      PsModule *m = parse_ok (hlo, name);
+      char *p1 = ps_hlo_print (m, NULL);
+      PsModule *m2 = parse_ok (p1, name);
+      char *p2 = ps_hlo_print (m2, NULL);
+      ck_assert_msg (strcmp (p1, p2) == 0, "%s: printing is not a fixed point", name);
+      /* The reprinted module has the same instructions and shardings. */
+      ck_assert_int_eq (m->computations->len, m2->computations->len);
+      for (guint k = 0; k < m->entry->instrs->len; k++)
+        {
+          PsInstr *a = g_ptr_array_index (m->entry->instrs, k);
+          PsInstr *b = g_ptr_array_index (m2->entry->instrs, k);
+          ck_assert_str_eq (a->name, b->name);
+          ck_assert (ps_shape_equal (a->shape, b->shape));
+          ck_assert ((a->sharding == NULL) == (b->sharding == NULL));
+          if (a->sharding)
+            ck_assert_msg (ps_sharding_equal (a->sharding, b->sharding), "%s: %s", name, a->name);
+        }
+      g_free (p1);
+      g_free (p2);
+      ps_module_free (m);
+      ps_module_free (m2);
+      n++;
+    }
+  g_object_unref (jp);
+  g_strfreev (lines);
+  ck_assert_int_gt (n, 100);
+}
+
+START_TEST (test_corpus_partitioner)
+{
+  round_trip_file ("xla-partitioner.jsonl");
+}
+END_TEST
+
+START_TEST (test_corpus_propagation)
+{
+  round_trip_file ("xla-propagation.jsonl");
+}
+END_TEST
+
+START_TEST (test_corpus_propagation_expanded)
+{
+  round_trip_file ("xla-propagation_expanded.jsonl");
+}
+END_TEST
+
+START_TEST (test_golden)
+{
+  g_autofree char *in = src_path ("tests/data/golden/printer_input.hlo");
+  g_autofree char *out = src_path ("tests/data/golden/printer_output.hlo");
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse_file (in, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  g_autofree char *got = ps_hlo_print (m, NULL);
+  g_autofree char *want = NULL;
+  ck_assert (g_file_get_contents (out, &want, NULL, NULL));
+  ck_assert_str_eq (got, want);
+  /* The golden output is itself canonical. */
+  g_autoptr (PsModule) m2 = parse_ok (want, "golden");
+  g_autofree char *again = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (again, want);
+}
+END_TEST
+
+START_TEST (test_typed_attributes)
+{
+  g_autofree char *in = src_path ("tests/data/golden/printer_input.hlo");
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse_file (in, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_str_eq (m->name, "golden");
+  ck_assert_int_eq (m->n_prop_to_output, 1);
+  ck_assert (m->prop_to_output[0]);
+  PsInstr *sl = ps_module_find_instr (m, "sl");
+  ck_assert_int_eq (sl->slice_strides.v[0], 2);
+  ck_assert_int_eq (sl->slice_limits.v[1], 3);
+  ck_assert_int_eq (sl->shape->layout_n, 2);
+  PsInstr *pd = ps_module_find_instr (m, "pd");
+  ck_assert_int_eq (pd->n_pad, 2);
+  ck_assert_int_eq (pd->padding[1].interior, 1);
+  ck_assert_int_eq (pd->shape->layout_n, -1); /* inferred: no layout */
+  PsInstr *w = ps_module_find_instr (m, "w");
+  ck_assert_int_eq (w->window.n, 2);
+  ck_assert_int_eq (w->window.dims[1].pad_hi, 1);
+  ck_assert_ptr_eq (w->called[0], ps_module_find_computation (m, "sum"));
+  PsInstr *cmp = ps_module_find_instr (m, "cmp");
+  ck_assert_int_eq (cmp->comparison, PS_CMP_GE);
+  ck_assert_str_eq (cmp->compare_type, "TOTALORDER");
+  PsInstr *cc = ps_module_find_instr (m, "cc");
+  ck_assert_str_eq (cc->custom_call_target, "Sharding");
+  ck_assert_str_eq (cc->backend_config, "unspecified_dims=[0]");
+  PsInstr *r = ps_module_find_instr (m, "r");
+  ck_assert_str_eq (ps_instr_get_raw_attr (r, "frontend_attributes"), "{k=\"v\"}");
+  PsInstr *p = ps_module_find_instr (m, "p");
+  ck_assert_str_eq (p->metadata, "op_name=\"in\" source_file=\"a.py\"");
+  ck_assert (ps_sharding_is_tiled (p->sharding));
+  ck_assert_int_eq (ps_sharding_replication (p->sharding), 2);
+  PsInstr *t = ps_module_find_instr (m, "t");
+  ck_assert_int_eq (t->shape->n_elems, 7);
+  ck_assert_ptr_eq (m->entry->root, ps_module_find_instr (m, "out"));
+  ck_assert_int_eq (m->entry->params->len, 2);
+  ck_assert_int_eq (p->src_line, 13);
+  ck_assert_int_eq (p->src_col, 3);
+}
+END_TEST
+
+START_TEST (test_constants)
+{
+  static const char text[] =
+    "ENTRY e {\n"
+    "  a = bf16[3] constant({0.1, -65504, 3.0e38})\n"
+    "  b = f16[2] constant({0.1, 65504})\n"
+    "  c = c64[2] constant({(1, -2.5), (0, 0)})\n"
+    "  d = u64[1] constant({18446744073709551615})\n"
+    "  e = s64[] constant(-9223372036854775808)\n"
+    "  f = f64[1] constant({0.1})\n"
+    "  ROOT t = tuple(a, b, c, d, e, f)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "consts");
+  PsInstr *a = ps_module_find_instr (m, "a");
+  uint16_t *bits = a->literal->data;
+  ck_assert_uint_eq (bits[0], 0x3dcd); /* bf16 nearest to 0.1 */
+  PsInstr *b = ps_module_find_instr (m, "b");
+  bits = b->literal->data;
+  ck_assert_uint_eq (bits[0], 0x2e66); /* f16 nearest to 0.1 */
+  ck_assert_uint_eq (bits[1], 0x7bff); /* f16 max */
+  PsInstr *c = ps_module_find_instr (m, "c");
+  float *cv = c->literal->data;
+  ck_assert (cv[0] == 1.0f && cv[1] == -2.5f);
+  PsInstr *d = ps_module_find_instr (m, "d");
+  ck_assert (((uint64_t *) d->literal->data)[0] == G_MAXUINT64);
+  g_autofree char *p1 = ps_hlo_print (m, NULL);
+  ck_assert_ptr_nonnull (strstr (p1, "bf16[3] constant({0.1, -65536, 3e+38})"));
+  ck_assert_ptr_nonnull (strstr (p1, "f64[1] constant({0.1})"));
+  g_autoptr (PsModule) m2 = parse_ok (p1, "consts2");
+  PsInstr *a2 = ps_module_find_instr (m2, "a");
+  ck_assert (memcmp (a->literal->data, a2->literal->data, 6) == 0);
+  PsInstr *b2 = ps_module_find_instr (m2, "b");
+  ck_assert (memcmp (b->literal->data, b2->literal->data, 4) == 0);
+}
+END_TEST
+
+START_TEST (test_options)
+{
+  static const char text[] =
+    "HloModule m\n"
+    "ENTRY e {\n"
+    "  ROOT p = f32[8]{0} parameter(0), sharding={devices=[2]0,1 metadata={op_name=\"x\"}}, metadata={op_name=\"y\"}\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "opts");
+  PsHloPrintOptions o = { .omit_shardings = TRUE };
+  g_autofree char *a = ps_hlo_print (m, &o);
+  ck_assert_ptr_null (strstr (a, "sharding="));
+  ck_assert_ptr_nonnull (strstr (a, "metadata={op_name=\"y\"}"));
+  PsHloPrintOptions o2 = { .omit_metadata = TRUE, .omit_layouts = TRUE };
+  g_autofree char *b = ps_hlo_print (m, &o2);
+  ck_assert_ptr_null (strstr (b, "metadata"));
+  ck_assert_ptr_nonnull (strstr (b, "sharding={"));
+  ck_assert_ptr_null (strstr (b, "{0}"));
+  g_autofree char *c = ps_hlo_print (m, NULL);
+  ck_assert_ptr_nonnull (strstr (c, "op_name=\"x\""));
+  ck_assert_ptr_nonnull (strstr (c, "f32[8]{0}"));
+  g_autofree char *line = ps_hlo_instr_to_string (m->entry->root, &o);
+  ck_assert_str_eq (line, "%p = f32[8]{0} parameter(0), metadata={op_name=\"y\"}");
+}
+END_TEST
+
+START_TEST (test_grammar)
+{
+  /* Comments anywhere, an instruction spread over lines (opcode included),
+   * '%' optional, no ROOT (last is root), no ENTRY (last is entry), a
+   * single sharding on a tuple expanded per leaf, /\*index=N*\/ in shapes. */
+  static const char text[] =
+    "// leading comment\n"
+    "ENTRY /* c */ %e {\n"
+    "  %p = (f32[4], /*index=1*/ s32[2]) parameter(0), sharding={maximal device=1}\n"
+    "  a = f32[4]\n"
+    "    get-tuple-element(\n"
+    "      p), // trailing\n"
+    "    index=0\n"
+    "  n =\n"
+    "  f32[4]\n"
+    "  negate(a)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "grammar");
+  ck_assert_str_eq (m->entry->name, "e");
+  ck_assert_str_eq (m->entry->root->name, "n");
+  ck_assert_int_eq (m->entry->root->opcode, PS_OP_NEGATE);
+  PsInstr *p = ps_module_find_instr (m, "p");
+  ck_assert (ps_sharding_is_tuple (p->sharding));
+  ck_assert_int_eq (p->sharding->n_elems, 2);
+}
+END_TEST
+
+START_TEST (test_errors)
+{
+  parse_fails ("ENTRY e {\n  p = f32[8] parameter(0)\n  ROOT q = f32[8] nope(p)\n}\n",
+               "t.hlo:3:19: unknown opcode 'nope'");
+  /* A sharding error offset maps into the file, across lines. */
+  parse_fails ("ENTRY e {\n  ROOT p = f32[8,8] parameter(0),\n    sharding={devices=[2,2]0,1,2}\n}\n",
+               "t.hlo:3:28: tile dims need 4 device ids, found 3");
+  parse_fails ("ENTRY e {\n  ROOT p = f32[8] parameter(0), sharding={devices=[2]0,1 bogus}\n}\n",
+               "t.hlo:2:58: unknown sharding item 'bogus'");
+  parse_fails ("ENTRY e {\n  ROOT p = f32[8] parameter(0), index=1, index=2\n}\n",
+               "t.hlo:2:42: duplicate attribute 'index'");
+  parse_fails ("", "t.hlo:1:1: no computation in the module");
+  parse_fails ("ENTRY e {\n  ROOT p = f32[8] parameter(0)\n}\nENTRY e {\n  ROOT p = f32[8] parameter(0)\n}\n",
+               "t.hlo:4:7: duplicate computation name 'e'");
+  parse_fails ("ENTRY e {\n  ROOT t = tuple()\n  x = f32[] get-tuple-element(t), index=0\n}\n",
+               "t.hlo:3:13: tuple index 0 out of range for a tuple of 0");
+}
+END_TEST
+
+START_TEST (test_example)
+{
+  g_autofree char *path = src_path ("examples/transformer_layer.hlo");
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  int annotated = 0;
+  for (guint i = 0; i < m->entry->instrs->len; i++)
+    {
+      PsInstr *in = g_ptr_array_index (m->entry->instrs, i);
+      if (in->sharding)
+        {
+          annotated++;
+          ck_assert_int_eq (in->opcode, PS_OP_PARAMETER);
+        }
+    }
+  ck_assert_int_eq (annotated, 8);
+  /* The activations are split as mesh_split(x, 2x4 mesh, [0, -1, 1]). */
+  int64_t mesh[2] = { 2, 4 }, map[3] = { 0, -1, 1 };
+  g_autoptr (PsSharding) want = ps_sharding_mesh_split (3, 2, mesh, NULL, map, &error);
+  ck_assert (ps_sharding_equal (ps_module_find_instr (m, "x")->sharding, want));
+  int64_t map_g[1] = { 1 };
+  g_autoptr (PsSharding) want_g = ps_sharding_mesh_split (1, 2, mesh, NULL, map_g, &error);
+  ck_assert (ps_sharding_equal (ps_module_find_instr (m, "gamma")->sharding, want_g));
+  ck_assert_int_eq (m->num_partitions, 8);
+  ck_assert_str_eq (m->entry->root->name, "out");
+}
+END_TEST
+
+static Suite *
+hlo_suite (void)
+{
+  Suite *s = suite_create ("hlo");
+  TCase *tc = tcase_create ("text");
+  tcase_add_test (tc, test_golden);
+  tcase_add_test (tc, test_typed_attributes);
+  tcase_add_test (tc, test_constants);
+  tcase_add_test (tc, test_options);
+  tcase_add_test (tc, test_grammar);
+  tcase_add_test (tc, test_errors);
+  tcase_add_test (tc, test_example);
+  suite_add_tcase (s, tc);
+  TCase *tcc = tcase_create ("corpus");
+  tcase_set_timeout (tcc, 600);
+  tcase_add_test (tcc, test_corpus_partitioner);
+  tcase_add_test (tcc, test_corpus_propagation);
+  tcase_add_test (tcc, test_corpus_propagation_expanded);
+  suite_add_tcase (s, tcc);
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (hlo_suite ());
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
