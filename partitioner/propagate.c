@@ -33,9 +33,9 @@ any_true (int n, const gboolean *v)
 }
 
 /* Every instruction of every computation, in module order. */
-#define FOR_EACH_INSTR(m, c, i)                                                     \
-  for (guint c##_k = 0; c##_k < (m)->computations->len; c##_k++)                   \
-    for (PsComputation *c = g_ptr_array_index ((m)->computations, c##_k); c; c = NULL) \
+#define FOR_EACH_INSTR(comps, c, i)                                                 \
+  for (guint c##_k = 0; c##_k < (comps)->len; c##_k++)                              \
+    for (PsComputation *c = g_ptr_array_index ((comps), c##_k); c; c = NULL)         \
       for (guint i##_k = 0; i##_k < c->instrs->len; i##_k++)                          \
         for (PsInstr *i = g_ptr_array_index (c->instrs, i##_k); i; i = NULL)
 
@@ -62,9 +62,9 @@ leaves_lack_metadata (const PsSharding *s)
 }
 
 static void
-assign_metadata (PsModule *m)
+assign_metadata (GPtrArray *comps)
 {
-  FOR_EACH_INSTR (m, c, i)
+  FOR_EACH_INSTR (comps, c, i)
     {
       if (!i->sharding || !i->metadata || !*i->metadata)
         continue;
@@ -82,9 +82,9 @@ assign_metadata (PsModule *m)
 }
 
 static void
-remove_metadata (PsModule *m)
+remove_metadata (GPtrArray *comps)
 {
-  FOR_EACH_INSTR (m, c, i)
+  FOR_EACH_INSTR (comps, c, i)
     if (i->sharding)
       pp_set_metadata_text (i->sharding, NULL);
 }
@@ -193,12 +193,12 @@ register_group (Groups *g, PsInstr *i)
 }
 
 static gboolean
-process_sharding_instructions (PsModule *m, gboolean replace_with_copy, GHashTable *unspec,
+process_sharding_instructions (PsModule *m, GPtrArray *comps, gboolean replace_with_copy, GHashTable *unspec,
                                Groups *g, GError **error)
 {
-  for (guint ck = 0; ck < m->computations->len; ck++)
+  for (guint ck = 0; ck < comps->len; ck++)
     {
-      PsComputation *c = g_ptr_array_index (m->computations, ck);
+      PsComputation *c = g_ptr_array_index (comps, ck);
       GPtrArray *po = ps_computation_post_order (c);
       for (int k = (int) po->len - 1; k >= 0; k--)
         {
@@ -568,6 +568,7 @@ infer_from_group (PpCtx *c, PsInstr *i, int aggr, GPtrArray *group)
 typedef struct {
   PpCtx *c;
   Groups *g;
+  GPtrArray *comps;
   GHashTable *done_ops, *done_users, *done_group;
   int64_t budget;       /* passes left before giving up */
   gboolean changed;
@@ -622,7 +623,7 @@ static gboolean
 run_to_fixpoint (Loop *l, int aggr)
 {
   PpCtx *c = l->c;
-  PsModule *m = c->m;
+  GPtrArray *comps = l->comps;
   gboolean may_merge = c->is_spmd && aggr > 0;
   l->done_ops = g_hash_table_new (NULL, NULL);
   l->done_users = g_hash_table_new (NULL, NULL);
@@ -631,9 +632,9 @@ run_to_fixpoint (Loop *l, int aggr)
   while (changed_last && l->budget-- > 0)
     {
       changed_last = FALSE;
-      for (guint ck = 0; ck < m->computations->len; ck++)
+      for (guint ck = 0; ck < comps->len; ck++)
         {
-          PsComputation *comp = g_ptr_array_index (m->computations, ck);
+          PsComputation *comp = g_ptr_array_index (comps, ck);
           GPtrArray *po = ps_computation_post_order (comp);
           /* 1. shard groups */
           for (guint k = 0; k < po->len; k++)
@@ -897,11 +898,11 @@ free_ptr_array (gpointer p)
 }
 
 static void
-remove_barriers (PsModule *m, Groups *g)
+remove_barriers (GPtrArray *comps, Groups *g)
 {
-  for (guint ck = 0; ck < m->computations->len; ck++)
+  for (guint ck = 0; ck < comps->len; ck++)
     {
-      PsComputation *c = g_ptr_array_index (m->computations, ck);
+      PsComputation *c = g_ptr_array_index (comps, ck);
       GPtrArray *list = g_ptr_array_new ();
       for (guint k = 0; k < c->instrs->len; k++)
         {
@@ -968,6 +969,14 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   ctx.comp_map = g_hash_table_new (NULL, NULL);
   ctx.provided = g_hash_table_new (NULL, NULL);
   ctx.unspec = g_hash_table_new_full (NULL, NULL, NULL, ints_free);
+  ctx.threads = opts->execution_threads;
+  GPtrArray *comps = g_ptr_array_new ();
+  for (guint k = 0; k < m->computations->len; k++)
+    {
+      PsComputation *comp = g_ptr_array_index (m->computations, k);
+      if (pp_thread_included (&ctx, comp->execution_thread))
+        g_ptr_array_add (comps, comp);
+    }
   Groups g;
   g.instr_group = g_hash_table_new (NULL, NULL);
   g.ids = g_array_new (FALSE, FALSE, sizeof (int64_t));
@@ -983,23 +992,23 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   if (opts->cse_prevention_only)
     {
       original = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) ps_sharding_free);
-      FOR_EACH_INSTR (m, c, i)
+      FOR_EACH_INSTR (comps, c, i)
         if (i->sharding)
           g_hash_table_insert (original, i, ps_sharding_copy (i->sharding));
     }
   else
-    FOR_EACH_INSTR (m, c, i)
+    FOR_EACH_INSTR (comps, c, i)
       if (is_cse_prevention (i->sharding))
         {
           set_sharding (i, NULL);
           changed = TRUE;
         }
   if (opts->propagate_metadata)
-    assign_metadata (m);
+    assign_metadata (comps);
   else
-    remove_metadata (m);
+    remove_metadata (comps);
 
-  if (!process_sharding_instructions (m, !opts->cse_prevention_only, ctx.unspec, &g, error))
+  if (!process_sharding_instructions (m, comps, !opts->cse_prevention_only, ctx.unspec, &g, error))
     {
       ok = FALSE;
       goto out;
@@ -1021,13 +1030,13 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
           g_hash_table_insert (saved_params, p, ps_sharding_copy (p->sharding));
       }
 
-  FOR_EACH_INSTR (m, c, i)
+  FOR_EACH_INSTR (comps, c, i)
     if (i->opcode == PS_OP_WHILE && !check_while_devices (i, error))
       {
         ok = FALSE;
         goto out;
       }
-  FOR_EACH_INSTR (m, c, i)
+  FOR_EACH_INSTR (comps, c, i)
     {
       if (i->opcode != PS_OP_WHILE && i->opcode != PS_OP_CONDITIONAL && i->opcode != PS_OP_CALL)
         continue;
@@ -1051,7 +1060,7 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
       for (int k = 0; k < i->n_called; k++)
         g_hash_table_insert (ctx.comp_map, i->called[k], i);
     }
-  FOR_EACH_INSTR (m, c, i)
+  FOR_EACH_INSTR (comps, c, i)
     if (i->sharding && i != entry->root && i->opcode != PS_OP_PARAMETER
         && i->sharding->kind != PS_SHARDING_UNKNOWN)
       g_hash_table_add (ctx.provided, i);
@@ -1078,7 +1087,7 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
         if (p->sharding && p->sharding->kind != PS_SHARDING_UNKNOWN)
           g_hash_table_add (ctx.provided, p);
       }
-  FOR_EACH_INSTR (m, c, i)
+  FOR_EACH_INSTR (comps, c, i)
     if (i->sharding && i->sharding->kind == PS_SHARDING_UNKNOWN)
       {
         PsSharding *r = pp_replicated_like (i->sharding);
@@ -1088,6 +1097,7 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   Loop loop = { 0 };
   loop.c = &ctx;
   loop.g = &g;
+  loop.comps = comps;
   {
     int per = opts->max_iterations > 0 ? opts->max_iterations : 100;
     loop.budget = per;
@@ -1136,7 +1146,7 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
           }
         ps_sharding_free (common);
       }
-    FOR_EACH_INSTR (m, c, i)
+    FOR_EACH_INSTR (comps, c, i)
       {
         if (!pp_is_custom_call (i, "ShardBarrierFrom") || !i->sharding || !i->operands[0]->sharding)
           continue;
@@ -1155,11 +1165,11 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   if (stats)
     stats->iterations = (opts->max_iterations > 0 ? opts->max_iterations : 100) * 2
                         - (int) loop.budget;
-  remove_barriers (m, &g);
+  remove_barriers (comps, &g);
 
   if (opts->cse_prevention_only)
     {
-      FOR_EACH_INSTR (m, c, i)
+      FOR_EACH_INSTR (comps, c, i)
         {
           if (!i->sharding)
             continue;
@@ -1193,5 +1203,6 @@ out:
   g_array_free (g.ids, TRUE);
   g_hash_table_destroy (g.as_groups);
   g_hash_table_destroy (g.like_groups);
+  g_ptr_array_free (comps, TRUE);
   return ok;
 }

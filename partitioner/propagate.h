@@ -47,6 +47,10 @@ typedef struct {
   const gboolean *to_parameters;
   /* Only remove the shardings added to prevent CSE, do nothing else. */
   gboolean cse_prevention_only;
+  /* Only computations of these execution threads are processed
+   * (NULL-terminated; NULL = every thread). An asynchronous call into a
+   * thread that is not processed passes manual shardings through whole. */
+  const char *const *execution_threads;
   /* Passes over the module before giving up (0 = default 100). Each pass is
    * O(instructions); the cap guards against cycles that never settle. */
   int max_iterations;

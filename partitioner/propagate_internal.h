@@ -103,7 +103,12 @@ typedef struct {
   GHashTable *comp_map;     /* PsComputation* -> calling PsInstr* (while/conditional/call) */
   GHashTable *provided;     /* PsInstr* set: shardings the pass may not change */
   GHashTable *unspec;       /* PsInstr* -> PsInts* (sorted unspecified dims) */
+  const char *const *threads; /* execution threads processed, NULL = all */
 } PpCtx;
+
+/* Whether computations of execution thread `thread` (NULL = main) are
+ * processed. */
+gboolean pp_thread_included (const PpCtx *c, const char *thread);
 
 gboolean pp_is_custom_call (const PsInstr *i, const char *target);
 gboolean pp_is_elementwise (const PsInstr *i);

@@ -17,6 +17,39 @@ pp_is_custom_call (const PsInstr *i, const char *target)
 }
 
 gboolean
+pp_thread_included (const PpCtx *c, const char *thread)
+{
+  if (!c->threads)
+    return TRUE;
+  if (!thread)
+    thread = "main";
+  for (int k = 0; c->threads[k]; k++)
+    if (strcmp (c->threads[k], thread) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* An asynchronous call whose callee runs on a thread this run skips. */
+static gboolean
+async_outside (const PpCtx *c, const PsInstr *i)
+{
+  if (i->opcode != PS_OP_CALL_START && i->opcode != PS_OP_CALL_DONE)
+    return FALSE;
+  const char *t = ps_instr_get_raw_attr (i, "async_execution_thread");
+  if (!t && i->opcode == PS_OP_CALL_DONE && i->n_operands > 0)
+    t = ps_instr_get_raw_attr (i->operands[0], "async_execution_thread");
+  g_autofree char *name = t ? g_strdup (t) : NULL;
+  if (name && name[0] == '"')
+    {
+      memmove (name, name + 1, strlen (name));
+      char *q = strchr (name, '"');
+      if (q)
+        *q = 0;
+    }
+  return !pp_thread_included (c, name);
+}
+
+gboolean
 pp_is_elementwise (const PsInstr *i)
 {
   if (ps_opcode_is_elementwise (i->opcode))
@@ -706,7 +739,8 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
   if ((!i->sharding || pp_is_tile_maximal (i->sharding))
       && (ps_shape_is_array (i->shape) || i->opcode == PS_OP_REDUCE || i->opcode == PS_OP_SORT
           || i->opcode == PS_OP_REDUCE_WINDOW
-          || (i->opcode == PS_OP_CUSTOM_CALL && ps_shape_is_tuple (i->shape))))
+          || (i->opcode == PS_OP_CUSTOM_CALL && ps_shape_is_tuple (i->shape))
+          || async_outside (c, i)))
     {
       for (int k = 0; k < i->n_operands; k++)
         {
@@ -1339,8 +1373,6 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
     case PS_OP_SCATTER:
       return pp_scatter_operand_from_user (c, i, user);
     case PS_OP_CUSTOM_CALL:
-      if (pp_is_custom_call (user, "ShardBarrierTo"))
-        return NULL;
       if (!compatible_shapes (i->shape, user->shape))
         return NULL;
       return ps_sharding_copy (us);
@@ -1398,6 +1430,13 @@ pp_infer_from_users (PpCtx *c, PsInstr *i, int aggr)
           return TRUE;
         }
       PsSharding *s = pp_sharding_from_user (c, i, user, aggr);
+      if (s && pp_is_custom_call (i, "ShardBarrierTo"))
+        {
+          /* The barrier keeps its users' sharding from flowing on to its
+           * operand: it takes a replicated sharding instead. */
+          ps_sharding_free (s);
+          s = pp_normalize_tuple (ps_sharding_replicated (), i->shape);
+        }
       if (s)
         improved |= pp_maybe_improve (s, i, mc, FALSE);
     }
