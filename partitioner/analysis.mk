@@ -1,9 +1,15 @@
 # partitioner/analysis fragment: cost analysis (FLOPs, HBM bytes, fusion),
 # memory analysis (liveness, peak), lowering to step traces; their Check suites.
 libpodsim_partitioner_la_SOURCES += partitioner/cost.c partitioner/cost.h \
-	partitioner/memory.c partitioner/memory.h
+	partitioner/memory.c partitioner/memory.h \
+	partitioner/lower.c partitioner/lower.h
 check_PROGRAMS += tests/check_analysis
 TESTS += tests/check_analysis
 tests_check_analysis_SOURCES = tests/check_analysis.c
 tests_check_analysis_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_analysis_LDADD = $(PS_PARTITIONER_TEST_LIBS)
+check_PROGRAMS += tests/check_lower
+TESTS += tests/check_lower
+tests_check_lower_SOURCES = tests/check_lower.c
+tests_check_lower_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_lower_LDADD = $(PS_PARTITIONER_TEST_LIBS)

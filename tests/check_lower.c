@@ -1,0 +1,339 @@
+/* Lowering SPMD modules (hand-written per-device HLO) to step traces:
+ * compute events with MXU dims, every collective kind with compressed
+ * groups and pairs, async start/done placement, while unrolling, errors. */
+#include "config.h"
+
+#include <check.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "partitioner/cost.h"
+#include "partitioner/hlo_parser.h"
+#include "partitioner/lower.h"
+
+static PsModule *
+parse (const char *text)
+{
+  GError *error = NULL;
+  PsModule *m = ps_hlo_parse (text, strlen (text), "test.hlo", &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  return m;
+}
+
+#define ADD_COMP "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n" \
+                 "  ROOT s = f32[] add(x, y)\n}\n"
+
+static const char *spmd_hlo =
+  "HloModule spmd, num_partitions=8\n" ADD_COMP
+  "ENTRY e {\n"
+  "  x = bf16[16,64] parameter(0)\n"
+  "  w = bf16[64,32] parameter(1)\n"
+  "  dot = f32[16,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  ar = f32[16,32] all-reduce(dot), replica_groups={{0,1,2,3},{4,5,6,7}}, channel_id=1, "
+  "use_global_device_ids=true, to_apply=add\n"
+  "  ag = f32[32,32] all-gather(ar), replica_groups={{0,4},{1,5},{2,6},{3,7}}, dimensions={0}, "
+  "channel_id=2, use_global_device_ids=true\n"
+  "  cp = f32[32,32] collective-permute(ag), channel_id=3, "
+  "source_target_pairs={{0,1},{1,2},{2,3},{3,0},{4,5},{5,6},{6,7},{7,4}}\n"
+  "  e = f32[32,32] exponential(cp)\n"
+  "  rs = f32[8,32] reduce-scatter(e), replica_groups={{0,1,2,3},{4,5,6,7}}, dimensions={0}, "
+  "channel_id=4, use_global_device_ids=true, to_apply=add\n"
+  "  a2a = f32[8,32] all-to-all(rs), replica_groups={{0,2,1,3},{4,6,5,7}}, dimensions={0}, "
+  "channel_id=5\n"
+  "  ROOT out = f32[8,32] negate(a2a)\n"
+  "}\n";
+
+static void
+mesh_2x4 (PsLowerOptions *o)
+{
+  ps_lower_options_init (o);
+  o->mesh_rank = 2;
+  o->mesh_dims[0] = 2;
+  o->mesh_dims[1] = 4;
+  o->slice = "v3-8";
+}
+
+START_TEST (test_lower_collectives)
+{
+  g_autoptr (PsModule) m = parse (spmd_hlo);
+  PsLowerOptions o;
+  mesh_2x4 (&o);
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, &o, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  const PsTraceHeader *h = ps_trace_get_header (t);
+  ck_assert_uint_eq (h->n_devices, 8);
+  ck_assert_str_eq (h->program, "spmd");
+  ck_assert_str_eq (h->slice, "v3-8");
+  /* 8 events, each followed by a memory watermark */
+  ck_assert_uint_eq (ps_trace_n_events (t), 16);
+  const PsTraceEvent *dot = ps_trace_get_event (t, 0);
+  ck_assert_int_eq (dot->kind, PS_TRACE_EVENT_COMPUTE);
+  ck_assert_str_eq (dot->name, "dot");
+  ck_assert_int_eq (dot->compute.op, PS_TRACE_OP_MATMUL);
+  ck_assert_int_eq (dot->compute.dtype, PS_TRACE_BF16);
+  ck_assert_uint_eq (dot->compute.flops, 2 * 16 * 32 * 64);
+  ck_assert (dot->compute.has_mxu);
+  ck_assert_uint_eq (dot->compute.mxu_batch, 1);
+  ck_assert_uint_eq (dot->compute.mxu_m, 16);
+  ck_assert_uint_eq (dot->compute.mxu_k, 64);
+  ck_assert_uint_eq (dot->compute.mxu_n, 32);
+  /* reads x (2048) and w (4096), writes the f32 result (2048) */
+  ck_assert_uint_eq (dot->compute.read_bytes, 2048 + 4096);
+  ck_assert_uint_eq (dot->compute.write_bytes, 2048);
+  ck_assert_int_eq (ps_trace_get_event (t, 1)->kind, PS_TRACE_EVENT_MEMORY);
+
+  struct { guint index; PsTraceCollectiveKind kind; const char *where; guint64 in, out; } want[] = {
+    { 2, PS_TRACE_ALL_REDUCE, "axes:1", 2048, 2048 },
+    { 4, PS_TRACE_ALL_GATHER, "axes:0", 2048, 4096 },
+    { 6, PS_TRACE_COLLECTIVE_PERMUTE, "shift:1:1:wrap", 4096, 4096 },
+    { 10, PS_TRACE_REDUCE_SCATTER, "axes:1", 4096, 1024 },
+    { 12, PS_TRACE_ALL_TO_ALL, "{{0,2,1,3},{4,6,5,7}}", 1024, 1024 },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      const PsTraceEvent *e = ps_trace_get_event (t, want[i].index);
+      ck_assert_int_eq (e->kind, PS_TRACE_EVENT_COLLECTIVE);
+      ck_assert_int_eq (e->collective.kind, want[i].kind);
+      ck_assert_uint_eq (e->collective.in_bytes, want[i].in);
+      ck_assert_uint_eq (e->collective.out_bytes, want[i].out);
+      ck_assert_uint_eq (e->collective.async_id, 0);
+      g_autofree char *where = want[i].kind == PS_TRACE_COLLECTIVE_PERMUTE
+                               ? ps_trace_pairs_to_string (&e->collective.pairs)
+                               : ps_trace_groups_to_string (&e->collective.groups);
+      ck_assert_str_eq (where, want[i].where);
+    }
+  const PsTraceEvent *ex = ps_trace_get_event (t, 8);
+  ck_assert_int_eq (ex->compute.op, PS_TRACE_OP_ELEMENTWISE);
+  ck_assert_uint_eq (ex->compute.flops, 1024);
+  ck_assert (!ex->compute.has_mxu);
+  ck_assert_uint_eq (h->totals.collective_bytes, 2048 + 2048 + 4096 + 4096 + 1024);
+  ck_assert (h->totals.peak_bytes >= 2048 + 4096);
+
+  /* it writes and reads back */
+  g_autofree char *dir = g_dir_make_tmp ("check_lower_XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "spmd.pst.gz", NULL);
+  ck_assert_msg (ps_trace_write (t, path, &error), "%s", error ? error->message : "");
+  g_autoptr (PsTrace) back = ps_trace_read (path, &error);
+  ck_assert_msg (back != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (ps_trace_n_events (back), 16);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+END_TEST
+
+/* A 1-D default mesh: groups of a 2x4 program still come out, as lists or
+ * as the one axis. */
+START_TEST (test_lower_default_mesh)
+{
+  g_autoptr (PsModule) m = parse (spmd_hlo);
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, NULL, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  const PsTraceHeader *h = ps_trace_get_header (t);
+  ck_assert_uint_eq (h->mesh.rank, 1);
+  ck_assert_int_eq (h->mesh.dims[0], 8);
+  const PsTraceEvent *ar = ps_trace_get_event (t, 2);
+  g_autofree char *g = ps_trace_groups_to_string (&ar->collective.groups);
+  ck_assert_str_eq (g, "{{0,1,2,3},{4,5,6,7}}");
+}
+END_TEST
+
+START_TEST (test_lower_async)
+{
+  g_autoptr (PsModule) m = parse (
+    "HloModule overlap, num_partitions=4\n" ADD_COMP
+    "ENTRY e {\n"
+    "  a = f32[128] parameter(0)\n"
+    "  b = f32[128] parameter(1)\n"
+    "  ar = f32[128] all-reduce(a), replica_groups={}, to_apply=add\n"
+    "  e = f32[128] exponential(b)\n"
+    "  t = f32[128] tanh(e)\n"
+    "  s = f32[128] add(ar, t)\n"
+    "  ROOT r = (f32[128], f32[128]) tuple(s, t)\n"
+    "}\n");
+  PsLowerOptions o;
+  ps_lower_options_init (&o);
+  o.async_collectives = TRUE;
+  o.memory_events = FALSE;
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, &o, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  /* ar starts, e+t (one fusion; t has two users so s cannot take it in)
+   * overlaps, done just before s reads ar */
+  ck_assert_uint_eq (ps_trace_n_events (t), 4);
+  const PsTraceEvent *e0 = ps_trace_get_event (t, 0);
+  ck_assert_int_eq (e0->kind, PS_TRACE_EVENT_COLLECTIVE);
+  ck_assert_uint_eq (e0->collective.async_id, 1);
+  ck_assert_int_eq (e0->collective.groups.form, PS_TRACE_GROUPS_ALL);
+  const PsTraceEvent *e1 = ps_trace_get_event (t, 1);
+  ck_assert_str_eq (e1->name, "t");
+  ck_assert_uint_eq (e1->compute.flops, 256);
+  ck_assert_int_eq (ps_trace_get_event (t, 2)->kind, PS_TRACE_EVENT_DONE);
+  ck_assert_uint_eq (ps_trace_get_event (t, 2)->async_id, 1);
+  ck_assert_str_eq (ps_trace_get_event (t, 3)->name, "s");
+}
+END_TEST
+
+static const char *loop_hlo =
+  "HloModule loop\n"
+  "cond {\n"
+  "  p = (s32[], f32[4]) parameter(0)\n"
+  "  i = s32[] get-tuple-element(p), index=0\n"
+  "  n = s32[] constant(5)\n"
+  "  ROOT lt = pred[] compare(i, n), direction=LT\n"
+  "}\n"
+  "body {\n"
+  "  p = (s32[], f32[4]) parameter(0)\n"
+  "  i = s32[] get-tuple-element(p), index=0\n"
+  "  one = s32[] constant(1)\n"
+  "  i2 = s32[] add(i, one)\n"
+  "  x = f32[4] get-tuple-element(p), index=1\n"
+  "  y = f32[4] exponential(x)\n"
+  "  ROOT t = (s32[], f32[4]) tuple(i2, y)\n"
+  "}\n"
+  "ENTRY e {\n"
+  "  a = f32[4] parameter(0)\n"
+  "  z = s32[] constant(0)\n"
+  "  t = (s32[], f32[4]) tuple(z, a)\n"
+  "  w = (s32[], f32[4]) while(t), condition=cond, body=body\n"
+  "  ROOT r = f32[4] get-tuple-element(w), index=1\n"
+  "}\n";
+
+START_TEST (test_lower_while)
+{
+  g_autoptr (PsModule) m = parse (loop_hlo);
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, NULL, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  /* 5 iterations x (lt, i2, y) and one watermark after the loop */
+  ck_assert_uint_eq (ps_trace_n_events (t), 16);
+  ck_assert_str_eq (ps_trace_get_event (t, 0)->name, "lt");
+  ck_assert_str_eq (ps_trace_get_event (t, 14)->name, "y");
+  ck_assert_int_eq (ps_trace_get_event (t, 15)->kind, PS_TRACE_EVENT_MEMORY);
+  /* the trace's FLOPs are the cost analysis's */
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  ck_assert_uint_eq (ps_trace_get_header (t)->totals.flops,
+                     ps_cost_computation (a, m->entry).flops);
+  ck_assert_uint_eq (ps_trace_get_header (t)->totals.flops, 30);
+
+  /* a cap on unrolling is an error, not a huge trace */
+  PsLowerOptions o;
+  ps_lower_options_init (&o);
+  o.max_events = 10;
+  ck_assert_ptr_null (ps_lower_module (m, &o, &error));
+  ck_assert_msg (g_error_matches (error, PS_ERROR, PS_ERROR_UNSUPPORTED), "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
+START_TEST (test_lower_conv)
+{
+  g_autoptr (PsModule) m = parse (
+    "HloModule conv\n"
+    "ENTRY e {\n"
+    "  x = bf16[2,8,4] parameter(0)\n"
+    "  k = bf16[3,4,5] parameter(1)\n"
+    "  ROOT c = f32[2,8,5] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f,"
+    " operand_precision={HIGHEST,HIGHEST}\n"
+    "}\n");
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, NULL, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  const PsTraceEvent *c = ps_trace_get_event (t, 0);
+  ck_assert_int_eq (c->compute.op, PS_TRACE_OP_CONV);
+  ck_assert_int_eq (c->compute.precision, PS_TRACE_PRECISION_HIGHEST);
+  /* implicit matmul: M = batch x out positions, K = in features x window */
+  ck_assert_uint_eq (c->compute.mxu_m, 16);
+  ck_assert_uint_eq (c->compute.mxu_k, 12);
+  ck_assert_uint_eq (c->compute.mxu_n, 5);
+  ck_assert_uint_eq (c->compute.flops, 2 * 2 * 5 * 4 * 22);
+}
+END_TEST
+
+START_TEST (test_compress)
+{
+  g_autoptr (PsTrace) t = ps_trace_new ("c");
+  gint64 dims[2] = { 2, 4 };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_ARANGE, NULL);
+  const PsTraceHeader *h = ps_trace_get_header (t);
+  PsTraceGroups g;
+  /* axes 1 then 0: groups of all 8 in column-major order */
+  int64_t all_t[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
+  ps_lower_compress_groups (h, 1, 8, all_t, &g);
+  g_autofree char *s1 = ps_trace_groups_to_string (&g);
+  ck_assert_str_eq (s1, "axes:1,0");
+  int64_t ident[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+  ps_lower_compress_groups (h, 1, 8, ident, &g);
+  ck_assert_int_eq (g.form, PS_TRACE_GROUPS_ALL);
+  /* group order does not matter */
+  int64_t swapped[8] = { 4, 5, 6, 7, 0, 1, 2, 3 };
+  ps_lower_compress_groups (h, 2, 4, swapped, &g);
+  g_autofree char *s2 = ps_trace_groups_to_string (&g);
+  ck_assert_str_eq (s2, "axes:1");
+
+  PsTracePairs p;
+  int64_t halo[12] = { 0, 1, 1, 2, 2, 3, 4, 5, 5, 6, 6, 7 };
+  ps_lower_compress_pairs (h, 6, halo, &p);
+  g_autofree char *p1 = ps_trace_pairs_to_string (&p);
+  ck_assert_str_eq (p1, "shift:1:1");
+  int64_t up[8] = { 4, 0, 5, 1, 6, 2, 7, 3 };
+  ps_lower_compress_pairs (h, 4, up, &p);
+  g_autofree char *p2 = ps_trace_pairs_to_string (&p);
+  ck_assert_str_eq (p2, "shift:0:-1");
+  int64_t odd[4] = { 0, 5, 5, 0 };
+  ps_lower_compress_pairs (h, 2, odd, &p);
+  g_autofree char *p3 = ps_trace_pairs_to_string (&p);
+  ck_assert_str_eq (p3, "{{0,5},{5,0}}");
+  ps_trace_pairs_clear (&p);
+}
+END_TEST
+
+START_TEST (test_lower_errors)
+{
+  g_autoptr (PsModule) m = parse (spmd_hlo);
+  PsLowerOptions o;
+  mesh_2x4 (&o);
+  o.mesh_dims[1] = 2;
+  GError *error = NULL;
+  ck_assert_ptr_null (ps_lower_module (m, &o, &error));
+  ck_assert_msg (g_error_matches (error, PS_ERROR, PS_ERROR_OPTION), "%s", error->message);
+  ck_assert (strstr (error->message, "the mesh holds 4 devices but the program runs on 8"));
+  g_clear_error (&error);
+
+  /* groups that leave devices out cannot be replayed */
+  g_autoptr (PsModule) part = parse (
+    "HloModule part, num_partitions=8\n" ADD_COMP
+    "ENTRY e {\n  a = f32[4] parameter(0)\n"
+    "  ROOT ar = f32[4] all-reduce(a), replica_groups={{0,1},{2,3}}, to_apply=add\n}\n");
+  ck_assert_ptr_null (ps_lower_module (part, NULL, &error));
+  ck_assert_msg (strstr (error->message, "do not cover the 8 devices"), "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
+static Suite *
+lower_suite (void)
+{
+  Suite *s = suite_create ("lower");
+  TCase *tc = tcase_create ("core");
+  tcase_add_test (tc, test_lower_collectives);
+  tcase_add_test (tc, test_lower_default_mesh);
+  tcase_add_test (tc, test_lower_async);
+  tcase_add_test (tc, test_lower_while);
+  tcase_add_test (tc, test_lower_conv);
+  tcase_add_test (tc, test_compress);
+  tcase_add_test (tc, test_lower_errors);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (lower_suite ());
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
