@@ -548,6 +548,152 @@ START_TEST (test_mesh_split)
 }
 END_TEST
 
+/* ---- randomised iota forms ------------------------------------------------ */
+
+/* The array of iota form [R]T(perm), computed straight from the definition:
+ * output multi-index o has value sum_j o[j] * stride_R[perm[j]]. */
+static void
+expand_by_definition (int k, const int64_t *r, const int64_t *perm, int64_t *out)
+{
+  int64_t stride[8], odims[8], idx[8] = { 0 };
+  int64_t n = 1;
+  for (int i = k - 1; i >= 0; i--)
+    {
+      stride[i] = n;
+      n *= r[i];
+    }
+  for (int j = 0; j < k; j++)
+    odims[j] = r[perm[j]];
+  for (int64_t f = 0; f < n; f++)
+    {
+      int64_t v = 0;
+      for (int j = 0; j < k; j++)
+        v += idx[j] * stride[perm[j]];
+      out[f] = v;
+      for (int j = k - 1; j >= 0 && ++idx[j] == odims[j]; j--)
+        idx[j] = 0;
+    }
+}
+
+START_TEST (test_iota_random)
+{
+  GRand *rng = g_rand_new_with_seed (20260101);
+  int n_iota_printed = 0;
+  for (int iter = 0; iter < 400; iter++)
+    {
+      int k = g_rand_int_range (rng, 1, 5);
+      int64_t r[8], perm[8], n = 1;
+      for (int i = 0; i < k; i++)
+        {
+          r[i] = g_rand_int_range (rng, 1, 5);
+          n *= r[i];
+          perm[i] = i;
+        }
+      for (int i = k - 1; i > 0; i--)
+        {
+          int j = g_rand_int_range (rng, 0, i + 1);
+          int64_t t = perm[i];
+          perm[i] = perm[j];
+          perm[j] = t;
+        }
+      /* Tile dims: n split into factors by peeling random divisors. */
+      int64_t d[8];
+      int nd = 0;
+      int64_t rest = n;
+      while (nd < 3 && rest > 1)
+        {
+          int64_t f = g_rand_int_range (rng, 1, (gint32) rest + 1);
+          while (rest % f != 0)
+            f--;
+          d[nd++] = f;
+          rest /= f;
+        }
+      d[nd++] = rest;
+      GString *txt = g_string_new ("{devices=[");
+      for (int i = 0; i < nd; i++)
+        g_string_append_printf (txt, "%s%" G_GINT64_FORMAT, i ? "," : "", d[i]);
+      g_string_append (txt, "]<=[");
+      for (int i = 0; i < k; i++)
+        g_string_append_printf (txt, "%s%" G_GINT64_FORMAT, i ? "," : "", r[i]);
+      g_string_append (txt, "]T(");
+      for (int i = 0; i < k; i++)
+        g_string_append_printf (txt, "%s%" G_GINT64_FORMAT, i ? "," : "", perm[i]);
+      g_string_append (txt, ")}");
+      g_autoptr (PsSharding) s = parse_ok (txt->str);
+      int64_t want[256];
+      expand_by_definition (k, r, perm, want);
+      ck_assert_int_eq (s->n_devices, n);
+      for (int64_t i = 0; i < n; i++)
+        ck_assert_msg (s->devices[i] == want[i], "%s: element %" G_GINT64_FORMAT, txt->str, i);
+      /* The explicit list compares equal, and both print the same. */
+      GString *list = g_string_new ("{devices=[");
+      for (int i = 0; i < nd; i++)
+        g_string_append_printf (list, "%s%" G_GINT64_FORMAT, i ? "," : "", d[i]);
+      g_string_append_c (list, ']');
+      for (int64_t i = 0; i < n; i++)
+        g_string_append_printf (list, "%s%" G_GINT64_FORMAT, i ? "," : "", want[i]);
+      g_string_append_c (list, '}');
+      g_autoptr (PsSharding) l = parse_ok (list->str);
+      ck_assert (ps_sharding_equal (s, l));
+      g_autofree char *ps = ps_sharding_to_string (s);
+      g_autofree char *pl = ps_sharding_to_string (l);
+      ck_assert_str_eq (ps, pl);
+      /* Every such array is an iota form, so it must print as one. */
+      ck_assert_msg (strstr (ps, "<=[") != NULL, "%s printed %s", txt->str, ps);
+      n_iota_printed++;
+      g_autoptr (PsSharding) again = parse_ok (ps);
+      ck_assert (ps_sharding_equal (again, s));
+      g_string_free (txt, TRUE);
+      g_string_free (list, TRUE);
+    }
+  ck_assert_int_eq (n_iota_printed, 400);
+  g_rand_free (rng);
+}
+END_TEST
+
+START_TEST (test_partial_random)
+{
+  /* Shuffling devices inside replication groups never changes a partially
+   * replicated sharding; moving a device to another group does. */
+  GRand *rng = g_rand_new_with_seed (7);
+  for (int iter = 0; iter < 200; iter++)
+    {
+      int64_t tiles = g_rand_int_range (rng, 2, 5), group = g_rand_int_range (rng, 2, 5);
+      int64_t n = tiles * group, a[32], b[32];
+      for (int64_t i = 0; i < n; i++)
+        a[i] = i;
+      for (int64_t i = n - 1; i > 0; i--)
+        {
+          int64_t j = g_rand_int_range (rng, 0, (gint32) i + 1), t = a[i];
+          a[i] = a[j];
+          a[j] = t;
+        }
+      memcpy (b, a, sizeof (a));
+      for (int64_t g = 0; g < n; g += group)
+        for (int64_t i = group - 1; i > 0; i--)
+          {
+            int64_t j = g_rand_int_range (rng, 0, (gint32) i + 1), t = b[g + i];
+            b[g + i] = b[g + j];
+            b[g + j] = t;
+          }
+      int64_t dims[] = { tiles, 1, group };
+      g_autoptr (PsSharding) sa = ps_sharding_partial (3, dims, a);
+      g_autoptr (PsSharding) sb = ps_sharding_partial (3, dims, b);
+      ck_assert (ps_sharding_equal (sa, sb));
+      for (int64_t g = 0; g < n; g += group)
+        for (int64_t i = 1; i < group; i++)
+          ck_assert (sa->devices[g + i - 1] < sa->devices[g + i]);
+      /* Swap across the first two groups. */
+      int64_t t = b[0];
+      b[0] = b[group];
+      b[group] = t;
+      g_autoptr (PsSharding) sc = ps_sharding_partial (3, dims, b);
+      ck_assert (!ps_sharding_equal (sa, sc));
+    }
+  g_rand_free (rng);
+}
+END_TEST
+
 /* ---- errors ---------------------------------------------------------------- */
 
 typedef struct {
@@ -642,6 +788,8 @@ sharding_suite (void)
   tcase_add_test (tc, test_tuple_construct);
   tcase_add_test (tc, test_tile_bounds);
   tcase_add_test (tc, test_mesh_split);
+  tcase_add_test (tc, test_iota_random);
+  tcase_add_test (tc, test_partial_random);
   tcase_add_loop_test (tc, test_bad, 0, G_N_ELEMENTS (bad_cases));
   tcase_add_test (tc, test_from_string_position);
   suite_add_tcase (s, tc);
