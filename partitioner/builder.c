@@ -1703,6 +1703,30 @@ ps_build_sharding_annotation (PsBuilder *b, PsInstr *x, const PsSharding *s)
   return in;
 }
 
+PsInstr *
+ps_build_sharding_annotation_open (PsBuilder *b, PsInstr *x, const PsSharding *s, int n_open,
+                                   const int64_t *open_dims)
+{
+  g_return_val_if_fail (n_open >= 0 && (n_open == 0 || open_dims != NULL), NULL);
+  if (!usable1 (b, x) || !is_array (b, "custom-call", x))
+    return NULL;
+  guint64 used = 0;
+  PsInts l = { n_open, (int64_t *) open_dims };
+  if (!check_dim_list (b, "custom-call", "unspecified", &l, x->shape->rank, &used))
+    return NULL;
+  PsInstr *in = ps_build_sharding_annotation (b, x, s);
+  if (in == NULL || n_open == 0)
+    return in;
+  GString *cfg = g_string_new ("unspecified_dims=[");
+  int k = 0;
+  for (int i = 0; i < 64; i++)
+    if (used & ((guint64) 1 << i))
+      g_string_append_printf (cfg, "%s%d", k++ ? "," : "", i);
+  g_string_append_c (cfg, ']');
+  in->backend_config = g_string_free (cfg, FALSE);
+  return in;
+}
+
 void
 ps_builder_set_mesh (PsBuilder *b, int mesh_rank, const int64_t *mesh_dims,
                      const int64_t *mesh_devices)

@@ -192,6 +192,10 @@ PsInstr *ps_build_call (PsBuilder *b, PsComputation *callee, int n, PsInstr *con
 /* custom-call "Sharding" of x carrying s: the annotation GSPMD users write
  * on intermediate tensors. */
 PsInstr *ps_build_sharding_annotation (PsBuilder *b, PsInstr *x, const PsSharding *s);
+/* The same, leaving the listed dims of x open ("unspecified_dims", XLA's
+ * partial annotation): propagation may still shard them. */
+PsInstr *ps_build_sharding_annotation_open (PsBuilder *b, PsInstr *x, const PsSharding *s,
+                                            int n_open, const int64_t *open_dims);
 /* The device mesh mesh_split uses (mesh_devices NULL = arange; copied). */
 void ps_builder_set_mesh (PsBuilder *b, int mesh_rank, const int64_t *mesh_dims,
                           const int64_t *mesh_devices);

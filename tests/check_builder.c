@@ -98,6 +98,10 @@ START_TEST (test_ffn)
   h = ps_build_mesh_split (b, h, D (0, -1, 1));
   ck_assert_int_eq (h->opcode, PS_OP_CUSTOM_CALL);
   ck_assert_str_eq (h->custom_call_target, "Sharding");
+  g_autoptr (PsSharding) batch_only = ps_sharding_from_string ("{devices=[2,1,1,4]<=[8] "
+                                                               "last_tile_dim_replicate}", NULL, NULL);
+  h = ps_build_sharding_annotation_open (b, h, batch_only, 2, D (2, 1));
+  ck_assert_str_eq (h->backend_config, "unspecified_dims=[1,2]");
   PsInstr *relu = ps_build_max (b, h, ps_build_scalar (b, PS_BF16, 0.0));
   ck_dims (relu, PS_BF16, 3, D (B, S, H));
   PsInstr *y = ps_build_einsum (b, "bsh,hm->bsm", relu, w2);
@@ -122,6 +126,7 @@ START_TEST (test_ffn)
   ck_assert_ptr_nonnull (strstr (text, "custom_call_target=\"Sharding\""));
   ck_assert_ptr_nonnull (strstr (text, "sharding={devices=[2,1,4]<=[8]}"));
   ck_assert_ptr_nonnull (strstr (text, "lhs_contracting_dims={2}"));
+  ck_assert_ptr_nonnull (strstr (text, "backend_config=\"unspecified_dims=[1,2]\""));
 }
 END_TEST
 
