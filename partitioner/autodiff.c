@@ -609,6 +609,13 @@ GPtrArray *
 ps_autodiff_gradients (PsComputation *c, PsInstr *y, int n_wrt, PsInstr *const *wrt,
                        GError **error)
 {
+  return ps_autodiff_vjp (c, y, NULL, n_wrt, wrt, error);
+}
+
+GPtrArray *
+ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *const *wrt,
+                 GError **error)
+{
   g_return_val_if_fail (c != NULL && y != NULL && y->parent == c, NULL);
   g_return_val_if_fail (ps_shape_is_array (y->shape), NULL);
 
@@ -644,7 +651,7 @@ ps_autodiff_gradients (PsComputation *c, PsInstr *y, int n_wrt, PsInstr *const *
     }
 
   Ad ad = { c, g_hash_table_new (NULL, NULL) };
-  g_hash_table_insert (ad.adj, y, ps_ad_full (c, y->shape, 1.0));
+  g_hash_table_insert (ad.adj, y, dy ? dy : ps_ad_full (c, y->shape, 1.0));
   for (guint i = y_pos + 1; i-- > 0;)
     {
       PsInstr *in = order->pdata[i];

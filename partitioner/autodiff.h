@@ -38,6 +38,13 @@ G_BEGIN_DECLS
 GPtrArray *ps_autodiff_gradients (PsComputation *c, PsInstr *y, int n_wrt,
                                   PsInstr *const *wrt, GError **error);
 
+/* The vector-Jacobian product: like ps_autodiff_gradients but seeded with
+ * `dy` (same shape as y) instead of ones. Model builders use it to run the
+ * backward pass one layer at a time (and to rematerialise a layer's forward
+ * right before its backward). */
+GPtrArray *ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt,
+                            PsInstr *const *wrt, GError **error);
+
 /* Emission helpers shared with the optimizers and model builders: each
  * appends one instruction to c and returns it (transfer none). */
 PsInstr *ps_ad_scalar (PsComputation *c, PsElemType t, double value);
