@@ -150,7 +150,7 @@ ps_cmd_bench_matmul (int argc, char **argv)
                    "--dtype '%s' is not bf16 or f32", dtype_s);
       return ps_cli_fail (error);
     }
-  PsPrecision precision = PS_PRECISION_DEFAULT;
+  PsMxuPrecision precision = PS_MXU_PRECISION_DEFAULT;
   if (precision_s && !ps_precision_parse (precision_s, &precision))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,

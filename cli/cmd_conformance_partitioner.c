@@ -1,10 +1,595 @@
-/* podsim conformance partitioner: placeholder until its issue lands. */
+/* podsim conformance partitioner FILE.jsonl [--json]
+ *
+ * Runs XLA's SPMD-partitioner test vectors (format in
+ * ../shared/conformance/README.md) through podsim: parse, propagate (with
+ * XLA's defaults: no propagation to the output or the parameters unless the
+ * module header allows it), partition for the case's num_devices, then check
+ * with the reference interpreter that the partitioned program computes what
+ * the original computes, that every parameter's local shape is its
+ * sharding's tile shape, and, where the upstream test names the root's shape
+ * with op::Shape("..."), that the partitioned root has it.
+ *
+ * Each case runs in a child process with a time limit, so a crash or a hang
+ * in any stage fails that case only. Output: one line per failing case and
+ * the final line "N passed, N failed" (or one JSON document with --json).
+ * Exit status 0 when every case passes, 1 when one fails, 2 on bad input. */
 #include "config.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-glib/json-glib.h>
+
 #include "cli/commands.h"
+#include "common/error.h"
+#include "partitioner/hlo_parser.h"
+#include "partitioner/propagate.h"
+#include "partitioner/sharding.h"
+#include "partitioner/spmd.h"
+#include "partitioner/verify.h"
+
+typedef struct {
+  gint64 max_work;
+  gint64 timeout_s;
+  gboolean no_fork;
+  gboolean no_propagate;
+  gint64 seed;
+} CaseOptions;
+
+/* ---- expectations ----------------------------------------------------------- */
+
+/* Skips a balanced (), [] or {} group or a string starting at p; returns the
+ * position after it. */
+static const char *
+skip_group (const char *p)
+{
+  int depth = 0;
+  for (; *p; p++)
+    {
+      if (*p == '"')
+        {
+          for (p++; *p && *p != '"'; p++)
+            if (*p == '\\' && p[1])
+              p++;
+          if (!*p)
+            return p;
+          if (depth == 0)
+            return p + 1;
+          continue;
+        }
+      if (*p == '(' || *p == '[' || *p == '{')
+        depth++;
+      else if (*p == ')' || *p == ']' || *p == '}')
+        {
+          if (--depth <= 0)
+            return p + 1;
+        }
+      else if (depth == 0)
+        return p + 1;
+    }
+  return p;
+}
+
+/* The shape in a top-level op::Shape("...") of matcher text m (itself, or
+ * one argument of a top-level AllOf(...)). transfer full, or NULL. */
+static char *
+root_shape_of_matcher (const char *m)
+{
+  while (*m == ' ' || *m == '\n')
+    m++;
+  if (g_str_has_prefix (m, "op::Shape(\""))
+    {
+      const char *s = m + strlen ("op::Shape(\"");
+      const char *e = strchr (s, '"');
+      return e ? g_strndup (s, e - s) : NULL;
+    }
+  const char *allof = NULL;
+  if (g_str_has_prefix (m, "AllOf("))
+    allof = m + 6;
+  else if (g_str_has_prefix (m, "::testing::AllOf("))
+    allof = m + 17;
+  if (!allof)
+    return NULL;
+  /* Walk the top-level arguments. */
+  const char *p = allof;
+  while (*p && *p != ')')
+    {
+      while (*p == ' ' || *p == '\n' || *p == ',')
+        p++;
+      const char *start = p;
+      while (*p && *p != ',' && *p != ')')
+        {
+          if (*p == '(' || *p == '[' || *p == '{' || *p == '"')
+            p = skip_group (p);
+          else
+            p++;
+        }
+      char *arg = g_strndup (start, p - start);
+      char *r = NULL;
+      if (g_str_has_prefix (arg, "op::Shape(\""))
+        r = root_shape_of_matcher (arg);
+      g_free (arg);
+      if (r)
+        return r;
+    }
+  return NULL;
+}
+
+/* Names the upstream test binds to the root instruction ("root"). */
+static GPtrArray *
+root_names (JsonObject *c)
+{
+  GPtrArray *names = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (names, g_strdup ("root"));
+  JsonArray *b = json_object_has_member (c, "bindings")
+                 ? json_object_get_array_member (c, "bindings") : NULL;
+  for (guint i = 0; b && i < json_array_get_length (b); i++)
+    {
+      const char *t = json_array_get_string_element (b, i);
+      if (!t || !strstr (t, "root_instruction()") || strstr (t, "->operand(")
+          || strstr (t, "->mutable_operand("))
+        continue;
+      const char *eq = strchr (t, '=');
+      if (!eq)
+        continue;
+      const char *e = eq;
+      while (e > t && (e[-1] == ' '))
+        e--;
+      const char *s = e;
+      while (s > t && (g_ascii_isalnum (s[-1]) || s[-1] == '_'))
+        s--;
+      if (e > s)
+        g_ptr_array_add (names, g_strndup (s, e - s));
+    }
+  return names;
+}
+
+/* The root's expected local shape from EXPECT_THAT(root, ...) statements
+ * that apply unconditionally; NULL if none names one. transfer full. */
+static char *
+expected_root_shape (JsonObject *c)
+{
+  JsonArray *ex = json_object_has_member (c, "expect")
+                  ? json_object_get_array_member (c, "expect") : NULL;
+  if (!ex)
+    return NULL;
+  GPtrArray *names = root_names (c);
+  char *found = NULL;
+  for (guint i = 0; i < json_array_get_length (ex) && !found; i++)
+    {
+      JsonNode *n = json_array_get_element (ex, i);
+      if (!JSON_NODE_HOLDS_OBJECT (n))
+        continue;
+      JsonObject *o = json_node_get_object (n);
+      if (json_object_has_member (o, "when") && !json_object_get_null_member (o, "when"))
+        continue;
+      const char *t = json_object_get_string_member_with_default (o, "text", "");
+      const char *p = strstr (t, "EXPECT_THAT(");
+      if (!p)
+        continue;
+      p += strlen ("EXPECT_THAT(");
+      while (*p == ' ' || *p == '\n')
+        p++;
+      for (guint k = 0; k < names->len && !found; k++)
+        {
+          const char *nm = names->pdata[k];
+          size_t ln = strlen (nm);
+          if (strncmp (p, nm, ln) == 0 && (p[ln] == ',' || p[ln] == ' '))
+            {
+              const char *m = p + ln;
+              while (*m == ' ' || *m == ',' || *m == '\n')
+                m++;
+              found = root_shape_of_matcher (m);
+            }
+        }
+    }
+  g_ptr_array_free (names, TRUE);
+  return found;
+}
+
+/* Shape text without layouts and spaces, for comparison. */
+static char *
+normalize_shape (const char *s)
+{
+  GString *o = g_string_new (NULL);
+  for (const char *p = s; *p; p++)
+    {
+      if (*p == ' ' || *p == '\n')
+        continue;
+      if (*p == '{' && p > s && p[-1] == ']')
+        {
+          int depth = 0;
+          for (; *p; p++)
+            {
+              if (*p == '{')
+                depth++;
+              else if (*p == '}' && --depth == 0)
+                break;
+            }
+          if (!*p)
+            break;
+          continue;
+        }
+      g_string_append_c (o, *p);
+    }
+  return g_string_free (o, FALSE);
+}
+
+/* ---- one case ------------------------------------------------------------------ */
+
+/* Copies the header's propagation permissions, defaulting to XLA's (off). */
+static void
+propagate_options (const PsModule *m, PsPropagateOptions *po, gboolean *f)
+{
+  ps_propagate_options_init (po);
+  *f = FALSE;
+  po->n_to_output = m->n_prop_to_output ? m->n_prop_to_output : 1;
+  po->to_output = m->n_prop_to_output ? m->prop_to_output : f;
+  po->n_to_parameters = m->n_prop_to_params ? m->n_prop_to_params : 1;
+  po->to_parameters = m->n_prop_to_params ? m->prop_to_params : f;
+}
+
+static gboolean
+run_case (JsonObject *c, const CaseOptions *co, char **reason)
+{
+  const char *name = json_object_get_string_member_with_default (c, "name", "?");
+  const char *hlo = json_object_get_string_member_with_default (c, "hlo", NULL);
+  gint64 nd = json_object_get_int_member_with_default (c, "num_devices", 0);
+  GError *error = NULL;
+  if (!hlo || nd < 1)
+    {
+      *reason = g_strdup ("case has no hlo or num_devices");
+      return FALSE;
+    }
+  g_autoptr (PsModule) m = ps_hlo_parse (hlo, strlen (hlo), name, &error);
+  if (!m)
+    {
+      *reason = g_strdup_printf ("parse: %s", error->message);
+      g_error_free (error);
+      return FALSE;
+    }
+  if (!co->no_propagate)
+    {
+      PsPropagateOptions po;
+      gboolean f;
+      propagate_options (m, &po, &f);
+      if (!ps_propagate (m, &po, &error))
+        {
+          *reason = g_strdup_printf ("propagation: %s", error->message);
+          g_error_free (error);
+          return FALSE;
+        }
+    }
+  g_autoptr (PsModule) part = ps_spmd_partition (m, nd, NULL, &error);
+  if (!part)
+    {
+      *reason = g_strdup_printf ("partitioner: %s", error->message);
+      g_error_free (error);
+      return FALSE;
+    }
+  /* Parameters keep their sharding's tile shape. */
+  if (m->entry->params->len != part->entry->params->len)
+    {
+      *reason = g_strdup_printf ("partitioned program has %u parameters, the original %u",
+                                 part->entry->params->len, m->entry->params->len);
+      return FALSE;
+    }
+  for (guint p = 0; p < m->entry->params->len; p++)
+    {
+      const PsInstr *op = m->entry->params->pdata[p], *pp = part->entry->params->pdata[p];
+      PsShape *want = ps_verify_local_shape (op->sharding, op->shape);
+      gboolean same = ps_shape_equal (want, pp->shape);
+      if (!same)
+        {
+          char *w = ps_shape_to_string (want, FALSE), *h = ps_shape_to_string (pp->shape, FALSE);
+          *reason = g_strdup_printf ("parameter %s: local shape %s, its sharding's tile shape is %s",
+                                     op->name, h, w);
+          g_free (w);
+          g_free (h);
+        }
+      ps_shape_free (want);
+      if (!same)
+        return FALSE;
+    }
+  g_autofree char *root_want = expected_root_shape (c);
+  if (root_want)
+    {
+      g_autofree char *want = normalize_shape (root_want);
+      g_autofree char *have_raw = ps_shape_to_string (part->entry->root->shape, FALSE);
+      g_autofree char *have = normalize_shape (have_raw);
+      if (strcmp (want, have) != 0)
+        {
+          *reason = g_strdup_printf ("root has local shape %s, the upstream test expects %s", have, want);
+          return FALSE;
+        }
+    }
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  vo.seed = (guint64) co->seed;
+  vo.interp.rng_seed = (guint64) co->seed;
+  vo.interp.max_work = co->max_work;
+  PsVerifyResult res;
+  if (!ps_verify_spmd (m, part, nd, &vo, &res, &error))
+    {
+      *reason = g_strdup_printf ("%s", error->message);
+      g_error_free (error);
+      return FALSE;
+    }
+  gboolean ok = res.agree;
+  if (!ok)
+    *reason = g_strdup_printf ("values differ: %s", res.message);
+  ps_verify_result_clear (&res);
+  return ok;
+}
+
+/* Runs a case in a child process: a crash or hang there fails the case. The
+ * child writes "P" or "F<reason>" to the pipe. */
+static gboolean
+run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason)
+{
+  if (co->no_fork)
+    return run_case (c, co, reason);
+  int fds[2];
+  if (pipe (fds) != 0)
+    {
+      *reason = g_strdup_printf ("pipe: %s", g_strerror (errno));
+      return FALSE;
+    }
+  fflush (stdout);
+  fflush (stderr);
+  pid_t pid = fork ();
+  if (pid < 0)
+    {
+      close (fds[0]);
+      close (fds[1]);
+      *reason = g_strdup_printf ("fork: %s", g_strerror (errno));
+      return FALSE;
+    }
+  if (pid == 0)
+    {
+      close (fds[0]);
+      char *r = NULL;
+      gboolean ok = run_case (c, co, &r);
+      GString *msg = g_string_new (ok ? "P" : "F");
+      if (!ok && r)
+        g_string_append (msg, r);
+      size_t off = 0;
+      while (off < msg->len)
+        {
+          ssize_t w = write (fds[1], msg->str + off, msg->len - off);
+          if (w <= 0)
+            break;
+          off += (size_t) w;
+        }
+      close (fds[1]);
+      _exit (0);
+    }
+  close (fds[1]);
+  GString *buf = g_string_new (NULL);
+  /* Read until the child closes the pipe or the time runs out. */
+  gint64 deadline = g_get_monotonic_time () + co->timeout_s * G_USEC_PER_SEC;
+  gboolean timed_out = FALSE;
+  for (;;)
+    {
+      fd_set rd;
+      FD_ZERO (&rd);
+      FD_SET (fds[0], &rd);
+      gint64 left = deadline - g_get_monotonic_time ();
+      if (left <= 0)
+        {
+          timed_out = TRUE;
+          break;
+        }
+      struct timeval tv = { (time_t) (left / G_USEC_PER_SEC), (suseconds_t) (left % G_USEC_PER_SEC) };
+      int r = select (fds[0] + 1, &rd, NULL, NULL, &tv);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        {
+          timed_out = r == 0;
+          break;
+        }
+      char chunk[4096];
+      ssize_t n = read (fds[0], chunk, sizeof chunk);
+      if (n <= 0)
+        break;
+      g_string_append_len (buf, chunk, n);
+    }
+  close (fds[0]);
+  if (timed_out)
+    kill (pid, SIGKILL);
+  int wstatus = 0;
+  while (waitpid (pid, &wstatus, 0) < 0 && errno == EINTR)
+    ;
+  gboolean ok = FALSE;
+  if (timed_out)
+    *reason = g_strdup_printf ("timed out after %" G_GINT64_FORMAT " s", co->timeout_s);
+  else if (buf->len > 0 && buf->str[0] == 'P')
+    ok = TRUE;
+  else if (buf->len > 0)
+    *reason = g_strdup (buf->str + 1);
+  else if (WIFSIGNALED (wstatus))
+    *reason = g_strdup_printf ("crashed (signal %d: %s)", WTERMSIG (wstatus),
+                               g_strsignal (WTERMSIG (wstatus)));
+  else
+    *reason = g_strdup_printf ("case process exited with status %d and no result",
+                               WIFEXITED (wstatus) ? WEXITSTATUS (wstatus) : -1);
+  g_string_free (buf, TRUE);
+  return ok;
+}
+
+static char *
+one_line (const char *s)
+{
+  char *r = g_strdup (s ? s : "");
+  for (char *p = r; *p; p++)
+    if (*p == '\n' || *p == '\r')
+      *p = ' ';
+  return r;
+}
 
 int
 ps_cmd_conformance_partitioner (int argc, char **argv)
 {
-  return ps_cli_not_yet ("conformance partitioner");
+  gboolean json = FALSE;
+  CaseOptions co = { 200000000, 120, FALSE, FALSE, 1 };
+  char *only = NULL;
+  GOptionEntry entries[] = {
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the results as one JSON document", NULL },
+    { "case", 0, 0, G_OPTION_ARG_STRING, &only, "Run only the case with this name", "NAME" },
+    { "seed", 0, 0, G_OPTION_ARG_INT64, &co.seed, "Seed of the random inputs (default 1)", "S" },
+    { "max-work", 0, 0, G_OPTION_ARG_INT64, &co.max_work,
+      "Interpreter budget per case in element operations (default 2e8)", "OPS" },
+    { "timeout", 0, 0, G_OPTION_ARG_INT64, &co.timeout_s,
+      "Seconds a case may take before it fails (default 120)", "S" },
+    { "no-fork", 0, 0, G_OPTION_ARG_NONE, &co.no_fork,
+      "Run cases in this process (for debugging; a crash then ends the run)", NULL },
+    { "no-propagate", 0, 0, G_OPTION_ARG_NONE, &co.no_propagate,
+      "Partition the module as written, as XLA's partitioner tests do", NULL },
+    { NULL, 0, 0, 0, NULL, NULL, NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.jsonl - run SPMD partitioner test vectors");
+  g_option_context_set_summary (ctx,
+    "For every case: parse, propagate, partition on the case's num_devices, then check with\n"
+    "the reference interpreter that the SPMD program computes what the original computes,\n"
+    "that each parameter's local shape is its sharding's tile shape and that the root has\n"
+    "the local shape the upstream test names. Prints one line per failing case and the\n"
+    "final line 'N passed, N failed'. Exit status 0 when all pass, 1 otherwise.");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!ps_cli_parse (ctx, &argc, &argv))
+    return PS_EXIT_USAGE;
+  if (argc != 2)
+    {
+      fprintf (stderr, "podsim: conformance partitioner needs exactly one .jsonl file\n");
+      g_free (only);
+      return PS_EXIT_USAGE;
+    }
+  if (co.timeout_s < 1 || co.max_work < 0)
+    {
+      fprintf (stderr, "podsim: --timeout must be at least 1 and --max-work not negative\n");
+      g_free (only);
+      return PS_EXIT_USAGE;
+    }
+  const char *path = argv[1];
+  char *text = NULL;
+  gsize len = 0;
+  GError *error = NULL;
+  if (!ps_cli_read_input (path, &text, &len, &error))
+    {
+      g_free (only);
+      return ps_cli_fail (error);
+    }
+  /* Parse every line first so that a malformed file fails before any case
+   * runs (exit 2, no partial report). */
+  GPtrArray *cases = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
+  char **lines = g_strsplit (text, "\n", -1);
+  g_free (text);
+  int status = 0;
+  for (int i = 0; lines[i]; i++)
+    {
+      const char *l = lines[i];
+      while (*l == ' ' || *l == '\t' || *l == '\r')
+        l++;
+      if (!*l)
+        continue;
+      g_autoptr (JsonParser) jp = json_parser_new ();
+      if (!json_parser_load_from_data (jp, lines[i], -1, &error)
+          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (jp)))
+        {
+          fprintf (stderr, "podsim: %s:%d: %s\n", path, i + 1,
+                   error ? error->message : "a case must be a JSON object");
+          g_clear_error (&error);
+          status = PS_EXIT_USAGE;
+          break;
+        }
+      JsonObject *o = json_node_get_object (json_parser_get_root (jp));
+      if (!json_object_has_member (o, "name") || !json_object_has_member (o, "hlo"))
+        {
+          fprintf (stderr, "podsim: %s:%d: a case needs \"name\" and \"hlo\"\n", path, i + 1);
+          status = PS_EXIT_USAGE;
+          break;
+        }
+      if (only && strcmp (json_object_get_string_member_with_default (o, "name", ""), only) != 0)
+        continue;
+      g_ptr_array_add (cases, json_node_copy (json_parser_get_root (jp)));
+    }
+  g_strfreev (lines);
+  if (status != 0)
+    {
+      g_ptr_array_free (cases, TRUE);
+      g_free (only);
+      return status;
+    }
+  int passed = 0, failed = 0;
+  JsonBuilder *jb = json ? json_builder_new () : NULL;
+  if (jb)
+    {
+      json_builder_begin_object (jb);
+      json_builder_set_member_name (jb, "file");
+      json_builder_add_string_value (jb, path);
+      json_builder_set_member_name (jb, "cases");
+      json_builder_begin_array (jb);
+    }
+  for (guint i = 0; i < cases->len; i++)
+    {
+      JsonObject *c = json_node_get_object (cases->pdata[i]);
+      const char *name = json_object_get_string_member_with_default (c, "name", "?");
+      char *reason = NULL;
+      gboolean ok = run_case_isolated (c, &co, &reason);
+      char *r1 = one_line (reason);
+      if (ok)
+        passed++;
+      else
+        {
+          failed++;
+          if (!jb)
+            printf ("FAIL %s: %s\n", name, r1);
+        }
+      if (jb)
+        {
+          json_builder_begin_object (jb);
+          json_builder_set_member_name (jb, "name");
+          json_builder_add_string_value (jb, name);
+          json_builder_set_member_name (jb, "passed");
+          json_builder_add_boolean_value (jb, ok);
+          if (!ok)
+            {
+              json_builder_set_member_name (jb, "reason");
+              json_builder_add_string_value (jb, r1);
+            }
+          json_builder_end_object (jb);
+        }
+      g_free (reason);
+      g_free (r1);
+      fflush (stdout);
+    }
+  if (jb)
+    {
+      json_builder_end_array (jb);
+      json_builder_set_member_name (jb, "passed");
+      json_builder_add_int_value (jb, passed);
+      json_builder_set_member_name (jb, "failed");
+      json_builder_add_int_value (jb, failed);
+      json_builder_end_object (jb);
+      JsonGenerator *gen = json_generator_new ();
+      json_generator_set_pretty (gen, TRUE);
+      JsonNode *root = json_builder_get_root (jb);
+      json_generator_set_root (gen, root);
+      char *out = json_generator_to_data (gen, NULL);
+      printf ("%s\n", out);
+      g_free (out);
+      json_node_unref (root);
+      g_object_unref (gen);
+      g_object_unref (jb);
+    }
+  else
+    printf ("%d passed, %d failed\n", passed, failed);
+  g_ptr_array_free (cases, TRUE);
+  g_free (only);
+  return failed ? 1 : 0;
 }

@@ -1,10 +1,97 @@
-/* podsim propagate: placeholder until its issue lands. */
+/* podsim propagate FILE.hlo: completes the shardings of a module
+ * (partitioner/propagate.h) and prints it with every instruction's sharding. */
 #include "config.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "cli/commands.h"
+#include "partitioner/hlo_parser.h"
+#include "partitioner/hlo_printer.h"
+#include "partitioner/propagate.h"
 
 int
 ps_cmd_propagate (int argc, char **argv)
 {
-  return ps_cli_not_yet ("propagate");
+  gboolean to_output = FALSE, to_params = FALSE, mpmd = FALSE, metadata = FALSE;
+  gboolean stats = FALSE;
+  char *output = NULL;
+  GOptionEntry entries[] = {
+    { "to-output", 0, 0, G_OPTION_ARG_NONE, &to_output,
+      "Let propagation choose (or refine) the entry root's sharding", NULL },
+    { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &to_params,
+      "Let propagation choose (or refine) the entry parameters' shardings", NULL },
+    { "mpmd", 0, 0, G_OPTION_ARG_NONE, &mpmd,
+      "Non-SPMD mode (XLA's is_spmd=false): more conservative rules", NULL },
+    { "metadata", 0, 0, G_OPTION_ARG_NONE, &metadata,
+      "Record in each sharding's metadata the op names it came from", NULL },
+    { "stats", 0, 0, G_OPTION_ARG_NONE, &stats,
+      "Print how many instructions have a sharding and the passes run, on stderr", NULL },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the module to FILE (default: stdout)",
+      "FILE" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo");
+  g_option_context_set_summary (
+      ctx, "Reads an HLO text module (FILE, or - for standard input) whose shardings are\n"
+           "partly annotated, completes them as XLA's sharding propagation does\n"
+           "(doc/propagation.md) and prints the module, every instruction with its\n"
+           "sharding. Written shardings are never changed. Without --to-output and\n"
+           "--to-parameters the entry root and parameters keep what the file says\n"
+           "(unannotated ones stay unannotated), as a host would require.");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!ps_cli_parse (ctx, &argc, &argv))
+    return PS_EXIT_USAGE;
+  g_autofree char *out_path = output;
+  if (argc != 2)
+    {
+      fprintf (stderr, "%s: expected one FILE.hlo (see '%s --help')\n", g_get_prgname (),
+               g_get_prgname ());
+      return PS_EXIT_USAGE;
+    }
+  const char *path = argv[1];
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  GError *error = NULL;
+  if (!ps_cli_read_input (path, &text, &len, &error))
+    return ps_cli_fail (error);
+  const char *name = strcmp (path, "-") == 0 ? "<stdin>" : path;
+  g_autoptr (PsModule) m = ps_hlo_parse (text, len, name, &error);
+  if (!m)
+    return ps_cli_fail (error);
+  PsPropagateOptions o;
+  ps_propagate_options_init (&o);
+  static const gboolean yes = TRUE, no = FALSE;
+  o.is_spmd = !mpmd;
+  o.propagate_metadata = metadata;
+  o.to_output = to_output ? &yes : &no;
+  o.to_parameters = to_params ? &yes : &no;
+  PsPropagateStats st;
+  if (!ps_propagate_full (m, &o, &st, &error))
+    {
+      g_autofree char *msg = g_strdup_printf ("%s: %s", name, error->message);
+      g_error_free (error);
+      error = g_error_new_literal (PS_ERROR, PS_ERROR_INVALID, msg);
+      return ps_cli_fail (error);
+    }
+  if (stats)
+    {
+      int total = 0, sharded = 0;
+      for (guint c = 0; c < m->computations->len; c++)
+        {
+          PsComputation *comp = g_ptr_array_index (m->computations, c);
+          for (guint k = 0; k < comp->instrs->len; k++)
+            {
+              PsInstr *i = g_ptr_array_index (comp->instrs, k);
+              total++;
+              sharded += i->sharding != NULL;
+            }
+        }
+      fprintf (stderr, "%s: %d of %d instructions sharded after %d passes\n", name, sharded,
+               total, st.iterations);
+    }
+  g_autofree char *printed = ps_hlo_print (m, NULL);
+  if (!ps_write_file_atomic (out_path ? out_path : "-", printed, strlen (printed), &error))
+    return ps_cli_fail (error);
+  return 0;
 }

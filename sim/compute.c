@@ -193,7 +193,7 @@ ps_compute_bound_name (PsComputeBound bound)
 
 PsComputeOp
 ps_compute_matmul_op (gint64 batch, gint64 m, gint64 k, gint64 n, PsComputeDtype dtype,
-                      PsPrecision precision)
+                      PsMxuPrecision precision)
 {
   PsComputeOp op = { 0 };
   op.has_mxu = TRUE;
@@ -262,13 +262,13 @@ ps_compute_op_from_trace (const PsTraceCompute *ev)
   switch (ev->precision)
     {
     case PS_TRACE_PRECISION_HIGH:
-      op.precision = PS_PRECISION_HIGH;
+      op.precision = PS_MXU_PRECISION_HIGH;
       break;
     case PS_TRACE_PRECISION_HIGHEST:
-      op.precision = PS_PRECISION_HIGHEST;
+      op.precision = PS_MXU_PRECISION_HIGHEST;
       break;
     default:
-      op.precision = PS_PRECISION_DEFAULT;
+      op.precision = PS_MXU_PRECISION_DEFAULT;
       break;
     }
   op.flops = (double) ev->flops;

@@ -20,7 +20,7 @@
  *
  * Usage:
  *   PsComputeOp op = ps_compute_matmul_op (1, 8192, 8192, 8192,
- *                                          PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+ *                                          PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
  *   PsComputeCost c = ps_compute_op (hw, &op);
  *   printf ("%g s, %s-bound\n", c.time_s, ps_compute_bound_name (c.bound));
  *
@@ -49,7 +49,7 @@ typedef struct {
   gboolean has_mxu;
   gint64 batch, m, k, n;
   PsComputeDtype dtype;
-  PsPrecision precision;       /* only matters for f32 operands */
+  PsMxuPrecision precision;       /* only matters for f32 operands */
 
   double flops;                /* useful FLOPs (for utilization), 2*b*m*k*n for a matmul */
   double hbm_bytes;            /* HBM bytes read + written */
@@ -95,7 +95,7 @@ double ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint
 /* A plain matmul: flops 2*b*m*k*n, HBM bytes = both operands read + result
  * written, all in `dtype`. */
 PsComputeOp ps_compute_matmul_op (gint64 batch, gint64 m, gint64 k, gint64 n,
-                                  PsComputeDtype dtype, PsPrecision precision);
+                                  PsComputeDtype dtype, PsMxuPrecision precision);
 
 /* An elementwise op over `elements` outputs reading `n_inputs` arrays of the
  * same size, costing `ops_per_element` vector operations and

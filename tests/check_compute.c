@@ -23,7 +23,7 @@ teardown (void)
 }
 
 static PsComputeCost
-matmul (gint64 m, gint64 k, gint64 n, PsComputeDtype dtype, PsPrecision precision)
+matmul (gint64 m, gint64 k, gint64 n, PsComputeDtype dtype, PsMxuPrecision precision)
 {
   PsComputeOp op = ps_compute_matmul_op (1, m, k, n, dtype, precision);
   return ps_compute_op (hw, &op);
@@ -31,7 +31,7 @@ matmul (gint64 m, gint64 k, gint64 n, PsComputeDtype dtype, PsPrecision precisio
 
 START_TEST (test_large_matmul_near_peak)
 {
-  PsComputeCost c = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost c = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   ck_assert_int_eq (c.bound, PS_BOUND_MXU);
   ck_assert_double_ge (c.mxu_utilization, 0.95);
   ck_assert_double_le (c.mxu_utilization, 1.0);
@@ -47,14 +47,14 @@ END_TEST
 /* One element past the array size pads that dim to two tiles. */
 START_TEST (test_dim_129_loses_half)
 {
-  PsComputeCost big = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost big = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   const gint64 dims128[3][3] = { { 128, 8192, 8192 }, { 8192, 128, 8192 }, { 8192, 8192, 128 } };
   for (int d = 0; d < 3; d++)
     {
       gint64 a[3] = { dims128[d][0], dims128[d][1], dims128[d][2] };
-      PsComputeCost c128 = matmul (a[0], a[1], a[2], PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+      PsComputeCost c128 = matmul (a[0], a[1], a[2], PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
       a[d] = 129;
-      PsComputeCost c129 = matmul (a[0], a[1], a[2], PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+      PsComputeCost c129 = matmul (a[0], a[1], a[2], PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
       /* The MXU does twice the tile passes for 1/128 more useful work. */
       ck_assert_int_eq (c129.tile_passes, 2 * c128.tile_passes);
       ck_assert_double_eq_tol (c129.mxu_cycles / c128.mxu_cycles, 2.0, 0.01);
@@ -67,12 +67,12 @@ END_TEST
 
 START_TEST (test_f32_precision_passes)
 {
-  PsComputeCost bf16 = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
-  PsComputeCost f32d = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_PRECISION_DEFAULT);
-  PsComputeCost high = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_PRECISION_HIGH);
-  PsComputeCost highest = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_PRECISION_HIGHEST);
+  PsComputeCost bf16 = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  PsComputeCost f32d = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_MXU_PRECISION_DEFAULT);
+  PsComputeCost high = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_MXU_PRECISION_HIGH);
+  PsComputeCost highest = matmul (8192, 8192, 8192, PS_COMPUTE_F32, PS_MXU_PRECISION_HIGHEST);
   /* Precision has no effect on bf16 operands. */
-  PsComputeCost bf16h = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_HIGHEST);
+  PsComputeCost bf16h = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_HIGHEST);
   ck_assert_double_eq_tol (f32d.time_s / bf16.time_s, 1.0, 0.001);
   ck_assert_double_eq_tol (high.time_s / bf16.time_s, 3.0, 0.01);
   ck_assert_double_eq_tol (highest.time_s / bf16.time_s, 6.0, 0.01);
@@ -86,8 +86,8 @@ END_TEST
 
 START_TEST (test_small_matmul_overhead_bound)
 {
-  PsComputeCost tiny = matmul (1, 1, 1, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
-  PsComputeCost small = matmul (128, 128, 128, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost tiny = matmul (1, 1, 1, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  PsComputeCost small = matmul (128, 128, 128, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   ck_assert_int_eq (tiny.bound, PS_BOUND_OVERHEAD);
   ck_assert_int_eq (small.bound, PS_BOUND_OVERHEAD);
   /* Both occupy one full tile pass: padding makes them cost the same. */
@@ -98,7 +98,7 @@ START_TEST (test_small_matmul_overhead_bound)
   double last = 0;
   for (gint64 s = 128; s <= 8192; s *= 2)
     {
-      PsComputeCost c = matmul (s, s, s, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+      PsComputeCost c = matmul (s, s, s, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
       ck_assert_msg (c.mxu_utilization > last, "size %" G_GINT64_FORMAT, s);
       last = c.mxu_utilization;
     }
@@ -107,11 +107,11 @@ END_TEST
 
 START_TEST (test_zero_and_negative_dims)
 {
-  PsComputeCost c = matmul (0, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost c = matmul (0, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   ck_assert_double_eq (c.mxu_cycles, 0);
   ck_assert_double_eq (c.hbm_cycles, 0);
   ck_assert_int_eq (c.bound, PS_BOUND_OVERHEAD);
-  c = matmul (-5, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  c = matmul (-5, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   ck_assert_double_eq (c.mxu_cycles, 0);
   ck_assert_double_eq (c.flops, 0);
 }
@@ -122,7 +122,7 @@ END_TEST
 START_TEST (test_huge_dims)
 {
   gint64 big = G_GINT64_CONSTANT (1) << 40;
-  PsComputeOp op = ps_compute_matmul_op (big, big, big, big, PS_COMPUTE_F32, PS_PRECISION_HIGHEST);
+  PsComputeOp op = ps_compute_matmul_op (big, big, big, big, PS_COMPUTE_F32, PS_MXU_PRECISION_HIGHEST);
   PsComputeCost c = ps_compute_op (hw, &op);
   ck_assert (isfinite (c.time_s) && c.time_s > 0);
   ck_assert_int_eq (c.tile_passes, G_MAXINT64);
@@ -133,10 +133,10 @@ END_TEST
 START_TEST (test_orientation_is_cheaper_operand)
 {
   /* A skinny LHS stays in the array; the long RHS streams. */
-  PsComputeCost c = matmul (128, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost c = matmul (128, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   ck_assert (c.lhs_stationary);
   ck_assert_int_eq (c.stream_rows, 8192);
-  PsComputeCost d = matmul (8192, 8192, 128, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeCost d = matmul (8192, 8192, 128, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   ck_assert (!d.lhs_stationary);
   ck_assert_double_eq_tol (c.mxu_cycles, d.mxu_cycles, 0.5);
 }
@@ -144,8 +144,8 @@ END_TEST
 
 START_TEST (test_batch_multiplies_tiles)
 {
-  PsComputeOp one = ps_compute_matmul_op (1, 1024, 1024, 1024, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
-  PsComputeOp four = ps_compute_matmul_op (4, 1024, 1024, 1024, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeOp one = ps_compute_matmul_op (1, 1024, 1024, 1024, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  PsComputeOp four = ps_compute_matmul_op (4, 1024, 1024, 1024, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   PsComputeCost c1 = ps_compute_op (hw, &one);
   PsComputeCost c4 = ps_compute_op (hw, &four);
   ck_assert_int_eq (c4.tile_passes, 4 * c1.tile_passes);
@@ -157,7 +157,7 @@ START_TEST (test_weight_load_without_double_buffering)
 {
   g_autoptr (PsHardware) single = ps_hardware_copy (hw);
   single->mxu_weight_double_buffered = FALSE;
-  PsComputeOp op = ps_compute_matmul_op (1, 8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeOp op = ps_compute_matmul_op (1, 8192, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   PsComputeCost db = ps_compute_op (hw, &op);
   PsComputeCost sb = ps_compute_op (single, &op);
   ck_assert_double_eq_tol (sb.mxu_cycles, 2048.0 * (8192 + 128 + 256), 0.5);
@@ -166,7 +166,7 @@ START_TEST (test_weight_load_without_double_buffering)
    * set to 0, 4096 RHS tiles streaming 8 rows each cost 128 load cycles per
    * tile, exactly what the LHS orientation costs streaming 8192 rows through
    * 64 tiles. */
-  PsComputeOp short_op = ps_compute_matmul_op (1, 8, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeOp short_op = ps_compute_matmul_op (1, 8, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   hw->mxu_fill_drain_cycles = 0;
   PsComputeCost s = ps_compute_op (hw, &short_op);
   ck_assert_double_eq_tol (s.mxu_cycles, 2048.0 * 128 + 128, 0.5);
@@ -213,7 +213,7 @@ END_TEST
 START_TEST (test_matmul_with_fused_epilogue)
 {
   /* A GELU-like epilogue on a large matmul hides under the MXU time. */
-  PsComputeOp op = ps_compute_matmul_op (1, 8192, 8192, 8192, PS_COMPUTE_BF16, PS_PRECISION_DEFAULT);
+  PsComputeOp op = ps_compute_matmul_op (1, 8192, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   PsComputeCost plain = ps_compute_op (hw, &op);
   op.vector_ops = 8.0 * 8192 * 8192;
   op.transcendentals = 8192.0 * 8192;
@@ -261,7 +261,7 @@ START_TEST (test_from_trace)
   PsComputeOp op = ps_compute_op_from_trace (&ev);
   ck_assert (op.has_mxu);
   ck_assert_int_eq (op.dtype, PS_COMPUTE_F32);
-  ck_assert_int_eq (op.precision, PS_PRECISION_HIGHEST);
+  ck_assert_int_eq (op.precision, PS_MXU_PRECISION_HIGHEST);
   ck_assert_int_eq (op.batch, 2);
   ck_assert_int_eq (op.n, 1024);
   ck_assert_double_eq (op.hbm_bytes, 1024);

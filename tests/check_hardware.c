@@ -65,9 +65,9 @@ START_TEST (test_default_values)
   ck_assert_int_eq (hw->mxu_rows, 128);
   ck_assert_int_eq (hw->mxu_cols, 128);
   ck_assert (hw->mxu_weight_double_buffered);
-  ck_assert_int_eq (hw->f32_passes[PS_PRECISION_DEFAULT], 1);
-  ck_assert_int_eq (hw->f32_passes[PS_PRECISION_HIGH], 3);
-  ck_assert_int_eq (hw->f32_passes[PS_PRECISION_HIGHEST], 6);
+  ck_assert_int_eq (hw->f32_passes[PS_MXU_PRECISION_DEFAULT], 1);
+  ck_assert_int_eq (hw->f32_passes[PS_MXU_PRECISION_HIGH], 3);
+  ck_assert_int_eq (hw->f32_passes[PS_MXU_PRECISION_HIGHEST], 6);
   ck_assert_int_eq (hw->vector_lanes * hw->vector_sublanes, 1024);
   ck_assert_uint_eq (hw->vmem_bytes, 16u << 20);
   ck_assert_uint_eq (hw->hbm_bytes_per_core, G_GUINT64_CONSTANT (16) << 30);
@@ -223,13 +223,13 @@ END_TEST
 
 START_TEST (test_precision_names)
 {
-  PsPrecision p;
-  ck_assert (ps_precision_parse ("HIGHEST", &p) && p == PS_PRECISION_HIGHEST);
+  PsMxuPrecision p;
+  ck_assert (ps_precision_parse ("HIGHEST", &p) && p == PS_MXU_PRECISION_HIGHEST);
   ck_assert (!ps_precision_parse ("max", &p));
-  ck_assert_str_eq (ps_precision_name (PS_PRECISION_HIGH), "high");
+  ck_assert_str_eq (ps_precision_name (PS_MXU_PRECISION_HIGH), "high");
   g_autoptr (PsHardware) hw = ps_hardware_default ();
-  ck_assert_int_eq (ps_hardware_mxu_passes (hw, FALSE, PS_PRECISION_HIGHEST), 1);
-  ck_assert_int_eq (ps_hardware_mxu_passes (hw, TRUE, PS_PRECISION_HIGHEST), 6);
+  ck_assert_int_eq (ps_hardware_mxu_passes (hw, FALSE, PS_MXU_PRECISION_HIGHEST), 1);
+  ck_assert_int_eq (ps_hardware_mxu_passes (hw, TRUE, PS_MXU_PRECISION_HIGHEST), 6);
 }
 END_TEST
 

@@ -46,9 +46,9 @@ static const Field fields[] = {
   F ("mxu", "weight_load_cycles", FIELD_INT_NONNEG, mxu_weight_load_cycles),
   F ("mxu", "weight_double_buffered", FIELD_BOOL, mxu_weight_double_buffered),
   F ("mxu", "fill_drain_cycles", FIELD_INT_NONNEG, mxu_fill_drain_cycles),
-  F ("mxu", "f32_passes_default", FIELD_INT_POS, f32_passes[PS_PRECISION_DEFAULT]),
-  F ("mxu", "f32_passes_high", FIELD_INT_POS, f32_passes[PS_PRECISION_HIGH]),
-  F ("mxu", "f32_passes_highest", FIELD_INT_POS, f32_passes[PS_PRECISION_HIGHEST]),
+  F ("mxu", "f32_passes_default", FIELD_INT_POS, f32_passes[PS_MXU_PRECISION_DEFAULT]),
+  F ("mxu", "f32_passes_high", FIELD_INT_POS, f32_passes[PS_MXU_PRECISION_HIGH]),
+  F ("mxu", "f32_passes_highest", FIELD_INT_POS, f32_passes[PS_MXU_PRECISION_HIGHEST]),
   F ("vector", "lanes", FIELD_INT_POS, vector_lanes),
   F ("vector", "sublanes", FIELD_INT_POS, vector_sublanes),
   F ("vector", "alus", FIELD_INT_POS, vector_alus),
@@ -358,8 +358,8 @@ ps_hardware_load_data (const char *text, gsize len, const char *display_name,
   for (gsize i = 0; i < G_N_ELEMENTS (fields); i++)
     if (strcmp (fields[i].key, "f32_passes_highest") == 0)
       passes = &fields[i];
-  if (hw->f32_passes[PS_PRECISION_DEFAULT] > hw->f32_passes[PS_PRECISION_HIGH]
-      || hw->f32_passes[PS_PRECISION_HIGH] > hw->f32_passes[PS_PRECISION_HIGHEST])
+  if (hw->f32_passes[PS_MXU_PRECISION_DEFAULT] > hw->f32_passes[PS_MXU_PRECISION_HIGH]
+      || hw->f32_passes[PS_MXU_PRECISION_HIGH] > hw->f32_passes[PS_MXU_PRECISION_HIGHEST])
     {
       field_error (error, file, lines, passes,
                    "pass counts must not decrease from default to high to highest");
@@ -436,28 +436,28 @@ ps_hardware_peak_flops_per_core (const PsHardware *hw)
 }
 
 int
-ps_hardware_mxu_passes (const PsHardware *hw, gboolean f32_operands, PsPrecision precision)
+ps_hardware_mxu_passes (const PsHardware *hw, gboolean f32_operands, PsMxuPrecision precision)
 {
-  g_return_val_if_fail (precision <= PS_PRECISION_HIGHEST, 1);
+  g_return_val_if_fail (precision <= PS_MXU_PRECISION_HIGHEST, 1);
   return f32_operands ? hw->f32_passes[precision] : 1;
 }
 
 static const char *const precision_names[] = { "default", "high", "highest" };
 
 const char *
-ps_precision_name (PsPrecision precision)
+ps_precision_name (PsMxuPrecision precision)
 {
-  g_return_val_if_fail (precision <= PS_PRECISION_HIGHEST, "?");
+  g_return_val_if_fail (precision <= PS_MXU_PRECISION_HIGHEST, "?");
   return precision_names[precision];
 }
 
 gboolean
-ps_precision_parse (const char *name, PsPrecision *out)
+ps_precision_parse (const char *name, PsMxuPrecision *out)
 {
   for (gsize i = 0; i < G_N_ELEMENTS (precision_names); i++)
     if (g_ascii_strcasecmp (name, precision_names[i]) == 0)
       {
-        *out = (PsPrecision) i;
+        *out = (PsMxuPrecision) i;
         return TRUE;
       }
   return FALSE;

@@ -30,10 +30,10 @@ G_BEGIN_DECLS
 
 /* Matmul precision for f32 operands on a bf16 MXU (XLA's PrecisionConfig). */
 typedef enum {
-  PS_PRECISION_DEFAULT = 0,
-  PS_PRECISION_HIGH,
-  PS_PRECISION_HIGHEST,
-} PsPrecision;
+  PS_MXU_PRECISION_DEFAULT = 0,
+  PS_MXU_PRECISION_HIGH,
+  PS_MXU_PRECISION_HIGHEST,
+} PsMxuPrecision;
 
 typedef struct {
   char *name;                     /* [chip] name, e.g. "TPU v3" */
@@ -49,7 +49,7 @@ typedef struct {
   int mxu_weight_load_cycles;     /* cycles to shift one weight tile into an MXU */
   gboolean mxu_weight_double_buffered; /* next tile loads while the current one streams */
   int mxu_fill_drain_cycles;      /* pipeline latency per tile pass (fill + drain) */
-  int f32_passes[3];              /* bf16 passes per f32 matmul, by PsPrecision */
+  int f32_passes[3];              /* bf16 passes per f32 matmul, by PsMxuPrecision */
 
   /* [vector] */
   int vector_lanes;
@@ -103,12 +103,12 @@ double ps_hardware_peak_flops_per_core (const PsHardware *hw);
 /* Number of bf16 MXU passes a matmul needs: 1 for bf16 operands, the
  * precision's pass count for f32 operands. */
 int ps_hardware_mxu_passes (const PsHardware *hw, gboolean f32_operands,
-                            PsPrecision precision);
+                            PsMxuPrecision precision);
 
-/* "default" / "high" / "highest" <-> PsPrecision. parse returns FALSE on an
+/* "default" / "high" / "highest" <-> PsMxuPrecision. parse returns FALSE on an
  * unknown name. */
-const char *ps_precision_name (PsPrecision precision);
-gboolean ps_precision_parse (const char *name, PsPrecision *out);
+const char *ps_precision_name (PsMxuPrecision precision);
+gboolean ps_precision_parse (const char *name, PsMxuPrecision *out);
 
 G_END_DECLS
 
