@@ -554,7 +554,9 @@ infer_concatenate (const PsInstr *in, GError **error)
   int64_t axis = in->dimensions.v[0];
   if (!dim_in_range (in, "dimension", axis, a->rank, error))
     return NULL;
-  int64_t *dims = g_memdup2 (a->dims, sizeof (int64_t) * (gsize) (a->rank + 1));
+  int64_t *dims = g_new0 (int64_t, a->rank + 1);
+  if (a->rank > 0)
+    memcpy (dims, a->dims, sizeof (int64_t) * (gsize) a->rank);
   for (int k = 1; k < in->n_operands; k++)
     {
       const PsShape *b = in->operands[k]->shape;
@@ -710,7 +712,9 @@ infer_all_gather_scatter (const PsInstr *in, GError **error)
   int64_t g = group_size (in);
   if (g == 0)
     return written (in, error);
-  int64_t *dims = g_memdup2 (a->dims, sizeof (int64_t) * (gsize) (a->rank + 1));
+  int64_t *dims = g_new0 (int64_t, a->rank + 1);
+  if (a->rank > 0)
+    memcpy (dims, a->dims, sizeof (int64_t) * (gsize) a->rank);
   int64_t d = in->dimensions.v[0];
   if (in->opcode == PS_OP_ALL_GATHER)
     dims[d] *= g;
