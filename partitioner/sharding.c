@@ -416,7 +416,7 @@ check_devices (int n_dims, const int64_t *dims, const int64_t *devices)
   int64_t total = 1;
   for (int i = 0; i < n_dims; i++)
     {
-      g_return_val_if_fail (dims[i] >= 1, FALSE);
+      g_return_val_if_fail (dims[i] >= 1 && dims[i] <= PS_SHARDING_MAX_DEVICES / total, FALSE);
       total *= dims[i];
     }
   g_return_val_if_fail (devices != NULL, FALSE);

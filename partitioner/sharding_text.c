@@ -145,10 +145,12 @@ checked_product (Parser *p, gsize at, GArray *dims, int64_t *out)
   int64_t n = 1;
   for (guint i = 0; i < dims->len; i++)
     {
-      n *= g_array_index (dims, int64_t, i);
-      if (n > PS_SHARDING_MAX_DEVICES)
+      int64_t d = g_array_index (dims, int64_t, i);
+      /* Divide first: multiplying could overflow before the check. */
+      if (d > PS_SHARDING_MAX_DEVICES / n)
         return fail (p, at, "tile assignment has more than %" G_GINT64_FORMAT " devices",
                      PS_SHARDING_MAX_DEVICES);
+      n *= d;
     }
   *out = n;
   return TRUE;

@@ -694,6 +694,67 @@ START_TEST (test_partial_random)
 }
 END_TEST
 
+START_TEST (test_mutations)
+{
+  /* Malformed input must give a sharding or an error with an offset inside
+   * the text, never a crash (the sanitizer build checks memory too). */
+  static const char *const seeds[] = {
+    "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate metadata={op_name=\"a\"}}",
+    "{devices=[4,2]<=[2,4]T(1,0) last_tile_dims={manual, replicated}}",
+    "{{maximal device=0}, {replicated shard_as 1}, {unknown shard_like 2}}",
+    "{devices=[2,2,4]<=[2,2,4]T(2,1,0)}",
+  };
+  static const char alphabet[] = "{}[],<=T()0123456789 _=\"/*\nadeilmnoprstuvx";
+  GRand *rng = g_rand_new_with_seed (99);
+  int n_ok = 0, n_err = 0;
+  for (int iter = 0; iter < 3000; iter++)
+    {
+      const char *seed = seeds[iter % G_N_ELEMENTS (seeds)];
+      g_autofree char *t = g_strdup (seed);
+      gsize len = strlen (t);
+      int edits = g_rand_int_range (rng, 1, 4);
+      for (int e = 0; e < edits; e++)
+        {
+          gsize at = (gsize) g_rand_int_range (rng, 0, (gint32) len);
+          int kind = g_rand_int_range (rng, 0, 3);
+          if (kind == 0)
+            t[at] = alphabet[g_rand_int_range (rng, 0, sizeof alphabet - 1)];
+          else if (kind == 1)
+            {
+              memmove (t + at, t + at + 1, len - at);
+              len--;
+            }
+          else
+            len = at;           /* truncate */
+          t[len] = '\0';
+          if (len == 0)
+            break;
+        }
+      gsize off = 9999;
+      GError *error = NULL;
+      PsSharding *s = ps_sharding_parse (t, len, &off, &error);
+      if (s != NULL)
+        {
+          g_autofree char *p = ps_sharding_to_string (s);
+          g_autoptr (PsSharding) again = parse_ok (p);
+          ck_assert (ps_sharding_equal (s, again));
+          ps_sharding_free (s);
+          n_ok++;
+        }
+      else
+        {
+          ck_assert_msg (off <= len, "'%s': offset %zu past the end", t, (size_t) off);
+          ck_assert (error != NULL && error->message[0] != '\0');
+          g_error_free (error);
+          n_err++;
+        }
+    }
+  ck_assert_int_gt (n_err, 1000);
+  ck_assert_int_gt (n_ok, 10);
+  g_rand_free (rng);
+}
+END_TEST
+
 /* ---- errors ---------------------------------------------------------------- */
 
 typedef struct {
@@ -739,6 +800,7 @@ static const BadCase bad_cases[] = {
   { "{}}", 2, "unexpected text after" },
   { "{devices=[99999999,99999999]<=[1]}", 9, "more than" },
   { "{devices=[2]0,99999999999999999999}", 14, "too large" },
+  { "{devices=[9999999999999,9999999999999]0}", 9, "more than" },
   { "{replicated,}", 11, "unexpected ','" },
 };
 
@@ -792,6 +854,7 @@ sharding_suite (void)
   tcase_add_test (tc, test_partial_random);
   tcase_add_loop_test (tc, test_bad, 0, G_N_ELEMENTS (bad_cases));
   tcase_add_test (tc, test_from_string_position);
+  tcase_add_test (tc, test_mutations);
   suite_add_tcase (s, tc);
   return s;
 }
