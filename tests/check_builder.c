@@ -57,8 +57,9 @@ cross_check_shapes (const PsModule *m)
 static char *
 round_trip (const PsModule *m)
 {
-  char *text = ps_hlo_print (m, NULL);
   GError *error = NULL;
+  ck_assert_msg (ps_module_validate (m, "built", &error), "%s", error ? error->message : "?");
+  char *text = ps_hlo_print (m, NULL);
   g_autoptr (PsModule) back = ps_hlo_parse (text, strlen (text), "built.hlo", &error);
   ck_assert_msg (back != NULL, "%s\n%s", error ? error->message : "?", text);
   g_autofree char *again = ps_hlo_print (back, NULL);
