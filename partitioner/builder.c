@@ -903,6 +903,81 @@ ps_build_concatenate (PsBuilder *b, int n, PsInstr *const *xs, int64_t dim)
   return in;
 }
 
+static gboolean
+check_starts (PsBuilder *b, const char *op, int rank, PsInstr *const *starts)
+{
+  if (!usable (b, rank, starts))
+    return FALSE;
+  for (int i = 0; i < rank; i++)
+    if (starts[i]->shape->etype == PS_TUPLE || starts[i]->shape->rank != 0
+        || !ps_etype_is_integral (starts[i]->shape->etype)
+        || starts[i]->shape->etype != starts[0]->shape->etype)
+      {
+        g_autofree char *s = shape_str (starts[i]);
+        fail (b, op, "start index %d is %s; starts must be integer scalars of one type", i, s);
+        return FALSE;
+      }
+  return TRUE;
+}
+
+PsInstr *
+ps_build_dynamic_slice (PsBuilder *b, PsInstr *x, PsInstr *const *starts, const int64_t *sizes)
+{
+  if (!usable1 (b, x) || !is_array (b, "dynamic-slice", x))
+    return NULL;
+  int r = x->shape->rank;
+  g_return_val_if_fail (r == 0 || (starts != NULL && sizes != NULL), NULL);
+  if (!check_starts (b, "dynamic-slice", r, starts))
+    return NULL;
+  for (int i = 0; i < r; i++)
+    if (sizes[i] < 0 || sizes[i] > x->shape->dims[i])
+      {
+        fail (b, "dynamic-slice", "size %" G_GINT64_FORMAT " does not fit dim %d of size %"
+              G_GINT64_FORMAT, sizes[i], i, x->shape->dims[i]);
+        return NULL;
+      }
+  PsInstr **ops = g_new (PsInstr *, r + 1);
+  ops[0] = x;
+  for (int i = 0; i < r; i++)
+    ops[i + 1] = starts[i];
+  PsInstr *in = add (b, PS_OP_DYNAMIC_SLICE, ps_shape_new_array (x->shape->etype, r, sizes),
+                     r + 1, ops);
+  g_free (ops);
+  ps_ints_set (&in->dynamic_slice_sizes, r, sizes);
+  return in;
+}
+
+PsInstr *
+ps_build_dynamic_update_slice (PsBuilder *b, PsInstr *x, PsInstr *update, PsInstr *const *starts)
+{
+  if (!usable2 (b, x, update) || !is_array (b, "dynamic-update-slice", x)
+      || !is_array (b, "dynamic-update-slice", update)
+      || !same_type (b, "dynamic-update-slice", x, update))
+    return NULL;
+  int r = x->shape->rank;
+  g_return_val_if_fail (r == 0 || starts != NULL, NULL);
+  if (!check_starts (b, "dynamic-update-slice", r, starts))
+    return NULL;
+  gboolean fits = update->shape->rank == r;
+  for (int i = 0; fits && i < r; i++)
+    fits = update->shape->dims[i] <= x->shape->dims[i];
+  if (!fits)
+    {
+      g_autofree char *a = shape_str (update);
+      g_autofree char *c = shape_str (x);
+      fail (b, "dynamic-update-slice", "update %s does not fit in %s", a, c);
+      return NULL;
+    }
+  PsInstr **ops = g_new (PsInstr *, r + 2);
+  ops[0] = x;
+  ops[1] = update;
+  for (int i = 0; i < r; i++)
+    ops[i + 2] = starts[i];
+  PsInstr *in = add (b, PS_OP_DYNAMIC_UPDATE_SLICE, ps_shape_copy (x->shape), r + 2, ops);
+  g_free (ops);
+  return in;
+}
+
 /* ---- contractions --------------------------------------------------------------- */
 
 static gboolean

@@ -139,6 +139,14 @@ PsInstr *ps_build_slice (PsBuilder *b, PsInstr *x, const int64_t *starts, const 
 /* One PsPadDim per dim of x; pad_value is a scalar of x's type. */
 PsInstr *ps_build_pad (PsBuilder *b, PsInstr *x, PsInstr *pad_value, const PsPadDim *padding);
 PsInstr *ps_build_concatenate (PsBuilder *b, int n, PsInstr *const *xs, int64_t dim);
+/* dynamic-slice: one scalar integer start per dim of x (clamped at run time,
+ * as in XLA), a static size per dim. Pipelined models shift their state
+ * buffers with these. */
+PsInstr *ps_build_dynamic_slice (PsBuilder *b, PsInstr *x, PsInstr *const *starts,
+                                 const int64_t *sizes);
+/* dynamic-update-slice: writes `update` into x at the scalar starts. */
+PsInstr *ps_build_dynamic_update_slice (PsBuilder *b, PsInstr *x, PsInstr *update,
+                                        PsInstr *const *starts);
 
 /* ---- contractions -------------------------------------------------------- */
 

@@ -335,11 +335,21 @@ START_TEST (test_shape_ops)
   PsInstr *imax = ps_build_reduce_max (b, ps_build_iota (b, PS_S32, 1, D (5), 0), 1, D (0));
   ck_dims (imax, PS_S32, 0, NULL);
   ck_assert_int_eq (((int32_t *) imax->operands[1]->literal->data)[0], G_MININT32);
-  PsInstr *tup_elems[] = { cc, sel2, fin, cl, mx, imax };
-  PsInstr *tup = ps_build_tuple (b, 6, tup_elems);
+  /* Pipeline-style state shift: read stage i, write it back at i+1. */
+  PsInstr *stage = ps_build_parameter (b, "stage", PS_S32, 0, NULL);
+  PsInstr *zero32 = ps_build_scalar_int (b, PS_S32, 0);
+  PsInstr *st[] = { stage, zero32, zero32 };
+  PsInstr *ds = ps_build_dynamic_slice (b, x, st, D (1, 3, 4));
+  ck_dims (ds, PS_F32, 3, D (1, 3, 4));
+  PsInstr *st2[] = { ps_build_add (b, stage, ps_build_scalar_int (b, PS_S32, 1)), zero32, zero32 };
+  PsInstr *dus = ps_build_dynamic_update_slice (b, x, ds, st2);
+  ck_dims (dus, PS_F32, 3, D (2, 3, 4));
+  ck_assert_int_eq (dus->n_operands, 5);
+  PsInstr *tup_elems[] = { cc, sel2, fin, cl, mx, imax, dus };
+  PsInstr *tup = ps_build_tuple (b, 7, tup_elems);
   PsInstr *g = ps_build_get_tuple_element (b, tup, 4);
   ck_dims (g, PS_F32, 1, D (3));
-  ck_assert_ptr_null (ps_build_get_tuple_element (b, tup, 6));
+  ck_assert_ptr_null (ps_build_get_tuple_element (b, tup, 7));
   ps_builder_free (b);
 
   b = ps_builder_new (m, "main3");
