@@ -502,11 +502,11 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
                 {
                   if (a->opts.default_trip_count <= 0)
                     {
-                      ps_set_error_at (error, PS_ERROR_UNSUPPORTED, comp->name,
-                                       in->src_line, in->src_col,
-                                       "while loop %s: trip count unknown (no "
-                                       "known_trip_count and no counter pattern); give "
-                                       "a default trip count", in->name);
+                      g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
+                                   "while loop %s (line %d:%d): trip count unknown (no "
+                                   "known_trip_count and no counter pattern); give "
+                                   "a default trip count", in->name, in->src_line,
+                                   in->src_col);
                       return FALSE;
                     }
                   n = a->opts.default_trip_count;

@@ -203,6 +203,7 @@ typedef struct {
   PsTrace *trace;
   guint64 next_async;
   GHashTable *pending;     /* collective PsInstr* -> async id */
+  GHashTable *step_of;     /* entry PsInstr* -> 1 + index in memory->order */
   GError **error;
   gboolean failed;
 } Lower;
@@ -463,10 +464,10 @@ emit_collective (Lower *l, const PsInstr *in)
   else if ((guint64) in->n_groups * (guint64) in->group_size != h->n_devices)
     {
       if (!l->failed)
-        ps_set_error_at (l->error, PS_ERROR_UNSUPPORTED, in->parent->name, in->src_line,
-                         in->src_col, "%s: replica groups {%d x %d} do not cover the %"
-                         G_GUINT64_FORMAT " devices", in->name, in->n_groups,
-                         in->group_size, h->n_devices);
+        g_set_error (l->error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s (line %d:%d): replica "
+                     "groups {%d x %d} do not cover the %" G_GUINT64_FORMAT " devices of "
+                     "the trace", in->name, in->src_line, in->src_col, in->n_groups,
+                     in->group_size, h->n_devices);
       l->failed = TRUE;
       return;
     }
@@ -558,7 +559,11 @@ lower_computation (Lower *l, const PsComputation *comp)
       if (too_many (l))
         return;
       if (entry && l->opts->memory_events && ps_trace_n_events (l->trace) > before)
-        ps_trace_add_memory (l->trace, ps_memory_live_after (l->memory, in));
+        {
+          guint step = GPOINTER_TO_UINT (g_hash_table_lookup (l->step_of, in));
+          ps_trace_add_memory (l->trace, step ? g_array_index (l->memory->live_after_bytes,
+                                                               uint64_t, step - 1) : 0);
+        }
     }
   flush_pending (l, comp);
 }
@@ -647,8 +652,11 @@ ps_lower_module (const PsModule *m, const PsLowerOptions *opts, GError **error)
   g_autoptr (PsMemoryReport) memory = ps_memory_analyze (m, cost, error);
   if (!memory)
     return NULL;
+  g_autoptr (GHashTable) step_of = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; i < memory->order->len; i++)
+    g_hash_table_insert (step_of, g_ptr_array_index (memory->order, i), GUINT_TO_POINTER (i + 1));
   Lower l = { opts, m, cost, memory, ps_trace_new (opts->program ? opts->program : m->name),
-              0, g_hash_table_new (NULL, NULL), error, FALSE };
+              0, g_hash_table_new (NULL, NULL), step_of, error, FALSE };
   if (!set_header (&l, m, error))
     {
       ps_trace_free (l.trace);
