@@ -439,6 +439,35 @@ ps_coll_plan_free (PsCollPlan *plan)
   g_free (plan);
 }
 
+/* SimGrid finds a finished transfer in its sender's list of activities by a
+ * linear search, so one actor with thousands of transfers in flight costs
+ * O(n^2); a phase is therefore sent by helpers of at most this many. */
+#define FLOWS_PER_SENDER 32
+
+typedef struct {
+  PsSgNet *net;
+  const PsFlow *flows;
+  guint n;
+} Sender;
+
+static void
+send_and_wait (PsSgNet *net, const PsFlow *flows, guint n)
+{
+  PsSgComm *comms[FLOWS_PER_SENDER];
+  guint k = 0;
+  for (guint f = 0; f < n; f++)
+    comms[k++] = ps_sgnet_send_async (net, flows[f].src_core, flows[f].dst_core,
+                                      round (flows[f].bytes));
+  ps_sgnet_wait_all (comms, k);
+}
+
+static void
+sender_actor (void *data)
+{
+  Sender *s = data;
+  send_and_wait (s->net, s->flows, s->n);
+}
+
 void
 ps_coll_run_group (PsSgNet *net, const PsCollPlan *plan, int group)
 {
@@ -448,13 +477,24 @@ ps_coll_run_group (PsSgNet *net, const PsCollPlan *plan, int group)
     {
       PsPhase *ph = phases->pdata[i];
       guint n = ph->flows->len;
-      g_autofree PsSgComm **comms = g_new (PsSgComm *, n > 0 ? n : 1);
-      for (guint f = 0; f < n; f++)
+      const PsFlow *flows = (const PsFlow *) (void *) ph->flows->data;
+      if (n <= FLOWS_PER_SENDER)
+        send_and_wait (net, flows, n);
+      else
         {
-          PsFlow *fl = &g_array_index (ph->flows, PsFlow, f);
-          comms[f] = ps_sgnet_send_async (net, fl->src_core, fl->dst_core, round (fl->bytes));
+          guint n_senders = (n + FLOWS_PER_SENDER - 1) / FLOWS_PER_SENDER;
+          g_autofree Sender *senders = g_new (Sender, n_senders);
+          g_autofree PsSgActor **actors = g_new (PsSgActor *, n_senders);
+          for (guint s = 0; s < n_senders; s++)
+            {
+              guint first = s * FLOWS_PER_SENDER;
+              senders[s] = (Sender) { net, flows + first, MIN (FLOWS_PER_SENDER, n - first) };
+              actors[s] = ps_sgnet_spawn_joinable (net, flows[first].src_core, "sender",
+                                                   sender_actor, &senders[s]);
+            }
+          for (guint s = 0; s < n_senders; s++)
+            ps_sgnet_join (actors[s]);
         }
-      ps_sgnet_wait_all (comms, n);
       ps_sgnet_sleep (ph->latency_s);
     }
 }

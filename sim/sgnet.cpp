@@ -62,6 +62,11 @@ struct PsSgComm
   sg4::CommPtr comm;
 };
 
+struct PsSgActor
+{
+  sg4::ActorPtr actor;
+};
+
 struct PsSgSem
 {
   sg4::SemaphorePtr sem;
@@ -132,6 +137,21 @@ ps_sgnet_spawn (PsSgNet *net, int core, const char *name, PsSgActorFn fn, void *
   sg4::Actor::create (name, net->hosts.at ((size_t) core), [fn, data] () { fn (data); });
 }
 
+extern "C" PsSgActor *
+ps_sgnet_spawn_joinable (PsSgNet *net, int core, const char *name, PsSgActorFn fn, void *data)
+{
+  auto *a = new PsSgActor;
+  a->actor = sg4::Actor::create (name, net->hosts.at ((size_t) core), [fn, data] () { fn (data); });
+  return a;
+}
+
+extern "C" void
+ps_sgnet_join (PsSgActor *actor)
+{
+  actor->actor->join ();
+  delete actor;
+}
+
 extern "C" void
 ps_sgnet_run (PsSgNet *net)
 {
@@ -142,6 +162,12 @@ extern "C" double
 ps_sgnet_clock (void)
 {
   return sg4::Engine::get_clock ();
+}
+
+extern "C" void
+ps_sgnet_yield (void)
+{
+  sg4::this_actor::yield ();
 }
 
 extern "C" void
@@ -163,13 +189,14 @@ ps_sgnet_send_async (PsSgNet *net, int src_core, int dst_core, double bytes)
 extern "C" void
 ps_sgnet_wait_all (PsSgComm **comms, gsize n)
 {
-  std::vector<sg4::CommPtr> v;
-  v.reserve (n);
+  // One wait after the other: Comm::wait_all() goes through wait_any and
+  // costs O(n) per completion, O(n^2) for the thousands of transfers of a
+  // pod-wide phase.
   for (gsize i = 0; i < n; i++)
-    v.push_back (comms[i]->comm);
-  sg4::Comm::wait_all (v);
-  for (gsize i = 0; i < n; i++)
-    delete comms[i];
+    {
+      comms[i]->comm->wait ();
+      delete comms[i];
+    }
 }
 
 extern "C" PsSgSem *

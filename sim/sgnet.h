@@ -45,10 +45,19 @@ void ps_sgnet_free (PsSgNet *net);
 
 /* Starts an actor on the host of `core`. `name` is copied. */
 void ps_sgnet_spawn (PsSgNet *net, int core, const char *name, PsSgActorFn fn, void *data);
+/* Same, from inside an actor, returning a handle to wait for it with
+ * ps_sgnet_join() (which releases the handle). */
+typedef struct PsSgActor PsSgActor;
+PsSgActor *ps_sgnet_spawn_joinable (PsSgNet *net, int core, const char *name, PsSgActorFn fn,
+                                    void *data);
+void ps_sgnet_join (PsSgActor *actor);
 /* Runs until every actor has finished. */
 void ps_sgnet_run (PsSgNet *net);
 
 double ps_sgnet_clock (void);
+/* Lets the other runnable actors run; simulated time does not advance while
+ * any actor is runnable. */
+void ps_sgnet_yield (void);
 void ps_sgnet_sleep (double seconds);
 
 /* Starts a transfer of `bytes` from the host of src_core to that of
