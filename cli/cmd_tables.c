@@ -1,10 +1,124 @@
-/* podsim tables: placeholder until its issue lands. */
+/* podsim tables: regenerate the GSPMD paper's tables from the published model
+ * configs, simulated, next to the published figures. */
 #include "config.h"
 
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "cli/commands.h"
+#include "cli/pipeline.h"
+#include "common/error.h"
+#include "models/dense_lm.h"
+
+static int
+dense_table (gboolean csv, gboolean markdown, const char *hw_path, const char *only)
+{
+  GError *error = NULL;
+  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
+  if (!hw)
+    return ps_cli_fail (error);
+  const char *const *names = ps_dense_lm_preset_names ();
+  /* Simulate every row before printing, so a failure leaves no half table. */
+  GPtrArray *rows = g_ptr_array_new_with_free_func (g_free);
+  for (int i = 0; names[i]; i++)
+    {
+      if (only && g_ascii_strcasecmp (only, names[i]) != 0)
+        continue;
+      PsDenseLmConfig cfg;
+      if (!ps_dense_lm_preset (names[i], &cfg, &error))
+        return g_ptr_array_free (rows, TRUE), ps_cli_fail (error);
+      if (isatty (2))
+        fprintf (stderr, "\r\033[Kpodsim tables: %s ...", names[i]);
+      PsPipelineOptions popts = { hw, NULL, PS_WRAP_AUTO, FALSE, FALSE, NULL, 0, NULL, NULL, NULL };
+      g_autoptr (PsPipelineResult) r = ps_pipeline_run (&cfg, &popts, &error);
+      if (!r)
+        {
+          if (isatty (2))
+            fputs ("\r\033[K", stderr);
+          g_prefix_error (&error, "%s: ", names[i]);
+          g_ptr_array_free (rows, TRUE);
+          return ps_cli_fail (error);
+        }
+      double ratio = r->tokens_per_s / cfg.published_tokens_per_s;
+      double gib = (double) r->peak_hbm_bytes / (1024.0 * 1024.0 * 1024.0);
+      char *line;
+      g_autofree char *mesh = g_strdup_printf ("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, cfg.mesh[0], cfg.mesh[1]);
+      if (csv)
+        line = g_strdup_printf ("%s,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                                ",%.6f,%.1f,%.4f,%.3f,%.0f,%.4f",
+                                names[i], cfg.mesh[0] * cfg.mesh[1], cfg.mesh[0], cfg.mesh[1],
+                                r->sim->step_time_s, r->tokens_per_s, r->sim->mxu_utilization, gib,
+                                cfg.published_tokens_per_s, ratio);
+      else if (markdown)
+        line = g_strdup_printf ("| %s | %" G_GINT64_FORMAT " | %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                                " | %.3f | %.0f | %.1f %% | %.2f GiB | %.0f | %.2f |",
+                                names[i], cfg.mesh[0] * cfg.mesh[1], cfg.mesh[0], cfg.mesh[1],
+                                r->sim->step_time_s, r->tokens_per_s, 100 * r->sim->mxu_utilization, gib,
+                                cfg.published_tokens_per_s, ratio);
+      else
+        line = g_strdup_printf ("%-18s %6" G_GINT64_FORMAT " %7s %10.3f %12.0f %8.1f%% %9.2f GiB %12.0f %8.2f",
+                                names[i], cfg.mesh[0] * cfg.mesh[1], mesh,
+                                r->sim->step_time_s, r->tokens_per_s, 100 * r->sim->mxu_utilization, gib,
+                                cfg.published_tokens_per_s, ratio);
+      g_ptr_array_add (rows, line);
+    }
+  if (isatty (2))
+    fputs ("\r\033[K", stderr);
+  if (rows->len == 0)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--only: unknown preset '%s'", only);
+      g_ptr_array_free (rows, TRUE);
+      return ps_cli_fail (error);
+    }
+  if (csv)
+    puts ("name,cores,mesh,step_time_s,tokens_per_s,mxu_utilization,peak_hbm_gib,published_tokens_per_s,ratio");
+  else if (markdown)
+    {
+      puts ("| name | cores | mesh | step time (s) | tokens/s | MXU util | peak HBM/core | published tokens/s | simulated/published |");
+      puts ("|---|---|---|---|---|---|---|---|---|");
+    }
+  else
+    printf ("%-18s %6s %7s %10s %12s %9s %13s %12s %8s\n", "name", "cores", "mesh", "step (s)",
+            "tokens/s", "MXU util", "peak HBM", "published", "ratio");
+  for (guint i = 0; i < rows->len; i++)
+    puts (rows->pdata[i]);
+  g_ptr_array_free (rows, TRUE);
+  return 0;
+}
 
 int
 ps_cmd_tables (int argc, char **argv)
 {
-  return ps_cli_not_yet ("tables");
+  gboolean opt_csv = FALSE, opt_md = FALSE;
+  g_autofree char *opt_hw = NULL, *opt_only = NULL;
+  GOptionEntry entries[] = {
+    { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
+    { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
+    { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
+    { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("dense - the paper's dense Transformer table");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_description (ctx,
+    "One row per published dense Transformer run (../shared/reference/published.tsv,\n"
+    "compiled into podsim): simulated step time, tokens/s, MXU utilization and peak\n"
+    "HBM per core next to the published tokens/s. See doc/validation.md.\n");
+  if (!ps_cli_parse (ctx, &argc, &argv))
+    return PS_EXIT_USAGE;
+  GError *error = NULL;
+  if (argc != 2 || strcmp (argv[1], "dense") != 0)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
+                   argc < 2 ? "missing table name (known: dense)" : "unknown table '%s' (known: dense)",
+                   argc < 2 ? "" : argv[1]);
+      return ps_cli_fail (error);
+    }
+  if (opt_csv && opt_md)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--csv and --markdown exclude each other");
+      return ps_cli_fail (error);
+    }
+  return dense_table (opt_csv, opt_md, opt_hw, opt_only);
 }

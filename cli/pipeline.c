@@ -208,7 +208,8 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
       g_autofree char *cap = ps_format_bytes ((double) opts->hw->hbm_bytes_per_core);
       g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
                    "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
-                   "(try --remat, more --microbatches or a larger slice)", peak, cap);
+                   "(try %smore --microbatches or a larger slice)", peak, cap,
+                   cfg->remat ? "" : "--remat, ");
       return NULL;
     }
 

@@ -1,0 +1,38 @@
+#!/bin/sh
+# podsim run end to end on the small dense model (v3-8): the summary, --json,
+# dumps that other commands read back, and option errors with exit status 2.
+. "$PS_SRCDIR/tests/lib.sh"
+expect_status 0 "$PODSIM" run --help
+expect_grep "--preset" "$PS_TMP/out"
+
+expect_status 0 "$PODSIM" run -q --dump-hlo "$PS_TMP/m.hlo" --trace "$PS_TMP/t.pst.gz"
+for key in "step time" "tokens/s" "MXU util" "peak HBM" "exposed communication"; do
+  expect_grep "$key" "$PS_TMP/out"
+done
+# The dumped program reads back; the trace replays on its own.
+expect_status 0 "$PODSIM" hlo "$PS_TMP/m.hlo"
+expect_status 0 "$PODSIM" trace check "$PS_TMP/t.pst.gz"
+expect_status 0 "$PODSIM" simulate "$PS_TMP/t.pst.gz" --slice v3-8
+
+expect_status 0 "$PODSIM" run -q dense --json --no-remat --optimizer adam --microbatches 2
+for key in '"step_time_s"' '"tokens_per_s"' '"mxu_utilization"' '"peak_hbm_bytes"' '"exposed_communication_s"'; do
+  expect_grep "$key" "$PS_TMP/out"
+done
+expect_status 0 "$PODSIM" run -q --sharding dp --weight-update-sharding
+expect_status 0 "$PODSIM" run -q --sharding 1d --heads 8
+
+# Option errors: one line, exit 2.
+expect_status 2 "$PODSIM" run -q --mesh 2x2
+expect_grep "has 4 devices but slice v3-8 has 8 cores" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --heads 6
+expect_grep "--heads = 6 is not divisible by mesh axis 1 (4)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --preset NoSuchModel
+expect_grep "unknown preset 'NoSuchModel'" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --batch 8192 --seq-len 1024
+expect_grep "the model does not fit: per-core peak" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --sharding 3d
+expect_status 2 "$PODSIM" run -q resnet
+expect_grep "unknown model 'resnet'" "$PS_TMP/err"
+expect_status 2 "$PODSIM" tables nosuch
+expect_status 2 "$PODSIM" run -q --mesh 2x4 --device-order nonpod2d --slice v3-32
+finish
