@@ -64,6 +64,17 @@ ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
     ps_value_set (dst, di, ps_value_get (src, si));
 }
 
+gboolean
+ps_interp_same_dims (const PsShape *a, const PsShape *b)
+{
+  if (a->etype == PS_TUPLE || b->etype == PS_TUPLE || a->rank != b->rank)
+    return FALSE;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d])
+      return FALSE;
+  return TRUE;
+}
+
 int64_t *
 ps_interp_strides (const PsShape *s)
 {

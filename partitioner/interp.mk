@@ -3,3 +3,11 @@
 libpodsim_partitioner_la_SOURCES += partitioner/interp.h partitioner/interp_private.h \
 	partitioner/interp.c partitioner/interp_value.c partitioner/interp_elementwise.c \
 	partitioner/interp_data.c partitioner/interp_window.c
+libpodsim_partitioner_la_SOURCES += partitioner/verify.h partitioner/verify.c
+
+check_PROGRAMS += tests/check_interp
+TESTS += tests/check_interp
+tests_check_interp_SOURCES = tests/check_interp.c
+tests_check_interp_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_interp_LDADD = $(PS_PARTITIONER_TEST_LIBS)
+EXTRA_DIST += doc/interpreter.md

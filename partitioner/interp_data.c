@@ -614,7 +614,7 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
   if (s->index_vector_dim < 0 || s->index_vector_dim > irank)
     FAIL ("bad index_vector_dim");
   for (int k = 0; k < nv; k++)
-    if (!ps_shape_equal (ops[k]->shape, a0->shape) || !ps_shape_equal (ops[nv + 1 + k]->shape, upd0->shape))
+    if (!ps_interp_same_dims (ops[k]->shape, a0->shape) || !ps_interp_same_dims (ops[nv + 1 + k]->shape, upd0->shape))
       FAIL ("scatter operands (or updates) differ in shape");
   {
     int64_t nvec = s->index_vector_dim < irank ? ind->shape->dims[s->index_vector_dim] : 1;

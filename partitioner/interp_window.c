@@ -393,7 +393,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
       const PsShape *rs = ins->shape->etype == PS_TUPLE
                           ? (k < ins->shape->n_elems ? ins->shape->elems[k] : NULL) : ins->shape;
       if (!rs || rs->etype == PS_TUPLE || in[k]->shape->etype == PS_TUPLE
-          || !ps_shape_equal (in[k]->shape, a0->shape) || inits[k]->n != 1
+          || !ps_interp_same_dims (in[k]->shape, a0->shape) || inits[k]->n != 1
           || inits[k]->shape->etype != rs->etype || in[k]->shape->etype != rs->etype)
         FAIL ("operands, inits and result of reduce do not fit");
       res[k] = ps_value_new (rs);
@@ -494,7 +494,7 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
     {
       const PsShape *rs = ins->shape->etype == PS_TUPLE
                           ? (k < ins->shape->n_elems ? ins->shape->elems[k] : NULL) : ins->shape;
-      if (!rs || rs->etype == PS_TUPLE || !ps_shape_equal (in[k]->shape, a0->shape)
+      if (!rs || rs->etype == PS_TUPLE || !ps_interp_same_dims (in[k]->shape, a0->shape)
           || inits[k]->n != 1 || rs->rank != rank || inits[k]->shape->etype != rs->etype)
         FAIL ("operands, inits and result of reduce-window do not fit");
       res[k] = ps_value_new (rs);

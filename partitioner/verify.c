@@ -1,0 +1,565 @@
+/* The verification driver: random inputs, both runs, per-device comparison. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "partitioner/interp_private.h"
+#include "partitioner/sharding.h"
+#include "partitioner/verify.h"
+
+void
+ps_verify_options_init (PsVerifyOptions *opts)
+{
+  memset (opts, 0, sizeof *opts);
+  opts->seed = 1;
+}
+
+void
+ps_verify_result_clear (PsVerifyResult *r)
+{
+  if (!r)
+    return;
+  g_free (r->message);
+  memset (r, 0, sizeof *r);
+}
+
+/* ---- inputs -------------------------------------------------------------------- */
+
+static guint64
+splitmix (guint64 *state)
+{
+  guint64 z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* Follows a value through ops that keep its elements (convert, reshape,
+ * slicing, concatenation...) to find the smallest dim it indexes; 0 when it
+ * is not an index. `depth` bounds the walk. */
+static int64_t
+index_bound (const PsInstr *ins, int depth)
+{
+  int64_t best = 0;
+  if (depth > 6)
+    return 0;
+  for (guint u = 0; u < ins->users->len; u++)
+    {
+      const PsInstr *user = ins->users->pdata[u];
+      int64_t b = 0;
+      for (int k = 0; k < user->n_operands; k++)
+        {
+          if (user->operands[k] != ins)
+            continue;
+          const PsShape *a = user->operands[0]->shape;
+          if (user->opcode == PS_OP_GATHER && k == 1 && a->etype != PS_TUPLE)
+            {
+              for (int j = 0; j < user->gather.start_index_map.n; j++)
+                {
+                  int64_t d = user->gather.start_index_map.v[j];
+                  if (d >= 0 && d < a->rank)
+                    b = b ? MIN (b, a->dims[d]) : a->dims[d];
+                }
+            }
+          else if (user->opcode == PS_OP_SCATTER && user->n_operands >= 3
+                   && k == (user->n_operands - 1) / 2 && a->etype != PS_TUPLE)
+            {
+              for (int j = 0; j < user->scatter.scatter_dims_to_operand_dims.n; j++)
+                {
+                  int64_t d = user->scatter.scatter_dims_to_operand_dims.v[j];
+                  if (d >= 0 && d < a->rank)
+                    b = b ? MIN (b, a->dims[d]) : a->dims[d];
+                }
+            }
+          else if ((user->opcode == PS_OP_DYNAMIC_SLICE && k >= 1)
+                   || (user->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && k >= 2))
+            {
+              int d = user->opcode == PS_OP_DYNAMIC_SLICE ? k - 1 : k - 2;
+              if (a->etype != PS_TUPLE && d < a->rank)
+                b = a->dims[d];
+            }
+          else
+            switch (user->opcode)
+              {
+              case PS_OP_CONVERT: case PS_OP_RESHAPE: case PS_OP_COPY: case PS_OP_SLICE:
+              case PS_OP_CONCATENATE: case PS_OP_TRANSPOSE: case PS_OP_BROADCAST:
+              case PS_OP_BITCAST: case PS_OP_CUSTOM_CALL: case PS_OP_GET_TUPLE_ELEMENT:
+              case PS_OP_TUPLE:
+                b = index_bound (user, depth + 1);
+                break;
+              default:
+                break;
+              }
+          if (b > 0)
+            best = best ? MIN (best, b) : b;
+        }
+    }
+  return best;
+}
+
+static void
+fill_random (PsValue *v, guint64 *state, int64_t bound)
+{
+  if (v->shape->etype == PS_TUPLE)
+    {
+      for (int k = 0; k < v->n_elems; k++)
+        fill_random (v->elems[k], state, bound);
+      return;
+    }
+  PsElemType t = v->shape->etype;
+  for (int64_t i = 0; i < v->n; i++)
+    {
+      guint64 r = splitmix (state);
+      if (v->f)
+        /* Multiples of 2^-10 in [-2, 2): exact in every float type podsim
+         * uses except bf16/f16 (rounded), so sums rarely round. */
+        ps_value_set (v, i, ((double) (int64_t) (r % 4096) - 2048.0) / 1024.0);
+      else if (v->c)
+        {
+          v->c[2 * i] = ps_etype_round (t, ((double) (int64_t) (r % 4096) - 2048.0) / 1024.0);
+          v->c[2 * i + 1] = ps_etype_round (t, ((double) (int64_t) ((r >> 20) % 4096) - 2048.0) / 1024.0);
+        }
+      else if (t == PS_PRED)
+        v->i[i] = (int64_t) (r & 1);
+      else if (bound > 0)
+        v->i[i] = (int64_t) (r % (guint64) bound);
+      else if (ps_etype_is_signed (t))
+        v->i[i] = (int64_t) (r % 16) - 8;
+      else
+        v->i[i] = (int64_t) (r % 16);
+    }
+}
+
+PsShape *
+ps_verify_local_shape (const PsSharding *s, const PsShape *shape)
+{
+  if (!s)
+    return ps_shape_copy (shape);
+  return ps_sharding_tile_shape (s, shape);
+}
+
+/* Whether a (leaf) sharding can be applied to an array of `shape`. */
+static gboolean
+sharding_fits (const PsSharding *s, const PsShape *shape)
+{
+  if (!s || s->kind != PS_SHARDING_TILED)
+    return TRUE;
+  return shape->etype != PS_TUPLE && ps_sharding_data_rank (s) == shape->rank;
+}
+
+/* Copies the tile [off, lim) of `full` into the corner of `local` (the rest
+ * stays zero), or with `back`, compares instead. */
+static void
+extract_tile (PsValue *local, const PsValue *full, const int64_t *off, const int64_t *lim)
+{
+  int rank = full->shape->rank;
+  int64_t *idx = g_new0 (int64_t, rank + 1);
+  int64_t *fst = ps_interp_strides (full->shape);
+  for (int64_t i = 0; i < local->n; i++)
+    {
+      gboolean in = TRUE;
+      int64_t fi = 0;
+      for (int d = 0; d < rank; d++)
+        {
+          int64_t g = off[d] + idx[d];
+          if (g >= lim[d])
+            in = FALSE;
+          fi += g * fst[d];
+        }
+      if (in)
+        ps_value_copy_elem (local, i, full, fi);
+      ps_interp_next_index (rank, local->shape->dims, idx);
+    }
+  g_free (idx);
+  g_free (fst);
+}
+
+/* The piece of a leaf value `full` with sharding `s` that `device` holds
+ * (NULL when it holds nothing meaningful: maximal on another device). */
+static PsValue *
+local_piece (const PsSharding *s, const PsValue *full, int64_t device, gboolean zeros_if_none)
+{
+  if (!s || s->kind == PS_SHARDING_REPLICATED || s->kind == PS_SHARDING_MANUAL
+      || s->kind == PS_SHARDING_UNKNOWN)
+    return ps_value_copy (full);
+  if (s->kind == PS_SHARDING_MAXIMAL)
+    {
+      if (s->device == device)
+        return ps_value_copy (full);
+      return zeros_if_none ? ps_value_new (full->shape) : NULL;
+    }
+  PsShape *ls = ps_sharding_tile_shape (s, full->shape);
+  PsValue *local = ps_value_new (ls);
+  ps_shape_free (ls);
+  int rank = full->shape->rank;
+  int64_t *off = g_new0 (int64_t, rank + 1), *lim = g_new0 (int64_t, rank + 1);
+  if (ps_sharding_tile_bounds (s, full->shape, device, off, lim))
+    extract_tile (local, full, off, lim);
+  else if (!zeros_if_none)
+    g_clear_pointer (&local, ps_value_free);
+  g_free (off);
+  g_free (lim);
+  return local;
+}
+
+static PsValue *
+split_value (const PsSharding *s, const PsValue *full, int64_t device)
+{
+  if (full->shape->etype != PS_TUPLE)
+    {
+      PsSharding *leaf = s && s->kind == PS_SHARDING_TUPLE ? ps_sharding_leaf (s, 0) : NULL;
+      PsValue *v = local_piece (leaf ? leaf : s, full, device, TRUE);
+      if (leaf)
+        ps_sharding_free (leaf);
+      return v;
+    }
+  /* Tuples: leaves depth-first, each with its own sharding. */
+  PsValue **elems = g_new0 (PsValue *, MAX (1, full->n_elems));
+  int leaf_base = 0;
+  for (int k = 0; k < full->n_elems; k++)
+    {
+      int nl = ps_shape_leaf_count (full->elems[k]->shape);
+      PsSharding *sub = NULL;
+      if (s && s->kind == PS_SHARDING_TUPLE)
+        {
+          PsSharding **subs = g_new0 (PsSharding *, MAX (1, nl));
+          for (int j = 0; j < nl; j++)
+            subs[j] = ps_sharding_leaf (s, leaf_base + j);
+          sub = nl == 1 ? subs[0] : ps_sharding_tuple (nl, subs);
+          g_free (subs);
+        }
+      else if (s)
+        sub = ps_sharding_copy (s);
+      elems[k] = split_value (sub, full->elems[k], device);
+      if (sub)
+        ps_sharding_free (sub);
+      leaf_base += nl;
+    }
+  PsValue *v = ps_value_new_tuple (full->n_elems, elems);
+  g_free (elems);
+  return v;
+}
+
+/* ---- comparison ------------------------------------------------------------------ */
+
+static void
+tolerance (PsElemType t, const PsVerifyOptions *o, double *rtol, double *atol)
+{
+  switch (t)
+    {
+    case PS_F64: case PS_C128: *rtol = 1e-9; *atol = 1e-9; break;
+    case PS_F16: *rtol = 1e-2; *atol = 5e-2; break;
+    case PS_BF16: *rtol = 2e-2; *atol = 1e-1; break;
+    default: *rtol = 1e-4; *atol = 1e-3; break;
+    }
+  if (o && o->rtol > 0)
+    *rtol = o->rtol;
+  if (o && o->atol > 0)
+    *atol = o->atol;
+}
+
+static gboolean
+close_enough (double a, double e, double rtol, double atol)
+{
+  if (isnan (a) || isnan (e))
+    return isnan (a) && isnan (e);
+  if (isinf (a) || isinf (e))
+    return a == e;
+  return fabs (a - e) <= atol + rtol * fabs (e);
+}
+
+static void
+format_index (GString *out, int rank, const int64_t *idx)
+{
+  g_string_append_c (out, '[');
+  for (int d = 0; d < rank; d++)
+    g_string_append_printf (out, "%s%" G_GINT64_FORMAT, d ? "," : "", idx[d]);
+  g_string_append_c (out, ']');
+}
+
+static void
+format_elem (GString *out, const PsValue *v, int64_t i)
+{
+  if (v->i)
+    {
+      if (v->shape->etype == PS_U64)
+        g_string_append_printf (out, "%" G_GUINT64_FORMAT, (guint64) v->i[i]);
+      else
+        g_string_append_printf (out, "%" G_GINT64_FORMAT, v->i[i]);
+    }
+  else if (v->f)
+    g_string_append_printf (out, "%.9g", v->f[i]);
+  else if (v->c)
+    g_string_append_printf (out, "(%.9g,%.9g)", v->c[2 * i], v->c[2 * i + 1]);
+}
+
+/* Compares device `device`'s result leaf `got` with the reference leaf
+ * `full` under sharding `s`. Returns FALSE and fills the result at the first
+ * mismatch. */
+static gboolean
+compare_leaf (const PsSharding *s, const PsValue *full, const PsValue *got, int64_t device,
+              int leaf, const PsVerifyOptions *o, PsVerifyResult *res)
+{
+  GString *msg = NULL;
+  if (s && s->kind == PS_SHARDING_MAXIMAL && s->device != device)
+    return TRUE; /* only the owner's value is defined */
+  PsShape *ls = ps_verify_local_shape (s, full->shape);
+  if (!ps_shape_equal (ls, got->shape))
+    {
+      char *want = ps_shape_to_string (ls, FALSE), *have = ps_shape_to_string (got->shape, FALSE);
+      res->message = g_strdup_printf ("output %d on device %" G_GINT64_FORMAT
+                                      ": local shape %s, its sharding wants %s",
+                                      leaf, device, have, want);
+      g_free (want);
+      g_free (have);
+      ps_shape_free (ls);
+      res->agree = FALSE;
+      res->mismatch_output = leaf;
+      res->mismatch_device = device;
+      return FALSE;
+    }
+  ps_shape_free (ls);
+  int rank = full->shape->rank;
+  int64_t *off = g_new0 (int64_t, rank + 1), *lim = g_new0 (int64_t, rank + 1);
+  int64_t *idx = g_new0 (int64_t, rank + 1), *gidx = g_new0 (int64_t, rank + 1);
+  int64_t *fst = ps_interp_strides (full->shape);
+  gboolean ok = TRUE;
+  for (int d = 0; d < rank; d++)
+    lim[d] = full->shape->dims[d];
+  if (s && s->kind == PS_SHARDING_TILED && !ps_sharding_tile_bounds (s, full->shape, device, off, lim))
+    goto done; /* device outside the tile assignment holds nothing */
+  double rtol, atol;
+  tolerance (full->shape->etype, o, &rtol, &atol);
+  for (int64_t i = 0; i < got->n && ok; i++)
+    {
+      gboolean in = TRUE;
+      int64_t fi = 0;
+      for (int d = 0; d < rank; d++)
+        {
+          gidx[d] = off[d] + idx[d];
+          if (gidx[d] >= lim[d])
+            in = FALSE;
+          fi += gidx[d] * fst[d];
+        }
+      if (in)
+        {
+          gboolean same;
+          res->n_compared++;
+          if (full->i)
+            same = full->i[fi] == got->i[i];
+          else if (full->f)
+            same = close_enough (got->f[i], full->f[fi], rtol, atol);
+          else if (full->c)
+            same = close_enough (got->c[2 * i], full->c[2 * fi], rtol, atol)
+                   && close_enough (got->c[2 * i + 1], full->c[2 * fi + 1], rtol, atol);
+          else
+            same = TRUE;
+          if (!same)
+            {
+              msg = g_string_new (NULL);
+              g_string_append_printf (msg, "output %d differs on device %" G_GINT64_FORMAT " at ",
+                                      leaf, device);
+              format_index (msg, rank, gidx);
+              g_string_append (msg, ": expected ");
+              format_elem (msg, full, fi);
+              g_string_append (msg, ", got ");
+              format_elem (msg, got, i);
+              if (full->f)
+                g_string_append_printf (msg, " (tolerance %g + %g*|expected|)", atol, rtol);
+              res->message = g_string_free (msg, FALSE);
+              res->agree = FALSE;
+              res->mismatch_output = leaf;
+              res->mismatch_device = device;
+              ok = FALSE;
+            }
+        }
+      ps_interp_next_index (rank, got->shape->dims, idx);
+    }
+done:
+  g_free (off);
+  g_free (lim);
+  g_free (idx);
+  g_free (gidx);
+  g_free (fst);
+  return ok;
+}
+
+static void
+collect_leaves (const PsValue *v, GPtrArray *out)
+{
+  if (v->shape->etype != PS_TUPLE)
+    {
+      g_ptr_array_add (out, (gpointer) v);
+      return;
+    }
+  for (int k = 0; k < v->n_elems; k++)
+    collect_leaves (v->elems[k], out);
+}
+
+/* ---- driver ------------------------------------------------------------------------ */
+
+gboolean
+ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t num_devices,
+                const PsVerifyOptions *opts, PsVerifyResult *result, GError **error)
+{
+  g_return_val_if_fail (original && partitioned && result, FALSE);
+  memset (result, 0, sizeof *result);
+  result->mismatch_output = -1;
+  result->mismatch_device = -1;
+  PsVerifyOptions defaults;
+  if (!opts)
+    {
+      ps_verify_options_init (&defaults);
+      opts = &defaults;
+    }
+  const PsComputation *oe = original->entry, *pe = partitioned->entry;
+  if (!oe || !pe)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "verify: a module has no entry computation");
+      return FALSE;
+    }
+  int np = (int) oe->params->len;
+  if ((int) pe->params->len != np)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                   "verify: the original has %d parameters, the partitioned program %u", np,
+                   pe->params->len);
+      return FALSE;
+    }
+  if (num_devices < 1)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "verify: need at least one device");
+      return FALSE;
+    }
+
+  gboolean ok = TRUE;
+  PsValue **full = g_new0 (PsValue *, MAX (1, np));
+  PsValue **local = g_new0 (PsValue *, MAX (1, (gsize) np * num_devices));
+  PsValue **outs = g_new0 (PsValue *, num_devices);
+  PsValue *ref = NULL;
+  for (int p = 0; p < np && ok; p++)
+    {
+      const PsInstr *param = oe->params->pdata[p];
+      const PsInstr *pparam = pe->params->pdata[p];
+      full[p] = ps_value_new (param->shape);
+      guint64 state = opts->seed * 0x100000001b3ULL + (guint64) p * 0x9e3779b97f4a7c15ULL;
+      int64_t bound = ps_etype_is_integral (param->shape->etype) ? index_bound (param, 0) : 0;
+      fill_random (full[p], &state, bound);
+      const PsSharding *s = param->sharding;
+      GPtrArray *leaves = ps_shape_leaves (param->shape);
+      for (guint k = 0; k < leaves->len && ok; k++)
+        {
+          PsSharding *ls = s ? ps_sharding_leaf (s, (int) k) : NULL;
+          if (!sharding_fits (ls, leaves->pdata[k]))
+            {
+              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                           "verify: parameter %d (%s): sharding does not fit its shape", p,
+                           param->name);
+              ok = FALSE;
+            }
+          if (ls)
+            ps_sharding_free (ls);
+        }
+      g_ptr_array_free (leaves, TRUE);
+      if (!ok)
+        break;
+      PsShape *want = s ? ps_sharding_tile_shape (s, param->shape) : ps_shape_copy (param->shape);
+      if (!ps_shape_equal (want, pparam->shape))
+        {
+          char *w = ps_shape_to_string (want, FALSE), *h = ps_shape_to_string (pparam->shape, FALSE);
+          g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                       "verify: parameter %d (%s) has local shape %s, its sharding's tile shape is %s",
+                       p, param->name, h, w);
+          g_free (w);
+          g_free (h);
+          ok = FALSE;
+        }
+      ps_shape_free (want);
+      for (int64_t d = 0; d < num_devices && ok; d++)
+        local[(gsize) d * np + p] = split_value (s, full[p], d);
+    }
+
+  if (ok)
+    {
+      PsInterpOptions io = opts->interp;
+      io.num_replicas = 1;
+      io.num_partitions = 1;
+      GError *e = NULL;
+      ref = ps_interp_run (original, np, full, &io, &e);
+      if (!ref)
+        {
+          g_set_error (error, PS_ERROR, e->code, "verify: original module: %s", e->message);
+          g_error_free (e);
+          ok = FALSE;
+        }
+    }
+  if (ok)
+    {
+      PsInterpOptions io = opts->interp;
+      io.num_replicas = 1;
+      io.num_partitions = num_devices;
+      /* The budget covers both runs. */
+      GError *e = NULL;
+      if (!ps_interp_run_spmd (partitioned, num_devices, np, local, outs, &io, &e))
+        {
+          g_set_error (error, PS_ERROR, e->code, "verify: partitioned module: %s", e->message);
+          g_error_free (e);
+          ok = FALSE;
+        }
+    }
+  if (ok)
+    {
+      GPtrArray *rl = g_ptr_array_new ();
+      collect_leaves (ref, rl);
+      result->n_outputs = (int) rl->len;
+      result->agree = TRUE;
+      const PsSharding *rs = oe->root->sharding;
+      for (int64_t d = 0; d < num_devices && result->agree; d++)
+        {
+          GPtrArray *gl = g_ptr_array_new ();
+          collect_leaves (outs[d], gl);
+          if (gl->len != rl->len)
+            {
+              result->agree = FALSE;
+              result->mismatch_device = d;
+              result->message = g_strdup_printf ("device %" G_GINT64_FORMAT " returns %u outputs, "
+                                                 "the original %u", d, gl->len, rl->len);
+            }
+          for (guint k = 0; k < rl->len && result->agree; k++)
+            {
+              PsSharding *ls = rs ? ps_sharding_leaf (rs, (int) k) : NULL;
+              const PsValue *rv = rl->pdata[k];
+              if (!sharding_fits (ls, rv->shape))
+                {
+                  result->agree = FALSE;
+                  result->message = g_strdup_printf ("output %u: root sharding does not fit its shape", k);
+                }
+              else
+                compare_leaf (ls, rv, gl->pdata[k], d, (int) k, opts, result);
+              if (ls)
+                ps_sharding_free (ls);
+            }
+          g_ptr_array_free (gl, TRUE);
+        }
+      if (result->agree)
+        result->message = g_strdup_printf ("all %d output%s agree on %" G_GINT64_FORMAT
+                                           " device%s (%" G_GINT64_FORMAT " elements compared)",
+                                           result->n_outputs, result->n_outputs == 1 ? "" : "s",
+                                           num_devices, num_devices == 1 ? "" : "s",
+                                           result->n_compared);
+      g_ptr_array_free (rl, TRUE);
+    }
+
+  for (int p = 0; p < np; p++)
+    ps_value_free (full[p]);
+  for (gsize k = 0; k < (gsize) np * num_devices; k++)
+    ps_value_free (local[k]);
+  for (int64_t d = 0; d < num_devices; d++)
+    ps_value_free (outs[d]);
+  ps_value_free (ref);
+  g_free (full);
+  g_free (local);
+  g_free (outs);
+  return ok;
+}

@@ -1,0 +1,79 @@
+/* Verification of an SPMD partitioning with the reference interpreter.
+ *
+ * Given the original module (with shardings, as after propagation) and the
+ * partitioned per-device module, ps_verify_spmd makes deterministic random
+ * inputs from a seed, runs the original on the full inputs, gives every
+ * device the local piece of each parameter its sharding says (tile bounds,
+ * zero padding past the end of uneven dims; replicated: the full array;
+ * maximal: the full array on that device, zeros elsewhere), runs the SPMD
+ * program on all devices in lockstep, and compares every device's piece of
+ * every output with the matching region of the original's output (padding
+ * ignored; replicated outputs on every device, maximal ones on their
+ * device). Comparing each device's piece checks the same thing as
+ * reassembling the output and also catches replicas that disagree.
+ *
+ * Comparison: integers and pred exactly; floats with
+ * |actual - expected| <= atol + rtol * |expected| where (rtol, atol) are
+ * f64 (1e-9, 1e-9), f32 (1e-4, 1e-3), f16 (1e-2, 5e-2), bf16 (2e-2, 1e-1)
+ * unless the options override them; NaN matches NaN, infinities match the
+ * same infinity. The inputs (multiples of 2^-10 in [-2, 2) for floats) make
+ * most float results exact, so the tolerance only absorbs reassociation.
+ *
+ * Integer parameters are small: in [0, bound) when the parameter feeds
+ * (through shape-preserving ops) the indices of a gather or scatter or the
+ * start of a dynamic-slice/-update-slice, bound being the smallest indexed
+ * dim; otherwise in [-8, 8) (unsigned: [0, 16)).
+ *
+ * Ownership: modules and options are borrowed; the result owns its message
+ * (free with ps_verify_result_clear).
+ */
+#ifndef PS_PARTITIONER_VERIFY_H
+#define PS_PARTITIONER_VERIFY_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "partitioner/interp.h"
+#include "partitioner/ir.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  guint64 seed;
+  /* Tolerance override for every float type; 0 = the per-type defaults. */
+  double rtol, atol;
+  /* Interpreter limits (max_work, max_elements) and rng seed; num_replicas
+   * and num_partitions are set by the driver. */
+  PsInterpOptions interp;
+} PsVerifyOptions;
+
+typedef struct {
+  gboolean agree;            /* every output of every device agrees */
+  int n_outputs;             /* leaves of the entry's result */
+  int64_t n_compared;        /* elements compared over all devices */
+  /* First mismatch (when !agree): output leaf, device, index in the full
+   * output, and the values; message says it all in one line. */
+  int mismatch_output;
+  int64_t mismatch_device;
+  char *message;             /* owned; "all N outputs agree" when agree */
+} PsVerifyResult;
+
+void ps_verify_options_init (PsVerifyOptions *opts);
+void ps_verify_result_clear (PsVerifyResult *r);
+
+/* The local shape a parameter of `shape` with sharding `s` (NULL =
+ * replicated) must have on every device. transfer full. */
+PsShape *ps_verify_local_shape (const PsSharding *s, const PsShape *shape);
+
+/* Runs both programs and compares. Returns FALSE with an error when a
+ * program cannot be run (interpreter error, parameter count or local shape
+ * mismatch: those errors name the parameter); TRUE with result->agree
+ * otherwise. */
+gboolean ps_verify_spmd (const PsModule *original, const PsModule *partitioned,
+                         int64_t num_devices, const PsVerifyOptions *opts,
+                         PsVerifyResult *result, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,773 @@
+/* Check suite of the reference interpreter and the verification driver.
+ * Expected values are worked out by hand in the comments. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+#include "partitioner/hlo_parser.h"
+#include "partitioner/interp.h"
+#include "partitioner/sharding.h"
+#include "partitioner/verify.h"
+
+static PsModule *
+parse (const char *text)
+{
+  GError *error = NULL;
+  PsModule *m = ps_hlo_parse (text, strlen (text), "test.hlo", &error);
+  if (!m)
+    ck_abort_msg ("parse failed: %s", error->message);
+  return m;
+}
+
+static PsValue *
+arr (PsElemType t, int rank, const int64_t *dims, const double *data)
+{
+  return ps_value_new_from_doubles (t, rank, dims, data);
+}
+
+/* Runs a single-device module and returns its result. */
+static PsValue *
+run1 (const char *text, int n, PsValue **args)
+{
+  PsModule *m = parse (text);
+  GError *error = NULL;
+  PsValue *r = ps_interp_run (m, n, args, NULL, &error);
+  if (!r)
+    ck_abort_msg ("run failed: %s", error->message);
+  ps_module_free (m);
+  return r;
+}
+
+static void
+expect_values (const PsValue *v, int n, const double *want)
+{
+  ck_assert_int_eq (v->n, n);
+  for (int i = 0; i < n; i++)
+    ck_assert_msg (ps_value_get (v, i) == want[i], "element %d: got %.9g, want %.9g", i,
+                   ps_value_get (v, i), want[i]);
+}
+
+static void
+free_args (int n, PsValue **a)
+{
+  for (int i = 0; i < n; i++)
+    ps_value_free (a[i]);
+}
+
+/* ---- rounding ----------------------------------------------------------------- */
+
+START_TEST (test_bf16_rounding)
+{
+  ck_assert_uint_eq (ps_f32_to_bf16_bits (1.0f), 0x3f80);
+  /* 1 + 2^-8 lies halfway between 1 (0x3f80, even) and 1 + 2^-7: ties to even. */
+  ck_assert_uint_eq (ps_f32_to_bf16_bits (1.0f + 0x1p-8f), 0x3f80);
+  /* 1 + 3*2^-8 halfway between 0x3f81 (odd) and 0x3f82 (even): up. */
+  ck_assert_uint_eq (ps_f32_to_bf16_bits (1.0f + 3 * 0x1p-8f), 0x3f82);
+  /* Just above the tie rounds up. */
+  ck_assert_uint_eq (ps_f32_to_bf16_bits (1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  ck_assert_uint_eq (ps_f32_to_bf16_bits (-1.0f - 0x1p-8f - 0x1p-20f), 0xbf81);
+  /* The largest f32 rounds to infinity; NaN stays a NaN. */
+  ck_assert_uint_eq (ps_f32_to_bf16_bits (3.4028234663852886e38f), 0x7f80);
+  ck_assert (isnan (ps_bf16_bits_to_f32 (ps_f32_to_bf16_bits (NAN))));
+  ck_assert (ps_bf16_bits_to_f32 (0x4049) == 3.140625f);
+  ck_assert (ps_etype_round (PS_BF16, 3.14159265) == 3.140625);
+}
+END_TEST
+
+START_TEST (test_f16_rounding)
+{
+  ck_assert_uint_eq (ps_f32_to_f16_bits (1.0f), 0x3c00);
+  ck_assert_uint_eq (ps_f32_to_f16_bits (65504.0f), 0x7bff);
+  /* 65520 is halfway between 65504 and 65536 (not representable): to inf. */
+  ck_assert_uint_eq (ps_f32_to_f16_bits (65520.0f), 0x7c00);
+  ck_assert_uint_eq (ps_f32_to_f16_bits (65519.0f), 0x7bff);
+  /* Subnormals: 2^-24 is the smallest; 2^-25 ties to 0 (even); 3*2^-25 to 2*2^-24. */
+  ck_assert_uint_eq (ps_f32_to_f16_bits (0x1p-24f), 0x0001);
+  ck_assert_uint_eq (ps_f32_to_f16_bits (0x1p-25f), 0x0000);
+  ck_assert_uint_eq (ps_f32_to_f16_bits (3 * 0x1p-25f), 0x0002);
+  ck_assert_uint_eq (ps_f32_to_f16_bits (-2.0f), 0xc000);
+  ck_assert (ps_f16_bits_to_f32 (0x3555) == 0.333251953125f);
+}
+END_TEST
+
+START_TEST (test_convert_bf16_op)
+{
+  int64_t d[1] = { 4 };
+  /* 1+2^-8 -> 1 (tie to even); 1+3*2^-8 -> 1+2^-6; 257 -> 256 (tie, even); 259 -> 260. */
+  double in[4] = { 1.0 + 0x1p-8, 1.0 + 3 * 0x1p-8, 257, 259 };
+  PsValue *a[1] = { arr (PS_F32, 1, d, in) };
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n p = f32[4] parameter(0)\n"
+                     " ROOT c = bf16[4] convert(p)\n}\n", 1, a);
+  double want[4] = { 1.0, 1.0 + 0x1p-6, 256, 260 };
+  expect_values (r, 4, want);
+  ps_value_free (r);
+  /* bf16 arithmetic rounds every result: 256 + 1 = 256 in bf16. */
+  PsValue *r2 = run1 ("HloModule m\nENTRY e {\n a = bf16[] constant(256)\n b = bf16[] constant(1)\n"
+                      " ROOT s = bf16[] add(a, b)\n}\n", 0, NULL);
+  ck_assert (r2->f[0] == 256);
+  ps_value_free (r2);
+  free_args (1, a);
+}
+END_TEST
+
+START_TEST (test_integer_semantics)
+{
+  /* s32 wraps; x/0 = -1; INT_MIN/-1 = INT_MIN; x%0 = x; shifts past the width. */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n"
+                     " a = s32[4] constant({2147483647, 7, -2147483648, 9})\n"
+                     " b = s32[4] constant({1, 0, -1, 0})\n"
+                     " s = s32[4] add(a, b)\n d = s32[4] divide(a, b)\n q = s32[4] remainder(a, b)\n"
+                     " k = s32[4] constant({1, 31, 32, -1})\n"
+                     " l = s32[4] shift-left(b, k)\n r = s32[4] shift-right-arithmetic(a, k)\n"
+                     " ROOT t = (s32[4], s32[4], s32[4], s32[4], s32[4]) tuple(s, d, q, l, r)\n}\n", 0, NULL);
+  ck_assert_int_eq (r->n_elems, 5);
+  double s[4] = { -2147483648.0, 7, 2147483647.0, 9 };
+  double d[4] = { 2147483647.0, -1, -2147483648.0, -1 };
+  double q[4] = { 0, 7, 0, 9 };
+  /* 1<<1 = 2; 0<<31 = 0; -1<<32 = 0 (out of range); 0<<-1 = 0. */
+  double l[4] = { 2, 0, 0, 0 };
+  /* INT_MAX>>1; 7>>31 = 0; INT_MIN>>32 = -1 (sign fill); 9>>-1 = 0. */
+  double sr[4] = { 1073741823, 0, -1, 0 };
+  expect_values (r->elems[0], 4, s);
+  expect_values (r->elems[1], 4, d);
+  expect_values (r->elems[2], 4, q);
+  expect_values (r->elems[3], 4, l);
+  expect_values (r->elems[4], 4, sr);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_select_clamp_compare_bitcast)
+{
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n"
+                     " a = f32[4] constant({-3, 0.5, 2, 7})\n lo = f32[] constant(0)\n hi = f32[] constant(5)\n"
+                     " c = f32[4] clamp(lo, a, hi)\n"
+                     " z = f32[4] constant({0, 0, 0, 0})\n g = pred[4] compare(a, z), direction=GT\n"
+                     " s = f32[4] select(g, a, z)\n"
+                     " one = f32[] constant(1)\n bc = s32[] bitcast-convert(one)\n"
+                     " ROOT t = (f32[4], pred[4], f32[4], s32[]) tuple(c, g, s, bc)\n}\n", 0, NULL);
+  double c[4] = { 0, 0.5, 2, 5 }, g[4] = { 0, 1, 1, 1 }, s[4] = { 0, 0.5, 2, 7 };
+  double bc[1] = { 1065353216 }; /* 0x3f800000 */
+  expect_values (r->elems[0], 4, c);
+  expect_values (r->elems[1], 4, g);
+  expect_values (r->elems[2], 4, s);
+  expect_values (r->elems[3], 1, bc);
+  ps_value_free (r);
+}
+END_TEST
+
+/* ---- data movement --------------------------------------------------------------- */
+
+START_TEST (test_pad_negative_interior)
+{
+  /* {1,2,3} padded lo=-1 hi=2 interior=1 with 0:
+   * interior: 1 0 2 0 3; drop one at the front: 0 2 0 3; two at the end: 0 2 0 3 0 0. */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n a = s32[3] constant({1, 2, 3})\n z = s32[] constant(0)\n"
+                     " ROOT p = s32[6] pad(a, z), padding=-1_2_1\n}\n", 0, NULL);
+  double want[6] = { 0, 2, 0, 3, 0, 0 };
+  expect_values (r, 6, want);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_slices_and_friends)
+{
+  /* iota [2,3] along dim 1: {{0,1,2},{0,1,2}}; transpose -> [3,2];
+   * reverse dim 0 of a = {{1,2,3},{4,5,6}} -> {{4,5,6},{1,2,3}};
+   * dynamic-slice with start (1, 2) clamped to (0, 1) for a 2x2 window:
+   * {{2,3},{5,6}}; dynamic-update-slice of {{9}} at (5, -3) clamped to (1,0). */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n"
+                     " a = s32[2,3] constant({{1,2,3},{4,5,6}})\n"
+                     " i = s32[2,3] iota(), iota_dimension=1\n"
+                     " t = s32[3,2] transpose(a), dimensions={1,0}\n"
+                     " v = s32[2,3] reverse(a), dimensions={0}\n"
+                     " s1 = s32[] constant(1)\n s2 = s32[] constant(2)\n"
+                     " ds = s32[2,2] dynamic-slice(a, s1, s2), dynamic_slice_sizes={2,2}\n"
+                     " u = s32[1,1] constant({{9}})\n s5 = s32[] constant(5)\n sm = s32[] constant(-3)\n"
+                     " dus = s32[2,3] dynamic-update-slice(a, u, s5, sm)\n"
+                     " sl = s32[1,2] slice(a), slice={[1:2], [0:3:2]}\n"
+                     " u2 = s32[2,1] constant({{7},{8}})\n"
+                     " c = s32[2,4] concatenate(a, u2), dimensions={1}\n"
+                     " b = s32[2,2,3] broadcast(a), dimensions={0,2}\n"
+                     " ROOT out = (s32[2,3], s32[3,2], s32[2,3], s32[2,2], s32[2,3], s32[1,2], s32[2,4], s32[2,2,3])"
+                     " tuple(i, t, v, ds, dus, sl, c, b)\n}\n", 0, NULL);
+  double i[6] = { 0, 1, 2, 0, 1, 2 };
+  double t[6] = { 1, 4, 2, 5, 3, 6 };
+  double v[6] = { 4, 5, 6, 1, 2, 3 };
+  double ds[4] = { 2, 3, 5, 6 };
+  double dus[6] = { 1, 2, 3, 9, 5, 6 };
+  double sl[2] = { 4, 6 };
+  double c[8] = { 1, 2, 3, 7, 4, 5, 6, 8 };
+  double b[12] = { 1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6 };
+  expect_values (r->elems[0], 6, i);
+  expect_values (r->elems[1], 6, t);
+  expect_values (r->elems[2], 6, v);
+  expect_values (r->elems[3], 4, ds);
+  expect_values (r->elems[4], 6, dus);
+  expect_values (r->elems[5], 2, sl);
+  expect_values (r->elems[6], 8, c);
+  expect_values (r->elems[7], 12, b);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_gather_scatter)
+{
+  /* Gather rows 2, 0 and 5 (5 clamps to 2) of a 3x2 operand. */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n"
+                     " a = f32[3,2] constant({{1,2},{3,4},{5,6}})\n"
+                     " i = s32[3] constant({2, 0, 5})\n"
+                     " ROOT g = f32[3,2] gather(a, i), offset_dims={1}, collapsed_slice_dims={0},"
+                     " start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}\n}\n", 0, NULL);
+  double g[6] = { 5, 6, 1, 2, 5, 6 };
+  expect_values (r, 6, g);
+  ps_value_free (r);
+  /* Scatter-add rows into zeros at 1, 1, 3 (3 is out of bounds: skipped). */
+  r = run1 ("HloModule m\nadd {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+            " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n"
+            " z = f32[3,2] constant({{0,0},{0,0},{0,0}})\n"
+            " i = s32[3] constant({1, 1, 3})\n"
+            " u = f32[3,2] constant({{1,2},{10,20},{100,200}})\n"
+            " ROOT s = f32[3,2] scatter(z, i, u), update_window_dims={1}, inserted_window_dims={0},"
+            " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n", 0, NULL);
+  double s[6] = { 0, 0, 11, 22, 0, 0 };
+  expect_values (r, 6, s);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_sort_multi_operand)
+{
+  /* Sort keys descending carrying values; ties (the two 3s) keep order. */
+  PsValue *r = run1 ("HloModule m\ncmp {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+                     " c = s32[] parameter(2)\n d = s32[] parameter(3)\n"
+                     " ROOT g = pred[] compare(a, b), direction=GT\n}\nENTRY e {\n"
+                     " k = f32[5] constant({3, 1, 4, 3, 5})\n v = s32[5] iota(), iota_dimension=0\n"
+                     " ROOT s = (f32[5], s32[5]) sort(k, v), dimensions={0}, is_stable=true, to_apply=cmp\n}\n",
+                     0, NULL);
+  double k[5] = { 5, 4, 3, 3, 1 }, v[5] = { 4, 2, 0, 3, 1 };
+  expect_values (r->elems[0], 5, k);
+  expect_values (r->elems[1], 5, v);
+  ps_value_free (r);
+}
+END_TEST
+
+/* ---- arithmetic ops ----------------------------------------------------------------- */
+
+START_TEST (test_dot_general)
+{
+  /* Batched matmul: batch 2, [2x2] x [2x1].
+   * batch 0: {{1,2},{3,4}} x {{1},{1}} = {{3},{7}};
+   * batch 1: {{1,0},{0,1}} x {{5},{6}} = {{5},{6}}. */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n"
+                     " a = f32[2,2,2] constant({{{1,2},{3,4}},{{1,0},{0,1}}})\n"
+                     " b = f32[2,2,1] constant({{{1},{1}},{{5},{6}}})\n"
+                     " ROOT d = f32[2,2,1] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0},"
+                     " lhs_contracting_dims={2}, rhs_contracting_dims={1}\n}\n", 0, NULL);
+  double want[4] = { 3, 7, 5, 6 };
+  expect_values (r, 4, want);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_conv_padding_dilation)
+{
+  /* 1-D: input {1,2,3,4,5} (b0f, one batch and feature), kernel {1,10,100}.
+   * pad 1_1, stride 1: out[o] = sum_k in[o-1+k] * w[k]
+   *   o0: 0*1 + 1*10 + 2*100 = 210; o1: 1+20+300 = 321; o2: 432; o3: 543; o4: 4+50+0 = 54. */
+  const char *hdr = "HloModule m\nENTRY e {\n"
+                    " a = f32[1,5,1] constant({{{1},{2},{3},{4},{5}}})\n"
+                    " w = f32[3,1,1] constant({{{1}},{{10}},{{100}}})\n";
+  char *t1 = g_strconcat (hdr, " ROOT c = f32[1,5,1] convolution(a, w), window={size=3 pad=1_1},"
+                          " dim_labels=b0f_0io->b0f\n}\n", NULL);
+  PsValue *r = run1 (t1, 0, NULL);
+  double w1[5] = { 210, 321, 432, 543, 54 };
+  expect_values (r, 5, w1);
+  ps_value_free (r);
+  /* rhs_dilate=2 (taps 0,2,4 apart), no pad: out[o] = in[o]*1 + in[o+2]*10 + in[o+4]*100;
+   * only o=0 fits: 1 + 30 + 500 = 531. */
+  char *t2 = g_strconcat (hdr, " ROOT c = f32[1,1,1] convolution(a, w), window={size=3 rhs_dilate=2},"
+                          " dim_labels=b0f_0io->b0f\n}\n", NULL);
+  r = run1 (t2, 0, NULL);
+  double w2[1] = { 531 };
+  expect_values (r, 1, w2);
+  ps_value_free (r);
+  /* lhs_dilate=2 makes the input 1 _ 2 _ 3 _ 4 _ 5 (9 positions), stride 2, pad 0:
+   * out[o] covers positions 2o..2o+2: o0: 1*1 + 0*10 + 2*100 = 201;
+   * o1: 2 + 300 = 302; o2: 403; o3: 504. */
+  char *t3 = g_strconcat (hdr, " ROOT c = f32[1,4,1] convolution(a, w), window={size=3 stride=2 lhs_dilate=2},"
+                          " dim_labels=b0f_0io->b0f\n}\n", NULL);
+  r = run1 (t3, 0, NULL);
+  double w3[4] = { 201, 302, 403, 504 };
+  expect_values (r, 4, w3);
+  ps_value_free (r);
+  g_free (t1);
+  g_free (t2);
+  g_free (t3);
+}
+END_TEST
+
+START_TEST (test_conv_feature_groups)
+{
+  /* Depthwise: 2 features, feature_group_count=2, kernel [1 tap, 1 in, 2 out]:
+   * out feature 0 = in f0 * 2, out feature 1 = in f1 * 3. Input {{1,10},{2,20}} (0 = spatial). */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n"
+                     " a = f32[1,2,2] constant({{{1,10},{2,20}}})\n"
+                     " w = f32[1,1,2] constant({{{2,3}}})\n"
+                     " ROOT c = f32[1,2,2] convolution(a, w), window={size=1},"
+                     " dim_labels=b0f_0io->b0f, feature_group_count=2\n}\n", 0, NULL);
+  double want[4] = { 2, 30, 4, 60 };
+  expect_values (r, 4, want);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_reduce_variants)
+{
+  /* Sum over dim 1 of {{1,2,3},{4,5,6}} = {6, 15}; variadic argmax over dim 0
+   * of values {3,9,9,1} with indices: max 9 first at index 1. */
+  PsValue *r = run1 ("HloModule m\nadd {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                     " ROOT s = f32[] add(x, y)\n}\n"
+                     "argmax {\n av = f32[] parameter(0)\n ai = s32[] parameter(1)\n"
+                     " bv = f32[] parameter(2)\n bi = s32[] parameter(3)\n"
+                     " gt = pred[] compare(bv, av), direction=GT\n"
+                     " v = f32[] select(gt, bv, av)\n i = s32[] select(gt, bi, ai)\n"
+                     " ROOT t = (f32[], s32[]) tuple(v, i)\n}\n"
+                     "ENTRY e {\n a = f32[2,3] constant({{1,2,3},{4,5,6}})\n z = f32[] constant(0)\n"
+                     " s = f32[2] reduce(a, z), dimensions={1}, to_apply=add\n"
+                     " v = f32[4] constant({3, 9, 9, 1})\n i = s32[4] iota(), iota_dimension=0\n"
+                     " mi = f32[] constant(-inf)\n zi = s32[] constant(-1)\n"
+                     " am = (f32[], s32[]) reduce(v, i, mi, zi), dimensions={0}, to_apply=argmax\n"
+                     " ROOT t = (f32[2], (f32[], s32[])) tuple(s, am)\n}\n", 0, NULL);
+  double s[2] = { 6, 15 };
+  expect_values (r->elems[0], 2, s);
+  ck_assert (r->elems[1]->elems[0]->f[0] == 9);
+  ck_assert_int_eq (r->elems[1]->elems[1]->i[0], 1);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_reduce_window_and_select_and_scatter)
+{
+  /* Max pool size 2 stride 2 over {1,5,2,4,3,0}: {5,4,3}; with pad 1_0 and
+   * size 2 stride 2: windows {pad,1},{5,2},{4,3} -> {1,5,4}. Select-and-scatter
+   * (max, add) of source {10,20,30} onto the size 2 stride 2 windows: the max of
+   * each window gets its source: {0,10,0,20,30,0}. */
+  PsValue *r = run1 ("HloModule m\nmax {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                     " ROOT m = f32[] maximum(x, y)\n}\n"
+                     "ge {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                     " ROOT g = pred[] compare(x, y), direction=GE\n}\n"
+                     "add {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                     " ROOT s = f32[] add(x, y)\n}\n"
+                     "ENTRY e {\n a = f32[6] constant({1, 5, 2, 4, 3, 0})\n mi = f32[] constant(-inf)\n"
+                     " r1 = f32[3] reduce-window(a, mi), window={size=2 stride=2}, to_apply=max\n"
+                     " r2 = f32[3] reduce-window(a, mi), window={size=2 stride=2 pad=1_0}, to_apply=max\n"
+                     " src = f32[3] constant({10, 20, 30})\n z = f32[] constant(0)\n"
+                     " ss = f32[6] select-and-scatter(a, src, z), window={size=2 stride=2}, select=ge, scatter=add\n"
+                     " ROOT t = (f32[3], f32[3], f32[6]) tuple(r1, r2, ss)\n}\n", 0, NULL);
+  double r1[3] = { 5, 4, 3 }, r2[3] = { 1, 5, 4 }, ss[6] = { 0, 10, 0, 20, 30, 0 };
+  expect_values (r->elems[0], 3, r1);
+  expect_values (r->elems[1], 3, r2);
+  expect_values (r->elems[2], 6, ss);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_while_and_conditional)
+{
+  /* while i < 5: (i + 1, acc * 2) from (0, 1): acc = 32. conditional on pred
+   * true runs the first branch (negate). */
+  PsValue *r = run1 ("HloModule m\n"
+                     "cond {\n p = (s32[], f32[]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+                     " five = s32[] constant(5)\n ROOT lt = pred[] compare(i, five), direction=LT\n}\n"
+                     "body {\n p = (s32[], f32[]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+                     " a = f32[] get-tuple-element(p), index=1\n one = s32[] constant(1)\n"
+                     " two = f32[] constant(2)\n i1 = s32[] add(i, one)\n a2 = f32[] multiply(a, two)\n"
+                     " ROOT t = (s32[], f32[]) tuple(i1, a2)\n}\n"
+                     "neg {\n x = f32[] parameter(0)\n ROOT n = f32[] negate(x)\n}\n"
+                     "id {\n x = f32[] parameter(0)\n ROOT c = f32[] copy(x)\n}\n"
+                     "ENTRY e {\n z = s32[] constant(0)\n o = f32[] constant(1)\n"
+                     " init = (s32[], f32[]) tuple(z, o)\n"
+                     " w = (s32[], f32[]) while(init), condition=cond, body=body\n"
+                     " acc = f32[] get-tuple-element(w), index=1\n t = pred[] constant(true)\n"
+                     " ROOT c = f32[] conditional(t, acc, acc), true_computation=neg, false_computation=id\n}\n",
+                     0, NULL);
+  ck_assert (r->f[0] == -32);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_unsupported_op_error)
+{
+  PsModule *m = parse ("HloModule m\nENTRY e {\n a = c64[4] constant({(1,0), (0,1), (1,1), (2,0)})\n"
+             " ROOT f = c64[4] fft(a), fft_type=FFT, fft_length={4}\n}\n");
+  GError *error = NULL;
+  PsValue *r = ps_interp_run (m, 0, NULL, NULL, &error);
+  ck_assert_ptr_null (r);
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_UNSUPPORTED));
+  ck_assert_msg (strstr (error->message, "f (fft") != NULL, "message: %s", error->message);
+  g_error_free (error);
+  ps_module_free (m);
+}
+END_TEST
+
+START_TEST (test_work_limit)
+{
+  /* A loop that never ends stops at the work budget with a clear error. */
+  PsModule *m = parse ("HloModule m\ncond {\n p = s32[] parameter(0)\n ROOT t = pred[] constant(true)\n}\n"
+                       "body {\n p = s32[] parameter(0)\n ROOT c = s32[] copy(p)\n}\n"
+                       "ENTRY e {\n z = s32[] constant(0)\n"
+                       " ROOT w = s32[] while(z), condition=cond, body=body\n}\n");
+  PsInterpOptions o = { 0 };
+  o.max_work = 100000;
+  GError *error = NULL;
+  PsValue *r = ps_interp_run (m, 0, NULL, &o, &error);
+  ck_assert_ptr_null (r);
+  ck_assert_msg (strstr (error->message, "work limit") != NULL, "message: %s", error->message);
+  g_error_free (error);
+  ps_module_free (m);
+}
+END_TEST
+
+/* ---- SPMD collectives ------------------------------------------------------------------ */
+
+/* Runs an SPMD module on n devices where device d's single argument is
+ * f32[k] {d*k, d*k+1, ...}. */
+static PsValue **
+run_spmd (const char *text, int n, int k, GError **error)
+{
+  PsModule *m = parse (text);
+  PsValue **args = g_new0 (PsValue *, n);
+  for (int d = 0; d < n; d++)
+    {
+      int64_t dims[1] = { k };
+      double *v = g_new0 (double, k);
+      for (int i = 0; i < k; i++)
+        v[i] = d * k + i;
+      args[d] = arr (PS_F32, 1, dims, v);
+      g_free (v);
+    }
+  PsValue **res = g_new0 (PsValue *, n);
+  gboolean ok = ps_interp_run_spmd (m, n, 1, args, res, NULL, error);
+  free_args (n, args);
+  g_free (args);
+  ps_module_free (m);
+  if (!ok)
+    {
+      g_free (res);
+      return NULL;
+    }
+  return res;
+}
+
+static void
+free_results (int n, PsValue **r)
+{
+  free_args (n, r);
+  g_free (r);
+}
+
+START_TEST (test_all_reduce_groups)
+{
+  static const int ns[3] = { 2, 4, 8 };
+  int n = ns[_i];
+  /* Groups of pairs {0,1},{2,3},...: device d gets (2p*k + i) + ((2p+1)*k + i). */
+  GString *groups = g_string_new ("{");
+  for (int g = 0; g < n / 2; g++)
+    g_string_append_printf (groups, "%s{%d,%d}", g ? "," : "", 2 * g, 2 * g + 1);
+  g_string_append (groups, "}");
+  char *text = g_strdup_printf ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                                " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
+                                " ROOT ar = f32[2] all-reduce(p), channel_id=1, replica_groups=%s,"
+                                " use_global_device_ids=true, to_apply=sum\n}\n", groups->str);
+  GError *error = NULL;
+  PsValue **r = run_spmd (text, n, 2, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  for (int d = 0; d < n; d++)
+    {
+      int p = d / 2;
+      double want[2] = { (2 * p) * 2 + 0 + (2 * p + 1) * 2 + 0, (2 * p) * 2 + 1 + (2 * p + 1) * 2 + 1 };
+      expect_values (r[d], 2, want);
+    }
+  free_results (n, r);
+  g_free (text);
+  /* No groups + channel_id (cross replica and partition): everyone. Sum of 0..2n-1 per element parity. */
+  text = g_strdup ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                   " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
+                   " ROOT ar = f32[2] all-reduce(p), channel_id=1, replica_groups={}, to_apply=sum\n}\n");
+  r = run_spmd (text, n, 2, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  double e0 = 0, e1 = 0;
+  for (int d = 0; d < n; d++)
+    {
+      e0 += 2 * d;
+      e1 += 2 * d + 1;
+    }
+  double want[2] = { e0, e1 };
+  for (int d = 0; d < n; d++)
+    expect_values (r[d], 2, want);
+  free_results (n, r);
+  g_free (text);
+  /* Without channel_id the group is over replicas: 1 replica, so identity. */
+  text = g_strdup ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                   " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
+                   " ROOT ar = f32[2] all-reduce(p), replica_groups={}, to_apply=sum\n}\n");
+  r = run_spmd (text, n, 2, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  for (int d = 0; d < n; d++)
+    {
+      double w[2] = { 2 * d, 2 * d + 1 };
+      expect_values (r[d], 2, w);
+    }
+  free_results (n, r);
+  g_free (text);
+  g_string_free (groups, TRUE);
+}
+END_TEST
+
+START_TEST (test_all_gather_reduce_scatter_all_to_all)
+{
+  static const int ns[3] = { 2, 4, 8 };
+  int n = ns[_i];
+  char *text = g_strdup_printf (
+    "HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+    "ENTRY e {\n p = f32[%d] parameter(0)\n"
+    " ag = f32[%d] all-gather(p), channel_id=1, replica_groups={}, dimensions={0}, use_global_device_ids=true\n"
+    " rs = f32[1] reduce-scatter(p), channel_id=2, replica_groups={}, dimensions={0}, use_global_device_ids=true, to_apply=sum\n"
+    " a2a = f32[%d] all-to-all(p), channel_id=3, replica_groups={}, dimensions={0}\n"
+    " ROOT t = (f32[%d], f32[1], f32[%d]) tuple(ag, rs, a2a)\n}\n", n, n * n, n, n * n, n);
+  GError *error = NULL;
+  PsValue **r = run_spmd (text, n, n, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  for (int d = 0; d < n; d++)
+    {
+      /* all-gather: every device sees 0 .. n*n-1. */
+      for (int i = 0; i < n * n; i++)
+        ck_assert (r[d]->elems[0]->f[i] == i);
+      /* reduce-scatter: device d gets element d summed over devices:
+       * sum_j (j*n + d) = n*(n-1)/2*n + n*d. */
+      ck_assert (r[d]->elems[1]->f[0] == n * (n - 1) / 2.0 * n + n * d);
+      /* all-to-all: chunk j of my result is chunk d of device j: element j*n + d. */
+      for (int j = 0; j < n; j++)
+        ck_assert (r[d]->elems[2]->f[j] == j * n + d);
+    }
+  free_results (n, r);
+  g_free (text);
+}
+END_TEST
+
+START_TEST (test_collective_permute_and_partition_id)
+{
+  static const int ns[3] = { 2, 4, 8 };
+  int n = ns[_i];
+  /* Shift right by one without wrap: device 0 is not a target and gets zeros. */
+  GString *pairs = g_string_new ("{");
+  for (int d = 0; d + 1 < n; d++)
+    g_string_append_printf (pairs, "%s{%d,%d}", d ? "," : "", d, d + 1);
+  g_string_append (pairs, "}");
+  char *text = g_strdup_printf ("HloModule m\nENTRY e {\n p = f32[1] parameter(0)\n"
+                                " cp = f32[1] collective-permute(p), channel_id=1, source_target_pairs=%s\n"
+                                " id = u32[] partition-id()\n"
+                                " ROOT t = (f32[1], u32[]) tuple(cp, id)\n}\n", pairs->str);
+  GError *error = NULL;
+  PsValue **r = run_spmd (text, n, 1, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  for (int d = 0; d < n; d++)
+    {
+      ck_assert (r[d]->elems[0]->f[0] == (d == 0 ? 0 : d - 1));
+      ck_assert_int_eq (r[d]->elems[1]->i[0], d);
+    }
+  free_results (n, r);
+  g_free (text);
+  g_string_free (pairs, TRUE);
+}
+END_TEST
+
+START_TEST (test_divergent_loop_with_collective)
+{
+  /* Device d loops d+1 times with an all-reduce inside: device 0 leaves the
+   * loop first, so device 1's second all-reduce lacks a participant. */
+  GError *error = NULL;
+  PsValue **r = run_spmd ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                          " ROOT s = f32[] add(x, y)\n}\n"
+                          "cond {\n p = f32[1] parameter(0)\n id = u32[] partition-id()\n"
+                          " f = f32[] convert(id)\n b = f32[1] broadcast(f), dimensions={}\n"
+                          " one = f32[1] constant({1})\n lim = f32[1] add(b, one)\n"
+                          " c = pred[1] compare(p, lim), direction=LT\n ROOT r = pred[] reshape(c)\n}\n"
+                          "body {\n p = f32[1] parameter(0)\n ar = f32[1] all-reduce(p), channel_id=1,"
+                          " replica_groups={{0,1}}, use_global_device_ids=true, to_apply=sum\n"
+                          " one = f32[1] constant({1})\n ROOT n = f32[1] add(p, one)\n}\n"
+                          "ENTRY e {\n p = f32[1] parameter(0)\n z = f32[1] constant({0})\n"
+                          " ROOT w = f32[1] while(z), condition=cond, body=body\n}\n", 2, 1, &error);
+  ck_assert_ptr_null (r);
+  ck_assert_msg (strstr (error->message, "diverged") != NULL, "message: %s", error->message);
+  g_error_free (error);
+}
+END_TEST
+
+/* ---- verification driver ----------------------------------------------------------------- */
+
+/* A dot [4,8] x [8,6] sharded on the contracting dim over n devices: each
+ * device does a local dot then an all-reduce. Written by hand as the
+ * partitioner would. */
+static void
+verify_dot (int n, gboolean broken, PsVerifyResult *res)
+{
+  char *orig = g_strdup_printf ("HloModule m\nENTRY e {\n"
+                                " a = f32[4,8] parameter(0), sharding={devices=[1,%d]<=[%d]}\n"
+                                " b = f32[8,6] parameter(1), sharding={devices=[%d,1]<=[%d]}\n"
+                                " ROOT d = f32[4,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+                                " sharding={replicated}\n}\n", n, n, n, n);
+  int k = 8 / n;
+  char *part = g_strdup_printf ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                                " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n"
+                                " a = f32[4,%d] parameter(0)\n b = f32[%d,6] parameter(1)\n"
+                                " d = f32[4,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                                " ROOT ar = f32[4,6] all-reduce(d), channel_id=1, replica_groups={%s},"
+                                " use_global_device_ids=true, to_apply=sum\n}\n",
+                                k, k, broken ? "{0}" : "");
+  /* The broken variant "forgets" the other devices' partial sums. */
+  if (broken)
+    {
+      GString *g = g_string_new (NULL);
+      for (int d = 0; d < n; d++)
+        g_string_append_printf (g, "%s{%d}", d ? "," : "", d);
+      g_free (part);
+      part = g_strdup_printf ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                              " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n"
+                              " a = f32[4,%d] parameter(0)\n b = f32[%d,6] parameter(1)\n"
+                              " d = f32[4,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                              " ROOT ar = f32[4,6] all-reduce(d), channel_id=1, replica_groups={%s},"
+                              " use_global_device_ids=true, to_apply=sum\n}\n", k, k, g->str);
+      g_string_free (g, TRUE);
+    }
+  PsModule *mo = parse (orig), *mp = parse (part);
+  GError *error = NULL;
+  gboolean ok = ps_verify_spmd (mo, mp, n, NULL, res, &error);
+  ck_assert_msg (ok, "verify failed: %s", error ? error->message : "");
+  ps_module_free (mo);
+  ps_module_free (mp);
+  g_free (orig);
+  g_free (part);
+}
+
+START_TEST (test_verify_dot_contracting)
+{
+  static const int ns[3] = { 2, 4, 8 };
+  PsVerifyResult res;
+  verify_dot (ns[_i], FALSE, &res);
+  ck_assert_msg (res.agree, "%s", res.message);
+  ck_assert_int_eq (res.n_compared, 24 * ns[_i]);
+  ps_verify_result_clear (&res);
+  verify_dot (ns[_i], TRUE, &res);
+  ck_assert (!res.agree);
+  ck_assert_msg (strstr (res.message, "output 0 differs on device 0") != NULL, "%s", res.message);
+  ps_verify_result_clear (&res);
+}
+END_TEST
+
+START_TEST (test_verify_uneven_tiles)
+{
+  /* f32[5] tiled over 2 devices: tiles [0,3) and [3,5) padded to 3. The
+   * program adds 1 elementwise; the pad element is ignored. A program that
+   * returns the input unchanged must be caught. */
+  const char *orig = "HloModule m\nENTRY e {\n p = f32[5] parameter(0), sharding={devices=[2]0,1}\n"
+                     " one = f32[] constant(1)\n b = f32[5] broadcast(one), dimensions={}, sharding={devices=[2]0,1}\n"
+                     " ROOT a = f32[5] add(p, b), sharding={devices=[2]0,1}\n}\n";
+  const char *good = "HloModule m\nENTRY e {\n p = f32[3] parameter(0)\n one = f32[] constant(1)\n"
+                     " b = f32[3] broadcast(one), dimensions={}\n ROOT a = f32[3] add(p, b)\n}\n";
+  const char *bad = "HloModule m\nENTRY e {\n p = f32[3] parameter(0)\n ROOT a = f32[3] copy(p)\n}\n";
+  const char *wrong_shape = "HloModule m\nENTRY e {\n p = f32[5] parameter(0)\n ROOT a = f32[5] copy(p)\n}\n";
+  PsModule *mo = parse (orig), *mg = parse (good), *mb = parse (bad), *mw = parse (wrong_shape);
+  PsVerifyResult res;
+  GError *error = NULL;
+  ck_assert (ps_verify_spmd (mo, mg, 2, NULL, &res, &error));
+  ck_assert_msg (res.agree, "%s", res.message);
+  ck_assert_int_eq (res.n_compared, 5);
+  ps_verify_result_clear (&res);
+  ck_assert (ps_verify_spmd (mo, mb, 2, NULL, &res, &error));
+  ck_assert (!res.agree);
+  ps_verify_result_clear (&res);
+  ck_assert (!ps_verify_spmd (mo, mw, 2, NULL, &res, &error));
+  ck_assert_msg (strstr (error->message, "tile shape") != NULL, "%s", error->message);
+  g_clear_error (&error);
+  ps_module_free (mo);
+  ps_module_free (mg);
+  ps_module_free (mb);
+  ps_module_free (mw);
+}
+END_TEST
+
+START_TEST (test_verify_maximal_and_replicated)
+{
+  /* A maximal parameter reaches only device 1; the hand-written program
+   * broadcasts it with an all-reduce of the masked value (as XLA does). */
+  const char *orig = "HloModule m\nENTRY e {\n p = s32[3] parameter(0), sharding={maximal device=1}\n"
+                     " ROOT c = s32[3] copy(p), sharding={replicated}\n}\n";
+  const char *part = "HloModule m\nsum {\n x = s32[] parameter(0)\n y = s32[] parameter(1)\n"
+                     " ROOT s = s32[] add(x, y)\n}\nENTRY e {\n p = s32[3] parameter(0)\n"
+                     " id = u32[] partition-id()\n one = u32[] constant(1)\n"
+                     " is = pred[] compare(id, one), direction=EQ\n z = s32[3] constant({0,0,0})\n"
+                     " b = pred[3] broadcast(is), dimensions={}\n m = s32[3] select(b, p, z)\n"
+                     " ROOT ar = s32[3] all-reduce(m), channel_id=1, replica_groups={{0,1,2,3}},"
+                     " use_global_device_ids=true, to_apply=sum\n}\n";
+  PsModule *mo = parse (orig), *mp = parse (part);
+  PsVerifyResult res;
+  GError *error = NULL;
+  ck_assert_msg (ps_verify_spmd (mo, mp, 4, NULL, &res, &error), "%s", error ? error->message : "");
+  ck_assert_msg (res.agree, "%s", res.message);
+  ck_assert_int_eq (res.n_compared, 12);
+  ps_verify_result_clear (&res);
+  ps_module_free (mo);
+  ps_module_free (mp);
+}
+END_TEST
+
+static Suite *
+interp_suite (void)
+{
+  Suite *s = suite_create ("interp");
+  TCase *tc = tcase_create ("ops");
+  tcase_add_test (tc, test_bf16_rounding);
+  tcase_add_test (tc, test_f16_rounding);
+  tcase_add_test (tc, test_convert_bf16_op);
+  tcase_add_test (tc, test_integer_semantics);
+  tcase_add_test (tc, test_select_clamp_compare_bitcast);
+  tcase_add_test (tc, test_pad_negative_interior);
+  tcase_add_test (tc, test_slices_and_friends);
+  tcase_add_test (tc, test_gather_scatter);
+  tcase_add_test (tc, test_sort_multi_operand);
+  tcase_add_test (tc, test_dot_general);
+  tcase_add_test (tc, test_conv_padding_dilation);
+  tcase_add_test (tc, test_conv_feature_groups);
+  tcase_add_test (tc, test_reduce_variants);
+  tcase_add_test (tc, test_reduce_window_and_select_and_scatter);
+  tcase_add_test (tc, test_while_and_conditional);
+  tcase_add_test (tc, test_unsupported_op_error);
+  tcase_add_test (tc, test_work_limit);
+  suite_add_tcase (s, tc);
+  TCase *spmd = tcase_create ("spmd");
+  tcase_add_loop_test (spmd, test_all_reduce_groups, 0, 3);
+  tcase_add_loop_test (spmd, test_all_gather_reduce_scatter_all_to_all, 0, 3);
+  tcase_add_loop_test (spmd, test_collective_permute_and_partition_id, 0, 3);
+  tcase_add_test (spmd, test_divergent_loop_with_collective);
+  suite_add_tcase (s, spmd);
+  TCase *ver = tcase_create ("verify");
+  tcase_add_loop_test (ver, test_verify_dot_contracting, 0, 3);
+  tcase_add_test (ver, test_verify_uneven_tiles);
+  tcase_add_test (ver, test_verify_maximal_and_replicated);
+  suite_add_tcase (s, ver);
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (interp_suite ());
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed ? 1 : 0;
+}
