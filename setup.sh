@@ -8,7 +8,7 @@ set -eu
 cd "$(dirname "$0")"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libsimgrid-dev libglib2.0-dev check zlib1g-dev libjson-glib-dev"
+libsimgrid-dev libglib2.0-dev check zlib1g-dev libjson-glib-dev time"
 
 missing=""
 for p in $PACKAGES; do

@@ -13,3 +13,5 @@ PS_EXT_LIBS = $(SIMGRID_LIBS) $(JSONGLIB_LIBS) $(GLIB_LIBS) $(ZLIB_LIBS) -lm
 podsim_LDADD = $(PS_ALL_LIBS) $(PS_EXT_LIBS)
 TESTS += tests/run_dense.sh
 EXTRA_DIST += tests/run_dense.sh
+bench_scripts += tests/bench_run.sh
+EXTRA_DIST += tests/bench_run.sh
