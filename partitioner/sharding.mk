@@ -9,7 +9,8 @@ tests_check_sharding_SOURCES = tests/check_sharding.c
 tests_check_sharding_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_sharding_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 
-libpodsim_partitioner_la_SOURCES += partitioner/builder.c partitioner/builder.h
+libpodsim_partitioner_la_SOURCES += partitioner/builder.c partitioner/builder_ops.c \
+	partitioner/builder.h partitioner/builder_private.h
 EXTRA_DIST += doc/sharding.md
 
 check_PROGRAMS += tests/check_builder
