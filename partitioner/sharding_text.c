@@ -371,7 +371,8 @@ parse_single (Parser *p)
               fail (p, at, "'device=' given twice");
               goto out;
             }
-          if (!expect (p, '=', "after 'device'") || !parse_int (p, "device id", &device, &device_at))
+          if (!expect (p, '=', "after 'device'")
+              || !parse_int (p, "device id", &device, &device_at))
             goto out;
           has_device = TRUE;
           continue;
@@ -396,7 +397,8 @@ parse_single (Parser *p)
             }
           has_last_dims = TRUE;
           last_at = at;
-          if (!expect (p, '=', "after 'last_tile_dims'") || !expect (p, '{', "after 'last_tile_dims='"))
+          if (!expect (p, '=', "after 'last_tile_dims'")
+              || !expect (p, '{', "after 'last_tile_dims='"))
             goto out;
           do
             {

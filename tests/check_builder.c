@@ -99,8 +99,8 @@ START_TEST (test_ffn)
   h = ps_build_mesh_split (b, h, D (0, -1, 1));
   ck_assert_int_eq (h->opcode, PS_OP_CUSTOM_CALL);
   ck_assert_str_eq (h->custom_call_target, "Sharding");
-  g_autoptr (PsSharding) batch_only = ps_sharding_from_string ("{devices=[2,1,1,4]<=[8] "
-                                                               "last_tile_dim_replicate}", NULL, NULL);
+  g_autoptr (PsSharding) batch_only
+    = ps_sharding_from_string ("{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}", NULL, NULL);
   h = ps_build_sharding_annotation_open (b, h, batch_only, 2, D (2, 1));
   ck_assert_str_eq (h->backend_config, "unspecified_dims=[1,2]");
   PsInstr *relu = ps_build_max (b, h, ps_build_scalar (b, PS_BF16, 0.0));
@@ -326,7 +326,8 @@ START_TEST (test_shape_ops)
   ck_dims (ex, PS_BF16, 3, D (2, 3, 4));
   PsInstr *fin = ps_build_unary (b, PS_OP_IS_FINITE, ex);
   ck_dims (fin, PS_PRED, 3, D (2, 3, 4));
-  PsInstr *cl = ps_build_clamp (b, ps_build_scalar (b, PS_F32, -1), x, ps_build_scalar (b, PS_F32, 1));
+  PsInstr *cl
+    = ps_build_clamp (b, ps_build_scalar (b, PS_F32, -1), x, ps_build_scalar (b, PS_F32, 1));
   ck_dims (cl, PS_F32, 3, D (2, 3, 4));
   PsInstr *mx = ps_build_reduce_max (b, x, 2, D (2, 0));
   ck_dims (mx, PS_F32, 1, D (3));
@@ -440,9 +441,8 @@ START_TEST (test_while_call)
   PsBuilder *cb = ps_builder_new (m, "cond");
   PsInstr *cs = ps_build_parameter_shape (cb, "s", state);
   PsInstr *i = ps_build_get_tuple_element (cb, cs, 0);
-  PsComputation *cond = ps_builder_finish (cb, ps_build_compare (cb, PS_CMP_LT, i,
-                                                                 ps_build_scalar_int (cb, PS_S32, 10)),
-                                           NULL);
+  PsInstr *lt = ps_build_compare (cb, PS_CMP_LT, i, ps_build_scalar_int (cb, PS_S32, 10));
+  PsComputation *cond = ps_builder_finish (cb, lt, NULL);
   ck_assert_ptr_nonnull (cond);
 
   PsBuilder *bb = ps_builder_new (m, "body");

@@ -315,7 +315,8 @@ START_TEST (test_normalise)
   PsSubgroupKind k2[] = { PS_SUBGROUP_REPLICATED, PS_SUBGROUP_MANUAL };
   int64_t d4[] = { 1, 2, 2 };
   g_autoptr (PsSharding) sg = ps_sharding_subgroup (3, d4, iota4, 2, k2);
-  g_autoptr (PsSharding) sg2 = parse_ok ("{devices=[1,2,2]0,2,1,3 last_tile_dims={manual, replicated}}");
+  g_autoptr (PsSharding) sg2
+    = parse_ok ("{devices=[1,2,2]0,2,1,3 last_tile_dims={manual, replicated}}");
   ck_assert (ps_sharding_equal (sg, sg2));
   g_autoptr (PsSharding) t = ps_sharding_tiled (2, dims, devs);
   g_autofree char *ts = ps_sharding_to_string (t);
@@ -325,7 +326,8 @@ END_TEST
 
 START_TEST (test_copy_queries)
 {
-  g_autoptr (PsSharding) s = parse_ok ("{devices=[2,1,4]<=[8] last_tile_dim_replicate metadata={op_name=\"q\"} shard_like 2}");
+  g_autoptr (PsSharding) s = parse_ok ("{devices=[2,1,4]<=[8] last_tile_dim_replicate"
+                                       " metadata={op_name=\"q\"} shard_like 2}");
   g_autoptr (PsSharding) c = ps_sharding_copy (s);
   ck_assert (ps_sharding_equal (s, c));
   ck_assert_str_eq (c->metadata, "{op_name=\"q\"}");
