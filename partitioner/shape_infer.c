@@ -150,15 +150,6 @@ static PsShape *
 infer_elementwise (const PsInstr *in, GError **error)
 {
   PsOpcode op = in->opcode;
-  const PsShape *a = in->operands[0]->shape;
-  switch (op)
-    {
-    case PS_OP_COMPARE:
-    case PS_OP_IS_FINITE:
-      break;
-    default:
-      break;
-    }
   int want = 2;
   if (op == PS_OP_SELECT || op == PS_OP_CLAMP)
     want = 3;
@@ -175,6 +166,7 @@ infer_elementwise (const PsInstr *in, GError **error)
     want = in->n_operands > 0 ? in->n_operands : 1;
   if (!count_ok (in, want, error) || !arrays_ok (in, error))
     return NULL;
+  const PsShape *a = in->operands[0]->shape;
   if (op == PS_OP_SELECT)
     {
       const PsShape *pr = a, *t = in->operands[1]->shape, *f = in->operands[2]->shape;
