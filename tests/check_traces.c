@@ -368,6 +368,8 @@ START_TEST (test_errors)
                 "x.pst:4:16: unknown device order 'zigzag'");
   expect_error ("pstrace 1\nprogram p\ndevices 8\nmesh 2x4 order=list:0,1,2,3,4,5,6,6\n",
                 "x.pst:4:16: device 6 appears twice in the mesh order");
+  expect_error ("pstrace 1\nprogram p\ndevices 16777217\n",
+                "x.pst:3:9: device count 16777217 outside 1..16777216");
   expect_error ("pstrace 1\nprogram p\n", "x.pst: truncated trace: ends before the 'devices' line");
   /* no end line */
   g_autofree char *noend = one_event ("memory live_bytes=5", "0");
@@ -398,6 +400,10 @@ START_TEST (test_errors)
                       "4", "x.pst:6:81: group of 2 devices where the first has 4");
   expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=[2,4]<=[2,2]",
                       "4", "iota groups [2,4] do not hold the 4 ids");
+  expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=[2,4]<=[65536,65536]",
+                      "4", "iota reshape dim 65536 does not fit the 8 devices");
+  expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=[4294967296,4]<=[8]",
+                      "4", "x.pst:6:71: number too large");
   expect_event_error ("collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=[2,4]<=[2,4]T(0,0)",
                       "4", "T(...) is not a permutation");
   expect_event_error ("collective all-gather name=a dtype=f32 in_bytes=4 out_bytes=4 groups=axes:1",

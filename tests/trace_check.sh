@@ -54,7 +54,7 @@ check_bad trace-unknown-event.pst "trace-unknown-event.pst:12:1: unknown event '
 check_bad trace-unknown-dtype.pst "trace-unknown-dtype.pst:12:47: unknown dtype 'fp32'"
 check_bad trace-groups-mesh.pst "trace-groups-mesh.pst:9:93: groups do not fit the mesh: groups name mesh axis 2 but the mesh has 2 axes"
 check_bad trace-groups-list.pst "trace-groups-list.pst:12:93: groups do not fit the mesh: device 3 appears twice in replica groups"
-check_bad trace-iota-size.pst "trace-iota-size.pst:12:93: groups do not fit the mesh: iota groups [4,2] do not hold the 16 ids of their reshape dims"
+check_bad trace-iota-size.pst "trace-iota-size.pst:12:93: groups do not fit the mesh: iota reshape dims hold more than the 8 devices"
 check_bad trace-permute-pairs.pst "trace-permute-pairs.pst:13:93: pairs do not fit the mesh: device 1 is the target of two pairs"
 check_bad trace-mesh-devices.pst "trace-mesh-devices.pst:4:6: mesh 2x4 holds 8 devices but the trace has 16"
 check_bad trace-done-unmatched.pst "trace-done-unmatched.pst:11:6: done for async id 2 that is not in flight"

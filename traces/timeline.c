@@ -248,7 +248,9 @@ ps_timeline_to_json (const PsTimeline *tl, gsize *len_out)
   g_string_append (out, "{\"traceEvents\":[\n");
   gboolean first = TRUE;
 
-  g_autofree Meta *meta = g_memdup2 (tl->meta->data, tl->meta->len * sizeof (Meta) + 1);
+  g_autofree Meta *meta = g_new (Meta, tl->meta->len + 1);
+  if (tl->meta->len)
+    memcpy (meta, tl->meta->data, tl->meta->len * sizeof (Meta));
   qsort (meta, tl->meta->len, sizeof (Meta), cmp_meta);
   for (guint i = 0; i < tl->meta->len; i++)
     {

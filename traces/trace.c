@@ -635,11 +635,11 @@ ps_trace_check_header (const PsTraceHeader *h)
   guint64 n = 1;
   for (guint i = 0; i < m->rank; i++)
     {
-      if (m->dims[i] < 1 || m->dims[i] > G_MAXUINT32)
+      if (m->dims[i] < 1 || m->dims[i] > PS_TRACE_MAX_DEVICES)
         return g_strdup_printf ("mesh dimension %u is %" G_GINT64_FORMAT, i, m->dims[i]);
       n *= (guint64) m->dims[i];
-      if (n > G_MAXUINT32)
-        return g_strdup ("mesh has more than 2^32 devices");
+      if (n > PS_TRACE_MAX_DEVICES)
+        return g_strdup_printf ("mesh has more than %u devices", PS_TRACE_MAX_DEVICES);
     }
   if (n != h->n_devices)
     return g_strdup_printf ("mesh has %" G_GUINT64_FORMAT " devices but the header "
@@ -726,7 +726,23 @@ ps_trace_groups_resolve (PsTraceGroups *g, const PsTraceHeader *h)
       }
     case PS_TRACE_GROUPS_IOTA:
       {
-        guint64 n = product (g->iota_dims, g->iota_rank);
+        /* bounded products: huge dims must not wrap around to a match */
+        guint64 n = 1;
+        for (guint i = 0; i < g->iota_rank; i++)
+          {
+            if (g->iota_dims[i] < 1 || (guint64) g->iota_dims[i] > h->n_devices)
+              return g_strdup_printf ("iota reshape dim %" G_GINT64_FORMAT " does not fit "
+                                      "the %" G_GUINT64_FORMAT " devices", g->iota_dims[i],
+                                      h->n_devices);
+            n *= (guint64) g->iota_dims[i];
+            if (n > h->n_devices)
+              return g_strdup_printf ("iota reshape dims hold more than the %"
+                                      G_GUINT64_FORMAT " devices", h->n_devices);
+          }
+        if (g->n_groups > h->n_devices || g->group_size > h->n_devices)
+          return g_strdup_printf ("iota groups [%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
+                                  "] do not fit the %" G_GUINT64_FORMAT " devices",
+                                  g->n_groups, g->group_size, h->n_devices);
         if (g->n_groups * g->group_size != n)
           return g_strdup_printf ("iota groups [%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
                                   "] do not hold the %" G_GUINT64_FORMAT " ids of their "

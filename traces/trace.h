@@ -41,6 +41,10 @@ G_BEGIN_DECLS
 /* Largest mesh / iota rank the format allows. */
 #define PS_TRACE_MAX_RANK 8
 
+/* Most devices a trace may name (a TPU v3 pod has 2048 cores); keeps every
+ * per-device table a reader or simulator builds small. */
+#define PS_TRACE_MAX_DEVICES (1u << 24)
+
 /* ---- element types -------------------------------------------------------- */
 
 /* Same names as HLO ("bf16", "f32", ...), but traces/ does not include the IR. */

@@ -385,9 +385,9 @@ read_header (PsTraceReader *r, GError **error)
   if (!header_line (r, "devices", error) || !expect_tokens (r, 2, "devices N", error)
       || !parse_u64 (r, r->tok[1], r->tok_off[1], "devices", &h->n_devices, error))
     return FALSE;
-  if (h->n_devices == 0 || h->n_devices > G_MAXUINT32)
+  if (h->n_devices == 0 || h->n_devices > PS_TRACE_MAX_DEVICES)
     return fail_at (r, error, PS_ERROR_PARSE, r->tok_off[1], "device count %"
-                    G_GUINT64_FORMAT " outside 1..2^32-1", h->n_devices);
+                    G_GUINT64_FORMAT " outside 1..%u", h->n_devices, PS_TRACE_MAX_DEVICES);
 
   if (!header_line (r, "mesh", error) || !expect_tokens (r, 3, "mesh DIMS order=ORDER", error))
     return FALSE;
@@ -398,7 +398,7 @@ read_header (PsTraceReader *r, GError **error)
   guint64 n = 1;
   for (guint i = 0; i < h->mesh.rank; i++)
     {
-      if (dims[i] == 0 || dims[i] > G_MAXUINT32)
+      if (dims[i] == 0 || dims[i] > PS_TRACE_MAX_DEVICES)
         return fail_at (r, error, PS_ERROR_PARSE, r->tok_off[1], "mesh dimension %u is %"
                         G_GUINT64_FORMAT, i, dims[i]);
       h->mesh.dims[i] = (gint64) dims[i];
