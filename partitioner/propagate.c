@@ -239,10 +239,13 @@ process_sharding_instructions (PsModule *m, GPtrArray *comps, gboolean replace_w
               copy->src_col = i->src_col;
               ps_instr_replace_all_uses (i, copy);
               ps_computation_remove_instr (c, i);
+              /* Keep the annotation's name so that it stays findable. */
+              if (m->name_index && g_hash_table_lookup (m->name_index, copy->name) == copy)
+                g_hash_table_remove (m->name_index, copy->name);
               g_free (copy->name);
               copy->name = name;
               if (m->name_index)
-                g_hash_table_insert (m->name_index, copy->name, copy);
+                g_hash_table_replace (m->name_index, g_strdup (copy->name), copy);
               i = copy;
             }
           gboolean remove = FALSE;
@@ -363,7 +366,7 @@ check_while_devices (PsInstr *w, GError **error)
           int64_t rd;
           if (!pp_has_unique_device (body->root->sharding, &rd))
             set_sharding (body->root,
-                          pp_normalize_tuple (ps_sharding_maximal (unique), body->root->shape));
+                          pp_normalize_tuple_take (ps_sharding_maximal (unique), body->root->shape));
           else if (rd != unique)
             {
               g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
@@ -861,7 +864,7 @@ restrict_outputs (PpCtx *c, const PsPropagateOptions *o, GPtrArray *saved_root,
             {
               PsInstr *p = g_ptr_array_index (e->params, k);
               if (p->sharding && o->to_parameters[k] && !evenly_partitions (p->shape, p->sharding))
-                set_sharding (p, pp_normalize_tuple (ps_sharding_replicated (), p->shape));
+                set_sharding (p, pp_normalize_tuple_take (ps_sharding_replicated (), p->shape));
             }
         }
       else if (np == 1)

@@ -339,6 +339,14 @@ pp_normalize_tuple (const PsSharding *s, const PsShape *shape)
   return ps_sharding_copy (s);
 }
 
+PsSharding *
+pp_normalize_tuple_take (PsSharding *s, const PsShape *shape)
+{
+  PsSharding *r = pp_normalize_tuple (s, shape);
+  ps_sharding_free (s);
+  return r;
+}
+
 void
 pp_tuple_leaf_range (const PsShape *shape, int index, int *first, int *count)
 {

@@ -50,6 +50,8 @@ PsSharding *pp_sub_sharding (const PsSharding *s, const PsShape *shape, int inde
 void pp_tuple_leaf_range (const PsShape *shape, int index, int *first, int *count);
 /* Expands a non-tuple sharding on a tuple shape to a tuple sharding. */
 PsSharding *pp_normalize_tuple (const PsSharding *s, const PsShape *shape);
+/* Same, taking ownership of s. */
+PsSharding *pp_normalize_tuple_take (PsSharding *s, const PsShape *shape);
 
 /* ---- algebra (hlo_sharding_util) ---------------------------------------- */
 PsSharding *pp_partially_replicate_on_dims (const PsSharding *s, int n, const int64_t *dims);

@@ -1435,7 +1435,7 @@ pp_infer_from_users (PpCtx *c, PsInstr *i, int aggr)
           /* The barrier keeps its users' sharding from flowing on to its
            * operand: it takes a replicated sharding instead. */
           ps_sharding_free (s);
-          s = pp_normalize_tuple (ps_sharding_replicated (), i->shape);
+          s = pp_normalize_tuple_take (ps_sharding_replicated (), i->shape);
         }
       if (s)
         improved |= pp_maybe_improve (s, i, mc, FALSE);
