@@ -1,12 +1,18 @@
 /* podsim trace: step-trace tools.
  *   podsim trace check FILE   validate a trace and print a summary
- *   podsim trace dump FILE    print a trace as plain text (canonical form) */
+ *   podsim trace dump FILE    print a trace as plain text (canonical form)
+ *   podsim trace lower FILE.hlo -o OUT.pst.gz
+ *                             lower a per-device (SPMD) HLO module to a trace */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "partitioner/cost.h"
+#include "partitioner/hlo_parser.h"
+#include "partitioner/lower.h"
+#include "partitioner/memory.h"
 #include "traces/trace.h"
 
 /* Bytes with the exact count, so scripts can compare. */
@@ -127,6 +133,150 @@ trace_dump (int argc, char **argv)
   return 0;
 }
 
+/* "2x4" -> dims. */
+static gboolean
+parse_mesh (const char *text, PsLowerOptions *o, GError **error)
+{
+  g_auto (GStrv) parts = g_strsplit (text, "x", -1);
+  guint n = g_strv_length (parts);
+  if (n < 1 || n > PS_TRACE_MAX_RANK)
+    goto bad;
+  for (guint i = 0; i < n; i++)
+    {
+      char *end = NULL;
+      gint64 v = g_ascii_strtoll (parts[i], &end, 10);
+      if (!parts[i][0] || *end || v < 1 || v > PS_TRACE_MAX_DEVICES)
+        goto bad;
+      o->mesh_dims[i] = v;
+    }
+  o->mesh_rank = n;
+  return TRUE;
+bad:
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh: '%s' is not a mesh shape such "
+               "as 2x4", text);
+  return FALSE;
+}
+
+static gboolean
+parse_order (const char *text, PsLowerOptions *o, GError **error)
+{
+  gint64 x, y, c;
+  char tail;
+  if (strcmp (text, "arange") == 0)
+    o->mesh_order = PS_TRACE_ORDER_ARANGE;
+  else if (strcmp (text, "arange_T") == 0)
+    o->mesh_order = PS_TRACE_ORDER_ARANGE_T;
+  else if (sscanf (text, "nonpod2d:%" G_GINT64_MODIFIER "dx%" G_GINT64_MODIFIER "dx%"
+                   G_GINT64_MODIFIER "d%c", &x, &y, &c, &tail) == 3)
+    {
+      o->mesh_order = PS_TRACE_ORDER_NONPOD2D;
+      o->mesh_physical[0] = x;
+      o->mesh_physical[1] = y;
+      o->mesh_physical[2] = c;
+    }
+  else
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--order: '%s' is not arange, "
+                   "arange_T or nonpod2d:XxYxC", text);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static int
+trace_lower (int argc, char **argv)
+{
+  char *output = NULL, *mesh = NULL, *order = NULL, *slice = NULL;
+  gint64 devices = 0, trip = 0;
+  gboolean async = FALSE, no_memory = FALSE, cost_report = FALSE, memory_report = FALSE;
+  GOptionEntry entries[] = {
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.pst.gz "
+      "compressed, .pst plain, - standard output)", "OUT" },
+    { "devices", 0, 0, G_OPTION_ARG_INT64, &devices, "Devices (default: the module's "
+      "num_partitions, else 1)", "N" },
+    { "mesh", 0, 0, G_OPTION_ARG_STRING, &mesh, "Logical device mesh, e.g. 2x4 (default: "
+      "1-D)", "AxB" },
+    { "order", 0, 0, G_OPTION_ARG_STRING, &order, "Mesh device order: arange (default), "
+      "arange_T, nonpod2d:XxYxC", "ORDER" },
+    { "slice", 0, 0, G_OPTION_ARG_STRING, &slice, "Slice hint written to the trace", "SLICE" },
+    { "trip-count", 0, 0, G_OPTION_ARG_INT64, &trip, "Iterations of a while loop whose "
+      "trip count cannot be found (default: such a loop is an error)", "N" },
+    { "async", 0, 0, G_OPTION_ARG_NONE, &async, "Overlap each collective with the compute "
+      "that does not need its result (async start/done)", NULL },
+    { "no-memory-events", 0, 0, G_OPTION_ARG_NONE, &no_memory, "No live-bytes watermarks",
+      NULL },
+    { "cost", 0, 0, G_OPTION_ARG_NONE, &cost_report, "Print FLOPs and HBM bytes per fusion",
+      NULL },
+    { "memory", 0, 0, G_OPTION_ARG_NONE, &memory_report, "Print the per-device peak and "
+      "its largest holders", NULL },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - lower an SPMD program "
+                                                          "to a step trace");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_summary (ctx,
+      "Reads an HLO module whose shapes are already per device (the partitioner's\n"
+      "output, '-' for standard input) and writes the step trace the simulator\n"
+      "replays: one compute event per fusion, a collective event per collective\n"
+      "(groups as mesh axes where possible), while loops unrolled.");
+  gboolean ok = ps_cli_parse (ctx, &argc, &argv);
+  g_autofree char *out_path = output, *mesh_s = mesh, *order_s = order, *slice_s = slice;
+  if (!ok)
+    return PS_EXIT_USAGE;
+  if (argc != 2 || !output)
+    {
+      fprintf (stderr, "podsim trace lower: expected FILE.hlo and -o OUT (see --help)\n");
+      return PS_EXIT_USAGE;
+    }
+  GError *error = NULL;
+  PsLowerOptions o;
+  ps_lower_options_init (&o);
+  if ((mesh && !parse_mesh (mesh, &o, &error)) || (order && !parse_order (order, &o, &error)))
+    return ps_cli_fail (error);
+  if (devices < 0 || trip < 0)
+    {
+      fprintf (stderr, "podsim trace lower: --devices and --trip-count must be positive\n");
+      return PS_EXIT_USAGE;
+    }
+  o.n_devices = devices;
+  o.slice = slice;
+  o.default_trip_count = trip;
+  o.async_collectives = async;
+  o.memory_events = !no_memory;
+  g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
+  if (!m)
+    return ps_cli_fail (error);
+  g_autoptr (PsTrace) t = ps_lower_module (m, &o, &error);
+  if (!t)
+    return ps_cli_fail (error);
+  FILE *report = strcmp (output, "-") == 0 ? stderr : stdout;
+  if (cost_report || memory_report)
+    {
+      PsCostOptions co;
+      ps_cost_options_init (&co);
+      co.default_trip_count = trip;
+      g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, &co, &error);
+      if (!a)
+        return ps_cli_fail (error);
+      if (cost_report)
+        {
+          g_autofree char *text = ps_cost_report (a);
+          fputs (text, report);
+        }
+      if (memory_report)
+        {
+          g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, &error);
+          if (!r)
+            return ps_cli_fail (error);
+          g_autofree char *text = ps_memory_report_to_string (r, 10);
+          fputs (text, report);
+        }
+    }
+  if (!ps_trace_write (t, output, &error))
+    return ps_cli_fail (error);
+  return 0;
+}
+
 static const struct {
   const char *name;
   const char *summary;
@@ -134,6 +284,7 @@ static const struct {
 } subcommands[] = {
   { "check", "validate a step trace and print a summary", trace_check },
   { "dump", "print a step trace as plain text", trace_dump },
+  { "lower", "lower a per-device HLO module to a step trace", trace_lower },
 };
 
 int
@@ -141,7 +292,8 @@ ps_cmd_trace (int argc, char **argv)
 {
   if (argc >= 2 && (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0))
     {
-      printf ("Usage: podsim trace COMMAND [OPTION...] FILE\n\nStep-trace tools.\n\n"
+      printf ("Usage: podsim trace COMMAND [OPTION...] FILE\n\nStep-trace tools "
+              "(format: doc/trace-format.md).\n\n"
               "Commands:\n");
       for (gsize i = 0; i < G_N_ELEMENTS (subcommands); i++)
         printf ("  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
@@ -150,7 +302,7 @@ ps_cmd_trace (int argc, char **argv)
     }
   if (argc < 2)
     {
-      fprintf (stderr, "podsim trace: expected a command: check or dump (see --help)\n");
+      fprintf (stderr, "podsim trace: expected a command: check, dump or lower (see --help)\n");
       return PS_EXIT_USAGE;
     }
   for (gsize i = 0; i < G_N_ELEMENTS (subcommands); i++)
@@ -161,6 +313,7 @@ ps_cmd_trace (int argc, char **argv)
         argv[1] = prg;
         return subcommands[i].fn (argc - 1, argv + 1);
       }
-  fprintf (stderr, "podsim trace: unknown command '%s' (expected check or dump)\n", argv[1]);
+  fprintf (stderr, "podsim trace: unknown command '%s' (expected check, dump or lower)\n",
+           argv[1]);
   return PS_EXIT_USAGE;
 }

@@ -13,3 +13,5 @@ TESTS += tests/check_lower
 tests_check_lower_SOURCES = tests/check_lower.c
 tests_check_lower_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_lower_LDADD = $(PS_PARTITIONER_TEST_LIBS)
+TESTS += tests/trace_lower.sh
+EXTRA_DIST += tests/trace_lower.sh tests/data/traces/spmd_2x4.hlo

@@ -1,0 +1,47 @@
+#!/bin/sh
+# podsim trace lower on the real binary: a per-device HLO module becomes a
+# valid trace with groups compressed to mesh axes; bad options and bad input
+# give one error line, exit status 2 and no output file.
+. "$PS_SRCDIR/tests/lib.sh"
+hlo="$PS_SRCDIR/tests/data/traces/spmd_2x4.hlo"
+
+expect_status 0 "$PODSIM" trace lower --help
+expect_grep "--mesh=AxB" "$PS_TMP/out"
+
+expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --slice v3-8 --cost --memory -o "$PS_TMP/t.pst.gz"
+expect_grep "dot                              matmul                    65536" "$PS_TMP/out"
+expect_grep "per-device peak" "$PS_TMP/out"
+expect_status 0 "$PODSIM" trace check "$PS_TMP/t.pst.gz"
+expect_grep "events:            16 (compute 3, collective 5 of which async 0, memory 8)" "$PS_TMP/out"
+expect_grep "FLOPs per device:  66816" "$PS_TMP/out"
+expect_grep "all-to-all             1 events, 1.00 KiB (1024 bytes)" "$PS_TMP/out"
+expect_status 0 "$PODSIM" trace dump "$PS_TMP/t.pst.gz"
+expect_grep "collective all-reduce name=ar dtype=f32 in_bytes=2048 out_bytes=2048 groups=axes:1" "$PS_TMP/out"
+expect_grep "groups=axes:0" "$PS_TMP/out"
+expect_grep "pairs=shift:1:1:wrap" "$PS_TMP/out"
+expect_grep "groups={{0,2,1,3},{4,6,5,7}}" "$PS_TMP/out"
+expect_grep "mxu=1x16x64x32" "$PS_TMP/out"
+
+# the same program twice gives the same bytes
+expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --slice v3-8 -o "$PS_TMP/u.pst.gz"
+cmp -s "$PS_TMP/t.pst.gz" "$PS_TMP/u.pst.gz" || fail "lowering is not deterministic"
+
+# async: every collective gets a start and a done
+expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --async -o - 
+expect_grep "async=5" "$PS_TMP/out"
+expect_grep "done 5" "$PS_TMP/out"
+
+# errors: one line, exit 2, nothing written
+expect_status 2 "$PODSIM" trace lower "$hlo" --mesh 2x2 -o "$PS_TMP/bad.pst.gz"
+expect_grep "podsim: the mesh holds 4 devices but the program runs on 8" "$PS_TMP/err"
+[ -e "$PS_TMP/bad.pst.gz" ] && fail "a failed lowering left an output file"
+expect_status 2 "$PODSIM" trace lower "$hlo" --mesh 2xq -o "$PS_TMP/bad.pst.gz"
+expect_grep "--mesh: '2xq' is not a mesh shape" "$PS_TMP/err"
+expect_status 2 "$PODSIM" trace lower "$hlo" --order zigzag -o "$PS_TMP/bad.pst.gz"
+expect_status 2 "$PODSIM" trace lower "$hlo"
+expect_status 2 "$PODSIM" trace lower "$PS_TMP/missing.hlo" -o "$PS_TMP/bad.pst.gz"
+printf 'HloModule x\nENTRY e {\n  ROOT p = f32[4] parameter(0)\n  bogus\n}\n' >"$PS_TMP/bad.hlo"
+expect_status 2 "$PODSIM" trace lower "$PS_TMP/bad.hlo" -o "$PS_TMP/bad.pst.gz"
+[ "$(wc -l <"$PS_TMP/err")" = 1 ] || fail "bad HLO: expected one error line"
+[ -e "$PS_TMP/bad.pst.gz" ] && fail "a failed lowering left an output file"
+finish
