@@ -412,6 +412,33 @@ ps_hlo_computation_ref (PsHloReader *p)
   return c;
 }
 
+/* When a sharding lacks its closing brace, the balanced scan runs on into
+ * the next instructions. Returns the offset (> 0) of a line start before
+ * `upto` that reads like an instruction ("[ROOT] name = "), or 0. Sharding
+ * items never have spaces around '=', HLO instructions almost always do. */
+static gsize
+unclosed_before (const char *t, gsize off, gsize upto)
+{
+  for (gsize i = 0; i < off; i++)
+    {
+      if (t[i] != '\n')
+        continue;
+      gsize j = i + 1;
+      while (j < upto && (t[j] == ' ' || t[j] == '\t'))
+        j++;
+      if (j + 5 <= upto && strncmp (t + j, "ROOT ", 5) == 0)
+        return j;
+      if (j < upto && t[j] == '%')
+        j++;
+      gsize k = j;
+      while (k < upto && ps_hlo_is_ident_char (t[k]))
+        k++;
+      if (k > j && k + 2 < upto && t[k] == ' ' && t[k + 1] == '=' && t[k + 2] == ' ')
+        return j;
+    }
+  return 0;
+}
+
 gboolean
 ps_hlo_sharding (PsHloReader *p, PsInstr *in)
 {
@@ -459,7 +486,11 @@ ps_hlo_sharding (PsHloReader *p, PsInstr *in)
   g_free (copy);
   if (!s)
     {
-      ps_hlo_error (p, start + MIN (off, n), PS_ERROR_PARSE, "%s", e ? e->message : "malformed sharding");
+      gsize line = unclosed_before (p->text + start, MIN (off, n), n);
+      if (line)
+        ps_hlo_error (p, start, PS_ERROR_PARSE, "sharding is not closed before the instruction on the next line");
+      else
+        ps_hlo_error (p, start + MIN (off, n), PS_ERROR_PARSE, "%s", e ? e->message : "malformed sharding");
       g_clear_error (&e);
       return FALSE;
     }

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "partitioner/hlo_internal.h"
@@ -902,6 +903,25 @@ ps_hlo_parse_file (const char *path, GError **error)
   char *text = NULL;
   gsize len = 0;
   GError *local = NULL;
+  if (strcmp (path, "-") == 0)
+    {
+      GString *buf = g_string_new (NULL);
+      char chunk[65536];
+      size_t n;
+      while ((n = fread (chunk, 1, sizeof chunk, stdin)) > 0)
+        g_string_append_len (buf, chunk, (gssize) n);
+      if (ferror (stdin))
+        {
+          g_string_free (buf, TRUE);
+          g_set_error (error, PS_ERROR, PS_ERROR_IO, "<stdin>: read error");
+          return NULL;
+        }
+      len = buf->len;
+      text = g_string_free (buf, FALSE);
+      PsModule *m = ps_hlo_parse (text, len, "<stdin>", error);
+      g_free (text);
+      return m;
+    }
   if (!g_file_get_contents (path, &text, &len, &local))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
