@@ -259,20 +259,23 @@ gboolean
 ps_while_trip_count (const PsInstr *w, int64_t *out)
 {
   g_return_val_if_fail (w && w->opcode == PS_OP_WHILE, FALSE);
-  if (w->backend_config)
+  /* backend_config="..." keeps its escapes; backend_config={...} is kept
+   * verbatim as a raw attribute: accept "n":"7", \"n\":\"7\" and "n":7 */
+  const char *cfg = w->backend_config ? w->backend_config
+                    : ps_instr_get_raw_attr (w, "backend_config");
+  const char *k = cfg ? strstr (cfg, "known_trip_count") : NULL;
+  const char *np = k ? strstr (k, "n\\\"") : NULL;
+  if (k && !np)
+    np = strstr (k, "n\"");
+  if (np)
     {
-      const char *k = strstr (w->backend_config, "known_trip_count");
-      const char *n = k ? strstr (k, "\"n\"") : NULL;
-      if (n)
+      np++;
+      while (*np == ':' || *np == ' ' || *np == '"' || *np == '\\')
+        np++;
+      if (g_ascii_isdigit (*np))
         {
-          n += 3;
-          while (*n == ':' || *n == ' ' || *n == '"')
-            n++;
-          if (g_ascii_isdigit (*n))
-            {
-              *out = g_ascii_strtoll (n, NULL, 10);
-              return TRUE;
-            }
+          *out = g_ascii_strtoll (np, NULL, 10);
+          return TRUE;
         }
     }
   if (w->n_called < 2 || w->n_operands < 1)

@@ -198,6 +198,29 @@ START_TEST (test_cost_while_unknown)
 }
 END_TEST
 
+/* XLA's known_trip_count in backend_config, quoted or as raw JSON. */
+START_TEST (test_cost_known_trip_count)
+{
+  const char *forms[] = { "backend_config={\"known_trip_count\":{\"n\":\"7\"}}",
+                          "backend_config=\"{\\\"known_trip_count\\\":{\\\"n\\\":\\\"7\\\"}}\"" };
+  for (gsize i = 0; i < G_N_ELEMENTS (forms); i++)
+    {
+      g_autofree char *text = g_strdup_printf (
+        "HloModule loop\n"
+        "cond {\n  p = f32[4] parameter(0)\n  ROOT t = pred[] constant(true)\n}\n"
+        "body {\n  p = f32[4] parameter(0)\n  ROOT y = f32[4] exponential(p)\n}\n"
+        "ENTRY e {\n  a = f32[4] parameter(0)\n"
+        "  ROOT w = f32[4] while(a), condition=cond, body=body, %s\n}\n", forms[i]);
+      g_autoptr (PsModule) m = parse (text);
+      int64_t n = 0;
+      ck_assert_msg (ps_while_trip_count (ps_module_find_instr (m, "w"), &n), "%s", forms[i]);
+      ck_assert_int_eq (n, 7);
+      g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+      ck_assert_uint_eq (ps_cost_computation (a, m->entry).flops, 7 * 4);
+    }
+}
+END_TEST
+
 START_TEST (test_memory_mlp)
 {
   g_autoptr (PsModule) m = parse (mlp_hlo);
@@ -252,6 +275,7 @@ analysis_suite (void)
   tcase_add_test (tc, test_cost_conv);
   tcase_add_test (tc, test_cost_while);
   tcase_add_test (tc, test_cost_while_unknown);
+  tcase_add_test (tc, test_cost_known_trip_count);
   tcase_add_test (tc, test_memory_mlp);
   tcase_add_test (tc, test_memory_while);
   suite_add_tcase (s, tc);
