@@ -497,39 +497,215 @@ merge_unspec (PsInstr *annotate, const PsSharding *from, const PsInts *dims)
   return TRUE;
 }
 
+/* XLA's RefineManualAutoShardingFromAuto: refines the pair of shardings
+ * around a manual conversion from an auto (non-manual) sharding. */
 static gboolean
-unspec_from_operand (PsInstr *i, const PsInts *dims)
+refine_from_auto (const PsSharding *to_merge, const PsInts *dims, PsSharding **auto_s,
+                  PsSharding **manual_s)
 {
-  const PsInstr *op = i->operands[0];
-  if (!op->sharding || !pp_is_spatially_partitioned (op->sharding) || !pp_is_tiled (op->sharding))
+  const PsSharding *man = *manual_s;
+  if (!pp_is_manual_subgroup (man) || pp_is_manual_subgroup (*auto_s)
+      || !pp_has_partial_replication (man) || man->n_subgroups != 2 || pp_is_tuple (*auto_s)
+      || pp_is_manual (*auto_s))
     return FALSE;
-  if (i->users->len == 1)
+  PsSharding *partial = pp_partially_replicate_all_except (to_merge, dims->n, dims->v);
+  if (!pp_is_tiled (partial))
     {
-      PsInstr *u = g_ptr_array_index (i->users, 0);
-      if (pp_is_custom_call (u, "SPMDFullToShardShape") || pp_is_custom_call (u, "SPMDShardToFullShape"))
-        return FALSE; /* manual conversion refinement: not modelled */
+      ps_sharding_free (partial);
+      return FALSE;
     }
-  return merge_unspec (i, op->sharding, dims);
+  PsSharding *na = pp_merge_if_compatible (partial, pp_num_tiles (*auto_s) + 1, *auto_s);
+  if (!na)
+    {
+      ps_sharding_free (partial);
+      return FALSE;
+    }
+  /* Merge into the manual side too, treating the manual dim as a data dim
+   * just before the replication dim. */
+  int dr = pp_data_rank (partial);
+  int64_t pd[PP_MAX_DIMS];
+  int np = 0;
+  for (int k = 0; k < partial->n_tile_dims; k++)
+    {
+      if (k == dr)
+        pd[np++] = 1;
+      pd[np++] = partial->tile_dims[k];
+    }
+  if (dr == partial->n_tile_dims)
+    pd[np++] = 1;
+  PsSubgroupKind rep = PS_SUBGROUP_REPLICATED;
+  PsSharding *for_manual = ps_sharding_subgroup (np, pd, partial->devices, 1, &rep);
+  PsSharding *tmp = ps_sharding_subgroup (man->n_tile_dims, man->tile_dims, man->devices, 1, &rep);
+  PsSharding *merged = (for_manual && tmp)
+                           ? pp_merge_if_compatible (for_manual, pp_num_tiles (tmp) + 1, tmp)
+                           : NULL;
+  gboolean ok = FALSE;
+  if (merged && pp_is_tiled (merged))
+    {
+      PsSubgroupKind kinds[2] = { PS_SUBGROUP_MANUAL, PS_SUBGROUP_REPLICATED };
+      int nk = pp_has_partial_replication (merged) ? 2 : 1;
+      PsSharding *nm = ps_sharding_subgroup (merged->n_tile_dims, merged->tile_dims,
+                                             merged->devices, nk, kinds);
+      if (nm)
+        {
+          ps_sharding_free (*manual_s);
+          *manual_s = nm;
+          ps_sharding_free (*auto_s);
+          *auto_s = na;
+          na = NULL;
+          ok = TRUE;
+        }
+    }
+  if (na)
+    ps_sharding_free (na);
+  if (merged)
+    ps_sharding_free (merged);
+  if (for_manual)
+    ps_sharding_free (for_manual);
+  if (tmp)
+    ps_sharding_free (tmp);
+  ps_sharding_free (partial);
+  return ok;
+}
+
+/* XLA's RefineManualAutoShardingFromManual: the same from a sharding with a
+ * manual subgroup. */
+static gboolean
+refine_from_manual (const PsSharding *to_merge, const PsInts *dims, PsSharding **auto_s,
+                    PsSharding **manual_s)
+{
+  const PsSharding *man = *manual_s;
+  if (!pp_is_manual_subgroup (to_merge) || !pp_is_manual_subgroup (man)
+      || !pp_has_partial_replication (man) || pp_is_manual_subgroup (*auto_s)
+      || man->n_subgroups != 2 || pp_is_tuple (*auto_s) || pp_is_manual (*auto_s))
+    return FALSE;
+  PsSharding *partial = pp_partially_replicate_all_except (to_merge, dims->n, dims->v);
+  if (!pp_is_tiled (partial))
+    {
+      ps_sharding_free (partial);
+      return FALSE;
+    }
+  PsSharding *nm = pp_merge_if_compatible (partial, pp_num_tiles (man) + 1, man);
+  if (!nm)
+    {
+      ps_sharding_free (partial);
+      return FALSE;
+    }
+  PsSubgroupKind kinds[PP_MAX_DIMS];
+  for (int k = 0; k < partial->n_subgroups; k++)
+    kinds[k] = PS_SUBGROUP_REPLICATED;
+  PsSharding *for_auto = ps_sharding_subgroup (partial->n_tile_dims, partial->tile_dims,
+                                               partial->devices, partial->n_subgroups, kinds);
+  PsSharding *na = for_auto ? pp_merge_if_compatible (for_auto, pp_num_tiles (*auto_s) + 1, *auto_s)
+                            : NULL;
+  ps_sharding_free (partial);
+  if (for_auto)
+    ps_sharding_free (for_auto);
+  if (!na)
+    {
+      ps_sharding_free (nm);
+      return FALSE;
+    }
+  ps_sharding_free (*manual_s);
+  *manual_s = nm;
+  ps_sharding_free (*auto_s);
+  *auto_s = na;
+  return TRUE;
+}
+
+/* The manual conversion right after an annotation with unspecified dims,
+ * when it leaves the same dims unspecified. */
+static PsInstr *
+conversion_after (PsInstr *i, const PsInts *dims, gboolean *usable)
+{
+  *usable = TRUE;
+  if (i->users->len != 1)
+    return NULL;
+  PsInstr *u = g_ptr_array_index (i->users, 0);
+  if (!pp_is_custom_call (u, "SPMDFullToShardShape") && !pp_is_custom_call (u, "SPMDShardToFullShape"))
+    return NULL;
+  PsInts ud;
+  if (!parse_unspecified_dims (u, &ud))
+    {
+      *usable = FALSE;
+      return NULL;
+    }
+  gboolean same = ud.n == dims->n;
+  for (int k = 0; same && k < ud.n; k++)
+    same = ud.v[k] == dims->v[k];
+  ps_ints_clear (&ud);
+  if (!same)
+    {
+      *usable = FALSE;
+      return NULL;
+    }
+  return u;
+}
+
+/* Refines the annotation `i` (and its conversion op) from `from`, a
+ * sharding that comes from the operand (forward) or a user (backward). */
+static gboolean
+refine_annotation (PsInstr *i, PsInstr *conv, const PsSharding *from, const PsInts *dims,
+                   gboolean forward)
+{
+  if (!conv)
+    return merge_unspec (i, from, dims);
+  if (!i->sharding || !conv->sharding)
+    return FALSE;
+  gboolean to_manual = pp_is_custom_call (conv, "SPMDFullToShardShape");
+  PsSharding *a = ps_sharding_copy (to_manual ? i->sharding : conv->sharding);
+  PsSharding *mn = ps_sharding_copy (to_manual ? conv->sharding : i->sharding);
+  /* Forward into a to-manual conversion, or backward out of a to-auto one,
+   * `from` is an auto sharding; otherwise it has a manual subgroup. */
+  gboolean ok = (forward == to_manual) ? refine_from_auto (from, dims, &a, &mn)
+                                       : refine_from_manual (from, dims, &a, &mn);
+  if (ok)
+    {
+      set_sharding (i, to_manual ? a : mn);
+      set_sharding (conv, to_manual ? mn : a);
+    }
+  else
+    {
+      ps_sharding_free (a);
+      ps_sharding_free (mn);
+    }
+  return ok;
 }
 
 static gboolean
-unspec_from_users (PpCtx *c, PsInstr *i, const PsInts *dims, int aggr)
+unspec_from_operand (PsInstr *i, const PsInts *dims, PsInstr **conv_out)
 {
-  if (i->users->len == 1)
-    {
-      PsInstr *u = g_ptr_array_index (i->users, 0);
-      if (pp_is_custom_call (u, "SPMDFullToShardShape") || pp_is_custom_call (u, "SPMDShardToFullShape"))
-        return FALSE;
-    }
+  *conv_out = NULL;
+  const PsInstr *op = i->operands[0];
+  if (!op->sharding || !pp_is_spatially_partitioned (op->sharding) || !pp_is_tiled (op->sharding))
+    return FALSE;
+  gboolean usable;
+  PsInstr *conv = conversion_after (i, dims, &usable);
+  if (!usable)
+    return FALSE;
+  *conv_out = conv;
+  return refine_annotation (i, conv, op->sharding, dims, TRUE);
+}
+
+static gboolean
+unspec_from_users (PpCtx *c, PsInstr *i, const PsInts *dims, int aggr, PsInstr **conv_out)
+{
+  *conv_out = NULL;
+  gboolean usable;
+  PsInstr *conv = conversion_after (i, dims, &usable);
+  if (!usable)
+    return FALSE;
+  *conv_out = conv;
+  PsInstr *for_users = conv ? conv : i;
   gboolean changed = FALSE;
-  for (guint k = 0; k < i->users->len; k++)
+  for (guint k = 0; k < for_users->users->len; k++)
     {
-      const PsInstr *u = g_ptr_array_index (i->users, k);
+      const PsInstr *u = g_ptr_array_index (for_users->users, k);
       if (!u->sharding || !pp_is_tiled (u->sharding))
         continue;
-      PsSharding *s = pp_sharding_from_user (c, i, u, aggr);
+      PsSharding *s = pp_sharding_from_user (c, for_users, u, aggr);
       if (s && pp_is_tiled (s))
-        changed |= merge_unspec (i, s, dims);
+        changed |= refine_annotation (i, conv, s, dims, FALSE);
       if (s)
         ps_sharding_free (s);
     }
@@ -610,18 +786,6 @@ after_change (Loop *l, PsInstr *i)
   g_ptr_array_free (changed, TRUE);
 }
 
-static PsInstr *
-single_conversion_user (PsInstr *i, const PsInts *dims)
-{
-  if (i->users->len != 1)
-    return NULL;
-  PsInstr *u = g_ptr_array_index (i->users, 0);
-  if (!pp_is_custom_call (u, "SPMDFullToShardShape") && !pp_is_custom_call (u, "SPMDShardToFullShape"))
-    return NULL;
-  (void) dims;
-  return u;
-}
-
 static gboolean
 run_to_fixpoint (Loop *l, int aggr)
 {
@@ -686,9 +850,10 @@ run_to_fixpoint (Loop *l, int aggr)
                   PsInts *dims = g_hash_table_lookup (c->unspec, i);
                   if (!may_merge || !dims)
                     continue;
-                  if (unspec_from_operand (i, dims))
+                  PsInstr *conv = NULL;
+                  if (unspec_from_operand (i, dims, &conv))
                     {
-                      clear_cache (l, i, single_conversion_user (i, dims));
+                      clear_cache (l, i, conv);
                       g_hash_table_add (l->done_ops, i);
                       changed_last = TRUE;
                     }
@@ -717,10 +882,13 @@ run_to_fixpoint (Loop *l, int aggr)
                   PsInts *dims = g_hash_table_lookup (c->unspec, i);
                   if (!may_merge || !dims)
                     continue;
-                  if (unspec_from_users (c, i, dims, aggr))
+                  PsInstr *conv = NULL;
+                  if (unspec_from_users (c, i, dims, aggr, &conv))
                     {
-                      clear_cache (l, i, NULL);
+                      clear_cache (l, i, conv);
                       g_hash_table_add (l->done_users, i);
+                      if (conv)
+                        g_hash_table_add (l->done_users, conv);
                       changed_last = TRUE;
                     }
                   continue;

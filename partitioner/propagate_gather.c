@@ -89,6 +89,41 @@ iota_dim (const PsInstr *x)
         return x->dimensions.v[d];
       return -1;
     }
+  /* A loop-invariant tuple element of a while body (or a conditional
+   * branch argument) is an iota if what the caller passes in is. */
+  if (x->opcode == PS_OP_GET_TUPLE_ELEMENT && x->operands[0]->opcode == PS_OP_PARAMETER
+      && !x->parent->is_entry)
+    {
+      PsComputation *comp = x->parent;
+      PsModule *m = comp->parent;
+      int64_t idx = x->tuple_index;
+      for (guint ck = 0; m && ck < m->computations->len; ck++)
+        {
+          PsComputation *cc = g_ptr_array_index (m->computations, ck);
+          for (guint k = 0; k < cc->instrs->len; k++)
+            {
+              PsInstr *caller = g_ptr_array_index (cc->instrs, k);
+              if (caller->opcode == PS_OP_WHILE && caller->n_called >= 2
+                  && caller->called[1] == comp && caller->operands[0]->opcode == PS_OP_TUPLE)
+                {
+                  PsInstr *root = comp->root;
+                  if (root && root->opcode == PS_OP_TUPLE && idx < root->n_operands
+                      && root->operands[idx] == x && idx < caller->operands[0]->n_operands)
+                    return iota_dim (caller->operands[0]->operands[idx]);
+                  return -1;
+                }
+              if (caller->opcode == PS_OP_CONDITIONAL)
+                for (int b = 0; b < caller->n_called; b++)
+                  if (caller->called[b] == comp && b + 1 < caller->n_operands)
+                    {
+                      PsInstr *arg = caller->operands[b + 1];
+                      if (arg->opcode == PS_OP_TUPLE && idx < arg->n_operands)
+                        return iota_dim (arg->operands[idx]);
+                      return -1;
+                    }
+            }
+        }
+    }
   return -1;
 }
 

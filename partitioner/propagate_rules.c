@@ -960,21 +960,18 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
         int64_t sd = i->dimensions.n > 0 ? i->dimensions.v[0] : 0;
         if (pp_is_tiled (op->sharding) && pp_tile_dim (op->sharding, (int) sd) != 1)
           {
-            /* Movable only if another dim can take the sort dim's tiles. */
+            /* Propagated only if a free dim (not split, not of size 1) can
+             * later take the sort dim's split (XLA's
+             * IsSortOperandShardingMovable). */
             gboolean movable = FALSE;
             const PsShape *sh = op->shape;
-            if (sh->rank >= 2 && sh->dims[sd] != 1)
+            if (sh->rank >= 2)
               for (int d = 0; d < sh->rank; d++)
-                {
-                  if (d == sd)
-                    continue;
-                  int64_t m = pp_tile_dim (op->sharding, (int) sd) * pp_tile_dim (op->sharding, d);
-                  if (sh->dims[d] % m == 0)
-                    {
-                      movable = TRUE;
-                      break;
-                    }
-                }
+                if (d != sd && pp_tile_dim (op->sharding, d) == 1 && sh->dims[d] != 1)
+                  {
+                    movable = TRUE;
+                    break;
+                  }
             if (!movable)
               return FALSE;
           }
