@@ -476,15 +476,19 @@ run (Program *p, GError **error)
                        peak, cap, opt->hw->name ? opt->hw->name : "TensorCore");
       return NULL;
     }
-  PsSgNet *net = ps_sgnet_new (pf, error);
-  if (!net)
-    return NULL;
   Replay rp = { 0 };
   rp.prog = p;
-  rp.net = net;
   rp.cache = !opt->no_cache;
   int n_plans = (int) p->plans->len;
   rp.group_dur = g_new0 (double *, n_plans + 1);
+  PsSgNet *net = ps_sgnet_new (pf, error);
+  if (!net)
+    {
+      g_free (rp.group_dur);
+      return NULL;
+    }
+  rp.net = net;
+  /* The cache: every distinct collective once, alone, on the idle network. */
   if (rp.cache)
     for (int i = 0; i < n_plans; i++)
       {
@@ -502,7 +506,7 @@ run (Program *p, GError **error)
       dv->dev = d;
       dv->core = p->core_of_device[d];
       dv->local_s = t0;
-      dv->sem = ps_sgnet_sem_new (0);
+      dv->sem = rp.cache ? NULL : ps_sgnet_sem_new (0);
       for (int k = 0; k < opt->n_timeline_devices; k++)
         if (opt->timeline_devices[k] == d)
           dv->spans = g_array_new (FALSE, FALSE, sizeof (Span));
@@ -536,7 +540,8 @@ run (Program *p, GError **error)
       r->comm_s[d] = dv->comm_s;
       r->exposed_s[d] = dv->exposed_s;
       r->idle_s[d] = MAX (0.0, step - dv->compute_s - dv->exposed_s);
-      ps_sgnet_sem_free (dv->sem);
+      if (dv->sem)
+        ps_sgnet_sem_free (dv->sem);
     }
   r->flops_per_device = p->flops;
   r->peak_flops_per_core = ps_hardware_peak_flops_per_core (opt->hw);
