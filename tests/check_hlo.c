@@ -322,6 +322,47 @@ START_TEST (test_example)
 }
 END_TEST
 
+
+START_TEST (test_collectives)
+{
+  static const char text[] =
+    "HloModule coll, num_partitions=4\n"
+    "%sum { %a = f32[] parameter(0)\n %b = f32[] parameter(1)\n ROOT %s = f32[] add(%a, %b) }\n"
+    "ENTRY %main {\n"
+    "  %p = f32[2,8] parameter(0)\n"
+    "  %ag = all-gather(%p), dimensions={0}, replica_groups={{0,1},{2,3}}, channel_id=1, use_global_device_ids=true\n"
+    "  %ar = f32[4,8] all-reduce(%ag), to_apply=%sum, replica_groups={{0,1,2,3}}\n"
+    "  %rs = reduce-scatter(%ar), dimensions={1}, to_apply=%sum, replica_groups={{0,1,2,3}}\n"
+    "  %a2a = f32[4,2] all-to-all(%rs), dimensions={0}, replica_groups={{0,1},{2,3}}\n"
+    "  ROOT %cp = f32[4,2] collective-permute(%a2a), source_target_pairs={{0,1},{1,0},{2,3},{3,2}}\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "coll");
+  PsInstr *ag = ps_module_find_instr (m, "ag");
+  g_autofree char *ags = ps_shape_to_string (ag->shape, FALSE);
+  ck_assert_str_eq (ags, "f32[4,8]"); /* inferred from the group size */
+  ck_assert_int_eq (ag->n_groups, 2);
+  ck_assert_int_eq (ag->group_size, 2);
+  ck_assert_int_eq (ag->replica_groups[3], 3);
+  ck_assert_int_eq (ag->channel_id, 1);
+  ck_assert (ag->use_global_device_ids);
+  g_autofree char *rss = ps_shape_to_string (ps_module_find_instr (m, "rs")->shape, FALSE);
+  ck_assert_str_eq (rss, "f32[4,2]");
+  PsInstr *cp = ps_module_find_instr (m, "cp");
+  ck_assert_int_eq (cp->n_pairs, 4);
+  ck_assert_int_eq (cp->source_target_pairs[5], 3);
+  g_autofree char *p1 = ps_hlo_print (m, NULL);
+  g_autoptr (PsModule) m2 = parse_ok (p1, "coll2");
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (p1, p2);
+  parse_fails ("ENTRY e {\n  p = f32[2,8] parameter(0)\n"
+               "  ROOT ag = f32[2,8] all-gather(p), dimensions={0}, replica_groups={{0,1},{2,3}}\n}\n",
+               "t.hlo:3:13: shape f32[2,8] of 'ag' does not match f32[4,8], the shape its all-gather produces");
+  parse_fails ("ENTRY e {\n  p = f32[2,8] parameter(0)\n"
+               "  ROOT ar = f32[2,8] all-reduce(p), replica_groups={{0,1},{2}}\n}\n",
+               "t.hlo:3:59: groups of different sizes (2 and 1) are not supported");
+}
+END_TEST
+
 static Suite *
 hlo_suite (void)
 {
@@ -334,6 +375,7 @@ hlo_suite (void)
   tcase_add_test (tc, test_grammar);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_example);
+  tcase_add_test (tc, test_collectives);
   suite_add_tcase (s, tc);
   TCase *tcc = tcase_create ("corpus");
   tcase_set_timeout (tcc, 600);
