@@ -349,7 +349,11 @@ gboolean ps_module_validate (const PsModule *m, const char *filename, GError **e
 
 /* Infers the result shape of `op` over `operands` with the attributes already
  * set on `proto` (used by the reader when a shape is omitted, and by the
- * builder). Returns NULL with an error when the shapes do not fit. */
+ * builder). Returns NULL with an error when the shapes do not fit.
+ * Error codes: PS_ERROR_INVALID when the operands or attributes do not fit
+ * the opcode; PS_ERROR_UNSUPPORTED when the result cannot be derived
+ * (reshape, broadcast, convert, iota, custom-call, ...) and proto->shape is
+ * NULL. With proto->shape set, such opcodes check it and return a copy. */
 PsShape *ps_infer_shape (const PsInstr *proto, GError **error);
 
 G_END_DECLS
