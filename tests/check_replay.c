@@ -1,0 +1,280 @@
+/* The replay: merged compute, collective synchronisation, async overlap,
+ * cache against no cache, and the errors a user can cause. Every test runs
+ * in its own process (Check's fork mode): SimGrid allows one engine each. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim/compute.h"
+#include "sim/replay.h"
+
+static PsTraceCompute
+matmul (guint64 m, guint64 k, guint64 n)
+{
+  PsTraceCompute c = { 0 };
+  c.op = PS_TRACE_OP_MATMUL;
+  c.dtype = PS_TRACE_BF16;
+  c.has_mxu = TRUE;
+  c.mxu_batch = 1;
+  c.mxu_m = m;
+  c.mxu_k = k;
+  c.mxu_n = n;
+  c.flops = 2 * m * k * n;
+  c.read_bytes = 2 * (m * k + k * n);
+  c.write_bytes = 2 * m * n;
+  return c;
+}
+
+static PsTraceCollective
+all_reduce (guint64 bytes, guint axis, guint64 async_id)
+{
+  PsTraceCollective c = { 0 };
+  c.kind = PS_TRACE_ALL_REDUCE;
+  c.dtype = PS_TRACE_BF16;
+  c.in_bytes = c.out_bytes = bytes;
+  c.groups.form = PS_TRACE_GROUPS_AXES;
+  c.groups.n_axes = 1;
+  c.groups.axes[0] = axis;
+  c.async_id = async_id;
+  return c;
+}
+
+static PsTrace *
+new_trace (gint64 a, gint64 b)
+{
+  PsTrace *t = ps_trace_new ("test");
+  gint64 dims[2] = { a, b };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_ARANGE, NULL);
+  ps_trace_header (t)->totals.peak_bytes = 1 << 30;
+  return t;
+}
+
+typedef struct {
+  PsHardware *hw;
+  PsSlice *slice;
+  PsPlatform *platform;
+} Setup;
+
+static Setup
+setup (const char *slice)
+{
+  Setup s;
+  s.hw = ps_hardware_default ();
+  s.slice = ps_slice_new (slice, PS_WRAP_AUTO, 2, NULL);
+  s.platform = ps_platform_new (s.slice, s.hw, NULL);
+  return s;
+}
+
+static PsReplayResult *
+replay (Setup *s, PsTrace *t, gboolean no_cache, GError **error)
+{
+  int tl[2] = { 0, 1 };
+  PsReplayOptions opt = { s->hw, s->platform, no_cache, tl, 2 };
+  return ps_replay_trace (t, &opt, error);
+}
+
+static double
+op_time (const PsHardware *hw, const PsTraceCompute *c)
+{
+  PsComputeOp op = ps_compute_op_from_trace (c);
+  return ps_compute_op (hw, &op).time_s;
+}
+
+START_TEST (test_compute_only)
+{
+  Setup s = setup ("v3-32");
+  g_autoptr (PsTrace) t = new_trace (4, 8);
+  PsTraceCompute a = matmul (1024, 1024, 1024), b = matmul (4096, 128, 256);
+  ps_trace_add_compute (t, "a", &a);
+  ps_trace_add_compute (t, "b", &b);
+  ps_trace_add_compute (t, "a2", &a);
+  GError *error = NULL;
+  g_autoptr (PsReplayResult) r = replay (&s, t, FALSE, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  double want = 2 * op_time (s.hw, &a) + op_time (s.hw, &b);
+  ck_assert_double_eq_tol (r->step_time_s, want, want * 1e-12);
+  ck_assert_int_eq (r->n_compute_segments, 1);
+  ck_assert_double_eq_tol (r->compute_s[31], want, want * 1e-12);
+  ck_assert_double_eq_tol (r->exposed_s[5], 0, 1e-15);
+  double flops = 2.0 * a.flops + b.flops;
+  ck_assert_double_eq_tol (r->mxu_utilization,
+                           flops / (ps_hardware_peak_flops_per_core (s.hw) * want), 1e-9);
+}
+END_TEST
+
+START_TEST (test_sync_collective)
+{
+  Setup s = setup ("v3-32");
+  g_autoptr (PsTrace) t = new_trace (4, 8);
+  PsTraceCompute a = matmul (2048, 2048, 2048);
+  PsTraceCollective c = all_reduce (8 << 20, 1, 0);
+  ps_trace_add_compute (t, "a", &a);
+  ps_trace_add_collective (t, "ar", &c);
+  ps_trace_add_compute (t, "b", &a);
+  g_autoptr (PsReplayResult) r = replay (&s, t, FALSE, NULL);
+  ck_assert_ptr_nonnull (r);
+  double compute = 2 * op_time (s.hw, &a);
+  ck_assert_int_eq (r->n_compute_segments, 2);
+  /* A synchronous collective is fully exposed, and it is all the rest. */
+  ck_assert (r->comm_s[0] > 0);
+  ck_assert_double_eq_tol (r->exposed_s[0], r->comm_s[0], 1e-12);
+  ck_assert_double_eq_tol (r->step_time_s, compute + r->comm_s[0], 1e-12);
+  ck_assert_double_eq_tol (r->idle_s[7], 0, 1e-12);
+  /* The group of 8 devices along mesh axis 1 is devices 8i..8i+7, the 4
+   * chips of column x = i (chips are numbered x * chips_y + y): bytes on
+   * the y links, none on the x links. */
+  double x_bytes = 0, y_bytes = 0;
+  for (int l = 0; l < s.platform->n_links; l++)
+    {
+      int dir = l % PS_LINKS_PER_CHIP;
+      if (dir == PS_LINK_X_PLUS || dir == PS_LINK_X_MINUS)
+        x_bytes += r->link_bytes[l];
+      else if (dir == PS_LINK_Y_PLUS || dir == PS_LINK_Y_MINUS)
+        y_bytes += r->link_bytes[l];
+    }
+  ck_assert (y_bytes > 0);
+  ck_assert_double_eq (x_bytes, 0);
+  gsize len;
+  g_autofree char *csv = ps_replay_result_links_csv (r, &len);
+  ck_assert (g_str_has_prefix (csv, "link,kind,src_x,src_y,dst_x,dst_y,bytes,busy_s,utilization\n"));
+  ck_assert_ptr_nonnull (r->timeline);
+  ck_assert_uint_ge (ps_timeline_n_events (r->timeline), 3);
+}
+END_TEST
+
+START_TEST (test_async_overlap)
+{
+  Setup s = setup ("v3-32");
+  g_autoptr (PsTrace) t = new_trace (4, 8);
+  PsTraceCompute big = matmul (8192, 8192, 8192);
+  PsTraceCollective c = all_reduce (1 << 20, 1, 7);
+  ps_trace_add_collective (t, "ar", &c);
+  ps_trace_add_compute (t, "big", &big);
+  ps_trace_add_done (t, 7);
+  g_autoptr (PsReplayResult) r = replay (&s, t, FALSE, NULL);
+  ck_assert_ptr_nonnull (r);
+  double compute = op_time (s.hw, &big);
+  /* 1 MiB all-reduce is far shorter than the 8k matmul: hidden. */
+  ck_assert (r->comm_s[3] > 0 && r->comm_s[3] < compute);
+  ck_assert_double_eq_tol (r->exposed_s[3], 0, 1e-15);
+  ck_assert_double_eq_tol (r->step_time_s, compute, compute * 1e-12);
+}
+END_TEST
+
+static double
+step_time_no_cache_in_child (Setup *s, PsTrace *t)
+{
+  int fds[2];
+  ck_assert_int_eq (pipe (fds), 0);
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      PsReplayResult *r = replay (s, t, TRUE, NULL);
+      double v = r ? r->step_time_s : -1;
+      ssize_t w = write (fds[1], &v, sizeof v);
+      _exit (w == sizeof v ? 0 : 1);
+    }
+  double v = -2;
+  ck_assert_int_eq (read (fds[0], &v, sizeof v), sizeof v);
+  int status;
+  waitpid (pid, &status, 0);
+  close (fds[0]);
+  close (fds[1]);
+  return v;
+}
+
+START_TEST (test_cache_matches_no_cache)
+{
+  Setup s = setup ("v3-32");
+  g_autoptr (PsTrace) t = new_trace (4, 8);
+  PsTraceCompute a = matmul (1024, 2048, 1024);
+  for (int i = 0; i < 6; i++)
+    {
+      PsTraceCollective c = all_reduce ((guint64) (1 + i % 2) << 22, (guint) (i % 2), i % 3 == 0 ? 0 : (guint64) i);
+      ps_trace_add_collective (t, "ar", &c);
+      ps_trace_add_compute (t, "a", &a);
+      if (c.async_id)
+        ps_trace_add_done (t, c.async_id);
+      ps_trace_add_compute (t, "b", &a);
+    }
+  double no_cache = step_time_no_cache_in_child (&s, t);
+  g_autoptr (PsReplayResult) r = replay (&s, t, FALSE, NULL);
+  ck_assert_ptr_nonnull (r);
+  ck_assert_int_eq (r->n_unique_collectives, 2);
+  ck_assert_msg (fabs (r->step_time_s - no_cache) <= 1e-9 * r->step_time_s,
+                 "cache %.12g s, no cache %.12g s", r->step_time_s, no_cache);
+}
+END_TEST
+
+START_TEST (test_errors)
+{
+  Setup s = setup ("v3-8");
+  GError *error = NULL;
+  g_autoptr (PsTrace) big = new_trace (4, 8);
+  ck_assert_ptr_null (replay (&s, big, FALSE, &error));
+  ck_assert_msg (strstr (error->message, "32 devices, more than the 8 cores of slice v3-8"),
+                 "%s", error->message);
+  g_clear_error (&error);
+
+  g_autoptr (PsTrace) fat = new_trace (2, 4);
+  ps_trace_header (fat)->totals.peak_bytes = (guint64) 20 << 30;
+  PsTraceCompute a = matmul (128, 128, 128);
+  ps_trace_add_compute (fat, "a", &a);
+  ck_assert_ptr_null (replay (&s, fat, FALSE, &error));
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_NO_FIT));
+  ck_assert_msg (strstr (error->message, "20.00 GiB") && strstr (error->message, "16.00 GiB"),
+                 "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
+START_TEST (test_nonpod2d_must_match_slice)
+{
+  Setup s = setup ("v3-32");
+  g_autoptr (PsTrace) t = ps_trace_new ("np");
+  gint64 dims[2] = { 8, 4 };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_NONPOD2D, NULL);
+  PsTraceHeader *h = ps_trace_header (t);
+  h->mesh.physical[0] = 8;
+  h->mesh.physical[1] = 2;
+  h->mesh.physical[2] = 2;
+  PsTraceCompute a = matmul (128, 128, 128);
+  ps_trace_add_compute (t, "a", &a);
+  GError *error = NULL;
+  ck_assert_ptr_null (replay (&s, t, FALSE, &error));
+  ck_assert_msg (strstr (error->message, "8x2x2 physical mesh, slice v3-32 is 4x4x2"), "%s",
+                 error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
+static Suite *
+replay_suite (void)
+{
+  Suite *s = suite_create ("replay");
+  TCase *tc = tcase_create ("core");
+  tcase_set_timeout (tc, 120);
+  tcase_add_test (tc, test_compute_only);
+  tcase_add_test (tc, test_sync_collective);
+  tcase_add_test (tc, test_async_overlap);
+  tcase_add_test (tc, test_cache_matches_no_cache);
+  tcase_add_test (tc, test_errors);
+  tcase_add_test (tc, test_nonpod2d_must_match_slice);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (replay_suite ());
+  srunner_set_fork_status (sr, CK_FORK);
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
