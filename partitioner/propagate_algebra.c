@@ -1018,6 +1018,91 @@ pp_along_dims (const PsSharding *s, int n, const int64_t *src_dims, const int64_
   return out;
 }
 
+/* Metadata lists: a sharding's metadata text is one "{...}" entry or a
+ * list "{{...}, {...}}". Merging two shardings keeps the first one's entries
+ * and appends the second one's that are new (as XLA does). */
+static void
+meta_items (const char *text, GPtrArray *out)
+{
+  if (!text)
+    return;
+  const char *p = text;
+  while (*p == ' ')
+    p++;
+  if (p[0] != '{' || p[1] != '{')
+    {
+      g_ptr_array_add (out, g_strdup (text));
+      return;
+    }
+  p++;
+  while (*p && *p != '}')
+    {
+      while (*p == ' ' || *p == ',')
+        p++;
+      if (*p != '{')
+        break;
+      const char *start = p;
+      int depth = 0;
+      gboolean in_str = FALSE;
+      for (; *p; p++)
+        {
+          if (in_str)
+            {
+              if (*p == '\\' && p[1])
+                p++;
+              else if (*p == '"')
+                in_str = FALSE;
+              continue;
+            }
+          if (*p == '"')
+            in_str = TRUE;
+          else if (*p == '{')
+            depth++;
+          else if (*p == '}' && --depth == 0)
+            {
+              p++;
+              break;
+            }
+        }
+      g_ptr_array_add (out, g_strndup (start, p - start));
+      while (*p == ' ' || *p == ',')
+        p++;
+    }
+}
+
+static char *
+meta_union (const char *a, const char *b)
+{
+  if (!a && !b)
+    return NULL;
+  GPtrArray *items = g_ptr_array_new_with_free_func (g_free);
+  meta_items (a, items);
+  GPtrArray *more = g_ptr_array_new_with_free_func (g_free);
+  meta_items (b, more);
+  for (guint k = 0; k < more->len; k++)
+    {
+      gboolean dup = FALSE;
+      for (guint j = 0; j < items->len && !dup; j++)
+        dup = strcmp (g_ptr_array_index (items, j), g_ptr_array_index (more, k)) == 0;
+      if (!dup)
+        g_ptr_array_add (items, g_strdup (g_ptr_array_index (more, k)));
+    }
+  char *r;
+  if (items->len == 1)
+    r = g_strdup (g_ptr_array_index (items, 0));
+  else
+    {
+      GString *g = g_string_new ("{");
+      for (guint k = 0; k < items->len; k++)
+        g_string_append_printf (g, "%s%s", k ? ", " : "", (char *) g_ptr_array_index (items, k));
+      g_string_append_c (g, '}');
+      r = g_string_free (g, FALSE);
+    }
+  g_ptr_array_free (items, TRUE);
+  g_ptr_array_free (more, TRUE);
+  return r;
+}
+
 /* ---- merging ------------------------------------------------------------ */
 
 PsSharding *
@@ -1175,8 +1260,8 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
         kinds[nk++] = PS_SUBGROUP_REPLICATED;
       r = nk ? ps_sharding_subgroup (nm, merged, out, nk, kinds)
              : ps_sharding_tiled (nm, merged, out);
-      with_meta (r, dst);
-      with_meta (r, to_merge);
+      g_free (r->metadata);
+      r->metadata = meta_union (dst->metadata, to_merge->metadata);
     }
   g_free (out);
   g_free (mused);

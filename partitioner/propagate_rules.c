@@ -1260,6 +1260,8 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
         PsSharding *r = total == 1 ? ps_sharding_maximal (dev[0])
                                    : ps_sharding_tiled (nd, nd_dims, dev);
         g_free (dev);
+        if (r && us->metadata)
+          r->metadata = g_strdup (us->metadata);
         return r;
       }
     case PS_OP_CONVOLUTION:
