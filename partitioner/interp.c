@@ -570,15 +570,160 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
   return ok;
 }
 
+/* ---- scalar programs ------------------------------------------------------- */
+
+/* Reducers and comparators run once per element (or comparison), so a
+ * computation made only of scalar elementwise ops runs on preallocated
+ * slots without allocating: orders of magnitude faster than eval_comp. */
+typedef struct {
+  Plan *plan;
+  PsValue **slots;   /* per position; NULL for parameters */
+  PsValue **cur;     /* per position: the value to read */
+  PsValue *ops[3];
+} ScalarProg;
+
+static void
+scalar_prog_free (gpointer p)
+{
+  ScalarProg *sp = p;
+  if (!sp)
+    return;
+  for (int i = 0; i < sp->plan->n; i++)
+    ps_value_free (sp->slots[i]);
+  g_free (sp->slots);
+  g_free (sp->cur);
+  g_free (sp);
+}
+
+static gboolean
+is_scalar_array (const PsShape *s)
+{
+  return s->etype != PS_TUPLE && s->etype != PS_TOKEN && s->rank == 0;
+}
+
+static ScalarProg *
+get_scalar_prog (PsInterpCtx *ctx, const PsComputation *c)
+{
+  gpointer found;
+  if (g_hash_table_lookup_extended (ctx->scalar_progs, c, NULL, &found))
+    return found;
+  Plan *plan = get_plan (ctx, c, NULL);
+  gboolean usable = plan != NULL;
+  for (int i = 0; usable && i < plan->n; i++)
+    {
+      const PsInstr *ins = plan->instrs[i];
+      if (ins->opcode == PS_OP_TUPLE && i == plan->root)
+        {
+          for (int k = 0; k < ins->n_operands; k++)
+            usable = usable && is_scalar_array (ins->operands[k]->shape);
+          continue;
+        }
+      if (!is_scalar_array (ins->shape))
+        usable = FALSE;
+      else if (ins->opcode == PS_OP_BITCAST_CONVERT)
+        usable = ins->n_operands == 1 && is_scalar_array (ins->operands[0]->shape)
+                 && ps_etype_size_bytes (ins->operands[0]->shape->etype)
+                    == ps_etype_size_bytes (ins->shape->etype);
+      else if (ins->opcode != PS_OP_PARAMETER && ins->opcode != PS_OP_CONSTANT
+               && ins->opcode != PS_OP_COPY && !(ps_interp_is_elementwise (ins->opcode)
+                                                 && ins->n_operands <= 3))
+        usable = FALSE;
+    }
+  ScalarProg *sp = NULL;
+  if (usable)
+    {
+      sp = g_new0 (ScalarProg, 1);
+      sp->plan = plan;
+      sp->slots = g_new0 (PsValue *, plan->n);
+      sp->cur = g_new0 (PsValue *, plan->n);
+      for (int i = 0; i < plan->n && usable; i++)
+        {
+          const PsInstr *ins = plan->instrs[i];
+          if (ins->opcode == PS_OP_PARAMETER)
+            continue;
+          if (ins->opcode == PS_OP_CONSTANT)
+            sp->slots[i] = ps_value_from_literal (ins->shape, ins->literal, NULL);
+          else
+            sp->slots[i] = ps_value_new (ins->shape);
+          if (!sp->slots[i])
+            usable = FALSE;
+          sp->cur[i] = sp->slots[i];
+        }
+      if (!usable)
+        g_clear_pointer (&sp, scalar_prog_free);
+    }
+  g_hash_table_insert (ctx->scalar_progs, (gpointer) c, sp);
+  return sp;
+}
+
+/* Runs a scalar program; the result is borrowed (valid until the next run). */
+static const PsValue *
+run_scalar_prog (ScalarProg *sp, int n_args, PsValue *const *args, GError **error)
+{
+  Plan *plan = sp->plan;
+  for (int i = 0; i < plan->n; i++)
+    {
+      const PsInstr *ins = plan->instrs[i];
+      const int *opi = plan->ops + plan->op_start[i];
+      switch (ins->opcode)
+        {
+        case PS_OP_PARAMETER:
+          {
+            int64_t k = ins->parameter_number;
+            if (k < 0 || k >= n_args || !args[k] || args[k]->shape->etype != ins->shape->etype
+                || args[k]->n != 1)
+              {
+                ps_interp_fail (error, PS_ERROR_INVALID, ins, "argument does not fit the parameter");
+                return NULL;
+              }
+            sp->cur[i] = args[k];
+            break;
+          }
+        case PS_OP_CONSTANT:
+          break;
+        case PS_OP_COPY:
+          ps_value_copy_elem (sp->slots[i], 0, sp->cur[opi[0]], 0);
+          break;
+        case PS_OP_BITCAST_CONVERT:
+          ps_interp_bitcast_elem (sp->slots[i], 0, sp->cur[opi[0]], 0);
+          break;
+        case PS_OP_TUPLE:
+          for (int k = 0; k < ins->n_operands; k++)
+            ps_value_copy_elem (sp->slots[i]->elems[k], 0, sp->cur[opi[k]], 0);
+          break;
+        default:
+          for (int k = 0; k < ins->n_operands; k++)
+            sp->ops[k] = sp->cur[opi[k]];
+          if (!ps_interp_elementwise_into (ins, sp->ops, sp->slots[i], error))
+            return NULL;
+        }
+    }
+  return sp->cur[plan->root];
+}
+
+const PsValue *
+ps_interp_call_fast (PsInterpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
+                     PsValue *const *args, PsValue **owned, GError **error)
+{
+  *owned = NULL;
+  ScalarProg *sp = get_scalar_prog (ctx, c);
+  if (sp)
+    return run_scalar_prog (sp, n_args, args, error);
+  Lanes lanes = { 1, &device };
+  if (!eval_comp (ctx, c, lanes, n_args, args, owned, error))
+    return NULL;
+  return *owned;
+}
+
 PsValue *
 ps_interp_call (PsInterpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
                 PsValue *const *args, GError **error)
 {
-  Lanes lanes = { 1, &device };
-  PsValue *out = NULL;
-  if (!eval_comp (ctx, c, lanes, n_args, args, &out, error))
+  PsValue *owned = NULL;
+  const PsValue *r = ps_interp_call_fast (ctx, c, device, n_args, args, &owned, error);
+  if (!r)
     return NULL;
-  return out;
+  return owned ? owned : ps_value_copy (r);
 }
 
 /* ---- reducers -------------------------------------------------------------- */
@@ -652,18 +797,19 @@ ps_reducer_apply (PsReducer *r, const PsValue *a, int64_t ai, const PsValue *b, 
   PsValue *args[2] = { r->a, r->b };
   if (!ps_interp_charge (r->ctx, r->comp->root, r->comp->instrs->len, error))
     return FALSE;
-  PsValue *res = ps_interp_call (r->ctx, r->comp, r->device, 2, args, error);
+  PsValue *owned = NULL;
+  const PsValue *res = ps_interp_call_fast (r->ctx, r->comp, r->device, 2, args, &owned, error);
   if (!res)
     return FALSE;
-  if (res->shape->etype == PS_TUPLE || res->n != 1)
+  if (res->shape->etype == PS_TUPLE || res->n != 1 || res->shape->etype != out->shape->etype)
     {
-      ps_value_free (res);
+      ps_value_free (owned);
       g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                   "interpreter: reducer %s must return a scalar", r->comp->name);
+                   "interpreter: reducer %s must return a scalar of the reduced type", r->comp->name);
       return FALSE;
     }
   ps_value_copy_elem (out, oi, res, 0);
-  ps_value_free (res);
+  ps_value_free (owned);
   return TRUE;
 }
 
@@ -701,7 +847,9 @@ eval_rng (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
       guint64 r = mix64 (h + (guint64) i * 0x9e3779b97f4a7c15ULL);
       double u = (double) (r >> 11) / 9007199254740992.0; /* [0, 1) */
       double x;
-      if (normal)
+      if (ctx->opts.rng_constant)
+        x = a;
+      else if (normal)
         {
           guint64 r2 = mix64 (r ^ 0x5851f42d4c957f2dULL);
           double u2 = ((double) (r2 >> 11) + 1.0) / 9007199254740993.0;
@@ -713,7 +861,7 @@ eval_rng (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
         x = a + u * (b - a);
       ps_value_set (v, i, x);
       /* Rounding may push a uniform float up to b; keep [a, b). */
-      if (!normal && !integral && v->f[i] >= b && b > a)
+      if (!normal && !integral && !ctx->opts.rng_constant && v->f[i] >= b && b > a)
         v->f[i] = a;
     }
   return v;
@@ -875,7 +1023,9 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
       return ps_value_copy (ops[0]);
     case PS_OP_AFTER_ALL:
     case PS_OP_OUTFEED:
-      /* Tokens (and outfeed's token result) carry no data. */
+    case PS_OP_INFEED:
+      /* Tokens carry no data; infeed reads zeros (the host's data is not
+       * part of the program, and zeros are the same on every device). */
       return ps_value_new (ins->shape);
     case PS_OP_CUSTOM_CALL:
       return eval_custom_call (ctx, ins, ops, device, error);
@@ -1403,6 +1553,7 @@ ctx_init (PsInterpCtx *ctx, const PsModule *m, int64_t num_devices, const PsInte
     ctx->opts.max_elements = DEFAULT_MAX_ELEMENTS;
   ctx->num_devices = num_devices;
   ctx->plans = g_hash_table_new_full (NULL, NULL, NULL, plan_free);
+  ctx->scalar_progs = g_hash_table_new_full (NULL, NULL, NULL, scalar_prog_free);
   return TRUE;
 }
 
@@ -1433,6 +1584,8 @@ ps_interp_run_spmd (const PsModule *m, int64_t num_devices, int n_args, PsValue 
   Lanes lanes = { (int) num_devices, devs };
   gboolean ok = eval_comp (&ctx, m->entry, lanes, n_args, args, results, error);
   g_free (devs);
+  /* Scalar programs point into plans: destroy them first. */
+  g_hash_table_destroy (ctx.scalar_progs);
   g_hash_table_destroy (ctx.plans);
   return ok;
 }

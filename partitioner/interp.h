@@ -102,6 +102,11 @@ typedef struct {
    * (2e9 operations, 64M elements). */
   int64_t max_work;
   int64_t max_elements;
+  /* rng returns its first operand (uniform: the low bound; normal: the
+   * mean) instead of pseudo-random numbers. A partitioned rng cannot draw
+   * the original's numbers, so verify.h turns this on to check everything
+   * else about such programs. */
+  gboolean rng_constant;
 } PsInterpOptions;
 
 /* Runs the entry computation on one device with n_args arguments (one per

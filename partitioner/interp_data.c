@@ -438,6 +438,14 @@ decode_elem (PsValue *v, int64_t i, const guint8 *src)
     }
 }
 
+void
+ps_interp_bitcast_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
+{
+  guint8 buf[16] = { 0 };
+  encode_elem (src, si, buf);
+  decode_elem (dst, di, buf);
+}
+
 static PsValue *
 op_bitcast_convert (const PsInstr *ins, PsValue **ops, GError **error)
 {
@@ -809,14 +817,16 @@ sort_less (SortCtx *sc, int64_t x, int64_t y)
       sc->failed = TRUE;
       return FALSE;
     }
-  PsValue *r = ps_interp_call (sc->ctx, c, sc->device, 2 * sc->nops, sc->args, sc->error);
+  PsValue *owned = NULL;
+  const PsValue *r = ps_interp_call_fast (sc->ctx, c, sc->device, 2 * sc->nops, sc->args, &owned,
+                                          sc->error);
   if (!r)
     {
       sc->failed = TRUE;
       return FALSE;
     }
   gboolean less = r->i && r->n == 1 && r->i[0];
-  ps_value_free (r);
+  ps_value_free (owned);
   return less;
 }
 

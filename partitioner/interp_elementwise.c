@@ -362,13 +362,25 @@ PsValue *
 ps_interp_elementwise (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   (void) ctx;
-  int no = ins->n_operands;
-  PsOpcode op = ins->opcode;
   if (ins->shape->etype == PS_TUPLE)
     {
       ps_interp_fail (error, PS_ERROR_INVALID, ins, "elementwise op with a tuple shape");
       return NULL;
     }
+  PsValue *out = ps_value_new (ins->shape);
+  if (!ps_interp_elementwise_into (ins, ops, out, error))
+    {
+      ps_value_free (out);
+      return NULL;
+    }
+  return out;
+}
+
+gboolean
+ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GError **error)
+{
+  int no = ins->n_operands;
+  PsOpcode op = ins->opcode;
   int want = (op == PS_OP_SELECT || op == PS_OP_CLAMP) ? 3
              : (op == PS_OP_ABS || op == PS_OP_CBRT || op == PS_OP_CEIL || op == PS_OP_CLZ
                 || op == PS_OP_CONVERT || op == PS_OP_COSINE || op == PS_OP_ERF
@@ -383,9 +395,8 @@ ps_interp_elementwise (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GErr
   if (no != want)
     {
       ps_interp_fail (error, PS_ERROR_INVALID, ins, "expects %d operands, has %d", want, no);
-      return NULL;
+      return FALSE;
     }
-  PsValue *out = ps_value_new (ins->shape);
   int64_t n = out->n;
   /* Operands must match the result's element count; a scalar operand is
    * broadcast (select's predicate and clamp's bounds may be scalars). */
@@ -394,14 +405,13 @@ ps_interp_elementwise (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GErr
       {
         ps_interp_fail (error, PS_ERROR_INVALID, ins, "operand %d has %" G_GINT64_FORMAT
                         " elements, the result %" G_GINT64_FORMAT, k, ops[k]->n, n);
-        ps_value_free (out);
-        return NULL;
+        return FALSE;
       }
   const PsValue *a = ops[0], *b = no > 1 ? ops[1] : NULL, *c = no > 2 ? ops[2] : NULL;
 #define IX(v, e) ((v)->n == 1 ? 0 : (e))
   PsElemType t = out->shape->etype;
   if (n == 0)
-    return out;
+    return TRUE;
   switch (op)
     {
     case PS_OP_SELECT:
@@ -522,7 +532,7 @@ ps_interp_elementwise (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GErr
       break;
     }
 #undef IX
-  return out;
+  return TRUE;
 
 bad_types:
   {
@@ -530,7 +540,6 @@ bad_types:
     ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "not supported on operand type %s (result %s)",
                     sa, ps_etype_name (t));
     g_free (sa);
-    ps_value_free (out);
-    return NULL;
+    return FALSE;
   }
 }

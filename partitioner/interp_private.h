@@ -16,6 +16,7 @@ struct PsInterpCtx {
   int64_t num_devices;        /* num_replicas * num_partitions */
   int64_t work;               /* element operations done so far */
   GHashTable *plans;          /* PsComputation* -> plan (interp.c) */
+  GHashTable *scalar_progs;   /* PsComputation* -> scalar program (interp.c) */
 };
 
 /* Counts `n` element operations; FALSE with an error naming `ins` once the
@@ -31,6 +32,13 @@ void ps_interp_fail (GError **error, PsErrorCode code, const PsInstr *ins,
  * the computation's result (transfer full). */
 PsValue *ps_interp_call (PsInterpCtx *ctx, const PsComputation *c, int64_t device,
                          int n_args, PsValue *const *args, GError **error);
+
+/* Same, but the result may be borrowed (valid until the next call of the
+ * same computation): *owned is set when the caller must free it. The fast
+ * path for computations of scalar elementwise ops allocates nothing. */
+const PsValue *ps_interp_call_fast (PsInterpCtx *ctx, const PsComputation *c, int64_t device,
+                                    int n_args, PsValue *const *args, PsValue **owned,
+                                    GError **error);
 
 /* A binary scalar computation compiled to a fast form when it is a single
  * elementwise op of its two parameters (add, max, ...); otherwise it calls
@@ -76,6 +84,11 @@ gboolean ps_interp_next_index (int rank, const int64_t *dims, int64_t *idx);
  * control flow). ops are the operand values (borrowed). transfer full. */
 PsValue *ps_interp_elementwise (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
                                 GError **error);
+/* Same, into a preallocated result of the instruction's shape. */
+gboolean ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out,
+                                     GError **error);
+/* bitcast-convert of one element between types of the same size. */
+void ps_interp_bitcast_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si);
 PsValue *ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
                             int64_t device, GError **error);
 PsValue *ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,

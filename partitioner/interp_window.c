@@ -345,18 +345,27 @@ combiner_apply (Combiner *c, PsValue **acc, int64_t ai, PsValue *const *src, int
   const PsComputation *comp = c->ins->called[0];
   if (!ps_interp_charge (c->ctx, c->ins, comp->instrs->len, error))
     return FALSE;
-  PsValue *r = ps_interp_call (c->ctx, comp, c->device, 2 * c->n, c->args, error);
+  PsValue *owned = NULL;
+  const PsValue *r = ps_interp_call_fast (c->ctx, comp, c->device, 2 * c->n, c->args, &owned, error);
   if (!r)
     return FALSE;
   if (r->n_elems != c->n)
     {
-      ps_value_free (r);
+      ps_value_free (owned);
       ps_interp_fail (error, PS_ERROR_INVALID, c->ins, "reducer must return a %d-tuple", c->n);
       return FALSE;
     }
   for (int k = 0; k < c->n; k++)
-    ps_value_copy_elem (acc[k], ai, r->elems[k], 0);
-  ps_value_free (r);
+    {
+      if (r->elems[k]->n != 1 || r->elems[k]->shape->etype != acc[k]->shape->etype)
+        {
+          ps_value_free (owned);
+          ps_interp_fail (error, PS_ERROR_INVALID, c->ins, "reducer returns the wrong types");
+          return FALSE;
+        }
+      ps_value_copy_elem (acc[k], ai, r->elems[k], 0);
+    }
+  ps_value_free (owned);
   return TRUE;
 }
 
@@ -611,11 +620,13 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
                   /* select(current, candidate) true keeps the current one. */
                   ps_value_copy_elem (args[0], 0, a, best);
                   ps_value_copy_elem (args[1], 0, a, ai);
-                  PsValue *r = ps_interp_call (ctx, ins->called[0], device, 2, args, error);
+                  PsValue *owned = NULL;
+                  const PsValue *r = ps_interp_call_fast (ctx, ins->called[0], device, 2, args,
+                                                          &owned, error);
                   if (!r)
                     goto fail;
                   gboolean keep = r->i && r->n == 1 && r->i[0];
-                  ps_value_free (r);
+                  ps_value_free (owned);
                   if (!keep)
                     best = ai;
                 }
@@ -693,6 +704,11 @@ ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_
   switch (ins->opcode)
     {
     case PS_OP_DOT:
+      if (ins->n_operands > 2)
+        {
+          ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "sparse dot (with a metadata operand) is not supported");
+          return NULL;
+        }
       if (ins->n_operands != 2 || ins->shape->etype == PS_TUPLE)
         break;
       return op_dot (ctx, ins, ops, error);

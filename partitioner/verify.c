@@ -143,7 +143,7 @@ ps_verify_local_shape (const PsSharding *s, const PsShape *shape)
 static gboolean
 sharding_fits (const PsSharding *s, const PsShape *shape)
 {
-  if (!s || s->kind != PS_SHARDING_TILED)
+  if (!s || s->kind != PS_SHARDING_TILED || shape->etype == PS_TOKEN)
     return TRUE;
   return shape->etype != PS_TUPLE && ps_sharding_data_rank (s) == shape->rank;
 }
@@ -181,7 +181,8 @@ static PsValue *
 local_piece (const PsSharding *s, const PsValue *full, int64_t device, gboolean zeros_if_none)
 {
   if (!s || s->kind == PS_SHARDING_REPLICATED || s->kind == PS_SHARDING_MANUAL
-      || s->kind == PS_SHARDING_UNKNOWN)
+      || s->kind == PS_SHARDING_UNKNOWN || s->kind == PS_SHARDING_TUPLE
+      || full->shape->etype == PS_TOKEN)
     return ps_value_copy (full);
   if (s->kind == PS_SHARDING_MAXIMAL)
     {
@@ -397,6 +398,17 @@ collect_leaves (const PsValue *v, GPtrArray *out)
     collect_leaves (v->elems[k], out);
 }
 
+static int64_t
+leaf_elements (const PsShape *s)
+{
+  if (s->etype != PS_TUPLE)
+    return ps_shape_elements (s);
+  int64_t n = 0;
+  for (int k = 0; k < s->n_elems; k++)
+    n += leaf_elements (s->elems[k]);
+  return n;
+}
+
 /* ---- driver ------------------------------------------------------------------------ */
 
 gboolean
@@ -442,6 +454,17 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
     {
       const PsInstr *param = oe->params->pdata[p];
       const PsInstr *pparam = pe->params->pdata[p];
+      int64_t max_el = opts->interp.max_elements > 0 ? opts->interp.max_elements
+                       : (int64_t) 64 * 1024 * 1024;
+      if (leaf_elements (param->shape) > max_el)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
+                       "verify: parameter %d (%s) has %" G_GINT64_FORMAT " elements, over the "
+                       "interpreter's limit of %" G_GINT64_FORMAT, p, param->name,
+                       leaf_elements (param->shape), max_el);
+          ok = FALSE;
+          break;
+        }
       full[p] = ps_value_new (param->shape);
       guint64 state = opts->seed * 0x100000001b3ULL + (guint64) p * 0x9e3779b97f4a7c15ULL;
       int64_t bound = ps_etype_is_integral (param->shape->etype) ? index_bound (param, 0) : 0;
@@ -485,6 +508,7 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
       PsInterpOptions io = opts->interp;
       io.num_replicas = 1;
       io.num_partitions = 1;
+      io.rng_constant = TRUE;
       GError *e = NULL;
       ref = ps_interp_run (original, np, full, &io, &e);
       if (!ref)
@@ -499,6 +523,7 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
       PsInterpOptions io = opts->interp;
       io.num_replicas = 1;
       io.num_partitions = num_devices;
+      io.rng_constant = TRUE;
       /* The budget covers both runs. */
       GError *e = NULL;
       if (!ps_interp_run_spmd (partitioned, num_devices, np, local, outs, &io, &e))
@@ -530,7 +555,9 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
             {
               PsSharding *ls = rs ? ps_sharding_leaf (rs, (int) k) : NULL;
               const PsValue *rv = rl->pdata[k];
-              if (!sharding_fits (ls, rv->shape))
+              if (rv->shape->etype == PS_TOKEN)
+                ; /* tokens carry no data */
+              else if (!sharding_fits (ls, rv->shape))
                 {
                   result->agree = FALSE;
                   result->message = g_strdup_printf ("output %u: root sharding does not fit its shape", k);

@@ -24,6 +24,10 @@
  * start of a dynamic-slice/-update-slice, bound being the smallest indexed
  * dim; otherwise in [-8, 8) (unsigned: [0, 16)).
  *
+ * rng: both programs run with PsInterpOptions.rng_constant (every rng
+ * returns its first operand), since a partitioned rng cannot draw the
+ * original's numbers; the rest of such a program is still checked.
+ *
  * Ownership: modules and options are borrowed; the result owns its message
  * (free with ps_verify_result_clear).
  */
