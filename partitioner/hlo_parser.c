@@ -409,6 +409,47 @@ settle_shape (PsHloReader *p, PsInstr *in, gsize shape_pos, gsize op_pos)
   return ok;
 }
 
+/* For a clearer message: the line on which `name` is defined further down
+ * the current computation ("[ROOT] [%]name =" at a line start), or 0. */
+static int
+defined_later (PsHloReader *p, const char *name)
+{
+  gsize n = strlen (name);
+  int depth = 0;
+  for (gsize i = p->pos; i < p->len; i++)
+    {
+      char c = p->text[i];
+      if (c == '{')
+        depth++;
+      else if (c == '}' && --depth < 0)
+        return 0; /* end of the computation */
+      if (c != '\n')
+        continue;
+      gsize j = i + 1;
+      while (j < p->len && (p->text[j] == ' ' || p->text[j] == '\t'))
+        j++;
+      if (j + 5 <= p->len && strncmp (p->text + j, "ROOT ", 5) == 0)
+        for (j += 5; j < p->len && p->text[j] == ' '; j++)
+          ;
+      if (j < p->len && p->text[j] == '%')
+        j++;
+      if (j + n > p->len || strncmp (p->text + j, name, n) != 0)
+        continue;
+      gsize k = j + n;
+      if (k < p->len && ps_hlo_is_ident_char (p->text[k]))
+        continue;
+      while (k < p->len && p->text[k] == ' ')
+        k++;
+      if (k < p->len && p->text[k] == '=')
+        {
+          int line, col;
+          ps_text_position (p->text, j, &line, &col);
+          return line;
+        }
+    }
+  return 0;
+}
+
 static gboolean
 parse_instruction (PsHloReader *p, PsComputation *c, PsInstr **root, gsize *root_pos)
 {
@@ -515,7 +556,12 @@ parse_instruction (PsHloReader *p, PsComputation *c, PsInstr **root, gsize *root
           PsInstr *o = g_hash_table_lookup (p->scope, oname);
           if (!o)
             {
-              ps_hlo_error (p, opnd_pos, PS_ERROR_INVALID, "undefined operand '%s'", oname);
+              int later = defined_later (p, oname);
+              if (later > 0)
+                ps_hlo_error (p, opnd_pos, PS_ERROR_INVALID,
+                              "operand '%s' is used before its definition on line %d", oname, later);
+              else
+                ps_hlo_error (p, opnd_pos, PS_ERROR_INVALID, "undefined operand '%s'", oname);
               break;
             }
           g_ptr_array_add (ops, o);
