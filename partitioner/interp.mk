@@ -11,3 +11,6 @@ tests_check_interp_SOURCES = tests/check_interp.c
 tests_check_interp_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_interp_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 EXTRA_DIST += doc/interpreter.md
+TESTS += tests/verify_cli.sh
+EXTRA_DIST += tests/verify_cli.sh tests/data/verify/dot_contracting.hlo \
+	tests/data/verify/elementwise_uneven.hlo tests/data/verify/cases.jsonl

@@ -570,11 +570,15 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
           g_ptr_array_free (gl, TRUE);
         }
       if (result->agree)
-        result->message = g_strdup_printf ("all %d output%s agree on %" G_GINT64_FORMAT
-                                           " device%s (%" G_GINT64_FORMAT " elements compared)",
-                                           result->n_outputs, result->n_outputs == 1 ? "" : "s",
-                                           num_devices, num_devices == 1 ? "" : "s",
-                                           result->n_compared);
+        {
+          char *what = result->n_outputs == 1 ? g_strdup ("the output agrees")
+                       : g_strdup_printf ("all %d outputs agree", result->n_outputs);
+          result->message = g_strdup_printf ("%s on %" G_GINT64_FORMAT " device%s (%"
+                                             G_GINT64_FORMAT " elements compared)", what,
+                                             num_devices, num_devices == 1 ? "" : "s",
+                                             result->n_compared);
+          g_free (what);
+        }
       g_ptr_array_free (rl, TRUE);
     }
 

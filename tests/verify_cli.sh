@@ -1,0 +1,60 @@
+#!/bin/sh
+# podsim verify and podsim conformance partitioner end to end: options, exit
+# statuses, messages, and real partitionings checked by the interpreter.
+. "$PS_SRCDIR/tests/lib.sh"
+D="$PS_SRCDIR/tests/data/verify"
+
+expect_status 0 "$PODSIM" verify --help
+expect_grep "--devices" "$PS_TMP/out"
+expect_status 2 "$PODSIM" verify "$D/dot_contracting.hlo"
+expect_grep "--devices N is required" "$PS_TMP/err"
+expect_status 2 "$PODSIM" verify "$D/no-such-file.hlo" --devices 2
+expect_status 2 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 2 --seed -1
+
+# Bad HLO: one line naming the file and position, exit 2.
+printf 'HloModule m\nENTRY e {\n ROOT p = f32[4 parameter(0)\n}\n' > "$PS_TMP/bad.hlo"
+expect_status 2 "$PODSIM" verify "$PS_TMP/bad.hlo" --devices 2
+expect_grep "bad.hlo:3:" "$PS_TMP/err"
+[ "$(wc -l < "$PS_TMP/err")" = 1 ] || fail "bad HLO: error is not one line"
+
+# An op the interpreter does not run: exit 2 and the instruction is named.
+printf 'HloModule m\nENTRY e {\n a = c64[4] parameter(0)\n ROOT f = c64[4] fft(a), fft_type=FFT, fft_length={4}\n}\n' > "$PS_TMP/fft.hlo"
+expect_status 2 "$PODSIM" verify "$PS_TMP/fft.hlo" --devices 2
+expect_grep "fft" "$PS_TMP/err"
+
+# Real partitionings: contracting-dim dot on 4 devices, uneven tiles, and
+# the same on 2 and 8 devices with other seeds.
+expect_status 0 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4
+expect_grep "agrees on 4 devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" verify "$D/elementwise_uneven.hlo" --devices 4 --seed 7
+expect_grep "agrees" "$PS_TMP/out"
+for n in 2 8; do
+  sed "s/\[1,4\]<=\[4\]/[1,$n]<=[$n]/; s/\[4,1\]<=\[4\]/[$n,1]<=[$n]/" "$D/dot_contracting.hlo" > "$PS_TMP/dot$n.hlo"
+  expect_status 0 "$PODSIM" verify "$PS_TMP/dot$n.hlo" --devices $n --seed $n
+  expect_grep "agrees on $n devices" "$PS_TMP/out"
+done
+
+# Same seed, same output (deterministic).
+"$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/a" 2>&1
+"$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/b" 2>&1
+cmp -s "$PS_TMP/a" "$PS_TMP/b" || fail "verify output differs between two identical runs"
+
+# The conformance runner: one good case, one whose root shape is wrong, one
+# that does not parse. One line per failing case, then the summary; exit 1.
+expect_status 1 "$PODSIM" conformance partitioner "$D/cases.jsonl"
+expect_grep "FAIL wrong_root_shape: root has local shape f32[3,3], the upstream test expects f32[10,3]" "$PS_TMP/out"
+expect_grep "FAIL broken_hlo: parse: broken_hlo:3:" "$PS_TMP/out"
+expect_grep "1 passed, 2 failed" "$PS_TMP/out"
+[ "$(tail -n 1 "$PS_TMP/out")" = "1 passed, 2 failed" ] || fail "summary is not the last line"
+grep -q "elementwise_uneven" "$PS_TMP/out" && fail "a passing case was listed"
+expect_status 0 "$PODSIM" conformance partitioner "$D/cases.jsonl" --case elementwise_uneven
+expect_grep "1 passed, 0 failed" "$PS_TMP/out"
+expect_status 1 "$PODSIM" conformance partitioner "$D/cases.jsonl" --json
+expect_grep '"name" : "broken_hlo"' "$PS_TMP/out"
+expect_grep '"failed" : 2' "$PS_TMP/out"
+expect_status 0 "$PODSIM" conformance partitioner --help
+# Malformed input file: exit 2 before any case runs.
+printf '{"name": "x", "hlo": "HloModule m"}\nnot json\n' > "$PS_TMP/bad.jsonl"
+expect_status 2 "$PODSIM" conformance partitioner "$PS_TMP/bad.jsonl"
+expect_grep "bad.jsonl:2:" "$PS_TMP/err"
+finish
