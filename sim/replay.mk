@@ -21,3 +21,6 @@ TESTS += tests/check_replay
 tests_check_replay_SOURCES = tests/check_replay.c
 tests_check_replay_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS)
 tests_check_replay_LDADD = $(PS_SIM_TEST_LIBS) -lstdc++
+TESTS += tests/simulate_cli.sh
+EXTRA_DIST += tests/simulate_cli.sh tests/bench_replay.sh
+bench_scripts += tests/bench_replay.sh

@@ -1,0 +1,62 @@
+#!/bin/sh
+# podsim simulate and podsim bench collective from the command line: reports,
+# output files, and one clear error line (exit 2) for what a user gets wrong.
+. "$PS_SRCDIR/tests/lib.sh"
+GEN="$PS_BUILDDIR/tests/gen_trace"
+T="$PS_TMP/t.pst.gz"
+"$GEN" "$T" --mesh 4x8 --collectives 14 --computes 70 --async || fail "gen_trace"
+
+expect_status 0 "$PODSIM" simulate --help
+expect_grep "--no-cache" "$PS_TMP/out"
+expect_status 0 "$PODSIM" simulate "$T" --slice v3-32
+expect_grep "step time:" "$PS_TMP/out"
+expect_grep "MXU utilization:" "$PS_TMP/out"
+cp "$PS_TMP/out" "$PS_TMP/cached.txt"
+
+# The same trace without the collective cache gives the same report.
+expect_status 0 "$PODSIM" simulate "$T" --slice v3-32 --no-cache
+grep -v '^program' "$PS_TMP/out" >"$PS_TMP/a"; grep -v '^program' "$PS_TMP/cached.txt" >"$PS_TMP/b"
+cmp -s "$PS_TMP/a" "$PS_TMP/b" || fail "--no-cache changed the report"
+
+expect_status 0 "$PODSIM" simulate "$T" --slice v3-32 --json \
+  --timeline "$PS_TMP/tl.json" --links "$PS_TMP/links.csv"
+for key in '"step_time_s"' '"exposed_communication_s"' '"mxu_utilization"' '"peak_hbm_bytes"' \
+           '"hbm_capacity_bytes"' '"busiest_link"' '"per_device"'; do
+  expect_grep "$key" "$PS_TMP/out"
+done
+expect_grep '{"traceEvents":[' "$PS_TMP/tl.json"
+expect_grep "link,kind,src_x,src_y,dst_x,dst_y,bytes,busy_s,utilization" "$PS_TMP/links.csv"
+# 4x4 chips without wrap: 48 ICI ports + 32 on-chip links, plus the header.
+[ "$(wc -l <"$PS_TMP/links.csv")" = 81 ] || fail "links.csv has $(wc -l <"$PS_TMP/links.csv") lines"
+
+# Deterministic output.
+"$PODSIM" simulate "$T" --slice v3-32 --json >"$PS_TMP/j2" 2>/dev/null
+cmp -s "$PS_TMP/out" "$PS_TMP/j2" || fail "two runs differ"
+
+# Errors: one line, exit 2, no output file.
+expect_status 2 "$PODSIM" simulate "$T" --slice v3-12
+expect_grep "unknown slice 'v3-12'" "$PS_TMP/err"
+expect_status 2 "$PODSIM" simulate "$T" --slice v3-8 --links "$PS_TMP/none.csv"
+expect_grep "32 devices, more than the 8 cores of slice v3-8" "$PS_TMP/err"
+[ -e "$PS_TMP/none.csv" ] && fail "a failed run wrote its output file"
+printf '[chip]\nname = broken\n' >"$PS_TMP/bad.ini"
+expect_status 2 "$PODSIM" simulate "$T" --slice v3-32 --hw "$PS_TMP/bad.ini"
+[ "$(wc -l <"$PS_TMP/err")" = 1 ] || fail "a bad hardware file printed more than one line"
+expect_status 2 "$PODSIM" simulate "$T" --slice v3-32 --wrap sometimes
+expect_status 2 "$PODSIM" simulate "$PS_TMP/missing.pst" --slice v3-32
+"$GEN" "$PS_TMP/fat.pst" --mesh 4x8 --collectives 7 --computes 7 --peak 20GiB || fail "gen_trace"
+expect_status 2 "$PODSIM" simulate "$PS_TMP/fat.pst" --slice v3-32
+expect_grep "peak HBM 20.00 GiB per core exceeds the 16.00 GiB capacity" "$PS_TMP/err"
+
+# bench collective.
+expect_status 0 "$PODSIM" bench collective --slice v3-512 --op all-reduce --bytes 64MiB --groups x
+expect_grep "simulated time:" "$PS_TMP/out"
+expect_grep "bus bandwidth:" "$PS_TMP/out"
+expect_status 0 "$PODSIM" bench collective --slice v3-32 --op all-gather --bytes 1MiB \
+  --groups "0,1,2,3;4,5,6,7" --json
+expect_grep '"group_size":4' "$PS_TMP/out"
+expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-sum --bytes 1MiB
+expect_grep "unknown collective 'all-sum'" "$PS_TMP/err"
+expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes lots
+expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --groups "0,1;2"
+finish
