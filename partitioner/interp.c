@@ -529,18 +529,20 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
               res[l] = eval_local (ctx, ins, lane_ops, lanes.devs[l], error);
               if (!res[l])
                 ok = FALSE;
-              else if (!ps_shape_equal (res[l]->shape, ins->shape))
-                {
-                  char *want = ps_shape_to_string (ins->shape, FALSE);
-                  char *got = ps_shape_to_string (res[l]->shape, FALSE);
-                  ps_interp_fail (error, PS_ERROR_INVALID, ins, "computed %s, declared %s", got,
-                                  want);
-                  g_free (want);
-                  g_free (got);
-                  ok = FALSE;
-                }
             }
         }
+      /* Every value must have its instruction's shape: later ops index by
+       * it, so a partitioner bug must stop here, not read out of bounds. */
+      for (int l = 0; l < nl && ok; l++)
+        if (res[l] && !ps_shape_equal (res[l]->shape, ins->shape))
+          {
+            char *want = ps_shape_to_string (ins->shape, FALSE);
+            char *got = ps_shape_to_string (res[l]->shape, FALSE);
+            ps_interp_fail (error, PS_ERROR_INVALID, ins, "computed %s, declared %s", got, want);
+            g_free (want);
+            g_free (got);
+            ok = FALSE;
+          }
       /* Free operands nobody else reads, so memory follows liveness. */
       for (int j = 0; j < no; j++)
         {
@@ -935,7 +937,8 @@ eval_custom_call (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
       int64_t n = x->shape->dims[x->shape->rank - 1];
       int64_t k = vals->shape->rank ? vals->shape->dims[vals->shape->rank - 1] : 0;
       int64_t rows = n ? x->n / n : 0;
-      if (k > n || vals->n != rows * k || !idxs->i)
+      if (k > n || vals->n != rows * k || (vals->n > 0 && (!idxs->i || !vals->f))
+          || idxs->n != vals->n)
         {
           ps_value_free (out);
           ps_interp_fail (error, PS_ERROR_INVALID, ins, "TopK shapes do not fit");

@@ -537,6 +537,31 @@ op_gather (const PsInstr *ins, PsValue **ops, GError **error)
   for (int k = 0; k < g->start_index_map.n; k++)
     if (g->start_index_map.v[k] < 0 || g->start_index_map.v[k] >= arank)
       FAIL ("bad start_index_map");
+  for (int d = 0; d < arank; d++)
+    if (g->slice_sizes.v[d] < 0 || g->slice_sizes.v[d] > a->shape->dims[d])
+      FAIL ("slice size %" G_GINT64_FORMAT " does not fit operand dim %d", g->slice_sizes.v[d], d);
+  for (int k = 0; k < g->operand_batching_dims.n; k++)
+    if (g->operand_batching_dims.v[k] < 0 || g->operand_batching_dims.v[k] >= arank
+        || k >= g->start_indices_batching_dims.n)
+      FAIL ("bad batching dims");
+  {
+    /* Result batch dims must match the indices' dims, offset dims the slice. */
+    int b = 0;
+    for (int d = 0; d < orank; d++)
+      {
+        if (is_offset[d])
+          {
+            if (out->shape->dims[d] > g->slice_sizes.v[offset_to_operand[d]])
+              FAIL ("offset dim %d is larger than its slice", d);
+            continue;
+          }
+        if (b == g->index_vector_dim)
+          b++;
+        if (b >= irank || out->shape->dims[d] != ind->shape->dims[b])
+          FAIL ("batch dim %d does not match the indices", d);
+        b++;
+      }
+  }
   for (int64_t e = 0; e < out->n; e++)
     {
       int b = 0;
@@ -652,6 +677,27 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
       FAIL ("update_window_dims do not match the operand's window dims");
     if (urank - wd != irank - (s->index_vector_dim < irank ? 1 : 0))
       FAIL ("updates rank does not match the indices' batch dims");
+  }
+  {
+    int b = 0;
+    for (int d = 0; d < urank; d++)
+      {
+        if (is_window[d])
+          {
+            if (upd0->shape->dims[d] > a0->shape->dims[window_to_operand[d]])
+              FAIL ("update window dim %d is larger than the operand", d);
+            continue;
+          }
+        if (b == s->index_vector_dim)
+          b++;
+        if (b >= irank || upd0->shape->dims[d] != ind->shape->dims[b])
+          FAIL ("update scatter dim %d does not match the indices", d);
+        b++;
+      }
+    for (int k = 0; k < s->input_batching_dims.n; k++)
+      if (s->input_batching_dims.v[k] < 0 || s->input_batching_dims.v[k] >= arank
+          || k >= s->scatter_indices_batching_dims.n)
+        FAIL ("bad batching dims");
   }
   scalar = ps_shape_new_scalar (a0->shape->etype);
   for (int k = 0; k < 2 * nv; k++)

@@ -607,6 +607,138 @@ START_TEST (test_divergent_loop_with_collective)
 }
 END_TEST
 
+
+START_TEST (test_bitcast_sizes_and_complex)
+{
+  /* s32 0x01020304 as s8[4], little-endian: {4, 3, 2, 1}; and back. c64
+   * (1+2i)*(3-1i) = 3 - i + 6i - 2i^2 = 5 + 5i; real/imag pick the parts. */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n x = s32[] constant(16909060)\n"
+                     " b = s8[4] bitcast-convert(x)\n y = s32[] bitcast-convert(b)\n"
+                     " c1 = c64[] constant((1, 2))\n c2 = c64[] constant((3, -1))\n"
+                     " p = c64[] multiply(c1, c2)\n re = f32[] real(p)\n im = f32[] imag(p)\n"
+                     " ROOT t = (s8[4], s32[], f32[], f32[]) tuple(b, y, re, im)\n}\n", 0, NULL);
+  double b[4] = { 4, 3, 2, 1 }, y[1] = { 16909060 }, re[1] = { 5 }, im[1] = { 5 };
+  expect_values (r->elems[0], 4, b);
+  expect_values (r->elems[1], 1, y);
+  expect_values (r->elems[2], 1, re);
+  expect_values (r->elems[3], 1, im);
+  ps_value_free (r);
+}
+END_TEST
+
+START_TEST (test_rng_deterministic)
+{
+  const char *text = "HloModule m\nENTRY e {\n lo = f32[] constant(-1)\n hi = f32[] constant(1)\n"
+                     " ROOT r = f32[64] rng(lo, hi), distribution=rng_uniform\n}\n";
+  PsModule *m = parse (text);
+  GError *error = NULL;
+  PsInterpOptions o = { 0 };
+  o.rng_seed = 42;
+  PsValue *a = ps_interp_run (m, 0, NULL, &o, &error);
+  PsValue *b = ps_interp_run (m, 0, NULL, &o, &error);
+  ck_assert (a && b);
+  ck_assert (ps_value_equal (a, b));
+  gboolean varied = FALSE;
+  for (int i = 0; i < 64; i++)
+    {
+      ck_assert (a->f[i] >= -1 && a->f[i] < 1);
+      varied = varied || a->f[i] != a->f[0];
+    }
+  ck_assert (varied);
+  o.rng_seed = 43;
+  PsValue *c = ps_interp_run (m, 0, NULL, &o, &error);
+  ck_assert (!ps_value_equal (a, c));
+  o.rng_constant = TRUE;
+  PsValue *d = ps_interp_run (m, 0, NULL, &o, &error);
+  for (int i = 0; i < 64; i++)
+    ck_assert (d->f[i] == -1);
+  ps_value_free (a);
+  ps_value_free (b);
+  ps_value_free (c);
+  ps_value_free (d);
+  ps_module_free (m);
+}
+END_TEST
+
+START_TEST (test_value_to_string)
+{
+  int64_t dims[2] = { 2, 2 };
+  double v[4] = { 1, 2.5, -3, 4 };
+  PsValue *x = arr (PS_F32, 2, dims, v);
+  char *s = ps_value_to_string (x, 0);
+  ck_assert_str_eq (s, "f32[2,2] {{1, 2.5}, {-3, 4}}");
+  g_free (s);
+  ps_value_free (x);
+}
+END_TEST
+
+START_TEST (test_replicas_and_tuple_all_to_all)
+{
+  /* 2 replicas x 2 partitions: device = r*2 + p. A cross-replica all-reduce
+   * (no channel) sums devices with the same partition: {0,2} and {1,3}.
+   * replica-id and partition-id report the coordinates. A tuple all-to-all
+   * over partitions swaps operand p between partitions. */
+  PsModule *m = parse ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                       " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n p = f32[1] parameter(0)\n"
+                       " ar = f32[1] all-reduce(p), replica_groups={}, to_apply=sum\n"
+                       " r = u32[] replica-id()\n q = u32[] partition-id()\n"
+                       " ten = f32[1] constant({10})\n p10 = f32[1] add(p, ten)\n"
+                       " a2a = (f32[1], f32[1]) all-to-all(p, p10), channel_id=1, replica_groups={{0,1}}\n"
+                       " ROOT t = (f32[1], u32[], u32[], (f32[1], f32[1])) tuple(ar, r, q, a2a)\n}\n");
+  PsValue *args[4];
+  for (int d = 0; d < 4; d++)
+    {
+      int64_t dims[1] = { 1 };
+      double v = d;
+      args[d] = arr (PS_F32, 1, dims, &v);
+    }
+  PsInterpOptions o = { 0 };
+  o.num_replicas = 2;
+  o.num_partitions = 2;
+  PsValue *res[4];
+  GError *error = NULL;
+  ck_assert_msg (ps_interp_run_spmd (m, 4, 1, args, res, &o, &error), "%s", error ? error->message : "");
+  for (int d = 0; d < 4; d++)
+    {
+      int r = d / 2, p = d % 2;
+      ck_assert (res[d]->elems[0]->f[0] == p + (p + 2));
+      ck_assert_int_eq (res[d]->elems[1]->i[0], r);
+      ck_assert_int_eq (res[d]->elems[2]->i[0], p);
+      /* Element j comes from partition j (same replica): its operand number p. */
+      for (int j = 0; j < 2; j++)
+        {
+          int src = r * 2 + j;
+          ck_assert (res[d]->elems[3]->elems[j]->f[0] == src + (p == 1 ? 10 : 0));
+        }
+      ps_value_free (res[d]);
+    }
+  free_args (4, args);
+  ps_module_free (m);
+}
+END_TEST
+
+START_TEST (test_divergent_conditional_without_collective)
+{
+  /* Device 0 takes the true branch (negate), the others copy: fine, no
+   * collective inside. */
+  GError *error = NULL;
+  PsValue **r = run_spmd ("HloModule m\nneg {\n x = f32[2] parameter(0)\n ROOT n = f32[2] negate(x)\n}\n"
+                          "id {\n x = f32[2] parameter(0)\n ROOT c = f32[2] copy(x)\n}\n"
+                          "ENTRY e {\n p = f32[2] parameter(0)\n id = u32[] partition-id()\n"
+                          " z = u32[] constant(0)\n is0 = pred[] compare(id, z), direction=EQ\n"
+                          " ROOT c = f32[2] conditional(is0, p, p), true_computation=neg, false_computation=id\n}\n",
+                          4, 2, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  for (int d = 0; d < 4; d++)
+    {
+      double s = d == 0 ? -1 : 1;
+      double want[2] = { s * (2 * d), s * (2 * d + 1) };
+      expect_values (r[d], 2, want);
+    }
+  free_results (4, r);
+}
+END_TEST
+
 /* ---- verification driver ----------------------------------------------------------------- */
 
 /* A dot [4,8] x [8,6] sharded on the contracting dim over n devices: each
@@ -747,12 +879,17 @@ interp_suite (void)
   tcase_add_test (tc, test_while_and_conditional);
   tcase_add_test (tc, test_unsupported_op_error);
   tcase_add_test (tc, test_work_limit);
+  tcase_add_test (tc, test_bitcast_sizes_and_complex);
+  tcase_add_test (tc, test_rng_deterministic);
+  tcase_add_test (tc, test_value_to_string);
   suite_add_tcase (s, tc);
   TCase *spmd = tcase_create ("spmd");
   tcase_add_loop_test (spmd, test_all_reduce_groups, 0, 3);
   tcase_add_loop_test (spmd, test_all_gather_reduce_scatter_all_to_all, 0, 3);
   tcase_add_loop_test (spmd, test_collective_permute_and_partition_id, 0, 3);
   tcase_add_test (spmd, test_divergent_loop_with_collective);
+  tcase_add_test (spmd, test_replicas_and_tuple_all_to_all);
+  tcase_add_test (spmd, test_divergent_conditional_without_collective);
   suite_add_tcase (s, spmd);
   TCase *ver = tcase_create ("verify");
   tcase_add_loop_test (ver, test_verify_dot_contracting, 0, 3);
