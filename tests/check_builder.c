@@ -11,6 +11,7 @@
 #include "partitioner/builder.h"
 #include "partitioner/hlo_parser.h"
 #include "partitioner/hlo_printer.h"
+#include "partitioner/interp.h"
 
 #define D(...) ((int64_t[]) { __VA_ARGS__ })
 
@@ -173,6 +174,126 @@ START_TEST (test_einsum_forms)
   finish_ok (b, ps_build_tuple (b, 8, all));
   cross_check_shapes (m);
   g_autofree char *text = round_trip (m);
+}
+END_TEST
+
+/* ---- einsum numerics ---------------------------------------------------------- */
+
+/* Dims of operand letters from a size table indexed by letter. */
+static int
+letter_dims (const char *letters, const int64_t *size, int64_t *dims)
+{
+  int n = 0;
+  for (; letters[n]; n++)
+    dims[n] = size[(unsigned char) letters[n]];
+  return n;
+}
+
+static int64_t
+flat_index (const char *letters, const int64_t *size, const int64_t *val)
+{
+  int64_t f = 0;
+  for (int i = 0; letters[i]; i++)
+    f = f * size[(unsigned char) letters[i]] + val[(unsigned char) letters[i]];
+  return f;
+}
+
+typedef struct {
+  const char *spec;
+  const char *lhs, *rhs, *out;   /* the same, split */
+} EinsumCase;
+
+static const EinsumCase einsum_cases[] = {
+  { "bsm,mh->bsh", "bsm", "mh", "bsh" },
+  { "bsm,mh->hbs", "bsm", "mh", "hbs" },
+  { "bnsd,bntd->bnst", "bnsd", "bntd", "bnst" },
+  { "bnsd,bntd->btns", "bnsd", "bntd", "btns" },
+  { "bnsd,bntd->nbst", "bnsd", "bntd", "nbst" },
+  { "bij,bjk->bik", "bij", "bjk", "bik" },
+  { "ij,ij->i", "ij", "ij", "i" },
+  { "ab,bc->c", "ab", "bc", "c" },
+  { "i,j->ji", "i", "j", "ji" },
+  { "abc->ca", "abc", NULL, "ca" },
+};
+
+/* The einsum evaluated by brute force over every letter assignment, against
+ * the dot/transpose/reduce program the builder made, run by the reference
+ * interpreter. */
+START_TEST (test_einsum_numerics)
+{
+  const EinsumCase *e = &einsum_cases[_i];
+  int64_t size[256] = { 0 };
+  const char *all = "abcdhijkmnst";
+  for (int i = 0; all[i]; i++)
+    size[(unsigned char) all[i]] = 2 + i % 3;
+  int64_t ld[8], rd[8], od[8];
+  int lr = letter_dims (e->lhs, size, ld);
+  int rr = e->rhs ? letter_dims (e->rhs, size, rd) : 0;
+  int orank = letter_dims (e->out, size, od);
+
+  g_autoptr (PsModule) m = ps_module_new ("einsum");
+  PsBuilder *b = ps_builder_new (m, "main");
+  PsInstr *x = ps_build_parameter (b, "x", PS_F64, lr, ld);
+  PsInstr *y = e->rhs ? ps_build_parameter (b, "y", PS_F64, rr, rd) : NULL;
+  PsInstr *r = ps_build_einsum (b, e->spec, x, y);
+  finish_ok (b, r);
+  ck_dims (r, PS_F64, orank, od);
+
+  GRand *rng = g_rand_new_with_seed (5 + _i);
+  int64_t nl = 1, nr = 1, no = 1;
+  for (int i = 0; i < lr; i++)
+    nl *= ld[i];
+  for (int i = 0; i < rr; i++)
+    nr *= rd[i];
+  for (int i = 0; i < orank; i++)
+    no *= od[i];
+  double *xl = g_new (double, nl), *xr = g_new (double, MAX (nr, 1)), *want = g_new0 (double, no);
+  for (int64_t i = 0; i < nl; i++)
+    xl[i] = g_rand_int_range (rng, -4, 5);
+  for (int64_t i = 0; i < nr; i++)
+    xr[i] = g_rand_int_range (rng, -4, 5);
+  /* Brute force: iterate every assignment of the letters in use. */
+  char used[32] = "";
+  int nu = 0;
+  const char *parts[] = { e->lhs, e->rhs ? e->rhs : "", e->out };
+  for (int k = 0; k < 3; k++)
+    for (const char *c = parts[k]; *c; c++)
+      if (!strchr (used, *c))
+        used[nu++] = *c;
+  int64_t val[256] = { 0 };
+  for (;;)
+    {
+      double p = xl[flat_index (e->lhs, size, val)];
+      if (e->rhs)
+        p *= xr[flat_index (e->rhs, size, val)];
+      want[flat_index (e->out, size, val)] += p;
+      int k = nu - 1;
+      for (; k >= 0; k--)
+        {
+          unsigned char c = (unsigned char) used[k];
+          if (++val[c] < size[c])
+            break;
+          val[c] = 0;
+        }
+      if (k < 0)
+        break;
+    }
+  PsValue *args[2] = { ps_value_new_from_doubles (PS_F64, lr, ld, xl),
+                       e->rhs ? ps_value_new_from_doubles (PS_F64, rr, rd, xr) : NULL };
+  GError *error = NULL;
+  g_autoptr (PsValue) got = ps_interp_run (m, e->rhs ? 2 : 1, args, NULL, &error);
+  ck_assert_msg (got != NULL, "%s: %s", e->spec, error ? error->message : "?");
+  ck_assert_int_eq (got->n, no);
+  /* Small integers: every sum is exact, whatever the order. */
+  for (int64_t i = 0; i < no; i++)
+    ck_assert_msg (ps_value_get (got, i) == want[i], "%s: element %" G_GINT64_FORMAT " is %g,"
+                   " want %g", e->spec, i, ps_value_get (got, i), want[i]);
+  ps_value_free (args[0]);
+  ps_value_free (args[1]);
+  g_free (xl);
+  g_free (xr);
+  g_free (want);
+  g_rand_free (rng);
 }
 END_TEST
 
@@ -590,6 +711,7 @@ builder_suite (void)
   tcase_add_test (tc, test_ffn);
   tcase_add_test (tc, test_einsum_forms);
   tcase_add_loop_test (tc, test_einsum_errors, 0, G_N_ELEMENTS (einsum_bad));
+  tcase_add_loop_test (tc, test_einsum_numerics, 0, G_N_ELEMENTS (einsum_cases));
   tcase_add_test (tc, test_einsum_size_mismatch);
   tcase_add_test (tc, test_constants);
   tcase_add_test (tc, test_shape_ops);
