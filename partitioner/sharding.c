@@ -396,6 +396,14 @@ ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices, int 
       out_kinds = mkinds;
       out_sub = nk;
     }
+  if (n_out == 0)
+    {
+      /* Every dim had size 1: one device holds the whole (scalar) tensor.
+       * A rank-0 tile assignment has no text form; maximal says the same. */
+      PsSharding *s = ps_sharding_maximal (arr[0]);
+      g_free (arr);
+      return s;
+    }
   if (out_sub == 0)
     return tile_raw (n_out, out_dims, arr, 0, NULL);
   if (out_sub == 1 && out_kinds[0] == PS_SUBGROUP_MANUAL

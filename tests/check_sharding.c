@@ -299,6 +299,8 @@ START_TEST (test_normalise)
   /* Sorting happens along the replicated dim, not the manual one. */
   ck_assert_canon ("{devices=[1,2,2]3,2,1,0 last_tile_dims={manual, replicated}}",
                    "{devices=[1,2,2]2,3,0,1 last_tile_dims={manual, replicated}}");
+  /* Nothing left at all: the one device holds everything. */
+  ck_assert_canon ("{devices=[1,1]3 last_tile_dims={manual, replicated}}", "{maximal device=3}");
   /* Plain tiles are not touched, even trivial ones. */
   ck_assert_canon ("{devices=[1,1]0}", "{devices=[1,1]<=[1]}");
 
