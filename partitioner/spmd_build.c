@@ -33,10 +33,12 @@ sp_add2 (SpComp *c, PsOpcode op, PsShape *shape, PsInstr *a, PsInstr *b)
   return sp_add (c, op, shape, 2, ops);
 }
 
+/* dst may hold src's pointers after a struct copy: overwrite, never free. */
 static void
 ints_dup (PsInts *dst, const PsInts *src)
 {
-  ps_ints_set (dst, src->n, src->v);
+  dst->n = src->n;
+  dst->v = src->n > 0 ? g_memdup2 (src->v, sizeof (int64_t) * (gsize) src->n) : NULL;
 }
 
 static int64_t *

@@ -1,23 +1,266 @@
-/* Convolution and reduce-window partitioning: batch and feature dims like a
- * dot, spatial dims through halo exchange (GSPMD appendix A.2). */
+/* Convolution and reduce-window partitioning (GSPMD section 4.4, appendix
+ * A.2): batch and output-feature dims split like a dot's free dims, spatial
+ * dims through halo exchange.
+ *
+ * Halo exchange along one spatial dim, for any stride, padding (also
+ * negative), base and window dilation and uneven shards: device i computes
+ * output tile i, whose windows read the padded, base-dilated input at
+ * positions [P0(i), P1(i)]. The inputs those positions need come from its
+ * own tile and up to SL tiles on the left and SR on the right; they arrive by
+ * collective-permute (one per neighbour distance), are concatenated, masked
+ * outside the real data with the pad value, base-dilated explicitly (pad
+ * with interior padding), and a dynamic-slice at a per-device offset takes
+ * exactly [P0(i), P1(i)]. The local op then runs with that dim's padding 0
+ * and base dilation 1, so halos whose size differs per device (non-constant
+ * halos) need no special case: only the offset table differs. */
 #include "config.h"
 
 #include <string.h>
 
 #include "partitioner/spmd_private.h"
 
+static int64_t
+floor_div (int64_t a, int64_t b)
+{
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    q--;
+  return q;
+}
+
+static int64_t
+ceil_div_s (int64_t a, int64_t b)
+{
+  return -floor_div (-a, b);
+}
+
+/* Rewrites dim `d` of the local value so that the windowed op can run on it
+ * with window `w` turned into padding 0 / base dilation 1 (done by the
+ * caller). v's sharding splits dim d into k tiles matching the output's. */
+static PsInstr *
+halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64_t out_size,
+               int64_t k, PsInstr *fill)
+{
+  int64_t n = c->m->n;
+  int64_t N = v->full->dims[d];
+  int64_t IS = (N + k - 1) / k, OS = (out_size + k - 1) / k;
+  int64_t b = w->base_dilation > 0 ? w->base_dilation : 1;
+  int64_t wd = w->window_dilation > 0 ? w->window_dilation : 1;
+  int64_t span = (w->size - 1) * wd;
+  int64_t SZ = (OS - 1) * w->stride + span + 1;
+  /* Neighbour distances needed on each side. */
+  int64_t HL = 0, HR = 0;
+  for (int64_t i = 0; i < k; i++)
+    {
+      if (i * OS >= out_size)
+        continue;
+      int64_t P0 = i * OS * w->stride;
+      int64_t P1 = ((i + 1) * OS - 1) * w->stride + span;
+      int64_t xl = MAX (ceil_div_s (P0 - w->pad_lo, b), 0);
+      int64_t xh = MIN (floor_div (P1 - w->pad_lo, b), N - 1);
+      if (xl > xh)
+        continue;
+      HL = MAX (HL, i * IS - xl);
+      HR = MAX (HR, xh - ((i + 1) * IS - 1));
+    }
+  int64_t SL = MIN ((HL + IS - 1) / IS, k - 1), SR = MIN ((HR + IS - 1) / IS, k - 1);
+  gboolean mask[v->sharding->n_tile_dims];
+  memset (mask, 0, sizeof mask);
+  mask[d] = TRUE;
+  int ng, gs;
+  g_autofree int64_t *groups = sp_groups (v->sharding, mask, &ng, &gs);
+  int npieces = (int) (SL + 1 + SR);
+  PsInstr *pieces[npieces];
+  int64_t *pairs = g_new (int64_t, (gsize) ng * gs * 2);
+  for (int64_t s = -SL; s <= SR; s++)
+    {
+      PsInstr *piece = v->hlo;
+      if (s != 0)
+        {
+          /* Device at tile j receives tile j + s. */
+          int np = 0;
+          for (int g = 0; g < ng; g++)
+            for (int j = 0; j < gs; j++)
+              {
+                int64_t src = j + s;
+                if (src < 0 || src >= gs)
+                  continue;
+                pairs[2 * np] = groups[g * gs + src];
+                pairs[2 * np + 1] = groups[g * gs + j];
+                np++;
+              }
+          piece = sp_collective_permute (c, v->hlo, np, pairs);
+        }
+      pieces[s + SL] = piece;
+    }
+  g_free (pairs);
+  PsInstr *buf = sp_concat (c, npieces, pieces, d);
+  /* Mask everything outside [0, N) with the pad value: tile padding, and
+   * the zeros that devices at the edges received from nobody. */
+  int64_t *start = g_new0 (int64_t, n);
+  int64_t *offs = g_new0 (int64_t, n);
+  int64_t *tile_of = g_new0 (int64_t, n);
+  for (int g = 0; g < ng; g++)
+    for (int j = 0; j < gs; j++)
+      {
+        int64_t dev = groups[g * gs + j];
+        tile_of[dev] = j;
+        start[dev] = (j - SL) * IS;
+      }
+  {
+    const PsShape *bs = buf->shape;
+    PsInstr *io = sp_iota (c, PS_S32, bs->rank, bs->dims, d);
+    PsInstr *gidx = sp_binary (c, PS_OP_ADD, io, sp_broadcast_scalar (c, sp_table_lookup (c, start), io->shape));
+    PsInstr *zero = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, 0), io->shape);
+    PsInstr *lim = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, (double) N), io->shape);
+    PsInstr *ok = sp_binary (c, PS_OP_AND, sp_compare (c, gidx, zero, PS_CMP_GE),
+                             sp_compare (c, gidx, lim, PS_CMP_LT));
+    buf = sp_select (c, ok, buf, sp_broadcast_scalar (c, fill, buf->shape));
+  }
+  int r = buf->shape->rank;
+  int64_t lo[r], hi[r];
+  memset (lo, 0, sizeof lo);
+  memset (hi, 0, sizeof hi);
+  if (b > 1)
+    {
+      /* Explicit base dilation: interior padding with the pad value. */
+      int64_t dims[r];
+      memcpy (dims, buf->shape->dims, sizeof dims);
+      dims[d] = (dims[d] - 1) * b + 1;
+      PsInstr *p = sp_add2 (c, PS_OP_PAD, sp_shape (buf->shape->etype, r, dims), buf, fill);
+      p->n_pad = r;
+      p->padding = g_new0 (PsPadDim, r);
+      p->padding[d].interior = b - 1;
+      buf = p;
+    }
+  int64_t len = buf->shape->dims[d];
+  int64_t min_off = 0, max_end = len;
+  for (int64_t dev = 0; dev < n; dev++)
+    {
+      int64_t i = tile_of[dev];
+      if (i * OS >= out_size)
+        {
+          offs[dev] = 0;
+          continue;
+        }
+      int64_t P0 = i * OS * w->stride;
+      offs[dev] = P0 - (start[dev] * b + w->pad_lo);
+      min_off = MIN (min_off, offs[dev]);
+      max_end = MAX (max_end, offs[dev] + SZ);
+    }
+  max_end = MAX (max_end, SZ);
+  lo[d] = -min_off;
+  hi[d] = max_end - len;
+  buf = sp_pad (c, buf, fill, lo, hi);
+  for (int64_t dev = 0; dev < n; dev++)
+    offs[dev] += lo[d];
+  PsInstr *starts[r];
+  int64_t sizes[r];
+  for (int q = 0; q < r; q++)
+    {
+      starts[q] = q == d ? sp_table_lookup (c, offs) : sp_const_scalar (c, PS_S32, 0);
+      sizes[q] = q == d ? SZ : buf->shape->dims[q];
+    }
+  PsInstr *res = sp_dynamic_slice (c, buf, starts, sizes);
+  g_free (start);
+  g_free (offs);
+  g_free (tile_of);
+  return res;
+}
+
+static void
+normalise_window_dim (PsWindowDim *w)
+{
+  w->pad_lo = 0;
+  w->pad_hi = 0;
+  w->base_dilation = 1;
+}
+
 PsPVal *
 sp_handle_convolution (SpComp *c, const PsInstr *in)
 {
-  (void) c;
-  (void) in;
-  return NULL;
+  const PsSharding *t = sp_sharding_of (in);
+  if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
+    return NULL;
+  const PsConvDims *cd = &in->conv;
+  if (!cd->present || in->window.n != cd->n_spatial)
+    return NULL;
+  int64_t fgc = in->feature_group_count > 0 ? in->feature_group_count : 1;
+  int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
+  if ((fgc > 1 || bgc > 1)
+      && (sp_shards (t, (int) cd->out_feature) > 1 || sp_shards (t, (int) cd->out_batch) > 1))
+    return NULL;
+  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  int rl = lhs->full->rank, rr = rhs->full->rank;
+  int64_t lsrc[rl], rsrc[rr];
+  for (int q = 0; q < rl; q++)
+    lsrc[q] = -1;
+  for (int q = 0; q < rr; q++)
+    rsrc[q] = -1;
+  lsrc[cd->in_batch] = cd->out_batch;
+  for (int s = 0; s < cd->n_spatial; s++)
+    lsrc[cd->in_spatial[s]] = cd->out_spatial[s];
+  rsrc[cd->k_out_feature] = cd->out_feature;
+  g_autoptr (PsSharding) ls = sp_sharding_remap (t, rl, lsrc);
+  g_autoptr (PsSharding) rs = sp_sharding_remap (t, rr, rsrc);
+  if (!ls || !rs)
+    return NULL;
+  PsInstr *l = sp_reshard (c, lhs, ls);
+  PsInstr *r = sp_reshard (c, rhs, rs);
+  PsWindowDim win[cd->n_spatial > 0 ? cd->n_spatial : 1];
+  memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  for (int s = 0; s < cd->n_spatial; s++)
+    {
+      int64_t k = sp_shards (t, (int) cd->out_spatial[s]);
+      if (k <= 1)
+        continue;
+      PsPVal lv = { l, ls, lhs->full };
+      l = halo_exchange (c, &lv, (int) cd->in_spatial[s], &win[s],
+                         in->shape->dims[cd->out_spatial[s]], k,
+                         sp_const_zero (c, lhs->full->etype));
+      normalise_window_dim (&win[s]);
+    }
+  g_autoptr (SpShape) local = ps_sharding_tile_shape (t, in->shape);
+  PsInstr *ops[2] = { l, r };
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
+  memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  return sp_pval_new (y, t, in->shape);
 }
 
 PsPVal *
 sp_handle_reduce_window (SpComp *c, const PsInstr *in)
 {
-  (void) c;
-  (void) in;
-  return NULL;
+  const PsSharding *t = sp_sharding_of (in);
+  if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
+    return NULL;
+  if (in->n_operands != 2 || !ps_shape_is_array (in->shape))
+    return NULL;
+  PsPVal *op = sp_operand (c, in, 0);
+  int r = op->full->rank;
+  if (in->window.n != r)
+    return NULL;
+  int64_t src[r];
+  for (int q = 0; q < r; q++)
+    src[q] = q;
+  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  if (!s)
+    return NULL;
+  PsInstr *init = sp_reshard (c, sp_operand (c, in, 1), sp_replicated ());
+  PsInstr *x = sp_reshard (c, op, s);
+  PsWindowDim win[r];
+  memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) r);
+  for (int q = 0; q < r; q++)
+    {
+      int64_t k = sp_shards (t, q);
+      if (k <= 1)
+        continue;
+      PsPVal xv = { x, s, op->full };
+      x = halo_exchange (c, &xv, q, &win[q], in->shape->dims[q], k, init);
+      normalise_window_dim (&win[q]);
+    }
+  g_autoptr (SpShape) local = ps_sharding_tile_shape (t, in->shape);
+  PsInstr *ops[2] = { x, init };
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
+  memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) r);
+  return sp_pval_new (y, t, in->shape);
 }
