@@ -1271,6 +1271,8 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
         if (d.ns != 0)
           return NULL;
         int idx = pp_operand_index (user, i);
+        if (idx < 0 || idx > 1) /* e.g. a sparse dot's metadata operand */
+          return NULL;
         return pp_infer_dot_operand (us, user->operands[1 - idx]->sharding, idx, &d, mc);
       }
     case PS_OP_DYNAMIC_SLICE:
@@ -1341,6 +1343,8 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
         PpDotDims d;
         pp_dot_dims_from_dot (user, &d);
         int idx = pp_operand_index (user, i);
+        if (idx < 0 || idx > 1) /* e.g. a sparse dot's metadata operand */
+          return NULL;
         return pp_infer_dot_operand (us, user->operands[1 - idx]->sharding, idx, &d, mc);
       }
     case PS_OP_REDUCE:
