@@ -636,9 +636,9 @@ validate (const PsTrace *t, gboolean check_totals, PsTraceTotals *sums, GError *
         why = ps_trace_checker_event (&c, &e, &key);
       if (why)
         {
-          g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "event %u (%s%s%s): %s", i + 1,
+          g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "event %u (%s): %s", i + 1,
                        e.name ? e.name : (e.kind == PS_TRACE_EVENT_DONE ? "done" : "memory"),
-                       "", "", why);
+                       why);
           g_free (why);
           ps_trace_checker_clear (&c);
           return FALSE;

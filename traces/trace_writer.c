@@ -157,7 +157,12 @@ gzip_bytes (const char *data, gsize len, GByteArray *out, const char *path,
     }
   while (off < len);
   deflateEnd (&z);
-  return rc == Z_STREAM_END;
+  if (rc != Z_STREAM_END)
+    {
+      ps_set_error_at (error, PS_ERROR_IO, path, 0, 0, "zlib compression did not finish");
+      return FALSE;
+    }
+  return TRUE;
 }
 
 gboolean
