@@ -63,6 +63,12 @@ check_bad trace-missing-end.pst "trace-missing-end.pst: truncated trace: no end 
 check_bad trace-cut-line.pst "trace-cut-line.pst:14: truncated trace: last line has no newline"
 check_bad trace-bad-checksum.pst "trace-bad-checksum.pst:15:20: checksum mismatch: crc32 of the lines before is 94ed5aa5 (file corrupt?)"
 check_bad trace-empty.pst "trace-empty.pst: empty file, not a step trace"
+check_bad trace-unknown-field.pst "trace-unknown-field.pst:8:121: unknown field 'colour' in a compute line"
+check_bad trace-async-open.pst "trace-async-open.pst:14: async collective 1 (event 3) has no done"
+check_bad trace-memory-peak.pst "trace-memory-peak.pst:14:8: live bytes 9000000 above the header's peak_bytes 8388608"
+check_bad trace-header-order.pst "trace-header-order.pst:2:1: expected the 'program' line, got 'devices'"
+check_bad trace-crlf.pst 'trace-crlf.pst:1:10: carriage return (lines end with \n alone, not \r\n)'
+check_bad trace-mxu-missing.pst "trace-mxu-missing.pst:10: matmul event without mxu=BxMxKxN dims"
 check_bad trace-truncated.pst.gz "trace-truncated.pst.gz: truncated compressed data (unexpected end of file)"
 check_bad trace-corrupt.pst.gz "trace-corrupt.pst.gz: corrupt compressed data (incorrect data check)"
 finish

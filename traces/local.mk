@@ -14,23 +14,29 @@ tests_check_traces_LDADD = $(PS_TRACES_TEST_LIBS)
 
 TESTS += tests/trace_check.sh
 EXTRA_DIST += tests/trace_check.sh tests/data/traces/example.pst tests/data/traces/example.pst.gz \
+	tests/data/bad/trace-async-open.pst \
 	tests/data/bad/trace-bad-checksum.pst \
 	tests/data/bad/trace-bad-number.pst \
 	tests/data/bad/trace-bad-version.pst \
 	tests/data/bad/trace-corrupt.pst.gz \
+	tests/data/bad/trace-crlf.pst \
 	tests/data/bad/trace-cut-line.pst \
 	tests/data/bad/trace-done-unmatched.pst \
 	tests/data/bad/trace-empty.pst \
 	tests/data/bad/trace-groups-list.pst \
 	tests/data/bad/trace-groups-mesh.pst \
+	tests/data/bad/trace-header-order.pst \
 	tests/data/bad/trace-iota-size.pst \
+	tests/data/bad/trace-memory-peak.pst \
 	tests/data/bad/trace-mesh-devices.pst \
 	tests/data/bad/trace-missing-end.pst \
+	tests/data/bad/trace-mxu-missing.pst \
 	tests/data/bad/trace-permute-pairs.pst \
 	tests/data/bad/trace-totals.pst \
 	tests/data/bad/trace-truncated.pst.gz \
 	tests/data/bad/trace-unknown-dtype.pst \
-	tests/data/bad/trace-unknown-event.pst
+	tests/data/bad/trace-unknown-event.pst \
+	tests/data/bad/trace-unknown-field.pst
 
 check_PROGRAMS += tests/check_timeline
 TESTS += tests/check_timeline

@@ -181,6 +181,9 @@ tokenize (PsTraceReader *r, GError **error)
       r->tok_off[r->n_tok++] = (gsize) (p - r->tokbuf);
       while (*p && *p != ' ' && *p != '\t')
         {
+          if (*p == '\r')
+            return fail_at (r, error, PS_ERROR_PARSE, (gsize) (p - r->tokbuf),
+                            "carriage return (lines end with \\n alone, not \\r\\n)");
           if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
             return fail_at (r, error, PS_ERROR_PARSE, (gsize) (p - r->tokbuf),
                             "unexpected byte 0x%02x", (unsigned char) *p);
