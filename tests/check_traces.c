@@ -63,6 +63,9 @@ sample_trace (void)
                             .in_bytes = 12, .out_bytes = 12,
                             .pairs = { .form = PS_TRACE_PAIRS_LIST, .n_pairs = 2, .pairs = pairs } };
   ps_trace_add_collective (t, "cp.list", &cp2);
+  PsTraceCollective cp3 = { .kind = PS_TRACE_COLLECTIVE_PERMUTE, .dtype = PS_TRACE_F32,
+                            .pairs = { .form = PS_TRACE_PAIRS_LIST } };
+  ps_trace_add_collective (t, "cp.none", &cp3);
   ps_trace_add_memory (t, 123456);
   return t;
 }
@@ -142,7 +145,7 @@ round_trip (const char *file)
   ck_assert_uint_eq (h->n_devices, 8);
   ck_assert_uint_eq (h->mesh.rank, 2);
   ck_assert_int_eq (h->mesh.dims[1], 4);
-  ck_assert_uint_eq (h->totals.n_events, 12);
+  ck_assert_uint_eq (h->totals.n_events, 13);
   ck_assert_uint_eq (h->totals.flops, 2ull * 4 * 128 * 256 * 512 + 5);
   ck_assert_uint_eq (h->totals.collective_bytes, 4096 + 100 + 400 + 800 + 12 + 12);
   ck_assert_uint_eq (h->totals.peak_bytes, 1 << 20);
@@ -201,7 +204,7 @@ START_TEST (test_streaming)
       n++;
     }
   ck_assert_ptr_null (error);
-  ck_assert_uint_eq (n, 12);
+  ck_assert_uint_eq (n, 13);
   /* after the end it keeps answering "end" */
   ck_assert (ps_trace_reader_next (r, &e, &error) && e == NULL);
   g_unlink (path);

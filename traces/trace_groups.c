@@ -404,6 +404,12 @@ ps_trace_parse_pairs (const char *text, PsTracePairs *out, char **why,
       out->offset = ok ? offset : 0;
       return finish_scan (&s, ok, why, why_offset);
     }
+  if (strcmp (text, "{}") == 0)
+    {
+      /* a permute in which nobody sends: legal, and lowering can meet it */
+      out->form = PS_TRACE_PAIRS_LIST;
+      return TRUE;
+    }
   if (*text == '{')
     {
       out->form = PS_TRACE_PAIRS_LIST;
