@@ -357,6 +357,15 @@ START_TEST (test_good_minimal)
   GError *error = NULL;
   g_autoptr (PsTrace) t = ps_trace_parse ("x.pst", text, strlen (text), &error);
   ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  /* a trace built without a name still writes a readable program line */
+  g_autoptr (PsTrace) anon = ps_trace_new (NULL);
+  ps_trace_set_slice (anon, "");
+  gsize len;
+  g_autofree char *out = ps_trace_to_text (anon, &len);
+  g_autoptr (PsTrace) back = ps_trace_parse ("anon.pst", out, len, &error);
+  ck_assert_msg (back != NULL, "%s", error ? error->message : "");
+  ck_assert_str_eq (ps_trace_get_header (back)->program, "unnamed");
+  ck_assert_ptr_null (ps_trace_get_header (back)->slice);
 }
 END_TEST
 

@@ -476,7 +476,8 @@ ps_trace_new (const char *program)
 {
   PsTrace *t = g_new0 (PsTrace, 1);
   t->header.version = PS_TRACE_FORMAT_VERSION;
-  t->header.program = g_strdup (program ? program : "");
+  /* the program line needs a non-empty token */
+  t->header.program = g_strdup (program && *program ? program : "unnamed");
   t->header.n_devices = 1;
   t->header.mesh.rank = 1;
   t->header.mesh.dims[0] = 1;
@@ -514,7 +515,7 @@ void
 ps_trace_set_slice (PsTrace *t, const char *slice)
 {
   g_free (t->header.slice);
-  t->header.slice = g_strdup (slice);
+  t->header.slice = slice && *slice ? g_strdup (slice) : NULL;
 }
 
 void
@@ -606,8 +607,10 @@ validate (const PsTrace *t, gboolean check_totals, PsTraceTotals *sums, GError *
   if (h->version != PS_TRACE_FORMAT_VERSION)
     why = g_strdup_printf ("version %u (this podsim writes version %d)", h->version,
                            PS_TRACE_FORMAT_VERSION);
-  else if (!h->program)
+  else if (!h->program || !*h->program)
     why = g_strdup ("no program name");
+  else if (h->slice && !*h->slice)
+    why = g_strdup ("empty slice hint");
   else
     why = ps_trace_check_header (h);
   if (why)

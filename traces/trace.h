@@ -221,7 +221,8 @@ typedef struct {
 
 typedef struct PsTrace PsTrace;
 
-/* An empty trace: program "", 1 device, mesh [1] arange. transfer full. */
+/* An empty trace: 1 device, mesh [1] arange; program "unnamed" when NULL
+ * or empty. transfer full. */
 PsTrace *ps_trace_new (const char *program);
 void ps_trace_free (PsTrace *trace);
 
@@ -231,6 +232,7 @@ void ps_trace_free (PsTrace *trace);
  * the producer sets (it is raised to the largest memory event). transfer none. */
 PsTraceHeader *ps_trace_header (PsTrace *trace);
 const PsTraceHeader *ps_trace_get_header (const PsTrace *trace);
+/* NULL or "" removes the hint. */
 void ps_trace_set_slice (PsTrace *trace, const char *slice);
 /* Sets n_devices and the mesh (dims, order; devices copied for LIST). */
 void ps_trace_set_mesh (PsTrace *trace, guint rank, const gint64 *dims,
