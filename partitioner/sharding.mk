@@ -11,7 +11,7 @@ tests_check_sharding_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 
 libpodsim_partitioner_la_SOURCES += partitioner/builder.c partitioner/builder_ops.c \
 	partitioner/builder.h partitioner/builder_private.h
-EXTRA_DIST += doc/sharding.md
+EXTRA_DIST += doc/sharding.md doc/builder.md
 
 check_PROGRAMS += tests/check_builder
 TESTS += tests/check_builder
