@@ -29,6 +29,26 @@ ps_hlo_error (PsHloReader *p, gsize off, PsErrorCode code, const char *fmt, ...)
 #define CUR(p) ((p)->pos < (p)->len ? (p)->text[(p)->pos] : '\0')
 
 void
+ps_hlo_position (PsHloReader *p, gsize off, int *line, int *col)
+{
+  off = MIN (off, p->len);
+  if (p->lc_line == 0 || off < p->lc_off)
+    {
+      p->lc_off = p->lc_line_start = 0;
+      p->lc_line = 1;
+    }
+  for (gsize i = p->lc_off; i < off; i++)
+    if (p->text[i] == '\n')
+      {
+        p->lc_line++;
+        p->lc_line_start = i + 1;
+      }
+  p->lc_off = off;
+  *line = p->lc_line;
+  *col = (int) (off - p->lc_line_start) + 1;
+}
+
+void
 ps_hlo_skip_ws (PsHloReader *p)
 {
   while (p->pos < p->len)

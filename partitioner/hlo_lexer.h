@@ -24,12 +24,19 @@ typedef struct {
   /* Current computation: name -> PsInstr*, name -> definition offset. */
   GHashTable *scope;
   GHashTable *scope_pos;
+  /* Last position turned into line:col, so that numbering every
+   * instruction stays linear in the text size. */
+  gsize lc_off, lc_line_start;
+  int lc_line;
 } PsHloReader;
 
 #define FAILED(p) ((p)->err != NULL)
 #define CUR(p) ((p)->pos < (p)->len ? (p)->text[(p)->pos] : '\0')
 
 void ps_hlo_error (PsHloReader *p, gsize off, PsErrorCode code, const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+/* Line and column (1-based, bytes) of `off`, as ps_text_position() but
+ * cheap for offsets that only grow. */
+void ps_hlo_position (PsHloReader *p, gsize off, int *line, int *col);
 void ps_hlo_skip_ws (PsHloReader *p);
 char ps_hlo_peek (PsHloReader *p);
 gboolean ps_hlo_is_ident_start (char c);

@@ -580,7 +580,7 @@ parse_instruction (PsHloReader *p, PsComputation *c, PsInstr **root, gsize *root
                                           (PsInstr *const *) ops->pdata);
   g_ptr_array_free (ops, TRUE);
   int line, col;
-  ps_text_position (p->text, npos, &line, &col);
+  ps_hlo_position (p, npos, &line, &col);
   in->src_line = line;
   in->src_col = col;
   g_hash_table_insert (p->scope, g_strdup (name), in);
