@@ -488,6 +488,210 @@ START_TEST (test_gz_damage)
 }
 END_TEST
 
+/* Random valid traces (fixed seed): every one validates, reads back, and
+ * prints to the same text. */
+static void
+random_perm (GRand *r, guint32 *a, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    a[i] = i;
+  for (guint i = n; i > 1; i--)
+    {
+      guint j = (guint) g_rand_int_range (r, 0, (gint32) i);
+      guint32 t = a[i - 1];
+      a[i - 1] = a[j];
+      a[j] = t;
+    }
+}
+
+static char *
+random_name (GRand *r)
+{
+  int n = g_rand_int_range (r, 0, 8);
+  char *s = g_malloc (n + 1);
+  for (int i = 0; i < n; i++)
+    {
+      int c;
+      do
+        c = g_rand_int_range (r, 1, 256);
+      while (c == '\n');
+      s[i] = (char) c;
+    }
+  s[n] = '\0';
+  return s;
+}
+
+static PsTrace *
+random_trace (GRand *r)
+{
+  g_autofree char *prog = random_name (r);
+  PsTrace *t = ps_trace_new (prog);
+  guint rank = (guint) g_rand_int_range (r, 1, 4);
+  gint64 dims[3];
+  guint64 n = 1;
+  for (guint i = 0; i < rank; i++)
+    n *= (guint64) (dims[i] = g_rand_int_range (r, 1, 5));
+  g_autofree guint32 *perm = g_new (guint32, n);
+  random_perm (r, perm, (guint) n);
+  PsTraceDeviceOrder order = (PsTraceDeviceOrder) g_rand_int_range (r, 0, 3);
+  if (order == PS_TRACE_ORDER_NONPOD2D)
+    order = PS_TRACE_ORDER_LIST;
+  ps_trace_set_mesh (t, rank, dims, order, perm);
+  if (g_rand_boolean (r))
+    {
+      g_autofree char *slice = random_name (r);
+      ps_trace_set_slice (t, slice);
+    }
+  ps_trace_header (t)->totals.peak_bytes = 1000;
+  guint64 open_ids[64];
+  guint n_open = 0, next_id = 1;
+  int n_events = g_rand_int_range (r, 0, 40);
+  for (int e = 0; e < n_events; e++)
+    {
+      g_autofree char *name = random_name (r);
+      int what = g_rand_int_range (r, 0, 4);
+      if (what == 0)
+        {
+          PsTraceCompute c = { .op = (PsTraceOpKind) g_rand_int_range (r, 0, PS_TRACE_OP_COUNT),
+                               .dtype = (PsTraceDtype) g_rand_int_range (r, 0, PS_TRACE_DTYPE_COUNT),
+                               .precision = (PsTracePrecision) g_rand_int_range (r, 0, 3),
+                               .flops = g_rand_int (r), .read_bytes = g_rand_int (r),
+                               .write_bytes = g_rand_int (r), .vector_ops = g_rand_int (r) };
+          if (c.op == PS_TRACE_OP_MATMUL || c.op == PS_TRACE_OP_CONV)
+            {
+              c.has_mxu = TRUE;
+              c.mxu_batch = (guint64) g_rand_int_range (r, 1, 9);
+              c.mxu_m = (guint64) g_rand_int_range (r, 1, 5000);
+              c.mxu_k = (guint64) g_rand_int_range (r, 1, 5000);
+              c.mxu_n = (guint64) g_rand_int_range (r, 1, 5000);
+            }
+          ps_trace_add_compute (t, name, &c);
+        }
+      else if (what == 1)
+        {
+          PsTraceCollective c = { .kind = (PsTraceCollectiveKind) g_rand_int_range (r, 0, 5),
+                                  .dtype = PS_TRACE_BF16 };
+          guint64 g = 1;
+          g_autofree guint32 *ids = NULL;
+          if (c.kind == PS_TRACE_COLLECTIVE_PERMUTE)
+            {
+              guint a = (guint) g_rand_int_range (r, 0, (gint32) rank);
+              if (dims[a] > 1 && g_rand_boolean (r))
+                {
+                  c.pairs.form = PS_TRACE_PAIRS_SHIFT;
+                  c.pairs.axis = a;
+                  c.pairs.offset = g_rand_int_range (r, 1, (gint32) dims[a]);
+                  if (g_rand_boolean (r))
+                    c.pairs.offset = -c.pairs.offset;
+                  c.pairs.wrap = g_rand_boolean (r);
+                }
+              else
+                {
+                  c.pairs.form = PS_TRACE_PAIRS_LIST;
+                  ids = g_new (guint32, 2 * n);
+                  g_autofree guint32 *dst = g_new (guint32, n);
+                  random_perm (r, ids, (guint) n);
+                  random_perm (r, dst, (guint) n);
+                  c.pairs.n_pairs = (guint64) g_rand_int_range (r, 0, (gint32) n + 1);
+                  for (guint64 i = c.pairs.n_pairs; i-- > 0;)
+                    {
+                      ids[2 * i] = ids[i];
+                      ids[2 * i + 1] = dst[i];
+                    }
+                  c.pairs.pairs = ids;
+                }
+            }
+          else
+            {
+              int form = g_rand_int_range (r, 0, 4);
+              if (form == 0)
+                {
+                  c.groups.form = PS_TRACE_GROUPS_ALL;
+                  g = n;
+                }
+              else if (form == 1)
+                {
+                  guint32 ax[3];
+                  random_perm (r, ax, rank);
+                  c.groups.form = PS_TRACE_GROUPS_AXES;
+                  c.groups.n_axes = (guint) g_rand_int_range (r, 1, (gint32) rank + 1);
+                  for (guint i = 0; i < c.groups.n_axes; i++)
+                    {
+                      c.groups.axes[i] = ax[i];
+                      g *= (guint64) dims[ax[i]];
+                    }
+                }
+              else
+                {
+                  /* a group size that divides the device count */
+                  do
+                    g = (guint64) g_rand_int_range (r, 1, (gint32) n + 1);
+                  while (n % g);
+                  c.groups.n_groups = n / g;
+                  c.groups.group_size = g;
+                  if (form == 2)
+                    {
+                      guint32 p[3];
+                      random_perm (r, p, rank);
+                      c.groups.form = PS_TRACE_GROUPS_IOTA;
+                      c.groups.iota_rank = rank;
+                      for (guint i = 0; i < rank; i++)
+                        {
+                          c.groups.iota_dims[i] = dims[i];
+                          c.groups.iota_perm[i] = p[i];
+                        }
+                    }
+                  else
+                    {
+                      c.groups.form = PS_TRACE_GROUPS_LIST;
+                      ids = g_new (guint32, n);
+                      random_perm (r, ids, (guint) n);
+                      c.groups.devices = ids;
+                    }
+                }
+            }
+          guint64 b = (guint64) g_rand_int_range (r, 0, 100000);
+          c.in_bytes = c.kind == PS_TRACE_REDUCE_SCATTER ? b * g : b;
+          c.out_bytes = c.kind == PS_TRACE_ALL_GATHER ? b * g : b;
+          if (n_open < G_N_ELEMENTS (open_ids) && g_rand_boolean (r))
+            open_ids[n_open++] = c.async_id = next_id++;
+          ps_trace_add_collective (t, name, &c);
+        }
+      else if (what == 2 && n_open > 0)
+        {
+          guint k = (guint) g_rand_int_range (r, 0, (gint32) n_open);
+          ps_trace_add_done (t, open_ids[k]);
+          open_ids[k] = open_ids[--n_open];
+        }
+      else
+        ps_trace_add_memory (t, (guint64) g_rand_int_range (r, 0, 1001));
+    }
+  while (n_open > 0)
+    ps_trace_add_done (t, open_ids[--n_open]);
+  return t;
+}
+
+START_TEST (test_random_round_trips)
+{
+  g_autoptr (GRand) r = g_rand_new_with_seed (20261129);
+  for (int i = 0; i < 300; i++)
+    {
+      g_autoptr (PsTrace) t = random_trace (r);
+      GError *error = NULL;
+      ck_assert_msg (ps_trace_validate (t, &error), "trace %d: %s", i, error->message);
+      gsize la, lb;
+      g_autofree char *a = ps_trace_to_text (t, &la);
+      g_autoptr (PsTrace) back = ps_trace_parse ("r.pst", a, la, &error);
+      ck_assert_msg (back != NULL, "trace %d: %s\n%s", i, error ? error->message : "", a);
+      g_autofree char *b = ps_trace_to_text (back, &lb);
+      ck_assert_msg (la == lb && memcmp (a, b, la) == 0, "trace %d differs:\n%s\n%s", i, a, b);
+      ck_assert_str_eq (ps_trace_get_header (back)->program, ps_trace_get_header (t)->program);
+      for (guint64 k = 0; k < ps_trace_n_events (t); k++)
+        assert_events_equal (ps_trace_get_event (t, k), ps_trace_get_event (back, k));
+    }
+}
+END_TEST
+
 /* Every prefix of a valid trace is rejected, and damaged bytes never crash
  * the reader (run under the sanitizer build too). */
 START_TEST (test_mutations)
@@ -550,6 +754,7 @@ traces_suite (void)
   tcase_add_test (tc, test_good_minimal);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_gz_damage);
+  tcase_add_test (tc, test_random_round_trips);
   tcase_add_test (tc, test_mutations);
   tcase_add_test (tc, test_missing_file);
   suite_add_tcase (s, tc);
