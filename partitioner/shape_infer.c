@@ -785,9 +785,19 @@ ps_infer_shape (const PsInstr *in, GError **error)
         if (!dim_in_range (in, "dimension", in->dimensions.v[i], in->operands[0]->shape->rank, error))
           return NULL;
       return ps_shape_copy (in->operands[0]->shape);
+    case PS_OP_SORT:
+      if (in->n_operands < 1 || !arrays_ok (in, error))
+        return in->n_operands < 1 ? fail (error, PS_ERROR_INVALID, "sort needs an operand") : NULL;
+      for (int i = 1; i < in->n_operands; i++)
+        if (!same_dims (in->operands[0]->shape, in->operands[i]->shape))
+          return fail (error, PS_ERROR_INVALID, "sort operands have different dims");
+      if (in->dimensions.n > 1
+          || (in->dimensions.n == 1
+              && !dim_in_range (in, "dimension", in->dimensions.v[0], in->operands[0]->shape->rank, error)))
+        return (error && *error) ? NULL : fail (error, PS_ERROR_INVALID, "sort takes one dimension");
+      return same_as_operands (in, error);
     case PS_OP_ALL_REDUCE: case PS_OP_ALL_TO_ALL: case PS_OP_COLLECTIVE_PERMUTE:
     case PS_OP_OPTIMIZATION_BARRIER: case PS_OP_DOMAIN: case PS_OP_CHOLESKY:
-    case PS_OP_SORT:
       if (op == PS_OP_COLLECTIVE_PERMUTE && in->n_operands != 1)
         return written (in, error);
       return same_as_operands (in, error);
@@ -955,6 +965,11 @@ check_called (const PsInstr *in, const char *file, GError **error)
       if (in->n_called == 1 && nparams0 != in->n_operands)
         return vfail (error, PS_ERROR_INVALID, file, in, "reducer '%s' of '%s' takes %d parameters, expected %d",
                       in->called[0]->name, in->name, nparams0, in->n_operands);
+      break;
+    case PS_OP_SORT:
+      if (in->n_called == 1 && nparams0 != 2 * in->n_operands)
+        return vfail (error, PS_ERROR_INVALID, file, in, "comparator '%s' of '%s' takes %d parameters, expected %d",
+                      in->called[0]->name, in->name, nparams0, 2 * in->n_operands);
       break;
     case PS_OP_ALL_REDUCE: case PS_OP_REDUCE_SCATTER:
       if (in->n_called == 1 && nparams0 != 2)
