@@ -815,6 +815,20 @@ ps_infer_shape (const PsInstr *in, GError **error)
           return fail (error, PS_ERROR_INVALID, "scatter takes operands, indices and updates, got %d operands",
                        in->n_operands);
         int k = (in->n_operands - 1) / 2;
+        if (!arrays_ok (in, error))
+          return NULL;
+        const PsScatterDims *sd = &in->scatter;
+        const PsShape *a = in->operands[0]->shape, *u = in->operands[k + 1]->shape;
+        for (int i = 1; i < k; i++)
+          if (!same_dims (a, in->operands[i]->shape) || !same_dims (u, in->operands[k + 1 + i]->shape))
+            return fail (error, PS_ERROR_INVALID, "scatter inputs or updates differ in dims");
+        if (sd->update_window_dims.n + sd->inserted_window_dims.n + sd->input_batching_dims.n != a->rank)
+          return fail (error, PS_ERROR_INVALID,
+                       "scatter: %d update window dims, %d inserted and %d batching dims do not add up to the operand rank %d",
+                       sd->update_window_dims.n, sd->inserted_window_dims.n, sd->input_batching_dims.n, a->rank);
+        for (int i = 0; i < sd->update_window_dims.n; i++)
+          if (!dim_in_range (in, "update window dim", sd->update_window_dims.v[i], u->rank, error))
+            return NULL;
         GPtrArray *shapes = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_shape_free);
         for (int i = 0; i < k; i++)
           g_ptr_array_add (shapes, ps_shape_copy (in->operands[i]->shape));

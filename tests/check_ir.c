@@ -522,6 +522,17 @@ START_TEST (test_infer_gather)
   ints (&g->gather.slice_sizes, 2, 1, 32);
   g->gather.index_vector_dim = 2;
   infer_is (g, "f32[8,16,32]");
+
+  /* Scatter of rows into the table: the result is the table's shape. */
+  PsInstr *upd = param (arr (PS_F32, 3, 8, 16, 32));
+  PsInstr *sc = proto (PS_OP_SCATTER, 3, tbl, idx, upd);
+  ints (&sc->scatter.update_window_dims, 1, 2);
+  ints (&sc->scatter.inserted_window_dims, 1, 0);
+  ints (&sc->scatter.scatter_dims_to_operand_dims, 1, 0);
+  sc->scatter.index_vector_dim = 2;
+  infer_is (sc, "f32[100,32]");
+  ps_ints_clear (&sc->scatter.inserted_window_dims);
+  infer_fails (sc, PS_ERROR_INVALID, "do not add up to the operand rank 2");
 }
 END_TEST
 
