@@ -73,18 +73,18 @@ fusible_producer (const PsInstr *p, PsCostClass k)
     }
 }
 
-static guint
-n_distinct_users (const PsInstr *p)
+/* TRUE when every use of `p` is by one instruction (it may use p twice).
+ * Linear, since a value may have thousands of users. */
+static gboolean
+single_user (const PsInstr *p)
 {
-  guint n = 0;
-  for (guint i = 0; i < p->users->len; i++)
-    {
-      gboolean seen = FALSE;
-      for (guint j = 0; j < i && !seen; j++)
-        seen = g_ptr_array_index (p->users, j) == g_ptr_array_index (p->users, i);
-      n += !seen;
-    }
-  return n;
+  if (p->users->len == 0)
+    return FALSE;
+  gpointer first = g_ptr_array_index (p->users, 0);
+  for (guint i = 1; i < p->users->len; i++)
+    if (g_ptr_array_index (p->users, i) != first)
+      return FALSE;
+  return TRUE;
 }
 
 static uint64_t
@@ -355,13 +355,26 @@ join (PsCostAnalysis *a, PsInstr *consumer, PsInstr *producer)
   for (guint i = 0; i < mine->len; i++)
     g_ptr_array_add (group, g_ptr_array_index (mine, i));
   g_hash_table_insert (a->members, consumer, group);
-  for (guint i = 0; i < group->len; i++)
-    {
-      PsCost *m = cost_of (a, g_ptr_array_index (group, i));
-      m->root = consumer;
-      m->fused = g_ptr_array_index (group, i) != consumer;
-    }
+  /* members learn their root once the computation is done (set_roots):
+   * updating them here would make long chains quadratic */
+  pc->fused = TRUE;
   cc->head = pc->head;
+}
+
+static void
+set_roots (PsCostAnalysis *a, GPtrArray *order)
+{
+  for (guint i = 0; i < order->len; i++)
+    {
+      PsInstr *root = g_ptr_array_index (order, i);
+      GPtrArray *g = g_hash_table_lookup (a->members, root);
+      for (guint j = 0; g && j < g->len; j++)
+        {
+          PsCost *m = cost_of (a, g_ptr_array_index (g, j));
+          m->root = root;
+          m->fused = g_ptr_array_index (g, j) != root;
+        }
+    }
 }
 
 static gboolean
@@ -384,8 +397,8 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
         {
           PsInstr *p = in->operands[i];
           PsCost *pc = cost_of (a, p);
-          if (!pc || pc->root != p || !fusible_producer (p, pc->klass) || p == comp->root
-              || n_distinct_users (p) != 1 || elems_of (p->shape) != elems_of (in->shape)
+          if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
+              || !single_user (p) || elems_of (p->shape) != elems_of (in->shape)
               || !ps_shape_is_array (p->shape))
             continue;
           join (a, in, p);
@@ -396,7 +409,7 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
     {
       PsInstr *p = in->operands[0];
       PsCost *pc = cost_of (a, p);
-      if (pc && pc->root == p && p != comp->root && n_distinct_users (p) == 1
+      if (pc && !pc->fused && p != comp->root && single_user (p)
           && group_all_elementwise (a, p))
         join (a, in, p);
     }
@@ -543,6 +556,7 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
       else
         fuse (a, in, c);
     }
+  set_roots (a, order);
   /* traffic of every fusion root, then the computation's totals */
   PsCostCounts *tot = g_new0 (PsCostCounts, 1);
   for (guint i = 0; i < order->len; i++)
