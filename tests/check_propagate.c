@@ -454,6 +454,75 @@ START_TEST (test_while_device_conflict_is_an_error)
 }
 END_TEST
 
+START_TEST (test_index_parallel_gather)
+{
+  /* Indices built from an iota along dim 1: gather dim 0 of the operand is
+   * index-parallel with the indices' dim 1, so the operand's split on dim 0
+   * carries to the output's batch dim 0. */
+  g_autoptr (PsModule) m = propagate (
+      "HloModule m\nENTRY e {\n"
+      "  a0 = s32[8,4,2,2] parameter(0), sharding={devices=[8,1,1,1]0,1,4,5,2,3,6,7}\n"
+      "  a1 = s32[1,8,4] parameter(1)\n"
+      "  op = s32[8,4,2,2] copy(a0)\n"
+      "  idx = s32[1,8,4] copy(a1)\n"
+      "  iota = s32[1,8,4] iota(), iota_dimension=1\n"
+      "  cat = s32[2,8,4] concatenate(iota, idx), dimensions={0}\n"
+      "  g = s32[8,4,2,2] gather(op, cat), offset_dims={2,3}, collapsed_slice_dims={0,1},"
+      "    start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,1,2,2}\n"
+      "  ROOT c = s32[8,4,2,2] copy(g)\n}\n", TRUE, FALSE);
+  expect_sharding (m, "g", "{devices=[8,1,1,1]0,1,4,5,2,3,6,7}");
+}
+END_TEST
+
+START_TEST (test_to_parameters_and_output)
+{
+  g_autoptr (PsModule) m = parse (
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,6] parameter(0)\n"
+      "  p1 = f32[8,6] parameter(1)\n"
+      "  a = f32[8,6] add(p0, p1), sharding={devices=[4,1]0,1,2,3}\n"
+      "  b = f32[8,6] add(p0, p1), sharding={devices=[1,4]0,1,2,3}\n"
+      "  ROOT t = (f32[8,6], f32[8,6]) tuple(a, b)\n}\n");
+  PsPropagateOptions o;
+  ps_propagate_options_init (&o);
+  static const gboolean out[2] = { TRUE, TRUE }, par[2] = { TRUE, FALSE };
+  o.n_to_output = 2;
+  o.to_output = out;
+  o.n_to_parameters = 2;
+  o.to_parameters = par;
+  GError *error = NULL;
+  ck_assert (ps_propagate (m, &o, &error));
+  /* p0 may be sharded; p1 may not and had nothing, so it stays bare. */
+  expect_sharding (m, "p0", "{devices=[4,1]0,1,2,3}");
+  expect_sharding (m, "p1", NULL);
+  /* 6 does not split 4 ways: that output element becomes replicated. */
+  expect_sharding (m, "t", "{{devices=[4,1]0,1,2,3}, {replicated}}");
+}
+END_TEST
+
+START_TEST (test_conditional_branches)
+{
+  g_autoptr (PsModule) m = propagate (
+      "HloModule m\n"
+      "tb { tp = (f32[4,6]) parameter(0)  g = f32[4,6] get-tuple-element(tp), index=0\n"
+      "  n = f32[4,6] negate(g)  ROOT r = (f32[4,6]) tuple(n) }\n"
+      "fb { fp = (f32[4,6]) parameter(0)  g2 = f32[4,6] get-tuple-element(fp), index=0\n"
+      "  ROOT r2 = (f32[4,6]) tuple(g2) }\n"
+      "ENTRY e {\n"
+      "  c = pred[] parameter(0)\n"
+      "  x = f32[4,6] parameter(1), sharding={devices=[2,1]0,1}\n"
+      "  t = (f32[4,6]) tuple(x)\n"
+      "  cond = (f32[4,6]) conditional(c, t, t), true_computation=tb, false_computation=fb\n"
+      "  ROOT o = f32[4,6] get-tuple-element(cond), index=0\n}\n", TRUE, TRUE);
+  /* Branch parameters take the operands' sharding; the branch roots and the
+   * conditional share one. */
+  expect_sharding (m, "n", "{devices=[2,1]0,1}");
+  expect_sharding (m, "cond", "{{devices=[2,1]0,1}}");
+  expect_sharding (m, "r2", "{{devices=[2,1]0,1}}");
+  expect_sharding (m, "o", "{devices=[2,1]0,1}");
+}
+END_TEST
+
 static Suite *
 propagate_suite (void)
 {
@@ -477,6 +546,9 @@ propagate_suite (void)
   tcase_add_test (tc, test_barrier_stops_forward_flow);
   tcase_add_test (tc, test_partial_replication_merge);
   tcase_add_test (tc, test_while_device_conflict_is_an_error);
+  tcase_add_test (tc, test_index_parallel_gather);
+  tcase_add_test (tc, test_to_parameters_and_output);
+  tcase_add_test (tc, test_conditional_branches);
   suite_add_tcase (s, tc);
   return s;
 }
