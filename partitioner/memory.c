@@ -46,6 +46,24 @@ is_alias (const Ctx *ctx, const PsInstr *in)
   return FALSE;
 }
 
+/* The instruction whose buffers element `index` of tuple-valued `v` uses,
+ * looking through while loops (updated in place) and nested tuples; NULL
+ * when it cannot tell. */
+static const PsInstr *
+tuple_element (const PsInstr *v, int64_t index)
+{
+  for (int depth = 0; v && depth < 64; depth++)
+    {
+      if (v->opcode == PS_OP_TUPLE)
+        return index >= 0 && index < v->n_operands ? v->operands[index] : NULL;
+      if (v->opcode == PS_OP_WHILE && v->n_operands >= 1)
+        v = v->operands[0];
+      else
+        return NULL;
+    }
+  return NULL;
+}
+
 static uint64_t comp_temp_peak (Ctx *ctx, const PsComputation *c);
 
 static uint64_t
@@ -81,28 +99,26 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
       g_hash_table_insert (step_of, (gpointer) in, GINT_TO_POINTER (s));
       GArray *mine = g_array_new (FALSE, FALSE, sizeof (int));
       int defined = -1;
-      if (in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
-          && in->operands[0]->opcode == PS_OP_TUPLE
-          && in->tuple_index < in->operands[0]->n_operands)
+      const PsInstr *elem = in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
+                            ? tuple_element (in->operands[0], in->tuple_index) : NULL;
+      if (elem)
         {
           /* precise: only the selected element stays alive */
-          GArray *src = g_hash_table_lookup (refs, in->operands[0]->operands[in->tuple_index]);
+          GArray *src = g_hash_table_lookup (refs, elem);
           if (src)
             g_array_append_vals (mine, src->data, src->len);
         }
       else if (is_alias (ctx, in))
         {
           int limit = in->opcode == PS_OP_WHILE ? MIN (in->n_operands, 1) : in->n_operands;
+          g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
           for (int j = 0; j < limit; j++)
             {
               GArray *src = g_hash_table_lookup (refs, in->operands[j]);
               for (guint k = 0; src && k < src->len; k++)
                 {
                   int b = g_array_index (src, int, k);
-                  gboolean dup = FALSE;
-                  for (guint q = 0; q < mine->len && !dup; q++)
-                    dup = g_array_index (mine, int, q) == b;
-                  if (!dup)
+                  if (g_hash_table_add (seen, GINT_TO_POINTER (b + 1)))
                     g_array_append_val (mine, b);
                 }
             }
