@@ -751,8 +751,8 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
             return FALSE;
           if (aggr == 0 && (i->opcode == PS_OP_CONCATENATE || i->opcode == PS_OP_DYNAMIC_SLICE))
             return FALSE;
-          PsSharding *m = pp_manual_like (pp_is_tuple (op->sharding) && op->sharding->n_elems
-                                            ? op->sharding->elems[0] : op->sharding);
+          /* A tuple sharding carries no metadata of its own. */
+          PsSharding *m = pp_manual_like (pp_is_tuple (op->sharding) ? NULL : op->sharding);
           ps_sharding_free (i->sharding);
           i->sharding = pp_normalize_tuple (m, i->shape);
           ps_sharding_free (m);
