@@ -428,12 +428,20 @@ check_devices (int n_dims, const int64_t *dims, const int64_t *devices)
       total *= dims[i];
     }
   g_return_val_if_fail (devices != NULL, FALSE);
-  g_autoptr (GHashTable) seen = g_hash_table_new (g_int64_hash, g_int64_equal);
+  /* Propagation builds many shardings over thousands of devices: a bitmap
+   * over the ids is much cheaper than a hash set here. */
+  int64_t max_id = 0;
   for (int64_t i = 0; i < total; i++)
     {
-      g_return_val_if_fail (devices[i] >= 0, FALSE);
-      g_return_val_if_fail (!g_hash_table_contains (seen, &devices[i]), FALSE);
-      g_hash_table_add (seen, (gpointer) &devices[i]);
+      g_return_val_if_fail (devices[i] >= 0 && devices[i] < PS_SHARDING_MAX_DEVICES, FALSE);
+      max_id = MAX (max_id, devices[i]);
+    }
+  g_autofree guint8 *seen = g_malloc0 ((gsize) (max_id / 8 + 1));
+  for (int64_t i = 0; i < total; i++)
+    {
+      guint8 bit = (guint8) (1u << (devices[i] & 7));
+      g_return_val_if_fail (!(seen[devices[i] >> 3] & bit), FALSE);
+      seen[devices[i] >> 3] |= bit;
     }
   return TRUE;
 }
