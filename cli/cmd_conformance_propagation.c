@@ -453,6 +453,7 @@ run_case (JsonObject *cs)
   o.to_output = to_out;
   o.to_parameters = to_par;
   o.max_iterations = 200;
+  o.source_name = "case.hlo";
   g_autoptr (GPtrArray) threads = NULL;
   if (params && json_object_has_member (params, "execution_threads")
       && JSON_NODE_HOLDS_ARRAY (json_object_get_member (params, "execution_threads")))

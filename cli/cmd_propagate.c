@@ -66,14 +66,10 @@ ps_cmd_propagate (int argc, char **argv)
   o.propagate_metadata = metadata;
   o.to_output = to_output ? &yes : &no;
   o.to_parameters = to_params ? &yes : &no;
+  o.source_name = name;
   PsPropagateStats st;
   if (!ps_propagate_full (m, &o, &st, &error))
-    {
-      g_autofree char *msg = g_strdup_printf ("%s: %s", name, error->message);
-      g_error_free (error);
-      error = g_error_new_literal (PS_ERROR, PS_ERROR_INVALID, msg);
-      return ps_cli_fail (error);
-    }
+    return ps_cli_fail (error);
   if (stats)
     {
       int total = 0, sharded = 0;

@@ -6,6 +6,7 @@
  * propagate_gather.c, the sharding algebra in propagate_algebra.c. */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,21 @@ set_sharding (PsInstr *i, PsSharding *s) /* takes s */
 {
   ps_sharding_free (i->sharding);
   i->sharding = s;
+}
+
+/* Reports a user error at instruction `at` ("FILE:LINE:COL: ..."). */
+static void fail_at (GError **error, PsErrorCode code, const char *src, const PsInstr *at,
+                     const char *fmt, ...) G_GNUC_PRINTF (5, 6);
+
+static void
+fail_at (GError **error, PsErrorCode code, const char *src, const PsInstr *at, const char *fmt,
+         ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  ps_set_error_at (error, code, src, at ? at->src_line : 0, at ? at->src_col : 0, "%s", msg);
 }
 
 /* ---- metadata ----------------------------------------------------------- */
@@ -193,8 +209,9 @@ register_group (Groups *g, PsInstr *i)
 }
 
 static gboolean
-process_sharding_instructions (PsModule *m, GPtrArray *comps, gboolean replace_with_copy, GHashTable *unspec,
-                               Groups *g, GError **error)
+process_sharding_instructions (PsModule *m, const char *src, GPtrArray *comps,
+                               gboolean replace_with_copy, GHashTable *unspec, Groups *g,
+                               GError **error)
 {
   for (guint ck = 0; ck < comps->len; ck++)
     {
@@ -211,17 +228,16 @@ process_sharding_instructions (PsModule *m, GPtrArray *comps, gboolean replace_w
             }
           if (!i->sharding || i->n_operands != 1)
             {
-              ps_set_error_at (error, PS_ERROR_INVALID, "propagate", i->src_line, i->src_col,
-                               "Sharding custom-call %s needs one operand and a sharding",
-                               i->name);
+              fail_at (error, PS_ERROR_INVALID, src, i,
+                       "Sharding custom-call %s needs one operand and a sharding", i->name);
               g_ptr_array_free (po, TRUE);
               return FALSE;
             }
           PsInts dims;
           if (!parse_unspecified_dims (i, &dims))
             {
-              ps_set_error_at (error, PS_ERROR_PARSE, "propagate", i->src_line, i->src_col,
-                               "bad unspecified_dims in backend_config of %s", i->name);
+              fail_at (error, PS_ERROR_PARSE, src, i, "bad unspecified_dims in backend_config of %s",
+                       i->name);
               g_ptr_array_free (po, TRUE);
               return FALSE;
             }
@@ -288,7 +304,7 @@ process_sharding_instructions (PsModule *m, GPtrArray *comps, gboolean replace_w
 /* ---- while bodies pinned to a device ------------------------------------ */
 
 static gboolean
-check_while_devices (PsInstr *w, GError **error)
+check_while_devices (PsInstr *w, const char *src, GError **error)
 {
   if (w->n_called < 2)
     return TRUE;
@@ -314,7 +330,7 @@ check_while_devices (PsInstr *w, GError **error)
         {
           if (unique != d)
             {
-              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+              fail_at (error, PS_ERROR_INVALID, src, i,
                            "Instruction: %s is on device: %" G_GINT64_FORMAT
                            ", which conflicts with device: %" G_GINT64_FORMAT
                            " of channel instruction: %s",
@@ -333,7 +349,7 @@ check_while_devices (PsInstr *w, GError **error)
               if (od != unique)
                 {
                   PsInstr *oi = g_hash_table_lookup (dev_to_instr, &od);
-                  g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                  fail_at (error, PS_ERROR_INVALID, src, oi,
                                "Instruction: %s is on device: %" G_GINT64_FORMAT
                                ", which conflicts with device: %" G_GINT64_FORMAT
                                " of channel instruction: %s",
@@ -354,7 +370,7 @@ check_while_devices (PsInstr *w, GError **error)
       int64_t wd;
       if (pp_has_unique_device (w->sharding, &wd) && wd != unique)
         {
-          g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+          fail_at (error, PS_ERROR_INVALID, src, w,
                        "Instruction: %s is on device: %" G_GINT64_FORMAT
                        ", which conflicts with device: %" G_GINT64_FORMAT
                        " of channel instruction: %s",
@@ -369,7 +385,7 @@ check_while_devices (PsInstr *w, GError **error)
                           pp_normalize_tuple_take (ps_sharding_maximal (unique), body->root->shape));
           else if (rd != unique)
             {
-              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+              fail_at (error, PS_ERROR_INVALID, src, body->root,
                            "Instruction: %s is on device: %" G_GINT64_FORMAT
                            ", which conflicts with device: %" G_GINT64_FORMAT
                            " of channel instruction: %s",
@@ -1141,6 +1157,7 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   ctx.provided = g_hash_table_new (NULL, NULL);
   ctx.unspec = g_hash_table_new_full (NULL, NULL, NULL, ints_free);
   ctx.threads = opts->execution_threads;
+  const char *src = opts->source_name ? opts->source_name : (m->name ? m->name : "<module>");
   GPtrArray *comps = g_ptr_array_new ();
   for (guint k = 0; k < m->computations->len; k++)
     {
@@ -1179,7 +1196,8 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   else
     remove_metadata (comps);
 
-  if (!process_sharding_instructions (m, comps, !opts->cse_prevention_only, ctx.unspec, &g, error))
+  if (!process_sharding_instructions (m, src, comps, !opts->cse_prevention_only, ctx.unspec, &g,
+                                      error))
     {
       ok = FALSE;
       goto out;
@@ -1202,7 +1220,7 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
       }
 
   FOR_EACH_INSTR (comps, c, i)
-    if (i->opcode == PS_OP_WHILE && !check_while_devices (i, error))
+    if (i->opcode == PS_OP_WHILE && !check_while_devices (i, src, error))
       {
         ok = FALSE;
         goto out;

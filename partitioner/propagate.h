@@ -51,6 +51,9 @@ typedef struct {
    * (NULL-terminated; NULL = every thread). An asynchronous call into a
    * thread that is not processed passes manual shardings through whole. */
   const char *const *execution_threads;
+  /* Names the module's source in error messages ("FILE:LINE:COL: ...");
+   * NULL = the module's name. */
+  const char *source_name;
   /* Passes over the module before giving up (0 = default 100). Each pass is
    * O(instructions); the cap guards against cycles that never settle. */
   int max_iterations;

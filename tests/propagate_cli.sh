@@ -28,6 +28,25 @@ expect_status 2 "$PODSIM" propagate -o "$PS_TMP/never.hlo" "$PS_TMP/bad.hlo"
 expect_grep "bad.hlo:4:" "$PS_TMP/err"
 [ ! -e "$PS_TMP/never.hlo" ] || fail "a partial output file was written"
 expect_status 2 "$PODSIM" propagate "$PS_TMP/missing.hlo"
+# A user error found by the pass itself: one line with the position.
+cat >"$PS_TMP/conflict.hlo" <<'HLO'
+HloModule m
+cond { p = (f32[], token[]) parameter(0)  ROOT t = pred[] constant(true) }
+body { p = (f32[], token[]) parameter(0)  tok = token[] get-tuple-element(p), index=1
+  r = (f32[], u32[], token[]) recv(tok), channel_id=1, sharding={{maximal device=1}, {maximal device=1}, {maximal device=1}}
+  rd = (f32[], token[]) recv-done(r), channel_id=1, sharding={{maximal device=1}, {maximal device=1}}
+  ROOT o = (f32[], token[]) copy(rd) }
+ENTRY e {
+  a = f32[] parameter(0)  tk = token[] after-all()
+  t = (f32[], token[]) tuple(a, tk)
+  ROOT w = (f32[], token[]) while(t), condition=cond, body=body, sharding={{maximal device=0}, {maximal device=0}}
+}
+HLO
+expect_status 2 "$PODSIM" propagate -o "$PS_TMP/never2.hlo" "$PS_TMP/conflict.hlo"
+expect_grep "conflict.hlo:10:" "$PS_TMP/err"
+expect_grep "Instruction: w is on device: 0, which conflicts with device: 1 of channel instruction: r" "$PS_TMP/err"
+[ "$(wc -l <"$PS_TMP/err")" = 1 ] || fail "error is not one line"
+[ ! -e "$PS_TMP/never2.hlo" ] || fail "a partial output file was written"
 # The conformance runner: a case whose module does not parse counts as
 # failed, the others still run; a line that is not JSON is a usage error.
 cat >"$PS_TMP/c.jsonl" <<'JSON'
