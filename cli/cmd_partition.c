@@ -12,6 +12,8 @@
 #include "common/error.h"
 #include "partitioner/hlo_parser.h"
 #include "partitioner/hlo_printer.h"
+#include "partitioner/lower.h"
+#include "partitioner/memory.h"
 #include "partitioner/propagate.h"
 #include "partitioner/spmd.h"
 
@@ -78,18 +80,6 @@ ps_cmd_partition (int argc, char **argv)
       fprintf (stderr, "podsim: --devices N is required and must be at least 1\n");
       goto out;
     }
-  if (trace_path)
-    {
-      fprintf (stderr, "podsim: --trace: lowering to a step trace is not available in this "
-                       "build yet (partitioner/lower.h)\n");
-      goto out;
-    }
-  if (memory)
-    {
-      fprintf (stderr, "podsim: --memory: the memory analysis is not available in this "
-                       "build yet (partitioner/memory.h)\n");
-      goto out;
-    }
   {
     const char *path = argv[1];
     GError *error = NULL;
@@ -132,7 +122,41 @@ ps_cmd_partition (int argc, char **argv)
         fputc ('\n', stderr);
       }
     ps_spmd_report_clear (&report);
+    /* Everything that can fail runs before any output is written. */
+    g_autoptr (PsTrace) trace = NULL;
+    if (trace_path)
+      {
+        PsLowerOptions lopts;
+        ps_lower_options_init (&lopts);
+        trace = ps_lower_module (part, &lopts, &error);
+        if (!trace)
+          {
+            g_prefix_error (&error, "%s: --trace: ", path);
+            status = ps_cli_fail (error);
+            goto out;
+          }
+      }
+    g_autofree char *memory_text = NULL;
+    if (memory)
+      {
+        PsCostOptions copts;
+        ps_cost_options_init (&copts);
+        g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (part, &copts, &error);
+        g_autoptr (PsMemoryReport) mr = cost ? ps_memory_analyze (part, cost, &error) : NULL;
+        if (!mr)
+          {
+            g_prefix_error (&error, "%s: --memory: ", path);
+            status = ps_cli_fail (error);
+            goto out;
+          }
+        memory_text = ps_memory_report_to_string (mr, 10);
+      }
     g_autofree char *text = ps_hlo_print (part, NULL);
+    if (trace && !ps_trace_write (trace, trace_path, &error))
+      {
+        status = ps_cli_fail (error);
+        goto out;
+      }
     if (out_path)
       {
         if (!ps_write_file_atomic (out_path, text, strlen (text), &error))
@@ -143,6 +167,15 @@ ps_cmd_partition (int argc, char **argv)
       }
     else
       fputs (text, stdout);
+    if (memory_text)
+      {
+        /* With the program on standard output, the report goes to stderr
+         * so that the HLO stays parseable. */
+        FILE *f = out_path ? stdout : stderr;
+        fputs (memory_text, f);
+        if (*memory_text && memory_text[strlen (memory_text) - 1] != '\n')
+          fputc ('\n', f);
+      }
     status = 0;
   }
 out:
