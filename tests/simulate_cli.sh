@@ -25,6 +25,12 @@ for key in '"step_time_s"' '"exposed_communication_s"' '"mxu_utilization"' '"pea
   expect_grep "$key" "$PS_TMP/out"
 done
 expect_grep '{"traceEvents":[' "$PS_TMP/tl.json"
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert any(e.get("ph") == "X" for e in d["traceEvents"])' \
+    "$PS_TMP/tl.json" || fail "timeline is not valid trace-event JSON"
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert len(d["per_device"]) == 32' \
+    "$PS_TMP/out" || fail "--json is not one valid JSON object"
+fi
 expect_grep "link,kind,src_x,src_y,dst_x,dst_y,bytes,busy_s,utilization" "$PS_TMP/links.csv"
 # 4x4 chips without wrap: 48 ICI ports + 32 on-chip links, plus the header.
 [ "$(wc -l <"$PS_TMP/links.csv")" = 81 ] || fail "links.csv has $(wc -l <"$PS_TMP/links.csv") lines"
