@@ -15,3 +15,5 @@ tests_check_lower_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_lower_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 TESTS += tests/trace_lower.sh
 EXTRA_DIST += tests/trace_lower.sh tests/data/traces/spmd_2x4.hlo
+bench_scripts += tests/trace_bench.sh
+EXTRA_DIST += tests/trace_bench.sh
