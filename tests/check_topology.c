@@ -126,6 +126,11 @@ START_TEST (test_routes)
   ck_assert_int_eq (links[0] % PS_LINKS_PER_CHIP, PS_LINK_X_MINUS);
   g_autofree char *name = ps_platform_link_name (pt, links[0]);
   ck_assert_str_eq (name, "x1.y0.-x");
+  /* The y part of a route along column x = 3, the short way round the wrap. */
+  n = ps_platform_dim_route (pt, FALSE, 3, 30, 1, links);
+  ck_assert_int_eq (n, 3);
+  ck_assert_int_eq (links[0], ps_slice_chip_index (torus, 3, 30) * PS_LINKS_PER_CHIP + PS_LINK_Y_PLUS);
+  ck_assert_int_eq (links[2], ps_slice_chip_index (torus, 3, 0) * PS_LINKS_PER_CHIP + PS_LINK_Y_PLUS);
   ck_assert_int_eq (ps_platform_chip_hops (pm, 0, ps_slice_chip_index (mesh, 31, 31)), 62);
   ck_assert_int_eq (ps_platform_chip_hops (pt, 0, ps_slice_chip_index (torus, 31, 31)), 2);
 }

@@ -153,6 +153,26 @@ dim_steps (int a, int b, int n, gboolean wrap, int *sign)
 }
 
 int
+ps_platform_dim_route (const PsPlatform *p, gboolean along_x, int fixed, int from, int to,
+                       int *links)
+{
+  const PsSlice *s = &p->slice;
+  int sign;
+  int side = along_x ? s->chips_x : s->chips_y;
+  int steps = dim_steps (from, to, side, along_x ? s->wrap_x : s->wrap_y, &sign);
+  int c = from;
+  for (int i = 0; i < steps; i++)
+    {
+      int chip = along_x ? ps_slice_chip_index (s, c, fixed) : ps_slice_chip_index (s, fixed, c);
+      links[i] = chip * PS_LINKS_PER_CHIP
+                 + (along_x ? (sign > 0 ? PS_LINK_X_PLUS : PS_LINK_X_MINUS)
+                            : (sign > 0 ? PS_LINK_Y_PLUS : PS_LINK_Y_MINUS));
+      c = (c + sign + side) % side;
+    }
+  return steps;
+}
+
+int
 ps_platform_chip_hops (const PsPlatform *p, int src_chip, int dst_chip)
 {
   const PsSlice *s = &p->slice;

@@ -72,6 +72,11 @@ int ps_platform_max_route_links (const PsPlatform *p);
  * src == dst. *latency_s, if not NULL, gets the summed link latency. */
 int ps_platform_route (const PsPlatform *p, int src_core, int dst_core, int *links,
                        double *latency_s);
+/* The x part (along_x) or y part of a dimension-ordered route: the links
+ * from coordinate `from` to `to` along the row y = fixed (along_x) or the
+ * column x = fixed. Returns how many. */
+int ps_platform_dim_route (const PsPlatform *p, gboolean along_x, int fixed, int from, int to,
+                           int *links);
 /* Number of chip-to-chip hops from src to dst chip (0 on the same chip). */
 int ps_platform_chip_hops (const PsPlatform *p, int src_chip, int dst_chip);
 
