@@ -187,8 +187,13 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
     return NULL;
   int64_t fgc = in->feature_group_count > 0 ? in->feature_group_count : 1;
   int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
-  if ((fgc > 1 || bgc > 1)
-      && (sp_shards (t, (int) cd->out_feature) > 1 || sp_shards (t, (int) cd->out_batch) > 1))
+  /* Grouped convolutions: a shard of the output features must hold whole
+   * groups, so the lhs features (feature groups) or the lhs batch (batch
+   * groups) split alongside and each device runs G / k groups. */
+  int64_t kf = sp_shards (t, (int) cd->out_feature);
+  if ((fgc > 1 && fgc % kf != 0) || (bgc > 1 && bgc % kf != 0))
+    return NULL;
+  if (bgc > 1 && sp_shards (t, (int) cd->out_batch) > 1)
     return NULL;
   PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   int rl = lhs->full->rank, rr = rhs->full->rank;
@@ -197,7 +202,9 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
     lsrc[q] = -1;
   for (int q = 0; q < rr; q++)
     rsrc[q] = -1;
-  lsrc[cd->in_batch] = cd->out_batch;
+  lsrc[cd->in_batch] = bgc > 1 ? cd->out_feature : cd->out_batch;
+  if (fgc > 1)
+    lsrc[cd->in_feature] = cd->out_feature;
   for (int s = 0; s < cd->n_spatial; s++)
     lsrc[cd->in_spatial[s]] = cd->out_spatial[s];
   rsrc[cd->k_out_feature] = cd->out_feature;
@@ -224,6 +231,10 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
   PsInstr *ops[2] = { l, r };
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
   memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  if (fgc > 1)
+    y->feature_group_count = fgc / kf;
+  if (bgc > 1)
+    y->batch_group_count = bgc / kf;
   return sp_pval_new (y, t, in->shape);
 }
 

@@ -380,6 +380,17 @@ sp_handle_sort (SpComp *c, const PsInstr *in)
   int64_t src[r];
   for (int d = 0; d < r; d++)
     src[d] = d == dim ? -1 : d;
+  /* A sharded sort dim moves to a free dim that is not sharded, so the
+   * devices keep sorting a slice each (one all-to-all) instead of all
+   * sorting everything. */
+  int64_t ks = sp_shards (t, (int) dim);
+  if (ks > 1)
+    for (int d = 0; d < r; d++)
+      if (d != dim && sp_shards (t, d) == 1 && first->full->dims[d] % ks == 0)
+        {
+          src[d] = dim;
+          break;
+        }
   g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
   if (!s)
     return NULL;
@@ -402,18 +413,181 @@ sp_handle_sort (SpComp *c, const PsInstr *in)
   return finish (in, y, rs);
 }
 
+/* Gather: output batch dims take their sharding from the indices, output
+ * offset dims from operand dims that are sliced whole (pass-through), and
+ * explicit operand batching dims follow their indices batching dims (index
+ * parallel). Everything else stays whole, so the local gather reads only
+ * local data and its indices stay valid. */
 PsPVal *
 sp_handle_gather (SpComp *c, const PsInstr *in)
 {
-  (void) c;
-  (void) in;
-  return NULL;
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t))
+    return NULL;
+  const PsGatherDims *g = &in->gather;
+  PsPVal *op = sp_operand (c, in, 0), *idx = sp_operand (c, in, 1);
+  int ro = op->full->rank, ri = idx->full->rank, rout = in->shape->rank;
+  int64_t osrc[ro > 0 ? ro : 1], isrc[ri > 0 ? ri : 1], keep[rout > 0 ? rout : 1];
+  for (int d = 0; d < ro; d++)
+    osrc[d] = -1;
+  for (int d = 0; d < rout; d++)
+    keep[d] = -1;
+  /* Output batch dims <-> indices dims other than index_vector_dim. */
+  int64_t idx_of_out[rout > 0 ? rout : 1];
+  int q = 0;
+  for (int d = 0; d < rout; d++)
+    {
+      idx_of_out[d] = -1;
+      if (ps_ints_contains (&g->offset_dims, d))
+        continue;
+      if (q == g->index_vector_dim)
+        q++;
+      idx_of_out[d] = q++;
+    }
+  for (int d = 0; d < ri; d++)
+    isrc[d] = -1;
+  for (int d = 0; d < rout; d++)
+    if (idx_of_out[d] >= 0 && idx_of_out[d] < ri)
+      {
+        isrc[idx_of_out[d]] = d;
+        keep[d] = d;
+      }
+  /* Offset dims <-> operand dims not collapsed and not batching. */
+  q = 0;
+  for (int d = 0; d < ro; d++)
+    {
+      if (ps_ints_contains (&g->collapsed_slice_dims, d)
+          || ps_ints_contains (&g->operand_batching_dims, d))
+        continue;
+      int64_t od = g->offset_dims.v[q++];
+      if (g->slice_sizes.v[d] == op->full->dims[d])
+        {
+          osrc[d] = od;
+          keep[od] = od;
+        }
+    }
+  /* Operand batching dims follow their indices batching dims. */
+  for (int k = 0; k < g->operand_batching_dims.n; k++)
+    {
+      int64_t od = g->operand_batching_dims.v[k], id = g->start_indices_batching_dims.v[k];
+      osrc[od] = isrc[id];
+      if (op->full->dims[od] != idx->full->dims[id])
+        osrc[od] = -1;
+      if (isrc[id] >= 0 && osrc[od] < 0)
+        {
+          keep[isrc[id]] = -1;
+          isrc[id] = -1;
+        }
+    }
+  g_autoptr (PsSharding) os = sp_sharding_remap (t, ro, osrc);
+  g_autoptr (PsSharding) is = sp_sharding_remap (t, ri, isrc);
+  g_autoptr (PsSharding) rs = sp_sharding_remap (t, rout, keep);
+  if (!os || !is || !rs)
+    return NULL;
+  /* Uneven batching dims would put padding rows at different places. */
+  if (g->operand_batching_dims.n > 0 && (sp_has_padding (os, op->full) || sp_has_padding (is, idx->full)))
+    return NULL;
+  PsInstr *ops[2] = { sp_reshard (c, op, os), sp_reshard (c, idx, is) };
+  g_autoptr (SpShape) ls = ps_sharding_tile_shape (rs, in->shape);
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 2, ops);
+  for (int d = 0; d < ro; d++)
+    if (osrc[d] >= 0 && !ps_ints_contains (&g->operand_batching_dims, d))
+      y->gather.slice_sizes.v[d] = ops[0]->shape->dims[d];
+  return sp_pval_new (y, rs, in->shape);
 }
 
+/* Scatter: operand dims that every update window covers whole pass their
+ * sharding to the matching update window dims (indices replicated), and
+ * explicit input batching dims follow the indices batching dims and the
+ * matching update scatter dims (index parallel). */
 PsPVal *
 sp_handle_scatter (SpComp *c, const PsInstr *in)
 {
-  (void) c;
-  (void) in;
-  return NULL;
+  const PsSharding *t0 = sp_sharding_of (in);
+  g_autoptr (PsSharding) t = ps_sharding_is_tuple (t0) ? ps_sharding_leaf (t0, 0)
+                                                        : ps_sharding_copy (t0);
+  if (!plain_tiled (t))
+    return NULL;
+  const PsScatterDims *g = &in->scatter;
+  int nops = (in->n_operands - 1) / 2;
+  PsPVal *op = sp_operand (c, in, 0), *idx = sp_operand (c, in, nops);
+  PsPVal *upd = sp_operand (c, in, nops + 1);
+  int ro = op->full->rank, ri = idx->full->rank, ru = upd->full->rank;
+  int64_t osrc[ro > 0 ? ro : 1], isrc[ri > 0 ? ri : 1], usrc[ru > 0 ? ru : 1];
+  for (int d = 0; d < ro; d++)
+    osrc[d] = -1;
+  for (int d = 0; d < ri; d++)
+    isrc[d] = -1;
+  for (int d = 0; d < ru; d++)
+    usrc[d] = -1;
+  /* Update window dims <-> operand dims not inserted and not batching. */
+  int q = 0;
+  for (int d = 0; d < ro; d++)
+    {
+      if (ps_ints_contains (&g->inserted_window_dims, d)
+          || ps_ints_contains (&g->input_batching_dims, d))
+        continue;
+      if (q >= g->update_window_dims.n)
+        return NULL;
+      int64_t ud = g->update_window_dims.v[q++];
+      if (upd->full->dims[ud] == op->full->dims[d])
+        {
+          osrc[d] = d;
+          usrc[ud] = d;
+        }
+    }
+  /* Update scatter dims <-> indices dims other than index_vector_dim. */
+  int64_t idx_of_upd[ru > 0 ? ru : 1];
+  q = 0;
+  for (int d = 0; d < ru; d++)
+    {
+      idx_of_upd[d] = -1;
+      if (ps_ints_contains (&g->update_window_dims, d))
+        continue;
+      if (q == g->index_vector_dim)
+        q++;
+      idx_of_upd[d] = q++;
+    }
+  for (int k = 0; k < g->input_batching_dims.n; k++)
+    {
+      int64_t od = g->input_batching_dims.v[k], id = g->scatter_indices_batching_dims.v[k];
+      if (op->full->dims[od] != idx->full->dims[id])
+        continue;
+      for (int d = 0; d < ru; d++)
+        if (idx_of_upd[d] == id && upd->full->dims[d] == op->full->dims[od])
+          {
+            osrc[od] = od;
+            isrc[id] = od;
+            usrc[d] = od;
+          }
+    }
+  g_autoptr (PsSharding) os = sp_sharding_remap (t, ro, osrc);
+  g_autoptr (PsSharding) is = sp_sharding_remap (t, ri, isrc);
+  g_autoptr (PsSharding) us = sp_sharding_remap (t, ru, usrc);
+  if (!os || !is || !us)
+    return NULL;
+  if (g->input_batching_dims.n > 0
+      && (sp_has_padding (os, op->full) || sp_has_padding (is, idx->full)))
+    return NULL;
+  int n = in->n_operands;
+  PsInstr *ops[n];
+  for (int i = 0; i < nops; i++)
+    {
+      ops[i] = sp_reshard (c, sp_operand (c, in, i), os);
+      ops[nops + 1 + i] = sp_reshard (c, sp_operand (c, in, nops + 1 + i), us);
+    }
+  ops[nops] = sp_reshard (c, idx, is);
+  PsShape *shape;
+  if (ps_shape_is_tuple (in->shape))
+    {
+      PsShape *es[nops];
+      for (int i = 0; i < nops; i++)
+        es[i] = ops[i]->shape;
+      shape = ps_shape_new_tuple (nops, es);
+    }
+  else
+    shape = ps_shape_copy (ops[0]->shape);
+  PsInstr *y = sp_clone_with (c, in, shape, n, ops);
+  g_autoptr (PsSharding) rs = ps_sharding_expand_to_shape (os, in->shape);
+  return sp_pval_new (y, rs, in->shape);
 }

@@ -527,6 +527,36 @@ try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to)
 
 static PsInstr *reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth);
 
+/* All-gathers the data dims d with keep[d] < 0 (each within the devices
+ * that differ only in that tile dim, in tile order) and cuts their
+ * padding: the result is laid out as sp_sharding_remap (from, keep). */
+static PsInstr *
+gather_dims (SpComp *c, const PsPVal *v, const int64_t *keep)
+{
+  const PsSharding *s = v->sharding;
+  PsInstr *x = v->hlo;
+  int r = v->full->rank;
+  gboolean mask[s->n_tile_dims];
+  int64_t starts[r > 0 ? r : 1], limits[r > 0 ? r : 1];
+  for (int d = 0; d < r; d++)
+    {
+      starts[d] = 0;
+      limits[d] = x->shape->dims[d];
+      if (keep[d] >= 0 || sp_shards (s, d) <= 1)
+        continue;
+      memset (mask, 0, sizeof mask);
+      mask[d] = TRUE;
+      int ng, gs;
+      g_autofree int64_t *groups = sp_groups (s, mask, &ng, &gs);
+      x = sp_all_gather (c, x, d, ng, gs, groups);
+      limits[d] = v->full->dims[d];
+    }
+  for (int d = 0; d < r; d++)
+    if (keep[d] >= 0)
+      limits[d] = x->shape->dims[d];
+  return sp_slice (c, x, starts, limits);
+}
+
 static PsInstr *
 replicated_to (SpComp *c, PsInstr *full_local, const PsShape *full, const PsSharding *to)
 {
@@ -598,7 +628,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
           g_autoptr (PsSharding) mid = sp_sharding_remap (from, r, keep);
           if (mid && !ps_sharding_equal_layout (mid, from))
             {
-              PsInstr *g = reshard_array (c, v, mid, depth + 1);
+              PsInstr *g = gather_dims (c, v, keep);
               PsPVal tmp = { g, mid, v->full };
               return reshard_array (c, &tmp, to, depth + 1);
             }

@@ -1,0 +1,310 @@
+/* Per-op handlers of the SPMD partitioner: each case is partitioned, run on
+ * N devices by the reference interpreter and compared with the original
+ * (partitioner/verify.h through tests/spmd_testutil.c); each also states how
+ * many replicate-then-slice fallbacks and which collectives it may use, so
+ * a handler that silently degrades to the fallback fails too. */
+#include "config.h"
+
+#include <check.h>
+#include <string.h>
+
+#include "partitioner/hlo_parser.h"
+#include "partitioner/propagate.h"
+#include "partitioner/spmd.h"
+#include "tests/spmd_testutil.h"
+
+typedef struct {
+  const char *name;
+  int n;
+  const char *hlo;
+  int max_fallbacks;
+  /* Exact counts of collectives in the result; -1 = not checked. */
+  int all_reduce, all_gather, all_to_all, permute;
+  gboolean propagate;   /* complete shardings inside called computations first */
+} Case;
+
+#define ANY -1
+
+static const Case cases[] = {
+  { "elementwise uneven 2d", 4,
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[7,5] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+    "  b = f32[7,5] parameter(1), sharding={devices=[2,2]0,1,2,3}\n"
+    "  ROOT s = f32[7,5] add(a, b), sharding={devices=[2,2]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "dot batch dims sharded alike", 2,
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[4,8,6] parameter(0), sharding={devices=[2,1,1]0,1}\n"
+    "  b = f32[4,6,5] parameter(1), sharding={devices=[2,1,1]0,1}\n"
+    "  ROOT d = f32[4,8,5] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0},"
+    " lhs_contracting_dims={2}, rhs_contracting_dims={1}, sharding={devices=[2,1,1]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "dot contracting sharded uneven then all-reduce", 4,
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[8,7] parameter(0), sharding={devices=[1,4]0,1,2,3}\n"
+    "  b = f32[7,4] parameter(1), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={replicated}\n}\n",
+    0, 1, 0, 0, 0 },
+  { "dot non-contracting sharded", 2,
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  b = f32[6,4] parameter(1), sharding={replicated}\n"
+    "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={devices=[2,1]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "dot 2d mesh from partially replicated operands", 4,
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[8,6] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}\n"
+    "  b = f32[6,4] parameter(1), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+    "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={devices=[2,2]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "dot rhs non-contracting sharded, lhs gathered", 4,
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[8,6] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  b = f32[6,4] parameter(1), sharding={devices=[1,4]0,1,2,3}\n"
+    "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={devices=[1,4]0,1,2,3}\n}\n",
+    0, 0, 1, 0, 0 },
+  { "conv spatial halo, stride 2, padding, uneven: halos differ per partition", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[2,13,3] parameter(0), sharding={devices=[1,4,1]0,1,2,3}\n"
+    "  k = f32[3,3,2] parameter(1), sharding={replicated}\n"
+    "  ROOT c = f32[2,7,2] convolution(x, k), window={size=3 stride=2 pad=1_1},"
+    " dim_labels=b0f_0io->b0f, sharding={devices=[1,4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, ANY },
+  { "conv spatial halo with base and window dilation", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[1,10,2] parameter(0), sharding={devices=[1,4,1]0,1,2,3}\n"
+    "  k = f32[3,2,2] parameter(1), sharding={replicated}\n"
+    "  ROOT c = f32[1,19,2] convolution(x, k), window={size=3 pad=2_2 lhs_dilate=2 rhs_dilate=2},"
+    " dim_labels=b0f_0io->b0f, sharding={devices=[1,4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, ANY },
+  { "conv 2d spatial both dims, negative padding", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[1,9,8,1] parameter(0), sharding={devices=[1,2,2,1]0,1,2,3}\n"
+    "  k = f32[2,3,1,2] parameter(1), sharding={replicated}\n"
+    "  ROOT c = f32[1,6,6,2] convolution(x, k), window={size=2x3 pad=-1_-1x0_0},"
+    " dim_labels=b01f_01io->b01f, sharding={devices=[1,2,2,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, ANY },
+  { "conv feature groups split with the output features", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[2,6,4] parameter(0), sharding={replicated}\n"
+    "  k = f32[3,2,4] parameter(1), sharding={devices=[1,1,2]0,1}\n"
+    "  ROOT c = f32[2,4,4] convolution(x, k), window={size=3}, feature_group_count=2,"
+    " dim_labels=b0f_0io->b0f, sharding={devices=[1,1,2]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "reduce-window max over a sharded dim", 4,
+    "HloModule m\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT m = f32[] maximum(a, b)\n}\nENTRY e {\n"
+    "  x = f32[11,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  i = f32[] constant(-inf)\n"
+    "  ROOT r = f32[5,3] reduce-window(x, i), window={size=3x1 stride=2x1},"
+    " to_apply=max, sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, ANY },
+  { "reduce over a padded sharded dim", 4,
+    "HloModule m\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n"
+    "  x = f32[7,6] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  z = f32[] constant(0)\n"
+    "  ROOT r = f32[6] reduce(x, z), dimensions={0}, to_apply=sum, sharding={replicated}\n}\n",
+    0, 1, 0, 0, 0 },
+  { "broadcast transpose reshape", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  t = f32[6,8] transpose(x), dimensions={1,0}, sharding={devices=[1,2]0,1}\n"
+    "  b = f32[3,6,8] broadcast(t), dimensions={1,2}, sharding={devices=[1,1,2]0,1}\n"
+    "  ROOT r = f32[18,8] reshape(b), sharding={devices=[1,2]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "iota with partition offsets", 4,
+    "HloModule m\nENTRY e {\n"
+    "  ROOT i = s32[10,3] iota(), iota_dimension=0, sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "slice pad concatenate on unsharded dims", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  s = f32[8,3] slice(x), slice={[0:8], [1:4]}, sharding={devices=[2,1]0,1}\n"
+    "  z = f32[] constant(0)\n"
+    "  p = f32[8,5] pad(s, z), padding=0_0x1_1, sharding={devices=[2,1]0,1}\n"
+    "  ROOT c = f32[8,11] concatenate(p, x), dimensions={1}, sharding={devices=[2,1]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "dynamic-slice and dynamic-update-slice", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  u = f32[8,2] parameter(1), sharding={devices=[2,1]0,1}\n"
+    "  i = s32[] parameter(2), sharding={replicated}\n"
+    "  z = s32[] constant(0)\n"
+    "  d = f32[8,6] dynamic-update-slice(x, u, z, i), sharding={devices=[2,1]0,1}\n"
+    "  ROOT s = f32[8,3] dynamic-slice(d, z, i), dynamic_slice_sizes={8,3},"
+    " sharding={devices=[2,1]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "gather operand pass-through", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[5,8] parameter(0), sharding={devices=[1,2]0,1}\n"
+    "  i = s32[6,1] parameter(1), sharding={replicated}\n"
+    "  ROOT g = f32[6,8] gather(x, i), offset_dims={1}, collapsed_slice_dims={0},"
+    " start_index_map={0}, index_vector_dim=1, slice_sizes={1,8},"
+    " sharding={devices=[1,2]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "gather indices batch sharded", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[5,8] parameter(0), sharding={replicated}\n"
+    "  i = s32[7,1] parameter(1), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT g = f32[7,8] gather(x, i), offset_dims={1}, collapsed_slice_dims={0},"
+    " start_index_map={0}, index_vector_dim=1, slice_sizes={1,8},"
+    " sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "scatter operand pass-through", 2,
+    "HloModule m\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n"
+    "  x = f32[5,8] parameter(0), sharding={devices=[1,2]0,1}\n"
+    "  i = s32[3,1] parameter(1), sharding={replicated}\n"
+    "  u = f32[3,8] parameter(2), sharding={devices=[1,2]0,1}\n"
+    "  ROOT s = f32[5,8] scatter(x, i, u), update_window_dims={1},"
+    " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,"
+    " to_apply=sum, sharding={devices=[1,2]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "sort along a sharded dim moves the sharding", 2,
+    "HloModule m\nlt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT c = pred[] compare(a, b), direction=LT\n}\nENTRY e {\n"
+    "  x = f32[4,8] parameter(0), sharding={devices=[1,2]0,1}\n"
+    "  ROOT s = f32[4,8] sort(x), dimensions={1}, to_apply=lt, sharding={devices=[1,2]0,1}\n}\n",
+    0, 0, 0, ANY, 0 },
+  { "while loop with a sharded carry", 2, /* propagated */
+    "HloModule m\ncond {\n  p = (s32[], f32[8,4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n  n = s32[] constant(3)\n"
+    "  ROOT c = pred[] compare(i, n), direction=LT\n}\n"
+    "body {\n  p = (s32[], f32[8,4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n  x = f32[8,4] get-tuple-element(p), index=1\n"
+    "  o = s32[] constant(1)\n  j = s32[] add(i, o)\n  y = f32[8,4] add(x, x)\n"
+    "  ROOT t = (s32[], f32[8,4]) tuple(j, y)\n}\nENTRY e {\n"
+    "  x = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  z = s32[] constant(0)\n"
+    "  t = (s32[], f32[8,4]) tuple(z, x), sharding={{replicated}, {devices=[2,1]0,1}}\n"
+    "  w = (s32[], f32[8,4]) while(t), condition=cond, body=body,"
+    " sharding={{replicated}, {devices=[2,1]0,1}}\n"
+    "  ROOT r = f32[8,4] get-tuple-element(w), index=1, sharding={devices=[2,1]0,1}\n}\n",
+    0, 0, 0, 0, 0, TRUE },
+  { "conditional and call", 2,
+    "HloModule m\nneg {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p)\n}\n"
+    "id {\n  p = f32[8] parameter(0)\n  ROOT c = f32[8] copy(p)\n}\nENTRY e {\n"
+    "  b = pred[] parameter(0), sharding={replicated}\n"
+    "  x = f32[8] parameter(1), sharding={devices=[2]0,1}\n"
+    "  c = f32[8] conditional(b, x, x), true_computation=neg, false_computation=id,"
+    " sharding={devices=[2]0,1}\n"
+    "  ROOT k = f32[8] call(c), to_apply=neg, sharding={devices=[2]0,1}\n}\n",
+    0, 0, 0, 0, 0, TRUE },
+  { "maximal to tiled and back", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = s32[6,3] parameter(0), sharding={maximal device=2}\n"
+    "  t = s32[6,3] copy(x), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT r = s32[6,3] negate(t), sharding={maximal device=1}\n}\n",
+    0, ANY, ANY, ANY, ANY },
+};
+
+START_TEST (test_case)
+{
+  const Case *tc = &cases[_i];
+  PsSpmdReport rep;
+  ps_spmd_report_init (&rep);
+  PsSpmdOptions o;
+  ps_spmd_options_init (&o);
+  o.report = &rep;
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse (tc->hlo, strlen (tc->hlo), tc->name, &error);
+  ck_assert_msg (m != NULL, "%s: %s", tc->name, error ? error->message : "");
+  if (tc->propagate)
+    ck_assert_msg (ps_propagate (m, NULL, &error), "%s: %s", tc->name, error->message);
+  g_autofree char *text = NULL;
+  gboolean ok = spmd_test_verify (m, tc->n, &o, 7, &text, &error);
+  ck_assert_msg (ok, "%s: %s\n%s", tc->name, error ? error->message : "", text ? text : "");
+  ck_assert_msg (rep.n_fallbacks <= tc->max_fallbacks, "%s: %" G_GINT64_FORMAT " fallbacks\n%s",
+                 tc->name, rep.n_fallbacks, text);
+  g_autoptr (PsModule) part = ps_spmd_partition (m, tc->n, NULL, &error);
+  ck_assert_ptr_nonnull (part);
+  struct { PsOpcode op; int want; } checks[] = {
+    { PS_OP_ALL_REDUCE, tc->all_reduce }, { PS_OP_ALL_GATHER, tc->all_gather },
+    { PS_OP_ALL_TO_ALL, tc->all_to_all }, { PS_OP_COLLECTIVE_PERMUTE, tc->permute },
+  };
+  for (guint k = 0; k < G_N_ELEMENTS (checks); k++)
+    if (checks[k].want >= 0)
+      ck_assert_msg (spmd_test_count_op (part, checks[k].op) == checks[k].want,
+                     "%s: %d %s, expected %d\n%s", tc->name,
+                     spmd_test_count_op (part, checks[k].op), ps_opcode_name (checks[k].op),
+                     checks[k].want, text);
+  ps_spmd_report_clear (&rep);
+}
+END_TEST
+
+/* A halo exchange really happens: the spatially sharded conv needs data
+ * from neighbours, so it must use collective-permutes. */
+START_TEST (test_conv_uses_permutes)
+{
+  const Case *tc = &cases[6];
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse (tc->hlo, strlen (tc->hlo), tc->name, &error);
+  ck_assert_ptr_nonnull (m);
+  g_autoptr (PsModule) part = ps_spmd_partition (m, tc->n, NULL, &error);
+  ck_assert_ptr_nonnull (part);
+  ck_assert_int_ge (spmd_test_count_op (part, PS_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq (spmd_test_count_op (part, PS_OP_ALL_GATHER), 0);
+}
+END_TEST
+
+/* The fallback is counted and still correct. */
+START_TEST (test_fallback_reported)
+{
+  const char *hlo =
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  ROOT r = f32[8,6] reverse(x), dimensions={0}, sharding={devices=[2,1]0,1}\n}\n";
+  PsSpmdReport rep;
+  ps_spmd_report_init (&rep);
+  PsSpmdOptions o;
+  ps_spmd_options_init (&o);
+  o.report = &rep;
+  GError *error = NULL;
+  ck_assert_msg (spmd_test_verify_text (hlo, 2, FALSE, &o, NULL, &error), "%s",
+                 error ? error->message : "");
+  ck_assert_int_eq (rep.n_fallbacks, 1);
+  ck_assert_int_eq (GPOINTER_TO_INT (g_hash_table_lookup (rep.fallback_ops, "reverse")), 1);
+  ps_spmd_report_clear (&rep);
+}
+END_TEST
+
+START_TEST (test_deterministic)
+{
+  const Case *tc = &cases[8];
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse (tc->hlo, strlen (tc->hlo), tc->name, &error);
+  g_autofree char *a = NULL, *b = NULL;
+  ck_assert (spmd_test_verify (m, tc->n, NULL, 1, &a, &error));
+  ck_assert (spmd_test_verify (m, tc->n, NULL, 1, &b, &error));
+  ck_assert_str_eq (a, b);
+}
+END_TEST
+
+static Suite *
+spmd_suite (void)
+{
+  Suite *s = suite_create ("spmd");
+  TCase *tc = tcase_create ("handlers");
+  tcase_set_timeout (tc, 120);
+  tcase_add_loop_test (tc, test_case, 0, G_N_ELEMENTS (cases));
+  tcase_add_test (tc, test_conv_uses_permutes);
+  tcase_add_test (tc, test_fallback_reported);
+  tcase_add_test (tc, test_deterministic);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (spmd_suite ());
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
