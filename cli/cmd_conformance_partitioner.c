@@ -313,6 +313,10 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason)
   vo.seed = (guint64) co->seed;
   vo.interp.rng_seed = (guint64) co->seed;
   vo.interp.max_work = co->max_work;
+  /* Cases run one after another on a shared machine: keep each under about
+   * 1 GiB of interpreter values. */
+  vo.interp.max_elements = 32 * 1024 * 1024;
+  vo.interp.max_live_elements = 128 * 1024 * 1024;
   PsVerifyResult res;
   if (!ps_verify_spmd (m, part, nd, &vo, &res, &error))
     {
@@ -437,14 +441,14 @@ int
 ps_cmd_conformance_partitioner (int argc, char **argv)
 {
   gboolean json = FALSE;
-  CaseOptions co = { 200000000, 120, FALSE, FALSE, 1 };
+  CaseOptions co = { 1000000000, 120, FALSE, FALSE, 1 };
   char *only = NULL;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the results as one JSON document", NULL },
     { "case", 0, 0, G_OPTION_ARG_STRING, &only, "Run only the case with this name", "NAME" },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &co.seed, "Seed of the random inputs (default 1)", "S" },
     { "max-work", 0, 0, G_OPTION_ARG_INT64, &co.max_work,
-      "Interpreter budget per case in element operations (default 2e8)", "OPS" },
+      "Interpreter budget per case in element operations (default 1e9)", "OPS" },
     { "timeout", 0, 0, G_OPTION_ARG_INT64, &co.timeout_s,
       "Seconds a case may take before it fails (default 120)", "S" },
     { "no-fork", 0, 0, G_OPTION_ARG_NONE, &co.no_fork,

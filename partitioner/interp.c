@@ -498,6 +498,17 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
           ok = FALSE;
           break;
         }
+      ctx->live_elements += shape_leaf_elements (ins->shape) * nl;
+      if (ctx->live_elements > ctx->opts.max_live_elements)
+        {
+          ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
+                          "memory limit: %d device%s would hold %" G_GINT64_FORMAT " elements at "
+                          "once, over the interpreter's limit of %" G_GINT64_FORMAT,
+                          nl, nl == 1 ? "" : "s", ctx->live_elements, ctx->opts.max_live_elements);
+          ctx->live_elements -= shape_leaf_elements (ins->shape) * nl;
+          ok = FALSE;
+          break;
+        }
       switch (ins->opcode)
         {
         case PS_OP_WHILE:
@@ -548,8 +559,11 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
         {
           int p = plan->ops[plan->op_start[i] + j];
           if (--uses[p] == 0 && p != plan->root && !borrowed[p])
-            for (int l = 0; l < nl; l++)
-              g_clear_pointer (&vals[(gsize) p * nl + l], ps_value_free);
+            {
+              for (int l = 0; l < nl; l++)
+                g_clear_pointer (&vals[(gsize) p * nl + l], ps_value_free);
+              ctx->live_elements -= shape_leaf_elements (plan->instrs[p]->shape) * nl;
+            }
         }
     }
 
@@ -562,8 +576,18 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
       }
   for (int i = 0; i < plan->n; i++)
     if (!borrowed[i])
-      for (int l = 0; l < nl; l++)
-        ps_value_free (vals[(gsize) i * nl + l]);
+      {
+        gboolean held = FALSE;
+        for (int l = 0; l < nl; l++)
+          if (vals[(gsize) i * nl + l] || (i == plan->root && ok))
+            held = TRUE;
+        for (int l = 0; l < nl; l++)
+          ps_value_free (vals[(gsize) i * nl + l]);
+        /* The root's values now belong to the caller: uncount them too,
+         * the caller's instruction counts its own result. */
+        if (held)
+          ctx->live_elements -= shape_leaf_elements (plan->instrs[i]->shape) * nl;
+      }
   g_free (vals);
   g_free (borrowed);
   g_free (uses);
@@ -1554,6 +1578,8 @@ ctx_init (PsInterpCtx *ctx, const PsModule *m, int64_t num_devices, const PsInte
     ctx->opts.max_work = DEFAULT_MAX_WORK;
   if (ctx->opts.max_elements <= 0)
     ctx->opts.max_elements = DEFAULT_MAX_ELEMENTS;
+  if (ctx->opts.max_live_elements <= 0)
+    ctx->opts.max_live_elements = 4 * ctx->opts.max_elements;
   ctx->num_devices = num_devices;
   ctx->plans = g_hash_table_new_full (NULL, NULL, NULL, plan_free);
   ctx->scalar_progs = g_hash_table_new_full (NULL, NULL, NULL, scalar_prog_free);

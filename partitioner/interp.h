@@ -102,6 +102,9 @@ typedef struct {
    * (2e9 operations, 64M elements). */
   int64_t max_work;
   int64_t max_elements;
+  /* Cap on the elements held at once by all devices together (the memory
+   * the run needs is about 8 bytes each); 0 = 4 x max_elements. */
+  int64_t max_live_elements;
   /* rng returns its first operand (uniform: the low bound; normal: the
    * mean) instead of pseudo-random numbers. A partitioned rng cannot draw
    * the original's numbers, so verify.h turns this on to check everything

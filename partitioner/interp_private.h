@@ -15,6 +15,7 @@ struct PsInterpCtx {
   PsInterpOptions opts;
   int64_t num_devices;        /* num_replicas * num_partitions */
   int64_t work;               /* element operations done so far */
+  int64_t live_elements;      /* elements held by evaluated instructions, all devices */
   GHashTable *plans;          /* PsComputation* -> plan (interp.c) */
   GHashTable *scalar_progs;   /* PsComputation* -> scalar program (interp.c) */
 };

@@ -426,7 +426,27 @@ START_TEST (test_work_limit)
   PsValue *r = ps_interp_run (m, 0, NULL, &o, &error);
   ck_assert_ptr_null (r);
   ck_assert_msg (strstr (error->message, "work limit") != NULL, "message: %s", error->message);
-  g_error_free (error);
+  g_clear_error (&error);
+  ps_module_free (m);
+  /* Memory: n and e (f32[1000] on 4 devices) hold 8000 elements, and while
+   * a is computed they are still live: 12000 at the peak. A cap of 6000
+   * stops the run at e, 12000 lets it through. */
+  m = parse ("HloModule m\nENTRY e {\n p = f32[1000] parameter(0)\n n = f32[1000] negate(p)\n"
+             " e = f32[1000] exponential(p)\n ROOT a = f32[1000] add(n, e)\n}\n");
+  int64_t dims[1] = { 1000 };
+  PsValue *x = arr (PS_F32, 1, dims, NULL);
+  PsValue *args[4] = { x, x, x, x };
+  PsValue *res[4] = { NULL };
+  PsInterpOptions o2 = { 0 };
+  o2.max_live_elements = 6000;
+  ck_assert (!ps_interp_run_spmd (m, 4, 1, args, res, &o2, &error));
+  ck_assert_msg (strstr (error->message, "memory limit") != NULL, "message: %s", error->message);
+  ck_assert_msg (strstr (error->message, "e (exponential") != NULL, "message: %s", error->message);
+  g_clear_error (&error);
+  o2.max_live_elements = 12000;
+  ck_assert_msg (ps_interp_run_spmd (m, 4, 1, args, res, &o2, &error), "%s", error ? error->message : "");
+  free_args (4, res);
+  ps_value_free (x);
   ps_module_free (m);
 }
 END_TEST
