@@ -35,10 +35,11 @@ ps_cmd_propagate (int argc, char **argv)
   g_option_context_set_summary (
       ctx, "Reads an HLO text module (FILE, or - for standard input) whose shardings are\n"
            "partly annotated, completes them as XLA's sharding propagation does\n"
-           "(doc/propagation.md) and prints the module, every instruction with its\n"
-           "sharding. Written shardings are never changed. Without --to-output and\n"
-           "--to-parameters the entry root and parameters keep what the file says\n"
-           "(unannotated ones stay unannotated), as a host would require.");
+           "(doc/propagation.md) and prints the module with the shardings found (scalars\n"
+           "only feeding reducers and reducer bodies keep none). Written shardings are\n"
+           "never changed. Without --to-output and --to-parameters the entry root and\n"
+           "parameters keep what the file says (unannotated ones stay unannotated), as\n"
+           "a host would require.");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
