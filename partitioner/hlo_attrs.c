@@ -41,7 +41,6 @@ ps_hlo_int_list (PsHloReader *p, PsInts *out)
 gboolean
 ps_hlo_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids, int want_size)
 {
-  gsize start = p->pos;
   if (!ps_hlo_expect (p, '{', "to open a list of groups"))
     return FALSE;
   GArray *all = g_array_new (FALSE, FALSE, sizeof (int64_t));
@@ -69,7 +68,6 @@ ps_hlo_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids, in
       if (!FAILED (p))
         ps_hlo_expect (p, '}', "to close the list of groups");
     }
-  (void) start;
   if (!FAILED (p))
     {
       *n_groups = n;

@@ -784,7 +784,6 @@ parse_computation (PsHloReader *p, PsComputation **entry, gsize *entry_pos)
   if (!finish_computation (p, c, root, npos))
     return FALSE;
   /* "}, execution_thread="x"" trails the body. */
-  gsize save = p->pos;
   if (ps_hlo_accept (p, ','))
     {
       ps_hlo_skip_ws (p);
@@ -803,7 +802,6 @@ parse_computation (PsHloReader *p, PsComputation **entry, gsize *entry_pos)
       if (!c->execution_thread)
         return FALSE;
     }
-  (void) save;
   return TRUE;
 }
 
