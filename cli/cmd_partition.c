@@ -151,7 +151,10 @@ ps_cmd_partition (int argc, char **argv)
           }
         memory_text = ps_memory_report_to_string (mr, 10);
       }
-    g_autofree char *text = ps_hlo_print (part, NULL);
+    g_autofree char *printed = ps_hlo_print (part, NULL);
+    gsize plen = strlen (printed);
+    g_autofree char *text = plen > 0 && printed[plen - 1] != '\n'
+                                ? g_strconcat (printed, "\n", NULL) : g_strdup (printed);
     if (trace && !ps_trace_write (trace, trace_path, &error))
       {
         status = ps_cli_fail (error);

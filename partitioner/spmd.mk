@@ -12,3 +12,5 @@ tests_check_reshard_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 tests_check_spmd_SOURCES = tests/check_spmd.c tests/spmd_testutil.c tests/spmd_testutil.h
 tests_check_spmd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_spmd_LDADD = $(PS_PARTITIONER_TEST_LIBS)
+TESTS += tests/partition_cli.sh
+EXTRA_DIST += tests/partition_cli.sh

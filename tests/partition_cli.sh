@@ -1,0 +1,42 @@
+#!/bin/sh
+# podsim partition end to end: propagation + partitioning of a small module,
+# output to stdout and to a file, --stats, --memory, --trace, and errors.
+. "$PS_SRCDIR/tests/lib.sh"
+cat >"$PS_TMP/mlp.hlo" <<'HLO'
+HloModule mlp
+
+ENTRY main {
+  x = f32[8,16] parameter(0), sharding={devices=[4,1]0,1,2,3}
+  w = f32[16,32] parameter(1), sharding={devices=[1,4]0,1,2,3}
+  d = f32[8,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = f32[8,32] negate(d), sharding={devices=[4,1]0,1,2,3}
+}
+HLO
+expect_status 0 "$PODSIM" partition --help
+expect_grep "--devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4
+expect_grep "f32[2,16]" "$PS_TMP/out"
+expect_grep "num_partitions=4" "$PS_TMP/out"
+expect_grep "use_global_device_ids=true" "$PS_TMP/out"
+# The printed program reads back.
+cp "$PS_TMP/out" "$PS_TMP/spmd.hlo"
+expect_status 0 "$PODSIM" partition "$PS_TMP/spmd.hlo" --devices 1
+# Same input, same bytes.
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 -o "$PS_TMP/a.hlo"
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 -o "$PS_TMP/b.hlo"
+cmp -s "$PS_TMP/a.hlo" "$PS_TMP/b.hlo" || fail "output is not deterministic"
+cmp -s "$PS_TMP/a.hlo" "$PS_TMP/spmd.hlo" || fail "-o differs from standard output"
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 --stats
+expect_grep "fallbacks: 0" "$PS_TMP/err"
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 -o "$PS_TMP/c.hlo" --memory
+expect_grep "peak" "$PS_TMP/out"
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 -o "$PS_TMP/d.hlo" --trace "$PS_TMP/t.pst.gz"
+[ -s "$PS_TMP/t.pst.gz" ] || fail "no trace written"
+# Errors: one line, exit 2, no output file.
+expect_status 2 "$PODSIM" partition "$PS_TMP/mlp.hlo"
+expect_status 2 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 2 -o "$PS_TMP/e.hlo"
+expect_grep "needs 4 devices" "$PS_TMP/err"
+[ -e "$PS_TMP/e.hlo" ] && fail "partial output written"
+expect_status 2 "$PODSIM" partition "$PS_TMP/missing.hlo" --devices 2
+[ "$(wc -l <"$PS_TMP/err")" = 1 ] || fail "error is not one line"
+finish
