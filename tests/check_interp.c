@@ -269,6 +269,23 @@ START_TEST (test_dot_general)
   double want[4] = { 3, 7, 5, 6 };
   expect_values (r, 4, want);
   ps_value_free (r);
+  /* Two contracting dims: out[i] = sum_{j,k} a[i,j,k] * b[j,k] with b = 1..6
+   * row-major: a[0] = 1..6 gives 1+4+9+16+25+36 = 91; a[1] picks b[0,0],
+   * b[1,1], b[2,0] = 1 + 4 + 5 = 10. */
+  r = run1 ("HloModule m\nENTRY e {\n"
+            " a = f32[2,3,2] constant({{{1,2},{3,4},{5,6}},{{1,0},{0,1},{1,0}}})\n"
+            " b = f32[3,2] constant({{1,2},{3,4},{5,6}})\n"
+            " ROOT d = f32[2] dot(a, b), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}\n}\n",
+            0, NULL);
+  double want2[2] = { 91, 10 };
+  expect_values (r, 2, want2);
+  ps_value_free (r);
+  /* Integers: s8 x s8 -> s32 without overflow of the operand type. */
+  r = run1 ("HloModule m\nENTRY e {\n a = s8[1,2] constant({{100, 100}})\n b = s8[2,1] constant({{100},{2}})\n"
+            " ROOT d = s32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", 0, NULL);
+  double want3[1] = { 10200 };
+  expect_values (r, 1, want3);
+  ps_value_free (r);
 }
 END_TEST
 
