@@ -210,6 +210,25 @@ START_TEST (test_cache_matches_no_cache)
 }
 END_TEST
 
+START_TEST (test_no_cache_sees_overlapping_collectives)
+{
+  /* Two all-reduces of the same groups in flight at once: the cache times
+   * each alone, the shared network makes them share the ring links. */
+  Setup s = setup ("v3-32");
+  g_autoptr (PsTrace) t = new_trace (4, 8);
+  PsTraceCollective c1 = all_reduce (32 << 20, 1, 1), c2 = all_reduce (32 << 20, 1, 2);
+  ps_trace_add_collective (t, "ar1", &c1);
+  ps_trace_add_collective (t, "ar2", &c2);
+  ps_trace_add_done (t, 1);
+  ps_trace_add_done (t, 2);
+  double no_cache = step_time_no_cache_in_child (&s, t);
+  g_autoptr (PsReplayResult) r = replay (&s, t, FALSE, NULL);
+  ck_assert_ptr_nonnull (r);
+  ck_assert_msg (no_cache > 1.5 * r->step_time_s, "no cache %g s, cache %g s", no_cache,
+                 r->step_time_s);
+}
+END_TEST
+
 START_TEST (test_errors)
 {
   Setup s = setup ("v3-8");
@@ -262,6 +281,7 @@ replay_suite (void)
   tcase_add_test (tc, test_sync_collective);
   tcase_add_test (tc, test_async_overlap);
   tcase_add_test (tc, test_cache_matches_no_cache);
+  tcase_add_test (tc, test_no_cache_sees_overlapping_collectives);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_nonpod2d_must_match_slice);
   suite_add_tcase (s, tc);
