@@ -209,7 +209,8 @@ split_value (const PsSharding *s, const PsValue *full, int64_t device)
 {
   if (full->shape->etype != PS_TUPLE)
     {
-      PsSharding *leaf = s && s->kind == PS_SHARDING_TUPLE ? ps_sharding_leaf (s, 0) : NULL;
+      PsSharding *leaf = s && s->kind == PS_SHARDING_TUPLE && s->n_elems >= 1
+                         ? ps_sharding_leaf (s, 0) : NULL;
       PsValue *v = local_piece (leaf ? leaf : s, full, device, TRUE);
       if (leaf)
         ps_sharding_free (leaf);
@@ -398,6 +399,25 @@ collect_leaves (const PsValue *v, GPtrArray *out)
     collect_leaves (v->elems[k], out);
 }
 
+/* The sharding of leaf k of a value with n leaves: tuple shardings must
+ * have one element per leaf (else NULL, treated as replicated by callers
+ * that checked the count). transfer full. */
+static PsSharding *
+leaf_sharding (const PsSharding *s, int k, int n)
+{
+  if (!s)
+    return NULL;
+  if (s->kind == PS_SHARDING_TUPLE && (s->n_elems != n || k >= s->n_elems))
+    return NULL;
+  return ps_sharding_leaf (s, k);
+}
+
+static gboolean
+tuple_sharding_fits (const PsSharding *s, const PsShape *shape)
+{
+  return !s || s->kind != PS_SHARDING_TUPLE || s->n_elems == ps_shape_leaf_count (shape);
+}
+
 static int64_t
 leaf_elements (const PsShape *s)
 {
@@ -470,10 +490,18 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
       int64_t bound = ps_etype_is_integral (param->shape->etype) ? index_bound (param, 0) : 0;
       fill_random (full[p], &state, bound);
       const PsSharding *s = param->sharding;
+      if (!tuple_sharding_fits (s, param->shape))
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                       "verify: parameter %d (%s): tuple sharding does not match its shape", p,
+                       param->name);
+          ok = FALSE;
+          break;
+        }
       GPtrArray *leaves = ps_shape_leaves (param->shape);
       for (guint k = 0; k < leaves->len && ok; k++)
         {
-          PsSharding *ls = s ? ps_sharding_leaf (s, (int) k) : NULL;
+          PsSharding *ls = leaf_sharding (s, (int) k, (int) leaves->len);
           if (!sharding_fits (ls, leaves->pdata[k]))
             {
               g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
@@ -540,6 +568,11 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
       result->n_outputs = (int) rl->len;
       result->agree = TRUE;
       const PsSharding *rs = oe->root->sharding;
+      if (!tuple_sharding_fits (rs, oe->root->shape))
+        {
+          result->agree = FALSE;
+          result->message = g_strdup ("the root's tuple sharding does not match its shape");
+        }
       for (int64_t d = 0; d < num_devices && result->agree; d++)
         {
           GPtrArray *gl = g_ptr_array_new ();
@@ -553,7 +586,7 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
             }
           for (guint k = 0; k < rl->len && result->agree; k++)
             {
-              PsSharding *ls = rs ? ps_sharding_leaf (rs, (int) k) : NULL;
+              PsSharding *ls = leaf_sharding (rs, (int) k, (int) rl->len);
               const PsValue *rv = rl->pdata[k];
               if (rv->shape->etype == PS_TOKEN)
                 ; /* tokens carry no data */
