@@ -803,13 +803,19 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
       xs[0] = x0;
       for (int l = 0; l < cfg->layers; l++)
         xs[l + 1] = layer_forward (&b, &layers[l], xs[l], rel, mask);
-      PsInstr *loss = head_loss (&b, xs[cfg->layers], lnf, emb_bf, mlab);
+      /* The head gets its own cast of the (tied) embedding, and the head's
+       * backward is taken with respect to that cast: differentiating with
+       * respect to the embedding itself would walk back through every layer
+       * (the embedding feeds the first one) and keep all activations alive. */
+      PsInstr *emb_head = ps_computation_add_instr (c, PS_OP_CONVERT, NULL,
+                                                    ps_shape_copy (emb_bf->shape), 1, &emb);
+      PsInstr *loss = head_loss (&b, xs[cfg->layers], lnf, emb_head, mlab);
       loss_acc = loss_acc ? bin (&b, PS_OP_ADD, loss_acc, loss) : loss;
 
       /* Backward: head, then layers from the top, then the embedding. The
        * loss is averaged over microbatches, so seed with 1/microbatches. */
       PsInstr *seed = ps_ad_scalar (c, PS_F32, 1.0 / cfg->microbatches);
-      PsInstr *hw[3] = { xs[cfg->layers], lnf, emb };
+      PsInstr *hw[3] = { xs[cfg->layers], lnf, emb_head };
       GPtrArray *g = ps_autodiff_vjp (c, loss, seed, 3, hw, error);
       if (!g)
         {
@@ -819,7 +825,7 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
       PsInstr *gx = g->pdata[0];
       PsInstr *acc_head[2] = { gacc[nw - 1], gacc[0] };
       PsInstr *head_g = g_ptr_array_steal_index (g, 1);
-      PsInstr *emb_g = g_ptr_array_steal_index (g, 1);
+      PsInstr *emb_g = convert (&b, g_ptr_array_steal_index (g, 1), PS_F32);
       g_ptr_array_free (g, TRUE);
       acc_head[0] = acc_head[0] ? bin (&b, PS_OP_ADD, acc_head[0], head_g) : head_g;
       acc_head[1] = acc_head[1] ? bin (&b, PS_OP_ADD, acc_head[1], emb_g) : emb_g;
