@@ -1058,6 +1058,41 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
       return eval_custom_call (ctx, ins, ops, device, error);
     case PS_OP_RNG:
       return eval_rng (ctx, ins, ops, error);
+    case PS_OP_RNG_BIT_GENERATOR:
+      {
+        /* (new state, bits): the state passes through unchanged and the
+         * bits hash the seed, the state and the element index (zeros with
+         * rng_constant), so the result is deterministic but not XLA's. */
+        if (ins->n_operands != 1 || ins->shape->etype != PS_TUPLE || ins->shape->n_elems != 2
+            || !ps_shape_equal (ops[0]->shape, ins->shape->elems[0]) || !ops[0]->i)
+          {
+            ps_interp_fail (error, PS_ERROR_INVALID, ins, "rng-bit-generator needs an integer state and a (state, bits) result");
+            return NULL;
+          }
+        PsValue *v = ps_value_new (ins->shape);
+        ps_value_free (v->elems[0]);
+        v->elems[0] = ps_value_copy (ops[0]);
+        PsValue *bits = v->elems[1];
+        if (!bits->i && bits->n > 0)
+          {
+            ps_value_free (v);
+            ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "rng-bit-generator of floats is not supported");
+            return NULL;
+          }
+        guint64 h = ctx->opts.rng_seed ^ 0x243f6a8885a308d3ULL;
+        for (int64_t i = 0; i < ops[0]->n; i++)
+          h = mix64 (h ^ (guint64) ops[0]->i[i]);
+        for (int64_t i = 0; i < bits->n && !ctx->opts.rng_constant; i++)
+          {
+            guint64 r = mix64 (h + (guint64) i * 0x9e3779b97f4a7c15ULL);
+            int w = ps_etype_size_bytes (bits->shape->etype) * 8;
+            if (w < 64)
+              r &= (1ULL << w) - 1;
+            bits->i[i] = ps_etype_is_signed (bits->shape->etype) && w < 64 && (r >> (w - 1))
+                         ? (int64_t) (r | ~((1ULL << w) - 1)) : (int64_t) r;
+          }
+        return v;
+      }
     default:
       if (ps_interp_is_elementwise (ins->opcode))
         return ps_interp_elementwise (ctx, ins, ops, error);

@@ -694,6 +694,26 @@ START_TEST (test_rng_deterministic)
   ps_value_free (c);
   ps_value_free (d);
   ps_module_free (m);
+  /* rng-bit-generator: the state passes through, the bits are repeatable. */
+  m = parse ("HloModule m\nENTRY e {\n s = u64[2] constant({7, 9})\n"
+             " ROOT g = (u64[2], u32[8]) rng-bit-generator(s), algorithm=rng_default\n}\n");
+  o.rng_constant = FALSE;
+  a = ps_interp_run (m, 0, NULL, &o, &error);
+  b = ps_interp_run (m, 0, NULL, &o, &error);
+  ck_assert_msg (a && b, "%s", error ? error->message : "");
+  ck_assert (ps_value_equal (a, b));
+  ck_assert_int_eq (a->elems[0]->i[0], 7);
+  ck_assert_int_eq (a->elems[0]->i[1], 9);
+  gboolean any = FALSE;
+  for (int i = 0; i < 8; i++)
+    {
+      ck_assert (a->elems[1]->i[i] >= 0 && a->elems[1]->i[i] <= 4294967295LL);
+      any = any || a->elems[1]->i[i] != 0;
+    }
+  ck_assert (any);
+  ps_value_free (a);
+  ps_value_free (b);
+  ps_module_free (m);
 }
 END_TEST
 
