@@ -407,7 +407,7 @@ leaf_sharding (const PsSharding *s, int k, int n)
 {
   if (!s)
     return NULL;
-  if (s->kind == PS_SHARDING_TUPLE && (s->n_elems != n || k >= s->n_elems))
+  if (s->kind == PS_SHARDING_TUPLE && (s->n_elems != n || k >= s->n_elems || s->n_elems == 0))
     return NULL;
   return ps_sharding_leaf (s, k);
 }
@@ -415,7 +415,10 @@ leaf_sharding (const PsSharding *s, int k, int n)
 static gboolean
 tuple_sharding_fits (const PsSharding *s, const PsShape *shape)
 {
-  return !s || s->kind != PS_SHARDING_TUPLE || s->n_elems == ps_shape_leaf_count (shape);
+  /* A token carries no data: outfeed's token gets the sharding of the
+   * whole (data, token) tuple, which is fine. */
+  return !s || s->kind != PS_SHARDING_TUPLE || shape->etype == PS_TOKEN
+         || s->n_elems == ps_shape_leaf_count (shape);
 }
 
 static int64_t
