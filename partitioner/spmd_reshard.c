@@ -702,49 +702,76 @@ sp_reshard_pval (SpComp *c, const PsPVal *v, const PsSharding *to)
   return sp_pval_new (x, to ? to : sp_replicated (), v->full);
 }
 
+/* Whether every device's tile under `to` lies inside the tile it holds under
+ * `from`, so a local slice reshards without communication. */
+static gboolean
+local_slice_ok (SpModule *m, const PsShape *full, const PsSharding *from, const PsSharding *to)
+{
+  int r = full->rank;
+  g_autofree int64_t *pf = positions (from, m->n);
+  g_autofree int64_t *pt = positions (to, m->n);
+  for (int d = 0; d < r; d++)
+    {
+      int64_t N = full->dims[d];
+      int64_t ks = sp_shards (from, d), kt = sp_shards (to, d);
+      int64_t ss = ceil_div (N, ks), st = ceil_div (N, kt);
+      for (int64_t dev = 0; dev < m->n; dev++)
+        {
+          if (pt[dev] < 0)
+            continue;
+          if (pf[dev] < 0)
+            return FALSE;
+          int64_t is = ks > 1 ? tile_coord (from, pf[dev], d) : 0;
+          int64_t it = kt > 1 ? tile_coord (to, pt[dev], d) : 0;
+          int64_t lo = it * st, hi = MIN (lo + st, N);
+          if (lo < N && (lo < is * ss || hi > MIN (is * ss + ss, N)))
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 double
 sp_reshard_cost (SpModule *m, const PsShape *full, const PsSharding *from, const PsSharding *to)
 {
+  /* Bytes each device receives, mirroring the path reshard_array takes, so
+   * that the dot handler compares candidates in one unit (its reductions are
+   * costed per device too). */
   if (ps_sharding_equal_layout (from, to))
     return 0;
   double full_bytes = (double) ps_shape_bytes (full);
   if (from->kind == PS_SHARDING_MAXIMAL || to->kind != PS_SHARDING_TILED)
     return full_bytes;
-  /* A local slice is possible when every device's target tile lies inside
-   * what it holds; replicated sources always qualify. */
   if (from->kind == PS_SHARDING_REPLICATED)
     return full_bytes / (double) ps_sharding_num_tiles (to) * 0.01;
   if (from->kind != PS_SHARDING_TILED)
     return full_bytes;
-  int r = full->rank;
-  g_autofree int64_t *pf = positions (from, m->n);
-  g_autofree int64_t *pt = positions (to, m->n);
-  gboolean ok = TRUE;
-  for (int d = 0; d < r && ok; d++)
-    {
-      int64_t N = full->dims[d];
-      int64_t ks = sp_shards (from, d), kt = sp_shards (to, d);
-      int64_t ss = ceil_div (N, ks), st = ceil_div (N, kt);
-      for (int64_t dev = 0; dev < m->n && ok; dev++)
-        {
-          if (pt[dev] < 0)
-            continue;
-          if (pf[dev] < 0)
-            {
-              ok = FALSE;
-              break;
-            }
-          int64_t is = ks > 1 ? tile_coord (from, pf[dev], d) : 0;
-          int64_t it = kt > 1 ? tile_coord (to, pt[dev], d) : 0;
-          int64_t lo = it * st, hi = MIN (lo + st, N);
-          if (lo < N && (lo < is * ss || hi > MIN (is * ss + ss, N)))
-            ok = FALSE;
-        }
-    }
   double local_bytes = full_bytes / (double) ps_sharding_num_tiles (from);
-  if (ok)
+  if (local_slice_ok (m, full, from, to))
     return local_bytes * 0.01;
   if (same_structure (from, to))
     return local_bytes;
+  /* Otherwise reshard_array gathers only the dims whose sharding differs
+   * (each device ends up with the `mid` tile), then slices locally. */
+  int r = full->rank;
+  int64_t keep[r > 0 ? r : 1];
+  gboolean any = FALSE;
+  for (int d = 0; d < r; d++)
+    {
+      int64_t kf = sp_shards (from, d);
+      if (kf > 1 && kf != sp_shards (to, d))
+        {
+          keep[d] = -1;
+          any = TRUE;
+        }
+      else
+        keep[d] = d;
+    }
+  if (any)
+    {
+      g_autoptr (PsSharding) mid = sp_sharding_remap (from, r, keep);
+      if (mid && mid->kind == PS_SHARDING_TILED && local_slice_ok (m, full, mid, to))
+        return full_bytes / (double) ps_sharding_num_tiles (mid);
+    }
   return full_bytes;
 }
