@@ -194,13 +194,45 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
     }
   PsInstr *ops[2] = { l, r };
   PsInstr *y = sp_clone_with (c, in, sp_shape (in->shape->etype, ds.ro, odims), 2, ops);
+  PsPVal *res = NULL;
   if (csharded)
     {
       int ng, gs;
       g_autofree int64_t *groups = sp_groups (best.iter, cmask, &ng, &gs);
-      y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);
+      /* When the output splits a dim over exactly the devices that split
+       * the contraction, a reduce-scatter leaves each its own tile. */
+      int citer = -1, nsplit = 0;
+      for (int k = 0; k < ds.nc; k++)
+        if (cmask[ds.nb + ds.nl + ds.nr + k])
+          {
+            citer = ds.nb + ds.nl + ds.nr + k;
+            nsplit++;
+          }
+      for (int d = 0; d < ds.ro && nsplit == 1 && !res; d++)
+        {
+          if (sp_shards (best.iter, d) > 1)
+            continue;
+          int64_t src[ds.ro > 0 ? ds.ro : 1];
+          for (int q = 0; q < ds.ro; q++)
+            src[q] = q;
+          src[d] = citer;
+          g_autoptr (PsSharding) rs = sp_sharding_remap (best.iter, ds.ro, src);
+          if (!rs || !ps_sharding_equal_layout (rs, t))
+            continue;
+          int64_t k = gs, n_d = in->shape->dims[d];
+          int64_t lo[ds.ro], hi[ds.ro];
+          memset (lo, 0, sizeof lo);
+          memset (hi, 0, sizeof hi);
+          hi[d] = (n_d + k - 1) / k * k - n_d;
+          PsInstr *p = sp_pad (c, y, sp_const_zero (c, y->shape->etype), lo, hi);
+          PsInstr *z = sp_reduce_scatter (c, p, SP_RED_SUM, d, ng, gs, groups);
+          res = sp_pval_new (z, rs, in->shape);
+        }
+      if (!res)
+        y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);
     }
-  PsPVal *res = sp_pval_new (y, best.partial, in->shape);
+  if (!res)
+    res = sp_pval_new (y, best.partial, in->shape);
   plan_clear (&best);
   return res;
 }

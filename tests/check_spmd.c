@@ -46,6 +46,13 @@ static const Case cases[] = {
     "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
     " sharding={replicated}\n}\n",
     0, 1, 0, 0, 0 },
+  { "dot contracting sharded, output split over the same devices: reduce-scatter", 4,
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[6,8] parameter(0), sharding={devices=[1,4]0,1,2,3}\n"
+    "  b = f32[8,5] parameter(1), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT d = f32[6,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
   { "dot non-contracting sharded", 2,
     "HloModule m\nENTRY e {\n"
     "  a = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
@@ -223,6 +230,8 @@ START_TEST (test_case)
                  tc->name, rep.n_fallbacks, text);
   g_autoptr (PsModule) part = ps_spmd_partition (m, tc->n, NULL, &error);
   ck_assert_ptr_nonnull (part);
+  if (strstr (tc->name, "reduce-scatter"))
+    ck_assert_int_eq (spmd_test_count_op (part, PS_OP_REDUCE_SCATTER), 1);
   struct { PsOpcode op; int want; } checks[] = {
     { PS_OP_ALL_REDUCE, tc->all_reduce }, { PS_OP_ALL_GATHER, tc->all_gather },
     { PS_OP_ALL_TO_ALL, tc->all_to_all }, { PS_OP_COLLECTIVE_PERMUTE, tc->permute },
@@ -241,7 +250,7 @@ END_TEST
  * from neighbours, so it must use collective-permutes. */
 START_TEST (test_conv_uses_permutes)
 {
-  const Case *tc = &cases[6];
+  const Case *tc = &cases[7];
   GError *error = NULL;
   g_autoptr (PsModule) m = ps_hlo_parse (tc->hlo, strlen (tc->hlo), tc->name, &error);
   ck_assert_ptr_nonnull (m);
@@ -275,7 +284,7 @@ END_TEST
 
 START_TEST (test_deterministic)
 {
-  const Case *tc = &cases[8];
+  const Case *tc = &cases[9];
   GError *error = NULL;
   g_autoptr (PsModule) m = ps_hlo_parse (tc->hlo, strlen (tc->hlo), tc->name, &error);
   g_autofree char *a = NULL, *b = NULL;
