@@ -914,6 +914,73 @@ START_TEST (test_verify_maximal_and_replicated)
 }
 END_TEST
 
+
+/* A convolution sharded along its spatial dim, written by hand the way the
+ * GSPMD paper's halo exchange does it: each device receives one element
+ * from each neighbour through collective-permute (the edge devices get the
+ * zeros XLA defines for devices no pair targets, which is exactly the
+ * convolution's zero padding), concatenates, and convolves without padding. */
+START_TEST (test_verify_conv_halo_exchange)
+{
+  static const int ns[3] = { 2, 4, 8 };
+  int n = ns[_i], len = 16, k = 16 / n;
+  char *orig = g_strdup_printf ("HloModule m\nENTRY e {\n"
+                                " a = f32[1,%d,1] parameter(0), sharding={devices=[1,%d,1]<=[%d]}\n"
+                                " w = f32[3,1,1] parameter(1), sharding={replicated}\n"
+                                " ROOT c = f32[1,%d,1] convolution(a, w), window={size=3 pad=1_1},"
+                                " dim_labels=b0f_0io->b0f, sharding={devices=[1,%d,1]<=[%d]}\n}\n",
+                                len, n, n, len, n, n);
+  GString *right = g_string_new ("{"), *left = g_string_new ("{");
+  for (int d = 0; d + 1 < n; d++)
+    {
+      g_string_append_printf (right, "%s{%d,%d}", d ? "," : "", d, d + 1);
+      g_string_append_printf (left, "%s{%d,%d}", d ? "," : "", d + 1, d);
+    }
+  g_string_append (right, "}");
+  g_string_append (left, "}");
+  char *part = g_strdup_printf ("HloModule m\nENTRY e {\n"
+                                " a = f32[1,%d,1] parameter(0)\n w = f32[3,1,1] parameter(1)\n"
+                                " last = f32[1,1,1] slice(a), slice={[0:1], [%d:%d], [0:1]}\n"
+                                " first = f32[1,1,1] slice(a), slice={[0:1], [0:1], [0:1]}\n"
+                                " lh = f32[1,1,1] collective-permute(last), channel_id=1, source_target_pairs=%s\n"
+                                " rh = f32[1,1,1] collective-permute(first), channel_id=2, source_target_pairs=%s\n"
+                                " x = f32[1,%d,1] concatenate(lh, a, rh), dimensions={1}\n"
+                                " ROOT c = f32[1,%d,1] convolution(x, w), window={size=3}, dim_labels=b0f_0io->b0f\n}\n",
+                                k, k - 1, k, right->str, left->str, k + 2, k);
+  PsModule *mo = parse (orig), *mp = parse (part);
+  PsVerifyResult res;
+  GError *error = NULL;
+  ck_assert_msg (ps_verify_spmd (mo, mp, n, NULL, &res, &error), "%s", error ? error->message : "");
+  ck_assert_msg (res.agree, "%s", res.message);
+  ck_assert_int_eq (res.n_compared, len);
+  ps_verify_result_clear (&res);
+  ps_module_free (mp);
+  /* Without the right halo, the last element of every tile but the last is wrong. */
+  char *broken = g_strdup_printf ("HloModule m\nENTRY e {\n"
+                                  " a = f32[1,%d,1] parameter(0)\n w = f32[3,1,1] parameter(1)\n"
+                                  " last = f32[1,1,1] slice(a), slice={[0:1], [%d:%d], [0:1]}\n"
+                                  " lh = f32[1,1,1] collective-permute(last), channel_id=1, source_target_pairs=%s\n"
+                                  " z = f32[] constant(0)\n rh = f32[1,1,1] broadcast(z), dimensions={}\n"
+                                  " x = f32[1,%d,1] concatenate(lh, a, rh), dimensions={1}\n"
+                                  " ROOT c = f32[1,%d,1] convolution(x, w), window={size=3}, dim_labels=b0f_0io->b0f\n}\n",
+                                  k, k - 1, k, right->str, k + 2, k);
+  mp = parse (broken);
+  ck_assert (ps_verify_spmd (mo, mp, n, NULL, &res, &error));
+  ck_assert (!res.agree);
+  char *where = g_strdup_printf ("on device 0 at [0,%d,0]", k - 1);
+  ck_assert_msg (strstr (res.message, where) != NULL, "%s", res.message);
+  ps_verify_result_clear (&res);
+  g_free (where);
+  ps_module_free (mo);
+  ps_module_free (mp);
+  g_free (orig);
+  g_free (part);
+  g_free (broken);
+  g_string_free (right, TRUE);
+  g_string_free (left, TRUE);
+}
+END_TEST
+
 static Suite *
 interp_suite (void)
 {
@@ -951,6 +1018,7 @@ interp_suite (void)
   TCase *ver = tcase_create ("verify");
   tcase_add_loop_test (ver, test_verify_dot_contracting, 0, 3);
   tcase_add_test (ver, test_verify_uneven_tiles);
+  tcase_add_loop_test (ver, test_verify_conv_halo_exchange, 0, 3);
   tcase_add_test (ver, test_verify_maximal_and_replicated);
   suite_add_tcase (s, ver);
   return s;
