@@ -5,7 +5,8 @@
  * type (a wider accumulator than XLA's f32 one, so the result does not
  * depend on summation order; verify.h's tolerance covers the difference).
  * reduce and reduce-window apply their reducer computation step by step in
- * the result type, exactly as written. */
+ * the result type, exactly as written, except that bf16/f16 sums and
+ * products accumulate in f32 and round once (XLA's backends do the same). */
 #include "config.h"
 
 #include <string.h>
@@ -445,20 +446,43 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
   /* Row-major over the input: the order in which each output element sees
    * its inputs is the input's row-major order, deterministic. */
   int64_t *rst = ps_interp_strides (res[0]->shape);
-  for (int64_t e = 0; e < a0->n; e++)
+  PsElemType et = a0->shape->etype;
+  if (n == 1 && (et == PS_BF16 || et == PS_F16)
+      && (comb.fast.fast_op == PS_OP_ADD || comb.fast.fast_op == PS_OP_MULTIPLY))
     {
-      int64_t oi = 0;
-      int od = 0;
-      for (int d = 0; d < rank; d++)
-        if (!red[d])
-          oi += idx[d] * rst[od++];
-      if (!combiner_apply (&comb, res, oi, in, e, error))
+      /* Sums and products of 16-bit floats accumulate in f32 and round once
+       * at the end, as XLA's CPU and TPU backends do: rounding every step to
+       * 8 mantissa bits would make the result depend mostly on the order. */
+      gboolean add = comb.fast.fast_op == PS_OP_ADD;
+      for (int64_t e = 0; e < a0->n; e++)
         {
-          g_free (rst);
-          goto fail;
+          int64_t oi = 0;
+          int od = 0;
+          for (int d = 0; d < rank; d++)
+            if (!red[d])
+              oi += idx[d] * rst[od++];
+          double x = in[0]->f[e];
+          res[0]->f[oi] = (double) (float) (add ? res[0]->f[oi] + x : res[0]->f[oi] * x);
+          ps_interp_next_index (rank, a0->shape->dims, idx);
         }
-      ps_interp_next_index (rank, a0->shape->dims, idx);
+      for (int64_t e = 0; e < res[0]->n; e++)
+        res[0]->f[e] = ps_etype_round (et, res[0]->f[e]);
     }
+  else
+    for (int64_t e = 0; e < a0->n; e++)
+      {
+        int64_t oi = 0;
+        int od = 0;
+        for (int d = 0; d < rank; d++)
+          if (!red[d])
+            oi += idx[d] * rst[od++];
+        if (!combiner_apply (&comb, res, oi, in, e, error))
+          {
+            g_free (rst);
+            goto fail;
+          }
+        ps_interp_next_index (rank, a0->shape->dims, idx);
+      }
   g_free (rst);
   out = pack_results (res, n, ins->shape);
   if (ins->shape->etype != PS_TUPLE)

@@ -108,6 +108,14 @@ START_TEST (test_convert_bf16_op)
                       " ROOT s = bf16[] add(a, b)\n}\n", 0, NULL);
   ck_assert (r2->f[0] == 256);
   ps_value_free (r2);
+  /* A bf16 reduce accumulates in f32: 256 + 1 + 1 + 1 + 1 = 260 exactly
+   * (step-by-step bf16 would stay at 256), then rounds once. */
+  r2 = run1 ("HloModule m\nadd {\n x = bf16[] parameter(0)\n y = bf16[] parameter(1)\n"
+             " ROOT s = bf16[] add(x, y)\n}\nENTRY e {\n"
+             " a = bf16[5] constant({256, 1, 1, 1, 1})\n z = bf16[] constant(0)\n"
+             " ROOT r = bf16[] reduce(a, z), dimensions={0}, to_apply=add\n}\n", 0, NULL);
+  ck_assert (r2->f[0] == 260);
+  ps_value_free (r2);
   free_args (1, a);
 }
 END_TEST
