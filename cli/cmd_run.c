@@ -149,6 +149,8 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
           " replicate-then-slice fallbacks\n",
           s->n_compute_events, s->n_collectives, s->n_unique_collectives, r->n_instructions_spmd,
           r->n_fallbacks);
+  g_autofree char *top = ps_replay_result_top_collectives_text (s, 5);
+  fputs (top, stdout);
   if (r->memory_text)
     printf ("memory       %s\n", r->memory_text);
   if (stats)
@@ -205,6 +207,26 @@ to_json (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardware
   json_builder_add_double_value (b, exposed);
   json_builder_set_member_name (b, "idle_s");
   json_builder_add_double_value (b, idle);
+  json_builder_set_member_name (b, "top_collectives");
+  json_builder_begin_array (b);
+  g_autoptr (GPtrArray) top = ps_replay_result_top_collectives (r->sim, 5);
+  for (guint i = 0; i < top->len; i++)
+    {
+      const PsCollectiveStat *cs = top->pdata[i];
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, cs->name);
+      json_builder_set_member_name (b, "kind");
+      json_builder_add_string_value (b, cs->kind);
+      json_builder_set_member_name (b, "bytes");
+      json_builder_add_double_value (b, cs->bytes);
+      json_builder_set_member_name (b, "count");
+      json_builder_add_int_value (b, (gint64) cs->count);
+      json_builder_set_member_name (b, "total_s");
+      json_builder_add_double_value (b, cs->total_s);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
   json_builder_set_member_name (b, "stages_s");
   json_builder_begin_object (b);
   for (int i = 0; i < PS_STAGE_COUNT; i++)

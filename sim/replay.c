@@ -291,6 +291,8 @@ typedef struct Replay {
   double **group_dur; /* per plan, per group */
   Inst **insts;       /* per occurrence: array of n_groups, lazily */
   int *occ_passed;    /* per occurrence: devices past its DONE */
+  double *occ_dur;    /* per occurrence: longest any group took (arrival of
+                       * its last member to completion) */
   gboolean hung;      /* a member never arrived (cannot happen in SPMD) */
   Dev *devs;
 } Replay;
@@ -417,6 +419,7 @@ device_actor (void *data)
         }
       double start = in->max_arrival, end = in->completion;
       d->comm_s += end - start;
+      rp->occ_dur[op->occ] = MAX (rp->occ_dur[op->occ], end - start);
       if (end > d->local_s)
         {
           d->exposed_s += end - d->local_s;
@@ -497,6 +500,7 @@ run (Program *p, GError **error)
       }
   rp.insts = g_new0 (Inst *, p->occs->len + 1);
   rp.occ_passed = g_new0 (int, p->occs->len + 1);
+  rp.occ_dur = g_new0 (double, p->occs->len + 1);
   rp.devs = g_new0 (Dev, p->n_devices);
   double t0 = ps_sgnet_clock ();
   for (int d = 0; d < p->n_devices; d++)
@@ -559,6 +563,26 @@ run (Program *p, GError **error)
       for (int l = 0; l < pf->n_links; l++)
         r->link_bytes[l] += plan->link_bytes[l];
     }
+  /* Per distinct collective: how often it ran and how long it took, so
+   * reports can name the most expensive ones. */
+  r->collectives = g_array_sized_new (FALSE, TRUE, sizeof (PsCollectiveStat), n_plans);
+  g_array_set_size (r->collectives, n_plans);
+  for (guint i = 0; i < p->occs->len; i++)
+    {
+      const Occurrence *oc = &g_array_index (p->occs, Occurrence, i);
+      const PsCollPlan *plan = p->plans->pdata[oc->plan];
+      PsCollectiveStat *cs = &g_array_index (r->collectives, PsCollectiveStat, oc->plan);
+      if (cs->count == 0)
+        {
+          cs->name = g_strdup (oc->name ? oc->name : "");
+          cs->kind = ps_trace_collective_kind_name (plan->kind);
+          cs->bytes = plan->bytes;
+          cs->n_groups = plan->n_groups;
+          cs->group_size = plan->group_size;
+        }
+      cs->count++;
+      cs->total_s += rp.occ_dur[i];
+    }
   if (opt->n_timeline_devices > 0)
     r->timeline = build_timeline (&rp, pf);
   for (int d = 0; d < p->n_devices; d++)
@@ -568,6 +592,7 @@ run (Program *p, GError **error)
     g_free (rp.insts[i]);
   g_free (rp.insts);
   g_free (rp.occ_passed);
+  g_free (rp.occ_dur);
   for (int i = 0; i < n_plans; i++)
     g_free (rp.group_dur[i]);
   g_free (rp.group_dur);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <json-glib/json-glib.h>
+#include <math.h>
 
 #include "sim/results.h"
 
@@ -19,7 +20,62 @@ ps_replay_result_free (PsReplayResult *r)
   g_free (r->link_bytes);
   if (r->timeline)
     ps_timeline_free (r->timeline);
+  if (r->collectives)
+    {
+      for (guint i = 0; i < r->collectives->len; i++)
+        g_free (g_array_index (r->collectives, PsCollectiveStat, i).name);
+      g_array_unref (r->collectives);
+    }
   g_free (r);
+}
+
+static int
+cmp_total_desc (gconstpointer a, gconstpointer b)
+{
+  const PsCollectiveStat *x = *(PsCollectiveStat *const *) a, *y = *(PsCollectiveStat *const *) b;
+  /* Cache on and off agree to rounding only: treat near-equal times as ties
+   * so both modes list the same collectives. */
+  if (fabs (x->total_s - y->total_s) > 1e-9 * MAX (fabs (x->total_s), fabs (y->total_s)))
+    return x->total_s < y->total_s ? 1 : -1;
+  return g_strcmp0 (x->name, y->name);
+}
+
+char *
+ps_replay_result_top_collectives_text (const PsReplayResult *r, int n)
+{
+  GString *out = g_string_new (NULL);
+  g_autoptr (GPtrArray) top = ps_replay_result_top_collectives (r, n);
+  if (top->len == 0)
+    return g_string_free (out, FALSE);
+  g_string_append_printf (out, "most expensive collectives (total per step, count x per call):\n");
+  for (guint i = 0; i < top->len; i++)
+    {
+      const PsCollectiveStat *cs = top->pdata[i];
+      g_autofree char *tot = ps_format_seconds (cs->total_s);
+      g_autofree char *each = ps_format_seconds (cs->count ? cs->total_s / (double) cs->count : 0);
+      g_autofree char *bytes = ps_format_bytes (cs->bytes);
+      g_string_append_printf (out, "  %-10s %4" G_GUINT64_FORMAT " x %-10s %-18s %10s per device, "
+                              "%d groups of %d  (%s)\n", tot, cs->count, each, cs->kind, bytes,
+                              cs->n_groups, cs->group_size, cs->name);
+    }
+  return g_string_free (out, FALSE);
+}
+
+GPtrArray *
+ps_replay_result_top_collectives (const PsReplayResult *r, int n)
+{
+  GPtrArray *all = g_ptr_array_new ();
+  if (r->collectives)
+    for (guint i = 0; i < r->collectives->len; i++)
+      {
+        PsCollectiveStat *cs = &g_array_index (r->collectives, PsCollectiveStat, i);
+        if (cs->count > 0)
+          g_ptr_array_add (all, cs);
+      }
+  g_ptr_array_sort (all, cmp_total_desc);
+  if ((int) all->len > n)
+    g_ptr_array_set_size (all, n);
+  return all;
 }
 
 void
@@ -131,6 +187,24 @@ ps_replay_result_to_json (const PsReplayResult *r)
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
+  /* Distinct collectives, most expensive first. */
+  json_builder_set_member_name (b, "collectives");
+  json_builder_begin_array (b);
+  g_autoptr (GPtrArray) top = ps_replay_result_top_collectives (r, G_MAXINT);
+  for (guint i = 0; i < top->len; i++)
+    {
+      const PsCollectiveStat *cs = top->pdata[i];
+      json_builder_begin_object (b);
+      STR ("name", cs->name);
+      STR ("kind", cs->kind);
+      DBL ("bytes", cs->bytes);
+      INT ("groups", cs->n_groups);
+      INT ("group_size", cs->group_size);
+      INT ("count", (gint64) cs->count);
+      DBL ("total_s", cs->total_s);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
 #undef INT
 #undef DBL
 #undef STR
@@ -181,6 +255,8 @@ ps_replay_result_to_text (const PsReplayResult *r)
     }
   else
     g_string_append_printf (out, "ICI traffic:             none\n");
+  g_autofree char *top = ps_replay_result_top_collectives_text (r, 5);
+  g_string_append (out, top);
   return g_string_free (out, FALSE);
 }
 

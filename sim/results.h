@@ -25,6 +25,17 @@
 
 G_BEGIN_DECLS
 
+/* One distinct collective (kind, bytes, groups) of the trace. */
+typedef struct {
+  char *name;               /* its first occurrence's name, owned */
+  const char *kind;         /* "all-reduce", ...; static */
+  double bytes;             /* per device */
+  int n_groups, group_size;
+  guint64 count;            /* occurrences in the step */
+  double total_s;           /* summed over occurrences: last member's arrival
+                             * to completion, slowest group */
+} PsCollectiveStat;
+
 typedef struct {
   const PsPlatform *platform;
   char *program;
@@ -44,10 +55,17 @@ typedef struct {
   guint64 n_compute_events, n_compute_segments, n_collectives, n_unique_collectives;
   double *link_bytes;       /* per platform link id */
   PsTimeline *timeline;     /* chosen cores' spans, or NULL */
+  GArray *collectives;      /* PsCollectiveStat, one per distinct collective */
 } PsReplayResult;
 
 void ps_replay_result_free (PsReplayResult *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsReplayResult, ps_replay_result_free)
+
+/* The n most expensive distinct collectives by total time, most expensive
+ * first (transfer container: the stats are borrowed from r). */
+GPtrArray *ps_replay_result_top_collectives (const PsReplayResult *r, int n);
+/* The same as indented text lines under a heading. transfer full. */
+char *ps_replay_result_top_collectives_text (const PsReplayResult *r, int n);
 
 /* Averages over devices. */
 void ps_replay_result_means (const PsReplayResult *r, double *compute_s, double *comm_s,
