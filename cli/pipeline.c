@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "partitioner/cost.h"
+#include "partitioner/cse.h"
 #include "partitioner/hlo_printer.h"
 #include "partitioner/lower.h"
 #include "partitioner/memory.h"
@@ -182,6 +183,11 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   ps_spmd_report_clear (&report);
   if (!spmd)
     return fail_stage (&clk, error, local), NULL;
+  /* As XLA does after partitioning: one gather of a value several einsums
+   * need, not one per einsum. */
+  PsCseStats cse;
+  ps_cse_module (spmd, &cse);
+  r->n_cse_removed = cse.removed;
   r->n_instructions_spmd = spmd->entry->instrs->len;
   if (opts->dump_spmd && !dump_module (spmd, opts->dump_spmd, error))
     return NULL;

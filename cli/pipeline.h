@@ -44,6 +44,7 @@ typedef struct {
   double stage_peak_rss_bytes[PS_STAGE_COUNT]; /* process high-water mark during the stage */
   gint64 n_instructions_spmd;
   gint64 n_fallbacks;
+  gint64 n_cse_removed;        /* instructions CSE/DCE removed after partitioning */
   guint64 peak_hbm_bytes;     /* memory analysis of the SPMD program */
   char *memory_text;          /* its report, largest holders */
   PsTrace *trace;             /* the lowered trace */

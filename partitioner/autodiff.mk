@@ -6,3 +6,4 @@ TESTS += tests/check_autodiff
 tests_check_autodiff_SOURCES = tests/check_autodiff.c
 tests_check_autodiff_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_autodiff_LDADD = $(PS_PARTITIONER_TEST_LIBS)
+libpodsim_partitioner_la_SOURCES += partitioner/cse.c partitioner/cse.h

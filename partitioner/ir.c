@@ -795,6 +795,44 @@ ps_module_free (PsModule *m)
   g_free (m);
 }
 
+void
+ps_computation_remove_instrs (PsComputation *c, GHashTable *dead)
+{
+  if (g_hash_table_size (dead) == 0)
+    return;
+  PsModule *m = c->parent;
+  /* Users of surviving operands lose the dead instructions. */
+  GHashTableIter it;
+  gpointer key;
+  g_hash_table_iter_init (&it, dead);
+  while (g_hash_table_iter_next (&it, &key, NULL))
+    {
+      PsInstr *in = key;
+      g_return_if_fail (in->parent == c);
+      for (int i = 0; i < in->n_operands; i++)
+        {
+          PsInstr *op = in->operands[i];
+          if (op && !g_hash_table_contains (dead, op))
+            g_ptr_array_remove (op->users, in);
+        }
+      if (c->root == in)
+        c->root = NULL;
+      if (m && g_hash_table_lookup (m->name_index, in->name) == in)
+        g_hash_table_remove (m->name_index, in->name);
+      g_ptr_array_remove (c->params, in);
+    }
+  guint keep = 0;
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      PsInstr *in = c->instrs->pdata[i];
+      if (g_hash_table_contains (dead, in))
+        instr_free (in);
+      else
+        c->instrs->pdata[keep++] = in;
+    }
+  g_ptr_array_set_size (c->instrs, keep);
+}
+
 PsComputation *
 ps_computation_new (PsModule *m, const char *name)
 {

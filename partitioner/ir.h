@@ -329,6 +329,10 @@ void ps_instr_set_operand (PsInstr *instr, int i, PsInstr *new_operand);
 void ps_instr_replace_all_uses (PsInstr *old, PsInstr *repl);
 /* Removes an instruction that has no users. */
 void ps_computation_remove_instr (PsComputation *c, PsInstr *instr);
+/* Removes every instruction of `dead` (a set of PsInstr* of c) in one pass;
+ * each may be used only by other members of the set. Linear in the size of
+ * c, where removing one at a time would be quadratic. */
+void ps_computation_remove_instrs (PsComputation *c, GHashTable *dead);
 /* Instructions in an order where every operand comes before its users
  * (stable: keeps program order where it can). transfer container. */
 GPtrArray *ps_computation_post_order (const PsComputation *c);
