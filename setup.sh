@@ -34,4 +34,4 @@ echo "setup: built build/podsim"
 
 [ "${1:-}" = "--no-run" ] && exit 0
 # podsim's main job (see README).
-exec ./build/podsim hlo examples/transformer_layer.hlo
+exec ./build/podsim run --preset DenseLm128B32x32
