@@ -212,14 +212,21 @@ sp_clone_with (SpComp *c, const PsInstr *in, PsShape *shape, int n, PsInstr *con
 PsPVal *
 sp_fallback (SpComp *c, const PsInstr *in)
 {
-  sp_note_fallback (c, in->opcode);
   int n = in->n_operands;
   PsInstr *ops[n > 0 ? n : 1];
+  /* An op whose operands and result are all replicated is partitioned
+   * exactly by running it: not a fallback worth reporting. */
+  gboolean degraded = !ps_sharding_is_replicated (sp_sharding_of (in))
+                      && !ps_sharding_is_maximal (sp_sharding_of (in));
   for (int i = 0; i < n; i++)
     {
       PsPVal *v = sp_operand (c, in, i);
+      if (!ps_sharding_is_replicated (v->sharding) && !ps_sharding_is_maximal (v->sharding))
+        degraded = TRUE;
       ops[i] = sp_reshard (c, v, sp_replicated ());
     }
+  if (degraded)
+    sp_note_fallback (c, in->opcode);
   PsInstr *x = sp_clone_with (c, in, ps_shape_copy (in->shape), n, ops);
   return sp_pval_new (x, sp_replicated (), in->shape);
 }
@@ -323,14 +330,49 @@ handle_gte (SpComp *c, const PsInstr *in)
 }
 
 /* Ops inside a manual region already have local shapes: copy them. */
+static gboolean
+fully_manual (const PsSharding *s)
+{
+  if (s->kind == PS_SHARDING_TUPLE)
+    {
+      for (int i = 0; i < s->n_elems; i++)
+        if (!fully_manual (s->elems[i]))
+          return FALSE;
+      return TRUE;
+    }
+  return s->kind == PS_SHARDING_MANUAL;
+}
+
+/* Fully manual ops already have local shapes: copy them. Partially manual
+ * ones (a manual subgroup) are handled when every operand is laid out
+ * like the result, which covers the elementwise ops of such regions. */
 static PsPVal *
 handle_manual (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
   int n = in->n_operands;
   PsInstr *ops[n > 0 ? n : 1];
+  gboolean full = fully_manual (target);
   for (int i = 0; i < n; i++)
-    ops[i] = sp_operand (c, in, i)->hlo;
-  PsInstr *x = sp_clone_with (c, in, ps_shape_copy (in->shape), n, ops);
+    {
+      PsPVal *v = sp_operand (c, in, i);
+      ops[i] = v->hlo;
+      if (!full && !ps_sharding_equal_layout (v->sharding, target)
+          && !ps_sharding_is_replicated (v->sharding))
+        {
+          sp_fail (c, PS_ERROR_UNSUPPORTED,
+                   "%s with a partially manual sharding whose operands are laid out "
+                   "differently is not supported", ps_opcode_name (in->opcode));
+          return NULL;
+        }
+      if (!full && ps_sharding_is_replicated (v->sharding) && v->full->rank > 0)
+        {
+          sp_fail (c, PS_ERROR_UNSUPPORTED,
+                   "%s: replicated operand inside a partially manual region", ps_opcode_name (in->opcode));
+          return NULL;
+        }
+    }
+  PsShape *shape = full ? ps_shape_copy (in->shape) : ps_sharding_tile_shape (target, in->shape);
+  PsInstr *x = sp_clone_with (c, in, shape, n, ops);
   return sp_pval_new (x, target, in->shape);
 }
 
@@ -499,8 +541,8 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
       if (in->opcode == PS_OP_PARAMETER)
         {
           const PsSharding *ps = param_shardings ? param_shardings[in->parameter_number] : target;
-          g_autoptr (SpShape) local = is_manual (ps) ? ps_shape_copy (in->shape)
-                                                     : ps_sharding_tile_shape (ps, in->shape);
+          g_autoptr (SpShape) local = fully_manual (ps) ? ps_shape_copy (in->shape)
+                                                        : ps_sharding_tile_shape (ps, in->shape);
           PsInstr *p = ps_computation_add_instr (c.out, PS_OP_PARAMETER, in->name,
                                                  ps_shape_copy (local), 0, NULL);
           sp_copy_attrs (p, in);
