@@ -392,33 +392,32 @@ permute (SpComp *c, const PsPVal *v, const PsSharding *to)
   return x;
 }
 
-/* Moves a dim's shards to another dim with an all-to-all: `from` shards
- * dim i by k and `to` shards dim j by k instead, everything else equal.
- * Returns NULL when the shardings are not of that form. */
+/* Moves one dim's shards to another dim with an all-to-all: `from` splits
+ * dim i by k where `to` does not split it, and `to` splits dim j by k where
+ * `from` does not. The result is laid out as `from` with tile dim i moved to
+ * j; *mid receives that sharding when it is not `to` yet (the caller goes
+ * on from there). Returns NULL when no such pair of dims exists. */
 static PsInstr *
-try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to)
+try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to, PsSharding **mid)
 {
   const PsSharding *from = v->sharding;
+  *mid = NULL;
   if (from->kind != PS_SHARDING_TILED || to->kind != PS_SHARDING_TILED)
     return NULL;
   if (from->n_tile_dims != to->n_tile_dims || from->n_subgroups != to->n_subgroups)
     return NULL;
   int r = v->full->rank;
   int si = -1, dj = -1;
-  for (int d = 0; d < from->n_tile_dims; d++)
-    {
-      if (from->tile_dims[d] == to->tile_dims[d])
-        continue;
-      if (d >= r)
-        return NULL;
-      if (from->tile_dims[d] > 1 && to->tile_dims[d] == 1 && si < 0)
-        si = d;
-      else if (from->tile_dims[d] == 1 && to->tile_dims[d] > 1 && dj < 0)
-        dj = d;
-      else
-        return NULL;
-    }
-  if (si < 0 || dj < 0 || from->tile_dims[si] != to->tile_dims[dj])
+  for (int d = 0; d < r && si < 0; d++)
+    if (from->tile_dims[d] > 1 && to->tile_dims[d] == 1)
+      for (int e = 0; e < r; e++)
+        if (e != d && from->tile_dims[e] == 1 && to->tile_dims[e] == from->tile_dims[d])
+          {
+            si = d;
+            dj = e;
+            break;
+          }
+  if (si < 0 || dj < 0)
     return NULL;
   int64_t k = from->tile_dims[si];
   /* `to` must be `from` with tile dim si moved to dj in the same device
@@ -457,8 +456,10 @@ try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to)
       expect = ps_sharding_tiled (nt, dims, devs);
     g_free (devs);
   }
-  if (!expect || !ps_sharding_equal_layout (expect, to))
+  if (!expect)
     return NULL;
+  if (!ps_sharding_equal_layout (expect, to))
+    *mid = ps_sharding_copy (expect);
   /* Local [.., Ni/k, .., Nj, ..]: pad dim j to k * ceil(Nj/k), split it
    * into [k, Nj/k] at a new leading dim, exchange along it, then merge
    * the received pieces back into dim i. */
@@ -598,7 +599,15 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
     return x;
   if (same_structure (from, to))
     return permute (c, v, to);
-  x = try_all_to_all (c, v, to);
+  PsSharding *mid_a2a = NULL;
+  x = depth < 6 ? try_all_to_all (c, v, to, &mid_a2a) : NULL;
+  if (x && mid_a2a)
+    {
+      PsPVal tmp = { x, mid_a2a, v->full };
+      PsInstr *y = reshard_array (c, &tmp, to, depth + 1);
+      ps_sharding_free (mid_a2a);
+      return y;
+    }
   if (x)
     {
       /* The result is `from` with si's shards moved to dj: exactly `to`,
@@ -606,7 +615,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
        * removed dim i's padding and dim j was padded before the exchange. */
       return x;
     }
-  if (depth < 3)
+  if (depth < 6)
     {
       /* Gather the dims whose sharding differs, keep the others. */
       int r = v->full->rank;
