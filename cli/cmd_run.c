@@ -128,10 +128,11 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
           cfg->name, cfg->layers, cfg->model_dim, cfg->ffn_dim, cfg->heads, cfg->head_dim, cfg->seq_len,
           cfg->global_batch, cfg->gated_gelu ? ", gated GELU" : "", r->info.params);
   printf ("parallelism  %s sharding on mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " (%s), slice %s; "
-          "%s, remat %s, %d microbatch%s; %d annotated tensors\n",
+          "%s, remat %s, %d microbatch%s; %d annotated tensors (%.1f per layer)\n",
           ps_sharding_preset_name (cfg->sharding), cfg->mesh[0], cfg->mesh[1], cfg->device_order,
           cfg->slice, ps_optimizer_name (cfg->optimizer), cfg->remat ? "on" : "off", cfg->microbatches,
-          cfg->microbatches == 1 ? "" : "es", r->info.n_annotations);
+          cfg->microbatches == 1 ? "" : "es", r->info.n_annotations,
+          (double) r->info.n_annotations / cfg->layers);
   printf ("step time    %s\n", step);
   printf ("tokens/s     %.0f", r->tokens_per_s);
   if (cfg->published_tokens_per_s > 0)

@@ -277,13 +277,21 @@ mesh_sharding (Builder *b, int rank, const int *mapping)
 }
 
 static void
-annotate (Builder *b, PsInstr *x, const int *mapping)
+annotate_as (Builder *b, PsInstr *x, const int *mapping, gboolean by_user)
 {
   if (mapping == NULL || x->sharding != NULL)
     return;
   g_autoptr (PsSharding) s = mesh_sharding (b, x->shape->rank, mapping);
   ps_instr_set_sharding (x, s);
-  b->n_annotations++;
+  if (by_user)
+    b->n_annotations++;
+}
+
+/* What a user writes: activations and weights. */
+static void
+annotate (Builder *b, PsInstr *x, const int *mapping)
+{
+  annotate_as (b, x, mapping, TRUE);
 }
 
 static PsInstr *
@@ -761,8 +769,10 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
                   any = TRUE;
                 }
             }
+          /* Frameworks give optimizer slots their variable's sharding; the
+           * user does not write these, so they are not counted. */
           if (any)
-            annotate (&b, sp, map);
+            annotate_as (&b, sp, map, FALSE);
           g_ptr_array_add (states, sp);
         }
     }

@@ -85,7 +85,8 @@ int64_t *ps_dense_lm_mesh_devices (const PsDenseLmConfig *cfg, GError **error);
 
 /* What the build produced, for reports. */
 typedef struct {
-  int n_annotations;         /* tensors carrying a user sharding */
+  int n_annotations;         /* tensors a user annotates: activations and weights
+                              * (optimizer state follows its weight, uncounted) */
   int64_t n_instructions;    /* in the entry computation */
   double params;             /* trainable parameters */
   double model_flops;        /* 6 * params * tokens + attention, per step
