@@ -9,22 +9,30 @@
 #include <string.h>
 
 #include "partitioner/propagate_internal.h"
+#include "partitioner/sharding_private.h"
 
-/* A tile assignment: dims and the device array (row-major, owned). */
+/* A tile assignment: dims and the device array (row-major). The array is
+ * either borrowed from a sharding (owned FALSE: read only) or owned. On a
+ * 2048-device pod each array is 16 KiB and the pass builds tens of
+ * thousands of them, so arrays are only copied when they change. */
 typedef struct {
   int nd;
   int64_t d[PP_MAX_DIMS];
   int64_t *v;
   int64_t n;
+  gboolean owned;
 } Ta;
 
 static void
 ta_clear (Ta *t)
 {
-  g_free (t->v);
+  if (t->owned)
+    g_free (t->v);
   t->v = NULL;
+  t->owned = FALSE;
 }
 
+/* A read-only view of s's tile assignment. */
 static Ta
 ta_of (const PsSharding *s)
 {
@@ -33,8 +41,19 @@ ta_of (const PsSharding *s)
   for (int i = 0; i < t.nd; i++)
     t.d[i] = s->tile_dims[i];
   t.n = s->n_devices;
+  t.v = s->devices;
+  t.owned = FALSE;
+  return t;
+}
+
+/* A writable copy of s's tile assignment. */
+static Ta
+ta_copy_of (const PsSharding *s)
+{
+  Ta t = ta_of (s);
   t.v = g_new (int64_t, t.n > 0 ? t.n : 1);
   memcpy (t.v, s->devices, sizeof (int64_t) * t.n);
+  t.owned = TRUE;
   return t;
 }
 
@@ -59,28 +78,8 @@ ta_transpose (const Ta *t, const int64_t *perm)
   r.n = t->n;
   for (int j = 0; j < t->nd; j++)
     r.d[j] = t->d[perm[j]];
-  r.v = g_new (int64_t, r.n > 0 ? r.n : 1);
-  int64_t in_stride[PP_MAX_DIMS];
-  int64_t s = 1;
-  for (int i = t->nd - 1; i >= 0; i--)
-    {
-      in_stride[i] = s;
-      s *= t->d[i];
-    }
-  int64_t idx[PP_MAX_DIMS] = { 0 };
-  for (int64_t k = 0; k < r.n; k++)
-    {
-      int64_t off = 0;
-      for (int j = 0; j < r.nd; j++)
-        off += idx[j] * in_stride[perm[j]];
-      r.v[k] = t->v[off];
-      for (int j = r.nd - 1; j >= 0; j--)
-        {
-          if (++idx[j] < r.d[j])
-            break;
-          idx[j] = 0;
-        }
-    }
+  r.v = ps_sharding_transpose_ (t->v, t->nd, t->d, perm);
+  r.owned = TRUE;
   return r;
 }
 
@@ -110,19 +109,37 @@ with_meta (PsSharding *r, const PsSharding *meta_src)
   return r;
 }
 
+/* Builds a sharding from t, taking its array when t owns it. The ids are
+ * a permutation of an already validated tile assignment, so the per-id
+ * checks of ps_sharding_subgroup (a bitmap over every id, a copy) are
+ * skipped: on a 2048-device pod they were a fifth of the pass. The shape
+ * checks stay. */
 static PsSharding *
-sh_from_ta (const Ta *t, int nsub, const PsSubgroupKind *kinds, const PsSharding *meta_src)
+sh_from_ta (Ta *t, int nsub, const PsSubgroupKind *kinds, const PsSharding *meta_src)
 {
-  PsSharding *r;
-  if (nsub == 0)
-    r = ps_sharding_tiled (t->nd, t->d, t->v);
+  g_return_val_if_fail (t->nd >= 1 && t->nd <= PS_SHARDING_MAX_DIMS, NULL);
+  g_return_val_if_fail (nsub >= 0 && nsub <= t->nd && (nsub == 0 || kinds != NULL), NULL);
+  int64_t total = 1;
+  for (int i = 0; i < t->nd; i++)
+    {
+      g_return_val_if_fail (t->d[i] >= 1, NULL);
+      total *= t->d[i];
+    }
+  g_return_val_if_fail (total == t->n && t->v != NULL, NULL);
+  int64_t *v;
+  if (t->owned)
+    {
+      v = t->v;
+      t->v = NULL;
+      t->owned = FALSE;
+    }
   else
-    r = ps_sharding_subgroup (t->nd, t->d, t->v, nsub, kinds);
-  return with_meta (r, meta_src);
+    v = g_memdup2 (t->v, (gsize) total * sizeof (int64_t));
+  return with_meta (ps_sharding_make_tiled_ (t->nd, t->d, v, nsub, kinds), meta_src);
 }
 
 static PsSharding *
-partial_tile (const Ta *t, const PsSharding *meta_src)
+partial_tile (Ta *t, const PsSharding *meta_src)
 {
   PsSubgroupKind k = PS_SUBGROUP_REPLICATED;
   return sh_from_ta (t, 1, &k, meta_src);
@@ -932,7 +949,7 @@ pp_reverse (const PsSharding *s, int n, const int64_t *dims)
   if (!pp_is_tiled (s) || n == 0)
     return pp_copy (s);
   Ta t = ta_of (s);
-  Ta r = ta_of (s);
+  Ta r = ta_copy_of (s);
   int64_t stride[PP_MAX_DIMS];
   int64_t st = 1;
   for (int i = t.nd - 1; i >= 0; i--)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "partitioner/propagate_internal.h"
+#include "partitioner/sharding_private.h"
 
 static int64_t
 prod (int n, const int64_t *v)
@@ -165,91 +166,112 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
   if (repl > 1)
     merged[nm++] = repl;
   /* Group members: with subgroup dims trailing and manual before
-   * replicated, a group is a contiguous run of the device array. */
+   * replicated, a group is a contiguous run of the device array.
+   *
+   * Each merged tile (data and manual coordinates) names exactly one group
+   * of each side, and a device lies in one group of each side, so the
+   * tiles draw from disjoint sets: a tile gets the `repl` smallest devices
+   * common to its two groups, in increasing order (XLA's "smallest common
+   * device" choice), and the merge fails when some tile has fewer. One
+   * sweep over each to_merge group in increasing order fills the tiles:
+   * O(devices) where scanning both groups per device cost O(devices x
+   * group size) on a 2048-device pod. */
   int64_t mgs = ndev / n_merge_groups, dgs = ndev / n_dst_groups;
-  gboolean *mused = g_new0 (gboolean, ndev);
-  gboolean *dused = g_new0 (gboolean, ndev);
-  /* Members sorted within each group for "smallest common device". */
-  int64_t *msorted = g_new (int64_t, ndev);
-  int64_t *dsorted = g_new (int64_t, ndev);
-  memcpy (msorted, to_merge->devices, sizeof (int64_t) * ndev);
-  memcpy (dsorted, dst->devices, sizeof (int64_t) * ndev);
-  for (int64_t g = 0; g < n_merge_groups; g++)
+  /* Row-major strides of the merged dims, and the mixed radices of each
+   * side's groups (data dims then the manual dim). */
+  int ng = dr + (mm >= 0 ? 1 : 0);
+  int64_t ma[PP_MAX_DIMS + 1], mb[PP_MAX_DIMS + 1], tstride[PP_MAX_DIMS + 1];
+  for (int i = 0; i < dr; i++)
     {
-      int64_t *a = msorted + g * mgs;
-      for (int64_t i = 1; i < mgs; i++)
-        for (int64_t j = i; j > 0 && a[j] < a[j - 1]; j--)
-          {
-            int64_t x = a[j];
-            a[j] = a[j - 1];
-            a[j - 1] = x;
-          }
+      ma[i] = to_merge->tile_dims[i];
+      mb[i] = dst->tile_dims[i];
     }
-  for (int64_t g = 0; g < n_dst_groups; g++)
+  if (mm >= 0)
     {
-      int64_t *a = dsorted + g * dgs;
-      for (int64_t i = 1; i < dgs; i++)
-        for (int64_t j = i; j > 0 && a[j] < a[j - 1]; j--)
-          {
-            int64_t x = a[j];
-            a[j] = a[j - 1];
-            a[j - 1] = x;
-          }
+      ma[dr] = man_size;
+      mb[dr] = man_size;
     }
+  {
+    int64_t st = 1;
+    for (int i = ng - 1; i >= 0; i--)
+      {
+        tstride[i] = st;
+        st *= merged[i];
+      }
+  }
+  /* A group's coordinates, encoded with the merged strides, split in two:
+   * `part` over the dims only this side splits (to_merge also owns the dims
+   * both split), `key` over the dims both split, where the two groups must
+   * agree. The tile of a (to_merge, dst) group pair is the sum of parts. */
+#define GROUP_CODE(gidx, mine, other, own_shared, part, key)                       \
+  do                                                                              \
+    {                                                                             \
+      int64_t rest_ = (gidx);                                                     \
+      (part) = 0;                                                                 \
+      (key) = 0;                                                                  \
+      for (int i_ = ng - 1; i_ >= 0; i_--)                                        \
+        {                                                                         \
+          int64_t c_ = rest_ % (mine)[i_];                                        \
+          rest_ /= (mine)[i_];                                                    \
+          if ((mine)[i_] > 1 && (other)[i_] > 1)                                  \
+            {                                                                     \
+              (key) += c_ * tstride[i_];                                          \
+              if (own_shared)                                                     \
+                (part) += c_ * tstride[i_];                                       \
+            }                                                                     \
+          else                                                                    \
+            (part) += c_ * tstride[i_];                                           \
+        }                                                                         \
+    }                                                                             \
+  while (0)
+  int64_t max_id = 0;
+  for (int64_t k = 0; k < ndev; k++)
+    max_id = MAX (max_id, MAX (to_merge->devices[k], dst->devices[k]));
+  /* Per device id: its dst group's part and key (-1: not in dst). */
+  int64_t *dpart = g_new (int64_t, 2 * (max_id + 1));
+  int64_t *dkey = dpart + max_id + 1;
+  for (int64_t d = 0; d <= max_id; d++)
+    dkey[d] = -1;
+  for (int64_t gd = 0; gd < n_dst_groups; gd++)
+    {
+      int64_t part, key;
+      GROUP_CODE (gd, mb, ma, FALSE, part, key);
+      for (int64_t k = gd * dgs; k < (gd + 1) * dgs; k++)
+        {
+          dpart[dst->devices[k]] = part;
+          dkey[dst->devices[k]] = key;
+        }
+    }
+  int64_t n_tiles = ndev / repl;
+  int64_t *count = g_new0 (int64_t, n_tiles);
   int64_t *out = g_new (int64_t, ndev);
-  int64_t idx[PP_MAX_DIMS] = { 0 };
-  gboolean ok = TRUE;
-  for (int64_t k = 0; k < ndev && ok; k++)
+  int64_t *group = g_new (int64_t, mgs);
+  for (int64_t gm = 0; gm < n_merge_groups; gm++)
     {
-      int64_t gm = 0, gd = 0;
-      for (int i = 0; i < dr; i++)
+      int64_t mpart, mkey;
+      GROUP_CODE (gm, ma, mb, TRUE, mpart, mkey);
+      memcpy (group, to_merge->devices + gm * mgs, sizeof (int64_t) * mgs);
+      for (int64_t i = 1; i < mgs; i++)
+        for (int64_t j = i; j > 0 && group[j] < group[j - 1]; j--)
+          {
+            int64_t x = group[j];
+            group[j] = group[j - 1];
+            group[j - 1] = x;
+          }
+      for (int64_t x = 0; x < mgs; x++)
         {
-          int64_t a = to_merge->tile_dims[i], b = dst->tile_dims[i];
-          gm = gm * a + (a == 1 ? 0 : idx[i]);
-          gd = gd * b + (b == 1 ? 0 : idx[i]);
-        }
-      if (mm >= 0)
-        {
-          gm = gm * man_size + idx[dr];
-          gd = gd * man_size + idx[dr];
-        }
-      int64_t *a = msorted + gm * mgs, *b = dsorted + gd * dgs;
-      int64_t i = 0, j = 0;
-      gboolean found = FALSE;
-      while (i < mgs && j < dgs)
-        {
-          if (mused[gm * mgs + i])
-            {
-              i++;
-              continue;
-            }
-          if (dused[gd * dgs + j])
-            {
-              j++;
-              continue;
-            }
-          if (a[i] == b[j])
-            {
-              out[k] = a[i];
-              mused[gm * mgs + i] = TRUE;
-              dused[gd * dgs + j] = TRUE;
-              found = TRUE;
-              break;
-            }
-          if (a[i] < b[j])
-            i++;
-          else
-            j++;
-        }
-      if (!found)
-        ok = FALSE;
-      for (int d = nm - 1; d >= 0; d--)
-        {
-          if (++idx[d] < merged[d])
-            break;
-          idx[d] = 0;
+          int64_t d = group[x];
+          if (dkey[d] != mkey)
+            continue;
+          int64_t t = mpart + dpart[d];
+          if (count[t] < repl)
+            out[t * repl + count[t]++] = d;
         }
     }
+#undef GROUP_CODE
+  gboolean ok = TRUE;
+  for (int64_t t = 0; t < n_tiles && ok; t++)
+    ok = count[t] == repl;
   PsSharding *r = NULL;
   if (ok)
     {
@@ -259,16 +281,15 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
         kinds[nk++] = PS_SUBGROUP_MANUAL;
       if (repl > 1)
         kinds[nk++] = PS_SUBGROUP_REPLICATED;
-      r = nk ? ps_sharding_subgroup (nm, merged, out, nk, kinds)
-             : ps_sharding_tiled (nm, merged, out);
+      /* `out` holds distinct ids of to_merge's validated assignment. */
+      r = ps_sharding_make_tiled_ (nm, merged, g_steal_pointer (&out), nk, kinds);
       g_free (r->metadata);
       r->metadata = meta_union (dst->metadata, to_merge->metadata);
     }
   g_free (out);
-  g_free (mused);
-  g_free (dused);
-  g_free (msorted);
-  g_free (dsorted);
+  g_free (count);
+  g_free (group);
+  g_free (dpart);
   return r;
 }
 

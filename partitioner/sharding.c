@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "partitioner/sharding.h"
@@ -107,39 +108,81 @@ product (int n, const int64_t *v)
 }
 
 /* Transposes a row-major array of `dims` numpy style (output dim j is input
+ * dim perm[j]) into `out`. Propagation transposes 2048-device arrays many
+ * thousands of times, so size-1 dims are dropped and output dims that are
+ * also adjacent in the input are fused first; the innermost run is then a
+ * plain strided (often contiguous) copy. */
+static void
+transpose_into (const int64_t *in, int64_t *out, int n, const int64_t *dims,
+                const int64_t *perm)
+{
+  int64_t in_strides[PS_SHARDING_MAX_DIMS];
+  int64_t sz[PS_SHARDING_MAX_DIMS], st[PS_SHARDING_MAX_DIMS];
+  int64_t idx[PS_SHARDING_MAX_DIMS] = { 0 };
+  g_assert (n <= PS_SHARDING_MAX_DIMS);
+  int64_t stride = 1;
+  for (int i = n - 1; i >= 0; i--)
+    {
+      in_strides[i] = stride;
+      stride *= dims[i];
+    }
+  int m = 0;
+  for (int j = 0; j < n; j++)
+    {
+      int64_t d = dims[perm[j]], s = in_strides[perm[j]];
+      if (d == 1)
+        continue;
+      if (m > 0 && st[m - 1] == s * d)
+        {
+          sz[m - 1] *= d;
+          st[m - 1] = s;
+        }
+      else
+        {
+          sz[m] = d;
+          st[m] = s;
+          m++;
+        }
+    }
+  if (m == 0)
+    {
+      out[0] = in[0];
+      return;
+    }
+  int64_t len = sz[m - 1], step = st[m - 1];
+  int64_t src = 0, k = 0;
+  for (;;)
+    {
+      if (step == 1)
+        memcpy (out + k, in + src, (gsize) len * sizeof (int64_t));
+      else
+        for (int64_t t = 0; t < len; t++)
+          out[k + t] = in[src + t * step];
+      k += len;
+      int j = m - 2;
+      for (; j >= 0; j--)
+        {
+          idx[j]++;
+          src += st[j];
+          if (idx[j] < sz[j])
+            break;
+          src -= st[j] * sz[j];
+          idx[j] = 0;
+        }
+      if (j < 0)
+        break;
+    }
+}
+
+/* Transposes a row-major array of `dims` numpy style (output dim j is input
  * dim perm[j]). transfer full. */
 int64_t *
 ps_sharding_transpose_ (const int64_t *in, int n, const int64_t *dims, const int64_t *perm)
 {
   int64_t total = product (n, dims);
   int64_t *out = g_new (int64_t, MAX (total, 1));
-  int64_t in_strides[PS_SHARDING_MAX_DIMS];
-  int64_t out_dims[PS_SHARDING_MAX_DIMS];
-  int64_t idx[PS_SHARDING_MAX_DIMS] = { 0 };
-  g_assert (n <= PS_SHARDING_MAX_DIMS);
-  int64_t st = 1;
-  for (int i = n - 1; i >= 0; i--)
-    {
-      in_strides[i] = st;
-      st *= dims[i];
-    }
-  for (int j = 0; j < n; j++)
-    out_dims[j] = dims[perm[j]];
-  int64_t src = 0;
-  for (int64_t k = 0; k < total; k++)
-    {
-      out[k] = in[src];
-      /* Increment the output multi-index (row-major) and keep src in step. */
-      for (int j = n - 1; j >= 0; j--)
-        {
-          idx[j]++;
-          src += in_strides[perm[j]];
-          if (idx[j] < out_dims[j])
-            break;
-          src -= in_strides[perm[j]] * out_dims[j];
-          idx[j] = 0;
-        }
-    }
+  if (total > 0)
+    transpose_into (in, out, n, dims, perm);
   return out;
 }
 
@@ -241,17 +284,34 @@ detect_iota (PsSharding *s)
     identity &= perm[j] == j;
   if (k > PS_SHARDING_MAX_DIMS)
     return;
-  int64_t *check = identity ? NULL : ps_sharding_expand_iota_ (k, reshape, perm);
-  if (check != NULL && memcmp (check, s->devices, (gsize) n * sizeof (int64_t)) != 0)
-    {
-      g_free (check);
-      return;
-    }
-  if (identity)
-    for (int64_t i = 0; i < n; i++)
-      if (s->devices[i] != i)
-        return;
-  g_free (check);
+  /* Verify the candidate in place: the element at output multi-index idx
+   * of iota(reshape) transposed by perm is sum(idx[j] * out_strides[j]),
+   * because the reshape dims are the output dims sorted by stride. */
+  {
+    int64_t idx[64] = { 0 };
+    int64_t len = out_sizes[k - 1], step = out_strides[k - 1];
+    int64_t base = 0;
+    const int64_t *d = s->devices;
+    for (int64_t pos0 = 0;;)
+      {
+        for (int64_t t = 0; t < len; t++)
+          if (d[pos0 + t] != base + t * step)
+            return;
+        pos0 += len;
+        int j = k - 2;
+        for (; j >= 0; j--)
+          {
+            idx[j]++;
+            base += out_strides[j];
+            if (idx[j] < out_sizes[j])
+              break;
+            base -= out_strides[j] * out_sizes[j];
+            idx[j] = 0;
+          }
+        if (j < 0)
+          break;
+      }
+  }
   if (identity)
     {
       s->n_iota_dims = 1;
@@ -282,6 +342,57 @@ tile_raw (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
   return s;
 }
 
+static int
+cmp_i64 (const void *a, const void *b)
+{
+  int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* Sorts each run of `group` ids of devices[0..total) (distinct ids >= 0).
+ * Propagation rebuilds partially replicated 2048-device shardings all the
+ * time, often with groups that a transpose left out of order, where an
+ * insertion sort per group was quadratic in the group size. */
+static void
+sort_groups (int64_t *devices, int64_t total, int64_t group)
+{
+  gboolean sorted = TRUE;
+  int64_t max_id = 0;
+  for (int64_t g = 0; g < total; g += group)
+    {
+      max_id = MAX (max_id, devices[g]);
+      for (int64_t j = g + 1; j < g + group; j++)
+        {
+          max_id = MAX (max_id, devices[j]);
+          sorted &= devices[j] > devices[j - 1];
+        }
+    }
+  if (sorted)
+    return;
+  if (max_id > 4 * total + 1024)
+    {
+      for (int64_t g = 0; g < total; g += group)
+        qsort (devices + g, (size_t) group, sizeof (int64_t), cmp_i64);
+      return;
+    }
+  /* Counting sort of all groups at once: walk the ids in increasing order
+   * and append each to its group. */
+  int64_t *group_of = g_new (int64_t, max_id + 1);
+  for (int64_t d = 0; d <= max_id; d++)
+    group_of[d] = -1;
+  for (int64_t i = 0, g = 0; i < total; i += group, g++)
+    for (int64_t j = i; j < i + group; j++)
+      group_of[devices[j]] = g;
+  int64_t *fill = g_new (int64_t, total / group);
+  for (int64_t g = 0; g < total / group; g++)
+    fill[g] = g * group;
+  for (int64_t d = 0; d <= max_id; d++)
+    if (group_of[d] >= 0)
+      devices[fill[group_of[d]]++] = d;
+  g_free (fill);
+  g_free (group_of);
+}
+
 /* XLA's PartialTile: the last dim replicates. */
 static PsSharding *
 partial_tile (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
@@ -298,14 +409,7 @@ partial_tile (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
     return ps_sharding_make_tiled_ (n_dims - 1, dims, devices, n_sub - 1, kinds);
   /* Device order inside a replication group carries no meaning, so sort it
    * to make equal shardings have equal arrays. */
-  for (int64_t g = 0; g < total; g += group)
-    for (int64_t a = g + 1; a < g + group; a++)
-      for (int64_t b = a; b > g && devices[b] < devices[b - 1]; b--)
-        {
-          int64_t t = devices[b];
-          devices[b] = devices[b - 1];
-          devices[b - 1] = t;
-        }
+  sort_groups (devices, total, group);
   return tile_raw (n_dims, dims, devices, n_sub, kinds);
 }
 
@@ -436,7 +540,13 @@ check_devices (int n_dims, const int64_t *dims, const int64_t *devices)
       g_return_val_if_fail (devices[i] >= 0 && devices[i] < PS_SHARDING_MAX_DEVICES, FALSE);
       max_id = MAX (max_id, devices[i]);
     }
-  g_autofree guint8 *seen = g_malloc0 ((gsize) (max_id / 8 + 1));
+  /* Up to 32768 ids (a pod has 2048) the bitmap lives on the stack. */
+  guint8 local[4096];
+  gsize bytes = (gsize) (max_id / 8 + 1);
+  g_autofree guint8 *heap = bytes > sizeof local ? g_malloc0 (bytes) : NULL;
+  guint8 *seen = heap ? heap : local;
+  if (!heap)
+    memset (seen, 0, bytes);
   for (int64_t i = 0; i < total; i++)
     {
       guint8 bit = (guint8) (1u << (devices[i] & 7));
