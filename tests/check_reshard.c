@@ -141,6 +141,12 @@ START_TEST (test_cheapest_collectives)
   ck_assert_int_eq (count_op (p, PS_OP_ALL_TO_ALL), 1);
   ck_assert_int_eq (count_op (p, PS_OP_ALL_GATHER), 0);
   ps_module_free (p);
+  /* Two dims moving at once: two all-to-alls, never a full gather. */
+  check_pair ("f32[8,8,8]", 8, "{devices=[1,4,2]0,1,2,3,4,5,6,7}",
+              "{devices=[2,4,1]0,2,4,6,1,3,5,7}", &p);
+  ck_assert_int_eq (count_op (p, PS_OP_ALL_GATHER), 0);
+  ck_assert_int_ge (count_op (p, PS_OP_ALL_TO_ALL), 1);
+  ps_module_free (p);
   /* Same tiles, other device order: one collective-permute. */
   check_pair ("f32[8,8]", 4, "{devices=[4,1]0,1,2,3}", "{devices=[4,1]3,2,1,0}", &p);
   ck_assert_int_eq (count_op (p, PS_OP_COLLECTIVE_PERMUTE), 1);
