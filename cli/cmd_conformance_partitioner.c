@@ -313,10 +313,10 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason)
   vo.seed = (guint64) co->seed;
   vo.interp.rng_seed = (guint64) co->seed;
   vo.interp.max_work = co->max_work;
-  /* Cases run one after another on a shared machine: keep each under about
-   * 1 GiB of interpreter values. */
-  vo.interp.max_elements = 32 * 1024 * 1024;
-  vo.interp.max_live_elements = 128 * 1024 * 1024;
+  /* Keep each case under about 2 GiB of interpreter values (cases with 128
+   * devices hold 10^8 elements at once; one case reached 10 GB uncapped). */
+  vo.interp.max_elements = 64 * 1024 * 1024;
+  vo.interp.max_live_elements = 256 * 1024 * 1024;
   PsVerifyResult res;
   if (!ps_verify_spmd (m, part, nd, &vo, &res, &error))
     {
