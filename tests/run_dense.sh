@@ -21,6 +21,14 @@ done
 expect_status 0 "$PODSIM" run -q --sharding dp --weight-update-sharding
 expect_status 0 "$PODSIM" run -q --sharding 1d --heads 8
 
+# The published configs on their own slices, cut to one layer to stay quick:
+# 2048 devices with the arange order, 128 with Lingvo's non-pod order.
+expect_status 0 "$PODSIM" run -q --preset DenseLm128B32x32 --layers 1
+expect_grep "mesh 32x64 (arange), slice v3-2048" "$PS_TMP/out"
+expect_grep "(published 62000" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run -q --preset DenseLm128B8x8 --layers 1 --optimizer adam
+expect_grep "mesh 8x16 (nonpod2d), slice v3-128" "$PS_TMP/out"
+
 # Option errors: one line, exit 2.
 expect_status 2 "$PODSIM" run -q --mesh 2x2
 expect_grep "has 4 devices but slice v3-8 has 8 cores" "$PS_TMP/err"
