@@ -2,7 +2,8 @@
 # lockstep execution), the verification driver, and their Check suites.
 libpodsim_partitioner_la_SOURCES += partitioner/interp.h partitioner/interp_private.h \
 	partitioner/interp.c partitioner/interp_value.c partitioner/interp_elementwise.c \
-	partitioner/interp_data.c partitioner/interp_window.c
+	partitioner/interp_data.c partitioner/interp_window.c \
+	partitioner/interp_linalg.c
 libpodsim_partitioner_la_SOURCES += partitioner/verify.h partitioner/verify.c
 
 check_PROGRAMS += tests/check_interp

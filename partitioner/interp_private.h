@@ -94,6 +94,9 @@ PsValue *ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
                             int64_t device, GError **error);
 PsValue *ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
                               int64_t device, GError **error);
+PsValue *ps_interp_linalg_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
+                              GError **error);
+gboolean ps_interp_is_linalg_op (PsOpcode op);
 gboolean ps_interp_is_elementwise (PsOpcode op);
 gboolean ps_interp_is_data_op (PsOpcode op);
 gboolean ps_interp_is_window_op (PsOpcode op);

@@ -426,13 +426,14 @@ END_TEST
 
 START_TEST (test_unsupported_op_error)
 {
-  PsModule *m = parse ("HloModule m\nENTRY e {\n a = c64[4] constant({(1,0), (0,1), (1,1), (2,0)})\n"
-             " ROOT f = c64[4] fft(a), fft_type=FFT, fft_length={4}\n}\n");
+  PsModule *m = parse ("HloModule m\nENTRY e {\n a = f32[4] constant({1, 0, 1, 2})\n"
+             " ROOT f = c64[3] fft(a), fft_type=RFFT, fft_length={4}\n}\n");
   GError *error = NULL;
   PsValue *r = ps_interp_run (m, 0, NULL, NULL, &error);
   ck_assert_ptr_null (r);
   ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_UNSUPPORTED));
   ck_assert_msg (strstr (error->message, "f (fft") != NULL, "message: %s", error->message);
+  ck_assert_msg (strstr (error->message, "RFFT") != NULL, "message: %s", error->message);
   g_error_free (error);
   ps_module_free (m);
 }
@@ -473,6 +474,42 @@ START_TEST (test_work_limit)
   free_args (4, res);
   ps_value_free (x);
   ps_module_free (m);
+}
+END_TEST
+
+
+START_TEST (test_linalg)
+{
+  /* cholesky [[4,2],[2,3]] = L L^T with L = [[2,0],[1,sqrt 2]]. */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n a = f64[2,2] constant({{4,2},{2,3}})\n"
+                     " ROOT c = f64[2,2] cholesky(a), lower=true\n}\n", 0, NULL);
+  double l[4] = { 2, 0, 1, sqrt (2.0) };
+  expect_values (r, 4, l);
+  ps_value_free (r);
+  /* [[2,0],[1,1]] x = [[2],[3]]: x0 = 1, x1 = 3 - 1 = 2; with the upper
+   * triangle ignored (lower=true) and, unit_diagonal, x0 = 2, x1 = 1. */
+  r = run1 ("HloModule m\nENTRY e {\n a = f32[2,2] constant({{2,99},{1,1}})\n b = f32[2,1] constant({{2},{3}})\n"
+            " x = f32[2,1] triangular-solve(a, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE\n"
+            " u = f32[2,1] triangular-solve(a, b), left_side=true, lower=true, unit_diagonal=true, transpose_a=NO_TRANSPOSE\n"
+            " ROOT t = (f32[2,1], f32[2,1]) tuple(x, u)\n}\n", 0, NULL);
+  double x[2] = { 1, 2 }, u[2] = { 2, 1 };
+  expect_values (r->elems[0], 2, x);
+  expect_values (r->elems[1], 2, u);
+  ps_value_free (r);
+  /* FFT of an impulse at 1: {1, -i, -1, i}; IFFT brings it back. */
+  r = run1 ("HloModule m\nENTRY e {\n a = c64[4] constant({(0,0), (1,0), (0,0), (0,0)})\n"
+            " f = c64[4] fft(a), fft_type=FFT, fft_length={4}\n"
+            " g = c64[4] fft(f), fft_type=IFFT, fft_length={4}\n"
+            " ROOT t = (c64[4], c64[4]) tuple(f, g)\n}\n", 0, NULL);
+  double fre[4] = { 1, 0, -1, 0 }, fim[4] = { 0, -1, 0, 1 };
+  for (int i = 0; i < 4; i++)
+    {
+      ck_assert (fabs (r->elems[0]->c[2 * i] - fre[i]) < 1e-6);
+      ck_assert (fabs (r->elems[0]->c[2 * i + 1] - fim[i]) < 1e-6);
+      ck_assert (fabs (r->elems[1]->c[2 * i] - (i == 1)) < 1e-6);
+      ck_assert (fabs (r->elems[1]->c[2 * i + 1]) < 1e-6);
+    }
+  ps_value_free (r);
 }
 END_TEST
 
@@ -1014,6 +1051,7 @@ interp_suite (void)
   tcase_add_test (tc, test_bitcast_sizes_and_complex);
   tcase_add_test (tc, test_rng_deterministic);
   tcase_add_test (tc, test_value_to_string);
+  tcase_add_test (tc, test_linalg);
   suite_add_tcase (s, tc);
   TCase *spmd = tcase_create ("spmd");
   tcase_add_loop_test (spmd, test_all_reduce_groups, 0, 3);

@@ -18,7 +18,7 @@ expect_grep "bad.hlo:3:" "$PS_TMP/err"
 [ "$(wc -l < "$PS_TMP/err")" = 1 ] || fail "bad HLO: error is not one line"
 
 # An op the interpreter does not run: exit 2 and the instruction is named.
-printf 'HloModule m\nENTRY e {\n a = c64[4] parameter(0)\n ROOT f = c64[4] fft(a), fft_type=FFT, fft_length={4}\n}\n' > "$PS_TMP/fft.hlo"
+printf 'HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n ROOT f = c64[3] fft(a), fft_type=RFFT, fft_length={4}\n}\n' > "$PS_TMP/fft.hlo"
 expect_status 2 "$PODSIM" verify "$PS_TMP/fft.hlo" --devices 2
 expect_grep "fft" "$PS_TMP/err"
 
