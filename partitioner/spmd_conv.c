@@ -37,9 +37,9 @@ ceil_div_s (int64_t a, int64_t b)
 /* Rewrites dim `d` of the local value so that the windowed op can run on it
  * with window `w` turned into padding 0 / base dilation 1 (done by the
  * caller). v's sharding splits dim d into k tiles matching the output's. */
-static PsInstr *
-halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64_t out_size,
-               int64_t k, PsInstr *fill)
+PsInstr *
+sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64_t out_size,
+                  int64_t k, PsInstr *fill)
 {
   int64_t n = c->m->n;
   int64_t N = v->full->dims[d];
@@ -222,7 +222,7 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
       if (k <= 1)
         continue;
       PsPVal lv = { l, ls, lhs->full };
-      l = halo_exchange (c, &lv, (int) cd->in_spatial[s], &win[s],
+      l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[s], &win[s],
                          in->shape->dims[cd->out_spatial[s]], k,
                          sp_const_zero (c, lhs->full->etype));
       normalise_window_dim (&win[s]);
@@ -266,7 +266,7 @@ sp_handle_reduce_window (SpComp *c, const PsInstr *in)
       if (k <= 1)
         continue;
       PsPVal xv = { x, s, op->full };
-      x = halo_exchange (c, &xv, q, &win[q], in->shape->dims[q], k, init);
+      x = sp_halo_exchange (c, &xv, q, &win[q], in->shape->dims[q], k, init);
       normalise_window_dim (&win[q]);
     }
   g_autoptr (SpShape) local = ps_sharding_tile_shape (t, in->shape);

@@ -287,10 +287,66 @@ local_passthrough (SpComp *c, const PsInstr *in)
   return finish (in, y, s);
 }
 
+/* A slice along a split dim is a window of size 1 at stride `stride`
+ * starting at `start`: the halo exchange brings each device the elements
+ * its output tile needs, then a local strided slice picks them. */
 PsPVal *
 sp_handle_slice (SpComp *c, const PsInstr *in)
 {
-  return local_passthrough (c, in);
+  const PsSharding *t = sp_sharding_of (in);
+  PsPVal *op = sp_operand (c, in, 0);
+  int r = op->full->rank;
+  gboolean cut_split = FALSE;
+  if (plain_tiled (t))
+    for (int d = 0; d < r; d++)
+      if (sp_shards (t, d) > 1 && !slice_keeps_dim (in, op->full, d))
+        cut_split = TRUE;
+  if (!cut_split)
+    return local_passthrough (c, in);
+  int64_t src[r];
+  for (int d = 0; d < r; d++)
+    src[d] = d;
+  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  if (!s)
+    return NULL;
+  PsInstr *x = sp_reshard (c, op, s);
+  PsInstr *zero = sp_const_zero (c, op->full->etype);
+  int64_t starts[r], limits[r], strides[r];
+  for (int d = 0; d < r; d++)
+    {
+      int64_t st = in->slice_strides.n ? in->slice_strides.v[d] : 1;
+      int64_t k = sp_shards (t, d);
+      starts[d] = 0;
+      strides[d] = 1;
+      limits[d] = x->shape->dims[d];
+      if (k > 1 && !slice_keeps_dim (in, op->full, d))
+        {
+          PsWindowDim w = { 0 };
+          w.size = 1;
+          w.stride = st;
+          w.pad_lo = -in->slice_starts.v[d];
+          w.base_dilation = 1;
+          w.window_dilation = 1;
+          PsPVal xv = { x, s, op->full };
+          x = sp_halo_exchange (c, &xv, d, &w, in->shape->dims[d], k, zero);
+          strides[d] = st;
+          limits[d] = x->shape->dims[d];
+        }
+      else if (k <= 1)
+        {
+          starts[d] = in->slice_starts.v[d];
+          limits[d] = in->slice_limits.v[d];
+          strides[d] = st;
+        }
+    }
+  int64_t dims[r];
+  for (int d = 0; d < r; d++)
+    dims[d] = (limits[d] - starts[d] + strides[d] - 1) / strides[d];
+  PsInstr *y = sp_add1 (c, PS_OP_SLICE, sp_shape (x->shape->etype, r, dims), x);
+  ps_ints_set (&y->slice_starts, r, starts);
+  ps_ints_set (&y->slice_limits, r, limits);
+  ps_ints_set (&y->slice_strides, r, strides);
+  return sp_pval_new (y, t, in->shape);
 }
 
 PsPVal *

@@ -188,6 +188,14 @@ PsPVal *sp_handle_sort (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_gather (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_scatter (SpComp *c, const PsInstr *in);
 
+/* Halo exchange along data dim d of v (split in k tiles like the output of
+ * `out_size` elements along that dim): returns, per device, exactly the
+ * padded, base-dilated input positions its output tile's windows read, so
+ * the windowed op can run with that dim's padding 0 and base dilation 1.
+ * `fill` is the scalar pad value. (spmd_conv.c) */
+PsInstr *sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w,
+                           int64_t out_size, int64_t k, PsInstr *fill);
+
 /* The fallback: replicate operands, run the op on full shapes. */
 PsPVal *sp_fallback (SpComp *c, const PsInstr *in);
 /* Clones `in` into c->out with the given local operands and shape. */

@@ -136,6 +136,16 @@ static const Case cases[] = {
     "  p = f32[8,5] pad(s, z), padding=0_0x1_1, sharding={devices=[2,1]0,1}\n"
     "  ROOT c = f32[8,11] concatenate(p, x), dimensions={1}, sharding={devices=[2,1]0,1}\n}\n",
     0, 0, 0, 0, 0 },
+  { "strided slice along a split uneven dim (halo)", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[13,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT s = f32[5,3] slice(x), slice={[2:12:2], [0:3]}, sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, ANY },
+  { "slice along a split dim, shifted", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = s32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  ROOT s = s32[6,4] slice(x), slice={[1:7], [0:4]}, sharding={devices=[2,1]0,1}\n}\n",
+    0, 0, 0, 0, ANY },
   { "dynamic-slice and dynamic-update-slice", 2,
     "HloModule m\nENTRY e {\n"
     "  x = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
