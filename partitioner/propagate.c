@@ -765,6 +765,9 @@ typedef struct {
   Groups *g;
   GPtrArray *comps;
   GHashTable *done_ops, *done_users, *done_group;
+  /* Post order of each computation of comps: the loop changes shardings,
+   * never the graph, so it is computed once for all passes. */
+  GPtrArray **post_orders;
   int64_t budget;       /* passes left before giving up */
   gboolean changed;
 } Loop;
@@ -817,8 +820,7 @@ run_to_fixpoint (Loop *l, int aggr)
       changed_last = FALSE;
       for (guint ck = 0; ck < comps->len; ck++)
         {
-          PsComputation *comp = g_ptr_array_index (comps, ck);
-          GPtrArray *po = ps_computation_post_order (comp);
+          GPtrArray *po = l->post_orders[ck];
           /* 1. shard groups */
           for (guint k = 0; k < po->len; k++)
             {
@@ -917,7 +919,6 @@ run_to_fixpoint (Loop *l, int aggr)
                   changed_last = TRUE;
                 }
             }
-          g_ptr_array_free (po, TRUE);
         }
     }
   g_hash_table_destroy (l->done_ops);
@@ -1157,6 +1158,7 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   ctx.provided = g_hash_table_new (NULL, NULL);
   ctx.unspec = g_hash_table_new_full (NULL, NULL, NULL, ints_free);
   ctx.threads = opts->execution_threads;
+  ctx.dot_memo = pp_dot_memo_new ();
   const char *src = opts->source_name ? opts->source_name : (m->name ? m->name : "<module>");
   GPtrArray *comps = g_ptr_array_new ();
   for (guint k = 0; k < m->computations->len; k++)
@@ -1287,6 +1289,9 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   loop.c = &ctx;
   loop.g = &g;
   loop.comps = comps;
+  loop.post_orders = g_new0 (GPtrArray *, comps->len + 1);
+  for (guint k = 0; k < comps->len; k++)
+    loop.post_orders[k] = ps_computation_post_order (g_ptr_array_index (comps, k));
   {
     int per = opts->max_iterations > 0 ? opts->max_iterations : 100;
     loop.budget = per;
@@ -1350,6 +1355,9 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
     loop.budget += per;
     run_to_fixpoint (&loop, 3);
   }
+  for (guint k = 0; k < comps->len; k++)
+    g_ptr_array_free (loop.post_orders[k], TRUE);
+  g_free (loop.post_orders);
   changed |= loop.changed;
   if (stats)
     stats->iterations = (opts->max_iterations > 0 ? opts->max_iterations : 100) * 2
@@ -1388,6 +1396,7 @@ out:
   g_hash_table_destroy (ctx.comp_map);
   g_hash_table_destroy (ctx.provided);
   g_hash_table_destroy (ctx.unspec);
+  pp_dot_memo_free (ctx.dot_memo);
   g_hash_table_destroy (g.instr_group);
   g_array_free (g.ids, TRUE);
   g_hash_table_destroy (g.as_groups);

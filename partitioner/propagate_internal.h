@@ -106,7 +106,17 @@ typedef struct {
   GHashTable *provided;     /* PsInstr* set: shardings the pass may not change */
   GHashTable *unspec;       /* PsInstr* -> PsInts* (sorted unspecified dims) */
   const char *const *threads; /* execution threads processed, NULL = all */
+  /* Memo of the dot/convolution sharding derivations (propagate_rules.c),
+   * keyed by instruction and operand; NULL = no memo. The pass re-derives
+   * the same operand shardings from unchanged inputs many times, and on a
+   * 2048-device pod each derivation builds several 16 KiB tile
+   * assignments. */
+  struct PpDotMemo *dot_memo;
 } PpCtx;
+
+typedef struct PpDotMemo PpDotMemo;
+PpDotMemo *pp_dot_memo_new (void);
+void pp_dot_memo_free (PpDotMemo *m);
 
 /* Whether computations of execution thread `thread` (NULL = main) are
  * processed. */

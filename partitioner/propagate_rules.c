@@ -176,6 +176,15 @@ pp_can_propagate_at (const PsInstr *i, int aggr)
 gboolean
 pp_maybe_improve (PsSharding *s, PsInstr *i, gboolean may_combine, gboolean aggressive)
 {
+  /* Once the pass settles, most re-derivations give back the layout the
+   * instruction already has; ReturnImprovedSharding rejects an equal
+   * layout whatever the flags (not strictly better, no merge with more
+   * tiles, not more specific), so skip the merge and normalisation. */
+  if (s && i->sharding && ps_sharding_equal_layout (s, i->sharding))
+    {
+      ps_sharding_free (s);
+      return FALSE;
+    }
   PsSharding *r = pp_return_improved (s, i->sharding, i->shape, may_combine, aggressive);
   if (!r)
     return FALSE;
@@ -184,6 +193,16 @@ pp_maybe_improve (PsSharding *s, PsInstr *i, gboolean may_combine, gboolean aggr
   ps_sharding_free (i->sharding);
   i->sharding = n;
   return TRUE;
+}
+
+/* pp_maybe_improve with a borrowed sharding: copied only when it may
+ * improve i (a 2048-device copy is 16 KiB). */
+static gboolean
+maybe_improve_from (const PsSharding *s, PsInstr *i, gboolean may_combine, gboolean aggressive)
+{
+  if (s && i->sharding && ps_sharding_equal_layout (s, i->sharding))
+    return FALSE;
+  return pp_maybe_improve (ps_sharding_copy (s), i, may_combine, aggressive);
 }
 
 /* Improves leaf `index` of a tuple-shaped instruction (or the whole of an
@@ -392,6 +411,216 @@ dot_from_operand (const PsInstr *i, const PpDotDims *d, int idx)
 
 static PsSharding *lookahead_user_sharding (PpCtx *c, PsInstr *i);
 
+/* ---- memo of dot derivations ---------------------------------------------- */
+
+/* One remembered derivation: its sharding inputs (NULL allowed), the
+ * may_combine flag and the result (NULL allowed). The dims, shapes and
+ * operand index are fixed by the key (instruction, direction, operand).
+ * The stored shardings' device arrays point into the memo's table of
+ * distinct arrays: a 64-layer model has thousands of entries but only a
+ * handful of distinct 16 KiB arrays. */
+typedef struct {
+  PsSharding *in[2];
+  gboolean mc;
+  PsSharding *out;
+} DotMemo;
+
+struct PpDotMemo {
+  GHashTable *entries;  /* gint64 key -> DotMemo* */
+  GHashTable *arrays;   /* DevArray* set, owns the arrays */
+};
+
+typedef struct {
+  int64_t n;
+  int64_t *v;
+} DevArray;
+
+static guint
+dev_array_hash (gconstpointer p)
+{
+  const DevArray *a = p;
+  guint64 h = 1469598103934665603ull ^ (guint64) a->n;
+  for (int64_t k = 0; k < a->n; k++)
+    h = (h ^ (guint64) a->v[k]) * 1099511628211ull;
+  return (guint) (h ^ (h >> 32));
+}
+
+static gboolean
+dev_array_equal (gconstpointer pa, gconstpointer pb)
+{
+  const DevArray *a = pa, *b = pb;
+  return a->n == b->n && memcmp (a->v, b->v, sizeof (int64_t) * a->n) == 0;
+}
+
+static void
+dev_array_free (gpointer p)
+{
+  DevArray *a = p;
+  g_free (a->v);
+  g_free (a);
+}
+
+/* Detaches the memo's shared arrays from s, then frees it. */
+static void
+memo_sharding_free (PsSharding *s)
+{
+  if (!s)
+    return;
+  s->devices = NULL;
+  for (int k = 0; k < s->n_elems; k++)
+    s->elems[k]->devices = NULL;
+  ps_sharding_free (s);
+}
+
+/* A copy of s for the memo, its device arrays shared through the table. */
+static PsSharding *
+memo_sharding_keep (PpDotMemo *memo, const PsSharding *s)
+{
+  if (!s)
+    return NULL;
+  PsSharding *c = ps_sharding_copy (s);
+  PsSharding *one[1] = { c };
+  PsSharding **leaves = c->kind == PS_SHARDING_TUPLE ? c->elems : one;
+  int n = c->kind == PS_SHARDING_TUPLE ? c->n_elems : 1;
+  for (int k = 0; k < n; k++)
+    {
+      PsSharding *l = leaves[k];
+      if (!l->devices)
+        continue;
+      DevArray probe = { l->n_devices, l->devices };
+      DevArray *shared = g_hash_table_lookup (memo->arrays, &probe);
+      if (shared)
+        g_free (l->devices);
+      else
+        {
+          shared = g_new (DevArray, 1);
+          *shared = probe;
+          g_hash_table_add (memo->arrays, shared);
+        }
+      l->devices = shared->v;
+    }
+  return c;
+}
+
+static void
+dot_memo_entry_free (gpointer p)
+{
+  DotMemo *m = p;
+  memo_sharding_free (m->in[0]);
+  memo_sharding_free (m->in[1]);
+  memo_sharding_free (m->out);
+  g_free (m);
+}
+
+PpDotMemo *
+pp_dot_memo_new (void)
+{
+  PpDotMemo *m = g_new0 (PpDotMemo, 1);
+  m->entries = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, dot_memo_entry_free);
+  m->arrays = g_hash_table_new_full (dev_array_hash, dev_array_equal, dev_array_free, NULL);
+  return m;
+}
+
+void
+pp_dot_memo_free (PpDotMemo *m)
+{
+  if (!m)
+    return;
+  /* Entries first: they point into the arrays. */
+  g_hash_table_destroy (m->entries);
+  g_hash_table_destroy (m->arrays);
+  g_free (m);
+}
+
+/* Same sharding down to the metadata (which derived shardings carry). */
+static gboolean
+same_sharding (const PsSharding *a, const PsSharding *b)
+{
+  if (!a || !b)
+    return a == b;
+  if (!ps_sharding_equal (a, b) || g_strcmp0 (a->metadata, b->metadata) != 0)
+    return FALSE;
+  if (a->kind == PS_SHARDING_TUPLE)
+    for (int k = 0; k < a->n_elems; k++)
+      if (!same_sharding (a->elems[k], b->elems[k]))
+        return FALSE;
+  return TRUE;
+}
+
+/* The remembered result for `key` if its inputs match (*hit set), else the
+ * entry to fill (NULL without a memo). */
+static DotMemo *
+dot_memo_lookup (PpCtx *c, gint64 key, const PsSharding *a, const PsSharding *b, gboolean mc,
+                 gboolean *hit)
+{
+  *hit = FALSE;
+  if (!c || !c->dot_memo)
+    return NULL;
+  DotMemo *m = g_hash_table_lookup (c->dot_memo->entries, &key);
+  if (m && m->mc == mc && same_sharding (m->in[0], a) && same_sharding (m->in[1], b))
+    {
+      *hit = TRUE;
+      return m;
+    }
+  if (!m)
+    {
+      m = g_new0 (DotMemo, 1);
+      gint64 *k = g_new (gint64, 1);
+      *k = key;
+      g_hash_table_insert (c->dot_memo->entries, k, m);
+    }
+  return m;
+}
+
+static void
+dot_memo_store (PpCtx *c, DotMemo *m, const PsSharding *a, const PsSharding *b, gboolean mc,
+                const PsSharding *out)
+{
+  if (!m)
+    return;
+  memo_sharding_free (m->in[0]);
+  memo_sharding_free (m->in[1]);
+  memo_sharding_free (m->out);
+  m->in[0] = memo_sharding_keep (c->dot_memo, a);
+  m->in[1] = memo_sharding_keep (c->dot_memo, b);
+  m->mc = mc;
+  m->out = memo_sharding_keep (c->dot_memo, out);
+}
+
+static gint64
+dot_memo_key (const PsInstr *i, int direction, int idx)
+{
+  return (gint64) i->id * 4 + direction * 2 + idx;
+}
+
+/* dot_from_operand through the memo. */
+static PsSharding *
+memo_dot_from_operand (PpCtx *c, const PsInstr *i, const PpDotDims *d, int idx)
+{
+  const PsSharding *in = i->operands[idx]->sharding;
+  gboolean hit;
+  DotMemo *m = dot_memo_lookup (c, dot_memo_key (i, 0, idx), in, NULL, FALSE, &hit);
+  if (hit)
+    return m->out ? ps_sharding_copy (m->out) : NULL;
+  PsSharding *r = dot_from_operand (i, d, idx);
+  dot_memo_store (c, m, in, NULL, FALSE, r);
+  return r;
+}
+
+/* pp_infer_dot_operand for operand idx of `user` through the memo. */
+static PsSharding *
+memo_infer_dot_operand (PpCtx *c, const PsInstr *user, const PsSharding *dot_sharding,
+                        const PsSharding *other, int idx, const PpDotDims *d, gboolean mc)
+{
+  gboolean hit;
+  DotMemo *m = dot_memo_lookup (c, dot_memo_key (user, 1, idx), dot_sharding, other, mc, &hit);
+  if (hit)
+    return m->out ? ps_sharding_copy (m->out) : NULL;
+  PsSharding *r = pp_infer_dot_operand (dot_sharding, other, idx, d, mc);
+  dot_memo_store (c, m, dot_sharding, other, mc, r);
+  return r;
+}
+
 gboolean
 pp_infer_dot_from_operands (PpCtx *c, PsInstr *i, const PpDotDims *d, gboolean may_combine)
 {
@@ -399,7 +628,7 @@ pp_infer_dot_from_operands (PpCtx *c, PsInstr *i, const PpDotDims *d, gboolean m
   for (int k = 0; k < 2; k++)
     if (spatial (i->operands[k]))
       {
-        PsSharding *f = dot_from_operand (i, d, k);
+        PsSharding *f = memo_dot_from_operand (c, i, d, k);
         imp[k] = f ? pp_return_improved (f, i->sharding, i->shape, may_combine, FALSE) : NULL;
       }
   if (!imp[0] && !imp[1])
@@ -610,7 +839,7 @@ infer_conv (PpCtx *c, PsInstr *i, gboolean mc)
   if (!spatial (lhs))
     return FALSE;
   if (pp_is_tile_maximal (lhs->sharding) || pp_is_manual (lhs->sharding))
-    return pp_maybe_improve (ps_sharding_copy (lhs->sharding), i, mc, FALSE);
+    return maybe_improve_from (lhs->sharding, i, mc, FALSE);
   const PsConvDims *cd = &i->conv;
   if (conv_kernel_small (i))
     {
@@ -770,7 +999,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
         {
           const PsSharding *s = i->operands[k]->sharding;
           if (s && !pp_is_tuple (s) && pp_is_tile_maximal (s) && !pp_has_unique_device (s, NULL))
-            return pp_maybe_improve (ps_sharding_copy (s), i, mc, FALSE);
+            return maybe_improve_from (s, i, mc, FALSE);
         }
       return FALSE;
     }
@@ -869,7 +1098,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
                 if (pp_tile_dim (co->sharding, (int) i->dimensions.v[d]) > 1)
                   return FALSE;
             }
-        return pp_maybe_improve (ps_sharding_copy (op->sharding), i, mc, aggressive);
+        return maybe_improve_from (op->sharding, i, mc, aggressive);
       }
     case PS_OP_CONVOLUTION:
       return infer_conv (c, i, mc);
@@ -902,7 +1131,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
         for (int k = 0; k < i->window.n; k++)
           if (or1 (i->window.dims[k].base_dilation) > 1)
             return FALSE;
-        return pp_maybe_improve (ps_sharding_copy (op->sharding), i, mc, aggressive);
+        return maybe_improve_from (op->sharding, i, mc, aggressive);
       }
     case PS_OP_RESHAPE:
       {
@@ -937,7 +1166,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
               if (k - 1 < caller->n_called && caller->called[k - 1] == i->parent)
                 {
                   if (caller->operands[k]->sharding)
-                    return pp_maybe_improve (ps_sharding_copy (caller->operands[k]->sharding), i,
+                    return maybe_improve_from (caller->operands[k]->sharding, i,
                                              mc, FALSE);
                   return FALSE;
                 }
@@ -947,7 +1176,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
           {
             int64_t k = i->parameter_number;
             if (k < caller->n_operands && caller->operands[k]->sharding)
-              return pp_maybe_improve (ps_sharding_copy (caller->operands[k]->sharding), i, mc,
+              return maybe_improve_from (caller->operands[k]->sharding, i, mc,
                                        FALSE);
           }
         return FALSE;
@@ -983,7 +1212,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
       {
         gboolean changed = infer_slice_like (i, 1, mc);
         if (spatial (i->operands[0]))
-          changed |= pp_maybe_improve (ps_sharding_copy (i->operands[0]->sharding), i, mc, FALSE);
+          changed |= maybe_improve_from (i->operands[0]->sharding, i, mc, FALSE);
         return changed;
       }
     case PS_OP_GATHER:
@@ -1006,13 +1235,13 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
           {
             if (!i->operands[0]->sharding)
               return FALSE;
-            return pp_maybe_improve (ps_sharding_copy (i->operands[0]->sharding), i, mc,
+            return maybe_improve_from (i->operands[0]->sharding, i, mc,
                                      aggressive);
           }
         const PsInstr *op = pick_representative (i);
         if (!op || !spatial (op))
           return FALSE;
-        return pp_maybe_improve (ps_sharding_copy (op->sharding), i, mc, aggressive);
+        return maybe_improve_from (op->sharding, i, mc, aggressive);
       }
     default:
       {
@@ -1031,7 +1260,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
                         aggressive);
                     continue;
                   }
-                changed |= pp_maybe_improve (ps_sharding_copy (op->sharding), i, mc,
+                changed |= maybe_improve_from (op->sharding, i, mc,
                                              i->n_operands == 1 && aggressive);
               }
             return changed;
@@ -1039,7 +1268,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
         const PsInstr *op = pick_representative (i);
         if (!op || !spatial (op))
           return FALSE;
-        return pp_maybe_improve (ps_sharding_copy (op->sharding), i, mc, aggressive);
+        return maybe_improve_from (op->sharding, i, mc, aggressive);
       }
     }
 }
@@ -1273,7 +1502,8 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
         int idx = pp_operand_index (user, i);
         if (idx < 0 || idx > 1) /* e.g. a sparse dot's metadata operand */
           return NULL;
-        return pp_infer_dot_operand (us, user->operands[1 - idx]->sharding, idx, &d, mc);
+        return memo_infer_dot_operand (c, user, us, user->operands[1 - idx]->sharding, idx, &d,
+                                       mc);
       }
     case PS_OP_DYNAMIC_SLICE:
     case PS_OP_DYNAMIC_UPDATE_SLICE:
@@ -1345,7 +1575,8 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
         int idx = pp_operand_index (user, i);
         if (idx < 0 || idx > 1) /* e.g. a sparse dot's metadata operand */
           return NULL;
-        return pp_infer_dot_operand (us, user->operands[1 - idx]->sharding, idx, &d, mc);
+        return memo_infer_dot_operand (c, user, us, user->operands[1 - idx]->sharding, idx, &d,
+                                       mc);
       }
     case PS_OP_REDUCE:
       return reduce_operand_sharding (i, user);
