@@ -215,7 +215,8 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
   PsInstr *l = sp_reshard (c, lhs, ls);
   PsInstr *r = sp_reshard (c, rhs, rs);
   PsWindowDim win[cd->n_spatial > 0 ? cd->n_spatial : 1];
-  memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  if (cd->n_spatial > 0)
+    memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
   for (int s = 0; s < cd->n_spatial; s++)
     {
       int64_t k = sp_shards (t, (int) cd->out_spatial[s]);
@@ -230,7 +231,8 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
   g_autoptr (SpShape) local = ps_sharding_tile_shape (t, in->shape);
   PsInstr *ops[2] = { l, r };
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
-  memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  if (cd->n_spatial > 0)
+    memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
   if (fgc > 1)
     y->feature_group_count = fgc / kf;
   if (bgc > 1)
@@ -258,6 +260,8 @@ sp_handle_reduce_window (SpComp *c, const PsInstr *in)
     return NULL;
   PsInstr *init = sp_reshard (c, sp_operand (c, in, 1), sp_replicated ());
   PsInstr *x = sp_reshard (c, op, s);
+  if (r == 0)
+    return NULL;
   PsWindowDim win[r];
   memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) r);
   for (int q = 0; q < r; q++)
