@@ -356,18 +356,15 @@ handle_manual (SpComp *c, const PsInstr *in, const PsSharding *target)
     {
       PsPVal *v = sp_operand (c, in, i);
       ops[i] = v->hlo;
-      if (!full && !ps_sharding_equal_layout (v->sharding, target)
-          && !ps_sharding_is_replicated (v->sharding))
+      if (!full && ps_shape_is_array (v->full) && v->full->rank == in->shape->rank
+          && ps_shape_is_array (in->shape) && !ps_sharding_equal_layout (v->sharding, target))
+        ops[i] = sp_reshard (c, v, target);
+      else if (!full && !ps_sharding_equal_layout (v->sharding, target)
+               && !ps_sharding_is_replicated (v->sharding))
         {
           sp_fail (c, PS_ERROR_UNSUPPORTED,
                    "%s with a partially manual sharding whose operands are laid out "
                    "differently is not supported", ps_opcode_name (in->opcode));
-          return NULL;
-        }
-      if (!full && ps_sharding_is_replicated (v->sharding) && v->full->rank > 0)
-        {
-          sp_fail (c, PS_ERROR_UNSUPPORTED,
-                   "%s: replicated operand inside a partially manual region", ps_opcode_name (in->opcode));
           return NULL;
         }
     }
@@ -480,6 +477,13 @@ handle_constant (SpComp *c, const PsInstr *in)
 static PsPVal *
 dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
+  /* These only carry values and shardings, manual or not. */
+  if (in->opcode == PS_OP_CONSTANT)
+    return handle_constant (c, in);
+  if (in->opcode == PS_OP_TUPLE)
+    return handle_tuple (c, in);
+  if (in->opcode == PS_OP_GET_TUPLE_ELEMENT)
+    return handle_gte (c, in);
   if (is_manual (target) && in->opcode != PS_OP_CUSTOM_CALL)
     return handle_manual (c, in, target);
   switch (in->opcode)

@@ -576,8 +576,18 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
     return v->hlo;
   if (v->full->etype == PS_TOKEN || v->full->etype == PS_TUPLE)
     return v->hlo;
-  if (from->kind == PS_SHARDING_MANUAL || to->kind == PS_SHARDING_MANUAL
-      || ps_sharding_has_manual_subgroup (from) || ps_sharding_has_manual_subgroup (to))
+  if (to->kind == PS_SHARDING_MANUAL && from->kind == PS_SHARDING_REPLICATED)
+    return v->hlo; /* every device holds the whole value: so does each manual shard */
+  gboolean fm = ps_sharding_has_manual_subgroup (from), tm = ps_sharding_has_manual_subgroup (to);
+  if ((tm && (fm || from->kind == PS_SHARDING_REPLICATED)) || (fm && tm))
+    {
+      /* Between partially manual layouts (or from replicated): the manual
+       * subgroup dims never take part in the groups, so gathering the data
+       * dims and slicing again stays within each manual group. */
+      PsInstr *x = from->kind == PS_SHARDING_TILED ? tiled_to_replicated (c, v) : v->hlo;
+      return replicated_to (c, x, v->full, to);
+    }
+  if (from->kind == PS_SHARDING_MANUAL || to->kind == PS_SHARDING_MANUAL || fm || tm)
     {
       sp_fail (c, PS_ERROR_UNSUPPORTED, "cannot reshard between manual and non-manual shardings");
       return v->hlo;
