@@ -212,6 +212,14 @@ static const Case cases[] = {
     " sharding={devices=[2]0,1}\n"
     "  ROOT k = f32[8] call(c), to_apply=neg, sharding={devices=[2]0,1}\n}\n",
     0, 0, 0, 0, 0, TRUE },
+  { "partially manual: tiled within manual groups to replicated within them", 4,
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[6,3] parameter(0), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+    "  b = f32[6,3] parameter(1), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+    "  m = f32[6,3] multiply(a, b), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+    "  ROOT r = f32[6,3] add(m, b),"
+    " sharding={devices=[1,1,2,2]<=[4] last_tile_dims={replicated, manual}}\n}\n",
+    0, 0, ANY, 0, 0 },
   { "maximal to tiled and back", 4,
     "HloModule m\nENTRY e {\n"
     "  x = s32[6,3] parameter(0), sharding={maximal device=2}\n"
