@@ -473,6 +473,7 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
   PsValue **local = g_new0 (PsValue *, MAX (1, (gsize) np * num_devices));
   PsValue **outs = g_new0 (PsValue *, num_devices);
   PsValue *ref = NULL;
+  int64_t input_elements = 0;
   for (int p = 0; p < np && ok; p++)
     {
       const PsInstr *param = oe->params->pdata[p];
@@ -528,6 +529,23 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
           g_free (w);
           g_free (h);
           ok = FALSE;
+        }
+      /* The devices' pieces of all parameters live at once: cap them like
+       * the interpreter caps its values (1536 devices x a few Mi elements
+       * each reached 24 GB). */
+      if (ok)
+        {
+          int64_t max_live = opts->interp.max_live_elements > 0 ? opts->interp.max_live_elements
+                             : 4 * max_el;
+          input_elements += leaf_elements (want) * num_devices;
+          if (input_elements > max_live)
+            {
+              g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
+                           "verify: the parameters' pieces on %" G_GINT64_FORMAT " devices hold %"
+                           G_GINT64_FORMAT " elements, over the interpreter's limit of %" G_GINT64_FORMAT,
+                           num_devices, input_elements, max_live);
+              ok = FALSE;
+            }
         }
       ps_shape_free (want);
       for (int64_t d = 0; d < num_devices && ok; d++)
