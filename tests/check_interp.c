@@ -927,6 +927,13 @@ START_TEST (test_verify_uneven_tiles)
   ck_assert (!ps_verify_spmd (mo, mw, 2, NULL, &res, &error));
   ck_assert_msg (strstr (error->message, "tile shape") != NULL, "%s", error->message);
   g_clear_error (&error);
+  /* The two devices' pieces hold 2 x 3 elements: a cap of 5 refuses to run. */
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  vo.interp.max_live_elements = 5;
+  ck_assert (!ps_verify_spmd (mo, mg, 2, &vo, &res, &error));
+  ck_assert_msg (strstr (error->message, "hold 6 elements") != NULL, "%s", error->message);
+  g_clear_error (&error);
   ps_module_free (mo);
   ps_module_free (mg);
   ps_module_free (mb);
