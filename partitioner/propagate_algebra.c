@@ -359,6 +359,9 @@ pp_normalize_tuple (const PsSharding *s, const PsShape *shape)
 PsSharding *
 pp_normalize_tuple_take (PsSharding *s, const PsShape *shape)
 {
+  /* Nothing to expand: hand s back instead of copying it. */
+  if (!s || !ps_shape_is_tuple (shape) || pp_is_tuple (s))
+    return s;
   PsSharding *r = pp_normalize_tuple (s, shape);
   ps_sharding_free (s);
   return r;

@@ -188,8 +188,7 @@ pp_maybe_improve (PsSharding *s, PsInstr *i, gboolean may_combine, gboolean aggr
   PsSharding *r = pp_return_improved (s, i->sharding, i->shape, may_combine, aggressive);
   if (!r)
     return FALSE;
-  PsSharding *n = pp_normalize_tuple (r, i->shape);
-  ps_sharding_free (r);
+  PsSharding *n = pp_normalize_tuple_take (r, i->shape);
   ps_sharding_free (i->sharding);
   i->sharding = n;
   return TRUE;
@@ -478,7 +477,26 @@ memo_sharding_keep (PpDotMemo *memo, const PsSharding *s)
 {
   if (!s)
     return NULL;
-  PsSharding *c = ps_sharding_copy (s);
+  PsSharding *c;
+  if (s->kind != PS_SHARDING_TUPLE && s->devices)
+    {
+      /* Copy the shell only; the array is looked up first. */
+      PsSharding shell = *s;
+      shell.devices = NULL;
+      c = ps_sharding_copy (&shell);
+      DevArray probe = { s->n_devices, s->devices };
+      DevArray *shared = g_hash_table_lookup (memo->arrays, &probe);
+      if (!shared)
+        {
+          shared = g_new (DevArray, 1);
+          shared->n = s->n_devices;
+          shared->v = g_memdup2 (s->devices, sizeof (int64_t) * s->n_devices);
+          g_hash_table_add (memo->arrays, shared);
+        }
+      c->devices = shared->v;
+      return c;
+    }
+  c = ps_sharding_copy (s);
   PsSharding *one[1] = { c };
   PsSharding **leaves = c->kind == PS_SHARDING_TUPLE ? c->elems : one;
   int n = c->kind == PS_SHARDING_TUPLE ? c->n_elems : 1;
@@ -1427,9 +1445,25 @@ gte_operand_sharding (const PsInstr *i, const PsInstr *user)
   return base;
 }
 
-PsSharding *
-pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr)
+/* A copy of us, or (borrowed != NULL) us itself through *borrowed and NULL:
+ * most users hand their own sharding down unchanged, and the caller can
+ * often see that it improves nothing without copying 16 KiB. */
+static PsSharding *
+as_result (const PsSharding *us, const PsSharding **borrowed)
 {
+  if (!borrowed)
+    return ps_sharding_copy (us);
+  *borrowed = us;
+  return NULL;
+}
+
+/* pp_sharding_from_user; with `borrowed`, a result that is the user's own
+ * sharding comes back through *borrowed instead (set to NULL otherwise). */
+static PsSharding *
+from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSharding **borrowed)
+{
+  if (borrowed)
+    *borrowed = NULL;
   if (!pp_can_propagate_at (user, aggr))
     return NULL;
   if (!user->sharding || !pp_is_spatially_partitioned (user->sharding))
@@ -1445,10 +1479,10 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
         if (aggr == 0)
           return NULL;
         if (pp_is_replicated (us) || !pp_is_tiled (us))
-          return ps_sharding_copy (us);
+          return as_result (us, borrowed);
         int64_t cdim = user->dimensions.n > 0 ? user->dimensions.v[0] : 0;
         if (pp_tile_dim (us, (int) cdim) == 1 || c->is_spmd)
-          return ps_sharding_copy (us);
+          return as_result (us, borrowed);
         /* MPMD: the operand lives on the devices that hold its part. */
         int64_t start = 0;
         for (int k = 0; k < user->n_operands; k++)
@@ -1511,9 +1545,9 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
         if (aggr == 0)
           return NULL;
         if (pp_is_replicated (us))
-          return ps_sharding_copy (us);
+          return as_result (us, borrowed);
         if (user->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && i == user->operands[0])
-          return ps_sharding_copy (us);
+          return as_result (us, borrowed);
         const PsInstr *op = user->opcode == PS_OP_DYNAMIC_SLICE ? user->operands[0]
                                                                 : user->operands[1];
         if (i != op)
@@ -1532,14 +1566,14 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
           return NULL;
         if (ps_shape_is_tuple (user->shape))
           return pp_sub_sharding (us, user->shape, idx);
-        return ps_sharding_copy (us);
+        return as_result (us, borrowed);
       }
     case PS_OP_RESHAPE:
       return pp_propagate_through_reshape (user->shape, i->shape, us);
     case PS_OP_PAD:
       return i == user->operands[0] ? ps_sharding_copy (us) : NULL;
     case PS_OP_SLICE:
-      return ps_sharding_copy (us);
+      return as_result (us, borrowed);
     case PS_OP_TRANSPOSE:
       {
         int64_t rev[PP_MAX_DIMS];
@@ -1583,7 +1617,7 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
     case PS_OP_SORT:
       if (pp_is_tuple (us))
         return pp_sub_sharding (us, user->shape, pp_operand_index (user, i));
-      return ps_sharding_copy (us);
+      return as_result (us, borrowed);
     case PS_OP_REVERSE:
       return pp_reverse (us, user->dimensions.n, user->dimensions.v);
     case PS_OP_OUTFEED:
@@ -1591,7 +1625,7 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
         if (i != user->operands[0])
           return NULL;
         if (!pp_is_tuple (us))
-          return ps_sharding_copy (us);
+          return as_result (us, borrowed);
         int cnt = ps_shape_leaf_count (i->shape);
         if (!ps_shape_is_tuple (i->shape))
           return us->n_elems > 0 ? ps_sharding_copy (us->elems[0]) : NULL;
@@ -1609,12 +1643,18 @@ pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr
     case PS_OP_CUSTOM_CALL:
       if (!compatible_shapes (i->shape, user->shape))
         return NULL;
-      return ps_sharding_copy (us);
+      return as_result (us, borrowed);
     default:
       if (compatible_shapes (i->shape, user->shape))
-        return ps_sharding_copy (us);
+        return as_result (us, borrowed);
       return NULL;
     }
+}
+
+PsSharding *
+pp_sharding_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr)
+{
+  return from_user (c, i, user, aggr, NULL);
 }
 
 gboolean
@@ -1637,11 +1677,14 @@ pp_infer_from_users (PpCtx *c, PsInstr *i, int aggr)
             i->sharding = pp_manual_like (user->sharding);
             return TRUE;
           }
-        PsSharding *s = pp_sharding_from_user (c, i, user, aggr);
-        if (s && pp_is_manual (s))
+        const PsSharding *b;
+        PsSharding *s = from_user (c, i, user, aggr, &b);
+        const PsSharding *r = s ? s : b;
+        if (r && pp_is_manual (r))
           {
+            PsSharding *n = pp_normalize_tuple (r, i->shape);
             ps_sharding_free (i->sharding);
-            i->sharding = pp_normalize_tuple (s, i->shape);
+            i->sharding = n;
             ps_sharding_free (s);
             return TRUE;
           }
@@ -1663,7 +1706,15 @@ pp_infer_from_users (PpCtx *c, PsInstr *i, int aggr)
           ps_sharding_free (rep);
           return TRUE;
         }
-      PsSharding *s = pp_sharding_from_user (c, i, user, aggr);
+      const PsSharding *b;
+      PsSharding *s = from_user (c, i, user, aggr, &b);
+      if (b && !pp_is_custom_call (i, "ShardBarrierTo"))
+        {
+          improved |= maybe_improve_from (b, i, mc, FALSE);
+          continue;
+        }
+      if (b)
+        s = ps_sharding_copy (b);
       if (s && pp_is_custom_call (i, "ShardBarrierTo"))
         {
           /* The barrier keeps its users' sharding from flowing on to its
