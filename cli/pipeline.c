@@ -180,14 +180,10 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   sopts.report = &report;
   g_autoptr (PsModule) spmd = ps_spmd_partition (m, n_devices, &sopts, &local);
   r->n_fallbacks = report.n_fallbacks;
+  r->n_cse_removed = report.n_cse_removed;
   ps_spmd_report_clear (&report);
   if (!spmd)
     return fail_stage (&clk, error, local), NULL;
-  /* As XLA does after partitioning: one gather of a value several einsums
-   * need, not one per einsum. */
-  PsCseStats cse;
-  ps_cse_module (spmd, &cse);
-  r->n_cse_removed = cse.removed;
   r->n_instructions_spmd = spmd->entry->instrs->len;
   if (opts->dump_spmd && !dump_module (spmd, opts->dump_spmd, error))
     return NULL;

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "partitioner/cse.h"
 #include "partitioner/spmd_private.h"
 
 void
@@ -19,6 +20,7 @@ ps_spmd_options_init (PsSpmdOptions *opts)
   opts->use_all_gather = TRUE;
   opts->conv_halo_exchange_always_on_lhs = TRUE;
   opts->windowed_einsum_threshold_bytes = -1;
+  opts->cse = TRUE;
 }
 
 void
@@ -654,6 +656,13 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
       for (guint i = 0; i < m.helper_comps->len; i++)
         g_ptr_array_add (m.out->computations, g_ptr_array_index (m.helper_comps, i));
       result = m.out;
+      if (m.opts.cse)
+        {
+          PsCseStats cs;
+          ps_cse_module (result, &cs);
+          if (m.opts.report)
+            m.opts.report->n_cse_removed = cs.removed;
+        }
     }
   else
     {

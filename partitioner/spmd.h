@@ -42,6 +42,7 @@ typedef struct {
    * fallbacks; owned by the report, free with ps_spmd_report_clear(). */
   GHashTable *fallback_ops;
   int64_t n_collectives;        /* collective instructions emitted */
+  int64_t n_cse_removed;        /* instructions CSE/DCE removed afterwards */
 } PsSpmdReport;
 
 typedef struct {
@@ -54,6 +55,10 @@ typedef struct {
   /* Dots whose gathered operand exceeds this many bytes are partitioned
    * as a windowed einsum over collective-permutes; < 0 disables (default). */
   int64_t windowed_einsum_threshold_bytes;
+  /* Run partitioner/cse.h on the result (default TRUE), as XLA runs CSE
+   * after partitioning: operands resharded once per use become one
+   * collective. */
+  gboolean cse;
   /* Optional, borrowed: receives statistics. */
   PsSpmdReport *report;
 } PsSpmdOptions;
