@@ -895,12 +895,9 @@ ps_module_find_instr (const PsModule *m, const char *name)
   return NULL;
 }
 
-/* Copies every attribute of `src` into the fresh `dst` (not operands,
- * users, called computations or parent). */
-static void
-instr_copy_attrs (PsInstr *dst, const PsInstr *src)
+void
+ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src)
 {
-  dst->sharding = src->sharding ? ps_sharding_copy (src->sharding) : NULL;
   dst->branches_as_list = src->branches_as_list;
   dst->parameter_number = src->parameter_number;
   dst->literal = ps_literal_copy (src->literal);
@@ -999,7 +996,8 @@ ps_module_clone (const PsModule *m)
           ni->shape = ps_shape_copy (oi->shape);
           ni->parent = nc;
           ni->users = g_ptr_array_new ();
-          instr_copy_attrs (ni, oi);
+          ps_instr_copy_attrs (ni, oi);
+          ni->sharding = oi->sharding ? ps_sharding_copy (oi->sharding) : NULL;
           g_ptr_array_add (nc->instrs, ni);
           name_index_add (c, ni);
           g_hash_table_insert (imap, (gpointer) oi, ni);

@@ -338,6 +338,9 @@ void ps_computation_remove_instrs (PsComputation *c, GHashTable *dead);
 GPtrArray *ps_computation_post_order (const PsComputation *c);
 void ps_instr_set_sharding (PsInstr *instr, const PsSharding *s); /* copies; NULL clears */
 void ps_instr_set_called (PsInstr *instr, int n, PsComputation *const *called);
+/* Copies every typed and raw attribute of `src` into the fresh `dst`: not
+ * the shape, operands, users, called computations, parent or sharding. */
+void ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src);
 void ps_ints_set (PsInts *dst, int n, const int64_t *v);
 void ps_ints_clear (PsInts *dst);
 gboolean ps_ints_contains (const PsInts *a, int64_t v);

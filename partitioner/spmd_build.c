@@ -33,14 +33,6 @@ sp_add2 (SpComp *c, PsOpcode op, PsShape *shape, PsInstr *a, PsInstr *b)
   return sp_add (c, op, shape, 2, ops);
 }
 
-/* dst may hold src's pointers after a struct copy: overwrite, never free. */
-static void
-ints_dup (PsInts *dst, const PsInts *src)
-{
-  dst->n = src->n;
-  dst->v = src->n > 0 ? g_memdup2 (src->v, sizeof (int64_t) * (gsize) src->n) : NULL;
-}
-
 static int64_t *
 i64_dup (const int64_t *v, int64_t n)
 {
@@ -50,71 +42,7 @@ i64_dup (const int64_t *v, int64_t n)
 void
 sp_copy_attrs (PsInstr *dst, const PsInstr *src)
 {
-  dst->branches_as_list = src->branches_as_list;
-  dst->parameter_number = src->parameter_number;
-  dst->literal = ps_literal_copy (src->literal);
-  ints_dup (&dst->dimensions, &src->dimensions);
-  ints_dup (&dst->dot.lhs_batch, &src->dot.lhs_batch);
-  ints_dup (&dst->dot.rhs_batch, &src->dot.rhs_batch);
-  ints_dup (&dst->dot.lhs_contracting, &src->dot.lhs_contracting);
-  ints_dup (&dst->dot.rhs_contracting, &src->dot.rhs_contracting);
-  dst->precision[0] = src->precision[0];
-  dst->precision[1] = src->precision[1];
-  dst->has_precision = src->has_precision;
-  dst->window.n = src->window.n;
-  if (src->window.n > 0)
-    dst->window.dims = g_memdup2 (src->window.dims, sizeof (PsWindowDim) * (gsize) src->window.n);
-  dst->conv = src->conv;
-  dst->conv.in_spatial = i64_dup (src->conv.in_spatial, src->conv.n_spatial);
-  dst->conv.k_spatial = i64_dup (src->conv.k_spatial, src->conv.n_spatial);
-  dst->conv.out_spatial = i64_dup (src->conv.out_spatial, src->conv.n_spatial);
-  dst->feature_group_count = src->feature_group_count;
-  dst->batch_group_count = src->batch_group_count;
-  ints_dup (&dst->slice_starts, &src->slice_starts);
-  ints_dup (&dst->slice_limits, &src->slice_limits);
-  ints_dup (&dst->slice_strides, &src->slice_strides);
-  ints_dup (&dst->dynamic_slice_sizes, &src->dynamic_slice_sizes);
-  dst->n_pad = src->n_pad;
-  if (src->n_pad > 0)
-    dst->padding = g_memdup2 (src->padding, sizeof (PsPadDim) * (gsize) src->n_pad);
-  dst->gather = src->gather;
-  ints_dup (&dst->gather.offset_dims, &src->gather.offset_dims);
-  ints_dup (&dst->gather.collapsed_slice_dims, &src->gather.collapsed_slice_dims);
-  ints_dup (&dst->gather.start_index_map, &src->gather.start_index_map);
-  ints_dup (&dst->gather.operand_batching_dims, &src->gather.operand_batching_dims);
-  ints_dup (&dst->gather.start_indices_batching_dims, &src->gather.start_indices_batching_dims);
-  ints_dup (&dst->gather.slice_sizes, &src->gather.slice_sizes);
-  dst->scatter = src->scatter;
-  ints_dup (&dst->scatter.update_window_dims, &src->scatter.update_window_dims);
-  ints_dup (&dst->scatter.inserted_window_dims, &src->scatter.inserted_window_dims);
-  ints_dup (&dst->scatter.scatter_dims_to_operand_dims, &src->scatter.scatter_dims_to_operand_dims);
-  ints_dup (&dst->scatter.input_batching_dims, &src->scatter.input_batching_dims);
-  ints_dup (&dst->scatter.scatter_indices_batching_dims, &src->scatter.scatter_indices_batching_dims);
-  dst->tuple_index = src->tuple_index;
-  dst->iota_dimension = src->iota_dimension;
-  dst->comparison = src->comparison;
-  dst->compare_type = g_strdup (src->compare_type);
-  dst->is_stable = src->is_stable;
-  dst->n_groups = src->n_groups;
-  dst->group_size = src->group_size;
-  dst->replica_groups = i64_dup (src->replica_groups, (int64_t) src->n_groups * src->group_size);
-  dst->has_replica_groups = src->has_replica_groups;
-  dst->channel_id = src->channel_id;
-  dst->use_global_device_ids = src->use_global_device_ids;
-  dst->n_pairs = src->n_pairs;
-  dst->source_target_pairs = i64_dup (src->source_target_pairs, (int64_t) src->n_pairs * 2);
-  dst->custom_call_target = g_strdup (src->custom_call_target);
-  dst->backend_config = g_strdup (src->backend_config);
-  dst->custom_call_has_side_effect = src->custom_call_has_side_effect;
-  dst->metadata = g_strdup (src->metadata);
-  if (src->extra_attrs)
-    for (guint i = 0; i < src->extra_attrs->len; i++)
-      {
-        const PsRawAttr *a = g_ptr_array_index (src->extra_attrs, i);
-        ps_instr_add_raw_attr (dst, a->key, a->value);
-      }
-  dst->src_line = src->src_line;
-  dst->src_col = src->src_col;
+  ps_instr_copy_attrs (dst, src);
 }
 
 /* ---- constants ---- */
