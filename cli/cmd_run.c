@@ -18,7 +18,7 @@ typedef struct {
   char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace;
   gint layers, microbatches;
   gint64 model_dim, ffn_dim, heads, seq_len, batch;
-  gboolean remat, no_remat, json, no_cache, stats, wus, quiet;
+  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async;
 } RunOptions;
 
 static gboolean
@@ -263,7 +263,7 @@ run (RunOptions *o, int argc, char **argv)
   if (!hw)
     return ps_cli_fail (error);
   int tl_devices[2] = { 0, 1 };
-  PsPipelineOptions popts = { hw, NULL, wrap, o->no_cache, !o->quiet && isatty (2),
+  PsPipelineOptions popts = { hw, NULL, wrap, o->no_cache, o->async, !o->quiet && isatty (2),
                               o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace };
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (&cfg, &popts, &error);
@@ -311,6 +311,8 @@ ps_cmd_run (int argc, char **argv)
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &o.hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "wrap", 0, 0, G_OPTION_ARG_STRING, &o.wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &o.no_cache, "Simulate every collective instead of replaying cached ones", NULL },
+    { "async-collectives", 0, 0, G_OPTION_ARG_NONE, &o.async,
+      "What if collectives overlapped compute: lower them as start/done pairs (default: synchronous)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print one JSON object", NULL },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o.timeline, "Write a Chrome trace-event timeline of cores 0 and 1", "OUT.json" },
     { "links", 0, 0, G_OPTION_ARG_FILENAME, &o.links, "Write per-link bytes and utilization", "OUT.csv" },

@@ -227,6 +227,7 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   for (int i = 0; i < 3; i++)
     lopts.mesh_physical[i] = cfg->physical[i];
   lopts.slice = slice_name;
+  lopts.async_collectives = opts->async_collectives;
   r->trace = ps_lower_module (spmd, &lopts, &local);
   if (!r->trace)
     return fail_stage (&clk, error, local), NULL;

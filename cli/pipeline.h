@@ -30,6 +30,7 @@ typedef struct {
   const char *slice;          /* NULL: the config's slice */
   PsWrapMode wrap;
   gboolean no_cache;
+  gboolean async_collectives; /* lower collectives as start/done pairs that overlap compute */
   gboolean progress;          /* live progress line on stderr */
   const int *timeline_devices;
   int n_timeline_devices;

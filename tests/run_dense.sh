@@ -19,6 +19,8 @@ for key in '"step_time_s"' '"tokens_per_s"' '"mxu_utilization"' '"peak_hbm_bytes
   expect_grep "$key" "$PS_TMP/out"
 done
 expect_status 0 "$PODSIM" run -q --sharding dp --weight-update-sharding
+expect_status 0 "$PODSIM" run -q --async-collectives
+expect_grep "exposed communication" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run -q --sharding 1d --heads 8
 
 # The published configs on their own slices, cut to one layer to stay quick:
