@@ -31,6 +31,12 @@ expect_grep "(published 62000" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run -q --preset DenseLm128B8x8 --layers 1 --optimizer adam
 expect_grep "mesh 8x16 (nonpod2d), slice v3-128" "$PS_TMP/out"
 
+# One row of the paper's table, as CSV (each row is a child podsim run).
+expect_status 0 "$PODSIM" tables dense --only DenseLm128B8x8 --csv
+expect_grep "name,cores,mesh,step_time_s,tokens_per_s" "$PS_TMP/out"
+expect_grep "DenseLm128B8x8,128,8x16," "$PS_TMP/out"
+expect_status 2 "$PODSIM" tables dense --only NoSuchRow
+
 # Option errors: one line, exit 2.
 expect_status 2 "$PODSIM" run -q --mesh 2x2
 expect_grep "has 4 devices but slice v3-8 has 8 cores" "$PS_TMP/err"
