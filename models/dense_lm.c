@@ -558,14 +558,7 @@ layer_forward (Builder *b, const Layer *L, PsInstr *x, PsInstr *rel_onehot, PsIn
   lf = bin (b, PS_OP_ADD, lf, bcast (b, mask, lf->shape, 2, st));
   /* Softmax over t in f32. */
   int64_t last = 3, keep[3] = { 0, 1, 2 };
-  PsInstr *ninf = ps_ad_scalar (b->c, PS_F32, -1e30);
-  PsInstr *ops[2] = { lf, ninf };
-  int64_t bns[3] = { lf->shape->dims[0], lf->shape->dims[1], lf->shape->dims[2] };
-  PsInstr *mx = ps_computation_add_instr (b->c, PS_OP_REDUCE, NULL,
-                                          ps_shape_new_array (PS_F32, 3, bns), 2, ops);
-  ps_ints_set (&mx->dimensions, 1, &last);
-  PsComputation *maxc = ps_module_find_computation (b->m, "lm_max_f32");
-  ps_instr_set_called (mx, 1, &maxc);
+  PsInstr *mx = ps_ad_reduce (b->c, lf, PS_OP_MAXIMUM, -1e30, 1, &last);
   PsInstr *e = ps_ad_unary (b->c, PS_OP_EXP,
                             bin (b, PS_OP_SUBTRACT, lf, bcast (b, mx, lf->shape, 3, keep)));
   PsInstr *se = ps_ad_reduce_sum (b->c, e, 1, &last);
@@ -586,23 +579,6 @@ layer_forward (Builder *b, const Layer *L, PsInstr *x, PsInstr *rel_onehot, PsIn
   return bin (b, PS_OP_ADD, x1, o);
 }
 
-static PsComputation *
-max_reducer (PsModule *m)
-{
-  PsComputation *r = ps_computation_new (m, "lm_max_f32");
-  g_ptr_array_remove (m->computations, r);
-  g_ptr_array_insert (m->computations, 0, r);
-  PsInstr *x = ps_computation_add_instr (r, PS_OP_PARAMETER, "lm_max_f32.x", ps_shape_new_scalar (PS_F32), 0, NULL);
-  x->parameter_number = 0;
-  PsInstr *y = ps_computation_add_instr (r, PS_OP_PARAMETER, "lm_max_f32.y", ps_shape_new_scalar (PS_F32), 0, NULL);
-  y->parameter_number = 1;
-  g_ptr_array_add (r->params, x);
-  g_ptr_array_add (r->params, y);
-  PsInstr *ops[2] = { x, y };
-  r->root = ps_computation_add_instr (r, PS_OP_MAXIMUM, "lm_max_f32.max", ps_shape_new_scalar (PS_F32), 2, ops);
-  return r;
-}
-
 /* Cross-entropy of the final activations against the labels, averaged over
  * the microbatch's tokens, in f32; the softmax weights are the embedding. */
 static PsInstr *
@@ -611,13 +587,7 @@ head_loss (Builder *b, PsInstr *x, PsInstr *lnf, PsInstr *emb_bf, PsInstr *label
   PsInstr *h = layer_norm (b, x, lnf);
   PsInstr *logits = convert (b, einsum (b, "bsm,vm->bsv", h, emb_bf), PS_F32);
   int64_t last = 2, keep[2] = { 0, 1 };
-  PsInstr *ninf = ps_ad_scalar (b->c, PS_F32, -1e30);
-  PsInstr *ops[2] = { logits, ninf };
-  int64_t bs[2] = { logits->shape->dims[0], logits->shape->dims[1] };
-  PsInstr *mx = ps_computation_add_instr (b->c, PS_OP_REDUCE, NULL, ps_shape_new_array (PS_F32, 2, bs), 2, ops);
-  ps_ints_set (&mx->dimensions, 1, &last);
-  PsComputation *maxc = ps_module_find_computation (b->m, "lm_max_f32");
-  ps_instr_set_called (mx, 1, &maxc);
+  PsInstr *mx = ps_ad_reduce (b->c, logits, PS_OP_MAXIMUM, -1e30, 1, &last);
   PsInstr *xs = bin (b, PS_OP_SUBTRACT, logits, bcast (b, mx, logits->shape, 2, keep));
   PsInstr *se = ps_ad_reduce_sum (b->c, ps_ad_unary (b->c, PS_OP_EXP, xs), 1, &last);
   PsInstr *lse = ps_ad_unary (b->c, PS_OP_LOG, se);
@@ -674,7 +644,6 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   g_autofree char *mname = g_strdup_printf ("dense_lm_%s", cfg->name);
   PsModule *m = ps_module_new (mname);
   m->num_partitions = cfg->mesh[0] * cfg->mesh[1];
-  max_reducer (m);
   PsComputation *c = ps_computation_new (m, "train_step");
   c->is_entry = TRUE;
   m->entry = c;
@@ -878,16 +847,12 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
       grads_into (eg, 1, gacc, &b);
     }
   g_free (xs);
+  GPtrArray *outs = g_ptr_array_new ();
+  GPtrArray *new_states = g_ptr_array_new ();
   if (!ok)
     {
-      g_free (gacc);
-      g_free (first_state);
-      g_free (layers);
-      g_ptr_array_free (weights, TRUE);
-      g_ptr_array_free (wmaps, TRUE);
-      g_ptr_array_free (states, TRUE);
-      ps_module_free (m);
-      return NULL;
+      g_clear_pointer (&m, ps_module_free);
+      goto out;
     }
 
   /* Optimizer. */
@@ -895,12 +860,10 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   ps_optimizer_hyper_defaults (cfg->optimizer, &hyper);
   hyper.lr = lr;
   hyper.decay = decay;
-  GPtrArray *outs = g_ptr_array_new ();
   PsInstr *loss_out = loss_acc;
   if (cfg->microbatches > 1)
     loss_out = bin (&b, PS_OP_MULTIPLY, loss_acc, ps_ad_scalar (c, PS_F32, 1.0 / cfg->microbatches));
   g_ptr_array_add (outs, loss_out);
-  GPtrArray *new_states = g_ptr_array_new ();
   for (int i = 0; i < nw; i++)
     {
       PsInstr *nwt, *nst[2];
@@ -944,6 +907,7 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
       info->model_flops = 6.0 * params * (double) (B * S)
                           + 12.0 * cfg->layers * (double) B * (double) S * (double) S * (double) (N * D);
     }
+out:
   g_free (gacc);
   g_free (first_state);
   g_free (layers);

@@ -107,9 +107,9 @@ ps_ad_convert (PsComputation *c, PsInstr *a, PsElemType t)
 }
 
 PsComputation *
-ps_ad_add_reducer (PsModule *m, PsElemType t)
+ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t)
 {
-  g_autofree char *name = g_strdup_printf ("ad_add_%s", ps_etype_name (t));
+  g_autofree char *name = g_strdup_printf ("ad_%s_%s", ps_opcode_name (op), ps_etype_name (t));
   PsComputation *r = ps_module_find_computation (m, name);
   if (r)
     return r;
@@ -119,7 +119,7 @@ ps_ad_add_reducer (PsModule *m, PsElemType t)
   g_ptr_array_insert (m->computations, 0, r);
   g_autofree char *xn = g_strdup_printf ("%s.x", name);
   g_autofree char *yn = g_strdup_printf ("%s.y", name);
-  g_autofree char *sn = g_strdup_printf ("%s.sum", name);
+  g_autofree char *rn = g_strdup_printf ("%s.%s", name, ps_opcode_name (op));
   PsInstr *x = ps_computation_add_instr (r, PS_OP_PARAMETER, xn, ps_shape_new_scalar (t), 0, NULL);
   x->parameter_number = 0;
   PsInstr *y = ps_computation_add_instr (r, PS_OP_PARAMETER, yn, ps_shape_new_scalar (t), 0, NULL);
@@ -127,12 +127,13 @@ ps_ad_add_reducer (PsModule *m, PsElemType t)
   g_ptr_array_add (r->params, x);
   g_ptr_array_add (r->params, y);
   PsInstr *ops[2] = { x, y };
-  r->root = ps_computation_add_instr (r, PS_OP_ADD, sn, ps_shape_new_scalar (t), 2, ops);
+  r->root = ps_computation_add_instr (r, op, rn, ps_shape_new_scalar (t), 2, ops);
   return r;
 }
 
 PsInstr *
-ps_ad_reduce_sum (PsComputation *c, PsInstr *a, int n_dims, const int64_t *dims)
+ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims,
+              const int64_t *dims)
 {
   if (n_dims == 0)
     return a;
@@ -147,14 +148,19 @@ ps_ad_reduce_sum (PsComputation *c, PsInstr *a, int n_dims, const int64_t *dims)
       if (!reduced)
         out_dims[r++] = as->dims[d];
     }
-  PsInstr *zero = ps_ad_scalar (c, as->etype, 0.0);
-  PsInstr *ops[2] = { a, zero };
+  PsInstr *ops[2] = { a, ps_ad_scalar (c, as->etype, init) };
   PsInstr *red = ps_computation_add_instr (c, PS_OP_REDUCE, NULL,
                                            ps_shape_new_array (as->etype, r, out_dims), 2, ops);
   ps_ints_set (&red->dimensions, n_dims, dims);
-  PsComputation *add = ps_ad_add_reducer (c->parent, as->etype);
-  ps_instr_set_called (red, 1, &add);
+  PsComputation *reducer = ps_ad_reducer (c->parent, op, as->etype);
+  ps_instr_set_called (red, 1, &reducer);
   return red;
+}
+
+PsInstr *
+ps_ad_reduce_sum (PsComputation *c, PsInstr *a, int n_dims, const int64_t *dims)
+{
+  return ps_ad_reduce (c, a, PS_OP_ADD, 0.0, n_dims, dims);
 }
 
 static PsInstr *

@@ -18,7 +18,8 @@
  * (PS_ERROR_UNSUPPORTED) naming the instruction.
  *
  * Reducer computations the rules need (add over an element type) are created
- * in the module as "ad_add_<type>" ahead of the computations that use them.
+ * in the module as "ad_add_<type>" ahead of the computations that use them
+ * (ps_ad_reducer).
  */
 #ifndef PS_PARTITIONER_AUTODIFF_H
 #define PS_PARTITIONER_AUTODIFF_H
@@ -57,7 +58,13 @@ PsInstr *ps_ad_reduce_sum (PsComputation *c, PsInstr *a, int n_dims, const int64
 /* Broadcast `a` into `shape` with operand dim i landing on dims[i]. */
 PsInstr *ps_ad_broadcast (PsComputation *c, PsInstr *a, const PsShape *shape,
                           int n_dims, const int64_t *dims);
-PsComputation *ps_ad_add_reducer (PsModule *m, PsElemType t);
+/* Reduce over the listed dims with a binary `op` (add, maximum, ...) from
+ * `init`; the result keeps the other dims in order. */
+PsInstr *ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims,
+                       const int64_t *dims);
+/* The scalar reducer computation "ad_<op>_<type>" of m, made on first use
+ * ahead of the computations that call it. */
+PsComputation *ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t);
 
 G_END_DECLS
 
