@@ -1,14 +1,14 @@
 #!/bin/sh
 # Runs podsim's whole test suite: the normal build (build/) and the ASan +
 # UBSan build (build-san/), `make check` in each. Ends with the line
-# "N passed, N failed" over both. Needs ./setup.sh --no-run to have run once.
+# "N passed, N failed, N skipped" over both. Needs ./setup.sh --no-run to have run once.
 #   ./run-tests.sh            both builds
 #   ./run-tests.sh --quick    the normal build only
 set -u
 cd "$(dirname "$0")"
 [ -x configure ] || autoreconf -fi >/dev/null 2>&1
 jobs=$(nproc)
-passed=0; failed=0; status=0
+passed=0; failed=0; skipped=0; status=0
 
 run_build () {  # DIR CONFIGURE-FLAGS...
   dir=$1; shift
@@ -20,7 +20,9 @@ run_build () {  # DIR CONFIGURE-FLAGS...
     p=$(sed -n 's/^# PASS: *//p' "$dir/test-suite.log" | head -1)
     f=$(sed -n 's/^# FAIL: *//p' "$dir/test-suite.log" | head -1)
     e=$(sed -n 's/^# ERROR: *//p' "$dir/test-suite.log" | head -1)
-    echo "== $dir: ${p:-0} passed, ${f:-0} failed, ${e:-0} errors"
+    k=$(sed -n 's/^# SKIP: *//p' "$dir/test-suite.log" | head -1)
+    echo "== $dir: ${p:-0} passed, ${f:-0} failed, ${e:-0} errors, ${k:-0} skipped"
+    skipped=$((skipped + ${k:-0}))
     for t in $(find "$dir/tests" -name '*.log' 2>/dev/null); do
       trs=${t%.log}.trs
       if [ -f "$trs" ] && grep -qE ':test-result: (FAIL|ERROR)' "$trs"; then
@@ -36,5 +38,7 @@ run_build () {  # DIR CONFIGURE-FLAGS...
 
 run_build build
 [ "${1:-}" = "--quick" ] || run_build build-san --enable-sanitizers
-echo "$passed passed, $failed failed"
+# A skip means a test lacked its data (the conformance corpus lives in
+# ../shared beside the clone): say so rather than hide it.
+echo "$passed passed, $failed failed, $skipped skipped"
 exit $status
