@@ -28,6 +28,7 @@ typedef enum {
   PS_ERROR_OPTION,      /* bad command-line option value */
   PS_ERROR_NO_FIT,      /* a program that does not fit in memory */
   PS_ERROR_CORRUPT,     /* truncated or corrupt compressed file */
+  PS_ERROR_LIMIT,       /* over a configured size or work limit (interpreter caps) */
 } PsErrorCode;
 
 /* Exit status for errors a user caused (bad input, bad option). */

@@ -39,7 +39,7 @@ ps_interp_charge (PsInterpCtx *ctx, const PsInstr *ins, int64_t n, GError **erro
   ctx->work += MAX (n, 1);
   if (ctx->work > ctx->opts.max_work)
     {
-      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
+      ps_interp_fail (error, PS_ERROR_LIMIT, ins,
                       "work limit of %" G_GINT64_FORMAT " element operations exceeded "
                       "(program too large for the reference interpreter)",
                       ctx->opts.max_work);
@@ -486,7 +486,7 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
         }
       if (shape_leaf_elements (ins->shape) > ctx->opts.max_elements)
         {
-          ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
+          ps_interp_fail (error, PS_ERROR_LIMIT, ins,
                           "value of %" G_GINT64_FORMAT " elements is over the interpreter's "
                           "limit of %" G_GINT64_FORMAT,
                           shape_leaf_elements (ins->shape), ctx->opts.max_elements);
@@ -501,7 +501,7 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
       ctx->live_elements += shape_leaf_elements (ins->shape) * nl;
       if (ctx->live_elements > ctx->opts.max_live_elements)
         {
-          ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
+          ps_interp_fail (error, PS_ERROR_LIMIT, ins,
                           "memory limit: %d device%s would hold %" G_GINT64_FORMAT " elements at "
                           "once, over the interpreter's limit of %" G_GINT64_FORMAT,
                           nl, nl == 1 ? "" : "s", ctx->live_elements, ctx->opts.max_live_elements);

@@ -482,7 +482,7 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
                        : (int64_t) 64 * 1024 * 1024;
       if (leaf_elements (param->shape) > max_el)
         {
-          g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
+          g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
                        "verify: parameter %d (%s) has %" G_GINT64_FORMAT " elements, over the "
                        "interpreter's limit of %" G_GINT64_FORMAT, p, param->name,
                        leaf_elements (param->shape), max_el);
@@ -540,7 +540,7 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
           input_elements += leaf_elements (want) * num_devices;
           if (input_elements > max_live)
             {
-              g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
+              g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
                            "verify: the parameters' pieces on %" G_GINT64_FORMAT " devices hold %"
                            G_GINT64_FORMAT " elements, over the interpreter's limit of %" G_GINT64_FORMAT,
                            num_devices, input_elements, max_live);
