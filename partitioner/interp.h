@@ -25,7 +25,8 @@
  *
  * Errors: unsupported ops, bad attributes and exhausted work budgets return
  * NULL/FALSE with a PS_ERROR error naming the instruction (PS_ERROR_UNSUPPORTED
- * for ops the interpreter does not implement).
+ * for ops the interpreter does not implement, PS_ERROR_LIMIT when a value,
+ * the live values or the work exceed the caps in PsInterpOptions).
  *
  * Ownership: every PsValue* returned is new (transfer full, free with
  * ps_value_free); arguments are borrowed unless stated.
