@@ -30,6 +30,7 @@
 #include "partitioner/hlo_parser.h"
 #include "partitioner/propagate.h"
 #include "partitioner/sharding.h"
+#include "partitioner/shrink.h"
 #include "partitioner/spmd.h"
 #include "partitioner/verify.h"
 
@@ -38,6 +39,7 @@ typedef struct {
   gint64 timeout_s;
   gboolean no_fork;
   gboolean no_propagate;
+  gboolean no_scale;
   gint64 seed;
 } CaseOptions;
 
@@ -234,9 +236,12 @@ propagate_options (const PsModule *m, PsPropagateOptions *po, gboolean *f)
   po->to_parameters = m->n_prop_to_params ? m->prop_to_params : f;
 }
 
+/* Runs one case. On success *scaled says whether the values were checked on
+ * a scaled copy (the original being over the interpreter's limits). */
 static gboolean
-run_case (JsonObject *c, const CaseOptions *co, char **reason)
+run_case (JsonObject *c, const CaseOptions *co, char **reason, gboolean *scaled)
 {
+  *scaled = FALSE;
   const char *name = json_object_get_string_member_with_default (c, "name", "?");
   const char *hlo = json_object_get_string_member_with_default (c, "hlo", NULL);
   gint64 nd = json_object_get_int_member_with_default (c, "num_devices", 0);
@@ -265,7 +270,13 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason)
           return FALSE;
         }
     }
-  g_autoptr (PsModule) part = ps_spmd_partition (m, nd, NULL, &error);
+  /* The partitioner's cost-based decisions are recorded so that a scaled
+   * copy (below) can be partitioned the same way. */
+  g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  PsSpmdOptions so;
+  ps_spmd_options_init (&so);
+  so.choices = choices;
+  g_autoptr (PsModule) part = ps_spmd_partition (m, nd, &so, &error);
   if (!part)
     {
       *reason = g_strdup_printf ("partitioner: %s", error->message);
@@ -320,9 +331,25 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason)
   PsVerifyResult res;
   if (!ps_verify_spmd (m, part, nd, &vo, &res, &error))
     {
-      *reason = g_strdup_printf ("%s", error->message);
+      if (co->no_scale || !g_error_matches (error, PS_ERROR, PS_ERROR_LIMIT))
+        {
+          *reason = g_strdup_printf ("%s", error->message);
+          g_error_free (error);
+          return FALSE;
+        }
+      /* Too large to run: check a scaled copy that partitions into the same
+       * program (shrink.h). */
+      GError *serr = NULL;
+      so.replay_choices = TRUE;
+      if (!ps_shrink_verify (m, part, nd, &so, NULL, &vo, &res, NULL, &serr))
+        {
+          *reason = g_strdup_printf ("%s; %s", error->message, serr->message);
+          g_error_free (serr);
+          g_error_free (error);
+          return FALSE;
+        }
       g_error_free (error);
-      return FALSE;
+      *scaled = TRUE;
     }
   gboolean ok = res.agree;
   if (!ok)
@@ -334,10 +361,11 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason)
 /* Runs a case in a child process: a crash or hang there fails the case. The
  * child writes "P" or "F<reason>" to the pipe. */
 static gboolean
-run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason)
+run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason, gboolean *scaled)
 {
+  *scaled = FALSE;
   if (co->no_fork)
-    return run_case (c, co, reason);
+    return run_case (c, co, reason, scaled);
   int fds[2];
   if (pipe (fds) != 0)
     {
@@ -358,8 +386,9 @@ run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason)
     {
       close (fds[0]);
       char *r = NULL;
-      gboolean ok = run_case (c, co, &r);
-      GString *msg = g_string_new (ok ? "P" : "F");
+      gboolean sc = FALSE;
+      gboolean ok = run_case (c, co, &r, &sc);
+      GString *msg = g_string_new (ok ? (sc ? "S" : "P") : "F");
       if (!ok && r)
         g_string_append (msg, r);
       size_t off = 0;
@@ -413,8 +442,11 @@ run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason)
   gboolean ok = FALSE;
   if (timed_out)
     *reason = g_strdup_printf ("timed out after %" G_GINT64_FORMAT " s", co->timeout_s);
-  else if (buf->len > 0 && buf->str[0] == 'P')
-    ok = TRUE;
+  else if (buf->len > 0 && (buf->str[0] == 'P' || buf->str[0] == 'S'))
+    {
+      ok = TRUE;
+      *scaled = buf->str[0] == 'S';
+    }
   else if (buf->len > 0)
     *reason = g_strdup (buf->str + 1);
   else if (WIFSIGNALED (wstatus))
@@ -441,7 +473,7 @@ int
 ps_cmd_conformance_partitioner (int argc, char **argv)
 {
   gboolean json = FALSE;
-  CaseOptions co = { 1000000000, 120, FALSE, FALSE, 1 };
+  CaseOptions co = { 1000000000, 120, FALSE, FALSE, FALSE, 1 };
   char *only = NULL;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the results as one JSON document", NULL },
@@ -455,6 +487,8 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       "Run cases in this process (for debugging; a crash then ends the run)", NULL },
     { "no-propagate", 0, 0, G_OPTION_ARG_NONE, &co.no_propagate,
       "Partition the module as written, as XLA's partitioner tests do", NULL },
+    { "no-scale", 0, 0, G_OPTION_ARG_NONE, &co.no_scale,
+      "Fail cases over the interpreter's limits instead of checking a scaled copy", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.jsonl - run SPMD partitioner test vectors");
@@ -529,7 +563,7 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       g_free (only);
       return status;
     }
-  int passed = 0, failed = 0, too_large = 0;
+  int passed = 0, failed = 0, too_large = 0, n_scaled = 0;
   JsonBuilder *jb = json ? json_builder_new () : NULL;
   if (jb)
     {
@@ -544,10 +578,14 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       JsonObject *c = json_node_get_object (cases->pdata[i]);
       const char *name = json_object_get_string_member_with_default (c, "name", "?");
       char *reason = NULL;
-      gboolean ok = run_case_isolated (c, &co, &reason);
+      gboolean scaled = FALSE;
+      gboolean ok = run_case_isolated (c, &co, &reason, &scaled);
       char *r1 = one_line (reason);
       if (ok)
-        passed++;
+        {
+          passed++;
+          n_scaled += scaled;
+        }
       else
         {
           failed++;
@@ -563,6 +601,8 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
           json_builder_add_string_value (jb, name);
           json_builder_set_member_name (jb, "passed");
           json_builder_add_boolean_value (jb, ok);
+          json_builder_set_member_name (jb, "scaled");
+          json_builder_add_boolean_value (jb, scaled);
           if (!ok)
             {
               json_builder_set_member_name (jb, "reason");
@@ -583,6 +623,8 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       json_builder_add_int_value (jb, failed);
       json_builder_set_member_name (jb, "too_large");
       json_builder_add_int_value (jb, too_large);
+      json_builder_set_member_name (jb, "scaled");
+      json_builder_add_int_value (jb, n_scaled);
       json_builder_end_object (jb);
       JsonGenerator *gen = json_generator_new ();
       json_generator_set_pretty (gen, TRUE);
@@ -597,6 +639,10 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
     }
   else
     {
+      if (n_scaled)
+        printf ("note: %d of the passing cases were over the interpreter's limits and were "
+                "checked on a scaled copy that partitions into the same program "
+                "(doc/interpreter.md)\n", n_scaled);
       if (too_large)
         printf ("note: %d of the failing cases exceed the interpreter's limits "
                 "(see --max-work)\n", too_large);

@@ -1,10 +1,12 @@
-/* podsim verify FILE.hlo --devices N [--seed S]
+/* podsim verify FILE.hlo --devices N [--seed S] [--no-scale] [--dump-scaled OUT.hlo]
  *
  * Propagates shardings, partitions for N devices, then runs the original
  * module and the SPMD program on the same random inputs with the reference
- * interpreter and says whether every output agrees. Exit 0: they agree;
+ * interpreter and says whether every output agrees. A module over the
+ * interpreter's limits is checked on a scaled copy that partitions into the
+ * same program (partitioner/shrink.h) unless --no-scale. Exit 0: they agree;
  * 1: they do not; 2: bad input (unreadable file, partitioner or interpreter
- * error). */
+ * error, too large to check). */
 #include "config.h"
 
 #include <stdio.h>
@@ -13,7 +15,9 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "partitioner/hlo_parser.h"
+#include "partitioner/hlo_printer.h"
 #include "partitioner/propagate.h"
+#include "partitioner/shrink.h"
 #include "partitioner/spmd.h"
 #include "partitioner/verify.h"
 
@@ -21,11 +25,17 @@ int
 ps_cmd_verify (int argc, char **argv)
 {
   gint64 devices = 0, seed = 1, max_work = 0;
+  gboolean no_scale = FALSE;
+  char *dump_scaled = NULL;
   GOptionEntry entries[] = {
     { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &seed, "Seed of the random inputs (default 1)", "S" },
     { "max-work", 0, 0, G_OPTION_ARG_INT64, &max_work,
       "Give up after this many interpreted element operations (default 2e9)", "OPS" },
+    { "no-scale", 0, 0, G_OPTION_ARG_NONE, &no_scale,
+      "Fail when the module is over the interpreter's limits instead of checking a scaled copy", NULL },
+    { "dump-scaled", 0, 0, G_OPTION_ARG_FILENAME, &dump_scaled,
+      "Write the scaled copy of the (propagated) module to OUT.hlo and check it", "OUT.hlo" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - check a partitioning by running it");
@@ -35,7 +45,10 @@ ps_cmd_verify (int argc, char **argv)
     "interpreter and compares every device's piece of every output: exactly for integers\n"
     "and pred, within a relative + absolute tolerance for floats (f32: 1e-4 + 1e-3,\n"
     "bf16: 2e-2 + 1e-1, f16: 1e-2 + 5e-2, f64: 1e-9 + 1e-9; see doc/interpreter.md).\n"
-    "Exit status: 0 all outputs agree, 1 an output differs, 2 bad input.");
+    "A module over the interpreter's limits is checked on a scaled copy: dims whose size the\n"
+    "program does not depend on are made smaller (keeping their remainder modulo the shard\n"
+    "counts), and the copy must partition into the same program as the original.\n"
+    "Exit status: 0 all outputs agree, 1 an output differs, 2 bad input or too large.");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
@@ -61,7 +74,11 @@ ps_cmd_verify (int argc, char **argv)
     return ps_cli_fail (error);
   if (!ps_propagate (m, NULL, &error))
     return ps_cli_fail (error);
-  g_autoptr (PsModule) part = ps_spmd_partition (m, devices, NULL, &error);
+  g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  PsSpmdOptions so;
+  ps_spmd_options_init (&so);
+  so.choices = choices;
+  g_autoptr (PsModule) part = ps_spmd_partition (m, devices, &so, &error);
   if (!part)
     {
       if (error && error->message[0] >= '0' && error->message[0] <= '9')
@@ -74,10 +91,36 @@ ps_cmd_verify (int argc, char **argv)
   vopts.interp.rng_seed = (guint64) seed;
   vopts.interp.max_work = max_work;
   PsVerifyResult res;
-  if (!ps_verify_spmd (m, part, devices, &vopts, &res, &error))
+  if (dump_scaled)
     {
-      g_prefix_error (&error, "%s: ", path);
-      return ps_cli_fail (error);
+      g_autoptr (PsModule) small = ps_shrink_module (m, NULL, NULL, &error);
+      if (!small)
+        {
+          g_prefix_error (&error, "%s: ", path);
+          return ps_cli_fail (error);
+        }
+      g_autofree char *text = ps_hlo_print (small, NULL);
+      if (!ps_write_file_atomic (dump_scaled, text, strlen (text), &error))
+        return ps_cli_fail (error);
+    }
+  if (dump_scaled || !ps_verify_spmd (m, part, devices, &vopts, &res, &error))
+    {
+      if (!dump_scaled && (no_scale || !g_error_matches (error, PS_ERROR, PS_ERROR_LIMIT)))
+        {
+          g_prefix_error (&error, "%s: ", path);
+          return ps_cli_fail (error);
+        }
+      g_clear_error (&error);
+      PsShrinkReport rep;
+      so.replay_choices = TRUE;
+      if (!ps_shrink_verify (m, part, devices, &so, NULL, &vopts, &res, &rep, &error))
+        {
+          g_prefix_error (&error, "%s: ", path);
+          return ps_cli_fail (error);
+        }
+      printf ("%s: checked on a scaled copy (largest value %" G_GINT64_FORMAT " elements, originally %"
+              G_GINT64_FORMAT "; %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " classes of equal dims made smaller)\n",
+              path, rep.max_elements_after, rep.max_elements_before, rep.n_shrunk, rep.n_classes);
     }
   int status;
   if (res.agree)

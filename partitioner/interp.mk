@@ -5,6 +5,7 @@ libpodsim_partitioner_la_SOURCES += partitioner/interp.h partitioner/interp_priv
 	partitioner/interp_data.c partitioner/interp_window.c \
 	partitioner/interp_linalg.c
 libpodsim_partitioner_la_SOURCES += partitioner/verify.h partitioner/verify.c
+libpodsim_partitioner_la_SOURCES += partitioner/shrink.h partitioner/shrink.c
 
 check_PROGRAMS += tests/check_interp
 TESTS += tests/check_interp

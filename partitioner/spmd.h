@@ -61,6 +61,17 @@ typedef struct {
   gboolean cse;
   /* Optional, borrowed: receives statistics. */
   PsSpmdReport *report;
+  /* Optional, borrowed: the decisions taken by comparing costs (which of a
+   * dot's or convolution's candidate iteration shardings was cheapest), as
+   * instruction name (char*, owned by the table: create it with
+   * g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL)) ->
+   * GINT_TO_POINTER (candidate + 1). With replay_choices FALSE the
+   * partitioner records its decisions there; with TRUE it takes the
+   * recorded decision for every instruction the table names instead of
+   * comparing costs. shrink.h partitions a scaled copy of a module this way,
+   * so that the copy is partitioned like the original. */
+  GHashTable *choices;
+  gboolean replay_choices;
 } PsSpmdOptions;
 
 void ps_spmd_options_init (PsSpmdOptions *opts);

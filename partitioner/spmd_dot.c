@@ -143,9 +143,13 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
   const PsSharding *srcs[3] = { tiled_or_null (t), tiled_or_null (lhs->sharding),
                                 tiled_or_null (rhs->sharding) };
   const int64_t *maps[3] = { ds.iter_out, ds.iter_lhs, ds.iter_rhs };
+  GHashTable *choices = c->m->opts.choices;
+  int forced = -1, chosen = -1;
+  if (choices && c->m->opts.replay_choices)
+    forced = GPOINTER_TO_INT (g_hash_table_lookup (choices, in->name)) - 1;
   for (int k = 0; k < 3; k++)
     {
-      if (!srcs[k])
+      if (!srcs[k] || (forced >= 0 && k != forced))
         continue;
       PsSharding *iter = sp_sharding_remap (srcs[k], ds.ni, maps[k]);
       DotPlan p;
@@ -157,12 +161,15 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
             plan_clear (&best);
           best = p;
           have = TRUE;
+          chosen = k;
         }
       else
         plan_clear (&p);
     }
   if (!have)
     return NULL;
+  if (choices && !c->m->opts.replay_choices)
+    g_hash_table_insert (choices, g_strdup (in->name), GINT_TO_POINTER (chosen + 1));
   PsInstr *l = sp_reshard (c, lhs, best.lhs);
   PsInstr *r = sp_reshard (c, rhs, best.rhs);
   gboolean csharded = FALSE;
