@@ -7,8 +7,11 @@ libpodsim_partitioner_la_SOURCES += partitioner/interp.h partitioner/interp_priv
 libpodsim_partitioner_la_SOURCES += partitioner/verify.h partitioner/verify.c
 libpodsim_partitioner_la_SOURCES += partitioner/shrink.h partitioner/shrink.c
 
-check_PROGRAMS += tests/check_interp
-TESTS += tests/check_interp
+check_PROGRAMS += tests/check_interp tests/check_shrink
+TESTS += tests/check_interp tests/check_shrink
+tests_check_shrink_SOURCES = tests/check_shrink.c
+tests_check_shrink_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_shrink_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 tests_check_interp_SOURCES = tests/check_interp.c
 tests_check_interp_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_interp_LDADD = $(PS_PARTITIONER_TEST_LIBS)

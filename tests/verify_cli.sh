@@ -34,6 +34,25 @@ for n in 2 8; do
   expect_grep "agrees on $n devices" "$PS_TMP/out"
 done
 
+# Over the interpreter's limits: checked on a scaled copy (said so), or, with
+# --no-scale, exit 2 naming the limit. --dump-scaled writes the copy.
+cat > "$PS_TMP/big.hlo" <<'EOF'
+HloModule m
+ENTRY e {
+  a = f32[1536,65537] parameter(0), sharding={devices=[1,4]<=[4]}
+  b = f32[65537,1024] parameter(1), sharding={devices=[4,1]<=[4]}
+  ROOT d = f32[1536,1024] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[4,1]<=[4]}
+}
+EOF
+expect_status 0 "$PODSIM" verify "$PS_TMP/big.hlo" --devices 4
+expect_grep "checked on a scaled copy" "$PS_TMP/out"
+expect_grep "agrees on 4 devices" "$PS_TMP/out"
+expect_status 2 "$PODSIM" verify "$PS_TMP/big.hlo" --devices 4 --no-scale
+expect_grep "over the interpreter's limit" "$PS_TMP/err"
+expect_status 0 "$PODSIM" verify "$PS_TMP/big.hlo" --devices 4 --dump-scaled "$PS_TMP/small.hlo"
+expect_grep "a: f32[8,9]" "$PS_TMP/small.hlo"
+expect_status 0 "$PODSIM" verify "$PS_TMP/small.hlo" --devices 4
+
 # Same seed, same output (deterministic).
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/a" 2>&1
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/b" 2>&1
