@@ -468,6 +468,8 @@ constrain_dynamic_slice (Shrink *sh, const PsInstr *in)
     {
       if (in->dynamic_slice_sizes.v[d] == op->shape->dims[d])
         unite (sh, op, 0, d, in, 0, d);
+      else if (in->dynamic_slice_sizes.v[d] == 1)
+        continue; /* any operand size: the start is clamped into it */
       else
         {
           pin (sh, op, 0, d);
@@ -491,12 +493,127 @@ constrain_dynamic_update_slice (Shrink *sh, const PsInstr *in)
     {
       if (up->shape->dims[d] == op->shape->dims[d])
         unite (sh, op, 0, d, up, 0, d);
+      else if (up->shape->dims[d] == 1)
+        continue;
       else
         {
           pin (sh, op, 0, d);
           pin (sh, up, 0, d);
         }
     }
+}
+
+/* Gather: the operand's full-size slice dims join their output offset dims,
+ * size-1 slice dims leave the operand dim free (starts are clamped into
+ * it), other slice dims are pinned; the indices' batch dims join the
+ * output's batch dims; the index vector dim is pinned. */
+static void
+constrain_gather (Shrink *sh, const PsInstr *in)
+{
+  const PsGatherDims *g = &in->gather;
+  if (in->n_operands != 2)
+    {
+      pin_all (sh, in);
+      return;
+    }
+  const PsInstr *op = in->operands[0], *idx = in->operands[1];
+  int op_rank = leaf_rank (sh, op, 0), idx_rank = leaf_rank (sh, idx, 0), out_rank = leaf_rank (sh, in, 0);
+  if (g->slice_sizes.n != op_rank)
+    {
+      pin_all (sh, in);
+      return;
+    }
+  int k = 0;
+  for (int d = 0; d < op_rank; d++)
+    {
+      if (ps_ints_contains (&g->collapsed_slice_dims, d) || ps_ints_contains (&g->operand_batching_dims, d))
+        continue;
+      if (k >= g->offset_dims.n)
+        {
+          pin_all (sh, in);
+          return;
+        }
+      int64_t od = g->offset_dims.v[k++];
+      if (g->slice_sizes.v[d] == op->shape->dims[d])
+        unite (sh, op, 0, d, in, 0, od);
+      else if (g->slice_sizes.v[d] != 1)
+        {
+          pin (sh, op, 0, d);
+          pin (sh, in, 0, od);
+        }
+    }
+  for (int i = 0; i < g->operand_batching_dims.n && i < g->start_indices_batching_dims.n; i++)
+    unite (sh, op, 0, g->operand_batching_dims.v[i], idx, 0, g->start_indices_batching_dims.v[i]);
+  int b = 0;
+  for (int od = 0; od < out_rank; od++)
+    {
+      if (ps_ints_contains (&g->offset_dims, od))
+        continue;
+      if (b == g->index_vector_dim)
+        b++;
+      unite (sh, idx, 0, b++, in, 0, od);
+    }
+  pin (sh, idx, 0, g->index_vector_dim);
+  (void) idx_rank;
+}
+
+/* Scatter: like gather, with the updates' window dims in place of the
+ * output's offset dims; operands, outputs and updates join among
+ * themselves. */
+static void
+constrain_scatter (Shrink *sh, const PsInstr *in)
+{
+  const PsScatterDims *g = &in->scatter;
+  int n = (in->n_operands - 1) / 2;
+  if (n < 1 || in->n_operands != 2 * n + 1)
+    {
+      pin_all (sh, in);
+      return;
+    }
+  const PsInstr *op = in->operands[0], *idx = in->operands[n], *up = in->operands[n + 1];
+  for (int i = 0; i < n; i++)
+    {
+      unite_leaf (sh, in->operands[i], 0, in, n > 1 ? i : 0);
+      unite_leaf (sh, in->operands[i], 0, op, 0);
+      unite_leaf (sh, in->operands[n + 1 + i], 0, up, 0);
+    }
+  int op_rank = leaf_rank (sh, op, 0), up_rank = leaf_rank (sh, up, 0);
+  int k = 0;
+  for (int d = 0; d < op_rank; d++)
+    {
+      if (ps_ints_contains (&g->inserted_window_dims, d) || ps_ints_contains (&g->input_batching_dims, d))
+        continue;
+      if (k >= g->update_window_dims.n)
+        {
+          pin_all (sh, in);
+          return;
+        }
+      int64_t ud = g->update_window_dims.v[k++];
+      if (ud < 0 || ud >= up_rank)
+        {
+          pin_all (sh, in);
+          return;
+        }
+      if (up->shape->dims[ud] == op->shape->dims[d])
+        unite (sh, op, 0, d, up, 0, ud);
+      else if (up->shape->dims[ud] != 1)
+        {
+          pin (sh, op, 0, d);
+          pin (sh, up, 0, ud);
+        }
+    }
+  for (int i = 0; i < g->input_batching_dims.n && i < g->scatter_indices_batching_dims.n; i++)
+    unite (sh, op, 0, g->input_batching_dims.v[i], idx, 0, g->scatter_indices_batching_dims.v[i]);
+  int b = 0;
+  for (int ud = 0; ud < up_rank; ud++)
+    {
+      if (ps_ints_contains (&g->update_window_dims, ud))
+        continue;
+      if (b == g->index_vector_dim)
+        b++;
+      unite (sh, idx, 0, b++, up, 0, ud);
+    }
+  pin (sh, idx, 0, g->index_vector_dim);
 }
 
 /* Parameters of a called computation take the caller's operands. */
@@ -568,6 +685,12 @@ constrain (Shrink *sh, const PsInstr *in)
       return;
     case PS_OP_DYNAMIC_UPDATE_SLICE:
       constrain_dynamic_update_slice (sh, in);
+      return;
+    case PS_OP_GATHER:
+      constrain_gather (sh, in);
+      return;
+    case PS_OP_SCATTER:
+      constrain_scatter (sh, in);
       return;
     case PS_OP_REVERSE: case PS_OP_COPY: case PS_OP_DOMAIN:
       unite_value (sh, in->operands[0], in);
@@ -816,6 +939,13 @@ fix_attributes (PsInstr *ni, const PsInstr *oi)
           if (ni->slice_starts.v[d] == 0 && stride == 1 && ni->slice_limits.v[d] == old_op->dims[d])
             ni->slice_limits.v[d] = new_op->dims[d];
         }
+    }
+  else if (ni->opcode == PS_OP_GATHER && ni->n_operands == 2)
+    {
+      const PsShape *old_op = oi->operands[0]->shape, *new_op = ni->operands[0]->shape;
+      for (int d = 0; d < ni->gather.slice_sizes.n && d < old_op->rank; d++)
+        if (ni->gather.slice_sizes.v[d] == old_op->dims[d])
+          ni->gather.slice_sizes.v[d] = new_op->dims[d];
     }
   else if (ni->opcode == PS_OP_DYNAMIC_SLICE)
     {

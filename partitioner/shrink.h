@@ -19,12 +19,13 @@
  * "pinned" when any member's size is written into an attribute or literal
  * the program depends on (constants, slice/pad/concatenate/dynamic-slice
  * bounds other than the full dim, non-trivial window dims, reshape dims that
- * split or merge, gather/scatter, custom-calls, FFT, collectives, ...);
+ * split or merge, gather/scatter windows that are neither full nor 1,
+ * custom-calls, FFT, collectives, ...);
  * pinned classes keep their size. Every other class of size S is given the
  * size S' = r + k L, where L is the least common multiple of the shard
  * counts of the class's members (from their shardings), r = S mod L and k
  * the smallest positive count with S' >= min(S, min_size). Full-dim slice
- * limits and dynamic-slice sizes follow their dim. The copy is then checked
+ * limits, dynamic-slice sizes and gather slice sizes follow their dim. The copy is then checked
  * with ps_module_validate (shape inference of every instruction).
  *
  * The copy is a different program. A caller that verifies it in place of
