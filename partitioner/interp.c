@@ -229,6 +229,10 @@ static PsValue *eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
 static gboolean eval_collective (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes,
                                  PsValue ***ops, PsValue **out, GError **error);
 
+static gboolean is_manual_conversion (const PsInterpCtx *ctx, const PsInstr *ins);
+static gboolean eval_manual_conversion (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes,
+                                        PsValue ***ops, PsValue **out, GError **error);
+
 static gboolean
 eval_while (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
             PsValue **out, GError **error)
@@ -525,6 +529,11 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
           if (ps_opcode_is_collective (ins->opcode))
             {
               ok = eval_collective (ctx, ins, lanes, ops, res, error);
+              break;
+            }
+          if (is_manual_conversion (ctx, ins))
+            {
+              ok = eval_manual_conversion (ctx, ins, lanes, ops, res, error);
               break;
             }
           if (no > lane_ops_cap)
@@ -1577,6 +1586,206 @@ eval_collective (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***o
   g_free (mlanes);
   g_array_free (members, TRUE);
 done:
+  g_free (lane_of);
+  if (!ok)
+    for (int l = 0; l < lanes.n; l++)
+      g_clear_pointer (&out[l], ps_value_free);
+  return ok;
+}
+
+/* ---- manual regions in the global view ------------------------------------- */
+
+static gboolean
+is_manual_conversion (const PsInterpCtx *ctx, const PsInstr *ins)
+{
+  const char *t = ins->custom_call_target;
+  return ctx->opts.global_view && ins->opcode == PS_OP_CUSTOM_CALL && t && ins->n_operands == 1
+         && (strcmp (t, "SPMDFullToShardShape") == 0 || strcmp (t, "SPMDShardToFullShape") == 0);
+}
+
+/* An array's sharding: NULL (replicated) or a non-tuple sharding. */
+static const PsSharding *
+array_sharding (const PsSharding *s)
+{
+  if (s && s->kind == PS_SHARDING_TUPLE)
+    return s->n_elems == 1 ? s->elems[0] : NULL;
+  return s;
+}
+
+static gboolean
+sharding_fits_array (const PsSharding *s, const PsShape *shape)
+{
+  return !s || s->kind != PS_SHARDING_TILED || ps_sharding_data_rank (s) == shape->rank;
+}
+
+/* Copies the part of `piece` that falls in [off, lim) when its corner is
+ * placed at off. */
+static void
+place_piece (PsValue *dst, const PsValue *piece, const int64_t *off, const int64_t *lim)
+{
+  int rank = dst->shape->rank;
+  int64_t *idx = g_new0 (int64_t, rank + 1);
+  int64_t *dst_st = ps_interp_strides (dst->shape);
+  for (int64_t i = 0; i < piece->n; i++)
+    {
+      gboolean in = TRUE;
+      int64_t di = 0;
+      for (int d = 0; d < rank; d++)
+        {
+          int64_t g = off[d] + idx[d];
+          if (g >= lim[d])
+            in = FALSE;
+          di += g * dst_st[d];
+        }
+      if (in)
+        ps_value_copy_elem (dst, di, piece, i);
+      ps_interp_next_index (rank, piece->shape->dims, idx);
+    }
+  g_free (idx);
+  g_free (dst_st);
+}
+
+/* Device `device`'s piece of `v` under `s`: its tile (zero padded past the
+ * end of uneven dims), the whole value when s is not tiled, zeros when s is
+ * maximal on another device or the device is not in the tile assignment. */
+static PsValue *
+sharded_piece (const PsSharding *s, const PsValue *v, int64_t device)
+{
+  if (!s || (s->kind != PS_SHARDING_TILED && s->kind != PS_SHARDING_MAXIMAL))
+    return ps_value_copy (v);
+  if (s->kind == PS_SHARDING_MAXIMAL)
+    return s->device == device ? ps_value_copy (v) : ps_value_new (v->shape);
+  PsShape *ls = ps_sharding_tile_shape (s, v->shape);
+  PsValue *out = ps_value_new (ls);
+  ps_shape_free (ls);
+  int rank = v->shape->rank;
+  int64_t *off = g_new0 (int64_t, rank + 1), *lim = g_new0 (int64_t, rank + 1);
+  if (ps_sharding_tile_bounds (s, v->shape, device, off, lim))
+    {
+      int64_t *idx = g_new0 (int64_t, rank + 1);
+      int64_t *st = ps_interp_strides (v->shape);
+      for (int64_t i = 0; i < out->n; i++)
+        {
+          gboolean in = TRUE;
+          int64_t si = 0;
+          for (int d = 0; d < rank; d++)
+            {
+              int64_t g = off[d] + idx[d];
+              if (g >= lim[d])
+                in = FALSE;
+              si += g * st[d];
+            }
+          if (in)
+            ps_value_copy_elem (out, i, v, si);
+          ps_interp_next_index (rank, out->shape->dims, idx);
+        }
+      g_free (idx);
+      g_free (st);
+    }
+  g_free (off);
+  g_free (lim);
+  return out;
+}
+
+/* Whether device e provides a tile of the value device d sees under the
+ * (non-manual or partially manual) result sharding s: e is in d's manual
+ * group and, among the devices holding the same tile, the representative
+ * (replicated subgroup coordinates 0). */
+static gboolean
+provides_tile (const PsSharding *s, int64_t d, int64_t e)
+{
+  if (!s || s->kind == PS_SHARDING_REPLICATED || s->kind == PS_SHARDING_UNKNOWN)
+    return e == 0;
+  if (s->kind == PS_SHARDING_MAXIMAL)
+    return e == s->device;
+  if (s->kind != PS_SHARDING_TILED)
+    return e == d;
+  int64_t *di = g_new0 (int64_t, s->n_tile_dims + 1), *ei = g_new0 (int64_t, s->n_tile_dims + 1);
+  gboolean ok = ps_sharding_device_index (s, d, di) && ps_sharding_device_index (s, e, ei);
+  int first = s->n_tile_dims - s->n_subgroups;
+  for (int k = 0; k < s->n_subgroups && ok; k++)
+    {
+      int t = first + k;
+      if (s->subgroup_kinds[k] == PS_SUBGROUP_MANUAL && ei[t] != di[t])
+        ok = FALSE;
+      if (s->subgroup_kinds[k] == PS_SUBGROUP_REPLICATED && ei[t] != 0)
+        ok = FALSE;
+    }
+  g_free (di);
+  g_free (ei);
+  return ok;
+}
+
+/* SPMDFullToShardShape / SPMDShardToFullShape in the global view (see
+ * PsInterpOptions.global_view): a collective that re-reads every device's
+ * piece of the operand as its piece of the result. */
+static gboolean
+eval_manual_conversion (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
+                        PsValue **out, GError **error)
+{
+  const PsSharding *sin = array_sharding (ins->operands[0]->sharding);
+  const PsSharding *sout = array_sharding (ins->sharding);
+  const PsShape *ishape = ins->operands[0]->shape, *oshape = ins->shape;
+  if (ishape->etype == PS_TUPLE || oshape->etype == PS_TUPLE)
+    {
+      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
+                      "tuple-shaped %s in a manual region", ins->custom_call_target);
+      return FALSE;
+    }
+  if (!sharding_fits_array (sin, ishape) || !sharding_fits_array (sout, oshape)
+      || ishape->rank != oshape->rank)
+    {
+      ps_interp_fail (error, PS_ERROR_INVALID, ins,
+                      "the shardings of %s and its operand do not fit their shapes",
+                      ins->custom_call_target);
+      return FALSE;
+    }
+  gboolean manual_out = sout && sout->kind == PS_SHARDING_MANUAL;
+  int *lane_of = g_new (int, ctx->num_devices);
+  for (int64_t d = 0; d < ctx->num_devices; d++)
+    lane_of[d] = -1;
+  for (int l = 0; l < lanes.n; l++)
+    lane_of[lanes.devs[l]] = l;
+  PsValue **piece = g_new0 (PsValue *, MAX (1, lanes.n));
+  for (int l = 0; l < lanes.n; l++)
+    piece[l] = sharded_piece (sin, ops[0][l], lanes.devs[l]);
+  gboolean ok = TRUE;
+  int64_t *off = g_new0 (int64_t, oshape->rank + 1), *lim = g_new0 (int64_t, oshape->rank + 1);
+  for (int l = 0; l < lanes.n && ok; l++)
+    {
+      int64_t d = lanes.devs[l];
+      out[l] = ps_value_new (oshape);
+      for (int64_t e = 0; e < ctx->num_devices && ok; e++)
+        {
+          if (manual_out ? e != d : !provides_tile (sout, d, e))
+            continue;
+          if (lane_of[e] < 0)
+            {
+              ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
+                              "device %" G_GINT64_FORMAT " waits for device %" G_GINT64_FORMAT
+                              ", which is not running this instruction (control flow diverged)",
+                              d, e);
+              ok = FALSE;
+              break;
+            }
+          if (!manual_out && sout && !ps_sharding_tile_bounds (sout, oshape, e, off, lim))
+            continue;
+          if (manual_out || !sout || sout->kind != PS_SHARDING_TILED)
+            for (int k = 0; k < oshape->rank; k++)
+              {
+                off[k] = 0;
+                lim[k] = oshape->dims[k];
+              }
+          ok = ps_interp_charge (ctx, ins, piece[lane_of[e]]->n, error);
+          if (ok)
+            place_piece (out[l], piece[lane_of[e]], off, lim);
+        }
+    }
+  g_free (off);
+  g_free (lim);
+  for (int l = 0; l < lanes.n; l++)
+    ps_value_free (piece[l]);
+  g_free (piece);
   g_free (lane_of);
   if (!ok)
     for (int l = 0; l < lanes.n; l++)

@@ -111,6 +111,20 @@ typedef struct {
    * the original's numbers, so verify.h turns this on to check everything
    * else about such programs. */
   gboolean rng_constant;
+  /* Run the module as the global view of a program with manual regions (the
+   * original module of a partitioning, see verify.h): SPMDFullToShardShape
+   * and SPMDShardToFullShape move data between devices as their shardings
+   * say instead of being identities. Device d's piece of the operand under
+   * the operand's sharding becomes its piece of the result under the
+   * result's sharding (what the partitioner's copy does), and the result on
+   * d is the array those pieces make up within d's manual group: all
+   * devices when the result is not manual, d alone when it is fully manual,
+   * the devices sharing d's manual subgroup coordinates when it is
+   * partially manual. Where several devices hold the same tile (replicated
+   * dims), the one with replicated coordinates 0 (replicated: device 0)
+   * provides it. Only ps_interp_run_spmd uses it; the values then depend
+   * on the instructions' shardings. */
+  gboolean global_view;
 } PsInterpOptions;
 
 /* Runs the entry computation on one device with n_args arguments (one per

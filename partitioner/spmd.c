@@ -345,6 +345,61 @@ fully_manual (const PsSharding *s)
   return s->kind == PS_SHARDING_MANUAL;
 }
 
+/* A cross-partition all-reduce in a partially manual region is copied as
+ * it is, so its groups must only combine devices that hold the same tile
+ * of the data dims (they differ in the manual dims only): otherwise the
+ * devices would add pieces of different parts of the array. XLA rejects
+ * the same programs. */
+static gboolean
+check_manual_all_reduce (SpComp *c, const PsInstr *in, const PsSharding *target)
+{
+  if (in->opcode != PS_OP_ALL_REDUCE || !in->channel_id || target->kind != PS_SHARDING_TILED
+      || !ps_sharding_has_manual_subgroup (target))
+    return TRUE;
+  if (!in->use_global_device_ids)
+    {
+      sp_fail (c, PS_ERROR_UNSUPPORTED, "a cross-partition all-reduce in a partially manual "
+               "region must use global device ids");
+      return FALSE;
+    }
+  int nt = target->n_tile_dims, first = nt - target->n_subgroups;
+  int64_t n = target->n_devices;
+  int n_groups = in->n_groups > 0 && in->group_size > 0 ? in->n_groups : 1;
+  int size = in->n_groups > 0 && in->group_size > 0 ? in->group_size : (int) n;
+  int64_t *idx0 = g_new0 (int64_t, nt + 1), *idx = g_new0 (int64_t, nt + 1);
+  gboolean ok = TRUE;
+  for (int g = 0; g < n_groups && ok; g++)
+    for (int k = 0; k < size && ok; k++)
+      {
+        int64_t dev = in->n_groups > 0 && in->group_size > 0
+                      ? in->replica_groups[(gsize) g * size + k] : k;
+        if (!ps_sharding_device_index (target, dev, k == 0 ? idx0 : idx))
+          {
+            sp_fail (c, PS_ERROR_INVALID, "all-reduce: device %" G_GINT64_FORMAT
+                     " of its replica groups is not in its sharding", dev);
+            ok = FALSE;
+            break;
+          }
+        for (int d = 0; d < nt && k > 0 && ok; d++)
+          {
+            gboolean manual_dim = d >= first
+                                  && target->subgroup_kinds[d - first] == PS_SUBGROUP_MANUAL;
+            if (!manual_dim && idx[d] != idx0[d])
+              {
+                sp_fail (c, PS_ERROR_INVALID,
+                         "manual all-reduce across devices that belong to different manual "
+                         "subgroups (devices %" G_GINT64_FORMAT " and %" G_GINT64_FORMAT
+                         " hold different tiles)",
+                         in->n_groups > 0 ? in->replica_groups[(gsize) g * size] : 0, dev);
+                ok = FALSE;
+              }
+          }
+      }
+  g_free (idx0);
+  g_free (idx);
+  return ok;
+}
+
 /* Fully manual ops already have local shapes: copy them. Partially manual
  * ones (a manual subgroup) are handled when every operand is laid out
  * like the result, which covers the elementwise ops of such regions. */
@@ -354,6 +409,14 @@ handle_manual (SpComp *c, const PsInstr *in, const PsSharding *target)
   int n = in->n_operands;
   PsInstr *ops[n > 0 ? n : 1];
   gboolean full = fully_manual (target);
+  if (!check_manual_all_reduce (c, in, target))
+    return NULL;
+  if (!full && in->opcode == PS_OP_REDUCE)
+    {
+      PsPVal *r = sp_handle_manual_reduce (c, in);
+      if (r || sp_failed (c))
+        return r;
+    }
   for (int i = 0; i < n; i++)
     {
       PsPVal *v = sp_operand (c, in, i);
@@ -400,6 +463,11 @@ handle_custom_call (SpComp *c, const PsInstr *in, const PsSharding *target)
         }
       return sp_pval_new (sp_copy (c, x), target, in->shape);
     }
+  /* Any other custom call in a manual region (TopK, a user's kernel...)
+   * already works on local shapes, like every manual op. */
+  if (is_manual (target) && strcmp (t, "SPMDFullToShardShape") != 0
+      && strcmp (t, "SPMDShardToFullShape") != 0)
+    return handle_manual (c, in, target);
   if (strcmp (t, "SPMDShardToFullShape") == 0 && in->n_operands == 1)
     {
       PsPVal *v = sp_operand (c, in, 0);

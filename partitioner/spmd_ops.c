@@ -201,6 +201,113 @@ sp_handle_reduce (SpComp *c, const PsInstr *in)
   return finish (in, y, rs);
 }
 
+/* A reduce (one or several operands) whose operands carry a partially
+ * manual sharding: within each manual group it is partitioned like a plain
+ * reduce. Every operand takes the first one's sharding, the padding of
+ * reduced split dims is masked with the init values (scalars, so each
+ * device's local init is its whole init), the local reduce runs, and the
+ * partial results are combined over the devices that split the reduced
+ * dims (which differ in data dims only, so never across manual groups): an
+ * all-reduce with the reduce's computation for one operand; for several,
+ * all-gathers of the partial results along a new minor dim (in tile order,
+ * so the data order is kept) and a second reduce over it, as XLA does. */
+PsPVal *
+sp_handle_manual_reduce (SpComp *c, const PsInstr *in)
+{
+  int n = in->n_operands;
+  if (n < 2 || n % 2 || in->n_called < 1)
+    return NULL;
+  int k = n / 2;
+  PsPVal *op0 = sp_operand (c, in, 0);
+  const PsSharding *s = op0->sharding;
+  if (s->kind != PS_SHARDING_TILED || !ps_sharding_has_manual_subgroup (s)
+      || !ps_shape_is_array (op0->full))
+    return NULL;
+  int r = op0->full->rank;
+  gboolean red[r > 0 ? r : 1];
+  memset (red, 0, sizeof red);
+  for (int q = 0; q < in->dimensions.n; q++)
+    if (in->dimensions.v[q] >= 0 && in->dimensions.v[q] < r)
+      red[in->dimensions.v[q]] = TRUE;
+  PsInstr *ops[n];
+  for (int j = 0; j < k; j++)
+    {
+      PsPVal *iv = sp_operand (c, in, k + j);
+      if (!ps_shape_is_array (iv->full) || iv->full->rank != 0)
+        return NULL;
+      ops[k + j] = iv->hlo;
+    }
+  for (int j = 0; j < k; j++)
+    {
+      PsPVal *v = sp_operand (c, in, j);
+      if (!ps_shape_is_array (v->full) || v->full->rank != r)
+        return NULL;
+      PsPVal *rv = sp_reshard_pval (c, v, s);
+      if (sp_failed (c))
+        {
+          sp_pval_free (rv);
+          return NULL;
+        }
+      ops[j] = sp_mask_padding (c, rv, red, ops[k + j]);
+      sp_pval_free (rv);
+    }
+  int ro = r - in->dimensions.n;
+  int64_t kept[ro > 0 ? ro : 1], ldims[ro + 1];
+  int q = 0;
+  for (int d = 0; d < r && q < ro; d++)
+    if (!red[d])
+      {
+        kept[q] = d;
+        ldims[q] = ops[0]->shape->dims[d];
+        q++;
+      }
+  PsShape *leaf[k];
+  for (int j = 0; j < k; j++)
+    leaf[j] = sp_shape (ops[j]->shape->etype, ro, ldims);
+  PsShape *ls = k == 1 ? ps_shape_copy (leaf[0]) : ps_shape_new_tuple (k, leaf);
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), n, ops);
+  gboolean mask[s->n_tile_dims];
+  memset (mask, 0, sizeof mask);
+  gboolean any = FALSE;
+  for (int d = 0; d < r; d++)
+    if (red[d] && sp_shards (s, d) > 1)
+      mask[d] = any = TRUE;
+  if (any)
+    {
+      int ng, gs;
+      g_autofree int64_t *groups = sp_groups (s, mask, &ng, &gs);
+      if (k == 1)
+        y = sp_all_reduce_with (c, y, in->called[0], ng, gs, groups);
+      else
+        {
+          PsInstr *parts[n];
+          ldims[ro] = 1;
+          for (int j = 0; j < k; j++)
+            {
+              PsInstr *p = sp_reshape (c, sp_gte (c, y, j), ro + 1, ldims);
+              parts[j] = sp_all_gather (c, p, ro, ng, gs, groups);
+              parts[k + j] = ops[k + j];
+            }
+          y = sp_clone_with (c, in, ps_shape_copy (ls), n, parts);
+          int64_t last = ro;
+          ps_ints_set (&y->dimensions, 1, &last);
+        }
+    }
+  for (int j = 0; j < k; j++)
+    ps_shape_free (leaf[j]);
+  ps_shape_free (ls);
+  g_autoptr (PsSharding) rs = sp_sharding_remap_keep_manual (s, ro, kept);
+  if (!rs)
+    return NULL;
+  if (k == 1)
+    return finish (in, y, rs);
+  PsSharding *each[k];
+  for (int j = 0; j < k; j++)
+    each[j] = ps_sharding_copy (rs); /* the tuple takes them */
+  g_autoptr (PsSharding) ts = ps_sharding_tuple (k, each);
+  return finish (in, y, ts);
+}
+
 PsPVal *
 sp_handle_iota (SpComp *c, const PsInstr *in)
 {

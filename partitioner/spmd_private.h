@@ -156,6 +156,9 @@ PsSharding *sp_make_sharding (int rank, const int64_t *tiles, int64_t rep,
  * replicated subgroup) become replication. Manual subgroups are not
  * supported (returns NULL). transfer full. */
 PsSharding *sp_sharding_remap (const PsSharding *s, int rank, const int64_t *src_dim);
+/* Same, but manual subgroup dims of s stay manual subgroup dims. */
+PsSharding *sp_sharding_remap_keep_manual (const PsSharding *s, int rank,
+                                           const int64_t *src_dim);
 
 /* Rough bytes moved by resharding a value of `full` shape: 0 when equal,
  * a small local cost when only slicing, else the local or full bytes. */
@@ -177,6 +180,7 @@ PsPVal *sp_handle_broadcast (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_transpose (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_reshape (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_reduce (SpComp *c, const PsInstr *in);
+PsPVal *sp_handle_manual_reduce (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_iota (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_slice (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_pad (SpComp *c, const PsInstr *in);

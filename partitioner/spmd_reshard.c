@@ -166,14 +166,20 @@ sp_make_sharding (int rank, const int64_t *tiles, int64_t rep, const int64_t *de
   return ps_sharding_partial (rank + 1, dims, devices);
 }
 
-PsSharding *
-sp_sharding_remap (const PsSharding *s, int rank, const int64_t *src_dim)
+/* sp_sharding_remap, optionally keeping manual subgroup dims as manual
+ * subgroup dims of the result (they are never data dims). */
+static PsSharding *
+remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manual)
 {
   if (s->kind != PS_SHARDING_TILED)
     return ps_sharding_copy (s);
-  if (ps_sharding_has_manual_subgroup (s))
+  if (ps_sharding_has_manual_subgroup (s) && !keep_manual)
     return NULL;
   int nt = s->n_tile_dims;
+  int first_sub = nt - s->n_subgroups;
+  gboolean is_manual_dim[nt];
+  for (int k = 0; k < nt; k++)
+    is_manual_dim[k] = k >= first_sub && s->subgroup_kinds[k - first_sub] == PS_SUBGROUP_MANUAL;
   int perm[nt];
   gboolean used[nt];
   memset (used, 0, sizeof used);
@@ -191,10 +197,18 @@ sp_sharding_remap (const PsSharding *s, int rank, const int64_t *src_dim)
     }
   int64_t rep = 1;
   for (int k = 0; k < nt; k++)
-    if (!used[k])
+    if (!used[k] && !is_manual_dim[k])
       {
         perm[np++] = k;
         rep *= s->tile_dims[k];
+      }
+  int n_manual = 0;
+  int64_t manual_dims[nt];
+  for (int k = 0; k < nt; k++)
+    if (is_manual_dim[k])
+      {
+        perm[np++] = k;
+        manual_dims[n_manual++] = s->tile_dims[k];
       }
   /* Transpose the tile array by perm, row-major. */
   int64_t *devs = g_new (int64_t, s->n_devices);
@@ -220,9 +234,39 @@ sp_sharding_remap (const PsSharding *s, int rank, const int64_t *src_dim)
           idx[k] = 0;
         }
     }
-  PsSharding *r = sp_make_sharding (rank, tiles, rep, devs);
+  PsSharding *r;
+  if (n_manual == 0)
+    r = sp_make_sharding (rank, tiles, rep, devs);
+  else
+    {
+      int nd = rank + 1 + n_manual;
+      int64_t dims[nd];
+      PsSubgroupKind kinds[1 + n_manual];
+      for (int i = 0; i < rank; i++)
+        dims[i] = tiles[i];
+      dims[rank] = rep;
+      kinds[0] = PS_SUBGROUP_REPLICATED;
+      for (int k = 0; k < n_manual; k++)
+        {
+          dims[rank + 1 + k] = manual_dims[k];
+          kinds[1 + k] = PS_SUBGROUP_MANUAL;
+        }
+      r = ps_sharding_subgroup (nd, dims, devs, 1 + n_manual, kinds);
+    }
   g_free (devs);
   return r;
+}
+
+PsSharding *
+sp_sharding_remap (const PsSharding *s, int rank, const int64_t *src_dim)
+{
+  return remap (s, rank, src_dim, FALSE);
+}
+
+PsSharding *
+sp_sharding_remap_keep_manual (const PsSharding *s, int rank, const int64_t *src_dim)
+{
+  return remap (s, rank, src_dim, TRUE);
 }
 
 /* ---- the moves ---- */

@@ -432,6 +432,98 @@ leaf_elements (const PsShape *s)
   return n;
 }
 
+/* ---- the global view of programs with manual regions ------------------------------ */
+
+static gboolean
+has_manual (const PsSharding *s)
+{
+  if (!s)
+    return FALSE;
+  if (s->kind == PS_SHARDING_TUPLE)
+    {
+      for (int k = 0; k < s->n_elems; k++)
+        if (has_manual (s->elems[k]))
+          return TRUE;
+      return FALSE;
+    }
+  return s->kind == PS_SHARDING_MANUAL || ps_sharding_has_manual_subgroup (s);
+}
+
+/* Whether the original's meaning is per device: it has manual shardings,
+ * asks for its device's id or exchanges data between devices. Such a
+ * program is run on every device (the global view, see verify.h). */
+static gboolean
+needs_global_view (const PsModule *m)
+{
+  for (guint c = 0; c < m->computations->len; c++)
+    {
+      const PsComputation *comp = m->computations->pdata[c];
+      for (guint i = 0; i < comp->instrs->len; i++)
+        {
+          const PsInstr *ins = comp->instrs->pdata[i];
+          if (has_manual (ins->sharding) || ps_opcode_is_collective (ins->opcode)
+              || ins->opcode == PS_OP_PARTITION_ID || ins->opcode == PS_OP_REPLICA_ID)
+            return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* The manual group of `device` under a leaf sharding: devices of one group
+ * share one value of a manual array. -1 when the sharding is not manual
+ * (every device sees the same value); fully manual: the device itself;
+ * partially manual: the device's coordinates in the manual subgroup dims,
+ * linearized. */
+static int64_t
+manual_group (const PsSharding *s, int64_t device)
+{
+  if (!s)
+    return -1;
+  if (s->kind == PS_SHARDING_MANUAL)
+    return device;
+  if (!ps_sharding_has_manual_subgroup (s))
+    return -1;
+  int64_t *idx = g_new0 (int64_t, s->n_tile_dims + 1);
+  int64_t g = 0;
+  if (ps_sharding_device_index (s, device, idx))
+    {
+      int first = s->n_tile_dims - s->n_subgroups;
+      for (int k = 0; k < s->n_subgroups; k++)
+        if (s->subgroup_kinds[k] == PS_SUBGROUP_MANUAL)
+          g = g * s->tile_dims[first + k] + idx[first + k];
+    }
+  g_free (idx);
+  return g;
+}
+
+/* Device `device`'s view of a parameter in the global view: `full` for
+ * non-manual leaves; manual leaves get values of their own for each manual
+ * group (group 0 keeps `full`'s), so that devices of different groups hold
+ * different data, as a manual program allows. */
+static PsValue *
+global_view_arg (const PsSharding *s, const PsValue *full, int64_t device, guint64 seed,
+                 int64_t bound)
+{
+  PsValue *v = ps_value_copy (full);
+  GPtrArray *leaves = g_ptr_array_new ();
+  collect_leaves (v, leaves);
+  for (guint k = 0; k < leaves->len; k++)
+    {
+      PsSharding *ls = leaf_sharding (s, (int) k, (int) leaves->len);
+      int64_t g = manual_group (ls, device);
+      if (g > 0)
+        {
+          guint64 state = seed ^ ((guint64) (g + 1) * 0xd1342543de82ef95ULL)
+                          ^ ((guint64) (k + 1) * 0x2545f4914f6cdd1dULL);
+          fill_random (leaves->pdata[k], &state, bound);
+        }
+      if (ls)
+        ps_sharding_free (ls);
+    }
+  g_ptr_array_free (leaves, TRUE);
+  return v;
+}
+
 /* ---- driver ------------------------------------------------------------------------ */
 
 gboolean
@@ -473,6 +565,11 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
   PsValue **local = g_new0 (PsValue *, MAX (1, (gsize) np * num_devices));
   PsValue **outs = g_new0 (PsValue *, num_devices);
   PsValue *ref = NULL;
+  /* Per-device meaning (manual regions, collectives, partition-id): the
+   * original runs on every device, each with its own view of the inputs. */
+  gboolean global = needs_global_view (original);
+  PsValue **view = global ? g_new0 (PsValue *, MAX (1, (gsize) np * num_devices)) : NULL;
+  PsValue **refs = global ? g_new0 (PsValue *, num_devices) : NULL;
   int64_t input_elements = 0;
   for (int p = 0; p < np && ok; p++)
     {
@@ -491,6 +588,7 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
         }
       full[p] = ps_value_new (param->shape);
       guint64 state = opts->seed * 0x100000001b3ULL + (guint64) p * 0x9e3779b97f4a7c15ULL;
+      guint64 seed0 = state;
       int64_t bound = ps_etype_is_integral (param->shape->etype) ? index_bound (param, 0) : 0;
       fill_random (full[p], &state, bound);
       const PsSharding *s = param->sharding;
@@ -538,6 +636,8 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
           int64_t max_live = opts->interp.max_live_elements > 0 ? opts->interp.max_live_elements
                              : 4 * max_el;
           input_elements += leaf_elements (want) * num_devices;
+          if (global)
+            input_elements += leaf_elements (param->shape) * num_devices;
           if (input_elements > max_live)
             {
               g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
@@ -549,17 +649,30 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
         }
       ps_shape_free (want);
       for (int64_t d = 0; d < num_devices && ok; d++)
-        local[(gsize) d * np + p] = split_value (s, full[p], d);
+        {
+          gsize k = (gsize) d * np + p;
+          if (global)
+            view[k] = global_view_arg (s, full[p], d, seed0, bound);
+          local[k] = split_value (s, global ? view[k] : full[p], d);
+        }
     }
 
   if (ok)
     {
       PsInterpOptions io = opts->interp;
       io.num_replicas = 1;
-      io.num_partitions = 1;
+      io.num_partitions = global ? num_devices : 1;
       io.rng_constant = TRUE;
+      io.global_view = global;
       GError *e = NULL;
-      ref = ps_interp_run (original, np, full, &io, &e);
+      if (global)
+        {
+          if (!ps_interp_run_spmd (original, num_devices, np, view, refs, &io, &e))
+            g_clear_pointer (&refs[0], ps_value_free);
+          ref = refs[0] ? ps_value_copy (refs[0]) : NULL;
+        }
+      else
+        ref = ps_interp_run (original, np, full, &io, &e);
       if (!ref)
         {
           g_set_error (error, PS_ERROR, e->code, "verify: original module: %s", e->message);
@@ -598,6 +711,11 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
         {
           GPtrArray *gl = g_ptr_array_new ();
           collect_leaves (outs[d], gl);
+          if (global)
+            {
+              g_ptr_array_set_size (rl, 0);
+              collect_leaves (refs[d], rl);
+            }
           if (gl->len != rl->len)
             {
               result->agree = FALSE;
@@ -643,6 +761,15 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
   for (int64_t d = 0; d < num_devices; d++)
     ps_value_free (outs[d]);
   ps_value_free (ref);
+  if (global)
+    {
+      for (gsize k = 0; k < (gsize) np * num_devices; k++)
+        ps_value_free (view[k]);
+      for (int64_t d = 0; d < num_devices; d++)
+        ps_value_free (refs[d]);
+    }
+  g_free (view);
+  g_free (refs);
   g_free (full);
   g_free (local);
   g_free (outs);

@@ -24,6 +24,28 @@
  * start of a dynamic-slice/-update-slice, bound being the smallest indexed
  * dim; otherwise in [-8, 8) (unsigned: [0, 16)).
  *
+ * Programs whose meaning is per device: when the original has a manual or
+ * partially manual sharding anywhere, a partition-id or replica-id, or a
+ * collective, a one-device run cannot give what each device computes (a
+ * manual region works on its device's tile and may ask for its id or talk to
+ * other devices). The original then runs in the global view: on all N
+ * devices in lockstep (ps_interp_run_spmd with
+ * PsInterpOptions.global_view), where a non-manual value is the whole
+ * array on every device, SPMDFullToShardShape gives each device its piece
+ * of the operand under the operand's sharding, SPMDShardToFullShape
+ * assembles the array from the pieces of the devices of one manual group
+ * (see interp.h), and partition-id and collectives act per device. Inputs:
+ * every device gets the full array of a non-manual parameter leaf; a
+ * manual leaf gets values of its own per manual group (fully manual: per
+ * device; partially manual: per group of devices sharing the manual
+ * subgroup coordinates), and the partitioned program gets the device's
+ * piece of that group's array. Each device's output piece is compared with
+ * the same piece of that device's reference result (for a manual output,
+ * the whole value). A partitioned program that is right on one device and
+ * wrong on another is caught; and since a manual all-reduce is compared
+ * with what the global view computes, one that adds pieces of different
+ * tiles is too.
+ *
  * rng: both programs run with PsInterpOptions.rng_constant (every rng
  * returns its first operand), since a partitioned rng cannot draw the
  * original's numbers; the rest of such a program is still checked.

@@ -11,6 +11,7 @@
 #include "partitioner/hlo_parser.h"
 #include "partitioner/propagate.h"
 #include "partitioner/spmd.h"
+#include "partitioner/verify.h"
 #include "tests/spmd_testutil.h"
 
 typedef struct {
@@ -226,6 +227,77 @@ static const Case cases[] = {
     "  t = s32[6,3] copy(x), sharding={devices=[4,1]0,1,2,3}\n"
     "  ROOT r = s32[6,3] negate(t), sharding={maximal device=1}\n}\n",
     0, ANY, ANY, ANY, ANY },
+  /* Manual regions: verified in the global view (verify.h), where each
+   * device's manual code sees its own tile and its own partition id. */
+  { "manual region using partition-id", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[8,2] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  m = f32[4,2] custom-call(x), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+    "  p = u32[] partition-id(), sharding={manual}\n"
+    "  c = f32[] convert(p), sharding={manual}\n"
+    "  b = f32[4,2] broadcast(c), dimensions={}, sharding={manual}\n"
+    "  a = f32[4,2] add(m, b), sharding={manual}\n"
+    "  ROOT r = f32[8,2] custom-call(a), custom_call_target=\"SPMDShardToFullShape\","
+    " sharding={devices=[2,1]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "manual parameter mixed with a tiled one", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[8,2] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  y = f32[4,2] parameter(1), sharding={manual}\n"
+    "  m = f32[4,2] custom-call(x), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+    "  a = f32[4,2] add(m, y), sharding={manual}\n"
+    "  f = f32[8,2] custom-call(a), custom_call_target=\"SPMDShardToFullShape\","
+    " sharding={devices=[2,1]0,1}\n"
+    "  ROOT r = f32[8,2] multiply(f, x), sharding={devices=[2,1]0,1}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "nested manual: manual to partially manual to tiled", 8,
+    "HloModule m\nENTRY e {\n"
+    "  p = s32[4,4,4] parameter(0), sharding={devices=[2,2,2]<=[8]}\n"
+    "  m0 = s32[2,2,2] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+    "  m1 = s32[4,2,2] custom-call(m0), custom_call_target=\"SPMDShardToFullShape\","
+    " sharding={devices=[2,1,1,4]<=[8] last_tile_dims={manual}}\n"
+    "  m2 = s32[4,4,2] custom-call(m1), custom_call_target=\"SPMDShardToFullShape\","
+    " sharding={devices=[2,2,1,2]<=[8] last_tile_dims={manual}}\n"
+    "  ROOT o = s32[4,4,4] custom-call(m2), custom_call_target=\"SPMDShardToFullShape\","
+    " sharding={devices=[2,2,2]<=[8]}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "all-reduce across manual groups of a partially manual value", 4,
+    "HloModule m\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT c = f32[] add(a, b)\n}\nENTRY e {\n"
+    "  p = f32[2,2] parameter(0), sharding={devices=[2,1,2]0,2,1,3 last_tile_dims={manual}}\n"
+    "  ROOT r = f32[2,2] all-reduce(p), to_apply=sum, replica_groups={{2,0},{1,3}},"
+    " use_global_device_ids=true, channel_id=1,"
+    " sharding={devices=[2,1,2]0,2,1,3 last_tile_dims={manual}}\n}\n",
+    0, 1, 0, 0, 0 },
+  { "all-reduce of a replicated value over all devices", 4,
+    "HloModule m\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT c = f32[] add(a, b)\n}\nENTRY e {\n"
+    "  p = f32[2,2] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+    "  ROOT r = f32[2,2] all-reduce(p), to_apply=sum, replica_groups={{0,1,2,3}},"
+    " use_global_device_ids=true, channel_id=1, sharding={replicated}\n}\n",
+    1, ANY, ANY, 0, 0 },
+  { "variadic reduce over a split dim of a partially manual value", 4,
+    "HloModule m\nmaxidx {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n"
+    "  b = f32[] parameter(2)\n  j = s32[] parameter(3)\n"
+    "  g = pred[] compare(a, b), direction=GT\n  v = f32[] select(g, a, b)\n"
+    "  k = s32[] select(g, i, j)\n  ROOT t = (f32[], s32[]) tuple(v, k)\n}\nENTRY e {\n"
+    "  x = f32[5,7] parameter(0), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+    "  y = s32[5,7] parameter(1), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+    "  a = f32[] parameter(2), sharding={devices=[2,2]<=[4] last_tile_dims={replicated,manual}}\n"
+    "  b = s32[] parameter(3), sharding={devices=[2,2]<=[4] last_tile_dims={replicated,manual}}\n"
+    "  ROOT r = (f32[5], s32[5]) reduce(x, y, a, b), dimensions={1}, to_apply=maxidx,"
+    " sharding={{devices=[1,2,2]<=[4] last_tile_dims={replicated,manual}},"
+    " {devices=[1,2,2]<=[4] last_tile_dims={replicated,manual}}}\n}\n",
+    0, 0, 2, 0, 0 },
+  { "TopK custom-call in a manual region", 2,
+    "HloModule m\ngt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
+    "  ROOT c = pred[] compare(a, b), direction=GT\n}\nENTRY e {\n"
+    "  p = f32[3,16] parameter(0), sharding={manual}\n"
+    "  t = (f32[3,4], s32[3,4]) custom-call(p), custom_call_target=\"TopK\", called_computations={gt},"
+    " sharding={{manual}, {manual}}\n"
+    "  ROOT v = s32[3,4] get-tuple-element(t), index=1, sharding={manual}\n}\n",
+    0, 0, 0, 0, 0 },
 };
 
 START_TEST (test_case)
@@ -312,6 +384,81 @@ START_TEST (test_deterministic)
 }
 END_TEST
 
+static const char manual_sum_hlo[] =
+  "HloModule m\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+  "  ROOT c = f32[] add(a, b)\n}\nENTRY e {\n"
+  "  p = f32[2,2] parameter(0), sharding={devices=[2,1,2]0,2,1,3 last_tile_dims={manual}}\n"
+  "  ROOT r = f32[2,2] all-reduce(p), to_apply=sum, replica_groups={{1,0},{2,3}},"
+  " use_global_device_ids=true, channel_id=1,"
+  " sharding={devices=[2,1,2]0,2,1,3 last_tile_dims={manual}}\n}\n";
+
+/* An all-reduce in a partially manual region whose groups mix devices that
+ * hold different tiles is rejected (as XLA does): copied as it is, it
+ * would add different rows together. */
+START_TEST (test_manual_all_reduce_across_tiles_rejected)
+{
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse (manual_sum_hlo, strlen (manual_sum_hlo), "t", &error);
+  ck_assert_ptr_nonnull (m);
+  g_autoptr (PsModule) part = ps_spmd_partition (m, 4, NULL, &error);
+  ck_assert_ptr_null (part);
+  ck_assert_ptr_nonnull (strstr (error->message, "different manual subgroups"));
+  g_error_free (error);
+}
+END_TEST
+
+static gboolean
+verify_by_hand (const char *orig_hlo, const char *part_hlo, int64_t n, PsVerifyResult *res)
+{
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse (orig_hlo, strlen (orig_hlo), "orig", &error);
+  ck_assert_ptr_nonnull (m);
+  g_autoptr (PsModule) p = ps_hlo_parse (part_hlo, strlen (part_hlo), "part", &error);
+  ck_assert_ptr_nonnull (p);
+  gboolean ok = ps_verify_spmd (m, p, n, NULL, res, &error);
+  ck_assert_msg (ok, "%s", error ? error->message : "");
+  return res->agree;
+}
+
+/* The global view can fail: wrong per-device programs for manual code are
+ * caught, on the device where they go wrong. */
+START_TEST (test_global_view_catches_mistakes)
+{
+  const char *orig =
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[8,2] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  m = f32[4,2] custom-call(x), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+    "  p = u32[] partition-id(), sharding={manual}\n"
+    "  c = f32[] convert(p), sharding={manual}\n"
+    "  b = f32[4,2] broadcast(c), dimensions={}, sharding={manual}\n"
+    "  ROOT a = f32[4,2] add(m, b), sharding={manual}\n}\n";
+  /* Right: every device adds its id to its tile. */
+  const char *right =
+    "HloModule r\nENTRY e {\n  x = f32[4,2] parameter(0)\n  p = u32[] partition-id()\n"
+    "  c = f32[] convert(p)\n  b = f32[4,2] broadcast(c), dimensions={}\n"
+    "  ROOT a = f32[4,2] add(x, b)\n}\n";
+  /* Wrong: the partition id is forgotten; only device 1 differs. */
+  const char *wrong =
+    "HloModule w\nENTRY e {\n  x = f32[4,2] parameter(0)\n  ROOT a = f32[4,2] copy(x)\n}\n";
+  PsVerifyResult res;
+  ck_assert (verify_by_hand (orig, right, 2, &res));
+  ck_assert_int_eq (res.n_compared, 16);
+  ps_verify_result_clear (&res);
+  ck_assert (!verify_by_hand (orig, wrong, 2, &res));
+  ck_assert_int_eq (res.mismatch_device, 1);
+  ps_verify_result_clear (&res);
+  /* The all-reduce XLA rejects, copied as it is: its groups add rows of
+   * different tiles, which the global view tells apart. */
+  const char *copied =
+    "HloModule c\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT c = f32[] add(a, b)\n}\nENTRY e {\n  p = f32[1,2] parameter(0)\n"
+    "  ROOT r = f32[1,2] all-reduce(p), to_apply=sum, replica_groups={{1,0},{2,3}},"
+    " use_global_device_ids=true, channel_id=1\n}\n";
+  ck_assert (!verify_by_hand (manual_sum_hlo, copied, 4, &res));
+  ps_verify_result_clear (&res);
+}
+END_TEST
+
 static Suite *
 spmd_suite (void)
 {
@@ -322,6 +469,8 @@ spmd_suite (void)
   tcase_add_test (tc, test_conv_uses_permutes);
   tcase_add_test (tc, test_fallback_reported);
   tcase_add_test (tc, test_deterministic);
+  tcase_add_test (tc, test_manual_all_reduce_across_tiles_rejected);
+  tcase_add_test (tc, test_global_view_catches_mistakes);
   suite_add_tcase (s, tc);
   return s;
 }
