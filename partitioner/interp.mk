@@ -4,7 +4,7 @@ libpodsim_partitioner_la_SOURCES += partitioner/interp.h partitioner/interp_priv
 	partitioner/interp.c partitioner/interp_value.c partitioner/interp_elementwise.c \
 	partitioner/interp_data.c partitioner/interp_window.c \
 	partitioner/interp_linalg.c
-libpodsim_partitioner_la_SOURCES += partitioner/verify.h partitioner/verify.c
+libpodsim_partitioner_la_SOURCES += partitioner/verify.h partitioner/verify.c partitioner/verify_widen.c
 libpodsim_partitioner_la_SOURCES += partitioner/shrink.h partitioner/shrink.c
 
 check_PROGRAMS += tests/check_interp tests/check_shrink

@@ -974,6 +974,7 @@ ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts, PsShrinkReport
       opts = &def;
     }
   int64_t min_size = opts->min_size > 0 ? opts->min_size : 8;
+  int64_t extra_mod = opts->num_devices > 1 ? opts->num_devices : 1;
   PsShrinkReport rep = { 0 };
   rep.max_elements_before = module_max_elements (m);
 
@@ -1016,7 +1017,9 @@ ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts, PsShrinkReport
       new_size[n] = s;
       if (r != n || NODE_PINNED (&sh, r) || s <= min_size)
         continue;
-      int64_t l = NODE_MOD (&sh, r), rem = s % l, t = rem + l;
+      int64_t l = NODE_MOD (&sh, r);
+      l = l / gcd64 (l, extra_mod) * extra_mod;
+      int64_t rem = s % l, t = rem + l;
       while (t < min_size)
         t += l;
       if (t < s)
@@ -1169,11 +1172,12 @@ ps_shrink_same_program (const PsModule *a, const PsModule *b, char **why)
   return diff == NULL;
 }
 
-gboolean
-ps_shrink_verify (const PsModule *sharded, const PsModule *partitioned, int64_t num_devices,
-                  const PsSpmdOptions *spmd_opts, const PsShrinkOptions *shrink_opts,
-                  const PsVerifyOptions *verify_opts, PsVerifyResult *result,
-                  PsShrinkReport *report, GError **error)
+/* One attempt of ps_shrink_verify with fixed shrink options. */
+static gboolean
+shrink_verify_once (const PsModule *sharded, const PsModule *partitioned, int64_t num_devices,
+                    const PsSpmdOptions *spmd_opts, const PsShrinkOptions *shrink_opts,
+                    const PsVerifyOptions *verify_opts, PsVerifyResult *result,
+                    PsShrinkReport *report, GError **error)
 {
   PsShrinkReport rep;
   g_autoptr (PsModule) small = ps_shrink_module (sharded, shrink_opts, &rep, error);
@@ -1222,4 +1226,37 @@ ps_shrink_verify (const PsModule *sharded, const PsModule *partitioned, int64_t 
       return FALSE;
     }
   return TRUE;
+}
+
+gboolean
+ps_shrink_verify (const PsModule *sharded, const PsModule *partitioned, int64_t num_devices,
+                  const PsSpmdOptions *spmd_opts, const PsShrinkOptions *shrink_opts,
+                  const PsVerifyOptions *verify_opts, PsVerifyResult *result,
+                  PsShrinkReport *report, GError **error)
+{
+  if (shrink_opts)
+    return shrink_verify_once (sharded, partitioned, num_devices, spmd_opts, shrink_opts,
+                               verify_opts, result, report, error);
+  PsShrinkOptions so;
+  ps_shrink_options_init (&so);
+  so.num_devices = num_devices;
+  GError *first = NULL;
+  if (num_devices > 1
+      && shrink_verify_once (sharded, partitioned, num_devices, spmd_opts, &so, verify_opts,
+                             result, report, &first))
+    return TRUE;
+  /* A failure other than "cannot do it this way" is final. */
+  if (first && !g_error_matches (first, PS_ERROR, PS_ERROR_UNSUPPORTED)
+      && !g_error_matches (first, PS_ERROR, PS_ERROR_LIMIT))
+    {
+      g_propagate_error (error, first);
+      return FALSE;
+    }
+  so.num_devices = 0;
+  gboolean ok = shrink_verify_once (sharded, partitioned, num_devices, spmd_opts, &so, verify_opts,
+                                    result, report, error);
+  if (!ok && first && error && *error && strcmp (first->message, (*error)->message) != 0)
+    g_prefix_error (error, "%s; ", first->message);
+  g_clear_error (&first);
+  return ok;
 }

@@ -54,6 +54,10 @@ typedef struct {
   /* Smallest size a shrunk dim is given (when the original is larger);
    * 0 = 8. */
   int64_t min_size;
+  /* When > 1, every class also keeps its remainder modulo this count (the
+   * number of devices), so that decisions such as "can this dim be split
+   * over all devices" come out the same; 0 = only the shard counts. */
+  int64_t num_devices;
 } PsShrinkOptions;
 
 typedef struct {
@@ -80,9 +84,14 @@ PsModule *ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts,
 gboolean ps_shrink_same_program (const PsModule *a, const PsModule *b, char **why);
 
 /* Verifies a partitioning through a scaled copy: shrinks `sharded`,
- * partitions the copy for `num_devices` with `spmd_opts` (NULL = defaults),
- * checks with ps_shrink_same_program that the copy's SPMD program matches
- * `partitioned` (the original's), then runs ps_verify_spmd on the copy.
+ * partitions the copy for `num_devices` with `spmd_opts` (NULL = defaults;
+ * pass the choices recorded when `partitioned` was made, with
+ * replay_choices set), checks with ps_shrink_same_program that the copy's
+ * SPMD program matches the original's (both without CSE, which merges more
+ * in the copy), then runs ps_verify_spmd on the copy. With shrink_opts NULL
+ * it first tries a copy that keeps remainders modulo num_devices too, then,
+ * if that copy partitions differently or is still too large, one that
+ * keeps them modulo the shard counts only.
  * Returns FALSE with an error when a step cannot be done (cannot shrink,
  * different program: PS_ERROR_UNSUPPORTED; or the partitioner's or the
  * interpreter's error); TRUE with result filled otherwise. `report` may be

@@ -526,9 +526,9 @@ global_view_arg (const PsSharding *s, const PsValue *full, int64_t device, guint
 
 /* ---- driver ------------------------------------------------------------------------ */
 
-gboolean
-ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t num_devices,
-                const PsVerifyOptions *opts, PsVerifyResult *result, GError **error)
+static gboolean
+verify_once (const PsModule *original, const PsModule *partitioned, int64_t num_devices,
+             const PsVerifyOptions *opts, PsVerifyResult *result, GError **error)
 {
   g_return_val_if_fail (original && partitioned && result, FALSE);
   memset (result, 0, sizeof *result);
@@ -774,4 +774,39 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
   g_free (local);
   g_free (outs);
   return ok;
+}
+
+gboolean
+ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t num_devices,
+                const PsVerifyOptions *opts, PsVerifyResult *result, GError **error)
+{
+  if (!verify_once (original, partitioned, num_devices, opts, result, error))
+    return FALSE;
+  if (result->agree || (opts && opts->no_widen) || !ps_verify_module_has_16bit_floats (original))
+    return TRUE;
+  /* Recheck in f32: rounding partial results to 16 bits is not an error. */
+  g_autoptr (PsModule) wo = ps_module_clone (original);
+  g_autoptr (PsModule) wp = ps_module_clone (partitioned);
+  if (!ps_verify_widen_floats (wo) || !ps_verify_widen_floats (wp))
+    return TRUE;
+  PsVerifyResult wide;
+  GError *werr = NULL;
+  if (!verify_once (wo, wp, num_devices, opts, &wide, &werr))
+    {
+      g_error_free (werr);
+      return TRUE;
+    }
+  if (wide.agree)
+    {
+      char *msg = g_strdup_printf ("%s in f32 arithmetic; with bf16/f16 as written they differ "
+                                   "by rounding: %s", wide.message, result->message);
+      ps_verify_result_clear (result);
+      *result = wide;
+      g_free (result->message);
+      result->message = msg;
+      result->widened = TRUE;
+    }
+  else
+    ps_verify_result_clear (&wide);
+  return TRUE;
 }

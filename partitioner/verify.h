@@ -12,6 +12,15 @@
  * device). Comparing each device's piece checks the same thing as
  * reassembling the output and also catches replicas that disagree.
  *
+ * 16-bit floats: a partitioned program rounds partial results to bf16/f16
+ * where the original rounds the whole (a dot over a split contracting dim
+ * rounds each device's partial sum, then adds them in bf16, as XLA's
+ * programs do), and over long sums that exceeds any fixed tolerance. When
+ * an output differs and the programs use bf16 or f16, both are run again
+ * with every 16-bit float value computed in f32 (ps_verify_widen_floats);
+ * if they agree then, the result agrees with `widened` set and the message
+ * names the 16-bit difference. A wrong element differs in f32 too.
+ *
  * Comparison: integers and pred exactly; floats with
  * |actual - expected| <= atol + rtol * |expected| where (rtol, atol) are
  * f64 (1e-9, 1e-9), f32 (1e-4, 1e-3), f16 (1e-2, 5e-2), bf16 (2e-2, 1e-1)
@@ -72,10 +81,15 @@ typedef struct {
   /* Interpreter limits (max_work, max_elements) and rng seed; num_replicas
    * and num_partitions are set by the driver. */
   PsInterpOptions interp;
+  /* Do not recheck 16-bit float mismatches in f32 (see below). */
+  gboolean no_widen;
 } PsVerifyOptions;
 
 typedef struct {
   gboolean agree;            /* every output of every device agrees */
+  /* agree only in f32 arithmetic: the programs as written (bf16/f16)
+   * differed by more than the tolerance, message says where. */
+  gboolean widened;
   int n_outputs;             /* leaves of the entry's result */
   int64_t n_compared;        /* elements compared over all devices */
   /* First mismatch (when !agree): output leaf, device, index in the full
@@ -91,6 +105,12 @@ void ps_verify_result_clear (PsVerifyResult *r);
 /* The local shape a parameter of `shape` with sharding `s` (NULL =
  * replicated) must have on every device. transfer full. */
 PsShape *ps_verify_local_shape (const PsSharding *s, const PsShape *shape);
+
+/* Retypes every bf16 and f16 value of `m` (shapes, constants) as f32, in
+ * place. FALSE (m untouched) when a bitcast-convert reads or makes 16-bit
+ * floats. */
+gboolean ps_verify_widen_floats (PsModule *m);
+gboolean ps_verify_module_has_16bit_floats (const PsModule *m);
 
 /* Runs both programs and compares. Returns FALSE with an error when a
  * program cannot be run (interpreter error, parameter count or local shape

@@ -1,6 +1,7 @@
 /* Scaled-down copies for verification (partitioner/shrink.h): which dims
  * shrink and to what, which are kept, that the copy validates, and that a
- * module too large for the interpreter is verified through its copy. */
+ * module too large for the interpreter is verified through its copy; and
+ * verify.h's recheck of 16-bit float mismatches in f32. */
 #include "config.h"
 
 #include <check.h>
@@ -198,6 +199,53 @@ START_TEST (test_shrink_verify)
 }
 END_TEST
 
+/* 16-bit floats: partial sums rounded to bf16 on 64 devices differ from the
+ * whole sum by more than the bf16 tolerance; the recheck in f32 agrees and
+ * says so. A wrong program (the partitioning of another module) differs in
+ * f32 too. */
+static const char *bf16_dot =
+  "HloModule m\nENTRY e {\n"
+  "  p0 = bf16[16,4,512] parameter(0), sharding={devices=[16,1,4]<=[64]}\n"
+  "  p1 = bf16[16,4,512] parameter(1), sharding={devices=[16,1,4]<=[64]}\n"
+  "  m = bf16[16,4,512] %s(p0, p1), sharding={devices=[16,1,4]<=[64]}\n"
+  "  p2 = bf16[1,2048,16] parameter(2), sharding={devices=[1,4,16]<=[16,4]T(1,0)}\n"
+  "  r = bf16[4,512,16] reshape(p2), sharding={devices=[4,1,16]<=[16,4]T(1,0)}\n"
+  "  ROOT d = bf16[16,16] dot(m, r), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1},"
+  " sharding={devices=[16,4]<=[64]}\n}\n";
+
+START_TEST (test_verify_widen)
+{
+  g_autofree char *t_mul = g_strdup_printf (bf16_dot, "multiply");
+  g_autofree char *t_add = g_strdup_printf (bf16_dot, "add");
+  g_autoptr (PsModule) m = parse (t_mul);
+  g_autoptr (PsModule) other = parse (t_add);
+  GError *error = NULL;
+  g_autoptr (PsModule) part = ps_spmd_partition (m, 64, NULL, &error);
+  ck_assert_msg (part != NULL, "%s", error ? error->message : "?");
+  g_autoptr (PsModule) other_part = ps_spmd_partition (other, 64, NULL, &error);
+  ck_assert (other_part != NULL);
+
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  PsVerifyResult res;
+  vo.no_widen = TRUE;
+  ck_assert (ps_verify_spmd (m, part, 64, &vo, &res, &error));
+  ck_assert_msg (!res.agree, "bf16 partial sums agreed within tolerance: %s", res.message);
+  ps_verify_result_clear (&res);
+
+  vo.no_widen = FALSE;
+  ck_assert (ps_verify_spmd (m, part, 64, &vo, &res, &error));
+  ck_assert_msg (res.agree && res.widened, "%s", res.message);
+  ck_assert (strstr (res.message, "in f32 arithmetic") != NULL);
+  ps_verify_result_clear (&res);
+
+  ck_assert (ps_verify_spmd (m, other_part, 64, &vo, &res, &error));
+  ck_assert (!res.agree);
+  ck_assert (!res.widened);
+  ps_verify_result_clear (&res);
+}
+END_TEST
+
 static Suite *
 shrink_suite (void)
 {
@@ -209,6 +257,7 @@ shrink_suite (void)
   tcase_add_test (tc, test_shrink_nothing);
   tcase_add_test (tc, test_shrink_while);
   tcase_add_test (tc, test_shrink_verify);
+  tcase_add_test (tc, test_verify_widen);
   suite_add_tcase (s, tc);
   return s;
 }
