@@ -7,7 +7,10 @@
  * with the reference interpreter that the partitioned program computes what
  * the original computes, that every parameter's local shape is its
  * sharding's tile shape, and, where the upstream test names the root's shape
- * with op::Shape("..."), that the partitioned root has it.
+ * with op::Shape("..."), that the partitioned root has it. A case whose
+ * upstream test expects partitioning to fail (EXPECT_FALSE(status.ok()))
+ * passes when podsim's partitioner rejects it with an error containing the
+ * text the test names (HasSubstr, compared ignoring case).
  *
  * Each case runs in a child process with a time limit, so a crash or a hang
  * in any stage fails that case only. Output: one line per failing case and
@@ -239,6 +242,41 @@ propagate_options (const PsModule *m, PsPropagateOptions *po, gboolean *f)
 /* How a passing case was checked (bit flags). */
 enum { CASE_SCALED = 1, CASE_WIDENED = 2 };
 
+/* Whether the upstream test expects partitioning to fail
+ * (EXPECT_FALSE(....status().ok())), and the text it expects the error to
+ * contain (HasSubstr("...") on the status), or NULL. transfer full. */
+static gboolean
+expects_failure (JsonObject *c, char **substr)
+{
+  *substr = NULL;
+  JsonArray *ex = json_object_has_member (c, "expect")
+                  ? json_object_get_array_member (c, "expect") : NULL;
+  gboolean fails = FALSE;
+  for (guint i = 0; ex && i < json_array_get_length (ex); i++)
+    {
+      JsonNode *n = json_array_get_element (ex, i);
+      if (!JSON_NODE_HOLDS_OBJECT (n))
+        continue;
+      JsonObject *o = json_node_get_object (n);
+      if (json_object_has_member (o, "when") && !json_object_get_null_member (o, "when"))
+        continue;
+      const char *t = json_object_get_string_member_with_default (o, "text", "");
+      if (strstr (t, "EXPECT_FALSE(") && strstr (t, "status") && strstr (t, ".ok()"))
+        fails = TRUE;
+      const char *h = strstr (t, "HasSubstr(\"");
+      if (h && strstr (t, "status") && !*substr)
+        {
+          h += strlen ("HasSubstr(\"");
+          const char *e = strchr (h, '"');
+          if (e)
+            *substr = g_strndup (h, (gsize) (e - h));
+        }
+    }
+  if (!fails)
+    g_clear_pointer (substr, g_free);
+  return fails;
+}
+
 /* Runs one case. On success *how says whether the values were checked on a
  * scaled copy (the original being over the interpreter's limits) and
  * whether they agree only in f32 arithmetic (verify.h). */
@@ -281,10 +319,30 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
   ps_spmd_options_init (&so);
   so.choices = choices;
   g_autoptr (PsModule) part = ps_spmd_partition (m, nd, &so, &error);
+  g_autofree char *want_error = NULL;
+  gboolean want_fail = expects_failure (c, &want_error);
   if (!part)
     {
-      *reason = g_strdup_printf ("partitioner: %s", error->message);
+      /* A rejection the upstream test expects passes; its text must
+       * contain the expected words (ignoring case). */
+      gboolean ok = FALSE;
+      if (want_fail)
+        {
+          g_autofree char *have = g_utf8_strdown (error->message, -1);
+          g_autofree char *want = want_error ? g_utf8_strdown (want_error, -1) : NULL;
+          ok = !want || strstr (have, want) != NULL;
+        }
+      if (!ok)
+        *reason = want_fail ? g_strdup_printf ("partitioner: %s (the upstream test expects an error "
+                                               "containing \"%s\")", error->message, want_error)
+                            : g_strdup_printf ("partitioner: %s", error->message);
       g_error_free (error);
+      return ok;
+    }
+  if (want_fail)
+    {
+      *reason = g_strdup_printf ("partitioned, but the upstream test expects partitioning to fail%s%s",
+                                 want_error ? " with " : "", want_error ? want_error : "");
       return FALSE;
     }
   /* Parameters keep their sharding's tile shape. */

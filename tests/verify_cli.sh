@@ -63,14 +63,20 @@ cmp -s "$PS_TMP/a" "$PS_TMP/b" || fail "verify output differs between two identi
 expect_status 1 "$PODSIM" conformance partitioner "$D/cases.jsonl"
 expect_grep "FAIL wrong_root_shape: root has local shape f32[3,3], the upstream test expects f32[10,3]" "$PS_TMP/out"
 expect_grep "FAIL broken_hlo: parse: broken_hlo:3:" "$PS_TMP/out"
-expect_grep "1 passed, 2 failed" "$PS_TMP/out"
-[ "$(tail -n 1 "$PS_TMP/out")" = "1 passed, 2 failed" ] || fail "summary is not the last line"
+# Upstream tests that expect partitioning to fail: a rejection with the
+# expected words passes; other words, or no rejection, fail.
+expect_grep "FAIL expected_rejection_other_text: partitioner: " "$PS_TMP/out"
+expect_grep "expects an error containing \"some other reason\"" "$PS_TMP/out"
+expect_grep "FAIL expected_rejection_but_partitions: partitioned, but the upstream test expects partitioning to fail" "$PS_TMP/out"
+grep -q "FAIL expected_rejection:" "$PS_TMP/out" && fail "an expected rejection was listed as failing"
+expect_grep "2 passed, 4 failed" "$PS_TMP/out"
+[ "$(tail -n 1 "$PS_TMP/out")" = "2 passed, 4 failed" ] || fail "summary is not the last line"
 grep -q "elementwise_uneven" "$PS_TMP/out" && fail "a passing case was listed"
 expect_status 0 "$PODSIM" conformance partitioner "$D/cases.jsonl" --case elementwise_uneven
 expect_grep "1 passed, 0 failed" "$PS_TMP/out"
 expect_status 1 "$PODSIM" conformance partitioner "$D/cases.jsonl" --json
 expect_grep '"name" : "broken_hlo"' "$PS_TMP/out"
-expect_grep '"failed" : 2' "$PS_TMP/out"
+expect_grep '"failed" : 4' "$PS_TMP/out"
 expect_status 0 "$PODSIM" conformance partitioner --help
 # Malformed input file: exit 2 before any case runs.
 printf '{"name": "x", "hlo": "HloModule m"}\nnot json\n' > "$PS_TMP/bad.jsonl"
