@@ -525,6 +525,86 @@ run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason, int *how
   return ok;
 }
 
+/* ---- --fallbacks: replicate-then-slice totals ------------------------------------ */
+
+typedef struct {
+  GHashTable *instrs;   /* opcode name (static) -> instructions */
+  GHashTable *modules;  /* opcode name (static) -> modules */
+  int n_modules;        /* modules with any fallback */
+  gint64 n_instrs;
+} FallbackTotals;
+
+/* Partitions case c again in this process, as run_case does, and adds what
+ * took the fallback to t. Cases that do not partition count nothing. */
+static void
+count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
+{
+  const char *name = json_object_get_string_member_with_default (c, "name", "?");
+  const char *hlo = json_object_get_string_member_with_default (c, "hlo", NULL);
+  gint64 nd = json_object_get_int_member_with_default (c, "num_devices", 0);
+  if (!hlo || nd < 1)
+    return;
+  g_autoptr (PsModule) m = ps_hlo_parse (hlo, strlen (hlo), name, NULL);
+  if (!m)
+    return;
+  if (!co->no_propagate)
+    {
+      PsPropagateOptions po;
+      gboolean f;
+      propagate_options (m, &po, &f);
+      if (!ps_propagate (m, &po, NULL))
+        return;
+    }
+  PsSpmdReport rep;
+  ps_spmd_report_init (&rep);
+  PsSpmdOptions so;
+  ps_spmd_options_init (&so);
+  so.report = &rep;
+  g_autoptr (PsModule) part = ps_spmd_partition (m, nd, &so, NULL);
+  if (part && rep.n_fallbacks > 0 && rep.fallback_ops)
+    {
+      t->n_modules++;
+      t->n_instrs += rep.n_fallbacks;
+      GHashTableIter it;
+      gpointer k, v;
+      g_hash_table_iter_init (&it, rep.fallback_ops);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        {
+          g_hash_table_insert (t->instrs, k, GINT_TO_POINTER (
+            GPOINTER_TO_INT (g_hash_table_lookup (t->instrs, k)) + GPOINTER_TO_INT (v)));
+          g_hash_table_insert (t->modules, k, GINT_TO_POINTER (
+            GPOINTER_TO_INT (g_hash_table_lookup (t->modules, k)) + 1));
+        }
+    }
+  ps_spmd_report_clear (&rep);
+}
+
+static int
+compare_opcode_totals (gconstpointer a, gconstpointer b, gpointer instrs)
+{
+  int na = GPOINTER_TO_INT (g_hash_table_lookup (instrs, *(gpointer const *) a));
+  int nb = GPOINTER_TO_INT (g_hash_table_lookup (instrs, *(gpointer const *) b));
+  if (na != nb)
+    return nb - na;
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+/* "fallbacks: M modules, I instructions" and one "  opcode I in M modules"
+ * line per opcode, most frequent first (ties by name: deterministic). */
+static void
+print_fallbacks (const FallbackTotals *t)
+{
+  printf ("fallbacks: %d modules, %" G_GINT64_FORMAT " instructions\n", t->n_modules, t->n_instrs);
+  guint n = 0;
+  gpointer *keys = g_hash_table_get_keys_as_array (t->instrs, &n);
+  g_qsort_with_data (keys, (gint) n, sizeof (gpointer), compare_opcode_totals, t->instrs);
+  for (guint i = 0; i < n; i++)
+    printf ("  %-22s %d in %d modules\n", (const char *) keys[i],
+            GPOINTER_TO_INT (g_hash_table_lookup (t->instrs, keys[i])),
+            GPOINTER_TO_INT (g_hash_table_lookup (t->modules, keys[i])));
+  g_free (keys);
+}
+
 static char *
 one_line (const char *s)
 {
@@ -538,7 +618,7 @@ one_line (const char *s)
 int
 ps_cmd_conformance_partitioner (int argc, char **argv)
 {
-  gboolean json = FALSE;
+  gboolean json = FALSE, fallbacks = FALSE;
   CaseOptions co = { 1000000000, 120, FALSE, FALSE, FALSE, 1 };
   char *only = NULL;
   GOptionEntry entries[] = {
@@ -555,6 +635,9 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       "Partition the module as written, as XLA's partitioner tests do", NULL },
     { "no-scale", 0, 0, G_OPTION_ARG_NONE, &co.no_scale,
       "Fail cases over the interpreter's limits instead of checking a scaled copy", NULL },
+    { "fallbacks", 0, 0, G_OPTION_ARG_NONE, &fallbacks,
+      "Also print, per opcode, how many instructions (in how many cases) took the "
+      "replicate-then-slice fallback (cases are partitioned again in this process)", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.jsonl - run SPMD partitioner test vectors");
@@ -683,6 +766,14 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       g_free (r1);
       fflush (stdout);
     }
+  FallbackTotals fbt = { NULL, NULL, 0, 0 };
+  if (fallbacks)
+    {
+      fbt.instrs = g_hash_table_new (g_str_hash, g_str_equal);
+      fbt.modules = g_hash_table_new (g_str_hash, g_str_equal);
+      for (guint i = 0; i < cases->len; i++)
+        count_fallbacks (json_node_get_object (cases->pdata[i]), &co, &fbt);
+    }
   if (jb)
     {
       json_builder_end_array (jb);
@@ -696,6 +787,24 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       json_builder_add_int_value (jb, n_scaled);
       json_builder_set_member_name (jb, "widened");
       json_builder_add_int_value (jb, n_widened);
+      if (fallbacks)
+        {
+          /* opcode -> [instructions, modules] */
+          json_builder_set_member_name (jb, "fallbacks");
+          json_builder_begin_object (jb);
+          GHashTableIter it;
+          gpointer k, v;
+          g_hash_table_iter_init (&it, fbt.instrs);
+          while (g_hash_table_iter_next (&it, &k, &v))
+            {
+              json_builder_set_member_name (jb, k);
+              json_builder_begin_array (jb);
+              json_builder_add_int_value (jb, GPOINTER_TO_INT (v));
+              json_builder_add_int_value (jb, GPOINTER_TO_INT (g_hash_table_lookup (fbt.modules, k)));
+              json_builder_end_array (jb);
+            }
+          json_builder_end_object (jb);
+        }
       json_builder_end_object (jb);
       JsonGenerator *gen = json_generator_new ();
       json_generator_set_pretty (gen, TRUE);
@@ -721,7 +830,14 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       if (too_large)
         printf ("note: %d of the failing cases exceed the interpreter's limits "
                 "(see --max-work)\n", too_large);
+      if (fallbacks)
+        print_fallbacks (&fbt);
       printf ("%d passed, %d failed\n", passed, failed);
+    }
+  if (fbt.instrs)
+    {
+      g_hash_table_destroy (fbt.instrs);
+      g_hash_table_destroy (fbt.modules);
     }
   g_ptr_array_free (cases, TRUE);
   g_free (only);
