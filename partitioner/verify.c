@@ -98,6 +98,96 @@ index_bound (const PsInstr *ins, int depth)
   return best;
 }
 
+/* XLA may apply a reduction's init value any number of times (once per
+ * partial reduction), so a reduce over a split dim is only defined for an
+ * init that is the reducer's identity. When a parameter reaches (through
+ * copies, converts, reshapes, broadcasts) the init operand of a reduce,
+ * reduce-window or select-and-scatter whose reducer is one binary op,
+ * init_identity gives that op's identity and returns TRUE. */
+/* Identity of a reducer as a double (floats) and as the stored int64
+ * (integers and pred: unsigned values as their zero-extended bits, u64 as
+ * its bit pattern). */
+typedef struct {
+  double f;
+  int64_t i;
+} Identity;
+
+static gboolean
+reducer_identity (const PsComputation *c, PsElemType t, Identity *id)
+{
+  if (!c || !c->root || c->root->n_operands != 2 || c->params->len != 2
+      || c->root->operands[0]->opcode != PS_OP_PARAMETER
+      || c->root->operands[1]->opcode != PS_OP_PARAMETER)
+    return FALSE;
+  int bits = 8 * ps_etype_size_bytes (t);
+  gboolean sgn = ps_etype_is_signed (t);
+  /* Lowest and highest integers of t (pred: 0 and 1). */
+  int64_t lo = t == PS_PRED ? 0 : sgn ? (int64_t) (-(((guint64) 1) << (bits - 1))) : 0;
+  int64_t hi = t == PS_PRED ? 1
+               : sgn ? (int64_t) ((((guint64) 1) << (bits - 1)) - 1)
+               : bits >= 64 ? -1 : (int64_t) ((((guint64) 1) << bits) - 1);
+  switch (c->root->opcode)
+    {
+    case PS_OP_ADD: case PS_OP_OR: case PS_OP_XOR:
+      id->f = 0, id->i = 0;
+      return TRUE;
+    case PS_OP_MULTIPLY:
+      id->f = 1, id->i = 1;
+      return TRUE;
+    case PS_OP_AND:
+      id->f = 0, id->i = t == PS_PRED ? 1 : sgn ? -1 : hi;
+      return !ps_etype_is_float (t);
+    case PS_OP_MAXIMUM:
+      id->f = -INFINITY, id->i = lo;
+      return TRUE;
+    case PS_OP_MINIMUM:
+      id->f = INFINITY, id->i = hi;
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+static gboolean
+init_identity (const PsInstr *ins, int depth, Identity *identity)
+{
+  if (depth > 6 || ins->shape->etype == PS_TUPLE)
+    return FALSE;
+  for (guint u = 0; u < ins->users->len; u++)
+    {
+      const PsInstr *user = ins->users->pdata[u];
+      for (int k = 0; k < user->n_operands; k++)
+        {
+          if (user->operands[k] != ins)
+            continue;
+          gboolean is_init = FALSE;
+          const PsComputation *red = NULL;
+          if ((user->opcode == PS_OP_REDUCE || user->opcode == PS_OP_REDUCE_WINDOW)
+              && user->n_operands == 2 && k == 1 && user->n_called == 1)
+            is_init = TRUE, red = user->called[0];
+          else if (user->opcode == PS_OP_SELECT_AND_SCATTER && k == 2 && user->n_called == 2)
+            is_init = TRUE, red = user->called[1];
+          if (is_init)
+            {
+              if (reducer_identity (red, ins->shape->etype, identity))
+                return TRUE;
+              continue;
+            }
+          switch (user->opcode)
+            {
+            case PS_OP_COPY: case PS_OP_CONVERT: case PS_OP_RESHAPE: case PS_OP_BROADCAST:
+            case PS_OP_BITCAST:
+              if (user->shape->etype == ins->shape->etype && init_identity (user, depth + 1, identity))
+                return TRUE;
+              break;
+            default:
+              break;
+            }
+        }
+    }
+  return FALSE;
+}
+
 static void
 fill_random (PsValue *v, guint64 *state, int64_t bound)
 {
@@ -591,6 +681,15 @@ verify_once (const PsModule *original, const PsModule *partitioned, int64_t num_
       guint64 seed0 = state;
       int64_t bound = ps_etype_is_integral (param->shape->etype) ? index_bound (param, 0) : 0;
       fill_random (full[p], &state, bound);
+      Identity identity;
+      if (init_identity (param, 0, &identity))
+        for (int64_t e = 0; e < full[p]->n; e++)
+          {
+            if (full[p]->f)
+              full[p]->f[e] = identity.f;
+            else if (full[p]->i)
+              full[p]->i[e] = identity.i;
+          }
       const PsSharding *s = param->sharding;
       if (!tuple_sharding_fits (s, param->shape))
         {

@@ -33,6 +33,14 @@
  * start of a dynamic-slice/-update-slice, bound being the smallest indexed
  * dim; otherwise in [-8, 8) (unsigned: [0, 16)).
  *
+ * Init values: a parameter that reaches (through copies, converts, reshapes,
+ * broadcasts) the init operand of a reduce, reduce-window or
+ * select-and-scatter whose reducer is a single add, multiply, and, or, xor,
+ * maximum or minimum is given that op's identity (0, 1, all ones, 0, 0,
+ * lowest, highest): XLA may apply an init value any number of times (a
+ * partitioned reduce applies it once per device), so results are only
+ * defined for an identity.
+ *
  * Programs whose meaning is per device: when the original has a manual or
  * partially manual sharding anywhere, a partition-id or replica-id, or a
  * collective, a one-device run cannot give what each device computes (a

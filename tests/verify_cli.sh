@@ -53,6 +53,11 @@ expect_status 0 "$PODSIM" verify "$PS_TMP/big.hlo" --devices 4 --dump-scaled "$P
 expect_grep "a: f32[8,9]" "$PS_TMP/small.hlo"
 expect_status 0 "$PODSIM" verify "$PS_TMP/small.hlo" --devices 4
 
+# A reduce over split dims applies its init value once per device: verify
+# gives init parameters the reducer's identity (add: 0, max: lowest).
+expect_status 0 "$PODSIM" verify "$D/reduce_init.hlo" --devices 4
+expect_grep "all 2 outputs agree on 4 devices" "$PS_TMP/out"
+
 # Same seed, same output (deterministic).
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/a" 2>&1
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/b" 2>&1
