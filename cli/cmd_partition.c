@@ -46,12 +46,17 @@ ps_cmd_partition (int argc, char **argv)
   gint64 devices = 0;
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
+  gint64 windowed = -1;
+  gboolean async = FALSE;
   GOptionEntry entries[] = {
     { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out_path,
       "Write the SPMD program to FILE (atomically) instead of standard output", "FILE" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path,
       "Also lower the program to a step trace (.pst.gz)", "FILE" },
+    { "async-collectives", 0, 0, G_OPTION_ARG_NONE, &async,
+      "In the --trace, lower collectives as start/done pairs that overlap the compute "
+      "in between (as podsim run --async-collectives)", NULL },
     { "memory", 0, 0, G_OPTION_ARG_NONE, &memory,
       "Print the per-device peak memory and its largest holders", NULL },
     { "stats", 0, 0, G_OPTION_ARG_NONE, &stats,
@@ -60,6 +65,10 @@ ps_cmd_partition (int argc, char **argv)
     { "no-all-gather", 0, 0, G_OPTION_ARG_NONE, &no_all_gather,
       "Replicate tiled dims with dynamic-update-slice + all-reduce (as XLA's tests do) "
       "instead of all-gather", NULL },
+    { "windowed-einsum-threshold", 0, 0, G_OPTION_ARG_INT64, &windowed,
+      "Partition a dot whose operand would be all-gathered to more than BYTES per device "
+      "as a windowed einsum (one local dot per shard, the operand passed around a ring of "
+      "collective-permutes); 0 windows every such dot, < 0 never (default)", "BYTES" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - partition an HLO module");
@@ -99,6 +108,7 @@ ps_cmd_partition (int argc, char **argv)
     PsSpmdOptions sopts;
     ps_spmd_options_init (&sopts);
     sopts.use_all_gather = !no_all_gather;
+    sopts.windowed_einsum_threshold_bytes = windowed;
     PsSpmdReport report;
     ps_spmd_report_init (&report);
     sopts.report = &report;
@@ -128,6 +138,7 @@ ps_cmd_partition (int argc, char **argv)
       {
         PsLowerOptions lopts;
         ps_lower_options_init (&lopts);
+        lopts.async_collectives = async;
         trace = ps_lower_module (part, &lopts, &error);
         if (!trace)
           {

@@ -19,6 +19,7 @@ typedef struct {
   gint layers, microbatches;
   gint64 model_dim, ffn_dim, heads, seq_len, batch;
   gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async;
+  gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
 } RunOptions;
 
 static gboolean
@@ -265,7 +266,8 @@ run (RunOptions *o, int argc, char **argv)
   int tl_devices[2] = { 0, 1 };
   PsPipelineOptions popts = { hw, NULL, wrap, o->no_cache, o->async, !o->quiet && isatty (2),
                               o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
-                              o->dump_hlo, o->dump_spmd, o->dump_trace };
+                              o->dump_hlo, o->dump_spmd, o->dump_trace,
+                              o->windowed >= 0, o->windowed };
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (&cfg, &popts, &error);
   if (!r)
     return ps_cli_fail (error);
@@ -291,6 +293,7 @@ int
 ps_cmd_run (int argc, char **argv)
 {
   RunOptions o = { 0 };
+  o.windowed = -1;
   GOptionEntry entries[] = {
     { "preset", 0, 0, G_OPTION_ARG_STRING, &o.preset, "A published config (DenseLm128B8x8, DenseLm128B16x16, DenseLm128B32x32, DenseLm175B32x32)", "NAME" },
     { "slice", 0, 0, G_OPTION_ARG_STRING, &o.slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },
@@ -313,6 +316,10 @@ ps_cmd_run (int argc, char **argv)
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &o.no_cache, "Simulate every collective instead of replaying cached ones", NULL },
     { "async-collectives", 0, 0, G_OPTION_ARG_NONE, &o.async,
       "What if collectives overlapped compute: lower them as start/done pairs (default: synchronous)", NULL },
+    { "windowed-einsum", 0, 0, G_OPTION_ARG_INT64, &o.windowed,
+      "Partition dots whose operand would be all-gathered to more than BYTES per device as "
+      "windowed einsums (collective-permute ring overlapping the dots; 0: all such dots; "
+      "default: off)", "BYTES" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print one JSON object", NULL },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o.timeline, "Write a Chrome trace-event timeline of cores 0 and 1", "OUT.json" },
     { "links", 0, 0, G_OPTION_ARG_FILENAME, &o.links, "Write per-link bytes and utilization", "OUT.csv" },

@@ -178,6 +178,8 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   PsSpmdReport report;
   ps_spmd_report_init (&report);
   sopts.report = &report;
+  if (opts->windowed_einsum)
+    sopts.windowed_einsum_threshold_bytes = opts->windowed_einsum_threshold_bytes;
   g_autoptr (PsModule) spmd = ps_spmd_partition (m, n_devices, &sopts, &local);
   r->n_fallbacks = report.n_fallbacks;
   r->n_cse_removed = report.n_cse_removed;

@@ -37,6 +37,10 @@ typedef struct {
   const char *dump_hlo;       /* write the annotated single-device module here */
   const char *dump_spmd;      /* write the partitioned program here */
   const char *dump_trace;     /* write the step trace here */
+  /* Partition dots whose gathered operand exceeds the threshold as windowed
+   * einsums (PsSpmdOptions.windowed_einsum_threshold_bytes); off unless set. */
+  gboolean windowed_einsum;
+  gint64 windowed_einsum_threshold_bytes;
 } PsPipelineOptions;
 
 typedef struct {

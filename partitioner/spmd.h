@@ -53,7 +53,15 @@ typedef struct {
    * (lhs), never on the kernel (default TRUE, as XLA's default). */
   gboolean conv_halo_exchange_always_on_lhs;
   /* Dots whose gathered operand exceeds this many bytes are partitioned
-   * as a windowed einsum over collective-permutes; < 0 disables (default). */
+   * as a windowed einsum over collective-permutes; < 0 disables (default).
+   * Applies when the cheapest plan reshards one operand by exactly an
+   * all-gather of one free or contracting dim (split k ways): instead of
+   * the all-gather, k local dots each on the chunk held now, the chunk
+   * passed on around a ring of collective-permutes (the k devices holding
+   * the chunks, in tile order), results dynamic-update-sliced into the
+   * output (free dim) or summed (contracting dim). Unrolled: k dots, k - 1
+   * collective-permutes (XLA emits a while loop). The size compared is the
+   * gathered operand's per-device bytes. See doc/partitioner.md. */
   int64_t windowed_einsum_threshold_bytes;
   /* Run partitioner/cse.h on the result (default TRUE), as XLA runs CSE
    * after partitioning: operands resharded once per use become one
@@ -65,7 +73,12 @@ typedef struct {
    * dot's or convolution's candidate iteration shardings was cheapest), as
    * instruction name (char*, owned by the table: create it with
    * g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL)) ->
-   * GINT_TO_POINTER (candidate + 1). With replay_choices FALSE the
+   * GINT_TO_POINTER (candidate + 1). For dots the value also carries the
+   * windowed-einsum decision, which depends on sizes through
+   * windowed_einsum_threshold_bytes: (candidate + 1) | (w << 4), w = 0 not
+   * windowed, 1 lhs windowed, 2 rhs windowed; a replayed dot is windowed
+   * exactly when w says so (if its shapes still allow it), whatever the
+   * threshold. With replay_choices FALSE the
    * partitioner records its decisions there; with TRUE it takes the
    * recorded decision for every instruction the table names instead of
    * comparing costs. shrink.h partitions a scaled copy of a module this way,

@@ -8,7 +8,24 @@
  * output shards a dim over exactly those devices). Candidates come from the
  * output's sharding and from each operand's; the one whose reshards and
  * reduction move the fewest bytes wins, so a dot whose operands already fit
- * needs no communication but the reduction. */
+ * needs no communication but the reduction.
+ *
+ * Windowed einsum (XLA's SpmdPartitioner, "windowed dot general loop"):
+ * when the chosen plan would all-gather one dim g of one operand (G) and
+ * nothing else of it, and the gathered operand is larger than
+ * PsSpmdOptions.windowed_einsum_threshold_bytes, the all-gather is replaced
+ * by k = shard count of g steps around a ring of the k devices that hold
+ * G's chunks (its tile order along g). Each step runs the local dot with
+ * the chunk held now and passes the chunk to the next device with a
+ * collective-permute, so communication overlaps the dots:
+ *  - g a free dim of G: the step's result is the output block of the
+ *    chunk's owner; it is dynamic-update-sliced into the output at
+ *    owner * chunk (a per-step partition-id table);
+ *  - g contracting: the other operand is dynamic-sliced to the chunk's
+ *    contracting range and the step results are summed (G's padding is
+ *    zeroed before it travels, the other operand is zero-padded).
+ * XLA emits a while loop; podsim unrolls it (k dots, k - 1 permutes) so the
+ * trace shows every transfer and the simulator can overlap them. */
 #include "config.h"
 
 #include <string.h>
@@ -128,6 +145,165 @@ tiled_or_null (const PsSharding *s)
   return NULL;
 }
 
+/* The local dot of local operands l and r. */
+static PsInstr *
+local_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, PsInstr *l, PsInstr *r)
+{
+  int64_t odims[ds->ro > 0 ? ds->ro : 1];
+  for (int d = 0; d < ds->ro; d++)
+    {
+      int64_t ld = ds->iter_lhs[d], rd = ds->iter_rhs[d];
+      odims[d] = ld >= 0 ? l->shape->dims[ld] : r->shape->dims[rd];
+    }
+  PsInstr *ops[2] = { l, r };
+  return sp_clone_with (c, in, sp_shape (in->shape->etype, ds->ro, odims), 2, ops);
+}
+
+/* Whether the plan reshards operand `v` (side 0: lhs, 1: rhs) by exactly an
+ * all-gather of one of its free or contracting dims (*g), which a windowed
+ * einsum can replace: v is tiled (no manual subgroups), *g is split in v's
+ * sharding but not in the plan's, and v's sharding with *g unsplit is the
+ * plan's. Then the ring groups (devices differing only in tile dim *g) have
+ * exactly as many members as *g has shards, and together they hold the
+ * block of v each member needs. *bytes: the gathered operand per device. */
+static gboolean
+windowed_gather_dim (const DotSpace *ds, const DotPlan *p, const PsPVal *v, int side, int *g,
+                     int64_t *bytes)
+{
+  const PsSharding *s = v->sharding, *want = side ? p->rhs : p->lhs;
+  const int64_t *iter_of = side ? ds->rhs_iter : ds->lhs_iter;
+  if (s->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (s))
+    return FALSE;
+  int rank = v->full->rank, found = -1;
+  for (int d = 0; d < rank; d++)
+    {
+      if (sp_shards (s, d) <= 1 || sp_shards (want, d) > 1)
+        continue;
+      if (found >= 0)
+        return FALSE;
+      found = d;
+    }
+  /* Batch dims would need the other operand sliced too; not done. */
+  if (found < 0 || iter_of[found] < ds->nb)
+    return FALSE;
+  int64_t src[rank > 0 ? rank : 1];
+  for (int d = 0; d < rank; d++)
+    src[d] = d;
+  src[found] = -1;
+  g_autoptr (PsSharding) u = sp_sharding_remap (s, rank, src);
+  if (!u || !ps_sharding_equal_layout (u, want))
+    return FALSE;
+  g_autoptr (SpShape) gathered = ps_sharding_tile_shape (want, v->full);
+  *g = found;
+  *bytes = ps_shape_bytes (gathered);
+  return TRUE;
+}
+
+/* The windowed einsum loop, unrolled (see the file comment). gv: the
+ * windowed operand as it is laid out (its local value is `side ? r : l`,
+ * possibly with its contracting padding zeroed), g its gathered dim; the
+ * other local operand is already in the plan's sharding. Returns the local
+ * result in the plan's partial sharding, as local_dot would. */
+static PsInstr *
+windowed_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, int side, int g,
+              const PsPVal *gv, PsInstr *l, PsInstr *r)
+{
+  const PsSharding *s = gv->sharding;
+  int64_t k = sp_shards (s, g), full_g = gv->full->dims[g];
+  int64_t cs = (full_g + k - 1) / k;
+  gboolean mask[s->n_tile_dims];
+  memset (mask, 0, sizeof mask);
+  mask[g] = TRUE;
+  int ng, gs;
+  g_autofree int64_t *groups = sp_groups (s, mask, &ng, &gs);
+  g_assert (gs == k);
+  /* Ring in tile order: member i sends to member i + 1, so at step t it
+   * holds the chunk of member i - t. */
+  g_autofree int64_t *pairs = g_new (int64_t, 2 * (gsize) ng * gs);
+  for (int q = 0; q < ng; q++)
+    for (int i = 0; i < gs; i++)
+      {
+        pairs[2 * (q * gs + i)] = groups[q * gs + i];
+        pairs[2 * (q * gs + i) + 1] = groups[q * gs + (i + 1) % gs];
+      }
+  int64_t n = c->m->n;
+  g_autofree int64_t *table = g_new0 (int64_t, n);
+  int it = (side ? ds->rhs_iter : ds->lhs_iter)[g];
+  gboolean contracting = it >= ds->nb + ds->nl + ds->nr;
+  PsInstr *other = side ? l : r;
+  int od = -1;  /* contracting: the other operand's dim; free: the output dim */
+  if (contracting)
+    {
+      od = (int) (side ? ds->iter_lhs : ds->iter_rhs)[it];
+      int rk = other->shape->rank;
+      int64_t lo[rk], hi[rk];
+      memset (lo, 0, sizeof lo);
+      memset (hi, 0, sizeof hi);
+      hi[od] = k * cs - other->shape->dims[od];
+      other = sp_pad (c, other, sp_const_zero (c, other->shape->etype), lo, hi);
+    }
+  else
+    od = it;  /* free dims keep their iteration index in the output */
+  PsInstr *chunk = side ? r : l, *acc = NULL;
+  PsInstr *zero_s32 = sp_const_scalar (c, PS_S32, 0);
+  for (int64_t t = 0; t < k; t++)
+    {
+      PsInstr *next = NULL;
+      /* The permute for the next step is issued before this step's dot so
+       * that a scheduler can run both at once. */
+      if (t + 1 < k)
+        next = sp_collective_permute (c, chunk, ng * gs, pairs);
+      for (int q = 0; q < ng; q++)
+        for (int i = 0; i < gs; i++)
+          table[groups[q * gs + i]] = ((i - t + k) % k) * cs;
+      PsInstr *off = sp_table_lookup (c, table);
+      PsInstr *y;
+      if (contracting)
+        {
+          int rk = other->shape->rank;
+          PsInstr *starts[rk];
+          int64_t sizes[rk];
+          for (int d = 0; d < rk; d++)
+            {
+              starts[d] = d == od ? off : zero_s32;
+              sizes[d] = d == od ? cs : other->shape->dims[d];
+            }
+          PsInstr *piece = sp_dynamic_slice (c, other, starts, sizes);
+          y = side ? local_dot (c, in, ds, piece, chunk) : local_dot (c, in, ds, chunk, piece);
+          acc = acc ? sp_binary (c, PS_OP_ADD, acc, y) : y;
+        }
+      else
+        {
+          y = side ? local_dot (c, in, ds, other, chunk) : local_dot (c, in, ds, chunk, other);
+          if (!acc)
+            {
+              int64_t dims[ds->ro > 0 ? ds->ro : 1];
+              memcpy (dims, y->shape->dims, sizeof (int64_t) * ds->ro);
+              dims[od] = k * cs;
+              g_autoptr (SpShape) as = sp_shape (y->shape->etype, ds->ro, dims);
+              acc = sp_broadcast_scalar (c, sp_const_zero (c, y->shape->etype), as);
+            }
+          PsInstr *starts[ds->ro > 0 ? ds->ro : 1];
+          for (int d = 0; d < ds->ro; d++)
+            starts[d] = d == od ? off : zero_s32;
+          acc = sp_dynamic_update_slice (c, acc, y, starts);
+        }
+      if (next)
+        chunk = next;
+    }
+  if (!contracting && k * cs != full_g)
+    {
+      int64_t st[ds->ro > 0 ? ds->ro : 1], lim[ds->ro > 0 ? ds->ro : 1];
+      for (int d = 0; d < ds->ro; d++)
+        {
+          st[d] = 0;
+          lim[d] = d == od ? full_g : acc->shape->dims[d];
+        }
+      acc = sp_slice (c, acc, st, lim);
+    }
+  return acc;
+}
+
 PsPVal *
 sp_handle_dot (SpComp *c, const PsInstr *in)
 {
@@ -145,8 +321,13 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
   const int64_t *maps[3] = { ds.iter_out, ds.iter_lhs, ds.iter_rhs };
   GHashTable *choices = c->m->opts.choices;
   int forced = -1, chosen = -1;
+  int forced_raw = 0;
   if (choices && c->m->opts.replay_choices)
-    forced = GPOINTER_TO_INT (g_hash_table_lookup (choices, in->name)) - 1;
+    {
+      /* Recorded value: (candidate + 1) | (windowed side + 1) << 4. */
+      forced_raw = GPOINTER_TO_INT (g_hash_table_lookup (choices, in->name));
+      forced = (forced_raw & 15) - 1;
+    }
   for (int k = 0; k < 3; k++)
     {
       if (!srcs[k] || (forced >= 0 && k != forced))
@@ -168,10 +349,44 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
     }
   if (!have)
     return NULL;
+  /* Windowed einsum: decided after the candidate, from sizes (threshold)
+   * or, on replay, from the recorded value. */
+  int wside = -1, wdim = -1;
+  {
+    const PsSpmdOptions *o = &c->m->opts;
+    int allow = 3;  /* bit 0: lhs may be windowed, bit 1: rhs */
+    gboolean by_size = TRUE;
+    if (forced >= 0)
+      {
+        int w = forced_raw >> 4;
+        allow = w == 1 ? 1 : w == 2 ? 2 : 0;
+        by_size = FALSE;
+      }
+    else if (o->windowed_einsum_threshold_bytes < 0)
+      allow = 0;
+    int64_t wbytes = -1;
+    for (int side = 0; side < 2; side++)
+      {
+        int g;
+        int64_t bytes;
+        if (!(allow & (1 << side))
+            || !windowed_gather_dim (&ds, &best, side ? rhs : lhs, side, &g, &bytes))
+          continue;
+        if (by_size && bytes <= o->windowed_einsum_threshold_bytes)
+          continue;
+        if (bytes > wbytes)
+          {
+            wbytes = bytes;
+            wside = side;
+            wdim = g;
+          }
+      }
+  }
   if (choices && !c->m->opts.replay_choices)
-    g_hash_table_insert (choices, g_strdup (in->name), GINT_TO_POINTER (chosen + 1));
-  PsInstr *l = sp_reshard (c, lhs, best.lhs);
-  PsInstr *r = sp_reshard (c, rhs, best.rhs);
+    g_hash_table_insert (choices, g_strdup (in->name),
+                         GINT_TO_POINTER ((chosen + 1) | ((wside + 1) << 4)));
+  PsInstr *l = wside == 0 ? lhs->hlo : sp_reshard (c, lhs, best.lhs);
+  PsInstr *r = wside == 1 ? rhs->hlo : sp_reshard (c, rhs, best.rhs);
   gboolean csharded = FALSE;
   gboolean cmask[best.iter->n_tile_dims > 0 ? best.iter->n_tile_dims : 1];
   memset (cmask, 0, sizeof cmask);
@@ -181,7 +396,11 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
       if (sp_shards (best.iter, it) > 1)
         cmask[it] = csharded = TRUE;
     }
-  if (csharded)
+  /* A windowed operand gathered along a contracting dim travels with its
+   * padding zeroed, like a split contracting dim. */
+  gboolean wcontract = wside >= 0
+                       && (wside ? ds.rhs_iter : ds.lhs_iter)[wdim] >= ds.nb + ds.nl + ds.nr;
+  if (csharded || wcontract)
     {
       /* Padding of a split contracting dim must add nothing. */
       gboolean lm[ds.rl], rm[ds.rr];
@@ -189,18 +408,16 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
         lm[d] = ds.lhs_iter[d] >= ds.nb + ds.nl + ds.nr;
       for (int d = 0; d < ds.rr; d++)
         rm[d] = ds.rhs_iter[d] >= ds.nb + ds.nl + ds.nr;
-      PsPVal lv = { l, best.lhs, lhs->full }, rv = { r, best.rhs, rhs->full };
+      PsPVal lv = { l, wside == 0 ? lhs->sharding : best.lhs, lhs->full };
+      PsPVal rv = { r, wside == 1 ? rhs->sharding : best.rhs, rhs->full };
       l = sp_mask_padding (c, &lv, lm, sp_const_zero (c, l->shape->etype));
       r = sp_mask_padding (c, &rv, rm, sp_const_zero (c, r->shape->etype));
     }
-  int64_t odims[ds.ro > 0 ? ds.ro : 1];
-  for (int d = 0; d < ds.ro; d++)
-    {
-      int64_t ld = ds.iter_lhs[d], rd = ds.iter_rhs[d];
-      odims[d] = ld >= 0 ? l->shape->dims[ld] : r->shape->dims[rd];
-    }
-  PsInstr *ops[2] = { l, r };
-  PsInstr *y = sp_clone_with (c, in, sp_shape (in->shape->etype, ds.ro, odims), 2, ops);
+  PsInstr *y;
+  if (wside >= 0)
+    y = windowed_dot (c, in, &ds, wside, wdim, wside ? rhs : lhs, l, r);
+  else
+    y = local_dot (c, in, &ds, l, r);
   PsPVal *res = NULL;
   if (csharded)
     {

@@ -1,6 +1,7 @@
 #!/bin/sh
 # podsim partition end to end: propagation + partitioning of a small module,
-# output to stdout and to a file, --stats, --memory, --trace, and errors.
+# output to stdout and to a file, --stats, --memory, --trace, windowed einsum,
+# and errors.
 . "$PS_SRCDIR/tests/lib.sh"
 cat >"$PS_TMP/mlp.hlo" <<'HLO'
 HloModule mlp
@@ -32,6 +33,15 @@ expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 -o "$PS_TMP/c.
 expect_grep "peak" "$PS_TMP/out"
 expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 -o "$PS_TMP/d.hlo" --trace "$PS_TMP/t.pst.gz"
 [ -s "$PS_TMP/t.pst.gz" ] || fail "no trace written"
+# Windowed einsum: the all-gather of w becomes a ring of 3 collective-permutes.
+expect_status 0 "$PODSIM" partition --help
+expect_grep "--windowed-einsum-threshold" "$PS_TMP/out"
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 --windowed-einsum-threshold 0 \
+  --trace "$PS_TMP/w.pst.gz" --async-collectives
+[ "$(grep -c 'collective-permute(' "$PS_TMP/out")" = 3 ] || fail "windowed einsum: not 3 permutes"
+[ "$(grep -c ' dot(' "$PS_TMP/out")" = 4 ] || fail "windowed einsum: not 4 dots"
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 --windowed-einsum-threshold 100000
+grep -q 'collective-permute(' "$PS_TMP/out" && fail "windowed einsum below its threshold"
 # Errors: one line, exit 2, no output file.
 expect_status 2 "$PODSIM" partition "$PS_TMP/mlp.hlo"
 expect_status 2 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 2 -o "$PS_TMP/e.hlo"

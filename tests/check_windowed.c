@@ -1,0 +1,211 @@
+/* Windowed einsum (PsSpmdOptions.windowed_einsum_threshold_bytes): a dot
+ * whose plan all-gathers one dim of an operand is partitioned instead as k
+ * local dots over chunks passed around a ring of collective-permutes. Each
+ * case is partitioned with the threshold at 0 (windowed: k - 1 permutes, no
+ * all-gather) and at -1 (the all-gather program), both verified against the
+ * original with the reference interpreter on 2, 4 and 8 devices, even and
+ * uneven shapes, the gathered operand on either side, free and contracting
+ * gathered dims. The choices table replays the windowed decision. */
+#include "config.h"
+
+#include <check.h>
+#include <string.h>
+
+#include "partitioner/hlo_parser.h"
+#include "partitioner/spmd.h"
+#include "tests/spmd_testutil.h"
+
+typedef enum {
+  RHS_FREE,      /* rhs split on its free dim, output like the lhs: rhs windowed */
+  LHS_FREE,      /* lhs split on its free dim, output like the rhs: lhs windowed */
+  RHS_CONTRACT,  /* rhs split on the contracting dim, output like the lhs */
+  LHS_CONTRACT,  /* lhs split on the contracting dim, output like the rhs */
+  BATCH_GROUPS,  /* batch split by 2, rhs free dim windowed in rings of n / 2 */
+  N_KINDS
+} Kind;
+
+static const char *const kind_names[] = { "rhs-free", "lhs-free", "rhs-contracting",
+                                          "lhs-contracting", "batch-groups" };
+
+static char *
+iota_list (int n)
+{
+  GString *s = g_string_new (NULL);
+  for (int i = 0; i < n; i++)
+    g_string_append_printf (s, "%s%d", i ? "," : "", i);
+  return g_string_free (s, FALSE);
+}
+
+/* The HLO of one case: M x K times K x N on n devices; `uneven` makes the
+ * gathered dim (and M) not a multiple of n. */
+static char *
+case_hlo (Kind kind, int n, gboolean uneven)
+{
+  g_autofree char *ids = iota_list (n);
+  int m = uneven ? 3 * n + 1 : 2 * n, k = uneven ? 2 * n + 1 : 2 * n, nn = uneven ? 2 * n - 1 : n;
+  const char *row = "devices=[%d,1]%s", *col = "devices=[1,%d]%s";
+  g_autofree char *rs = g_strdup_printf (row, n, ids), *cs = g_strdup_printf (col, n, ids);
+  const char *sa = rs, *sb = cs, *so = rs;
+  switch (kind)
+    {
+    case RHS_FREE: sa = rs; sb = cs; so = rs; break;
+    case LHS_FREE: sa = rs; sb = cs; so = cs; break;
+    case RHS_CONTRACT: sa = rs; sb = rs; so = rs; break;
+    case LHS_CONTRACT: sa = cs; sb = cs; so = cs; break;
+    case BATCH_GROUPS:
+      {
+        int h = n / 2;
+        return g_strdup_printf (
+          "HloModule w\nENTRY e {\n"
+          "  a = f32[2,%d,%d] parameter(0), sharding={devices=[2,%d,1]%s}\n"
+          "  b = f32[2,%d,%d] parameter(1), sharding={devices=[2,1,%d]%s}\n"
+          "  ROOT d = f32[2,%d,%d] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0},"
+          " lhs_contracting_dims={2}, rhs_contracting_dims={1}, sharding={devices=[2,%d,1]%s}\n}\n",
+          m, k, h, ids, k, nn, h, ids, m, nn, h, ids);
+      }
+    default: g_assert_not_reached ();
+    }
+  return g_strdup_printf (
+    "HloModule w\nENTRY e {\n"
+    "  a = f32[%d,%d] parameter(0), sharding={%s}\n"
+    "  b = f32[%d,%d] parameter(1), sharding={%s}\n"
+    "  ROOT d = f32[%d,%d] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={%s}\n}\n",
+    m, k, sa, k, nn, sb, m, nn, so);
+}
+
+static PsModule *
+parse (const char *hlo)
+{
+  GError *error = NULL;
+  PsModule *m = ps_hlo_parse (hlo, strlen (hlo), "windowed.hlo", &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  return m;
+}
+
+/* Partitions with the given threshold, verifies, returns the program. */
+static PsModule *
+partition_verified (const PsModule *m, int n, int64_t threshold, GHashTable *choices,
+                    gboolean replay, const char *what)
+{
+  PsSpmdOptions o;
+  ps_spmd_options_init (&o);
+  o.windowed_einsum_threshold_bytes = threshold;
+  o.choices = choices;
+  o.replay_choices = replay;
+  GError *error = NULL;
+  g_autofree char *text = NULL;
+  gboolean ok = spmd_test_verify (m, n, &o, 3, &text, &error);
+  ck_assert_msg (ok, "%s: %s\n%s", what, error ? error->message : "", text ? text : "");
+  PsModule *part = ps_spmd_partition (m, n, &o, &error);
+  ck_assert_msg (part != NULL, "%s: %s", what, error ? error->message : "");
+  return part;
+}
+
+static void
+assert_windowed (const PsModule *part, int ring, gboolean windowed, const char *what)
+{
+  int perm = spmd_test_count_op (part, PS_OP_COLLECTIVE_PERMUTE);
+  int ag = spmd_test_count_op (part, PS_OP_ALL_GATHER);
+  int dots = spmd_test_count_op (part, PS_OP_DOT);
+  if (windowed)
+    {
+      ck_assert_msg (perm == ring - 1 && ag == 0 && dots == ring,
+                     "%s: windowed: %d permutes, %d all-gathers, %d dots (ring of %d)", what, perm,
+                     ag, dots, ring);
+    }
+  else
+    {
+      ck_assert_msg (perm == 0 && ag >= 1 && dots == 1,
+                     "%s: not windowed: %d permutes, %d all-gathers, %d dots", what, perm, ag,
+                     dots);
+    }
+}
+
+static const int device_counts[] = { 2, 4, 8 };
+
+/* _i enumerates kind x devices x even/uneven. */
+START_TEST (test_windowed)
+{
+  Kind kind = (Kind) (_i / 6);
+  int n = device_counts[(_i / 2) % 3];
+  gboolean uneven = _i % 2;
+  g_autofree char *hlo = case_hlo (kind, n, uneven);
+  g_autofree char *what = g_strdup_printf ("%s n=%d %s", kind_names[kind], n,
+                                           uneven ? "uneven" : "even");
+  g_autoptr (PsModule) m = parse (hlo);
+  int ring = kind == BATCH_GROUPS ? n / 2 : n;
+  if (ring < 2)
+    return;
+  g_autoptr (PsModule) w = partition_verified (m, n, 0, NULL, FALSE, what);
+  assert_windowed (w, ring, TRUE, what);
+  g_autoptr (PsModule) old = partition_verified (m, n, -1, NULL, FALSE, what);
+  assert_windowed (old, ring, FALSE, what);
+  /* Above the gathered size: the all-gather stays. */
+  g_autoptr (PsModule) big = partition_verified (m, n, 1 << 30, NULL, FALSE, what);
+  assert_windowed (big, ring, FALSE, what);
+}
+END_TEST
+
+/* The choices table carries the windowed decision: a replay takes it
+ * whatever the threshold says, so a scaled copy (shrink.h) partitions
+ * like the original. */
+START_TEST (test_choices_replay)
+{
+  g_autofree char *hlo = case_hlo (RHS_FREE, 4, TRUE);
+  g_autoptr (PsModule) m = parse (hlo);
+  g_autoptr (GHashTable) on = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (PsModule) a = partition_verified (m, 4, 0, on, FALSE, "record windowed");
+  assert_windowed (a, 4, TRUE, "record windowed");
+  ck_assert_int_eq (g_hash_table_size (on), 1);
+  int v = GPOINTER_TO_INT (g_hash_table_lookup (on, "d"));
+  ck_assert_int_eq (v >> 4, 2);  /* rhs windowed */
+  g_autoptr (PsModule) b = partition_verified (m, 4, -1, on, TRUE, "replay windowed");
+  assert_windowed (b, 4, TRUE, "replay windowed");
+
+  g_autoptr (GHashTable) off = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (PsModule) c = partition_verified (m, 4, -1, off, FALSE, "record gather");
+  ck_assert_int_eq (GPOINTER_TO_INT (g_hash_table_lookup (off, "d")) >> 4, 0);
+  g_autoptr (PsModule) d = partition_verified (m, 4, 0, off, TRUE, "replay gather");
+  assert_windowed (d, 4, FALSE, "replay gather");
+}
+END_TEST
+
+/* A plan that gathers nothing is left alone even at threshold 0. */
+START_TEST (test_no_gather_untouched)
+{
+  const char *hlo =
+    "HloModule m\nENTRY e {\n"
+    "  a = f32[8,6] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  b = f32[6,4] parameter(1), sharding={replicated}\n"
+    "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={devices=[4,1]0,1,2,3}\n}\n";
+  g_autoptr (PsModule) m = parse (hlo);
+  g_autoptr (PsModule) p = partition_verified (m, 4, 0, NULL, FALSE, "no gather");
+  ck_assert_int_eq (spmd_test_count_op (p, PS_OP_COLLECTIVE_PERMUTE), 0);
+  ck_assert_int_eq (spmd_test_count_op (p, PS_OP_DOT), 1);
+}
+END_TEST
+
+static Suite *
+windowed_suite (void)
+{
+  Suite *s = suite_create ("windowed");
+  TCase *tc = tcase_create ("windowed");
+  tcase_set_timeout (tc, 120);
+  tcase_add_loop_test (tc, test_windowed, 0, N_KINDS * 6);
+  tcase_add_test (tc, test_choices_replay);
+  tcase_add_test (tc, test_no_gather_untouched);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (windowed_suite ());
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
