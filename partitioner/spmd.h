@@ -61,7 +61,11 @@ typedef struct {
    * the chunks, in tile order), results dynamic-update-sliced into the
    * output (free dim) or summed (contracting dim). Unrolled: k dots, k - 1
    * collective-permutes (XLA emits a while loop). The size compared is the
-   * gathered operand's per-device bytes. See doc/partitioner.md. */
+   * gathered operand's per-device bytes. Likewise a dot whose split
+   * contraction would end in a reduce-scatter, when its local partial
+   * result exceeds the threshold: the partial sums of each output chunk
+   * are passed around the ring and accumulated instead. See
+   * doc/partitioner.md. */
   int64_t windowed_einsum_threshold_bytes;
   /* Run partitioner/cse.h on the result (default TRUE), as XLA runs CSE
    * after partitioning: operands resharded once per use become one
@@ -76,7 +80,8 @@ typedef struct {
    * GINT_TO_POINTER (candidate + 1). For dots the value also carries the
    * windowed-einsum decision, which depends on sizes through
    * windowed_einsum_threshold_bytes: (candidate + 1) | (w << 4), w = 0 not
-   * windowed, 1 lhs windowed, 2 rhs windowed; a replayed dot is windowed
+   * windowed, 1 lhs windowed, 2 rhs windowed, 3 reduce-scatter windowed
+   * (partial sums passed around); a replayed dot is windowed
    * exactly when w says so (if its shapes still allow it), whatever the
    * threshold. With replay_choices FALSE the
    * partitioner records its decisions there; with TRUE it takes the

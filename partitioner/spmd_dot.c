@@ -24,6 +24,12 @@
  *  - g contracting: the other operand is dynamic-sliced to the chunk's
  *    contracting range and the step results are summed (G's padding is
  *    zeroed before it travels, the other operand is zero-padded).
+ * The reduce-scatter variant: when the contraction is split and the
+ * output is reduce-scattered over the same devices, and the local partial
+ * result exceeds the threshold, the partial sums travel instead: each
+ * step computes one output chunk's partial (the operand holding that dim
+ * dynamic-sliced), adds the sum received from the previous device and
+ * passes it on, so after k steps each device holds its own chunk's sum.
  * XLA emits a while loop; podsim unrolls it (k dots, k - 1 permutes) so the
  * trace shows every transfer and the simulator can overlap them. */
 #include "config.h"
@@ -304,6 +310,57 @@ windowed_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, int side, int g,
   return acc;
 }
 
+/* The reduce-scatter variant: the output dim od is to end split over the
+ * ring of devices that split the contraction (groups: ng rings of k, in
+ * the order of the result's tiles). Member i computes at step t the
+ * partial result of output chunk (i - t - 1) mod k (the operand holding od
+ * dynamic-sliced to that chunk), adds it to the partial sum received from
+ * member i - 1 and passes the sum on; after k steps it holds the full sum
+ * of chunk i. k dots, k - 1 collective-permutes, each issued before the
+ * dot it overlaps. l, r: local operands in the plan's sharding (split
+ * contracting padding already zeroed). */
+static PsInstr *
+windowed_reduce_scatter (SpComp *c, const PsInstr *in, const DotSpace *ds, int od, int64_t k,
+                         int ng, const int64_t *groups, PsInstr *l, PsInstr *r)
+{
+  int side = ds->iter_lhs[od] >= 0 ? 0 : 1;
+  PsInstr *x = side ? r : l;
+  int xd = (int) (side ? ds->iter_rhs : ds->iter_lhs)[od];
+  int64_t full = in->shape->dims[od], cs = (full + k - 1) / k;
+  int rk = x->shape->rank;
+  int64_t lo[rk], hi[rk], sizes[rk];
+  memset (lo, 0, sizeof lo);
+  memset (hi, 0, sizeof hi);
+  hi[xd] = k * cs - x->shape->dims[xd];
+  x = sp_pad (c, x, sp_const_zero (c, x->shape->etype), lo, hi);
+  for (int d = 0; d < rk; d++)
+    sizes[d] = d == xd ? cs : x->shape->dims[d];
+  g_autofree int64_t *pairs = g_new (int64_t, 2 * (gsize) ng * k);
+  for (int q = 0; q < ng; q++)
+    for (int64_t i = 0; i < k; i++)
+      {
+        pairs[2 * (q * k + i)] = groups[q * k + i];
+        pairs[2 * (q * k + i) + 1] = groups[q * k + (i + 1) % k];
+      }
+  g_autofree int64_t *table = g_new0 (int64_t, c->m->n);
+  PsInstr *zero_s32 = sp_const_scalar (c, PS_S32, 0), *acc = NULL;
+  for (int64_t t = 0; t < k; t++)
+    {
+      PsInstr *recv = acc ? sp_collective_permute (c, acc, ng * (int) k, pairs) : NULL;
+      for (int q = 0; q < ng; q++)
+        for (int64_t i = 0; i < k; i++)
+          table[groups[q * k + i]] = ((i - t - 1 + 2 * k) % k) * cs;
+      PsInstr *off = sp_table_lookup (c, table);
+      PsInstr *starts[rk];
+      for (int d = 0; d < rk; d++)
+        starts[d] = d == xd ? off : zero_s32;
+      PsInstr *piece = sp_dynamic_slice (c, x, starts, sizes);
+      PsInstr *y = side ? local_dot (c, in, ds, l, piece) : local_dot (c, in, ds, piece, r);
+      acc = recv ? sp_binary (c, PS_OP_ADD, recv, y) : y;
+    }
+  return acc;
+}
+
 PsPVal *
 sp_handle_dot (SpComp *c, const PsInstr *in)
 {
@@ -382,9 +439,6 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
           }
       }
   }
-  if (choices && !c->m->opts.replay_choices)
-    g_hash_table_insert (choices, g_strdup (in->name),
-                         GINT_TO_POINTER ((chosen + 1) | ((wside + 1) << 4)));
   PsInstr *l = wside == 0 ? lhs->hlo : sp_reshard (c, lhs, best.lhs);
   PsInstr *r = wside == 1 ? rhs->hlo : sp_reshard (c, rhs, best.rhs);
   gboolean csharded = FALSE;
@@ -413,18 +467,15 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
       l = sp_mask_padding (c, &lv, lm, sp_const_zero (c, l->shape->etype));
       r = sp_mask_padding (c, &rv, rm, sp_const_zero (c, r->shape->etype));
     }
-  PsInstr *y;
-  if (wside >= 0)
-    y = windowed_dot (c, in, &ds, wside, wdim, wside ? rhs : lhs, l, r);
-  else
-    y = local_dot (c, in, &ds, l, r);
-  PsPVal *res = NULL;
+  /* When the contraction is split and the output splits a dim over
+   * exactly the devices that split it, a reduce-scatter leaves each device
+   * its own tile (rs_dim, in sharding rs). */
+  int ng = 0, gs = 0, rs_dim = -1;
+  g_autofree int64_t *groups = NULL;
+  g_autoptr (PsSharding) rs = NULL;
   if (csharded)
     {
-      int ng, gs;
-      g_autofree int64_t *groups = sp_groups (best.iter, cmask, &ng, &gs);
-      /* When the output splits a dim over exactly the devices that split
-       * the contraction, a reduce-scatter leaves each its own tile. */
+      groups = sp_groups (best.iter, cmask, &ng, &gs);
       int citer = -1, nsplit = 0;
       for (int k = 0; k < ds.nc; k++)
         if (cmask[ds.nb + ds.nl + ds.nr + k])
@@ -432,7 +483,7 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
             citer = ds.nb + ds.nl + ds.nr + k;
             nsplit++;
           }
-      for (int d = 0; d < ds.ro && nsplit == 1 && !res; d++)
+      for (int d = 0; d < ds.ro && nsplit == 1 && rs_dim < 0; d++)
         {
           if (sp_shards (best.iter, d) > 1)
             continue;
@@ -440,21 +491,57 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
           for (int q = 0; q < ds.ro; q++)
             src[q] = q;
           src[d] = citer;
-          g_autoptr (PsSharding) rs = sp_sharding_remap (best.iter, ds.ro, src);
-          if (!rs || !ps_sharding_equal_layout (rs, t))
-            continue;
-          int64_t k = gs, n_d = in->shape->dims[d];
-          int64_t lo[ds.ro], hi[ds.ro];
-          memset (lo, 0, sizeof lo);
-          memset (hi, 0, sizeof hi);
-          hi[d] = (n_d + k - 1) / k * k - n_d;
-          PsInstr *p = sp_pad (c, y, sp_const_zero (c, y->shape->etype), lo, hi);
-          PsInstr *z = sp_reduce_scatter (c, p, SP_RED_SUM, d, ng, gs, groups);
-          res = sp_pval_new (z, rs, in->shape);
+          PsSharding *cand = sp_sharding_remap (best.iter, ds.ro, src);
+          if (cand && ps_sharding_equal_layout (cand, t))
+            {
+              rs = cand;
+              rs_dim = d;
+            }
+          else if (cand)
+            ps_sharding_free (cand);
         }
-      if (!res)
-        y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);
     }
+  /* Windowed reduce-scatter: the partial results travel instead of an
+   * operand; decided like the gather variant (the size compared is the
+   * local partial result that would be reduce-scattered). */
+  gboolean wrs = FALSE;
+  if (rs_dim >= ds.nb && wside < 0 && gs > 1)
+    {
+      if (forced >= 0)
+        wrs = (forced_raw >> 4) == 3;
+      else if (c->m->opts.windowed_einsum_threshold_bytes >= 0)
+        {
+          g_autoptr (SpShape) ps = ps_sharding_tile_shape (best.partial, in->shape);
+          wrs = ps_shape_bytes (ps) > c->m->opts.windowed_einsum_threshold_bytes;
+        }
+    }
+  if (choices && !c->m->opts.replay_choices)
+    g_hash_table_insert (choices, g_strdup (in->name),
+                         GINT_TO_POINTER ((chosen + 1) | ((wrs ? 3 : wside + 1) << 4)));
+  PsPVal *res = NULL;
+  PsInstr *y = NULL;
+  if (wrs)
+    {
+      PsInstr *z = windowed_reduce_scatter (c, in, &ds, rs_dim, gs, ng, groups, l, r);
+      res = sp_pval_new (z, rs, in->shape);
+    }
+  else if (wside >= 0)
+    y = windowed_dot (c, in, &ds, wside, wdim, wside ? rhs : lhs, l, r);
+  else
+    y = local_dot (c, in, &ds, l, r);
+  if (!res && rs_dim >= 0)
+    {
+      int64_t k = gs, n_d = in->shape->dims[rs_dim];
+      int64_t lo[ds.ro], hi[ds.ro];
+      memset (lo, 0, sizeof lo);
+      memset (hi, 0, sizeof hi);
+      hi[rs_dim] = (n_d + k - 1) / k * k - n_d;
+      PsInstr *p = sp_pad (c, y, sp_const_zero (c, y->shape->etype), lo, hi);
+      PsInstr *z = sp_reduce_scatter (c, p, SP_RED_SUM, rs_dim, ng, gs, groups);
+      res = sp_pval_new (z, rs, in->shape);
+    }
+  else if (!res && csharded)
+    y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);
   if (!res)
     res = sp_pval_new (y, best.partial, in->shape);
   plan_clear (&best);

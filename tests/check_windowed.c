@@ -5,7 +5,8 @@
  * all-gather) and at -1 (the all-gather program), both verified against the
  * original with the reference interpreter on 2, 4 and 8 devices, even and
  * uneven shapes, the gathered operand on either side, free and contracting
- * gathered dims. The choices table replays the windowed decision. */
+ * gathered dims, and the reduce-scatter variant (partial sums passed
+ * around the ring). The choices table replays the windowed decision. */
 #include "config.h"
 
 #include <check.h>
@@ -21,11 +22,15 @@ typedef enum {
   RHS_CONTRACT,  /* rhs split on the contracting dim, output like the lhs */
   LHS_CONTRACT,  /* lhs split on the contracting dim, output like the rhs */
   BATCH_GROUPS,  /* batch split by 2, rhs free dim windowed in rings of n / 2 */
+  RS_LHS,        /* contraction split, output split on the lhs free dim: the
+                  * reduce-scatter becomes partial sums passed around the ring */
+  RS_RHS,        /* same, output split on the rhs free dim */
   N_KINDS
 } Kind;
 
 static const char *const kind_names[] = { "rhs-free", "lhs-free", "rhs-contracting",
-                                          "lhs-contracting", "batch-groups" };
+                                          "lhs-contracting", "batch-groups",
+                                          "reduce-scatter-lhs", "reduce-scatter-rhs" };
 
 static char *
 iota_list (int n)
@@ -43,6 +48,10 @@ case_hlo (Kind kind, int n, gboolean uneven)
 {
   g_autofree char *ids = iota_list (n);
   int m = uneven ? 3 * n + 1 : 2 * n, k = uneven ? 2 * n + 1 : 2 * n, nn = uneven ? 2 * n - 1 : n;
+  /* A long contraction, so that splitting it (and reduce-scattering) is
+   * the cheapest plan rather than gathering an operand. */
+  if (kind == RS_LHS || kind == RS_RHS)
+    k = 8 * k + (uneven ? 1 : 0);
   const char *row = "devices=[%d,1]%s", *col = "devices=[1,%d]%s";
   g_autofree char *rs = g_strdup_printf (row, n, ids), *cs = g_strdup_printf (col, n, ids);
   const char *sa = rs, *sb = cs, *so = rs;
@@ -52,6 +61,8 @@ case_hlo (Kind kind, int n, gboolean uneven)
     case LHS_FREE: sa = rs; sb = cs; so = cs; break;
     case RHS_CONTRACT: sa = rs; sb = rs; so = rs; break;
     case LHS_CONTRACT: sa = cs; sb = cs; so = cs; break;
+    case RS_LHS: sa = cs; sb = rs; so = rs; break;
+    case RS_RHS: sa = cs; sb = rs; so = cs; break;
     case BATCH_GROUPS:
       {
         int h = n / 2;
@@ -103,22 +114,24 @@ partition_verified (const PsModule *m, int n, int64_t threshold, GHashTable *cho
 }
 
 static void
-assert_windowed (const PsModule *part, int ring, gboolean windowed, const char *what)
+assert_windowed (const PsModule *part, int ring, gboolean windowed, gboolean rs_kind,
+                 const char *what)
 {
   int perm = spmd_test_count_op (part, PS_OP_COLLECTIVE_PERMUTE);
   int ag = spmd_test_count_op (part, PS_OP_ALL_GATHER);
+  int rsc = spmd_test_count_op (part, PS_OP_REDUCE_SCATTER);
   int dots = spmd_test_count_op (part, PS_OP_DOT);
   if (windowed)
     {
-      ck_assert_msg (perm == ring - 1 && ag == 0 && dots == ring,
-                     "%s: windowed: %d permutes, %d all-gathers, %d dots (ring of %d)", what, perm,
-                     ag, dots, ring);
+      ck_assert_msg (perm == ring - 1 && ag == 0 && rsc == 0 && dots == ring,
+                     "%s: windowed: %d permutes, %d all-gathers, %d reduce-scatters, %d dots "
+                     "(ring of %d)", what, perm, ag, rsc, dots, ring);
     }
   else
     {
-      ck_assert_msg (perm == 0 && ag >= 1 && dots == 1,
-                     "%s: not windowed: %d permutes, %d all-gathers, %d dots", what, perm, ag,
-                     dots);
+      ck_assert_msg (perm == 0 && (rs_kind ? rsc == 1 : ag >= 1) && dots == 1,
+                     "%s: not windowed: %d permutes, %d all-gathers, %d reduce-scatters, %d dots",
+                     what, perm, ag, rsc, dots);
     }
 }
 
@@ -138,12 +151,13 @@ START_TEST (test_windowed)
   if (ring < 2)
     return;
   g_autoptr (PsModule) w = partition_verified (m, n, 0, NULL, FALSE, what);
-  assert_windowed (w, ring, TRUE, what);
+  gboolean rsk = kind == RS_LHS || kind == RS_RHS;
+  assert_windowed (w, ring, TRUE, rsk, what);
   g_autoptr (PsModule) old = partition_verified (m, n, -1, NULL, FALSE, what);
-  assert_windowed (old, ring, FALSE, what);
-  /* Above the gathered size: the all-gather stays. */
+  assert_windowed (old, ring, FALSE, rsk, what);
+  /* Above the gathered (or reduce-scattered) size: the collective stays. */
   g_autoptr (PsModule) big = partition_verified (m, n, 1 << 30, NULL, FALSE, what);
-  assert_windowed (big, ring, FALSE, what);
+  assert_windowed (big, ring, FALSE, rsk, what);
 }
 END_TEST
 
@@ -156,18 +170,28 @@ START_TEST (test_choices_replay)
   g_autoptr (PsModule) m = parse (hlo);
   g_autoptr (GHashTable) on = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (PsModule) a = partition_verified (m, 4, 0, on, FALSE, "record windowed");
-  assert_windowed (a, 4, TRUE, "record windowed");
+  assert_windowed (a, 4, TRUE, FALSE, "record windowed");
   ck_assert_int_eq (g_hash_table_size (on), 1);
   int v = GPOINTER_TO_INT (g_hash_table_lookup (on, "d"));
   ck_assert_int_eq (v >> 4, 2);  /* rhs windowed */
   g_autoptr (PsModule) b = partition_verified (m, 4, -1, on, TRUE, "replay windowed");
-  assert_windowed (b, 4, TRUE, "replay windowed");
+  assert_windowed (b, 4, TRUE, FALSE, "replay windowed");
 
   g_autoptr (GHashTable) off = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (PsModule) c = partition_verified (m, 4, -1, off, FALSE, "record gather");
   ck_assert_int_eq (GPOINTER_TO_INT (g_hash_table_lookup (off, "d")) >> 4, 0);
   g_autoptr (PsModule) d = partition_verified (m, 4, 0, off, TRUE, "replay gather");
-  assert_windowed (d, 4, FALSE, "replay gather");
+  assert_windowed (d, 4, FALSE, FALSE, "replay gather");
+
+  /* The reduce-scatter variant is recorded as 3. */
+  g_autofree char *rs_hlo = case_hlo (RS_LHS, 4, TRUE);
+  g_autoptr (PsModule) rm = parse (rs_hlo);
+  g_autoptr (GHashTable) rsc = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (PsModule) e = partition_verified (rm, 4, 0, rsc, FALSE, "record reduce-scatter");
+  assert_windowed (e, 4, TRUE, TRUE, "record reduce-scatter");
+  ck_assert_int_eq (GPOINTER_TO_INT (g_hash_table_lookup (rsc, "d")) >> 4, 3);
+  g_autoptr (PsModule) f = partition_verified (rm, 4, -1, rsc, TRUE, "replay reduce-scatter");
+  assert_windowed (f, 4, TRUE, TRUE, "replay reduce-scatter");
 }
 END_TEST
 
