@@ -91,7 +91,8 @@ gboolean ps_shrink_same_program (const PsModule *a, const PsModule *b, char **wh
  * in the copy), then runs ps_verify_spmd on the copy. With shrink_opts NULL
  * it first tries a copy that keeps remainders modulo num_devices too, then,
  * if that copy partitions differently or is still too large, one that
- * keeps them modulo the shard counts only.
+ * keeps them modulo the shard counts only, and if that is still too large,
+ * the same with min_size 2.
  * Returns FALSE with an error when a step cannot be done (cannot shrink,
  * different program: PS_ERROR_UNSUPPORTED; or the partitioner's or the
  * interpreter's error); TRUE with result filled otherwise. `report` may be
