@@ -282,6 +282,19 @@ handle_elementwise (SpComp *c, const PsInstr *in, const PsSharding *target)
   return sp_pval_new (x, target, in->shape);
 }
 
+/* A copy of a tuple: the operand moved to the copy's sharding element by
+ * element, then copied. */
+static PsPVal *
+handle_tuple_copy (SpComp *c, const PsInstr *in, const PsSharding *target)
+{
+  if (in->n_operands != 1 || !ps_shape_is_tuple (in->shape))
+    return NULL;
+  PsInstr *x = sp_reshard (c, sp_operand (c, in, 0), target);
+  if (!x)
+    return NULL;
+  return sp_pval_new (sp_copy (c, x), target, in->shape);
+}
+
 static PsPVal *
 handle_tuple (SpComp *c, const PsInstr *in)
 {
@@ -565,7 +578,10 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
     case PS_OP_CONDITIONAL:
     case PS_OP_CALL: return handle_call_like (c, in, target);
     case PS_OP_CUSTOM_CALL: return handle_custom_call (c, in, target);
-    case PS_OP_COPY: return handle_elementwise (c, in, target);
+    case PS_OP_COPY:
+      if (target->kind == PS_SHARDING_TUPLE)
+        return handle_tuple_copy (c, in, target);
+      return handle_elementwise (c, in, target);
     case PS_OP_DOT: return sp_handle_dot (c, in);
     case PS_OP_CONVOLUTION: return sp_handle_convolution (c, in);
     case PS_OP_REDUCE_WINDOW: return sp_handle_reduce_window (c, in);

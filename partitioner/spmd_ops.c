@@ -576,37 +576,327 @@ sp_handle_sort (SpComp *c, const PsInstr *in)
   return finish (in, y, rs);
 }
 
+/* The indices dim along which component k (of index_vector_dim ivd) of
+ * the indices value `x` counts 0, 1, 2, ... (an iota seen through
+ * concatenates along ivd, broadcasts and copies), or -1. Such a component
+ * indexes an operand dim in parallel with that indices dim, as an explicit
+ * batching dim would (XLA finds these the same way). */
+static int64_t
+iota_index_dim (const PsInstr *x, int64_t ivd, int64_t k)
+{
+  for (int depth = 0; depth < 16 && x && ps_shape_is_array (x->shape); depth++)
+    {
+      int r = x->shape->rank;
+      switch (x->opcode)
+        {
+        case PS_OP_IOTA:
+          if (x->iota_dimension == ivd || x->iota_dimension >= r)
+            return -1;
+          return x->iota_dimension;
+        case PS_OP_COPY:
+          x = x->operands[0];
+          continue;
+        case PS_OP_CONCATENATE:
+          {
+            if (ivd >= r || x->dimensions.n != 1 || x->dimensions.v[0] != ivd)
+              return -1;
+            int i = 0;
+            while (i < x->n_operands && k >= x->operands[i]->shape->dims[ivd])
+              k -= x->operands[i++]->shape->dims[ivd];
+            if (i >= x->n_operands)
+              return -1;
+            x = x->operands[i];
+            continue;
+          }
+        case PS_OP_BROADCAST:
+          {
+            const PsInstr *o = x->operands[0];
+            int64_t ovd = o->shape->rank; /* ivd absent: every component alike */
+            for (int i = 0; i < x->dimensions.n; i++)
+              if (ivd < r && x->dimensions.v[i] == ivd)
+                ovd = i;
+            if (ovd == o->shape->rank)
+              k = 0;
+            int64_t od = iota_index_dim (o, ovd, k);
+            return od >= 0 && od < x->dimensions.n ? x->dimensions.v[od] : -1;
+          }
+        default:
+          return -1;
+        }
+    }
+  return -1;
+}
+
+/* Indices minus the tile offset of operand dim od on their component k
+ * (all of them when index_vector_dim is implicit): an iota-parallel dim
+ * whose indices count globally while the operand tile starts at 0. */
+static PsInstr *
+shift_index_component (SpComp *c, PsInstr *x, int64_t ivd, int64_t k, PsInstr *off)
+{
+  PsInstr *o = sp_broadcast_scalar (c, sp_convert (c, off, x->shape->etype), x->shape);
+  if (ivd < x->shape->rank)
+    {
+      PsInstr *io = sp_iota (c, PS_S32, x->shape->rank, x->shape->dims, ivd);
+      PsInstr *eq = sp_compare (c, io, sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, (double) k),
+                                                            io->shape), PS_CMP_EQ);
+      PsInstr *z = sp_broadcast_scalar (c, sp_const_scalar (c, x->shape->etype, 0), x->shape);
+      o = sp_select (c, eq, o, z);
+    }
+  return sp_binary (c, PS_OP_SUBTRACT, x, o);
+}
+
+/* Indices clamped as gather clamps them (component k to [0, dim - slice
+ * size] of the operand dim it indexes), so that shifting them by a tile
+ * offset afterwards keeps their global meaning. */
+static PsInstr *
+clamp_gather_indices (SpComp *c, PsInstr *x, const PsInstr *in, const PsShape *opfull)
+{
+  const PsGatherDims *g = &in->gather;
+  int64_t ivd = g->index_vector_dim, nk = g->start_index_map.n;
+  int64_t hi[nk > 0 ? nk : 1];
+  for (int64_t k = 0; k < nk; k++)
+    {
+      int64_t od = g->start_index_map.v[k];
+      hi[k] = opfull->dims[od] - g->slice_sizes.v[od];
+    }
+  PsInstr *h;
+  if (ivd < x->shape->rank)
+    h = sp_broadcast (c, sp_convert (c, sp_const_s32_vec (c, nk, hi), x->shape->etype), x->shape,
+                      1, &ivd);
+  else
+    h = sp_broadcast_scalar (c, sp_const_scalar (c, x->shape->etype, (double) hi[0]), x->shape);
+  PsInstr *z = sp_broadcast_scalar (c, sp_const_scalar (c, x->shape->etype, 0), x->shape);
+  return sp_binary (c, PS_OP_MINIMUM, sp_binary (c, PS_OP_MAXIMUM, x, z), h);
+}
+
+/* Component k of indices x (index_vector_dim ivd dropped). */
+static PsInstr *
+index_component (SpComp *c, PsInstr *x, int64_t ivd, int64_t k)
+{
+  int r = x->shape->rank;
+  if (ivd >= r)
+    return x;
+  int64_t st[r], lim[r], dims[r > 1 ? r - 1 : 1];
+  int q = 0;
+  for (int d = 0; d < r; d++)
+    {
+      st[d] = d == ivd ? k : 0;
+      lim[d] = d == ivd ? k + 1 : x->shape->dims[d];
+      if (d != ivd)
+        dims[q++] = x->shape->dims[d];
+    }
+  return sp_reshape (c, sp_slice (c, x, st, lim), r - 1, dims);
+}
+
+/* Gather from an operand split along dims it indexes with slices of size
+ * 1 ("trivially sliced"), for a result that is not tiled: every device
+ * gathers from its own tile with the indices shifted by the tile's offset,
+ * zeroes the rows whose index lies in another tile, and an all-reduce over
+ * those tile dims adds the pieces (XLA does the same). Operand dims sliced
+ * whole keep their sharding; the indices are replicated. Moves the result
+ * once instead of the operand. */
+static PsPVal *
+gather_trivial_sliced (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
+                       const int64_t *off_of_op)
+{
+  const PsGatherDims *g = &in->gather;
+  if (!plain_tiled (op->sharding) || g->operand_batching_dims.n > 0)
+    return NULL;
+  int ro = op->full->rank, rout = in->shape->rank;
+  int64_t ivd = g->index_vector_dim;
+  int64_t comp_of[ro > 0 ? ro : 1], keep[ro > 0 ? ro : 1];
+  gboolean trivial = FALSE;
+  for (int d = 0; d < ro; d++)
+    {
+      comp_of[d] = -1;
+      for (int k = 0; k < g->start_index_map.n; k++)
+        if (g->start_index_map.v[k] == d)
+          comp_of[d] = k;
+      keep[d] = d;
+      if (sp_shards (op->sharding, d) <= 1 || off_of_op[d] >= 0)
+        continue;
+      if (comp_of[d] < 0 || g->slice_sizes.v[d] != 1)
+        keep[d] = -1; /* other sliced dims are gathered first */
+      else
+        trivial = TRUE;
+    }
+  if (!trivial)
+    return NULL;
+  g_autoptr (PsSharding) s = sp_sharding_remap (op->sharding, ro, keep);
+  if (!s || !plain_tiled (s))
+    return NULL;
+  PsInstr *opx = sp_reshard (c, op, s);
+  PsInstr *x = sp_reshard (c, idx, sp_replicated ());
+  x = clamp_gather_indices (c, x, in, op->full);
+  g_autoptr (SpShape) ltile = ps_sharding_tile_shape (s, op->full);
+  PsInstr *pred = NULL;
+  gboolean mask[s->n_tile_dims];
+  memset (mask, 0, sizeof mask);
+  for (int d = 0; d < ro; d++)
+    if (sp_shards (s, d) > 1 && off_of_op[d] < 0)
+      {
+        mask[d] = TRUE;
+        x = shift_index_component (c, x, ivd, comp_of[d], sp_offset (c, s, op->full, d));
+        PsInstr *l = index_component (c, x, ivd, comp_of[d]);
+        PsInstr *lo = sp_compare (c, l, sp_broadcast_scalar (c, sp_const_scalar (c, l->shape->etype, 0),
+                                                             l->shape), PS_CMP_GE);
+        PsInstr *hi = sp_compare (c, l, sp_broadcast_scalar (c, sp_const_scalar (c, l->shape->etype,
+                                                                                 (double) ltile->dims[d]),
+                                                             l->shape), PS_CMP_LT);
+        PsInstr *p = sp_binary (c, PS_OP_AND, lo, hi);
+        pred = pred ? sp_binary (c, PS_OP_AND, pred, p) : p;
+      }
+  int64_t src[rout > 0 ? rout : 1];
+  for (int d = 0; d < rout; d++)
+    src[d] = -1;
+  for (int d = 0; d < ro; d++)
+    if (off_of_op[d] >= 0)
+      src[off_of_op[d]] = d;
+  g_autoptr (PsSharding) rs = sp_sharding_remap (s, rout, src);
+  if (!rs)
+    return NULL;
+  PsInstr *ops[2] = { opx, x };
+  g_autoptr (SpShape) ls = ps_sharding_tile_shape (rs, in->shape);
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 2, ops);
+  for (int d = 0; d < ro; d++)
+    if (off_of_op[d] >= 0)
+      y->gather.slice_sizes.v[d] = ltile->dims[d];
+  /* The predicate has the batch dims of the output, in order. */
+  int64_t bd[rout > 0 ? rout : 1];
+  int nb = 0;
+  for (int d = 0; d < rout; d++)
+    if (!ps_ints_contains (&g->offset_dims, d))
+      bd[nb++] = d;
+  g_autoptr (SpShape) pshape = sp_shape (PS_PRED, rout, y->shape->dims);
+  PsInstr *pb = sp_broadcast (c, pred, pshape, nb, bd);
+  PsInstr *zero = sp_broadcast_scalar (c, sp_const_scalar (c, y->shape->etype, 0), y->shape);
+  y = sp_select (c, pb, y, zero);
+  int ng, gs;
+  g_autofree int64_t *groups = sp_groups (s, mask, &ng, &gs);
+  y = sp_all_reduce (c, y, y->shape->etype == PS_PRED ? SP_RED_OR : SP_RED_SUM, ng, gs, groups);
+  return sp_pval_new (y, rs, in->shape);
+}
+
 /* Gather: output batch dims take their sharding from the indices, output
  * offset dims from operand dims that are sliced whole (pass-through), and
- * explicit operand batching dims follow their indices batching dims (index
- * parallel). Everything else stays whole, so the local gather reads only
- * local data and its indices stay valid. */
+ * operand batching dims -- explicit ones, and operand dims indexed by an
+ * iota along an indices dim (index parallel) -- follow their indices dims.
+ * Everything else stays whole, so the local gather reads only local data
+ * (iota-parallel indices are shifted by the operand tile's offset).
+ *
+ * The tile dims come from the output's sharding when it is tiled; when it
+ * is not (a replicated result, say), from the operand's pass-through and
+ * parallel dims, or else from the indices, and the driver then gathers
+ * the (smaller) result rather than the fallback gathering the operand. */
 PsPVal *
 sp_handle_gather (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
-  if (!plain_tiled (t))
+  if (!ps_shape_is_array (in->shape))
     return NULL;
   const PsGatherDims *g = &in->gather;
   PsPVal *op = sp_operand (c, in, 0), *idx = sp_operand (c, in, 1);
   int ro = op->full->rank, ri = idx->full->rank, rout = in->shape->rank;
+  int64_t ivd = g->index_vector_dim;
   int64_t osrc[ro > 0 ? ro : 1], isrc[ri > 0 ? ri : 1], keep[rout > 0 ? rout : 1];
-  for (int d = 0; d < ro; d++)
-    osrc[d] = -1;
-  for (int d = 0; d < rout; d++)
-    keep[d] = -1;
+  int64_t idx_of_out[rout > 0 ? rout : 1], off_of_op[ro > 0 ? ro : 1];
+  int64_t par_idx[ro > 0 ? ro : 1], par_k[ro > 0 ? ro : 1];
   /* Output batch dims <-> indices dims other than index_vector_dim. */
-  int64_t idx_of_out[rout > 0 ? rout : 1];
   int q = 0;
   for (int d = 0; d < rout; d++)
     {
       idx_of_out[d] = -1;
       if (ps_ints_contains (&g->offset_dims, d))
         continue;
-      if (q == g->index_vector_dim)
+      if (q == ivd)
         q++;
       idx_of_out[d] = q++;
     }
+  /* Offset dims <-> operand dims not collapsed and not batching, when the
+   * operand dim is sliced whole. */
+  q = 0;
+  for (int d = 0; d < ro; d++)
+    {
+      off_of_op[d] = -1;
+      par_idx[d] = par_k[d] = -1;
+      if (ps_ints_contains (&g->collapsed_slice_dims, d)
+          || ps_ints_contains (&g->operand_batching_dims, d))
+        continue;
+      if (q >= g->offset_dims.n)
+        return NULL;
+      int64_t od = g->offset_dims.v[q++];
+      if (g->slice_sizes.v[d] == op->full->dims[d])
+        off_of_op[d] = od;
+    }
+  /* Parallel operand dims: explicit batching dims, and dims indexed by an
+   * iota along an indices dim of the same size. */
+  gboolean idx_used[ri > 0 ? ri : 1];
+  memset (idx_used, 0, sizeof idx_used);
+  for (int k = 0; k < g->operand_batching_dims.n; k++)
+    {
+      int64_t od = g->operand_batching_dims.v[k], id = g->start_indices_batching_dims.v[k];
+      idx_used[id] = TRUE;
+      if (op->full->dims[od] == idx->full->dims[id])
+        par_idx[od] = id;
+    }
+  for (int k = 0; k < g->start_index_map.n; k++)
+    {
+      int64_t od = g->start_index_map.v[k];
+      if (od < 0 || od >= ro || g->slice_sizes.v[od] != 1 || par_idx[od] >= 0
+          || ps_ints_contains (&g->operand_batching_dims, od))
+        continue;
+      int64_t id = iota_index_dim (in->operands[1], ivd, k);
+      if (id < 0 || id >= ri || id == ivd || idx_used[id] || op->full->dims[od] != idx->full->dims[id])
+        continue;
+      idx_used[id] = TRUE;
+      par_idx[od] = id;
+      par_k[od] = k;
+    }
+  /* The tile dims to follow. */
+  g_autoptr (PsSharding) w = NULL;
+  if (plain_tiled (t))
+    w = ps_sharding_copy (t);
+  else if (t->kind == PS_SHARDING_REPLICATED)
+    {
+      /* Split parallel dims keep the operand in place without an
+       * all-reduce; trivially sliced ones otherwise. */
+      gboolean par_split = FALSE;
+      for (int d = 0; d < ro; d++)
+        par_split = par_split || (par_idx[d] >= 0 && sp_shards (op->sharding, d) > 1);
+      PsPVal *r = par_split ? NULL : gather_trivial_sliced (c, in, op, idx, off_of_op);
+      if (r || sp_failed (c))
+        return r;
+      int64_t src[rout > 0 ? rout : 1];
+      if (plain_tiled (op->sharding))
+        {
+          for (int d = 0; d < rout; d++)
+            src[d] = -1;
+          for (int d = 0; d < ro; d++)
+            {
+              if (off_of_op[d] >= 0)
+                src[off_of_op[d]] = d;
+              for (int o = 0; o < rout && par_idx[d] >= 0; o++)
+                if (idx_of_out[o] == par_idx[d])
+                  src[o] = d;
+            }
+          w = sp_sharding_remap (op->sharding, rout, src);
+        }
+      if ((!w || w->kind != PS_SHARDING_TILED) && plain_tiled (idx->sharding))
+        {
+          g_clear_pointer (&w, ps_sharding_free);
+          for (int d = 0; d < rout; d++)
+            src[d] = idx_of_out[d] >= 0 && idx_of_out[d] < ri ? idx_of_out[d] : -1;
+          w = sp_sharding_remap (idx->sharding, rout, src);
+        }
+      if (!w || w->kind != PS_SHARDING_TILED)
+        return NULL;
+    }
+  else
+    return NULL;
+  for (int d = 0; d < ro; d++)
+    osrc[d] = -1;
+  for (int d = 0; d < rout; d++)
+    keep[d] = -1;
   for (int d = 0; d < ri; d++)
     isrc[d] = -1;
   for (int d = 0; d < rout; d++)
@@ -615,89 +905,180 @@ sp_handle_gather (SpComp *c, const PsInstr *in)
         isrc[idx_of_out[d]] = d;
         keep[d] = d;
       }
-  /* Offset dims <-> operand dims not collapsed and not batching. */
-  q = 0;
   for (int d = 0; d < ro; d++)
+    if (off_of_op[d] >= 0)
+      {
+        osrc[d] = off_of_op[d];
+        keep[off_of_op[d]] = off_of_op[d];
+      }
+  /* Parallel operand dims follow their indices dims. */
+  gboolean any_par = FALSE;
+  for (int od = 0; od < ro; od++)
     {
-      if (ps_ints_contains (&g->collapsed_slice_dims, d)
-          || ps_ints_contains (&g->operand_batching_dims, d))
+      gboolean batching = ps_ints_contains (&g->operand_batching_dims, od);
+      if (!batching && par_idx[od] < 0)
         continue;
-      int64_t od = g->offset_dims.v[q++];
-      if (g->slice_sizes.v[d] == op->full->dims[d])
+      int64_t id = par_idx[od];
+      if (batching && id < 0)
         {
-          osrc[d] = od;
-          keep[od] = od;
+          /* Explicit batching dims of different sizes: both stay whole. */
+          for (int k = 0; k < g->operand_batching_dims.n; k++)
+            if (g->operand_batching_dims.v[k] == od)
+              id = g->start_indices_batching_dims.v[k];
+          if (id >= 0 && isrc[id] >= 0)
+            {
+              keep[isrc[id]] = -1;
+              isrc[id] = -1;
+            }
+          continue;
         }
-    }
-  /* Operand batching dims follow their indices batching dims. */
-  for (int k = 0; k < g->operand_batching_dims.n; k++)
-    {
-      int64_t od = g->operand_batching_dims.v[k], id = g->start_indices_batching_dims.v[k];
       osrc[od] = isrc[id];
-      if (op->full->dims[od] != idx->full->dims[id])
-        osrc[od] = -1;
-      if (isrc[id] >= 0 && osrc[od] < 0)
-        {
-          keep[isrc[id]] = -1;
-          isrc[id] = -1;
-        }
+      any_par = any_par || isrc[id] >= 0;
     }
-  g_autoptr (PsSharding) os = sp_sharding_remap (t, ro, osrc);
-  g_autoptr (PsSharding) is = sp_sharding_remap (t, ri, isrc);
-  g_autoptr (PsSharding) rs = sp_sharding_remap (t, rout, keep);
+  g_autoptr (PsSharding) os = sp_sharding_remap (w, ro, osrc);
+  g_autoptr (PsSharding) is = sp_sharding_remap (w, ri, isrc);
+  g_autoptr (PsSharding) rs = sp_sharding_remap (w, rout, keep);
   if (!os || !is || !rs)
     return NULL;
-  /* Uneven batching dims would put padding rows at different places. */
-  if (g->operand_batching_dims.n > 0 && (sp_has_padding (os, op->full) || sp_has_padding (is, idx->full)))
+  /* Uneven explicit batching dims are left to the fallback (an iota-parallel
+   * dim's padding rows only read clamped rows into the output's padding). */
+  if (any_par && g->operand_batching_dims.n > 0
+      && (sp_has_padding (os, op->full) || sp_has_padding (is, idx->full)))
     return NULL;
   PsInstr *ops[2] = { sp_reshard (c, op, os), sp_reshard (c, idx, is) };
+  for (int od = 0; od < ro; od++)
+    if (par_k[od] >= 0 && sp_shards (os, od) > 1)
+      ops[1] = shift_index_component (c, ops[1], ivd, par_k[od], sp_offset (c, os, op->full, od));
   g_autoptr (SpShape) ls = ps_sharding_tile_shape (rs, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 2, ops);
   for (int d = 0; d < ro; d++)
-    if (osrc[d] >= 0 && !ps_ints_contains (&g->operand_batching_dims, d))
+    if (off_of_op[d] >= 0)
       y->gather.slice_sizes.v[d] = ops[0]->shape->dims[d];
   return sp_pval_new (y, rs, in->shape);
 }
 
-/* Scatter: operand dims that every update window covers whole pass their
- * sharding to the matching update window dims (indices replicated), and
- * explicit input batching dims follow the indices batching dims and the
- * matching update scatter dims (index parallel). */
+/* Whether computation f is add(p0, p1) of its two scalar parameters. */
+static gboolean
+is_add_combiner (const PsComputation *f)
+{
+  const PsInstr *r = f ? f->root : NULL;
+  if (!r || r->opcode != PS_OP_ADD || r->n_operands != 2 || f->params->len != 2)
+    return FALSE;
+  const PsInstr *a = r->operands[0], *b = r->operands[1];
+  return a->opcode == PS_OP_PARAMETER && b->opcode == PS_OP_PARAMETER
+         && a->parameter_number != b->parameter_number;
+}
+
+/* Scatter-add whose indices and updates are split along the scatter
+ * (batch) dims, for a result that is not tiled (index pass-through): every
+ * device scatters its updates into zeros, an all-reduce adds the pieces and
+ * the operand is added once. Padding rows of the updates are zeroed. Moves
+ * one result-sized all-reduce instead of gathering indices and updates. */
+static PsPVal *
+scatter_index_passthrough_add (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
+                               PsPVal *upd, const int64_t *idx_of_upd)
+{
+  const PsScatterDims *g = &in->scatter;
+  if (in->n_operands != 3 || in->n_called < 1 || !is_add_combiner (in->called[0])
+      || op->full->etype == PS_PRED || g->input_batching_dims.n > 0)
+    return NULL;
+  int ri = idx->full->rank, ru = upd->full->rank;
+  int64_t ivd = g->index_vector_dim;
+  /* Follow whichever of indices and updates is split on the batch dims. */
+  const PsSharding *from = NULL;
+  int64_t isrc[ri > 0 ? ri : 1], usrc[ru > 0 ? ru : 1];
+  if (plain_tiled (idx->sharding))
+    {
+      for (int d = 0; d < ri; d++)
+        isrc[d] = d == ivd ? -1 : d;
+      from = idx->sharding;
+    }
+  g_autoptr (PsSharding) is = NULL;
+  if (from)
+    is = sp_sharding_remap (from, ri, isrc);
+  if ((!is || is->kind != PS_SHARDING_TILED) && plain_tiled (upd->sharding))
+    {
+      g_clear_pointer (&is, ps_sharding_free);
+      for (int d = 0; d < ri; d++)
+        isrc[d] = -1;
+      for (int d = 0; d < ru; d++)
+        if (idx_of_upd[d] >= 0 && idx_of_upd[d] < ri)
+          isrc[idx_of_upd[d]] = d;
+      is = sp_sharding_remap (upd->sharding, ri, isrc);
+    }
+  if (!is || is->kind != PS_SHARDING_TILED)
+    return NULL;
+  for (int d = 0; d < ru; d++)
+    usrc[d] = idx_of_upd[d] >= 0 && idx_of_upd[d] < ri ? idx_of_upd[d] : -1;
+  g_autoptr (PsSharding) us = sp_sharding_remap (is, ru, usrc);
+  if (!us)
+    return NULL;
+  PsInstr *x = sp_reshard (c, idx, is);
+  PsPVal *uv = sp_reshard_pval (c, upd, us);
+  if (!uv)
+    return NULL;
+  PsInstr *zero = sp_const_scalar (c, op->full->etype, 0);
+  PsInstr *u = sp_mask_padding (c, uv, NULL, zero);
+  sp_pval_free (uv);
+  PsInstr *base = sp_broadcast_scalar (c, zero, op->full);
+  PsInstr *ops[3] = { base, x, u };
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (op->full), 3, ops);
+  gboolean mask[is->n_tile_dims];
+  memset (mask, 0, sizeof mask);
+  for (int d = 0; d < ri; d++)
+    mask[d] = sp_shards (is, d) > 1;
+  int ng, gs;
+  g_autofree int64_t *groups = sp_groups (is, mask, &ng, &gs);
+  y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);
+  y = sp_binary (c, PS_OP_ADD, sp_reshard (c, op, sp_replicated ()), y);
+  return sp_pval_new (y, sp_replicated (), in->shape);
+}
+
+/* Scatter: works in the operand's layout. Operand dims that every update
+ * window covers whole pass their sharding to the matching update window
+ * dims; parallel dims -- explicit input batching dims, and dims indexed by
+ * an iota along an indices dim -- also split the indices dim and the
+ * update scatter dim; dims that are indexed with windows of size 1
+ * ("trivially sliced") stay split with the indices and updates whole
+ * there: each device applies the updates with its tile's offset
+ * subtracted, and those landing in other tiles are out of bounds and
+ * skipped, as scatter skips them. The tile dims come from the output's
+ * sharding when it is tiled; otherwise from the operand's, the updates'
+ * or the indices', in that order. */
 PsPVal *
 sp_handle_scatter (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t0 = sp_sharding_of (in);
   g_autoptr (PsSharding) t = ps_sharding_is_tuple (t0) ? ps_sharding_leaf (t0, 0)
                                                         : ps_sharding_copy (t0);
-  if (!plain_tiled (t))
-    return NULL;
   const PsScatterDims *g = &in->scatter;
   int nops = (in->n_operands - 1) / 2;
   PsPVal *op = sp_operand (c, in, 0), *idx = sp_operand (c, in, nops);
   PsPVal *upd = sp_operand (c, in, nops + 1);
+  if (!ps_shape_is_array (op->full) || !ps_shape_is_array (upd->full))
+    return NULL;
   int ro = op->full->rank, ri = idx->full->rank, ru = upd->full->rank;
+  int64_t ivd = g->index_vector_dim;
   int64_t osrc[ro > 0 ? ro : 1], isrc[ri > 0 ? ri : 1], usrc[ru > 0 ? ru : 1];
-  for (int d = 0; d < ro; d++)
-    osrc[d] = -1;
-  for (int d = 0; d < ri; d++)
-    isrc[d] = -1;
-  for (int d = 0; d < ru; d++)
-    usrc[d] = -1;
+  int64_t win_of_op[ro > 0 ? ro : 1], comp_of[ro > 0 ? ro : 1];
+  int64_t par_idx[ro > 0 ? ro : 1], par_k[ro > 0 ? ro : 1], par_upd[ro > 0 ? ro : 1];
+  gboolean pass[ro > 0 ? ro : 1], trivial[ro > 0 ? ro : 1];
   /* Update window dims <-> operand dims not inserted and not batching. */
   int q = 0;
   for (int d = 0; d < ro; d++)
     {
+      win_of_op[d] = comp_of[d] = par_idx[d] = par_k[d] = par_upd[d] = -1;
+      pass[d] = trivial[d] = FALSE;
+      for (int k = 0; k < g->scatter_dims_to_operand_dims.n; k++)
+        if (g->scatter_dims_to_operand_dims.v[k] == d)
+          comp_of[d] = k;
       if (ps_ints_contains (&g->inserted_window_dims, d)
           || ps_ints_contains (&g->input_batching_dims, d))
         continue;
       if (q >= g->update_window_dims.n)
         return NULL;
-      int64_t ud = g->update_window_dims.v[q++];
-      if (upd->full->dims[ud] == op->full->dims[d])
-        {
-          osrc[d] = d;
-          usrc[ud] = d;
-        }
+      win_of_op[d] = g->update_window_dims.v[q++];
+      pass[d] = upd->full->dims[win_of_op[d]] == op->full->dims[d];
     }
   /* Update scatter dims <-> indices dims other than index_vector_dim. */
   int64_t idx_of_upd[ru > 0 ? ru : 1];
@@ -707,30 +1088,102 @@ sp_handle_scatter (SpComp *c, const PsInstr *in)
       idx_of_upd[d] = -1;
       if (ps_ints_contains (&g->update_window_dims, d))
         continue;
-      if (q == g->index_vector_dim)
+      if (q == ivd)
         q++;
       idx_of_upd[d] = q++;
     }
+  gboolean idx_used[ri > 0 ? ri : 1];
+  memset (idx_used, 0, sizeof idx_used);
   for (int k = 0; k < g->input_batching_dims.n; k++)
     {
       int64_t od = g->input_batching_dims.v[k], id = g->scatter_indices_batching_dims.v[k];
-      if (op->full->dims[od] != idx->full->dims[id])
-        continue;
-      for (int d = 0; d < ru; d++)
-        if (idx_of_upd[d] == id && upd->full->dims[d] == op->full->dims[od])
-          {
-            osrc[od] = od;
-            isrc[id] = od;
-            usrc[d] = od;
-          }
+      idx_used[id] = TRUE;
+      if (op->full->dims[od] == idx->full->dims[id])
+        par_idx[od] = id;
     }
-  g_autoptr (PsSharding) os = sp_sharding_remap (t, ro, osrc);
-  g_autoptr (PsSharding) is = sp_sharding_remap (t, ri, isrc);
-  g_autoptr (PsSharding) us = sp_sharding_remap (t, ru, usrc);
+  for (int k = 0; k < g->scatter_dims_to_operand_dims.n; k++)
+    {
+      int64_t od = g->scatter_dims_to_operand_dims.v[k];
+      if (od < 0 || od >= ro || par_idx[od] >= 0 || pass[od]
+          || ps_ints_contains (&g->input_batching_dims, od)
+          || (win_of_op[od] >= 0 && upd->full->dims[win_of_op[od]] != 1))
+        continue;
+      trivial[od] = TRUE;
+      int64_t id = iota_index_dim (in->operands[nops], ivd, k);
+      if (id < 0 || id >= ri || id == ivd || idx_used[id] || op->full->dims[od] != idx->full->dims[id])
+        continue;
+      idx_used[id] = TRUE;
+      par_idx[od] = id;
+      par_k[od] = k;
+      trivial[od] = FALSE;
+    }
+  for (int od = 0; od < ro; od++)
+    for (int d = 0; d < ru && par_idx[od] >= 0; d++)
+      if (idx_of_upd[d] == par_idx[od] && upd->full->dims[d] == op->full->dims[od])
+        par_upd[od] = d;
+  /* The tile dims to follow. */
+  g_autoptr (PsSharding) w = NULL;
+  if (plain_tiled (t))
+    w = ps_sharding_copy (t);
+  else if (t->kind == PS_SHARDING_REPLICATED)
+    {
+      int64_t src[ro > 0 ? ro : 1];
+      if (plain_tiled (op->sharding))
+        {
+          for (int d = 0; d < ro; d++)
+            src[d] = pass[d] || trivial[d] || par_upd[d] >= 0 ? d : -1;
+          w = sp_sharding_remap (op->sharding, ro, src);
+        }
+      if ((!w || w->kind != PS_SHARDING_TILED) && plain_tiled (upd->sharding))
+        {
+          g_clear_pointer (&w, ps_sharding_free);
+          for (int d = 0; d < ro; d++)
+            src[d] = pass[d] ? win_of_op[d] : par_upd[d];
+          w = sp_sharding_remap (upd->sharding, ro, src);
+        }
+      if ((!w || w->kind != PS_SHARDING_TILED) && plain_tiled (idx->sharding))
+        {
+          g_clear_pointer (&w, ps_sharding_free);
+          for (int d = 0; d < ro; d++)
+            src[d] = par_upd[d] >= 0 ? par_idx[d] : -1;
+          w = sp_sharding_remap (idx->sharding, ro, src);
+        }
+      if (!w || w->kind != PS_SHARDING_TILED)
+        return scatter_index_passthrough_add (c, in, op, idx, upd, idx_of_upd);
+    }
+  else
+    return NULL;
+  for (int d = 0; d < ri; d++)
+    isrc[d] = -1;
+  for (int d = 0; d < ru; d++)
+    usrc[d] = -1;
+  gboolean any_par = FALSE;
+  for (int d = 0; d < ro; d++)
+    {
+      osrc[d] = -1;
+      if (pass[d])
+        {
+          osrc[d] = d;
+          usrc[win_of_op[d]] = d;
+        }
+      else if (par_upd[d] >= 0)
+        {
+          osrc[d] = d;
+          isrc[par_idx[d]] = d;
+          usrc[par_upd[d]] = d;
+          any_par = any_par || sp_shards (w, d) > 1;
+        }
+      else if (trivial[d])
+        osrc[d] = d;
+    }
+  g_autoptr (PsSharding) os = sp_sharding_remap (w, ro, osrc);
+  g_autoptr (PsSharding) is = sp_sharding_remap (w, ri, isrc);
+  g_autoptr (PsSharding) us = sp_sharding_remap (w, ru, usrc);
   if (!os || !is || !us)
     return NULL;
-  if (g->input_batching_dims.n > 0
-      && (sp_has_padding (os, op->full) || sp_has_padding (is, idx->full)))
+  /* Padding rows of split indices and updates would scatter garbage into
+   * valid rows. */
+  if (any_par && (sp_has_padding (os, op->full) || sp_has_padding (is, idx->full)))
     return NULL;
   int n = in->n_operands;
   PsInstr *ops[n];
@@ -740,6 +1193,10 @@ sp_handle_scatter (SpComp *c, const PsInstr *in)
       ops[nops + 1 + i] = sp_reshard (c, sp_operand (c, in, nops + 1 + i), us);
     }
   ops[nops] = sp_reshard (c, idx, is);
+  for (int d = 0; d < ro; d++)
+    if ((trivial[d] || par_k[d] >= 0) && sp_shards (os, d) > 1)
+      ops[nops] = shift_index_component (c, ops[nops], ivd, comp_of[d],
+                                         sp_offset (c, os, op->full, d));
   PsShape *shape;
   if (ps_shape_is_tuple (in->shape))
     {

@@ -183,6 +183,70 @@ static const Case cases[] = {
     " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,"
     " to_apply=sum, sharding={devices=[1,2]0,1}\n}\n",
     0, 0, 0, 0, 0 },
+  { "gather index-parallel through an iota, uneven, replicated result", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = s32[6,4,2] parameter(0), sharding={devices=[4,1,1]0,1,2,3}\n"
+    "  a = s32[1,6,4] iota(), iota_dimension=1\n"
+    "  b = s32[1,6,4] iota(), iota_dimension=2\n"
+    "  i = s32[2,6,4] concatenate(a, b), dimensions={0}\n"
+    "  ROOT g = s32[6,4,2] gather(x, i), offset_dims={2}, collapsed_slice_dims={0,1},"
+    " start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,1,2},"
+    " sharding={replicated}\n}\n",
+    0, 0, 1, 0, 0 },
+  { "gather from trivially sliced split dims, uneven: masked all-reduce", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[7,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  i = s32[5,1] parameter(1), sharding={replicated}\n"
+    "  ROOT g = f32[5,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0},"
+    " start_index_map={0}, index_vector_dim=1, slice_sizes={1,3},"
+    " sharding={replicated}\n}\n",
+    0, 1, 0, 0, 0 },
+  { "gather trivially sliced and pass-through dims, 2d mesh", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[5,6] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+    "  i = s32[3,1] parameter(1), sharding={replicated}\n"
+    "  ROOT g = f32[3,6] gather(x, i), offset_dims={1}, collapsed_slice_dims={0},"
+    " start_index_map={0}, index_vector_dim=1, slice_sizes={1,6},"
+    " sharding={replicated}\n}\n",
+    0, 1, 1, 0, 0 },
+  { "scatter index-parallel through an iota, replicated result", 4,
+    "HloModule m\nsum {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n"
+    "  ROOT s = s32[] add(a, b)\n}\nENTRY e {\n"
+    "  x = s32[8,2] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  i = s32[8,1] iota(), iota_dimension=0\n"
+    "  u = s32[8,2] parameter(1), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT s = s32[8,2] scatter(x, i, u), update_window_dims={1},"
+    " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,"
+    " to_apply=sum, sharding={replicated}\n}\n",
+    0, 0, 1, 0, 0 },
+  { "scatter into trivially sliced split dims, uneven: out-of-tile updates skipped", 4,
+    "HloModule m\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n"
+    "  x = f32[7,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  i = s32[5,1] parameter(1), sharding={replicated}\n"
+    "  u = f32[5,3] parameter(2), sharding={replicated}\n"
+    "  ROOT s = f32[7,3] scatter(x, i, u), update_window_dims={1},"
+    " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,"
+    " to_apply=sum, sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "scatter-add with split indices and updates, uneven: all-reduce", 4,
+    "HloModule m\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n"
+    "  x = f32[4,3] parameter(0), sharding={replicated}\n"
+    "  i = s32[7,1] parameter(1), sharding={devices=[4,1]0,1,2,3}\n"
+    "  u = f32[7,3] parameter(2), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT s = f32[4,3] scatter(x, i, u), update_window_dims={1},"
+    " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,"
+    " to_apply=sum, sharding={replicated}\n}\n",
+    0, 1, 0, 0, 0 },
+  { "copy of a tuple into another tuple sharding", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[6,3] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  y = s32[5] parameter(1), sharding={replicated}\n"
+    "  t = (f32[6,3], s32[5]) tuple(x, y), sharding={{devices=[2,1]0,1}, {replicated}}\n"
+    "  c = (f32[6,3], s32[5]) copy(t), sharding={{replicated}, {devices=[2]0,1}}\n"
+    "  ROOT g = f32[6,3] get-tuple-element(c), index=0, sharding={replicated}\n}\n",
+    0, 0, 1, 0, 0 },
   { "sort along a sharded dim moves the sharding", 2,
     "HloModule m\nlt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
     "  ROOT c = pred[] compare(a, b), direction=LT\n}\nENTRY e {\n"
