@@ -5,7 +5,8 @@ libpodsim_partitioner_la_SOURCES += partitioner/interp.h partitioner/interp_priv
 	partitioner/interp_data.c partitioner/interp_window.c \
 	partitioner/interp_linalg.c
 libpodsim_partitioner_la_SOURCES += partitioner/verify.h partitioner/verify.c partitioner/verify_widen.c
-libpodsim_partitioner_la_SOURCES += partitioner/shrink.h partitioner/shrink.c
+libpodsim_partitioner_la_SOURCES += partitioner/shrink.h partitioner/shrink_private.h partitioner/shrink.c \
+	partitioner/shrink_classes.c partitioner/shrink_rules.c
 
 check_PROGRAMS += tests/check_interp tests/check_shrink
 TESTS += tests/check_interp tests/check_shrink
