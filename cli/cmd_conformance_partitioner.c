@@ -156,16 +156,15 @@ root_names (JsonObject *c)
 
 /* The root's expected local shape from EXPECT_THAT(root, ...) statements
  * that apply unconditionally; NULL if none names one. transfer full. */
-static char *
-expected_root_shape (JsonObject *c)
+/* The texts of the case's expectations that apply unconditionally (no
+ * "when"). transfer container: the strings belong to the case. */
+static GPtrArray *
+unconditional_expectations (JsonObject *c)
 {
+  GPtrArray *texts = g_ptr_array_new ();
   JsonArray *ex = json_object_has_member (c, "expect")
                   ? json_object_get_array_member (c, "expect") : NULL;
-  if (!ex)
-    return NULL;
-  GPtrArray *names = root_names (c);
-  char *found = NULL;
-  for (guint i = 0; i < json_array_get_length (ex) && !found; i++)
+  for (guint i = 0; ex && i < json_array_get_length (ex); i++)
     {
       JsonNode *n = json_array_get_element (ex, i);
       if (!JSON_NODE_HOLDS_OBJECT (n))
@@ -173,7 +172,20 @@ expected_root_shape (JsonObject *c)
       JsonObject *o = json_node_get_object (n);
       if (json_object_has_member (o, "when") && !json_object_get_null_member (o, "when"))
         continue;
-      const char *t = json_object_get_string_member_with_default (o, "text", "");
+      g_ptr_array_add (texts, (gpointer) json_object_get_string_member_with_default (o, "text", ""));
+    }
+  return texts;
+}
+
+static char *
+expected_root_shape (JsonObject *c)
+{
+  g_autoptr (GPtrArray) texts = unconditional_expectations (c);
+  GPtrArray *names = root_names (c);
+  char *found = NULL;
+  for (guint i = 0; i < texts->len && !found; i++)
+    {
+      const char *t = texts->pdata[i];
       const char *p = strstr (t, "EXPECT_THAT(");
       if (!p)
         continue;
@@ -249,18 +261,11 @@ static gboolean
 expects_failure (JsonObject *c, char **substr)
 {
   *substr = NULL;
-  JsonArray *ex = json_object_has_member (c, "expect")
-                  ? json_object_get_array_member (c, "expect") : NULL;
+  g_autoptr (GPtrArray) texts = unconditional_expectations (c);
   gboolean fails = FALSE;
-  for (guint i = 0; ex && i < json_array_get_length (ex); i++)
+  for (guint i = 0; i < texts->len; i++)
     {
-      JsonNode *n = json_array_get_element (ex, i);
-      if (!JSON_NODE_HOLDS_OBJECT (n))
-        continue;
-      JsonObject *o = json_node_get_object (n);
-      if (json_object_has_member (o, "when") && !json_object_get_null_member (o, "when"))
-        continue;
-      const char *t = json_object_get_string_member_with_default (o, "text", "");
+      const char *t = texts->pdata[i];
       if (strstr (t, "EXPECT_FALSE(") && strstr (t, "status") && strstr (t, ".ok()"))
         fails = TRUE;
       const char *h = strstr (t, "HasSubstr(\"");

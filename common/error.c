@@ -142,3 +142,15 @@ ps_write_file_atomic (const char *path, const char *data, gsize len,
     }
   return TRUE;
 }
+
+int64_t
+ps_gcd64 (int64_t a, int64_t b)
+{
+  while (b)
+    {
+      int64_t t = a % b;
+      a = b;
+      b = t;
+    }
+  return a;
+}

@@ -14,6 +14,7 @@
 #define PS_COMMON_ERROR_H
 
 #include <glib.h>
+#include <stdint.h>
 
 G_BEGIN_DECLS
 
@@ -54,6 +55,9 @@ char *ps_format_bytes (double bytes);
 
 /* Formats a duration in seconds for humans ("12.3 ms"). transfer full. */
 char *ps_format_seconds (double seconds);
+
+/* Greatest common divisor of two non-negative integers (gcd (0, b) = b). */
+int64_t ps_gcd64 (int64_t a, int64_t b);
 
 /* Writes `len` bytes to `path` atomically (temporary file then rename), so a
  * failed run never leaves a partial output file. `-` writes standard output. */

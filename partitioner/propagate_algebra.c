@@ -636,17 +636,6 @@ pp_transpose_collapsed (const PsSharding *s, int n_src, const int64_t *src_to_tg
   return r;
 }
 
-static int64_t
-gcd64 (int64_t a, int64_t b)
-{
-  while (b)
-    {
-      int64_t t = a % b;
-      a = b;
-      b = t;
-    }
-  return a;
-}
 
 PsSharding *
 pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s)
@@ -716,7 +705,7 @@ pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s
         return NULL;
       else
         {
-          int64_t g = gcd64 (s_parts, t_size);
+          int64_t g = ps_gcd64 (s_parts, t_size);
           if (g == 1)
             break;
           SPUSH (s_size / g, s_parts / g);

@@ -110,7 +110,7 @@ ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts, PsShrinkReport
       if (NODE_PINNED (&sh, n))
         NODE_PINNED (&sh, r) = TRUE;
       int64_t a = NODE_MOD (&sh, r), b = NODE_MOD (&sh, n);
-      NODE_MOD (&sh, r) = a / sk_gcd64 (a, b) * b;
+      NODE_MOD (&sh, r) = a / ps_gcd64 (a, b) * b;
     }
   int64_t *new_size = g_new (int64_t, MAX (n_nodes, 1));
   for (int n = 0; n < n_nodes; n++)
@@ -127,7 +127,7 @@ ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts, PsShrinkReport
       if (r != n || NODE_PINNED (&sh, r) || s <= min_size)
         continue;
       int64_t l = NODE_MOD (&sh, r);
-      l = l / sk_gcd64 (l, extra_mod) * extra_mod;
+      l = l / ps_gcd64 (l, extra_mod) * extra_mod;
       int64_t rem = s % l, t = rem + l;
       while (t < min_size)
         t += l;

@@ -169,18 +169,6 @@ sk_element_first_leaf (const PsShape *s, int64_t k)
 
 /* ---- shard counts ----------------------------------------------------------- */
 
-int64_t
-sk_gcd64 (int64_t a, int64_t b)
-{
-  while (b)
-    {
-      int64_t t = a % b;
-      a = b;
-      b = t;
-    }
-  return a;
-}
-
 void
 sk_note_sharding (Shrink *sh, const PsInstr *in)
 {
@@ -209,7 +197,7 @@ sk_note_sharding (Shrink *sh, const PsInstr *in)
           int n = sk_node_of (sh, in, l, d);
           int64_t t = ls->tile_dims[d], m = NODE_MOD (sh, n);
           if (t > 1)
-            NODE_MOD (sh, n) = m / sk_gcd64 (m, t) * t;
+            NODE_MOD (sh, n) = m / ps_gcd64 (m, t) * t;
         }
     }
 }

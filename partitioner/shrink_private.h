@@ -39,7 +39,6 @@ int sk_leaf_rank (const Shrink *sh, const PsInstr *in, int leaf);    /* -1 if no
 int sk_node_of (const Shrink *sh, const PsInstr *in, int leaf, int64_t dim); /* -1 if none */
 int sk_n_leaves (const Shrink *sh, const PsInstr *in);
 int sk_element_first_leaf (const PsShape *s, int64_t k);
-int64_t sk_gcd64 (int64_t a, int64_t b);
 
 /* Pinning keeps a node's size; uniting joins two nodes of equal size (of
  * unequal sizes: pins both). Negative nodes and missing leaves are
