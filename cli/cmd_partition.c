@@ -47,7 +47,7 @@ ps_cmd_partition (int argc, char **argv)
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
   gint64 windowed = -1;
-  gboolean async = FALSE;
+  gboolean async = FALSE, bidi = FALSE;
   GOptionEntry entries[] = {
     { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out_path,
@@ -69,6 +69,9 @@ ps_cmd_partition (int argc, char **argv)
       "Partition a dot whose operand would be all-gathered to more than BYTES per device "
       "as a windowed einsum (one local dot per shard, the operand passed around a ring of "
       "collective-permutes); 0 windows every such dot, < 0 never (default)", "BYTES" },
+    { "windowed-einsum-bidirectional", 0, 0, G_OPTION_ARG_NONE, &bidi,
+      "Windowed einsums send chunks both ways around the ring (k/2 rounds instead of k-1)",
+      NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - partition an HLO module");
@@ -109,6 +112,7 @@ ps_cmd_partition (int argc, char **argv)
     ps_spmd_options_init (&sopts);
     sopts.use_all_gather = !no_all_gather;
     sopts.windowed_einsum_threshold_bytes = windowed;
+    sopts.windowed_einsum_bidirectional = bidi;
     PsSpmdReport report;
     ps_spmd_report_init (&report);
     sopts.report = &report;

@@ -67,6 +67,11 @@ typedef struct {
    * are passed around the ring and accumulated instead. See
    * doc/partitioner.md. */
   int64_t windowed_einsum_threshold_bytes;
+  /* Windowed einsums of the all-gather kind send chunks both ways around
+   * the ring (XLA's bidirectional_windowed_einsum): still k dots and k - 1
+   * collective-permutes, but in k / 2 rounds of two concurrent transfers
+   * (default FALSE; the reduce-scatter kind stays unidirectional). */
+  gboolean windowed_einsum_bidirectional;
   /* Run partitioner/cse.h on the result (default TRUE), as XLA runs CSE
    * after partitioning: operands resharded once per use become one
    * collective. */

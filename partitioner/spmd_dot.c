@@ -31,7 +31,8 @@
  * dynamic-sliced), adds the sum received from the previous device and
  * passes it on, so after k steps each device holds its own chunk's sum.
  * XLA emits a while loop; podsim unrolls it (k dots, k - 1 permutes) so the
- * trace shows every transfer and the simulator can overlap them. */
+ * trace shows every transfer and the simulator can overlap them. The
+ * all-gather kinds can also run bidirectionally (windowed_dot). */
 #include "config.h"
 
 #include <string.h>
@@ -205,105 +206,166 @@ windowed_gather_dim (const DotSpace *ds, const DotPlan *p, const PsPVal *v, int 
   return TRUE;
 }
 
+/* State of one windowed einsum loop while its steps are emitted. */
+typedef struct {
+  SpComp *c;
+  const PsInstr *in;
+  const DotSpace *ds;
+  int side;               /* the windowed operand: 0 lhs, 1 rhs */
+  gboolean contracting;   /* its gathered dim is contracting */
+  PsInstr *other;         /* the other local operand (zero-padded if contracting) */
+  int od;                 /* contracting: other's dim; free: the output dim */
+  int64_t k, cs;          /* ring size, chunk size */
+  int ng;
+  const int64_t *groups;  /* ng rings of k, in tile order */
+  int64_t *table;         /* scratch: n entries */
+  PsInstr *zero_s32, *acc;
+} WinLoop;
+
+/* One step: every ring member i holds the chunk of member (i + shift) mod k
+ * in `chunk`. */
+static void
+win_step (WinLoop *w, PsInstr *chunk, int64_t shift)
+{
+  SpComp *c = w->c;
+  const DotSpace *ds = w->ds;
+  int64_t k = w->k;
+  for (int q = 0; q < w->ng; q++)
+    for (int64_t i = 0; i < k; i++)
+      w->table[w->groups[q * k + i]] = (((i + shift) % k + k) % k) * w->cs;
+  PsInstr *off = sp_table_lookup (c, w->table);
+  if (w->contracting)
+    {
+      int rk = w->other->shape->rank;
+      PsInstr *starts[rk];
+      int64_t sizes[rk];
+      for (int d = 0; d < rk; d++)
+        {
+          starts[d] = d == w->od ? off : w->zero_s32;
+          sizes[d] = d == w->od ? w->cs : w->other->shape->dims[d];
+        }
+      PsInstr *piece = sp_dynamic_slice (c, w->other, starts, sizes);
+      PsInstr *y = w->side ? local_dot (c, w->in, ds, piece, chunk)
+                           : local_dot (c, w->in, ds, chunk, piece);
+      w->acc = w->acc ? sp_binary (c, PS_OP_ADD, w->acc, y) : y;
+      return;
+    }
+  PsInstr *y = w->side ? local_dot (c, w->in, ds, w->other, chunk)
+                       : local_dot (c, w->in, ds, chunk, w->other);
+  if (!w->acc)
+    {
+      int64_t dims[ds->ro > 0 ? ds->ro : 1];
+      memcpy (dims, y->shape->dims, sizeof (int64_t) * ds->ro);
+      dims[w->od] = k * w->cs;
+      g_autoptr (SpShape) as = sp_shape (y->shape->etype, ds->ro, dims);
+      w->acc = sp_broadcast_scalar (c, sp_const_zero (c, y->shape->etype), as);
+    }
+  PsInstr *starts[ds->ro > 0 ? ds->ro : 1];
+  for (int d = 0; d < ds->ro; d++)
+    starts[d] = d == w->od ? off : w->zero_s32;
+  w->acc = sp_dynamic_update_slice (c, w->acc, y, starts);
+}
+
+/* Source-target pairs of the rings: member i sends to member i + dir. */
+static int64_t *
+ring_pairs (const int64_t *groups, int ng, int64_t k, int dir)
+{
+  int64_t *pairs = g_new (int64_t, 2 * (gsize) ng * k);
+  for (int q = 0; q < ng; q++)
+    for (int64_t i = 0; i < k; i++)
+      {
+        pairs[2 * (q * k + i)] = groups[q * k + i];
+        pairs[2 * (q * k + i) + 1] = groups[q * k + ((i + dir) % k + k) % k];
+      }
+  return pairs;
+}
+
 /* The windowed einsum loop, unrolled (see the file comment). gv: the
  * windowed operand as it is laid out (its local value is `side ? r : l`,
  * possibly with its contracting padding zeroed), g its gathered dim; the
  * other local operand is already in the plan's sharding. Returns the local
- * result in the plan's partial sharding, as local_dot would. */
+ * result in the plan's partial sharding, as local_dot would.
+ *
+ * Unidirectional: member i sends to i + 1, so at step t it holds the chunk
+ * of member i - t. Bidirectional (XLA's bidirectional_windowed_einsum):
+ * round r >= 1 receives chunk i - r from one neighbour and chunk i + r from
+ * the other, so the k - 1 transfers take k / 2 rounds on both directions
+ * of the ring's links. Every round's permutes are issued before the
+ * previous round's dots. */
 static PsInstr *
 windowed_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, int side, int g,
               const PsPVal *gv, PsInstr *l, PsInstr *r)
 {
   const PsSharding *s = gv->sharding;
   int64_t k = sp_shards (s, g), full_g = gv->full->dims[g];
-  int64_t cs = (full_g + k - 1) / k;
   gboolean mask[s->n_tile_dims];
   memset (mask, 0, sizeof mask);
   mask[g] = TRUE;
   int ng, gs;
   g_autofree int64_t *groups = sp_groups (s, mask, &ng, &gs);
   g_assert (gs == k);
-  /* Ring in tile order: member i sends to member i + 1, so at step t it
-   * holds the chunk of member i - t. */
-  g_autofree int64_t *pairs = g_new (int64_t, 2 * (gsize) ng * gs);
-  for (int q = 0; q < ng; q++)
-    for (int i = 0; i < gs; i++)
-      {
-        pairs[2 * (q * gs + i)] = groups[q * gs + i];
-        pairs[2 * (q * gs + i) + 1] = groups[q * gs + (i + 1) % gs];
-      }
-  int64_t n = c->m->n;
-  g_autofree int64_t *table = g_new0 (int64_t, n);
-  int it = (side ? ds->rhs_iter : ds->lhs_iter)[g];
-  gboolean contracting = it >= ds->nb + ds->nl + ds->nr;
-  PsInstr *other = side ? l : r;
-  int od = -1;  /* contracting: the other operand's dim; free: the output dim */
-  if (contracting)
+  g_autofree int64_t *fwd = ring_pairs (groups, ng, k, 1);
+  g_autofree int64_t *bwd = ring_pairs (groups, ng, k, -1);
+  g_autofree int64_t *table = g_new0 (int64_t, c->m->n);
+  int it = (int) (side ? ds->rhs_iter : ds->lhs_iter)[g];
+  WinLoop w = { c, in, ds, side, it >= ds->nb + ds->nl + ds->nr, side ? l : r, -1, k,
+                (full_g + k - 1) / k, ng, groups, table, sp_const_scalar (c, PS_S32, 0), NULL };
+  if (w.contracting)
     {
-      od = (int) (side ? ds->iter_lhs : ds->iter_rhs)[it];
-      int rk = other->shape->rank;
+      w.od = (int) (side ? ds->iter_lhs : ds->iter_rhs)[it];
+      int rk = w.other->shape->rank;
       int64_t lo[rk], hi[rk];
       memset (lo, 0, sizeof lo);
       memset (hi, 0, sizeof hi);
-      hi[od] = k * cs - other->shape->dims[od];
-      other = sp_pad (c, other, sp_const_zero (c, other->shape->etype), lo, hi);
+      hi[w.od] = k * w.cs - w.other->shape->dims[w.od];
+      w.other = sp_pad (c, w.other, sp_const_zero (c, w.other->shape->etype), lo, hi);
     }
   else
-    od = it;  /* free dims keep their iteration index in the output */
-  PsInstr *chunk = side ? r : l, *acc = NULL;
-  PsInstr *zero_s32 = sp_const_scalar (c, PS_S32, 0);
-  for (int64_t t = 0; t < k; t++)
+    w.od = it;  /* free dims keep their iteration index in the output */
+  PsInstr *own = side ? r : l;
+  int n_pairs = ng * gs;
+  if (!c->m->opts.windowed_einsum_bidirectional)
     {
-      PsInstr *next = NULL;
-      /* The permute for the next step is issued before this step's dot so
-       * that a scheduler can run both at once. */
-      if (t + 1 < k)
-        next = sp_collective_permute (c, chunk, ng * gs, pairs);
-      for (int q = 0; q < ng; q++)
-        for (int i = 0; i < gs; i++)
-          table[groups[q * gs + i]] = ((i - t + k) % k) * cs;
-      PsInstr *off = sp_table_lookup (c, table);
-      PsInstr *y;
-      if (contracting)
+      PsInstr *chunk = own;
+      for (int64_t t = 0; t < k; t++)
         {
-          int rk = other->shape->rank;
-          PsInstr *starts[rk];
-          int64_t sizes[rk];
-          for (int d = 0; d < rk; d++)
-            {
-              starts[d] = d == od ? off : zero_s32;
-              sizes[d] = d == od ? cs : other->shape->dims[d];
-            }
-          PsInstr *piece = sp_dynamic_slice (c, other, starts, sizes);
-          y = side ? local_dot (c, in, ds, piece, chunk) : local_dot (c, in, ds, chunk, piece);
-          acc = acc ? sp_binary (c, PS_OP_ADD, acc, y) : y;
+          PsInstr *next = t + 1 < k ? sp_collective_permute (c, chunk, n_pairs, fwd) : NULL;
+          win_step (&w, chunk, -t);
+          chunk = next;
         }
-      else
-        {
-          y = side ? local_dot (c, in, ds, other, chunk) : local_dot (c, in, ds, chunk, other);
-          if (!acc)
-            {
-              int64_t dims[ds->ro > 0 ? ds->ro : 1];
-              memcpy (dims, y->shape->dims, sizeof (int64_t) * ds->ro);
-              dims[od] = k * cs;
-              g_autoptr (SpShape) as = sp_shape (y->shape->etype, ds->ro, dims);
-              acc = sp_broadcast_scalar (c, sp_const_zero (c, y->shape->etype), as);
-            }
-          PsInstr *starts[ds->ro > 0 ? ds->ro : 1];
-          for (int d = 0; d < ds->ro; d++)
-            starts[d] = d == od ? off : zero_s32;
-          acc = sp_dynamic_update_slice (c, acc, y, starts);
-        }
-      if (next)
-        chunk = next;
     }
-  if (!contracting && k * cs != full_g)
+  else
+    {
+      PsInstr *cw = own, *ccw = own;
+      for (int64_t rd = 0; rd <= k / 2; rd++)
+        {
+          PsInstr *ncw = NULL, *nccw = NULL;
+          if (rd + 1 <= k / 2)
+            {
+              ncw = sp_collective_permute (c, cw, n_pairs, fwd);
+              if (2 * (rd + 1) < k)
+                nccw = sp_collective_permute (c, ccw, n_pairs, bwd);
+            }
+          if (rd == 0)
+            win_step (&w, own, 0);
+          else
+            {
+              win_step (&w, cw, -rd);
+              if (2 * rd < k)
+                win_step (&w, ccw, rd);
+            }
+          cw = ncw;
+          ccw = nccw;
+        }
+    }
+  PsInstr *acc = w.acc;
+  if (!w.contracting && k * w.cs != full_g)
     {
       int64_t st[ds->ro > 0 ? ds->ro : 1], lim[ds->ro > 0 ? ds->ro : 1];
       for (int d = 0; d < ds->ro; d++)
         {
           st[d] = 0;
-          lim[d] = d == od ? full_g : acc->shape->dims[d];
+          lim[d] = d == w.od ? full_g : acc->shape->dims[d];
         }
       acc = sp_slice (c, acc, st, lim);
     }
@@ -335,13 +397,7 @@ windowed_reduce_scatter (SpComp *c, const PsInstr *in, const DotSpace *ds, int o
   x = sp_pad (c, x, sp_const_zero (c, x->shape->etype), lo, hi);
   for (int d = 0; d < rk; d++)
     sizes[d] = d == xd ? cs : x->shape->dims[d];
-  g_autofree int64_t *pairs = g_new (int64_t, 2 * (gsize) ng * k);
-  for (int q = 0; q < ng; q++)
-    for (int64_t i = 0; i < k; i++)
-      {
-        pairs[2 * (q * k + i)] = groups[q * k + i];
-        pairs[2 * (q * k + i) + 1] = groups[q * k + (i + 1) % k];
-      }
+  g_autofree int64_t *pairs = ring_pairs (groups, ng, k, 1);
   g_autofree int64_t *table = g_new0 (int64_t, c->m->n);
   PsInstr *zero_s32 = sp_const_scalar (c, PS_S32, 0), *acc = NULL;
   for (int64_t t = 0; t < k; t++)

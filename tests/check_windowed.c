@@ -6,7 +6,7 @@
  * original with the reference interpreter on 2, 4 and 8 devices, even and
  * uneven shapes, the gathered operand on either side, free and contracting
  * gathered dims, and the reduce-scatter variant (partial sums passed
- * around the ring). The choices table replays the windowed decision. */
+ * around the ring); the gather kinds also bidirectionally. The choices table replays the windowed decision. */
 #include "config.h"
 
 #include <check.h>
@@ -96,12 +96,13 @@ parse (const char *hlo)
 
 /* Partitions with the given threshold, verifies, returns the program. */
 static PsModule *
-partition_verified (const PsModule *m, int n, int64_t threshold, GHashTable *choices,
-                    gboolean replay, const char *what)
+partition_verified_bidi (const PsModule *m, int n, int64_t threshold, GHashTable *choices,
+                         gboolean replay, gboolean bidi, const char *what)
 {
   PsSpmdOptions o;
   ps_spmd_options_init (&o);
   o.windowed_einsum_threshold_bytes = threshold;
+  o.windowed_einsum_bidirectional = bidi;
   o.choices = choices;
   o.replay_choices = replay;
   GError *error = NULL;
@@ -111,6 +112,13 @@ partition_verified (const PsModule *m, int n, int64_t threshold, GHashTable *cho
   PsModule *part = ps_spmd_partition (m, n, &o, &error);
   ck_assert_msg (part != NULL, "%s: %s", what, error ? error->message : "");
   return part;
+}
+
+static PsModule *
+partition_verified (const PsModule *m, int n, int64_t threshold, GHashTable *choices,
+                    gboolean replay, const char *what)
+{
+  return partition_verified_bidi (m, n, threshold, choices, replay, FALSE, what);
 }
 
 static void
@@ -155,6 +163,11 @@ START_TEST (test_windowed)
   assert_windowed (w, ring, TRUE, rsk, what);
   g_autoptr (PsModule) old = partition_verified (m, n, -1, NULL, FALSE, what);
   assert_windowed (old, ring, FALSE, rsk, what);
+  /* Bidirectional: as many dots and permutes, half of them the other way
+   * round the ring (the reduce-scatter kind ignores it). */
+  g_autofree char *bwhat = g_strconcat (what, " bidirectional", NULL);
+  g_autoptr (PsModule) bw = partition_verified_bidi (m, n, 0, NULL, FALSE, TRUE, bwhat);
+  assert_windowed (bw, ring, TRUE, rsk, bwhat);
   /* Above the gathered (or reduce-scattered) size: the collective stays. */
   g_autoptr (PsModule) big = partition_verified (m, n, 1 << 30, NULL, FALSE, what);
   assert_windowed (big, ring, FALSE, rsk, what);

@@ -40,6 +40,10 @@ expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 --windowed-ein
   --trace "$PS_TMP/w.pst.gz" --async-collectives
 [ "$(grep -c 'collective-permute(' "$PS_TMP/out")" = 3 ] || fail "windowed einsum: not 3 permutes"
 [ "$(grep -c ' dot(' "$PS_TMP/out")" = 4 ] || fail "windowed einsum: not 4 dots"
+expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 --windowed-einsum-threshold 0 \
+  --windowed-einsum-bidirectional
+[ "$(grep -c 'collective-permute(' "$PS_TMP/out")" = 3 ] || fail "bidirectional: not 3 permutes"
+expect_grep "source_target_pairs={{0,3}" "$PS_TMP/out"
 expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 --windowed-einsum-threshold 100000
 grep -q 'collective-permute(' "$PS_TMP/out" && fail "windowed einsum below its threshold"
 # Errors: one line, exit 2, no output file.
