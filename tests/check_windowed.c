@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "partitioner/hlo_parser.h"
+#include "partitioner/shrink.h"
 #include "partitioner/spmd.h"
 #include "tests/spmd_testutil.h"
 
@@ -208,6 +209,46 @@ START_TEST (test_choices_replay)
 }
 END_TEST
 
+/* A dot too large for the interpreter is verified through a scaled copy
+ * (shrink.h): the copy's operands are far below the threshold, so only the
+ * replayed decision makes it windowed like the original, and the copy
+ * must partition into the same program. */
+START_TEST (test_scaled_copy)
+{
+  for (int kind = 0; kind < 2; kind++)
+    {
+      const char *hlo = kind == 0
+        ? "HloModule big\nENTRY e {\n"
+          "  a = f32[4100,2048] parameter(0), sharding={devices=[8,1]0,1,2,3,4,5,6,7}\n"
+          "  b = f32[2048,8195] parameter(1), sharding={devices=[1,8]0,1,2,3,4,5,6,7}\n"
+          "  ROOT d = f32[4100,8195] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+          " sharding={devices=[8,1]0,1,2,3,4,5,6,7}\n}\n"
+        : "HloModule big\nENTRY e {\n"
+          "  a = f32[4100,65539] parameter(0), sharding={devices=[1,8]0,1,2,3,4,5,6,7}\n"
+          "  b = f32[65539,1024] parameter(1), sharding={devices=[8,1]0,1,2,3,4,5,6,7}\n"
+          "  ROOT d = f32[4100,1024] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+          " sharding={devices=[8,1]0,1,2,3,4,5,6,7}\n}\n";
+      g_autoptr (PsModule) m = parse (hlo);
+      g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      PsSpmdOptions o;
+      ps_spmd_options_init (&o);
+      o.windowed_einsum_threshold_bytes = 1 << 20;
+      o.choices = choices;
+      GError *error = NULL;
+      g_autoptr (PsModule) part = ps_spmd_partition (m, 8, &o, &error);
+      ck_assert_msg (part != NULL, "%s", error ? error->message : "");
+      assert_windowed (part, 8, TRUE, kind == 1, "large");
+      o.replay_choices = TRUE;
+      PsVerifyResult res = { 0 };
+      gboolean ok = ps_shrink_verify (m, part, 8, &o, NULL, NULL, &res, NULL, &error);
+      ck_assert_msg (ok, "scaled copy: %s", error ? error->message : "");
+      ck_assert_msg (res.agree && res.n_compared > 0, "scaled copy: %s",
+                     res.message ? res.message : "nothing compared");
+      ps_verify_result_clear (&res);
+    }
+}
+END_TEST
+
 /* A plan that gathers nothing is left alone even at threshold 0. */
 START_TEST (test_no_gather_untouched)
 {
@@ -233,6 +274,7 @@ windowed_suite (void)
   tcase_add_loop_test (tc, test_windowed, 0, N_KINDS * 6);
   tcase_add_test (tc, test_choices_replay);
   tcase_add_test (tc, test_no_gather_untouched);
+  tcase_add_test (tc, test_scaled_copy);
   suite_add_tcase (s, tc);
   return s;
 }
