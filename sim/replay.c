@@ -347,6 +347,89 @@ helper_actor (void *data)
   inst_complete (in, ps_sgnet_clock ());
 }
 
+/* A compute segment on device d. */
+static void
+dev_segment (Dev *d, const Op *op)
+{
+  if (d->spans)
+    {
+      Span s = { d->local_s, op->dur_s, op->name, "compute" };
+      g_array_append_val (d->spans, s);
+    }
+  d->local_s += op->dur_s;
+  d->compute_s += op->dur_s;
+}
+
+/* Device d arrives at the start of a collective: with the cache, the last
+ * member's arrival completes it (its group's duration after the latest
+ * arrival); without, it starts a helper actor that runs the flows. */
+static void
+dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members)
+{
+  Replay *rp = d->rp;
+  const Occurrence *oc = &g_array_index (rp->prog->occs, Occurrence, op->occ);
+  if (!rp->cache)
+    ps_sgnet_sleep (d->local_s - ps_sgnet_clock ());
+  in->max_arrival = MAX (in->max_arrival, d->local_s);
+  if (++in->arrived == n_members)
+    {
+      if (rp->cache)
+        inst_complete (in, in->max_arrival + rp->group_dur[oc->plan][g]);
+      else
+        {
+          Helper *h = g_new (Helper, 1);
+          *h = (Helper) { rp, op->occ, g };
+          ps_sgnet_spawn (rp->net, d->core, "collective", helper_actor, h);
+        }
+    }
+}
+
+/* Device d waits for a completed collective: communication time, exposed
+ * time, timeline span; the last device through frees the occurrence's
+ * group records. */
+static void
+dev_done (Dev *d, const Op *op, const Inst *in)
+{
+  Replay *rp = d->rp;
+  Program *p = rp->prog;
+  const Occurrence *oc = &g_array_index (p->occs, Occurrence, op->occ);
+  double start = in->max_arrival, end = in->completion;
+  d->comm_s += end - start;
+  rp->occ_dur[op->occ] = MAX (rp->occ_dur[op->occ], end - start);
+  if (end > d->local_s)
+    {
+      d->exposed_s += end - d->local_s;
+      d->local_s = end;
+    }
+  if (d->spans)
+    {
+      Span s = { start, end - start, oc->name, "collective" };
+      g_array_append_val (d->spans, s);
+    }
+  if (++rp->occ_passed[op->occ] == g_array_index (p->plan_total, int, oc->plan))
+    {
+      g_free (rp->insts[op->occ]);
+      rp->insts[op->occ] = NULL;
+    }
+}
+
+/* The group of device d in the op's collective, or -1 when d takes no part;
+ * *members receives the group's size. */
+static int
+dev_group (const Dev *d, const Op *op, int *members)
+{
+  const Program *p = d->rp->prog;
+  const Occurrence *oc = &g_array_index (p->occs, Occurrence, op->occ);
+  const PsCollPlan *plan = p->plans->pdata[oc->plan];
+  int g = plan->group_of_core[d->core];
+  if (g >= 0)
+    *members = ((const int *) p->plan_members->pdata[oc->plan])[g];
+  return g;
+}
+
+/* Without the cache: one actor per device, collectives as flows on the
+ * shared network; a member waits on its semaphore until its group's helper
+ * actor completes the collective. */
 static void
 device_actor (void *data)
 {
@@ -358,83 +441,64 @@ device_actor (void *data)
       const Op *op = &g_array_index (p->ops, Op, i);
       if (op->kind == OP_SEGMENT)
         {
-          if (d->spans)
-            {
-              Span s = { d->local_s, op->dur_s, op->name, "compute" };
-              g_array_append_val (d->spans, s);
-            }
-          d->local_s += op->dur_s;
-          d->compute_s += op->dur_s;
+          dev_segment (d, op);
           continue;
         }
-      const Occurrence *oc = &g_array_index (p->occs, Occurrence, op->occ);
-      const PsCollPlan *plan = p->plans->pdata[oc->plan];
-      int g = plan->group_of_core[d->core];
+      int members = 0, g = dev_group (d, op, &members);
       if (g < 0)
         continue;
-      const int *members = p->plan_members->pdata[oc->plan];
       Inst *in = inst_get (rp, op->occ, g);
       if (op->kind == OP_START)
         {
-          if (!rp->cache)
-            ps_sgnet_sleep (d->local_s - ps_sgnet_clock ());
-          in->max_arrival = MAX (in->max_arrival, d->local_s);
-          if (++in->arrived == members[g])
-            {
-              if (rp->cache)
-                inst_complete (in, in->max_arrival + rp->group_dur[oc->plan][g]);
-              else
-                {
-                  Helper *h = g_new (Helper, 1);
-                  *h = (Helper) { rp, op->occ, g };
-                  ps_sgnet_spawn (rp->net, d->core, "collective", helper_actor, h);
-                }
-            }
+          dev_start (d, op, in, g, members);
           continue;
         }
-      /* OP_DONE. With the cache, time lives in the actors' own clocks, so
-       * a member only has to let the others run until the last one has
-       * arrived: a yield costs a fraction of a semaphore's simcalls. */
-      if (rp->cache)
-        {
-          guint64 spins = 0;
-          while (!in->done)
-            {
-              /* Every device runs the same ops, so the last member arrives
-               * within a few rounds per op; far more means a hang. */
-              if (++spins > 4 * (guint64) p->ops->len + 1000)
-                {
-                  rp->hung = TRUE;
-                  return;
-                }
-              ps_sgnet_yield ();
-            }
-        }
-      else if (!in->done)
+      if (!in->done)
         {
           if (!in->waiters)
             in->waiters = g_array_new (FALSE, FALSE, sizeof (PsSgSem *));
           g_array_append_val (in->waiters, d->sem);
           ps_sgnet_sem_acquire (d->sem);
         }
-      double start = in->max_arrival, end = in->completion;
-      d->comm_s += end - start;
-      rp->occ_dur[op->occ] = MAX (rp->occ_dur[op->occ], end - start);
-      if (end > d->local_s)
+      dev_done (d, op, in);
+    }
+}
+
+/* With the cache, time lives in each device's own clock and a collective
+ * completes when its last member arrives, so no actor is needed: every
+ * device runs the same op list, and going through it op by op for all
+ * devices in turn has every member of a collective arrive before any
+ * member waits for it (a start always precedes its done). Same numbers as
+ * actors that yield until their group has assembled, without a context
+ * switch per device and op. */
+static void
+replay_cached (Replay *rp)
+{
+  Program *p = rp->prog;
+  for (guint i = 0; i < p->ops->len && !rp->hung; i++)
+    {
+      const Op *op = &g_array_index (p->ops, Op, i);
+      for (int dv = 0; dv < p->n_devices; dv++)
         {
-          d->exposed_s += end - d->local_s;
-          d->local_s = end;
-        }
-      if (d->spans)
-        {
-          Span s = { start, end - start, oc->name, "collective" };
-          g_array_append_val (d->spans, s);
-        }
-      /* The last device through frees the occurrence's group records. */
-      if (++rp->occ_passed[op->occ] == g_array_index (p->plan_total, int, oc->plan))
-        {
-          g_free (rp->insts[op->occ]);
-          rp->insts[op->occ] = NULL;
+          Dev *d = &rp->devs[dv];
+          if (op->kind == OP_SEGMENT)
+            {
+              dev_segment (d, op);
+              continue;
+            }
+          int members = 0, g = dev_group (d, op, &members);
+          if (g < 0)
+            continue;
+          Inst *in = inst_get (rp, op->occ, g);
+          if (op->kind == OP_START)
+            dev_start (d, op, in, g, members);
+          else if (!in->done)
+            {
+              rp->hung = TRUE;
+              break;
+            }
+          else
+            dev_done (d, op, in);
         }
     }
 }
@@ -514,11 +578,16 @@ run (Program *p, GError **error)
       for (int k = 0; k < opt->n_timeline_devices; k++)
         if (opt->timeline_devices[k] == d)
           dv->spans = g_array_new (FALSE, FALSE, sizeof (Span));
+      if (rp.cache)
+        continue;
       char name[32];
       g_snprintf (name, sizeof name, "device%d", d);
       ps_sgnet_spawn (net, dv->core, name, device_actor, dv);
     }
-  ps_sgnet_run (net);
+  if (rp.cache)
+    replay_cached (&rp);
+  else
+    ps_sgnet_run (net);
   if (rp.hung)
     g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
                  "%s: the replay hung: a collective's group never assembled", p->path);
