@@ -10,7 +10,9 @@
  * with op::Shape("..."), that the partitioned root has it. A case whose
  * upstream test expects partitioning to fail (EXPECT_FALSE(status.ok()))
  * passes when podsim's partitioner rejects it with an error containing the
- * text the test names (HasSubstr, compared ignoring case).
+ * text the test names (HasSubstr, compared ignoring case). A case without
+ * num_devices (the propagation test files) runs on as many devices as its
+ * shardings name.
  *
  * Each case runs in a child process with a time limit, so a crash or a hang
  * in any stage fails that case only. Output: one line per failing case and
@@ -251,6 +253,28 @@ propagate_options (const PsModule *m, PsPropagateOptions *po, gboolean *f)
   po->to_parameters = m->n_prop_to_params ? m->prop_to_params : f;
 }
 
+/* The case's num_devices; for a case without one (the propagation test
+ * files), as many devices as its shardings name (at least 1). */
+static gint64
+case_devices (JsonObject *c, const PsModule *m)
+{
+  gint64 nd = json_object_get_int_member_with_default (c, "num_devices", 0);
+  if (nd > 0 || json_object_has_member (c, "num_devices"))
+    return nd;
+  nd = 1;
+  for (guint k = 0; k < m->computations->len; k++)
+    {
+      const PsComputation *comp = m->computations->pdata[k];
+      for (guint i = 0; i < comp->instrs->len; i++)
+        {
+          const PsInstr *in = comp->instrs->pdata[i];
+          if (in->sharding)
+            nd = MAX (nd, ps_sharding_min_devices (in->sharding));
+        }
+    }
+  return nd;
+}
+
 /* How a passing case was checked (bit flags). */
 enum { CASE_SCALED = 1, CASE_WIDENED = 2 };
 
@@ -291,11 +315,10 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
   *how = 0;
   const char *name = json_object_get_string_member_with_default (c, "name", "?");
   const char *hlo = json_object_get_string_member_with_default (c, "hlo", NULL);
-  gint64 nd = json_object_get_int_member_with_default (c, "num_devices", 0);
   GError *error = NULL;
-  if (!hlo || nd < 1)
+  if (!hlo)
     {
-      *reason = g_strdup ("case has no hlo or num_devices");
+      *reason = g_strdup ("case has no hlo");
       return FALSE;
     }
   g_autoptr (PsModule) m = ps_hlo_parse (hlo, strlen (hlo), name, &error);
@@ -303,6 +326,12 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
     {
       *reason = g_strdup_printf ("parse: %s", error->message);
       g_error_free (error);
+      return FALSE;
+    }
+  gint64 nd = case_devices (c, m);
+  if (nd < 1)
+    {
+      *reason = g_strdup_printf ("num_devices is %" G_GINT64_FORMAT, nd);
       return FALSE;
     }
   if (!co->no_propagate)
@@ -546,11 +575,13 @@ count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
 {
   const char *name = json_object_get_string_member_with_default (c, "name", "?");
   const char *hlo = json_object_get_string_member_with_default (c, "hlo", NULL);
-  gint64 nd = json_object_get_int_member_with_default (c, "num_devices", 0);
-  if (!hlo || nd < 1)
+  if (!hlo)
     return;
   g_autoptr (PsModule) m = ps_hlo_parse (hlo, strlen (hlo), name, NULL);
   if (!m)
+    return;
+  gint64 nd = case_devices (c, m);
+  if (nd < 1)
     return;
   if (!co->no_propagate)
     {

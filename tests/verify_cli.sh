@@ -83,6 +83,10 @@ expect_status 1 "$PODSIM" conformance partitioner "$D/cases.jsonl" --json
 expect_grep '"name" : "broken_hlo"' "$PS_TMP/out"
 expect_grep '"failed" : 4' "$PS_TMP/out"
 expect_status 0 "$PODSIM" conformance partitioner --help
+# A case without num_devices (the propagation files' format) runs on as many
+# devices as its shardings name.
+expect_status 0 "$PODSIM" conformance partitioner "$D/no_devices.jsonl"
+expect_grep "1 passed, 0 failed" "$PS_TMP/out"
 # Malformed input file: exit 2 before any case runs.
 printf '{"name": "x", "hlo": "HloModule m"}\nnot json\n' > "$PS_TMP/bad.jsonl"
 expect_status 2 "$PODSIM" conformance partitioner "$PS_TMP/bad.jsonl"
