@@ -599,6 +599,7 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
     case PS_OP_SORT: return sp_handle_sort (c, in);
     case PS_OP_GATHER: return sp_handle_gather (c, in);
     case PS_OP_SCATTER: return sp_handle_scatter (c, in);
+    case PS_OP_BITCAST_CONVERT: return sp_handle_bitcast_convert (c, in);
     default:
       break;
     }

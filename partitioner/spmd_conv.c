@@ -176,10 +176,106 @@ normalise_window_dim (PsWindowDim *w)
   w->base_dilation = 1;
 }
 
-PsPVal *
-sp_handle_convolution (SpComp *c, const PsInstr *in)
+/* A convolution whose kernel (rhs) spatial dim and the matching input
+ * spatial dim are split alike, for a result that is not tiled (the weight
+ * gradient of a spatially partitioned convolution, say): the window dim is
+ * contracted like a dot's contracting dim. Device i holds kernel positions
+ * [i WS, (i+1) WS); the input positions those meet for all outputs form a
+ * window of O outputs... seen from the kernel side: "output" w reads input
+ * w * window_dilation + o * stride, o < O, so the halo exchange with that
+ * transposed window brings each device exactly the input it needs. The
+ * local convolution runs with padding 0 and base dilation 1 over its
+ * kernel piece (padding masked to zero), and an all-reduce over the
+ * devices splitting the window adds the partial sums. Replaces gathering
+ * both operands by neighbour exchanges and one result-sized all-reduce. */
+static PsPVal *
+conv_split_window (SpComp *c, const PsInstr *in)
 {
-  const PsSharding *t = sp_sharding_of (in);
+  const PsConvDims *cd = &in->conv;
+  int64_t fgc = in->feature_group_count > 0 ? in->feature_group_count : 1;
+  int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
+  if (fgc != 1 || bgc != 1 || !cd->present || in->window.n != cd->n_spatial)
+    return NULL;
+  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  int rl = lhs->full->rank, rr = rhs->full->rank;
+  /* The split to follow: the first kernel spatial dim split in the rhs,
+   * else the first input spatial dim split in the lhs. */
+  int sd = -1;
+  const PsSharding *base = NULL;
+  for (int q = 0; q < cd->n_spatial && sd < 0; q++)
+    if (!in->window.dims[q].reversal && rhs->sharding->kind == PS_SHARDING_TILED
+        && !ps_sharding_has_manual_subgroup (rhs->sharding)
+        && sp_shards (rhs->sharding, (int) cd->k_spatial[q]) > 1)
+      {
+        sd = q;
+        base = rhs->sharding;
+      }
+  for (int q = 0; q < cd->n_spatial && sd < 0; q++)
+    if (!in->window.dims[q].reversal && lhs->sharding->kind == PS_SHARDING_TILED
+        && !ps_sharding_has_manual_subgroup (lhs->sharding)
+        && sp_shards (lhs->sharding, (int) cd->in_spatial[q]) > 1)
+      {
+        sd = q;
+        base = lhs->sharding;
+      }
+  if (sd < 0)
+    return NULL;
+  int64_t bdim = base == rhs->sharding ? cd->k_spatial[sd] : cd->in_spatial[sd];
+  int64_t lsrc[rl], rsrc[rr];
+  for (int q = 0; q < rl; q++)
+    lsrc[q] = q == cd->in_spatial[sd] ? bdim : -1;
+  for (int q = 0; q < rr; q++)
+    rsrc[q] = q == cd->k_spatial[sd] ? bdim : -1;
+  g_autoptr (PsSharding) ls = sp_sharding_remap (base, rl, lsrc);
+  g_autoptr (PsSharding) rs = sp_sharding_remap (base, rr, rsrc);
+  if (!ls || !rs)
+    return NULL;
+  int64_t k = sp_shards (rs, (int) cd->k_spatial[sd]);
+  const PsWindowDim *ow = &in->window.dims[sd];
+  int64_t O = in->shape->dims[cd->out_spatial[sd]];
+  int64_t W = rhs->full->dims[cd->k_spatial[sd]];
+  if (k <= 1 || O < 1 || ow->size != W)
+    return NULL;
+  PsInstr *l = sp_reshard (c, lhs, ls);
+  PsPVal *rv = sp_reshard_pval (c, rhs, rs);
+  if (!rv)
+    return NULL;
+  gboolean rmask[rr];
+  memset (rmask, 0, sizeof rmask);
+  rmask[cd->k_spatial[sd]] = TRUE;
+  PsInstr *r = sp_mask_padding (c, rv, rmask, sp_const_zero (c, rhs->full->etype));
+  sp_pval_free (rv);
+  PsWindowDim tw = { 0 };
+  tw.size = O;
+  tw.stride = ow->window_dilation > 0 ? ow->window_dilation : 1;
+  tw.window_dilation = ow->stride > 0 ? ow->stride : 1;
+  tw.pad_lo = ow->pad_lo;
+  tw.pad_hi = ow->pad_hi;
+  tw.base_dilation = ow->base_dilation > 0 ? ow->base_dilation : 1;
+  PsPVal lv = { l, ls, lhs->full };
+  l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[sd], &tw, W, k,
+                        sp_const_zero (c, lhs->full->etype));
+  PsWindowDim win[cd->n_spatial];
+  memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  win[sd].size = r->shape->dims[cd->k_spatial[sd]];
+  normalise_window_dim (&win[sd]);
+  PsInstr *ops[2] = { l, r };
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (in->shape), 2, ops);
+  memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  gboolean mask[rs->n_tile_dims];
+  memset (mask, 0, sizeof mask);
+  mask[cd->k_spatial[sd]] = TRUE;
+  int ng, gs;
+  g_autofree int64_t *groups = sp_groups (rs, mask, &ng, &gs);
+  y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);
+  return sp_pval_new (y, sp_replicated (), in->shape);
+}
+
+/* The convolution partitioned so that its result has sharding t, or NULL
+ * (nothing emitted) when t splits dims this cannot follow. */
+static PsPVal *
+conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
+{
   if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
     return NULL;
   const PsConvDims *cd = &in->conv;
@@ -240,15 +336,78 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
   return sp_pval_new (y, t, in->shape);
 }
 
+/* The result sharding the operand `v`'s split dims give the convolution
+ * (batch / grouped batch and spatial dims from the lhs, output features
+ * from the rhs), or NULL when nothing would be split. */
+static PsSharding *
+conv_result_from_operand (const PsInstr *in, const PsPVal *v, gboolean is_lhs)
+{
+  const PsConvDims *cd = &in->conv;
+  if (v->sharding->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (v->sharding)
+      || !ps_shape_is_array (in->shape))
+    return NULL;
+  int ro = in->shape->rank;
+  int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
+  int64_t src[ro > 0 ? ro : 1];
+  for (int q = 0; q < ro; q++)
+    src[q] = -1;
+  if (is_lhs)
+    {
+      src[bgc > 1 ? cd->out_feature : cd->out_batch] = cd->in_batch;
+      for (int q = 0; q < cd->n_spatial; q++)
+        src[cd->out_spatial[q]] = cd->in_spatial[q];
+    }
+  else
+    src[cd->out_feature] = cd->k_out_feature;
+  PsSharding *w = sp_sharding_remap (v->sharding, ro, src);
+  if (w && w->kind != PS_SHARDING_TILED)
+    g_clear_pointer (&w, ps_sharding_free);
+  return w;
+}
+
+/* The output's sharding when the convolution can follow it; for a result
+ * that is not tiled, the split window (conv_split_window); otherwise the
+ * sharding the lhs's or the rhs's split dims give the result, which the
+ * driver then reshards (an all-to-all, say) instead of the fallback
+ * replicating both operands. */
+PsPVal *
+sp_handle_convolution (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (t->kind == PS_SHARDING_REPLICATED && ps_shape_is_array (in->shape)
+      && in->shape->etype != PS_PRED)
+    {
+      PsPVal *r = conv_split_window (c, in);
+      if (r || sp_failed (c))
+        return r;
+    }
+  else if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
+    return NULL;
+  PsPVal *r = conv_with (c, in, t);
+  if (r || sp_failed (c) || !in->conv.present)
+    return r;
+  for (int side = 0; side < 2 && !r; side++)
+    {
+      g_autoptr (PsSharding) w = conv_result_from_operand (in, sp_operand (c, in, side), side == 0);
+      if (w)
+        r = conv_with (c, in, w);
+    }
+  return r;
+}
+
 PsPVal *
 sp_handle_reduce_window (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
-  if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
-    return NULL;
   if (in->n_operands != 2 || !ps_shape_is_array (in->shape))
     return NULL;
   PsPVal *op = sp_operand (c, in, 0);
+  /* A result that is not tiled: the windows run in the operand's layout
+   * and the driver gathers the result. */
+  if (t->kind == PS_SHARDING_REPLICATED && op->sharding->kind == PS_SHARDING_TILED)
+    t = op->sharding;
+  if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
+    return NULL;
   int r = op->full->rank;
   if (in->window.n != r)
     return NULL;

@@ -1,8 +1,11 @@
 /* Handlers of the data-movement and reduction ops: broadcast, transpose,
  * reshape, reduce, iota, slice, pad, concatenate, dynamic-slice,
- * dynamic-update-slice, reverse and sort. Each picks operand shardings under
- * which the op runs locally on the tiles, or returns NULL (fallback) when
- * the op would need data from other tiles in a way not handled here. */
+ * dynamic-update-slice, reverse, sort, gather, scatter and bitcast-convert.
+ * Each picks operand shardings under which the op runs on the tiles (with
+ * halo exchanges, masks or a final all-reduce where the op needs data from
+ * other tiles), possibly in a layout other than the result's (the driver
+ * then reshards the result), or returns NULL (fallback) when no strategy
+ * here applies. */
 #include "config.h"
 
 #include <string.h>
@@ -66,25 +69,16 @@ sp_handle_transpose (SpComp *c, const PsInstr *in)
   return finish (in, y, t);
 }
 
-/* Reshape: handled when the output's sharded dims map one-to-one onto
- * operand dims of the same size (the dims around them may merge or split
- * freely as long as they are not sharded), or when every sharded output dim
- * is the major dim of a group of operand dims whose major dim has the same
- * size multiple. */
-PsPVal *
-sp_handle_reshape (SpComp *c, const PsInstr *in)
+/* Reshape groups: runs of input dims [i0, i1) and output dims [j0, j1) with
+ * equal products; im / jm are the first dims of size > 1 in each (its
+ * "major" dim, -1 when the group has none). Returns the number of groups,
+ * or -1 when the dims do not group (cannot happen for a valid reshape). */
+typedef struct { int i0, i1, j0, j1, im, jm; } SpReshapeGroup;
+
+static int
+reshape_groups (const PsShape *is, const PsShape *os, SpReshapeGroup *gr)
 {
-  const PsSharding *t = sp_sharding_of (in);
-  if (!plain_tiled (t))
-    return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
-  const PsShape *is = op->full, *os = in->shape;
-  int ri = is->rank, ro = os->rank;
-  /* Walk both dim lists, grouping dims with equal products. */
-  int64_t src[ro > 0 ? ro : 1];
-  for (int j = 0; j < ro; j++)
-    src[j] = -1;
-  int i = 0, j = 0;
+  int ri = is->rank, ro = os->rank, n = 0, i = 0, j = 0;
   while (i < ri || j < ro)
     {
       int i0 = i, j0 = j;
@@ -103,60 +97,134 @@ sp_handle_reshape (SpComp *c, const PsInstr *in)
             break;
         }
       if (pi != pj)
-        return NULL;
-      /* Group [i0, i) <-> [j0, j): only the major output dim of the group
-       * may be sharded, and only when it maps on the major input dim in a
-       * way that keeps tiles contiguous. */
-      for (int k = j0; k < j; k++)
-        {
-          int64_t sh = sp_shards (t, k);
-          if (sh <= 1)
-            continue;
-          if (k != j0 || i0 >= ri)
-            return NULL;
-          int64_t in_major = is->dims[i0], out_major = os->dims[j0];
-          /* Same size: one-to-one. Otherwise the shards must divide both
-           * major dims so that a tile of the output is a tile of the input. */
-          if (in_major == out_major)
-            {
-              src[k] = i0;
-              continue;
-            }
-          /* Tile a of either side is the flat range [a P/sh, (a+1) P/sh)
-           * of the group (P its product) when sh divides both majors. */
-          if (in_major % sh != 0 || out_major % sh != 0)
-            return NULL;
-          src[k] = i0;
-        }
-      /* Dims of size 1 on either side form their own groups. */
+        return -1;
+      /* Trailing size-1 dims join the group they follow. */
+      SpReshapeGroup *g = &gr[n++];
+      g->i0 = i0;
+      g->i1 = i;
+      g->j0 = j0;
+      g->j1 = j;
+      g->im = g->jm = -1;
+      for (int k = i0; k < i && g->im < 0; k++)
+        if (is->dims[k] > 1)
+          g->im = k;
+      for (int k = j0; k < j && g->jm < 0; k++)
+        if (os->dims[k] > 1)
+          g->jm = k;
     }
-  /* The operand sharding: tile dim src[k] of the operand takes output tile
-   * dim k. Build it by remapping the output sharding onto operand dims. */
-  int64_t inv[ri > 0 ? ri : 1];
-  for (int k = 0; k < ri; k++)
-    inv[k] = -1;
-  for (int k = 0; k < ro; k++)
-    if (src[k] >= 0)
-      inv[src[k]] = k;
-  g_autoptr (PsSharding) osd = sp_sharding_remap (t, ri, inv);
-  if (!osd)
+  return n;
+}
+
+/* Whether splitting the majors of group g in `sh` tiles gives each device
+ * the same elements on both sides: equal majors (a one-to-one dim, then
+ * even uneven tiles keep their padding where both layouts expect it, when
+ * the group has no other dim larger than 1), or majors both divisible by
+ * sh (each tile is a contiguous range of the group's flat index). */
+static gboolean
+reshape_major_carries (const PsShape *is, const PsShape *os, const SpReshapeGroup *g, int64_t sh)
+{
+  if (g->im < 0 || g->jm < 0)
+    return FALSE;
+  int64_t a = is->dims[g->im], b = os->dims[g->jm];
+  if (a % sh == 0 && b % sh == 0)
+    return TRUE;
+  if (a != b)
+    return FALSE;
+  for (int k = g->i0; k < g->i1; k++)
+    if (k != g->im && is->dims[k] > 1)
+      return FALSE;
+  for (int k = g->j0; k < g->j1; k++)
+    if (k != g->jm && os->dims[k] > 1)
+      return FALSE;
+  return TRUE;
+}
+
+/* Reshape: dims are matched in groups of equal products (size-1 dims
+ * anywhere); the major (first non-1) dims of a group may carry a split
+ * when reshape_major_carries says so. With the output's sharding
+ * carriable, the operand is resharded to match and the reshape is local.
+ * Otherwise the reshape runs in the layout the operand's sharding carries
+ * through it (splits it cannot carry are gathered first) and the driver
+ * reshards the result (an all-to-all or a local slice, say) instead of
+ * the fallback gathering all of the operand. */
+PsPVal *
+sp_handle_reshape (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!plain_tiled (t) && t->kind != PS_SHARDING_REPLICATED)
     return NULL;
-  /* Every sharded output dim must have found its operand dim. */
-  for (int k = 0; k < ro; k++)
-    if (sp_shards (t, k) > 1 && src[k] < 0)
-      return NULL;
-  /* Uneven tiles would mix padding into the reshaped data. */
-  if (sp_has_padding (osd, is) || sp_has_padding (t, os))
+  PsPVal *op = sp_operand (c, in, 0);
+  const PsShape *is = op->full, *os = in->shape;
+  int ri = is->rank, ro = os->rank;
+  SpReshapeGroup gr[ri + ro + 1];
+  int ng = reshape_groups (is, os, gr);
+  if (ng < 0)
+    return NULL;
+  g_autoptr (PsSharding) osd = NULL, rs = NULL;
+  /* 1. The output's sharding, when every split is carried. */
+  if (plain_tiled (t))
+    {
+      int64_t inv[ri > 0 ? ri : 1];
+      gboolean ok = TRUE;
+      for (int k = 0; k < ri; k++)
+        inv[k] = -1;
+      for (int q = 0; q < ng && ok; q++)
+        for (int k = gr[q].j0; k < gr[q].j1 && ok; k++)
+          {
+            int64_t sh = sp_shards (t, k);
+            if (sh <= 1)
+              continue;
+            if (k != gr[q].jm || !reshape_major_carries (is, os, &gr[q], sh))
+              ok = FALSE;
+            else
+              inv[gr[q].im] = k;
+          }
+      if (ok)
+        {
+          osd = sp_sharding_remap (t, ri, inv);
+          rs = ps_sharding_copy (t);
+        }
+    }
+  /* 2. The operand's sharding, as far as it carries through. */
+  if (!osd && plain_tiled (op->sharding))
+    {
+      int64_t src[ro > 0 ? ro : 1], keep[ri > 0 ? ri : 1];
+      for (int k = 0; k < ro; k++)
+        src[k] = -1;
+      for (int k = 0; k < ri; k++)
+        keep[k] = -1;
+      gboolean any = FALSE;
+      for (int q = 0; q < ng; q++)
+        {
+          int im = gr[q].im;
+          int64_t sh = im >= 0 ? sp_shards (op->sharding, im) : 1;
+          if (sh > 1 && reshape_major_carries (is, os, &gr[q], sh))
+            {
+              src[gr[q].jm] = im;
+              keep[im] = im;
+              any = TRUE;
+            }
+        }
+      if (!any)
+        return NULL; /* nothing would stay split: the fallback is as good */
+      rs = sp_sharding_remap (op->sharding, ro, src);
+      osd = sp_sharding_remap (op->sharding, ri, keep);
+    }
+  if (!osd || !rs)
     return NULL;
   PsInstr *x = sp_reshard (c, op, osd);
-  g_autoptr (SpShape) ls = local_shape (t, os);
+  g_autoptr (SpShape) ls = local_shape (rs, os);
   PsInstr *y = sp_add1 (c, PS_OP_RESHAPE, ps_shape_copy (ls), x);
-  return finish (in, y, t);
+  return finish (in, y, rs);
 }
+
+static PsPVal *reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual);
 
 PsPVal *
 sp_handle_reduce (SpComp *c, const PsInstr *in)
 {
+  if (in->n_operands > 2)
+    return reduce_tiled (c, in, FALSE);
   if (in->n_operands != 2 || !ps_shape_is_array (in->shape))
     return NULL;
   PsPVal *op = sp_operand (c, in, 0);
@@ -201,9 +269,9 @@ sp_handle_reduce (SpComp *c, const PsInstr *in)
   return finish (in, y, rs);
 }
 
-/* A reduce (one or several operands) whose operands carry a partially
- * manual sharding: within each manual group it is partitioned like a plain
- * reduce. Every operand takes the first one's sharding, the padding of
+/* A reduce of several operands (variadic, tiled), or one whose operands
+ * carry a partially manual sharding (then within each manual group it is
+ * partitioned like a plain reduce). Every operand takes the first one's sharding, the padding of
  * reduced split dims is masked with the init values (scalars, so each
  * device's local init is its whole init), the local reduce runs, and the
  * partial results are combined over the devices that split the reduced
@@ -211,8 +279,8 @@ sp_handle_reduce (SpComp *c, const PsInstr *in)
  * all-reduce with the reduce's computation for one operand; for several,
  * all-gathers of the partial results along a new minor dim (in tile order,
  * so the data order is kept) and a second reduce over it, as XLA does. */
-PsPVal *
-sp_handle_manual_reduce (SpComp *c, const PsInstr *in)
+static PsPVal *
+reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual)
 {
   int n = in->n_operands;
   if (n < 2 || n % 2 || in->n_called < 1)
@@ -220,7 +288,7 @@ sp_handle_manual_reduce (SpComp *c, const PsInstr *in)
   int k = n / 2;
   PsPVal *op0 = sp_operand (c, in, 0);
   const PsSharding *s = op0->sharding;
-  if (s->kind != PS_SHARDING_TILED || !ps_sharding_has_manual_subgroup (s)
+  if (s->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (s) != manual
       || !ps_shape_is_array (op0->full))
     return NULL;
   int r = op0->full->rank;
@@ -309,6 +377,12 @@ sp_handle_manual_reduce (SpComp *c, const PsInstr *in)
 }
 
 PsPVal *
+sp_handle_manual_reduce (SpComp *c, const PsInstr *in)
+{
+  return reduce_tiled (c, in, TRUE);
+}
+
+PsPVal *
 sp_handle_iota (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
@@ -358,9 +432,8 @@ passthrough_sharding (const PsInstr *in, const PsShape *opfull, const PsSharding
 }
 
 static PsPVal *
-local_passthrough (SpComp *c, const PsInstr *in)
+local_passthrough_to (SpComp *c, const PsInstr *in, const PsSharding *t)
 {
-  const PsSharding *t = sp_sharding_of (in);
   if (!plain_tiled (t))
     return NULL;
   PsPVal *op = sp_operand (c, in, 0);
@@ -394,22 +467,32 @@ local_passthrough (SpComp *c, const PsInstr *in)
   return finish (in, y, s);
 }
 
+static PsPVal *
+local_passthrough (SpComp *c, const PsInstr *in)
+{
+  return local_passthrough_to (c, in, sp_sharding_of (in));
+}
+
 /* A slice along a split dim is a window of size 1 at stride `stride`
  * starting at `start`: the halo exchange brings each device the elements
- * its output tile needs, then a local strided slice picks them. */
+ * its output tile needs, then a local strided slice picks them. A result
+ * that is not tiled is sliced in the operand's layout and the driver
+ * gathers the (smaller) result. */
 PsPVal *
 sp_handle_slice (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   PsPVal *op = sp_operand (c, in, 0);
   int r = op->full->rank;
+  if (t->kind == PS_SHARDING_REPLICATED && plain_tiled (op->sharding))
+    t = op->sharding;
   gboolean cut_split = FALSE;
   if (plain_tiled (t))
     for (int d = 0; d < r; d++)
       if (sp_shards (t, d) > 1 && !slice_keeps_dim (in, op->full, d))
         cut_split = TRUE;
   if (!cut_split)
-    return local_passthrough (c, in);
+    return local_passthrough_to (c, in, t);
   int64_t src[r];
   for (int d = 0; d < r; d++)
     src[d] = d;
@@ -456,22 +539,202 @@ sp_handle_slice (SpComp *c, const PsInstr *in)
   return sp_pval_new (y, t, in->shape);
 }
 
+/* A pad along a split dim is a window of size 1 over the padded,
+ * base-dilated (interior padding + 1) operand: the halo exchange brings
+ * each device exactly its output tile, with the pad value wherever there
+ * is no operand element. Dims that are not split are padded locally. */
 PsPVal *
 sp_handle_pad (SpComp *c, const PsInstr *in)
 {
-  return local_passthrough (c, in);
+  const PsSharding *t = sp_sharding_of (in);
+  PsPVal *op = sp_operand (c, in, 0);
+  int r = op->full->rank;
+  gboolean cut_split = FALSE;
+  if (plain_tiled (t) && in->n_pad == r)
+    for (int d = 0; d < r; d++)
+      if (sp_shards (t, d) > 1 && !slice_keeps_dim (in, op->full, d))
+        cut_split = TRUE;
+  if (!cut_split)
+    return local_passthrough (c, in);
+  int64_t src[r];
+  for (int d = 0; d < r; d++)
+    src[d] = d;
+  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  if (!s)
+    return NULL;
+  PsInstr *x = sp_reshard (c, op, s);
+  PsInstr *fill = sp_reshard (c, sp_operand (c, in, 1), sp_replicated ());
+  gboolean local_pad = FALSE;
+  for (int d = 0; d < r; d++)
+    {
+      if (slice_keeps_dim (in, op->full, d))
+        continue;
+      int64_t k = sp_shards (t, d);
+      if (k <= 1)
+        {
+          local_pad = TRUE;
+          continue;
+        }
+      PsWindowDim w = { 0 };
+      w.size = 1;
+      w.stride = 1;
+      w.pad_lo = in->padding[d].lo;
+      w.pad_hi = in->padding[d].hi;
+      w.base_dilation = in->padding[d].interior + 1;
+      w.window_dilation = 1;
+      PsPVal xv = { x, s, op->full };
+      x = sp_halo_exchange (c, &xv, d, &w, in->shape->dims[d], k, fill);
+    }
+  if (local_pad)
+    {
+      int64_t dims[r];
+      PsPadDim *pd = g_new0 (PsPadDim, r);
+      for (int d = 0; d < r; d++)
+        {
+          dims[d] = x->shape->dims[d];
+          if (sp_shards (t, d) > 1 || slice_keeps_dim (in, op->full, d))
+            continue;
+          pd[d] = in->padding[d];
+          dims[d] = in->shape->dims[d];
+        }
+      PsInstr *p = sp_add2 (c, PS_OP_PAD, sp_shape (x->shape->etype, r, dims), x, fill);
+      p->n_pad = r;
+      p->padding = pd;
+      x = p;
+    }
+  return sp_pval_new (x, t, in->shape);
 }
 
+/* s with its devices in reverse order along the data dims of `rev`. */
+static PsSharding *
+reverse_device_order (const PsSharding *s, const gboolean *rev)
+{
+  PsSharding *r = ps_sharding_copy (s);
+  int nt = s->n_tile_dims;
+  int64_t idx[nt];
+  memset (idx, 0, sizeof idx);
+  for (int64_t q = 0; q < s->n_devices; q++)
+    {
+      int64_t p = 0;
+      for (int k = 0; k < nt; k++)
+        p = p * s->tile_dims[k] + (rev[k] ? s->tile_dims[k] - 1 - idx[k] : idx[k]);
+      r->devices[q] = s->devices[p];
+      for (int k = nt - 1; k >= 0; k--)
+        {
+          if (++idx[k] < s->tile_dims[k])
+            break;
+          idx[k] = 0;
+        }
+    }
+  /* The iota form no longer describes the devices. */
+  g_clear_pointer (&r->iota_dims, g_free);
+  g_clear_pointer (&r->iota_perm, g_free);
+  r->n_iota_dims = 0;
+  return r;
+}
+
+/* Reverse along split dims: the operand is laid out with its tiles in
+ * reverse device order along those dims (one collective-permute, or
+ * nothing when it already is), an uneven dim is shifted right by its
+ * padding (a halo exchange) so that the tiles are full, and each device
+ * reverses its tile locally: tile j of the reversed array, padding at the
+ * end as the output's layout expects. */
 PsPVal *
 sp_handle_reverse (SpComp *c, const PsInstr *in)
 {
-  return local_passthrough (c, in);
+  const PsSharding *t = sp_sharding_of (in);
+  PsPVal *op = sp_operand (c, in, 0);
+  int r = op->full->rank;
+  if (!plain_tiled (t))
+    return local_passthrough (c, in);
+  gboolean rev[t->n_tile_dims];
+  memset (rev, 0, sizeof rev);
+  gboolean any = FALSE;
+  for (int d = 0; d < r; d++)
+    if (sp_shards (t, d) > 1 && ps_ints_contains (&in->dimensions, d))
+      rev[d] = any = TRUE;
+  if (!any)
+    return local_passthrough (c, in);
+  g_autoptr (PsSharding) s = reverse_device_order (t, rev);
+  PsInstr *x = sp_reshard (c, op, s);
+  for (int d = 0; d < r; d++)
+    {
+      int64_t k = sp_shards (t, d);
+      int64_t n = op->full->dims[d], is = (n + k - 1) / k;
+      if (!rev[d] || is * k == n)
+        continue;
+      PsWindowDim w = { 0 };
+      w.size = 1;
+      w.stride = 1;
+      w.pad_lo = is * k - n;
+      w.base_dilation = 1;
+      w.window_dilation = 1;
+      PsPVal xv = { x, s, op->full };
+      x = sp_halo_exchange (c, &xv, d, &w, is * k, k, sp_const_zero (c, op->full->etype));
+    }
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (x->shape), 1, &x);
+  return sp_pval_new (y, t, in->shape);
 }
 
 PsPVal *
 sp_handle_dynamic_slice (SpComp *c, const PsInstr *in)
 {
   return local_passthrough (c, in);
+}
+
+/* Dynamic-update-slice along split dims: the operand keeps the output's
+ * tiles and the update is replicated along the dims it updates. Each
+ * device takes, for every local position, the update element at (global
+ * position - start) from the update padded by a tile on both sides (a
+ * dynamic-slice whose start T + offset - start stays in range whenever
+ * the tile meets the update), and selects it where the position lies in
+ * [start, start + update size). Only the update moves. */
+static PsPVal *
+dus_split (SpComp *c, const PsInstr *in, const PsSharding *t, PsPVal *op, PsPVal *upd)
+{
+  int r = op->full->rank;
+  int64_t src[r > 0 ? r : 1];
+  for (int d = 0; d < r; d++)
+    src[d] = upd->full->dims[d] == op->full->dims[d] ? d : -1;
+  g_autoptr (PsSharding) us = sp_sharding_remap (t, r, src);
+  if (!us)
+    return NULL;
+  PsInstr *x = sp_reshard (c, op, t);
+  PsInstr *u = sp_reshard (c, upd, us);
+  const PsShape *ls = x->shape;
+  int64_t lo[r], hi[r], sizes[r];
+  PsInstr *starts[r], *pred = NULL;
+  PsInstr *zero_s32 = sp_const_scalar (c, PS_S32, 0);
+  for (int d = 0; d < r; d++)
+    {
+      int64_t n = op->full->dims[d], un = upd->full->dims[d], tl = ls->dims[d];
+      lo[d] = hi[d] = 0;
+      sizes[d] = tl;
+      starts[d] = zero_s32;
+      if (un == n)
+        continue;
+      /* The global start, clamped as dynamic-update-slice clamps it. */
+      PsInstr *gs = sp_convert (c, sp_reshard (c, sp_operand (c, in, 2 + d), sp_replicated ()), PS_S32);
+      gs = sp_binary (c, PS_OP_MINIMUM, sp_binary (c, PS_OP_MAXIMUM, gs, zero_s32),
+                      sp_const_scalar (c, PS_S32, (double) (n - un)));
+      PsInstr *off = sp_shards (t, d) > 1 ? sp_offset (c, t, op->full, d) : zero_s32;
+      lo[d] = hi[d] = tl;
+      starts[d] = sp_binary (c, PS_OP_SUBTRACT,
+                             sp_binary (c, PS_OP_ADD, sp_const_scalar (c, PS_S32, (double) tl), off), gs);
+      PsInstr *io = sp_iota (c, PS_S32, ls->rank, ls->dims, d);
+      PsInstr *g = sp_binary (c, PS_OP_ADD, io, sp_broadcast_scalar (c, off, io->shape));
+      PsInstr *ge = sp_compare (c, g, sp_broadcast_scalar (c, gs, io->shape), PS_CMP_GE);
+      PsInstr *end = sp_binary (c, PS_OP_ADD, gs, sp_const_scalar (c, PS_S32, (double) un));
+      PsInstr *lt = sp_compare (c, g, sp_broadcast_scalar (c, end, io->shape), PS_CMP_LT);
+      PsInstr *p = sp_binary (c, PS_OP_AND, ge, lt);
+      pred = pred ? sp_binary (c, PS_OP_AND, pred, p) : p;
+    }
+  if (!pred)
+    return NULL;
+  PsInstr *pu = sp_pad (c, u, sp_const_zero (c, u->shape->etype), lo, hi);
+  PsInstr *w = sp_dynamic_slice (c, pu, starts, sizes);
+  PsInstr *y = sp_select (c, pred, w, x);
+  return sp_pval_new (y, t, in->shape);
 }
 
 PsPVal *
@@ -483,6 +746,11 @@ sp_handle_dynamic_update_slice (SpComp *c, const PsInstr *in)
   PsPVal *op = sp_operand (c, in, 0);
   PsPVal *upd = sp_operand (c, in, 1);
   int r = op->full->rank;
+  if (!ps_shape_is_array (op->full) || in->n_operands != 2 + r)
+    return NULL;
+  for (int d = 0; d < r; d++)
+    if (sp_shards (t, d) > 1 && upd->full->dims[d] != op->full->dims[d])
+      return dus_split (c, in, t, op, upd);
   int64_t src[r > 0 ? r : 1];
   for (int d = 0; d < r; d++)
     src[d] = upd->full->dims[d] == op->full->dims[d] ? d : -1;
@@ -1209,5 +1477,40 @@ sp_handle_scatter (SpComp *c, const PsInstr *in)
     shape = ps_shape_copy (ops[0]->shape);
   PsInstr *y = sp_clone_with (c, in, shape, n, ops);
   g_autoptr (PsSharding) rs = ps_sharding_expand_to_shape (os, in->shape);
+  return sp_pval_new (y, rs, in->shape);
+}
+
+/* Bitcast-convert: the dims both shapes share (all of them, or all but the
+ * extra minor dim that holds the pieces of a wider element) keep their
+ * tiles; the extra dim stays whole. With a result that is not tiled, the
+ * operand's tiles carry through and the driver moves the result. */
+PsPVal *
+sp_handle_bitcast_convert (SpComp *c, const PsInstr *in)
+{
+  const PsSharding *t = sp_sharding_of (in);
+  if (!ps_shape_is_array (in->shape))
+    return NULL;
+  PsPVal *op = sp_operand (c, in, 0);
+  int ri = op->full->rank, ro = in->shape->rank;
+  int rmin = MIN (ri, ro);
+  const PsSharding *base;
+  if (plain_tiled (t))
+    base = t;
+  else if (t->kind == PS_SHARDING_REPLICATED && plain_tiled (op->sharding) && ri == ro)
+    base = op->sharding;
+  else
+    return NULL;
+  int64_t isrc[ri > 0 ? ri : 1], osrc[ro > 0 ? ro : 1];
+  for (int d = 0; d < ri; d++)
+    isrc[d] = d < rmin ? d : -1;
+  for (int d = 0; d < ro; d++)
+    osrc[d] = d < rmin ? d : -1;
+  g_autoptr (PsSharding) is = sp_sharding_remap (base, ri, isrc);
+  g_autoptr (PsSharding) rs = sp_sharding_remap (base, ro, osrc);
+  if (!is || !rs)
+    return NULL;
+  PsInstr *x = sp_reshard (c, op, is);
+  g_autoptr (SpShape) ls = local_shape (rs, in->shape);
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 1, &x);
   return sp_pval_new (y, rs, in->shape);
 }

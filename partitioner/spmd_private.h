@@ -191,6 +191,7 @@ PsPVal *sp_handle_reverse (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_sort (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_gather (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_scatter (SpComp *c, const PsInstr *in);
+PsPVal *sp_handle_bitcast_convert (SpComp *c, const PsInstr *in);
 
 /* Halo exchange along data dim d of v (split in k tiles like the output of
  * `out_size` elements along that dim): returns, per device, exactly the

@@ -96,6 +96,34 @@ static const Case cases[] = {
     "  ROOT c = f32[1,6,6,2] convolution(x, k), window={size=2x3 pad=-1_-1x0_0},"
     " dim_labels=b01f_01io->b01f, sharding={devices=[1,2,2,1]0,1,2,3}\n}\n",
     0, 0, 0, 0, ANY },
+  { "conv with the kernel window split alike, replicated result: halo + all-reduce, uneven", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[2,13,3] parameter(0), sharding={devices=[1,4,1]0,1,2,3}\n"
+    "  k = f32[11,3,2] parameter(1), sharding={devices=[4,1,1]0,1,2,3}\n"
+    "  ROOT c = f32[2,5,2] convolution(x, k), window={size=11 pad=1_1},"
+    " dim_labels=b0f_0io->b0f, sharding={replicated}\n}\n",
+    0, 1, 0, 0, ANY },
+  { "conv split window with stride and window dilation, a device with no kernel elements", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[2,13,3] parameter(0), sharding={devices=[1,2,1,2]0,1,2,3 last_tile_dim_replicate}\n"
+    "  k = f32[5,3,2] parameter(1), sharding={devices=[4,1,1]0,1,2,3}\n"
+    "  ROOT c = f32[2,3,2] convolution(x, k), window={size=5 stride=2 rhs_dilate=2},"
+    " dim_labels=b0f_0io->b0f, sharding={replicated}\n}\n",
+    0, 1, 1, 0, ANY }, /* the lhs moves from 2 tiles to the kernel's 4 */
+  { "conv with a replicated result follows the lhs batch split, uneven, then gathers the result", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[7,5,3] parameter(0), sharding={devices=[4,1,1]0,1,2,3}\n"
+    "  k = f32[3,3,2] parameter(1), sharding={replicated}\n"
+    "  ROOT c = f32[7,3,2] convolution(x, k), window={size=3},"
+    " dim_labels=b0f_0io->b0f, sharding={replicated}\n}\n",
+    0, 0, 1, 0, 0 },
+  { "conv with a reversed split window and a replicated result follows the lhs spatial split", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[5,8,4] parameter(0), sharding={devices=[2,1,1]0,1}\n"
+    "  k = f32[5,8,6] parameter(1), sharding={devices=[2,1,1]1,0}\n"
+    "  ROOT c = f32[1,4,6] convolution(x, k), window={size=5 rhs_reversal=1},"
+    " dim_labels=0fb_0io->0bf, sharding={replicated}\n}\n",
+    0, ANY, ANY, ANY, ANY },
   { "conv feature groups split with the output features", 2,
     "HloModule m\nENTRY e {\n"
     "  x = f32[2,6,4] parameter(0), sharding={replicated}\n"
@@ -118,6 +146,27 @@ static const Case cases[] = {
     "  z = f32[] constant(0)\n"
     "  ROOT r = f32[6] reduce(x, z), dimensions={0}, to_apply=sum, sharding={replicated}\n}\n",
     0, 1, 0, 0, 0 },
+  { "variadic reduce (argmax) over a split uneven dim", 4,
+    "HloModule m\nmaxidx {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n"
+    "  b = f32[] parameter(2)\n  j = s32[] parameter(3)\n"
+    "  g = pred[] compare(a, b), direction=GT\n  v = f32[] select(g, a, b)\n"
+    "  k = s32[] select(g, i, j)\n  ROOT t = (f32[], s32[]) tuple(v, k)\n}\nENTRY e {\n"
+    "  x = f32[5,7] parameter(0), sharding={devices=[1,4]0,1,2,3}\n"
+    "  y = s32[5,7] parameter(1), sharding={devices=[1,4]0,1,2,3}\n"
+    "  a = f32[] constant(-inf)\n  b = s32[] constant(-1)\n"
+    "  ROOT r = (f32[5], s32[5]) reduce(x, y, a, b), dimensions={1}, to_apply=maxidx,"
+    " sharding={{replicated}, {replicated}}\n}\n",
+    0, 0, 2, 0, 0 },
+  { "bitcast-convert same width keeps uneven tiles", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[7,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT b = s32[7,3] bitcast-convert(x), sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "bitcast-convert to a wider element: the merged minor dim is gathered", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = s32[7,2] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+    "  ROOT b = f64[7] bitcast-convert(x), sharding={devices=[2,2]0,1,2,3 last_tile_dim_replicate}\n}\n",
+    0, 0, 1, 0, 0 },
   { "broadcast transpose reshape", 2,
     "HloModule m\nENTRY e {\n"
     "  x = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
@@ -125,6 +174,25 @@ static const Case cases[] = {
     "  b = f32[3,6,8] broadcast(t), dimensions={1,2}, sharding={devices=[1,1,2]0,1}\n"
     "  ROOT r = f32[18,8] reshape(b), sharding={devices=[1,2]0,1}\n}\n",
     0, 0, 0, 0, 0 },
+  { "reshape whose group starts with size-1 dims", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[1,12,3] parameter(0), sharding={devices=[1,4,1]0,1,2,3}\n"
+    "  ROOT r = f32[4,3,3] reshape(x), sharding={devices=[4,1,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "reshape uneven one-to-one dim and a divisible merge", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[7,12] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  r = f32[7,3,4] reshape(x), sharding={devices=[4,1,1]0,1,2,3}\n"
+    "  y = f32[8,3,5] parameter(1), sharding={devices=[4,1,1]0,1,2,3}\n"
+    "  m = f32[24,5] reshape(y), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT t = (f32[7,3,4], f32[24,5]) tuple(r, m),"
+    " sharding={{devices=[4,1,1]0,1,2,3}, {devices=[4,1]0,1,2,3}}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "reshape into a split minor dim: reshaped in the operand's layout, then all-to-all", 2,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[6,12] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  ROOT r = f32[6,2,6] reshape(x), sharding={devices=[1,1,2]0,1}\n}\n",
+    0, 0, 0, 1, 0 },
   { "iota with partition offsets", 4,
     "HloModule m\nENTRY e {\n"
     "  ROOT i = s32[10,3] iota(), iota_dimension=0, sharding={devices=[4,1]0,1,2,3}\n}\n",
@@ -142,11 +210,46 @@ static const Case cases[] = {
     "  x = f32[13,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
     "  ROOT s = f32[5,3] slice(x), slice={[2:12:2], [0:3]}, sharding={devices=[4,1]0,1,2,3}\n}\n",
     0, 0, 0, 0, ANY },
+  { "slice of a split uneven dim into a replicated result: sliced in place, result gathered", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[13,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT s = f32[2,3] slice(x), slice={[5:7], [0:3]}, sharding={replicated}\n}\n",
+    0, 0, 1, 0, ANY },
+  { "reduce-window into a replicated result: windows in the operand's layout", 4,
+    "HloModule m\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT m = f32[] maximum(a, b)\n}\nENTRY e {\n"
+    "  x = f32[11,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  i = f32[] constant(-inf)\n"
+    "  ROOT r = f32[5,3] reduce-window(x, i), window={size=3x1 stride=2x1},"
+    " to_apply=max, sharding={replicated}\n}\n",
+    0, 0, 1, 0, ANY },
   { "slice along a split dim, shifted", 2,
     "HloModule m\nENTRY e {\n"
     "  x = s32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n"
     "  ROOT s = s32[6,4] slice(x), slice={[1:7], [0:4]}, sharding={devices=[2,1]0,1}\n}\n",
     0, 0, 0, 0, ANY },
+  { "pad along a split uneven dim with interior padding (halo)", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[7,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  z = f32[] constant(-1)\n"
+    "  ROOT p = f32[16,5] pad(x, z), padding=2_1_1x1_1, sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, ANY },
+  { "pad with negative low padding on a split dim, 2d mesh", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = s32[9,6] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+    "  z = s32[] constant(7)\n"
+    "  ROOT p = s32[11,5] pad(x, z), padding=-1_3x0_-1, sharding={devices=[2,2]0,1,2,3}\n}\n",
+    0, 0, 0, 0, ANY },
+  { "reverse along a split uneven dim: permute, shift by the padding, local reverse", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[7,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT r = f32[7,3] reverse(x), dimensions={0,1}, sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, ANY },
+  { "reverse into the reversed device order is local", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = s32[8,3] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+    "  ROOT r = s32[8,3] reverse(x), dimensions={0}, sharding={devices=[2,2]2,3,0,1}\n}\n",
+    0, 0, 0, 0, 0 },
   { "dynamic-slice and dynamic-update-slice", 2,
     "HloModule m\nENTRY e {\n"
     "  x = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
@@ -157,6 +260,22 @@ static const Case cases[] = {
     "  ROOT s = f32[8,3] dynamic-slice(d, z, i), dynamic_slice_sizes={8,3},"
     " sharding={devices=[2,1]0,1}\n}\n",
     0, 0, 0, 0, 0 },
+  { "dynamic-update-slice along a split uneven dim and an unsplit one: masked select", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[7,6] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  u = f32[2,3] parameter(1), sharding={replicated}\n"
+    "  i = s32[] parameter(2), sharding={replicated}\n"
+    "  j = s32[] parameter(3), sharding={replicated}\n"
+    "  ROOT d = f32[7,6] dynamic-update-slice(x, u, i, j), sharding={devices=[4,1]0,1,2,3}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "dynamic-update-slice along both split dims, split update", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = s32[9,6] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+    "  u = s32[4,2] parameter(1), sharding={devices=[2,2]0,1,2,3}\n"
+    "  i = s32[] constant(4)\n"
+    "  j = s32[] constant(3)\n"
+    "  ROOT d = s32[9,6] dynamic-update-slice(x, u, i, j), sharding={devices=[2,2]0,1,2,3}\n}\n",
+    0, 0, ANY, 0, 0 },
   { "gather operand pass-through", 2,
     "HloModule m\nENTRY e {\n"
     "  x = f32[5,8] parameter(0), sharding={devices=[1,2]0,1}\n"
@@ -420,18 +539,18 @@ START_TEST (test_fallback_reported)
 {
   const char *hlo =
     "HloModule m\nENTRY e {\n"
-    "  x = f32[8,6] parameter(0), sharding={devices=[2,1]0,1}\n"
-    "  ROOT r = f32[8,6] reverse(x), dimensions={0}, sharding={devices=[2,1]0,1}\n}\n";
+    "  x = f32[6,10] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT r = f32[60] reshape(x), sharding={devices=[4]0,1,2,3}\n}\n";
   PsSpmdReport rep;
   ps_spmd_report_init (&rep);
   PsSpmdOptions o;
   ps_spmd_options_init (&o);
   o.report = &rep;
   GError *error = NULL;
-  ck_assert_msg (spmd_test_verify_text (hlo, 2, FALSE, &o, NULL, &error), "%s",
+  ck_assert_msg (spmd_test_verify_text (hlo, 4, FALSE, &o, NULL, &error), "%s",
                  error ? error->message : "");
   ck_assert_int_eq (rep.n_fallbacks, 1);
-  ck_assert_int_eq (GPOINTER_TO_INT (g_hash_table_lookup (rep.fallback_ops, "reverse")), 1);
+  ck_assert_int_eq (GPOINTER_TO_INT (g_hash_table_lookup (rep.fallback_ops, "reshape")), 1);
   ps_spmd_report_clear (&rep);
 }
 END_TEST
