@@ -12,7 +12,10 @@
  * passes when podsim's partitioner rejects it with an error containing the
  * text the test names (HasSubstr, compared ignoring case). A case without
  * num_devices (the propagation test files) runs on as many devices as its
- * shardings name.
+ * shardings name. The partitioner runs with XLA's default options as its
+ * test harness sets them (windowed einsum above 256 MiB), overridden by the
+ * case's partition_args (threshold_for_windowed_einsum_mib,
+ * bidirectional_windowed_einsum, conv_halo_exchange_always_on_lhs).
  *
  * Each case runs in a child process with a time limit, so a crash or a hang
  * in any stage fails that case only. Output: one line per failing case and
@@ -275,6 +278,32 @@ case_devices (JsonObject *c, const PsModule *m)
   return nd;
 }
 
+/* The partitioner options of an upstream case: XLA's test harness uses
+ * SpmdPartitionerOptions' defaults (windowed einsum above 256 MiB) unless
+ * the case's partition_args set threshold_for_windowed_einsum_mib (>= 0),
+ * bidirectional_windowed_einsum or conv_halo_exchange_always_on_lhs. */
+static void
+case_spmd_options (JsonObject *c, PsSpmdOptions *so)
+{
+  ps_spmd_options_init (so);
+  so->windowed_einsum_threshold_bytes = (int64_t) 256 << 20;
+  JsonObject *a = json_object_has_member (c, "partition_args")
+                  && JSON_NODE_HOLDS_OBJECT (json_object_get_member (c, "partition_args"))
+                  ? json_object_get_object_member (c, "partition_args") : NULL;
+  if (!a)
+    return;
+  JsonNode *n = json_object_get_member (a, "threshold_for_windowed_einsum_mib");
+  if (n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_INT64
+      && json_node_get_int (n) >= 0)
+    so->windowed_einsum_threshold_bytes = json_node_get_int (n) << 20;
+  n = json_object_get_member (a, "bidirectional_windowed_einsum");
+  if (n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_BOOLEAN)
+    so->windowed_einsum_bidirectional = json_node_get_boolean (n);
+  n = json_object_get_member (a, "conv_halo_exchange_always_on_lhs");
+  if (n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_BOOLEAN)
+    so->conv_halo_exchange_always_on_lhs = json_node_get_boolean (n);
+}
+
 /* How a passing case was checked (bit flags). */
 enum { CASE_SCALED = 1, CASE_WIDENED = 2 };
 
@@ -350,7 +379,7 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
    * copy (below) can be partitioned the same way. */
   g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   PsSpmdOptions so;
-  ps_spmd_options_init (&so);
+  case_spmd_options (c, &so);
   so.choices = choices;
   g_autoptr (PsModule) part = ps_spmd_partition (m, nd, &so, &error);
   g_autofree char *want_error = NULL;
@@ -594,7 +623,7 @@ count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
   PsSpmdReport rep;
   ps_spmd_report_init (&rep);
   PsSpmdOptions so;
-  ps_spmd_options_init (&so);
+  case_spmd_options (c, &so);
   so.report = &rep;
   g_autoptr (PsModule) part = ps_spmd_partition (m, nd, &so, NULL);
   if (part && rep.n_fallbacks > 0 && rep.fallback_ops)
