@@ -244,18 +244,6 @@ normalize_shape (const char *s)
 
 /* ---- one case ------------------------------------------------------------------ */
 
-/* Copies the header's propagation permissions, defaulting to XLA's (off). */
-static void
-propagate_options (const PsModule *m, PsPropagateOptions *po, gboolean *f)
-{
-  ps_propagate_options_init (po);
-  *f = FALSE;
-  po->n_to_output = m->n_prop_to_output ? m->n_prop_to_output : 1;
-  po->to_output = m->n_prop_to_output ? m->prop_to_output : f;
-  po->n_to_parameters = m->n_prop_to_params ? m->n_prop_to_params : 1;
-  po->to_parameters = m->n_prop_to_params ? m->prop_to_params : f;
-}
-
 /* The case's num_devices; for a case without one (the propagation test
  * files), as many devices as its shardings name (at least 1). */
 static gint64
@@ -366,8 +354,7 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
   if (!co->no_propagate)
     {
       PsPropagateOptions po;
-      gboolean f;
-      propagate_options (m, &po, &f);
+      ps_cli_propagate_options (&po, m, FALSE, FALSE);
       if (!ps_propagate (m, &po, &error))
         {
           *reason = g_strdup_printf ("propagation: %s", error->message);
@@ -615,8 +602,7 @@ count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
   if (!co->no_propagate)
     {
       PsPropagateOptions po;
-      gboolean f;
-      propagate_options (m, &po, &f);
+      ps_cli_propagate_options (&po, m, FALSE, FALSE);
       if (!ps_propagate (m, &po, NULL))
         return;
     }

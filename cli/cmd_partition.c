@@ -47,9 +47,14 @@ ps_cmd_partition (int argc, char **argv)
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
   gint64 windowed = -1;
-  gboolean async = FALSE, bidi = FALSE;
+  gboolean async = FALSE, bidi = FALSE, to_output = FALSE, to_params = FALSE;
   GOptionEntry entries[] = {
     { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
+    { "to-output", 0, 0, G_OPTION_ARG_NONE, &to_output,
+      "Let propagation choose (or refine) the entry root's sharding (else the module "
+      "header decides; default: keep what the file says)", NULL },
+    { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &to_params,
+      "Let propagation choose (or refine) the entry parameters' shardings", NULL },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out_path,
       "Write the SPMD program to FILE (atomically) instead of standard output", "FILE" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path,
@@ -102,7 +107,7 @@ ps_cmd_partition (int argc, char **argv)
         goto out;
       }
     PsPropagateOptions popts;
-    ps_propagate_options_init (&popts);
+    ps_cli_propagate_options (&popts, m, to_output, to_params);
     if (!ps_propagate (m, &popts, &error))
       {
         status = ps_cli_fail (error);

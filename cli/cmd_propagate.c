@@ -39,7 +39,8 @@ ps_cmd_propagate (int argc, char **argv)
            "only feeding reducers and reducer bodies keep none). Written shardings are\n"
            "never changed. Without --to-output and --to-parameters the entry root and\n"
            "parameters keep what the file says (unannotated ones stay unannotated), as\n"
-           "a host would require.");
+           "a host would require, unless the module header allows it\n"
+           "(allow_spmd_sharding_propagation_to_output/_to_parameters).");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
@@ -61,12 +62,9 @@ ps_cmd_propagate (int argc, char **argv)
   if (!m)
     return ps_cli_fail (error);
   PsPropagateOptions o;
-  ps_propagate_options_init (&o);
-  static const gboolean yes = TRUE, no = FALSE;
+  ps_cli_propagate_options (&o, m, to_output, to_params);
   o.is_spmd = !mpmd;
   o.propagate_metadata = metadata;
-  o.to_output = to_output ? &yes : &no;
-  o.to_parameters = to_params ? &yes : &no;
   o.source_name = name;
   PsPropagateStats st;
   if (!ps_propagate_full (m, &o, &st, &error))

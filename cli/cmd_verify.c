@@ -25,10 +25,15 @@ int
 ps_cmd_verify (int argc, char **argv)
 {
   gint64 devices = 0, seed = 1, max_work = 0;
-  gboolean no_scale = FALSE;
+  gboolean no_scale = FALSE, to_output = FALSE, to_params = FALSE;
   char *dump_scaled = NULL;
   GOptionEntry entries[] = {
     { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
+    { "to-output", 0, 0, G_OPTION_ARG_NONE, &to_output,
+      "Let propagation choose (or refine) the entry root's sharding (else the module "
+      "header decides; default: keep what the file says)", NULL },
+    { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &to_params,
+      "Let propagation choose (or refine) the entry parameters' shardings", NULL },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &seed, "Seed of the random inputs (default 1)", "S" },
     { "max-work", 0, 0, G_OPTION_ARG_INT64, &max_work,
       "Give up after this many interpreted element operations (default 2e9)", "OPS" },
@@ -72,7 +77,9 @@ ps_cmd_verify (int argc, char **argv)
   g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
   if (!m)
     return ps_cli_fail (error);
-  if (!ps_propagate (m, NULL, &error))
+  PsPropagateOptions popts;
+  ps_cli_propagate_options (&popts, m, to_output, to_params);
+  if (!ps_propagate (m, &popts, &error))
     return ps_cli_fail (error);
   g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   PsSpmdOptions so;

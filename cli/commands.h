@@ -8,6 +8,8 @@
 
 #include <glib.h>
 
+#include "partitioner/propagate.h"
+
 typedef int (*PsCommandFn) (int argc, char **argv);
 
 typedef struct {
@@ -40,5 +42,12 @@ gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **error);
 /* Message for a subcommand that a later issue implements. */
 int ps_cli_not_yet (const char *what);
+/* Propagation options for a module read from a file: may propagation change
+ * the entry root's and parameters' shardings? Yes where the flag says so;
+ * otherwise what the module header says
+ * (allow_spmd_sharding_propagation_to_output/_parameters); otherwise no, as
+ * XLA's default, so written entry shardings are kept. `m` must outlive `o`. */
+void ps_cli_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
+                               gboolean to_parameters);
 
 #endif

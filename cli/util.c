@@ -65,3 +65,25 @@ ps_cli_not_yet (const char *what)
   fprintf (stderr, "podsim: '%s' is not implemented yet\n", what);
   return PS_EXIT_USAGE;
 }
+
+void
+ps_cli_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
+                          gboolean to_parameters)
+{
+  static const gboolean yes = TRUE, no = FALSE;
+  ps_propagate_options_init (o);
+  o->n_to_output = 1;
+  o->to_output = to_output ? &yes : &no;
+  if (!to_output && m->n_prop_to_output > 0)
+    {
+      o->n_to_output = m->n_prop_to_output;
+      o->to_output = m->prop_to_output;
+    }
+  o->n_to_parameters = 1;
+  o->to_parameters = to_parameters ? &yes : &no;
+  if (!to_parameters && m->n_prop_to_params > 0)
+    {
+      o->n_to_parameters = m->n_prop_to_params;
+      o->to_parameters = m->prop_to_params;
+    }
+}

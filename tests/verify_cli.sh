@@ -58,6 +58,17 @@ expect_status 0 "$PODSIM" verify "$PS_TMP/small.hlo" --devices 4
 expect_status 0 "$PODSIM" verify "$D/reduce_init.hlo" --devices 4
 expect_grep "all 2 outputs agree on 4 devices" "$PS_TMP/out"
 
+# Written entry shardings are kept unless --to-output/--to-parameters (or the
+# module header) let propagation change them: the uneven tiled root stays
+# tiled (local f32[3,3]); with --to-output XLA's rule replicates an entry
+# output that does not split evenly.
+expect_status 0 "$PODSIM" partition "$D/elementwise_uneven.hlo" --devices 4
+expect_grep "ROOT %add.3 = f32[3,3]" "$PS_TMP/out"
+expect_status 0 "$PODSIM" partition "$D/elementwise_uneven.hlo" --devices 4 --to-output
+expect_grep "ROOT %add.7 = f32[10,3]" "$PS_TMP/out"
+expect_status 0 "$PODSIM" verify "$D/elementwise_uneven.hlo" --devices 4 --to-output --to-parameters
+expect_grep "agrees on 4 devices" "$PS_TMP/out"
+
 # Same seed, same output (deterministic).
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/a" 2>&1
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/b" 2>&1
