@@ -430,6 +430,14 @@ handle_manual (SpComp *c, const PsInstr *in, const PsSharding *target)
       if (r || sp_failed (c))
         return r;
     }
+  /* The branches would be copied with their full-size parameters while the
+   * operands are local pieces: an invalid program. Not handled yet. */
+  if (!full && in->opcode == PS_OP_CONDITIONAL)
+    {
+      sp_fail (c, PS_ERROR_UNSUPPORTED,
+               "conditional with a partially manual sharding is not supported");
+      return NULL;
+    }
   for (int i = 0; i < n; i++)
     {
       PsPVal *v = sp_operand (c, in, i);
@@ -676,6 +684,26 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
   return c.out;
 }
 
+/* The size of the first tile assignment (tuple leaves included) that does
+ * not have exactly num_devices entries, or 0 when all do. */
+static int64_t
+tile_assignment_size_mismatch (const PsSharding *s, int64_t num_devices)
+{
+  if (s->kind == PS_SHARDING_TUPLE)
+    {
+      for (int i = 0; i < s->n_elems; i++)
+        {
+          int64_t t = tile_assignment_size_mismatch (s->elems[i], num_devices);
+          if (t > 0)
+            return t;
+        }
+      return 0;
+    }
+  if (s->kind == PS_SHARDING_TILED && s->n_devices != num_devices)
+    return s->n_devices;
+  return 0;
+}
+
 PsModule *
 ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOptions *opts,
                    GError **error)
@@ -687,20 +715,34 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
                    G_GINT64_FORMAT ")", num_devices);
       return NULL;
     }
-  /* Every sharding must fit the device count. */
+  /* Every sharding must fit the device count, and a tile assignment must
+   * name every device (as XLA's HloSharding::Validate requires): one over a
+   * subset would leave devices out of the groups of its collectives. */
   for (guint k = 0; k < sharded->computations->len; k++)
     {
       const PsComputation *comp = g_ptr_array_index (sharded->computations, k);
       for (guint i = 0; i < comp->instrs->len; i++)
         {
           const PsInstr *in = g_ptr_array_index (comp->instrs, i);
-          if (in->sharding && ps_sharding_min_devices (in->sharding) > num_devices)
+          if (!in->sharding)
+            continue;
+          if (ps_sharding_min_devices (in->sharding) > num_devices)
             {
               g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
                            "%d:%d: %s: sharding needs %" G_GINT64_FORMAT
                            " devices but the program runs on %" G_GINT64_FORMAT,
                            in->src_line, in->src_col, in->name,
                            ps_sharding_min_devices (in->sharding), num_devices);
+              return NULL;
+            }
+          int64_t tiles = tile_assignment_size_mismatch (in->sharding, num_devices);
+          if (tiles > 0)
+            {
+              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                           "%d:%d: %s: the sharding's tile assignment names %" G_GINT64_FORMAT
+                           " devices but the program runs on %" G_GINT64_FORMAT
+                           " (every device must appear once)",
+                           in->src_line, in->src_col, in->name, tiles, num_devices);
               return NULL;
             }
         }

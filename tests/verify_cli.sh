@@ -69,6 +69,12 @@ expect_grep "ROOT %add.7 = f32[10,3]" "$PS_TMP/out"
 expect_status 0 "$PODSIM" verify "$D/elementwise_uneven.hlo" --devices 4 --to-output --to-parameters
 expect_grep "agrees on 4 devices" "$PS_TMP/out"
 
+# A tile assignment over a subset of the devices is rejected (XLA's rule),
+# naming the instruction, instead of making collectives that leave devices out.
+printf 'HloModule m\nENTRY e {\n p = f32[8] parameter(0), sharding={devices=[2]0,1}\n ROOT n = f32[8] negate(p), sharding={devices=[2]0,1}\n}\n' > "$PS_TMP/subset.hlo"
+expect_status 2 "$PODSIM" partition "$PS_TMP/subset.hlo" --devices 4
+expect_grep "subset.hlo:3:2: p: the sharding's tile assignment names 2 devices but the program runs on 4" "$PS_TMP/err"
+
 # Same seed, same output (deterministic).
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/a" 2>&1
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/b" 2>&1
@@ -98,6 +104,13 @@ expect_status 0 "$PODSIM" conformance partitioner --help
 # devices as its shardings name.
 expect_status 0 "$PODSIM" conformance partitioner "$D/no_devices.jsonl"
 expect_grep "1 passed, 0 failed" "$PS_TMP/out"
+# --fallbacks counts, per opcode, what took the replicate-then-slice fallback
+# (an rng has no handler).
+expect_status 0 "$PODSIM" conformance partitioner "$D/fallback.jsonl" --fallbacks
+expect_grep "fallbacks: 1 modules, 1 instructions" "$PS_TMP/out"
+expect_grep "rng                    1 in 1 modules" "$PS_TMP/out"
+expect_status 0 "$PODSIM" conformance partitioner "$D/no_devices.jsonl" --fallbacks
+expect_grep "fallbacks: 0 modules, 0 instructions" "$PS_TMP/out"
 # Malformed input file: exit 2 before any case runs.
 printf '{"name": "x", "hlo": "HloModule m"}\nnot json\n' > "$PS_TMP/bad.jsonl"
 expect_status 2 "$PODSIM" conformance partitioner "$PS_TMP/bad.jsonl"
