@@ -20,4 +20,5 @@ EXTRA_DIST += doc/interpreter.md
 TESTS += tests/verify_cli.sh
 EXTRA_DIST += tests/verify_cli.sh tests/data/verify/dot_contracting.hlo \
 	tests/data/verify/elementwise_uneven.hlo tests/data/verify/cases.jsonl \
-	tests/data/verify/reduce_init.hlo tests/data/verify/no_devices.jsonl tests/data/verify/fallback.jsonl
+	tests/data/verify/reduce_init.hlo tests/data/verify/no_devices.jsonl tests/data/verify/fallback.jsonl \
+	tests/data/verify/cond_partial_manual.hlo

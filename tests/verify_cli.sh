@@ -75,6 +75,11 @@ printf 'HloModule m\nENTRY e {\n p = f32[8] parameter(0), sharding={devices=[2]0
 expect_status 2 "$PODSIM" partition "$PS_TMP/subset.hlo" --devices 4
 expect_grep "subset.hlo:3:2: p: the sharding's tile assignment names 2 devices but the program runs on 4" "$PS_TMP/err"
 
+# A conditional in a partially manual region is not partitioned yet: a clear
+# error, not a program whose branches keep full-size parameters.
+expect_status 2 "$PODSIM" partition "$D/cond_partial_manual.hlo" --devices 4
+expect_grep "cond_partial_manual.hlo:20:8: r: conditional with a partially manual sharding is not supported" "$PS_TMP/err"
+
 # Same seed, same output (deterministic).
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/a" 2>&1
 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4 --seed 5 > "$PS_TMP/b" 2>&1
