@@ -696,7 +696,12 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
     "For every case: parse, propagate, partition on the case's num_devices, then check with\n"
     "the reference interpreter that the SPMD program computes what the original computes,\n"
     "that each parameter's local shape is its sharding's tile shape and that the root has\n"
-    "the local shape the upstream test names. Prints one line per failing case and the\n"
+    "the local shape the upstream test names. Cases over the interpreter's limits are\n"
+    "checked on a scaled copy that partitions into the same program; a case whose\n"
+    "upstream test expects an error passes when podsim rejects it with those words; a\n"
+    "case without num_devices runs on as many devices as its shardings name. The\n"
+    "partitioner gets XLA's test options (windowed einsum above 256 MiB) and the case's\n"
+    "partition_args. See doc/interpreter.md. Prints one line per failing case and the\n"
     "final line 'N passed, N failed'. Exit status 0 when all pass, 1 otherwise.");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!ps_cli_parse (ctx, &argc, &argv))
