@@ -112,6 +112,56 @@ ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts, PsShrinkReport
       int64_t a = NODE_MOD (&sh, r), b = NODE_MOD (&sh, n);
       NODE_MOD (&sh, r) = a / ps_gcd64 (a, b) * b;
     }
+  /* Derived classes (merged reshape dims): der_src[root] is the class root
+   * its size follows, times der_mult[root]. */
+  int *der_src = g_new (int, MAX (n_nodes, 1));
+  int64_t *der_mult = g_new0 (int64_t, MAX (n_nodes, 1));
+  gboolean *is_src = g_new0 (gboolean, MAX (n_nodes, 1));
+  for (int n = 0; n < n_nodes; n++)
+    der_src[n] = -1;
+  for (guint k = 0; k < sh.derivs->len; k++)
+    {
+      const SkDeriv *dv = &g_array_index (sh.derivs, SkDeriv, k);
+      int r = sk_find (&sh, dv->node), src = sk_find (&sh, dv->src);
+      if (r == src || (der_src[r] >= 0 && (der_src[r] != src || der_mult[r] != dv->mult)))
+        {
+          NODE_PINNED (&sh, r) = NODE_PINNED (&sh, src) = TRUE;
+          if (der_src[r] >= 0)
+            NODE_PINNED (&sh, der_src[r]) = TRUE;
+          continue;
+        }
+      der_src[r] = src;
+      der_mult[r] = dv->mult;
+      is_src[src] = TRUE;
+    }
+  /* A derived class and its source are pinned together; chains are pinned. */
+  for (gboolean changed = TRUE; changed;)
+    {
+      changed = FALSE;
+      for (int r = 0; r < n_nodes; r++)
+        {
+          int src = der_src[r];
+          if (src < 0)
+            continue;
+          gboolean pin = NODE_PINNED (&sh, r) != NODE_PINNED (&sh, src) || is_src[r]
+                         || der_src[src] >= 0;
+          if (pin && !(NODE_PINNED (&sh, r) && NODE_PINNED (&sh, src)))
+            {
+              NODE_PINNED (&sh, r) = NODE_PINNED (&sh, src) = TRUE;
+              changed = TRUE;
+            }
+        }
+    }
+  /* The source keeps the derived class's remainders: mult * (S' - S) must
+   * be a multiple of the derived class's shard counts. */
+  for (int r = 0; r < n_nodes; r++)
+    if (der_src[r] >= 0 && !NODE_PINNED (&sh, r))
+      {
+        int src = der_src[r];
+        int64_t need = NODE_MOD (&sh, r) / ps_gcd64 (NODE_MOD (&sh, r), der_mult[r]);
+        int64_t a = NODE_MOD (&sh, src);
+        NODE_MOD (&sh, src) = a / ps_gcd64 (a, need) * need;
+      }
   int64_t *new_size = g_new (int64_t, MAX (n_nodes, 1));
   for (int n = 0; n < n_nodes; n++)
     {
@@ -124,7 +174,7 @@ ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts, PsShrinkReport
             rep.n_pinned++;
         }
       new_size[n] = s;
-      if (r != n || NODE_PINNED (&sh, r) || s <= min_size)
+      if (r != n || NODE_PINNED (&sh, r) || s <= min_size || der_src[r] >= 0)
         continue;
       int64_t l = NODE_MOD (&sh, r);
       l = l / ps_gcd64 (l, extra_mod) * extra_mod;
@@ -137,6 +187,16 @@ ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts, PsShrinkReport
           rep.n_shrunk++;
         }
     }
+  for (int r = 0; r < n_nodes; r++)
+    if (der_src[r] >= 0 && !NODE_PINNED (&sh, r))
+      {
+        new_size[r] = der_mult[r] * new_size[der_src[r]];
+        if (new_size[r] < NODE_SIZE (&sh, r))
+          rep.n_shrunk++;
+      }
+  g_free (der_src);
+  g_free (der_mult);
+  g_free (is_src);
   for (int n = 0; n < n_nodes; n++)
     new_size[n] = new_size[sk_find (&sh, n)];
 

@@ -18,8 +18,10 @@
  * computation parameters with their callers' operands, ...). A class is
  * "pinned" when any member's size is written into an attribute or literal
  * the program depends on (constants, slice/pad/concatenate/dynamic-slice
- * bounds other than the full dim, non-trivial window dims, reshape dims that
- * split or merge, gather/scatter windows that are neither full nor 1,
+ * bounds other than the full dim, non-trivial window dims, the minor
+ * factors of a reshape's merged or split dims (the merged dim follows the
+ * major factor times their product), gather/scatter windows that are
+ * neither full nor 1,
  * custom-calls, FFT, collectives, ...);
  * pinned classes keep their size. Every other class of size S is given the
  * size S' = r + k L, where L is the least common multiple of the shard

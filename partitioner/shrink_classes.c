@@ -167,6 +167,19 @@ sk_element_first_leaf (const PsShape *s, int64_t k)
   return off;
 }
 
+void
+sk_derive (Shrink *sh, int node, int src, int64_t mult)
+{
+  if (node < 0 || src < 0 || mult < 1)
+    {
+      sk_pin_node (sh, node);
+      sk_pin_node (sh, src);
+      return;
+    }
+  SkDeriv d = { node, src, mult };
+  g_array_append_val (sh->derivs, d);
+}
+
 /* ---- shard counts ----------------------------------------------------------- */
 
 void
@@ -217,6 +230,7 @@ sk_shrink_init (Shrink *sh, const PsModule *m)
   sh->size = g_array_new (FALSE, FALSE, sizeof (int64_t));
   sh->pinned = g_array_new (FALSE, FALSE, sizeof (gboolean));
   sh->modulus = g_array_new (FALSE, FALSE, sizeof (int64_t));
+  sh->derivs = g_array_new (FALSE, FALSE, sizeof (SkDeriv));
   for (guint k = 0; k < m->computations->len; k++)
     {
       const PsComputation *c = m->computations->pdata[k];
@@ -262,4 +276,5 @@ sk_shrink_clear (Shrink *sh)
   g_array_free (sh->size, TRUE);
   g_array_free (sh->pinned, TRUE);
   g_array_free (sh->modulus, TRUE);
+  g_array_free (sh->derivs, TRUE);
 }

@@ -11,6 +11,13 @@
 
 G_BEGIN_DECLS
 
+/* A class whose size is `mult` times another's: the merged dim of a
+ * reshape whose major factor may shrink (the other factors are pinned). */
+typedef struct {
+  int node, src;
+  int64_t mult;
+} SkDeriv;
+
 typedef struct {
   const PsModule *m;
   /* By instruction id: index of its first leaf in the leaf arrays, and its
@@ -23,6 +30,7 @@ typedef struct {
   GArray *size;           /* int64_t */
   GArray *pinned;         /* gboolean */
   GArray *modulus;        /* int64_t */
+  GArray *derivs;         /* SkDeriv */
 } Shrink;
 
 #define NODE_PARENT(sh, n) g_array_index ((sh)->parent, int, (n))
@@ -53,6 +61,8 @@ void sk_unite (Shrink *sh, const PsInstr *a, int la, int64_t da, const PsInstr *
 void sk_unite_leaf (Shrink *sh, const PsInstr *a, int la, const PsInstr *b, int lb);
 void sk_unite_leaves (Shrink *sh, const PsInstr *a, int la, const PsInstr *b, int lb, int count);
 void sk_unite_value (Shrink *sh, const PsInstr *a, const PsInstr *b);
+/* Records that node's size is mult times src's (both >= 0). */
+void sk_derive (Shrink *sh, int node, int src, int64_t mult);
 
 /* Records the shard counts of `in`'s sharding on its nodes. */
 void sk_note_sharding (Shrink *sh, const PsInstr *in);

@@ -16,9 +16,57 @@ window_dim_trivial (const PsWindowDim *w)
          && w->base_dilation <= 1 && w->window_dilation <= 1;
 }
 
+/* A group of reshape dims with equal products, a[i0..i1) <-> b[j0..j1):
+ * when one side has a single dim (ignoring size-1 dims) and the other
+ * several, that dim is the merge of the others: its size follows the
+ * major-most factor (which may shrink), the other factors are pinned.
+ * Anything else is pinned whole. */
+static void
+constrain_reshape_group (Shrink *sh, const PsInstr *x, int i0, int i1, const PsInstr *y,
+                         int j0, int j1)
+{
+  const PsShape *a = x->shape, *b = y->shape;
+  int na = 0, nb = 0;
+  for (int i = i0; i < i1; i++)
+    na += a->dims[i] != 1;
+  for (int j = j0; j < j1; j++)
+    nb += b->dims[j] != 1;
+  if ((na == 1 && nb >= 2) || (nb == 1 && na >= 2))
+    {
+      /* One: the merged side; many: the factors. */
+      const PsInstr *one = na == 1 ? x : y, *many = na == 1 ? y : x;
+      int o0 = na == 1 ? i0 : j0, o1 = na == 1 ? i1 : j1;
+      int m0 = na == 1 ? j0 : i0, m1 = na == 1 ? j1 : i1;
+      int merged = -1, major = -1;
+      int64_t rest = 1;
+      for (int d = o0; d < o1; d++)
+        if (one->shape->dims[d] != 1)
+          merged = d;
+      for (int d = m0; d < m1; d++)
+        {
+          if (many->shape->dims[d] == 1)
+            continue;
+          if (major < 0)
+            major = d;
+          else
+            {
+              rest *= many->shape->dims[d];
+              sk_pin (sh, many, 0, d);
+            }
+        }
+      sk_derive (sh, sk_node_of (sh, one, 0, merged), sk_node_of (sh, many, 0, major), rest);
+      return;
+    }
+  for (int i = i0; i < i1; i++)
+    sk_pin (sh, x, 0, i);
+  for (int j = j0; j < j1; j++)
+    sk_pin (sh, y, 0, j);
+}
+
 /* Reshape/bitcast: dims that correspond one to one (equal sizes, aligned by
- * the running products, ignoring size-1 dims) are joined; dims that are
- * split or merged are pinned. */
+ * the running products, ignoring size-1 dims) are joined; a dim that is the
+ * merge (or split) of several follows its major factor; other groups are
+ * pinned. */
 static void
 constrain_reshape (Shrink *sh, const PsInstr *in)
 {
@@ -50,23 +98,24 @@ constrain_reshape (Shrink *sh, const PsInstr *in)
           i++, j++;
           continue;
         }
-      /* A group of dims with equal products: pin all of it. */
-      int64_t pa = a->dims[i], pb = b->dims[j];
-      sk_pin (sh, op, 0, i++);
-      sk_pin (sh, in, 0, j++);
+      int i0 = i, j0 = j;
+      int64_t pa = a->dims[i++], pb = b->dims[j++];
       while (pa != pb && (i < a->rank || j < b->rank))
         {
           if ((pa < pb && i < a->rank) || j >= b->rank)
-            {
-              pa *= a->dims[i];
-              sk_pin (sh, op, 0, i++);
-            }
+            pa *= a->dims[i++];
           else
-            {
-              pb *= b->dims[j];
-              sk_pin (sh, in, 0, j++);
-            }
+            pb *= b->dims[j++];
         }
+      if (pa != pb)
+        {
+          for (int k = i0; k < a->rank; k++)
+            sk_pin (sh, op, 0, k);
+          for (int k = j0; k < b->rank; k++)
+            sk_pin (sh, in, 0, k);
+          break;
+        }
+      constrain_reshape_group (sh, op, i0, i, in, j0, j);
     }
 }
 

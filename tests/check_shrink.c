@@ -74,8 +74,10 @@ START_TEST (test_shrink_sizes)
 END_TEST
 
 /* Dims whose size the program depends on keep it: a constant's dim (and
- * everything elementwise-joined to it), a partial slice, a reshape that
- * merges dims; a reshape that only drops a size-1 dim joins the rest. */
+ * everything elementwise-joined to it), a partial slice; a reshape that only
+ * drops a size-1 dim joins the rest; a reshape that merges dims makes the
+ * merged dim follow the major factor (x: 64 split 2 ways -> 8, so y: 8 x 50),
+ * unless two different merges meet (a and b, added: all kept). */
 START_TEST (test_shrink_pins)
 {
   g_autoptr (PsModule) m = parse (
@@ -88,18 +90,27 @@ START_TEST (test_shrink_pins)
     "  z = f32[40,1,70] parameter(2)\n"
     "  w = f32[40,70] reshape(z)\n"
     "  v = f32[30,70] slice(w), slice={[0:30],[0:70]}\n"
-    "  ROOT r = (f32[10], f32[3200], f32[30,70]) tuple(q, y, v)\n}\n");
+    "  a = f32[32,100] parameter(3)\n"
+    "  b = f32[64,50] parameter(4)\n"
+    "  ra = f32[3200] reshape(a)\n"
+    "  rb = f32[3200] reshape(b)\n"
+    "  s = f32[3200] add(ra, rb)\n"
+    "  ROOT r = (f32[10], f32[3200], f32[30,70], f32[3200]) tuple(q, y, v, s)\n}\n");
   GError *error = NULL;
   g_autoptr (PsModule) small = ps_shrink_module (m, NULL, NULL, &error);
   ck_assert_msg (small != NULL, "%s", error ? error->message : "?");
   assert_dims (small, "p", 1, (int64_t[]) { 10 });
   assert_dims (small, "q", 1, (int64_t[]) { 10 });
-  assert_dims (small, "x", 2, (int64_t[]) { 64, 50 });
-  assert_dims (small, "y", 1, (int64_t[]) { 3200 });
+  assert_dims (small, "x", 2, (int64_t[]) { 8, 50 });
+  assert_dims (small, "y", 1, (int64_t[]) { 400 });
+  assert_dims (small, "a", 2, (int64_t[]) { 32, 100 });
+  assert_dims (small, "b", 2, (int64_t[]) { 64, 50 });
+  assert_dims (small, "s", 1, (int64_t[]) { 3200 });
   assert_dims (small, "z", 3, (int64_t[]) { 40, 1, 8 });
   assert_dims (small, "w", 2, (int64_t[]) { 40, 8 });
   assert_dims (small, "v", 2, (int64_t[]) { 30, 8 });
   const PsShape *r = shape_of (small, "r");
+  ck_assert_int_eq (r->elems[1]->dims[0], 400);
   ck_assert_int_eq (r->elems[2]->dims[1], 8);
 }
 END_TEST
