@@ -704,6 +704,30 @@ tile_assignment_size_mismatch (const PsSharding *s, int64_t num_devices)
   return 0;
 }
 
+/* ps_sharding_min_devices, each distinct tile array scanned once (`seen`
+ * holds the tiled shardings already scanned, borrowed, with their count
+ * + 1): a 2048-device scan per instruction was a visible part of the
+ * stage. */
+static int64_t
+min_devices (const PsSharding *s, GHashTable *seen)
+{
+  if (s->kind == PS_SHARDING_TUPLE)
+    {
+      int64_t m = 0;
+      for (int i = 0; i < s->n_elems; i++)
+        m = MAX (m, min_devices (s->elems[i], seen));
+      return m;
+    }
+  if (s->kind != PS_SHARDING_TILED)
+    return ps_sharding_min_devices (s);
+  gpointer v = g_hash_table_lookup (seen, s);
+  if (v)
+    return (int64_t) GPOINTER_TO_SIZE (v) - 1;
+  int64_t m = ps_sharding_min_devices (s);
+  g_hash_table_insert (seen, (gpointer) s, GSIZE_TO_POINTER ((gsize) m + 1));
+  return m;
+}
+
 PsModule *
 ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOptions *opts,
                    GError **error)
@@ -718,6 +742,8 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
   /* Every sharding must fit the device count, and a tile assignment must
    * name every device (as XLA's HloSharding::Validate requires): one over a
    * subset would leave devices out of the groups of its collectives. */
+  g_autoptr (GHashTable) seen = g_hash_table_new (sp_sharding_layout_hash,
+                                                  sp_sharding_layout_same);
   for (guint k = 0; k < sharded->computations->len; k++)
     {
       const PsComputation *comp = g_ptr_array_index (sharded->computations, k);
@@ -726,7 +752,7 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
           const PsInstr *in = g_ptr_array_index (comp->instrs, i);
           if (!in->sharding)
             continue;
-          if (ps_sharding_min_devices (in->sharding) > num_devices)
+          if (min_devices (in->sharding, seen) > num_devices)
             {
               g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
                            "%d:%d: %s: sharding needs %" G_GINT64_FORMAT
@@ -767,7 +793,10 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
   for (int k = 0; k < np; k++)
     ps[k] = target_of (g_ptr_array_index (entry->params, k));
   g_autoptr (PsSharding) rs = target_of (entry->root);
+  gpointer saved_memo;
+  sp_memo_push (&saved_memo);
   PsComputation *out_entry = partition_comp (&m, entry, ps, rs);
+  sp_memo_pop (saved_memo);
   for (int k = 0; k < np; k++)
     ps_sharding_free (ps[k]);
   g_free (ps);

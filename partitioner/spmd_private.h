@@ -127,6 +127,15 @@ PsInstr *sp_all_to_all (SpComp *c, PsInstr *x, int64_t dim, int n_groups,
 PsInstr *sp_collective_permute (SpComp *c, PsInstr *x, int n_pairs, const int64_t *pairs);
 
 /* ---- sharding arithmetic (spmd_reshard.c) ---- */
+/* Memoises the sharding arithmetic below (remaps, groups, slice checks)
+ * until the matching pop; ps_spmd_partition brackets its work with them.
+ * `saved` keeps an enclosing memo (nested partitioning). */
+void sp_memo_push (gpointer *saved);
+void sp_memo_pop (gpointer saved);
+/* Hash and equality of TILED shardings by tile structure and device array
+ * (as ps_sharding_equal_layout), cheap for iota-form arrays. */
+guint sp_sharding_layout_hash (gconstpointer s);
+gboolean sp_sharding_layout_same (gconstpointer a, gconstpointer b);
 /* Shard count of data dim d (1 when not tiled). */
 int64_t sp_shards (const PsSharding *s, int d);
 /* Per-device offset table of data dim d: offset[dev] = tile index * tile

@@ -19,6 +19,199 @@
 
 #include "partitioner/spmd_private.h"
 
+/* ---- memo ----
+ *
+ * The handlers derive the same few shardings, groups and slice checks over
+ * and over (every dot of every layer asks for the same remaps of the same
+ * 2048-device tile arrays), and each costs a pass over the device array or
+ * more. For the duration of one ps_spmd_partition call they are memoised:
+ * tiled shardings are interned (keyed by their tile structure and device
+ * array, compared like ps_sharding_equal_layout), and results are kept per
+ * (operation, interned ids, arguments). Every memoised function depends
+ * only on those, so its results are the same as computing them again. */
+
+typedef struct {
+  GHashTable *interned;  /* PsSharding* (owned copy) -> id + 1 */
+  GHashTable *results;   /* MemoKey* -> MemoVal* */
+  int next_id;
+} SpMemo;
+
+typedef struct {
+  guint hash;
+  int n;
+  int64_t v[];
+} MemoKey;
+
+typedef struct {
+  PsSharding *sharding;  /* remap result (may be NULL) */
+  int64_t *ids;          /* groups */
+  int n_groups, group_size;
+  gboolean flag;         /* local_slice_ok */
+} MemoVal;
+
+static _Thread_local SpMemo *memo_cur;
+
+enum { MEMO_REMAP = 1, MEMO_GROUPS, MEMO_SLICE_OK };
+
+static guint
+mix (guint h, int64_t v)
+{
+  return (h ^ (guint) (v ^ (v >> 32))) * 16777619u;
+}
+
+guint
+sp_sharding_layout_hash (gconstpointer p)
+{
+  const PsSharding *s = p;
+  guint h = mix (2166136261u, s->n_tile_dims);
+  for (int k = 0; k < s->n_tile_dims; k++)
+    h = mix (h, s->tile_dims[k]);
+  h = mix (h, s->n_subgroups);
+  for (int k = 0; k < s->n_subgroups; k++)
+    h = mix (h, s->subgroup_kinds[k]);
+  /* Equal arrays always have equal iota forms (sharding.c derives the form
+   * from the array), so hashing the form is enough when there is one. */
+  if (s->n_iota_dims > 0)
+    {
+      h = mix (h, s->n_iota_dims);
+      for (int k = 0; k < s->n_iota_dims; k++)
+        h = mix (mix (h, s->iota_dims[k]), s->iota_perm ? s->iota_perm[k] : -1);
+      return h;
+    }
+  int64_t step = s->n_devices / 64 + 1;
+  for (int64_t i = 0; i < s->n_devices; i += step)
+    h = mix (h, s->devices[i]);
+  return h;
+}
+
+gboolean
+sp_sharding_layout_same (gconstpointer pa, gconstpointer pb)
+{
+  const PsSharding *a = pa, *b = pb;
+  if (a->n_tile_dims != b->n_tile_dims || a->n_subgroups != b->n_subgroups
+      || a->n_devices != b->n_devices)
+    return FALSE;
+  if (memcmp (a->tile_dims, b->tile_dims, sizeof (int64_t) * (gsize) a->n_tile_dims) != 0)
+    return FALSE;
+  for (int k = 0; k < a->n_subgroups; k++)
+    if (a->subgroup_kinds[k] != b->subgroup_kinds[k])
+      return FALSE;
+  if (a->n_iota_dims > 0 && b->n_iota_dims > 0)
+    {
+      if (a->n_iota_dims != b->n_iota_dims || (a->iota_perm == NULL) != (b->iota_perm == NULL))
+        return FALSE;
+      for (int k = 0; k < a->n_iota_dims; k++)
+        if (a->iota_dims[k] != b->iota_dims[k] || (a->iota_perm && a->iota_perm[k] != b->iota_perm[k]))
+          return FALSE;
+      return TRUE;
+    }
+  return memcmp (a->devices, b->devices, sizeof (int64_t) * (gsize) a->n_devices) == 0;
+}
+
+static guint
+memo_key_hash (gconstpointer p)
+{
+  return ((const MemoKey *) p)->hash;
+}
+
+static gboolean
+memo_key_equal (gconstpointer pa, gconstpointer pb)
+{
+  const MemoKey *a = pa, *b = pb;
+  return a->n == b->n && memcmp (a->v, b->v, sizeof (int64_t) * (gsize) a->n) == 0;
+}
+
+static void
+memo_val_free (gpointer p)
+{
+  MemoVal *v = p;
+  if (v->sharding)
+    ps_sharding_free (v->sharding);
+  g_free (v->ids);
+  g_free (v);
+}
+
+void
+sp_memo_push (gpointer *saved)
+{
+  *saved = memo_cur;
+  SpMemo *m = g_new0 (SpMemo, 1);
+  m->interned = g_hash_table_new_full (sp_sharding_layout_hash, sp_sharding_layout_same,
+                                       (GDestroyNotify) ps_sharding_free, NULL);
+  m->results = g_hash_table_new_full (memo_key_hash, memo_key_equal, g_free, memo_val_free);
+  memo_cur = m;
+}
+
+void
+sp_memo_pop (gpointer saved)
+{
+  SpMemo *m = memo_cur;
+  if (m)
+    {
+      g_hash_table_destroy (m->results);
+      g_hash_table_destroy (m->interned);
+      g_free (m);
+    }
+  memo_cur = saved;
+}
+
+/* The interned id of a tiled sharding, or -1 (no memo, or not tiled). */
+static int64_t
+memo_id (const PsSharding *s)
+{
+  if (!memo_cur || !s || s->kind != PS_SHARDING_TILED)
+    return -1;
+  gpointer id = g_hash_table_lookup (memo_cur->interned, s);
+  if (id)
+    return GPOINTER_TO_INT (id) - 1;
+  int nid = memo_cur->next_id++;
+  g_hash_table_insert (memo_cur->interned, ps_sharding_copy (s), GINT_TO_POINTER (nid + 1));
+  return nid;
+}
+
+/* A key of n values (the caller fills k->v). transfer full. */
+static MemoKey *
+memo_key_new (int n)
+{
+  MemoKey *k = g_malloc (sizeof (MemoKey) + sizeof (int64_t) * (gsize) n);
+  k->n = n;
+  return k;
+}
+
+static void
+memo_key_seal (MemoKey *k)
+{
+  guint h = 2166136261u;
+  for (int i = 0; i < k->n; i++)
+    h = mix (h, k->v[i]);
+  k->hash = h;
+}
+
+/* The stored value for k (taking k), or NULL after remembering k in *pending
+ * for memo_store. */
+static MemoVal *
+memo_find (MemoKey *k, MemoKey **pending)
+{
+  memo_key_seal (k);
+  MemoVal *v = g_hash_table_lookup (memo_cur->results, k);
+  if (v)
+    {
+      g_free (k);
+      *pending = NULL;
+      return v;
+    }
+  *pending = k;
+  return NULL;
+}
+
+static MemoVal *
+memo_store (MemoKey *pending)
+{
+  MemoVal *v = g_new0 (MemoVal, 1);
+  g_hash_table_insert (memo_cur->results, pending, v);
+  return v;
+}
+
 int64_t
 sp_shards (const PsSharding *s, int d)
 {
@@ -80,8 +273,8 @@ sp_offset (SpComp *c, const PsSharding *s, const PsShape *full, int d)
   return sp_table_lookup (c, t);
 }
 
-int64_t *
-sp_groups (const PsSharding *s, const gboolean *dims_mask, int *n_groups, int *group_size)
+static int64_t *
+groups_compute (const PsSharding *s, const gboolean *dims_mask, int *n_groups, int *group_size)
 {
   int nt = s->n_tile_dims;
   int64_t gs = 1, ng = 1;
@@ -109,6 +302,29 @@ sp_groups (const PsSharding *s, const gboolean *dims_mask, int *n_groups, int *g
   *n_groups = (int) ng;
   *group_size = (int) gs;
   return g;
+}
+
+int64_t *
+sp_groups (const PsSharding *s, const gboolean *dims_mask, int *n_groups, int *group_size)
+{
+  int64_t id = memo_id (s);
+  if (id < 0)
+    return groups_compute (s, dims_mask, n_groups, group_size);
+  int nt = s->n_tile_dims;
+  MemoKey *k = memo_key_new (2 + nt), *pending;
+  k->v[0] = MEMO_GROUPS;
+  k->v[1] = id;
+  for (int i = 0; i < nt; i++)
+    k->v[2 + i] = dims_mask[i] ? 1 : 0;
+  MemoVal *v = memo_find (k, &pending);
+  if (!v)
+    {
+      v = memo_store (pending);
+      v->ids = groups_compute (s, dims_mask, &v->n_groups, &v->group_size);
+    }
+  *n_groups = v->n_groups;
+  *group_size = v->group_size;
+  return g_memdup2 (v->ids, sizeof (int64_t) * (gsize) v->n_groups * (gsize) v->group_size);
 }
 
 gboolean
@@ -257,16 +473,37 @@ remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manu
   return r;
 }
 
+static PsSharding *
+remap_memo (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manual)
+{
+  int64_t id = memo_id (s);
+  if (id < 0)
+    return remap (s, rank, src_dim, keep_manual);
+  MemoKey *k = memo_key_new (3 + rank), *pending;
+  k->v[0] = MEMO_REMAP;
+  k->v[1] = id;
+  k->v[2] = keep_manual ? 1 : 0;
+  for (int i = 0; i < rank; i++)
+    k->v[3 + i] = src_dim[i];
+  MemoVal *v = memo_find (k, &pending);
+  if (!v)
+    {
+      v = memo_store (pending);
+      v->sharding = remap (s, rank, src_dim, keep_manual);
+    }
+  return v->sharding ? ps_sharding_copy (v->sharding) : NULL;
+}
+
 PsSharding *
 sp_sharding_remap (const PsSharding *s, int rank, const int64_t *src_dim)
 {
-  return remap (s, rank, src_dim, FALSE);
+  return remap_memo (s, rank, src_dim, FALSE);
 }
 
 PsSharding *
 sp_sharding_remap_keep_manual (const PsSharding *s, int rank, const int64_t *src_dim)
 {
-  return remap (s, rank, src_dim, TRUE);
+  return remap_memo (s, rank, src_dim, TRUE);
 }
 
 /* ---- the moves ---- */
@@ -710,13 +947,13 @@ sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
     return v->hlo;
   if (!ps_shape_is_tuple (v->full))
     {
-      g_autoptr (PsSharding) leaf_from = ps_sharding_is_tuple (v->sharding)
-                                             ? ps_sharding_leaf (v->sharding, 0)
-                                             : ps_sharding_copy (v->sharding);
-      g_autoptr (PsSharding) leaf_to = ps_sharding_is_tuple (to) ? ps_sharding_leaf (to, 0)
-                                                                 : ps_sharding_copy (to);
-      PsPVal tmp = { v->hlo, leaf_from, v->full };
-      return reshard_array (c, &tmp, leaf_to, 0);
+      /* Borrowed unless a tuple sharding's leaf had to be made: copying
+       * 2048-device arrays on every reshard was a tenth of the stage. */
+      g_autoptr (PsSharding) own_from = ps_sharding_is_tuple (v->sharding)
+                                            ? ps_sharding_leaf (v->sharding, 0) : NULL;
+      g_autoptr (PsSharding) own_to = ps_sharding_is_tuple (to) ? ps_sharding_leaf (to, 0) : NULL;
+      PsPVal tmp = { v->hlo, own_from ? own_from : v->sharding, v->full };
+      return reshard_array (c, &tmp, own_to ? own_to : to, 0);
     }
   /* Tuples: element by element, the leaf shardings depth-first. */
   if (ps_sharding_equal_layout (v->sharding, to))
@@ -768,7 +1005,8 @@ sp_reshard_pval (SpComp *c, const PsPVal *v, const PsSharding *to)
 /* Whether every device's tile under `to` lies inside the tile it holds under
  * `from`, so a local slice reshards without communication. */
 static gboolean
-local_slice_ok (SpModule *m, const PsShape *full, const PsSharding *from, const PsSharding *to)
+local_slice_ok_compute (SpModule *m, const PsShape *full, const PsSharding *from,
+                        const PsSharding *to)
 {
   int r = full->rank;
   g_autofree int64_t *pf = positions (from, m->n);
@@ -792,6 +1030,30 @@ local_slice_ok (SpModule *m, const PsShape *full, const PsSharding *from, const 
         }
     }
   return TRUE;
+}
+
+static gboolean
+local_slice_ok (SpModule *m, const PsShape *full, const PsSharding *from, const PsSharding *to)
+{
+  int64_t fid = memo_id (from), tid = memo_id (to);
+  if (fid < 0 || tid < 0)
+    return local_slice_ok_compute (m, full, from, to);
+  int r = full->rank;
+  MemoKey *k = memo_key_new (5 + r), *pending;
+  k->v[0] = MEMO_SLICE_OK;
+  k->v[1] = fid;
+  k->v[2] = tid;
+  k->v[3] = m->n;
+  k->v[4] = r;
+  for (int d = 0; d < r; d++)
+    k->v[5 + d] = full->dims[d];
+  MemoVal *v = memo_find (k, &pending);
+  if (!v)
+    {
+      v = memo_store (pending);
+      v->flag = local_slice_ok_compute (m, full, from, to);
+    }
+  return v->flag;
 }
 
 double
