@@ -45,7 +45,11 @@ sp_pval_new (PsInstr *hlo, const PsSharding *s, const PsShape *full)
 {
   PsPVal *v = g_new0 (PsPVal, 1);
   v->hlo = hlo;
-  v->sharding = ps_sharding_copy (s ? s : sp_replicated ());
+  /* Values share one interned copy of each tiled sharding while the memo
+   * is active instead of copying the device array each. */
+  const PsSharding *shared = s ? sp_sharding_intern (s) : NULL;
+  v->shared = shared != NULL;
+  v->sharding = shared ? (PsSharding *) shared : ps_sharding_copy (s ? s : sp_replicated ());
   v->full = ps_shape_copy (full);
   return v;
 }
@@ -55,7 +59,8 @@ sp_pval_free (PsPVal *v)
 {
   if (!v)
     return;
-  ps_sharding_free (v->sharding);
+  if (!v->shared)
+    ps_sharding_free (v->sharding);
   ps_shape_free (v->full);
   g_free (v);
 }
@@ -233,7 +238,23 @@ sp_fallback (SpComp *c, const PsInstr *in)
   return sp_pval_new (x, sp_replicated (), in->shape);
 }
 
-/* The sharding an instruction's value must end in, expanded over tuples. */
+/* The sharding an instruction's value must end in, expanded over tuples;
+ * borrowed from the instruction unless it had to be made (then *owned
+ * holds it for the caller to free): copying each instruction's 2048-device
+ * array was a seventh of the stage. */
+static const PsSharding *
+target_view (const PsInstr *in, PsSharding **owned)
+{
+  const PsSharding *s = sp_sharding_of (in);
+  *owned = NULL;
+  if (ps_shape_is_tuple (in->shape))
+    return *owned = ps_sharding_expand_to_shape (s, in->shape);
+  if (ps_sharding_is_tuple (s))
+    return *owned = ps_sharding_leaf (s, 0);
+  return s;
+}
+
+/* The same, always a new copy. */
 static PsSharding *
 target_of (const PsInstr *in)
 {
@@ -635,7 +656,8 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
     {
       const PsInstr *in = g_ptr_array_index (order, i);
       c.cur = in;
-      g_autoptr (PsSharding) target = target_of (in);
+      g_autoptr (PsSharding) target_own = NULL;
+      const PsSharding *target = target_view (in, &target_own);
       PsPVal *r = NULL;
       if (in->opcode == PS_OP_PARAMETER)
         {

@@ -92,35 +92,40 @@ dot_space (const PsInstr *in, int rl, int rr, DotSpace *ds)
   return TRUE;
 }
 
+/* The shardings are borrowed from the memo (sp_sharding_remap_view) or
+ * from own[], which the plan frees: each dot tries three candidates of
+ * four remaps each, and copying their device arrays dominated. */
 typedef struct {
-  PsSharding *iter, *lhs, *rhs, *partial;
+  const PsSharding *iter, *lhs, *rhs, *partial;
+  PsSharding *own[4];
   double cost;
 } DotPlan;
 
 static void
 plan_clear (DotPlan *p)
 {
-  if (p->iter)
-    ps_sharding_free (p->iter);
-  if (p->lhs)
-    ps_sharding_free (p->lhs);
-  if (p->rhs)
-    ps_sharding_free (p->rhs);
-  if (p->partial)
-    ps_sharding_free (p->partial);
+  for (int i = 0; i < 4; i++)
+    if (p->own[i])
+      ps_sharding_free (p->own[i]);
   memset (p, 0, sizeof *p);
 }
 
+/* iter: the candidate (iter_own: its owned copy, if any, taken). */
 static gboolean
-plan_make (SpComp *c, const PsInstr *in, const DotSpace *ds, PsSharding *iter, DotPlan *p)
+plan_make (SpComp *c, const PsInstr *in, const DotSpace *ds, const PsSharding *iter,
+           PsSharding *iter_own, DotPlan *p)
 {
   memset (p, 0, sizeof *p);
+  p->own[0] = iter_own;
   if (!iter)
-    return FALSE;
+    {
+      plan_clear (p);
+      return FALSE;
+    }
   p->iter = iter;
-  p->lhs = sp_sharding_remap (iter, ds->rl, ds->lhs_iter);
-  p->rhs = sp_sharding_remap (iter, ds->rr, ds->rhs_iter);
-  p->partial = sp_sharding_remap (iter, ds->ro, ds->out_iter);
+  p->lhs = sp_sharding_remap_view (iter, ds->rl, ds->lhs_iter, &p->own[1]);
+  p->rhs = sp_sharding_remap_view (iter, ds->rr, ds->rhs_iter, &p->own[2]);
+  p->partial = sp_sharding_remap_view (iter, ds->ro, ds->out_iter, &p->own[3]);
   if (!p->lhs || !p->rhs || !p->partial)
     {
       plan_clear (p);
@@ -445,9 +450,10 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
     {
       if (!srcs[k] || (forced >= 0 && k != forced))
         continue;
-      PsSharding *iter = sp_sharding_remap (srcs[k], ds.ni, maps[k]);
+      PsSharding *iter_own;
+      const PsSharding *iter = sp_sharding_remap_view (srcs[k], ds.ni, maps[k], &iter_own);
       DotPlan p;
-      if (!plan_make (c, in, &ds, iter, &p))
+      if (!plan_make (c, in, &ds, iter, iter_own, &p))
         continue;
       if (!have || p.cost < best.cost)
         {
@@ -518,8 +524,8 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
         lm[d] = ds.lhs_iter[d] >= ds.nb + ds.nl + ds.nr;
       for (int d = 0; d < ds.rr; d++)
         rm[d] = ds.rhs_iter[d] >= ds.nb + ds.nl + ds.nr;
-      PsPVal lv = { l, wside == 0 ? lhs->sharding : best.lhs, lhs->full };
-      PsPVal rv = { r, wside == 1 ? rhs->sharding : best.rhs, rhs->full };
+      PsPVal lv = { l, wside == 0 ? lhs->sharding : (PsSharding *) best.lhs, lhs->full, FALSE };
+      PsPVal rv = { r, wside == 1 ? rhs->sharding : (PsSharding *) best.rhs, rhs->full, FALSE };
       l = sp_mask_padding (c, &lv, lm, sp_const_zero (c, l->shape->etype));
       r = sp_mask_padding (c, &rv, rm, sp_const_zero (c, r->shape->etype));
     }

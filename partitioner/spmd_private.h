@@ -30,8 +30,9 @@ typedef struct SpComp SpComp;
 
 typedef struct {
   PsInstr *hlo;          /* local value in the output computation */
-  PsSharding *sharding;  /* owned, never NULL */
+  PsSharding *sharding;  /* owned unless `shared`, never NULL */
   PsShape *full;         /* owned logical shape */
+  gboolean shared;       /* sharding is the memo's interned copy (sp_pval_new) */
 } PsPVal;
 
 struct SpModule {
@@ -134,6 +135,15 @@ void sp_memo_push (gpointer *saved);
 void sp_memo_pop (gpointer saved);
 /* Hash and equality of TILED shardings by tile structure and device array
  * (as ps_sharding_equal_layout), cheap for iota-form arrays. */
+/* The memo's interned copy of a tiled sharding without metadata or
+ * sharding group (equal to s in every field), or NULL (no memo, other
+ * shardings). Borrowed until sp_memo_pop. */
+const PsSharding *sp_sharding_intern (const PsSharding *s);
+/* sp_sharding_remap, borrowed when memoised: the result stays valid until
+ * sp_memo_pop, or until the caller frees *owned (set when the result had
+ * to be made). NULL as sp_sharding_remap. */
+const PsSharding *sp_sharding_remap_view (const PsSharding *s, int rank, const int64_t *src_dim,
+                                          PsSharding **owned);
 guint sp_sharding_layout_hash (gconstpointer s);
 gboolean sp_sharding_layout_same (gconstpointer a, gconstpointer b);
 /* Shard count of data dim d (1 when not tiled). */

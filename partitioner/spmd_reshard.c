@@ -51,7 +51,7 @@ typedef struct {
 
 static _Thread_local SpMemo *memo_cur;
 
-enum { MEMO_REMAP = 1, MEMO_GROUPS, MEMO_SLICE_OK };
+enum { MEMO_REMAP = 1, MEMO_GROUPS, MEMO_SLICE_OK, MEMO_LOCAL_SLICE };
 
 static guint
 mix (guint h, int64_t v)
@@ -165,8 +165,36 @@ memo_id (const PsSharding *s)
   if (id)
     return GPOINTER_TO_INT (id) - 1;
   int nid = memo_cur->next_id++;
-  g_hash_table_insert (memo_cur->interned, ps_sharding_copy (s), GINT_TO_POINTER (nid + 1));
+  /* Interned copies carry the layout only (sp_sharding_intern hands them
+   * out for shardings without metadata or group). */
+  PsSharding *copy = ps_sharding_copy (s);
+  g_clear_pointer (&copy->metadata, g_free);
+  copy->group_kind = PS_SHARD_GROUP_NONE;
+  copy->group_id = 0;
+  g_hash_table_insert (memo_cur->interned, copy, GINT_TO_POINTER (nid + 1));
   return nid;
+}
+
+const PsSharding *
+sp_sharding_intern (const PsSharding *s)
+{
+  if (!memo_cur || s->kind != PS_SHARDING_TILED || s->metadata
+      || s->group_kind != PS_SHARD_GROUP_NONE || s->group_id != 0)
+    return NULL;
+  gpointer key;
+  if (!g_hash_table_lookup_extended (memo_cur->interned, s, &key, NULL))
+    {
+      memo_id (s);
+      if (!g_hash_table_lookup_extended (memo_cur->interned, s, &key, NULL))
+        return NULL;
+    }
+  const PsSharding *k = key;
+  /* Equal layouts: also equal in what the layout does not compare (the
+   * iota form is derived from the array), except hand-set fields. */
+  if (k->device != s->device || k->n_iota_dims != s->n_iota_dims || k->n_elems != 0
+      || s->n_elems != 0)
+    return NULL;
+  return k;
 }
 
 /* A key of n values (the caller fills k->v). transfer full. */
@@ -473,12 +501,16 @@ remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manu
   return r;
 }
 
-static PsSharding *
-remap_memo (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manual)
+/* The memoised remap (borrowed), or NULL with *found FALSE when s is not
+ * memoised. */
+static const PsSharding *
+remap_lookup (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manual,
+              gboolean *found)
 {
   int64_t id = memo_id (s);
+  *found = id >= 0;
   if (id < 0)
-    return remap (s, rank, src_dim, keep_manual);
+    return NULL;
   MemoKey *k = memo_key_new (3 + rank), *pending;
   k->v[0] = MEMO_REMAP;
   k->v[1] = id;
@@ -491,7 +523,29 @@ remap_memo (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep
       v = memo_store (pending);
       v->sharding = remap (s, rank, src_dim, keep_manual);
     }
-  return v->sharding ? ps_sharding_copy (v->sharding) : NULL;
+  return v->sharding;
+}
+
+const PsSharding *
+sp_sharding_remap_view (const PsSharding *s, int rank, const int64_t *src_dim,
+                        PsSharding **owned)
+{
+  gboolean found;
+  const PsSharding *r = remap_lookup (s, rank, src_dim, FALSE, &found);
+  *owned = NULL;
+  if (found)
+    return r;
+  return *owned = remap (s, rank, src_dim, FALSE);
+}
+
+static PsSharding *
+remap_memo (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manual)
+{
+  gboolean found;
+  const PsSharding *r = remap_lookup (s, rank, src_dim, keep_manual, &found);
+  if (found)
+    return r ? ps_sharding_copy (r) : NULL;
+  return remap (s, rank, src_dim, keep_manual);
 }
 
 PsSharding *
@@ -568,24 +622,22 @@ tiled_to_replicated (SpComp *c, const PsPVal *v)
   return sp_slice (c, x, zeros, v->full->dims);
 }
 
-/* Whether every device's target tile lies in the data it already holds;
- * if so emits the local dynamic-slice and returns it. */
-static PsInstr *
-try_local_slice (SpComp *c, const PsPVal *v, const PsSharding *to)
+/* Per device and data dim, the offset of its target tile in the data it
+ * holds (tables, r x n) and how far the target tiles overhang (over, r);
+ * FALSE when some device's target tile is not inside its data. */
+static gboolean
+local_slice_plan (SpModule *m, const PsShape *full, const PsSharding *from,
+                  const PsSharding *to, int64_t *tables, int64_t *over)
 {
-  const PsSharding *from = v->sharding;
-  int r = v->full->rank;
-  int64_t n = c->m->n;
+  int r = full->rank;
+  int64_t n = m->n;
   g_autofree int64_t *pf = positions (from, n);
   g_autofree int64_t *pt = positions (to, n);
   gboolean from_tiled = from->kind == PS_SHARDING_TILED;
-  int64_t *tables = g_new0 (int64_t, (r > 0 ? r : 1) * n);
-  int64_t over[r > 0 ? r : 1];
-  memset (over, 0, sizeof over);
   gboolean ok = TRUE;
   for (int d = 0; d < r && ok; d++)
     {
-      int64_t N = v->full->dims[d];
+      int64_t N = full->dims[d];
       int64_t ks = sp_shards (from, d), kt = sp_shards (to, d);
       int64_t ss = ceil_div (N, ks), st = ceil_div (N, kt);
       for (int64_t dev = 0; dev < n && ok; dev++)
@@ -612,16 +664,63 @@ try_local_slice (SpComp *c, const PsPVal *v, const PsSharding *to)
           over[d] = MAX (over[d], off + st - ss);
         }
     }
+  return ok;
+}
+
+/* Whether every device's target tile lies in the data it already holds;
+ * if so emits the local dynamic-slice and returns it. The plan depends
+ * only on the two layouts and the full dims, and the same reshards recur
+ * in every layer, so it is memoised. */
+static PsInstr *
+try_local_slice (SpComp *c, const PsPVal *v, const PsSharding *to)
+{
+  const PsSharding *from = v->sharding;
+  int r = v->full->rank;
+  int64_t n = c->m->n;
+  gsize cells = (gsize) (r > 0 ? r : 1) * (gsize) n;
+  int64_t *tables = NULL, *over = NULL;
+  gboolean ok;
+  int64_t tid = memo_id (to);
+  int64_t fid = from->kind == PS_SHARDING_TILED ? memo_id (from) : -10 - (int64_t) from->kind;
+  MemoVal *mv = NULL;
+  if (tid >= 0 && fid != -1)
+    {
+      MemoKey *k = memo_key_new (5 + r), *pending;
+      k->v[0] = MEMO_LOCAL_SLICE;
+      k->v[1] = fid;
+      k->v[2] = tid;
+      k->v[3] = n;
+      k->v[4] = r;
+      for (int d = 0; d < r; d++)
+        k->v[5 + d] = v->full->dims[d];
+      mv = memo_find (k, &pending);
+      if (!mv)
+        {
+          mv = memo_store (pending);
+          /* ids: the tables, then the overhangs. */
+          mv->ids = g_new0 (int64_t, cells + (gsize) (r > 0 ? r : 1));
+          mv->flag = local_slice_plan (c->m, v->full, from, to, mv->ids, mv->ids + cells);
+        }
+      ok = mv->flag;
+      tables = mv->ids;
+      over = mv->ids + cells;
+    }
+  else
+    {
+      tables = g_new0 (int64_t, cells);
+      over = g_new0 (int64_t, r > 0 ? r : 1);
+      ok = local_slice_plan (c->m, v->full, from, to, tables, over);
+    }
   PsInstr *res = NULL;
   if (ok)
     {
       PsInstr *x = v->hlo;
-      int64_t lo[r > 0 ? r : 1], sizes[r > 0 ? r : 1];
+      int64_t lo[r > 0 ? r : 1], hi[r > 0 ? r : 1], sizes[r > 0 ? r : 1];
       PsInstr *starts[r > 0 ? r : 1];
       memset (lo, 0, sizeof lo);
       for (int d = 0; d < r; d++)
-        over[d] = MAX (over[d], 0);
-      x = sp_pad (c, x, sp_const_zero (c, x->shape->etype), lo, over);
+        hi[d] = MAX (over[d], 0);
+      x = sp_pad (c, x, sp_const_zero (c, x->shape->etype), lo, hi);
       for (int d = 0; d < r; d++)
         {
           sizes[d] = ceil_div (v->full->dims[d], sp_shards (to, d));
@@ -629,7 +728,11 @@ try_local_slice (SpComp *c, const PsPVal *v, const PsSharding *to)
         }
       res = sp_dynamic_slice (c, x, starts, sizes);
     }
-  g_free (tables);
+  if (!mv)
+    {
+      g_free (tables);
+      g_free (over);
+    }
   return res;
 }
 
@@ -1094,7 +1197,8 @@ sp_reshard_cost (SpModule *m, const PsShape *full, const PsSharding *from, const
     }
   if (any)
     {
-      g_autoptr (PsSharding) mid = sp_sharding_remap (from, r, keep);
+      g_autoptr (PsSharding) mid_own = NULL;
+      const PsSharding *mid = sp_sharding_remap_view (from, r, keep, &mid_own);
       if (mid && mid->kind == PS_SHARDING_TILED && local_slice_ok (m, full, mid, to))
         return full_bytes / (double) ps_sharding_num_tiles (mid);
     }
