@@ -40,7 +40,8 @@ ps_cmd_verify (int argc, char **argv)
     { "no-scale", 0, 0, G_OPTION_ARG_NONE, &no_scale,
       "Fail when the module is over the interpreter's limits instead of checking a scaled copy", NULL },
     { "dump-scaled", 0, 0, G_OPTION_ARG_FILENAME, &dump_scaled,
-      "Write the scaled copy of the (propagated) module to OUT.hlo and check it", "OUT.hlo" },
+      "Write a scaled copy of the (propagated) module to OUT.hlo and check the module "
+      "through that copy", "OUT.hlo" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - check a partitioning by running it");
@@ -98,9 +99,15 @@ ps_cmd_verify (int argc, char **argv)
   vopts.interp.rng_seed = (guint64) seed;
   vopts.interp.max_work = max_work;
   PsVerifyResult res;
+  /* With --dump-scaled, one copy (remainders kept modulo the shard counts
+   * and the device count) is both written and checked; otherwise
+   * ps_shrink_verify tries its copies in turn. */
+  PsShrinkOptions shrink_opts;
+  ps_shrink_options_init (&shrink_opts);
+  shrink_opts.num_devices = devices;
   if (dump_scaled)
     {
-      g_autoptr (PsModule) small = ps_shrink_module (m, NULL, NULL, &error);
+      g_autoptr (PsModule) small = ps_shrink_module (m, &shrink_opts, NULL, &error);
       if (!small)
         {
           g_prefix_error (&error, "%s: ", path);
@@ -120,7 +127,8 @@ ps_cmd_verify (int argc, char **argv)
       g_clear_error (&error);
       PsShrinkReport rep;
       so.replay_choices = TRUE;
-      if (!ps_shrink_verify (m, part, devices, &so, NULL, &vopts, &res, &rep, &error))
+      if (!ps_shrink_verify (m, part, devices, &so, dump_scaled ? &shrink_opts : NULL, &vopts, &res,
+                             &rep, &error))
         {
           g_prefix_error (&error, "%s: ", path);
           return ps_cli_fail (error);
