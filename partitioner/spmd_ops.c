@@ -41,7 +41,8 @@ sp_handle_broadcast (SpComp *c, const PsInstr *in)
   int64_t src[r > 0 ? r : 1];
   for (int i = 0; i < r; i++)
     src[i] = in->dimensions.v[i];
-  g_autoptr (PsSharding) os = sp_sharding_remap (t, r, src);
+  g_autoptr (PsSharding) os_own = NULL;
+  const PsSharding *os = sp_sharding_remap_view (t, r, src, &os_own);
   if (!os)
     return NULL;
   PsInstr *x = sp_reshard (c, op, os);
@@ -61,7 +62,8 @@ sp_handle_transpose (SpComp *c, const PsInstr *in)
   int64_t src[r > 0 ? r : 1];
   for (int i = 0; i < r; i++)
     src[in->dimensions.v[i]] = i;
-  g_autoptr (PsSharding) os = sp_sharding_remap (t, r, src);
+  g_autoptr (PsSharding) os_own = NULL;
+  const PsSharding *os = sp_sharding_remap_view (t, r, src, &os_own);
   if (!os)
     return NULL;
   PsInstr *x = sp_reshard (c, op, os);
@@ -265,7 +267,8 @@ sp_handle_reduce (SpComp *c, const PsInstr *in)
       g_autofree int64_t *groups = sp_groups (s, mask, &ng, &gs);
       y = sp_all_reduce_with (c, y, in->called[0], ng, gs, groups);
     }
-  g_autoptr (PsSharding) rs = sp_sharding_remap (s, ro, kept);
+  g_autoptr (PsSharding) rs_own = NULL;
+  const PsSharding *rs = sp_sharding_remap_view (s, ro, kept, &rs_own);
   return finish (in, y, rs);
 }
 
@@ -496,7 +499,8 @@ sp_handle_slice (SpComp *c, const PsInstr *in)
   int64_t src[r];
   for (int d = 0; d < r; d++)
     src[d] = d;
-  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  g_autoptr (PsSharding) s_own = NULL;
+  const PsSharding *s = sp_sharding_remap_view (t, r, src, &s_own);
   if (!s)
     return NULL;
   PsInstr *x = sp_reshard (c, op, s);
@@ -517,7 +521,7 @@ sp_handle_slice (SpComp *c, const PsInstr *in)
           w.pad_lo = -in->slice_starts.v[d];
           w.base_dilation = 1;
           w.window_dilation = 1;
-          PsPVal xv = { x, s, op->full };
+          PsPVal xv = { x, (PsSharding *) s, op->full, FALSE };
           x = sp_halo_exchange (c, &xv, d, &w, in->shape->dims[d], k, zero);
           strides[d] = st;
           limits[d] = x->shape->dims[d];
@@ -559,7 +563,8 @@ sp_handle_pad (SpComp *c, const PsInstr *in)
   int64_t src[r];
   for (int d = 0; d < r; d++)
     src[d] = d;
-  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  g_autoptr (PsSharding) s_own = NULL;
+  const PsSharding *s = sp_sharding_remap_view (t, r, src, &s_own);
   if (!s)
     return NULL;
   PsInstr *x = sp_reshard (c, op, s);
@@ -582,7 +587,7 @@ sp_handle_pad (SpComp *c, const PsInstr *in)
       w.pad_hi = in->padding[d].hi;
       w.base_dilation = in->padding[d].interior + 1;
       w.window_dilation = 1;
-      PsPVal xv = { x, s, op->full };
+      PsPVal xv = { x, (PsSharding *) s, op->full, FALSE };
       x = sp_halo_exchange (c, &xv, d, &w, in->shape->dims[d], k, fill);
     }
   if (local_pad)
@@ -754,7 +759,8 @@ sp_handle_dynamic_update_slice (SpComp *c, const PsInstr *in)
   int64_t src[r > 0 ? r : 1];
   for (int d = 0; d < r; d++)
     src[d] = upd->full->dims[d] == op->full->dims[d] ? d : -1;
-  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  g_autoptr (PsSharding) s_own = NULL;
+  const PsSharding *s = sp_sharding_remap_view (t, r, src, &s_own);
   if (!s || s->kind != PS_SHARDING_TILED)
     return NULL;
   int n = in->n_operands;
@@ -784,7 +790,8 @@ sp_handle_concatenate (SpComp *c, const PsInstr *in)
   int64_t src[r];
   for (int d = 0; d < r; d++)
     src[d] = d == dim ? -1 : d;
-  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  g_autoptr (PsSharding) s_own = NULL;
+  const PsSharding *s = sp_sharding_remap_view (t, r, src, &s_own);
   if (!s)
     return NULL;
   int n = in->n_operands;
@@ -822,7 +829,8 @@ sp_handle_sort (SpComp *c, const PsInstr *in)
           src[d] = dim;
           break;
         }
-  g_autoptr (PsSharding) s = sp_sharding_remap (t, r, src);
+  g_autoptr (PsSharding) s_own = NULL;
+  const PsSharding *s = sp_sharding_remap_view (t, r, src, &s_own);
   if (!s)
     return NULL;
   int n = in->n_operands;
@@ -990,7 +998,8 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
     }
   if (!trivial)
     return NULL;
-  g_autoptr (PsSharding) s = sp_sharding_remap (op->sharding, ro, keep);
+  g_autoptr (PsSharding) s_own = NULL;
+  const PsSharding *s = sp_sharding_remap_view (op->sharding, ro, keep, &s_own);
   if (!s || !plain_tiled (s))
     return NULL;
   PsInstr *opx = sp_reshard (c, op, s);
@@ -1020,7 +1029,8 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
   for (int d = 0; d < ro; d++)
     if (off_of_op[d] >= 0)
       src[off_of_op[d]] = d;
-  g_autoptr (PsSharding) rs = sp_sharding_remap (s, rout, src);
+  g_autoptr (PsSharding) rs_own = NULL;
+  const PsSharding *rs = sp_sharding_remap_view (s, rout, src, &rs_own);
   if (!rs)
     return NULL;
   PsInstr *ops[2] = { opx, x };
