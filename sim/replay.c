@@ -427,6 +427,30 @@ dev_group (const Dev *d, const Op *op, int *members)
   return g;
 }
 
+/* Runs op on device d as far as it can alone: a compute segment, or its
+ * arrival at a collective's start. Returns the group's record when op is a
+ * done that d takes part in (the caller waits for its completion, then
+ * calls dev_done), NULL otherwise. */
+static Inst *
+dev_step (Dev *d, const Op *op)
+{
+  if (op->kind == OP_SEGMENT)
+    {
+      dev_segment (d, op);
+      return NULL;
+    }
+  int members = 0, g = dev_group (d, op, &members);
+  if (g < 0)
+    return NULL;
+  Inst *in = inst_get (d->rp, op->occ, g);
+  if (op->kind == OP_START)
+    {
+      dev_start (d, op, in, g, members);
+      return NULL;
+    }
+  return in;
+}
+
 /* Without the cache: one actor per device, collectives as flows on the
  * shared network; a member waits on its semaphore until its group's helper
  * actor completes the collective. */
@@ -434,25 +458,13 @@ static void
 device_actor (void *data)
 {
   Dev *d = data;
-  Replay *rp = d->rp;
-  Program *p = rp->prog;
+  Program *p = d->rp->prog;
   for (guint i = 0; i < p->ops->len; i++)
     {
       const Op *op = &g_array_index (p->ops, Op, i);
-      if (op->kind == OP_SEGMENT)
-        {
-          dev_segment (d, op);
-          continue;
-        }
-      int members = 0, g = dev_group (d, op, &members);
-      if (g < 0)
+      Inst *in = dev_step (d, op);
+      if (!in)
         continue;
-      Inst *in = inst_get (rp, op->occ, g);
-      if (op->kind == OP_START)
-        {
-          dev_start (d, op, in, g, members);
-          continue;
-        }
       if (!in->done)
         {
           if (!in->waiters)
@@ -481,24 +493,15 @@ replay_cached (Replay *rp)
       for (int dv = 0; dv < p->n_devices; dv++)
         {
           Dev *d = &rp->devs[dv];
-          if (op->kind == OP_SEGMENT)
-            {
-              dev_segment (d, op);
-              continue;
-            }
-          int members = 0, g = dev_group (d, op, &members);
-          if (g < 0)
+          Inst *in = dev_step (d, op);
+          if (!in)
             continue;
-          Inst *in = inst_get (rp, op->occ, g);
-          if (op->kind == OP_START)
-            dev_start (d, op, in, g, members);
-          else if (!in->done)
+          if (!in->done)
             {
               rp->hung = TRUE;
               break;
             }
-          else
-            dev_done (d, op, in);
+          dev_done (d, op, in);
         }
     }
 }
