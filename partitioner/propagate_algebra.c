@@ -83,15 +83,6 @@ ta_transpose (const Ta *t, const int64_t *perm)
   return r;
 }
 
-static int64_t
-prod (int n, const int64_t *v)
-{
-  int64_t p = 1;
-  for (int i = 0; i < n; i++)
-    p *= v[i];
-  return p;
-}
-
 static gboolean
 contains (int n, const int64_t *v, int64_t x)
 {
@@ -250,7 +241,7 @@ pp_num_tiles (const PsSharding *s)
 {
   if (!pp_is_tiled (s))
     return 1;
-  return prod (pp_data_rank (s), s->tile_dims);
+  return ps_sharding_product_ (pp_data_rank (s), s->tile_dims);
 }
 
 int64_t
@@ -660,7 +651,7 @@ pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s
 #define APPEND_T(sz) do { if (inplace) out[nout - 1] *= (sz); else out[nout++] = (sz); inplace = FALSE; } while (0)
 #define SPUSH(sz, p) do { sd[nsd++] = (sz); st[nst++] = (p); src_index--; } while (0)
 #define SPOP() do { nsd--; nst--; src_index++; } while (0)
-  while (nsd > 0 && ntd > 0 && prod (nst, st) != 1)
+  while (nsd > 0 && ntd > 0 && ps_sharding_product_ (nst, st) != 1)
     {
       int64_t sp = 1;
       while (nst > 0 && st[nst - 1] == 1)
@@ -719,7 +710,7 @@ pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s
 #undef APPEND_T
 #undef SPUSH
 #undef SPOP
-  if (prod (nout, out) == 1)
+  if (ps_sharding_product_ (nout, out) == 1)
     return NULL;
   while (nout < tgt->rank)
     out[nout++] = 1;
@@ -744,7 +735,7 @@ pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s
         kinds[nk++] = sh->subgroup_kinds[i - dr];
     }
   int64_t total = sh->n_devices;
-  int64_t p = prod (nout, out);
+  int64_t p = ps_sharding_product_ (nout, out);
   if (p == 0 || total % p != 0)
     {
       ps_sharding_free (sh);
@@ -824,7 +815,7 @@ through_reshape_plain (const PsShape *src, const PsShape *tgt, const PsSharding 
             for (int i = 0; i < tgt->rank; i++)
               rd[nr++] = 1;
           ps_sharding_free (reshaped);
-          int64_t pr = prod (nr, rd);
+          int64_t pr = ps_sharding_product_ (nr, rd);
           if (pr == 0 || s->n_devices % pr != 0)
             continue;
           int64_t nrep = s->n_devices / pr;
@@ -1017,7 +1008,7 @@ pp_along_dims (const PsSharding *s, int n, const int64_t *src_dims, const int64_
     tiles[nt++] = tr->tile_dims[i];
   Ta t = ta_of (tr);
   PsSharding *out = NULL;
-  if (prod (nt, tiles) == t.n)
+  if (ps_sharding_product_ (nt, tiles) == t.n)
     {
       ta_reshape (&t, nt, tiles);
       out = sh_from_ta (&t, tr->n_subgroups, tr->subgroup_kinds, s);

@@ -11,15 +11,6 @@
 #include "partitioner/propagate_internal.h"
 #include "partitioner/sharding_private.h"
 
-static int64_t
-prod (int n, const int64_t *v)
-{
-  int64_t p = 1;
-  for (int i = 0; i < n; i++)
-    p *= v[i];
-  return p;
-}
-
 /* Metadata lists: a sharding's metadata text is one "{...}" entry or a
  * list "{{...}, {...}}". Merging two shardings keeps the first one's entries
  * and appends the second one's that are new (as XLA does). */
@@ -144,7 +135,7 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
         return NULL;
     }
   int64_t ndev = to_merge->n_devices;
-  int64_t ntiles = prod (nm, merged);
+  int64_t ntiles = ps_sharding_product_ (nm, merged);
   if (ndev % ntiles != 0 || ntiles < minimum_tiles)
     return NULL;
   int64_t repl;

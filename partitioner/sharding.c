@@ -98,8 +98,8 @@ ps_sharding_copy (const PsSharding *s)
 
 /* ---- array helpers -------------------------------------------------------- */
 
-static int64_t
-product (int n, const int64_t *v)
+int64_t
+ps_sharding_product_ (int n, const int64_t *v)
 {
   int64_t p = 1;
   for (int i = 0; i < n; i++)
@@ -179,7 +179,7 @@ transpose_into (const int64_t *in, int64_t *out, int n, const int64_t *dims,
 int64_t *
 ps_sharding_transpose_ (const int64_t *in, int n, const int64_t *dims, const int64_t *perm)
 {
-  int64_t total = product (n, dims);
+  int64_t total = ps_sharding_product_ (n, dims);
   int64_t *out = g_new (int64_t, MAX (total, 1));
   if (total > 0)
     transpose_into (in, out, n, dims, perm);
@@ -189,7 +189,7 @@ ps_sharding_transpose_ (const int64_t *in, int n, const int64_t *dims, const int
 int64_t *
 ps_sharding_expand_iota_ (int n_reshape, const int64_t *reshape, const int64_t *perm)
 {
-  int64_t total = product (n_reshape, reshape);
+  int64_t total = ps_sharding_product_ (n_reshape, reshape);
   int64_t *iota = g_new (int64_t, MAX (total, 1));
   for (int64_t i = 0; i < total; i++)
     iota[i] = i;
@@ -333,7 +333,7 @@ tile_raw (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
   PsSharding *s = sharding_new (PS_SHARDING_TILED);
   s->n_tile_dims = n_dims;
   s->tile_dims = dup_i64 (dims, n_dims);
-  s->n_devices = product (n_dims, dims);
+  s->n_devices = ps_sharding_product_ (n_dims, dims);
   s->devices = devices;
   s->n_subgroups = n_sub;
   if (n_sub > 0)
@@ -398,7 +398,7 @@ static PsSharding *
 partial_tile (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
               const PsSubgroupKind *kinds)
 {
-  int64_t total = product (n_dims, dims);
+  int64_t total = ps_sharding_product_ (n_dims, dims);
   int64_t group = dims[n_dims - 1];
   if (n_sub == 1 && (n_dims == 1 || group == total))
     {
@@ -426,7 +426,7 @@ ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices, int 
   gboolean all_same = TRUE;
   for (int i = 1; i < n_sub; i++)
     all_same &= kinds[i] == kinds[0];
-  if (all_same && product (data, dims) == 1)
+  if (all_same && ps_sharding_product_ (data, dims) == 1)
     {
       g_free (devices);
       return kinds[0] == PS_SUBGROUP_MANUAL ? ps_sharding_manual () : ps_sharding_replicated ();
@@ -511,7 +511,7 @@ ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices, int 
   if (out_sub == 0)
     return tile_raw (n_out, out_dims, arr, 0, NULL);
   if (out_sub == 1 && out_kinds[0] == PS_SUBGROUP_MANUAL
-      && product (n_out, out_dims) == out_dims[n_out - 1])
+      && ps_sharding_product_ (n_out, out_dims) == out_dims[n_out - 1])
     {
       g_free (arr);
       return ps_sharding_manual ();
@@ -561,7 +561,7 @@ ps_sharding_tiled (int n_dims, const int64_t *dims, const int64_t *devices)
 {
   if (!check_devices (n_dims, dims, devices))
     return NULL;
-  return ps_sharding_make_tiled_ (n_dims, dims, dup_i64 (devices, product (n_dims, dims)), 0,
+  return ps_sharding_make_tiled_ (n_dims, dims, dup_i64 (devices, ps_sharding_product_ (n_dims, dims)), 0,
                                   NULL);
 }
 
@@ -573,7 +573,7 @@ ps_sharding_subgroup (int n_dims, const int64_t *dims, const int64_t *devices, i
   g_return_val_if_fail (n_subgroups == 0 || kinds != NULL, NULL);
   if (!check_devices (n_dims, dims, devices))
     return NULL;
-  return ps_sharding_make_tiled_ (n_dims, dims, dup_i64 (devices, product (n_dims, dims)),
+  return ps_sharding_make_tiled_ (n_dims, dims, dup_i64 (devices, ps_sharding_product_ (n_dims, dims)),
                                   n_subgroups, kinds);
 }
 
@@ -743,7 +743,7 @@ int64_t
 ps_sharding_num_tiles (const PsSharding *s)
 {
   g_return_val_if_fail (s != NULL, 1);
-  return s->kind == PS_SHARDING_TILED ? product (ps_sharding_data_rank (s), s->tile_dims) : 1;
+  return s->kind == PS_SHARDING_TILED ? ps_sharding_product_ (ps_sharding_data_rank (s), s->tile_dims) : 1;
 }
 
 int64_t
