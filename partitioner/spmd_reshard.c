@@ -952,6 +952,28 @@ replicated_to (SpComp *c, PsInstr *full_local, const PsShape *full, const PsShar
   return try_local_slice (c, &tmp, to);
 }
 
+/* The dims reshard_array gathers on the way from `from` to `to`: those
+ * split in `from` and not split alike in `to` get keep[d] = -1, the others
+ * keep[d] = d (a remap that drops the gathered dims). TRUE when any is
+ * gathered. */
+static gboolean
+dims_to_gather (const PsSharding *from, const PsSharding *to, int r, int64_t *keep)
+{
+  gboolean any = FALSE;
+  for (int d = 0; d < r; d++)
+    {
+      int64_t kf = sp_shards (from, d);
+      if (kf > 1 && kf != sp_shards (to, d))
+        {
+          keep[d] = -1;
+          any = TRUE;
+        }
+      else
+        keep[d] = d;
+    }
+  return any;
+}
+
 static PsInstr *
 reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
 {
@@ -1014,19 +1036,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
       /* Gather the dims whose sharding differs, keep the others. */
       int r = v->full->rank;
       int64_t keep[r > 0 ? r : 1];
-      gboolean any = FALSE;
-      for (int d = 0; d < r; d++)
-        {
-          int64_t kf = sp_shards (from, d);
-          if (kf > 1 && kf != sp_shards (to, d))
-            {
-              keep[d] = -1;
-              any = TRUE;
-            }
-          else
-            keep[d] = d;
-        }
-      if (any)
+      if (dims_to_gather (from, to, r, keep))
         {
           g_autoptr (PsSharding) mid = sp_sharding_remap (from, r, keep);
           if (mid && !ps_sharding_equal_layout (mid, from))
@@ -1183,19 +1193,7 @@ sp_reshard_cost (SpModule *m, const PsShape *full, const PsSharding *from, const
    * (each device ends up with the `mid` tile), then slices locally. */
   int r = full->rank;
   int64_t keep[r > 0 ? r : 1];
-  gboolean any = FALSE;
-  for (int d = 0; d < r; d++)
-    {
-      int64_t kf = sp_shards (from, d);
-      if (kf > 1 && kf != sp_shards (to, d))
-        {
-          keep[d] = -1;
-          any = TRUE;
-        }
-      else
-        keep[d] = d;
-    }
-  if (any)
+  if (dims_to_gather (from, to, r, keep))
     {
       g_autoptr (PsSharding) mid_own = NULL;
       const PsSharding *mid = sp_sharding_remap_view (from, r, keep, &mid_own);
