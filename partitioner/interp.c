@@ -100,17 +100,6 @@ ps_interp_next_index (int rank, const int64_t *dims, int64_t *idx)
   return FALSE;
 }
 
-static int64_t
-shape_leaf_elements (const PsShape *s)
-{
-  if (s->etype != PS_TUPLE)
-    return ps_shape_elements (s);
-  int64_t n = 0;
-  for (int k = 0; k < s->n_elems; k++)
-    n += shape_leaf_elements (s->elems[k]);
-  return n;
-}
-
 /* ---- plans ----------------------------------------------------------------- */
 
 /* A computation in evaluation order with operands resolved to positions, so
@@ -488,28 +477,28 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
           borrowed[i] = TRUE;
           continue;
         }
-      if (shape_leaf_elements (ins->shape) > ctx->opts.max_elements)
+      if (ps_shape_leaf_elements (ins->shape) > ctx->opts.max_elements)
         {
           ps_interp_fail (error, PS_ERROR_LIMIT, ins,
                           "value of %" G_GINT64_FORMAT " elements is over the interpreter's "
                           "limit of %" G_GINT64_FORMAT,
-                          shape_leaf_elements (ins->shape), ctx->opts.max_elements);
+                          ps_shape_leaf_elements (ins->shape), ctx->opts.max_elements);
           ok = FALSE;
           break;
         }
-      if (!ps_interp_charge (ctx, ins, shape_leaf_elements (ins->shape) * nl, error))
+      if (!ps_interp_charge (ctx, ins, ps_shape_leaf_elements (ins->shape) * nl, error))
         {
           ok = FALSE;
           break;
         }
-      ctx->live_elements += shape_leaf_elements (ins->shape) * nl;
+      ctx->live_elements += ps_shape_leaf_elements (ins->shape) * nl;
       if (ctx->live_elements > ctx->opts.max_live_elements)
         {
           ps_interp_fail (error, PS_ERROR_LIMIT, ins,
                           "memory limit: %d device%s would hold %" G_GINT64_FORMAT " elements at "
                           "once, over the interpreter's limit of %" G_GINT64_FORMAT,
                           nl, nl == 1 ? "" : "s", ctx->live_elements, ctx->opts.max_live_elements);
-          ctx->live_elements -= shape_leaf_elements (ins->shape) * nl;
+          ctx->live_elements -= ps_shape_leaf_elements (ins->shape) * nl;
           ok = FALSE;
           break;
         }
@@ -571,7 +560,7 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
             {
               for (int l = 0; l < nl; l++)
                 g_clear_pointer (&vals[(gsize) p * nl + l], ps_value_free);
-              ctx->live_elements -= shape_leaf_elements (plan->instrs[p]->shape) * nl;
+              ctx->live_elements -= ps_shape_leaf_elements (plan->instrs[p]->shape) * nl;
             }
         }
     }
@@ -595,7 +584,7 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
         /* The root's values now belong to the caller: uncount them too,
          * the caller's instruction counts its own result. */
         if (held)
-          ctx->live_elements -= shape_leaf_elements (plan->instrs[i]->shape) * nl;
+          ctx->live_elements -= ps_shape_leaf_elements (plan->instrs[i]->shape) * nl;
       }
   g_free (vals);
   g_free (borrowed);

@@ -219,6 +219,18 @@ ps_shape_bytes (const PsShape *s)
   return ps_shape_elements (s) * ps_etype_size_bytes (s->etype);
 }
 
+int64_t
+ps_shape_leaf_elements (const PsShape *s)
+{
+  g_return_val_if_fail (s != NULL, 0);
+  if (s->etype != PS_TUPLE)
+    return ps_shape_elements (s);
+  int64_t n = 0;
+  for (int i = 0; i < s->n_elems; i++)
+    n += ps_shape_leaf_elements (s->elems[i]);
+  return n;
+}
+
 int
 ps_shape_leaf_count (const PsShape *s)
 {

@@ -75,6 +75,7 @@ gboolean ps_shape_is_array (const PsShape *s);
 gboolean ps_shape_equal (const PsShape *a, const PsShape *b);
 int64_t ps_shape_elements (const PsShape *s);        /* arrays: product of dims */
 int64_t ps_shape_bytes (const PsShape *s);           /* tuples: sum of leaves */
+int64_t ps_shape_leaf_elements (const PsShape *s);   /* elements of all leaves */
 int ps_shape_leaf_count (const PsShape *s);          /* arrays: 1 */
 /* Leaves of a tuple shape depth-first (arrays: the shape itself). transfer
  * container: the array is new, the shapes are borrowed. */

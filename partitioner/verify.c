@@ -511,17 +511,6 @@ tuple_sharding_fits (const PsSharding *s, const PsShape *shape)
          || s->n_elems == ps_shape_leaf_count (shape);
 }
 
-static int64_t
-leaf_elements (const PsShape *s)
-{
-  if (s->etype != PS_TUPLE)
-    return ps_shape_elements (s);
-  int64_t n = 0;
-  for (int k = 0; k < s->n_elems; k++)
-    n += leaf_elements (s->elems[k]);
-  return n;
-}
-
 /* ---- the global view of programs with manual regions ------------------------------ */
 
 static gboolean
@@ -667,12 +656,12 @@ verify_once (const PsModule *original, const PsModule *partitioned, int64_t num_
       const PsInstr *pparam = pe->params->pdata[p];
       int64_t max_el = opts->interp.max_elements > 0 ? opts->interp.max_elements
                        : (int64_t) 64 * 1024 * 1024;
-      if (leaf_elements (param->shape) > max_el)
+      if (ps_shape_leaf_elements (param->shape) > max_el)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
                        "verify: parameter %d (%s) has %" G_GINT64_FORMAT " elements, over the "
                        "interpreter's limit of %" G_GINT64_FORMAT, p, param->name,
-                       leaf_elements (param->shape), max_el);
+                       ps_shape_leaf_elements (param->shape), max_el);
           ok = FALSE;
           break;
         }
@@ -734,9 +723,9 @@ verify_once (const PsModule *original, const PsModule *partitioned, int64_t num_
         {
           int64_t max_live = opts->interp.max_live_elements > 0 ? opts->interp.max_live_elements
                              : 4 * max_el;
-          input_elements += leaf_elements (want) * num_devices;
+          input_elements += ps_shape_leaf_elements (want) * num_devices;
           if (global)
-            input_elements += leaf_elements (param->shape) * num_devices;
+            input_elements += ps_shape_leaf_elements (param->shape) * num_devices;
           if (input_elements > max_live)
             {
               g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
