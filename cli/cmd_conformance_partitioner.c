@@ -35,12 +35,12 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/propagate.h"
-#include "partitioner/sharding.h"
-#include "partitioner/shrink.h"
-#include "partitioner/spmd.h"
-#include "partitioner/verify.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/ir/sharding.h"
+#include "partitioner/interp/shrink.h"
+#include "partitioner/spmd/spmd.h"
+#include "partitioner/interp/verify.h"
 
 typedef struct {
   gint64 max_work;

@@ -18,9 +18,9 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/propagate.h"
-#include "partitioner/sharding.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/ir/sharding.h"
 
 #define CASE_TIME_LIMIT_S 20
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/hlo_printer.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
 
 int
 ps_cmd_hlo (int argc, char **argv)

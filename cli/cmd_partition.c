@@ -10,12 +10,12 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/hlo_printer.h"
-#include "partitioner/lower.h"
-#include "partitioner/memory.h"
-#include "partitioner/propagate.h"
-#include "partitioner/spmd.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/analysis/lower.h"
+#include "partitioner/analysis/memory.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/spmd/spmd.h"
 
 static int
 compare_names (gconstpointer a, gconstpointer b)

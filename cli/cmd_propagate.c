@@ -1,14 +1,14 @@
 /* podsim propagate FILE.hlo: completes the shardings of a module
- * (partitioner/propagate.h) and prints it with every instruction's sharding. */
+ * (partitioner/propagate/propagate.h) and prints it with every instruction's sharding. */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/hlo_printer.h"
-#include "partitioner/propagate.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/propagate/propagate.h"
 
 int
 ps_cmd_propagate (int argc, char **argv)

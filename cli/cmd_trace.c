@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "partitioner/cost.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/lower.h"
-#include "partitioner/memory.h"
+#include "partitioner/analysis/cost.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/analysis/lower.h"
+#include "partitioner/analysis/memory.h"
 #include "traces/trace.h"
 
 /* Bytes with the exact count, so scripts can compare. */

@@ -4,7 +4,7 @@
  * module and the SPMD program on the same random inputs with the reference
  * interpreter and says whether every output agrees. A module over the
  * interpreter's limits is checked on a scaled copy that partitions into the
- * same program (partitioner/shrink.h) unless --no-scale. Exit 0: they agree;
+ * same program (partitioner/interp/shrink.h) unless --no-scale. Exit 0: they agree;
  * 1: they do not; 2: bad input (unreadable file, partitioner or interpreter
  * error, too large to check). */
 #include "config.h"
@@ -14,12 +14,12 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/hlo_printer.h"
-#include "partitioner/propagate.h"
-#include "partitioner/shrink.h"
-#include "partitioner/spmd.h"
-#include "partitioner/verify.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/interp/shrink.h"
+#include "partitioner/spmd/spmd.h"
+#include "partitioner/interp/verify.h"
 
 int
 ps_cmd_verify (int argc, char **argv)

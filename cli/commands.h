@@ -8,7 +8,7 @@
 
 #include <glib.h>
 
-#include "partitioner/propagate.h"
+#include "partitioner/propagate/propagate.h"
 
 typedef int (*PsCommandFn) (int argc, char **argv);
 

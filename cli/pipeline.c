@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "partitioner/cost.h"
-#include "partitioner/cse.h"
-#include "partitioner/hlo_printer.h"
-#include "partitioner/lower.h"
-#include "partitioner/memory.h"
-#include "partitioner/propagate.h"
-#include "partitioner/spmd.h"
+#include "partitioner/analysis/cost.h"
+#include "partitioner/ir/cse.h"
+#include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/analysis/lower.h"
+#include "partitioner/analysis/memory.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/spmd/spmd.h"
 #include "sim/replay.h"
 #include "topology/platform.h"
 

@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "partitioner/autodiff.h"
-#include "partitioner/sharding.h"
+#include "partitioner/builder/autodiff.h"
+#include "partitioner/ir/sharding.h"
 #include "traces/trace.h"
 
 /* ---- presets ---------------------------------------------------------------- */

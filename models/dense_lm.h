@@ -6,9 +6,9 @@
  * L pre-layer-norm Transformer layers (self-attention with per-head dim D and
  * a relative position bias of 32 buckets, causal mask; FFN with optional gated
  * GELU), final layer norm, softmax cross-entropy against the embedding
- * (shared softmax weights); then the backward pass (partitioner/autodiff.h),
+ * (shared softmax weights); then the backward pass (partitioner/builder/autodiff.h),
  * optionally rematerialised per layer, gradient accumulation over
- * microbatches, and the optimizer update (partitioner/optimizer.h). Weights
+ * microbatches, and the optimizer update (partitioner/builder/optimizer.h). Weights
  * and optimizer state are f32, activations bf16.
  *
  * Sharding presets annotate a few tensors per layer, as the paper describes;
@@ -30,8 +30,8 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "partitioner/ir.h"
-#include "partitioner/optimizer.h"
+#include "partitioner/ir/ir.h"
+#include "partitioner/builder/optimizer.h"
 
 G_BEGIN_DECLS
 

@@ -5,9 +5,9 @@
 #include <check.h>
 #include <string.h>
 
-#include "partitioner/cost.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/memory.h"
+#include "partitioner/analysis/cost.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/analysis/memory.h"
 
 static PsModule *
 parse (const char *text)

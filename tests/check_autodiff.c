@@ -9,11 +9,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "partitioner/autodiff.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/interp.h"
-#include "partitioner/ir.h"
-#include "partitioner/optimizer.h"
+#include "partitioner/builder/autodiff.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/interp/interp.h"
+#include "partitioner/ir/ir.h"
+#include "partitioner/builder/optimizer.h"
 
 static PsModule *
 parse (const char *text)

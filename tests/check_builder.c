@@ -8,10 +8,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "partitioner/builder.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/hlo_printer.h"
-#include "partitioner/interp.h"
+#include "partitioner/builder/builder.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/interp/interp.h"
 
 #define D(...) ((int64_t[]) { __VA_ARGS__ })
 

@@ -9,10 +9,10 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/hlo_printer.h"
-#include "partitioner/ir.h"
-#include "partitioner/sharding.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/ir/ir.h"
+#include "partitioner/ir/sharding.h"
 
 static char *
 src_path (const char *rel)

@@ -6,10 +6,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/interp.h"
-#include "partitioner/sharding.h"
-#include "partitioner/verify.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/interp/interp.h"
+#include "partitioner/ir/sharding.h"
+#include "partitioner/interp/verify.h"
 
 static PsModule *
 parse (const char *text)

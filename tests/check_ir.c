@@ -1,4 +1,4 @@
-/* Check suite for the graph IR (partitioner/ir.c, shape_infer.c): element
+/* Check suite for the graph IR (partitioner/ir/ir.c, shape_infer.c): element
  * types, shapes, the instruction API (users, replace, remove), clone, post
  * order, shape inference for the main opcodes and module validation. */
 #include "config.h"
@@ -6,10 +6,10 @@
 #include <check.h>
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/hlo_printer.h"
-#include "partitioner/ir.h"
-#include "partitioner/sharding.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/ir/ir.h"
+#include "partitioner/ir/sharding.h"
 
 typedef PsShape TShape;
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TShape, ps_shape_free)

@@ -7,9 +7,9 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "partitioner/cost.h"
-#include "partitioner/hlo_parser.h"
-#include "partitioner/lower.h"
+#include "partitioner/analysis/cost.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/analysis/lower.h"
 
 static PsModule *
 parse (const char *text)

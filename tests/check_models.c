@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "models/dense_lm.h"
-#include "partitioner/interp.h"
-#include "partitioner/ir.h"
+#include "partitioner/interp/interp.h"
+#include "partitioner/ir/ir.h"
 
 static char *
 published_path (void)

@@ -7,9 +7,9 @@
 #include <check.h>
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/propagate.h"
-#include "partitioner/sharding.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/ir/sharding.h"
 
 static PsModule *
 parse (const char *text)

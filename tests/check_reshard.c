@@ -1,17 +1,17 @@
 /* Resharding between every pair of shardings among replicated, tiled on each
  * dim (and on both, and in another device order), partially replicated and
  * maximal, on 2, 4 and 8 devices, each checked by running the partitioned
- * program with the reference interpreter (partitioner/verify.h). A few pairs
+ * program with the reference interpreter (partitioner/interp/verify.h). A few pairs
  * also check that the cheap collective was chosen. */
 #include "config.h"
 
 #include <check.h>
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/sharding.h"
-#include "partitioner/spmd.h"
-#include "partitioner/verify.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/sharding.h"
+#include "partitioner/spmd/spmd.h"
+#include "partitioner/interp/verify.h"
 
 /* Shardings of a rank-2 array for n devices, as HLO text. */
 static GPtrArray *

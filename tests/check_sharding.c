@@ -7,8 +7,8 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "partitioner/ir.h"
-#include "partitioner/sharding.h"
+#include "partitioner/ir/ir.h"
+#include "partitioner/ir/sharding.h"
 
 /* ir.h declares no autoptr for PsShape; a local alias avoids clashing with
  * one added later. */

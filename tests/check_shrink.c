@@ -1,4 +1,4 @@
-/* Scaled-down copies for verification (partitioner/shrink.h): which dims
+/* Scaled-down copies for verification (partitioner/interp/shrink.h): which dims
  * shrink and to what, which are kept, that the copy validates, and that a
  * module too large for the interpreter is verified through its copy; and
  * verify.h's recheck of 16-bit float mismatches in f32. */
@@ -7,10 +7,10 @@
 #include <check.h>
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/shrink.h"
-#include "partitioner/spmd.h"
-#include "partitioner/verify.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/interp/shrink.h"
+#include "partitioner/spmd/spmd.h"
+#include "partitioner/interp/verify.h"
 
 static PsModule *
 parse (const char *text)

@@ -1,6 +1,6 @@
 /* Per-op handlers of the SPMD partitioner: each case is partitioned, run on
  * N devices by the reference interpreter and compared with the original
- * (partitioner/verify.h through tests/spmd_testutil.c); each also states how
+ * (partitioner/interp/verify.h through tests/spmd_testutil.c); each also states how
  * many replicate-then-slice fallbacks and which collectives it may use, so
  * a handler that silently degrades to the fallback fails too. */
 #include "config.h"
@@ -8,10 +8,10 @@
 #include <check.h>
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/propagate.h"
-#include "partitioner/spmd.h"
-#include "partitioner/verify.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/spmd/spmd.h"
+#include "partitioner/interp/verify.h"
 #include "tests/spmd_testutil.h"
 
 typedef struct {

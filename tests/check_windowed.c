@@ -12,9 +12,9 @@
 #include <check.h>
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/shrink.h"
-#include "partitioner/spmd.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/interp/shrink.h"
+#include "partitioner/spmd/spmd.h"
 #include "tests/spmd_testutil.h"
 
 typedef enum {

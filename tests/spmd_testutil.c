@@ -3,11 +3,11 @@
 
 #include <string.h>
 
-#include "partitioner/hlo_parser.h"
-#include "partitioner/hlo_printer.h"
-#include "partitioner/verify.h"
-#include "partitioner/propagate.h"
-#include "partitioner/sharding.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/interp/verify.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/ir/sharding.h"
 #include "tests/spmd_testutil.h"
 
 gboolean

@@ -10,8 +10,8 @@
 
 #include <glib.h>
 
-#include "partitioner/ir.h"
-#include "partitioner/spmd.h"
+#include "partitioner/ir/ir.h"
+#include "partitioner/spmd/spmd.h"
 
 /* Partitions `m` (already sharded) for n devices and verifies it; on a
  * mismatch or error returns FALSE with a message. If out_text is not NULL

@@ -1,0 +1,677 @@
+/* Cost analysis: per-instruction FLOPs and vector ops, the fusion rule of
+ * cost.h, and the HBM traffic of each fusion. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "partitioner/analysis/cost.h"
+
+struct PsCostAnalysis {
+  const PsModule *module;
+  PsCostOptions opts;
+  GHashTable *costs;       /* PsInstr* -> PsCost* (owned) */
+  GHashTable *members;     /* root PsInstr* -> GPtrArray of members (owned) */
+  GHashTable *totals;      /* PsComputation* -> PsCostCounts* (owned) */
+};
+
+void
+ps_cost_options_init (PsCostOptions *opts)
+{
+  memset (opts, 0, sizeof *opts);
+}
+
+/* ---- classification ------------------------------------------------------------ */
+
+static PsCostClass
+classify (const PsInstr *in)
+{
+  switch (in->opcode)
+    {
+    case PS_OP_PARAMETER: case PS_OP_CONSTANT: case PS_OP_GET_TUPLE_ELEMENT:
+    case PS_OP_TUPLE: case PS_OP_BITCAST: case PS_OP_RESHAPE: case PS_OP_AFTER_ALL:
+    case PS_OP_PARTITION_ID: case PS_OP_REPLICA_ID: case PS_OP_OPTIMIZATION_BARRIER:
+    case PS_OP_DOMAIN:
+      return PS_COST_FREE;
+    case PS_OP_BROADCAST: case PS_OP_IOTA:
+      return PS_COST_INLINED;
+    case PS_OP_DOT:
+      return PS_COST_MATMUL;
+    case PS_OP_CONVOLUTION:
+      return PS_COST_CONV;
+    case PS_OP_REDUCE: case PS_OP_REDUCE_WINDOW: case PS_OP_SELECT_AND_SCATTER:
+      return PS_COST_REDUCE;
+    case PS_OP_COPY: case PS_OP_TRANSPOSE: case PS_OP_SLICE: case PS_OP_DYNAMIC_SLICE:
+    case PS_OP_DYNAMIC_UPDATE_SLICE: case PS_OP_PAD: case PS_OP_CONCATENATE:
+    case PS_OP_GATHER: case PS_OP_SCATTER: case PS_OP_REVERSE: case PS_OP_DYNAMIC_RESHAPE:
+    case PS_OP_BITCAST_CONVERT:
+      return PS_COST_DATA_MOVEMENT;
+    case PS_OP_WHILE: case PS_OP_CALL: case PS_OP_CONDITIONAL:
+      return PS_COST_CONTROL;
+    default:
+      if (ps_opcode_is_collective (in->opcode))
+        return PS_COST_COLLECTIVE;
+      if (ps_opcode_is_elementwise (in->opcode))
+        return PS_COST_ELEMENTWISE;
+      return PS_COST_OTHER;
+    }
+}
+
+/* A producer whose result an elementwise consumer can take over. */
+static gboolean
+fusible_producer (const PsInstr *p, PsCostClass k)
+{
+  switch (k)
+    {
+    case PS_COST_MATMUL: case PS_COST_CONV: case PS_COST_ELEMENTWISE: case PS_COST_REDUCE:
+      return TRUE;
+    case PS_COST_DATA_MOVEMENT:
+      /* in-place updates keep their buffer */
+      return p->opcode != PS_OP_DYNAMIC_UPDATE_SLICE && p->opcode != PS_OP_SCATTER;
+    default:
+      return FALSE;
+    }
+}
+
+/* TRUE when every use of `p` is by one instruction (it may use p twice).
+ * Linear, since a value may have thousands of users. */
+static gboolean
+single_user (const PsInstr *p)
+{
+  if (p->users->len == 0)
+    return FALSE;
+  gpointer first = g_ptr_array_index (p->users, 0);
+  for (guint i = 1; i < p->users->len; i++)
+    if (g_ptr_array_index (p->users, i) != first)
+      return FALSE;
+  return TRUE;
+}
+
+static uint64_t
+bytes_of (const PsShape *s)
+{
+  int64_t b = ps_shape_bytes (s);
+  return b > 0 ? (uint64_t) b : 0;
+}
+
+static uint64_t
+elems_of (const PsShape *s)
+{
+  if (!ps_shape_is_array (s))
+    {
+      uint64_t n = 0;
+      for (int i = 0; i < s->n_elems; i++)
+        n += elems_of (s->elems[i]);
+      return n;
+    }
+  int64_t e = ps_shape_elements (s);
+  return e > 0 ? (uint64_t) e : 0;
+}
+
+/* Operations of a reducer computation per combined element. */
+static uint64_t
+reducer_ops (const PsInstr *in)
+{
+  if (in->n_called < 1 || !in->called[0])
+    return 1;
+  uint64_t n = 0;
+  const PsComputation *c = in->called[0];
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      const PsInstr *x = g_ptr_array_index (c->instrs, i);
+      if (x->opcode != PS_OP_PARAMETER && x->opcode != PS_OP_TUPLE
+          && x->opcode != PS_OP_CONSTANT && x->opcode != PS_OP_GET_TUPLE_ELEMENT)
+        n++;
+    }
+  return n ? n : 1;
+}
+
+/* Window positions over one spatial dim that hit a real input element
+ * (not padding, not a base-dilation hole). */
+static uint64_t
+valid_window_pairs (int64_t in_size, int64_t out_size, const PsWindowDim *w)
+{
+  int64_t stride = w->stride > 0 ? w->stride : 1;
+  int64_t bdil = w->base_dilation > 0 ? w->base_dilation : 1;
+  int64_t wdil = w->window_dilation > 0 ? w->window_dilation : 1;
+  int64_t extent = in_size > 0 ? (in_size - 1) * bdil + 1 : 0;
+  uint64_t n = 0;
+  for (int64_t o = 0; o < out_size; o++)
+    for (int64_t k = 0; k < w->size; k++)
+      {
+        int64_t pos = o * stride + k * wdil - w->pad_lo;
+        if (pos >= 0 && pos < extent && pos % bdil == 0)
+          n++;
+      }
+  return n;
+}
+
+static uint64_t
+conv_macs (const PsInstr *in)
+{
+  const PsShape *out = in->shape, *lhs = in->operands[0]->shape, *rhs = in->operands[1]->shape;
+  const PsConvDims *d = &in->conv;
+  if (!d->present || in->window.n != d->n_spatial)
+    {
+      /* no dimension numbers: every output element uses the whole kernel
+       * except its output-feature dimension (the last one by default) */
+      uint64_t k = elems_of (rhs);
+      uint64_t of = rhs->rank > 0 ? (uint64_t) rhs->dims[rhs->rank - 1] : 1;
+      return elems_of (out) * (of ? k / of : k);
+    }
+  uint64_t macs = (uint64_t) out->dims[d->out_batch] * (uint64_t) out->dims[d->out_feature]
+                  * (uint64_t) rhs->dims[d->k_in_feature];
+  for (int i = 0; i < d->n_spatial; i++)
+    macs *= valid_window_pairs (lhs->dims[d->in_spatial[i]], out->dims[d->out_spatial[i]],
+                                &in->window.dims[i]);
+  return macs;
+}
+
+static void
+own_work (const PsInstr *in, PsCostClass k, PsCostCounts *c)
+{
+  switch (k)
+    {
+    case PS_COST_ELEMENTWISE:
+      c->flops = c->vector_ops = elems_of (in->shape);
+      break;
+    case PS_COST_MATMUL:
+      {
+        uint64_t contract = 1;
+        const PsShape *lhs = in->operands[0]->shape;
+        for (int i = 0; i < in->dot.lhs_contracting.n; i++)
+          contract *= (uint64_t) lhs->dims[in->dot.lhs_contracting.v[i]];
+        c->flops = 2 * elems_of (in->shape) * contract;
+        break;
+      }
+    case PS_COST_CONV:
+      c->flops = 2 * conv_macs (in);
+      break;
+    case PS_COST_REDUCE:
+      if (in->opcode == PS_OP_REDUCE)
+        c->flops = elems_of (in->operands[0]->shape) * reducer_ops (in);
+      else if (in->opcode == PS_OP_REDUCE_WINDOW)
+        {
+          uint64_t w = 1;
+          for (int i = 0; i < in->window.n; i++)
+            w *= (uint64_t) MAX (in->window.dims[i].size, 1);
+          c->flops = elems_of (in->shape) * w * reducer_ops (in);
+        }
+      else
+        c->flops = 2 * elems_of (in->operands[0]->shape);
+      c->vector_ops = c->flops;
+      break;
+    case PS_COST_COLLECTIVE:
+      if (in->opcode == PS_OP_ALL_REDUCE || in->opcode == PS_OP_REDUCE_SCATTER)
+        for (int i = 0; i < in->n_operands; i++)
+          c->vector_ops += elems_of (in->operands[i]->shape);
+      for (int i = 0; i < in->n_operands; i++)
+        c->read_bytes += bytes_of (in->operands[i]->shape);
+      c->write_bytes = bytes_of (in->shape);
+      break;
+    case PS_COST_OTHER:
+      if (in->opcode == PS_OP_SORT && in->n_operands > 0)
+        {
+          const PsShape *s = in->operands[0]->shape;
+          int64_t dim = in->dimensions.n ? in->dimensions.v[0] : s->rank - 1;
+          double len = s->rank > 0 && dim >= 0 && dim < s->rank ? (double) s->dims[dim] : 1;
+          c->vector_ops = (uint64_t) ((double) elems_of (s) * ceil (log2 (MAX (len, 2.0))));
+        }
+      break;
+    default:
+      break;
+    }
+}
+
+/* ---- trip counts -------------------------------------------------------------------- */
+
+static gboolean
+literal_int (const PsInstr *in, int64_t *out)
+{
+  if (!in || in->opcode != PS_OP_CONSTANT || !in->literal || in->literal->n != 1)
+    return FALSE;
+  const void *p = in->literal->data;
+  switch (in->literal->etype)
+    {
+    case PS_S8: *out = *(const int8_t *) p; return TRUE;
+    case PS_S16: *out = *(const int16_t *) p; return TRUE;
+    case PS_S32: *out = *(const int32_t *) p; return TRUE;
+    case PS_S64: *out = *(const int64_t *) p; return TRUE;
+    case PS_U8: *out = *(const uint8_t *) p; return TRUE;
+    case PS_U16: *out = *(const uint16_t *) p; return TRUE;
+    case PS_U32: *out = *(const uint32_t *) p; return TRUE;
+    case PS_U64: *out = (int64_t) *(const uint64_t *) p; return TRUE;
+    default: return FALSE;
+    }
+}
+
+/* gte(parameter 0, index) of a loop computation: the tuple index, or -1. */
+static int64_t
+counter_index (const PsInstr *x)
+{
+  if (x && x->opcode == PS_OP_GET_TUPLE_ELEMENT && x->n_operands == 1
+      && x->operands[0]->opcode == PS_OP_PARAMETER)
+    return x->tuple_index;
+  return -1;
+}
+
+gboolean
+ps_while_trip_count (const PsInstr *w, int64_t *out)
+{
+  g_return_val_if_fail (w && w->opcode == PS_OP_WHILE, FALSE);
+  /* backend_config="..." keeps its escapes; backend_config={...} is kept
+   * verbatim as a raw attribute: accept "n":"7", \"n\":\"7\" and "n":7 */
+  const char *cfg = w->backend_config ? w->backend_config
+                    : ps_instr_get_raw_attr (w, "backend_config");
+  const char *k = cfg ? strstr (cfg, "known_trip_count") : NULL;
+  const char *np = k ? strstr (k, "n\\\"") : NULL;
+  if (k && !np)
+    np = strstr (k, "n\"");
+  if (np)
+    {
+      np++;
+      while (*np == ':' || *np == ' ' || *np == '"' || *np == '\\')
+        np++;
+      if (g_ascii_isdigit (*np))
+        {
+          *out = g_ascii_strtoll (np, NULL, 10);
+          return TRUE;
+        }
+    }
+  if (w->n_called < 2 || w->n_operands < 1)
+    return FALSE;
+  const PsInstr *cmp = w->called[0]->root, *body_root = w->called[1]->root;
+  const PsInstr *init = w->operands[0];
+  if (!cmp || cmp->opcode != PS_OP_COMPARE || cmp->n_operands != 2 || !body_root
+      || body_root->opcode != PS_OP_TUPLE || init->opcode != PS_OP_TUPLE)
+    return FALSE;
+  PsCompareDir dir = cmp->comparison;
+  int64_t idx = counter_index (cmp->operands[0]), limit;
+  if (idx >= 0 && literal_int (cmp->operands[1], &limit))
+    ;
+  else if ((idx = counter_index (cmp->operands[1])) >= 0
+           && literal_int (cmp->operands[0], &limit))
+    {
+      /* limit OP counter: mirror it to counter OP' limit */
+      dir = dir == PS_CMP_GT ? PS_CMP_LT : dir == PS_CMP_GE ? PS_CMP_LE
+            : dir == PS_CMP_LT ? PS_CMP_GT : dir == PS_CMP_LE ? PS_CMP_GE : dir;
+    }
+  else
+    return FALSE;
+  if (idx >= init->n_operands || idx >= body_root->n_operands)
+    return FALSE;
+  int64_t start, step;
+  if (!literal_int (init->operands[idx], &start))
+    return FALSE;
+  const PsInstr *upd = body_root->operands[idx];
+  if (!upd || (upd->opcode != PS_OP_ADD && upd->opcode != PS_OP_SUBTRACT) || upd->n_operands != 2)
+    return FALSE;
+  if (counter_index (upd->operands[0]) == idx && literal_int (upd->operands[1], &step))
+    ;
+  else if (upd->opcode == PS_OP_ADD && counter_index (upd->operands[1]) == idx
+           && literal_int (upd->operands[0], &step))
+    ;
+  else
+    return FALSE;
+  if (upd->opcode == PS_OP_SUBTRACT)
+    step = -step;
+  int64_t n;
+  switch (dir)
+    {
+    case PS_CMP_LT: n = step > 0 ? (limit - start + step - 1) / step : -1; break;
+    case PS_CMP_LE: n = step > 0 ? (limit - start) / step + 1 : -1; break;
+    case PS_CMP_GT: n = step < 0 ? (start - limit - step - 1) / -step : -1; break;
+    case PS_CMP_GE: n = step < 0 ? (start - limit) / -step + 1 : -1; break;
+    case PS_CMP_NE: n = step != 0 && (limit - start) % step == 0 ? (limit - start) / step : -1; break;
+    default: return FALSE;
+    }
+  if (n < 0)
+    {
+      if ((dir == PS_CMP_LT && step > 0) || (dir == PS_CMP_GT && step < 0))
+        n = 0;
+      else
+        return FALSE;
+    }
+  *out = MAX (n, 0);
+  return TRUE;
+}
+
+/* ---- fusion and traffic ---------------------------------------------------------------- */
+
+static PsCost *
+cost_of (PsCostAnalysis *a, const PsInstr *in)
+{
+  return g_hash_table_lookup (a->costs, in);
+}
+
+static void
+join (PsCostAnalysis *a, PsInstr *consumer, PsInstr *producer)
+{
+  PsCost *pc = cost_of (a, producer), *cc = cost_of (a, consumer);
+  GPtrArray *group = NULL;
+  g_hash_table_steal_extended (a->members, producer, NULL, (gpointer *) &group);
+  GPtrArray *mine = g_hash_table_lookup (a->members, consumer);
+  /* producer's members first: program order */
+  for (guint i = 0; i < mine->len; i++)
+    g_ptr_array_add (group, g_ptr_array_index (mine, i));
+  g_hash_table_insert (a->members, consumer, group);
+  /* members learn their root once the computation is done (set_roots):
+   * updating them here would make long chains quadratic */
+  pc->fused = TRUE;
+  cc->head = pc->head;
+}
+
+static void
+set_roots (PsCostAnalysis *a, GPtrArray *order)
+{
+  for (guint i = 0; i < order->len; i++)
+    {
+      PsInstr *root = g_ptr_array_index (order, i);
+      GPtrArray *g = g_hash_table_lookup (a->members, root);
+      for (guint j = 0; g && j < g->len; j++)
+        {
+          PsCost *m = cost_of (a, g_ptr_array_index (g, j));
+          m->root = root;
+          m->fused = g_ptr_array_index (g, j) != root;
+        }
+    }
+}
+
+static gboolean
+group_all_elementwise (PsCostAnalysis *a, const PsInstr *root)
+{
+  GPtrArray *g = g_hash_table_lookup (a->members, root);
+  for (guint i = 0; g && i < g->len; i++)
+    if (cost_of (a, g_ptr_array_index (g, i))->klass != PS_COST_ELEMENTWISE)
+      return FALSE;
+  return g != NULL;
+}
+
+static void
+fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
+{
+  const PsComputation *comp = in->parent;
+  if (c->klass == PS_COST_ELEMENTWISE)
+    {
+      for (int i = 0; i < in->n_operands; i++)
+        {
+          PsInstr *p = in->operands[i];
+          PsCost *pc = cost_of (a, p);
+          if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
+              || !single_user (p) || elems_of (p->shape) != elems_of (in->shape)
+              || !ps_shape_is_array (p->shape))
+            continue;
+          join (a, in, p);
+          return;
+        }
+    }
+  else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1)
+    {
+      PsInstr *p = in->operands[0];
+      PsCost *pc = cost_of (a, p);
+      if (pc && !pc->fused && p != comp->root && single_user (p)
+          && group_all_elementwise (a, p))
+        join (a, in, p);
+    }
+}
+
+/* Bytes a fusion reads when it takes value `v` from outside. */
+static uint64_t
+value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
+{
+  const PsCost *c = cost_of (a, v);
+  if (c && c->klass == PS_COST_INLINED)
+    return v->opcode == PS_OP_BROADCAST && v->n_operands == 1
+           ? value_read_bytes (a, v->operands[0]) : 0;
+  return bytes_of (v->shape);
+}
+
+static void
+fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
+{
+  GPtrArray *g = g_hash_table_lookup (a->members, root);
+  PsCost *rc = cost_of (a, root);
+  g_autoptr (GHashTable) inside = g_hash_table_new (NULL, NULL);
+  g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; i < g->len; i++)
+    g_hash_table_add (inside, g_ptr_array_index (g, i));
+  uint64_t read = 0;
+  for (guint i = 0; i < g->len; i++)
+    {
+      const PsInstr *m = g_ptr_array_index (g, i);
+      for (int j = 0; j < m->n_operands; j++)
+        {
+          const PsInstr *o = m->operands[j];
+          if (g_hash_table_contains (inside, o))
+            continue;
+          gboolean partial = j == 0 && (m->opcode == PS_OP_SLICE
+                                        || m->opcode == PS_OP_DYNAMIC_SLICE
+                                        || m->opcode == PS_OP_GATHER);
+          gboolean in_place = j == 0 && (m->opcode == PS_OP_DYNAMIC_UPDATE_SLICE
+                                         || m->opcode == PS_OP_SCATTER);
+          if (in_place)
+            continue;
+          if (partial)
+            {
+              read += MIN (bytes_of (m->shape), value_read_bytes (a, o));
+              continue;
+            }
+          if (g_hash_table_contains (seen, o))
+            continue;
+          g_hash_table_add (seen, (gpointer) o);
+          read += value_read_bytes (a, o);
+        }
+    }
+  uint64_t write;
+  if (root->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && root->n_operands >= 2)
+    write = bytes_of (root->operands[1]->shape);
+  else if (root->opcode == PS_OP_SCATTER && root->n_operands >= 3)
+    {
+      write = 0;
+      for (int j = (root->n_operands + 1) / 2; j < root->n_operands; j++)
+        write += bytes_of (root->operands[j]->shape);
+    }
+  else
+    write = bytes_of (root->shape);
+  rc->own.read_bytes = read;
+  rc->own.write_bytes = write;
+}
+
+/* ---- driver --------------------------------------------------------------------------------- */
+
+static void
+add_counts (PsCostCounts *dst, const PsCostCounts *src, uint64_t times)
+{
+  dst->flops += src->flops * times;
+  dst->read_bytes += src->read_bytes * times;
+  dst->write_bytes += src->write_bytes * times;
+  dst->vector_ops += src->vector_ops * times;
+}
+
+static const PsCostCounts *
+totals_of (PsCostAnalysis *a, const PsComputation *c)
+{
+  return g_hash_table_lookup (a->totals, c);
+}
+
+static gboolean
+analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **error)
+{
+  g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
+  for (guint i = 0; i < order->len; i++)
+    {
+      PsInstr *in = g_ptr_array_index (order, i);
+      PsCost *c = g_new0 (PsCost, 1);
+      c->klass = classify (in);
+      c->root = c->head = in;
+      own_work (in, c->klass, &c->own);
+      g_hash_table_insert (a->costs, in, c);
+      GPtrArray *g = g_ptr_array_new ();
+      g_ptr_array_add (g, in);
+      g_hash_table_insert (a->members, in, g);
+      if (c->klass == PS_COST_CONTROL)
+        {
+          if (in->opcode == PS_OP_WHILE)
+            {
+              int64_t n;
+              if (!ps_while_trip_count (in, &n))
+                {
+                  if (a->opts.default_trip_count <= 0)
+                    {
+                      g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
+                                   "while loop %s (line %d:%d): trip count unknown (no "
+                                   "known_trip_count and no counter pattern); give "
+                                   "a default trip count", in->name, in->src_line,
+                                   in->src_col);
+                      return FALSE;
+                    }
+                  n = a->opts.default_trip_count;
+                }
+              c->trip_count = n;
+              for (int k = 0; k < in->n_called; k++)
+                if (totals_of (a, in->called[k]))
+                  add_counts (&c->own, totals_of (a, in->called[k]), (uint64_t) n);
+            }
+          else if (in->opcode == PS_OP_CALL)
+            {
+              if (in->n_called > 0 && totals_of (a, in->called[0]))
+                add_counts (&c->own, totals_of (a, in->called[0]), 1);
+            }
+          else
+            {
+              const PsCostCounts *best = NULL;
+              for (int k = 0; k < in->n_called; k++)
+                {
+                  const PsCostCounts *t = totals_of (a, in->called[k]);
+                  if (t && (!best || t->flops > best->flops
+                            || (t->flops == best->flops
+                                && t->read_bytes + t->write_bytes
+                                   > best->read_bytes + best->write_bytes)))
+                    best = t;
+                }
+              if (best)
+                add_counts (&c->own, best, 1);
+            }
+        }
+      else
+        fuse (a, in, c);
+    }
+  set_roots (a, order);
+  /* traffic of every fusion root, then the computation's totals */
+  PsCostCounts *tot = g_new0 (PsCostCounts, 1);
+  for (guint i = 0; i < order->len; i++)
+    {
+      PsInstr *in = g_ptr_array_index (order, i);
+      PsCost *c = cost_of (a, in);
+      if (!c->fused && c->klass != PS_COST_FREE && c->klass != PS_COST_INLINED
+          && c->klass != PS_COST_CONTROL && c->klass != PS_COST_COLLECTIVE)
+        fusion_traffic (a, in);
+    }
+  for (guint i = 0; i < order->len; i++)
+    add_counts (tot, &cost_of (a, g_ptr_array_index (order, i))->own, 1);
+  g_hash_table_insert (a->totals, (gpointer) comp, tot);
+  return TRUE;
+}
+
+PsCostAnalysis *
+ps_cost_analyze (const PsModule *m, const PsCostOptions *opts, GError **error)
+{
+  g_return_val_if_fail (m != NULL, NULL);
+  PsCostAnalysis *a = g_new0 (PsCostAnalysis, 1);
+  a->module = m;
+  if (opts)
+    a->opts = *opts;
+  a->costs = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  a->members = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_ptr_array_unref);
+  a->totals = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  /* callees come before callers in the module */
+  for (guint i = 0; i < m->computations->len; i++)
+    if (!analyze_computation (a, g_ptr_array_index (m->computations, i), error))
+      {
+        ps_cost_analysis_free (a);
+        return NULL;
+      }
+  return a;
+}
+
+void
+ps_cost_analysis_free (PsCostAnalysis *a)
+{
+  if (!a)
+    return;
+  g_hash_table_unref (a->costs);
+  g_hash_table_unref (a->members);
+  g_hash_table_unref (a->totals);
+  g_free (a);
+}
+
+const PsCost *
+ps_cost_get (const PsCostAnalysis *a, const PsInstr *instr)
+{
+  return g_hash_table_lookup (a->costs, instr);
+}
+
+PsCostCounts
+ps_cost_fusion (const PsCostAnalysis *a, const PsInstr *root)
+{
+  PsCostCounts t = { 0 };
+  GPtrArray *g = g_hash_table_lookup (a->members, root);
+  for (guint i = 0; g && i < g->len; i++)
+    add_counts (&t, &((const PsCost *) g_hash_table_lookup (a->costs,
+                                                             g_ptr_array_index (g, i)))->own, 1);
+  return t;
+}
+
+GPtrArray *
+ps_cost_fusion_members (const PsCostAnalysis *a, const PsInstr *root)
+{
+  GPtrArray *out = g_ptr_array_new ();
+  GPtrArray *g = g_hash_table_lookup (a->members, root);
+  for (guint i = 0; g && i < g->len; i++)
+    g_ptr_array_add (out, g_ptr_array_index (g, i));
+  return out;
+}
+
+PsCostCounts
+ps_cost_computation (const PsCostAnalysis *a, const PsComputation *c)
+{
+  const PsCostCounts *t = g_hash_table_lookup (a->totals, c);
+  PsCostCounts z = { 0 };
+  return t ? *t : z;
+}
+
+static const char *
+class_name (PsCostClass k)
+{
+  static const char *const names[] = { "free", "inlined", "matmul", "conv", "elementwise",
+                                       "reduce", "data-movement", "collective", "control",
+                                       "other" };
+  return names[k];
+}
+
+char *
+ps_cost_report (const PsCostAnalysis *a)
+{
+  GString *s = g_string_new (NULL);
+  const PsComputation *entry = a->module->entry;
+  g_string_append_printf (s, "%-32s %-14s %16s %14s %14s\n", "fusion root", "kind", "FLOPs",
+                          "read bytes", "write bytes");
+  for (guint i = 0; i < entry->instrs->len; i++)
+    {
+      const PsInstr *in = g_ptr_array_index (entry->instrs, i);
+      const PsCost *c = ps_cost_get (a, in);
+      if (!c || c->fused || c->klass == PS_COST_FREE || c->klass == PS_COST_INLINED)
+        continue;
+      PsCostCounts f = ps_cost_fusion (a, in);
+      const PsCost *h = ps_cost_get (a, c->head);
+      g_string_append_printf (s, "%-32s %-14s %16" G_GUINT64_FORMAT " %14" G_GUINT64_FORMAT
+                              " %14" G_GUINT64_FORMAT "\n", in->name, class_name (h->klass),
+                              (guint64) f.flops, (guint64) f.read_bytes,
+                              (guint64) f.write_bytes);
+    }
+  PsCostCounts t = ps_cost_computation (a, entry);
+  g_string_append_printf (s, "%-32s %-14s %16" G_GUINT64_FORMAT " %14" G_GUINT64_FORMAT
+                          " %14" G_GUINT64_FORMAT "\n", "total", "", (guint64) t.flops,
+                          (guint64) t.read_bytes, (guint64) t.write_bytes);
+  return g_string_free (s, FALSE);
+}

@@ -1,0 +1,130 @@
+/* Cost analysis: FLOPs and HBM bytes read and written by every instruction
+ * of a module, after a simple XLA-like fusion, so that lowering can turn each
+ * fusion into one compute event and a user can see where the work is.
+ *
+ * Counting rules (per device when the module is an SPMD program):
+ *   - dot: 2 x (output elements) x (product of contracting dims);
+ *     convolution: 2 x multiply-adds that touch a real (not padded, not
+ *     dilation-hole) input element; both are "2 x MACs".
+ *   - elementwise ops: one FLOP and one vector op per output element
+ *     (XLA's HloCostAnalysis convention); reduce: input elements x the
+ *     reducer's ops; reduce-window: output elements x window x reducer ops.
+ *   - data movement (copy, transpose, slice, pad, concatenate, gather,
+ *     scatter, dynamic-slice, dynamic-update-slice, reverse, sort, ...): no
+ *     FLOPs (sort: n log2 n comparisons as vector ops).
+ *   - free (no work, no traffic): parameter, constant, get-tuple-element,
+ *     tuple, bitcast, reshape (treated as a bitcast), after-all,
+ *     partition-id, replica-id, opt-barrier.
+ *
+ * Fusion rule (what pays HBM traffic):
+ *   1. broadcast and iota are fused into every consumer: they write
+ *      nothing, and a consumer reading them reads the broadcast's operand
+ *      (iota: nothing) instead.
+ *   2. an elementwise op (not copy) joins the fusion of its producer when
+ *      that producer is a compute op (not free, not a collective, not a
+ *      while/call/conditional/custom-call), has this op as its only user and
+ *      the same number of elements (first such operand wins). The producer's
+ *      result then never goes to HBM.
+ *   3. a reduce joins the fusion of its first operand when that fusion is
+ *      made only of elementwise ops and the operand's only user is the
+ *      reduce (XLA's input fusion).
+ *   A fusion reads every value it takes from outside once (slice,
+ *   dynamic-slice and gather read only what they output; dynamic-update-
+ *   slice and scatter update in place, reading and writing the update) and
+ *   writes its root's result. Its traffic is charged to its root; members
+ *   have fused = TRUE and zero bytes.
+ *   Collectives read their operand and write their result; lowering turns
+ *   them into collective events, not compute.
+ *
+ * While loops: the while instruction costs trip_count x (body + condition).
+ * The trip count comes from backend_config {"known_trip_count":{"n":"N"}}
+ * or from the usual counter pattern (init constant, compare LT/LE/GT/GE with
+ * a constant, add of a constant step); see ps_while_trip_count().
+ * call costs its callee, conditional its most expensive branch.
+ *
+ * Ownership: the analysis borrows the module (keep it alive and unchanged)
+ * and owns its results; free it with ps_cost_analysis_free().
+ */
+#ifndef PS_PARTITIONER_COST_H
+#define PS_PARTITIONER_COST_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "partitioner/ir/ir.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  PS_COST_FREE,          /* no work and no traffic */
+  PS_COST_INLINED,       /* broadcast / iota: fused into its consumers */
+  PS_COST_MATMUL,        /* dot */
+  PS_COST_CONV,          /* convolution */
+  PS_COST_ELEMENTWISE,
+  PS_COST_REDUCE,        /* reduce, reduce-window, select-and-scatter */
+  PS_COST_DATA_MOVEMENT,
+  PS_COST_COLLECTIVE,
+  PS_COST_CONTROL,       /* while, call, conditional: costs of the callees */
+  PS_COST_OTHER,         /* sort, rng, custom-call, fft, ... */
+} PsCostClass;
+
+typedef struct {
+  uint64_t flops;
+  uint64_t read_bytes;   /* HBM, charged to fusion roots */
+  uint64_t write_bytes;
+  uint64_t vector_ops;   /* element operations on the vector unit */
+} PsCostCounts;
+
+typedef struct {
+  PsCostClass klass;
+  PsCostCounts own;      /* this instruction alone (bytes: fusion's, on the root) */
+  gboolean fused;        /* member of a fusion whose root is another instruction */
+  const PsInstr *root;   /* root of its fusion (itself when not fused) */
+  const PsInstr *head;   /* first instruction of its fusion (decides the kind) */
+  int64_t trip_count;    /* while: iterations used; else 0 */
+} PsCost;
+
+typedef struct PsCostAnalysis PsCostAnalysis;
+
+/* Options: trip count to assume for a while loop whose count cannot be
+ * found (0 = such a loop is an error). */
+typedef struct {
+  int64_t default_trip_count;
+} PsCostOptions;
+
+void ps_cost_options_init (PsCostOptions *opts);
+
+/* Analyzes every computation reachable from the entry. Fails (PS_ERROR_
+ * UNSUPPORTED) on a while loop without a known trip count when no default
+ * is given. transfer full. */
+PsCostAnalysis *ps_cost_analyze (const PsModule *m, const PsCostOptions *opts,
+                                 GError **error);
+void ps_cost_analysis_free (PsCostAnalysis *a);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsCostAnalysis, ps_cost_analysis_free)
+
+/* transfer none; NULL for an instruction the analysis did not see. */
+const PsCost *ps_cost_get (const PsCostAnalysis *a, const PsInstr *instr);
+
+/* The whole fusion whose root is `root`: summed FLOPs and vector ops of its
+ * members, its traffic. */
+PsCostCounts ps_cost_fusion (const PsCostAnalysis *a, const PsInstr *root);
+
+/* Members of the fusion whose root is `root`, in program order (root last).
+ * transfer container. */
+GPtrArray *ps_cost_fusion_members (const PsCostAnalysis *a, const PsInstr *root);
+
+/* One run of computation `c` (entry: the whole step), with while loops
+ * multiplied by their trip counts. Collective traffic is included. */
+PsCostCounts ps_cost_computation (const PsCostAnalysis *a, const PsComputation *c);
+
+/* Finds a while loop's trip count (backend_config known_trip_count, or the
+ * counter pattern). FALSE when it cannot. */
+gboolean ps_while_trip_count (const PsInstr *w, int64_t *out);
+
+/* Human-readable table: one line per fusion root of the entry, then totals.
+ * transfer full. */
+char *ps_cost_report (const PsCostAnalysis *a);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,685 @@
+/* Lowering of an SPMD module to a step trace (see lower.h). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "partitioner/analysis/cost.h"
+#include "partitioner/analysis/lower.h"
+#include "partitioner/analysis/memory.h"
+
+void
+ps_lower_options_init (PsLowerOptions *opts)
+{
+  memset (opts, 0, sizeof *opts);
+  opts->memory_events = TRUE;
+  opts->max_events = 10000000;
+}
+
+/* ---- group and pair compression -------------------------------------------------- */
+
+static int
+cmp_group (const void *a, const void *b, void *size_p)
+{
+  guint64 n = *(const guint64 *) size_p;
+  const guint32 *x = a, *y = b;
+  for (guint64 i = 0; i < n; i++)
+    if (x[i] != y[i])
+      return x[i] < y[i] ? -1 : 1;
+  return 0;
+}
+
+/* Groups in a canonical order (each group keeps its member order). */
+static void
+sort_groups (guint32 *ids, guint64 n_groups, guint64 size)
+{
+  g_qsort_with_data (ids, (gint) n_groups, size * sizeof (guint32),
+                     (GCompareDataFunc) cmp_group, &size);
+}
+
+static gboolean
+next_permutation (guint *a, guint n)
+{
+  if (n < 2)
+    return FALSE;
+  int i = (int) n - 2;
+  while (i >= 0 && a[i] >= a[i + 1])
+    i--;
+  if (i < 0)
+    return FALSE;
+  int j = (int) n - 1;
+  while (a[j] <= a[i])
+    j--;
+  guint t = a[i];
+  a[i] = a[j];
+  a[j] = t;
+  for (guint l = (guint) i + 1, r = n - 1; l < r; l++, r--)
+    {
+      t = a[l];
+      a[l] = a[r];
+      a[r] = t;
+    }
+  return TRUE;
+}
+
+void
+ps_lower_compress_groups (const PsTraceHeader *h, int n_groups, int group_size,
+                          const int64_t *ids, PsTraceGroups *out)
+{
+  guint64 n = (guint64) n_groups * (guint64) group_size;
+  memset (out, 0, sizeof *out);
+  g_autofree guint32 *want = g_new (guint32, n + 1);
+  for (guint64 i = 0; i < n; i++)
+    want[i] = (guint32) ids[i];
+  gboolean identity = n_groups == 1 && n == h->n_devices;
+  for (guint64 i = 0; identity && i < n; i++)
+    identity = want[i] == i;
+  if (identity)
+    {
+      out->form = PS_TRACE_GROUPS_ALL;
+      out->n_groups = 1;
+      out->group_size = n;
+      return;
+    }
+  if (n == h->n_devices)
+    {
+      g_autofree guint32 *sorted = g_memdup2 (want, n * sizeof (guint32));
+      sort_groups (sorted, (guint64) n_groups, (guint64) group_size);
+      guint rank = h->mesh.rank;
+      /* every subset of mesh axes, and for small subsets every order */
+      for (guint mask = 1; mask < (1u << rank); mask++)
+        {
+          PsTraceGroups g = { .form = PS_TRACE_GROUPS_AXES };
+          guint64 size = 1;
+          for (guint a = 0; a < rank; a++)
+            if (mask & (1u << a))
+              {
+                g.axes[g.n_axes++] = a;
+                size *= (guint64) h->mesh.dims[a];
+              }
+          if (size != (guint64) group_size)
+            continue;
+          do
+            {
+              guint64 ng, gs;
+              g_autofree guint32 *got = ps_trace_groups_expand (&g, h, &ng, &gs);
+              sort_groups (got, ng, gs);
+              if (memcmp (got, sorted, n * sizeof (guint32)) == 0)
+                {
+                  *out = g;
+                  out->n_groups = ng;
+                  out->group_size = gs;
+                  return;
+                }
+            }
+          while (g.n_axes <= 4 && next_permutation (g.axes, g.n_axes));
+        }
+    }
+  out->form = PS_TRACE_GROUPS_LIST;
+  out->n_groups = (guint64) n_groups;
+  out->group_size = (guint64) group_size;
+  out->devices = g_steal_pointer (&want);
+}
+
+static int
+cmp_pair (const void *a, const void *b)
+{
+  const guint32 *x = a, *y = b;
+  if (x[0] != y[0])
+    return x[0] < y[0] ? -1 : 1;
+  return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+void
+ps_lower_compress_pairs (const PsTraceHeader *h, int n_pairs, const int64_t *pairs,
+                         PsTracePairs *out)
+{
+  memset (out, 0, sizeof *out);
+  g_autofree guint32 *want = g_new (guint32, 2 * (gsize) n_pairs + 2);
+  for (int i = 0; i < 2 * n_pairs; i++)
+    want[i] = (guint32) pairs[i];
+  qsort (want, (gsize) n_pairs, 2 * sizeof (guint32), cmp_pair);
+  if (n_pairs > 0 && want[0] < h->n_devices && want[1] < h->n_devices)
+    {
+      /* the axis and offset the first pair moves along */
+      guint64 nd;
+      g_autofree guint32 *ids = ps_trace_mesh_device_ids (&h->mesh, &nd);
+      g_autofree guint64 *pos = g_new0 (guint64, nd + 1);
+      for (guint64 p = 0; p < nd; p++)
+        pos[ids[p]] = p;
+      gint64 cs[PS_TRACE_MAX_RANK], ct[PS_TRACE_MAX_RANK];
+      guint64 ps = pos[want[0]], pt = pos[want[1]];
+      for (int a = (int) h->mesh.rank - 1; a >= 0; a--)
+        {
+          cs[a] = (gint64) (ps % (guint64) h->mesh.dims[a]);
+          ct[a] = (gint64) (pt % (guint64) h->mesh.dims[a]);
+          ps /= (guint64) h->mesh.dims[a];
+          pt /= (guint64) h->mesh.dims[a];
+        }
+      int axis = -1, moved = 0;
+      for (guint a = 0; a < h->mesh.rank; a++)
+        if (cs[a] != ct[a])
+          {
+            axis = (int) a;
+            moved++;
+          }
+      if (moved == 1)
+        {
+          gint64 o = ct[axis] - cs[axis], size = h->mesh.dims[axis];
+          PsTracePairs cand[3] = {
+            { .form = PS_TRACE_PAIRS_SHIFT, .axis = (guint) axis, .offset = o },
+            { .form = PS_TRACE_PAIRS_SHIFT, .axis = (guint) axis, .offset = o, .wrap = TRUE },
+            { .form = PS_TRACE_PAIRS_SHIFT, .axis = (guint) axis,
+              .offset = o > 0 ? o - size : o + size, .wrap = TRUE },
+          };
+          for (int c = 0; c < 3; c++)
+            {
+              if (cand[c].offset == 0 || cand[c].offset >= size || -cand[c].offset >= size)
+                continue;
+              guint64 np;
+              g_autofree guint32 *got = ps_trace_pairs_expand (&cand[c], h, &np);
+              qsort (got, np, 2 * sizeof (guint32), cmp_pair);
+              if (np == (guint64) n_pairs
+                  && memcmp (got, want, 2 * np * sizeof (guint32)) == 0)
+                {
+                  *out = cand[c];
+                  return;
+                }
+            }
+        }
+    }
+  out->form = PS_TRACE_PAIRS_LIST;
+  out->n_pairs = (guint64) n_pairs;
+  out->pairs = g_steal_pointer (&want);
+}
+
+/* ---- lowering ---------------------------------------------------------------------------- */
+
+typedef struct {
+  const PsLowerOptions *opts;
+  const PsModule *module;
+  PsCostAnalysis *cost;
+  PsMemoryReport *memory;
+  PsTrace *trace;
+  guint64 next_async;
+  GHashTable *pending;     /* collective PsInstr* -> async id */
+  GHashTable *step_of;     /* entry PsInstr* -> 1 + index in memory->order */
+  GError **error;
+  gboolean failed;
+} Lower;
+
+static gboolean
+too_many (Lower *l)
+{
+  if (ps_trace_n_events (l->trace) < l->opts->max_events)
+    return FALSE;
+  if (!l->failed)
+    g_set_error (l->error, PS_ERROR, PS_ERROR_UNSUPPORTED, "the step trace would have "
+                 "more than %" G_GUINT64_FORMAT " events (while loops unrolled); raise "
+                 "the limit or shorten the loops", (guint64) l->opts->max_events);
+  l->failed = TRUE;
+  return TRUE;
+}
+
+static PsTraceDtype
+trace_dtype (const PsShape *s)
+{
+  while (s && s->etype == PS_TUPLE)
+    s = s->n_elems > 0 ? s->elems[0] : NULL;
+  if (!s)
+    return PS_TRACE_F32;
+  switch (s->etype)
+    {
+    case PS_PRED: return PS_TRACE_PRED;
+    case PS_S8: return PS_TRACE_S8;
+    case PS_S16: return PS_TRACE_S16;
+    case PS_S32: return PS_TRACE_S32;
+    case PS_S64: return PS_TRACE_S64;
+    case PS_U8: return PS_TRACE_U8;
+    case PS_U16: return PS_TRACE_U16;
+    case PS_U32: return PS_TRACE_U32;
+    case PS_U64: return PS_TRACE_U64;
+    case PS_F16: return PS_TRACE_F16;
+    case PS_BF16: return PS_TRACE_BF16;
+    case PS_F64: return PS_TRACE_F64;
+    case PS_C64: return PS_TRACE_C64;
+    case PS_C128: return PS_TRACE_C128;
+    default: return PS_TRACE_F32;
+    }
+}
+
+static uint64_t
+bytes_of (const PsShape *s)
+{
+  int64_t b = ps_shape_bytes (s);
+  return b > 0 ? (uint64_t) b : 0;
+}
+
+static guint64
+dim_product (const PsShape *s, const PsInts *dims)
+{
+  guint64 p = 1;
+  for (int i = 0; i < dims->n; i++)
+    p *= (guint64) s->dims[dims->v[i]];
+  return p;
+}
+
+static guint64
+free_product (const PsShape *s, const PsInts *a, const PsInts *b)
+{
+  guint64 p = 1;
+  for (int d = 0; d < s->rank; d++)
+    if (!ps_ints_contains (a, d) && !ps_ints_contains (b, d))
+      p *= (guint64) s->dims[d];
+  return p;
+}
+
+static void
+mxu_dims (const PsInstr *in, PsTraceCompute *c)
+{
+  c->has_mxu = TRUE;
+  const PsShape *lhs = in->operands[0]->shape, *rhs = in->operands[1]->shape;
+  if (in->opcode == PS_OP_DOT)
+    {
+      c->mxu_batch = dim_product (lhs, &in->dot.lhs_batch);
+      c->mxu_k = dim_product (lhs, &in->dot.lhs_contracting);
+      c->mxu_m = free_product (lhs, &in->dot.lhs_batch, &in->dot.lhs_contracting);
+      c->mxu_n = free_product (rhs, &in->dot.rhs_batch, &in->dot.rhs_contracting);
+    }
+  else
+    {
+      const PsConvDims *d = &in->conv;
+      const PsShape *out = in->shape;
+      guint64 groups = in->feature_group_count > 1 ? (guint64) in->feature_group_count
+                       : in->batch_group_count > 1 ? (guint64) in->batch_group_count : 1;
+      if (d->present)
+        {
+          guint64 m = (guint64) out->dims[d->out_batch], k = (guint64) rhs->dims[d->k_in_feature];
+          for (int i = 0; i < d->n_spatial; i++)
+            {
+              m *= (guint64) out->dims[d->out_spatial[i]];
+              k *= (guint64) rhs->dims[d->k_spatial[i]];
+            }
+          c->mxu_m = m;
+          c->mxu_k = k;
+          c->mxu_n = (guint64) rhs->dims[d->k_out_feature] / groups;
+        }
+      else
+        {
+          guint64 of = rhs->rank ? (guint64) rhs->dims[rhs->rank - 1] : 1;
+          c->mxu_n = of / groups;
+          c->mxu_k = of ? (guint64) ps_shape_elements (rhs) / of : 1;
+          c->mxu_m = of ? (guint64) ps_shape_elements (out) / of : 1;
+        }
+      c->mxu_batch = groups;
+    }
+  /* an empty dimension does no work but the trace wants positive dims */
+  c->mxu_batch = MAX (c->mxu_batch, 1);
+  c->mxu_m = MAX (c->mxu_m, 1);
+  c->mxu_k = MAX (c->mxu_k, 1);
+  c->mxu_n = MAX (c->mxu_n, 1);
+}
+
+static PsTracePrecision
+precision_of (const PsInstr *in)
+{
+  if (!in->has_precision)
+    return PS_TRACE_PRECISION_DEFAULT;
+  PsPrecision p = MAX (in->precision[0], in->precision[1]);
+  return p == PS_PRECISION_HIGHEST ? PS_TRACE_PRECISION_HIGHEST
+         : p == PS_PRECISION_HIGH ? PS_TRACE_PRECISION_HIGH : PS_TRACE_PRECISION_DEFAULT;
+}
+
+/* Emits done for every pending collective whose result `v` reads, looking
+ * through instructions that only alias or inline their operands. */
+static void
+finish_reads_of (Lower *l, const PsInstr *v, int depth)
+{
+  gpointer id;
+  if (g_hash_table_lookup_extended (l->pending, v, NULL, &id))
+    {
+      ps_trace_add_done (l->trace, GPOINTER_TO_SIZE (id));
+      g_hash_table_remove (l->pending, v);
+      return;
+    }
+  const PsCost *c = ps_cost_get (l->cost, v);
+  if (depth > 64 || !c || (c->klass != PS_COST_FREE && c->klass != PS_COST_INLINED && !c->fused))
+    return;
+  for (int i = 0; i < v->n_operands; i++)
+    finish_reads_of (l, v->operands[i], depth + 1);
+}
+
+static void
+finish_reads (Lower *l, const PsInstr *root)
+{
+  if (g_hash_table_size (l->pending) == 0)
+    return;
+  g_autoptr (GPtrArray) members = ps_cost_fusion_members (l->cost, root);
+  for (guint i = 0; i < members->len; i++)
+    {
+      const PsInstr *m = g_ptr_array_index (members, i);
+      for (int j = 0; j < m->n_operands; j++)
+        finish_reads_of (l, m->operands[j], 0);
+    }
+}
+
+static int
+cmp_id (gconstpointer a, gconstpointer b)
+{
+  guint64 x = *(const guint64 *) a, y = *(const guint64 *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* Completes the pending collectives started in `comp`, oldest first. */
+static void
+flush_pending (Lower *l, const PsComputation *comp)
+{
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (guint64));
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, l->pending);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    if (((const PsInstr *) k)->parent == comp)
+      {
+        guint64 id = GPOINTER_TO_SIZE (v);
+        g_array_append_val (ids, id);
+        g_hash_table_iter_remove (&it);
+      }
+  g_array_sort (ids, cmp_id);
+  for (guint i = 0; i < ids->len; i++)
+    ps_trace_add_done (l->trace, g_array_index (ids, guint64, i));
+}
+
+static void
+emit_compute (Lower *l, const PsInstr *root)
+{
+  PsCostCounts f = ps_cost_fusion (l->cost, root);
+  g_autoptr (GPtrArray) members = ps_cost_fusion_members (l->cost, root);
+  /* the member that decides the kind: matmul > conv > reduce > data
+   * movement > other > elementwise */
+  static const int rank[] = {
+    [PS_COST_MATMUL] = 6, [PS_COST_CONV] = 5, [PS_COST_REDUCE] = 4,
+    [PS_COST_DATA_MOVEMENT] = 3, [PS_COST_OTHER] = 2, [PS_COST_ELEMENTWISE] = 1,
+  };
+  const PsInstr *main_op = root;
+  int best = -1;
+  for (guint i = 0; i < members->len; i++)
+    {
+      const PsInstr *m = g_ptr_array_index (members, i);
+      PsCostClass k = ps_cost_get (l->cost, m)->klass;
+      int r = k < G_N_ELEMENTS (rank) ? rank[k] : 0;
+      if (r > best)
+        {
+          best = r;
+          main_op = m;
+        }
+    }
+  PsCostClass k = ps_cost_get (l->cost, main_op)->klass;
+  PsTraceCompute c = { 0 };
+  c.op = k == PS_COST_MATMUL ? PS_TRACE_OP_MATMUL : k == PS_COST_CONV ? PS_TRACE_OP_CONV
+         : k == PS_COST_REDUCE ? PS_TRACE_OP_REDUCE
+         : k == PS_COST_DATA_MOVEMENT ? PS_TRACE_OP_DATA_MOVEMENT
+         : k == PS_COST_ELEMENTWISE ? PS_TRACE_OP_ELEMENTWISE : PS_TRACE_OP_OTHER;
+  if (k == PS_COST_MATMUL || k == PS_COST_CONV)
+    {
+      c.dtype = trace_dtype (main_op->operands[0]->shape);
+      c.precision = precision_of (main_op);
+      mxu_dims (main_op, &c);
+    }
+  else
+    c.dtype = trace_dtype (root->shape);
+  c.flops = f.flops;
+  c.read_bytes = f.read_bytes;
+  c.write_bytes = f.write_bytes;
+  c.vector_ops = f.vector_ops;
+  finish_reads (l, root);
+  ps_trace_add_compute (l->trace, root->name, &c);
+}
+
+static void
+emit_collective (Lower *l, const PsInstr *in)
+{
+  const PsTraceHeader *h = ps_trace_get_header (l->trace);
+  PsTraceCollective c = { 0 };
+  switch (in->opcode)
+    {
+    case PS_OP_ALL_REDUCE: c.kind = PS_TRACE_ALL_REDUCE; break;
+    case PS_OP_ALL_GATHER: c.kind = PS_TRACE_ALL_GATHER; break;
+    case PS_OP_REDUCE_SCATTER: c.kind = PS_TRACE_REDUCE_SCATTER; break;
+    case PS_OP_ALL_TO_ALL: c.kind = PS_TRACE_ALL_TO_ALL; break;
+    default: c.kind = PS_TRACE_COLLECTIVE_PERMUTE; break;
+    }
+  c.dtype = in->n_operands > 0 ? trace_dtype (in->operands[0]->shape) : trace_dtype (in->shape);
+  for (int i = 0; i < in->n_operands; i++)
+    c.in_bytes += bytes_of (in->operands[i]->shape);
+  c.out_bytes = bytes_of (in->shape);
+  if (c.kind == PS_TRACE_COLLECTIVE_PERMUTE)
+    ps_lower_compress_pairs (h, in->n_pairs, in->source_target_pairs, &c.pairs);
+  else if (!in->has_replica_groups || in->n_groups == 0 || in->group_size == 0)
+    {
+      c.groups.form = PS_TRACE_GROUPS_ALL;
+      c.groups.n_groups = 1;
+      c.groups.group_size = h->n_devices;
+    }
+  else if ((guint64) in->n_groups * (guint64) in->group_size != h->n_devices)
+    {
+      if (!l->failed)
+        g_set_error (l->error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s (line %d:%d): replica "
+                     "groups {%d x %d} do not cover the %" G_GUINT64_FORMAT " devices of "
+                     "the trace", in->name, in->src_line, in->src_col, in->n_groups,
+                     in->group_size, h->n_devices);
+      l->failed = TRUE;
+      return;
+    }
+  else
+    ps_lower_compress_groups (h, in->n_groups, in->group_size, in->replica_groups, &c.groups);
+  finish_reads (l, in);
+  if (l->opts->async_collectives)
+    {
+      c.async_id = ++l->next_async;
+      g_hash_table_insert (l->pending, (gpointer) in, GSIZE_TO_POINTER (c.async_id));
+    }
+  ps_trace_add_collective (l->trace, in->name, &c);
+  ps_trace_groups_clear (&c.groups);
+  ps_trace_pairs_clear (&c.pairs);
+}
+
+static void lower_computation (Lower *l, const PsComputation *comp);
+
+static const PsComputation *
+costliest_branch (Lower *l, const PsInstr *in)
+{
+  const PsComputation *best = NULL;
+  PsCostCounts bc = { 0 };
+  for (int k = 0; k < in->n_called; k++)
+    {
+      PsCostCounts t = ps_cost_computation (l->cost, in->called[k]);
+      if (!best || t.flops > bc.flops
+          || (t.flops == bc.flops && t.read_bytes + t.write_bytes > bc.read_bytes + bc.write_bytes))
+        {
+          best = in->called[k];
+          bc = t;
+        }
+    }
+  return best;
+}
+
+static void
+lower_instr (Lower *l, const PsInstr *in)
+{
+  const PsCost *c = ps_cost_get (l->cost, in);
+  if (!c || c->fused)
+    return;
+  switch (c->klass)
+    {
+    case PS_COST_FREE:
+    case PS_COST_INLINED:
+      return;
+    case PS_COST_COLLECTIVE:
+      emit_collective (l, in);
+      return;
+    case PS_COST_CONTROL:
+      finish_reads (l, in);
+      if (in->opcode == PS_OP_WHILE)
+        {
+          for (int64_t i = 0; i < c->trip_count && !l->failed; i++)
+            {
+              lower_computation (l, in->called[0]);
+              lower_computation (l, in->called[1]);
+            }
+        }
+      else if (in->opcode == PS_OP_CALL)
+        {
+          if (in->n_called > 0)
+            lower_computation (l, in->called[0]);
+        }
+      else
+        {
+          const PsComputation *b = costliest_branch (l, in);
+          if (b)
+            lower_computation (l, b);
+        }
+      return;
+    default:
+      emit_compute (l, in);
+      return;
+    }
+}
+
+static void
+lower_computation (Lower *l, const PsComputation *comp)
+{
+  g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
+  gboolean entry = comp == l->module->entry;
+  for (guint i = 0; i < order->len && !l->failed; i++)
+    {
+      const PsInstr *in = g_ptr_array_index (order, i);
+      guint64 before = ps_trace_n_events (l->trace);
+      lower_instr (l, in);
+      if (too_many (l))
+        return;
+      if (entry && l->opts->memory_events && ps_trace_n_events (l->trace) > before)
+        {
+          guint step = GPOINTER_TO_UINT (g_hash_table_lookup (l->step_of, in));
+          ps_trace_add_memory (l->trace, step ? g_array_index (l->memory->live_after_bytes,
+                                                               uint64_t, step - 1) : 0);
+        }
+    }
+  flush_pending (l, comp);
+}
+
+static gboolean
+set_header (Lower *l, const PsModule *m, GError **error)
+{
+  const PsLowerOptions *o = l->opts;
+  int64_t n = o->n_devices > 0 ? o->n_devices : m->num_partitions > 0 ? m->num_partitions : 1;
+  if (n > G_MAXUINT32)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%" G_GINT64_FORMAT " devices is too "
+                   "many for a trace", n);
+      return FALSE;
+    }
+  if (o->mesh_rank == 0)
+    {
+      gint64 d = n;
+      ps_trace_set_mesh (l->trace, 1, &d, PS_TRACE_ORDER_ARANGE, NULL);
+    }
+  else
+    {
+      if (o->mesh_rank > PS_TRACE_MAX_RANK)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "mesh rank %u above %d",
+                       o->mesh_rank, PS_TRACE_MAX_RANK);
+          return FALSE;
+        }
+      gint64 p = 1;
+      for (guint i = 0; i < o->mesh_rank; i++)
+        p *= o->mesh_dims[i] > 0 ? o->mesh_dims[i] : 0;
+      if (p != n)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the mesh holds %" G_GINT64_FORMAT
+                       " devices but the program runs on %" G_GINT64_FORMAT, p, n);
+          return FALSE;
+        }
+      ps_trace_set_mesh (l->trace, o->mesh_rank, o->mesh_dims, o->mesh_order, o->mesh_devices);
+      PsTraceHeader *h = ps_trace_header (l->trace);
+      memcpy (h->mesh.physical, o->mesh_physical, sizeof h->mesh.physical);
+      if (o->mesh_order == PS_TRACE_ORDER_LIST && !o->mesh_devices)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "mesh order list without devices");
+          return FALSE;
+        }
+    }
+  if (o->slice)
+    ps_trace_set_slice (l->trace, o->slice);
+  GError *local = NULL;
+  /* the header alone: an empty trace validates only the mesh */
+  g_autoptr (PsTrace) probe = ps_trace_new ("probe");
+  const PsTraceHeader *h = ps_trace_get_header (l->trace);
+  ps_trace_set_mesh (probe, h->mesh.rank, h->mesh.dims, h->mesh.order, h->mesh.devices);
+  memcpy (ps_trace_header (probe)->mesh.physical, h->mesh.physical, sizeof h->mesh.physical);
+  if (!ps_trace_validate (probe, &local))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "bad mesh: %s", local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+PsTrace *
+ps_lower_module (const PsModule *m, const PsLowerOptions *opts, GError **error)
+{
+  g_return_val_if_fail (m != NULL, NULL);
+  PsLowerOptions defaults;
+  if (!opts)
+    {
+      ps_lower_options_init (&defaults);
+      opts = &defaults;
+    }
+  if (!m->entry)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "module %s has no entry computation",
+                   m->name ? m->name : "?");
+      return NULL;
+    }
+  PsCostOptions co;
+  ps_cost_options_init (&co);
+  co.default_trip_count = opts->default_trip_count;
+  g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (m, &co, error);
+  if (!cost)
+    return NULL;
+  g_autoptr (PsMemoryReport) memory = ps_memory_analyze (m, cost, error);
+  if (!memory)
+    return NULL;
+  g_autoptr (GHashTable) step_of = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; i < memory->order->len; i++)
+    g_hash_table_insert (step_of, g_ptr_array_index (memory->order, i), GUINT_TO_POINTER (i + 1));
+  Lower l = { opts, m, cost, memory, ps_trace_new (opts->program ? opts->program : m->name),
+              0, g_hash_table_new (NULL, NULL), step_of, error, FALSE };
+  if (!set_header (&l, m, error))
+    {
+      ps_trace_free (l.trace);
+      g_hash_table_unref (l.pending);
+      return NULL;
+    }
+  ps_trace_header (l.trace)->totals.peak_bytes = memory->peak_bytes;
+  lower_computation (&l, m->entry);
+  g_hash_table_unref (l.pending);
+  if (l.failed)
+    {
+      ps_trace_free (l.trace);
+      return NULL;
+    }
+  ps_trace_update_totals (l.trace);
+  GError *local = NULL;
+  if (!ps_trace_validate (l.trace, &local))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "lowering %s gave an invalid trace: %s",
+                   m->name, local->message);
+      g_error_free (local);
+      ps_trace_free (l.trace);
+      return NULL;
+    }
+  return l.trace;
+}

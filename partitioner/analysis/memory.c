@@ -1,0 +1,300 @@
+/* Memory analysis: liveness of buffers in sequential order (see memory.h). */
+#include "config.h"
+
+#include <string.h>
+
+#include "partitioner/analysis/memory.h"
+
+typedef struct {
+  const PsInstr *def;      /* defining instruction */
+  uint64_t bytes;
+  int def_step;            /* -1: parameter or constant */
+  int last_use;            /* step; n = live to the end */
+} Buffer;
+
+typedef struct {
+  const PsCostAnalysis *cost;
+  GHashTable *temp_peak;   /* PsComputation* -> uint64_t* (peak minus parameters) */
+} Ctx;
+
+static uint64_t
+bytes_of (const PsShape *s)
+{
+  int64_t b = ps_shape_bytes (s);
+  return b > 0 ? (uint64_t) b : 0;
+}
+
+/* Does `in` only alias the buffers of its operands? */
+static gboolean
+is_alias (const Ctx *ctx, const PsInstr *in)
+{
+  switch (in->opcode)
+    {
+    case PS_OP_TUPLE: case PS_OP_GET_TUPLE_ELEMENT: case PS_OP_BITCAST: case PS_OP_RESHAPE:
+    case PS_OP_WHILE: case PS_OP_OPTIMIZATION_BARRIER: case PS_OP_DOMAIN:
+    case PS_OP_BROADCAST: case PS_OP_IOTA:
+      return TRUE;
+    default:
+      break;
+    }
+  if (ctx->cost)
+    {
+      const PsCost *c = ps_cost_get (ctx->cost, in);
+      if (c && (c->fused || c->klass == PS_COST_INLINED))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The instruction whose buffers element `index` of tuple-valued `v` uses,
+ * looking through while loops (updated in place) and nested tuples; NULL
+ * when it cannot tell. */
+static const PsInstr *
+tuple_element (const PsInstr *v, int64_t index)
+{
+  for (int depth = 0; v && depth < 64; depth++)
+    {
+      if (v->opcode == PS_OP_TUPLE)
+        return index >= 0 && index < v->n_operands ? v->operands[index] : NULL;
+      if (v->opcode == PS_OP_WHILE && v->n_operands >= 1)
+        v = v->operands[0];
+      else
+        return NULL;
+    }
+  return NULL;
+}
+
+static uint64_t comp_temp_peak (Ctx *ctx, const PsComputation *c);
+
+static uint64_t
+callee_temp (Ctx *ctx, const PsInstr *in)
+{
+  uint64_t t = 0;
+  if (in->opcode != PS_OP_WHILE && in->opcode != PS_OP_CALL && in->opcode != PS_OP_CONDITIONAL)
+    return 0;
+  for (int k = 0; k < in->n_called; k++)
+    t = MAX (t, comp_temp_peak (ctx, in->called[k]));
+  return t;
+}
+
+/* The liveness walk over one computation. With `r` set (the entry), fills
+ * the report; returns the peak. `param_bytes` receives the parameters'
+ * bytes (a callee's parameters are its caller's buffers). */
+static uint64_t
+walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_bytes)
+{
+  g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
+  int n = (int) order->len;
+  g_autoptr (GHashTable) step_of = g_hash_table_new (NULL, NULL);
+  /* instruction -> GArray of buffer indices it refers to */
+  g_autoptr (GHashTable) refs = g_hash_table_new_full (NULL, NULL, NULL,
+                                                        (GDestroyNotify) g_array_unref);
+  g_autoptr (GArray) bufs = g_array_new (FALSE, TRUE, sizeof (Buffer));
+  g_autoptr (GArray) def_buf = g_array_new (FALSE, TRUE, sizeof (int)); /* per step: buffer or -1 */
+  uint64_t always = 0, params_only = 0;
+
+  for (int s = 0; s < n; s++)
+    {
+      const PsInstr *in = g_ptr_array_index (order, s);
+      g_hash_table_insert (step_of, (gpointer) in, GINT_TO_POINTER (s));
+      GArray *mine = g_array_new (FALSE, FALSE, sizeof (int));
+      int defined = -1;
+      const PsInstr *elem = in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
+                            ? tuple_element (in->operands[0], in->tuple_index) : NULL;
+      if (elem)
+        {
+          /* precise: only the selected element stays alive */
+          GArray *src = g_hash_table_lookup (refs, elem);
+          if (src)
+            g_array_append_vals (mine, src->data, src->len);
+        }
+      else if (is_alias (ctx, in))
+        {
+          int limit = in->opcode == PS_OP_WHILE ? MIN (in->n_operands, 1) : in->n_operands;
+          g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
+          for (int j = 0; j < limit; j++)
+            {
+              GArray *src = g_hash_table_lookup (refs, in->operands[j]);
+              for (guint k = 0; src && k < src->len; k++)
+                {
+                  int b = g_array_index (src, int, k);
+                  if (g_hash_table_add (seen, GINT_TO_POINTER (b + 1)))
+                    g_array_append_val (mine, b);
+                }
+            }
+        }
+      else
+        {
+          gboolean whole = in->opcode == PS_OP_PARAMETER || in->opcode == PS_OP_CONSTANT;
+          Buffer b = { in, bytes_of (in->shape), whole ? -1 : s, whole ? n : s };
+          defined = (int) bufs->len;
+          g_array_append_val (bufs, b);
+          g_array_append_val (mine, defined);
+          if (whole)
+            always += b.bytes;
+          if (in->opcode == PS_OP_PARAMETER)
+            params_only += b.bytes;
+        }
+      g_array_append_val (def_buf, defined);
+      g_hash_table_insert (refs, (gpointer) in, mine);
+    }
+  /* last uses; outputs live to the end */
+  for (int s = 0; s < n; s++)
+    {
+      const PsInstr *in = g_ptr_array_index (order, s);
+      for (int j = 0; j < in->n_operands; j++)
+        {
+          GArray *src = g_hash_table_lookup (refs, in->operands[j]);
+          for (guint k = 0; src && k < src->len; k++)
+            {
+              Buffer *b = &g_array_index (bufs, Buffer, g_array_index (src, int, k));
+              b->last_use = MAX (b->last_use, s);
+            }
+        }
+    }
+  GArray *out = comp->root ? g_hash_table_lookup (refs, comp->root) : NULL;
+  uint64_t output_bytes = 0;
+  for (guint k = 0; out && k < out->len; k++)
+    {
+      Buffer *b = &g_array_index (bufs, Buffer, g_array_index (out, int, k));
+      if (b->def_step >= 0)
+        output_bytes += b->bytes;
+      b->last_use = n;
+    }
+  /* frees per step */
+  g_autofree uint64_t *freed = g_new0 (uint64_t, n + 1);
+  for (guint k = 0; k < bufs->len; k++)
+    {
+      const Buffer *b = &g_array_index (bufs, Buffer, k);
+      if (b->def_step >= 0 && b->last_use < n)
+        freed[b->last_use] += b->bytes;
+    }
+  uint64_t live = always, peak = always;
+  int peak_step = -1;
+  for (int s = 0; s < n; s++)
+    {
+      const PsInstr *in = g_ptr_array_index (order, s);
+      int d = g_array_index (def_buf, int, s);
+      if (d >= 0 && g_array_index (bufs, Buffer, d).def_step >= 0)
+        live += g_array_index (bufs, Buffer, d).bytes;
+      uint64_t now = live + callee_temp (ctx, in);
+      if (now > peak)
+        {
+          peak = now;
+          peak_step = s;
+        }
+      live -= freed[s];
+      if (r)
+        g_array_append_val (r->live_after_bytes, live);
+    }
+  if (r)
+    {
+      for (int s = 0; s < n; s++)
+        g_ptr_array_add (r->order, g_ptr_array_index (order, s));
+      r->peak_bytes = peak;
+      r->parameter_bytes = always;
+      r->output_bytes = output_bytes;
+      r->temp_peak_bytes = peak - always;
+      r->peak_instr = peak_step >= 0 ? g_ptr_array_index (order, peak_step) : NULL;
+      for (guint k = 0; k < bufs->len; k++)
+        {
+          const Buffer *b = &g_array_index (bufs, Buffer, k);
+          if (b->bytes > 0 && b->def_step <= peak_step && b->last_use >= peak_step)
+            {
+              PsMemoryHolder h = { b->def, b->bytes };
+              g_array_append_val (r->holders, h);
+            }
+        }
+    }
+  if (param_bytes)
+    *param_bytes = params_only;
+  return peak;
+}
+
+static uint64_t
+comp_temp_peak (Ctx *ctx, const PsComputation *c)
+{
+  uint64_t *known = g_hash_table_lookup (ctx->temp_peak, c);
+  if (known)
+    return *known;
+  uint64_t params = 0;
+  uint64_t peak = walk (ctx, c, NULL, &params);
+  uint64_t *v = g_new (uint64_t, 1);
+  /* the callee's parameters are the caller's buffers */
+  *v = peak - params;
+  g_hash_table_insert (ctx->temp_peak, (gpointer) c, v);
+  return *v;
+}
+
+static int
+cmp_holder (gconstpointer a, gconstpointer b)
+{
+  const PsMemoryHolder *x = a, *y = b;
+  if (x->bytes != y->bytes)
+    return x->bytes > y->bytes ? -1 : 1;
+  return x->instr->id < y->instr->id ? -1 : x->instr->id > y->instr->id;
+}
+
+PsMemoryReport *
+ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost, GError **error)
+{
+  g_return_val_if_fail (m != NULL, NULL);
+  if (!m->entry)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "module %s has no entry computation",
+                   m->name ? m->name : "?");
+      return NULL;
+    }
+  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free) };
+  PsMemoryReport *r = g_new0 (PsMemoryReport, 1);
+  r->holders = g_array_new (FALSE, FALSE, sizeof (PsMemoryHolder));
+  r->order = g_ptr_array_new ();
+  r->live_after_bytes = g_array_new (FALSE, FALSE, sizeof (uint64_t));
+  walk (&ctx, m->entry, r, NULL);
+  g_array_sort (r->holders, cmp_holder);
+  g_hash_table_unref (ctx.temp_peak);
+  return r;
+}
+
+void
+ps_memory_report_free (PsMemoryReport *r)
+{
+  if (!r)
+    return;
+  g_array_unref (r->holders);
+  g_ptr_array_unref (r->order);
+  g_array_unref (r->live_after_bytes);
+  g_free (r);
+}
+
+uint64_t
+ps_memory_live_after (const PsMemoryReport *r, const PsInstr *instr)
+{
+  for (guint i = 0; i < r->order->len; i++)
+    if (g_ptr_array_index (r->order, i) == instr)
+      return g_array_index (r->live_after_bytes, uint64_t, i);
+  return 0;
+}
+
+char *
+ps_memory_report_to_string (const PsMemoryReport *r, int max_holders)
+{
+  GString *s = g_string_new (NULL);
+  g_autofree char *peak = ps_format_bytes ((double) r->peak_bytes);
+  g_autofree char *params = ps_format_bytes ((double) r->parameter_bytes);
+  g_autofree char *temps = ps_format_bytes ((double) r->temp_peak_bytes);
+  g_autofree char *outs = ps_format_bytes ((double) r->output_bytes);
+  g_string_append_printf (s, "per-device peak %s (%" G_GUINT64_FORMAT " bytes) at %s: "
+                          "parameters %s, temporaries and outputs %s (outputs %s)\n",
+                          peak, (guint64) r->peak_bytes,
+                          r->peak_instr ? r->peak_instr->name : "entry",
+                          params, temps, outs);
+  for (guint i = 0; i < r->holders->len && (int) i < max_holders; i++)
+    {
+      const PsMemoryHolder *h = &g_array_index (r->holders, PsMemoryHolder, i);
+      g_autofree char *shape = ps_shape_to_string (h->instr->shape, FALSE);
+      g_autofree char *b = ps_format_bytes ((double) h->bytes);
+      g_string_append_printf (s, "  %-28s %-28s %12s\n", h->instr->name, shape, b);
+    }
+  return g_string_free (s, FALSE);
+}

@@ -1,0 +1,68 @@
+/* Memory analysis: per-device peak live HBM bytes of a program run in its
+ * sequential order, and which values hold the most at the peak. The
+ * partitioner's `--memory` report and lowering's memory watermarks use it.
+ *
+ * Model (sequential order = the entry computation's program order, fixed up
+ * so that operands come first):
+ *   - parameters and constants are live for the whole program;
+ *   - every other instruction defines a buffer of its result's bytes when it
+ *     runs, except tuple, get-tuple-element, bitcast and reshape (aliases of
+ *     their operands: they keep those alive instead), while (its result is
+ *     its operand's buffer, updated in place), and instructions that a cost
+ *     analysis has fused into a consumer (never materialised);
+ *   - a buffer dies after its last use; the program's outputs (the root and
+ *     whatever it aliases) live to the end;
+ *   - while executing an instruction, its operands and its result are live
+ *     together; while, call and conditional add the peak temporaries of
+ *     their callees (body + condition, the worst branch).
+ * Buffers are not shared or reused beyond that: the figure is what a simple
+ * allocator needs, an upper bound on what XLA's heap simulator finds.
+ *
+ * Ownership: the report borrows the module (instruction pointers) and owns
+ * its arrays; free it with ps_memory_report_free().
+ */
+#ifndef PS_PARTITIONER_MEMORY_H
+#define PS_PARTITIONER_MEMORY_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "partitioner/analysis/cost.h"
+#include "partitioner/ir/ir.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const PsInstr *instr;    /* the value's defining instruction */
+  uint64_t bytes;
+} PsMemoryHolder;
+
+typedef struct {
+  uint64_t peak_bytes;           /* per device */
+  uint64_t parameter_bytes;      /* parameters (and constants), live throughout */
+  uint64_t output_bytes;         /* the root's buffers */
+  uint64_t temp_peak_bytes;      /* peak minus parameters */
+  const PsInstr *peak_instr;     /* entry instruction running at the peak */
+  GArray *holders;               /* PsMemoryHolder, live at the peak, largest first */
+  /* Sequential order and, for each step, live bytes after it ran. */
+  GPtrArray *order;              /* const PsInstr*, borrowed */
+  GArray *live_after_bytes;      /* uint64_t per step */
+} PsMemoryReport;
+
+/* `cost` (may be NULL) supplies the fusion decisions; without it nothing is
+ * fused. transfer full. */
+PsMemoryReport *ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost,
+                                   GError **error);
+void ps_memory_report_free (PsMemoryReport *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsMemoryReport, ps_memory_report_free)
+
+/* Live bytes after entry instruction `instr` ran (0 if not in the entry). */
+uint64_t ps_memory_live_after (const PsMemoryReport *r, const PsInstr *instr);
+
+/* "per-device peak 1.50 GiB at dot.3 (parameters ..., temporaries ...)"
+ * then up to `max_holders` lines "  NAME  SHAPE  BYTES". transfer full. */
+char *ps_memory_report_to_string (const PsMemoryReport *r, int max_holders);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,685 @@
+/* Reverse-mode autodiff over the graph IR: see autodiff.h. */
+#include "config.h"
+
+#include "partitioner/builder/autodiff.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- emission helpers ---------------------------------------------------- */
+
+static void
+literal_set (PsLiteral *l, int64_t i, double v)
+{
+  switch (l->etype)
+    {
+    case PS_F32: ((float *) l->data)[i] = (float) v; break;
+    case PS_F64: ((double *) l->data)[i] = v; break;
+    case PS_BF16:
+      {
+        /* Round to nearest even from f32 bits. */
+        float f = (float) v;
+        guint32 bits;
+        memcpy (&bits, &f, 4);
+        guint32 lsb = (bits >> 16) & 1u;
+        bits += 0x7fffu + lsb;
+        ((guint16 *) l->data)[i] = (guint16) (bits >> 16);
+        break;
+      }
+    case PS_F16:
+      {
+        /* Only the values autodiff emits (0, 1, small constants) matter;
+         * convert through a simple f32 -> f16 path. */
+        float f = (float) v;
+        guint32 b;
+        memcpy (&b, &f, 4);
+        guint32 sign = (b >> 16) & 0x8000u;
+        int exp = (int) ((b >> 23) & 0xff) - 127 + 15;
+        guint32 mant = (b >> 13) & 0x3ffu;
+        guint16 h;
+        if (f == 0.0f)
+          h = (guint16) sign;
+        else if (exp <= 0)
+          h = (guint16) sign;
+        else if (exp >= 31)
+          h = (guint16) (sign | 0x7c00u);
+        else
+          h = (guint16) (sign | ((guint32) exp << 10) | mant);
+        ((guint16 *) l->data)[i] = h;
+        break;
+      }
+    case PS_S32: ((gint32 *) l->data)[i] = (gint32) v; break;
+    case PS_S64: ((gint64 *) l->data)[i] = (gint64) v; break;
+    case PS_U32: ((guint32 *) l->data)[i] = (guint32) v; break;
+    case PS_PRED: ((guint8 *) l->data)[i] = v != 0; break;
+    default: g_assert_not_reached ();
+    }
+}
+
+PsInstr *
+ps_ad_scalar (PsComputation *c, PsElemType t, double value)
+{
+  PsInstr *k = ps_computation_add_instr (c, PS_OP_CONSTANT, NULL, ps_shape_new_scalar (t), 0, NULL);
+  k->literal = ps_literal_new (t, 1);
+  literal_set (k->literal, 0, value);
+  return k;
+}
+
+PsInstr *
+ps_ad_broadcast (PsComputation *c, PsInstr *a, const PsShape *shape, int n_dims,
+                 const int64_t *dims)
+{
+  PsShape *s = ps_shape_new_array (a->shape->etype, shape->rank, shape->dims);
+  PsInstr *b = ps_computation_add_instr (c, PS_OP_BROADCAST, NULL, s, 1, &a);
+  ps_ints_set (&b->dimensions, n_dims, dims);
+  return b;
+}
+
+PsInstr *
+ps_ad_full (PsComputation *c, const PsShape *like, double value)
+{
+  PsInstr *k = ps_ad_scalar (c, like->etype, value);
+  if (like->rank == 0)
+    return k;
+  return ps_ad_broadcast (c, k, like, 0, NULL);
+}
+
+PsInstr *
+ps_ad_binary (PsComputation *c, PsOpcode op, PsInstr *a, PsInstr *b)
+{
+  PsInstr *ops[2] = { a, b };
+  return ps_computation_add_instr (c, op, NULL, ps_shape_copy (a->shape), 2, ops);
+}
+
+PsInstr *
+ps_ad_unary (PsComputation *c, PsOpcode op, PsInstr *a)
+{
+  return ps_computation_add_instr (c, op, NULL, ps_shape_copy (a->shape), 1, &a);
+}
+
+PsInstr *
+ps_ad_convert (PsComputation *c, PsInstr *a, PsElemType t)
+{
+  if (a->shape->etype == t)
+    return a;
+  PsShape *s = ps_shape_new_array (t, a->shape->rank, a->shape->dims);
+  return ps_computation_add_instr (c, PS_OP_CONVERT, NULL, s, 1, &a);
+}
+
+PsComputation *
+ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t)
+{
+  g_autofree char *name = g_strdup_printf ("ad_%s_%s", ps_opcode_name (op), ps_etype_name (t));
+  PsComputation *r = ps_module_find_computation (m, name);
+  if (r)
+    return r;
+  r = ps_computation_new (m, name);
+  /* Callees must precede their callers in the module. */
+  g_ptr_array_remove (m->computations, r);
+  g_ptr_array_insert (m->computations, 0, r);
+  g_autofree char *xn = g_strdup_printf ("%s.x", name);
+  g_autofree char *yn = g_strdup_printf ("%s.y", name);
+  g_autofree char *rn = g_strdup_printf ("%s.%s", name, ps_opcode_name (op));
+  PsInstr *x = ps_computation_add_instr (r, PS_OP_PARAMETER, xn, ps_shape_new_scalar (t), 0, NULL);
+  x->parameter_number = 0;
+  PsInstr *y = ps_computation_add_instr (r, PS_OP_PARAMETER, yn, ps_shape_new_scalar (t), 0, NULL);
+  y->parameter_number = 1;
+  g_ptr_array_add (r->params, x);
+  g_ptr_array_add (r->params, y);
+  PsInstr *ops[2] = { x, y };
+  r->root = ps_computation_add_instr (r, op, rn, ps_shape_new_scalar (t), 2, ops);
+  return r;
+}
+
+PsInstr *
+ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims,
+              const int64_t *dims)
+{
+  if (n_dims == 0)
+    return a;
+  const PsShape *as = a->shape;
+  int64_t out_dims[64];
+  int r = 0;
+  for (int d = 0; d < as->rank; d++)
+    {
+      gboolean reduced = FALSE;
+      for (int i = 0; i < n_dims; i++)
+        reduced |= dims[i] == d;
+      if (!reduced)
+        out_dims[r++] = as->dims[d];
+    }
+  PsInstr *ops[2] = { a, ps_ad_scalar (c, as->etype, init) };
+  PsInstr *red = ps_computation_add_instr (c, PS_OP_REDUCE, NULL,
+                                           ps_shape_new_array (as->etype, r, out_dims), 2, ops);
+  ps_ints_set (&red->dimensions, n_dims, dims);
+  PsComputation *reducer = ps_ad_reducer (c->parent, op, as->etype);
+  ps_instr_set_called (red, 1, &reducer);
+  return red;
+}
+
+PsInstr *
+ps_ad_reduce_sum (PsComputation *c, PsInstr *a, int n_dims, const int64_t *dims)
+{
+  return ps_ad_reduce (c, a, PS_OP_ADD, 0.0, n_dims, dims);
+}
+
+static PsInstr *
+emit_transpose (PsComputation *c, PsInstr *a, const int64_t *perm)
+{
+  int rank = a->shape->rank;
+  gboolean identity = TRUE;
+  for (int i = 0; i < rank; i++)
+    identity &= perm[i] == i;
+  if (identity)
+    return a;
+  int64_t dims[64];
+  for (int i = 0; i < rank; i++)
+    dims[i] = a->shape->dims[perm[i]];
+  PsInstr *t = ps_computation_add_instr (c, PS_OP_TRANSPOSE, NULL,
+                                         ps_shape_new_array (a->shape->etype, rank, dims), 1, &a);
+  ps_ints_set (&t->dimensions, rank, perm);
+  return t;
+}
+
+static PsInstr *
+emit_reshape (PsComputation *c, PsInstr *a, const PsShape *to)
+{
+  if (ps_shape_equal (a->shape, to))
+    return a;
+  PsShape *s = ps_shape_new_array (a->shape->etype, to->rank, to->dims);
+  return ps_computation_add_instr (c, PS_OP_RESHAPE, NULL, s, 1, &a);
+}
+
+static PsInstr *
+emit_dot (PsComputation *c, PsInstr *lhs, PsInstr *rhs, int nb, const int64_t *lb,
+          const int64_t *rb, int nc, const int64_t *lc, const int64_t *rc)
+{
+  int64_t dims[64];
+  int r = 0;
+  for (int i = 0; i < nb; i++)
+    dims[r++] = lhs->shape->dims[lb[i]];
+  for (int d = 0; d < lhs->shape->rank; d++)
+    {
+      gboolean used = FALSE;
+      for (int i = 0; i < nb; i++)
+        used |= lb[i] == d;
+      for (int i = 0; i < nc; i++)
+        used |= lc[i] == d;
+      if (!used)
+        dims[r++] = lhs->shape->dims[d];
+    }
+  for (int d = 0; d < rhs->shape->rank; d++)
+    {
+      gboolean used = FALSE;
+      for (int i = 0; i < nb; i++)
+        used |= rb[i] == d;
+      for (int i = 0; i < nc; i++)
+        used |= rc[i] == d;
+      if (!used)
+        dims[r++] = rhs->shape->dims[d];
+    }
+  PsInstr *ops[2] = { lhs, rhs };
+  PsInstr *dot = ps_computation_add_instr (c, PS_OP_DOT, NULL,
+                                           ps_shape_new_array (lhs->shape->etype, r, dims), 2, ops);
+  ps_ints_set (&dot->dot.lhs_batch, nb, lb);
+  ps_ints_set (&dot->dot.rhs_batch, nb, rb);
+  ps_ints_set (&dot->dot.lhs_contracting, nc, lc);
+  ps_ints_set (&dot->dot.rhs_contracting, nc, rc);
+  return dot;
+}
+
+/* ---- the rules ------------------------------------------------------------ */
+
+typedef struct {
+  PsComputation *c;
+  GHashTable *adj;   /* PsInstr* -> PsInstr* accumulated gradient */
+} Ad;
+
+static void
+accumulate (Ad *ad, PsInstr *x, PsInstr *g)
+{
+  if (g->shape->etype != x->shape->etype)
+    g = ps_ad_convert (ad->c, g, x->shape->etype);
+  PsInstr *old = g_hash_table_lookup (ad->adj, x);
+  if (old)
+    g = ps_ad_binary (ad->c, PS_OP_ADD, old, g);
+  g_hash_table_insert (ad->adj, x, g);
+}
+
+static gboolean
+is_float (const PsInstr *x)
+{
+  return ps_shape_is_array (x->shape) && ps_etype_is_float (x->shape->etype);
+}
+
+/* Free (non-batch, non-contracting) dims of one dot operand, ascending. */
+static int
+dot_free_dims (int rank, const PsInts *batch, const PsInts *contracting, int64_t *out)
+{
+  int n = 0;
+  for (int d = 0; d < rank; d++)
+    if (!ps_ints_contains (batch, d) && !ps_ints_contains (contracting, d))
+      out[n++] = d;
+  return n;
+}
+
+static int
+cmp_i64 (const void *a, const void *b)
+{
+  int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+  return (x > y) - (x < y);
+}
+
+/* Gradient of one dot operand. For the LHS (which = 0): dot(g, rhs) over the
+ * rhs's free dims, giving [batch, lhs free, rhs contracting (ascending rhs
+ * order)], then transposed to the LHS's dim order; the RHS is symmetric. */
+static PsInstr *
+dot_operand_grad (Ad *ad, PsInstr *dot, PsInstr *g, int which)
+{
+  PsInstr *self = dot->operands[which], *other = dot->operands[1 - which];
+  const PsInts *sb = which == 0 ? &dot->dot.lhs_batch : &dot->dot.rhs_batch;
+  const PsInts *ob = which == 0 ? &dot->dot.rhs_batch : &dot->dot.lhs_batch;
+  const PsInts *sc = which == 0 ? &dot->dot.lhs_contracting : &dot->dot.rhs_contracting;
+  const PsInts *oc = which == 0 ? &dot->dot.rhs_contracting : &dot->dot.lhs_contracting;
+  int nb = sb->n;
+  int64_t lf[64], rf[64];
+  int nlf = dot_free_dims (dot->operands[0]->shape->rank, &dot->dot.lhs_batch,
+                           &dot->dot.lhs_contracting, lf);
+  int nrf = dot_free_dims (dot->operands[1]->shape->rank, &dot->dot.rhs_batch,
+                           &dot->dot.rhs_contracting, rf);
+  int64_t *sf = which == 0 ? lf : rf, *of = which == 0 ? rf : lf;
+  int nsf = which == 0 ? nlf : nrf, nof = which == 0 ? nrf : nlf;
+
+  /* In g: batch dims 0..nb-1, lhs free next, rhs free last. */
+  int64_t g_batch[64], g_contract[64];
+  for (int i = 0; i < nb; i++)
+    g_batch[i] = i;
+  int64_t of_start = which == 0 ? nb + nlf : nb;
+  for (int i = 0; i < nof; i++)
+    g_contract[i] = of_start + i;
+  PsInstr *gc = g;
+  if (g->shape->etype != other->shape->etype)
+    gc = ps_ad_convert (ad->c, g, other->shape->etype);
+  PsInstr *res = emit_dot (ad->c, gc, other, nb, g_batch, ob->v, nof, g_contract, of);
+
+  /* res dims: [batch, self free, other's contracting dims ascending]. Map each
+   * to the self dim it stands for. */
+  int rank = self->shape->rank;
+  int64_t self_of[64];
+  int j = 0;
+  for (int i = 0; i < nb; i++)
+    self_of[j++] = sb->v[i];
+  for (int i = 0; i < nsf; i++)
+    self_of[j++] = sf[i];
+  int64_t oc_sorted[64];
+  memcpy (oc_sorted, oc->v, sizeof (int64_t) * (gsize) oc->n);
+  qsort (oc_sorted, (gsize) oc->n, sizeof (int64_t), cmp_i64);
+  for (int k = 0; k < oc->n; k++)
+    for (int i = 0; i < oc->n; i++)
+      if (oc->v[i] == oc_sorted[k])
+        self_of[j++] = sc->v[i];
+  g_assert (j == rank);
+  int64_t perm[64];
+  for (int d = 0; d < rank; d++)
+    for (int k = 0; k < rank; k++)
+      if (self_of[k] == d)
+        perm[d] = k;
+  return emit_transpose (ad->c, res, perm);
+}
+
+static gboolean
+reducer_is (const PsInstr *red, PsOpcode op)
+{
+  if (red->n_called != 1 || red->called[0]->root == NULL)
+    return FALSE;
+  return red->called[0]->root->opcode == op;
+}
+
+static gboolean
+backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
+{
+  PsComputation *c = ad->c;
+  PsInstr *a = x->n_operands > 0 ? x->operands[0] : NULL;
+  PsInstr *b = x->n_operands > 1 ? x->operands[1] : NULL;
+  switch (x->opcode)
+    {
+    case PS_OP_PARAMETER:
+    case PS_OP_CONSTANT:
+    case PS_OP_IOTA:
+    case PS_OP_COMPARE:
+      return TRUE;
+    case PS_OP_ADD:
+      accumulate (ad, a, g);
+      accumulate (ad, b, g);
+      return TRUE;
+    case PS_OP_SUBTRACT:
+      accumulate (ad, a, g);
+      accumulate (ad, b, ps_ad_unary (c, PS_OP_NEGATE, g));
+      return TRUE;
+    case PS_OP_MULTIPLY:
+      accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, b));
+      accumulate (ad, b, ps_ad_binary (c, PS_OP_MULTIPLY, g, a));
+      return TRUE;
+    case PS_OP_DIVIDE:
+      {
+        /* d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b */
+        accumulate (ad, a, ps_ad_binary (c, PS_OP_DIVIDE, g, b));
+        PsInstr *gb = ps_ad_binary (c, PS_OP_DIVIDE, ps_ad_binary (c, PS_OP_MULTIPLY, g, x), b);
+        accumulate (ad, b, ps_ad_unary (c, PS_OP_NEGATE, gb));
+        return TRUE;
+      }
+    case PS_OP_NEGATE:
+      accumulate (ad, a, ps_ad_unary (c, PS_OP_NEGATE, g));
+      return TRUE;
+    case PS_OP_COPY:
+      accumulate (ad, a, g);
+      return TRUE;
+    case PS_OP_CONVERT:
+      if (is_float (a))
+        accumulate (ad, a, ps_ad_convert (c, g, a->shape->etype));
+      return TRUE;
+    case PS_OP_EXP:
+      accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, x));
+      return TRUE;
+    case PS_OP_LOG:
+      accumulate (ad, a, ps_ad_binary (c, PS_OP_DIVIDE, g, a));
+      return TRUE;
+    case PS_OP_TANH:
+      {
+        PsInstr *one = ps_ad_full (c, x->shape, 1.0);
+        PsInstr *sq = ps_ad_binary (c, PS_OP_MULTIPLY, x, x);
+        PsInstr *d = ps_ad_binary (c, PS_OP_SUBTRACT, one, sq);
+        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        return TRUE;
+      }
+    case PS_OP_LOGISTIC:
+      {
+        PsInstr *one = ps_ad_full (c, x->shape, 1.0);
+        PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, x, ps_ad_binary (c, PS_OP_SUBTRACT, one, x));
+        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        return TRUE;
+      }
+    case PS_OP_RSQRT:
+      {
+        /* d/da a^-1/2 = -1/2 * x / a */
+        PsInstr *h = ps_ad_full (c, x->shape, -0.5);
+        PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, h, ps_ad_binary (c, PS_OP_DIVIDE, x, a));
+        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        return TRUE;
+      }
+    case PS_OP_SQRT:
+      {
+        PsInstr *h = ps_ad_full (c, x->shape, 0.5);
+        PsInstr *d = ps_ad_binary (c, PS_OP_DIVIDE, h, x);
+        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        return TRUE;
+      }
+    case PS_OP_ERF:
+      {
+        /* d/da erf(a) = 2/sqrt(pi) exp(-a^2) */
+        PsInstr *sq = ps_ad_binary (c, PS_OP_MULTIPLY, a, a);
+        PsInstr *e = ps_ad_unary (c, PS_OP_EXP, ps_ad_unary (c, PS_OP_NEGATE, sq));
+        PsInstr *k = ps_ad_full (c, x->shape, 2.0 / sqrt (G_PI));
+        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, ps_ad_binary (c, PS_OP_MULTIPLY, k, e)));
+        return TRUE;
+      }
+    case PS_OP_ABS:
+      {
+        PsInstr *s = ps_ad_unary (c, PS_OP_SIGN, a);
+        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, s));
+        return TRUE;
+      }
+    case PS_OP_POWER:
+      {
+        if (b->opcode != PS_OP_CONSTANT && !(b->opcode == PS_OP_BROADCAST
+                                             && b->operands[0]->opcode == PS_OP_CONSTANT))
+          break;
+        /* g * b * a^(b-1) = g * b * x / a */
+        PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, b, ps_ad_binary (c, PS_OP_DIVIDE, x, a));
+        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        return TRUE;
+      }
+    case PS_OP_MAXIMUM:
+    case PS_OP_MINIMUM:
+      {
+        PsShape *ps = ps_shape_new_array (PS_PRED, x->shape->rank, x->shape->dims);
+        PsInstr *ops[2] = { a, b };
+        PsInstr *pick_a = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps, 2, ops);
+        pick_a->comparison = x->opcode == PS_OP_MAXIMUM ? PS_CMP_GE : PS_CMP_LE;
+        PsInstr *zero = ps_ad_full (c, g->shape, 0.0);
+        PsInstr *s1[3] = { pick_a, g, zero }, *s2[3] = { pick_a, zero, g };
+        accumulate (ad, a, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s1));
+        accumulate (ad, b, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s2));
+        return TRUE;
+      }
+    case PS_OP_SELECT:
+      {
+        PsInstr *p = x->operands[0], *t = x->operands[1], *f = x->operands[2];
+        PsInstr *zero = ps_ad_full (c, g->shape, 0.0);
+        PsInstr *pp = p;
+        if (p->shape->rank == 0 && x->shape->rank > 0)
+          pp = ps_ad_broadcast (c, p, x->shape, 0, NULL);
+        PsInstr *s1[3] = { pp, g, zero }, *s2[3] = { pp, zero, g };
+        if (is_float (t))
+          accumulate (ad, t, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s1));
+        if (is_float (f))
+          accumulate (ad, f, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s2));
+        return TRUE;
+      }
+    case PS_OP_BROADCAST:
+      {
+        /* Sum over the output dims the operand does not map to; what remains
+         * is in ascending output-dim order, which may need a transpose. */
+        int R = x->shape->rank;
+        int64_t red[64];
+        int nr = 0;
+        for (int d = 0; d < R; d++)
+          if (!ps_ints_contains (&x->dimensions, d))
+            red[nr++] = d;
+        PsInstr *s = ps_ad_reduce_sum (c, g, nr, red);
+        int r = a->shape->rank;
+        /* Operand dim i sits at output dim dimensions[i]; after the reduce
+         * the rank of dimensions[i] among the kept dims is its position. */
+        int64_t perm[64];
+        for (int i = 0; i < r; i++)
+          {
+            int pos = 0;
+            for (int k = 0; k < r; k++)
+              pos += x->dimensions.v[k] < x->dimensions.v[i];
+            perm[i] = pos;
+          }
+        accumulate (ad, a, emit_transpose (c, s, perm));
+        return TRUE;
+      }
+    case PS_OP_RESHAPE:
+    case PS_OP_BITCAST:
+      accumulate (ad, a, emit_reshape (c, g, a->shape));
+      return TRUE;
+    case PS_OP_TRANSPOSE:
+      {
+        int r = x->shape->rank;
+        int64_t inv[64];
+        for (int i = 0; i < r; i++)
+          inv[x->dimensions.v[i]] = i;
+        accumulate (ad, a, emit_transpose (c, g, inv));
+        return TRUE;
+      }
+    case PS_OP_REDUCE:
+      {
+        if (x->n_operands != 2 || ps_shape_is_tuple (x->shape))
+          break;
+        int r = a->shape->rank;
+        int64_t kept[64];
+        int nk = 0;
+        for (int d = 0; d < r; d++)
+          if (!ps_ints_contains (&x->dimensions, d))
+            kept[nk++] = d;
+        PsInstr *gb = ps_ad_broadcast (c, g, a->shape, nk, kept);
+        if (reducer_is (x, PS_OP_ADD))
+          {
+            accumulate (ad, a, gb);
+            return TRUE;
+          }
+        if (reducer_is (x, PS_OP_MAXIMUM) || reducer_is (x, PS_OP_MINIMUM))
+          {
+            PsInstr *xb = ps_ad_broadcast (c, x, a->shape, nk, kept);
+            PsInstr *ops[2] = { a, xb };
+            PsInstr *eq = ps_computation_add_instr (c, PS_OP_COMPARE, NULL,
+                                                    ps_shape_new_array (PS_PRED, r, a->shape->dims), 2, ops);
+            eq->comparison = PS_CMP_EQ;
+            PsInstr *zero = ps_ad_full (c, gb->shape, 0.0);
+            PsInstr *s[3] = { eq, gb, zero };
+            accumulate (ad, a, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (gb->shape), 3, s));
+            return TRUE;
+          }
+        break;
+      }
+    case PS_OP_DOT:
+      accumulate (ad, a, dot_operand_grad (ad, x, g, 0));
+      accumulate (ad, b, dot_operand_grad (ad, x, g, 1));
+      return TRUE;
+    case PS_OP_SLICE:
+      {
+        gboolean strided = FALSE;
+        for (int d = 0; d < x->slice_strides.n; d++)
+          strided |= x->slice_strides.v[d] != 1;
+        if (strided)
+          break;
+        PsInstr *zero = ps_ad_scalar (c, g->shape->etype, 0.0);
+        PsInstr *ops[2] = { g, zero };
+        PsInstr *p = ps_computation_add_instr (c, PS_OP_PAD, NULL, ps_shape_copy (a->shape), 2, ops);
+        p->n_pad = a->shape->rank;
+        p->padding = g_new0 (PsPadDim, p->n_pad);
+        for (int d = 0; d < p->n_pad; d++)
+          {
+            p->padding[d].lo = x->slice_starts.v[d];
+            p->padding[d].hi = a->shape->dims[d] - x->slice_limits.v[d];
+          }
+        accumulate (ad, a, p);
+        return TRUE;
+      }
+    case PS_OP_PAD:
+      {
+        int r = a->shape->rank;
+        int64_t st[64], li[64], one[64];
+        for (int d = 0; d < r; d++)
+          {
+            if (x->padding[d].interior != 0 || x->padding[d].lo < 0 || x->padding[d].hi < 0)
+              goto unsupported;
+            st[d] = x->padding[d].lo;
+            li[d] = x->padding[d].lo + a->shape->dims[d];
+            one[d] = 1;
+          }
+        PsInstr *s = ps_computation_add_instr (c, PS_OP_SLICE, NULL, ps_shape_copy (a->shape), 1, &g);
+        ps_ints_set (&s->slice_starts, r, st);
+        ps_ints_set (&s->slice_limits, r, li);
+        ps_ints_set (&s->slice_strides, r, one);
+        accumulate (ad, a, s);
+        return TRUE;
+      }
+    case PS_OP_CONCATENATE:
+      {
+        int r = x->shape->rank;
+        int64_t axis = x->dimensions.v[0], off = 0;
+        for (int i = 0; i < x->n_operands; i++)
+          {
+            PsInstr *op = x->operands[i];
+            int64_t st[64], li[64], one[64];
+            for (int d = 0; d < r; d++)
+              {
+                st[d] = d == axis ? off : 0;
+                li[d] = d == axis ? off + op->shape->dims[d] : x->shape->dims[d];
+                one[d] = 1;
+              }
+            off += op->shape->dims[axis];
+            PsInstr *s = ps_computation_add_instr (c, PS_OP_SLICE, NULL, ps_shape_copy (op->shape), 1, &g);
+            ps_ints_set (&s->slice_starts, r, st);
+            ps_ints_set (&s->slice_limits, r, li);
+            ps_ints_set (&s->slice_strides, r, one);
+            if (is_float (op))
+              accumulate (ad, op, s);
+          }
+        return TRUE;
+      }
+    default:
+      break;
+    }
+unsupported:
+  g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
+               "autodiff: no gradient rule for '%s' (instruction %s)",
+               ps_opcode_name (x->opcode), x->name);
+  return FALSE;
+}
+
+GPtrArray *
+ps_autodiff_gradients (PsComputation *c, PsInstr *y, int n_wrt, PsInstr *const *wrt,
+                       GError **error)
+{
+  return ps_autodiff_vjp (c, y, NULL, n_wrt, wrt, error);
+}
+
+GPtrArray *
+ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *const *wrt,
+                 GError **error)
+{
+  g_return_val_if_fail (c != NULL && y != NULL && y->parent == c, NULL);
+  g_return_val_if_fail (ps_shape_is_array (y->shape), NULL);
+
+  /* Instructions y depends on, and among them those that lead to a wrt
+   * input: only those need gradients. */
+  g_autoptr (GPtrArray) order = ps_computation_post_order (c);
+  g_autoptr (GHashTable) reaches = g_hash_table_new (NULL, NULL);
+  for (int i = 0; i < n_wrt; i++)
+    g_hash_table_add (reaches, wrt[i]);
+  for (guint i = 0; i < order->len; i++)
+    {
+      PsInstr *in = order->pdata[i];
+      for (int k = 0; k < in->n_operands; k++)
+        if (g_hash_table_contains (reaches, in->operands[k]))
+          {
+            g_hash_table_add (reaches, in);
+            break;
+          }
+    }
+  g_autoptr (GHashTable) needed = g_hash_table_new (NULL, NULL);
+  g_hash_table_add (needed, y);
+  guint y_pos = 0;
+  for (guint i = 0; i < order->len; i++)
+    if (order->pdata[i] == y)
+      y_pos = i;
+  for (guint i = y_pos + 1; i-- > 0;)
+    {
+      PsInstr *in = order->pdata[i];
+      if (!g_hash_table_contains (needed, in))
+        continue;
+      for (int k = 0; k < in->n_operands; k++)
+        g_hash_table_add (needed, in->operands[k]);
+    }
+
+  Ad ad = { c, g_hash_table_new (NULL, NULL) };
+  g_hash_table_insert (ad.adj, y, dy ? dy : ps_ad_full (c, y->shape, 1.0));
+  for (guint i = y_pos + 1; i-- > 0;)
+    {
+      PsInstr *in = order->pdata[i];
+      if (!g_hash_table_contains (needed, in) || !g_hash_table_contains (reaches, in))
+        continue;
+      PsInstr *g = g_hash_table_lookup (ad.adj, in);
+      if (g == NULL || in->opcode == PS_OP_PARAMETER)
+        continue;
+      if (!backprop_one (&ad, in, g, error))
+        {
+          g_hash_table_destroy (ad.adj);
+          return NULL;
+        }
+    }
+  GPtrArray *out = g_ptr_array_new ();
+  for (int i = 0; i < n_wrt; i++)
+    {
+      PsInstr *g = g_hash_table_lookup (ad.adj, wrt[i]);
+      if (g == NULL)
+        g = ps_ad_full (c, wrt[i]->shape, 0.0);
+      g_ptr_array_add (out, g);
+    }
+  g_hash_table_destroy (ad.adj);
+  return out;
+}

@@ -1,0 +1,207 @@
+/* Optimizer updates as IR: see optimizer.h. */
+#include "config.h"
+
+#include "partitioner/builder/optimizer.h"
+
+#include <string.h>
+
+#include "partitioner/builder/autodiff.h"
+
+const char *
+ps_optimizer_name (PsOptimizerKind k)
+{
+  return k == PS_OPTIMIZER_ADAM ? "adam" : "adafactor";
+}
+
+gboolean
+ps_optimizer_from_name (const char *name, PsOptimizerKind *out)
+{
+  if (strcmp (name, "adafactor") == 0)
+    *out = PS_OPTIMIZER_ADAFACTOR;
+  else if (strcmp (name, "adam") == 0)
+    *out = PS_OPTIMIZER_ADAM;
+  else
+    return FALSE;
+  return TRUE;
+}
+
+static PsShape *
+shape_without_dim (const PsShape *s, int drop)
+{
+  int64_t dims[64];
+  int r = 0;
+  for (int d = 0; d < s->rank; d++)
+    if (d != drop)
+      dims[r++] = s->dims[d];
+  return ps_shape_new_array (PS_F32, r, dims);
+}
+
+int
+ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *w, PsShape **out)
+{
+  if (k == PS_OPTIMIZER_ADAM)
+    {
+      if (out)
+        {
+          out[0] = ps_shape_new_array (PS_F32, w->rank, w->dims);
+          out[1] = ps_shape_new_array (PS_F32, w->rank, w->dims);
+        }
+      return 2;
+    }
+  if (w->rank >= 2)
+    {
+      if (out)
+        {
+          out[0] = shape_without_dim (w, w->rank - 1);
+          out[1] = shape_without_dim (w, w->rank - 2);
+        }
+      return 2;
+    }
+  if (out)
+    out[0] = ps_shape_new_array (PS_F32, w->rank, w->dims);
+  return 1;
+}
+
+void
+ps_optimizer_hyper_defaults (PsOptimizerKind k, PsOptimizerHyper *h)
+{
+  memset (h, 0, sizeof *h);
+  if (k == PS_OPTIMIZER_ADAM)
+    {
+      h->beta1 = 0.9;
+      h->epsilon1 = 1e-8;
+    }
+  else
+    {
+      h->epsilon1 = 1e-30;
+      h->epsilon2 = 1e-3;
+      h->clip = 1.0;
+    }
+}
+
+/* Scalar s broadcast to the shape of `like`. */
+static PsInstr *
+bcast_scalar (PsComputation *c, PsInstr *s, const PsShape *like)
+{
+  if (like->rank == 0)
+    return s;
+  return ps_ad_broadcast (c, s, like, 0, NULL);
+}
+
+static PsInstr *
+mul (PsComputation *c, PsInstr *a, PsInstr *b)
+{
+  return ps_ad_binary (c, PS_OP_MULTIPLY, a, b);
+}
+
+static PsInstr *
+add (PsComputation *c, PsInstr *a, PsInstr *b)
+{
+  return ps_ad_binary (c, PS_OP_ADD, a, b);
+}
+
+/* decay * state + (1 - decay) * x */
+static PsInstr *
+ema (PsComputation *c, PsInstr *decay, PsInstr *state, PsInstr *x)
+{
+  PsInstr *one = ps_ad_scalar (c, PS_F32, 1.0);
+  PsInstr *om = ps_ad_binary (c, PS_OP_SUBTRACT, one, decay);
+  return add (c, mul (c, bcast_scalar (c, decay, state->shape), state),
+              mul (c, bcast_scalar (c, om, x->shape), x));
+}
+
+/* Mean over `dim` of a (f32). */
+static PsInstr *
+mean_dim (PsComputation *c, PsInstr *a, int dim)
+{
+  int64_t d = dim;
+  PsInstr *s = ps_ad_reduce_sum (c, a, 1, &d);
+  PsInstr *inv = ps_ad_full (c, s->shape, 1.0 / (double) a->shape->dims[dim]);
+  return mul (c, s, inv);
+}
+
+/* Root mean square of all elements, as f32[]. */
+static PsInstr *
+rms (PsComputation *c, PsInstr *a)
+{
+  int64_t dims[64];
+  for (int d = 0; d < a->shape->rank; d++)
+    dims[d] = d;
+  PsInstr *sq = mul (c, a, a);
+  PsInstr *s = ps_ad_reduce_sum (c, sq, a->shape->rank, dims);
+  double n = (double) ps_shape_elements (a->shape);
+  PsInstr *m = mul (c, s, ps_ad_scalar (c, PS_F32, 1.0 / (n > 0 ? n : 1)));
+  return ps_ad_unary (c, PS_OP_SQRT, m);
+}
+
+static void
+adafactor (PsComputation *c, const PsOptimizerHyper *h, PsInstr *w, PsInstr *g,
+           PsInstr *const *st, PsInstr **nw, PsInstr **nst)
+{
+  int r = w->shape->rank;
+  PsInstr *g2 = add (c, mul (c, g, g), ps_ad_full (c, g->shape, h->epsilon1));
+  PsInstr *rsq;
+  if (r >= 2)
+    {
+      PsInstr *row = ema (c, h->decay, st[0], mean_dim (c, g2, r - 1));
+      PsInstr *col = ema (c, h->decay, st[1], mean_dim (c, g2, r - 2));
+      nst[0] = row;
+      nst[1] = col;
+      /* v_hat[.., i, j] = row[.., i] * col[.., j] / mean(row[.., :]) */
+      PsInstr *row_mean = mean_dim (c, row, r - 2);
+      int64_t keep_row[64], keep_col[64], keep_mean[64];
+      for (int d = 0; d < r - 1; d++)
+        keep_row[d] = d;
+      for (int d = 0; d < r - 2; d++)
+        keep_col[d] = keep_mean[d] = d;
+      keep_col[r - 2] = r - 1;
+      PsInstr *rb = ps_ad_broadcast (c, row, w->shape, r - 1, keep_row);
+      PsInstr *cb = ps_ad_broadcast (c, col, w->shape, r - 1, keep_col);
+      PsInstr *mb = ps_ad_broadcast (c, row_mean, w->shape, r - 2, keep_mean);
+      PsInstr *vhat = ps_ad_binary (c, PS_OP_DIVIDE, mul (c, rb, cb), mb);
+      rsq = ps_ad_unary (c, PS_OP_RSQRT, vhat);
+    }
+  else
+    {
+      PsInstr *v = ema (c, h->decay, st[0], g2);
+      nst[0] = v;
+      rsq = ps_ad_unary (c, PS_OP_RSQRT, v);
+    }
+  PsInstr *u = mul (c, g, rsq);
+  /* Clip: u / max(1, rms(u) / d). */
+  PsInstr *ratio = mul (c, rms (c, u), ps_ad_scalar (c, PS_F32, 1.0 / h->clip));
+  PsInstr *den = ps_ad_binary (c, PS_OP_MAXIMUM, ps_ad_scalar (c, PS_F32, 1.0), ratio);
+  u = ps_ad_binary (c, PS_OP_DIVIDE, u, bcast_scalar (c, den, u->shape));
+  /* Relative step: lr * max(eps2, rms(w)). */
+  PsInstr *scale = ps_ad_binary (c, PS_OP_MAXIMUM, ps_ad_scalar (c, PS_F32, h->epsilon2), rms (c, w));
+  PsInstr *step = mul (c, h->lr, scale);
+  *nw = ps_ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_scalar (c, step, u->shape), u));
+}
+
+static void
+adam (PsComputation *c, const PsOptimizerHyper *h, PsInstr *w, PsInstr *g,
+      PsInstr *const *st, PsInstr **nw, PsInstr **nst)
+{
+  PsInstr *b1 = ps_ad_scalar (c, PS_F32, h->beta1);
+  PsInstr *m = ema (c, b1, st[0], g);
+  PsInstr *v = ema (c, h->decay, st[1], mul (c, g, g));
+  nst[0] = m;
+  nst[1] = v;
+  PsInstr *den = add (c, ps_ad_unary (c, PS_OP_SQRT, v), ps_ad_full (c, v->shape, h->epsilon1));
+  PsInstr *u = ps_ad_binary (c, PS_OP_DIVIDE, m, den);
+  *nw = ps_ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_scalar (c, h->lr, u->shape), u));
+}
+
+void
+ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
+                    PsInstr *weight, PsInstr *grad, PsInstr *const *states,
+                    PsInstr **new_weight, PsInstr **new_states)
+{
+  g_return_if_fail (weight->shape->etype == PS_F32);
+  if (grad->shape->etype != PS_F32)
+    grad = ps_ad_convert (c, grad, PS_F32);
+  if (k == PS_OPTIMIZER_ADAM)
+    adam (c, h, weight, grad, states, new_weight, new_states);
+  else
+    adafactor (c, h, weight, grad, states, new_weight, new_states);
+}

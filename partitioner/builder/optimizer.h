@@ -1,0 +1,62 @@
+/* Optimizer updates written as IR, appended to a training-step computation.
+ *
+ * The model builders (models/) call these after ps_autodiff_gradients(): for
+ * each weight they get the gradient, the optimizer-state parameters and the
+ * scalar hyper-parameters, and append the update so that the step's outputs
+ * are the new weights and states. Writing the update in the IR (rather than
+ * costing it analytically) lets propagation shard the optimizer state and
+ * memory analysis count it, as in the GSPMD paper's weight-update sharding.
+ *
+ * Adafactor follows Shazeer & Stern (2018) with beta1 = 0 (no first moment),
+ * as the published GSPMD runs used it: for a weight of rank >= 2 the second
+ * moment is factored into a row vector (last dim reduced) and a column vector
+ * (second-to-last dim reduced); rank-1 weights keep a full second moment.
+ * Update clipping (threshold d) and the relative step size (scaled by the RMS
+ * of the weight) are included. Adam is the textbook one with bias correction
+ * folded into the learning-rate input.
+ *
+ * All state is f32. Instructions returned are transfer none (owned by c).
+ */
+#ifndef PS_PARTITIONER_OPTIMIZER_H
+#define PS_PARTITIONER_OPTIMIZER_H
+
+#include <glib.h>
+
+#include "partitioner/ir/ir.h"
+
+G_BEGIN_DECLS
+
+typedef enum { PS_OPTIMIZER_ADAFACTOR, PS_OPTIMIZER_ADAM } PsOptimizerKind;
+
+const char *ps_optimizer_name (PsOptimizerKind k);
+gboolean ps_optimizer_from_name (const char *name, PsOptimizerKind *out);
+
+/* Number and shapes of the state tensors of one weight of `shape`:
+ * Adafactor: rank >= 2: [row (dims without the last), col (dims without the
+ * second-to-last)]; rank <= 1: [v]. Adam: [m, v]. Returns the count and fills
+ * out_shapes (transfer full each) when not NULL (at most 2). */
+int ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *weight, PsShape **out_shapes);
+
+/* Hyper-parameters (scalars in the IR so one program serves every step). */
+typedef struct {
+  PsInstr *lr;        /* f32[] learning rate (Adam: bias correction folded in) */
+  PsInstr *decay;     /* f32[] Adafactor second-moment decay (1 - t^-0.8);
+                       * Adam: beta2 */
+  double beta1;       /* Adam only */
+  double epsilon1;    /* Adafactor: added to g^2 (1e-30); Adam: eps (1e-8) */
+  double epsilon2;    /* Adafactor: floor of the parameter scale (1e-3) */
+  double clip;        /* Adafactor update clipping threshold d (1.0) */
+} PsOptimizerHyper;
+
+void ps_optimizer_hyper_defaults (PsOptimizerKind k, PsOptimizerHyper *h);
+
+/* Appends the update of one weight: `states` are the current state
+ * instructions (as many as ps_optimizer_state_shapes says); fills
+ * new_weight and new_states. */
+void ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
+                         PsInstr *weight, PsInstr *grad, PsInstr *const *states,
+                         PsInstr **new_weight, PsInstr **new_states);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,39 @@
+/* Helpers shared by the HLO reader and printer (private to partitioner/):
+ * element conversions for constants and the text forms of attributes that
+ * both sides must agree on. Not part of the IR contract; other modules use
+ * hlo_parser.h and hlo_printer.h.
+ */
+#ifndef PS_PARTITIONER_HLO_INTERNAL_H
+#define PS_PARTITIONER_HLO_INTERNAL_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "partitioner/ir/ir.h"
+
+G_BEGIN_DECLS
+
+/* IEEE half and bfloat16 bit patterns (round to nearest even). */
+uint16_t ps_float_to_f16_bits (float f);
+float ps_f16_bits_to_float (uint16_t h);
+uint16_t ps_float_to_bf16_bits (float f);
+float ps_bf16_bits_to_float (uint16_t h);
+
+/* Stores one scalar written as `tok` (len bytes: "1", "-2.5", "inf",
+ * "true") into element `i` of `lit`. `im` is the imaginary part for complex
+ * types (NULL otherwise). FALSE with a message (transfer full) when the text
+ * is not a value of the literal's type. */
+gboolean ps_literal_store (PsLiteral *lit, int64_t i, const char *tok, gsize len,
+                           const char *im, gsize im_len, char **why);
+/* Appends element i in the canonical text form (reparses to the same bits). */
+void ps_literal_append_elem (GString *out, const PsLiteral *lit, int64_t i);
+/* Appends the whole value as written inside constant(...): a scalar for
+ * rank 0, else nested braces following `shape`'s dims. */
+void ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape);
+
+/* dim_labels text ("b01f_01io->b01f") of convolution dimension numbers. */
+void ps_conv_dims_append (GString *out, const PsConvDims *d);
+
+G_END_DECLS
+
+#endif

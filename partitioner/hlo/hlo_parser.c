@@ -1,0 +1,978 @@
+/* The HLO text reader (hlo_parser.h). A hand-written recursive-descent
+ * parser over the whole text: HLO instructions may span lines and comments
+ * may appear anywhere, so nothing here works line by line. Positions are byte
+ * offsets turned into LINE:COL only when an error is reported. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "partitioner/hlo/hlo_internal.h"
+#include "partitioner/hlo/hlo_lexer.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/sharding.h"
+
+
+
+/* Called-computation references an instruction wrote, by key. */
+typedef struct {
+  PsComputation *to_apply, *condition, *body, *on_true, *on_false, *select, *scatter;
+  GPtrArray *list;           /* branch_computations / called_computations */
+  gsize list_pos;
+  gboolean list_is_branches;
+} Called;
+
+/* Which computation-valued attributes an opcode takes. */
+static gboolean
+takes_computation (PsOpcode op, const char *key)
+{
+  if (strcmp (key, "to_apply") == 0)
+    switch (op)
+      {
+      case PS_OP_REDUCE: case PS_OP_REDUCE_WINDOW: case PS_OP_SCATTER: case PS_OP_SORT:
+      case PS_OP_MAP: case PS_OP_ALL_REDUCE: case PS_OP_REDUCE_SCATTER: case PS_OP_CALL:
+      case PS_OP_CALL_START:
+        return TRUE;
+      default:
+        return FALSE;
+      }
+  if (strcmp (key, "condition") == 0 || strcmp (key, "body") == 0)
+    return op == PS_OP_WHILE;
+  if (strcmp (key, "true_computation") == 0 || strcmp (key, "false_computation") == 0
+      || strcmp (key, "branch_computations") == 0)
+    return op == PS_OP_CONDITIONAL;
+  if (strcmp (key, "select") == 0 || strcmp (key, "scatter") == 0)
+    return op == PS_OP_SELECT_AND_SCATTER;
+  if (strcmp (key, "called_computations") == 0)
+    return op == PS_OP_CUSTOM_CALL;
+  return FALSE;
+}
+
+static gboolean
+is_computation_key (const char *key)
+{
+  static const char *const keys[] = { "to_apply", "condition", "body", "true_computation",
+                                      "false_computation", "branch_computations", "select",
+                                      "scatter", "called_computations" };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    if (strcmp (key, keys[i]) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+parse_computation_list (PsHloReader *p, Called *cl)
+{
+  if (!ps_hlo_expect (p, '{', "to open the list of computations"))
+    return FALSE;
+  if (!cl->list)
+    cl->list = g_ptr_array_new ();
+  if (ps_hlo_accept (p, '}'))
+    return TRUE;
+  do
+    {
+      PsComputation *c = ps_hlo_computation_ref (p);
+      if (!c)
+        return FALSE;
+      g_ptr_array_add (cl->list, c);
+    }
+  while (ps_hlo_accept (p, ','));
+  return ps_hlo_expect (p, '}', "to close the list of computations");
+}
+
+static gboolean
+parse_attr (PsHloReader *p, PsInstr *in, Called *cl, GHashTable *seen)
+{
+  ps_hlo_skip_ws (p);
+  gsize kpos = p->pos;
+  char *key = ps_hlo_name (p, "an attribute name");
+  if (!key)
+    return FALSE;
+  if (g_hash_table_contains (seen, key))
+    {
+      ps_hlo_error (p, kpos, PS_ERROR_PARSE, "duplicate attribute '%s'", key);
+      g_free (key);
+      return FALSE;
+    }
+  g_hash_table_add (seen, key);
+  g_autofree char *ctx = g_strdup_printf ("after attribute name '%s'", key);
+  if (!ps_hlo_expect (p, '=', ctx))
+    return FALSE;
+  PsOpcode op = in->opcode;
+#define IS(k) (strcmp (key, (k)) == 0)
+  if (IS ("sharding"))
+    return ps_hlo_sharding (p, in);
+  if (IS ("metadata"))
+    return ps_hlo_metadata (p, &in->metadata);
+  if (IS ("backend_config") && ps_hlo_peek (p) == '"')
+    return (in->backend_config = ps_hlo_string (p)) != NULL;
+  if (IS ("channel_id"))
+    return ps_hlo_int (p, &in->channel_id, "a channel id");
+  if (IS ("replica_groups") && ps_hlo_peek (p) == '{')
+    {
+      in->has_replica_groups = TRUE;
+      return ps_hlo_groups (p, &in->n_groups, &in->group_size, &in->replica_groups, 0);
+    }
+  if (IS ("use_global_device_ids"))
+    return ps_hlo_bool (p, &in->use_global_device_ids);
+  if (IS ("source_target_pairs"))
+    {
+      int two = 0;
+      return ps_hlo_groups (p, &in->n_pairs, &two, &in->source_target_pairs, 2);
+    }
+  if (IS ("operand_precision"))
+    return ps_hlo_precision (p, in);
+  if (IS ("dimensions"))
+    return ps_hlo_int_list (p, &in->dimensions);
+  if (IS ("lhs_batch_dims"))
+    return ps_hlo_int_list (p, &in->dot.lhs_batch);
+  if (IS ("rhs_batch_dims"))
+    return ps_hlo_int_list (p, &in->dot.rhs_batch);
+  if (IS ("lhs_contracting_dims"))
+    return ps_hlo_int_list (p, &in->dot.lhs_contracting);
+  if (IS ("rhs_contracting_dims"))
+    return ps_hlo_int_list (p, &in->dot.rhs_contracting);
+  if (IS ("window"))
+    return ps_hlo_window (p, &in->window);
+  if (IS ("dim_labels"))
+    return ps_hlo_dim_labels (p, &in->conv);
+  if (IS ("feature_group_count"))
+    return ps_hlo_int (p, &in->feature_group_count, "a group count");
+  if (IS ("batch_group_count"))
+    return ps_hlo_int (p, &in->batch_group_count, "a group count");
+  if (IS ("slice"))
+    return ps_hlo_slice (p, in);
+  if (IS ("dynamic_slice_sizes"))
+    return ps_hlo_int_list (p, &in->dynamic_slice_sizes);
+  if (IS ("padding") && op == PS_OP_PAD)
+    return ps_hlo_padding (p, in);
+  if (op == PS_OP_GATHER)
+    {
+      PsGatherDims *g = &in->gather;
+      if (IS ("offset_dims")) return ps_hlo_int_list (p, &g->offset_dims);
+      if (IS ("collapsed_slice_dims")) return ps_hlo_int_list (p, &g->collapsed_slice_dims);
+      if (IS ("start_index_map")) return ps_hlo_int_list (p, &g->start_index_map);
+      if (IS ("operand_batching_dims")) return ps_hlo_int_list (p, &g->operand_batching_dims);
+      if (IS ("start_indices_batching_dims")) return ps_hlo_int_list (p, &g->start_indices_batching_dims);
+      if (IS ("slice_sizes")) return ps_hlo_int_list (p, &g->slice_sizes);
+      if (IS ("index_vector_dim")) return ps_hlo_int (p, &g->index_vector_dim, "a dimension");
+      if (IS ("indices_are_sorted")) return ps_hlo_bool (p, &g->indices_are_sorted);
+    }
+  if (op == PS_OP_SCATTER)
+    {
+      PsScatterDims *s = &in->scatter;
+      if (IS ("update_window_dims")) return ps_hlo_int_list (p, &s->update_window_dims);
+      if (IS ("inserted_window_dims")) return ps_hlo_int_list (p, &s->inserted_window_dims);
+      if (IS ("scatter_dims_to_operand_dims")) return ps_hlo_int_list (p, &s->scatter_dims_to_operand_dims);
+      if (IS ("input_batching_dims")) return ps_hlo_int_list (p, &s->input_batching_dims);
+      if (IS ("scatter_indices_batching_dims")) return ps_hlo_int_list (p, &s->scatter_indices_batching_dims);
+      if (IS ("index_vector_dim")) return ps_hlo_int (p, &s->index_vector_dim, "a dimension");
+      if (IS ("indices_are_sorted")) return ps_hlo_bool (p, &s->indices_are_sorted);
+      if (IS ("unique_indices")) return ps_hlo_bool (p, &s->unique_indices);
+    }
+  if (IS ("index") && op == PS_OP_GET_TUPLE_ELEMENT)
+    return ps_hlo_int (p, &in->tuple_index, "a tuple index");
+  if (IS ("iota_dimension") && op == PS_OP_IOTA)
+    return ps_hlo_int (p, &in->iota_dimension, "a dimension");
+  if (IS ("direction") && op == PS_OP_COMPARE)
+    return ps_hlo_comparison (p, in);
+  if (IS ("type") && op == PS_OP_COMPARE)
+    return (in->compare_type = ps_hlo_name (p, "a comparison type")) != NULL;
+  if (IS ("is_stable") && op == PS_OP_SORT)
+    return ps_hlo_bool (p, &in->is_stable);
+  if (IS ("custom_call_target") && op == PS_OP_CUSTOM_CALL)
+    return (in->custom_call_target = ps_hlo_string (p)) != NULL;
+  if (IS ("custom_call_has_side_effect") && op == PS_OP_CUSTOM_CALL)
+    return ps_hlo_bool (p, &in->custom_call_has_side_effect);
+  if (is_computation_key (key))
+    {
+      if (!takes_computation (op, key))
+        {
+          ps_hlo_error (p, kpos, PS_ERROR_PARSE, "%s does not take attribute '%s'", ps_opcode_name (op), key);
+          return FALSE;
+        }
+      if (IS ("branch_computations") || IS ("called_computations"))
+        {
+          cl->list_is_branches = IS ("branch_computations");
+          return parse_computation_list (p, cl);
+        }
+      PsComputation *c = ps_hlo_computation_ref (p);
+      if (!c)
+        return FALSE;
+      if (IS ("to_apply")) cl->to_apply = c;
+      else if (IS ("condition")) cl->condition = c;
+      else if (IS ("body")) cl->body = c;
+      else if (IS ("true_computation")) cl->on_true = c;
+      else if (IS ("false_computation")) cl->on_false = c;
+      else if (IS ("select")) cl->select = c;
+      else cl->scatter = c;
+      return TRUE;
+    }
+#undef IS
+  char *value = ps_hlo_raw_value (p);
+  if (!value)
+    return FALSE;
+  ps_instr_add_raw_attr (in, key, value);
+  g_free (value);
+  return TRUE;
+}
+
+/* Attributes without which an opcode means nothing. */
+static const char *
+missing_attr (const PsInstr *in, GHashTable *seen)
+{
+  static const struct { PsOpcode op; const char *key; } req[] = {
+    { PS_OP_GET_TUPLE_ELEMENT, "index" }, { PS_OP_IOTA, "iota_dimension" },
+    { PS_OP_COMPARE, "direction" }, { PS_OP_BROADCAST, "dimensions" },
+    { PS_OP_TRANSPOSE, "dimensions" }, { PS_OP_CONCATENATE, "dimensions" },
+    { PS_OP_REVERSE, "dimensions" }, { PS_OP_REDUCE, "dimensions" },
+    { PS_OP_REDUCE, "to_apply" }, { PS_OP_SLICE, "slice" }, { PS_OP_PAD, "padding" },
+    { PS_OP_DYNAMIC_SLICE, "dynamic_slice_sizes" }, { PS_OP_CONVOLUTION, "dim_labels" },
+    { PS_OP_GATHER, "offset_dims" }, { PS_OP_GATHER, "collapsed_slice_dims" },
+    { PS_OP_GATHER, "start_index_map" }, { PS_OP_GATHER, "index_vector_dim" },
+    { PS_OP_GATHER, "slice_sizes" }, { PS_OP_SCATTER, "update_window_dims" },
+    { PS_OP_SCATTER, "inserted_window_dims" }, { PS_OP_SCATTER, "scatter_dims_to_operand_dims" },
+    { PS_OP_SCATTER, "index_vector_dim" }, { PS_OP_SCATTER, "to_apply" },
+    { PS_OP_CUSTOM_CALL, "custom_call_target" }, { PS_OP_WHILE, "condition" },
+    { PS_OP_WHILE, "body" }, { PS_OP_REDUCE_WINDOW, "window" },
+    { PS_OP_REDUCE_WINDOW, "to_apply" }, { PS_OP_MAP, "to_apply" },
+    { PS_OP_ALL_REDUCE, "to_apply" }, { PS_OP_REDUCE_SCATTER, "to_apply" },
+    { PS_OP_REDUCE_SCATTER, "dimensions" }, { PS_OP_ALL_GATHER, "dimensions" },
+    { PS_OP_CALL, "to_apply" }, { PS_OP_CALL_START, "to_apply" }, { PS_OP_SORT, "to_apply" },
+    { PS_OP_SELECT_AND_SCATTER, "select" }, { PS_OP_SELECT_AND_SCATTER, "scatter" },
+    { PS_OP_SELECT_AND_SCATTER, "window" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (req); i++)
+    if (req[i].op == in->opcode && !g_hash_table_contains (seen, req[i].key))
+      return req[i].key;
+  if (in->opcode == PS_OP_CONDITIONAL && !g_hash_table_contains (seen, "branch_computations")
+      && !(g_hash_table_contains (seen, "true_computation") && g_hash_table_contains (seen, "false_computation")))
+    return "branch_computations";
+  return NULL;
+}
+
+static void
+assign_called (PsInstr *in, Called *cl)
+{
+  PsComputation *v[2];
+  switch (in->opcode)
+    {
+    case PS_OP_WHILE:
+      v[0] = cl->condition, v[1] = cl->body;
+      ps_instr_set_called (in, 2, v);
+      break;
+    case PS_OP_SELECT_AND_SCATTER:
+      v[0] = cl->select, v[1] = cl->scatter;
+      ps_instr_set_called (in, 2, v);
+      break;
+    case PS_OP_CONDITIONAL:
+      if (cl->list)
+        {
+          ps_instr_set_called (in, (int) cl->list->len, (PsComputation *const *) cl->list->pdata);
+          in->branches_as_list = TRUE;
+        }
+      else
+        {
+          v[0] = cl->on_true, v[1] = cl->on_false;
+          ps_instr_set_called (in, 2, v);
+        }
+      break;
+    case PS_OP_CUSTOM_CALL:
+      if (cl->list)
+        ps_instr_set_called (in, (int) cl->list->len, (PsComputation *const *) cl->list->pdata);
+      break;
+    default:
+      if (cl->to_apply)
+        ps_instr_set_called (in, 1, &cl->to_apply);
+      break;
+    }
+}
+
+static gboolean
+parse_literal_elems (PsHloReader *p, PsLiteral *lit, int64_t *idx, int depth)
+{
+  ps_hlo_skip_ws (p);
+  if (FAILED (p))
+    return FALSE;
+  if (depth > 64)
+    {
+      ps_hlo_error (p, p->pos, PS_ERROR_PARSE, "constant nested too deeply");
+      return FALSE;
+    }
+  if (CUR (p) == '{')
+    {
+      p->pos++;
+      if (ps_hlo_accept (p, '}'))
+        return TRUE;
+      do
+        if (!parse_literal_elems (p, lit, idx, depth + 1))
+          return FALSE;
+      while (ps_hlo_accept (p, ','));
+      return ps_hlo_expect (p, '}', "to close the constant's values");
+    }
+  gsize s, e, is = 0, ie = 0;
+  gboolean cplx = FALSE;
+  gsize vpos = p->pos;
+  if (CUR (p) == '(')
+    {
+      p->pos++;
+      cplx = TRUE;
+      if (!ps_hlo_token (p, "+-.", &s, &e) || !ps_hlo_expect (p, ',', "between real and imaginary parts")
+          || !ps_hlo_token (p, "+-.", &is, &ie) || !ps_hlo_expect (p, ')', "to close the complex value"))
+        return FALSE;
+    }
+  else if (!ps_hlo_token (p, "+-.", &s, &e))
+    return FALSE;
+  if (*idx >= lit->n)
+    {
+      ps_hlo_error (p, vpos, PS_ERROR_INVALID, "constant has more than %" G_GINT64_FORMAT " values", lit->n);
+      return FALSE;
+    }
+  char *why = NULL;
+  if (!ps_literal_store (lit, *idx, p->text + s, e - s, cplx ? p->text + is : NULL, ie - is, &why))
+    {
+      ps_hlo_error (p, vpos, PS_ERROR_INVALID, "%s", why);
+      g_free (why);
+      return FALSE;
+    }
+  (*idx)++;
+  return TRUE;
+}
+
+static gboolean
+parse_literal (PsHloReader *p, PsInstr *in, gsize oppos)
+{
+  if (!in->shape)
+    {
+      ps_hlo_error (p, oppos, PS_ERROR_PARSE, "constant needs its result shape written");
+      return FALSE;
+    }
+  if (!ps_shape_is_array (in->shape) || in->shape->etype == PS_TOKEN)
+    {
+      ps_hlo_error (p, oppos, PS_ERROR_UNSUPPORTED, "constants of shape %s are not supported",
+            ps_etype_name (in->shape->etype));
+      return FALSE;
+    }
+  ps_hlo_skip_ws (p);
+  gsize start = p->pos;
+  in->literal = ps_literal_new (in->shape->etype, ps_shape_elements (in->shape));
+  int64_t idx = 0;
+  if (!parse_literal_elems (p, in->literal, &idx, 0))
+    return FALSE;
+  if (idx != in->literal->n)
+    {
+      g_autofree char *shape = ps_shape_to_string (in->shape, FALSE);
+      ps_hlo_error (p, start, PS_ERROR_INVALID, "constant has %" G_GINT64_FORMAT " values but %s has %" G_GINT64_FORMAT " elements",
+            idx, shape, in->literal->n);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Checks a written shape against the inferred one, or fills it in. */
+static gboolean
+settle_shape (PsHloReader *p, PsInstr *in, gsize shape_pos, gsize op_pos)
+{
+  GError *ie = NULL;
+  PsShape *inf = ps_infer_shape (in, &ie);
+  if (!in->shape)
+    {
+      if (!inf)
+        {
+          ps_hlo_error (p, op_pos, ie->code == PS_ERROR_UNSUPPORTED ? PS_ERROR_PARSE : PS_ERROR_INVALID,
+                "%s", ie->message);
+          g_error_free (ie);
+          return FALSE;
+        }
+      in->shape = inf;
+      return TRUE;
+    }
+  if (!inf)
+    {
+      gboolean bad = ie->code != PS_ERROR_UNSUPPORTED;
+      if (bad)
+        ps_hlo_error (p, op_pos, PS_ERROR_INVALID, "%s", ie->message);
+      g_error_free (ie);
+      return !bad;
+    }
+  gboolean ok = ps_shape_equal (inf, in->shape);
+  if (!ok)
+    {
+      g_autofree char *w = ps_shape_to_string (in->shape, FALSE);
+      g_autofree char *i = ps_shape_to_string (inf, FALSE);
+      ps_hlo_error (p, shape_pos, PS_ERROR_INVALID, "shape %s of '%s' does not match %s, the shape its %s produces",
+            w, in->name, i, ps_opcode_name (in->opcode));
+    }
+  ps_shape_free (inf);
+  return ok;
+}
+
+/* For a clearer message: the line on which `name` is defined further down
+ * the current computation ("[ROOT] [%]name =" at a line start), or 0. */
+static int
+defined_later (PsHloReader *p, const char *name)
+{
+  gsize n = strlen (name);
+  int depth = 0;
+  for (gsize i = p->pos; i < p->len; i++)
+    {
+      char c = p->text[i];
+      if (c == '{')
+        depth++;
+      else if (c == '}' && --depth < 0)
+        return 0; /* end of the computation */
+      if (c != '\n')
+        continue;
+      gsize j = i + 1;
+      while (j < p->len && (p->text[j] == ' ' || p->text[j] == '\t'))
+        j++;
+      if (j + 5 <= p->len && strncmp (p->text + j, "ROOT ", 5) == 0)
+        for (j += 5; j < p->len && p->text[j] == ' '; j++)
+          ;
+      if (j < p->len && p->text[j] == '%')
+        j++;
+      if (j + n > p->len || strncmp (p->text + j, name, n) != 0)
+        continue;
+      gsize k = j + n;
+      if (k < p->len && ps_hlo_is_ident_char (p->text[k]))
+        continue;
+      while (k < p->len && p->text[k] == ' ')
+        k++;
+      if (k < p->len && p->text[k] == '=')
+        {
+          int line, col;
+          ps_text_position (p->text, j, &line, &col);
+          return line;
+        }
+    }
+  return 0;
+}
+
+static gboolean
+parse_instruction (PsHloReader *p, PsComputation *c, PsInstr **root, gsize *root_pos)
+{
+  ps_hlo_skip_ws (p);
+  gsize ipos = p->pos;
+  gboolean is_root = FALSE;
+  if (ps_hlo_at_keyword (p, "ROOT"))
+    {
+      gsize save = p->pos;
+      p->pos += 4;
+      if (ps_hlo_peek (p) == '=')
+        p->pos = save; /* an instruction named ROOT */
+      else
+        is_root = TRUE;
+    }
+  ps_hlo_skip_ws (p);
+  gsize npos = p->pos;
+  g_autofree char *name = ps_hlo_name (p, "an instruction name");
+  if (!name)
+    return FALSE;
+  if (g_hash_table_contains (p->scope, name))
+    {
+      int line, col;
+      ps_text_position (p->text, GPOINTER_TO_SIZE (g_hash_table_lookup (p->scope_pos, name)), &line, &col);
+      ps_hlo_error (p, npos, PS_ERROR_PARSE, "duplicate instruction name '%s' (first defined at line %d)", name, line);
+      return FALSE;
+    }
+  if (!ps_hlo_expect (p, '=', "after the instruction name"))
+    return FALSE;
+  PsShape *shape = NULL;
+  ps_hlo_skip_ws (p);
+  gsize shape_pos = p->pos;
+  if (ps_hlo_at_shape (p) && !(shape = ps_hlo_shape (p)))
+    return FALSE;
+  ps_hlo_skip_ws (p);
+  gsize op_pos = p->pos;
+  gsize q = p->pos;
+  while (q < p->len && (g_ascii_isalnum (p->text[q]) || p->text[q] == '-' || p->text[q] == '_'))
+    q++;
+  PsOpcode op;
+  if (q == p->pos)
+    {
+      g_autofree char *found = ps_hlo_describe (p, op_pos);
+      ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "expected an opcode, found %s", found);
+      ps_shape_free (shape);
+      return FALSE;
+    }
+  if (!ps_opcode_from_name (p->text + p->pos, q - p->pos, &op))
+    {
+      /* "f31[8]" is a misspelt shape, not an opcode. */
+      const char *what = q < p->len && p->text[q] == '[' ? "element type" : "opcode";
+      ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "unknown %s '%.*s'", what, (int) MIN (q - p->pos, 60),
+                    p->text + p->pos);
+      ps_shape_free (shape);
+      return FALSE;
+    }
+  p->pos = q;
+  if (!ps_hlo_expect (p, '(', "after the opcode"))
+    {
+      ps_shape_free (shape);
+      return FALSE;
+    }
+  GPtrArray *ops = g_ptr_array_new ();
+  int64_t param_no = -1;
+  gsize lit_pos = 0, lit_end = 0;
+  if (op == PS_OP_PARAMETER)
+    {
+      ps_hlo_skip_ws (p);
+      gsize ppos = p->pos;
+      if (ps_hlo_int (p, &param_no, "a parameter number") && param_no < 0)
+        ps_hlo_error (p, ppos, PS_ERROR_PARSE, "negative parameter number");
+    }
+  else if (op == PS_OP_CONSTANT)
+    {
+      /* Parsed once the instruction exists, to know the element type. */
+      ps_hlo_skip_ws (p);
+      lit_pos = p->pos;
+      if (CUR (p) == '{' || CUR (p) == '(')
+        {
+          ps_hlo_skip_balanced (p);
+          lit_end = p->pos;
+        }
+      else
+        while (p->pos < p->len && (g_ascii_isalnum (CUR (p)) || strchr ("+-._", CUR (p))))
+          p->pos++;
+      lit_end = p->pos;
+    }
+  else if (ps_hlo_peek (p) != ')')
+    {
+      do
+        {
+          if (ps_hlo_at_shape (p))
+            {
+              PsShape *ignored = ps_hlo_shape (p); /* only a hint */
+              ps_shape_free (ignored);
+              if (FAILED (p))
+                break;
+            }
+          ps_hlo_skip_ws (p);
+          gsize opnd_pos = p->pos;
+          g_autofree char *oname = ps_hlo_name (p, "an operand name");
+          if (!oname)
+            break;
+          PsInstr *o = g_hash_table_lookup (p->scope, oname);
+          if (!o)
+            {
+              int later = defined_later (p, oname);
+              if (later > 0)
+                ps_hlo_error (p, opnd_pos, PS_ERROR_INVALID,
+                              "operand '%s' is used before its definition on line %d", oname, later);
+              else
+                ps_hlo_error (p, opnd_pos, PS_ERROR_INVALID, "undefined operand '%s'", oname);
+              break;
+            }
+          g_ptr_array_add (ops, o);
+        }
+      while (ps_hlo_accept (p, ','));
+    }
+  if (!FAILED (p))
+    ps_hlo_expect (p, ')', "to close the operands");
+  if (FAILED (p))
+    {
+      g_ptr_array_free (ops, TRUE);
+      ps_shape_free (shape);
+      return FALSE;
+    }
+  PsInstr *in = ps_computation_add_instr (c, op, name, shape, (int) ops->len,
+                                          (PsInstr *const *) ops->pdata);
+  g_ptr_array_free (ops, TRUE);
+  int line, col;
+  ps_hlo_position (p, npos, &line, &col);
+  in->src_line = line;
+  in->src_col = col;
+  g_hash_table_insert (p->scope, g_strdup (name), in);
+  g_hash_table_insert (p->scope_pos, g_strdup (name), GSIZE_TO_POINTER (npos));
+  if (op == PS_OP_PARAMETER)
+    in->parameter_number = param_no;
+  if (op == PS_OP_CONSTANT)
+    {
+      gsize after = p->pos;
+      p->pos = lit_pos;
+      if (!parse_literal (p, in, op_pos))
+        return FALSE;
+      if (p->pos != lit_end && !FAILED (p))
+        {
+          ps_hlo_error (p, p->pos, PS_ERROR_PARSE, "unexpected text in the constant");
+          return FALSE;
+        }
+      p->pos = after;
+    }
+
+  Called cl = { 0 };
+  GHashTable *seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  while (!FAILED (p) && ps_hlo_accept (p, ','))
+    parse_attr (p, in, &cl, seen);
+  if (!FAILED (p))
+    {
+      const char *miss = missing_attr (in, seen);
+      if (miss)
+        ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "%s '%s' needs attribute '%s'", ps_opcode_name (op), name, miss);
+    }
+  g_hash_table_destroy (seen);
+  if (!FAILED (p))
+    assign_called (in, &cl);
+  if (cl.list)
+    g_ptr_array_free (cl.list, TRUE);
+  if (FAILED (p) || !settle_shape (p, in, shape_pos, op_pos))
+    return FALSE;
+  if (in->sharding && ps_shape_is_tuple (in->shape) && !ps_sharding_is_tuple (in->sharding))
+    {
+      /* One sharding on a tuple applies to every leaf (XLA's parser does
+       * the same), so later passes only see tuple shardings on tuples. */
+      PsSharding *t = ps_sharding_expand_to_shape (in->sharding, in->shape);
+      ps_sharding_free (in->sharding);
+      in->sharding = t;
+    }
+  if (is_root)
+    {
+      if (*root)
+        {
+          int l2, c2;
+          ps_text_position (p->text, *root_pos, &l2, &c2);
+          ps_hlo_error (p, ipos, PS_ERROR_PARSE, "second ROOT in computation '%s' (the first is at line %d)",
+                c->name, l2);
+          return FALSE;
+        }
+      *root = in;
+      *root_pos = ipos;
+    }
+  return TRUE;
+}
+
+/* ---- computations and the module --------------------------------------- */
+
+static gboolean
+parse_signature (PsHloReader *p)
+{
+  /* The signature only repeats the parameters' shapes; parameter(k)
+   * instructions are the definitions, so it is read and dropped. */
+  if (!ps_hlo_expect (p, '(', "to open the signature"))
+    return FALSE;
+  if (!ps_hlo_accept (p, ')'))
+    {
+      do
+        {
+          g_autofree char *pname = ps_hlo_name (p, "a parameter name");
+          if (!pname || !ps_hlo_expect (p, ':', "after the parameter name"))
+            return FALSE;
+          PsShape *s = ps_hlo_shape (p);
+          if (!s)
+            return FALSE;
+          ps_shape_free (s);
+        }
+      while (ps_hlo_accept (p, ','));
+      if (!ps_hlo_expect (p, ')', "to close the signature"))
+        return FALSE;
+    }
+  ps_hlo_skip_ws (p);
+  if (!(CUR (p) == '-' && p->pos + 1 < p->len && p->text[p->pos + 1] == '>'))
+    {
+      g_autofree char *found = ps_hlo_describe (p, p->pos);
+      ps_hlo_error (p, p->pos, PS_ERROR_PARSE, "expected '->' after the signature, found %s", found);
+      return FALSE;
+    }
+  p->pos += 2;
+  PsShape *r = ps_hlo_shape (p);
+  ps_shape_free (r);
+  return r != NULL;
+}
+
+static gboolean
+finish_computation (PsHloReader *p, PsComputation *c, PsInstr *root, gsize cpos)
+{
+  if (c->instrs->len == 0)
+    {
+      ps_hlo_error (p, cpos, PS_ERROR_PARSE, "computation '%s' has no instructions", c->name);
+      return FALSE;
+    }
+  c->root = root ? root : g_ptr_array_index (c->instrs, c->instrs->len - 1);
+  /* Parameters by number; duplicates and gaps are errors. */
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      PsInstr *in = g_ptr_array_index (c->instrs, i);
+      if (in->opcode != PS_OP_PARAMETER)
+        continue;
+      if (in->parameter_number > 100000)
+        {
+          ps_set_error_at (&p->err, PS_ERROR_PARSE, p->file, in->src_line, in->src_col,
+                           "parameter number %" G_GINT64_FORMAT " is too large", in->parameter_number);
+          return FALSE;
+        }
+      guint k = (guint) in->parameter_number;
+      if (c->params->len <= k)
+        g_ptr_array_set_size (c->params, k + 1);
+      PsInstr *prev = g_ptr_array_index (c->params, k);
+      if (prev)
+        {
+          ps_set_error_at (&p->err, PS_ERROR_INVALID, p->file, in->src_line, in->src_col,
+                           "parameter number %u is used twice in computation '%s' (also by '%s')",
+                           k, c->name, prev->name);
+          return FALSE;
+        }
+      g_ptr_array_index (c->params, k) = in;
+    }
+  for (guint k = 0; k < c->params->len; k++)
+    if (!g_ptr_array_index (c->params, k))
+      {
+        ps_hlo_error (p, cpos, PS_ERROR_INVALID, "computation '%s' has no parameter(%u) but has parameter(%u)",
+              c->name, k, c->params->len - 1);
+        return FALSE;
+      }
+  return TRUE;
+}
+
+static gboolean
+parse_computation (PsHloReader *p, PsComputation **entry, gsize *entry_pos)
+{
+  ps_hlo_skip_ws (p);
+  gsize cpos = p->pos;
+  gboolean is_entry = FALSE;
+  if (ps_hlo_at_keyword (p, "ENTRY"))
+    {
+      p->pos += 5;
+      is_entry = TRUE;
+    }
+  ps_hlo_skip_ws (p);
+  gsize npos = p->pos;
+  g_autofree char *name = ps_hlo_name (p, "a computation name");
+  if (!name)
+    return FALSE;
+  if (ps_module_find_computation (p->m, name))
+    {
+      ps_hlo_error (p, npos, PS_ERROR_PARSE, "duplicate computation name '%s'", name);
+      return FALSE;
+    }
+  if (ps_hlo_peek (p) == '(' && !parse_signature (p))
+    return FALSE;
+  if (!ps_hlo_expect (p, '{', "to open the computation body"))
+    return FALSE;
+  PsComputation *c = ps_computation_new (p->m, name);
+  if (is_entry)
+    {
+      if (*entry)
+        {
+          int line, col;
+          ps_text_position (p->text, *entry_pos, &line, &col);
+          ps_hlo_error (p, cpos, PS_ERROR_PARSE, "second ENTRY computation '%s' (the first, '%s', is at line %d)",
+                name, (*entry)->name, line);
+          return FALSE;
+        }
+      *entry = c;
+      *entry_pos = cpos;
+      c->is_entry = TRUE;
+    }
+  g_hash_table_remove_all (p->scope);
+  g_hash_table_remove_all (p->scope_pos);
+  PsInstr *root = NULL;
+  gsize root_pos = 0;
+  while (!FAILED (p) && ps_hlo_peek (p) != '}')
+    {
+      if (CUR (p) == '\0')
+        {
+          ps_hlo_error (p, npos, PS_ERROR_PARSE, "computation '%s' is never closed with '}'", name);
+          return FALSE;
+        }
+      if (!parse_instruction (p, c, &root, &root_pos))
+        return FALSE;
+    }
+  if (FAILED (p))
+    return FALSE;
+  p->pos++; /* '}' */
+  if (!finish_computation (p, c, root, npos))
+    return FALSE;
+  /* "}, execution_thread="x"" trails the body. */
+  if (ps_hlo_accept (p, ','))
+    {
+      ps_hlo_skip_ws (p);
+      gsize kpos = p->pos;
+      g_autofree char *key = ps_hlo_name (p, "execution_thread");
+      if (!key)
+        return FALSE;
+      if (strcmp (key, "execution_thread") != 0)
+        {
+          ps_hlo_error (p, kpos, PS_ERROR_PARSE, "unknown computation attribute '%s'", key);
+          return FALSE;
+        }
+      if (!ps_hlo_expect (p, '=', "after execution_thread"))
+        return FALSE;
+      c->execution_thread = ps_hlo_string (p);
+      if (!c->execution_thread)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+parse_bool_list (PsHloReader *p, int *n, gboolean **out)
+{
+  GArray *v = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  gboolean b;
+  if (ps_hlo_accept (p, '{'))
+    {
+      if (!ps_hlo_accept (p, '}'))
+        {
+          do
+            {
+              if (!ps_hlo_bool (p, &b))
+                break;
+              g_array_append_val (v, b);
+            }
+          while (ps_hlo_accept (p, ','));
+          if (!FAILED (p))
+            ps_hlo_expect (p, '}', "to close the list");
+        }
+    }
+  else if (ps_hlo_bool (p, &b))
+    g_array_append_val (v, b);
+  g_free (*out);
+  *n = (int) v->len;
+  *out = (gboolean *) g_array_free (v, FALSE);
+  return !FAILED (p);
+}
+
+static void
+raw_attr_free (gpointer data)
+{
+  PsRawAttr *a = data;
+  g_free (a->key);
+  g_free (a->value);
+  g_free (a);
+}
+
+static gboolean
+parse_header (PsHloReader *p)
+{
+  p->pos += strlen ("HloModule");
+  g_free (p->m->name);
+  p->m->name = ps_hlo_name (p, "a module name");
+  if (!p->m->name)
+    return FALSE;
+  GHashTable *seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  while (!FAILED (p) && ps_hlo_accept (p, ','))
+    {
+      ps_hlo_skip_ws (p);
+      gsize kpos = p->pos;
+      char *key = ps_hlo_name (p, "a module attribute");
+      if (!key)
+        break;
+      if (g_hash_table_contains (seen, key))
+        {
+          ps_hlo_error (p, kpos, PS_ERROR_PARSE, "duplicate module attribute '%s'", key);
+          g_free (key);
+          break;
+        }
+      g_hash_table_add (seen, key);
+      if (!ps_hlo_expect (p, '=', "after the module attribute name"))
+        break;
+      if (strcmp (key, "num_partitions") == 0)
+        ps_hlo_int (p, &p->m->num_partitions, "a partition count");
+      else if (strcmp (key, "allow_spmd_sharding_propagation_to_output") == 0)
+        parse_bool_list (p, &p->m->n_prop_to_output, &p->m->prop_to_output);
+      else if (strcmp (key, "allow_spmd_sharding_propagation_to_parameters") == 0)
+        parse_bool_list (p, &p->m->n_prop_to_params, &p->m->prop_to_params);
+      else
+        {
+          char *v = ps_hlo_raw_value (p);
+          if (!v)
+            break;
+          if (strcmp (key, "entry_computation_layout") == 0)
+            p->m->entry_layout = v;
+          else
+            {
+              PsRawAttr *a = g_new0 (PsRawAttr, 1);
+              a->key = g_strdup (key);
+              a->value = v;
+              if (!p->m->extra_attrs)
+                p->m->extra_attrs = g_ptr_array_new_with_free_func (raw_attr_free);
+              g_ptr_array_add (p->m->extra_attrs, a);
+            }
+        }
+    }
+  g_hash_table_destroy (seen);
+  return !FAILED (p);
+}
+
+PsModule *
+ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error)
+{
+  g_return_val_if_fail (text != NULL || len == 0, NULL);
+  PsHloReader p = { 0 };
+  p.file = filename ? filename : "<hlo>";
+  p.len = len;
+  char *copy = g_strndup (text ? text : "", len);
+  p.text = copy;
+  const char *nul = memchr (text ? text : "", 0, len);
+  if (nul)
+    ps_hlo_error (&p, (gsize) (nul - text), PS_ERROR_PARSE, "NUL byte in the text");
+  p.m = ps_module_new ("module");
+  p.scope = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  p.scope_pos = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  if (!FAILED (&p) && ps_hlo_at_keyword (&p, "HloModule"))
+    parse_header (&p);
+  PsComputation *entry = NULL;
+  gsize entry_pos = 0;
+  while (!FAILED (&p) && ps_hlo_peek (&p) != '\0')
+    parse_computation (&p, &entry, &entry_pos);
+  if (!FAILED (&p) && p.m->computations->len == 0)
+    ps_hlo_error (&p, p.pos, PS_ERROR_PARSE, "no computation in the module");
+  if (!FAILED (&p))
+    {
+      if (!entry)
+        {
+          /* Without ENTRY the last computation is the entry, as in XLA. */
+          entry = g_ptr_array_index (p.m->computations, p.m->computations->len - 1);
+          entry->is_entry = TRUE;
+        }
+      p.m->entry = entry;
+      ps_module_validate (p.m, p.file, &p.err);
+    }
+  g_hash_table_destroy (p.scope);
+  g_hash_table_destroy (p.scope_pos);
+  g_free (copy);
+  if (p.err)
+    {
+      g_propagate_error (error, p.err);
+      ps_module_free (p.m);
+      return NULL;
+    }
+  return p.m;
+}
+
+PsModule *
+ps_hlo_parse_file (const char *path, GError **error)
+{
+  char *text = NULL;
+  gsize len = 0;
+  GError *local = NULL;
+  if (strcmp (path, "-") == 0)
+    {
+      GString *buf = g_string_new (NULL);
+      char chunk[65536];
+      size_t n;
+      while ((n = fread (chunk, 1, sizeof chunk, stdin)) > 0)
+        g_string_append_len (buf, chunk, (gssize) n);
+      if (ferror (stdin))
+        {
+          g_string_free (buf, TRUE);
+          g_set_error (error, PS_ERROR, PS_ERROR_IO, "<stdin>: read error");
+          return NULL;
+        }
+      len = buf->len;
+      text = g_string_free (buf, FALSE);
+      PsModule *m = ps_hlo_parse (text, len, "<stdin>", error);
+      g_free (text);
+      return m;
+    }
+  if (!g_file_get_contents (path, &text, &len, &local))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  PsModule *m = ps_hlo_parse (text, len, path, error);
+  g_free (text);
+  return m;
+}

@@ -1,0 +1,1058 @@
+/* Graph IR: element types, shapes, opcodes, and the module / computation /
+ * instruction API declared in ir.h. Shape inference and validation live in
+ * shape_infer.c; text lives in hlo_parser.c and hlo_printer.c. */
+#include "config.h"
+
+#include <string.h>
+
+#include "partitioner/ir/ir.h"
+#include "partitioner/ir/sharding.h"
+
+/* ---- element types ------------------------------------------------------ */
+
+static const char *const etype_names[PS_ETYPE_COUNT] = {
+  [PS_PRED] = "pred", [PS_S8] = "s8", [PS_S16] = "s16", [PS_S32] = "s32",
+  [PS_S64] = "s64", [PS_U8] = "u8", [PS_U16] = "u16", [PS_U32] = "u32",
+  [PS_U64] = "u64", [PS_F16] = "f16", [PS_BF16] = "bf16", [PS_F32] = "f32",
+  [PS_F64] = "f64", [PS_C64] = "c64", [PS_C128] = "c128", [PS_TOKEN] = "token",
+  [PS_TUPLE] = "tuple",
+};
+
+static const int etype_sizes[PS_ETYPE_COUNT] = {
+  [PS_PRED] = 1, [PS_S8] = 1, [PS_S16] = 2, [PS_S32] = 4, [PS_S64] = 8,
+  [PS_U8] = 1, [PS_U16] = 2, [PS_U32] = 4, [PS_U64] = 8, [PS_F16] = 2,
+  [PS_BF16] = 2, [PS_F32] = 4, [PS_F64] = 8, [PS_C64] = 8, [PS_C128] = 16,
+  [PS_TOKEN] = 0, [PS_TUPLE] = 0,
+};
+
+const char *
+ps_etype_name (PsElemType t)
+{
+  g_return_val_if_fail ((int) t >= 0 && t < PS_ETYPE_COUNT, "?");
+  return etype_names[t];
+}
+
+gboolean
+ps_etype_from_name (const char *s, gsize len, PsElemType *out)
+{
+  /* "tuple" is a marker, never written as an element type. */
+  for (int t = 0; t < PS_TUPLE; t++)
+    {
+      const char *n = etype_names[t];
+      if (strlen (n) == len && memcmp (n, s, len) == 0)
+        {
+          *out = (PsElemType) t;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+int
+ps_etype_size_bytes (PsElemType t)
+{
+  g_return_val_if_fail ((int) t >= 0 && t < PS_ETYPE_COUNT, 0);
+  return etype_sizes[t];
+}
+
+gboolean
+ps_etype_is_float (PsElemType t)
+{
+  return t == PS_F16 || t == PS_BF16 || t == PS_F32 || t == PS_F64;
+}
+
+gboolean
+ps_etype_is_complex (PsElemType t)
+{
+  return t == PS_C64 || t == PS_C128;
+}
+
+gboolean
+ps_etype_is_integral (PsElemType t)
+{
+  return (t >= PS_S8 && t <= PS_U64);
+}
+
+gboolean
+ps_etype_is_signed (PsElemType t)
+{
+  return (t >= PS_S8 && t <= PS_S64) || ps_etype_is_float (t) || ps_etype_is_complex (t);
+}
+
+/* ---- shapes ------------------------------------------------------------- */
+
+PsShape *
+ps_shape_new_array (PsElemType t, int rank, const int64_t *dims)
+{
+  g_return_val_if_fail (t != PS_TUPLE && rank >= 0, NULL);
+  PsShape *s = g_new0 (PsShape, 1);
+  s->etype = t;
+  s->rank = rank;
+  if (rank > 0)
+    s->dims = g_memdup2 (dims, sizeof (int64_t) * (gsize) rank);
+  s->layout_n = -1;
+  return s;
+}
+
+PsShape *
+ps_shape_new_scalar (PsElemType t)
+{
+  return ps_shape_new_array (t, 0, NULL);
+}
+
+PsShape *
+ps_shape_new_tuple (int n, PsShape *const *elems)
+{
+  PsShape *s = g_new0 (PsShape, 1);
+  s->etype = PS_TUPLE;
+  s->layout_n = -1;
+  s->n_elems = n;
+  if (n > 0)
+    {
+      s->elems = g_new0 (PsShape *, n);
+      for (int i = 0; i < n; i++)
+        s->elems[i] = ps_shape_copy (elems[i]);
+    }
+  return s;
+}
+
+PsShape *
+ps_shape_copy (const PsShape *s)
+{
+  if (!s)
+    return NULL;
+  PsShape *c = g_new0 (PsShape, 1);
+  c->etype = s->etype;
+  c->rank = s->rank;
+  if (s->rank > 0)
+    c->dims = g_memdup2 (s->dims, sizeof (int64_t) * (gsize) s->rank);
+  if (s->dynamic && s->rank > 0)
+    c->dynamic = g_memdup2 (s->dynamic, sizeof (gboolean) * (gsize) s->rank);
+  c->layout_n = s->layout_n;
+  if (s->layout_n > 0)
+    c->layout = g_memdup2 (s->layout, sizeof (int64_t) * (gsize) s->layout_n);
+  c->layout_extra = g_strdup (s->layout_extra);
+  c->n_elems = s->n_elems;
+  if (s->n_elems > 0)
+    {
+      c->elems = g_new0 (PsShape *, s->n_elems);
+      for (int i = 0; i < s->n_elems; i++)
+        c->elems[i] = ps_shape_copy (s->elems[i]);
+    }
+  return c;
+}
+
+void
+ps_shape_free (PsShape *s)
+{
+  if (!s)
+    return;
+  g_free (s->dims);
+  g_free (s->dynamic);
+  g_free (s->layout);
+  g_free (s->layout_extra);
+  for (int i = 0; i < s->n_elems; i++)
+    ps_shape_free (s->elems[i]);
+  g_free (s->elems);
+  g_free (s);
+}
+
+gboolean
+ps_shape_is_tuple (const PsShape *s)
+{
+  return s && s->etype == PS_TUPLE;
+}
+
+gboolean
+ps_shape_is_array (const PsShape *s)
+{
+  return s && s->etype != PS_TUPLE;
+}
+
+gboolean
+ps_shape_equal (const PsShape *a, const PsShape *b)
+{
+  if (a == b)
+    return TRUE;
+  if (!a || !b || a->etype != b->etype)
+    return FALSE;
+  if (a->etype == PS_TUPLE)
+    {
+      if (a->n_elems != b->n_elems)
+        return FALSE;
+      for (int i = 0; i < a->n_elems; i++)
+        if (!ps_shape_equal (a->elems[i], b->elems[i]))
+          return FALSE;
+      return TRUE;
+    }
+  if (a->rank != b->rank)
+    return FALSE;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i])
+      return FALSE;
+  return TRUE;
+}
+
+int64_t
+ps_shape_elements (const PsShape *s)
+{
+  g_return_val_if_fail (s != NULL, 0);
+  if (s->etype == PS_TUPLE)
+    return 0;
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++)
+    n *= s->dims[i];
+  return n;
+}
+
+int64_t
+ps_shape_bytes (const PsShape *s)
+{
+  g_return_val_if_fail (s != NULL, 0);
+  if (s->etype == PS_TUPLE)
+    {
+      int64_t b = 0;
+      for (int i = 0; i < s->n_elems; i++)
+        b += ps_shape_bytes (s->elems[i]);
+      return b;
+    }
+  return ps_shape_elements (s) * ps_etype_size_bytes (s->etype);
+}
+
+int64_t
+ps_shape_leaf_elements (const PsShape *s)
+{
+  g_return_val_if_fail (s != NULL, 0);
+  if (s->etype != PS_TUPLE)
+    return ps_shape_elements (s);
+  int64_t n = 0;
+  for (int i = 0; i < s->n_elems; i++)
+    n += ps_shape_leaf_elements (s->elems[i]);
+  return n;
+}
+
+int
+ps_shape_leaf_count (const PsShape *s)
+{
+  g_return_val_if_fail (s != NULL, 0);
+  if (s->etype != PS_TUPLE)
+    return 1;
+  int n = 0;
+  for (int i = 0; i < s->n_elems; i++)
+    n += ps_shape_leaf_count (s->elems[i]);
+  return n;
+}
+
+static void
+collect_leaves (const PsShape *s, GPtrArray *out)
+{
+  if (s->etype != PS_TUPLE)
+    {
+      g_ptr_array_add (out, (gpointer) s);
+      return;
+    }
+  for (int i = 0; i < s->n_elems; i++)
+    collect_leaves (s->elems[i], out);
+}
+
+GPtrArray *
+ps_shape_leaves (const PsShape *s)
+{
+  GPtrArray *out = g_ptr_array_new ();
+  if (s)
+    collect_leaves (s, out);
+  return out;
+}
+
+void
+ps_shape_append (GString *out, const PsShape *s, gboolean with_layout)
+{
+  if (s->etype == PS_TUPLE)
+    {
+      g_string_append_c (out, '(');
+      for (int i = 0; i < s->n_elems; i++)
+        {
+          if (i > 0)
+            g_string_append (out, ", ");
+          ps_shape_append (out, s->elems[i], with_layout);
+        }
+      g_string_append_c (out, ')');
+      return;
+    }
+  g_string_append (out, ps_etype_name (s->etype));
+  g_string_append_c (out, '[');
+  for (int i = 0; i < s->rank; i++)
+    {
+      if (i > 0)
+        g_string_append_c (out, ',');
+      if (s->dynamic && s->dynamic[i])
+        g_string_append (out, "<=");
+      g_string_append_printf (out, "%" G_GINT64_FORMAT, s->dims[i]);
+    }
+  g_string_append_c (out, ']');
+  if (with_layout && s->layout_n >= 0)
+    {
+      g_string_append_c (out, '{');
+      for (int i = 0; i < s->layout_n; i++)
+        {
+          if (i > 0)
+            g_string_append_c (out, ',');
+          g_string_append_printf (out, "%" G_GINT64_FORMAT, s->layout[i]);
+        }
+      if (s->layout_extra)
+        {
+          g_string_append_c (out, ':');
+          g_string_append (out, s->layout_extra);
+        }
+      g_string_append_c (out, '}');
+    }
+}
+
+char *
+ps_shape_to_string (const PsShape *s, gboolean with_layout)
+{
+  GString *out = g_string_new (NULL);
+  ps_shape_append (out, s, with_layout);
+  return g_string_free (out, FALSE);
+}
+
+/* ---- opcodes ------------------------------------------------------------ */
+
+static const char *const opcode_names[PS_OP_COUNT] = {
+#define PS_OPCODE_NAME(id, name) [PS_OP_##id] = name,
+  PS_OPCODE_LIST (PS_OPCODE_NAME)
+#undef PS_OPCODE_NAME
+};
+
+const char *
+ps_opcode_name (PsOpcode op)
+{
+  g_return_val_if_fail ((int) op >= 0 && op < PS_OP_COUNT, "?");
+  return opcode_names[op];
+}
+
+gboolean
+ps_opcode_from_name (const char *s, gsize len, PsOpcode *out)
+{
+  /* Small table; a linear scan keeps this free of global state. */
+  for (int i = 0; i < PS_OP_COUNT; i++)
+    {
+      const char *n = opcode_names[i];
+      if (strlen (n) == len && memcmp (n, s, len) == 0)
+        {
+          *out = (PsOpcode) i;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+gboolean
+ps_opcode_is_elementwise (PsOpcode op)
+{
+  switch (op)
+    {
+    case PS_OP_ABS: case PS_OP_ADD: case PS_OP_AND: case PS_OP_ATAN2:
+    case PS_OP_CBRT: case PS_OP_CEIL: case PS_OP_CLAMP: case PS_OP_CLZ:
+    case PS_OP_COMPARE: case PS_OP_COMPLEX: case PS_OP_CONVERT: case PS_OP_COPY:
+    case PS_OP_COSINE: case PS_OP_DIVIDE: case PS_OP_ERF: case PS_OP_EXP:
+    case PS_OP_EXPM1: case PS_OP_FLOOR: case PS_OP_IMAG: case PS_OP_IS_FINITE:
+    case PS_OP_LOG: case PS_OP_LOG1P: case PS_OP_LOGISTIC: case PS_OP_MAP:
+    case PS_OP_MAXIMUM: case PS_OP_MINIMUM: case PS_OP_MULTIPLY:
+    case PS_OP_NEGATE: case PS_OP_NOT: case PS_OP_OR: case PS_OP_POPCNT:
+    case PS_OP_POWER: case PS_OP_REAL: case PS_OP_REDUCE_PRECISION:
+    case PS_OP_REMAINDER: case PS_OP_ROUND_NEAREST_AFZ:
+    case PS_OP_ROUND_NEAREST_EVEN: case PS_OP_RSQRT: case PS_OP_SELECT:
+    case PS_OP_SHIFT_LEFT: case PS_OP_SHIFT_RIGHT_ARITHMETIC:
+    case PS_OP_SHIFT_RIGHT_LOGICAL: case PS_OP_SIGN: case PS_OP_SINE:
+    case PS_OP_SQRT: case PS_OP_SUBTRACT: case PS_OP_TAN: case PS_OP_TANH:
+    case PS_OP_XOR:
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+gboolean
+ps_opcode_is_collective (PsOpcode op)
+{
+  return op == PS_OP_ALL_GATHER || op == PS_OP_ALL_REDUCE || op == PS_OP_ALL_TO_ALL
+         || op == PS_OP_COLLECTIVE_PERMUTE || op == PS_OP_REDUCE_SCATTER;
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+void
+ps_ints_set (PsInts *dst, int n, const int64_t *v)
+{
+  g_free (dst->v);
+  dst->n = n;
+  dst->v = n > 0 ? g_memdup2 (v, sizeof (int64_t) * (gsize) n) : NULL;
+}
+
+void
+ps_ints_clear (PsInts *dst)
+{
+  g_free (dst->v);
+  dst->v = NULL;
+  dst->n = 0;
+}
+
+gboolean
+ps_ints_contains (const PsInts *a, int64_t v)
+{
+  for (int i = 0; i < a->n; i++)
+    if (a->v[i] == v)
+      return TRUE;
+  return FALSE;
+}
+
+static void
+ints_copy (PsInts *dst, const PsInts *src)
+{
+  dst->n = src->n;
+  dst->v = src->n > 0 ? g_memdup2 (src->v, sizeof (int64_t) * (gsize) src->n) : NULL;
+}
+
+static int64_t *
+i64_dup (const int64_t *v, int64_t n)
+{
+  return n > 0 && v ? g_memdup2 (v, sizeof (int64_t) * (gsize) n) : NULL;
+}
+
+PsLiteral *
+ps_literal_new (PsElemType t, int64_t n)
+{
+  g_return_val_if_fail (n >= 0, NULL);
+  PsLiteral *l = g_new0 (PsLiteral, 1);
+  l->etype = t;
+  l->n = n;
+  gsize bytes = (gsize) n * (gsize) ps_etype_size_bytes (t);
+  l->data = bytes > 0 ? g_malloc0 (bytes) : NULL;
+  return l;
+}
+
+PsLiteral *
+ps_literal_copy (const PsLiteral *l)
+{
+  if (!l)
+    return NULL;
+  PsLiteral *c = ps_literal_new (l->etype, l->n);
+  gsize bytes = (gsize) l->n * (gsize) ps_etype_size_bytes (l->etype);
+  if (bytes > 0)
+    memcpy (c->data, l->data, bytes);
+  return c;
+}
+
+void
+ps_literal_free (PsLiteral *l)
+{
+  if (!l)
+    return;
+  g_free (l->data);
+  g_free (l);
+}
+
+static void
+raw_attr_free (gpointer p)
+{
+  PsRawAttr *a = p;
+  g_free (a->key);
+  g_free (a->value);
+  g_free (a);
+}
+
+static GPtrArray *
+raw_attrs_copy (const GPtrArray *src)
+{
+  if (!src)
+    return NULL;
+  GPtrArray *dst = g_ptr_array_new_with_free_func (raw_attr_free);
+  for (guint i = 0; i < src->len; i++)
+    {
+      const PsRawAttr *a = g_ptr_array_index (src, i);
+      PsRawAttr *c = g_new0 (PsRawAttr, 1);
+      c->key = g_strdup (a->key);
+      c->value = g_strdup (a->value);
+      g_ptr_array_add (dst, c);
+    }
+  return dst;
+}
+
+static void
+raw_attr_set (GPtrArray **arr, const char *key, const char *value)
+{
+  if (!*arr)
+    *arr = g_ptr_array_new_with_free_func (raw_attr_free);
+  PsRawAttr *a = g_new0 (PsRawAttr, 1);
+  a->key = g_strdup (key);
+  a->value = g_strdup (value);
+  g_ptr_array_add (*arr, a);
+}
+
+void
+ps_instr_add_raw_attr (PsInstr *instr, const char *key, const char *value)
+{
+  raw_attr_set (&instr->extra_attrs, key, value);
+}
+
+const char *
+ps_instr_get_raw_attr (const PsInstr *instr, const char *key)
+{
+  if (!instr->extra_attrs)
+    return NULL;
+  for (guint i = 0; i < instr->extra_attrs->len; i++)
+    {
+      const PsRawAttr *a = g_ptr_array_index (instr->extra_attrs, i);
+      if (strcmp (a->key, key) == 0)
+        return a->value;
+    }
+  return NULL;
+}
+
+/* ---- instructions ------------------------------------------------------- */
+
+static void
+instr_free (PsInstr *in)
+{
+  if (!in)
+    return;
+  g_free (in->name);
+  ps_shape_free (in->shape);
+  g_free (in->operands);
+  if (in->users)
+    g_ptr_array_free (in->users, TRUE);
+  if (in->sharding)
+    ps_sharding_free (in->sharding);
+  g_free (in->called);
+  ps_literal_free (in->literal);
+  ps_ints_clear (&in->dimensions);
+  ps_ints_clear (&in->dot.lhs_batch);
+  ps_ints_clear (&in->dot.rhs_batch);
+  ps_ints_clear (&in->dot.lhs_contracting);
+  ps_ints_clear (&in->dot.rhs_contracting);
+  g_free (in->window.dims);
+  g_free (in->conv.in_spatial);
+  g_free (in->conv.k_spatial);
+  g_free (in->conv.out_spatial);
+  ps_ints_clear (&in->slice_starts);
+  ps_ints_clear (&in->slice_limits);
+  ps_ints_clear (&in->slice_strides);
+  ps_ints_clear (&in->dynamic_slice_sizes);
+  g_free (in->padding);
+  ps_ints_clear (&in->gather.offset_dims);
+  ps_ints_clear (&in->gather.collapsed_slice_dims);
+  ps_ints_clear (&in->gather.start_index_map);
+  ps_ints_clear (&in->gather.operand_batching_dims);
+  ps_ints_clear (&in->gather.start_indices_batching_dims);
+  ps_ints_clear (&in->gather.slice_sizes);
+  ps_ints_clear (&in->scatter.update_window_dims);
+  ps_ints_clear (&in->scatter.inserted_window_dims);
+  ps_ints_clear (&in->scatter.scatter_dims_to_operand_dims);
+  ps_ints_clear (&in->scatter.input_batching_dims);
+  ps_ints_clear (&in->scatter.scatter_indices_batching_dims);
+  g_free (in->compare_type);
+  g_free (in->replica_groups);
+  g_free (in->source_target_pairs);
+  g_free (in->custom_call_target);
+  g_free (in->backend_config);
+  g_free (in->metadata);
+  if (in->extra_attrs)
+    g_ptr_array_free (in->extra_attrs, TRUE);
+  g_free (in);
+}
+
+static void
+users_add (PsInstr *operand, PsInstr *user)
+{
+  /* XLA lists a user once even when it uses an operand in several slots. */
+  for (guint i = 0; i < operand->users->len; i++)
+    if (g_ptr_array_index (operand->users, i) == user)
+      return;
+  g_ptr_array_add (operand->users, user);
+}
+
+static void
+users_remove_if_unused (PsInstr *operand, PsInstr *user)
+{
+  for (int i = 0; i < user->n_operands; i++)
+    if (user->operands[i] == operand)
+      return;
+  g_ptr_array_remove (operand->users, user);
+}
+
+static void
+name_index_add (PsModule *m, PsInstr *in)
+{
+  g_hash_table_replace (m->name_index, g_strdup (in->name), in);
+}
+
+/* Only the index: a scan per fresh name would make building large
+ * programs quadratic. Names changed by hand bypass the index; callers that
+ * rename should pick unique names themselves. */
+static gboolean
+name_taken (const PsModule *m, const char *name)
+{
+  PsInstr *in = g_hash_table_lookup (m->name_index, name);
+  return in && strcmp (in->name, name) == 0;
+}
+
+PsInstr *
+ps_computation_add_instr (PsComputation *c, PsOpcode op, const char *name,
+                          PsShape *shape, int n_operands, PsInstr *const *operands)
+{
+  g_return_val_if_fail (c != NULL && c->parent != NULL, NULL);
+  g_return_val_if_fail (n_operands >= 0, NULL);
+  PsModule *m = c->parent;
+  PsInstr *in = g_new0 (PsInstr, 1);
+  in->id = m->next_id++;
+  in->opcode = op;
+  in->shape = shape;
+  in->parent = c;
+  in->users = g_ptr_array_new ();
+  if (name)
+    in->name = g_strdup (name);
+  else
+    {
+      /* The id makes the name unique unless a parsed name already took it. */
+      int64_t k = in->id;
+      for (;;)
+        {
+          char *cand = g_strdup_printf ("%s.%" G_GINT64_FORMAT, ps_opcode_name (op), k);
+          if (!name_taken (m, cand))
+            {
+              in->name = cand;
+              break;
+            }
+          g_free (cand);
+          k = m->next_id++;
+        }
+    }
+  in->n_operands = n_operands;
+  if (n_operands > 0)
+    {
+      in->operands = g_new0 (PsInstr *, n_operands);
+      for (int i = 0; i < n_operands; i++)
+        {
+          in->operands[i] = operands[i];
+          if (operands[i])
+            users_add (operands[i], in);
+        }
+    }
+  g_ptr_array_add (c->instrs, in);
+  name_index_add (m, in);
+  return in;
+}
+
+void
+ps_instr_set_operand (PsInstr *instr, int i, PsInstr *new_operand)
+{
+  g_return_if_fail (i >= 0 && i < instr->n_operands);
+  PsInstr *old = instr->operands[i];
+  instr->operands[i] = new_operand;
+  if (old && old != new_operand)
+    users_remove_if_unused (old, instr);
+  if (new_operand)
+    users_add (new_operand, instr);
+}
+
+void
+ps_instr_replace_all_uses (PsInstr *old, PsInstr *repl)
+{
+  g_return_if_fail (old != NULL && repl != NULL);
+  if (old == repl)
+    return;
+  /* Copy: set_operand edits old->users while we walk it. */
+  GPtrArray *users = g_ptr_array_copy (old->users, NULL, NULL);
+  for (guint u = 0; u < users->len; u++)
+    {
+      PsInstr *user = g_ptr_array_index (users, u);
+      /* repl itself keeps using old: that is how a new instruction is
+       * inserted after old (repl = f(old), then redirect old's users). */
+      if (user == repl)
+        continue;
+      for (int i = 0; i < user->n_operands; i++)
+        if (user->operands[i] == old)
+          ps_instr_set_operand (user, i, repl);
+    }
+  g_ptr_array_free (users, TRUE);
+  if (old->parent && old->parent->root == old)
+    old->parent->root = repl;
+}
+
+void
+ps_computation_remove_instr (PsComputation *c, PsInstr *instr)
+{
+  g_return_if_fail (instr->parent == c);
+  g_return_if_fail (instr->users->len == 0);
+  for (int i = 0; i < instr->n_operands; i++)
+    if (instr->operands[i])
+      g_ptr_array_remove (instr->operands[i]->users, instr);
+  g_ptr_array_remove (c->params, instr);
+  if (c->root == instr)
+    c->root = NULL;
+  PsModule *m = c->parent;
+  if (m && g_hash_table_lookup (m->name_index, instr->name) == instr)
+    g_hash_table_remove (m->name_index, instr->name);
+  g_ptr_array_remove (c->instrs, instr);
+  instr_free (instr);
+}
+
+GPtrArray *
+ps_computation_post_order (const PsComputation *c)
+{
+  guint n = c->instrs->len;
+  GPtrArray *out = g_ptr_array_sized_new (n);
+  /* 0 = unvisited, 1 = on the stack, 2 = emitted. An explicit stack keeps
+   * long chains (thousands of layers) off the C stack. */
+  GHashTable *state = g_hash_table_new (g_direct_hash, g_direct_equal);
+  GPtrArray *stack = g_ptr_array_new ();
+  GArray *next = g_array_new (FALSE, FALSE, sizeof (int));
+  for (guint k = 0; k < n; k++)
+    {
+      PsInstr *start = g_ptr_array_index (c->instrs, k);
+      if (g_hash_table_contains (state, start))
+        continue;
+      g_hash_table_insert (state, start, GINT_TO_POINTER (1));
+      g_ptr_array_add (stack, start);
+      int zero = 0;
+      g_array_append_val (next, zero);
+      while (stack->len > 0)
+        {
+          PsInstr *top = g_ptr_array_index (stack, stack->len - 1);
+          int *ni = &g_array_index (next, int, next->len - 1);
+          if (*ni < top->n_operands)
+            {
+              PsInstr *op = top->operands[(*ni)++];
+              /* Operands from another computation are not ordered here. */
+              if (!op || op->parent != c || g_hash_table_contains (state, op))
+                continue;
+              g_hash_table_insert (state, op, GINT_TO_POINTER (1));
+              g_ptr_array_add (stack, op);
+              g_array_append_val (next, zero);
+              continue;
+            }
+          g_hash_table_insert (state, top, GINT_TO_POINTER (2));
+          g_ptr_array_add (out, top);
+          g_ptr_array_set_size (stack, stack->len - 1);
+          g_array_set_size (next, next->len - 1);
+        }
+    }
+  g_array_free (next, TRUE);
+  g_ptr_array_free (stack, TRUE);
+  g_hash_table_destroy (state);
+  return out;
+}
+
+void
+ps_instr_set_sharding (PsInstr *instr, const PsSharding *s)
+{
+  PsSharding *copy = s ? ps_sharding_copy (s) : NULL;
+  if (instr->sharding)
+    ps_sharding_free (instr->sharding);
+  instr->sharding = copy;
+}
+
+void
+ps_instr_set_called (PsInstr *instr, int n, PsComputation *const *called)
+{
+  g_free (instr->called);
+  instr->n_called = n;
+  instr->called = n > 0 ? g_memdup2 (called, sizeof (PsComputation *) * (gsize) n) : NULL;
+}
+
+/* ---- computations and modules ------------------------------------------ */
+
+static void
+computation_free (PsComputation *c)
+{
+  if (!c)
+    return;
+  /* Users point at siblings; freeing in any order is fine since nothing
+   * is dereferenced. */
+  for (guint i = 0; i < c->instrs->len; i++)
+    instr_free (g_ptr_array_index (c->instrs, i));
+  g_ptr_array_free (c->instrs, TRUE);
+  g_ptr_array_free (c->params, TRUE);
+  g_free (c->name);
+  g_free (c->execution_thread);
+  g_free (c);
+}
+
+PsModule *
+ps_module_new (const char *name)
+{
+  PsModule *m = g_new0 (PsModule, 1);
+  m->name = g_strdup (name ? name : "module");
+  m->computations = g_ptr_array_new ();
+  m->name_index = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  return m;
+}
+
+void
+ps_module_free (PsModule *m)
+{
+  if (!m)
+    return;
+  for (guint i = 0; i < m->computations->len; i++)
+    computation_free (g_ptr_array_index (m->computations, i));
+  g_ptr_array_free (m->computations, TRUE);
+  g_free (m->name);
+  g_free (m->prop_to_output);
+  g_free (m->prop_to_params);
+  g_free (m->entry_layout);
+  if (m->extra_attrs)
+    g_ptr_array_free (m->extra_attrs, TRUE);
+  g_hash_table_destroy (m->name_index);
+  g_free (m);
+}
+
+void
+ps_computation_remove_instrs (PsComputation *c, GHashTable *dead)
+{
+  if (g_hash_table_size (dead) == 0)
+    return;
+  PsModule *m = c->parent;
+  /* Users of surviving operands lose the dead instructions. */
+  GHashTableIter it;
+  gpointer key;
+  g_hash_table_iter_init (&it, dead);
+  while (g_hash_table_iter_next (&it, &key, NULL))
+    {
+      PsInstr *in = key;
+      g_return_if_fail (in->parent == c);
+      for (int i = 0; i < in->n_operands; i++)
+        {
+          PsInstr *op = in->operands[i];
+          if (op && !g_hash_table_contains (dead, op))
+            g_ptr_array_remove (op->users, in);
+        }
+      if (c->root == in)
+        c->root = NULL;
+      if (m && g_hash_table_lookup (m->name_index, in->name) == in)
+        g_hash_table_remove (m->name_index, in->name);
+      g_ptr_array_remove (c->params, in);
+    }
+  guint keep = 0;
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      PsInstr *in = c->instrs->pdata[i];
+      if (g_hash_table_contains (dead, in))
+        instr_free (in);
+      else
+        c->instrs->pdata[keep++] = in;
+    }
+  g_ptr_array_set_size (c->instrs, keep);
+}
+
+PsComputation *
+ps_computation_new (PsModule *m, const char *name)
+{
+  PsComputation *c = g_new0 (PsComputation, 1);
+  c->name = g_strdup (name);
+  c->parent = m;
+  c->instrs = g_ptr_array_new ();
+  c->params = g_ptr_array_new ();
+  g_ptr_array_add (m->computations, c);
+  return c;
+}
+
+PsComputation *
+ps_module_find_computation (const PsModule *m, const char *name)
+{
+  for (guint i = 0; i < m->computations->len; i++)
+    {
+      PsComputation *c = g_ptr_array_index (m->computations, i);
+      if (strcmp (c->name, name) == 0)
+        return c;
+    }
+  return NULL;
+}
+
+PsInstr *
+ps_computation_find_instr (const PsComputation *c, const char *name)
+{
+  if (c->parent)
+    {
+      PsInstr *in = g_hash_table_lookup (c->parent->name_index, name);
+      if (in && in->parent == c && strcmp (in->name, name) == 0)
+        return in;
+    }
+  /* The index misses names that callers changed by hand. */
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      PsInstr *in = g_ptr_array_index (c->instrs, i);
+      if (strcmp (in->name, name) == 0)
+        return in;
+    }
+  return NULL;
+}
+
+PsInstr *
+ps_module_find_instr (const PsModule *m, const char *name)
+{
+  PsInstr *in = g_hash_table_lookup (m->name_index, name);
+  if (in && strcmp (in->name, name) == 0)
+    return in;
+  for (guint k = 0; k < m->computations->len; k++)
+    {
+      PsComputation *c = g_ptr_array_index (m->computations, k);
+      for (guint i = 0; i < c->instrs->len; i++)
+        {
+          PsInstr *x = g_ptr_array_index (c->instrs, i);
+          if (strcmp (x->name, name) == 0)
+            return x;
+        }
+    }
+  return NULL;
+}
+
+void
+ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src)
+{
+  dst->branches_as_list = src->branches_as_list;
+  dst->parameter_number = src->parameter_number;
+  dst->literal = ps_literal_copy (src->literal);
+  ints_copy (&dst->dimensions, &src->dimensions);
+  ints_copy (&dst->dot.lhs_batch, &src->dot.lhs_batch);
+  ints_copy (&dst->dot.rhs_batch, &src->dot.rhs_batch);
+  ints_copy (&dst->dot.lhs_contracting, &src->dot.lhs_contracting);
+  ints_copy (&dst->dot.rhs_contracting, &src->dot.rhs_contracting);
+  dst->precision[0] = src->precision[0];
+  dst->precision[1] = src->precision[1];
+  dst->has_precision = src->has_precision;
+  dst->window.n = src->window.n;
+  if (src->window.n > 0)
+    dst->window.dims = g_memdup2 (src->window.dims, sizeof (PsWindowDim) * (gsize) src->window.n);
+  dst->conv = src->conv;
+  dst->conv.in_spatial = i64_dup (src->conv.in_spatial, src->conv.n_spatial);
+  dst->conv.k_spatial = i64_dup (src->conv.k_spatial, src->conv.n_spatial);
+  dst->conv.out_spatial = i64_dup (src->conv.out_spatial, src->conv.n_spatial);
+  dst->feature_group_count = src->feature_group_count;
+  dst->batch_group_count = src->batch_group_count;
+  ints_copy (&dst->slice_starts, &src->slice_starts);
+  ints_copy (&dst->slice_limits, &src->slice_limits);
+  ints_copy (&dst->slice_strides, &src->slice_strides);
+  ints_copy (&dst->dynamic_slice_sizes, &src->dynamic_slice_sizes);
+  dst->n_pad = src->n_pad;
+  if (src->n_pad > 0)
+    dst->padding = g_memdup2 (src->padding, sizeof (PsPadDim) * (gsize) src->n_pad);
+  dst->gather = src->gather;
+  ints_copy (&dst->gather.offset_dims, &src->gather.offset_dims);
+  ints_copy (&dst->gather.collapsed_slice_dims, &src->gather.collapsed_slice_dims);
+  ints_copy (&dst->gather.start_index_map, &src->gather.start_index_map);
+  ints_copy (&dst->gather.operand_batching_dims, &src->gather.operand_batching_dims);
+  ints_copy (&dst->gather.start_indices_batching_dims, &src->gather.start_indices_batching_dims);
+  ints_copy (&dst->gather.slice_sizes, &src->gather.slice_sizes);
+  dst->scatter = src->scatter;
+  ints_copy (&dst->scatter.update_window_dims, &src->scatter.update_window_dims);
+  ints_copy (&dst->scatter.inserted_window_dims, &src->scatter.inserted_window_dims);
+  ints_copy (&dst->scatter.scatter_dims_to_operand_dims, &src->scatter.scatter_dims_to_operand_dims);
+  ints_copy (&dst->scatter.input_batching_dims, &src->scatter.input_batching_dims);
+  ints_copy (&dst->scatter.scatter_indices_batching_dims, &src->scatter.scatter_indices_batching_dims);
+  dst->tuple_index = src->tuple_index;
+  dst->iota_dimension = src->iota_dimension;
+  dst->comparison = src->comparison;
+  dst->compare_type = g_strdup (src->compare_type);
+  dst->is_stable = src->is_stable;
+  dst->n_groups = src->n_groups;
+  dst->group_size = src->group_size;
+  dst->replica_groups = i64_dup (src->replica_groups, (int64_t) src->n_groups * src->group_size);
+  dst->has_replica_groups = src->has_replica_groups;
+  dst->channel_id = src->channel_id;
+  dst->use_global_device_ids = src->use_global_device_ids;
+  dst->n_pairs = src->n_pairs;
+  dst->source_target_pairs = i64_dup (src->source_target_pairs, (int64_t) src->n_pairs * 2);
+  dst->custom_call_target = g_strdup (src->custom_call_target);
+  dst->backend_config = g_strdup (src->backend_config);
+  dst->custom_call_has_side_effect = src->custom_call_has_side_effect;
+  dst->metadata = g_strdup (src->metadata);
+  dst->extra_attrs = raw_attrs_copy (src->extra_attrs);
+  dst->src_line = src->src_line;
+  dst->src_col = src->src_col;
+}
+
+PsModule *
+ps_module_clone (const PsModule *m)
+{
+  PsModule *c = ps_module_new (m->name);
+  c->num_partitions = m->num_partitions;
+  c->n_prop_to_output = m->n_prop_to_output;
+  c->n_prop_to_params = m->n_prop_to_params;
+  if (m->n_prop_to_output > 0)
+    c->prop_to_output = g_memdup2 (m->prop_to_output, sizeof (gboolean) * (gsize) m->n_prop_to_output);
+  if (m->n_prop_to_params > 0)
+    c->prop_to_params = g_memdup2 (m->prop_to_params, sizeof (gboolean) * (gsize) m->n_prop_to_params);
+  c->entry_layout = g_strdup (m->entry_layout);
+  if (m->extra_attrs)
+    c->extra_attrs = raw_attrs_copy (m->extra_attrs);
+
+  GHashTable *cmap = g_hash_table_new (g_direct_hash, g_direct_equal);
+  GHashTable *imap = g_hash_table_new (g_direct_hash, g_direct_equal);
+  for (guint k = 0; k < m->computations->len; k++)
+    {
+      const PsComputation *oc = g_ptr_array_index (m->computations, k);
+      PsComputation *nc = ps_computation_new (c, oc->name);
+      nc->is_entry = oc->is_entry;
+      nc->execution_thread = g_strdup (oc->execution_thread);
+      g_hash_table_insert (cmap, (gpointer) oc, nc);
+      if (m->entry == oc)
+        c->entry = nc;
+      for (guint i = 0; i < oc->instrs->len; i++)
+        {
+          const PsInstr *oi = g_ptr_array_index (oc->instrs, i);
+          PsInstr *ni = g_new0 (PsInstr, 1);
+          ni->id = oi->id;
+          ni->name = g_strdup (oi->name);
+          ni->opcode = oi->opcode;
+          ni->shape = ps_shape_copy (oi->shape);
+          ni->parent = nc;
+          ni->users = g_ptr_array_new ();
+          ps_instr_copy_attrs (ni, oi);
+          ni->sharding = oi->sharding ? ps_sharding_copy (oi->sharding) : NULL;
+          g_ptr_array_add (nc->instrs, ni);
+          name_index_add (c, ni);
+          g_hash_table_insert (imap, (gpointer) oi, ni);
+        }
+    }
+  /* Second pass: operands may appear later in program order than users
+   * in hand-built modules, so link only once every copy exists. */
+  for (guint k = 0; k < m->computations->len; k++)
+    {
+      const PsComputation *oc = g_ptr_array_index (m->computations, k);
+      PsComputation *nc = g_hash_table_lookup (cmap, oc);
+      for (guint i = 0; i < oc->instrs->len; i++)
+        {
+          const PsInstr *oi = g_ptr_array_index (oc->instrs, i);
+          PsInstr *ni = g_hash_table_lookup (imap, oi);
+          ni->n_operands = oi->n_operands;
+          if (oi->n_operands > 0)
+            ni->operands = g_new0 (PsInstr *, oi->n_operands);
+          for (int j = 0; j < oi->n_operands; j++)
+            {
+              PsInstr *op = oi->operands[j] ? g_hash_table_lookup (imap, oi->operands[j]) : NULL;
+              ni->operands[j] = op;
+            }
+          /* Users in the original order, so passes that walk users behave
+           * the same on a clone. */
+          for (guint u = 0; u < oi->users->len; u++)
+            {
+              PsInstr *nu = g_hash_table_lookup (imap, g_ptr_array_index (oi->users, u));
+              if (nu)
+                g_ptr_array_add (ni->users, nu);
+            }
+          ni->n_called = oi->n_called;
+          if (oi->n_called > 0)
+            ni->called = g_new0 (PsComputation *, oi->n_called);
+          for (int j = 0; j < oi->n_called; j++)
+            ni->called[j] = oi->called[j] ? g_hash_table_lookup (cmap, oi->called[j]) : NULL;
+        }
+      for (guint i = 0; i < oc->params->len; i++)
+        g_ptr_array_add (nc->params, g_hash_table_lookup (imap, g_ptr_array_index (oc->params, i)));
+      nc->root = oc->root ? g_hash_table_lookup (imap, oc->root) : NULL;
+    }
+  c->next_id = m->next_id;
+  g_hash_table_destroy (imap);
+  g_hash_table_destroy (cmap);
+  return c;
+}
