@@ -42,8 +42,9 @@ argmax_mask (PsBuilder *b, PsInstr *x, PsInstr *iota_e)
   int64_t E = x->shape->dims[2];
   PsInstr *none = ps_build_full (b, PS_S32, 3, x->shape->dims, (double) E);
   PsInstr *cand = ps_build_select (b, is_max, iota_e, none);
-  PsInstr *idx = ps_build_reduce (b, cand, ps_build_scalar_int (b, PS_S32, E), 1, &last,
-                                  ps_builder_reducer (b, PS_OP_MINIMUM, PS_S32));
+  PsInstr *init = ps_build_scalar_int (b, PS_S32, E);
+  PsComputation *min = ps_builder_reducer (b, PS_OP_MINIMUM, PS_S32);
+  PsInstr *idx = ps_build_reduce (b, cand, init, 1, &last, min);
   return as_ft (b, ps_build_compare (b, PS_CMP_EQ, iota_e, bcast (b, idx, x, gs)), x->shape->etype);
 }
 
@@ -71,8 +72,9 @@ ps_moe_gating (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *logits, PsElemType
   /* The strictly upper triangular [S, S] matrix: tri[s, t] = (s < t), so
    * einsum("gse,st->gte", mask, tri) is the exclusive cumulative sum. */
   int64_t ss[2] = { S, S };
-  PsInstr *tri = as_ft (b, ps_build_compare (b, PS_CMP_LT, ps_build_iota (b, PS_S32, 2, ss, 0),
-                                             ps_build_iota (b, PS_S32, 2, ss, 1)), ft);
+  PsInstr *row = ps_build_iota (b, PS_S32, 2, ss, 0);
+  PsInstr *col = ps_build_iota (b, PS_S32, 2, ss, 1);
+  PsInstr *tri = as_ft (b, ps_build_compare (b, PS_CMP_LT, row, col), ft);
   PsInstr *iota_e = ps_build_iota (b, PS_S32, 3, logits->shape->dims, 2);
   int64_t gsc[3] = { G, S, C };
   PsInstr *iota_c = ps_build_iota (b, PS_S32, 3, gsc, 2);

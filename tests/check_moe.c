@@ -193,7 +193,8 @@ build_step (int64_t G, int64_t S, int64_t M, int64_t H, int64_t E, int64_t C, in
   PsInstr *y = ps_moe_layer (b, &cfg, x, wg, wi, wo, &aux);
   static const int64_t all3[3] = { 0, 1, 2 };
   PsInstr *loss = ps_build_reduce_sum (b, ps_build_mul (b, y, r), 3, all3);
-  loss = ps_build_add (b, loss, ps_build_mul (b, ps_build_convert (b, aux, t), ps_build_scalar (b, t, 0.01)));
+  PsInstr *aux_t = ps_build_convert (b, aux, t);
+  loss = ps_build_add (b, loss, ps_build_mul (b, aux_t, ps_build_scalar (b, t, 0.01)));
   ck_assert_msg (ps_builder_ok (b), "%s", ps_builder_error (b) ? ps_builder_error (b)->message : "");
   PsInstr *wrt[4] = { x, wg, wi, wo };
   GError *error = NULL;
