@@ -312,8 +312,11 @@ dot_operand_grad (Ad *ad, PsInstr *dot, PsInstr *g, int which)
   for (int i = 0; i < nsf; i++)
     self_of[j++] = sf[i];
   int64_t oc_sorted[64];
-  memcpy (oc_sorted, oc->v, sizeof (int64_t) * (gsize) oc->n);
-  qsort (oc_sorted, (gsize) oc->n, sizeof (int64_t), cmp_i64);
+  if (oc->n > 0)  /* an outer product (no contracting dims) has no list at all */
+    {
+      memcpy (oc_sorted, oc->v, sizeof (int64_t) * (gsize) oc->n);
+      qsort (oc_sorted, (gsize) oc->n, sizeof (int64_t), cmp_i64);
+    }
   for (int k = 0; k < oc->n; k++)
     for (int i = 0; i < oc->n; i++)
       if (oc->v[i] == oc_sorted[k])
