@@ -3,7 +3,7 @@ podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/pipeline.c cli/pipelin
 	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \
 	cli/cmd_partition.c cli/cmd_verify.c cli/cmd_simulate.c cli/cmd_bench.c \
 	cli/cmd_run.c cli/cmd_tables.c \
-	cli/cmd_bench_matmul.c cli/cmd_bench_collective.c \
+	cli/cmd_bench_matmul.c cli/cmd_bench_conv.c cli/cmd_bench_collective.c \
 	cli/cmd_conformance_propagation.c cli/cmd_conformance_partitioner.c
 podsim_CFLAGS = $(AM_CFLAGS) $(SIMGRID_CFLAGS)
 # Higher floors first so static convenience libraries resolve downward.
