@@ -726,12 +726,20 @@ static void
 group_actor (void *data)
 {
   GroupRun *r = data;
+  ps_sgnet_sleep (r->start_s - ps_sgnet_clock ());
   ps_coll_run_group (r->net, r->plan, r->group);
   *r->duration_out = ps_sgnet_clock () - r->start_s;
 }
 
 double
 ps_coll_simulate (PsSgNet *net, PsCollPlan *const *plans, int n_plans, double **group_durations_out)
+{
+  return ps_coll_simulate_at (net, plans, n_plans, NULL, group_durations_out);
+}
+
+double
+ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
+                     const double *const *offsets, double **group_durations_out)
 {
   double start = ps_sgnet_clock ();
   int total = 0;
@@ -744,7 +752,8 @@ ps_coll_simulate (PsSgNet *net, PsCollPlan *const *plans, int n_plans, double **
       group_durations_out[i] = g_new0 (double, plans[i]->n_groups);
       for (int g = 0; g < plans[i]->n_groups; g++, r++)
         {
-          runs[r] = (GroupRun) { net, plans[i], g, start, &group_durations_out[i][g] };
+          double at = start + (offsets && offsets[i] ? offsets[i][g] : 0);
+          runs[r] = (GroupRun) { net, plans[i], g, at, &group_durations_out[i][g] };
           char name[32];
           g_snprintf (name, sizeof name, "coll%d.g%d", i, g);
           ps_sgnet_spawn (net, plans[i]->groups[g].first_core, name, group_actor, &runs[r]);

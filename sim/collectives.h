@@ -132,6 +132,11 @@ void ps_coll_run_group (PsSgNet *net, const PsCollPlan *plan, int group);
  * Must be called from outside any actor (it runs the engine). */
 double ps_coll_simulate (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
                          double **group_durations_out);
+/* Same, with group g of plan i starting offsets[i][g] seconds after the
+ * others' common origin (offsets or offsets[i] NULL: 0); each duration is
+ * measured from that group's own start. */
+double ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
+                            const double *const *offsets, double **group_durations_out);
 
 /* Algorithm bandwidth (bytes / time) and bus bandwidth (NCCL's convention:
  * algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter

@@ -295,7 +295,11 @@ typedef struct Replay {
                        * its last member to completion) */
   gboolean hung;      /* a member never arrived (cannot happen in SPMD) */
   Dev *devs;
+  struct Contention *contention; /* with the cache: see "contention" below */
 } Replay;
+
+static double contention_duration (Replay *rp, int occ, int plan, int g);
+static void contention_record (Replay *rp, int occ, int g, double start, double dur);
 
 typedef struct {
   Replay *rp;
@@ -374,7 +378,11 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members)
   if (++in->arrived == n_members)
     {
       if (rp->cache)
-        inst_complete (in, in->max_arrival + rp->group_dur[oc->plan][g]);
+        {
+          double dur = contention_duration (rp, op->occ, oc->plan, g);
+          contention_record (rp, op->occ, g, in->max_arrival, dur);
+          inst_complete (in, in->max_arrival + dur);
+        }
       else
         {
           Helper *h = g_new (Helper, 1);
@@ -506,6 +514,367 @@ replay_cached (Replay *rp)
     }
 }
 
+/* ---- contention with the cache ------------------------------------------
+ *
+ * With the cache a collective takes the duration it had alone on the idle
+ * network. Collectives that are in flight at the same time and cross a
+ * common link slow each other down; the no-cache replay sees that because
+ * it runs every transfer on one shared network. To see it with the cache
+ * too, the replay runs in passes:
+ *
+ *   1. a pass replays the step with the durations known so far and records
+ *      when each group of each collective occurrence started and ended;
+ *   2. occurrences whose intervals overlap and whose plans share a link are
+ *      joined (transitively) into clusters;
+ *   3. each cluster is simulated on SimGrid as it ran, every group of every
+ *      member starting at its recorded offset from the cluster's first
+ *      start, and the measured per-group durations replace the cached ones
+ *      for those occurrences; results are cached by the cluster's members
+ *      and offsets (to 1 ps), so the same overlap repeated in every layer is
+ *      simulated once;
+ *   4. if the clusters (members and offsets) differ from those behind the
+ *      durations the pass used, another pass follows.
+ *
+ * At the fixed point every occurrence's duration is what the shared network
+ * gives it together with everything that overlapped it, and occurrences in
+ * different clusters share no link while in flight: the no-cache replay's
+ * numbers. A step without overlapping collectives takes one pass. */
+
+#define CONTENTION_MAX_PASSES 16
+
+typedef struct {
+  double start, end;
+  double *gstart;        /* per group, this pass; NULL: not started */
+} OccSpan;
+
+typedef struct Contention {
+  OccSpan *spans;        /* per occurrence */
+  double **override;     /* per occurrence: per-group durations, or NULL */
+  guint64 **plan_links;  /* per plan: bitset of the links it uses, lazily */
+  int n_words;
+  GHashTable *cache;     /* cluster key -> double* (members' groups in order) */
+  char *keys;            /* the clusters behind `override` */
+  int passes;
+  int n_overlapping;     /* occurrences in clusters at the fixed point */
+} Contention;
+
+static Contention *
+contention_new (const Program *p, const PsPlatform *pf)
+{
+  Contention *c = g_new0 (Contention, 1);
+  c->spans = g_new0 (OccSpan, p->occs->len + 1);
+  c->override = g_new0 (double *, p->occs->len + 1);
+  c->plan_links = g_new0 (guint64 *, p->plans->len + 1);
+  c->n_words = (pf->n_links + 63) / 64;
+  c->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  c->keys = g_strdup ("");
+  return c;
+}
+
+static void
+contention_clear_spans (Contention *c, guint n_occs)
+{
+  for (guint i = 0; i < n_occs; i++)
+    {
+      g_free (c->spans[i].gstart);
+      c->spans[i] = (OccSpan) { 0 };
+    }
+}
+
+static void
+contention_free (Contention *c, guint n_occs, guint n_plans)
+{
+  if (!c)
+    return;
+  contention_clear_spans (c, n_occs);
+  g_free (c->spans);
+  for (guint i = 0; i < n_occs; i++)
+    g_free (c->override[i]);
+  g_free (c->override);
+  for (guint i = 0; i < n_plans; i++)
+    g_free (c->plan_links[i]);
+  g_free (c->plan_links);
+  g_hash_table_unref (c->cache);
+  g_free (c->keys);
+  g_free (c);
+}
+
+static double
+contention_duration (Replay *rp, int occ, int plan, int g)
+{
+  const double *o = rp->contention ? rp->contention->override[occ] : NULL;
+  return o ? o[g] : rp->group_dur[plan][g];
+}
+
+static void
+contention_record (Replay *rp, int occ, int g, double start, double dur)
+{
+  Contention *c = rp->contention;
+  if (!c)
+    return;
+  OccSpan *s = &c->spans[occ];
+  if (!s->gstart)
+    {
+      const Occurrence *oc = &g_array_index (rp->prog->occs, Occurrence, occ);
+      const PsCollPlan *plan = rp->prog->plans->pdata[oc->plan];
+      s->gstart = g_new (double, plan->n_groups);
+      for (int i = 0; i < plan->n_groups; i++)
+        s->gstart[i] = start;
+      s->start = start;
+      s->end = start + dur;
+    }
+  s->gstart[g] = start;
+  s->start = MIN (s->start, start);
+  s->end = MAX (s->end, start + dur);
+}
+
+static const guint64 *
+plan_links (Replay *rp, int plan)
+{
+  Contention *c = rp->contention;
+  if (!c->plan_links[plan])
+    {
+      const PsCollPlan *pl = rp->prog->plans->pdata[plan];
+      guint64 *bits = g_new0 (guint64, c->n_words);
+      for (int l = 0; l < pl->platform->n_links; l++)
+        if (pl->link_bytes[l] > 0)
+          bits[l / 64] |= G_GUINT64_CONSTANT (1) << (l % 64);
+      c->plan_links[plan] = bits;
+    }
+  return c->plan_links[plan];
+}
+
+static gboolean
+links_meet (Replay *rp, int plan_a, int plan_b)
+{
+  const guint64 *a = plan_links (rp, plan_a), *b = plan_links (rp, plan_b);
+  for (int w = 0; w < rp->contention->n_words; w++)
+    if (a[w] & b[w])
+      return TRUE;
+  return FALSE;
+}
+
+static int
+uf_find (int *parent, int i)
+{
+  while (parent[i] != i)
+    i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+typedef struct {
+  const OccSpan *spans;
+} SpanOrder;
+
+static int
+cmp_by_start (const void *a, const void *b, void *data)
+{
+  const OccSpan *s = ((const SpanOrder *) data)->spans;
+  int x = *(const int *) a, y = *(const int *) b;
+  if (s[x].start != s[y].start)
+    return s[x].start < s[y].start ? -1 : 1;
+  return (x > y) - (x < y);
+}
+
+static int
+plan_of (const Replay *rp, int occ)
+{
+  return g_array_index (rp->prog->occs, Occurrence, occ).plan;
+}
+
+/* The key of a cluster (members in start order): per member its plan and
+ * its groups' offsets from the cluster's first start, in ps. */
+static char *
+cluster_key (Replay *rp, const int *members, int n)
+{
+  const OccSpan *sp = rp->contention->spans;
+  double origin = sp[members[0]].start;
+  GString *k = g_string_new (NULL);
+  for (int i = 0; i < n; i++)
+    {
+      const PsCollPlan *pl = rp->prog->plans->pdata[plan_of (rp, members[i])];
+      const double *gs = sp[members[i]].gstart;
+      g_string_append_printf (k, "%d:", plan_of (rp, members[i]));
+      gboolean same = TRUE;
+      for (int g = 1; g < pl->n_groups; g++)
+        same = same && gs[g] == gs[0];
+      for (int g = 0; g < (same ? 1 : pl->n_groups); g++)
+        g_string_append_printf (k, "%s%" G_GINT64_FORMAT, g ? "," : same ? "=" : "",
+                                (gint64) llround ((gs[g] - origin) * 1e12));
+      g_string_append_c (k, ';');
+    }
+  return g_string_free (k, FALSE);
+}
+
+/* Per-group durations of a cluster's members, concatenated, from the cache
+ * or simulated. transfer none (owned by the cache). */
+static const double *
+cluster_durations (Replay *rp, const int *members, int n, char *key)
+{
+  Contention *c = rp->contention;
+  const double *hit = g_hash_table_lookup (c->cache, key);
+  if (hit)
+    {
+      g_free (key);
+      return hit;
+    }
+  const OccSpan *sp = c->spans;
+  double origin = sp[members[0]].start;
+  g_autofree PsCollPlan **plans = g_new (PsCollPlan *, n);
+  g_autofree double **offsets = g_new (double *, n);
+  g_autofree double **durs = g_new (double *, n);
+  int total = 0;
+  for (int i = 0; i < n; i++)
+    {
+      plans[i] = rp->prog->plans->pdata[plan_of (rp, members[i])];
+      offsets[i] = g_new (double, plans[i]->n_groups);
+      for (int g = 0; g < plans[i]->n_groups; g++)
+        offsets[i][g] = sp[members[i]].gstart[g] - origin;
+      total += plans[i]->n_groups;
+    }
+  ps_coll_simulate_at (rp->net, plans, n, (const double *const *) offsets, durs);
+  double *all = g_new (double, total);
+  for (int i = 0, k = 0; i < n; i++)
+    {
+      memcpy (all + k, durs[i], sizeof (double) * (gsize) plans[i]->n_groups);
+      k += plans[i]->n_groups;
+      g_free (durs[i]);
+      g_free (offsets[i]);
+    }
+  g_hash_table_insert (c->cache, key, all);
+  return all;
+}
+
+/* After a pass: finds the clusters of overlapping occurrences, sets their
+ * durations for the next pass, and says whether another pass is needed
+ * (the clusters differ from those behind the durations just used). */
+static gboolean
+contention_update (Replay *rp)
+{
+  Contention *c = rp->contention;
+  const Program *p = rp->prog;
+  int n = (int) p->occs->len;
+  c->passes++;
+  g_autofree int *order = g_new (int, n + 1);
+  g_autofree int *parent = g_new (int, n + 1);
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    {
+      parent[i] = i;
+      if (c->spans[i].gstart)
+        order[m++] = i;
+    }
+  SpanOrder so = { c->spans };
+  g_qsort_with_data (order, m, sizeof (int), cmp_by_start, &so);
+  /* sweep in start order; `active` holds the occurrences not yet ended */
+  g_autoptr (GArray) active = g_array_new (FALSE, FALSE, sizeof (int));
+  for (int k = 0; k < m; k++)
+    {
+      int i = order[k];
+      const OccSpan *si = &c->spans[i];
+      for (guint a = 0; a < active->len;)
+        {
+          int j = g_array_index (active, int, a);
+          if (c->spans[j].end <= si->start)
+            g_array_remove_index_fast (active, a);
+          else
+            {
+              if (links_meet (rp, plan_of (rp, i), plan_of (rp, j)))
+                parent[uf_find (parent, i)] = uf_find (parent, j);
+              a++;
+            }
+        }
+      g_array_append_val (active, i);
+    }
+  /* members of each cluster, in start order */
+  g_autoptr (GHashTable) by_root = g_hash_table_new_full (NULL, NULL, NULL,
+                                                          (GDestroyNotify) g_array_unref);
+  g_autoptr (GArray) roots = g_array_new (FALSE, FALSE, sizeof (int));
+  for (int k = 0; k < m; k++)
+    {
+      int i = order[k], r = uf_find (parent, i);
+      GArray *mem = g_hash_table_lookup (by_root, GINT_TO_POINTER (r + 1));
+      if (!mem)
+        {
+          mem = g_array_new (FALSE, FALSE, sizeof (int));
+          g_hash_table_insert (by_root, GINT_TO_POINTER (r + 1), mem);
+          g_array_append_val (roots, r);
+        }
+      g_array_append_val (mem, i);
+    }
+  GString *keys = g_string_new (NULL);
+  g_autofree double **next = g_new0 (double *, n + 1);
+  int overlapping = 0;
+  for (guint r = 0; r < roots->len; r++)
+    {
+      GArray *mem = g_hash_table_lookup (by_root,
+                                         GINT_TO_POINTER (g_array_index (roots, int, r) + 1));
+      if (mem->len < 2)
+        continue;
+      const int *mm = (const int *) (void *) mem->data;
+      char *key = cluster_key (rp, mm, (int) mem->len);
+      for (guint i = 0; i < mem->len; i++)
+        g_string_append_printf (keys, "%d,", mm[i]);
+      g_string_append_printf (keys, "%s|", key);
+      const double *d = cluster_durations (rp, mm, (int) mem->len, key);
+      for (guint i = 0, k = 0; i < mem->len; i++)
+        {
+          int ng = ((const PsCollPlan *) p->plans->pdata[plan_of (rp, mm[i])])->n_groups;
+          next[mm[i]] = g_memdup2 (d + k, sizeof (double) * (gsize) ng);
+          k += (guint) ng;
+        }
+      overlapping += (int) mem->len;
+    }
+  gboolean changed = strcmp (keys->str, c->keys) != 0;
+  for (int i = 0; i < n; i++)
+    {
+      g_free (c->override[i]);
+      c->override[i] = next[i];
+    }
+  g_free (c->keys);
+  c->keys = g_string_free (keys, FALSE);
+  c->n_overlapping = overlapping;
+  return changed;
+}
+
+/* Back to the step's start for another pass. */
+static void
+pass_reset (Replay *rp, double t0)
+{
+  Program *p = rp->prog;
+  for (int d = 0; d < p->n_devices; d++)
+    {
+      Dev *dv = &rp->devs[d];
+      dv->local_s = t0;
+      dv->compute_s = dv->comm_s = dv->exposed_s = 0;
+      if (dv->spans)
+        g_array_set_size (dv->spans, 0);
+    }
+  for (guint i = 0; i < p->occs->len; i++)
+    {
+      g_free (rp->insts[i]);
+      rp->insts[i] = NULL;
+      rp->occ_passed[i] = 0;
+      rp->occ_dur[i] = 0;
+    }
+  contention_clear_spans (rp->contention, p->occs->len);
+}
+
+/* The cached replay in passes until overlapping collectives' durations are
+ * consistent with when they overlap (see "contention" above). */
+static void
+replay_with_contention (Replay *rp, double t0)
+{
+  for (;;)
+    {
+      replay_cached (rp);
+      if (rp->hung || !contention_update (rp)
+          || rp->contention->passes >= CONTENTION_MAX_PASSES)
+        break;
+      pass_reset (rp, t0);
+    }
+}
+
 static PsTimeline *
 build_timeline (Replay *rp, const PsPlatform *pf)
 {
@@ -565,6 +934,8 @@ run (Program *p, GError **error)
         PsCollPlan *plan = p->plans->pdata[i];
         ps_coll_simulate (net, &plan, 1, &rp.group_dur[i]);
       }
+  if (rp.cache)
+    rp.contention = contention_new (p, pf);
   rp.insts = g_new0 (Inst *, p->occs->len + 1);
   rp.occ_passed = g_new0 (int, p->occs->len + 1);
   rp.occ_dur = g_new0 (double, p->occs->len + 1);
@@ -588,7 +959,7 @@ run (Program *p, GError **error)
       ps_sgnet_spawn (net, dv->core, name, device_actor, dv);
     }
   if (rp.cache)
-    replay_cached (&rp);
+    replay_with_contention (&rp, t0);
   else
     ps_sgnet_run (net);
   if (rp.hung)
@@ -628,6 +999,11 @@ run (Program *p, GError **error)
   r->n_compute_segments = p->n_segments;
   r->n_collectives = p->n_collectives;
   r->n_unique_collectives = p->plans->len;
+  if (rp.contention)
+    {
+      r->n_overlapping_collectives = (guint64) rp.contention->n_overlapping;
+      r->contention_passes = rp.contention->passes;
+    }
   r->link_bytes = g_new0 (double, pf->n_links);
   for (guint i = 0; i < p->occs->len; i++)
     {
@@ -669,6 +1045,7 @@ run (Program *p, GError **error)
     g_free (rp.group_dur[i]);
   g_free (rp.group_dur);
   g_free (rp.devs);
+  contention_free (rp.contention, p->occs->len, p->plans->len);
   ps_sgnet_free (net);
   if (rp.hung)
     {

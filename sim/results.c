@@ -166,6 +166,8 @@ ps_replay_result_to_json (const PsReplayResult *r)
   INT ("compute_executions", (gint64) r->n_compute_segments);
   INT ("collectives", (gint64) r->n_collectives);
   INT ("distinct_collectives", (gint64) r->n_unique_collectives);
+  INT ("overlapping_collectives", (gint64) r->n_overlapping_collectives);
+  INT ("replay_passes", r->contention_passes);
   DBL ("ici_bytes", total_ici_bytes (r));
   if (busiest >= 0)
     {
@@ -245,6 +247,10 @@ ps_replay_result_to_text (const PsReplayResult *r)
                           " collectives (%" G_GUINT64_FORMAT " distinct)\n",
                           r->n_compute_events, r->n_compute_segments, r->n_collectives,
                           r->n_unique_collectives);
+  if (r->n_overlapping_collectives > 0)
+    g_string_append_printf (out, "overlapping collectives: %" G_GUINT64_FORMAT
+                            " sharing links while in flight (replayed in %d passes)\n",
+                            r->n_overlapping_collectives, r->contention_passes);
   double util;
   int busiest = busiest_link (r, &util);
   if (busiest >= 0)

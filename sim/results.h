@@ -53,6 +53,10 @@ typedef struct {
   double peak_hbm_bytes;
   double hbm_capacity_bytes;
   guint64 n_compute_events, n_compute_segments, n_collectives, n_unique_collectives;
+  /* With the cache: collective occurrences that overlapped another one on
+   * a shared link (simulated together), and the replay passes it took. */
+  guint64 n_overlapping_collectives;
+  int contention_passes;
   double *link_bytes;       /* per platform link id */
   PsTimeline *timeline;     /* chosen cores' spans, or NULL */
   GArray *collectives;      /* PsCollectiveStat, one per distinct collective */
