@@ -500,6 +500,8 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   PsComputation *c = net->c;
   GPtrArray *outs = g_ptr_array_new ();
   GPtrArray *new_states = g_ptr_array_new ();
+  /* parameter numbers of the old weights and states, in output order */
+  GArray *donors = g_array_new (FALSE, FALSE, sizeof (int64_t)), *state_donors = g_array_new (FALSE, FALSE, sizeof (int64_t));
   PsInstr *loss = p->loss;
   if (p->n_losses > 1)
     loss = ps_ad_binary (c, PS_OP_MULTIPLY, loss, ps_ad_scalar (c, PS_F32, 1.0 / p->n_losses));
@@ -519,16 +521,29 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
       if (w->sharding)
         ps_instr_set_sharding (nw, w->sharding);
       g_ptr_array_add (outs, nw);
+      g_array_append_val (donors, w->parameter_number);
       for (int k = 0; k < p->first_state[i + 1] - p->first_state[i]; k++)
         {
           if (st[k]->sharding)
             ps_instr_set_sharding (nst[k], st[k]->sharding);
           g_ptr_array_add (new_states, nst[k]);
+          g_array_append_val (state_donors, st[k]->parameter_number);
         }
     }
   for (guint i = 0; i < new_states->len; i++)
     g_ptr_array_add (outs, new_states->pdata[i]);
   g_ptr_array_free (new_states, TRUE);
+  /* A training loop donates the weights and optimizer state (jax.jit's
+   * donate_argnums; TF's resource variables): each updated value is
+   * written over its old one, input_output_alias in the module. */
+  g_array_append_vals (donors, state_donors->data, state_donors->len);
+  for (guint i = 0; i < donors->len; i++)
+    {
+      int64_t out = 1 + (int64_t) i;
+      ps_module_add_alias (net->m, 1, &out, g_array_index (donors, int64_t, i), 0, NULL, FALSE);
+    }
+  g_array_free (donors, TRUE);
+  g_array_free (state_donors, TRUE);
   PsShape **shapes = g_new (PsShape *, outs->len);
   for (guint i = 0; i < outs->len; i++)
     shapes[i] = ((PsInstr *) outs->pdata[i])->shape;

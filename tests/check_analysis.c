@@ -265,6 +265,102 @@ START_TEST (test_memory_while)
 }
 END_TEST
 
+/* A small training step (two weights, plain SGD) in its program order
+ * (the post order from the root): forward h = x w1, y = h w2; backward
+ * dh = y w2^T, g1 = x^T dh, g2 = h^T y; updates n_i = w_i - lr g_i. The cost
+ * analysis fuses each update into its gradient's dot, so g1, u1 and g2, u2
+ * are never buffers. Always live: w1, w2 (256 KiB each), x (64 KiB) and
+ * lr (4 B). Temporaries: h, y, dh (64 KiB each); outputs n1, n2 (256 KiB).
+ *  - without donation the peak is at n2: h + y + n1 + n2 = 640 KiB;
+ *  - with w1 and w2 donated (each read last by its own update) n1 and n2
+ *    are written over them, and the peak is h + y + dh = 192 KiB (first
+ *    reached at dh). */
+static const char *step_hlo =
+  "HloModule step%s\n"
+  "ENTRY e {\n"
+  "  w1 = f32[256,256] parameter(0)\n"
+  "  w2 = f32[256,256] parameter(1)\n"
+  "  x = f32[64,256] parameter(2)\n"
+  "  h = f32[64,256] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  y = f32[64,256] dot(h, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  dh = f32[64,256] dot(y, w2), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+  "  g1 = f32[256,256] dot(x, dh), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+  "  lr = f32[] constant(0.01)\n"
+  "  b = f32[256,256] broadcast(lr), dimensions={}\n"
+  "  u1 = f32[256,256] multiply(g1, b)\n"
+  "  n1 = f32[256,256] subtract(w1, u1)\n"
+  "  g2 = f32[256,256] dot(h, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+  "  u2 = f32[256,256] multiply(g2, b)\n"
+  "  n2 = f32[256,256] subtract(w2, u2)\n"
+  "  ROOT t = (f32[256,256], f32[256,256]) tuple(n1, n2)\n"
+  "}\n";
+
+START_TEST (test_memory_donation)
+{
+  const uint64_t KiB = 1024, always = 576 * KiB + 4;
+  static const char *const headers[] = {
+    "", ", input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }",
+  };
+  for (int donate = 0; donate < 2; donate++)
+    {
+      g_autofree char *text = g_strdup_printf (step_hlo, headers[donate]);
+      g_autoptr (PsModule) m = parse (text);
+      g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+      g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, NULL);
+      ck_assert_uint_eq (r->parameter_bytes, always);
+      if (!donate)
+        {
+          ck_assert_uint_eq (r->peak_bytes, always + 640 * KiB);
+          ck_assert_str_eq (r->peak_instr->name, "n2");
+          ck_assert_uint_eq (r->output_bytes, 512 * KiB);
+          ck_assert_uint_eq (r->donated_bytes, 0);
+        }
+      else
+        {
+          ck_assert_uint_eq (r->peak_bytes, always + 192 * KiB);
+          ck_assert_str_eq (r->peak_instr->name, "dh");
+          ck_assert_uint_eq (r->output_bytes, 0);
+          ck_assert_uint_eq (r->donated_bytes, 512 * KiB);
+        }
+    }
+  /* A donated parameter still read after its output is written is copied
+   * first (XLA's copy insertion): no saving. Here w2 is read by n2, then
+   * donated to output 0, which n1 defines earlier. */
+  g_autofree char *late = g_strdup_printf (step_hlo, ", input_output_alias={ {0}: (1, {}) }");
+  g_autoptr (PsModule) m = parse (late);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, NULL);
+  ck_assert_uint_eq (r->donated_bytes, 0);
+  ck_assert_uint_eq (r->peak_bytes, always + 640 * KiB);
+}
+END_TEST
+
+/* Buffer reuse in place: an elementwise fusion writes its result into an
+ * operand's buffer that dies there (XLA's CanShareOperandBufferWithUser).
+ * a = exp(p) is its own fusion (its producer is a parameter); b = -a is too
+ * (a has two users); c = a + b joins b's fusion, reads a for the last time
+ * and overwrites it. Each is 4 KiB: without reuse p + a + c = 12 KiB at c,
+ * with it 8 KiB. */
+START_TEST (test_memory_in_place)
+{
+  static const char text[] =
+    "HloModule ip\n"
+    "ENTRY e {\n"
+    "  p = f32[32,32] parameter(0)\n"
+    "  a = f32[32,32] exponential(p)\n"
+    "  b = f32[32,32] negate(a)\n"
+    "  ROOT c = f32[32,32] add(a, b)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  ck_assert (ps_cost_get (a, ps_module_find_instr (m, "b"))->fused);
+  g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, NULL);
+  ck_assert_uint_eq (r->parameter_bytes, 4096);
+  ck_assert_uint_eq (r->peak_bytes, 2 * 4096);
+  ck_assert_uint_eq (r->output_bytes, 4096);
+}
+END_TEST
+
 static Suite *
 analysis_suite (void)
 {
@@ -278,6 +374,8 @@ analysis_suite (void)
   tcase_add_test (tc, test_cost_known_trip_count);
   tcase_add_test (tc, test_memory_mlp);
   tcase_add_test (tc, test_memory_while);
+  tcase_add_test (tc, test_memory_donation);
+  tcase_add_test (tc, test_memory_in_place);
   suite_add_tcase (s, tc);
   return s;
 }
