@@ -15,7 +15,7 @@
 
 typedef struct {
   char *preset, *slice, *mesh, *order, *sharding, *optimizer, *hw, *wrap;
-  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *collectives;
+  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *collectives, *schedule;
   gint layers, microbatches, rel_buckets;
   gint64 model_dim, ffn_dim, heads, head_dim, vocab, seq_len, batch;
   gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated;
@@ -193,6 +193,11 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
           100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
   printf ("time/core    compute %s, communication %s, exposed communication %s, idle %s\n",
           c1, c2, c3, c4);
+  printf ("schedule     %s: %d collectives overlapped with compute", ps_schedule_policy_name (r->schedule),
+          r->n_async);
+  if (r->n_reverted > 0)
+    printf (" (%d more kept synchronous to stay within HBM)", r->n_reverted);
+  printf ("\n");
   printf ("trace        %" G_GUINT64_FORMAT " compute events, %" G_GUINT64_FORMAT " collectives (%"
           G_GUINT64_FORMAT " distinct); %" G_GINT64_FORMAT " SPMD instructions, %" G_GINT64_FORMAT
           " replicate-then-slice fallbacks\n",
@@ -246,6 +251,10 @@ to_json (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardware
   json_builder_add_int_value (b, (gint64) r->peak_hbm_bytes);
   json_builder_set_member_name (b, "hbm_capacity_bytes");
   json_builder_add_int_value (b, (gint64) hw->hbm_bytes_per_core);
+  json_builder_set_member_name (b, "schedule");
+  json_builder_add_string_value (b, ps_schedule_policy_name (r->schedule));
+  json_builder_set_member_name (b, "async_collectives");
+  json_builder_add_int_value (b, r->n_async);
   double compute, comm, exposed, idle;
   ps_replay_result_means (r->sim, &compute, &comm, &exposed, &idle);
   json_builder_set_member_name (b, "compute_s");
@@ -307,6 +316,9 @@ run (RunOptions *o, int argc, char **argv)
   PsCollAlgorithm coll = PS_COLL_TORUS2D;
   if (o->collectives && !ps_coll_algorithm_parse (o->collectives, "--collectives", &coll, &error))
     return ps_cli_fail (error);
+  PsSchedulePolicy sched = PS_SCHEDULE_XLA;
+  if (o->schedule && !ps_schedule_policy_parse (o->schedule, "--schedule", &sched, &error))
+    return ps_cli_fail (error);
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (o->hw, &error);
   if (!hw)
     return ps_cli_fail (error);
@@ -318,7 +330,7 @@ run (RunOptions *o, int argc, char **argv)
   PsPipelineOptions popts = { hw, NULL, wrap, o->no_cache, o->async, !o->quiet && isatty (2),
                               o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace,
-                              o->windowed >= 0, o->windowed, coll };
+                              o->windowed >= 0, o->windowed, coll, sched };
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (&cfg, &popts, &error);
   if (!r)
     return ps_cli_fail (error);
@@ -371,8 +383,11 @@ ps_cmd_run (int argc, char **argv)
     { "wrap", 0, 0, G_OPTION_ARG_STRING, &o.wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &o.no_cache, "Simulate every collective instead of replaying cached ones", NULL },
     { "collectives", 0, 0, G_OPTION_ARG_STRING, &o.collectives, "Collective algorithms: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
+    { "schedule", 0, 0, G_OPTION_ARG_STRING, &o.schedule,
+      "Schedule: xla (default: memory-aware order, collective-permutes overlapped), xla-all "
+      "(every collective kind overlapped), sync, eager (doc/partitioner.md)", "NAME" },
     { "async-collectives", 0, 0, G_OPTION_ARG_NONE, &o.async,
-      "What if collectives overlapped compute: lower them as start/done pairs (default: synchronous)", NULL },
+      "Same as --schedule eager: every collective overlapped as early and late as data allows", NULL },
     { "windowed-einsum", 0, 0, G_OPTION_ARG_INT64, &o.windowed,
       "Partition dots whose operand would be all-gathered to more than BYTES per device as "
       "windowed einsums (collective-permute ring overlapping the dots; 0: all such dots; "
@@ -409,6 +424,7 @@ ps_cmd_run (int argc, char **argv)
   g_free (o.hw);
   g_free (o.wrap);
   g_free (o.collectives);
+  g_free (o.schedule);
   g_free (o.timeline);
   g_free (o.links);
   g_free (o.dump_hlo);

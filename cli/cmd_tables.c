@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "models/dense_lm.h"
+#include "partitioner/analysis/schedule.h"
 #include "sim/collectives.h"
 #include "topology/hardware.h"
 
@@ -26,13 +27,13 @@ member_double (JsonObject *o, const char *name)
 
 /* Options of `podsim run` that tables passes on to every row. */
 typedef struct {
-  const char *hw, *collectives;
+  const char *hw, *collectives, *schedule;
 } RowOptions;
 
 static gboolean
 run_row (const char *preset, const RowOptions *ro, Row *row, GError **error)
 {
-  const char *argv[12] = { "/proc/self/exe", "run", "--preset", preset, "--json", "-q", NULL };
+  const char *argv[14] = { "/proc/self/exe", "run", "--preset", preset, "--json", "-q", NULL };
   int n = 6;
   if (ro->hw)
     {
@@ -43,6 +44,11 @@ run_row (const char *preset, const RowOptions *ro, Row *row, GError **error)
     {
       argv[n++] = "--collectives";
       argv[n++] = ro->collectives;
+    }
+  if (ro->schedule)
+    {
+      argv[n++] = "--schedule";
+      argv[n++] = ro->schedule;
     }
   argv[n] = NULL;
   g_autofree char *out = NULL, *err = NULL;
@@ -149,7 +155,7 @@ int
 ps_cmd_tables (int argc, char **argv)
 {
   gboolean opt_csv = FALSE, opt_md = FALSE;
-  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_coll = NULL;
+  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_coll = NULL, *opt_sched = NULL;
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
@@ -157,6 +163,8 @@ ps_cmd_tables (int argc, char **argv)
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
     { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
       "Collective algorithm for every row (podsim run --collectives)", "NAME" },
+    { "schedule", 0, 0, G_OPTION_ARG_STRING, &opt_sched,
+      "Schedule for every row (podsim run --schedule)", "NAME" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("dense - the paper's dense Transformer table");
@@ -183,6 +191,9 @@ ps_cmd_tables (int argc, char **argv)
   PsCollAlgorithm coll;
   if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
     return ps_cli_fail (error);
-  RowOptions ro = { opt_hw, opt_coll };
+  PsSchedulePolicy sched;
+  if (opt_sched && !ps_schedule_policy_parse (opt_sched, "--schedule", &sched, &error))
+    return ps_cli_fail (error);
+  RowOptions ro = { opt_hw, opt_coll, opt_sched };
   return dense_table (opt_csv, opt_md, &ro, opt_only);
 }

@@ -12,6 +12,7 @@
 #include <glib.h>
 
 #include "models/dense_lm.h"
+#include "partitioner/analysis/schedule.h"
 #include "sim/collectives.h"
 #include "sim/results.h"
 #include "topology/hardware.h"
@@ -43,6 +44,7 @@ typedef struct {
   gboolean windowed_einsum;
   gint64 windowed_einsum_threshold_bytes;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
+  PsSchedulePolicy schedule;     /* default (0): PS_SCHEDULE_XLA; async_collectives: eager */
 } PsPipelineOptions;
 
 typedef struct {
@@ -52,7 +54,10 @@ typedef struct {
   gint64 n_instructions_spmd;
   gint64 n_fallbacks;
   gint64 n_cse_removed;        /* instructions CSE/DCE removed after partitioning */
-  guint64 peak_hbm_bytes;     /* memory analysis of the SPMD program */
+  guint64 peak_hbm_bytes;     /* memory analysis of the SPMD program, scheduled */
+  PsSchedulePolicy schedule;  /* the policy used */
+  int n_async;                /* collectives the schedule runs asynchronously */
+  int n_reverted;             /* ... made synchronous to fit the HBM budget */
   char *memory_text;          /* its report, largest holders */
   PsTrace *trace;             /* the lowered trace */
   PsPlatform *platform;       /* the slice's platform; sim points at it */

@@ -7,7 +7,9 @@
 
 #include "partitioner/analysis/cost.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/analysis/lower.h"
 #include "partitioner/analysis/memory.h"
+#include "partitioner/analysis/schedule.h"
 
 static PsModule *
 parse (const char *text)
@@ -361,6 +363,162 @@ START_TEST (test_memory_in_place)
 }
 END_TEST
 
+/* Latency hiding: a collective-permute and an all-gather with independent
+ * compute (a: 1 MiB, b: 256 KiB) before their first users. */
+static const char *sched_hlo =
+  "HloModule s, num_partitions=2\n"
+  "ENTRY e {\n"
+  "  p = f32[256,256] parameter(0)\n"
+  "  q = f32[256,256] parameter(1)\n"
+  "  r = f32[256,1024] parameter(2)\n"
+  "  cp = f32[256,256] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,0}}\n"
+  "  ag = f32[512,256] all-gather(q), channel_id=2, replica_groups={{0,1}}, dimensions={0}\n"
+  "  a = f32[256,1024] dot(q, r), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  b = f32[256,256] dot(a, r), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+  "  c = f32[256,256] add(b, cp)\n"
+  "  d = f32[512,256] dot(ag, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  ROOT t = (f32[256,256], f32[512,256]) tuple(c, d)\n"
+  "}\n";
+
+static int
+position (const PsSchedule *s, const char *name)
+{
+  for (guint i = 0; i < s->order->len; i++)
+    if (strcmp (((const PsInstr *) g_ptr_array_index (s->order, i))->name, name) == 0)
+      return (int) i;
+  return -1;
+}
+
+START_TEST (test_schedule_policies)
+{
+  g_autoptr (PsModule) m = parse (sched_hlo);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  const PsInstr *cp = ps_module_find_instr (m, "cp"), *ag = ps_module_find_instr (m, "ag");
+  /* xla (2021): only the collective-permute is asynchronous; it starts as
+   * soon as p exists and completes before its first user: the add c
+   * (fused into b's dot, so before that fusion's first member) */
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) x = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (x->n_async, 1);
+  ck_assert (g_hash_table_contains (x->done_before, cp));
+  ck_assert (!g_hash_table_contains (x->done_before, ag));
+  const PsInstr *done = g_hash_table_lookup (x->done_before, cp);
+  ck_assert_ptr_nonnull (done);
+  ck_assert_int_lt (position (x, "cp"), position (x, "a"));
+  ck_assert_int_gt (position (x, done->name), position (x, "a"));
+  /* sync: nothing asynchronous; xla-all and eager: both */
+  o.policy = PS_SCHEDULE_SYNC;
+  g_autoptr (PsSchedule) y = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (y->n_async, 0);
+  o.policy = PS_SCHEDULE_XLA_ALL;
+  g_autoptr (PsSchedule) z = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (z->n_async, 2);
+  ck_assert (g_hash_table_contains (z->done_before, ag));
+  /* async results live longer: the all-gather's 512 KiB is live while a
+   * (1 MiB) is, which is the synchronous peak */
+  ck_assert_uint_eq (z->peak_bytes, y->peak_bytes + 512 * 1024);
+  /* a budget below that peak (but above the synchronous one) makes the
+   * largest collective in flight at the peak synchronous again */
+  o.hbm_budget_bytes = y->peak_bytes;
+  g_autoptr (PsSchedule) w = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_uint_le (w->peak_bytes, y->peak_bytes);
+  ck_assert_int_ge (w->n_reverted, 1);
+  ck_assert_int_eq (w->n_async + w->n_reverted, 2);
+  ck_assert (!g_hash_table_contains (w->done_before, ag));
+  /* names */
+  PsSchedulePolicy pol;
+  for (int i = 0; i < PS_SCHEDULE_POLICY_COUNT; i++)
+    {
+      ck_assert (ps_schedule_policy_parse (ps_schedule_policy_name (i), "--schedule", &pol, NULL));
+      ck_assert_int_eq (pol, i);
+    }
+  GError *error = NULL;
+  ck_assert (!ps_schedule_policy_parse ("lazy", "--schedule", &pol, &error));
+  ck_assert (strstr (error->message, "--schedule: unknown schedule 'lazy'"));
+  g_clear_error (&error);
+}
+END_TEST
+
+/* Two collective-permutes of one kind: at most one in flight (XLA's
+ * SchedulerConfig overlap limit 1), so the first completes by where the
+ * second stands and the second starts after that. */
+START_TEST (test_schedule_overlap_limit)
+{
+  static const char text[] =
+    "HloModule s, num_partitions=2\n"
+    "ENTRY e {\n"
+    "  p = f32[256,256] parameter(0)\n"
+    "  q = f32[256,256] parameter(1)\n"
+    "  c1 = f32[256,256] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,0}}\n"
+    "  a = f32[256,256] dot(q, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  c2 = f32[256,256] collective-permute(q), channel_id=2, source_target_pairs={{0,1},{1,0}}\n"
+    "  b = f32[256,256] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  s1 = f32[256,256] add(b, c1)\n"
+    "  s2 = f32[256,256] add(s1, c2)\n"
+    "  ROOT t = (f32[256,256]) tuple(s2)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) s = ps_schedule_module (m, a, &o, NULL);
+  const PsInstr *c1 = ps_module_find_instr (m, "c1"), *c2 = ps_module_find_instr (m, "c2");
+  /* whatever the order, two in flight never overlap */
+  if (position (s, "c2") < position (s, "c1"))
+    {
+      const PsInstr *t = c1;
+      c1 = c2;
+      c2 = t;
+    }
+  if (g_hash_table_contains (s->done_before, c1))
+    {
+      const PsInstr *d1 = g_hash_table_lookup (s->done_before, c1);
+      ck_assert_ptr_nonnull (d1);
+      ck_assert_int_le (position (s, d1->name), position (s, c2->name));
+    }
+  /* eager has no limit: both start at the beginning */
+  o.policy = PS_SCHEDULE_EAGER;
+  g_autoptr (PsSchedule) e = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (e->n_async, 2);
+  ck_assert_int_lt (position (e, "c2"), position (e, "a"));
+}
+END_TEST
+
+/* The lowered trace follows the schedule: the permute starts, the dots run,
+ * the permute completes, then its user; the trace's peak is the
+ * schedule's. */
+START_TEST (test_schedule_lowering)
+{
+  g_autoptr (PsModule) m = parse (sched_hlo);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) s = ps_schedule_module (m, a, &o, NULL);
+  PsLowerOptions lo;
+  ps_lower_options_init (&lo);
+  lo.schedule = s;
+  lo.memory_events = FALSE;
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, &lo, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (ps_trace_get_header (t)->totals.peak_bytes, s->peak_bytes);
+  GString *seq = g_string_new (NULL);
+  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
+    {
+      const PsTraceEvent *ev = ps_trace_get_event (t, i);
+      if (ev->kind == PS_TRACE_EVENT_COLLECTIVE)
+        g_string_append_printf (seq, "%s%s ", ev->name, ev->collective.async_id ? "(start)" : "");
+      else if (ev->kind == PS_TRACE_EVENT_DONE)
+        g_string_append (seq, "done ");
+      else if (ev->kind == PS_TRACE_EVENT_COMPUTE)
+        g_string_append (seq, "compute ");
+    }
+  /* cp starts first, two compute events (a; b with c fused) follow its
+   * start... the done comes before the fusion that reads it */
+  ck_assert_msg (g_str_has_prefix (seq->str, "cp(start) "), "%s", seq->str);
+  ck_assert_msg (strstr (seq->str, "compute done compute"), "%s", seq->str);
+  g_string_free (seq, TRUE);
+}
+END_TEST
+
 static Suite *
 analysis_suite (void)
 {
@@ -376,6 +534,9 @@ analysis_suite (void)
   tcase_add_test (tc, test_memory_while);
   tcase_add_test (tc, test_memory_donation);
   tcase_add_test (tc, test_memory_in_place);
+  tcase_add_test (tc, test_schedule_policies);
+  tcase_add_test (tc, test_schedule_overlap_limit);
+  tcase_add_test (tc, test_schedule_lowering);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -16,9 +16,14 @@
  *     compressed to a shift along one mesh axis when they are one;
  *   - unrolls while loops (trip count from cost.h, or the default option),
  *     inlines calls, takes the most expensive branch of a conditional;
- *   - with async_collectives, starts every collective where it stands and
- *     puts its done just before the first event that reads its result, so
- *     that the compute in between overlaps;
+ *   - with a schedule (schedule.h), lowers the entry computation in the
+ *     schedule's order, starts its asynchronous collectives where they stand
+ *     and completes each where the schedule says (at the latest just before
+ *     the first event that reads its result), and takes the memory figures
+ *     from that schedule;
+ *   - without one, with async_collectives, starts every collective where it
+ *     stands and puts its done just before the first event that reads its
+ *     result, so that the compute in between overlaps;
  *   - with memory_events, writes the memory analysis's live bytes after each
  *     entry instruction that produced events; the header's peak_bytes is the
  *     memory analysis's peak.
@@ -31,6 +36,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "partitioner/analysis/schedule.h"
 #include "partitioner/ir/ir.h"
 #include "traces/trace.h"
 
@@ -49,7 +55,9 @@ typedef struct {
   const char *slice;            /* optional hint for the simulator */
   int64_t default_trip_count;   /* while loops with no known count; 0 = error */
   gboolean memory_events;       /* default TRUE */
-  gboolean async_collectives;   /* default FALSE */
+  gboolean async_collectives;   /* default FALSE; ignored with a schedule */
+  const PsSchedule *schedule;   /* the entry's order and async collectives; borrowed; NULL:
+                                 * post order */
   uint64_t max_events;          /* refuse to unroll beyond this (default 10^7) */
 } PsLowerOptions;
 

@@ -18,6 +18,8 @@ typedef struct {
 typedef struct {
   const PsCostAnalysis *cost;
   GHashTable *temp_peak;   /* PsComputation* -> uint64_t* (peak minus parameters) */
+  GPtrArray *entry_order;  /* the entry's order, or NULL: post order */
+  GHashTable *done_before; /* async collectives of the entry, or NULL */
 } Ctx;
 
 static uint64_t
@@ -78,6 +80,32 @@ callee_temp (Ctx *ctx, const PsInstr *in)
   for (int k = 0; k < in->n_called; k++)
     t = MAX (t, comp_temp_peak (ctx, in->called[k]));
   return t;
+}
+
+/* An asynchronous collective reads its operands until it completes, just
+ * before `done_before` (or at the end). */
+static void
+extend_async_operands (GHashTable *done_before, GPtrArray *order, GHashTable *step_of,
+                       GHashTable *refs, GArray *bufs)
+{
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, done_before);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      const PsInstr *c = k;
+      /* step_of holds 1 + step; the done runs just before that step */
+      int until = v ? GPOINTER_TO_INT (g_hash_table_lookup (step_of, v)) - 2 : (int) order->len - 1;
+      for (int j = 0; j < c->n_operands; j++)
+        {
+          GArray *src = g_hash_table_lookup (refs, c->operands[j]);
+          for (guint b = 0; src && b < src->len; b++)
+            {
+              Buffer *buf = &g_array_index (bufs, Buffer, g_array_index (src, int, b));
+              buf->last_use = MAX (buf->last_use, until);
+            }
+        }
+    }
 }
 
 /* Donation (the module's input_output_alias): an output written over a
@@ -200,7 +228,9 @@ share_in_place (const Ctx *ctx, GPtrArray *order, GHashTable *refs, GArray *def_
 static uint64_t
 walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_bytes)
 {
-  g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
+  gboolean given = ctx->entry_order && comp->parent && comp == comp->parent->entry;
+  g_autoptr (GPtrArray) order = given ? g_ptr_array_ref (ctx->entry_order)
+                                      : ps_computation_post_order (comp);
   int n = (int) order->len;
   g_autoptr (GHashTable) step_of = g_hash_table_new (NULL, NULL);
   /* instruction -> GArray of buffer indices it refers to */
@@ -213,7 +243,7 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
   for (int s = 0; s < n; s++)
     {
       const PsInstr *in = g_ptr_array_index (order, s);
-      g_hash_table_insert (step_of, (gpointer) in, GINT_TO_POINTER (s));
+      g_hash_table_insert (step_of, (gpointer) in, GINT_TO_POINTER (s + 1));
       GArray *mine = g_array_new (FALSE, FALSE, sizeof (int));
       int defined = -1;
       const PsInstr *elem = in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
@@ -270,6 +300,8 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
             }
         }
     }
+  if (given && ctx->done_before)
+    extend_async_operands (ctx->done_before, order, step_of, refs, bufs);
   uint64_t donated = comp->parent && comp == comp->parent->entry
                      ? donate_outputs (comp, refs, bufs) : 0;
   GArray *out = comp->root ? g_hash_table_lookup (refs, comp->root) : NULL;
@@ -363,6 +395,13 @@ cmp_holder (gconstpointer a, gconstpointer b)
 PsMemoryReport *
 ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost, GError **error)
 {
+  return ps_memory_analyze_order (m, cost, NULL, NULL, error);
+}
+
+PsMemoryReport *
+ps_memory_analyze_order (const PsModule *m, const PsCostAnalysis *cost, GPtrArray *order,
+                         GHashTable *done_before, GError **error)
+{
   g_return_val_if_fail (m != NULL, NULL);
   if (!m->entry)
     {
@@ -370,7 +409,7 @@ ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost, GError **error
                    m->name ? m->name : "?");
       return NULL;
     }
-  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free) };
+  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free), order, done_before };
   PsMemoryReport *r = g_new0 (PsMemoryReport, 1);
   r->holders = g_array_new (FALSE, FALSE, sizeof (PsMemoryHolder));
   r->order = g_ptr_array_new ();

@@ -64,6 +64,16 @@ typedef struct {
  * fused. transfer full. */
 PsMemoryReport *ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost,
                                    GError **error);
+
+/* The same over a given order of the entry computation (every entry
+ * instruction once, operands first; borrowed) with asynchronous
+ * collectives: `done_before` maps a collective that starts where it stands
+ * in `order` to the instruction before which it completes (NULL value: at
+ * the end); its result is live from its start, its operands until it
+ * completes. done_before may be NULL. transfer full. */
+PsMemoryReport *ps_memory_analyze_order (const PsModule *m, const PsCostAnalysis *cost,
+                                         GPtrArray *order, GHashTable *done_before,
+                                         GError **error);
 void ps_memory_report_free (PsMemoryReport *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsMemoryReport, ps_memory_report_free)
 
