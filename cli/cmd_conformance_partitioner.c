@@ -1,7 +1,7 @@
 /* podsim conformance partitioner FILE.jsonl [--json]
  *
  * Runs XLA's SPMD-partitioner test vectors (format in
- * ../shared/conformance/README.md) through podsim: parse, propagate (with
+ * tests/data/conformance/README.md) through podsim: parse, propagate (with
  * XLA's defaults: no propagation to the output or the parameters unless the
  * module header allows it), partition for the case's num_devices, then check
  * with the reference interpreter that the partitioned program computes what
