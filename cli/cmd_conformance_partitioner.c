@@ -346,9 +346,10 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
       return FALSE;
     }
   gint64 nd = case_devices (c, m);
-  if (nd < 1)
+  if (nd < 1 || nd > PS_VERIFY_MAX_DEVICES)
     {
-      *reason = g_strdup_printf ("num_devices is %" G_GINT64_FORMAT, nd);
+      *reason = g_strdup_printf ("num_devices is %" G_GINT64_FORMAT " (1 .. %d)", nd,
+                                 PS_VERIFY_MAX_DEVICES);
       return FALSE;
     }
   if (!co->no_propagate)

@@ -19,3 +19,7 @@ EXTRA_DIST += tests/data/conformance/README.md tests/data/conformance/HLO_SYNTAX
 	tests/data/conformance/NOTICE tests/data/conformance/LICENSE \
 	tests/data/conformance/xla-partitioner.jsonl tests/data/conformance/xla-propagation.jsonl \
 	tests/data/conformance/xla-propagation_expanded.jsonl tests/data/published.tsv
+
+# Hostile inputs and options (issue 17, doc/robustness.md).
+TESTS += tests/robust_cli.sh
+EXTRA_DIST += tests/robust_cli.sh
