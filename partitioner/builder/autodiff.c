@@ -312,8 +312,11 @@ dot_operand_grad (Ad *ad, PsInstr *dot, PsInstr *g, int which)
   for (int i = 0; i < nsf; i++)
     self_of[j++] = sf[i];
   int64_t oc_sorted[64];
-  memcpy (oc_sorted, oc->v, sizeof (int64_t) * (gsize) oc->n);
-  qsort (oc_sorted, (gsize) oc->n, sizeof (int64_t), cmp_i64);
+  if (oc->n > 0)  /* an outer product (no contracting dims) has no list at all */
+    {
+      memcpy (oc_sorted, oc->v, sizeof (int64_t) * (gsize) oc->n);
+      qsort (oc_sorted, (gsize) oc->n, sizeof (int64_t), cmp_i64);
+    }
   for (int k = 0; k < oc->n; k++)
     for (int i = 0; i < oc->n; i++)
       if (oc->v[i] == oc_sorted[k])
@@ -577,6 +580,22 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         accumulate (ad, a, s);
         return TRUE;
       }
+    case PS_OP_CUSTOM_CALL:
+      {
+        /* A sharding annotation is the identity; its gradient carries the
+         * same annotation (TensorFlow's XlaSharding gradient, JAX's
+         * sharding constraint transpose), so the backward pass is laid out
+         * like the forward. */
+        if (x->custom_call_target == NULL || strcmp (x->custom_call_target, "Sharding") != 0
+            || x->n_operands != 1)
+          break;
+        PsInstr *s = ps_computation_add_instr (c, PS_OP_CUSTOM_CALL, NULL, ps_shape_copy (g->shape), 1, &g);
+        s->custom_call_target = g_strdup ("Sharding");
+        if (x->sharding)
+          ps_instr_set_sharding (s, x->sharding);
+        accumulate (ad, a, s);
+        return TRUE;
+      }
     case PS_OP_CONCATENATE:
       {
         int r = x->shape->rank;
@@ -624,9 +643,27 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
 {
   g_return_val_if_fail (c != NULL && y != NULL && y->parent == c, NULL);
   g_return_val_if_fail (ps_shape_is_array (y->shape), NULL);
+  PsInstr *dys[1] = { dy ? dy : ps_ad_full (c, y->shape, 1.0) };
+  return ps_autodiff_vjp_multi (c, 1, &y, dys, n_wrt, wrt, error);
+}
+
+GPtrArray *
+ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *const *dys,
+                       int n_wrt, PsInstr *const *wrt, GError **error)
+{
+  g_return_val_if_fail (c != NULL && n_y >= 0, NULL);
+  for (int k = 0; k < n_y; k++)
+    {
+      g_return_val_if_fail (ys[k] != NULL && ys[k]->parent == c, NULL);
+      g_return_val_if_fail (ps_shape_is_array (ys[k]->shape), NULL);
+      g_return_val_if_fail (dys[k] != NULL && ps_shape_equal (dys[k]->shape, ys[k]->shape), NULL);
+    }
 
   /* Instructions y depends on, and among them those that lead to a wrt
-   * input: only those need gradients. */
+   * input: only those need gradients. Only floating-point values carry a
+   * gradient: a compare, an integer or a pred made from a wrt input is
+   * piecewise constant in it (an argmax, a one-hot mask, a capacity count),
+   * so nothing is emitted for the paths through them. */
   g_autoptr (GPtrArray) order = ps_computation_post_order (c);
   g_autoptr (GHashTable) reaches = g_hash_table_new (NULL, NULL);
   for (int i = 0; i < n_wrt; i++)
@@ -634,6 +671,8 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
   for (guint i = 0; i < order->len; i++)
     {
       PsInstr *in = order->pdata[i];
+      if (!is_float (in))
+        continue;
       for (int k = 0; k < in->n_operands; k++)
         if (g_hash_table_contains (reaches, in->operands[k]))
           {
@@ -642,10 +681,11 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
           }
     }
   g_autoptr (GHashTable) needed = g_hash_table_new (NULL, NULL);
-  g_hash_table_add (needed, y);
   guint y_pos = 0;
+  for (int k = 0; k < n_y; k++)
+    g_hash_table_add (needed, ys[k]);
   for (guint i = 0; i < order->len; i++)
-    if (order->pdata[i] == y)
+    if (g_hash_table_contains (needed, order->pdata[i]))
       y_pos = i;
   for (guint i = y_pos + 1; i-- > 0;)
     {
@@ -657,7 +697,8 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
     }
 
   Ad ad = { c, g_hash_table_new (NULL, NULL) };
-  g_hash_table_insert (ad.adj, y, dy ? dy : ps_ad_full (c, y->shape, 1.0));
+  for (int k = 0; k < n_y; k++)
+    accumulate (&ad, ys[k], dys[k]);
   for (guint i = y_pos + 1; i-- > 0;)
     {
       PsInstr *in = order->pdata[i];
@@ -666,11 +707,21 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
       PsInstr *g = g_hash_table_lookup (ad.adj, in);
       if (g == NULL || in->opcode == PS_OP_PARAMETER)
         continue;
+      guint first_new = c->instrs->len;
       if (!backprop_one (&ad, in, g, error))
         {
           g_hash_table_destroy (ad.adj);
           return NULL;
         }
+      /* The backward of an op keeps its op_name (as XLA keeps the forward
+       * op's metadata on its gradient ops), so reports can attribute it. */
+      if (in->metadata)
+        for (guint k = first_new; k < c->instrs->len; k++)
+          {
+            PsInstr *gi = c->instrs->pdata[k];
+            if (gi->metadata == NULL)
+              gi->metadata = g_strdup (in->metadata);
+          }
     }
   GPtrArray *out = g_ptr_array_new ();
   for (int i = 0; i < n_wrt; i++)

@@ -13,7 +13,10 @@
  * select, convert, copy, power with a constant exponent, erf, abs), broadcast,
  * reshape, transpose, reduce with an add or max reducer, dot with any
  * batch/contracting dimensions, slice, pad (without interior padding),
- * concatenate. Constants, iota, compare and parameters stop the flow. Any
+ * concatenate, the custom-call "Sharding" (its gradient gets the same
+ * annotation). Constants, iota, compare and parameters stop the flow, and
+ * so does every value that is not floating point (a mask or an index made
+ * from an input is piecewise constant in it). Any
  * other opcode on the path from the output to a requested input is an error
  * (PS_ERROR_UNSUPPORTED) naming the instruction.
  *
@@ -45,6 +48,13 @@ GPtrArray *ps_autodiff_gradients (PsComputation *c, PsInstr *y, int n_wrt,
  * right before its backward). */
 GPtrArray *ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt,
                             PsInstr *const *wrt, GError **error);
+
+/* The same for several outputs at once: ys[k] seeded with dys[k] (same
+ * shape). A layer with an auxiliary loss (MoE) differentiates its output
+ * and its loss term in one walk. */
+GPtrArray *ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys,
+                                  PsInstr *const *dys, int n_wrt, PsInstr *const *wrt,
+                                  GError **error);
 
 /* Emission helpers shared with the optimizers and model builders: each
  * appends one instruction to c and returns it (transfer none). */

@@ -57,6 +57,9 @@ typedef struct PsBuilder PsBuilder;
 
 /* Starts a new, empty computation `name` in `m` (made unique if taken). */
 PsBuilder *ps_builder_new (PsModule *m, const char *name);
+/* A builder that appends to c, an existing computation of m (a block of
+ * the layer library emitting into a model's step, models/moe_layer.h). */
+PsBuilder *ps_builder_new_in (PsModule *m, PsComputation *c);
 /* Frees the builder only; the computation stays in the module. */
 void ps_builder_free (PsBuilder *b);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsBuilder, ps_builder_free)
@@ -68,6 +71,11 @@ const GError *ps_builder_error (const PsBuilder *b);
 gboolean ps_builder_ok (const PsBuilder *b);
 /* Names the next instruction created (copied). */
 void ps_builder_name_next (PsBuilder *b, const char *name);
+/* Gives every instruction created from now on the metadata
+ * op_name="op_name" (copied; NULL: none), as a TensorFlow name scope does.
+ * The partitioner and autodiff carry it to what they derive from those
+ * instructions, so reports can say where time went ("moe/gating"). */
+void ps_builder_set_op_name (PsBuilder *b, const char *op_name);
 
 /* Sets the root, orders the module's computations callees-first and frees
  * the builder. Returns the computation, or NULL with the builder's first
