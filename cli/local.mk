@@ -15,3 +15,4 @@ TESTS += tests/run_dense.sh
 EXTRA_DIST += tests/run_dense.sh
 bench_scripts += tests/bench_run.sh
 EXTRA_DIST += tests/bench_run.sh
+podsim_SOURCES += cli/op_times.c cli/op_times.h
