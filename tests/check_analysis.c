@@ -544,6 +544,8 @@ analysis_suite (void)
 int
 main (void)
 {
+  /* a GLib critical (a programmer error) fails the test */
+  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
   SRunner *sr = srunner_create (analysis_suite ());
   srunner_run_all (sr, CK_NORMAL);
   int failed = srunner_ntests_failed (sr);

@@ -176,6 +176,13 @@ donation_edges (Graph *g, const PsComputation *entry)
 }
 
 static void
+array_unref0 (gpointer a)
+{
+  if (a)
+    g_array_unref (a);
+}
+
+static void
 graph_free (Graph *g)
 {
   for (guint u = 0; g->units && u < g->units->len; u++)
@@ -232,7 +239,7 @@ graph_build (Graph *g, const PsComputation *entry, const PsCostAnalysis *cost)
         g->unit_of[i] = g->unit_of[post_index (g, c->root)];
       g_array_append_val (g_array_index (g->units, Unit, g->unit_of[i]).members, i);
     }
-  g->sources = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g->sources = g_ptr_array_new_with_free_func (array_unref0);
   g_ptr_array_set_size (g->sources, n);
   for (guint u = 0; u < g->units->len; u++)
     {
