@@ -18,7 +18,7 @@ typedef struct {
   char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace;
   gint layers, microbatches;
   gint64 model_dim, ffn_dim, heads, seq_len, batch;
-  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async;
+  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, unroll;
   gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
 } RunOptions;
 
@@ -83,6 +83,8 @@ make_config (RunOptions *o, const char *model, PsDenseLmConfig *cfg, GError **er
     cfg->remat = FALSE;
   if (o->wus)
     cfg->weight_update_sharding = TRUE;
+  if (o->unroll)
+    cfg->unroll = TRUE;
   if (o->optimizer && !ps_optimizer_from_name (o->optimizer, &cfg->optimizer))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--optimizer: '%s' is not adafactor or adam",
@@ -311,6 +313,8 @@ ps_cmd_run (int argc, char **argv)
     { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer, "adafactor (default) or adam", "NAME" },
     { "remat", 0, 0, G_OPTION_ARG_NONE, &o.remat, "Recompute each layer's forward in backward (default)", NULL },
     { "no-remat", 0, 0, G_OPTION_ARG_NONE, &o.no_remat, "Keep all activations", NULL },
+    { "unroll", 0, 0, G_OPTION_ARG_NONE, &o.unroll,
+      "Write the layers one after the other (default: one loop over weights stacked by layer)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &o.hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "wrap", 0, 0, G_OPTION_ARG_STRING, &o.wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &o.no_cache, "Simulate every collective instead of replaying cached ones", NULL },

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/scan.h"
 #include "partitioner/ir/sharding.h"
 #include "traces/trace.h"
 
@@ -579,6 +580,30 @@ layer_forward (Builder *b, const Layer *L, PsInstr *x, PsInstr *rel_onehot, PsIn
   return bin (b, PS_OP_ADD, x1, o);
 }
 
+/* The loop body of the layer stack: one layer from the scan's slices of
+ * the stacked weights (xs_of[i]: which xs holds weight i, -1 if absent). */
+typedef struct {
+  Builder *b;
+  int xs_of[W_COUNT];
+  int n_xs;
+} LoopCtx;
+
+static gboolean
+layer_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
+{
+  (void) error;
+  LoopCtx *lc = user;
+  Builder *b = lc->b;
+  PsComputation *outer = b->c;
+  b->c = a->c;
+  Layer L = { { 0 } };
+  for (int i = 0; i < W_COUNT; i++)
+    L.w[i] = lc->xs_of[i] >= 0 ? a->xs[lc->xs_of[i]] : NULL;
+  carry_out[0] = layer_forward (b, &L, a->carry[0], a->consts[0], a->consts[1]);
+  b->c = outer;
+  return TRUE;
+}
+
 /* Cross-entropy of the final activations against the labels, averaged over
  * the microbatch's tokens, in f32; the softmax weights are the embedding. */
 static PsInstr *
@@ -663,38 +688,67 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   annotate (&b, emb, emb_map);
   g_ptr_array_add (weights, emb);
   g_ptr_array_add (wmaps, (gpointer) emb_map);
-  Layer *layers = g_new0 (Layer, cfg->layers);
-  for (int l = 0; l < cfg->layers; l++)
+  /* Unrolled: one set of weights per layer ("layer3.wq"). As a loop: each
+   * weight stacked over the layers ("layers.wq" [L, M, N, D]), the layer
+   * dim unsharded, the rest annotated as a layer's weight is. */
+  const gboolean loop = !cfg->unroll;
+  const int n_sets = loop ? 1 : cfg->layers;
+  Layer *layers = g_new0 (Layer, n_sets);
+  GPtrArray *owned_maps = g_ptr_array_new_with_free_func (g_free);
+  for (int l = 0; l < n_sets; l++)
     {
       int64_t mnd[3] = { M, N, D }, mh[2] = { M, H }, hm[2] = { H, M }, kn[2] = { K, N }, mm[1] = { M };
       static const char *names[W_COUNT] = { "ln1", "wq", "wk", "wv", "wo", "rel_bias", "ln2", "w1", "w1_gate", "w2" };
       for (int i = 0; i < W_COUNT; i++)
         {
-          PsShape *s;
+          int rank;
+          const int64_t *dims;
           switch (i)
             {
-            case W_LN1: case W_LN2: s = ps_shape_new_array (PS_F32, 1, mm); break;
-            case W_Q: case W_K: case W_V: case W_O: s = ps_shape_new_array (PS_F32, 3, mnd); break;
-            case W_REL: s = ps_shape_new_array (PS_F32, 2, kn); break;
-            case W_1: case W_1G: s = ps_shape_new_array (PS_F32, 2, mh); break;
-            default: s = ps_shape_new_array (PS_F32, 2, hm); break;
+            case W_LN1: case W_LN2: rank = 1; dims = mm; break;
+            case W_Q: case W_K: case W_V: case W_O: rank = 3; dims = mnd; break;
+            case W_REL: rank = 2; dims = kn; break;
+            case W_1: case W_1G: rank = 2; dims = mh; break;
+            default: rank = 2; dims = hm; break;
             }
           if (i == W_1G && !cfg->gated_gelu)
+            continue;
+          const int *map = weight_mapping (cfg, i);
+          g_autofree char *n = NULL;
+          PsShape *s;
+          if (loop)
             {
-              ps_shape_free (s);
-              continue;
+              int64_t sd[4] = { cfg->layers };
+              memcpy (sd + 1, dims, sizeof (int64_t) * (gsize) rank);
+              s = ps_shape_new_array (PS_F32, rank + 1, sd);
+              n = g_strdup_printf ("layers.%s", names[i]);
+              if (map)
+                {
+                  int *sm = g_new (int, rank + 1);
+                  sm[0] = -1;
+                  memcpy (sm + 1, map, sizeof (int) * (gsize) rank);
+                  g_ptr_array_add (owned_maps, sm);
+                  map = sm;
+                }
             }
-          g_autofree char *n = g_strdup_printf ("layer%d.%s", l, names[i]);
+          else
+            {
+              s = ps_shape_new_array (PS_F32, rank, dims);
+              n = g_strdup_printf ("layer%d.%s", l, names[i]);
+            }
           layers[l].w[i] = param (&b, n, s);
-          annotate (&b, layers[l].w[i], weight_mapping (cfg, i));
+          annotate (&b, layers[l].w[i], map);
           g_ptr_array_add (weights, layers[l].w[i]);
-          g_ptr_array_add (wmaps, (gpointer) weight_mapping (cfg, i));
+          g_ptr_array_add (wmaps, (gpointer) map);
         }
     }
   PsInstr *lnf = param (&b, "final_ln", ps_shape_new_array (PS_F32, 1, &M));
   g_ptr_array_add (weights, lnf);
   g_ptr_array_add (wmaps, NULL);
   int nw = (int) weights->len;
+  /* Leading dims of each weight that stack layers (the optimizer works
+   * per layer). */
+  const int n_stack_of_layers = loop ? 1 : 0;
 
   GPtrArray *states = g_ptr_array_new ();
   int *first_state = g_new0 (int, nw + 1);
@@ -702,7 +756,8 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
     {
       PsInstr *w = weights->pdata[i];
       PsShape *ss[2];
-      int ns = ps_optimizer_state_shapes (cfg->optimizer, w->shape, ss);
+      int n_stack = i > 0 && i < nw - 1 ? n_stack_of_layers : 0;
+      int ns = ps_optimizer_state_shapes_stacked (cfg->optimizer, w->shape, n_stack, ss);
       first_state[i] = states->len;
       for (int k = 0; k < ns; k++)
         {
@@ -718,23 +773,27 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
           for (int d = 0; d < sp->shape->rank; d++)
             {
               int src = d;
-              if (cfg->optimizer == PS_OPTIMIZER_ADAFACTOR && w->shape->rank >= 2 && k == 0 && d >= w->shape->rank - 1)
+              gboolean factored = cfg->optimizer == PS_OPTIMIZER_ADAFACTOR
+                                  && w->shape->rank - n_stack >= 2;
+              if (factored && k == 0 && d >= w->shape->rank - 1)
                 src = d + 1;
-              if (cfg->optimizer == PS_OPTIMIZER_ADAFACTOR && w->shape->rank >= 2 && k == 1 && d >= w->shape->rank - 2)
+              if (factored && k == 1 && d >= w->shape->rank - 2)
                 src = d + 1;
               map[d] = wm ? wm[src] : -1;
               any |= map[d] != -1;
             }
-          if (cfg->weight_update_sharding && sp->shape->rank > 0)
+          if (cfg->weight_update_sharding && sp->shape->rank > n_stack)
             {
               int dp_axis = cfg->sharding == PS_SHARDING_2D ? 0 : 2;
               int64_t dp = cfg->sharding == PS_SHARDING_2D ? cfg->mesh[0] : cfg->mesh[0] * cfg->mesh[1];
               gboolean used = FALSE;
               for (int d = 0; d < sp->shape->rank; d++)
                 used |= map[d] == dp_axis || map[d] == 2 || (dp_axis == 2 && map[d] >= 0);
-              if (!used && map[0] == -1 && sp->shape->dims[0] % dp == 0)
+              /* the first dim of a layer's state, not the layer dim */
+              if (!used && map[n_stack] == -1 && sp->shape->rank > n_stack
+                  && sp->shape->dims[n_stack] % dp == 0)
                 {
-                  map[0] = dp_axis;
+                  map[n_stack] = dp_axis;
                   any = TRUE;
                 }
             }
@@ -780,8 +839,39 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
       PsInstr *emb_bf = convert (&b, emb, PS_BF16);
       PsInstr *x0 = einsum (&b, "bsv,vm->bsm", one_hot (&b, mids, V, PS_BF16), emb_bf);
       xs[0] = x0;
-      for (int l = 0; l < cfg->layers; l++)
-        xs[l + 1] = layer_forward (&b, &layers[l], xs[l], rel, mask);
+      PsScan *scan = NULL;
+      if (loop)
+        {
+          /* The layer stack as one loop over the stacked weights; the
+           * position one-hot and the mask are loop invariants. */
+          PsInstr *stacked[W_COUNT];
+          LoopCtx lc = { &b, { 0 }, 0 };
+          for (int i = 0; i < W_COUNT; i++)
+            {
+              lc.xs_of[i] = -1;
+              if (layers[0].w[i])
+                {
+                  lc.xs_of[i] = lc.n_xs;
+                  stacked[lc.n_xs++] = layers[0].w[i];
+                }
+            }
+          PsInstr *consts[2] = { rel, mask };
+          gboolean consts_grad[2] = { FALSE, FALSE };
+          PsScanSpec spec = { .name = "layers", .length = cfg->layers, .n_carry = 1, .carry = &x0,
+                              .n_xs = lc.n_xs, .xs = stacked, .n_consts = 2, .consts = consts,
+                              .body = layer_body, .user = &lc, .differentiable = TRUE,
+                              .remat = cfg->remat, .consts_grad = consts_grad };
+          scan = ps_scan_build (c, &spec, error);
+          if (!scan)
+            {
+              ok = FALSE;
+              break;
+            }
+          xs[cfg->layers] = ps_scan_carry_out (scan, 0);
+        }
+      else
+        for (int l = 0; l < cfg->layers; l++)
+          xs[l + 1] = layer_forward (&b, &layers[l], xs[l], rel, mask);
       /* The head gets its own cast of the (tied) embedding, and the head's
        * backward is taken with respect to that cast: differentiating with
        * respect to the embedding itself would walk back through every layer
@@ -798,6 +888,7 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
       GPtrArray *g = ps_autodiff_vjp (c, loss, seed, 3, hw, error);
       if (!g)
         {
+          g_clear_pointer (&scan, ps_scan_free);
           ok = FALSE;
           break;
         }
@@ -810,8 +901,18 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
       acc_head[1] = acc_head[1] ? bin (&b, PS_OP_ADD, acc_head[1], emb_g) : emb_g;
       gacc[nw - 1] = acc_head[0];
       gacc[0] = acc_head[1];
+      if (loop)
+        {
+          PsInstr *dws[W_COUNT];
+          ok = ps_scan_vjp (scan, &gx, &gx, dws, NULL, error);
+          ps_scan_free (scan);
+          if (!ok)
+            break;
+          for (int i = 0; i < nw - 2; i++)
+            gacc[1 + i] = gacc[1 + i] ? bin (&b, PS_OP_ADD, gacc[1 + i], dws[i]) : dws[i];
+        }
       int wi_end = nw - 1;
-      for (int l = cfg->layers - 1; l >= 0 && ok; l--)
+      for (int l = cfg->layers - 1; l >= 0 && ok && !loop; l--)
         {
           /* Rematerialisation: rebuild this layer's forward from its input
            * right before its backward, so only layer inputs stay live. */
@@ -864,24 +965,42 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   if (cfg->microbatches > 1)
     loss_out = bin (&b, PS_OP_MULTIPLY, loss_acc, ps_ad_scalar (c, PS_F32, 1.0 / cfg->microbatches));
   g_ptr_array_add (outs, loss_out);
-  for (int i = 0; i < nw; i++)
+  PsInstr **new_w = g_new0 (PsInstr *, nw);
+  PsInstr **new_st = g_new0 (PsInstr *, states->len + 1);
+  if (loop && nw > 2)
     {
-      PsInstr *nwt, *nst[2];
+      /* the stacked layer weights: one loop over the layers */
+      ok = ps_optimizer_apply_layers (c, cfg->optimizer, &hyper, nw - 2, (PsInstr **) weights->pdata + 1,
+                                      gacc + 1, (PsInstr **) states->pdata + first_state[1],
+                                      new_w + 1, new_st + first_state[1], error);
+    }
+  for (int i = 0; i < nw && ok; i++)
+    if (!new_w[i])
       ps_optimizer_apply (c, cfg->optimizer, &hyper, weights->pdata[i], gacc[i],
-                          (PsInstr **) states->pdata + first_state[i], &nwt, nst);
+                          (PsInstr **) states->pdata + first_state[i], &new_w[i],
+                          new_st + first_state[i]);
+  for (int i = 0; i < nw && ok; i++)
+    {
       /* The new weight replaces the old one (a donated buffer in XLA), so it
        * keeps the weight's sharding. */
       PsInstr *w = weights->pdata[i];
       if (w->sharding)
-        ps_instr_set_sharding (nwt, w->sharding);
-      g_ptr_array_add (outs, nwt);
-      for (int k = 0; k < first_state[i + 1] - first_state[i]; k++)
+        ps_instr_set_sharding (new_w[i], w->sharding);
+      g_ptr_array_add (outs, new_w[i]);
+      for (int k = first_state[i]; k < first_state[i + 1]; k++)
         {
-          PsInstr *st = states->pdata[first_state[i] + k];
+          PsInstr *st = states->pdata[k];
           if (st->sharding)
-            ps_instr_set_sharding (nst[k], st->sharding);
-          g_ptr_array_add (new_states, nst[k]);
+            ps_instr_set_sharding (new_st[k], st->sharding);
+          g_ptr_array_add (new_states, new_st[k]);
         }
+    }
+  g_free (new_w);
+  g_free (new_st);
+  if (!ok)
+    {
+      g_clear_pointer (&m, ps_module_free);
+      goto out;
     }
   for (guint i = 0; i < new_states->len; i++)
     g_ptr_array_add (outs, new_states->pdata[i]);
@@ -911,6 +1030,7 @@ out:
   g_free (gacc);
   g_free (first_state);
   g_free (layers);
+  g_ptr_array_free (owned_maps, TRUE);
   g_ptr_array_free (weights, TRUE);
   g_ptr_array_free (wmaps, TRUE);
   g_ptr_array_free (states, TRUE);

@@ -106,6 +106,65 @@ ps_ad_convert (PsComputation *c, PsInstr *a, PsElemType t)
   return ps_computation_add_instr (c, PS_OP_CONVERT, NULL, s, 1, &a);
 }
 
+PsInstr *
+ps_ad_dynamic_slice (PsComputation *c, PsInstr *a, PsInstr *const *starts, const int64_t *sizes)
+{
+  int r = a->shape->rank;
+  PsInstr *ops[65];
+  ops[0] = a;
+  for (int i = 0; i < r; i++)
+    ops[i + 1] = starts[i];
+  PsInstr *d = ps_computation_add_instr (c, PS_OP_DYNAMIC_SLICE, NULL,
+                                         ps_shape_new_array (a->shape->etype, r, sizes), r + 1, ops);
+  ps_ints_set (&d->dynamic_slice_sizes, r, sizes);
+  return d;
+}
+
+PsInstr *
+ps_ad_dynamic_update_slice (PsComputation *c, PsInstr *a, PsInstr *update, PsInstr *const *starts)
+{
+  int r = a->shape->rank;
+  PsInstr *ops[66];
+  ops[0] = a;
+  ops[1] = update;
+  for (int i = 0; i < r; i++)
+    ops[i + 2] = starts[i];
+  return ps_computation_add_instr (c, PS_OP_DYNAMIC_UPDATE_SLICE, NULL, ps_shape_copy (a->shape),
+                                   r + 2, ops);
+}
+
+PsInstr *
+ps_ad_reshape (PsComputation *c, PsInstr *a, int rank, const int64_t *dims)
+{
+  PsShape *s = ps_shape_new_array (a->shape->etype, rank, dims);
+  if (ps_shape_equal (a->shape, s))
+    {
+      ps_shape_free (s);
+      return a;
+    }
+  return ps_computation_add_instr (c, PS_OP_RESHAPE, NULL, s, 1, &a);
+}
+
+PsInstr *
+ps_ad_tuple (PsComputation *c, int n, PsInstr *const *elems)
+{
+  g_autofree PsShape **shapes = g_new (PsShape *, n + 1);
+  for (int i = 0; i < n; i++)
+    shapes[i] = elems[i]->shape;
+  return ps_computation_add_instr (c, PS_OP_TUPLE, NULL, ps_shape_new_tuple (n, shapes), n, elems);
+}
+
+PsInstr *
+ps_ad_get_tuple_element (PsComputation *c, PsInstr *t, int64_t index)
+{
+  g_return_val_if_fail (ps_shape_is_tuple (t->shape) && index >= 0
+                        && index < t->shape->n_elems, NULL);
+  PsInstr *g = ps_computation_add_instr (c, PS_OP_GET_TUPLE_ELEMENT, NULL,
+                                         ps_shape_copy (t->shape->elems[index]), 1, &t);
+  g->tuple_index = index;
+  return g;
+}
+
 PsComputation *
 ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t)
 {
@@ -577,6 +636,34 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         accumulate (ad, a, s);
         return TRUE;
       }
+    case PS_OP_DYNAMIC_SLICE:
+      {
+        /* The slice's gradient lands where the slice came from (start
+         * indices are clamped the same way by both ops). */
+        PsInstr *zero = ps_ad_full (c, a->shape, 0.0);
+        accumulate (ad, a, ps_ad_dynamic_update_slice (c, zero, g, x->operands + 1));
+        return TRUE;
+      }
+    case PS_OP_DYNAMIC_UPDATE_SLICE:
+      {
+        PsInstr *upd = x->operands[1];
+        PsInstr *const *starts = x->operands + 2;
+        if (is_float (a))
+          accumulate (ad, a, ps_ad_dynamic_update_slice (c, g, ps_ad_full (c, upd->shape, 0.0),
+                                                         starts));
+        if (is_float (upd))
+          accumulate (ad, upd, ps_ad_dynamic_slice (c, g, starts, upd->shape->dims));
+        return TRUE;
+      }
+    case PS_OP_CUSTOM_CALL:
+      /* A sharding annotation is the identity on values. */
+      if (x->custom_call_target && strcmp (x->custom_call_target, "Sharding") == 0
+          && x->n_operands == 1)
+        {
+          accumulate (ad, a, g);
+          return TRUE;
+        }
+      break;
     case PS_OP_CONCATENATE:
       {
         int r = x->shape->rank;
@@ -623,10 +710,24 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
                  GError **error)
 {
   g_return_val_if_fail (c != NULL && y != NULL && y->parent == c, NULL);
-  g_return_val_if_fail (ps_shape_is_array (y->shape), NULL);
+  PsInstr *dys[1] = { dy ? dy : ps_ad_full (c, y->shape, 1.0) };
+  return ps_autodiff_vjp_multi (c, 1, &y, dys, n_wrt, wrt, error);
+}
 
-  /* Instructions y depends on, and among them those that lead to a wrt
-   * input: only those need gradients. */
+GPtrArray *
+ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *const *dys,
+                       int n_wrt, PsInstr *const *wrt, GError **error)
+{
+  g_return_val_if_fail (c != NULL && n_y >= 0, NULL);
+  for (int k = 0; k < n_y; k++)
+    {
+      g_return_val_if_fail (ys[k] != NULL && ys[k]->parent == c, NULL);
+      g_return_val_if_fail (ps_shape_is_array (ys[k]->shape), NULL);
+      g_return_val_if_fail (dys[k] != NULL && ps_shape_equal (dys[k]->shape, ys[k]->shape), NULL);
+    }
+
+  /* Instructions the ys depend on, and among them those that lead to a
+   * wrt input: only those need gradients. */
   g_autoptr (GPtrArray) order = ps_computation_post_order (c);
   g_autoptr (GHashTable) reaches = g_hash_table_new (NULL, NULL);
   for (int i = 0; i < n_wrt; i++)
@@ -642,10 +743,11 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
           }
     }
   g_autoptr (GHashTable) needed = g_hash_table_new (NULL, NULL);
-  g_hash_table_add (needed, y);
   guint y_pos = 0;
+  for (int k = 0; k < n_y; k++)
+    g_hash_table_add (needed, ys[k]);
   for (guint i = 0; i < order->len; i++)
-    if (order->pdata[i] == y)
+    if (g_hash_table_contains (needed, order->pdata[i]))
       y_pos = i;
   for (guint i = y_pos + 1; i-- > 0;)
     {
@@ -657,7 +759,8 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
     }
 
   Ad ad = { c, g_hash_table_new (NULL, NULL) };
-  g_hash_table_insert (ad.adj, y, dy ? dy : ps_ad_full (c, y->shape, 1.0));
+  for (int k = 0; k < n_y; k++)
+    accumulate (&ad, ys[k], dys[k]);
   for (guint i = y_pos + 1; i-- > 0;)
     {
       PsInstr *in = order->pdata[i];
@@ -665,6 +768,13 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
         continue;
       PsInstr *g = g_hash_table_lookup (ad.adj, in);
       if (g == NULL || in->opcode == PS_OP_PARAMETER)
+        continue;
+      /* A requested input that no other requested input feeds is where
+       * the walk stops (a layer's input when differentiating one layer). */
+      gboolean through = FALSE;
+      for (int k = 0; k < in->n_operands && !through; k++)
+        through = g_hash_table_contains (reaches, in->operands[k]);
+      if (!through)
         continue;
       if (!backprop_one (&ad, in, g, error))
         {

@@ -13,7 +13,8 @@
  * select, convert, copy, power with a constant exponent, erf, abs), broadcast,
  * reshape, transpose, reduce with an add or max reducer, dot with any
  * batch/contracting dimensions, slice, pad (without interior padding),
- * concatenate. Constants, iota, compare and parameters stop the flow. Any
+ * concatenate, dynamic-slice, dynamic-update-slice, and the "Sharding"
+ * annotation custom-call (identity). Constants, iota, compare and parameters stop the flow. Any
  * other opcode on the path from the output to a requested input is an error
  * (PS_ERROR_UNSUPPORTED) naming the instruction.
  *
@@ -46,6 +47,12 @@ GPtrArray *ps_autodiff_gradients (PsComputation *c, PsInstr *y, int n_wrt,
 GPtrArray *ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt,
                             PsInstr *const *wrt, GError **error);
 
+/* The same for several outputs at once: ys[k] seeded with dys[k] (same
+ * shape). Loop bodies use it: a scan's body maps a carry to a new carry. */
+GPtrArray *ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys,
+                                  PsInstr *const *dys, int n_wrt, PsInstr *const *wrt,
+                                  GError **error);
+
 /* Emission helpers shared with the optimizers and model builders: each
  * appends one instruction to c and returns it (transfer none). */
 PsInstr *ps_ad_scalar (PsComputation *c, PsElemType t, double value);
@@ -62,6 +69,16 @@ PsInstr *ps_ad_broadcast (PsComputation *c, PsInstr *a, const PsShape *shape,
  * `init`; the result keeps the other dims in order. */
 PsInstr *ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims,
                        const int64_t *dims);
+/* dynamic-slice of a at the scalar integer starts (one per dim of a). */
+PsInstr *ps_ad_dynamic_slice (PsComputation *c, PsInstr *a, PsInstr *const *starts,
+                              const int64_t *sizes);
+/* dynamic-update-slice: update written into a at the scalar starts. */
+PsInstr *ps_ad_dynamic_update_slice (PsComputation *c, PsInstr *a, PsInstr *update,
+                                     PsInstr *const *starts);
+/* reshape to dims (a itself when the shape is already that). */
+PsInstr *ps_ad_reshape (PsComputation *c, PsInstr *a, int rank, const int64_t *dims);
+PsInstr *ps_ad_tuple (PsComputation *c, int n, PsInstr *const *elems);
+PsInstr *ps_ad_get_tuple_element (PsComputation *c, PsInstr *t, int64_t index);
 /* The scalar reducer computation "ad_<op>_<type>" of m, made on first use
  * ahead of the computations that call it. */
 PsComputation *ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/scan.h"
 
 const char *
 ps_optimizer_name (PsOptimizerKind k)
@@ -39,6 +40,13 @@ shape_without_dim (const PsShape *s, int drop)
 int
 ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *w, PsShape **out)
 {
+  return ps_optimizer_state_shapes_stacked (k, w, 0, out);
+}
+
+int
+ps_optimizer_state_shapes_stacked (PsOptimizerKind k, const PsShape *w, int n_stack,
+                                   PsShape **out)
+{
   if (k == PS_OPTIMIZER_ADAM)
     {
       if (out)
@@ -48,7 +56,7 @@ ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *w, PsShape **out)
         }
       return 2;
     }
-  if (w->rank >= 2)
+  if (w->rank - n_stack >= 2)
     {
       if (out)
         {
@@ -204,4 +212,100 @@ ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper 
     adam (c, h, weight, grad, states, new_weight, new_states);
   else
     adafactor (c, h, weight, grad, states, new_weight, new_states);
+}
+
+/* ---- stacked weights, one layer at a time ---------------------------------------- */
+
+typedef struct {
+  PsOptimizerKind kind;
+  const PsOptimizerHyper *h;
+  int n;
+  const int *first_state;   /* n + 1 entries: states of weight i */
+} Layers;
+
+/* Carry: every stacked weight, then every stacked state; xs: the gradients;
+ * consts: lr, decay. Layer t of each is updated and written back. */
+static gboolean
+layers_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
+{
+  (void) error;
+  const Layers *L = user;
+  PsComputation *c = a->c;
+  PsInstr *zero = ps_ad_scalar (c, PS_S32, 0);
+  PsOptimizerHyper h = *L->h;
+  h.lr = a->consts[0];
+  h.decay = a->consts[1];
+  for (int i = 0; i < L->n; i++)
+    {
+      PsInstr *w = a->carry[i];
+      PsInstr *starts[64];
+      for (int d = 0; d < w->shape->rank; d++)
+        starts[d] = d == 0 ? a->index : zero;
+      int64_t sizes[64];
+      PsInstr *st[2], *nst[2], *nw;
+      PsInstr *slices[3] = { NULL, NULL, NULL };
+      int ns = L->first_state[i + 1] - L->first_state[i];
+      for (int k = -1; k < ns; k++)
+        {
+          PsInstr *stack = k < 0 ? w : a->carry[L->n + L->first_state[i] + k];
+          const PsShape *sh = stack->shape;
+          sizes[0] = 1;
+          for (int d = 1; d < sh->rank; d++)
+            sizes[d] = sh->dims[d];
+          PsInstr *ds = ps_ad_dynamic_slice (c, stack, starts, sizes);
+          slices[k + 1] = ps_ad_reshape (c, ds, sh->rank - 1, sh->dims + 1);
+        }
+      for (int k = 0; k < ns; k++)
+        st[k] = slices[k + 1];
+      ps_optimizer_apply (c, L->kind, &h, slices[0], a->xs[i], st, &nw, nst);
+      for (int k = -1; k < ns; k++)
+        {
+          PsInstr *stack = k < 0 ? w : a->carry[L->n + L->first_state[i] + k];
+          PsInstr *v = k < 0 ? nw : nst[k];
+          const PsShape *sh = stack->shape;
+          sizes[0] = 1;
+          for (int d = 1; d < sh->rank; d++)
+            sizes[d] = sh->dims[d];
+          PsInstr *u = ps_ad_dynamic_update_slice (c, stack, ps_ad_reshape (c, v, sh->rank, sizes),
+                                                   starts);
+          carry_out[k < 0 ? i : L->n + L->first_state[i] + k] = u;
+        }
+    }
+  return TRUE;
+}
+
+gboolean
+ps_optimizer_apply_layers (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
+                           int n, PsInstr *const *weights, PsInstr *const *grads,
+                           PsInstr *const *states, PsInstr **new_weights, PsInstr **new_states,
+                           GError **error)
+{
+  g_return_val_if_fail (c != NULL && n >= 1, FALSE);
+  int64_t length = weights[0]->shape->dims[0];
+  g_autofree int *first = g_new0 (int, n + 1);
+  for (int i = 0; i < n; i++)
+    first[i + 1] = first[i] + ps_optimizer_state_shapes_stacked (k, weights[i]->shape, 1, NULL);
+  int n_carry = n + first[n];
+  g_autofree PsInstr **carry = g_new (PsInstr *, n_carry);
+  g_autofree PsInstr **g = g_new (PsInstr *, n);
+  for (int i = 0; i < n; i++)
+    {
+      carry[i] = weights[i];
+      g[i] = grads[i]->shape->etype == PS_F32 ? grads[i] : ps_ad_convert (c, grads[i], PS_F32);
+    }
+  for (int j = 0; j < first[n]; j++)
+    carry[n + j] = states[j];
+  PsInstr *consts[2] = { h->lr, h->decay };
+  Layers L = { k, h, n, first };
+  PsScanSpec spec = { .name = "optimizer", .length = length, .n_carry = n_carry, .carry = carry,
+                      .n_xs = n, .xs = g, .n_consts = 2, .consts = consts,
+                      .body = layers_body, .user = &L };
+  g_autoptr (PsScan) s = ps_scan_build (c, &spec, error);
+  if (!s)
+    return FALSE;
+  for (int i = 0; i < n; i++)
+    new_weights[i] = ps_scan_carry_out (s, i);
+  for (int j = 0; j < first[n]; j++)
+    new_states[j] = ps_scan_carry_out (s, n + j);
+  return TRUE;
 }
