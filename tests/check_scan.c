@@ -292,7 +292,6 @@ START_TEST (test_scan_hlo)
     {
       PsModule *m = build_scan (TRUE, remat, TRUE);
       g_autofree char *text = ps_hlo_print (m, NULL);
-      if (g_getenv ("SCAN_DUMP")) g_print ("%s\n", text);
       ck_assert_msg (strstr (text, "scratch") == NULL, "%s", text);
       GError *error = NULL;
       PsModule *back = ps_hlo_parse (text, strlen (text), "scan.hlo", &error);

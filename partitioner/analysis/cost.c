@@ -46,11 +46,29 @@ slice_read_in_place (const PsInstr *in, int depth)
   return TRUE;
 }
 
+/* Integer and predicate scalars (loop counters and conditions, slice
+ * offsets) are computed by the TensorCore's scalar unit, which runs the
+ * program's control and address arithmetic alongside the vector and matrix
+ * units (Jouppi et al., "A Domain-Specific Supercomputer for Training Deep
+ * Neural Networks", CACM 2020: the core sequencer and its scalar unit), so
+ * they launch no fused op and move no HBM data. */
+static gboolean
+scalar_unit_op (const PsInstr *in)
+{
+  const PsShape *s = in->shape;
+  return ps_shape_is_array (s) && s->rank == 0
+         && (ps_etype_is_integral (s->etype) || s->etype == PS_PRED)
+         && (ps_opcode_is_elementwise (in->opcode) || in->opcode == PS_OP_COMPARE
+             || in->opcode == PS_OP_CONVERT);
+}
+
 static PsCostClass
 classify (const PsInstr *in)
 {
   if (in->opcode == PS_OP_DYNAMIC_SLICE && slice_read_in_place (in, 0))
     return PS_COST_INLINED;
+  if (scalar_unit_op (in))
+    return PS_COST_FREE;
   switch (in->opcode)
     {
     case PS_OP_PARAMETER: case PS_OP_CONSTANT: case PS_OP_GET_TUPLE_ELEMENT:

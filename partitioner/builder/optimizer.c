@@ -223,8 +223,10 @@ typedef struct {
   const int *first_state;   /* n + 1 entries: states of weight i */
 } Layers;
 
-/* Carry: every stacked weight, then every stacked state; xs: the gradients;
- * consts: lr, decay. Layer t of each is updated and written back. */
+/* Carry: every stacked gradient, then every stacked state; xs: the
+ * weights; consts: lr, decay. Layer t of each weight is updated from its
+ * gradient and state, and written over that gradient (the gradient stack
+ * becomes the new weight stack) and the state. */
 static gboolean
 layers_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
 {
@@ -237,38 +239,36 @@ layers_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **e
   h.decay = a->consts[1];
   for (int i = 0; i < L->n; i++)
     {
-      PsInstr *w = a->carry[i];
-      PsInstr *starts[64];
-      for (int d = 0; d < w->shape->rank; d++)
-        starts[d] = d == 0 ? a->index : zero;
-      int64_t sizes[64];
-      PsInstr *st[2], *nst[2], *nw;
-      PsInstr *slices[3] = { NULL, NULL, NULL };
       int ns = L->first_state[i + 1] - L->first_state[i];
-      for (int k = -1; k < ns; k++)
-        {
-          PsInstr *stack = k < 0 ? w : a->carry[L->n + L->first_state[i] + k];
-          const PsShape *sh = stack->shape;
-          sizes[0] = 1;
-          for (int d = 1; d < sh->rank; d++)
-            sizes[d] = sh->dims[d];
-          PsInstr *ds = ps_ad_dynamic_slice (c, stack, starts, sizes);
-          slices[k + 1] = ps_ad_reshape (c, ds, sh->rank - 1, sh->dims + 1);
-        }
+      /* stacks[0]: the gradient; stacks[1 + k]: state k */
+      PsInstr *stacks[3] = { a->carry[i], NULL, NULL }, *slices[3] = { NULL, NULL, NULL };
       for (int k = 0; k < ns; k++)
-        st[k] = slices[k + 1];
-      ps_optimizer_apply (c, L->kind, &h, slices[0], a->xs[i], st, &nw, nst);
-      for (int k = -1; k < ns; k++)
+        stacks[1 + k] = a->carry[L->n + L->first_state[i] + k];
+      PsInstr *starts[64];
+      int64_t sizes[3][64];
+      for (int k = 0; k <= ns; k++)
         {
-          PsInstr *stack = k < 0 ? w : a->carry[L->n + L->first_state[i] + k];
-          PsInstr *v = k < 0 ? nw : nst[k];
-          const PsShape *sh = stack->shape;
-          sizes[0] = 1;
-          for (int d = 1; d < sh->rank; d++)
-            sizes[d] = sh->dims[d];
-          PsInstr *u = ps_ad_dynamic_update_slice (c, stack, ps_ad_reshape (c, v, sh->rank, sizes),
-                                                   starts);
-          carry_out[k < 0 ? i : L->n + L->first_state[i] + k] = u;
+          const PsShape *sh = stacks[k]->shape;
+          sizes[k][0] = 1;
+          for (int d = 0; d < sh->rank; d++)
+            {
+              starts[d] = d == 0 ? a->index : zero;
+              if (d > 0)
+                sizes[k][d] = sh->dims[d];
+            }
+          PsInstr *ds = ps_ad_dynamic_slice (c, stacks[k], starts, sizes[k]);
+          slices[k] = ps_ad_reshape (c, ds, sh->rank - 1, sh->dims + 1);
+        }
+      PsInstr *nw, *nst[2];
+      ps_optimizer_apply (c, L->kind, &h, a->xs[i], slices[0], slices + 1, &nw, nst);
+      for (int k = 0; k <= ns; k++)
+        {
+          const PsShape *sh = stacks[k]->shape;
+          for (int d = 0; d < sh->rank; d++)
+            starts[d] = d == 0 ? a->index : zero;
+          PsInstr *v = ps_ad_reshape (c, k == 0 ? nw : nst[k - 1], sh->rank, sizes[k]);
+          carry_out[k == 0 ? i : L->n + L->first_state[i] + k - 1]
+            = ps_ad_dynamic_update_slice (c, stacks[k], v, starts);
         }
     }
   return TRUE;
@@ -287,18 +287,14 @@ ps_optimizer_apply_layers (PsComputation *c, PsOptimizerKind k, const PsOptimize
     first[i + 1] = first[i] + ps_optimizer_state_shapes_stacked (k, weights[i]->shape, 1, NULL);
   int n_carry = n + first[n];
   g_autofree PsInstr **carry = g_new (PsInstr *, n_carry);
-  g_autofree PsInstr **g = g_new (PsInstr *, n);
   for (int i = 0; i < n; i++)
-    {
-      carry[i] = weights[i];
-      g[i] = grads[i]->shape->etype == PS_F32 ? grads[i] : ps_ad_convert (c, grads[i], PS_F32);
-    }
+    carry[i] = grads[i]->shape->etype == PS_F32 ? grads[i] : ps_ad_convert (c, grads[i], PS_F32);
   for (int j = 0; j < first[n]; j++)
     carry[n + j] = states[j];
   PsInstr *consts[2] = { h->lr, h->decay };
   Layers L = { k, h, n, first };
   PsScanSpec spec = { .name = "optimizer", .length = length, .n_carry = n_carry, .carry = carry,
-                      .n_xs = n, .xs = g, .n_consts = 2, .consts = consts,
+                      .n_xs = n, .xs = weights, .n_consts = 2, .consts = consts,
                       .body = layers_body, .user = &L };
   g_autoptr (PsScan) s = ps_scan_build (c, &spec, error);
   if (!s)

@@ -65,8 +65,10 @@ void ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerH
 /* Updates n weights stacked by layer ([L, ...], the same L) one layer at a
  * time, in one loop over the layers (partitioner/builder/scan.h): each
  * iteration slices layer t of every weight, gradient and state, applies
- * ps_optimizer_apply to it and writes it back, so the update and its
- * collectives are those of the weights one by one. `states` holds each
+ * ps_optimizer_apply to it, and writes the new weight over the gradient
+ * (the gradient stack becomes the new weight stack, as buffer assignment
+ * reuses a dead gradient) and the new state over the state. So the update,
+ * its collectives and its memory are those of the weights one by one. `states` holds each
  * weight's states (ps_optimizer_state_shapes_stacked with n_stack 1) in
  * weight order; new_weights and new_states receive the results. */
 gboolean ps_optimizer_apply_layers (PsComputation *c, PsOptimizerKind k,
