@@ -16,9 +16,9 @@
 typedef struct {
   char *preset, *slice, *mesh, *order, *sharding, *optimizer, *hw, *wrap;
   char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace;
-  gint layers, microbatches;
-  gint64 model_dim, ffn_dim, heads, seq_len, batch;
-  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, unroll;
+  gint layers, microbatches, rel_buckets;
+  gint64 model_dim, ffn_dim, heads, head_dim, vocab, seq_len, batch;
+  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated, unroll;
   gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
 } RunOptions;
 
@@ -39,9 +39,14 @@ parse_mesh (const char *text, int64_t *mesh, GError **error)
   return TRUE;
 }
 
-/* Applies the command-line overrides to a preset or the defaults. */
+/* Applies the command-line overrides to a preset or the defaults. The
+ * physical shape Lingvo's non-pod order needs is the slice's (chips x, chips
+ * y, cores per chip), whatever slice the options chose. The run keeps the
+ * preset's name and published figure only while it equals a published row;
+ * otherwise *name says what was modified (transfer full). */
 static gboolean
-make_config (RunOptions *o, const char *model, PsDenseLmConfig *cfg, GError **error)
+make_config (RunOptions *o, const char *model, const PsHardware *hw, PsDenseLmConfig *cfg,
+             char **name, GError **error)
 {
   if (model && strcmp (model, "dense") != 0 && strcmp (model, "dense_lm") != 0)
     {
@@ -54,10 +59,7 @@ make_config (RunOptions *o, const char *model, PsDenseLmConfig *cfg, GError **er
         return FALSE;
     }
   else
-    {
-      ps_dense_lm_config_small (cfg);
-      cfg->name = "dense";
-    }
+    ps_dense_lm_config_small (cfg);
   if (o->layers)
     cfg->layers = o->layers;
   if (o->model_dim)
@@ -66,6 +68,12 @@ make_config (RunOptions *o, const char *model, PsDenseLmConfig *cfg, GError **er
     cfg->ffn_dim = o->ffn_dim;
   if (o->heads)
     cfg->heads = o->heads;
+  if (o->head_dim)
+    cfg->head_dim = o->head_dim;
+  if (o->vocab)
+    cfg->vocab = o->vocab;
+  if (o->rel_buckets)
+    cfg->rel_buckets = o->rel_buckets;
   if (o->seq_len)
     cfg->seq_len = o->seq_len;
   if (o->batch)
@@ -77,6 +85,15 @@ make_config (RunOptions *o, const char *model, PsDenseLmConfig *cfg, GError **er
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--remat and --no-remat contradict each other");
       return FALSE;
     }
+  if (o->gated && o->no_gated)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--gated-gelu and --no-gated-gelu contradict each other");
+      return FALSE;
+    }
+  if (o->gated)
+    cfg->gated_gelu = TRUE;
+  if (o->no_gated)
+    cfg->gated_gelu = FALSE;
   if (o->remat)
     cfg->remat = TRUE;
   if (o->no_remat)
@@ -111,7 +128,37 @@ make_config (RunOptions *o, const char *model, PsDenseLmConfig *cfg, GError **er
         }
       cfg->device_order = o->order;
     }
-  return ps_dense_lm_check (cfg, error);
+  g_autoptr (PsSlice) slice = ps_slice_new (cfg->slice, PS_WRAP_AUTO, hw->tensorcores_per_chip, error);
+  if (!slice)
+    return FALSE;
+  cfg->physical[0] = slice->chips_x;
+  cfg->physical[1] = slice->chips_y;
+  cfg->physical[2] = slice->cores_per_chip;
+  if (!ps_dense_lm_check (cfg, error))
+    return FALSE;
+  const char *published = ps_dense_lm_published_match (cfg);
+  if (published)
+    {
+      PsDenseLmConfig row;
+      ps_dense_lm_preset (published, &row, NULL);
+      *name = g_strdup (row.name);
+      cfg->published_tokens_per_s = row.published_tokens_per_s;
+    }
+  else
+    {
+      cfg->published_tokens_per_s = 0;
+      if (o->preset)
+        {
+          PsDenseLmConfig base;
+          ps_dense_lm_preset (o->preset, &base, NULL);
+          g_autofree char *diff = ps_dense_lm_config_diff (cfg, &base);
+          *name = g_strdup_printf ("%s modified (%s)", base.name, diff);
+        }
+      else
+        *name = g_strdup ("dense");
+    }
+  cfg->name = *name;
+  return TRUE;
 }
 
 static void
@@ -256,14 +303,15 @@ run (RunOptions *o, int argc, char **argv)
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "expected at most one MODEL (see 'podsim run --help')");
       return ps_cli_fail (error);
     }
-  PsDenseLmConfig cfg;
-  if (!make_config (o, argc == 2 ? argv[1] : NULL, &cfg, &error))
-    return ps_cli_fail (error);
   PsWrapMode wrap = PS_WRAP_AUTO;
   if (o->wrap && !ps_wrap_mode_parse (o->wrap, &wrap, &error))
     return ps_cli_fail (error);
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (o->hw, &error);
   if (!hw)
+    return ps_cli_fail (error);
+  PsDenseLmConfig cfg;
+  g_autofree char *name = NULL;
+  if (!make_config (o, argc == 2 ? argv[1] : NULL, hw, &cfg, &name, &error))
     return ps_cli_fail (error);
   int tl_devices[2] = { 0, 1 };
   PsPipelineOptions popts = { hw, NULL, wrap, o->no_cache, o->async, !o->quiet && isatty (2),
@@ -307,9 +355,14 @@ ps_cmd_run (int argc, char **argv)
     { "model-dim", 0, 0, G_OPTION_ARG_INT64, &o.model_dim, "Model dim M", "N" },
     { "ffn-dim", 0, 0, G_OPTION_ARG_INT64, &o.ffn_dim, "Feed-forward dim H", "N" },
     { "heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "Attention heads N", "N" },
+    { "head-dim", 0, 0, G_OPTION_ARG_INT64, &o.head_dim, "Attention head dim D (128 in every published run)", "N" },
+    { "vocab", 0, 0, G_OPTION_ARG_INT64, &o.vocab, "Vocabulary size (32000 in every published run)", "N" },
+    { "rel-buckets", 0, 0, G_OPTION_ARG_INT, &o.rel_buckets, "Relative-position buckets (32 in every published run)", "N" },
     { "seq-len", 0, 0, G_OPTION_ARG_INT64, &o.seq_len, "Sequence length S", "N" },
     { "batch", 0, 0, G_OPTION_ARG_INT64, &o.batch, "Global batch (sequences per step)", "N" },
     { "microbatches", 0, 0, G_OPTION_ARG_INT, &o.microbatches, "Gradient accumulation steps", "N" },
+    { "gated-gelu", 0, 0, G_OPTION_ARG_NONE, &o.gated, "Gated GELU feed-forward (the DenseLm128B presets)", NULL },
+    { "no-gated-gelu", 0, 0, G_OPTION_ARG_NONE, &o.no_gated, "ReLU feed-forward, no gate (DenseLm175B32x32)", NULL },
     { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer, "adafactor (default) or adam", "NAME" },
     { "remat", 0, 0, G_OPTION_ARG_NONE, &o.remat, "Recompute each layer's forward in backward (default)", NULL },
     { "no-remat", 0, 0, G_OPTION_ARG_NONE, &o.no_remat, "Keep all activations", NULL },
@@ -339,7 +392,10 @@ ps_cmd_run (int argc, char **argv)
   g_option_context_set_description (ctx,
     "MODEL is 'dense' (the dense Transformer LM of the GSPMD paper; the default).\n"
     "Without --preset a small dense model on v3-8 is used; every option overrides\n"
-    "the preset. Example: podsim run --preset DenseLm128B32x32\n"
+    "the preset. A run that differs from every published row in some setting is\n"
+    "named 'PRESET modified (settings)' and shows no published figure; one that\n"
+    "equals a published row, however it was spelled, is compared with it.\n"
+    "Example: podsim run --preset DenseLm128B32x32\n"
     "The model and presets: doc/models.md; the simulator: doc/simulator.md.\n");
   int rc = PS_EXIT_USAGE;
   if (ps_cli_parse (ctx, &argc, &argv))

@@ -89,6 +89,56 @@ ps_dense_lm_preset (const char *name, PsDenseLmConfig *out, GError **error)
   return FALSE;
 }
 
+static gboolean
+str_differ (const char *a, const char *b)
+{
+  return g_strcmp0 (a, b) != 0;
+}
+
+char *
+ps_dense_lm_config_diff (const PsDenseLmConfig *a, const PsDenseLmConfig *b)
+{
+  struct { const char *what; gboolean differ; } f[] = {
+    { "layers", a->layers != b->layers },
+    { "model-dim", a->model_dim != b->model_dim },
+    { "ffn-dim", a->ffn_dim != b->ffn_dim },
+    { "heads", a->heads != b->heads },
+    { "head-dim", a->head_dim != b->head_dim },
+    { "seq-len", a->seq_len != b->seq_len },
+    { "batch", a->global_batch != b->global_batch },
+    { "vocab", a->vocab != b->vocab },
+    { "rel-buckets", a->rel_buckets != b->rel_buckets },
+    { "gated-gelu", !a->gated_gelu != !b->gated_gelu },
+    { "optimizer", a->optimizer != b->optimizer },
+    { "remat", !a->remat != !b->remat },
+    { "microbatches", a->microbatches != b->microbatches },
+    { "mesh", a->mesh[0] != b->mesh[0] || a->mesh[1] != b->mesh[1] },
+    { "device-order", str_differ (a->device_order, b->device_order) },
+    { "sharding", a->sharding != b->sharding },
+    { "weight-update-sharding", !a->weight_update_sharding != !b->weight_update_sharding },
+    { "slice", str_differ (a->slice, b->slice) },
+  };
+  GString *out = g_string_new (NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (f); i++)
+    if (f[i].differ)
+      g_string_append_printf (out, "%s%s", out->len ? ", " : "", f[i].what);
+  return g_string_free (out, FALSE);
+}
+
+const char *
+ps_dense_lm_published_match (const PsDenseLmConfig *cfg)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (presets); i++)
+    {
+      PsDenseLmConfig p;
+      ps_dense_lm_preset (presets[i].name, &p, NULL);
+      g_autofree char *diff = ps_dense_lm_config_diff (cfg, &p);
+      if (*diff == '\0')
+        return presets[i].name;
+    }
+  return NULL;
+}
+
 void
 ps_dense_lm_config_small (PsDenseLmConfig *out)
 {
@@ -155,8 +205,8 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
 {
   struct { const char *opt; int64_t v; } pos[] = {
     { "--layers", c->layers }, { "--model-dim", c->model_dim }, { "--ffn-dim", c->ffn_dim },
-    { "--heads", c->heads }, { "head dim", c->head_dim }, { "--seq-len", c->seq_len },
-    { "--batch", c->global_batch }, { "vocab", c->vocab }, { "--microbatches", c->microbatches },
+    { "--heads", c->heads }, { "--head-dim", c->head_dim }, { "--seq-len", c->seq_len },
+    { "--batch", c->global_batch }, { "--vocab", c->vocab }, { "--microbatches", c->microbatches },
     { "--mesh (first)", c->mesh[0] }, { "--mesh (second)", c->mesh[1] },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
@@ -166,6 +216,13 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
                      pos[i].opt, pos[i].v);
         return FALSE;
       }
+  /* Half the buckets are exact distances, the rest logarithmic up to 128. */
+  if (c->rel_buckets < 2 || c->rel_buckets > 254)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--rel-buckets must be 2 .. 254 (got %d)",
+                   c->rel_buckets);
+      return FALSE;
+    }
   if (c->global_batch % c->microbatches != 0)
     return require_div (c->global_batch, c->microbatches, "--batch", "--microbatches", error);
   int64_t b = c->global_batch / c->microbatches;
@@ -179,11 +236,11 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
              && require_div (c->model_dim, c->mesh[1], "--model-dim", "mesh axis 1", error)
              && require_div (c->heads, c->mesh[1], "--heads", "mesh axis 1", error)
              && require_div (c->ffn_dim, c->mesh[1], "--ffn-dim", "mesh axis 1", error)
-             && require_div (c->vocab, c->mesh[1], "vocab", "mesh axis 1", error);
+             && require_div (c->vocab, c->mesh[1], "--vocab", "mesh axis 1", error);
     case PS_SHARDING_1D:
       return require_div (c->heads, all, "--heads", "the device count", error)
              && require_div (c->ffn_dim, all, "--ffn-dim", "the device count", error)
-             && require_div (c->vocab, all, "vocab", "the device count", error);
+             && require_div (c->vocab, all, "--vocab", "the device count", error);
     case PS_SHARDING_DP:
       return require_div (b, all, "the microbatch size (--batch / --microbatches)",
                           "the device count", error);

@@ -73,6 +73,14 @@ typedef struct {
 const char *const *ps_dense_lm_preset_names (void);
 /* Fills *out with a published row. FALSE with PS_ERROR_OPTION when unknown. */
 gboolean ps_dense_lm_preset (const char *name, PsDenseLmConfig *out, GError **error);
+/* The settings in which two configs differ, by option name without the
+ * dashes, comma-separated ("layers, model-dim"); "" when both describe the
+ * same run. The name, the published figure and `physical` (which follows
+ * the slice) are not compared. transfer full. */
+char *ps_dense_lm_config_diff (const PsDenseLmConfig *a, const PsDenseLmConfig *b);
+/* The published row that cfg equals in every compared setting, or NULL.
+ * transfer none. */
+const char *ps_dense_lm_published_match (const PsDenseLmConfig *cfg);
 /* A small config for tests and the quick start (2 layers, tiny dims). */
 void ps_dense_lm_config_small (PsDenseLmConfig *out);
 

@@ -134,6 +134,46 @@ START_TEST (test_option_errors)
 }
 END_TEST
 
+/* Issue 16: a run changed by options is no longer the published one, and a
+ * published row spelled setting by setting (gated GELU included) is. */
+START_TEST (test_published_match)
+{
+  const char *const *names = ps_dense_lm_preset_names ();
+  for (int i = 0; names[i]; i++)
+    {
+      PsDenseLmConfig p, c;
+      ck_assert (ps_dense_lm_preset (names[i], &p, NULL));
+      ck_assert_str_eq (ps_dense_lm_published_match (&p), names[i]);
+      /* Every setting from the small model's defaults, as flags would. */
+      ps_dense_lm_config_small (&c);
+      g_autofree char *diff = ps_dense_lm_config_diff (&c, &p);
+      ck_assert (strstr (diff, "layers") && strstr (diff, "slice"));
+      ck_assert (ps_dense_lm_published_match (&c) == NULL);
+      c.layers = p.layers;
+      c.model_dim = p.model_dim;
+      c.ffn_dim = p.ffn_dim;
+      c.heads = p.heads;
+      c.head_dim = p.head_dim;
+      c.seq_len = p.seq_len;
+      c.global_batch = p.global_batch;
+      c.vocab = p.vocab;
+      c.rel_buckets = p.rel_buckets;
+      c.mesh[0] = p.mesh[0];
+      c.mesh[1] = p.mesh[1];
+      c.device_order = p.device_order;
+      c.slice = p.slice;
+      ck_assert_msg (ps_dense_lm_published_match (&c) == NULL || p.gated_gelu == c.gated_gelu,
+                     "%s matched without its gated GELU setting", names[i]);
+      c.gated_gelu = p.gated_gelu;
+      ck_assert_str_eq (ps_dense_lm_published_match (&c), names[i]);
+      c.layers = 24;
+      g_autofree char *d2 = ps_dense_lm_config_diff (&c, &p);
+      ck_assert_str_eq (d2, "layers");
+      ck_assert (ps_dense_lm_published_match (&c) == NULL);
+    }
+}
+END_TEST
+
 static int
 count_sharded (const PsModule *m)
 {
@@ -355,6 +395,7 @@ main (void)
   TCase *tc = tcase_create ("dense_lm");
   tcase_set_timeout (tc, 300);
   tcase_add_test (tc, test_presets_match_published_tsv);
+  tcase_add_test (tc, test_published_match);
   tcase_add_test (tc, test_option_errors);
   tcase_add_test (tc, test_build_small_is_valid);
   tcase_add_test (tc, test_small_step_runs);

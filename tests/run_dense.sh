@@ -52,9 +52,29 @@ expect_status 0 "$PODSIM" run -q --sharding 1d --heads 8
 # 2048 devices with the arange order, 128 with Lingvo's non-pod order.
 expect_status 0 "$PODSIM" run -q --preset DenseLm128B32x32 --layers 1
 expect_grep "mesh 32x64 (arange), slice v3-2048" "$PS_TMP/out"
-expect_grep "(published 62000" "$PS_TMP/out"
+expect_grep "DenseLm128B32x32 modified (layers)" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run -q --preset DenseLm128B8x8 --layers 1 --optimizer adam
 expect_grep "mesh 8x16 (nonpod2d), slice v3-128" "$PS_TMP/out"
+
+# Issue 16 regressions. The non-pod order's physical shape follows --slice
+# (it used to be the preset's or the small model's: "the slice has 8 cores").
+expect_status 0 "$PODSIM" run -q --slice v3-32 --mesh 8x4 --device-order nonpod2d --heads 8
+expect_grep "mesh 8x4 (nonpod2d), slice v3-32" "$PS_TMP/out"
+expect_status 2 "$PODSIM" run -q --preset DenseLm175B32x32 --slice v3-512 --device-order nonpod2d
+expect_grep "--mesh 64x32 has 2048 devices but slice v3-512 has 512 cores" "$PS_TMP/err"
+# A preset changed by options is named as modified and has no published ratio.
+expect_status 0 "$PODSIM" run -q --preset DenseLm128B8x8 --layers 1 --model-dim 4096
+expect_grep "DenseLm128B8x8 modified (layers, model-dim)" "$PS_TMP/out"
+if grep -q "published" "$PS_TMP/out"; then fail "a modified preset shows a published ratio"; fi
+expect_status 0 "$PODSIM" run -q --json --preset DenseLm128B8x8 --layers 1
+expect_grep '"published_tokens_per_s" : 0' "$PS_TMP/out"
+# Gated GELU can be switched either way, so every published column can be set.
+expect_status 0 "$PODSIM" run -q --no-gated-gelu --layers 1
+if grep -q "gated GELU" "$PS_TMP/out"; then fail "--no-gated-gelu still gated"; fi
+expect_status 0 "$PODSIM" run -q --preset DenseLm175B32x32 --gated-gelu --layers 1 --seq-len 256
+expect_grep "DenseLm175B32x32 modified (layers, seq-len, gated-gelu)" "$PS_TMP/out"
+expect_grep "gated GELU" "$PS_TMP/out"
+expect_status 2 "$PODSIM" run -q --gated-gelu --no-gated-gelu
 
 # One row of the paper's table, as CSV (each row is a child podsim run).
 expect_status 0 "$PODSIM" tables dense --only DenseLm128B8x8 --csv
