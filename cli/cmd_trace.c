@@ -208,6 +208,7 @@ trace_lower (int argc, char **argv)
   char *output = NULL, *mesh = NULL, *order = NULL, *slice = NULL;
   gint64 devices = 0, trip = 0;
   gboolean async = FALSE, no_memory = FALSE, cost_report = FALSE, memory_report = FALSE;
+  gboolean unroll = FALSE;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.pst.gz "
       "compressed, .pst plain, - standard output)", "OUT" },
@@ -220,6 +221,8 @@ trace_lower (int argc, char **argv)
     { "slice", 0, 0, G_OPTION_ARG_STRING, &slice, "Slice hint written to the trace", "SLICE" },
     { "trip-count", 0, 0, G_OPTION_ARG_INT64, &trip, "Iterations of a while loop whose "
       "trip count cannot be found (default: such a loop is an error)", "N" },
+    { "unroll", 0, 0, G_OPTION_ARG_NONE, &unroll, "Repeat each while loop's events trip-count "
+      "times instead of writing a loop (a format version 1 trace)", NULL },
     { "async", 0, 0, G_OPTION_ARG_NONE, &async, "Overlap each collective with the compute "
       "that does not need its result (async start/done)", NULL },
     { "no-memory-events", 0, 0, G_OPTION_ARG_NONE, &no_memory, "No live-bytes watermarks",
@@ -237,7 +240,8 @@ trace_lower (int argc, char **argv)
       "Reads an HLO module whose shapes are already per device (the partitioner's\n"
       "output, '-' for standard input) and writes the step trace the simulator\n"
       "replays: one compute event per fusion, a collective event per collective\n"
-      "(groups as mesh axes where possible), while loops unrolled.");
+      "(groups as mesh axes where possible), a while loop as a loop of the trace\n"
+      "(one iteration, run trip-count times).");
   gboolean ok = ps_cli_parse (ctx, &argc, &argv);
   g_autofree char *out_path = output, *mesh_s = mesh, *order_s = order, *slice_s = slice;
   if (!ok)
@@ -262,6 +266,7 @@ trace_lower (int argc, char **argv)
   o.default_trip_count = trip;
   o.async_collectives = async;
   o.memory_events = !no_memory;
+  o.unroll_loops = unroll;
   g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
   if (!m)
     return ps_cli_fail (error);
