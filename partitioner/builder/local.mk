@@ -18,3 +18,5 @@ tests_check_autodiff_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 tests_check_scan_SOURCES = tests/check_scan.c
 tests_check_scan_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_scan_LDADD = $(PS_PARTITIONER_TEST_LIBS)
+bench_scripts += tests/bench_loops.sh
+EXTRA_DIST += tests/bench_loops.sh
