@@ -240,36 +240,15 @@ layers_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **e
   for (int i = 0; i < L->n; i++)
     {
       int ns = L->first_state[i + 1] - L->first_state[i];
-      /* stacks[0]: the gradient; stacks[1 + k]: state k */
-      PsInstr *stacks[3] = { a->carry[i], NULL, NULL }, *slices[3] = { NULL, NULL, NULL };
-      for (int k = 0; k < ns; k++)
-        stacks[1 + k] = a->carry[L->n + L->first_state[i] + k];
-      PsInstr *starts[64];
-      int64_t sizes[3][64];
+      /* carry i: the gradient; carry n + first_state[i] + k: state k */
+      int at[3] = { i, L->n + L->first_state[i], L->n + L->first_state[i] + 1 };
+      PsInstr *slices[3] = { NULL, NULL, NULL };
       for (int k = 0; k <= ns; k++)
-        {
-          const PsShape *sh = stacks[k]->shape;
-          sizes[k][0] = 1;
-          for (int d = 0; d < sh->rank; d++)
-            {
-              starts[d] = d == 0 ? a->index : zero;
-              if (d > 0)
-                sizes[k][d] = sh->dims[d];
-            }
-          PsInstr *ds = ps_ad_dynamic_slice (c, stacks[k], starts, sizes[k]);
-          slices[k] = ps_ad_reshape (c, ds, sh->rank - 1, sh->dims + 1);
-        }
-      PsInstr *nw, *nst[2];
-      ps_optimizer_apply (c, L->kind, &h, a->xs[i], slices[0], slices + 1, &nw, nst);
+        slices[k] = ps_scan_slice_at (c, a->carry[at[k]], a->index, zero);
+      PsInstr *nv[3];
+      ps_optimizer_apply (c, L->kind, &h, a->xs[i], slices[0], slices + 1, &nv[0], nv + 1);
       for (int k = 0; k <= ns; k++)
-        {
-          const PsShape *sh = stacks[k]->shape;
-          for (int d = 0; d < sh->rank; d++)
-            starts[d] = d == 0 ? a->index : zero;
-          PsInstr *v = ps_ad_reshape (c, k == 0 ? nw : nst[k - 1], sh->rank, sizes[k]);
-          carry_out[k == 0 ? i : L->n + L->first_state[i] + k - 1]
-            = ps_ad_dynamic_update_slice (c, stacks[k], v, starts);
-        }
+        carry_out[at[k]] = ps_scan_update_at (c, a->carry[at[k]], nv[k], a->index, zero);
     }
   return TRUE;
 }

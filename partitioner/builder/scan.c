@@ -151,34 +151,41 @@ make_cond (PsScan *s, const char *suffix, const PsShape *state)
   return c;
 }
 
-/* stack[t] as an array of the stack's element shape. */
-static PsInstr *
-slice_at (PsComputation *c, PsInstr *stack, PsInstr *t, PsInstr *zero)
+/* Start indices (t, 0, 0, ...) of element t of `stack`, and the dims of
+ * one element with the leading 1. */
+static void
+element_index (PsComputation *c, const PsShape *stack, PsInstr *t, PsInstr *zero,
+               PsInstr **starts, int64_t *dims)
 {
+  if (!zero && stack->rank > 1)
+    zero = ps_ad_scalar (c, PS_S32, 0);
+  for (int d = 0; d < stack->rank; d++)
+    {
+      starts[d] = d == 0 ? t : zero;
+      dims[d] = d == 0 ? 1 : stack->dims[d];
+    }
+}
+
+PsInstr *
+ps_scan_slice_at (PsComputation *c, PsInstr *stack, PsInstr *t, PsInstr *zero)
+{
+  g_return_val_if_fail (stack->shape->rank >= 1 && stack->shape->rank <= 64, NULL);
   const PsShape *s = stack->shape;
   PsInstr *starts[64];
   int64_t sizes[64];
-  for (int d = 0; d < s->rank; d++)
-    {
-      starts[d] = d == 0 ? t : zero;
-      sizes[d] = d == 0 ? 1 : s->dims[d];
-    }
+  element_index (c, s, t, zero, starts, sizes);
   PsInstr *ds = ps_ad_dynamic_slice (c, stack, starts, sizes);
   return ps_ad_reshape (c, ds, s->rank - 1, s->dims + 1);
 }
 
-/* stack with element t replaced by v. */
-static PsInstr *
-update_at (PsComputation *c, PsInstr *stack, PsInstr *v, PsInstr *t, PsInstr *zero)
+PsInstr *
+ps_scan_update_at (PsComputation *c, PsInstr *stack, PsInstr *v, PsInstr *t, PsInstr *zero)
 {
+  g_return_val_if_fail (stack->shape->rank >= 1 && stack->shape->rank <= 64, NULL);
   const PsShape *s = stack->shape;
   PsInstr *starts[64];
   int64_t dims[64];
-  for (int d = 0; d < s->rank; d++)
-    {
-      starts[d] = d == 0 ? t : zero;
-      dims[d] = d == 0 ? 1 : s->dims[d];
-    }
+  element_index (c, s, t, zero, starts, dims);
   return ps_ad_dynamic_update_slice (c, stack, ps_ad_reshape (c, v, s->rank, dims), starts);
 }
 
@@ -508,7 +515,7 @@ build_forward (PsScan *s)
   for (int j = 0; j < s->n_xs; j++)
     {
       xs_full[j] = ps_ad_get_tuple_element (B, p, pos_xs + j);
-      map_param (map, s->s_xs[j], slice_at (B, xs_full[j], t, zero));
+      map_param (map, s->s_xs[j], ps_scan_slice_at (B, xs_full[j], t, zero));
     }
   PsInstr **consts = g_newa (PsInstr *, s->n_consts + 1);
   for (int i = 0; i < s->n_consts; i++)
@@ -537,7 +544,7 @@ build_forward (PsScan *s)
     {
       PsInstr *stack = ps_ad_get_tuple_element (B, p, pos_stacks + r);
       PsInstr *v = g_hash_table_lookup (map, s->residuals->pdata[r]);
-      g_ptr_array_add (out, update_at (B, stack, v, t, zero));
+      g_ptr_array_add (out, ps_scan_update_at (B, stack, v, t, zero));
     }
   B->root = ps_ad_tuple (B, (int) out->len, (PsInstr **) out->pdata);
 
@@ -549,6 +556,15 @@ build_forward (PsScan *s)
     s->stacks[r] = ps_ad_get_tuple_element (s->caller, s->loop, pos_stacks + r);
   ps_shape_free (state);
   return TRUE;
+}
+
+static PsInstr **
+copy_instrs (int n, PsInstr *const *v)
+{
+  PsInstr **c = g_new0 (PsInstr *, n + 1);
+  for (int i = 0; i < n; i++)
+    c[i] = v[i];
+  return c;
 }
 
 static gboolean *
@@ -577,9 +593,9 @@ ps_scan_build (PsComputation *c, const PsScanSpec *spec, GError **error)
   s->n_carry = spec->n_carry;
   s->n_xs = spec->n_xs;
   s->n_consts = spec->n_consts;
-  s->carry = g_memdup2 (spec->carry, sizeof (PsInstr *) * (gsize) (s->n_carry + 1));
-  s->xs = g_memdup2 (spec->xs, sizeof (PsInstr *) * (gsize) (s->n_xs + 1));
-  s->consts = g_memdup2 (spec->consts, sizeof (PsInstr *) * (gsize) (s->n_consts + 1));
+  s->carry = copy_instrs (spec->n_carry, spec->carry);
+  s->xs = copy_instrs (spec->n_xs, spec->xs);
+  s->consts = copy_instrs (spec->n_consts, spec->consts);
   s->carry_diff = diff_flags (s->n_carry, s->carry, NULL);
   s->xs_diff = diff_flags (s->n_xs, s->xs, spec->xs_grad);
   s->consts_diff = diff_flags (s->n_consts, s->consts, spec->consts_grad);
@@ -696,7 +712,7 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
     {
       xs_full[j] = ps_ad_get_tuple_element (B, p, pos_xs + j);
       if (g_hash_table_contains (s->bwd_needed, s->s_xs[j]))
-        map_param (map, s->s_xs[j], slice_at (B, xs_full[j], t, zero));
+        map_param (map, s->s_xs[j], ps_scan_slice_at (B, xs_full[j], t, zero));
     }
   PsInstr **consts = g_newa (PsInstr *, s->n_consts + 1);
   for (int i = 0; i < s->n_consts; i++)
@@ -708,7 +724,7 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
   for (int r = 0; r < nr; r++)
     {
       stacks[r] = ps_ad_get_tuple_element (B, p, pos_stacks + r);
-      PsInstr *res = s->residuals->pdata[r], *v = slice_at (B, stacks[r], t, zero);
+      PsInstr *res = s->residuals->pdata[r], *v = ps_scan_slice_at (B, stacks[r], t, zero);
       if (res->sharding && !v->sharding)
         v->sharding = ps_sharding_copy (res->sharding);
       g_hash_table_insert (map, res, v);
@@ -733,7 +749,7 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
       {
         PsInstr *acc = ps_ad_get_tuple_element (B, p, pos_dxs + kx++);
         PsInstr *g = g_hash_table_lookup (map, s->s_dxs[j]);
-        g_ptr_array_add (out, update_at (B, acc, ps_ad_convert (B, g, acc->shape->etype), t, zero));
+        g_ptr_array_add (out, ps_scan_update_at (B, acc, ps_ad_convert (B, g, acc->shape->etype), t, zero));
       }
   int ki = 0;
   for (int i = 0; i < s->n_consts; i++)

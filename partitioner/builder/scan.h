@@ -119,6 +119,14 @@ PsInstr *ps_scan_while (const PsScan *s);
 gboolean ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init,
                       PsInstr **dxs, PsInstr **dconsts, GError **error);
 
+/* Element t (an s32[] of c) of a stacked value [n, ...], as an array of
+ * the element's dims: dynamic-slice then reshape. `zero`: an s32[] 0 of c to
+ * reuse for the other start indices, or NULL to make one. */
+PsInstr *ps_scan_slice_at (PsComputation *c, PsInstr *stack, PsInstr *t, PsInstr *zero);
+/* The stacked value with element t replaced by v (dynamic-update-slice). */
+PsInstr *ps_scan_update_at (PsComputation *c, PsInstr *stack, PsInstr *v, PsInstr *t,
+                            PsInstr *zero);
+
 /* Removes the scratch computation; the loops stay. */
 void ps_scan_free (PsScan *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsScan, ps_scan_free)
