@@ -339,10 +339,55 @@ static gboolean
 bad_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
 {
   (void) error;
-  /* reads an instruction of the caller */
+  /* reads an instruction of a computation other than the caller */
   carry_out[0] = ps_ad_binary (a->c, PS_OP_ADD, a->carry[0], user);
   return TRUE;
 }
+
+/* The body reads the caller's scale directly (a closure) instead of as a
+ * const: the same loss and gradients, the scale's gradient excepted. */
+static gboolean
+closure_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
+{
+  (void) error;
+  carry_out[0] = layer (a->c, a->carry[0], a->xs[0], a->xs[1], user);
+  return TRUE;
+}
+
+START_TEST (test_scan_captures_caller_values)
+{
+  PsModule *u = build_unrolled (FALSE);
+  Prog p;
+  prog_params (&p, "closure");
+  PsComputation *c = p.m->entry;
+  PsInstr *xs[2] = { p.w, p.b };
+  PsScanSpec spec = { .name = "layers", .length = L, .n_carry = 1, .carry = &p.x, .n_xs = 2,
+                      .xs = xs, .body = closure_body, .user = p.scale, .differentiable = TRUE,
+                      .remat = TRUE };
+  GError *error = NULL;
+  PsScan *s = ps_scan_build (c, &spec, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  PsInstr *y = ps_scan_carry_out (s, 0);
+  PsInstr *loss = loss_of (c, y);
+  GPtrArray *dy = ps_autodiff_vjp (c, loss, NULL, 1, &y, &error);
+  PsInstr *out[4];
+  ck_assert (ps_scan_vjp (s, (PsInstr **) dy->pdata, &out[0], &out[1], NULL, &error));
+  g_ptr_array_free (dy, TRUE);
+  ps_scan_free (s);
+  out[3] = p.scale; /* no gradient: stands in the root */
+  set_root (c, loss, 4, out);
+  PsValue **args = random_args (u);
+  PsValue *ou = run (u, args), *oc = run (p.m, args);
+  static const char *names[4] = { "loss", "dx", "dw", "db" };
+  for (int e = 0; e < 4; e++)
+    assert_close (ou->elems[e], oc->elems[e], names[e]);
+  ps_value_free (ou);
+  ps_value_free (oc);
+  free_args (args);
+  ps_module_free (u);
+  ps_module_free (p.m);
+}
+END_TEST
 
 static gboolean
 wrong_shape_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
@@ -359,8 +404,13 @@ START_TEST (test_scan_errors)
   prog_params (&p, "bad");
   PsComputation *c = p.m->entry;
   PsInstr *xs[2] = { p.w, p.b };
+  PsComputation *other = ps_computation_new (p.m, "other");
+  PsInstr *foreign = ps_computation_add_instr (other, PS_OP_PARAMETER, "f",
+                                               ps_shape_copy (p.x->shape), 0, NULL);
+  g_ptr_array_add (other->params, foreign);
+  other->root = foreign;
   PsScanSpec spec = { .name = "layers", .length = L, .n_carry = 1, .carry = &p.x, .n_xs = 2,
-                      .xs = xs, .body = bad_body, .user = p.x };
+                      .xs = xs, .body = bad_body, .user = foreign };
   GError *error = NULL;
   ck_assert (ps_scan_build (c, &spec, &error) == NULL);
   ck_assert_msg (strstr (error->message, "pass it to the scan as a const") != NULL, "%s",
@@ -374,8 +424,8 @@ START_TEST (test_scan_errors)
   ck_assert (ps_scan_build (c, &spec, &error) == NULL);
   ck_assert_msg (strstr (error->message, "leading dim") != NULL, "%s", error->message);
   g_clear_error (&error);
-  /* nothing of the failed attempts is left but the entry */
-  ck_assert_int_eq (p.m->computations->len, 1);
+  /* nothing of the failed attempts is left but the entry and "other" */
+  ck_assert_int_eq (p.m->computations->len, 2);
   ps_module_free (p.m);
 }
 END_TEST
@@ -390,6 +440,7 @@ main (void)
   tcase_add_test (tc, test_scan_finite_differences);
   tcase_add_test (tc, test_scan_hlo);
   tcase_add_test (tc, test_scan_errors);
+  tcase_add_test (tc, test_scan_captures_caller_values);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

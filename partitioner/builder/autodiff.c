@@ -737,7 +737,7 @@ ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *c
       g_return_val_if_fail (dys[k] != NULL && ps_shape_equal (dys[k]->shape, ys[k]->shape), NULL);
     }
 
-  /* Instructions the ys depend on, and among them those that lead to a wrt
+  /* Instructions y depends on, and among them those that lead to a wrt
    * input: only those need gradients. Only floating-point values carry a
    * gradient: a compare, an integer or a pred made from a wrt input is
    * piecewise constant in it (an argmax, a one-hot mask, a capacity count),

@@ -13,8 +13,8 @@
  * select, convert, copy, power with a constant exponent, erf, abs), broadcast,
  * reshape, transpose, reduce with an add or max reducer, dot with any
  * batch/contracting dimensions, slice, pad (without interior padding),
- * concatenate, dynamic-slice, dynamic-update-slice, the custom-call
- * "Sharding" (its gradient gets the same annotation). Constants, iota, compare and parameters stop the flow, and
+ * concatenate, dynamic-slice, dynamic-update-slice, the custom-call "Sharding" (its gradient gets the same
+ * annotation). Constants, iota, compare and parameters stop the flow, and
  * so does every value that is not floating point (a mask or an index made
  * from an input is piecewise constant in it). Any
  * other opcode on the path from the output to a requested input is an error
@@ -50,7 +50,8 @@ GPtrArray *ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt
                             PsInstr *const *wrt, GError **error);
 
 /* The same for several outputs at once: ys[k] seeded with dys[k] (same
- * shape). Loop bodies use it: a scan's body maps a carry to a new carry. */
+ * shape). A layer with an auxiliary loss (MoE) differentiates its output
+ * and its loss term in one walk. */
 GPtrArray *ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys,
                                   PsInstr *const *dys, int n_wrt, PsInstr *const *wrt,
                                   GError **error);

@@ -15,6 +15,7 @@ struct PsScan {
   int64_t length;
   gboolean reverse, differentiable, remat, vjp_done;
   int n_carry, n_xs, n_consts;
+  int n_captured;                     /* the last consts: read by the body from the caller */
   PsInstr **carry, **xs, **consts;    /* the caller's inputs */
   gboolean *carry_diff, *xs_diff, *consts_diff;
   /* The body, built once in a scratch computation (params below). */
@@ -258,21 +259,48 @@ is_float_array (const PsInstr *x)
   return ps_shape_is_array (x->shape) && ps_etype_is_float (x->shape->etype);
 }
 
-/* Every instruction of the scratch must read only the scratch. */
+/* The body may read instructions of the caller (a layer's shared position
+ * one-hot, say): each becomes one more loop invariant, read through a new
+ * parameter of the scratch, and gets no gradient. Instructions of any
+ * other computation are an error. */
 static gboolean
-check_closed (PsScan *s, GError **error)
+capture_outside (PsScan *s, GError **error)
 {
-  for (guint i = 0; i < s->scratch->instrs->len; i++)
+  g_autoptr (GHashTable) param_of = g_hash_table_new (NULL, NULL);
+  guint n = s->scratch->instrs->len;
+  for (guint i = 0; i < n; i++)
     {
-      const PsInstr *in = s->scratch->instrs->pdata[i];
+      PsInstr *in = s->scratch->instrs->pdata[i];
       for (int k = 0; k < in->n_operands; k++)
-        if (in->operands[k] && in->operands[k]->parent != s->scratch)
-          {
-            g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "scan %s: the body's %s reads %s "
-                         "of computation %s; pass it to the scan as a const", s->name, in->name,
-                         in->operands[k]->name, in->operands[k]->parent->name);
-            return FALSE;
-          }
+        {
+          PsInstr *o = in->operands[k];
+          if (!o || o->parent == s->scratch)
+            continue;
+          if (o->parent != s->caller || !ps_shape_is_array (o->shape))
+            {
+              g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "scan %s: the body's %s reads %s "
+                           "of computation %s; pass it to the scan as a const", s->name, in->name,
+                           o->name, o->parent->name);
+              return FALSE;
+            }
+          PsInstr *p = g_hash_table_lookup (param_of, o);
+          if (!p)
+            {
+              p = add_param (s->scratch, NULL, ps_shape_copy (o->shape));
+              g_hash_table_insert (param_of, o, p);
+              int i2 = s->n_consts++;
+              s->consts = g_renew (PsInstr *, s->consts, s->n_consts + 1);
+              s->s_consts = g_renew (PsInstr *, s->s_consts, s->n_consts + 1);
+              s->s_dconsts = g_renew (PsInstr *, s->s_dconsts, s->n_consts + 1);
+              s->consts_diff = g_renew (gboolean, s->consts_diff, s->n_consts + 1);
+              s->consts[i2] = o;
+              s->s_consts[i2] = p;
+              s->s_dconsts[i2] = NULL;
+              s->consts_diff[i2] = FALSE;
+              s->n_captured++;
+            }
+          ps_instr_set_operand (in, k, p);
+        }
     }
   return TRUE;
 }
@@ -312,7 +340,7 @@ build_scratch (PsScan *s, const PsScanSpec *spec, GError **error)
           return FALSE;
         }
     }
-  if (!check_closed (s, error))
+  if (!capture_outside (s, error))
     return FALSE;
   if (!s->differentiable)
     return TRUE;
@@ -775,7 +803,8 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
       if (dxs)
         dxs[j] = g;
     }
-  for (int i = 0; i < s->n_consts; i++)
+  /* the spec's consts only: captured ones have no gradient and no slot */
+  for (int i = 0; i < s->n_consts - s->n_captured; i++)
     {
       PsInstr *g = s->consts_diff[i] ? ps_ad_get_tuple_element (c, w, pos_dconsts + ki++) : NULL;
       if (dconsts)

@@ -44,9 +44,11 @@
  * The body is built once, in a scratch computation, and copied into the
  * loops; the scratch is removed by ps_scan_free().
  *
- * The body function may only use its arguments (and constants it makes):
- * an instruction of another computation is an error (pass it as a const).
- * Instructions keep their sharding annotations when copied.
+ * The body function may read instructions of the caller directly (like a
+ * closure): each one read becomes one more loop invariant, without a
+ * gradient (pass it as a const to get one). An instruction of any other
+ * computation is an error. Instructions keep their sharding annotations
+ * when copied.
  *
  * Ownership: the spec's arrays are copied; PsScan is transfer full
  * (ps_scan_free); every PsInstr* returned is transfer none (owned by the
