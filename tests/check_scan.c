@@ -17,6 +17,16 @@
 #include "partitioner/interp/interp.h"
 #include "partitioner/ir/ir.h"
 
+/* a reshaped to dims (a itself when it already has them). */
+static PsInstr *
+reshape_dims (PsComputation *c, PsInstr *a, int rank, const int64_t *dims)
+{
+  PsShape *s = ps_shape_new_array (a->shape->etype, rank, dims);
+  PsInstr *r = ps_ad_reshape (c, a, s);
+  ps_shape_free (s);
+  return r;
+}
+
 enum { L = 3, B = 2, D = 4 };
 
 static PsInstr *
@@ -109,7 +119,7 @@ layer_slice (PsComputation *c, PsInstr *stack, int l)
   ps_ints_set (&sl->slice_starts, s->rank, st);
   ps_ints_set (&sl->slice_limits, s->rank, li);
   ps_ints_set (&sl->slice_strides, s->rank, one);
-  return ps_ad_reshape (c, sl, s->rank - 1, s->dims + 1);
+  return reshape_dims (c, sl, s->rank - 1, s->dims + 1);
 }
 
 /* The stack unrolled; reverse runs the layers L-1 .. 0. Root: (loss, dx,

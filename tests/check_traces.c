@@ -568,7 +568,13 @@ START_TEST (test_loop_errors)
     "loop trips=4294967296 name=a\nloop trips=4294967296 name=b\n"
     "compute elementwise name=x dtype=f32 flops=1 read_bytes=0 write_bytes=0\nendloop\nendloop\n",
     5, "flops=0 read_bytes=0 write_bytes=0 collective_bytes=0");
-  expect_error (huge, "sum to more than 2^64");
+  expect_error (huge, "x.pst:7:6: the loops around this one run it more than 2^64-1 times");
+  /* runs that fit, flops that do not */
+  g_autofree char *heavy = v2_trace (
+    "loop trips=4294967296 name=a\n"
+    "compute elementwise name=x dtype=f32 flops=4294967296 read_bytes=0 write_bytes=0\nendloop\n",
+    3, "flops=0 read_bytes=0 write_bytes=0 collective_bytes=0");
+  expect_error (heavy, "x.pst:7:38: flops of the events so far add up to more than 2^64-1");
   /* totals are the runs, not the lines */
   g_autofree char *lines = v2_trace (
     "loop trips=3 name=a\n"

@@ -30,7 +30,6 @@ typedef struct {
   guint64 loop_event[PS_TRACE_MAX_LOOP_DEPTH + 1];
   guint64 body[PS_TRACE_MAX_LOOP_DEPTH + 1];
   guint64 next_body;
-  gboolean overflow;       /* a sum went past 64 bits */
 } PsTraceChecker;
 
 /* Runs of each event of an event list (product of enclosing trip counts),

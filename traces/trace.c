@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "traces/trace-private.h"
 
 /* ---- names ------------------------------------------------------------------ */
@@ -312,16 +313,20 @@ ps_trace_checker_clear (PsTraceChecker *c)
   g_clear_pointer (&c->open_async, g_hash_table_unref);
 }
 
-/* sum += x * runs, saturating. */
-static void
-add_runs (guint64 *sum, guint64 x, guint64 runs, gboolean *overflow)
+/* sum += x * runs; FALSE (sum unchanged) when that leaves 64 bits. */
+static gboolean
+add_runs (guint64 *sum, guint64 x, guint64 runs)
 {
   guint64 p;
-  if (!g_uint64_checked_mul (&p, x, runs) || !g_uint64_checked_add (sum, *sum, p))
-    {
-      *sum = G_MAXUINT64;
-      *overflow = TRUE;
-    }
+  return ps_checked_mul_u64 (x, runs, &p) && ps_checked_add_u64 (*sum, p, sum);
+}
+
+/* The same, saturating (for writers, whose traces then fail validation). */
+static void
+add_runs_saturating (guint64 *sum, guint64 x, guint64 runs)
+{
+  if (!add_runs (sum, x, runs))
+    *sum = G_MAXUINT64;
 }
 
 char *
@@ -337,9 +342,17 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
       {
         const PsTraceCompute *k = &e->compute;
         gboolean mxu_op = k->op == PS_TRACE_OP_MATMUL || k->op == PS_TRACE_OP_CONV;
-        add_runs (&c->sums.flops, k->flops, runs, &c->overflow);
-        add_runs (&c->sums.read_bytes, k->read_bytes, runs, &c->overflow);
-        add_runs (&c->sums.write_bytes, k->write_bytes, runs, &c->overflow);
+        /* Sums that wrapped could match a hostile header's totals. An event
+         * inside loops counts as often as one step runs it. */
+        const char *over = !add_runs (&c->sums.flops, k->flops, runs) ? "flops"
+          : !add_runs (&c->sums.read_bytes, k->read_bytes, runs) ? "read_bytes"
+          : !add_runs (&c->sums.write_bytes, k->write_bytes, runs) ? "write_bytes"
+          : NULL;
+        if (over)
+          {
+            *key = over;
+            return g_strdup_printf ("%s of the events so far add up to more than 2^64-1", over);
+          }
         if (mxu_op && !k->has_mxu)
           {
             *key = "mxu";
@@ -363,20 +376,24 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
     case PS_TRACE_EVENT_COLLECTIVE:
       {
         const PsTraceCollective *k = &e->collective;
-        add_runs (&c->sums.collective_bytes, k->in_bytes, runs, &c->overflow);
-        guint64 g = k->groups.group_size;
+        if (!add_runs (&c->sums.collective_bytes, k->in_bytes, runs))
+          {
+            *key = "in_bytes";
+            return g_strdup ("in_bytes of the collectives so far add up to more than 2^64-1");
+          }
+        guint64 g = k->groups.group_size, gathered;
         const char *kind = ps_trace_collective_kind_name (k->kind);
         *key = "out_bytes";
         switch (k->kind)
           {
           case PS_TRACE_ALL_GATHER:
-            if (k->out_bytes != k->in_bytes * g)
+            if (!ps_checked_mul_u64 (k->in_bytes, g, &gathered) || k->out_bytes != gathered)
               return g_strdup_printf ("all-gather over groups of %" G_GUINT64_FORMAT
                                       " needs out_bytes = %" G_GUINT64_FORMAT " x in_bytes",
                                       g, g);
             break;
           case PS_TRACE_REDUCE_SCATTER:
-            if (k->in_bytes != k->out_bytes * g)
+            if (!ps_checked_mul_u64 (k->out_bytes, g, &gathered) || k->in_bytes != gathered)
               return g_strdup_printf ("reduce-scatter over groups of %" G_GUINT64_FORMAT
                                       " needs in_bytes = %" G_GUINT64_FORMAT " x out_bytes",
                                       g, g);
@@ -435,10 +452,10 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
       if (c->depth >= PS_TRACE_MAX_LOOP_DEPTH)
         return g_strdup_printf ("loops nested deeper than %d", PS_TRACE_MAX_LOOP_DEPTH);
       c->depth++;
-      if (!g_uint64_checked_mul (&c->mult[c->depth], runs, e->trips))
+      if (!ps_checked_mul_u64 (runs, e->trips, &c->mult[c->depth]))
         {
-          c->mult[c->depth] = G_MAXUINT64;
-          c->overflow = TRUE;
+          *key = "trips";
+          return g_strdup ("the loops around this one run it more than 2^64-1 times");
         }
       c->loop_event[c->depth] = c->sums.n_events;
       c->body[c->depth] = ++c->next_body;
@@ -488,8 +505,6 @@ ps_trace_checker_finish (PsTraceChecker *c, gboolean check_totals)
       return g_strdup_printf ("async collective %" G_GINT64_FORMAT " (event %" G_GSIZE_FORMAT
                               ") has no done", id, first);
     }
-  if (c->overflow)
-    return g_strdup ("the events of one step sum to more than 2^64 (flops, bytes or runs)");
   if (!check_totals)
     return NULL;
   const PsTraceTotals *t = &c->header->totals, *s = &c->sums;
@@ -514,7 +529,6 @@ ps_trace_sum_events (const GArray *events, PsTraceTotals *s)
   memset (s, 0, sizeof *s);
   guint64 mult[PS_TRACE_MAX_LOOP_DEPTH + 2] = { 1 };
   guint depth = 0;
-  gboolean overflow = FALSE;
   for (guint i = 0; i < events->len; i++)
     {
       const PsTraceEvent *e = &g_array_index (events, PsTraceEvent, i);
@@ -523,12 +537,12 @@ ps_trace_sum_events (const GArray *events, PsTraceTotals *s)
       switch (e->kind)
         {
         case PS_TRACE_EVENT_COMPUTE:
-          add_runs (&s->flops, e->compute.flops, runs, &overflow);
-          add_runs (&s->read_bytes, e->compute.read_bytes, runs, &overflow);
-          add_runs (&s->write_bytes, e->compute.write_bytes, runs, &overflow);
+          add_runs_saturating (&s->flops, e->compute.flops, runs);
+          add_runs_saturating (&s->read_bytes, e->compute.read_bytes, runs);
+          add_runs_saturating (&s->write_bytes, e->compute.write_bytes, runs);
           break;
         case PS_TRACE_EVENT_COLLECTIVE:
-          add_runs (&s->collective_bytes, e->collective.in_bytes, runs, &overflow);
+          add_runs_saturating (&s->collective_bytes, e->collective.in_bytes, runs);
           break;
         case PS_TRACE_EVENT_MEMORY:
           s->peak_bytes = MAX (s->peak_bytes, e->live_bytes);
@@ -537,7 +551,7 @@ ps_trace_sum_events (const GArray *events, PsTraceTotals *s)
           if (depth <= PS_TRACE_MAX_LOOP_DEPTH)
             {
               depth++;
-              if (!g_uint64_checked_mul (&mult[depth], runs, e->trips))
+              if (!ps_checked_mul_u64 (runs, e->trips, &mult[depth]))
                 mult[depth] = G_MAXUINT64;
             }
           break;

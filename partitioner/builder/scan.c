@@ -8,6 +8,16 @@
 #include "partitioner/builder/autodiff.h"
 #include "partitioner/ir/sharding.h"
 
+/* a reshaped to dims (a itself when it already has them). */
+static PsInstr *
+reshape_dims (PsComputation *c, PsInstr *a, int rank, const int64_t *dims)
+{
+  PsShape *s = ps_shape_new_array (a->shape->etype, rank, dims);
+  PsInstr *r = ps_ad_reshape (c, a, s);
+  ps_shape_free (s);
+  return r;
+}
+
 struct PsScan {
   PsModule *m;
   PsComputation *caller;
@@ -176,7 +186,7 @@ ps_scan_slice_at (PsComputation *c, PsInstr *stack, PsInstr *t, PsInstr *zero)
   int64_t sizes[64];
   element_index (c, s, t, zero, starts, sizes);
   PsInstr *ds = ps_ad_dynamic_slice (c, stack, starts, sizes);
-  return ps_ad_reshape (c, ds, s->rank - 1, s->dims + 1);
+  return reshape_dims (c, ds, s->rank - 1, s->dims + 1);
 }
 
 PsInstr *
@@ -187,7 +197,7 @@ ps_scan_update_at (PsComputation *c, PsInstr *stack, PsInstr *v, PsInstr *t, PsI
   PsInstr *starts[64];
   int64_t dims[64];
   element_index (c, s, t, zero, starts, dims);
-  return ps_ad_dynamic_update_slice (c, stack, ps_ad_reshape (c, v, s->rank, dims), starts);
+  return ps_ad_dynamic_update_slice (c, stack, reshape_dims (c, v, s->rank, dims), starts);
 }
 
 /* An array of `like`'s dims with a leading `n`, filled with zeros. */
