@@ -11,19 +11,32 @@
 
 /* ---- the compiled SPMD program, shared by every actor ------------------ */
 
-typedef enum { OP_SEGMENT, OP_START, OP_DONE } OpKind;
+typedef enum { OP_SEGMENT, OP_START, OP_DONE, OP_LOOP, OP_END_LOOP } OpKind;
 
 typedef struct {
   OpKind kind;
-  int occ;        /* START, DONE: collective occurrence */
+  int occ;        /* START, DONE: collective occurrence; LOOP: the first
+                   * occurrence of its body */
   double dur_s;   /* SEGMENT */
   char *name;     /* SEGMENT: label for the timeline */
+  guint64 trips;  /* LOOP */
+  int match;      /* LOOP: its END_LOOP; END_LOOP: its LOOP */
+  int end_occ;    /* LOOP: one past the last occurrence of its body */
 } Op;
 
 typedef struct {
   int plan;
   char *name;
+  guint64 runs;   /* times one step runs it (product of enclosing trips) */
 } Occurrence;
+
+/* Where a device (or the lock-step replay) is in the loops: the iteration
+ * of each enclosing loop, outermost first. */
+typedef struct {
+  int depth;
+  int begin[PS_TRACE_MAX_LOOP_DEPTH + 1];   /* op index of the LOOP */
+  guint64 iter[PS_TRACE_MAX_LOOP_DEPTH + 1];
+} LoopPos;
 
 typedef struct {
   const PsReplayOptions *opt;
@@ -43,6 +56,11 @@ typedef struct {
   double peak_mem_bytes;
   double flops;
   guint64 n_compute, n_segments, n_collectives;
+  /* While reading: open loops (op indices) and the runs of what is read. */
+  int depth;
+  int open_loop[PS_TRACE_MAX_LOOP_DEPTH + 1];
+  guint64 mult[PS_TRACE_MAX_LOOP_DEPTH + 1];
+  guint64 n_loop_iterations;    /* iterations of every loop in one step */
 } Program;
 
 static void
@@ -116,6 +134,7 @@ program_begin (Program *p, const char *path, const PsTraceHeader *h, const PsRep
   p->plan_by_key = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   p->occ_by_async = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   p->peak_mem_bytes = (double) h->totals.peak_bytes;
+  p->mult[0] = 1;
   return TRUE;
 }
 
@@ -182,6 +201,8 @@ static gboolean
 program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64 line,
              GError **error)
 {
+  /* the reader checked that these products fit 64 bits */
+  guint64 runs = p->mult[p->depth];
   switch (ev->kind)
     {
     case PS_TRACE_EVENT_COMPUTE:
@@ -190,17 +211,40 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
         PsComputeCost cost = ps_compute_op (p->opt->hw, &op);
         if (!p->in_segment)
           {
-            Op o = { OP_SEGMENT, -1, 0, g_strdup (ev->name ? ev->name : "compute") };
+            Op o = { OP_SEGMENT, -1, 0, g_strdup (ev->name ? ev->name : "compute"), 0, 0, 0 };
             g_array_append_val (p->ops, o);
             p->in_segment = TRUE;
             p->segment_ops = 0;
-            p->n_segments++;
+            p->n_segments += runs;
           }
         Op *seg = &g_array_index (p->ops, Op, p->ops->len - 1);
         seg->dur_s += cost.time_s;
         p->segment_ops++;
-        p->flops += (double) ev->compute.flops;
-        p->n_compute++;
+        p->flops += (double) ev->compute.flops * (double) runs;
+        p->n_compute += runs;
+        return TRUE;
+      }
+    case PS_TRACE_EVENT_LOOP:
+      {
+        /* compute before and after a loop boundary are separate segments */
+        p->in_segment = FALSE;
+        Op o = { OP_LOOP, (int) p->occs->len, 0, NULL, ev->trips, -1, -1 };
+        g_array_append_val (p->ops, o);
+        p->depth++;
+        p->open_loop[p->depth] = (int) p->ops->len - 1;
+        p->mult[p->depth] = runs * ev->trips;
+        p->n_loop_iterations += runs * ev->trips;
+        return TRUE;
+      }
+    case PS_TRACE_EVENT_END_LOOP:
+      {
+        p->in_segment = FALSE;
+        int begin = p->open_loop[p->depth--];
+        Op o = { OP_END_LOOP, -1, 0, NULL, 0, begin, -1 };
+        g_array_append_val (p->ops, o);
+        Op *lp = &g_array_index (p->ops, Op, begin);
+        lp->match = (int) p->ops->len - 1;
+        lp->end_occ = (int) p->occs->len;
         return TRUE;
       }
     case PS_TRACE_EVENT_COLLECTIVE:
@@ -215,14 +259,15 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
           }
         p->in_segment = FALSE;
         Occurrence oc = { plan, g_strdup (ev->name ? ev->name
-                                          : ps_trace_collective_kind_name (ev->collective.kind)) };
+                                          : ps_trace_collective_kind_name (ev->collective.kind)),
+                          runs };
         g_array_append_val (p->occs, oc);
         int occ = (int) p->occs->len - 1;
-        Op start = { OP_START, occ, 0, NULL };
+        Op start = { OP_START, occ, 0, NULL, 0, 0, 0 };
         g_array_append_val (p->ops, start);
         if (ev->collective.async_id == 0)
           {
-            Op done = { OP_DONE, occ, 0, NULL };
+            Op done = { OP_DONE, occ, 0, NULL, 0, 0, 0 };
             g_array_append_val (p->ops, done);
           }
         else
@@ -231,7 +276,7 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
             *id = (gint64) ev->collective.async_id;
             g_hash_table_insert (p->occ_by_async, id, GINT_TO_POINTER (occ + 1));
           }
-        p->n_collectives++;
+        p->n_collectives += runs;
         return TRUE;
       }
     case PS_TRACE_EVENT_DONE:
@@ -246,13 +291,15 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
           }
         g_hash_table_remove (p->occ_by_async, &id);
         p->in_segment = FALSE;
-        Op done = { OP_DONE, occ, 0, NULL };
+        Op done = { OP_DONE, occ, 0, NULL, 0, 0, 0 };
         g_array_append_val (p->ops, done);
         return TRUE;
       }
     case PS_TRACE_EVENT_MEMORY:
       p->peak_mem_bytes = MAX (p->peak_mem_bytes, (double) ev->live_bytes);
       return TRUE;
+    default:
+      break;
     }
   return TRUE;
 }
@@ -282,48 +329,77 @@ typedef struct {
   PsSgSem *sem;
   double compute_s, comm_s, exposed_s;
   GArray *spans;     /* Span, or NULL when not on the timeline */
+  LoopPos pos;       /* without the cache: where this device is */
 } Dev;
 
+/* A collective occurrence runs once per iteration of its loops. Members of
+ * a group are never two runs apart (a member passes run k's done only once
+ * every member arrived at run k, which each did after its run k - 1), so
+ * two records per occurrence suffice, by the parity of the run. */
 typedef struct Replay {
   Program *prog;
   PsSgNet *net;
   gboolean cache;
   double **group_dur; /* per plan, per group */
-  Inst **insts;       /* per occurrence: array of n_groups, lazily */
-  int *occ_passed;    /* per occurrence: devices past its DONE */
-  double *occ_dur;    /* per occurrence: longest any group took (arrival of
-                       * its last member to completion) */
+  Inst **insts;       /* per occurrence and parity: array of n_groups, lazily */
+  int *occ_passed;    /* per occurrence and parity: devices past its DONE */
+  double *occ_dur;    /* per occurrence and parity: longest any group took
+                       * in this run (arrival of its last member to completion) */
+  double *occ_total;  /* per occurrence: summed over its runs */
+  guint64 *occ_runs;  /* per occurrence: runs completed */
+  double max_completion; /* latest completion of a collective so far */
+  guint64 iterations_simulated;
   gboolean hung;      /* a member never arrived (cannot happen in SPMD) */
   Dev *devs;
+  int *run_of;        /* per occurrence and parity: which run of the occurrence
+                       * the records hold (counted from 0 as runs begin) */
+  int *runs_begun;    /* per occurrence */
   struct Contention *contention; /* with the cache: see "contention" below */
 } Replay;
 
-static double contention_duration (Replay *rp, int occ, int plan, int g);
-static void contention_record (Replay *rp, int occ, int g, double start, double dur);
+static double contention_duration (Replay *rp, int occ, int run, int plan, int g);
+static void contention_record (Replay *rp, int occ, int run, int g, double start, double dur);
 
 typedef struct {
   Replay *rp;
-  int occ, group;
+  int occ, group, parity;
 } Helper;
 
-static Inst *
-inst_get (Replay *rp, int occ, int g)
+/* Parity of the run of an occurrence at loop position pos (the runs count
+ * the iterations of the enclosing loops, innermost fastest). */
+static int
+run_parity (const Program *p, const LoopPos *pos)
 {
-  if (!rp->insts[occ])
+  guint64 par = 0;
+  for (int d = 1; d <= pos->depth; d++)
+    {
+      guint64 trips = g_array_index (p->ops, Op, pos->begin[d]).trips;
+      par = ((par * (trips & 1)) + (pos->iter[d] & 1)) & 1;
+    }
+  return (int) par;
+}
+
+static Inst *
+inst_get (Replay *rp, int occ, int parity, int g)
+{
+  int k = 2 * occ + parity;
+  if (!rp->insts[k])
     {
       const PsCollPlan *plan = rp->prog->plans->pdata[g_array_index (rp->prog->occs, Occurrence, occ).plan];
-      rp->insts[occ] = g_new0 (Inst, plan->n_groups);
+      rp->insts[k] = g_new0 (Inst, plan->n_groups);
+      rp->run_of[k] = rp->runs_begun[occ]++;
     }
-  return &rp->insts[occ][g];
+  return &rp->insts[k][g];
 }
 
 /* Marks a group's collective complete and wakes its waiting members. The
  * waiter list is detached first: a woken actor may run before we return. */
 static void
-inst_complete (Inst *in, double completion)
+inst_complete (Replay *rp, Inst *in, double completion)
 {
   in->completion = completion;
   in->done = TRUE;
+  rp->max_completion = MAX (rp->max_completion, completion);
   GArray *w = in->waiters;
   in->waiters = NULL;
   if (!w)
@@ -344,11 +420,9 @@ helper_actor (void *data)
   Replay *rp = h->rp;
   const PsCollPlan *plan = rp->prog->plans->pdata[g_array_index (rp->prog->occs, Occurrence, h->occ).plan];
   ps_coll_run_group (rp->net, plan, h->group);
-  Inst *in = inst_get (rp, h->occ, h->group);
-  int occ = h->occ;
-  (void) occ;
+  Inst *in = inst_get (rp, h->occ, h->parity, h->group);
   g_free (h);
-  inst_complete (in, ps_sgnet_clock ());
+  inst_complete (rp, in, ps_sgnet_clock ());
 }
 
 /* A compute segment on device d. */
@@ -368,7 +442,7 @@ dev_segment (Dev *d, const Op *op)
  * member's arrival completes it (its group's duration after the latest
  * arrival); without, it starts a helper actor that runs the flows. */
 static void
-dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members)
+dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members, int parity)
 {
   Replay *rp = d->rp;
   const Occurrence *oc = &g_array_index (rp->prog->occs, Occurrence, op->occ);
@@ -379,31 +453,33 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members)
     {
       if (rp->cache)
         {
-          double dur = contention_duration (rp, op->occ, oc->plan, g);
-          contention_record (rp, op->occ, g, in->max_arrival, dur);
-          inst_complete (in, in->max_arrival + dur);
+          int run = rp->run_of[2 * op->occ + parity];
+          double dur = contention_duration (rp, op->occ, run, oc->plan, g);
+          contention_record (rp, op->occ, run, g, in->max_arrival, dur);
+          inst_complete (rp, in, in->max_arrival + dur);
         }
       else
         {
           Helper *h = g_new (Helper, 1);
-          *h = (Helper) { rp, op->occ, g };
+          *h = (Helper) { rp, op->occ, g, parity };
           ps_sgnet_spawn (rp->net, d->core, "collective", helper_actor, h);
         }
     }
 }
 
 /* Device d waits for a completed collective: communication time, exposed
- * time, timeline span; the last device through frees the occurrence's
- * group records. */
+ * time, timeline span; the last device through frees the run's group
+ * records and adds the run to the occurrence's totals. */
 static void
-dev_done (Dev *d, const Op *op, const Inst *in)
+dev_done (Dev *d, const Op *op, const Inst *in, int parity)
 {
   Replay *rp = d->rp;
   Program *p = rp->prog;
   const Occurrence *oc = &g_array_index (p->occs, Occurrence, op->occ);
+  int k = 2 * op->occ + parity;
   double start = in->max_arrival, end = in->completion;
   d->comm_s += end - start;
-  rp->occ_dur[op->occ] = MAX (rp->occ_dur[op->occ], end - start);
+  rp->occ_dur[k] = MAX (rp->occ_dur[k], end - start);
   if (end > d->local_s)
     {
       d->exposed_s += end - d->local_s;
@@ -414,10 +490,14 @@ dev_done (Dev *d, const Op *op, const Inst *in)
       Span s = { start, end - start, oc->name, "collective" };
       g_array_append_val (d->spans, s);
     }
-  if (++rp->occ_passed[op->occ] == g_array_index (p->plan_total, int, oc->plan))
+  if (++rp->occ_passed[k] == g_array_index (p->plan_total, int, oc->plan))
     {
-      g_free (rp->insts[op->occ]);
-      rp->insts[op->occ] = NULL;
+      g_free (rp->insts[k]);
+      rp->insts[k] = NULL;
+      rp->occ_passed[k] = 0;
+      rp->occ_total[op->occ] += rp->occ_dur[k];
+      rp->occ_runs[op->occ]++;
+      rp->occ_dur[k] = 0;
     }
 }
 
@@ -435,12 +515,12 @@ dev_group (const Dev *d, const Op *op, int *members)
   return g;
 }
 
-/* Runs op on device d as far as it can alone: a compute segment, or its
- * arrival at a collective's start. Returns the group's record when op is a
- * done that d takes part in (the caller waits for its completion, then
- * calls dev_done), NULL otherwise. */
+/* Runs op (a segment, start or done) on device d as far as it can alone: a
+ * compute segment, or its arrival at a collective's start. Returns the
+ * group's record when op is a done that d takes part in (the caller waits
+ * for its completion, then calls dev_done), NULL otherwise. */
 static Inst *
-dev_step (Dev *d, const Op *op)
+dev_step (Dev *d, const Op *op, int parity)
 {
   if (op->kind == OP_SEGMENT)
     {
@@ -450,10 +530,10 @@ dev_step (Dev *d, const Op *op)
   int members = 0, g = dev_group (d, op, &members);
   if (g < 0)
     return NULL;
-  Inst *in = inst_get (d->rp, op->occ, g);
+  Inst *in = inst_get (d->rp, op->occ, parity, g);
   if (op->kind == OP_START)
     {
-      dev_start (d, op, in, g, members);
+      dev_start (d, op, in, g, members, parity);
       return NULL;
     }
   return in;
@@ -461,16 +541,39 @@ dev_step (Dev *d, const Op *op)
 
 /* Without the cache: one actor per device, collectives as flows on the
  * shared network; a member waits on its semaphore until its group's helper
- * actor completes the collective. */
+ * actor completes the collective. Every loop iteration is simulated. */
 static void
 device_actor (void *data)
 {
   Dev *d = data;
   Program *p = d->rp->prog;
+  LoopPos *pos = &d->pos;
   for (guint i = 0; i < p->ops->len; i++)
     {
       const Op *op = &g_array_index (p->ops, Op, i);
-      Inst *in = dev_step (d, op);
+      if (op->kind == OP_LOOP)
+        {
+          if (op->trips == 0)
+            i = (guint) op->match;
+          else
+            {
+              pos->depth++;
+              pos->begin[pos->depth] = (int) i;
+              pos->iter[pos->depth] = 0;
+            }
+          continue;
+        }
+      if (op->kind == OP_END_LOOP)
+        {
+          const Op *lp = &g_array_index (p->ops, Op, op->match);
+          if (++pos->iter[pos->depth] < lp->trips)
+            i = (guint) op->match;
+          else
+            pos->depth--;
+          continue;
+        }
+      int parity = run_parity (p, pos);
+      Inst *in = dev_step (d, op, parity);
       if (!in)
         continue;
       if (!in->done)
@@ -480,8 +583,121 @@ device_actor (void *data)
           g_array_append_val (in->waiters, d->sem);
           ps_sgnet_sem_acquire (d->sem);
         }
-      dev_done (d, op, in);
+      dev_done (d, op, in, parity);
     }
+}
+
+static void run_cached_ops (Replay *rp, int begin, int end, LoopPos *pos);
+
+/* What one iteration of a loop added, to repeat it without simulating. */
+typedef struct {
+  double *start_s, *compute_s, *comm_s, *exposed_s; /* per device, at its start */
+  guint *spans;                                     /* per device: spans before it */
+  double *occ_total;                                /* per body occurrence */
+  guint64 *occ_runs;
+} IterMark;
+
+static void
+iter_mark (Replay *rp, const Op *lp, IterMark *m)
+{
+  for (int d = 0; d < rp->prog->n_devices; d++)
+    {
+      Dev *dv = &rp->devs[d];
+      m->start_s[d] = dv->local_s;
+      m->compute_s[d] = dv->compute_s;
+      m->comm_s[d] = dv->comm_s;
+      m->exposed_s[d] = dv->exposed_s;
+      m->spans[d] = dv->spans ? dv->spans->len : 0;
+    }
+  for (int o = lp->occ; o < lp->end_occ; o++)
+    {
+      m->occ_total[o - lp->occ] = rp->occ_total[o];
+      m->occ_runs[o - lp->occ] = rp->occ_runs[o];
+    }
+}
+
+/* After an iteration that started at m: when every device advanced by the
+ * same time and no collective is still in flight, the next iteration
+ * starts in the same state shifted in time (the replay depends only on
+ * the devices' clocks relative to each other), and so does every later
+ * one: the remaining `rest` iterations are added without simulating them.
+ * Returns whether it could. */
+static gboolean
+iter_repeat (Replay *rp, const Op *lp, const IterMark *m, guint64 rest)
+{
+  int n = rp->prog->n_devices;
+  double c = rp->devs[0].local_s - m->start_s[0], first_end = rp->devs[0].local_s;
+  for (int d = 0; d < n; d++)
+    {
+      double adv = rp->devs[d].local_s - m->start_s[d];
+      /* clocks of a few seconds: differences at the rounding level */
+      if (fabs (adv - c) > 1e-12 * (1.0 + fabs (rp->devs[d].local_s)))
+        return FALSE;
+      first_end = MIN (first_end, rp->devs[d].local_s);
+    }
+  if (rp->max_completion > first_end + 1e-12 * (1.0 + fabs (first_end)))
+    return FALSE;
+  double r = (double) rest;
+  for (int d = 0; d < n; d++)
+    {
+      Dev *dv = &rp->devs[d];
+      if (dv->spans)
+        {
+          guint a = m->spans[d], b = dv->spans->len;
+          for (guint64 k = 1; k <= rest; k++)
+            for (guint i = a; i < b; i++)
+              {
+                Span s = g_array_index (dv->spans, Span, i);
+                s.start_s += c * (double) k;
+                g_array_append_val (dv->spans, s);
+              }
+        }
+      dv->local_s += c * r;
+      dv->compute_s += (dv->compute_s - m->compute_s[d]) * r;
+      dv->comm_s += (dv->comm_s - m->comm_s[d]) * r;
+      dv->exposed_s += (dv->exposed_s - m->exposed_s[d]) * r;
+    }
+  for (int o = lp->occ; o < lp->end_occ; o++)
+    {
+      rp->occ_total[o] += (rp->occ_total[o] - m->occ_total[o - lp->occ]) * r;
+      rp->occ_runs[o] += (rp->occ_runs[o] - m->occ_runs[o - lp->occ]) * rest;
+    }
+  rp->max_completion += c * r;
+  return TRUE;
+}
+
+/* A loop in the lock-step replay: iterations are simulated until one
+ * repeats exactly (usually the first), the rest are added in one go. */
+static void
+run_cached_loop (Replay *rp, int at, LoopPos *pos)
+{
+  const Op *lp = &g_array_index (rp->prog->ops, Op, at);
+  if (lp->trips == 0)
+    return;
+  int n = rp->prog->n_devices, n_occ = lp->end_occ - lp->occ;
+  IterMark m = {
+    g_new (double, n), g_new (double, n), g_new (double, n), g_new (double, n),
+    g_new (guint, n), g_new (double, n_occ + 1), g_new (guint64, n_occ + 1)
+  };
+  pos->depth++;
+  pos->begin[pos->depth] = at;
+  for (guint64 k = 0; k < lp->trips && !rp->hung; k++)
+    {
+      pos->iter[pos->depth] = k;
+      iter_mark (rp, lp, &m);
+      run_cached_ops (rp, at + 1, lp->match, pos);
+      rp->iterations_simulated++;
+      if (k + 1 < lp->trips && !rp->hung && iter_repeat (rp, lp, &m, lp->trips - k - 1))
+        break;
+    }
+  pos->depth--;
+  g_free (m.start_s);
+  g_free (m.compute_s);
+  g_free (m.comm_s);
+  g_free (m.exposed_s);
+  g_free (m.spans);
+  g_free (m.occ_total);
+  g_free (m.occ_runs);
 }
 
 /* With the cache, time lives in each device's own clock and a collective
@@ -492,16 +708,23 @@ device_actor (void *data)
  * actors that yield until their group has assembled, without a context
  * switch per device and op. */
 static void
-replay_cached (Replay *rp)
+run_cached_ops (Replay *rp, int begin, int end, LoopPos *pos)
 {
   Program *p = rp->prog;
-  for (guint i = 0; i < p->ops->len && !rp->hung; i++)
+  for (int i = begin; i < end && !rp->hung; i++)
     {
       const Op *op = &g_array_index (p->ops, Op, i);
+      if (op->kind == OP_LOOP)
+        {
+          run_cached_loop (rp, i, pos);
+          i = op->match;
+          continue;
+        }
+      int parity = run_parity (p, pos);
       for (int dv = 0; dv < p->n_devices; dv++)
         {
           Dev *d = &rp->devs[dv];
-          Inst *in = dev_step (d, op);
+          Inst *in = dev_step (d, op, parity);
           if (!in)
             continue;
           if (!in->done)
@@ -509,9 +732,16 @@ replay_cached (Replay *rp)
               rp->hung = TRUE;
               break;
             }
-          dev_done (d, op, in);
+          dev_done (d, op, in, parity);
         }
     }
+}
+
+static void
+replay_cached (Replay *rp)
+{
+  LoopPos pos = { 0 };
+  run_cached_ops (rp, 0, (int) rp->prog->ops->len, &pos);
 }
 
 /* ---- contention with the cache ------------------------------------------
@@ -523,47 +753,65 @@ replay_cached (Replay *rp)
  * too, the replay runs in passes:
  *
  *   1. a pass replays the step with the durations known so far and records
- *      when each group of each collective occurrence started and ended;
- *   2. occurrences whose intervals overlap and whose plans share a link are
- *      joined (transitively) into clusters;
+ *      when each group of each run of each collective occurrence started
+ *      and ended (a run: one iteration of the loops around it);
+ *   2. runs whose intervals overlap and whose plans share a link are joined
+ *      (transitively) into clusters;
  *   3. each cluster is simulated on SimGrid as it ran, every group of every
  *      member starting at its recorded offset from the cluster's first
  *      start, and the measured per-group durations replace the cached ones
- *      for those occurrences; results are cached by the cluster's members
- *      and offsets (to 1 ps), so the same overlap repeated in every layer is
- *      simulated once;
+ *      for those runs; results are cached by the cluster's members (plans)
+ *      and offsets (to 1 ps), so the same overlap repeated in every layer
+ *      is simulated once;
  *   4. if the clusters (members and offsets) differ from those behind the
  *      durations the pass used, another pass follows.
  *
- * At the fixed point every occurrence's duration is what the shared network
- * gives it together with everything that overlapped it, and occurrences in
- * different clusters share no link while in flight: the no-cache replay's
- * numbers. A step without overlapping collectives takes one pass. */
+ * At the fixed point every run's duration is what the shared network gives
+ * it together with everything that overlapped it, and runs in different
+ * clusters share no link while in flight: the no-cache replay's numbers. A
+ * step without overlapping collectives takes one pass. Loop iterations the
+ * replay does not simulate (they repeat a simulated one exactly) repeat its
+ * overlaps too. */
 
 #define CONTENTION_MAX_PASSES 16
 
 typedef struct {
+  int occ, run;
   double start, end;
-  double *gstart;        /* per group, this pass; NULL: not started */
+  double *gstart;        /* per group */
 } OccSpan;
 
 typedef struct Contention {
-  OccSpan *spans;        /* per occurrence */
-  double **override;     /* per occurrence: per-group durations, or NULL */
+  GHashTable *spans;     /* (occ, run) -> OccSpan*, this pass */
+  GHashTable *override;  /* (occ, run) -> per-group durations */
   guint64 **plan_links;  /* per plan: bitset of the links it uses, lazily */
   int n_words;
   GHashTable *cache;     /* cluster key -> double* (members' groups in order) */
   char *keys;            /* the clusters behind `override` */
   int passes;
-  int n_overlapping;     /* occurrences in clusters at the fixed point */
+  int n_overlapping;     /* runs in clusters at the fixed point */
 } Contention;
+
+static gpointer
+run_key (int occ, int run)
+{
+  return GSIZE_TO_POINTER (((gsize) occ << 24) ^ (gsize) run ^ ((gsize) 1 << 62));
+}
+
+static void
+span_free (gpointer data)
+{
+  OccSpan *s = data;
+  g_free (s->gstart);
+  g_free (s);
+}
 
 static Contention *
 contention_new (const Program *p, const PsPlatform *pf)
 {
   Contention *c = g_new0 (Contention, 1);
-  c->spans = g_new0 (OccSpan, p->occs->len + 1);
-  c->override = g_new0 (double *, p->occs->len + 1);
+  c->spans = g_hash_table_new_full (NULL, NULL, NULL, span_free);
+  c->override = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   c->plan_links = g_new0 (guint64 *, p->plans->len + 1);
   c->n_words = (pf->n_links + 63) / 64;
   c->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
@@ -572,25 +820,12 @@ contention_new (const Program *p, const PsPlatform *pf)
 }
 
 static void
-contention_clear_spans (Contention *c, guint n_occs)
-{
-  for (guint i = 0; i < n_occs; i++)
-    {
-      g_free (c->spans[i].gstart);
-      c->spans[i] = (OccSpan) { 0 };
-    }
-}
-
-static void
-contention_free (Contention *c, guint n_occs, guint n_plans)
+contention_free (Contention *c, guint n_plans)
 {
   if (!c)
     return;
-  contention_clear_spans (c, n_occs);
-  g_free (c->spans);
-  for (guint i = 0; i < n_occs; i++)
-    g_free (c->override[i]);
-  g_free (c->override);
+  g_hash_table_unref (c->spans);
+  g_hash_table_unref (c->override);
   for (guint i = 0; i < n_plans; i++)
     g_free (c->plan_links[i]);
   g_free (c->plan_links);
@@ -600,32 +835,43 @@ contention_free (Contention *c, guint n_occs, guint n_plans)
 }
 
 static double
-contention_duration (Replay *rp, int occ, int plan, int g)
+contention_duration (Replay *rp, int occ, int run, int plan, int g)
 {
-  const double *o = rp->contention ? rp->contention->override[occ] : NULL;
+  const double *o = rp->contention ? g_hash_table_lookup (rp->contention->override,
+                                                          run_key (occ, run)) : NULL;
   return o ? o[g] : rp->group_dur[plan][g];
 }
 
 static void
-contention_record (Replay *rp, int occ, int g, double start, double dur)
+contention_record (Replay *rp, int occ, int run, int g, double start, double dur)
 {
   Contention *c = rp->contention;
   if (!c)
     return;
-  OccSpan *s = &c->spans[occ];
-  if (!s->gstart)
+  OccSpan *s = g_hash_table_lookup (c->spans, run_key (occ, run));
+  if (!s)
     {
       const Occurrence *oc = &g_array_index (rp->prog->occs, Occurrence, occ);
       const PsCollPlan *plan = rp->prog->plans->pdata[oc->plan];
+      s = g_new0 (OccSpan, 1);
+      s->occ = occ;
+      s->run = run;
       s->gstart = g_new (double, plan->n_groups);
       for (int i = 0; i < plan->n_groups; i++)
         s->gstart[i] = start;
       s->start = start;
       s->end = start + dur;
+      g_hash_table_insert (c->spans, run_key (occ, run), s);
     }
   s->gstart[g] = start;
   s->start = MIN (s->start, start);
   s->end = MAX (s->end, start + dur);
+}
+
+static int
+plan_of (const Replay *rp, int occ)
+{
+  return g_array_index (rp->prog->occs, Occurrence, occ).plan;
 }
 
 static const guint64 *
@@ -662,39 +908,29 @@ uf_find (int *parent, int i)
   return i;
 }
 
-typedef struct {
-  const OccSpan *spans;
-} SpanOrder;
-
 static int
-cmp_by_start (const void *a, const void *b, void *data)
+cmp_span (gconstpointer a, gconstpointer b)
 {
-  const OccSpan *s = ((const SpanOrder *) data)->spans;
-  int x = *(const int *) a, y = *(const int *) b;
-  if (s[x].start != s[y].start)
-    return s[x].start < s[y].start ? -1 : 1;
-  return (x > y) - (x < y);
-}
-
-static int
-plan_of (const Replay *rp, int occ)
-{
-  return g_array_index (rp->prog->occs, Occurrence, occ).plan;
+  const OccSpan *x = *(OccSpan *const *) a, *y = *(OccSpan *const *) b;
+  if (x->start != y->start)
+    return x->start < y->start ? -1 : 1;
+  if (x->occ != y->occ)
+    return x->occ < y->occ ? -1 : 1;
+  return (x->run > y->run) - (x->run < y->run);
 }
 
 /* The key of a cluster (members in start order): per member its plan and
  * its groups' offsets from the cluster's first start, in ps. */
 static char *
-cluster_key (Replay *rp, const int *members, int n)
+cluster_key (Replay *rp, OccSpan *const *mm, int n)
 {
-  const OccSpan *sp = rp->contention->spans;
-  double origin = sp[members[0]].start;
+  double origin = mm[0]->start;
   GString *k = g_string_new (NULL);
   for (int i = 0; i < n; i++)
     {
-      const PsCollPlan *pl = rp->prog->plans->pdata[plan_of (rp, members[i])];
-      const double *gs = sp[members[i]].gstart;
-      g_string_append_printf (k, "%d:", plan_of (rp, members[i]));
+      const PsCollPlan *pl = rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)];
+      const double *gs = mm[i]->gstart;
+      g_string_append_printf (k, "%d:", plan_of (rp, mm[i]->occ));
       gboolean same = TRUE;
       for (int g = 1; g < pl->n_groups; g++)
         same = same && gs[g] == gs[0];
@@ -707,9 +943,9 @@ cluster_key (Replay *rp, const int *members, int n)
 }
 
 /* Per-group durations of a cluster's members, concatenated, from the cache
- * or simulated. transfer none (owned by the cache). */
+ * or simulated. transfer none (owned by the cache); takes `key`. */
 static const double *
-cluster_durations (Replay *rp, const int *members, int n, char *key)
+cluster_durations (Replay *rp, OccSpan *const *mm, int n, char *key)
 {
   Contention *c = rp->contention;
   const double *hit = g_hash_table_lookup (c->cache, key);
@@ -718,18 +954,17 @@ cluster_durations (Replay *rp, const int *members, int n, char *key)
       g_free (key);
       return hit;
     }
-  const OccSpan *sp = c->spans;
-  double origin = sp[members[0]].start;
+  double origin = mm[0]->start;
   g_autofree PsCollPlan **plans = g_new (PsCollPlan *, n);
   g_autofree double **offsets = g_new (double *, n);
   g_autofree double **durs = g_new (double *, n);
   int total = 0;
   for (int i = 0; i < n; i++)
     {
-      plans[i] = rp->prog->plans->pdata[plan_of (rp, members[i])];
+      plans[i] = rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)];
       offsets[i] = g_new (double, plans[i]->n_groups);
       for (int g = 0; g < plans[i]->n_groups; g++)
-        offsets[i][g] = sp[members[i]].gstart[g] - origin;
+        offsets[i][g] = mm[i]->gstart[g] - origin;
       total += plans[i]->n_groups;
     }
   ps_coll_simulate_at (rp->net, plans, n, (const double *const *) offsets, durs);
@@ -745,41 +980,39 @@ cluster_durations (Replay *rp, const int *members, int n, char *key)
   return all;
 }
 
-/* After a pass: finds the clusters of overlapping occurrences, sets their
+/* After a pass: finds the clusters of overlapping runs, sets their
  * durations for the next pass, and says whether another pass is needed
  * (the clusters differ from those behind the durations just used). */
 static gboolean
 contention_update (Replay *rp)
 {
   Contention *c = rp->contention;
-  const Program *p = rp->prog;
-  int n = (int) p->occs->len;
   c->passes++;
-  g_autofree int *order = g_new (int, n + 1);
-  g_autofree int *parent = g_new (int, n + 1);
-  int m = 0;
-  for (int i = 0; i < n; i++)
-    {
-      parent[i] = i;
-      if (c->spans[i].gstart)
-        order[m++] = i;
-    }
-  SpanOrder so = { c->spans };
-  g_qsort_with_data (order, m, sizeof (int), cmp_by_start, &so);
-  /* sweep in start order; `active` holds the occurrences not yet ended */
+  g_autoptr (GPtrArray) spans = g_ptr_array_sized_new (g_hash_table_size (c->spans));
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, c->spans);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    g_ptr_array_add (spans, v);
+  g_ptr_array_sort (spans, cmp_span);
+  int m = (int) spans->len;
+  g_autofree int *parent = g_new (int, m + 1);
+  for (int i = 0; i < m; i++)
+    parent[i] = i;
+  /* sweep in start order; `active` holds the runs not yet ended */
   g_autoptr (GArray) active = g_array_new (FALSE, FALSE, sizeof (int));
-  for (int k = 0; k < m; k++)
+  for (int i = 0; i < m; i++)
     {
-      int i = order[k];
-      const OccSpan *si = &c->spans[i];
+      const OccSpan *si = spans->pdata[i];
       for (guint a = 0; a < active->len;)
         {
           int j = g_array_index (active, int, a);
-          if (c->spans[j].end <= si->start)
+          const OccSpan *sj = spans->pdata[j];
+          if (sj->end <= si->start)
             g_array_remove_index_fast (active, a);
           else
             {
-              if (links_meet (rp, plan_of (rp, i), plan_of (rp, j)))
+              if (links_meet (rp, plan_of (rp, si->occ), plan_of (rp, sj->occ)))
                 parent[uf_find (parent, i)] = uf_find (parent, j);
               a++;
             }
@@ -788,49 +1021,47 @@ contention_update (Replay *rp)
     }
   /* members of each cluster, in start order */
   g_autoptr (GHashTable) by_root = g_hash_table_new_full (NULL, NULL, NULL,
-                                                          (GDestroyNotify) g_array_unref);
+                                                          (GDestroyNotify) g_ptr_array_unref);
   g_autoptr (GArray) roots = g_array_new (FALSE, FALSE, sizeof (int));
-  for (int k = 0; k < m; k++)
+  for (int i = 0; i < m; i++)
     {
-      int i = order[k], r = uf_find (parent, i);
-      GArray *mem = g_hash_table_lookup (by_root, GINT_TO_POINTER (r + 1));
+      int r = uf_find (parent, i);
+      GPtrArray *mem = g_hash_table_lookup (by_root, GINT_TO_POINTER (r + 1));
       if (!mem)
         {
-          mem = g_array_new (FALSE, FALSE, sizeof (int));
+          mem = g_ptr_array_new ();
           g_hash_table_insert (by_root, GINT_TO_POINTER (r + 1), mem);
           g_array_append_val (roots, r);
         }
-      g_array_append_val (mem, i);
+      g_ptr_array_add (mem, spans->pdata[i]);
     }
   GString *keys = g_string_new (NULL);
-  g_autofree double **next = g_new0 (double *, n + 1);
+  g_autoptr (GHashTable) next = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   int overlapping = 0;
   for (guint r = 0; r < roots->len; r++)
     {
-      GArray *mem = g_hash_table_lookup (by_root,
-                                         GINT_TO_POINTER (g_array_index (roots, int, r) + 1));
+      GPtrArray *mem = g_hash_table_lookup (by_root,
+                                            GINT_TO_POINTER (g_array_index (roots, int, r) + 1));
       if (mem->len < 2)
         continue;
-      const int *mm = (const int *) (void *) mem->data;
+      OccSpan *const *mm = (OccSpan *const *) mem->pdata;
       char *key = cluster_key (rp, mm, (int) mem->len);
       for (guint i = 0; i < mem->len; i++)
-        g_string_append_printf (keys, "%d,", mm[i]);
+        g_string_append_printf (keys, "%d.%d,", mm[i]->occ, mm[i]->run);
       g_string_append_printf (keys, "%s|", key);
       const double *d = cluster_durations (rp, mm, (int) mem->len, key);
       for (guint i = 0, k = 0; i < mem->len; i++)
         {
-          int ng = ((const PsCollPlan *) p->plans->pdata[plan_of (rp, mm[i])])->n_groups;
-          next[mm[i]] = g_memdup2 (d + k, sizeof (double) * (gsize) ng);
+          int ng = ((const PsCollPlan *) rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)])->n_groups;
+          g_hash_table_insert (next, run_key (mm[i]->occ, mm[i]->run),
+                               g_memdup2 (d + k, sizeof (double) * (gsize) ng));
           k += (guint) ng;
         }
       overlapping += (int) mem->len;
     }
   gboolean changed = strcmp (keys->str, c->keys) != 0;
-  for (int i = 0; i < n; i++)
-    {
-      g_free (c->override[i]);
-      c->override[i] = next[i];
-    }
+  g_hash_table_unref (c->override);
+  c->override = g_steal_pointer (&next);
   g_free (c->keys);
   c->keys = g_string_free (keys, FALSE);
   c->n_overlapping = overlapping;
@@ -850,14 +1081,22 @@ pass_reset (Replay *rp, double t0)
       if (dv->spans)
         g_array_set_size (dv->spans, 0);
     }
-  for (guint i = 0; i < p->occs->len; i++)
+  for (guint i = 0; i < 2 * p->occs->len; i++)
     {
       g_free (rp->insts[i]);
       rp->insts[i] = NULL;
       rp->occ_passed[i] = 0;
       rp->occ_dur[i] = 0;
     }
-  contention_clear_spans (rp->contention, p->occs->len);
+  for (guint i = 0; i < p->occs->len; i++)
+    {
+      rp->occ_total[i] = 0;
+      rp->occ_runs[i] = 0;
+      rp->runs_begun[i] = 0;
+    }
+  rp->max_completion = 0;
+  rp->iterations_simulated = 0;
+  g_hash_table_remove_all (rp->contention->spans);
 }
 
 /* The cached replay in passes until overlapping collectives' durations are
@@ -934,11 +1173,15 @@ run (Program *p, GError **error)
         PsCollPlan *plan = p->plans->pdata[i];
         ps_coll_simulate (net, &plan, 1, &rp.group_dur[i]);
       }
+  rp.insts = g_new0 (Inst *, 2 * p->occs->len + 1);
+  rp.occ_passed = g_new0 (int, 2 * p->occs->len + 1);
+  rp.occ_dur = g_new0 (double, 2 * p->occs->len + 1);
+  rp.occ_total = g_new0 (double, p->occs->len + 1);
+  rp.occ_runs = g_new0 (guint64, p->occs->len + 1);
+  rp.run_of = g_new0 (int, 2 * p->occs->len + 1);
+  rp.runs_begun = g_new0 (int, p->occs->len + 1);
   if (rp.cache)
     rp.contention = contention_new (p, pf);
-  rp.insts = g_new0 (Inst *, p->occs->len + 1);
-  rp.occ_passed = g_new0 (int, p->occs->len + 1);
-  rp.occ_dur = g_new0 (double, p->occs->len + 1);
   rp.devs = g_new0 (Dev, p->n_devices);
   double t0 = ps_sgnet_clock ();
   for (int d = 0; d < p->n_devices; d++)
@@ -1004,12 +1247,15 @@ run (Program *p, GError **error)
       r->n_overlapping_collectives = (guint64) rp.contention->n_overlapping;
       r->contention_passes = rp.contention->passes;
     }
+  r->n_loop_iterations = p->n_loop_iterations;
+  r->n_iterations_simulated = rp.cache ? rp.iterations_simulated : p->n_loop_iterations;
   r->link_bytes = g_new0 (double, pf->n_links);
   for (guint i = 0; i < p->occs->len; i++)
     {
-      const PsCollPlan *plan = p->plans->pdata[g_array_index (p->occs, Occurrence, i).plan];
+      const Occurrence *oc = &g_array_index (p->occs, Occurrence, i);
+      const PsCollPlan *plan = p->plans->pdata[oc->plan];
       for (int l = 0; l < pf->n_links; l++)
-        r->link_bytes[l] += plan->link_bytes[l];
+        r->link_bytes[l] += plan->link_bytes[l] * (double) oc->runs;
     }
   /* Per distinct collective: how often it ran and how long it took, so
    * reports can name the most expensive ones. */
@@ -1028,24 +1274,28 @@ run (Program *p, GError **error)
           cs->n_groups = plan->n_groups;
           cs->group_size = plan->group_size;
         }
-      cs->count++;
-      cs->total_s += rp.occ_dur[i];
+      cs->count += rp.occ_runs[i];
+      cs->total_s += rp.occ_total[i];
     }
   if (opt->n_timeline_devices > 0)
     r->timeline = build_timeline (&rp, pf);
   for (int d = 0; d < p->n_devices; d++)
     if (rp.devs[d].spans)
       g_array_unref (rp.devs[d].spans);
-  for (guint i = 0; i < p->occs->len; i++)
+  for (guint i = 0; i < 2 * p->occs->len; i++)
     g_free (rp.insts[i]);
   g_free (rp.insts);
   g_free (rp.occ_passed);
   g_free (rp.occ_dur);
+  g_free (rp.occ_total);
+  g_free (rp.occ_runs);
+  g_free (rp.run_of);
+  g_free (rp.runs_begun);
+  contention_free (rp.contention, p->plans->len);
   for (int i = 0; i < n_plans; i++)
     g_free (rp.group_dur[i]);
   g_free (rp.group_dur);
   g_free (rp.devs);
-  contention_free (rp.contention, p->occs->len, p->plans->len);
   ps_sgnet_free (net);
   if (rp.hung)
     {

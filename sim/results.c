@@ -168,6 +168,8 @@ ps_replay_result_to_json (const PsReplayResult *r)
   INT ("distinct_collectives", (gint64) r->n_unique_collectives);
   INT ("overlapping_collectives", (gint64) r->n_overlapping_collectives);
   INT ("replay_passes", r->contention_passes);
+  INT ("loop_iterations", (gint64) r->n_loop_iterations);
+  INT ("iterations_simulated", (gint64) r->n_iterations_simulated);
   DBL ("ici_bytes", total_ici_bytes (r));
   if (busiest >= 0)
     {
@@ -251,6 +253,10 @@ ps_replay_result_to_text (const PsReplayResult *r)
     g_string_append_printf (out, "overlapping collectives: %" G_GUINT64_FORMAT
                             " sharing links while in flight (replayed in %d passes)\n",
                             r->n_overlapping_collectives, r->contention_passes);
+  if (r->n_loop_iterations > 0)
+    g_string_append_printf (out, "loops:                   %" G_GUINT64_FORMAT " iterations, %"
+                            G_GUINT64_FORMAT " simulated (the others repeat one exactly)\n",
+                            r->n_loop_iterations, r->n_iterations_simulated);
   double util;
   int busiest = busiest_link (r, &util);
   if (busiest >= 0)

@@ -57,6 +57,9 @@ typedef struct {
    * a shared link (simulated together), and the replay passes it took. */
   guint64 n_overlapping_collectives;
   int contention_passes;
+  /* Loop iterations one step runs, and how many of them the replay
+   * simulated (the others repeated a simulated one exactly). */
+  guint64 n_loop_iterations, n_iterations_simulated;
   double *link_bytes;       /* per platform link id */
   PsTimeline *timeline;     /* chosen cores' spans, or NULL */
   GArray *collectives;      /* PsCollectiveStat, one per distinct collective */

@@ -14,8 +14,10 @@
  *     compressed to mesh axes when they are exactly "the devices that differ
  *     along these mesh axes" (else an explicit list), and permute pairs
  *     compressed to a shift along one mesh axis when they are one;
- *   - unrolls while loops (trip count from cost.h, or the default option),
- *     inlines calls, takes the most expensive branch of a conditional;
+ *   - writes a while loop as a loop of the trace (trip count from cost.h,
+ *     or the default option; one iteration: condition, then body), or
+ *     unrolled with unroll_loops; inlines calls, takes the most expensive
+ *     branch of a conditional;
  *   - with a schedule (schedule.h), lowers the entry computation in the
  *     schedule's order, starts its asynchronous collectives where they stand
  *     and completes each where the schedule says (at the latest just before
@@ -58,7 +60,9 @@ typedef struct {
   gboolean async_collectives;   /* default FALSE; ignored with a schedule */
   const PsSchedule *schedule;   /* the entry's order and async collectives; borrowed; NULL:
                                  * post order */
-  uint64_t max_events;          /* refuse to unroll beyond this (default 10^7) */
+  uint64_t max_events;          /* refuse to write more events (default 10^7) */
+  gboolean unroll_loops;        /* repeat a while's events trip-count times
+                                 * instead of writing a loop (format version 1) */
 } PsLowerOptions;
 
 void ps_lower_options_init (PsLowerOptions *opts);
