@@ -429,6 +429,52 @@ START_TEST (test_loops_match_unrolled)
 }
 END_TEST
 
+/* Overlapping collectives inside a loop: with the cache on, the runs of a
+ * loop iteration that overlap share links as on the network without the
+ * cache, and the loop agrees with its unrolled form. */
+static PsTrace *
+overlap_loop_trace (gboolean loops, int trips)
+{
+  PsTrace *t = new_trace (4, 8);
+  PsTraceCompute a = matmul (1024, 2048, 1024);
+  if (loops)
+    ps_trace_add_loop (t, "layers", (guint64) trips);
+  for (int k = 0; k < (loops ? 1 : trips); k++)
+    {
+      PsTraceCollective x = all_reduce (8 << 20, 1, 1), y = all_reduce (8 << 20, 1, 2);
+      PsTraceCollective z = all_reduce (2 << 20, 0, 3);
+      ps_trace_add_collective (t, "x", &x);
+      ps_trace_add_collective (t, "y", &y);
+      ps_trace_add_compute (t, "a", &a);
+      ps_trace_add_collective (t, "z", &z);
+      ps_trace_add_done (t, 1);
+      ps_trace_add_done (t, 2);
+      ps_trace_add_done (t, 3);
+    }
+  if (loops)
+    ps_trace_add_end_loop (t);
+  return t;
+}
+
+START_TEST (test_loop_overlapping_collectives)
+{
+  Setup s = setup ("v3-32");
+  g_autoptr (PsTrace) lt = overlap_loop_trace (TRUE, 6), ut = overlap_loop_trace (FALSE, 6);
+  Summary l = summary_in_child (&s, lt, FALSE), ln = summary_in_child (&s, lt, TRUE);
+  Summary u = summary_in_child (&s, ut, FALSE);
+  ck_assert (l.step > 0 && ln.step > 0 && u.step > 0);
+  ck_assert_msg (fabs (l.step - ln.step) <= 1e-9 * ln.step, "loop: cache %.12g s, no cache "
+                 "%.12g s", l.step, ln.step);
+  ck_assert_msg (fabs (l.step - u.step) <= 1e-9 * u.step, "cache: loop %.12g s, unrolled "
+                 "%.12g s", l.step, u.step);
+  ck_assert_uint_eq (l.n_coll, 18);
+  ck_assert_uint_eq (l.n_coll, ln.n_coll);
+  for (int i = 0; i < 8; i++)
+    ck_assert_msg (fabs (l.total[i] - ln.total[i]) <= 1e-9 * ln.total[i], "collective %d: "
+                   "cache %.12g s, no cache %.12g s", i, l.total[i], ln.total[i]);
+}
+END_TEST
+
 START_TEST (test_errors)
 {
   Setup s = setup ("v3-8");
@@ -483,6 +529,7 @@ replay_suite (void)
   tcase_add_test (tc, test_cache_matches_no_cache);
   tcase_add_test (tc, test_cache_sees_overlapping_collectives);
   tcase_add_test (tc, test_loops_match_unrolled);
+  tcase_add_test (tc, test_loop_overlapping_collectives);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_nonpod2d_must_match_slice);
   suite_add_tcase (s, tc);
