@@ -18,7 +18,8 @@ typedef struct {
   char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *collectives, *schedule;
   gint layers, microbatches, rel_buckets;
   gint64 model_dim, ffn_dim, heads, head_dim, vocab, seq_len, batch;
-  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated, unroll;
+  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated, unroll,
+           separate_update;
   gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
 } RunOptions;
 
@@ -106,6 +107,8 @@ make_config (RunOptions *o, const char *model, const PsHardware *hw, PsDenseLmCo
     cfg->weight_update_sharding = TRUE;
   if (o->unroll)
     cfg->unroll = TRUE;
+  if (o->separate_update)
+    cfg->separate_update = TRUE;
   if (o->optimizer && !ps_optimizer_from_name (o->optimizer, &cfg->optimizer))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--optimizer: '%s' is not adafactor or adam",
@@ -394,6 +397,9 @@ ps_cmd_run (int argc, char **argv)
     { "no-remat", 0, 0, G_OPTION_ARG_NONE, &o.no_remat, "Keep all activations", NULL },
     { "unroll", 0, 0, G_OPTION_ARG_NONE, &o.unroll,
       "Write the layers one after the other (default: one loop over weights stacked by layer)", NULL },
+    { "separate-update", 0, 0, G_OPTION_ARG_NONE, &o.separate_update,
+      "Loop form: update the stacked weights in a loop of their own after the backward loop "
+      "(default: each layer's update in its backward iteration; doc/models.md)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &o.hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "wrap", 0, 0, G_OPTION_ARG_STRING, &o.wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &o.no_cache, "Simulate every collective instead of replaying cached ones", NULL },

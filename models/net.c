@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/scan.h"
 #include "partitioner/ir/sharding.h"
 
 struct PsNetPrivate {
@@ -23,6 +24,9 @@ struct PsNetPrivate {
   PsInstr *layer_aux;        /* ps_net_layer_aux_loss, until taken */
   int64_t stack;             /* ps_net_stack_weights: layers of new weights */
   GArray *weight_stack;      /* int64_t per weight: 0 or its stack size */
+  /* ps_net_scan_vjp_update: weights updated in a backward loop */
+  PsInstr **new_w;           /* per weight, or NULL */
+  PsInstr **new_st;          /* per state, or NULL */
 };
 
 /* ---- sharding plan ------------------------------------------------------------- */
@@ -91,6 +95,8 @@ net_free_keep_module (PsNet *net)
   g_array_free (p->weight_stack, TRUE);
   g_free (p->first_state);
   g_free (p->grads);
+  g_free (p->new_w);
+  g_free (p->new_st);
   g_free (p);
   g_ptr_array_free (net->weights, TRUE);
   g_free (net->mesh_devices);
@@ -451,18 +457,26 @@ ps_net_microbatch (PsNet *net, PsInstr *x, int u, int n)
 
 /* ---- backward pass, gradients, loss -------------------------------------------------------- */
 
-void
-ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
+static void
+grow_grads (PsNet *net)
 {
   PsNetPrivate *p = net->priv;
-  int i = GPOINTER_TO_INT (g_hash_table_lookup (p->weight_index, weight)) - 1;
-  g_return_if_fail (i >= 0);
   if (p->n_grads < (int) net->weights->len)
     {
       p->grads = g_renew (PsInstr *, p->grads, net->weights->len);
       memset (p->grads + p->n_grads, 0, (net->weights->len - p->n_grads) * sizeof (PsInstr *));
       p->n_grads = (int) net->weights->len;
     }
+}
+
+void
+ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
+{
+  PsNetPrivate *p = net->priv;
+  int i = GPOINTER_TO_INT (g_hash_table_lookup (p->weight_index, weight)) - 1;
+  g_return_if_fail (i >= 0);
+  g_return_if_fail (p->new_w == NULL || p->new_w[i] == NULL);
+  grow_grads (net);
   g = ps_ad_convert (net->c, g, weight->shape->etype);
   p->grads[i] = p->grads[i] ? ps_ad_binary (net->c, PS_OP_ADD, p->grads[i], g) : g;
 }
@@ -529,6 +543,79 @@ ps_net_add_loss (PsNet *net, PsInstr *loss)
   p->n_losses++;
 }
 
+/* ---- the update inside a layer loop's backward loop ---------------------------------- */
+
+typedef struct {
+  PsOptimizerKind kind;
+  int n;                     /* weights */
+  int n_states;              /* their states: the first extra values */
+  gboolean accumulated;      /* then one gradient stack per weight */
+} LoopUpdate;
+
+/* Iteration t: each weight's layer-t gradient (plus what earlier
+ * microbatches accumulated) updates layer t of the weight and its state in
+ * place. */
+static gboolean
+loop_update (const PsScanUpdateArgs *a, PsInstr **xs_out, PsInstr **extra_out, gpointer user,
+             GError **error)
+{
+  (void) error;
+  const LoopUpdate *u = user;
+  PsComputation *c = a->c;
+  PsOptimizerHyper h;
+  ps_optimizer_hyper_defaults (u->kind, &h);
+  h.lr = a->consts[0];
+  h.decay = a->consts[1];
+  g_autofree PsInstr **g = g_new (PsInstr *, u->n);
+  for (int i = 0; i < u->n; i++)
+    {
+      g_return_val_if_fail (a->dxs[i] != NULL, FALSE);
+      g[i] = ps_ad_convert (c, a->dxs[i], PS_F32);
+      if (u->accumulated)
+        g[i] = ps_ad_binary (c, PS_OP_ADD, g[i],
+                             ps_scan_slice_at (c, a->extra[u->n_states + i], a->index, NULL));
+    }
+  ps_optimizer_apply_layer_at (c, u->kind, &h, u->n, a->xs, g, a->extra, a->index, xs_out,
+                               extra_out);
+  return TRUE;
+}
+
+gboolean
+ps_net_scan_vjp_update (PsNet *net, PsScan *s, int first_weight, int n_weights, PsInstr *dy,
+                        PsInstr **dx, PsInstr *lr, PsInstr *decay, GError **error)
+{
+  PsNetPrivate *p = net->priv;
+  g_return_val_if_fail (p->has_state && first_weight >= 0 && n_weights >= 1
+                        && first_weight + n_weights <= (int) net->weights->len, FALSE);
+  grow_grads (net);
+  if (!p->new_w)
+    {
+      p->new_w = g_new0 (PsInstr *, net->weights->len + 1);
+      p->new_st = g_new0 (PsInstr *, p->states->len + 1);
+    }
+  int s0 = p->first_state[first_weight], ns = p->first_state[first_weight + n_weights] - s0;
+  gboolean acc = p->grads[first_weight] != NULL;
+  g_autoptr (GPtrArray) extra = g_ptr_array_new ();
+  for (int k = 0; k < ns; k++)
+    g_ptr_array_add (extra, p->states->pdata[s0 + k]);
+  for (int i = 0; i < n_weights; i++)
+    {
+      g_return_val_if_fail ((p->grads[first_weight + i] != NULL) == acc
+                            && p->new_w[first_weight + i] == NULL, FALSE);
+      if (acc)
+        g_ptr_array_add (extra, p->grads[first_weight + i]);
+    }
+  PsInstr *consts[2] = { lr, decay };
+  LoopUpdate lu = { p->optimizer, n_weights, ns, acc };
+  PsScanUpdate u = { (int) extra->len, (PsInstr **) extra->pdata, 2, consts, loop_update, &lu };
+  g_autofree PsInstr **extra_out = g_new0 (PsInstr *, extra->len + 1);
+  if (!ps_scan_vjp_update (s, &dy, dx, NULL, &u, p->new_w + first_weight, extra_out, error))
+    return FALSE;
+  for (int k = 0; k < ns; k++)
+    p->new_st[s0 + k] = extra_out[k];
+  return TRUE;
+}
+
 /* ---- optimizer step and outputs ------------------------------------------------------------------- */
 
 PsModule *
@@ -556,8 +643,13 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
    * (they were created in one run, so their states follow each other). */
   GPtrArray *sw = g_ptr_array_new (), *sg = g_ptr_array_new ();
   int first_stacked = -1;
+  if (p->new_w)
+    {
+      memcpy (new_w, p->new_w, sizeof (PsInstr *) * (gsize) nw);
+      memcpy (new_st, p->new_st, sizeof (PsInstr *) * p->states->len);
+    }
   for (int i = 0; i < nw; i++)
-    if (g_array_index (p->weight_stack, int64_t, i) > 0)
+    if (g_array_index (p->weight_stack, int64_t, i) > 0 && !new_w[i])
       {
         if (first_stacked < 0)
           first_stacked = i;
@@ -582,7 +674,7 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   for (int i = 0; i < nw; i++)
     {
       PsInstr *w = net->weights->pdata[i];
-      g_return_val_if_fail (p->grads[i] != NULL, NULL);
+      g_return_val_if_fail (p->grads[i] != NULL || new_w[i] != NULL, NULL);
       PsInstr **st = (PsInstr **) p->states->pdata + p->first_state[i];
       if (!new_w[i])
         ps_optimizer_apply (c, p->optimizer, &hyper, w, p->grads[i], st, &new_w[i],

@@ -564,6 +564,88 @@ START_TEST (test_schedule_lowering)
 }
 END_TEST
 
+/* Loop bodies are scheduled too: the collective-permute of a while body
+ * starts before the body's dots and completes in the same iteration,
+ * before its user; the lowered trace's loop shows it, and the memory of the
+ * schedule is the trace's. */
+START_TEST (test_schedule_loop_body)
+{
+  static const char text[] =
+    "HloModule l, num_partitions=2\n"
+    "cond {\n  s = (s32[], f32[256,256], f32[256,256]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(s), index=0\n  n = s32[] constant(4)\n"
+    "  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+    "body {\n  s = (s32[], f32[256,256], f32[256,256]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(s), index=0\n  x = f32[256,256] get-tuple-element(s), index=1\n"
+    "  y = f32[256,256] get-tuple-element(s), index=2\n  one = s32[] constant(1)\n"
+    "  j = s32[] add(i, one)\n"
+    "  cp = f32[256,256] collective-permute(x), channel_id=1, source_target_pairs={{0,1},{1,0}}\n"
+    "  a = f32[256,256] dot(y, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  b = f32[256,256] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  e = f32[256,256] exponential(cp)\n"
+    "  c = f32[256,256] multiply(b, e)\n"
+    "  ROOT t = (s32[], f32[256,256], f32[256,256]) tuple(j, c, b)\n}\n"
+    "ENTRY e {\n  x0 = f32[256,256] parameter(0)\n  y0 = f32[256,256] parameter(1)\n"
+    "  z = s32[] constant(0)\n"
+    "  t0 = (s32[], f32[256,256], f32[256,256]) tuple(z, x0, y0)\n"
+    "  w = (s32[], f32[256,256], f32[256,256]) while(t0), condition=cond, body=body, "
+    "backend_config={\"known_trip_count\":{\"n\":\"4\"}}\n"
+    "  ROOT r = f32[256,256] get-tuple-element(w), index=1\n}\n";
+  g_autoptr (PsModule) m = parse (text);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) s = ps_schedule_module (m, a, &o, NULL);
+  const PsInstr *cp = ps_module_find_instr (m, "cp");
+  const PsComputation *body = cp->parent;
+  GPtrArray *bo = ps_schedule_order_of (s, body);
+  ck_assert_ptr_nonnull (bo);
+  ck_assert_uint_eq (bo->len, body->instrs->len);
+  ck_assert_int_eq (s->n_async, 1);
+  ck_assert (g_hash_table_contains (s->done_before, cp));
+  const PsInstr *done = g_hash_table_lookup (s->done_before, cp);
+  ck_assert_ptr_nonnull (done);
+  ck_assert_ptr_eq (done->parent, body);
+  int at_cp = -1, at_a = -1, at_b = -1, at_done = -1;
+  for (guint i = 0; i < bo->len; i++)
+    {
+      const PsInstr *in = g_ptr_array_index (bo, i);
+      at_cp = in == cp ? (int) i : at_cp;
+      at_a = strcmp (in->name, "a") == 0 ? (int) i : at_a;
+      at_b = strcmp (in->name, "b") == 0 ? (int) i : at_b;
+      at_done = in == done ? (int) i : at_done;
+    }
+  ck_assert_int_lt (at_cp, at_a);
+  ck_assert_int_gt (at_done, at_b);
+  /* the trace: inside the loop, the start, both dots, the done */
+  PsLowerOptions lo;
+  ps_lower_options_init (&lo);
+  lo.schedule = s;
+  lo.memory_events = FALSE;
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, &lo, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (ps_trace_get_header (t)->totals.peak_bytes, s->peak_bytes);
+  GString *seq = g_string_new (NULL);
+  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
+    {
+      const PsTraceEvent *ev = ps_trace_get_event (t, i);
+      if (ev->kind == PS_TRACE_EVENT_COLLECTIVE)
+        g_string_append_printf (seq, "%s%s ", ev->name, ev->collective.async_id ? "(start)" : "");
+      else if (ev->kind == PS_TRACE_EVENT_DONE)
+        g_string_append (seq, "done ");
+      else if (ev->kind == PS_TRACE_EVENT_COMPUTE)
+        g_string_append (seq, "compute ");
+    }
+  ck_assert_msg (strstr (seq->str, "cp(start) compute compute done"), "%s", seq->str);
+  g_string_free (seq, TRUE);
+  /* synchronous: the permute's result is live only from where it stands */
+  o.policy = PS_SCHEDULE_SYNC;
+  g_autoptr (PsSchedule) y = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (y->n_async, 0);
+  ck_assert_uint_le (y->peak_bytes, s->peak_bytes);
+}
+END_TEST
+
 static Suite *
 analysis_suite (void)
 {
@@ -582,6 +664,7 @@ analysis_suite (void)
   tcase_add_test (tc, test_schedule_policies);
   tcase_add_test (tc, test_schedule_overlap_limit);
   tcase_add_test (tc, test_schedule_lowering);
+  tcase_add_test (tc, test_schedule_loop_body);
   suite_add_tcase (s, tc);
   return s;
 }

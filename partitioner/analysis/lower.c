@@ -560,7 +560,7 @@ lower_instr (Lower *l, const PsInstr *in)
     }
 }
 
-/* The scheduled completions due before `in` (entry with a schedule). */
+/* The scheduled completions due before `in` (with a schedule). */
 static void
 finish_scheduled (Lower *l, const PsInstr *in)
 {
@@ -580,14 +580,12 @@ static void
 lower_computation (Lower *l, const PsComputation *comp)
 {
   gboolean entry = comp == l->module->entry;
-  g_autoptr (GPtrArray) order = entry && l->opts->schedule
-                                ? g_ptr_array_ref (l->opts->schedule->order)
-                                : ps_computation_post_order (comp);
+  GPtrArray *given = l->opts->schedule ? ps_schedule_order_of (l->opts->schedule, comp) : NULL;
+  g_autoptr (GPtrArray) order = given ? g_ptr_array_ref (given) : ps_computation_post_order (comp);
   for (guint i = 0; i < order->len && !l->failed; i++)
     {
       const PsInstr *in = g_ptr_array_index (order, i);
-      if (entry)
-        finish_scheduled (l, in);
+      finish_scheduled (l, in);
       guint64 before = ps_trace_n_events (l->trace);
       lower_instr (l, in);
       if (too_many (l))

@@ -18,8 +18,8 @@ typedef struct {
 typedef struct {
   const PsCostAnalysis *cost;
   GHashTable *temp_peak;   /* PsComputation* -> uint64_t* (peak minus parameters) */
-  GPtrArray *entry_order;  /* the entry's order, or NULL: post order */
-  GHashTable *done_before; /* async collectives of the entry, or NULL */
+  GHashTable *orders;      /* PsComputation* -> its order, or NULL: post order */
+  GHashTable *done_before; /* async collectives, or NULL */
 } Ctx;
 
 static uint64_t
@@ -281,9 +281,8 @@ static uint64_t
 walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_bytes,
       gboolean state)
 {
-  gboolean given = ctx->entry_order && comp->parent && comp == comp->parent->entry;
-  g_autoptr (GPtrArray) order = given ? g_ptr_array_ref (ctx->entry_order)
-                                      : ps_computation_post_order (comp);
+  GPtrArray *given = ctx->orders ? g_hash_table_lookup (ctx->orders, comp) : NULL;
+  g_autoptr (GPtrArray) order = given ? g_ptr_array_ref (given) : ps_computation_post_order (comp);
   int n = (int) order->len;
   g_autoptr (GHashTable) step_of = g_hash_table_new (NULL, NULL);
   /* instruction -> GArray of buffer indices it refers to */
@@ -506,12 +505,12 @@ cmp_holder (gconstpointer a, gconstpointer b)
 PsMemoryReport *
 ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost, GError **error)
 {
-  return ps_memory_analyze_order (m, cost, NULL, NULL, error);
+  return ps_memory_analyze_schedule (m, cost, NULL, NULL, error);
 }
 
 PsMemoryReport *
-ps_memory_analyze_order (const PsModule *m, const PsCostAnalysis *cost, GPtrArray *order,
-                         GHashTable *done_before, GError **error)
+ps_memory_analyze_schedule (const PsModule *m, const PsCostAnalysis *cost, GHashTable *orders,
+                            GHashTable *done_before, GError **error)
 {
   g_return_val_if_fail (m != NULL, NULL);
   if (!m->entry)
@@ -520,7 +519,7 @@ ps_memory_analyze_order (const PsModule *m, const PsCostAnalysis *cost, GPtrArra
                    m->name ? m->name : "?");
       return NULL;
     }
-  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free), order, done_before };
+  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free), orders, done_before };
   PsMemoryReport *r = g_new0 (PsMemoryReport, 1);
   r->holders = g_array_new (FALSE, FALSE, sizeof (PsMemoryHolder));
   r->order = g_ptr_array_new ();
@@ -529,6 +528,34 @@ ps_memory_analyze_order (const PsModule *m, const PsCostAnalysis *cost, GPtrArra
   g_array_sort (r->holders, cmp_holder);
   g_hash_table_unref (ctx.temp_peak);
   return r;
+}
+
+/* Is c the body of some while of m (its parameter the loop state)? */
+static gboolean
+is_while_body (const PsModule *m, const PsComputation *c)
+{
+  for (guint i = 0; i < m->computations->len; i++)
+    {
+      const PsComputation *k = g_ptr_array_index (m->computations, i);
+      for (guint j = 0; j < k->instrs->len; j++)
+        {
+          const PsInstr *in = g_ptr_array_index (k->instrs, j);
+          if (in->opcode == PS_OP_WHILE && in->n_called >= 2 && in->called[1] == c)
+            return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+uint64_t
+ps_memory_computation_peak (const PsModule *m, const PsCostAnalysis *cost,
+                            const PsComputation *c, GHashTable *orders, GHashTable *done_before)
+{
+  g_return_val_if_fail (m != NULL && c != NULL, 0);
+  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free), orders, done_before };
+  uint64_t peak = walk (&ctx, c, NULL, NULL, c != m->entry && is_while_body (m, c));
+  g_hash_table_unref (ctx.temp_peak);
+  return peak;
 }
 
 void

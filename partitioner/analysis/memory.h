@@ -72,15 +72,23 @@ typedef struct {
 PsMemoryReport *ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost,
                                    GError **error);
 
-/* The same over a given order of the entry computation (every entry
- * instruction once, operands first; borrowed) with asynchronous
- * collectives: `done_before` maps a collective that starts where it stands
- * in `order` to the instruction before which it completes (NULL value: at
- * the end); its result is live from its start, its operands until it
- * completes. done_before may be NULL. transfer full. */
-PsMemoryReport *ps_memory_analyze_order (const PsModule *m, const PsCostAnalysis *cost,
-                                         GPtrArray *order, GHashTable *done_before,
-                                         GError **error);
+/* The same over given orders (`orders`: PsComputation* -> GPtrArray of
+ * its instructions, each once, operands first; borrowed; a computation not
+ * in it runs in post order) with asynchronous collectives: `done_before`
+ * maps a collective that starts where it stands in its computation's order
+ * to the instruction of that computation before which it completes (NULL
+ * value: at the computation's end); its result is live from its start, its
+ * operands until it completes. orders and done_before may be NULL.
+ * transfer full. */
+PsMemoryReport *ps_memory_analyze_schedule (const PsModule *m, const PsCostAnalysis *cost,
+                                            GHashTable *orders, GHashTable *done_before,
+                                            GError **error);
+/* The peak of computation c alone over the same orders (its parameters
+ * and the temporaries of what it calls included): what a scheduler
+ * compares between orders of c. */
+uint64_t ps_memory_computation_peak (const PsModule *m, const PsCostAnalysis *cost,
+                                     const PsComputation *c, GHashTable *orders,
+                                     GHashTable *done_before);
 void ps_memory_report_free (PsMemoryReport *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsMemoryReport, ps_memory_report_free)
 

@@ -265,7 +265,8 @@ graph_build (Graph *g, const PsComputation *entry, const PsCostAnalysis *cost)
             }
         }
     }
-  donation_edges (g, entry);
+  if (entry->parent && entry == entry->parent->entry)
+    donation_edges (g, entry);
   for (guint u = 0; u < g->units->len; u++)
     {
       Unit *un = &g_array_index (g->units, Unit, u);
@@ -699,9 +700,17 @@ ps_schedule_free (PsSchedule *s)
   if (!s)
     return;
   g_ptr_array_unref (s->order);
+  g_hash_table_unref (s->orders);
   g_hash_table_unref (s->done_before);
   ps_memory_report_free (s->memory);
   g_free (s);
+}
+
+GPtrArray *
+ps_schedule_order_of (const PsSchedule *s, const PsComputation *c)
+{
+  g_return_val_if_fail (s != NULL, NULL);
+  return g_hash_table_lookup (s->orders, c);
 }
 
 /* Index in `order` of the step at which the peak occurs. */
@@ -714,44 +723,166 @@ peak_step (const PsMemoryReport *r)
   return -1;
 }
 
+/* One scheduled computation: its graph, its memory-aware order with
+ * parameters and constants first, and its collectives' windows. */
+typedef struct {
+  const PsComputation *c;
+  Graph g;
+  GPtrArray *base;
+  GArray *wins;
+} CompSched;
+
+static void
+comp_sched_free (gpointer p)
+{
+  CompSched *cs = p;
+  graph_free (&cs->g);
+  g_ptr_array_unref (cs->base);
+  g_array_unref (cs->wins);
+  g_free (cs);
+}
+
+/* The computations a device runs as part of the entry: the entry, while
+ * bodies, called computations and branches, callees before callers (each
+ * once). Conditions and reducers run in post order. */
+static void
+collect_comps (const PsComputation *c, GHashTable *seen, GPtrArray *out, int depth)
+{
+  if (depth > 64 || !g_hash_table_add (seen, (gpointer) c))
+    return;
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      const PsInstr *in = g_ptr_array_index (c->instrs, i);
+      if (in->opcode == PS_OP_WHILE && in->n_called >= 2)
+        collect_comps (in->called[1], seen, out, depth + 1);
+      else if (in->opcode == PS_OP_CALL || in->opcode == PS_OP_CONDITIONAL)
+        for (int k = 0; k < in->n_called; k++)
+          collect_comps (in->called[k], seen, out, depth + 1);
+    }
+  g_ptr_array_add (out, (gpointer) c);
+}
+
 /* Makes synchronous the largest asynchronous collective in flight at the
- * peak (every one in flight there when `all`). FALSE when none is. */
+ * peak (every one in flight there when `all`). When the peak is inside
+ * what an entry instruction calls (a loop body), the largest asynchronous
+ * collective of those computations. FALSE when there is none. */
 static gboolean
-revert_at_peak (GArray *wins, const PsMemoryReport *r, GHashTable *done_before, gboolean all,
-                int *n_reverted)
+revert_at_peak (GPtrArray *comps, const PsMemoryReport *r, GHashTable *done_before,
+                gboolean all, int *n_reverted)
 {
   GPtrArray *order = r->order;
   int at = peak_step (r);
   g_autoptr (GHashTable) step = g_hash_table_new (NULL, NULL);
   for (guint i = 0; i < order->len; i++)
     g_hash_table_insert (step, g_ptr_array_index (order, i), GINT_TO_POINTER (i + 1));
-  int worst = -1, reverted = 0;
-  for (guint w = 0; w < wins->len; w++)
+  /* the computations the peak instruction runs */
+  g_autoptr (GHashTable) inside = g_hash_table_new (NULL, NULL);
+  const PsInstr *pi = r->peak_instr;
+  for (int k = 0; pi && k < pi->n_called; k++)
     {
-      Window *x = &g_array_index (wins, Window, w);
-      if (!x->async)
-        continue;
-      int from = GPOINTER_TO_INT (g_hash_table_lookup (step, x->c)) - 1;
-      gpointer db = g_hash_table_lookup (done_before, x->c);
-      int to = db ? GPOINTER_TO_INT (g_hash_table_lookup (step, db)) - 2 : (int) order->len - 1;
-      if (at < from || at > to)
-        continue;
-      if (all)
-        {
-          x->async = FALSE;
-          reverted++;
-        }
-      else if (worst < 0 || ps_shape_bytes (x->c->shape)
-                            > ps_shape_bytes (g_array_index (wins, Window, worst).c->shape))
-        worst = (int) w;
+      g_autoptr (GPtrArray) sub = g_ptr_array_new ();
+      g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
+      collect_comps (pi->called[k], seen, sub, 0);
+      for (guint j = 0; j < sub->len; j++)
+        g_hash_table_add (inside, sub->pdata[j]);
     }
-  if (worst >= 0)
+  Window *worst = NULL;
+  int reverted = 0;
+  for (guint c = 0; c < comps->len; c++)
     {
-      g_array_index (wins, Window, worst).async = FALSE;
+      CompSched *cs = comps->pdata[c];
+      gboolean entry = cs->c->parent && cs->c == cs->c->parent->entry;
+      if (!entry && !g_hash_table_contains (inside, cs->c))
+        continue;
+      for (guint w = 0; w < cs->wins->len; w++)
+        {
+          Window *x = &g_array_index (cs->wins, Window, w);
+          if (!x->async)
+            continue;
+          if (entry)
+            {
+              int from = GPOINTER_TO_INT (g_hash_table_lookup (step, x->c)) - 1;
+              gpointer db = g_hash_table_lookup (done_before, x->c);
+              int to = db ? GPOINTER_TO_INT (g_hash_table_lookup (step, db)) - 2
+                          : (int) order->len - 1;
+              if (at < from || at > to)
+                continue;
+            }
+          if (all)
+            {
+              x->async = FALSE;
+              reverted++;
+            }
+          else if (!worst || ps_shape_bytes (x->c->shape) > ps_shape_bytes (worst->c->shape))
+            worst = x;
+        }
+    }
+  if (worst)
+    {
+      worst->async = FALSE;
       reverted++;
     }
   *n_reverted += reverted;
   return reverted > 0;
+}
+
+/* A parameter, a constant, or an element of a (tuple) parameter: there
+ * from the start of the computation. */
+static gboolean
+is_input (const PsInstr *in)
+{
+  for (int depth = 0; depth < 64; depth++)
+    {
+      if (in->opcode == PS_OP_PARAMETER || in->opcode == PS_OP_CONSTANT)
+        return TRUE;
+      if (in->opcode != PS_OP_GET_TUPLE_ELEMENT || in->n_operands != 1)
+        return FALSE;
+      in = in->operands[0];
+    }
+  return FALSE;
+}
+
+/* Chooses c's memory-aware order (the callees' are in `orders` already)
+ * and its windows. */
+static CompSched *
+schedule_comp (const PsModule *m, const PsCostAnalysis *cost, const PsComputation *c,
+               PsSchedulePolicy policy, GHashTable *orders, int *chosen)
+{
+  CompSched *cs = g_new0 (CompSched, 1);
+  cs->c = c;
+  graph_build (&cs->g, c, cost);
+  /* DefaultMemoryScheduler: the order among XLA's list, DFS and post-order
+   * schedulers that needs the least memory (ties in that order) */
+  GPtrArray *cand[3] = { list_schedule (&cs->g, c), dfs_schedule (&cs->g, c),
+                         g_ptr_array_ref (cs->g.post) };
+  uint64_t peaks[3];
+  int best = -1;
+  for (int k = 0; k < 3; k++)
+    {
+      g_hash_table_insert (orders, (gpointer) c, g_ptr_array_ref (cand[k]));
+      peaks[k] = ps_memory_computation_peak (m, cost, c, orders, NULL);
+      if (best < 0 || peaks[k] < peaks[best])
+        best = k;
+    }
+  g_hash_table_remove (orders, c);
+  *chosen = best;
+  /* parameters, constants (live throughout) and the elements of a loop
+   * state first, so that a collective reading one can start at the
+   * beginning */
+  cs->base = g_ptr_array_sized_new (cand[best]->len);
+  for (int pass = 0; pass < 2; pass++)
+    for (guint i = 0; i < cand[best]->len; i++)
+      {
+        PsInstr *in = g_ptr_array_index (cand[best], i);
+        if (is_input (in) == (pass == 0))
+          g_ptr_array_add (cs->base, in);
+      }
+  for (int j = 0; j < 3; j++)
+    g_ptr_array_unref (cand[j]);
+  cs->wins = make_windows (&cs->g, cs->base, policy);
+  /* the synchronous order, for the callers' choice */
+  g_hash_table_insert (orders, (gpointer) c, g_ptr_array_ref (cs->base));
+  return cs;
 }
 
 PsSchedule *
@@ -762,69 +893,56 @@ ps_schedule_module (const PsModule *m, const PsCostAnalysis *cost, const PsSched
   PsScheduleOptions defaults = { 0 };
   if (!opts)
     opts = &defaults;
-  Graph g;
-  graph_build (&g, m->entry, cost);
-  /* DefaultMemoryScheduler: the order among XLA's list, DFS and post-order
-   * schedulers that needs the least memory (ties in that order) */
-  GPtrArray *orders[3] = { list_schedule (&g, m->entry), dfs_schedule (&g, m->entry),
-                           g_ptr_array_ref (g.post) };
-  uint64_t peaks[3];
-  int best = -1;
-  for (int k = 0; k < 3; k++)
-    {
-      g_autoptr (PsMemoryReport) r = ps_memory_analyze_order (m, cost, orders[k], NULL, error);
-      if (!r)
-        {
-          for (int j = 0; j < 3; j++)
-            g_ptr_array_unref (orders[j]);
-          graph_free (&g);
-          return NULL;
-        }
-      peaks[k] = r->peak_bytes;
-      if (best < 0 || peaks[k] < peaks[best])
-        best = k;
-    }
-  uint64_t sync_peak = peaks[best];
-  /* parameters and constants (live throughout) first, so that a collective
-   * reading one can start at the beginning */
-  g_autoptr (GPtrArray) base = g_ptr_array_sized_new (orders[best]->len);
-  for (int pass = 0; pass < 2; pass++)
-    for (guint i = 0; i < orders[best]->len; i++)
-      {
-        PsInstr *in = g_ptr_array_index (orders[best], i);
-        gboolean whole = in->opcode == PS_OP_PARAMETER || in->opcode == PS_OP_CONSTANT;
-        if (whole == (pass == 0))
-          g_ptr_array_add (base, in);
-      }
-  for (int j = 0; j < 3; j++)
-    g_ptr_array_unref (orders[j]);
   g_autoptr (PsSchedule) s = g_new0 (PsSchedule, 1);
   s->policy = opts->policy;
-  s->memory_scheduler = best;
   s->done_before = g_hash_table_new (NULL, NULL);
-  g_autoptr (GArray) wins = make_windows (&g, base, opts->policy);
+  s->orders = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_ptr_array_unref);
+  g_autoptr (GPtrArray) comps = g_ptr_array_new_with_free_func (comp_sched_free);
+  {
+    g_autoptr (GPtrArray) list = g_ptr_array_new ();
+    g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
+    collect_comps (m->entry, seen, list, 0);
+    for (guint i = 0; i < list->len; i++)
+      {
+        int chosen;
+        g_ptr_array_add (comps, schedule_comp (m, cost, list->pdata[i], opts->policy, s->orders,
+                                               &chosen));
+        if (list->pdata[i] == m->entry)
+          s->memory_scheduler = chosen;
+      }
+  }
+  g_autoptr (PsMemoryReport) sync = ps_memory_analyze_schedule (m, cost, s->orders, NULL, error);
+  if (!sync)
+    return NULL;
   /* eager ignores the budget; a step whose synchronous schedule does not
    * fit gains nothing from reverting */
-  uint64_t budget = opts->policy == PS_SCHEDULE_EAGER || sync_peak > opts->hbm_budget_bytes
+  uint64_t budget = opts->policy == PS_SCHEDULE_EAGER || sync->peak_bytes > opts->hbm_budget_bytes
                     ? 0 : opts->hbm_budget_bytes;
   for (int round = 0;; round++)
     {
-      if (s->order)
-        g_ptr_array_unref (s->order);
-      s->order = place (base, wins, s->done_before);
-      g_clear_pointer (&s->memory, ps_memory_report_free);
-      s->memory = ps_memory_analyze_order (m, cost, s->order, s->done_before, error);
-      if (!s->memory)
+      g_hash_table_remove_all (s->done_before);
+      for (guint i = 0; i < comps->len; i++)
         {
-          graph_free (&g);
-          return NULL;
+          CompSched *cs = comps->pdata[i];
+          g_autoptr (GHashTable) db = g_hash_table_new (NULL, NULL);
+          GPtrArray *order = place (cs->base, cs->wins, db);
+          g_hash_table_insert (s->orders, (gpointer) cs->c, order);
+          GHashTableIter it;
+          gpointer k, v;
+          g_hash_table_iter_init (&it, db);
+          while (g_hash_table_iter_next (&it, &k, &v))
+            g_hash_table_insert (s->done_before, k, v);
         }
+      g_clear_pointer (&s->memory, ps_memory_report_free);
+      s->memory = ps_memory_analyze_schedule (m, cost, s->orders, s->done_before, error);
+      if (!s->memory)
+        return NULL;
       s->peak_bytes = s->memory->peak_bytes;
       if (budget == 0 || s->peak_bytes <= budget
-          || !revert_at_peak (wins, s->memory, s->done_before, round >= 8, &s->n_reverted))
+          || !revert_at_peak (comps, s->memory, s->done_before, round >= 8, &s->n_reverted))
         break;
     }
+  s->order = g_ptr_array_ref (g_hash_table_lookup (s->orders, m->entry));
   s->n_async = (int) g_hash_table_size (s->done_before);
-  graph_free (&g);
   return g_steal_pointer (&s);
 }

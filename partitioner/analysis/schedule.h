@@ -1,5 +1,5 @@
 /* Scheduling: the order in which one device runs the SPMD program's entry
- * computation, and which collectives run asynchronously (started early,
+ * computation and the loop bodies it runs, and which collectives run asynchronously (started early,
  * completed late) so that the compute in between hides them. Peak HBM
  * (memory.h) and exposed communication (the replay of the lowered trace)
  * both come from this one schedule.
@@ -72,8 +72,12 @@ typedef struct {
 typedef struct {
   PsSchedulePolicy policy;
   GPtrArray *order;            /* entry instructions, borrowed, operands first */
-  /* Asynchronous collectives: instruction -> the instruction before which
-   * it completes (NULL: at the end). */
+  /* Every scheduled computation (the entry, loop bodies, called
+   * computations): PsComputation* -> GPtrArray of its instructions. */
+  GHashTable *orders;
+  /* Asynchronous collectives: instruction -> the instruction of its
+   * computation before which it completes (NULL: at the computation's
+   * end: a loop body's collectives complete in their iteration). */
   GHashTable *done_before;
   int n_async;                 /* asynchronous collectives */
   int n_reverted;              /* made synchronous to stay within the budget */
@@ -82,10 +86,16 @@ typedef struct {
   PsMemoryReport *memory;       /* memory.h's analysis of this schedule, owned */
 } PsSchedule;
 
-/* Schedules the entry computation. `cost` gives the fusions. Errors: the
- * memory analysis's. transfer full. */
+/* Schedules the entry computation and what it runs: while bodies, called
+ * computations and branches, each with its own memory-aware order and
+ * latency hiding (callees first, so that a caller's choice of order sees
+ * their temporaries); loop conditions and reducers keep their post order.
+ * `cost` gives the fusions. Errors: the memory analysis's. transfer full. */
 PsSchedule *ps_schedule_module (const PsModule *m, const PsCostAnalysis *cost,
                                 const PsScheduleOptions *opts, GError **error);
+/* The order of computation c, or NULL when c is not scheduled (post
+ * order). transfer none. */
+GPtrArray *ps_schedule_order_of (const PsSchedule *s, const PsComputation *c);
 void ps_schedule_free (PsSchedule *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsSchedule, ps_schedule_free)
 
