@@ -603,7 +603,14 @@ ps_net_scan_vjp_update (PsNet *net, PsScan *s, int first_weight, int n_weights, 
       g_return_val_if_fail ((p->grads[first_weight + i] != NULL) == acc
                             && p->new_w[first_weight + i] == NULL, FALSE);
       if (acc)
-        g_ptr_array_add (extra, p->grads[first_weight + i]);
+        {
+          /* the earlier microbatches' sum, laid out as its weight (as the
+           * separate update's loop reads it) */
+          PsInstr *w = net->weights->pdata[first_weight + i], *g = p->grads[first_weight + i];
+          if (w->sharding && !g->sharding)
+            ps_instr_set_sharding (g, w->sharding);
+          g_ptr_array_add (extra, g);
+        }
     }
   PsInstr *consts[2] = { lr, decay };
   LoopUpdate lu = { p->optimizer, n_weights, ns, acc };
