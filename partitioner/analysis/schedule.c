@@ -507,7 +507,8 @@ dfs_schedule (const Graph *g, const PsComputation *entry)
           if (!sorted->pdata[u])
             {
               int *ops = g_new (int, un->deps->len + 1);
-              memcpy (ops, un->deps->data, sizeof (int) * un->deps->len);
+              if (un->deps->len > 0)
+                memcpy (ops, un->deps->data, sizeof (int) * un->deps->len);
               g_qsort_with_data (ops, (gint) un->deps->len, sizeof (int), cmp_dfs, &st);
               sorted->pdata[u] = ops;
             }
