@@ -16,7 +16,7 @@
 typedef struct {
   char *preset, *slice, *mesh, *order, *sharding, *optimizer, *hw, *wrap;
   char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *collectives;
-  gint layers, microbatches, rel_buckets;
+  gint layers, microbatches, rel_buckets, stages;
   gint64 model_dim, ffn_dim, heads, head_dim, vocab, seq_len, batch;
   gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated, unroll;
   gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
@@ -106,6 +106,8 @@ make_config (RunOptions *o, const char *model, const PsHardware *hw, PsDenseLmCo
     cfg->weight_update_sharding = TRUE;
   if (o->unroll)
     cfg->unroll = TRUE;
+  if (o->stages)
+    cfg->pipeline_stages = o->stages;
   if (o->optimizer && !ps_optimizer_from_name (o->optimizer, &cfg->optimizer))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--optimizer: '%s' is not adafactor or adam",
@@ -380,6 +382,9 @@ ps_cmd_run (int argc, char **argv)
     { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer, "adafactor (default) or adam", "NAME" },
     { "remat", 0, 0, G_OPTION_ARG_NONE, &o.remat, "Recompute each layer's forward in backward (default)", NULL },
     { "no-remat", 0, 0, G_OPTION_ARG_NONE, &o.no_remat, "Keep all activations", NULL },
+    { "pipeline-stages", 0, 0, G_OPTION_ARG_INT, &o.stages,
+      "Pipeline the layers over K stages (GSPMD's vectorized stages; --microbatches are "
+      "its microbatches, --mesh the in-layer mesh of one stage)", "K" },
     { "unroll", 0, 0, G_OPTION_ARG_NONE, &o.unroll,
       "Write the layers one after the other (default: one loop over weights stacked by layer)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &o.hw, "Hardware file (default: bundled TPU v3)", "FILE" },

@@ -5,7 +5,8 @@ libpodsim_partitioner_la_SOURCES += partitioner/builder/builder.c partitioner/bu
 	partitioner/builder/autodiff.c partitioner/builder/autodiff.h \
 	partitioner/builder/autodiff_conv.c partitioner/builder/autodiff_private.h \
 	partitioner/builder/optimizer.c partitioner/builder/optimizer.h \
-	partitioner/builder/scan.c partitioner/builder/scan.h
+	partitioner/builder/scan.c partitioner/builder/scan.h \
+	partitioner/builder/vmap.c partitioner/builder/vmap.h
 EXTRA_DIST += doc/builder.md
 
 check_PROGRAMS += tests/check_builder tests/check_autodiff tests/check_scan
