@@ -163,18 +163,16 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   if (!slice)
     return NULL;
   int64_t n_devices = ps_dense_lm_n_devices (cfg);
-  if (n_devices != ps_slice_n_cores (slice))
+  int cores = ps_slice_n_cores (slice);
+  if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
     {
-      if (cfg->pipeline_stages > 1)
-        g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                     "--pipeline-stages %d x --mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %"
-                     G_GINT64_FORMAT " devices but slice %s has %d cores", cfg->pipeline_stages,
-                     cfg->mesh[0], cfg->mesh[1], n_devices, slice_name, ps_slice_n_cores (slice));
-      else
-        g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                     "--mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT
-                     " devices but slice %s has %d cores",
-                     cfg->mesh[0], cfg->mesh[1], n_devices, slice_name, ps_slice_n_cores (slice));
+      g_autofree char *what = cfg->pipeline_stages > 1
+        ? g_strdup_printf ("--pipeline-stages %d x --mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                           cfg->pipeline_stages, cfg->mesh[0], cfg->mesh[1])
+        : g_strdup_printf ("--mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, cfg->mesh[0], cfg->mesh[1]);
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s has %" G_GINT64_FORMAT
+                   " devices but slice %s has %d cores%s", what, n_devices, slice_name, cores,
+                   n_devices < cores ? " (--idle-cores leaves the rest idle)" : "");
       return NULL;
     }
 

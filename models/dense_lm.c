@@ -256,10 +256,10 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   if (c->pipeline_stages > 1)
     {
-      if (c->sharding != PS_SHARDING_2D)
+      if (c->sharding == PS_SHARDING_DP)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages: the in-layer sharding "
-                       "of a stage is 2d (got --sharding %s)", ps_sharding_preset_name (c->sharding));
+                       "of a stage is 2d or 1d (got --sharding dp)");
           return FALSE;
         }
       if (c->unroll)
@@ -280,6 +280,12 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   int64_t b = c->global_batch / c->microbatches;
   int64_t all = c->mesh[0] * c->mesh[1];
+  if (c->pipeline_stages > 1 && c->sharding == PS_SHARDING_1D)
+    return require_div (b, c->mesh[0], "the microbatch size (--batch / --microbatches)",
+                        "mesh axis 0", error)
+           && require_div (c->heads, c->mesh[1], "--heads", "mesh axis 1", error)
+           && require_div (c->ffn_dim, c->mesh[1], "--ffn-dim", "mesh axis 1", error)
+           && require_div (c->vocab, c->mesh[1], "--vocab", "mesh axis 1", error);
   switch (c->sharding)
     {
     case PS_SHARDING_2D:
@@ -513,8 +519,11 @@ merge_batch (PsNet *net, PsInstr *x)
 }
 
 /* The layers as a GSPMD pipeline (models/pipeline.h): the mesh is
- * [stages, mesh[0], mesh[1]], the 2d plan on axes 1 and 2 and the stage
- * letter p on axis 0. The whole batch is embedded, split into the
+ * [stages, mesh[0], mesh[1]] with the stage letter p on axis 0 and, on
+ * axes 1 and 2, the 2d plan or (1d) the batch on axis 1 and the weights'
+ * heads, hidden and vocabulary on axis 2: model parallel within the stage
+ * along axis 2, data parallel along axis 1 with the weights replicated
+ * over it. The whole batch is embedded, split into the
  * microbatches [M, B/M, S, M], run through the pipeline, and the loss is
  * taken on the whole batch (the mean of the microbatches' means). */
 static PsModule *
@@ -528,10 +537,13 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsShardingPlan plan;
   ps_sharding_plan_init (&plan);
   ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 1);
-  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "m", 2);
   ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "p", 0);
-  ps_sharding_plan_split (&plan, PS_WEIGHTS, "m", 1);
   ps_sharding_plan_split (&plan, PS_WEIGHTS, "nhv", 2);
+  if (cfg->sharding == PS_SHARDING_2D)
+    {
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "m", 2);
+      ps_sharding_plan_split (&plan, PS_WEIGHTS, "m", 1);
+    }
   g_autofree char *mname = g_strdup_printf ("dense_lm_%s", cfg->name);
   g_autoptr (PsNet) net = ps_net_new (mname, "train_step", rank, dims, devices, &plan);
 
@@ -539,13 +551,19 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
                    0, 'p', "bsm", cfg->remat };
   PsAttentionContext ctx;
   PsInstr *emb = ps_embedding_weight (net, "embedding", cfg->vocab, cfg->model_dim);
-  PsTransformerLayer tl;
+  /* layer j of every stage: "stages.layer3.wq" [K, M, N, D] */
+  g_autofree PsTransformerLayer *tl = g_new0 (PsTransformerLayer, p.layers_per_stage);
+  g_autofree PsLayer *layers = g_new0 (PsLayer, p.layers_per_stage);
   ps_pipeline_stack_weights (net, &p);
-  int first = ps_net_n_weights (net);
-  ps_transformer_layer_weights (net, "stages", cfg->model_dim, cfg->ffn_dim, cfg->heads, cfg->head_dim,
-                                cfg->rel_buckets, cfg->gated_gelu, &ctx, &tl);
-  PsLayer layer = ps_layer (net, ps_transformer_layer, &tl, first);
-  layer.rebind = ps_transformer_layer_rebind;
+  for (int j = 0; j < p.layers_per_stage; j++)
+    {
+      g_autofree char *prefix = g_strdup_printf ("stages.layer%d", j);
+      int first = ps_net_n_weights (net);
+      ps_transformer_layer_weights (net, prefix, cfg->model_dim, cfg->ffn_dim, cfg->heads,
+                                    cfg->head_dim, cfg->rel_buckets, cfg->gated_gelu, &ctx, &tl[j]);
+      layers[j] = ps_layer (net, ps_transformer_layer, &tl[j], first);
+      layers[j].rebind = ps_transformer_layer_rebind;
+    }
   ps_net_stack_weights (net, 0);
   PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", cfg->model_dim);
   ps_net_add_optimizer_state (net, cfg->optimizer, cfg->weight_update_sharding ? 1 : PS_AXIS_NONE);
@@ -560,7 +578,7 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsInstr *inputs = split_batch (net, x0, cfg->microbatches);
   ps_net_annotate (net, inputs, "ubsm");
   g_autoptr (PsPipelineRun) run = NULL;
-  PsInstr *outputs = ps_pipeline_forward (net, &p, &layer, inputs, &run, error);
+  PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
   if (!outputs)
     return NULL;
   PsInstr *top = merge_batch (net, outputs);

@@ -26,6 +26,7 @@ struct PsNetPrivate {
   int64_t stack_dims[PS_NET_MAX_RANK];
   int8_t stack_axes[PS_NET_MAX_RANK];
   GArray *weight_stack;      /* int per weight: its number of stack dims */
+  GArray *weight_stack_split;/* gboolean per weight: a stack dim is split */
 };
 
 /* ---- sharding plan ------------------------------------------------------------- */
@@ -80,6 +81,7 @@ ps_net_new (const char *module_name, const char *computation_name, int mesh_rank
   p->views = g_hash_table_new (NULL, NULL);
   p->states = g_ptr_array_new ();
   p->weight_stack = g_array_new (FALSE, TRUE, sizeof (int));
+  p->weight_stack_split = g_array_new (FALSE, TRUE, sizeof (gboolean));
   return net;
 }
 
@@ -92,6 +94,7 @@ net_free_keep_module (PsNet *net)
   g_hash_table_destroy (p->views);
   g_ptr_array_free (p->states, TRUE);
   g_array_free (p->weight_stack, TRUE);
+  g_array_free (p->weight_stack_split, TRUE);
   g_free (p->first_state);
   g_free (p->grads);
   g_free (p);
@@ -222,6 +225,7 @@ ps_net_weight (PsNet *net, const char *name, const char *letters, int rank, cons
   g_ptr_array_add (net->weights, w);
   g_ptr_array_add (p->weight_axes, axes);
   g_array_append_val (p->weight_stack, s);
+  g_array_append_val (p->weight_stack_split, split_stack);
   g_hash_table_insert (p->weight_index, w, GINT_TO_POINTER (net->weights->len));
   return w;
 }
@@ -555,6 +559,14 @@ ps_net_add_loss (PsNet *net, PsInstr *loss)
 
 /* ---- optimizer step and outputs ------------------------------------------------------------------- */
 
+/* Is weight i updated by the layer loop (one unsplit stack dim)? */
+static gboolean
+layer_loop (const PsNetPrivate *p, int i)
+{
+  return g_array_index (p->weight_stack, int, i) == 1
+         && !g_array_index (p->weight_stack_split, gboolean, i);
+}
+
 PsModule *
 ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
 {
@@ -574,14 +586,15 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   int nw = (int) net->weights->len;
   g_autofree PsInstr **new_w = g_new0 (PsInstr *, nw + 1);
   g_autofree PsInstr **new_st = g_new0 (PsInstr *, p->states->len + 1);
-  /* Weights stacked by layer (one stack dim): one loop over the layers
-   * updates them all (they were created in one run, so their states
-   * follow each other). Weights with more stack dims (a pipeline's
-   * [stages, layers]) get the per-layer update vectorized over them. */
+  /* Weights stacked by layer (one unsplit stack dim): one loop over the
+   * layers updates them all (they were created in one run, so their
+   * states follow each other). Weights with a split stack dim or more
+   * stack dims (a pipeline's stages) get the per-layer update vectorized
+   * over them. */
   GPtrArray *sw = g_ptr_array_new (), *sg = g_ptr_array_new ();
   int first_stacked = -1;
   for (int i = 0; i < nw; i++)
-    if (g_array_index (p->weight_stack, int, i) == 1)
+    if (layer_loop (p, i))
       {
         if (first_stacked < 0)
           first_stacked = i;
@@ -606,7 +619,7 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   for (int i = 0; i < nw; i++)
     {
       int n_stack = g_array_index (p->weight_stack, int, i);
-      if (n_stack >= 2)
+      if (n_stack >= 1 && !layer_loop (p, i))
         ps_optimizer_apply_stacked (c, p->optimizer, &hyper, net->weights->pdata[i], p->grads[i],
                                     (PsInstr **) p->states->pdata + p->first_state[i], n_stack,
                                     &new_w[i], new_st + p->first_state[i]);

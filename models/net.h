@@ -147,9 +147,10 @@ int ps_net_n_weights (const PsNet *net);
  * them one layer at a time in a loop (ps_optimizer_apply_layers). */
 void ps_net_stack_weights (PsNet *net, int64_t n);
 /* The same with several leading dims, each split over a mesh axis (or
- * PS_AXIS_NONE; axes NULL: none): a pipeline's [stages, layers per stage].
- * Weights with more than one stack dim get each layer's update
- * vectorized over them (ps_optimizer_apply_stacked); n_dims 0 ends it. */
+ * PS_AXIS_NONE; axes NULL: none): a pipeline's [stages], split over the
+ * stage axis. Weights with a split stack dim or more than one stack dim
+ * get each layer's update vectorized over them
+ * (ps_optimizer_apply_stacked); n_dims 0 ends it. */
 void ps_net_stack_weights_split (PsNet *net, int n_dims, const int64_t *dims, const int *axes);
 /* Number of stack dims of weight w (0: not stacked); their sizes in dims
  * when not NULL. */

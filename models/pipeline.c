@@ -11,7 +11,10 @@
 
 struct PsPipelineRun {
   PsNet *net;
-  const PsLayer *layer;
+  const PsLayer *layers;
+  int n_weights;           /* of all the stage's layers */
+  int64_t microbatches;
+  PsInstr **weights;       /* they, in the loop's order */
   PsScan *scan;
   PsInstr *out;           /* the outputs: the last stage's row */
 };
@@ -19,33 +22,62 @@ struct PsPipelineRun {
 void
 ps_pipeline_stack_weights (PsNet *net, const PsPipeline *p)
 {
-  int64_t dims[2] = { p->stages, p->layers_per_stage };
-  int axes[2] = { p->stage_axis, PS_AXIS_NONE };
-  ps_net_stack_weights_split (net, 2, dims, axes);
+  int64_t dims[1] = { p->stages };
+  int axes[1] = { p->stage_axis };
+  ps_net_stack_weights_split (net, 1, dims, axes);
 }
 
-/* Row j of x along dim 0, without that dim (a static slice). */
+/* x[start:limit] along dim 0 (a static slice). */
 static PsInstr *
-row (PsComputation *c, PsInstr *x, int64_t j)
+slice0 (PsComputation *c, PsInstr *x, int64_t start, int64_t limit)
 {
   const PsShape *s = x->shape;
-  int64_t st[PS_NET_MAX_RANK], li[PS_NET_MAX_RANK], one[PS_NET_MAX_RANK], dims[PS_NET_MAX_RANK];
+  int64_t st[PS_NET_MAX_RANK] = { 0 }, li[PS_NET_MAX_RANK], one[PS_NET_MAX_RANK];
   for (int d = 0; d < s->rank; d++)
     {
-      st[d] = d == 0 ? j : 0;
-      li[d] = d == 0 ? j + 1 : s->dims[d];
+      li[d] = s->dims[d];
       one[d] = 1;
-      dims[d] = li[d] - st[d];
     }
+  st[0] = start;
+  li[0] = limit;
+  int64_t dims[PS_NET_MAX_RANK];
+  memcpy (dims, li, sizeof (int64_t) * (gsize) s->rank);
+  dims[0] = limit - start;
   PsInstr *sl = ps_computation_add_instr (c, PS_OP_SLICE, NULL,
                                           ps_shape_new_array (s->etype, s->rank, dims), 1, &x);
   ps_ints_set (&sl->slice_starts, s->rank, st);
   ps_ints_set (&sl->slice_limits, s->rank, li);
   ps_ints_set (&sl->slice_strides, s->rank, one);
+  return sl;
+}
+
+/* Row j of x along dim 0, without that dim. */
+static PsInstr *
+row (PsComputation *c, PsInstr *x, int64_t j)
+{
+  const PsShape *s = x->shape;
   PsShape *r = ps_shape_new_array (s->etype, s->rank - 1, s->dims + 1);
-  PsInstr *y = ps_ad_reshape (c, sl, r);
+  PsInstr *y = ps_ad_reshape (c, slice0 (c, x, j, j + 1), r);
   ps_shape_free (r);
   return y;
+}
+
+/* x padded along dim 0 with lo zeros before and hi after. */
+static PsInstr *
+pad0 (PsComputation *c, PsInstr *x, int64_t lo, int64_t hi)
+{
+  const PsShape *s = x->shape;
+  int64_t dims[PS_NET_MAX_RANK];
+  memcpy (dims, s->dims, sizeof (int64_t) * (gsize) s->rank);
+  dims[0] += lo + hi;
+  PsInstr *ops[2] = { x, ps_ad_scalar (c, s->etype, 0.0) };
+  PsInstr *p = ps_computation_add_instr (c, PS_OP_PAD, NULL,
+                                         ps_shape_new_array (s->etype, s->rank, dims), 2, ops);
+  p->n_pad = s->rank;
+  p->padding = g_new0 (PsPadDim, s->rank);
+  p->padding[0].lo = lo;
+  p->padding[0].hi = hi;
+  return p;
 }
 
 /* The state buffer shifted by one stage along dim 0: stage k gets stage
@@ -55,32 +87,14 @@ row (PsComputation *c, PsInstr *x, int64_t j)
 static PsInstr *
 shift_one_stage (PsComputation *c, PsInstr *state)
 {
-  const PsShape *s = state->shape;
-  int r = s->rank;
-  int64_t st[PS_NET_MAX_RANK] = { 0 }, li[PS_NET_MAX_RANK], one[PS_NET_MAX_RANK], dims[PS_NET_MAX_RANK];
-  for (int d = 0; d < r; d++)
-    {
-      li[d] = d == 0 ? s->dims[0] - 1 : s->dims[d];
-      one[d] = 1;
-      dims[d] = li[d];
-    }
-  PsInstr *sl = ps_computation_add_instr (c, PS_OP_SLICE, NULL,
-                                          ps_shape_new_array (s->etype, r, dims), 1, &state);
-  ps_ints_set (&sl->slice_starts, r, st);
-  ps_ints_set (&sl->slice_limits, r, li);
-  ps_ints_set (&sl->slice_strides, r, one);
-  PsInstr *ops[2] = { sl, ps_ad_scalar (c, s->etype, 0.0) };
-  PsInstr *p = ps_computation_add_instr (c, PS_OP_PAD, NULL, ps_shape_copy (s), 2, ops);
-  p->n_pad = r;
-  p->padding = g_new0 (PsPadDim, r);
-  p->padding[0].lo = 1;
-  return p;
+  return pad0 (c, slice0 (c, state, 0, state->shape->dims[0] - 1), 1, 0);
 }
 
 typedef struct {
   PsNet *net;
   const PsPipeline *p;
-  const PsLayer *layer;
+  const PsLayer *layers;
+  int n_weights;
 } Body;
 
 static PsSharding *
@@ -92,42 +106,42 @@ stage_sharding (const PsSharding *s, int rank, gpointer user)
 
 /* One stage's layers, written for one stage in a scratch computation and
  * vectorized over the stages into c: stage_in [K, microbatch...] and the
- * stacked weights [K, L/K, ...] (consts of the loop). */
+ * layers' weights [K, ...] (consts of the loop), in order. */
 static PsInstr *
 run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, GError **error)
 {
   PsNet *net = b->net;
-  const PsLayer *l = b->layer;
   const PsPipeline *p = b->p;
   PsComputation *st = ps_computation_new (net->m, "pipeline.stage.scratch");
   PsShape *xs = ps_shape_new_array (stage_in->shape->etype, stage_in->shape->rank - 1,
                                     stage_in->shape->dims + 1);
   PsInstr *x = ps_computation_add_instr (st, PS_OP_PARAMETER, NULL, xs, 0, NULL);
   g_ptr_array_add (st->params, x);
-  g_autofree PsInstr **wp = g_new (PsInstr *, l->n_weights + 1);
   g_autoptr (GHashTable) inputs = g_hash_table_new (NULL, NULL);
   g_autoptr (GHashTable) batched = g_hash_table_new (NULL, NULL);
   g_hash_table_insert (inputs, x, stage_in);
   g_hash_table_add (batched, x);
-  for (int i = 0; i < l->n_weights; i++)
-    {
-      const PsShape *ws = w[i]->shape;
-      wp[i] = ps_computation_add_instr (st, PS_OP_PARAMETER, NULL,
-                                        ps_shape_new_array (ws->etype, ws->rank - 1, ws->dims + 1),
-                                        0, NULL);
-      wp[i]->parameter_number = st->params->len;
-      g_ptr_array_add (st->params, wp[i]);
-      g_hash_table_insert (inputs, wp[i], w[i]);
-      g_hash_table_add (batched, wp[i]);
-    }
   PsComputation *outer = net->c;
   net->c = st;
   PsInstr *y = x;
+  int wi = 0;
   for (int j = 0; j < p->layers_per_stage; j++)
     {
+      const PsLayer *l = &b->layers[j];
       g_autoptr (GHashTable) map = g_hash_table_new (NULL, NULL);
-      for (int i = 0; i < l->n_weights; i++)
-        g_hash_table_insert (map, net->weights->pdata[l->first_weight + i], row (st, wp[i], j));
+      for (int i = 0; i < l->n_weights; i++, wi++)
+        {
+          /* one stage's row of the weight: a parameter of the scratch */
+          const PsShape *ws = w[wi]->shape;
+          PsInstr *wp = ps_computation_add_instr (st, PS_OP_PARAMETER, NULL,
+                                                  ps_shape_new_array (ws->etype, ws->rank - 1,
+                                                                      ws->dims + 1), 0, NULL);
+          wp->parameter_number = st->params->len;
+          g_ptr_array_add (st->params, wp);
+          g_hash_table_insert (inputs, wp, w[wi]);
+          g_hash_table_add (batched, wp);
+          g_hash_table_insert (map, net->weights->pdata[l->first_weight + i], wp);
+        }
       g_autofree gpointer lw = l->rebind (l->weights, map);
       y = l->forward (net, lw, y);
       g_assert (ps_net_take_layer_aux (net) == NULL);
@@ -141,8 +155,9 @@ run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, GEr
 }
 
 /* One iteration: shift in the next microbatch, run every stage, keep the
- * last stage's output. carry: state [K, mb...], outputs [M, mb...];
- * consts: inputs [M, mb...], the stacked weights. */
+ * last stage's output. carry: state [K, mb...], outputs [K, M, mb...];
+ * xs: the inputs [M + K - 1, mb...] (zeros after the M microbatches);
+ * consts: the stages' weights. */
 static gboolean
 pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
 {
@@ -150,14 +165,11 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
   PsNet *net = b->net;
   const PsPipeline *p = b->p;
   PsComputation *c = a->c;
-  PsInstr *state = a->carry[0], *outputs = a->carry[1], *inputs = a->consts[0];
-  int64_t K = p->stages, M = p->microbatches;
+  PsInstr *state = a->carry[0], *outputs = a->carry[1], *x_in = a->xs[0];
+  int64_t K = p->stages;
   g_autofree char *letters = g_strdup_printf ("%c%s", p->stage_letter, p->act_letters);
 
-  /* microbatch i enters stage 0 (the last one again in the bubble) */
-  PsInstr *ops[2] = { a->index, ps_ad_scalar (c, PS_S32, (double) (M - 1)) };
-  PsInstr *mi = ps_computation_add_instr (c, PS_OP_MINIMUM, NULL, ps_shape_new_scalar (PS_S32), 2, ops);
-  PsInstr *x_in = ps_scan_slice_at (c, inputs, mi, NULL);
+  /* microbatch i enters stage 0 (zeros in the bubble) */
   PsInstr *shifted = shift_one_stage (c, state);
   const PsShape *ss = state->shape;
   PsInstr *iota = ps_computation_add_instr (c, PS_OP_IOTA, NULL,
@@ -176,7 +188,7 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
   PsInstr *stage_in = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (ss), 3, sel);
   ps_net_annotate (net, stage_in, letters);
 
-  PsInstr *stage_out = run_stages (b, c, stage_in, a->consts + 1, error);
+  PsInstr *stage_out = run_stages (b, c, stage_in, a->consts, error);
   if (!stage_out)
     return FALSE;
   ps_net_annotate (net, stage_out, letters);
@@ -209,10 +221,16 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
 }
 
 PsInstr *
-ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layer, PsInstr *inputs,
+ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsInstr *inputs,
                      PsPipelineRun **run, GError **error)
 {
-  g_return_val_if_fail (p->stages >= 1 && p->microbatches >= 1 && layer->rebind != NULL, NULL);
+  g_return_val_if_fail (p->stages >= 1 && p->microbatches >= 1 && p->layers_per_stage >= 1, NULL);
+  int nw = 0;
+  for (int j = 0; j < p->layers_per_stage; j++)
+    {
+      g_return_val_if_fail (layers[j].rebind != NULL, NULL);
+      nw += layers[j].n_weights;
+    }
   g_return_val_if_fail (inputs->shape->rank >= 1 && inputs->shape->dims[0] == p->microbatches, NULL);
   const PsShape *is = inputs->shape;
   int64_t sd[PS_NET_MAX_RANK];
@@ -230,27 +248,40 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layer, PsIn
   g_autofree char *out_letters = g_strdup_printf ("%cu%s", p->stage_letter, p->act_letters);
   ps_net_annotate (net, carry[0], letters);
   ps_net_annotate (net, carry[1], out_letters);
-  int n = 1 + layer->n_weights;
-  g_autofree PsInstr **consts = g_new (PsInstr *, n);
-  g_autofree gboolean *grad = g_new (gboolean, n);
-  consts[0] = inputs;
-  grad[0] = TRUE;
-  for (int i = 0; i < layer->n_weights; i++)
-    {
-      consts[1 + i] = net->weights->pdata[layer->first_weight + i];
-      grad[1 + i] = TRUE;
-    }
-  Body b = { net, p, layer };
-  PsScanSpec spec = { .name = "pipeline", .length = p->microbatches + p->stages - 1,
-                      .n_carry = 2, .carry = carry, .n_consts = n, .consts = consts,
+  /* the inputs padded to one per iteration */
+  int64_t T = p->microbatches + p->stages - 1;
+  PsInstr *xs = pad0 (net->c, inputs, 0, p->stages - 1);
+  g_autofree char *in_letters = g_strdup_printf ("u%s", p->act_letters);
+  ps_net_annotate (net, xs, in_letters);
+  int n = nw;
+  g_autofree PsInstr **consts = g_new (PsInstr *, n + 1);
+  g_autofree gboolean *grad = g_new (gboolean, n + 1);
+  g_autofree PsInstr **weights = g_new (PsInstr *, nw + 1);
+  for (int j = 0, k = 1; j < p->layers_per_stage; j++)
+    for (int i = 0; i < layers[j].n_weights; i++, k++)
+      {
+        /* The layer casts its matrices to the activation type; cast once
+         * here, where XLA's loop-invariant code motion would move the
+         * body's casts (their gradients are still summed in f32). */
+        PsInstr *w = net->weights->pdata[layers[j].first_weight + i];
+        weights[k - 1] = w;
+        consts[k - 1] = w->shape->rank >= 3 ? ps_ad_convert (net->c, w, net->act) : w;
+        grad[k - 1] = TRUE;
+      }
+  Body b = { net, p, layers, nw };
+  PsScanSpec spec = { .name = "pipeline", .length = T, .n_carry = 2, .carry = carry,
+                      .n_xs = 1, .xs = &xs, .n_consts = n, .consts = consts,
                       .body = pipeline_body, .user = &b, .differentiable = TRUE,
-                      .remat = p->remat, .consts_grad = grad };
+                      .remat = p->remat, .consts_grad = grad, .consts_grad_f32 = TRUE };
   PsScan *s = ps_scan_build (net->c, &spec, error);
   if (!s)
     return NULL;
   *run = g_new0 (PsPipelineRun, 1);
   (*run)->net = net;
-  (*run)->layer = layer;
+  (*run)->layers = layers;
+  (*run)->n_weights = nw;
+  (*run)->microbatches = p->microbatches;
+  (*run)->weights = g_steal_pointer (&weights);
   (*run)->scan = s;
   /* the last stage's row: its outputs for the microbatches in order */
   PsInstr *out = row (net->c, ps_scan_carry_out (s, 1), p->stages - 1);
@@ -265,7 +296,6 @@ ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs, PsInst
                       GError **error)
 {
   g_return_val_if_fail (run != NULL && run->net == net, FALSE);
-  const PsLayer *l = run->layer;
   /* the gradient reaching the outputs buffer through its last row */
   PsInstr *buf = ps_scan_carry_out (run->scan, 1);
   GPtrArray *gb = ps_autodiff_vjp (net->c, run->out, d_outputs, 1, &buf, error);
@@ -276,13 +306,15 @@ ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs, PsInst
     }
   PsInstr *dcarry[2] = { NULL, gb->pdata[0] };
   g_ptr_array_free (gb, TRUE);
-  g_autofree PsInstr **dconsts = g_new0 (PsInstr *, l->n_weights + 2);
-  gboolean ok = ps_scan_vjp (run->scan, dcarry, NULL, NULL, dconsts, error);
+  g_autofree PsInstr **dconsts = g_new0 (PsInstr *, run->n_weights + 1);
+  PsInstr *dxs = NULL;
+  gboolean ok = ps_scan_vjp (run->scan, dcarry, NULL, &dxs, dconsts, error);
   if (ok)
     {
-      *d_inputs = dconsts[0];
-      for (int i = 0; i < l->n_weights; i++)
-        ps_net_add_grad (net, net->weights->pdata[l->first_weight + i], dconsts[1 + i]);
+      /* the microbatches' rows, without the padding's */
+      *d_inputs = slice0 (net->c, dxs, 0, run->microbatches);
+      for (int k = 0; k < run->n_weights; k++)
+        ps_net_add_grad (net, run->weights[k], dconsts[k]);
     }
   ps_pipeline_run_free (run);
   return ok;
@@ -294,6 +326,7 @@ ps_pipeline_run_free (PsPipelineRun *run)
   if (!run)
     return;
   ps_scan_free (run->scan);
+  g_free (run->weights);
   g_free (run);
 }
 
@@ -302,9 +335,8 @@ ps_pipeline_mesh_devices (int stages, int chips_x, int chips_y, int cores)
 {
   g_return_val_if_fail (stages >= 1 && chips_x >= 1 && chips_y >= 1 && cores >= 1, NULL);
   int64_t n = (int64_t) chips_x * chips_y * cores;
+  g_return_val_if_fail (n % stages == 0, NULL);
   gboolean along_x = chips_x % stages == 0, along_y = !along_x && chips_y % stages == 0;
-  if (!along_x && !along_y)
-    return NULL;
   int64_t *ids = g_new (int64_t, n);
   int64_t rest = n / stages;
   for (int k = 0; k < stages; k++)
@@ -320,10 +352,21 @@ ps_pipeline_mesh_devices (int stages, int chips_x, int chips_y, int cores)
             y = (int) (q % chips_y);
             x = (int) (q / chips_y) * stages + k;
           }
-        else
+        else if (along_y)
           {
             x = (int) (q % chips_x);
             y = (int) (q / chips_x) * stages + k;
+          }
+        else
+          {
+            /* the snake: chips in rows of x, y reversed on odd rows, each
+             * chip's cores in turn; stage k takes the k-th run of rest */
+            int64_t pos = k * rest + j, chip = pos / cores;
+            c = (int) (pos % cores);
+            x = (int) (chip / chips_y);
+            y = (int) (chip % chips_y);
+            if (x % 2)
+              y = chips_y - 1 - y;
           }
         ids[k * rest + j] = ((int64_t) x * chips_y + y) * cores + c;
       }

@@ -2,10 +2,11 @@
  * K stages, run over M microbatches by one loop (the GSPMD paper, section
  * 3.3, and Lingvo/Praxis' LayerwiseShardablePipelined).
  *
- * The layers' weights are stacked [K, L/K, ...] (stage k holds layers
- * k L/K .. (k+1) L/K - 1) with the stage dim split over one mesh axis. One
- * stage's function (its L/K layers, as the layer function writes them for
- * one device) is vectorized over the stage dim (partitioner/builder/vmap.h)
+ * A stage runs L/K layers; layer j of every stage has its own weights
+ * stacked over the stages, [K, ...] (stage k's row is layer k L/K + j),
+ * with the stage dim split over one mesh axis. One stage's function (its
+ * L/K layers, as the layer function writes them for one device) is
+ * vectorized over the stage dim (partitioner/builder/vmap.h)
  * and run by a loop of M + K - 1 iterations over a state buffer
  * [K, microbatch...]: iteration i shifts the buffer by one stage (stage k
  * takes what stage k - 1 computed in iteration i - 1; stage 0 takes
@@ -48,14 +49,17 @@ typedef struct {
 typedef struct PsPipelineRun PsPipelineRun;
 
 /* Weights of a pipelined stack: from this call on (until
- * ps_net_stack_weights (net, 0)), weights are [K, L/K, ...]. */
+ * ps_net_stack_weights (net, 0)), weights are [K, ...], split over the
+ * stage axis; make one set per layer of a stage. (One stacked set
+ * [K, L/K, ...] would make each iteration's weight gradient a sum of
+ * pads, one per layer, each the size of all the stage's weights.) */
 void ps_pipeline_stack_weights (PsNet *net, const PsPipeline *p);
 
 /* The forward loop over `inputs` [M, microbatch...] (microbatch m's layer
- * input), `layer` a layer over weights made under
- * ps_pipeline_stack_weights (with a rebind function). Returns the outputs
- * [M, microbatch...]; *run keeps what the backward needs. */
-PsInstr *ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layer,
+ * input), `layers` the L/K layers of a stage, in order, over weights made
+ * under ps_pipeline_stack_weights (each with a rebind function). Returns
+ * the outputs [M, microbatch...]; *run keeps what the backward needs. */
+PsInstr *ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers,
                               PsInstr *inputs, PsPipelineRun **run, GError **error);
 /* The backward loop: d_outputs is the gradient of the outputs; the stage
  * weights' gradients are accumulated in the net and *d_inputs gets the
@@ -69,8 +73,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPipelineRun, ps_pipeline_run_free)
  * put neighbouring stages on neighbouring chips of a chips_x x chips_y
  * slice with `cores` cores per chip when the device order allows it: the
  * stage index is interleaved along x (stage k on chip columns x = k, k + K,
- * ...), or along y; NULL when neither dimension is a multiple of K
- * (arange then). transfer full. */
+ * ...), or along y; when neither dimension is a multiple of K, the stages
+ * follow a snake through the chips (rows of x, y reversed on odd rows, a
+ * chip's cores in turn), so a shift is one hop or less when a stage fits
+ * on one chip. K must divide the device count. transfer full. */
 int64_t *ps_pipeline_mesh_devices (int stages, int chips_x, int chips_y, int cores);
 
 G_END_DECLS

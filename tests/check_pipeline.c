@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/dense_lm.h"
@@ -35,9 +36,29 @@ small_config (PsDenseLmConfig *c, int stages)
     }
 }
 
-/* Deterministic inputs: a weight's element k has the same value in both
- * forms (stacked [8, ...] and [4, 2, ...] hold the layers in the same
- * order). */
+#define LAYERS_PER_STAGE 2
+
+/* A parameter's element k as the unpipelined model holds it: the name
+ * without its layers. / stages.layerJ. prefix, and the element's index in
+ * the stacked form [8, ...] ("stages.layerJ.x" [4, ...] holds layer
+ * 2 k + J in row k). */
+static const char *
+logical (const PsInstr *p, int64_t k, int64_t *index)
+{
+  *index = k;
+  if (g_str_has_prefix (p->name, "layers."))
+    return p->name + strlen ("layers.");
+  if (!g_str_has_prefix (p->name, "stages.layer"))
+    return p->name;
+  char *end = NULL;
+  int64_t j = g_ascii_strtoll (p->name + strlen ("stages.layer"), &end, 10);
+  int64_t rest = ps_shape_elements (p->shape) / p->shape->dims[0];
+  *index = ((k / rest) * LAYERS_PER_STAGE + j) * rest + k % rest;
+  return end + 1;
+}
+
+/* Deterministic inputs: a weight's element has the same value in both
+ * forms. */
 static PsValue **
 make_args (const PsModule *m, int64_t vocab)
 {
@@ -47,14 +68,11 @@ make_args (const PsModule *m, int64_t vocab)
     {
       PsInstr *p = m->entry->params->pdata[i];
       args[i] = ps_value_new (p->shape);
-      /* the weight's name without its layers/stages prefix */
-      const char *dot = strchr (p->name, '.');
-      const char *key = g_str_has_prefix (p->name, "layers.") || g_str_has_prefix (p->name, "stages.")
-                        ? dot + 1 : p->name;
-      guint32 h = g_str_hash (key);
       for (int64_t k = 0; k < args[i]->n; k++)
         {
-          guint32 st = h ^ (guint32) (k * 2654435761u);
+          int64_t at;
+          const char *key = logical (p, k, &at);
+          guint32 st = g_str_hash (key) ^ (guint32) (at * 2654435761u);
           st = st * 1664525u + 1013904223u;
           st = st * 1664525u + 1013904223u;
           double r = (double) (st >> 8) / (double) (1u << 24), v;
@@ -103,25 +121,43 @@ START_TEST (test_pipeline_matches_unpipelined)
       ps_verify_widen_floats (mu);
       ps_verify_widen_floats (mp);
       PsValue *ou = run_step (mu, u.vocab), *op = run_step (mp, p.vocab);
-      ck_assert_int_eq (ou->n_elems, op->n_elems);
       double lu = ps_value_get (ou->elems[0], 0), lp = ps_value_get (op->elems[0], 0);
       ck_assert_msg (fabs (lu - lp) <= 1e-5 * fabs (lu), "loss: %.9g vs %.9g", lu, lp);
-      double worst = 0;
+      /* Output e >= 1 is the gradient of weight parameter e - 1: each
+       * element of a pipelined gradient against the unpipelined one of the
+       * same layer and position. */
+      g_autoptr (GHashTable) unp = g_hash_table_new (g_str_hash, g_str_equal);
       for (int e = 1; e < ou->n_elems; e++)
+        g_hash_table_insert (unp, (gpointer) logical (mu->entry->params->pdata[e - 1], 0, &(int64_t) { 0 }),
+                             GINT_TO_POINTER (e));
+      double worst = 0;
+      int64_t compared = 0;
+      for (int e = 1; e < op->n_elems; e++)
         {
-          ck_assert_int_eq (ou->elems[e]->n, op->elems[e]->n);
+          const PsInstr *pp = mp->entry->params->pdata[e - 1];
+          int64_t at;
+          int eu = GPOINTER_TO_INT (g_hash_table_lookup (unp, logical (pp, 0, &at)));
+          ck_assert_msg (eu > 0, "no unpipelined gradient for %s", pp->name);
+          const PsValue *gu = ou->elems[eu], *gp = op->elems[e];
           double scale = 0;
-          for (int64_t k = 0; k < ou->elems[e]->n; k++)
-            scale = fmax (scale, fabs (ps_value_get (ou->elems[e], k)));
-          for (int64_t k = 0; k < ou->elems[e]->n; k++)
+          for (int64_t k = 0; k < gu->n; k++)
+            scale = fmax (scale, fabs (ps_value_get (gu, k)));
+          for (int64_t k = 0; k < gp->n; k++)
             {
-              double a = ps_value_get (ou->elems[e], k), b = ps_value_get (op->elems[e], k);
+              logical (pp, k, &at);
+              double a = ps_value_get (gu, at), b = ps_value_get (gp, k);
               double d = fabs (a - b) / fmax (scale, 1e-12);
               worst = fmax (worst, d);
-              ck_assert_msg (d <= 1e-4, "remat %d gradient %d [%" G_GINT64_FORMAT "]: unpipelined "
-                             "%.9g, pipelined %.9g", remat, e, k, a, b);
+              compared++;
+              ck_assert_msg (d <= 1e-4, "remat %d gradient of %s [%" G_GINT64_FORMAT "]: unpipelined "
+                             "%.9g, pipelined %.9g", remat, pp->name, k, a, b);
             }
         }
+      /* every gradient element of the unpipelined model was compared once */
+      int64_t total = 0;
+      for (int e = 1; e < ou->n_elems; e++)
+        total += ou->elems[e]->n;
+      ck_assert_int_eq (compared, total);
       g_print ("remat %d: loss %.9g, largest gradient difference %.3g of the gradient's scale\n",
                remat, lu, worst);
       ps_value_free (ou);
@@ -180,7 +216,8 @@ END_TEST
 
 /* Stage neighbours on neighbouring chips: on a 4 x 4 slice with 4 stages,
  * stage k sits on chip column x = k, so every shift is one hop along x;
- * without a fitting dimension, arange. */
+ * along y when only y fits; otherwise a snake through the chips (4 stages
+ * of one chip each on 2 x 2 chips: one hop each). */
 START_TEST (test_pipeline_mesh_devices)
 {
   g_autofree int64_t *ids = ps_pipeline_mesh_devices (4, 4, 4, 2);
@@ -193,11 +230,18 @@ START_TEST (test_pipeline_mesh_devices)
         if (k > 0)
           ck_assert_int_eq (ids[(k - 1) * 8 + j] + 8, core);  /* one step in x */
       }
-  g_autofree int64_t *none = ps_pipeline_mesh_devices (3, 4, 4, 2);
-  ck_assert_ptr_null (none);
   g_autofree int64_t *y = ps_pipeline_mesh_devices (2, 3, 4, 2);
   ck_assert_ptr_nonnull (y);
   ck_assert_int_eq (y[12] / 2 % 4, 1);           /* stage 1 on y = 1 */
+  g_autofree int64_t *snake = ps_pipeline_mesh_devices (4, 2, 2, 2);
+  ck_assert_ptr_nonnull (snake);
+  for (int k = 1; k < 4; k++)
+    for (int j = 0; j < 2; j++)
+      {
+        int64_t a = snake[(k - 1) * 2 + j] / 2, b = snake[k * 2 + j] / 2;
+        int dx = abs ((int) (a / 2 - b / 2)), dy = abs ((int) (a % 2 - b % 2));
+        ck_assert_int_eq (dx + dy, 1);
+      }
 }
 END_TEST
 
