@@ -575,6 +575,17 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   ps_attention_context_causal (net, cfg->seq_len, cfg->rel_buckets, &ctx);
 
   PsInstr *x0 = ps_embed (net, ids, ps_ad_convert (net->c, emb, PS_BF16));
+  /* Outside the loop the stage axis is free: the embedding, the head and
+   * the loss split the batch over it too ([K, B/K] annotated "pb"), when
+   * it divides. */
+  int K = cfg->pipeline_stages;
+  gboolean spread = cfg->global_batch % (K * cfg->mesh[0]) == 0;
+  if (spread)
+    {
+      PsInstr *x04 = split_batch (net, x0, K);
+      ps_net_annotate (net, x04, "pbsm");
+      x0 = merge_batch (net, x04);
+    }
   PsInstr *inputs = split_batch (net, x0, cfg->microbatches);
   ps_net_annotate (net, inputs, "ubsm");
   g_autoptr (PsPipelineRun) run = NULL;
@@ -582,7 +593,14 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   if (!outputs)
     return NULL;
   PsInstr *top = merge_batch (net, outputs);
-  ps_net_annotate (net, top, "bsm");
+  if (spread)
+    {
+      PsInstr *top4 = split_batch (net, top, K);
+      ps_net_annotate (net, top4, "pbsm");
+      top = merge_batch (net, top4);
+    }
+  else
+    ps_net_annotate (net, top, "bsm");
   PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
   PsInstr *loss = head_loss (net, top, final_ln, emb_head, labels);
   ps_net_add_loss (net, loss);

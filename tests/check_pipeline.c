@@ -26,7 +26,7 @@ small_config (PsDenseLmConfig *c, int stages)
   ps_dense_lm_config_small (c);
   c->layers = 8;
   c->microbatches = 3;
-  c->global_batch = 6;
+  c->global_batch = 12;  /* a multiple of 4 stages: the head splits it over them */
   c->outputs_gradients = TRUE;
   if (stages > 1)
     {
