@@ -4,8 +4,9 @@
  * same gradients as the same model without a pipeline; partitioned for its
  * 8 devices it agrees with itself unpartitioned, and its stage shift is a
  * collective-permute the partitioner made (the program it is given has
- * none); vectorization over stages (partitioner/builder/vmap.h) on its
- * own. */
+ * none); stages are placed next to each other on the torus
+ * (ps_pipeline_mesh_devices). tests/check_vmap.c checks the vectorization
+ * over stages on its own. */
 #include "config.h"
 
 #include <check.h>
