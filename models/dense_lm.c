@@ -518,6 +518,19 @@ merge_batch (PsNet *net, PsInstr *x)
   return y;
 }
 
+/* The net's step: the optimizer update, or (outputs_gradients) the
+ * gradients; fills info. Takes net. */
+static PsModule *
+finish_step (const PsDenseLmConfig *cfg, PsNet *net, PsDenseLmInfo *info, PsInstr *lr, PsInstr *decay)
+{
+  if (info)
+    fill_info (cfg, net, info);
+  PsModule *m = cfg->outputs_gradients ? ps_net_finish_gradients (net) : ps_net_finish (net, lr, decay);
+  if (info)
+    info->n_instructions = m->entry->instrs->len;
+  return m;
+}
+
 /* The layers as a GSPMD pipeline (models/pipeline.h): the mesh is
  * [stages, mesh[0], mesh[1]] with the stage letter p on axis 0 and, on
  * axes 1 and 2, the 2d plan or (1d) the batch on axis 1 and the weights'
@@ -610,13 +623,7 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
                                 &gin, error)
       || !ps_net_vjp (net, x0, merge_batch (net, gin), NULL, NULL, 1, &emb, error))
     return NULL;
-  if (info)
-    fill_info (cfg, net, info);
-  PsModule *m = cfg->outputs_gradients ? ps_net_finish_gradients (g_steal_pointer (&net))
-                                       : ps_net_finish (g_steal_pointer (&net), lr, decay);
-  if (info)
-    info->n_instructions = m->entry->instrs->len;
-  return m;
+  return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }
 
 PsModule *
@@ -669,11 +676,5 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   for (int u = 0; u < cfg->microbatches; u++)
     if (!microbatch (net, cfg, u, emb, n_sets, layers, loop, final_ln, ids, labels, error))
       return NULL;
-  if (info)
-    fill_info (cfg, net, info);
-  PsModule *m = cfg->outputs_gradients ? ps_net_finish_gradients (g_steal_pointer (&net))
-                                       : ps_net_finish (g_steal_pointer (&net), lr, decay);
-  if (info)
-    info->n_instructions = m->entry->instrs->len;
-  return m;
+  return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }

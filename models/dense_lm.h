@@ -63,7 +63,8 @@ typedef struct {
   int pipeline_stages;       /* > 1: the layers as a GSPMD pipeline of that
                               * many stages (models/pipeline.h); `mesh` is
                               * then one stage's in-layer mesh, the program's
-                              * mesh [stages, mesh[0], mesh[1]]; 2d sharding */
+                              * mesh [stages, mesh[0], mesh[1]]; 2d or 1d
+                              * in-layer sharding */
   gboolean outputs_gradients;/* the step returns the loss and every weight's
                               * gradient instead of the optimizer's update
                               * (tests compare forms of the model with it) */

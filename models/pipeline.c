@@ -11,7 +11,6 @@
 
 struct PsPipelineRun {
   PsNet *net;
-  const PsLayer *layers;
   int n_weights;           /* of all the stage's layers */
   int64_t microbatches;
   PsInstr **weights;       /* they, in the loop's order */
@@ -94,7 +93,6 @@ typedef struct {
   PsNet *net;
   const PsPipeline *p;
   const PsLayer *layers;
-  int n_weights;
 } Body;
 
 static PsSharding *
@@ -268,7 +266,7 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
         consts[k - 1] = w->shape->rank >= 3 ? ps_ad_convert (net->c, w, net->act) : w;
         grad[k - 1] = TRUE;
       }
-  Body b = { net, p, layers, nw };
+  Body b = { net, p, layers };
   PsScanSpec spec = { .name = "pipeline", .length = T, .n_carry = 2, .carry = carry,
                       .n_xs = 1, .xs = &xs, .n_consts = n, .consts = consts,
                       .body = pipeline_body, .user = &b, .differentiable = TRUE,
@@ -278,7 +276,6 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
     return NULL;
   *run = g_new0 (PsPipelineRun, 1);
   (*run)->net = net;
-  (*run)->layers = layers;
   (*run)->n_weights = nw;
   (*run)->microbatches = p->microbatches;
   (*run)->weights = g_steal_pointer (&weights);
