@@ -45,6 +45,9 @@ typedef struct {
   gint64 windowed_einsum_threshold_bytes;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
   PsSchedulePolicy schedule;     /* default (0): PS_SCHEDULE_XLA; async_collectives: eager */
+  gboolean idle_cores;        /* the program may use fewer devices than the
+                               * slice has cores (device d on core d); the
+                               * rest idle */
 } PsPipelineOptions;
 
 typedef struct {
