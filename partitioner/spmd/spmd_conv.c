@@ -176,18 +176,21 @@ normalise_window_dim (PsWindowDim *w)
   w->base_dilation = 1;
 }
 
-/* A convolution whose kernel (rhs) spatial dim and the matching input
- * spatial dim are split alike, for a result that is not tiled (the weight
- * gradient of a spatially partitioned convolution, say): the window dim is
- * contracted like a dot's contracting dim. Device i holds kernel positions
- * [i WS, (i+1) WS); the input positions those meet for all outputs form a
- * window of O outputs... seen from the kernel side: "output" w reads input
- * w * window_dilation + o * stride, o < O, so the halo exchange with that
- * transposed window brings each device exactly the input it needs. The
- * local convolution runs with padding 0 and base dilation 1 over its
- * kernel piece (padding masked to zero), and an all-reduce over the
- * devices splitting the window adds the partial sums. Replaces gathering
- * both operands by neighbour exchanges and one result-sized all-reduce. */
+/* A convolution whose contracted dims are split, for a result that is not
+ * tiled (the weight gradient of a spatially or data-parallel partitioned
+ * convolution, say): every window dim whose kernel (rhs) spatial dim is
+ * split, and the contracted feature dim (lhs input features, rhs input
+ * features) when split, are contracted like a dot's contracting dims, all
+ * at once. The operand whose split is followed (the rhs, else the lhs)
+ * keeps those splits only; the other takes the same tiles on the matching
+ * dims. Along a split window dim device i holds kernel positions [i WS,
+ * (i+1) WS); "output" w reads input w * window_dilation + o * stride, o <
+ * O, so the halo exchange with that transposed window brings each device
+ * exactly the input it needs. The local convolution runs with padding 0
+ * and base dilation 1 over its kernel piece (padding of the split dims
+ * masked to zero), and one all-reduce over the devices splitting any of
+ * those dims adds the partial sums. Replaces gathering both operands by
+ * neighbour exchanges and one result-sized all-reduce. */
 static PsPVal *
 conv_split_window (SpComp *c, const PsInstr *in)
 {
@@ -197,74 +200,104 @@ conv_split_window (SpComp *c, const PsInstr *in)
   if (fgc != 1 || bgc != 1 || !cd->present || in->window.n != cd->n_spatial)
     return NULL;
   PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
-  int rl = lhs->full->rank, rr = rhs->full->rank;
-  /* The split to follow: the first kernel spatial dim split in the rhs,
-   * else the first input spatial dim split in the lhs. */
-  int sd = -1;
+  int rl = lhs->full->rank, rr = rhs->full->rank, n = cd->n_spatial;
+  /* The operand to follow: the rhs when it splits a contracted dim, else
+   * the lhs. A window dim qualifies when the kernel covers it whole
+   * (window size = kernel size) and is not reversed. */
+  gboolean split_q[n > 0 ? n : 1];
+  gboolean split_f = FALSE;
   const PsSharding *base = NULL;
-  for (int q = 0; q < cd->n_spatial && sd < 0; q++)
-    if (!in->window.dims[q].reversal && rhs->sharding->kind == PS_SHARDING_TILED
-        && !ps_sharding_has_manual_subgroup (rhs->sharding)
-        && sp_shards (rhs->sharding, (int) cd->k_spatial[q]) > 1)
-      {
-        sd = q;
-        base = rhs->sharding;
-      }
-  for (int q = 0; q < cd->n_spatial && sd < 0; q++)
-    if (!in->window.dims[q].reversal && lhs->sharding->kind == PS_SHARDING_TILED
-        && !ps_sharding_has_manual_subgroup (lhs->sharding)
-        && sp_shards (lhs->sharding, (int) cd->in_spatial[q]) > 1)
-      {
-        sd = q;
-        base = lhs->sharding;
-      }
-  if (sd < 0)
+  for (int side = 0; side < 2 && !base; side++)
+    {
+      const PsPVal *v = side == 0 ? rhs : lhs;
+      if (v->sharding->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (v->sharding))
+        continue;
+      gboolean any = FALSE;
+      for (int q = 0; q < n; q++)
+        {
+          int64_t dim = side == 0 ? cd->k_spatial[q] : cd->in_spatial[q];
+          split_q[q] = !in->window.dims[q].reversal && sp_shards (v->sharding, (int) dim) > 1
+                       && in->window.dims[q].size == rhs->full->dims[cd->k_spatial[q]]
+                       && in->shape->dims[cd->out_spatial[q]] >= 1;
+          any |= split_q[q];
+        }
+      split_f = sp_shards (v->sharding, (int) (side == 0 ? cd->k_in_feature : cd->in_feature)) > 1;
+      if (any || split_f)
+        base = v->sharding;
+    }
+  if (!base)
     return NULL;
-  int64_t bdim = base == rhs->sharding ? cd->k_spatial[sd] : cd->in_spatial[sd];
+  gboolean from_rhs = base == rhs->sharding;
   int64_t lsrc[rl], rsrc[rr];
   for (int q = 0; q < rl; q++)
-    lsrc[q] = q == cd->in_spatial[sd] ? bdim : -1;
+    lsrc[q] = -1;
   for (int q = 0; q < rr; q++)
-    rsrc[q] = q == cd->k_spatial[sd] ? bdim : -1;
+    rsrc[q] = -1;
+  for (int q = 0; q < n; q++)
+    if (split_q[q])
+      {
+        int64_t b = from_rhs ? cd->k_spatial[q] : cd->in_spatial[q];
+        lsrc[cd->in_spatial[q]] = rsrc[cd->k_spatial[q]] = b;
+      }
+  if (split_f)
+    lsrc[cd->in_feature] = rsrc[cd->k_in_feature] = from_rhs ? cd->k_in_feature : cd->in_feature;
   g_autoptr (PsSharding) ls = sp_sharding_remap (base, rl, lsrc);
   g_autoptr (PsSharding) rs = sp_sharding_remap (base, rr, rsrc);
   if (!ls || !rs)
     return NULL;
-  int64_t k = sp_shards (rs, (int) cd->k_spatial[sd]);
-  const PsWindowDim *ow = &in->window.dims[sd];
-  int64_t O = in->shape->dims[cd->out_spatial[sd]];
-  int64_t W = rhs->full->dims[cd->k_spatial[sd]];
-  if (k <= 1 || O < 1 || ow->size != W)
-    return NULL;
-  PsInstr *l = sp_reshard (c, lhs, ls);
+  PsPVal *lv0 = sp_reshard_pval (c, lhs, ls);
   PsPVal *rv = sp_reshard_pval (c, rhs, rs);
-  if (!rv)
-    return NULL;
-  gboolean rmask[rr];
+  if (!lv0 || !rv)
+    {
+      if (lv0)
+        sp_pval_free (lv0);
+      if (rv)
+        sp_pval_free (rv);
+      return NULL;
+    }
+  gboolean rmask[rr], lmask[rl];
   memset (rmask, 0, sizeof rmask);
-  rmask[cd->k_spatial[sd]] = TRUE;
+  memset (lmask, 0, sizeof lmask);
+  for (int q = 0; q < n; q++)
+    rmask[cd->k_spatial[q]] = split_q[q];
+  rmask[cd->k_in_feature] = lmask[cd->in_feature] = split_f;
   PsInstr *r = sp_mask_padding (c, rv, rmask, sp_const_zero (c, rhs->full->etype));
+  PsInstr *l = split_f ? sp_mask_padding (c, lv0, lmask, sp_const_zero (c, lhs->full->etype)) : lv0->hlo;
   sp_pval_free (rv);
-  PsWindowDim tw = { 0 };
-  tw.size = O;
-  tw.stride = ow->window_dilation > 0 ? ow->window_dilation : 1;
-  tw.window_dilation = ow->stride > 0 ? ow->stride : 1;
-  tw.pad_lo = ow->pad_lo;
-  tw.pad_hi = ow->pad_hi;
-  tw.base_dilation = ow->base_dilation > 0 ? ow->base_dilation : 1;
-  PsPVal lv = { l, ls, lhs->full };
-  l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[sd], &tw, W, k,
-                        sp_const_zero (c, lhs->full->etype));
-  PsWindowDim win[cd->n_spatial];
-  memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
-  win[sd].size = r->shape->dims[cd->k_spatial[sd]];
-  normalise_window_dim (&win[sd]);
+  sp_pval_free (lv0);
+  PsWindowDim win[n > 0 ? n : 1];
+  if (n > 0)
+    memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) n);
+  for (int q = 0; q < n; q++)
+    {
+      if (!split_q[q])
+        continue;
+      const PsWindowDim *ow = &in->window.dims[q];
+      int64_t O = in->shape->dims[cd->out_spatial[q]];
+      int64_t W = rhs->full->dims[cd->k_spatial[q]];
+      int64_t k = sp_shards (rs, (int) cd->k_spatial[q]);
+      PsWindowDim tw = { 0 };
+      tw.size = O;
+      tw.stride = ow->window_dilation > 0 ? ow->window_dilation : 1;
+      tw.window_dilation = ow->stride > 0 ? ow->stride : 1;
+      tw.pad_lo = ow->pad_lo;
+      tw.pad_hi = ow->pad_hi;
+      tw.base_dilation = ow->base_dilation > 0 ? ow->base_dilation : 1;
+      PsPVal lv = { l, ls, lhs->full };
+      l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[q], &tw, W, k,
+                            sp_const_zero (c, lhs->full->etype));
+      win[q].size = r->shape->dims[cd->k_spatial[q]];
+      normalise_window_dim (&win[q]);
+    }
   PsInstr *ops[2] = { l, r };
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (in->shape), 2, ops);
-  memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  if (n > 0)
+    memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) n);
   gboolean mask[rs->n_tile_dims];
   memset (mask, 0, sizeof mask);
-  mask[cd->k_spatial[sd]] = TRUE;
+  for (int q = 0; q < n; q++)
+    mask[cd->k_spatial[q]] = split_q[q];
+  mask[cd->k_in_feature] = split_f;
   int ng, gs;
   g_autofree int64_t *groups = sp_groups (rs, mask, &ng, &gs);
   y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);
