@@ -7,7 +7,8 @@
  * output tile i, whose windows read the padded, base-dilated input at
  * positions [P0(i), P1(i)]. The inputs those positions need come from its
  * own tile and up to SL tiles on the left and SR on the right; they arrive by
- * collective-permute (one per neighbour distance), are concatenated, masked
+ * collective-permute (one per neighbour distance; the farthest neighbour on
+ * each side sends only the slab the receiver needs), are concatenated, masked
  * outside the real data with the pad value, base-dilated explicitly (pad
  * with interior padding), and a dynamic-slice at a per-device offset takes
  * exactly [P0(i), P1(i)]. The local op then runs with that dim's padding 0
@@ -32,6 +33,19 @@ static int64_t
 ceil_div_s (int64_t a, int64_t b)
 {
   return -floor_div (-a, b);
+}
+
+/* A scalar constant whose bytes are all zero (0, +0.0, false). */
+static gboolean
+is_zero_constant (const PsInstr *x)
+{
+  if (x->opcode != PS_OP_CONSTANT || !x->literal || x->literal->n != 1)
+    return FALSE;
+  const guint8 *b = x->literal->data;
+  for (int i = 0; i < ps_etype_size_bytes (x->literal->etype); i++)
+    if (b[i] != 0)
+      return FALSE;
+  return TRUE;
 }
 
 /* Rewrites dim `d` of the local value so that the windowed op can run on it
@@ -64,6 +78,10 @@ sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64
       HR = MAX (HR, xh - ((i + 1) * IS - 1));
     }
   int64_t SL = MIN ((HL + IS - 1) / IS, k - 1), SR = MIN ((HR + IS - 1) / IS, k - 1);
+  /* Elements needed from the left and the right neighbours together; only
+   * those travel: the nearest neighbours send whole tiles, the farthest
+   * one on each side only the slab next to the receiver. */
+  int64_t Lreq = MIN (HL, SL * IS), Rreq = MIN (HR, SR * IS);
   gboolean mask[v->sharding->n_tile_dims];
   memset (mask, 0, sizeof mask);
   mask[d] = TRUE;
@@ -77,6 +95,21 @@ sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64
       PsInstr *piece = v->hlo;
       if (s != 0)
         {
+          int64_t a = s < 0 ? -s : s;
+          int64_t len = MIN (IS, (s < 0 ? Lreq : Rreq) - (a - 1) * IS);
+          if (len < IS)
+            {
+              int r0 = v->hlo->shape->rank;
+              int64_t st[r0], li[r0];
+              for (int q = 0; q < r0; q++)
+                {
+                  st[q] = 0;
+                  li[q] = v->hlo->shape->dims[q];
+                }
+              st[d] = s < 0 ? IS - len : 0;
+              li[d] = s < 0 ? IS : len;
+              piece = sp_slice (c, v->hlo, st, li);
+            }
           /* Device at tile j receives tile j + s. */
           int np = 0;
           for (int g = 0; g < ng; g++)
@@ -89,7 +122,7 @@ sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64
                 pairs[2 * np + 1] = groups[g * gs + j];
                 np++;
               }
-          piece = sp_collective_permute (c, v->hlo, np, pairs);
+          piece = sp_collective_permute (c, piece, np, pairs);
         }
       pieces[s + SL] = piece;
     }
@@ -105,18 +138,21 @@ sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64
       {
         int64_t dev = groups[g * gs + j];
         tile_of[dev] = j;
-        start[dev] = (j - SL) * IS;
+        start[dev] = j * IS - Lreq;
       }
-  {
-    const PsShape *bs = buf->shape;
-    PsInstr *io = sp_iota (c, PS_S32, bs->rank, bs->dims, d);
-    PsInstr *gidx = sp_binary (c, PS_OP_ADD, io, sp_broadcast_scalar (c, sp_table_lookup (c, start), io->shape));
-    PsInstr *zero = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, 0), io->shape);
-    PsInstr *lim = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, (double) N), io->shape);
-    PsInstr *ok = sp_binary (c, PS_OP_AND, sp_compare (c, gidx, zero, PS_CMP_GE),
-                             sp_compare (c, gidx, lim, PS_CMP_LT));
-    buf = sp_select (c, ok, buf, sp_broadcast_scalar (c, fill, buf->shape));
-  }
+  /* With even tiles and a zero pad value the mask changes nothing: no tile
+   * has padding, and devices at the edges received zeros from nobody. */
+  if (N % k != 0 || !is_zero_constant (fill))
+    {
+      const PsShape *bs = buf->shape;
+      PsInstr *io = sp_iota (c, PS_S32, bs->rank, bs->dims, d);
+      PsInstr *gidx = sp_binary (c, PS_OP_ADD, io, sp_broadcast_scalar (c, sp_table_lookup (c, start), io->shape));
+      PsInstr *zero = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, 0), io->shape);
+      PsInstr *lim = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, (double) N), io->shape);
+      PsInstr *ok = sp_binary (c, PS_OP_AND, sp_compare (c, gidx, zero, PS_CMP_GE),
+                               sp_compare (c, gidx, lim, PS_CMP_LT));
+      buf = sp_select (c, ok, buf, sp_broadcast_scalar (c, fill, buf->shape));
+    }
   int r = buf->shape->rank;
   int64_t lo[r], hi[r];
   memset (lo, 0, sizeof lo);
@@ -154,14 +190,39 @@ sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64
   buf = sp_pad (c, buf, fill, lo, hi);
   for (int64_t dev = 0; dev < n; dev++)
     offs[dev] += lo[d];
-  PsInstr *starts[r];
-  int64_t sizes[r];
-  for (int q = 0; q < r; q++)
+  /* Every device that computes output at the same offset (the usual
+   * stride-1 case): a static slice, nothing when it is the whole buffer. */
+  gboolean same = TRUE;
+  int64_t off0 = -1;
+  for (int64_t dev = 0; dev < n && same; dev++)
+    if (tile_of[dev] * OS < out_size)
+      {
+        if (off0 < 0)
+          off0 = offs[dev];
+        same = offs[dev] == off0;
+      }
+  PsInstr *res;
+  if (same && off0 >= 0)
     {
-      starts[q] = q == d ? sp_table_lookup (c, offs) : sp_const_scalar (c, PS_S32, 0);
-      sizes[q] = q == d ? SZ : buf->shape->dims[q];
+      int64_t st[r], li[r];
+      for (int q = 0; q < r; q++)
+        {
+          st[q] = q == d ? off0 : 0;
+          li[q] = q == d ? off0 + SZ : buf->shape->dims[q];
+        }
+      res = sp_slice (c, buf, st, li);
     }
-  PsInstr *res = sp_dynamic_slice (c, buf, starts, sizes);
+  else
+    {
+      PsInstr *starts[r];
+      int64_t sizes[r];
+      for (int q = 0; q < r; q++)
+        {
+          starts[q] = q == d ? sp_table_lookup (c, offs) : sp_const_scalar (c, PS_S32, 0);
+          sizes[q] = q == d ? SZ : buf->shape->dims[q];
+        }
+      res = sp_dynamic_slice (c, buf, starts, sizes);
+    }
   g_free (start);
   g_free (offs);
   g_free (tile_of);
@@ -181,7 +242,7 @@ normalise_window_dim (PsWindowDim *w)
  * convolution, say): every window dim whose kernel (rhs) spatial dim is
  * split, and the contracted feature dim (lhs input features, rhs input
  * features) when split, are contracted like a dot's contracting dims, all
- * at once. The operand whose split is followed (the rhs, else the lhs)
+ * at once (a batch-grouped convolution too: its groups stay whole). The operand whose split is followed (the rhs, else the lhs)
  * keeps those splits only; the other takes the same tiles on the matching
  * dims. Along a split window dim device i holds kernel positions [i WS,
  * (i+1) WS); "output" w reads input w * window_dilation + o * stride, o <
@@ -196,8 +257,7 @@ conv_split_window (SpComp *c, const PsInstr *in)
 {
   const PsConvDims *cd = &in->conv;
   int64_t fgc = in->feature_group_count > 0 ? in->feature_group_count : 1;
-  int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
-  if (fgc != 1 || bgc != 1 || !cd->present || in->window.n != cd->n_spatial)
+  if (!cd->present || in->window.n != cd->n_spatial)
     return NULL;
   PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   int rl = lhs->full->rank, rr = rhs->full->rank, n = cd->n_spatial;
@@ -221,7 +281,11 @@ conv_split_window (SpComp *c, const PsInstr *in)
                        && in->shape->dims[cd->out_spatial[q]] >= 1;
           any |= split_q[q];
         }
-      split_f = sp_shards (v->sharding, (int) (side == 0 ? cd->k_in_feature : cd->in_feature)) > 1;
+      /* Feature groups cut the contracted features into groups: a split
+       * of them would cut groups. Batch groups cut the lhs batch and the
+       * output features, which stay whole here. */
+      split_f = fgc == 1
+                && sp_shards (v->sharding, (int) (side == 0 ? cd->k_in_feature : cd->in_feature)) > 1;
       if (any || split_f)
         base = v->sharding;
     }
