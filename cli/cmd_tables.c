@@ -10,7 +10,7 @@
 #include <json-glib/json-glib.h>
 
 #include "common/error.h"
-#include "models/dense_lm.h"
+#include "models/family.h"
 #include "topology/hardware.h"
 
 typedef struct {
@@ -51,63 +51,98 @@ run_row (const char *preset, const char *hw_path, Row *row, GError **error)
     return FALSE;
   JsonObject *o = json_node_get_object (json_parser_get_root (parser));
   row->step_time_s = member_double (o, "step_time_s");
-  row->tokens_per_s = member_double (o, "tokens_per_s");
+  row->tokens_per_s = member_double (o, "throughput_per_s");
   row->mxu_utilization = member_double (o, "mxu_utilization");
   row->peak_hbm_bytes = (double) json_object_get_int_member (o, "peak_hbm_bytes");
   return TRUE;
 }
 
+/* The presets of published runs that belong to `table`, in name order.
+ * transfer container. */
+static GPtrArray *
+table_presets (const char *table)
+{
+  GPtrArray *names = g_ptr_array_new ();
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
+    {
+      g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
+      const char *t = NULL;
+      if (ps_params_published (p, &t, NULL) > 0 && g_strcmp0 (t, table) == 0)
+        g_ptr_array_add (names, (gpointer) pr->name);
+    }
+  return names;
+}
+
+/* The table names of every published preset, comma-separated. transfer full. */
+static char *
+known_tables (void)
+{
+  GString *out = g_string_new (NULL);
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
+    {
+      g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
+      const char *t = NULL;
+      if (ps_params_published (p, &t, NULL) > 0 && t)
+        {
+          g_autofree char *needle = g_strdup_printf (", %s,", t);
+          g_autofree char *hay = g_strdup_printf (", %s,", out->str);
+          if (!strstr (hay, needle))
+            g_string_append_printf (out, "%s%s", out->len ? ", " : "", t);
+        }
+    }
+  return g_string_free (out, FALSE);
+}
+
 static int
-dense_table (gboolean csv, gboolean markdown, const char *hw_path, const char *only)
+print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_path, const char *only)
 {
   GError *error = NULL;
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
   if (!hw)
     return ps_cli_fail (error);
-  const char *const *names = ps_dense_lm_preset_names ();
   /* Simulate every row before printing, so a failure leaves no half table. */
   GPtrArray *rows = g_ptr_array_new_with_free_func (g_free);
-  for (int i = 0; names[i]; i++)
+  for (guint i = 0; i < names->len; i++)
     {
-      if (only && g_ascii_strcasecmp (only, names[i]) != 0)
+      const char *name = names->pdata[i];
+      if (only && g_ascii_strcasecmp (only, name) != 0)
         continue;
-      PsDenseLmConfig cfg;
-      if (!ps_dense_lm_preset (names[i], &cfg, &error))
+      g_autoptr (PsParams) p = ps_model_preset_load (name, &error);
+      if (!p)
         return g_ptr_array_free (rows, TRUE), ps_cli_fail (error);
+      double published = ps_params_published (p, NULL, NULL);
+      int64_t mesh_dims[PS_PARAM_MESH_MAX_RANK];
+      int64_t cores = ps_params_mesh_size (p, "mesh");
+      ps_params_mesh (p, "mesh", mesh_dims);
+      g_autofree char *mesh = ps_params_text (p, "mesh");
       if (isatty (2))
-        fprintf (stderr, "\r\033[Kpodsim tables: %s ...", names[i]);
+        fprintf (stderr, "\r\033[Kpodsim tables: %s ...", name);
       /* SimGrid allows one engine per process: each row runs in a child
        * `podsim run --json`, which is also exactly what a user can rerun. */
       Row row;
-      if (!run_row (names[i], hw_path, &row, &error))
+      if (!run_row (name, hw_path, &row, &error))
         {
           if (isatty (2))
             fputs ("\r\033[K", stderr);
-          g_prefix_error (&error, "%s: ", names[i]);
+          g_prefix_error (&error, "%s: ", name);
           g_ptr_array_free (rows, TRUE);
           return ps_cli_fail (error);
         }
-      double ratio = row.tokens_per_s / cfg.published_tokens_per_s;
+      double ratio = row.tokens_per_s / published;
       double gib = row.peak_hbm_bytes / (1024.0 * 1024.0 * 1024.0);
       char *line;
-      g_autofree char *mesh = g_strdup_printf ("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, cfg.mesh[0], cfg.mesh[1]);
       if (csv)
-        line = g_strdup_printf ("%s,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                                ",%.6f,%.1f,%.4f,%.3f,%.0f,%.4f",
-                                names[i], cfg.mesh[0] * cfg.mesh[1], cfg.mesh[0], cfg.mesh[1],
-                                row.step_time_s, row.tokens_per_s, row.mxu_utilization, gib,
-                                cfg.published_tokens_per_s, ratio);
+        line = g_strdup_printf ("%s,%" G_GINT64_FORMAT ",%s,%.6f,%.1f,%.4f,%.3f,%.0f,%.4f",
+                                name, cores, mesh, row.step_time_s, row.tokens_per_s,
+                                row.mxu_utilization, gib, published, ratio);
       else if (markdown)
-        line = g_strdup_printf ("| %s | %" G_GINT64_FORMAT " | %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                                " | %.3f | %.0f | %.1f %% | %.2f GiB | %.0f | %.2f |",
-                                names[i], cfg.mesh[0] * cfg.mesh[1], cfg.mesh[0], cfg.mesh[1],
-                                row.step_time_s, row.tokens_per_s, 100 * row.mxu_utilization, gib,
-                                cfg.published_tokens_per_s, ratio);
+        line = g_strdup_printf ("| %s | %" G_GINT64_FORMAT " | %s | %.3f | %.0f | %.1f %% | %.2f GiB | %.0f | %.2f |",
+                                name, cores, mesh, row.step_time_s, row.tokens_per_s,
+                                100 * row.mxu_utilization, gib, published, ratio);
       else
         line = g_strdup_printf ("%-18s %6" G_GINT64_FORMAT " %7s %10.3f %12.0f %8.1f%% %9.2f GiB %12.0f %8.2f",
-                                names[i], cfg.mesh[0] * cfg.mesh[1], mesh,
-                                row.step_time_s, row.tokens_per_s, 100 * row.mxu_utilization, gib,
-                                cfg.published_tokens_per_s, ratio);
+                                name, cores, mesh, row.step_time_s, row.tokens_per_s,
+                                100 * row.mxu_utilization, gib, published, ratio);
       g_ptr_array_add (rows, line);
     }
   if (isatty (2))
@@ -146,20 +181,25 @@ ps_cmd_tables (int argc, char **argv)
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
     { NULL }
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("dense - the paper's dense Transformer table");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("TABLE - a table of published runs, simulated");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
-    "One row per published dense Transformer run (../shared/reference/published.tsv,\n"
-    "compiled into podsim): simulated step time, tokens/s, MXU utilization and peak\n"
-    "HBM per core next to the published tokens/s. See doc/validation.md.\n");
+    "One row per preset of a published run whose [published] table is TABLE\n"
+    "(dense: the GSPMD paper's dense Transformer runs, ../shared/reference/published.tsv):\n"
+    "simulated step time, throughput, MXU utilization and peak HBM per core next\n"
+    "to the published throughput. Each row is a child 'podsim run --preset NAME'.\n"
+    "See doc/validation.md.\n");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   GError *error = NULL;
-  if (argc != 2 || strcmp (argv[1], "dense") != 0)
+  g_autofree char *known = known_tables ();
+  g_autoptr (GPtrArray) names = argc == 2 ? table_presets (argv[1]) : NULL;
+  if (argc != 2 || names->len == 0)
     {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   argc < 2 ? "missing table name (known: dense)" : "unknown table '%s' (known: dense)",
-                   argc < 2 ? "" : argv[1]);
+      if (argc < 2)
+        g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "missing table name (known: %s)", known);
+      else
+        g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "unknown table '%s' (known: %s)", argv[1], known);
       return ps_cli_fail (error);
     }
   if (opt_csv && opt_md)
@@ -167,5 +207,5 @@ ps_cmd_tables (int argc, char **argv)
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--csv and --markdown exclude each other");
       return ps_cli_fail (error);
     }
-  return dense_table (opt_csv, opt_md, opt_hw, opt_only);
+  return print_table (names, opt_csv, opt_md, opt_hw, opt_only);
 }

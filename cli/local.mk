@@ -1,5 +1,6 @@
 bin_PROGRAMS += podsim
 podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/pipeline.c cli/pipeline.h \
+	cli/model_options.c cli/model_options.h \
 	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \
 	cli/cmd_partition.c cli/cmd_verify.c cli/cmd_simulate.c cli/cmd_bench.c \
 	cli/cmd_run.c cli/cmd_tables.c \

@@ -33,6 +33,7 @@ ps_pipeline_result_free (PsPipelineResult *r)
   if (!r)
     return;
   g_free (r->memory_text);
+  g_free (r->info.mesh.devices);
   if (r->trace)
     ps_trace_free (r->trace);
   if (r->sim)
@@ -40,16 +41,6 @@ ps_pipeline_result_free (PsPipelineResult *r)
   if (r->platform)
     ps_platform_free (r->platform);
   g_free (r);
-}
-
-PsTraceDeviceOrder
-ps_pipeline_device_order (const char *name)
-{
-  if (strcmp (name, "arange_T") == 0)
-    return PS_TRACE_ORDER_ARANGE_T;
-  if (strcmp (name, "nonpod2d") == 0)
-    return PS_TRACE_ORDER_NONPOD2D;
-  return PS_TRACE_ORDER_ARANGE;
 }
 
 /* The process's peak resident set since the last reset, from /proc (Linux);
@@ -133,35 +124,31 @@ dump_module (const PsModule *m, const char *path, GError **error)
 }
 
 PsPipelineResult *
-ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GError **error)
+ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions *opts,
+                 GError **error)
 {
   g_autoptr (PsPipelineResult) r = g_new0 (PsPipelineResult, 1);
   Clock clk = { opts, r, 0, PS_STAGE_BUILD };
   GError *local = NULL;
-  const char *slice_name = opts->slice ? opts->slice : cfg->slice;
-  if (!slice_name)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--slice is required for a custom model");
-      return NULL;
-    }
+  const char *slice_name = opts->slice;
   g_autoptr (PsSlice) slice = ps_slice_new (slice_name, opts->wrap, opts->hw->tensorcores_per_chip, error);
   if (!slice)
     return NULL;
-  int64_t n_devices = cfg->mesh[0] * cfg->mesh[1];
-  if (n_devices != ps_slice_n_cores (slice))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                   "--mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores",
-                   cfg->mesh[0], cfg->mesh[1], n_devices, slice_name, ps_slice_n_cores (slice));
-      return NULL;
-    }
 
   stage_begin (&clk, PS_STAGE_BUILD);
-  g_autoptr (PsModule) m = ps_dense_lm_build (cfg, &r->info, &local);
+  g_autoptr (PsModule) m = build (data, &r->info, &local);
   if (!m)
     return fail_stage (&clk, error, local), NULL;
   stage_end (&clk);
+  int64_t n_devices = 1;
+  for (guint i = 0; i < r->info.mesh.rank; i++)
+    n_devices *= r->info.mesh.dims[i];
+  if (n_devices != ps_slice_n_cores (slice))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
+                   " devices but slice %s has %d cores", n_devices, slice_name, ps_slice_n_cores (slice));
+      return NULL;
+    }
   if (opts->dump_hlo && !dump_module (m, opts->dump_hlo, error))
     return NULL;
 
@@ -212,22 +199,22 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
       g_autofree char *cap = ps_format_bytes ((double) opts->hw->hbm_bytes_per_core);
       g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
                    "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
-                   "(try %smore --microbatches or a larger slice)", peak, cap,
-                   cfg->remat ? "" : "--remat, ");
+                   "(try more --microbatches, --remat or a larger slice)", peak, cap);
       return NULL;
     }
 
   stage_begin (&clk, PS_STAGE_LOWER);
   PsLowerOptions lopts;
   ps_lower_options_init (&lopts);
-  lopts.program = cfg->name;
+  lopts.program = opts->program;
   lopts.n_devices = n_devices;
-  lopts.mesh_rank = 2;
-  lopts.mesh_dims[0] = cfg->mesh[0];
-  lopts.mesh_dims[1] = cfg->mesh[1];
-  lopts.mesh_order = ps_pipeline_device_order (cfg->device_order);
+  lopts.mesh_rank = r->info.mesh.rank;
+  for (guint i = 0; i < r->info.mesh.rank; i++)
+    lopts.mesh_dims[i] = r->info.mesh.dims[i];
+  lopts.mesh_order = r->info.mesh.order;
+  lopts.mesh_devices = r->info.mesh.devices;
   for (int i = 0; i < 3; i++)
-    lopts.mesh_physical[i] = cfg->physical[i];
+    lopts.mesh_physical[i] = r->info.mesh.physical[i];
   lopts.slice = slice_name;
   lopts.async_collectives = opts->async_collectives;
   r->trace = ps_lower_module (spmd, &lopts, &local);
@@ -254,7 +241,7 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
     fputs ("\r\033[K", stderr);
 
   double step = r->sim->step_time_s;
-  r->tokens_per_s = step > 0 ? (double) r->info.tokens_per_step / step : 0;
+  r->items_per_s = step > 0 ? r->info.items_per_step / step : 0;
   double peak = ps_hardware_peak_flops_per_core (opts->hw) * (double) n_devices;
   r->model_flops_utilization = step > 0 ? r->info.model_flops / (peak * step) : 0;
   return g_steal_pointer (&r);

@@ -1,17 +1,18 @@
-/* The end-to-end pipeline behind `podsim run` and `podsim tables`: build a
- * model's training step, propagate, partition, analyse memory, lower to a
- * step trace and replay it on a slice. Each stage's wall time and memory are
- * recorded so benchmarks can print them.
+/* The end-to-end pipeline behind `podsim run`: build a training step (a
+ * model family's build function, or an HLO file read and annotated),
+ * propagate, partition, analyse memory, lower to a step trace and replay it
+ * on a slice. Each stage's wall time and memory are recorded so benchmarks
+ * can print them.
  *
  * Ownership: PsPipelineResult is transfer full (ps_pipeline_result_free);
- * the config and hardware are borrowed.
+ * the options, hardware and build data are borrowed.
  */
 #ifndef PS_CLI_PIPELINE_H
 #define PS_CLI_PIPELINE_H
 
 #include <glib.h>
 
-#include "models/dense_lm.h"
+#include "models/family.h"
 #include "sim/results.h"
 #include "topology/hardware.h"
 #include "topology/platform.h"
@@ -26,8 +27,9 @@ typedef enum {
 const char *ps_stage_name (PsStage s);
 
 typedef struct {
+  const char *program;        /* the run's name, written to the trace */
   const PsHardware *hw;
-  const char *slice;          /* NULL: the config's slice */
+  const char *slice;
   PsWrapMode wrap;
   gboolean no_cache;
   gboolean async_collectives; /* lower collectives as start/done pairs that overlap compute */
@@ -44,7 +46,7 @@ typedef struct {
 } PsPipelineOptions;
 
 typedef struct {
-  PsDenseLmInfo info;
+  PsModelInfo info;
   double stage_s[PS_STAGE_COUNT];
   double stage_peak_rss_bytes[PS_STAGE_COUNT]; /* process high-water mark during the stage */
   gint64 n_instructions_spmd;
@@ -55,20 +57,21 @@ typedef struct {
   PsTrace *trace;             /* the lowered trace */
   PsPlatform *platform;       /* the slice's platform; sim points at it */
   PsReplayResult *sim;        /* the replay */
-  double tokens_per_s;
+  double items_per_s;         /* throughput in the model's item unit (tokens/s) */
   double model_flops_utilization; /* model FLOPs / (peak x cores x step) */
 } PsPipelineResult;
 
 void ps_pipeline_result_free (PsPipelineResult *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPipelineResult, ps_pipeline_result_free)
 
-/* Runs every stage. Errors: the config's (PS_ERROR_OPTION), a program that
+/* The build stage: the annotated single-device module and what it is
+ * (its mesh for lowering, its parameter and FLOP counts). transfer full. */
+typedef PsModule *(*PsPipelineBuildFn) (gpointer data, PsModelInfo *info, GError **error);
+
+/* Runs every stage. Errors: the build's (PS_ERROR_OPTION), a program that
  * does not fit in HBM (PS_ERROR_NO_FIT naming the peak and the capacity),
  * or whatever stage failed, prefixed with the stage name. */
-PsPipelineResult *ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts,
-                                   GError **error);
-
-/* The mesh dims/order of a config as lowering options want them. */
-PsTraceDeviceOrder ps_pipeline_device_order (const char *name);
+PsPipelineResult *ps_pipeline_run (PsPipelineBuildFn build, gpointer data,
+                                   const PsPipelineOptions *opts, GError **error);
 
 #endif

@@ -10,38 +10,7 @@
 #include "partitioner/ir/sharding.h"
 #include "traces/trace.h"
 
-/* ---- presets ---------------------------------------------------------------- */
-
-/* The rows of ../shared/reference/published.tsv (Lingvo's
- * lingvo/tasks/lm/params/synthetic_packed_input.py and the "Expect ~N
- * tokens/sec" comments there). tests/check_models.c compares this table with
- * the file so the two cannot drift apart. */
-static const struct {
-  const char *name;
-  int layers;
-  int64_t model_dim, ffn_dim, heads, seq_len, batch;
-  gboolean gated;
-  const char *slice;
-  int64_t mesh0, mesh1;
-  int64_t px, py, pc;
-  const char *order;
-  double tokens_per_s;
-} presets[] = {
-  { "DenseLm128B8x8", 64, 8192, 65536, 128, 1024, 16, TRUE, "v3-128", 8, 16, 8, 8, 2, "nonpod2d", 3700 },
-  { "DenseLm128B16x16", 64, 8192, 65536, 128, 1024, 128, TRUE, "v3-512", 16, 32, 16, 16, 2, "nonpod2d", 18000 },
-  { "DenseLm128B32x32", 64, 8192, 65536, 128, 1024, 512, TRUE, "v3-2048", 32, 64, 32, 32, 2, "arange", 62000 },
-  { "DenseLm175B32x32", 96, 12288, 49152, 96, 2048, 1024, FALSE, "v3-2048", 64, 32, 32, 32, 2, "arange_T", 51530 },
-};
-
-static const char *preset_names[G_N_ELEMENTS (presets) + 1] = {
-  "DenseLm128B8x8", "DenseLm128B16x16", "DenseLm128B32x32", "DenseLm175B32x32", NULL
-};
-
-const char *const *
-ps_dense_lm_preset_names (void)
-{
-  return preset_names;
-}
+/* ---- configs ------------------------------------------------------------------ */
 
 static void
 config_defaults (PsDenseLmConfig *c)
@@ -56,86 +25,6 @@ config_defaults (PsDenseLmConfig *c)
   c->microbatches = 1;
   c->device_order = "arange";
   c->sharding = PS_SHARDING_2D;
-}
-
-gboolean
-ps_dense_lm_preset (const char *name, PsDenseLmConfig *out, GError **error)
-{
-  for (gsize i = 0; i < G_N_ELEMENTS (presets); i++)
-    if (g_ascii_strcasecmp (name, presets[i].name) == 0)
-      {
-        config_defaults (out);
-        out->name = presets[i].name;
-        out->layers = presets[i].layers;
-        out->model_dim = presets[i].model_dim;
-        out->ffn_dim = presets[i].ffn_dim;
-        out->heads = presets[i].heads;
-        out->seq_len = presets[i].seq_len;
-        out->global_batch = presets[i].batch;
-        out->gated_gelu = presets[i].gated;
-        out->slice = presets[i].slice;
-        out->mesh[0] = presets[i].mesh0;
-        out->mesh[1] = presets[i].mesh1;
-        out->physical[0] = presets[i].px;
-        out->physical[1] = presets[i].py;
-        out->physical[2] = presets[i].pc;
-        out->device_order = presets[i].order;
-        out->published_tokens_per_s = presets[i].tokens_per_s;
-        return TRUE;
-      }
-  g_autofree char *known = g_strjoinv (", ", (char **) preset_names);
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "unknown preset '%s' (known: %s)", name, known);
-  return FALSE;
-}
-
-static gboolean
-str_differ (const char *a, const char *b)
-{
-  return g_strcmp0 (a, b) != 0;
-}
-
-char *
-ps_dense_lm_config_diff (const PsDenseLmConfig *a, const PsDenseLmConfig *b)
-{
-  struct { const char *what; gboolean differ; } f[] = {
-    { "layers", a->layers != b->layers },
-    { "model-dim", a->model_dim != b->model_dim },
-    { "ffn-dim", a->ffn_dim != b->ffn_dim },
-    { "heads", a->heads != b->heads },
-    { "head-dim", a->head_dim != b->head_dim },
-    { "seq-len", a->seq_len != b->seq_len },
-    { "batch", a->global_batch != b->global_batch },
-    { "vocab", a->vocab != b->vocab },
-    { "rel-buckets", a->rel_buckets != b->rel_buckets },
-    { "gated-gelu", !a->gated_gelu != !b->gated_gelu },
-    { "optimizer", a->optimizer != b->optimizer },
-    { "remat", !a->remat != !b->remat },
-    { "microbatches", a->microbatches != b->microbatches },
-    { "mesh", a->mesh[0] != b->mesh[0] || a->mesh[1] != b->mesh[1] },
-    { "device-order", str_differ (a->device_order, b->device_order) },
-    { "sharding", a->sharding != b->sharding },
-    { "weight-update-sharding", !a->weight_update_sharding != !b->weight_update_sharding },
-    { "slice", str_differ (a->slice, b->slice) },
-  };
-  GString *out = g_string_new (NULL);
-  for (gsize i = 0; i < G_N_ELEMENTS (f); i++)
-    if (f[i].differ)
-      g_string_append_printf (out, "%s%s", out->len ? ", " : "", f[i].what);
-  return g_string_free (out, FALSE);
-}
-
-const char *
-ps_dense_lm_published_match (const PsDenseLmConfig *cfg)
-{
-  for (gsize i = 0; i < G_N_ELEMENTS (presets); i++)
-    {
-      PsDenseLmConfig p;
-      ps_dense_lm_preset (presets[i].name, &p, NULL);
-      g_autofree char *diff = ps_dense_lm_config_diff (cfg, &p);
-      if (*diff == '\0')
-        return presets[i].name;
-    }
-  return NULL;
 }
 
 void
@@ -155,7 +44,6 @@ ps_dense_lm_config_small (PsDenseLmConfig *out)
   out->gated_gelu = TRUE;
   out->mesh[0] = 2;
   out->mesh[1] = 4;
-  out->slice = "v3-8";
   out->physical[0] = 2;
   out->physical[1] = 2;
   out->physical[2] = 2;
@@ -186,6 +74,14 @@ ps_sharding_preset_from_name (const char *name, PsShardingPreset *out)
   return TRUE;
 }
 
+/* The name of a setting in messages: where the config's parameters say
+ * it came from ("--heads", "run.ini:5:9: heads"), else its option. */
+static const char *
+label (const PsDenseLmConfig *c, const char *key, const char *option)
+{
+  return c->params ? ps_params_where (c->params, key) : option;
+}
+
 static gboolean
 require_div (int64_t value, int64_t by, const char *what, const char *axis, GError **error)
 {
@@ -202,47 +98,51 @@ require_div (int64_t value, int64_t by, const char *what, const char *axis, GErr
 gboolean
 ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
 {
-  struct { const char *opt; int64_t v; } pos[] = {
-    { "--layers", c->layers }, { "--model-dim", c->model_dim }, { "--ffn-dim", c->ffn_dim },
-    { "--heads", c->heads }, { "--head-dim", c->head_dim }, { "--seq-len", c->seq_len },
-    { "--batch", c->global_batch }, { "--vocab", c->vocab }, { "--microbatches", c->microbatches },
-    { "--mesh (first)", c->mesh[0] }, { "--mesh (second)", c->mesh[1] },
+  struct { const char *key, *opt; int64_t v; } pos[] = {
+    { "layers", "--layers", c->layers }, { "model_dim", "--model-dim", c->model_dim },
+    { "ffn_dim", "--ffn-dim", c->ffn_dim }, { "heads", "--heads", c->heads },
+    { "head_dim", "--head-dim", c->head_dim }, { "seq_len", "--seq-len", c->seq_len },
+    { "global_batch", "--batch", c->global_batch }, { "vocab", "--vocab", c->vocab },
+    { "microbatches", "--microbatches", c->microbatches },
+    { "mesh", "--mesh (first)", c->mesh[0] }, { "mesh", "--mesh (second)", c->mesh[1] },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
       {
         g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %" G_GINT64_FORMAT ")",
-                     pos[i].opt, pos[i].v);
+                     label (c, pos[i].key, pos[i].opt), pos[i].v);
         return FALSE;
       }
   /* Half the buckets are exact distances, the rest logarithmic up to 128. */
   if (c->rel_buckets < 2 || c->rel_buckets > 254)
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--rel-buckets must be 2 .. 254 (got %d)",
-                   c->rel_buckets);
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 2 .. 254 (got %d)",
+                   label (c, "rel_buckets", "--rel-buckets"), c->rel_buckets);
       return FALSE;
     }
+  const char *batch = label (c, "global_batch", "--batch"), *mbs = label (c, "microbatches", "--microbatches");
   if (c->global_batch % c->microbatches != 0)
-    return require_div (c->global_batch, c->microbatches, "--batch", "--microbatches", error);
+    return require_div (c->global_batch, c->microbatches, batch, mbs, error);
   int64_t b = c->global_batch / c->microbatches;
   int64_t all = c->mesh[0] * c->mesh[1];
+  const char *md = label (c, "model_dim", "--model-dim"), *heads = label (c, "heads", "--heads");
+  const char *ffn = label (c, "ffn_dim", "--ffn-dim"), *vocab = label (c, "vocab", "--vocab");
+  const char *mb = "the microbatch size (global batch / microbatches)";
   switch (c->sharding)
     {
     case PS_SHARDING_2D:
-      return require_div (b, c->mesh[0], "the microbatch size (--batch / --microbatches)",
-                          "mesh axis 0", error)
-             && require_div (c->model_dim, c->mesh[0], "--model-dim", "mesh axis 0", error)
-             && require_div (c->model_dim, c->mesh[1], "--model-dim", "mesh axis 1", error)
-             && require_div (c->heads, c->mesh[1], "--heads", "mesh axis 1", error)
-             && require_div (c->ffn_dim, c->mesh[1], "--ffn-dim", "mesh axis 1", error)
-             && require_div (c->vocab, c->mesh[1], "--vocab", "mesh axis 1", error);
+      return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
+             && require_div (c->model_dim, c->mesh[0], md, "mesh axis 0", error)
+             && require_div (c->model_dim, c->mesh[1], md, "mesh axis 1", error)
+             && require_div (c->heads, c->mesh[1], heads, "mesh axis 1", error)
+             && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error)
+             && require_div (c->vocab, c->mesh[1], vocab, "mesh axis 1", error);
     case PS_SHARDING_1D:
-      return require_div (c->heads, all, "--heads", "the device count", error)
-             && require_div (c->ffn_dim, all, "--ffn-dim", "the device count", error)
-             && require_div (c->vocab, all, "--vocab", "the device count", error);
+      return require_div (c->heads, all, heads, "the device count", error)
+             && require_div (c->ffn_dim, all, ffn, "the device count", error)
+             && require_div (c->vocab, all, vocab, "the device count", error);
     case PS_SHARDING_DP:
-      return require_div (b, all, "the microbatch size (--batch / --microbatches)",
-                          "the device count", error);
+      return require_div (b, all, mb, "the device count", error);
     }
   return TRUE;
 }
@@ -264,9 +164,9 @@ ps_dense_lm_mesh_devices (const PsDenseLmConfig *c, GError **error)
       if (c->physical[0] * c->physical[1] * c->physical[2] != c->mesh[0] * c->mesh[1])
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                       "--device-order nonpod2d: the slice has %" G_GINT64_FORMAT
+                       "%s nonpod2d: the slice has %" G_GINT64_FORMAT
                        " cores but the mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT,
-                       c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1],
+                       label (c, "device_order", "--device-order"), c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1],
                        c->mesh[0] * c->mesh[1]);
           return NULL;
         }
