@@ -293,6 +293,55 @@ START_TEST (test_errors)
 }
 END_TEST
 
+/* The batch-norm ops as XLA prints them: typed epsilon (a float) and
+ * feature_index, required, printed back in XLA's order. */
+START_TEST (test_batch_norm)
+{
+  static const char text[] =
+    "HloModule bn\n\n"
+    "ENTRY %e (x: f32[2,4,3], s: f32[3], o: f32[3]) -> (f32[2,4,3], f32[2,4,3], (f32[2,4,3], f32[3], f32[3])) {\n"
+    "  %x = f32[2,4,3] parameter(0)\n"
+    "  %s = f32[3] parameter(1)\n"
+    "  %o = f32[3] parameter(2)\n"
+    "  %t = (f32[2,4,3], f32[3], f32[3]) batch-norm-training(%x, %s, %o), epsilon=1e-05, feature_index=2\n"
+    "  %y = f32[2,4,3] get-tuple-element(%t), index=0\n"
+    "  %m = f32[3] get-tuple-element(%t), index=1\n"
+    "  %v = f32[3] get-tuple-element(%t), index=2\n"
+    "  %i = f32[2,4,3] batch-norm-inference(%x, %s, %o, %m, %v), epsilon=0.001, feature_index=2\n"
+    "  %g = (f32[2,4,3], f32[3], f32[3]) batch-norm-grad(%x, %s, %m, %v, %y), epsilon=0.5, feature_index=2\n"
+    "  ROOT %r = (f32[2,4,3], f32[2,4,3], (f32[2,4,3], f32[3], f32[3])) tuple(%y, %i, %g)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "bn");
+  PsInstr *t = ps_module_find_instr (m, "t");
+  ck_assert_int_eq (t->opcode, PS_OP_BATCH_NORM_TRAINING);
+  ck_assert_int_eq (t->feature_index, 2);
+  ck_assert (t->epsilon == 1e-05f);
+  ck_assert (ps_module_find_instr (m, "i")->epsilon == 0.001f);
+  ck_assert_int_eq (ps_module_find_instr (m, "g")->opcode, PS_OP_BATCH_NORM_GRAD);
+  g_autofree char *out = ps_hlo_print (m, NULL);
+  ck_assert_str_eq (out, text);
+  /* The shape may be left out: inference gives the tuple. */
+  g_autoptr (PsModule) m2 = parse_ok ("ENTRY e {\n  x = f32[2,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+                                      "  ROOT t = batch-norm-training(x, s, s), epsilon=1, feature_index=1\n}\n",
+                                      "bn2");
+  g_autofree char *ts = ps_shape_to_string (m2->entry->root->shape, FALSE);
+  ck_assert_str_eq (ts, "(f32[2,3], f32[3], f32[3])");
+  parse_fails ("ENTRY e {\n  x = f32[2,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+               "  ROOT t = batch-norm-training(x, s, s), feature_index=1\n}\n",
+               "t.hlo:4:12: batch-norm-training 't' needs attribute 'epsilon'");
+  parse_fails ("ENTRY e {\n  x = f32[2,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+               "  ROOT t = batch-norm-training(x, s, s), epsilon=-1, feature_index=1\n}\n",
+               "t.hlo:4:50: epsilon must be a finite number >= 0, found '-1'");
+  parse_fails ("ENTRY e {\n  x = f32[2,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+               "  ROOT t = batch-norm-training(x, s, s), epsilon=x1, feature_index=1\n}\n",
+               "t.hlo:4:50: epsilon: 'x1' is not a f32 value");
+  parse_fails ("ENTRY e {\n  x = f32[2,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+               "  ROOT t = batch-norm-training(x, s, s), epsilon=1, feature_index=0\n}\n",
+               "t.hlo:4:12: batch-norm-training: operand 1 is f32[3]; the 2 features of dim 0 of f32[2,3] "
+               "need a rank-1 array of that size");
+}
+END_TEST
+
 START_TEST (test_example)
 {
   g_autofree char *path = src_path ("examples/transformer_layer.hlo");
@@ -428,6 +477,7 @@ hlo_suite (void)
   tcase_add_test (tc, test_grammar);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_example);
+  tcase_add_test (tc, test_batch_norm);
   tcase_add_test (tc, test_collectives);
   tcase_add_test (tc, test_mutations);
   suite_add_tcase (s, tc);

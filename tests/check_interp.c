@@ -349,6 +349,43 @@ START_TEST (test_conv_feature_groups)
 }
 END_TEST
 
+/* Batch normalization over feature dim 1 of x = {{1,2},{3,6}}: feature 0
+ * holds {1,3} (mean 2, variance 1), feature 1 {2,6} (mean 4, variance 4).
+ * Training with eps 0, scale {2,1}, offset {10,20}: y = (x - mean) /
+ * sqrt(var) * scale + offset = {{8,19},{12,21}}. Inference with mean {0,0},
+ * variance {3,0}, eps 1 (sigma {2,1}): {{1/2*2+10, 2+20}, {3/2*2+10, 6+20}}
+ * = {{11,22},{13,26}}. */
+START_TEST (test_batch_norm)
+{
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n"
+                     " x = f32[2,2] constant({{1,2},{3,6}})\n"
+                     " s = f32[2] constant({2,1})\n o = f32[2] constant({10,20})\n"
+                     " z = f32[2] constant({0,0})\n v = f32[2] constant({3,0})\n"
+                     " t = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, s, o), epsilon=0, feature_index=1\n"
+                     " i = f32[2,2] batch-norm-inference(x, s, o, z, v), epsilon=1, feature_index=1\n"
+                     " ROOT r = ((f32[2,2], f32[2], f32[2]), f32[2,2]) tuple(t, i)\n}\n", 0, NULL);
+  expect_values (r->elems[0]->elems[0], 4, (double[]) { 8, 19, 12, 21 });
+  expect_values (r->elems[0]->elems[1], 2, (double[]) { 2, 4 });
+  expect_values (r->elems[0]->elems[2], 2, (double[]) { 1, 4 });
+  expect_values (r->elems[1], 4, (double[]) { 11, 22, 13, 26 });
+  ps_value_free (r);
+  /* Grad, one feature: x {0,3,3}, mean 2, variance 2, eps 2 (sigma 2),
+   * scale 1, dy {3,0,0}. grad_offset = sum dy = 3; grad_scale = sum dy (x -
+   * mean) / sigma = 3 * -2 / 2 = -3; xhat = {-1, 1/2, 1/2}; dx = scale /
+   * sigma * (dy - 3/3 - xhat * -3/3) = 1/2 * (dy - 1 + xhat) = {1/2, -1/4,
+   * -1/4}. */
+  r = run1 ("HloModule m\nENTRY e {\n"
+            " x = f32[3,1] constant({{0},{3},{3}})\n dy = f32[3,1] constant({{3},{0},{0}})\n"
+            " s = f32[1] constant({1})\n m = f32[1] constant({2})\n v = f32[1] constant({2})\n"
+            " ROOT g = (f32[3,1], f32[1], f32[1]) batch-norm-grad(x, s, m, v, dy), epsilon=2,"
+            " feature_index=1\n}\n", 0, NULL);
+  expect_values (r->elems[0], 3, (double[]) { 0.5, -0.25, -0.25 });
+  expect_values (r->elems[1], 1, (double[]) { -3 });
+  expect_values (r->elems[2], 1, (double[]) { 3 });
+  ps_value_free (r);
+}
+END_TEST
+
 START_TEST (test_reduce_variants)
 {
   /* Sum over dim 1 of {{1,2,3},{4,5,6}} = {6, 15}; variadic argmax over dim 0
@@ -1050,6 +1087,7 @@ interp_suite (void)
   tcase_add_test (tc, test_dot_general);
   tcase_add_test (tc, test_conv_padding_dilation);
   tcase_add_test (tc, test_conv_feature_groups);
+  tcase_add_test (tc, test_batch_norm);
   tcase_add_test (tc, test_reduce_variants);
   tcase_add_test (tc, test_reduce_window_and_select_and_scatter);
   tcase_add_test (tc, test_while_and_conditional);

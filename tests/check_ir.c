@@ -536,6 +536,45 @@ START_TEST (test_infer_gather)
 }
 END_TEST
 
+/* XLA's ShapeInference for the batch-norm ops: tuple results of the
+ * operand's shape and two per-feature vectors; every per-feature operand
+ * rank 1 of the feature dim's size, the same element type, a float operand. */
+START_TEST (test_infer_batch_norm)
+{
+  PsInstr *x = param (arr (PS_F32, 4, 2, 5, 6, 3));
+  PsInstr *s3 = param (arr (PS_F32, 1, 3)), *o3 = param (arr (PS_F32, 1, 3));
+  PsInstr *tr = proto (PS_OP_BATCH_NORM_TRAINING, 3, x, s3, o3);
+  tr->feature_index = 3;
+  infer_is (tr, "(f32[2,5,6,3], f32[3], f32[3])");
+  tr->feature_index = 4;
+  infer_fails (tr, PS_ERROR_INVALID, "feature_index 4 is out of range");
+  tr->feature_index = 1;
+  infer_fails (tr, PS_ERROR_INVALID, "the 5 features of dim 1");
+
+  PsInstr *inf = proto (PS_OP_BATCH_NORM_INFERENCE, 5, x, s3, o3, s3, o3);
+  inf->feature_index = 3;
+  infer_is (inf, "f32[2,5,6,3]");
+  PsInstr *h3 = param (arr (PS_BF16, 1, 3));
+  PsInstr *bad = proto (PS_OP_BATCH_NORM_INFERENCE, 5, x, s3, o3, h3, o3);
+  bad->feature_index = 3;
+  infer_fails (bad, PS_ERROR_INVALID, "operand 3 is bf16");
+
+  PsInstr *dy = param (arr (PS_F32, 4, 2, 5, 6, 3));
+  PsInstr *gr = proto (PS_OP_BATCH_NORM_GRAD, 5, x, s3, s3, o3, dy);
+  gr->feature_index = 3;
+  infer_is (gr, "(f32[2,5,6,3], f32[3], f32[3])");
+  PsInstr *gr2 = proto (PS_OP_BATCH_NORM_GRAD, 5, x, s3, s3, o3, s3);
+  gr2->feature_index = 3;
+  infer_fails (gr2, PS_ERROR_INVALID, "grad_output f32[3] does not have the operand's shape");
+  PsInstr *too_few = proto (PS_OP_BATCH_NORM_GRAD, 3, x, s3, o3);
+  infer_fails (too_few, PS_ERROR_INVALID, "takes 5 operands");
+  PsInstr *ix = param (arr (PS_S32, 2, 4, 3));
+  PsInstr *itr = proto (PS_OP_BATCH_NORM_TRAINING, 3, ix, s3, o3);
+  itr->feature_index = 1;
+  infer_fails (itr, PS_ERROR_INVALID, "floating-point operand");
+}
+END_TEST
+
 START_TEST (test_validate)
 {
   g_autoptr (PsModule) m = small_module (NULL, NULL);
@@ -582,6 +621,7 @@ ir_suite (void)
   tcase_add_test (ti, test_infer_shape_ops);
   tcase_add_test (ti, test_infer_conv_and_window);
   tcase_add_test (ti, test_infer_gather);
+  tcase_add_test (ti, test_infer_batch_norm);
   suite_add_tcase (s, ti);
   return s;
 }

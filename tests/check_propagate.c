@@ -269,6 +269,33 @@ START_TEST (test_broadcast_and_reduce)
 }
 END_TEST
 
+/* Batch norm: operand-shaped values share one sharding; per-feature values
+ * keep only the feature dim's split. */
+START_TEST (test_batch_norm)
+{
+  g_autoptr (PsModule) m = propagate (
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,8,4] parameter(0), sharding={devices=[1,2,2]0,1,2,3}\n"
+      "  s = f32[4] parameter(1)\n  o = f32[4] parameter(2)\n"
+      "  t = (f32[2,8,4], f32[4], f32[4]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=2\n"
+      "  y = f32[2,8,4] get-tuple-element(t), index=0\n"
+      "  m = f32[4] get-tuple-element(t), index=1\n  v = f32[4] get-tuple-element(t), index=2\n"
+      "  g = (f32[2,8,4], f32[4], f32[4]) batch-norm-grad(x, s, m, v, y), epsilon=0.001, feature_index=2\n"
+      "  gx = f32[2,8,4] get-tuple-element(g), index=0\n"
+      "  zp = f32[2,8,4] parameter(3)\n  z = f32[2,8,4] copy(zp)\n"
+      "  i = f32[2,8,4] batch-norm-inference(z, s, o, m, v), epsilon=0.001, feature_index=2\n"
+      "  c = f32[2,8,4] copy(i), sharding={devices=[2,1,2]0,1,2,3}\n"
+      "  ROOT r = (f32[2,8,4], f32[2,8,4]) tuple(gx, c)\n}\n", TRUE, FALSE);
+  expect_sharding (m, "t", "{{devices=[1,2,2]0,1,2,3}, {devices=[2,2]0,2,1,3 last_tile_dim_replicate},"
+                           " {devices=[2,2]0,2,1,3 last_tile_dim_replicate}}");
+  expect_sharding (m, "g", "{{devices=[1,2,2]0,1,2,3}, {devices=[2,2]0,2,1,3 last_tile_dim_replicate},"
+                           " {devices=[2,2]0,2,1,3 last_tile_dim_replicate}}");
+  /* Backward from the inference's user to its operand. */
+  expect_sharding (m, "i", "{devices=[2,1,2]0,1,2,3}");
+  expect_sharding (m, "z", "{devices=[2,1,2]0,1,2,3}");
+}
+END_TEST
+
 START_TEST (test_reshape_and_transpose)
 {
   g_autoptr (PsModule) m = propagate (
@@ -537,6 +564,7 @@ propagate_suite (void)
   tcase_add_test (tc, test_dot_backward_to_operand);
   tcase_add_test (tc, test_broadcast_and_reduce);
   tcase_add_test (tc, test_reshape_and_transpose);
+  tcase_add_test (tc, test_batch_norm);
   tcase_add_test (tc, test_slice_pad_concat_dynamic_slice);
   tcase_add_test (tc, test_gather_passthrough_and_index);
   tcase_add_test (tc, test_while_body_shares_sharding);

@@ -157,6 +157,49 @@ static const Case cases[] = {
     "  ROOT r = (f32[5], s32[5]) reduce(x, y, a, b), dimensions={1}, to_apply=maxidx,"
     " sharding={{replicated}, {replicated}}\n}\n",
     0, 0, 2, 0, 0 },
+  /* Batch norm: the statistics of a spatially split image are summed over
+   * its pieces (one all-reduce of both sums); verify compares the mean and
+   * variance each device holds with the single-device ones. */
+  { "batch-norm-training, 2D spatial split 4x2 of uneven dims: statistics all-reduced", 8,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[2,7,5,3] parameter(0), sharding={devices=[1,4,2,1]<=[8]}\n"
+    "  s = f32[3] parameter(1), sharding={replicated}\n  o = f32[3] parameter(2), sharding={replicated}\n"
+    "  ROOT t = (f32[2,7,5,3], f32[3], f32[3]) batch-norm-training(x, s, o), epsilon=0.001,"
+    " feature_index=3, sharding={{devices=[1,4,2,1]<=[8]}, {replicated}, {replicated}}\n}\n",
+    0, 1, 0, 0, 0 },
+  { "batch-norm-training, batch and feature split, spatial uneven split, partially replicated", 8,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[2,5,3] parameter(0), sharding={devices=[1,2,2,2]<=[8] last_tile_dim_replicate}\n"
+    "  s = f32[3] parameter(1), sharding={replicated}\n  o = f32[3] parameter(2), sharding={replicated}\n"
+    "  ROOT t = (f32[2,5,3], f32[3], f32[3]) batch-norm-training(x, s, o), epsilon=0.01, feature_index=2,"
+    " sharding={{devices=[1,2,2,2]<=[8] last_tile_dim_replicate},"
+    " {devices=[2,4]0,1,4,5,2,3,6,7 last_tile_dim_replicate},"
+    " {devices=[2,4]0,1,4,5,2,3,6,7 last_tile_dim_replicate}}\n}\n",
+    0, 1, 0, 0, 0 },
+  { "batch-norm-training with only the feature dim split: the op on each tile, no collective", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[3,4,6] parameter(0), sharding={devices=[1,1,4]<=[4]}\n"
+    "  s = f32[6] parameter(1), sharding={devices=[4]<=[4]}\n  o = f32[6] parameter(2), sharding={devices=[4]<=[4]}\n"
+    "  ROOT t = (f32[3,4,6], f32[6], f32[6]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=2,"
+    " sharding={{devices=[1,1,4]<=[4]}, {devices=[4]<=[4]}, {devices=[4]<=[4]}}\n}\n",
+    0, 0, 0, 0, 0 },
+  { "batch-norm-grad, batch and uneven spatial split: both sums all-reduced", 8,
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[4,7,3] parameter(0), sharding={devices=[2,4,1]<=[8]}\n"
+    "  dy = f32[4,7,3] parameter(1), sharding={devices=[2,4,1]<=[8]}\n"
+    "  s = f32[3] parameter(2), sharding={replicated}\n  m = f32[3] parameter(3), sharding={replicated}\n"
+    "  v = f32[3] parameter(4), sharding={replicated}\n"
+    "  ROOT g = (f32[4,7,3], f32[3], f32[3]) batch-norm-grad(x, s, m, v, dy), epsilon=0.5, feature_index=2,"
+    " sharding={{devices=[2,4,1]<=[8]}, {replicated}, {replicated}}\n}\n",
+    0, 1, 0, 0, 0 },
+  { "batch-norm-inference, spatial split: per-feature operands replicated, no collective", 4,
+    "HloModule m\nENTRY e {\n"
+    "  x = bf16[2,9,3] parameter(0), sharding={devices=[1,4,1]<=[4]}\n"
+    "  s = bf16[3] parameter(1), sharding={replicated}\n  o = bf16[3] parameter(2), sharding={replicated}\n"
+    "  m = bf16[3] parameter(3), sharding={replicated}\n  v = bf16[3] parameter(4), sharding={replicated}\n"
+    "  ROOT y = bf16[2,9,3] batch-norm-inference(x, s, o, m, v), epsilon=0.001, feature_index=2,"
+    " sharding={devices=[1,4,1]<=[4]}\n}\n",
+    0, 0, 0, 0, 0 },
   { "bitcast-convert same width keeps uneven tiles", 4,
     "HloModule m\nENTRY e {\n"
     "  x = f32[7,3] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"

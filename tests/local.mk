@@ -3,3 +3,12 @@
 TESTS += tests/cli_basics.sh
 EXTRA_DIST += tests/cli_basics.sh tests/lib.sh
 
+
+# Golden outputs (tests/golden.sh): `make golden` rewrites them after an
+# intended change of podsim's output; review and commit the diff.
+TESTS += tests/golden.sh
+EXTRA_DIST += tests/golden.sh tests/data/golden/dense_spmd.hlo tests/data/golden/dense_trace.txt \
+	tests/data/golden/simulate_example.json tests/data/golden/tables_dense.csv
+.PHONY: golden
+golden: podsim
+	PODSIM=$(abs_top_builddir)/podsim PS_SRCDIR=$(abs_top_srcdir) $(SHELL) $(abs_top_srcdir)/tests/golden.sh --update

@@ -34,6 +34,15 @@ for n in 2 8; do
   expect_grep "agrees on $n devices" "$PS_TMP/out"
 done
 
+# Batch norm on an image split 4 x 2 over uneven spatial dims: training,
+# grad and inference, the statistics summed across the pieces; and a
+# 10^6 times larger copy, checked on a scaled copy.
+expect_status 0 "$PODSIM" verify "$D/batch_norm_spatial.hlo" --devices 8
+expect_grep "all 7 outputs agree on 8 devices" "$PS_TMP/out"
+sed 's/f32\[2,7,5,3\]/f32[2,7000,5000,3]/g' "$D/batch_norm_spatial.hlo" > "$PS_TMP/bn_big.hlo"
+expect_status 0 "$PODSIM" verify "$PS_TMP/bn_big.hlo" --devices 8
+expect_grep "checked on a scaled copy" "$PS_TMP/out"
+
 # Over the interpreter's limits: checked on a scaled copy (said so), or, with
 # --no-scale, exit 2 naming the limit. --dump-scaled writes the copy.
 cat > "$PS_TMP/big.hlo" <<'EOF'

@@ -210,7 +210,20 @@ own_work (const PsInstr *in, PsCostClass k, PsCostCounts *c)
       c->write_bytes = bytes_of (in->shape);
       break;
     case PS_COST_OTHER:
-      if (in->opcode == PS_OP_SORT && in->n_operands > 0)
+      if (in->n_operands > 0 && (in->opcode == PS_OP_BATCH_NORM_TRAINING
+                                 || in->opcode == PS_OP_BATCH_NORM_INFERENCE
+                                 || in->opcode == PS_OP_BATCH_NORM_GRAD))
+        {
+          /* Vector ops per operand element, as the ops of the expansion
+           * spmd_norm.c writes: training sums x and x^2 (a square and two
+           * adds) and applies (x - mean) * m + offset (3); inference only
+           * the latter; grad two sums (x - mean, dy (x - mean), two adds)
+           * and dx (4). The per-feature terms are negligible. */
+          uint64_t per = in->opcode == PS_OP_BATCH_NORM_TRAINING ? 6
+                         : in->opcode == PS_OP_BATCH_NORM_INFERENCE ? 3 : 8;
+          c->flops = c->vector_ops = per * elems_of (in->operands[0]->shape);
+        }
+      else if (in->opcode == PS_OP_SORT && in->n_operands > 0)
         {
           const PsShape *s = in->operands[0]->shape;
           int64_t dim = in->dimensions.n ? in->dimensions.v[0] : s->rank - 1;

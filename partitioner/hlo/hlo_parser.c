@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,6 +81,41 @@ parse_computation_list (PsHloReader *p, Called *cl)
     }
   while (ps_hlo_accept (p, ','));
   return ps_hlo_expect (p, '}', "to close the list of computations");
+}
+
+static gboolean
+is_batch_norm (PsOpcode op)
+{
+  return op == PS_OP_BATCH_NORM_TRAINING || op == PS_OP_BATCH_NORM_INFERENCE
+         || op == PS_OP_BATCH_NORM_GRAD;
+}
+
+/* epsilon=0.001: a float (XLA keeps it as one), finite. */
+static gboolean
+parse_epsilon (PsHloReader *p, PsInstr *in)
+{
+  gsize s, e;
+  if (!ps_hlo_token (p, "+-.", &s, &e))
+    return FALSE;
+  PsLiteral *lit = ps_literal_new (PS_F32, 1);
+  char *why = NULL;
+  gboolean ok = ps_literal_store (lit, 0, p->text + s, e - s, NULL, 0, &why);
+  float v = ((const float *) lit->data)[0];
+  ps_literal_free (lit);
+  if (!ok)
+    {
+      ps_hlo_error (p, s, PS_ERROR_PARSE, "epsilon: %s", why);
+      g_free (why);
+      return FALSE;
+    }
+  if (!isfinite (v) || v < 0)
+    {
+      ps_hlo_error (p, s, PS_ERROR_PARSE, "epsilon must be a finite number >= 0, found '%.*s'",
+                    (int) MIN (e - s, 40), p->text + s);
+      return FALSE;
+    }
+  in->epsilon = v;
+  return TRUE;
 }
 
 static gboolean
@@ -180,6 +216,10 @@ parse_attr (PsHloReader *p, PsInstr *in, Called *cl, GHashTable *seen)
     return ps_hlo_comparison (p, in);
   if (IS ("type") && op == PS_OP_COMPARE)
     return (in->compare_type = ps_hlo_name (p, "a comparison type")) != NULL;
+  if (is_batch_norm (op) && IS ("feature_index"))
+    return ps_hlo_int (p, &in->feature_index, "a feature dimension");
+  if (is_batch_norm (op) && IS ("epsilon"))
+    return parse_epsilon (p, in);
   if (IS ("is_stable") && op == PS_OP_SORT)
     return ps_hlo_bool (p, &in->is_stable);
   if (IS ("custom_call_target") && op == PS_OP_CUSTOM_CALL)
@@ -243,6 +283,9 @@ missing_attr (const PsInstr *in, GHashTable *seen)
     { PS_OP_CALL, "to_apply" }, { PS_OP_CALL_START, "to_apply" }, { PS_OP_SORT, "to_apply" },
     { PS_OP_SELECT_AND_SCATTER, "select" }, { PS_OP_SELECT_AND_SCATTER, "scatter" },
     { PS_OP_SELECT_AND_SCATTER, "window" },
+    { PS_OP_BATCH_NORM_TRAINING, "epsilon" }, { PS_OP_BATCH_NORM_TRAINING, "feature_index" },
+    { PS_OP_BATCH_NORM_INFERENCE, "epsilon" }, { PS_OP_BATCH_NORM_INFERENCE, "feature_index" },
+    { PS_OP_BATCH_NORM_GRAD, "epsilon" }, { PS_OP_BATCH_NORM_GRAD, "feature_index" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (req); i++)
     if (req[i].op == in->opcode && !g_hash_table_contains (seen, req[i].key))

@@ -253,6 +253,14 @@ append_attrs (GString *out, const PsInstr *in, const PsHloPrintOptions *o)
       if (in->compare_type)
         g_string_append_printf (out, ", type=%s", in->compare_type);
     }
+  if (op == PS_OP_BATCH_NORM_TRAINING || op == PS_OP_BATCH_NORM_INFERENCE || op == PS_OP_BATCH_NORM_GRAD)
+    {
+      /* XLA's order: epsilon, then feature_index. */
+      g_string_append (out, ", epsilon=");
+      PsLiteral eps = { PS_F32, 1, (void *) &in->epsilon };
+      ps_literal_append_elem (out, &eps, 0);
+      g_string_append_printf (out, ", feature_index=%" G_GINT64_FORMAT, in->feature_index);
+    }
   if (op == PS_OP_SORT && in->is_stable)
     g_string_append (out, ", is_stable=true");
   append_called (out, in);

@@ -1100,6 +1100,8 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
         return ps_interp_window_op (ctx, ins, ops, device, error);
       if (ps_interp_is_linalg_op (ins->opcode))
         return ps_interp_linalg_op (ctx, ins, ops, error);
+      if (ps_interp_is_norm_op (ins->opcode))
+        return ps_interp_norm_op (ctx, ins, ops, error);
       break;
     }
   ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "opcode %s is not supported by the interpreter",

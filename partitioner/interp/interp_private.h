@@ -1,7 +1,8 @@
 /* Internal interface between the interpreter's files (interp.c: the engine,
  * control flow and collectives; interp_elementwise.c; interp_data.c: data
  * movement, gather/scatter, sort; interp_window.c: dot, convolution,
- * reductions and windowed ops). Not installed, not for other modules. */
+ * reductions and windowed ops; interp_linalg.c; interp_norm.c: batch
+ * normalization). Not installed, not for other modules. */
 #ifndef PS_PARTITIONER_INTERP_PRIVATE_H
 #define PS_PARTITIONER_INTERP_PRIVATE_H
 
@@ -97,6 +98,10 @@ PsValue *ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **op
 PsValue *ps_interp_linalg_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
                               GError **error);
 gboolean ps_interp_is_linalg_op (PsOpcode op);
+/* batch-norm-training, -inference and -grad (interp_norm.c). */
+PsValue *ps_interp_norm_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
+                            GError **error);
+gboolean ps_interp_is_norm_op (PsOpcode op);
 gboolean ps_interp_is_elementwise (PsOpcode op);
 gboolean ps_interp_is_data_op (PsOpcode op);
 gboolean ps_interp_is_window_op (PsOpcode op);

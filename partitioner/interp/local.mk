@@ -3,7 +3,7 @@
 libpodsim_partitioner_la_SOURCES += partitioner/interp/interp.h partitioner/interp/interp_private.h \
 	partitioner/interp/interp.c partitioner/interp/interp_value.c partitioner/interp/interp_elementwise.c \
 	partitioner/interp/interp_data.c partitioner/interp/interp_window.c \
-	partitioner/interp/interp_linalg.c
+	partitioner/interp/interp_linalg.c partitioner/interp/interp_norm.c
 libpodsim_partitioner_la_SOURCES += partitioner/interp/verify.h partitioner/interp/verify.c partitioner/interp/verify_widen.c
 libpodsim_partitioner_la_SOURCES += partitioner/interp/shrink.h partitioner/interp/shrink_private.h partitioner/interp/shrink.c \
 	partitioner/interp/shrink_classes.c partitioner/interp/shrink_rules.c
@@ -21,4 +21,5 @@ TESTS += tests/verify_cli.sh
 EXTRA_DIST += tests/verify_cli.sh tests/data/verify/dot_contracting.hlo \
 	tests/data/verify/elementwise_uneven.hlo tests/data/verify/cases.jsonl \
 	tests/data/verify/reduce_init.hlo tests/data/verify/no_devices.jsonl tests/data/verify/fallback.jsonl \
-	tests/data/verify/cond_partial_manual.hlo
+	tests/data/verify/cond_partial_manual.hlo \
+	tests/data/verify/batch_norm_spatial.hlo

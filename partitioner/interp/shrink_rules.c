@@ -622,6 +622,23 @@ sk_constrain (Shrink *sh, const PsInstr *in)
         if (i - 1 >= in->n_called)
           sk_pin_instr (sh, in->operands[i]);
       return;
+    case PS_OP_BATCH_NORM_TRAINING: case PS_OP_BATCH_NORM_INFERENCE: case PS_OP_BATCH_NORM_GRAD:
+      {
+        /* The operand-shaped values alike; every per-feature value's dim
+         * follows the feature dim. Statistics do not depend on sizes. */
+        const PsInstr *x = in->operands[0];
+        int64_t f = in->feature_index;
+        sk_unite_leaf (sh, x, 0, in, 0);
+        for (int i = 1; i < in->n_operands; i++)
+          if (in->opcode == PS_OP_BATCH_NORM_GRAD && i == 4)
+            sk_unite_leaf (sh, in->operands[i], 0, x, 0);
+          else
+            sk_unite (sh, in->operands[i], 0, 0, x, 0, f);
+        if (ps_shape_is_tuple (in->shape))
+          for (int l = 1; l < 3; l++)
+            sk_unite (sh, in, l, 0, x, 0, f);
+        return;
+      }
     case PS_OP_ALL_REDUCE: case PS_OP_COLLECTIVE_PERMUTE:
       /* Same shapes in and out; the group structure does not depend on
        * sizes. */

@@ -952,6 +952,8 @@ ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src)
   ints_copy (&dst->scatter.scatter_indices_batching_dims, &src->scatter.scatter_indices_batching_dims);
   dst->tuple_index = src->tuple_index;
   dst->iota_dimension = src->iota_dimension;
+  dst->feature_index = src->feature_index;
+  dst->epsilon = src->epsilon;
   dst->comparison = src->comparison;
   dst->compare_type = g_strdup (src->compare_type);
   dst->is_stable = src->is_stable;

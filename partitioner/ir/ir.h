@@ -90,6 +90,9 @@ void ps_shape_append (GString *out, const PsShape *s, gboolean with_layout);
   X (ABS, "abs") X (ADD, "add") X (AFTER_ALL, "after-all") \
   X (ALL_GATHER, "all-gather") X (ALL_REDUCE, "all-reduce") \
   X (ALL_TO_ALL, "all-to-all") X (AND, "and") X (ATAN2, "atan2") \
+  X (BATCH_NORM_GRAD, "batch-norm-grad") \
+  X (BATCH_NORM_INFERENCE, "batch-norm-inference") \
+  X (BATCH_NORM_TRAINING, "batch-norm-training") \
   X (BITCAST, "bitcast") X (BITCAST_CONVERT, "bitcast-convert") \
   X (BROADCAST, "broadcast") X (CALL, "call") X (CALL_DONE, "call-done") \
   X (CALL_START, "call-start") X (CBRT, "cbrt") X (CEIL, "ceil") \
@@ -257,6 +260,10 @@ struct PsInstr {
   PsScatterDims scatter;           /* scatter */
   int64_t tuple_index;             /* get-tuple-element "index" */
   int64_t iota_dimension;          /* iota */
+  /* batch-norm-training, -inference, -grad: the feature dim of the operand
+   * and the epsilon added to the variance (XLA stores it as a float). */
+  int64_t feature_index;
+  float epsilon;
   PsCompareDir comparison;         /* compare "direction" */
   char *compare_type;              /* compare "type" (TOTALORDER...), or NULL */
   gboolean is_stable;              /* sort */

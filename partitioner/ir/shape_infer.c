@@ -746,6 +746,59 @@ same_as_operands (const PsInstr *in, GError **error)
   return r;
 }
 
+/* batch-norm-training (operand, scale, offset) -> (operand, mean, variance);
+ * batch-norm-inference (operand, scale, offset, mean, variance) -> operand;
+ * batch-norm-grad (operand, scale, mean, variance, grad_output) ->
+ * (grad_operand, grad_scale, grad_offset). As XLA's ShapeInference: a float
+ * operand of rank >= 1, feature_index one of its dims, every other operand
+ * of its element type, the per-feature ones of rank 1 and the feature
+ * dim's size, grad_output of the operand's shape. */
+static PsShape *
+infer_batch_norm (const PsInstr *in, GError **error)
+{
+  int want = in->opcode == PS_OP_BATCH_NORM_TRAINING ? 3 : 5;
+  if (!count_ok (in, want, error) || !arrays_ok (in, error))
+    return NULL;
+  const PsShape *x = in->operands[0]->shape;
+  if (x->rank < 1 || !ps_etype_is_float (x->etype))
+    {
+      g_autofree char *xs = shape_str (x);
+      return fail (error, PS_ERROR_INVALID, "%s needs a floating-point operand of rank >= 1, got %s",
+                   OPNAME (in), xs);
+    }
+  if (!dim_in_range (in, "feature_index", in->feature_index, x->rank, error))
+    return NULL;
+  int64_t nf = x->dims[in->feature_index];
+  for (int i = 1; i < want; i++)
+    {
+      const PsShape *o = in->operands[i]->shape;
+      gboolean grad_out = in->opcode == PS_OP_BATCH_NORM_GRAD && i == 4;
+      if (o->etype != x->etype)
+        return fail (error, PS_ERROR_INVALID, "%s: operand %d is %s, the operand is %s", OPNAME (in), i,
+                     ps_etype_name (o->etype), ps_etype_name (x->etype));
+      if (grad_out ? !same_dims (o, x) : (o->rank != 1 || o->dims[0] != nf))
+        {
+          g_autofree char *os = shape_str (o);
+          g_autofree char *xs = shape_str (x);
+          if (grad_out)
+            return fail (error, PS_ERROR_INVALID, "%s: grad_output %s does not have the operand's shape %s",
+                         OPNAME (in), os, xs);
+          return fail (error, PS_ERROR_INVALID, "%s: operand %d is %s; the %" G_GINT64_FORMAT
+                       " features of dim %" G_GINT64_FORMAT " of %s need a rank-1 array of that size",
+                       OPNAME (in), i, os, nf, in->feature_index, xs);
+        }
+    }
+  if (in->opcode == PS_OP_BATCH_NORM_INFERENCE)
+    return ps_shape_copy (x);
+  PsShape *feat = ps_shape_new_array (x->etype, 1, &nf);
+  PsShape *xc = ps_shape_new_array (x->etype, x->rank, x->dims);
+  PsShape *elems[3] = { xc, feat, feat };
+  PsShape *r = ps_shape_new_tuple (3, elems);
+  ps_shape_free (xc);
+  ps_shape_free (feat);
+  return r;
+}
+
 PsShape *
 ps_infer_shape (const PsInstr *in, GError **error)
 {
@@ -767,6 +820,8 @@ ps_infer_shape (const PsInstr *in, GError **error)
         return written (in, error);
       return infer_dot (in, error);
     case PS_OP_CONVOLUTION: return infer_convolution (in, error);
+    case PS_OP_BATCH_NORM_TRAINING: case PS_OP_BATCH_NORM_INFERENCE: case PS_OP_BATCH_NORM_GRAD:
+      return infer_batch_norm (in, error);
     case PS_OP_REDUCE: case PS_OP_REDUCE_WINDOW: return infer_reduce (in, error);
     case PS_OP_GATHER: return infer_gather (in, error);
     case PS_OP_SLICE: return infer_slice (in, error);

@@ -157,5 +157,10 @@ gboolean pp_infer_scatter_from_operands (PpCtx *c, PsInstr *i, gboolean may_comb
 PsSharding *pp_gather_operand_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user);
 PsSharding *pp_scatter_operand_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user);
 
+/* Batch normalization (propagate_norm.c). */
+gboolean pp_infer_batch_norm_from_operands (PpCtx *c, PsInstr *i, gboolean may_combine,
+                                            gboolean aggressive);
+PsSharding *pp_batch_norm_operand_from_user (const PsInstr *i, const PsInstr *user);
+
 G_END_DECLS
 #endif

@@ -140,6 +140,7 @@ pp_support_spatial (PpCtx *c, const PsInstr *i, gboolean to_output, gboolean to_
     case PS_OP_SELECT_AND_SCATTER: case PS_OP_SLICE: case PS_OP_SORT: case PS_OP_TRANSPOSE:
     case PS_OP_TUPLE: case PS_OP_WHILE: case PS_OP_REDUCE: case PS_OP_RNG_BIT_GENERATOR:
     case PS_OP_ALL_REDUCE: case PS_OP_REDUCE_SCATTER:
+    case PS_OP_BATCH_NORM_TRAINING: case PS_OP_BATCH_NORM_INFERENCE: case PS_OP_BATCH_NORM_GRAD:
       return TRUE;
     case PS_OP_PARAMETER:
       return to_params || g_hash_table_contains (c->comp_map, i->parent);
@@ -1233,6 +1234,8 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
           changed |= maybe_improve_from (i->operands[0]->sharding, i, mc, FALSE);
         return changed;
       }
+    case PS_OP_BATCH_NORM_TRAINING: case PS_OP_BATCH_NORM_INFERENCE: case PS_OP_BATCH_NORM_GRAD:
+      return pp_infer_batch_norm_from_operands (c, i, mc, aggressive);
     case PS_OP_GATHER:
       return pp_infer_gather_from_operands (c, i, mc);
     case PS_OP_SCATTER:
@@ -1636,6 +1639,8 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
         g_free (e);
         return r;
       }
+    case PS_OP_BATCH_NORM_TRAINING: case PS_OP_BATCH_NORM_INFERENCE: case PS_OP_BATCH_NORM_GRAD:
+      return pp_batch_norm_operand_from_user (i, user);
     case PS_OP_GATHER:
       return pp_gather_operand_from_user (c, i, user);
     case PS_OP_SCATTER:

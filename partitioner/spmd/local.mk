@@ -2,7 +2,8 @@
 # resharding, per-op handlers) and its Check suites.
 libpodsim_partitioner_la_SOURCES += partitioner/spmd/spmd.h partitioner/spmd/spmd_private.h \
 	partitioner/spmd/spmd.c partitioner/spmd/spmd_build.c partitioner/spmd/spmd_reshard.c \
-	partitioner/spmd/spmd_ops.c partitioner/spmd/spmd_dot.c partitioner/spmd/spmd_conv.c
+	partitioner/spmd/spmd_ops.c partitioner/spmd/spmd_dot.c partitioner/spmd/spmd_conv.c \
+	partitioner/spmd/spmd_norm.c
 
 check_PROGRAMS += tests/check_reshard tests/check_spmd tests/check_windowed
 TESTS += tests/check_reshard tests/check_spmd tests/check_windowed

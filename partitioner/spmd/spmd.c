@@ -629,6 +629,8 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
     case PS_OP_GATHER: return sp_handle_gather (c, in);
     case PS_OP_SCATTER: return sp_handle_scatter (c, in);
     case PS_OP_BITCAST_CONVERT: return sp_handle_bitcast_convert (c, in);
+    case PS_OP_BATCH_NORM_TRAINING: case PS_OP_BATCH_NORM_INFERENCE: case PS_OP_BATCH_NORM_GRAD:
+      return sp_handle_batch_norm (c, in);
     default:
       break;
     }

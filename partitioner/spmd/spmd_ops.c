@@ -222,21 +222,6 @@ sp_handle_reshape (SpComp *c, const PsInstr *in)
 
 static PsPVal *reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual);
 
-/* The groups of devices that split any reduced dim (red[d]) of s: each
- * group's partial results combine into one. NULL when no reduced dim is
- * split. transfer full. */
-static int64_t *
-reduced_groups (const PsSharding *s, const gboolean *red, int r, int *ng, int *gs)
-{
-  gboolean mask[s->n_tile_dims > 0 ? s->n_tile_dims : 1];
-  memset (mask, 0, sizeof mask);
-  gboolean any = FALSE;
-  for (int d = 0; d < r; d++)
-    if (red[d] && sp_shards (s, d) > 1)
-      mask[d] = any = TRUE;
-  return any ? sp_groups (s, mask, ng, gs) : NULL;
-}
-
 PsPVal *
 sp_handle_reduce (SpComp *c, const PsInstr *in)
 {
@@ -271,7 +256,7 @@ sp_handle_reduce (SpComp *c, const PsInstr *in)
   PsInstr *ops[2] = { x, iv };
   PsInstr *y = sp_clone_with (c, in, sp_shape (in->shape->etype, ro, ldims), 2, ops);
   int ng, gs;
-  g_autofree int64_t *groups = reduced_groups (s, red, r, &ng, &gs);
+  g_autofree int64_t *groups = sp_reduced_groups (s, red, r, &ng, &gs);
   if (groups)
     y = sp_all_reduce_with (c, y, in->called[0], ng, gs, groups);
   g_autoptr (PsSharding) rs_own = NULL;
@@ -345,7 +330,7 @@ reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual)
   PsShape *ls = k == 1 ? ps_shape_copy (leaf[0]) : ps_shape_new_tuple (k, leaf);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), n, ops);
   int ng, gs;
-  g_autofree int64_t *groups = reduced_groups (s, red, r, &ng, &gs);
+  g_autofree int64_t *groups = sp_reduced_groups (s, red, r, &ng, &gs);
   if (groups)
     {
       if (k == 1)

@@ -158,6 +158,11 @@ PsInstr *sp_offset (SpComp *c, const PsSharding *s, const PsShape *full, int d);
  * dims. Returns n_groups * group_size ids (transfer full). */
 int64_t *sp_groups (const PsSharding *s, const gboolean *dims_mask, int *n_groups,
                     int *group_size);
+/* The groups of devices that split any reduced data dim (red[d], r data
+ * dims) of s: each group's partial results combine into one. NULL when no
+ * reduced dim is split. transfer full. */
+int64_t *sp_reduced_groups (const PsSharding *s, const gboolean *red, int r, int *n_groups,
+                            int *group_size);
 /* Replaces the padding of the local value of `v` in the data dims of
  * `dims_mask` (NULL: all) with the scalar `fill` (s32[]... of v's etype). */
 PsInstr *sp_mask_padding (SpComp *c, const PsPVal *v, const gboolean *dims_mask,
@@ -211,6 +216,7 @@ PsPVal *sp_handle_sort (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_gather (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_scatter (SpComp *c, const PsInstr *in);
 PsPVal *sp_handle_bitcast_convert (SpComp *c, const PsInstr *in);
+PsPVal *sp_handle_batch_norm (SpComp *c, const PsInstr *in);   /* spmd_norm.c */
 
 /* Halo exchange along data dim d of v (split in k tiles like the output of
  * `out_size` elements along that dim): returns, per device, exactly the

@@ -367,6 +367,21 @@ sp_has_padding (const PsSharding *s, const PsShape *full)
   return FALSE;
 }
 
+/* The groups of devices that split any reduced dim (red[d]) of s: each
+ * group's partial results combine into one. NULL when no reduced dim is
+ * split. transfer full. */
+int64_t *
+sp_reduced_groups (const PsSharding *s, const gboolean *red, int r, int *ng, int *gs)
+{
+  gboolean mask[s->n_tile_dims > 0 ? s->n_tile_dims : 1];
+  memset (mask, 0, sizeof mask);
+  gboolean any = FALSE;
+  for (int d = 0; d < r; d++)
+    if (red[d] && sp_shards (s, d) > 1)
+      mask[d] = any = TRUE;
+  return any ? sp_groups (s, mask, ng, gs) : NULL;
+}
+
 PsInstr *
 sp_mask_padding (SpComp *c, const PsPVal *v, const gboolean *dims_mask, PsInstr *fill)
 {
