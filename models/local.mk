@@ -2,7 +2,8 @@
 noinst_LTLIBRARIES += libpodsim_models.la
 PS_LIB_MODELS = libpodsim_models.la
 libpodsim_models_la_SOURCES = models/family.c models/family.h \
-	models/dense_lm.c models/dense_lm.h models/dense_family.c
+	models/dense_lm.c models/dense_lm.h models/dense_family.c \
+	models/moe_layer.c models/moe_layer.h
 nodist_libpodsim_models_la_SOURCES = models/presets.c
 CLEANFILES += models/presets.c
 libpodsim_models_la_LIBADD = libpodsim_partitioner.la $(PS_LIB_TRACES) libpodsim_common.la $(GLIB_LIBS) -lm
@@ -41,3 +42,8 @@ TESTS += tests/check_models
 tests_check_models_SOURCES = tests/check_models.c
 tests_check_models_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_models_LDADD = $(PS_MODELS_TEST_LIBS) $(PS_LIB_TOPOLOGY)
+check_PROGRAMS += tests/check_moe
+TESTS += tests/check_moe
+tests_check_moe_SOURCES = tests/check_moe.c tests/spmd_testutil.c tests/spmd_testutil.h
+tests_check_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_moe_LDADD = $(PS_MODELS_TEST_LIBS)

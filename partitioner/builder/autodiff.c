@@ -312,8 +312,11 @@ dot_operand_grad (Ad *ad, PsInstr *dot, PsInstr *g, int which)
   for (int i = 0; i < nsf; i++)
     self_of[j++] = sf[i];
   int64_t oc_sorted[64];
-  memcpy (oc_sorted, oc->v, sizeof (int64_t) * (gsize) oc->n);
-  qsort (oc_sorted, (gsize) oc->n, sizeof (int64_t), cmp_i64);
+  if (oc->n > 0)  /* an outer product (no contracting dims) has no list at all */
+    {
+      memcpy (oc_sorted, oc->v, sizeof (int64_t) * (gsize) oc->n);
+      qsort (oc_sorted, (gsize) oc->n, sizeof (int64_t), cmp_i64);
+    }
   for (int k = 0; k < oc->n; k++)
     for (int i = 0; i < oc->n; i++)
       if (oc->v[i] == oc_sorted[k])
@@ -577,6 +580,22 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         accumulate (ad, a, s);
         return TRUE;
       }
+    case PS_OP_CUSTOM_CALL:
+      {
+        /* A sharding annotation is the identity; its gradient carries the
+         * same annotation (TensorFlow's XlaSharding gradient, JAX's
+         * sharding constraint transpose), so the backward pass is laid out
+         * like the forward. */
+        if (x->custom_call_target == NULL || strcmp (x->custom_call_target, "Sharding") != 0
+            || x->n_operands != 1)
+          break;
+        PsInstr *s = ps_computation_add_instr (c, PS_OP_CUSTOM_CALL, NULL, ps_shape_copy (g->shape), 1, &g);
+        s->custom_call_target = g_strdup ("Sharding");
+        if (x->sharding)
+          ps_instr_set_sharding (s, x->sharding);
+        accumulate (ad, a, s);
+        return TRUE;
+      }
     case PS_OP_CONCATENATE:
       {
         int r = x->shape->rank;
@@ -626,7 +645,10 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
   g_return_val_if_fail (ps_shape_is_array (y->shape), NULL);
 
   /* Instructions y depends on, and among them those that lead to a wrt
-   * input: only those need gradients. */
+   * input: only those need gradients. Only floating-point values carry a
+   * gradient: a compare, an integer or a pred made from a wrt input is
+   * piecewise constant in it (an argmax, a one-hot mask, a capacity count),
+   * so nothing is emitted for the paths through them. */
   g_autoptr (GPtrArray) order = ps_computation_post_order (c);
   g_autoptr (GHashTable) reaches = g_hash_table_new (NULL, NULL);
   for (int i = 0; i < n_wrt; i++)
@@ -634,6 +656,8 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
   for (guint i = 0; i < order->len; i++)
     {
       PsInstr *in = order->pdata[i];
+      if (!is_float (in))
+        continue;
       for (int k = 0; k < in->n_operands; k++)
         if (g_hash_table_contains (reaches, in->operands[k]))
           {
@@ -666,11 +690,21 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
       PsInstr *g = g_hash_table_lookup (ad.adj, in);
       if (g == NULL || in->opcode == PS_OP_PARAMETER)
         continue;
+      guint first_new = c->instrs->len;
       if (!backprop_one (&ad, in, g, error))
         {
           g_hash_table_destroy (ad.adj);
           return NULL;
         }
+      /* The backward of an op keeps its op_name (as XLA keeps the forward
+       * op's metadata on its gradient ops), so reports can attribute it. */
+      if (in->metadata)
+        for (guint k = first_new; k < c->instrs->len; k++)
+          {
+            PsInstr *gi = c->instrs->pdata[k];
+            if (gi->metadata == NULL)
+              gi->metadata = g_strdup (in->metadata);
+          }
     }
   GPtrArray *out = g_ptr_array_new ();
   for (int i = 0; i < n_wrt; i++)

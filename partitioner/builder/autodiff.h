@@ -13,7 +13,10 @@
  * select, convert, copy, power with a constant exponent, erf, abs), broadcast,
  * reshape, transpose, reduce with an add or max reducer, dot with any
  * batch/contracting dimensions, slice, pad (without interior padding),
- * concatenate. Constants, iota, compare and parameters stop the flow. Any
+ * concatenate, the custom-call "Sharding" (its gradient gets the same
+ * annotation). Constants, iota, compare and parameters stop the flow, and
+ * so does every value that is not floating point (a mask or an index made
+ * from an input is piecewise constant in it). Any
  * other opcode on the path from the output to a requested input is an error
  * (PS_ERROR_UNSUPPORTED) naming the instruction.
  *

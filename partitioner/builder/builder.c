@@ -46,6 +46,7 @@ ps_builder_free (PsBuilder *b)
     return;
   g_clear_error (&b->error);
   g_free (b->next_name);
+  g_free (b->metadata);
   g_free (b->mesh_dims);
   g_free (b->mesh_devices);
   g_free (b);
@@ -85,6 +86,14 @@ ps_builder_name_next (PsBuilder *b, const char *name)
   g_return_if_fail (b != NULL);
   g_free (b->next_name);
   b->next_name = g_strdup (name);
+}
+
+void
+ps_builder_set_op_name (PsBuilder *b, const char *op_name)
+{
+  g_return_if_fail (b != NULL);
+  g_free (b->metadata);
+  b->metadata = op_name ? g_strdup_printf ("op_name=\"%s\"", op_name) : NULL;
 }
 
 void
@@ -166,6 +175,8 @@ ps_builder_add_ (PsBuilder *b, PsOpcode op, PsShape *shape, int n, PsInstr *cons
     }
   PsInstr *in = ps_computation_add_instr (b->c, op, name, shape, n, operands);
   g_free (name);
+  if (b->metadata)
+    in->metadata = g_strdup (b->metadata);
   return in;
 }
 

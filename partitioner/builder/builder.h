@@ -68,6 +68,11 @@ const GError *ps_builder_error (const PsBuilder *b);
 gboolean ps_builder_ok (const PsBuilder *b);
 /* Names the next instruction created (copied). */
 void ps_builder_name_next (PsBuilder *b, const char *name);
+/* Gives every instruction created from now on the metadata
+ * op_name="op_name" (copied; NULL: none), as a TensorFlow name scope does.
+ * The partitioner and autodiff carry it to what they derive from those
+ * instructions, so reports can say where time went ("moe/gating"). */
+void ps_builder_set_op_name (PsBuilder *b, const char *op_name);
 
 /* Sets the root, orders the module's computations callees-first and frees
  * the builder. Returns the computation, or NULL with the builder's first

@@ -18,6 +18,7 @@ struct PsBuilder {
   PsComputation *c;
   GError *error;
   char *next_name;
+  char *metadata;            /* op_name scope given to new instructions, or NULL */
   int64_t n_params;
   int mesh_rank;
   int64_t *mesh_dims;

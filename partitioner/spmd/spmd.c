@@ -661,6 +661,7 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
       g_autoptr (PsSharding) target_own = NULL;
       const PsSharding *target = target_view (in, &target_own);
       PsPVal *r = NULL;
+      guint first_new = c.out->instrs->len;
       if (in->opcode == PS_OP_PARAMETER)
         {
           const PsSharding *ps = param_shardings ? param_shardings[in->parameter_number] : target;
@@ -686,6 +687,17 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
           sp_pval_free (r);
           r = t;
         }
+      /* Everything emitted for an instruction carries its metadata, as
+       * XLA's SpmdBuilder does, so a profile of the partitioned program
+       * still names the source op (op_name) of each local op and of the
+       * collectives that reshard its operands. */
+      if (in->metadata)
+        for (guint k = first_new; k < c.out->instrs->len; k++)
+          {
+            PsInstr *x = c.out->instrs->pdata[k];
+            if (x->metadata == NULL)
+              x->metadata = g_strdup (in->metadata);
+          }
       g_hash_table_insert (c.vals, (gpointer) in, r);
     }
   if (m->error)
