@@ -66,7 +66,10 @@ print_text (const PsParams *p, const char *name, double published, const PsPipel
   g_autofree char *model = f->describe_model ? f->describe_model (p, &r->info) : describe_section (p, "model");
   g_autofree char *par = f->describe_parallelism ? f->describe_parallelism (p, &r->info)
                                                  : describe_section (p, "parallelism");
-  printf ("model        %s: %s, %.3g parameters\n", name, model, r->info.params);
+  printf ("model        %s: %s", name, model);
+  if (r->info.params > 0)
+    printf (", %.3g parameters", r->info.params);
+  printf ("\n");
   printf ("parallelism  %s; %d annotated tensors\n", par, r->info.n_annotations);
   printf ("step time    %s\n", step);
   g_autofree char *unit = g_strdup_printf ("%s/s", f->item_unit);
@@ -74,8 +77,10 @@ print_text (const PsParams *p, const char *name, double published, const PsPipel
   if (published > 0)
     printf ("   (published %.0f, simulated/published %.2f)", published, r->items_per_s / published);
   printf ("\n");
-  printf ("MXU util     %.1f %% (executed FLOPs incl. remat), model FLOPs utilization %.1f %%\n",
-          100 * s->mxu_utilization, 100 * r->model_flops_utilization);
+  printf ("MXU util     %.1f %% (executed FLOPs incl. remat)", 100 * s->mxu_utilization);
+  if (r->info.model_flops > 0)
+    printf (", model FLOPs utilization %.1f %%", 100 * r->model_flops_utilization);
+  printf ("\n");
   printf ("peak HBM     %s per core of %s (%.0f %%)\n", peak, cap,
           100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
   printf ("time/core    compute %s, communication %s, exposed communication %s, idle %s\n",
@@ -220,12 +225,24 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
   GError *error = NULL;
   if (argc > 2)
     {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "expected at most one MODEL (see 'podsim run --help')");
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "expected at most one FAMILY or FILE (see 'podsim run --help')");
       return ps_cli_fail (error);
     }
   g_autoptr (PsParams) p = ps_model_options_params (mo, argc == 2 ? argv[1] : NULL, &error);
   if (!p)
     return ps_cli_fail (error);
+  double published = 0;
+  g_autofree char *name = ps_model_options_name (mo, p, &published);
+  /* Printed before the cross-checks, so a template can be written for a
+   * run that still lacks something (an HLO file's name); each value has
+   * been checked on its own already. */
+  if (o->print_config)
+    {
+      g_autofree char *comment = g_strdup_printf ("%s (podsim run --config FILE.ini runs it)", name);
+      g_autofree char *text = ps_params_print (p, comment);
+      fputs (text, stdout);
+      return 0;
+    }
   g_autoptr (PsHardware) hw = NULL;
   g_autoptr (PsSlice) slice = NULL;
   FamilyBuild fb = { p, { 0 } };
@@ -234,15 +251,6 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
   const PsModelFamily *f = ps_params_family (p);
   if (f->check && !f->check (p, &fb.target, &error))
     return ps_cli_fail (error);
-  double published = 0;
-  g_autofree char *name = ps_model_options_name (mo, p, &published);
-  if (o->print_config)
-    {
-      g_autofree char *comment = g_strdup_printf ("%s (podsim run --config FILE.ini runs it)", name);
-      g_autofree char *text = ps_params_print (p, comment);
-      fputs (text, stdout);
-      return 0;
-    }
   int tl_devices[2] = { 0, 1 };
   PsWrapMode wrap = PS_WRAP_AUTO;
   ps_wrap_mode_parse (ps_params_str (p, "wrap"), &wrap, NULL);
@@ -278,7 +286,7 @@ ps_cmd_run (int argc, char **argv)
   RunOptions o = { 0 };
   GOptionEntry entries[] = {
     { "print-config", 0, 0, G_OPTION_ARG_NONE, &o.print_config,
-      "Write the run's model file to standard output instead of running it", NULL },
+      "Write the run's model file to standard output instead of running it (values are checked one by one, not against each other)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print one JSON object", NULL },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o.timeline, "Write a Chrome trace-event timeline of cores 0 and 1", "OUT.json" },
     { "links", 0, 0, G_OPTION_ARG_FILENAME, &o.links, "Write per-link bytes and utilization", "OUT.csv" },
@@ -289,13 +297,15 @@ ps_cmd_run (int argc, char **argv)
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress display on stderr", NULL },
     { NULL }
   };
-  g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv);
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("[FAMILY] - simulate a model's training step");
-  g_option_context_set_main_group (ctx, ps_model_options_group (mo, entries));
+  g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries);
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("[FAMILY | FILE.hlo] - simulate a training step");
+  g_option_context_set_main_group (ctx, ps_model_options_group (mo));
   GString *desc = g_string_new ("FAMILY is one of the model families (default dense):\n");
   for (const PsModelFamily *const *f = ps_model_families (); *f; f++)
     g_string_append_printf (desc, "  %-10s %s (%s)\n", (*f)->name, (*f)->summary, (*f)->doc);
   g_string_append (desc,
+    "A FILE (a word with a '.' or '/') is an HLO module to run: podsim run FILE.hlo\n"
+    "--slice S [--mesh AxB] [--shard NAME=SHARDING]... ('podsim run FILE.hlo --help').\n"
     "The options above are those of the family named on the command line (or of\n"
     "the --preset or --config file); 'podsim run FAMILY --help' lists another's.\n"
     "Every option overrides the preset or file. A run that differs from every\n"

@@ -11,10 +11,12 @@ typedef struct {
   int spec;                  /* index in the family's specs */
   char *value;
   char *where;               /* "--layers" */
+  gboolean append;           /* a list option: add to the list */
 } Override;
 
 struct PsModelOptions {
   const PsModelFamily *family;
+  const GOptionEntry *command_entries;
   char *preset, *config;
   char **sets;               /* --set KEY=VALUE, in order (also in overrides) */
   GArray *overrides;         /* Override, command-line order */
@@ -30,32 +32,105 @@ override_clear (gpointer p)
   g_free (o->where);
 }
 
-/* "--preset X" or "--preset=X" in argv. transfer none. */
-static const char *
-prescan (int argc, char **argv, const char *option)
+/* Does option `arg` ("--x", "-x") take the next argument as its value?
+ * Known from the command's entries and every family's specs, so the scan
+ * before parsing can tell option values from positional words. */
+static gboolean
+takes_value (const GOptionEntry *entries, const char *arg)
 {
-  gsize n = strlen (option);
+  static const char *model[] = { "--preset", "--config", "--set" };
+  for (gsize i = 0; i < G_N_ELEMENTS (model); i++)
+    if (strcmp (arg, model[i]) == 0)
+      return TRUE;
+  for (const GOptionEntry *e = entries; e && e->long_name; e++)
+    {
+      gboolean value = e->arg != G_OPTION_ARG_NONE && !(e->flags & G_OPTION_FLAG_NO_ARG);
+      if ((g_str_has_prefix (arg, "--") && strcmp (arg + 2, e->long_name) == 0)
+          || (arg[0] == '-' && arg[1] == e->short_name && arg[1] && !arg[2]))
+        return value;
+    }
+  if (!g_str_has_prefix (arg, "--"))
+    return FALSE;
+  for (const PsModelFamily *const *f = ps_model_families (); *f; f++)
+    for (int i = 0; i < ps_model_family_n_specs (*f); i++)
+      {
+        const PsParamSpec *s = ps_model_family_spec (*f, i);
+        if (s->type != PS_PARAM_BOOL && strcmp (arg + 2, ps_param_option (s)) == 0)
+          return TRUE;
+      }
+  return FALSE;
+}
+
+/* The value of option `name` ("--preset X" or "--preset=X") and the first
+ * positional word of argv. transfer none. */
+static void
+prescan (int argc, char **argv, const GOptionEntry *entries, const char **preset,
+         const char **config, const char **word)
+{
+  *preset = *config = *word = NULL;
   for (int i = 1; i < argc; i++)
     {
-      if (strcmp (argv[i], "--") == 0)
-        break;
-      if (strcmp (argv[i], option) == 0 && i + 1 < argc)
-        return argv[i + 1];
-      if (strncmp (argv[i], option, n) == 0 && argv[i][n] == '=')
-        return argv[i] + n + 1;
+      const char *a = argv[i];
+      if (strcmp (a, "--") == 0)
+        {
+          if (!*word && i + 1 < argc)
+            *word = argv[i + 1];
+          break;
+        }
+      if (a[0] != '-' || a[1] == '\0')
+        {
+          if (!*word)
+            *word = a;
+          continue;
+        }
+      const char **slot = NULL;
+      if (g_str_has_prefix (a, "--preset"))
+        slot = preset;
+      else if (g_str_has_prefix (a, "--config"))
+        slot = config;
+      const char *eq = strchr (a, '=');
+      if (slot && eq && (eq - a == 8))
+        *slot = eq + 1;
+      else if (!eq && takes_value (entries, a) && i + 1 < argc)
+        {
+          if (slot && strlen (a) == 8)
+            *slot = argv[i + 1];
+          i++;
+        }
+    }
+}
+
+/* A positional word that is a file name rather than a family: it has a
+ * '.' or a '/' ("model.hlo", "./dump"). */
+static gboolean
+is_file_word (const char *w)
+{
+  return strchr (w, '.') || strchr (w, '/');
+}
+
+/* The family that reads files: the one with a PATH key `file`. */
+static const PsModelFamily *
+file_family (void)
+{
+  for (const PsModelFamily *const *f = ps_model_families (); *f; f++)
+    {
+      const PsParamSpec *s = ps_model_family_find_spec (*f, "file");
+      if (s && s->type == PS_PARAM_PATH && strcmp (s->section, "model") == 0)
+        return *f;
     }
   return NULL;
 }
 
 PsModelOptions *
-ps_model_options_new (int argc, char **argv)
+ps_model_options_new (int argc, char **argv, const GOptionEntry *entries)
 {
   PsModelOptions *mo = g_new0 (PsModelOptions, 1);
+  mo->command_entries = entries;
   mo->overrides = g_array_new (FALSE, TRUE, sizeof (Override));
   g_array_set_clear_func (mo->overrides, override_clear);
   mo->strings = g_ptr_array_new_with_free_func (g_free);
-  const char *preset = prescan (argc, argv, "--preset");
-  const char *config = prescan (argc, argv, "--config");
+  const char *preset, *config, *word;
+  prescan (argc, argv, entries, &preset, &config, &word);
   if (preset)
     {
       g_autoptr (PsParams) p = ps_model_preset_load (preset, NULL);
@@ -68,11 +143,8 @@ ps_model_options_new (int argc, char **argv)
       if (p)
         mo->family = ps_params_family (p);
     }
-  /* A FAMILY word: the first argument that names a family. Option values
-   * never do (no option takes a family name), so this cannot misfire. */
-  for (int i = 1; i < argc && !mo->family; i++)
-    if (argv[i][0] != '-')
-      mo->family = ps_model_family_find (argv[i], NULL);
+  if (!mo->family && word)
+    mo->family = is_file_word (word) ? file_family () : ps_model_family_find (word, NULL);
   if (!mo->family)
     mo->family = ps_model_families ()[0];
   return mo;
@@ -119,7 +191,7 @@ on_option (const char *name, const char *value, gpointer data, GError **error)
       if (strcmp (opt, o) != 0 && !negated)
         continue;
       Override ov = { i, g_strdup (s->type == PS_PARAM_BOOL ? (negated ? "false" : "true") : value),
-                      g_strdup (name) };
+                      g_strdup (name), s->type == PS_PARAM_LIST };
       g_array_append_val (mo->overrides, ov);
       return TRUE;
     }
@@ -146,17 +218,17 @@ on_set (const char *name, const char *value, gpointer data, GError **error)
   int n = ps_model_family_n_specs (mo->family), i = 0;
   while (i < n && ps_model_family_spec (mo->family, i) != s)
     i++;
-  Override ov = { i, g_strdup (eq + 1), g_strdup_printf ("--set %s", s->key) };
+  Override ov = { i, g_strdup (eq + 1), g_strdup_printf ("--set %s", s->key), FALSE };
   g_array_append_val (mo->overrides, ov);
   return TRUE;
 }
 
 GOptionGroup *
-ps_model_options_group (PsModelOptions *mo, const GOptionEntry *entries)
+ps_model_options_group (PsModelOptions *mo)
 {
   GOptionGroup *g = g_option_group_new ("model", "Model options", "Show the model options", mo, NULL);
-  if (entries)
-    g_option_group_add_entries (g, entries);
+  if (mo->command_entries)
+    g_option_group_add_entries (g, mo->command_entries);
   int n = ps_model_family_n_specs (mo->family);
   g_free (mo->entries);
   mo->entries = g_new0 (GOptionEntry, 2 * n + 4);
@@ -174,6 +246,7 @@ ps_model_options_group (PsModelOptions *mo, const GOptionEntry *entries)
                         : s->type == PS_PARAM_MESH ? "AxB"
                         : s->type == PS_PARAM_PATH ? "FILE"
                         : s->type == PS_PARAM_CHOICE ? keep (mo, g_strdelimit (g_strdup (s->choices), "|", ','))
+                        : s->type == PS_PARAM_LIST ? "ITEM" 
                         : "TEXT";
       const char *doc = s->type == PS_PARAM_BOOL
         ? keep (mo, g_strdup_printf ("%s (default %s; --no-%s: %s)", s->doc, s->def, ps_param_option (s),
@@ -196,8 +269,9 @@ ps_model_options_group (PsModelOptions *mo, const GOptionEntry *entries)
 }
 
 PsParams *
-ps_model_options_params (PsModelOptions *mo, const char *family, GError **error)
+ps_model_options_params (PsModelOptions *mo, const char *word, GError **error)
 {
+  const char *family = word && !is_file_word (word) ? word : NULL;
   if (mo->preset && mo->config)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--preset and --config exclude each other");
@@ -212,6 +286,19 @@ ps_model_options_params (PsModelOptions *mo, const char *family, GError **error)
     p = ps_params_new (mo->family);
   if (!p)
     return NULL;
+  if (word && !family)
+    {
+      /* FILE for the family that reads files. */
+      const PsModelFamily *ff = file_family ();
+      if (!ff || ps_params_family (p) != ff)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: a file only for %s runs, not %s ones", word,
+                       ff ? ff->name : "file-reading", ps_params_family (p)->name);
+          return NULL;
+        }
+      if (!ps_params_set (p, "file", word, "--file", error))
+        return NULL;
+    }
   if (family)
     {
       const PsModelFamily *f = ps_model_family_find (family, error);
@@ -235,7 +322,7 @@ ps_model_options_params (PsModelOptions *mo, const char *family, GError **error)
     {
       Override *o = &g_array_index (mo->overrides, Override, i);
       const PsParamSpec *s = ps_model_family_spec (mo->family, o->spec);
-      if (!ps_params_set (p, s->key, o->value, o->where, error))
+      if (!(o->append ? ps_params_append : ps_params_set) (p, s->key, o->value, o->where, error))
         return NULL;
     }
   return g_steal_pointer (&p);
@@ -261,7 +348,12 @@ ps_model_options_name (const PsModelOptions *mo, const PsParams *p, double *publ
       base_name = g_str_has_suffix (b, ".ini") ? g_strndup (b, strlen (b) - 4) : g_strdup (b);
     }
   if (!base || ps_params_family (base) != ps_params_family (p))
-    return g_strdup (ps_params_family (p)->name);
+    {
+      const PsParamSpec *file = ps_model_family_find_spec (ps_params_family (p), "file");
+      if (file && *ps_params_str (p, "file"))
+        return g_path_get_basename (ps_params_str (p, "file"));
+      return g_strdup (ps_params_family (p)->name);
+    }
   g_autofree char *diff = ps_params_diff (p, base);
   if (*diff)
     return g_strdup_printf ("%s modified (%s)", base_name, diff);

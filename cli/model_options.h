@@ -6,12 +6,15 @@
  *
  * Which family's options a command accepts is decided before parsing, from
  * the command line: the family of `--preset` or of the `--config` file,
- * else a positional FAMILY word, else dense. Options apply in command-line
- * order on top of the preset, the file or the family's defaults.
+ * else the first positional word: a family name, or a file name (it has a
+ * '.' or a '/') for the family that reads files (`podsim run FILE.hlo`:
+ * family hlo, key `file`); else dense. Options apply in command-line order
+ * on top of the preset, the file or the family's defaults; options of a
+ * list parameter (`--shard`) add to the list.
  *
  * Usage:
- *   g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv);
- *   GOptionGroup *g = ps_model_options_group (mo, my_entries);
+ *   g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, my_entries);
+ *   GOptionGroup *g = ps_model_options_group (mo);
  *   g_option_context_set_main_group (ctx, g);
  *   ... parse ...
  *   g_autoptr (PsParams) p = ps_model_options_params (mo, family_word, &error);
@@ -30,21 +33,23 @@
 
 typedef struct PsModelOptions PsModelOptions;
 
-PsModelOptions *ps_model_options_new (int argc, char **argv);
+/* `entries` (the command's own options, may be NULL) are borrowed until
+ * ps_model_options_group. */
+PsModelOptions *ps_model_options_new (int argc, char **argv, const GOptionEntry *entries);
 void ps_model_options_free (PsModelOptions *mo);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsModelOptions, ps_model_options_free)
 
 /* The family the options are for (decided from argv). transfer none. */
 const PsModelFamily *ps_model_options_family (const PsModelOptions *mo);
 
-/* A main group holding `entries` (the command's own, may be NULL), then
- * --preset, --config, --set and every parameter's option. */
-GOptionGroup *ps_model_options_group (PsModelOptions *mo, const GOptionEntry *entries);
+/* A main group holding the command's entries, then --preset, --config,
+ * --set and every parameter's option. */
+GOptionGroup *ps_model_options_group (PsModelOptions *mo);
 
-/* The run's parameters after parsing. `family` is a positional FAMILY word
- * (or NULL); it must agree with the preset's or the file's. Errors name the
- * option or FILE:LINE:COL. transfer full. */
-PsParams *ps_model_options_params (PsModelOptions *mo, const char *family, GError **error);
+/* The run's parameters after parsing. `word` is the positional FAMILY or
+ * FILE (or NULL); a family must agree with the preset's or the file's.
+ * Errors name the option or FILE:LINE:COL. transfer full. */
+PsParams *ps_model_options_params (PsModelOptions *mo, const char *word, GError **error);
 
 /* The run's name: the published run it equals (and *published its
  * throughput), else "BASE modified (settings)" when it started from a

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "cli/pipeline.h"
+#include "cli/commands.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -123,6 +124,23 @@ dump_module (const PsModule *m, const char *path, GError **error)
   return ps_write_file_atomic (path, text, strlen (text), error);
 }
 
+/* The annotated module as the build made it. When propagation may choose
+ * the entry's shardings, the header says so, so that `podsim run DUMP.hlo`
+ * propagates as this run does. */
+static gboolean
+dump_annotated (PsModule *m, gboolean propagate_entry, const char *path, GError **error)
+{
+  if (!propagate_entry || m->n_prop_to_output > 0 || m->n_prop_to_params > 0)
+    return dump_module (m, path, error);
+  gboolean yes = TRUE;
+  m->n_prop_to_output = m->n_prop_to_params = 1;
+  m->prop_to_output = m->prop_to_params = &yes;
+  gboolean ok = dump_module (m, path, error);
+  m->n_prop_to_output = m->n_prop_to_params = 0;
+  m->prop_to_output = m->prop_to_params = NULL;
+  return ok;
+}
+
 PsPipelineResult *
 ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions *opts,
                  GError **error)
@@ -149,12 +167,15 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
                    " devices but slice %s has %d cores", n_devices, slice_name, ps_slice_n_cores (slice));
       return NULL;
     }
-  if (opts->dump_hlo && !dump_module (m, opts->dump_hlo, error))
+  if (opts->dump_hlo && !dump_annotated (m, !r->info.keep_entry_shardings, opts->dump_hlo, error))
     return NULL;
 
   stage_begin (&clk, PS_STAGE_PROPAGATE);
   PsPropagateOptions popts;
-  ps_propagate_options_init (&popts);
+  if (r->info.keep_entry_shardings)
+    ps_cli_propagate_options (&popts, m, FALSE, FALSE);
+  else
+    ps_propagate_options_init (&popts);
   if (!ps_propagate (m, &popts, &local))
     return fail_stage (&clk, error, local), NULL;
   stage_end (&clk);

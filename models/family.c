@@ -12,9 +12,11 @@
 
 /* One line per family; each lives in its own models/<name>_family.c. */
 extern const PsModelFamily ps_dense_family;
+extern const PsModelFamily ps_hlo_family;
 
 static const PsModelFamily *const families[] = {
   &ps_dense_family,
+  &ps_hlo_family,
   NULL
 };
 
@@ -223,6 +225,11 @@ parse_value (const PsParamSpec *s, const char *text, Value *v, char **problem)
       }
     case PS_PARAM_MESH:
       {
+        if (*text == '\0' && s->min == 0)
+          {
+            v->rank = 0;
+            return TRUE;
+          }
         g_auto (GStrv) parts = g_strsplit (text, "x", -1);
         int rank = (int) g_strv_length (parts);
         gboolean ok = rank >= 1 && rank <= PS_PARAM_MESH_MAX_RANK;
@@ -253,6 +260,7 @@ parse_value (const PsParamSpec *s, const char *text, Value *v, char **problem)
       }
     case PS_PARAM_STRING:
     case PS_PARAM_PATH:
+    case PS_PARAM_LIST:
       g_free (v->s);
       v->s = g_strdup (text);
       return TRUE;
@@ -280,6 +288,7 @@ value_text (const PsParamSpec *s, const Value *v)
       }
     case PS_PARAM_STRING:
     case PS_PARAM_PATH:
+    case PS_PARAM_LIST:
       return g_strdup (v->s ? v->s : "");
     }
   g_assert_not_reached ();
@@ -361,7 +370,7 @@ set_index (PsParams *p, int i, const char *text, const char *where, GError **err
         g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "%s: %s: %s", where, s->key, problem);
       return FALSE;
     }
-  if (s->type != PS_PARAM_STRING && s->type != PS_PARAM_PATH)
+  if (s->type != PS_PARAM_STRING && s->type != PS_PARAM_PATH && s->type != PS_PARAM_LIST)
     v.s = g_strdup (p->v[i].s);
   g_free (p->v[i].s);
   g_free (p->v[i].where);
@@ -383,6 +392,21 @@ ps_params_set (PsParams *p, const char *key, const char *text, const char *where
   return set_index (p, i, text, where, error);
 }
 
+gboolean
+ps_params_append (PsParams *p, const char *key, const char *text, const char *where, GError **error)
+{
+  int i = spec_index (p->family, key);
+  g_return_val_if_fail (i >= 0 && ps_model_family_spec (p->family, i)->type == PS_PARAM_LIST, FALSE);
+  if (strchr (text, ';'))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: '%s': one item at a time (no ';')", where, text);
+      return FALSE;
+    }
+  const char *old = p->v[i].s ? p->v[i].s : "";
+  g_autofree char *joined = *old ? g_strconcat (old, ";", text, NULL) : g_strdup (text);
+  return set_index (p, i, joined, where, error);
+}
+
 static const Value *
 get (const PsParams *p, const char *key, PsParamType type)
 {
@@ -390,7 +414,8 @@ get (const PsParams *p, const char *key, PsParamType type)
   g_assert (i >= 0);
   const PsParamSpec *s = ps_model_family_spec (p->family, i);
   g_assert (s->type == type || (type == PS_PARAM_STRING && (s->type == PS_PARAM_CHOICE
-                                                            || s->type == PS_PARAM_PATH)));
+                                                            || s->type == PS_PARAM_PATH
+                                                            || s->type == PS_PARAM_LIST)));
   return &p->v[i];
 }
 
@@ -769,6 +794,13 @@ ps_params_print (const PsParams *p, const char *comment)
           if (strcmp (s->section, sections[k]) != 0)
             continue;
           g_autofree char *v = value_text (s, &p->v[i]);
+          if (s->type == PS_PARAM_PATH && *v && !g_path_is_absolute (v))
+            {
+              /* The file may be saved anywhere: name paths absolutely. */
+              char *abs = g_canonicalize_filename (v, NULL);
+              g_free (v);
+              v = abs;
+            }
           append_doc (out, s);
           g_string_append_printf (out, "%s =%s%s\n", s->key, *v ? " " : "", v);
         }

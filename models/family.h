@@ -44,10 +44,13 @@ typedef enum {
   PS_PARAM_INT,    /* a 64-bit integer in [min, max] */
   PS_PARAM_BOOL,   /* true | false (also 1/0, yes/no, on/off when read) */
   PS_PARAM_CHOICE, /* one of `choices` ("2d|1d|dp") */
-  PS_PARAM_MESH,   /* AxB..., `min` to `max` dims (rank), each >= 1 */
+  PS_PARAM_MESH,   /* AxB..., `min` to `max` dims (rank), each >= 1; with
+                    * min 0 the empty text is rank 0 (no mesh) */
   PS_PARAM_STRING, /* free text; "" allowed */
   PS_PARAM_PATH,   /* a file name; relative ones in a model file are
                     * relative to that file's folder; "" allowed */
+  PS_PARAM_LIST,   /* items separated by ';' ("" = none); its option
+                    * adds one item each time it is given */
 } PsParamType;
 
 #define PS_PARAM_MESH_MAX_RANK 4
@@ -84,7 +87,12 @@ typedef struct {
   double params;             /* trainable parameters */
   double model_flops;        /* per step, the usual utilization basis */
   double items_per_step;     /* in the family's item_unit */
-  PsTraceMesh mesh;          /* logical mesh (dims, device order) for lowering */
+  PsTraceMesh mesh;          /* logical mesh (dims, device order) for lowering;
+                              * LIST devices owned */
+  /* Propagation keeps the entry's written shardings unless the module
+   * header allows changing them (XLA's default for a module from a file);
+   * FALSE: propagation may choose the entry's shardings (built models). */
+  gboolean keep_entry_shardings;
 } PsModelInfo;
 
 struct PsModelFamily {
@@ -161,10 +169,15 @@ PsParams *ps_params_load (const char *path, GError **error);
 gboolean ps_params_set (PsParams *p, const char *key, const char *text, const char *where,
                         GError **error);
 
-/* Typed reads; the key must exist and have that type (programmer error). */
+/* Adds one item to a LIST value (`text` must not contain ';'). */
+gboolean ps_params_append (PsParams *p, const char *key, const char *text, const char *where,
+                           GError **error);
+
+/* Typed reads; the key must exist and have that type (programmer error).
+ * ps_params_str reads CHOICE, STRING, PATH and LIST values. */
 int64_t ps_params_int (const PsParams *p, const char *key);
 gboolean ps_params_bool (const PsParams *p, const char *key);
-const char *ps_params_str (const PsParams *p, const char *key);   /* CHOICE, STRING */
+const char *ps_params_str (const PsParams *p, const char *key);
 /* MESH: returns the rank, fills dims (PS_PARAM_MESH_MAX_RANK entries). */
 int ps_params_mesh (const PsParams *p, const char *key, int64_t *dims);
 /* Product of a MESH value's dims. */

@@ -2,7 +2,7 @@
 noinst_LTLIBRARIES += libpodsim_models.la
 PS_LIB_MODELS = libpodsim_models.la
 libpodsim_models_la_SOURCES = models/family.c models/family.h \
-	models/dense_lm.c models/dense_lm.h models/dense_family.c \
+	models/dense_lm.c models/dense_lm.h models/dense_family.c models/hlo_family.c \
 	models/moe_layer.c models/moe_layer.h
 nodist_libpodsim_models_la_SOURCES = models/presets.c
 CLEANFILES += models/presets.c
