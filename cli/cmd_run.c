@@ -9,14 +9,15 @@
 #include <json-glib/json-glib.h>
 
 #include "cli/commands.h"
+#include "cli/picture.h"
 #include "cli/pipeline.h"
 #include "common/error.h"
 #include "cli/model_options.h"
 #include "models/family.h"
 
 typedef struct {
-  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace;
-  gboolean json, stats, quiet, print_config;
+  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *picture, *plot;
+  gboolean json, stats, quiet, print_config, memory_only;
 } RunOptions;
 
 /* What the pipeline's build stage needs for a model family. */
@@ -150,9 +151,12 @@ add_config (JsonBuilder *b, const PsParams *p)
   json_builder_end_object (b);
 }
 
+/* The run as one JSON object. Without a replay (memory only, or a program
+ * that does not fit) the timing members are left out; `error` says why a
+ * run that does not fit stopped. */
 static char *
 to_json (const PsParams *p, const char *name, double published, const PsPipelineResult *r,
-         const PsHardware *hw)
+         const PsHardware *hw, const char *error)
 {
   const PsModelFamily *f = ps_params_family (p);
   g_autoptr (JsonBuilder) b = json_builder_new ();
@@ -171,40 +175,47 @@ to_json (const PsParams *p, const char *name, double published, const PsPipeline
   add_member_string (b, "mesh", mesh->str);
   g_string_free (mesh, TRUE);
   add_member_int (b, "annotations", r->info.n_annotations);
-  add_member_double (b, "step_time_s", r->sim->step_time_s);
-  add_member_string (b, "throughput_unit", f->item_unit);
-  add_member_double (b, "throughput_per_s", r->items_per_s);
-  add_member_double (b, "published_throughput_per_s", published);
-  if (strcmp (f->item_unit, "tokens") == 0)
-    {
-      add_member_double (b, "tokens_per_s", r->items_per_s);
-      add_member_double (b, "published_tokens_per_s", published);
-    }
-  add_member_double (b, "mxu_utilization", r->sim->mxu_utilization);
-  add_member_double (b, "model_flops_utilization", r->model_flops_utilization);
+  json_builder_set_member_name (b, "fits");
+  json_builder_add_boolean_value (b, r->fits);
   add_member_int (b, "peak_hbm_bytes", (gint64) r->peak_hbm_bytes);
   add_member_int (b, "hbm_capacity_bytes", (gint64) hw->hbm_bytes_per_core);
-  double compute, comm, exposed, idle;
-  ps_replay_result_means (r->sim, &compute, &comm, &exposed, &idle);
-  add_member_double (b, "compute_s", compute);
-  add_member_double (b, "communication_s", comm);
-  add_member_double (b, "exposed_communication_s", exposed);
-  add_member_double (b, "idle_s", idle);
-  json_builder_set_member_name (b, "top_collectives");
-  json_builder_begin_array (b);
-  g_autoptr (GPtrArray) top = ps_replay_result_top_collectives (r->sim, 5);
-  for (guint i = 0; i < top->len; i++)
+  if (error)
+    add_member_string (b, "error", error);
+  if (r->sim)
     {
-      const PsCollectiveStat *cs = top->pdata[i];
-      json_builder_begin_object (b);
-      add_member_string (b, "name", cs->name);
-      add_member_string (b, "kind", cs->kind);
-      add_member_double (b, "bytes", cs->bytes);
-      add_member_int (b, "count", (gint64) cs->count);
-      add_member_double (b, "total_s", cs->total_s);
-      json_builder_end_object (b);
+      add_member_double (b, "step_time_s", r->sim->step_time_s);
+      add_member_string (b, "throughput_unit", f->item_unit);
+      add_member_double (b, "throughput_per_s", r->items_per_s);
+      add_member_double (b, "published_throughput_per_s", published);
+      if (strcmp (f->item_unit, "tokens") == 0)
+        {
+          add_member_double (b, "tokens_per_s", r->items_per_s);
+          add_member_double (b, "published_tokens_per_s", published);
+        }
+      add_member_double (b, "mxu_utilization", r->sim->mxu_utilization);
+      add_member_double (b, "model_flops_utilization", r->model_flops_utilization);
+      double compute, comm, exposed, idle;
+      ps_replay_result_means (r->sim, &compute, &comm, &exposed, &idle);
+      add_member_double (b, "compute_s", compute);
+      add_member_double (b, "communication_s", comm);
+      add_member_double (b, "exposed_communication_s", exposed);
+      add_member_double (b, "idle_s", idle);
+      json_builder_set_member_name (b, "top_collectives");
+      json_builder_begin_array (b);
+      g_autoptr (GPtrArray) top = ps_replay_result_top_collectives (r->sim, 5);
+      for (guint i = 0; i < top->len; i++)
+        {
+          const PsCollectiveStat *cs = top->pdata[i];
+          json_builder_begin_object (b);
+          add_member_string (b, "name", cs->name);
+          add_member_string (b, "kind", cs->kind);
+          add_member_double (b, "bytes", cs->bytes);
+          add_member_int (b, "count", (gint64) cs->count);
+          add_member_double (b, "total_s", cs->total_s);
+          json_builder_end_object (b);
+        }
+      json_builder_end_array (b);
     }
-  json_builder_end_array (b);
   json_builder_set_member_name (b, "stages_s");
   json_builder_begin_object (b);
   for (int i = 0; i < PS_STAGE_COUNT; i++)
@@ -259,20 +270,77 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
                               ps_params_bool (p, "async_collectives"), !o->quiet && isatty (2),
                               o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
+  popts.memory_only = o->memory_only;
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (build_family, &fb, &popts, &error);
   if (!r)
     return ps_cli_fail (error);
+  if (!r->fits)
+    {
+      /* With --json the figures of the memory check are still printed, so
+       * sweeps and searches can say by how much it did not fit. */
+      ps_pipeline_no_fit_error (r, hw, &error);
+      if (o->json)
+        {
+          g_autofree char *j = to_json (p, name, published, r, hw, error->message);
+          printf ("%s\n", j);
+        }
+      return ps_cli_fail (error);
+    }
+  if (o->memory_only)
+    {
+      if (o->json)
+        {
+          g_autofree char *j = to_json (p, name, published, r, hw, NULL);
+          printf ("%s\n", j);
+        }
+      else
+        {
+          g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
+          g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
+          printf ("peak HBM     %s per core of %s (%.0f %%): fits\n", peak, cap,
+                  100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
+          if (r->memory_text)
+            printf ("memory       %s\n", r->memory_text);
+        }
+      return 0;
+    }
   g_autofree char *links_csv = NULL;
   gsize links_len = 0;
   if (o->links)
     links_csv = ps_replay_result_links_csv (r->sim, &links_len);
+  g_autoptr (GString) picture = g_string_new (NULL), plot = g_string_new (NULL);
+  if (o->picture)
+    {
+      PsPictureFormat pf;
+      g_autofree char *title = g_strdup_printf ("%s on %s: ICI link utilization over one step", name,
+                                                ps_params_str (p, "slice"));
+      if (!ps_picture_format_for (o->picture, "--picture", &pf, &error)
+          || !ps_picture_links (r->platform, r->sim->link_bytes, r->sim->step_time_s, title, pf, picture, &error))
+        return ps_cli_fail (error);
+    }
+  if (o->plot)
+    {
+      PsPictureFormat pf;
+      PsBreakdownRow row = { name, 0, 0, 0, 0 };
+      double comm;
+      ps_replay_result_means (r->sim, &row.compute_s, &comm, &row.exposed_s, &row.idle_s);
+      row.published_step_s = published > 0 ? r->info.items_per_step / published : 0;
+      g_autofree char *title = g_strdup_printf ("%s on %s: where the step goes", name, ps_params_str (p, "slice"));
+      if (!ps_picture_format_for (o->plot, "--plot", &pf, &error)
+          || !ps_picture_breakdown (&row, 1, title, pf, plot, &error))
+        return ps_cli_fail (error);
+    }
+  if (o->picture && !ps_picture_save (o->picture, picture, &error))
+    return ps_cli_fail (error);
+  if (o->plot && !ps_picture_save (o->plot, plot, &error))
+    return ps_cli_fail (error);
   if (o->timeline && !ps_timeline_write (r->sim->timeline, o->timeline, &error))
     return ps_cli_fail (error);
   if (o->links && !ps_write_file_atomic (o->links, links_csv, links_len, &error))
     return ps_cli_fail (error);
   if (o->json)
     {
-      g_autofree char *j = to_json (p, name, published, r, hw);
+      g_autofree char *j = to_json (p, name, published, r, hw, NULL);
       printf ("%s\n", j);
     }
   else
@@ -287,9 +355,15 @@ ps_cmd_run (int argc, char **argv)
   GOptionEntry entries[] = {
     { "print-config", 0, 0, G_OPTION_ARG_NONE, &o.print_config,
       "Write the run's model file to standard output instead of running it (values are checked one by one, not against each other)", NULL },
-    { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print one JSON object", NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print one JSON object (also when it does not fit: fits false)", NULL },
+    { "memory-only", 0, 0, G_OPTION_ARG_NONE, &o.memory_only,
+      "Stop after the memory check: the per-core peak HBM and whether it fits", NULL },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o.timeline, "Write a Chrome trace-event timeline of cores 0 and 1", "OUT.json" },
     { "links", 0, 0, G_OPTION_ARG_FILENAME, &o.links, "Write per-link bytes and utilization", "OUT.csv" },
+    { "picture", 0, 0, G_OPTION_ARG_FILENAME, &o.picture,
+      "Draw the slice with every ICI link colored by its utilization over the step", "FILE.png|svg" },
+    { "plot", 0, 0, G_OPTION_ARG_FILENAME, &o.plot,
+      "Draw the step's breakdown (compute, exposed communication, idle) next to the published step", "FILE.png|svg" },
     { "dump-hlo", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_hlo, "Write the annotated single-device program (HLO text)", "OUT.hlo" },
     { "dump-spmd", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_spmd, "Write the partitioned SPMD program (HLO text)", "OUT.hlo" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_trace, "Write the step trace (replay it with podsim simulate)", "OUT.pst.gz" },
@@ -297,7 +371,7 @@ ps_cmd_run (int argc, char **argv)
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress display on stderr", NULL },
     { NULL }
   };
-  g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries);
+  g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries, NULL);
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[FAMILY | FILE.hlo] - simulate a training step");
   g_option_context_set_main_group (ctx, ps_model_options_group (mo));
   GString *desc = g_string_new ("FAMILY is one of the model families (default dense):\n");
@@ -326,5 +400,7 @@ ps_cmd_run (int argc, char **argv)
   g_free (o.dump_hlo);
   g_free (o.dump_spmd);
   g_free (o.dump_trace);
+  g_free (o.picture);
+  g_free (o.plot);
   return rc;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/picture.h"
 #include <json-glib/json-glib.h>
 
 #include "common/error.h"
@@ -15,6 +16,7 @@
 
 typedef struct {
   double step_time_s, tokens_per_s, mxu_utilization, peak_hbm_bytes;
+  double compute_s, exposed_s, idle_s, items_per_step;
 } Row;
 
 static double
@@ -54,6 +56,9 @@ run_row (const char *preset, const char *hw_path, Row *row, GError **error)
   row->tokens_per_s = member_double (o, "throughput_per_s");
   row->mxu_utilization = member_double (o, "mxu_utilization");
   row->peak_hbm_bytes = (double) json_object_get_int_member (o, "peak_hbm_bytes");
+  row->compute_s = member_double (o, "compute_s");
+  row->exposed_s = member_double (o, "exposed_communication_s");
+  row->idle_s = member_double (o, "idle_s");
   return TRUE;
 }
 
@@ -94,9 +99,17 @@ known_tables (void)
 }
 
 static int
-print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_path, const char *only)
+print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_path, const char *only,
+             const char *table, const char *plot_path, const char *scaling_path)
 {
   GError *error = NULL;
+  PsPictureFormat plot_f = PS_PICTURE_PNG, scaling_f = PS_PICTURE_PNG;
+  if ((plot_path && !ps_picture_format_for (plot_path, "--plot", &plot_f, &error))
+      || (scaling_path && !ps_picture_format_for (scaling_path, "--scaling", &scaling_f, &error)))
+    return ps_cli_fail (error);
+  g_autoptr (GArray) bars = g_array_new (FALSE, TRUE, sizeof (PsBreakdownRow));
+  g_autoptr (GArray) points = g_array_new (FALSE, TRUE, sizeof (PsScalingPoint));
+  const char *unit = "items";
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
   if (!hw)
     return ps_cli_fail (error);
@@ -111,6 +124,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_p
       if (!p)
         return g_ptr_array_free (rows, TRUE), ps_cli_fail (error);
       double published = ps_params_published (p, NULL, NULL);
+      unit = ps_params_family (p)->item_unit;
       int64_t mesh_dims[PS_PARAM_MESH_MAX_RANK];
       int64_t cores = ps_params_mesh_size (p, "mesh");
       ps_params_mesh (p, "mesh", mesh_dims);
@@ -119,7 +133,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_p
         fprintf (stderr, "\r\033[Kpodsim tables: %s ...", name);
       /* SimGrid allows one engine per process: each row runs in a child
        * `podsim run --json`, which is also exactly what a user can rerun. */
-      Row row;
+      Row row = { 0 };
       if (!run_row (name, hw_path, &row, &error))
         {
           if (isatty (2))
@@ -129,6 +143,12 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_p
           return ps_cli_fail (error);
         }
       double ratio = row.tokens_per_s / published;
+      /* The names live as long as the compiled-in preset table. */
+      PsBreakdownRow bar = { name, row.compute_s, row.exposed_s, row.idle_s,
+                             row.tokens_per_s > 0 ? row.step_time_s * row.tokens_per_s / published : 0 };
+      g_array_append_val (bars, bar);
+      PsScalingPoint pt = { name, (double) cores, row.tokens_per_s, published, row.mxu_utilization };
+      g_array_append_val (points, pt);
       double gib = row.peak_hbm_bytes / (1024.0 * 1024.0 * 1024.0);
       char *line;
       if (csv)
@@ -153,6 +173,19 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_p
       g_ptr_array_free (rows, TRUE);
       return ps_cli_fail (error);
     }
+  g_autoptr (GString) plot = g_string_new (NULL), scaling = g_string_new (NULL);
+  g_autofree char *title1 = g_strdup_printf ("podsim tables %s: where each step goes, simulated vs published", table);
+  g_autofree char *title2 = g_strdup_printf ("podsim tables %s: scaling", table);
+  if ((plot_path && !ps_picture_breakdown ((PsBreakdownRow *) bars->data, (int) bars->len, title1, plot_f, plot,
+                                           &error))
+      || (scaling_path && !ps_picture_scaling ((PsScalingPoint *) points->data, (int) points->len, unit, title2,
+                                               scaling_f, scaling, &error))
+      || (plot_path && !ps_picture_save (plot_path, plot, &error))
+      || (scaling_path && !ps_picture_save (scaling_path, scaling, &error)))
+    {
+      g_ptr_array_free (rows, TRUE);
+      return ps_cli_fail (error);
+    }
   if (csv)
     puts ("name,cores,mesh,step_time_s,tokens_per_s,mxu_utilization,peak_hbm_gib,published_tokens_per_s,ratio");
   else if (markdown)
@@ -173,12 +206,16 @@ int
 ps_cmd_tables (int argc, char **argv)
 {
   gboolean opt_csv = FALSE, opt_md = FALSE;
-  g_autofree char *opt_hw = NULL, *opt_only = NULL;
+  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL;
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
+    { "plot", 0, 0, G_OPTION_ARG_FILENAME, &opt_plot,
+      "Draw each row's step (compute, exposed communication, idle) next to the published step", "FILE.png|svg" },
+    { "scaling", 0, 0, G_OPTION_ARG_FILENAME, &opt_scaling,
+      "Draw throughput and MXU utilization against cores, simulated and published", "FILE.png|svg" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TABLE - a table of published runs, simulated");
@@ -207,5 +244,5 @@ ps_cmd_tables (int argc, char **argv)
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--csv and --markdown exclude each other");
       return ps_cli_fail (error);
     }
-  return print_table (names, opt_csv, opt_md, opt_hw, opt_only);
+  return print_table (names, opt_csv, opt_md, opt_hw, opt_only, argv[1], opt_plot, opt_scaling);
 }

@@ -17,6 +17,8 @@ typedef struct {
 struct PsModelOptions {
   const PsModelFamily *family;
   const GOptionEntry *command_entries;
+  char *base_option;         /* "--grid": a file that may hold the base */
+  char *base_file;           /* its value, when the file has a [model] */
   char *preset, *config;
   char **sets;               /* --set KEY=VALUE, in order (also in overrides) */
   GArray *overrides;         /* Override, command-line order */
@@ -61,13 +63,13 @@ takes_value (const GOptionEntry *entries, const char *arg)
   return FALSE;
 }
 
-/* The value of option `name` ("--preset X" or "--preset=X") and the first
- * positional word of argv. transfer none. */
+/* The values of --preset, --config and the base option ("--x V" or
+ * "--x=V") and the first positional word of argv. transfer none. */
 static void
-prescan (int argc, char **argv, const GOptionEntry *entries, const char **preset,
-         const char **config, const char **word)
+prescan (int argc, char **argv, const GOptionEntry *entries, const char *base_option,
+         const char **preset, const char **config, const char **base, const char **word)
 {
-  *preset = *config = *word = NULL;
+  *preset = *config = *base = *word = NULL;
   for (int i = 1; i < argc; i++)
     {
       const char *a = argv[i];
@@ -83,17 +85,20 @@ prescan (int argc, char **argv, const GOptionEntry *entries, const char **preset
             *word = a;
           continue;
         }
-      const char **slot = NULL;
-      if (g_str_has_prefix (a, "--preset"))
-        slot = preset;
-      else if (g_str_has_prefix (a, "--config"))
-        slot = config;
       const char *eq = strchr (a, '=');
-      if (slot && eq && (eq - a == 8))
+      gsize n = eq ? (gsize) (eq - a) : strlen (a);
+      const char **slot = NULL;
+      if (n == 8 && strncmp (a, "--preset", n) == 0)
+        slot = preset;
+      else if (n == 8 && strncmp (a, "--config", n) == 0)
+        slot = config;
+      else if (base_option && n == strlen (base_option) && strncmp (a, base_option, n) == 0)
+        slot = base;
+      if (slot && eq)
         *slot = eq + 1;
       else if (!eq && takes_value (entries, a) && i + 1 < argc)
         {
-          if (slot && strlen (a) == 8)
+          if (slot)
             *slot = argv[i + 1];
           i++;
         }
@@ -121,17 +126,40 @@ file_family (void)
   return NULL;
 }
 
+static const char *const grid_sections[] = { "vary", "sweep", NULL };
+
+/* Does the base file hold a model ([model] section)? */
+static gboolean
+base_has_model (const char *path)
+{
+  g_autofree char *text = ps_ini_load_text (path, NULL);
+  gboolean found = FALSE;
+  g_autoptr (GPtrArray) e = text ? ps_ini_read_section (path, text, grid_sections, "model", &found, NULL) : NULL;
+  return e && found;
+}
+
 PsModelOptions *
-ps_model_options_new (int argc, char **argv, const GOptionEntry *entries)
+ps_model_options_new (int argc, char **argv, const GOptionEntry *entries, const char *base_option)
 {
   PsModelOptions *mo = g_new0 (PsModelOptions, 1);
   mo->command_entries = entries;
+  mo->base_option = g_strdup (base_option);
   mo->overrides = g_array_new (FALSE, TRUE, sizeof (Override));
   g_array_set_clear_func (mo->overrides, override_clear);
   mo->strings = g_ptr_array_new_with_free_func (g_free);
-  const char *preset, *config, *word;
-  prescan (argc, argv, entries, &preset, &config, &word);
-  if (preset)
+  const char *preset, *config, *base, *word;
+  prescan (argc, argv, entries, base_option, &preset, &config, &base, &word);
+  if (base && base_has_model (base))
+    {
+      mo->base_file = g_strdup (base);
+      g_autofree char *text = ps_ini_load_text (base, NULL);
+      g_autoptr (PsParams) p = ps_params_read_extra (base, text, grid_sections, NULL);
+      if (p && !preset && !config)
+        mo->family = ps_params_family (p);
+    }
+  if (mo->family)
+    ;
+  else if (preset)
     {
       g_autoptr (PsParams) p = ps_model_preset_load (preset, NULL);
       if (p)
@@ -157,6 +185,8 @@ ps_model_options_free (PsModelOptions *mo)
     return;
   g_free (mo->preset);
   g_free (mo->config);
+  g_free (mo->base_option);
+  g_free (mo->base_file);
   g_strfreev (mo->sets);
   g_array_free (mo->overrides, TRUE);
   g_ptr_array_free (mo->strings, TRUE);
@@ -277,11 +307,22 @@ ps_model_options_params (PsModelOptions *mo, const char *word, GError **error)
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--preset and --config exclude each other");
       return NULL;
     }
+  if (mo->base_file && (mo->preset || mo->config))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s holds a model: --preset and --config "
+                   "exclude it", mo->base_option, mo->base_file);
+      return NULL;
+    }
   g_autoptr (PsParams) p = NULL;
   if (mo->preset)
     p = ps_model_preset_load (mo->preset, error);
   else if (mo->config)
     p = ps_params_load (mo->config, error);
+  else if (mo->base_file)
+    {
+      g_autofree char *text = ps_ini_load_text (mo->base_file, error);
+      p = text ? ps_params_read_extra (mo->base_file, text, grid_sections, error) : NULL;
+    }
   else
     p = ps_params_new (mo->family);
   if (!p)
@@ -341,10 +382,12 @@ ps_model_options_name (const PsModelOptions *mo, const PsParams *p, double *publ
       base = ps_model_preset_load (mo->preset, NULL);
       base_name = g_strdup (mo->preset);
     }
-  else if (mo->config)
+  else if (mo->config || mo->base_file)
     {
-      base = ps_params_load (mo->config, NULL);
-      g_autofree char *b = g_path_get_basename (mo->config);
+      const char *path = mo->config ? mo->config : mo->base_file;
+      g_autofree char *text = ps_ini_load_text (path, NULL);
+      base = text ? ps_params_read_extra (path, text, grid_sections, NULL) : NULL;
+      g_autofree char *b = g_path_get_basename (path);
       base_name = g_str_has_suffix (b, ".ini") ? g_strndup (b, strlen (b) - 4) : g_strdup (b);
     }
   if (!base || ps_params_family (base) != ps_params_family (p))

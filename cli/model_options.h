@@ -34,8 +34,12 @@
 typedef struct PsModelOptions PsModelOptions;
 
 /* `entries` (the command's own options, may be NULL) are borrowed until
- * ps_model_options_group. */
-PsModelOptions *ps_model_options_new (int argc, char **argv, const GOptionEntry *entries);
+ * ps_model_options_group. `base_option` (may be NULL; "--grid" for sweep)
+ * is one of those entries naming a file that, when it has a [model]
+ * section, is the base like --config (its [vary] and [sweep] sections are
+ * the command's). */
+PsModelOptions *ps_model_options_new (int argc, char **argv, const GOptionEntry *entries,
+                                      const char *base_option);
 void ps_model_options_free (PsModelOptions *mo);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsModelOptions, ps_model_options_free)
 

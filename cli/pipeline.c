@@ -141,6 +141,16 @@ dump_annotated (PsModule *m, gboolean propagate_entry, const char *path, GError 
   return ok;
 }
 
+void
+ps_pipeline_no_fit_error (const PsPipelineResult *r, const PsHardware *hw, GError **error)
+{
+  g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
+  g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
+  g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
+               "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
+               "(try more --microbatches, --remat or a larger slice)", peak, cap);
+}
+
 PsPipelineResult *
 ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions *opts,
                  GError **error)
@@ -212,16 +222,12 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   r->peak_hbm_bytes = mem->peak_bytes;
   r->memory_text = ps_memory_report_to_string (mem, 5);
   stage_end (&clk);
-  if ((double) mem->peak_bytes > (double) opts->hw->hbm_bytes_per_core)
+  r->fits = (double) mem->peak_bytes <= (double) opts->hw->hbm_bytes_per_core;
+  if (!r->fits || opts->memory_only)
     {
       if (opts->progress)
         fputs ("\r\033[K", stderr);
-      g_autofree char *peak = ps_format_bytes ((double) mem->peak_bytes);
-      g_autofree char *cap = ps_format_bytes ((double) opts->hw->hbm_bytes_per_core);
-      g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
-                   "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
-                   "(try more --microbatches, --remat or a larger slice)", peak, cap);
-      return NULL;
+      return g_steal_pointer (&r);
     }
 
   stage_begin (&clk, PS_STAGE_LOWER);

@@ -43,6 +43,9 @@ typedef struct {
    * einsums (PsSpmdOptions.windowed_einsum_threshold_bytes); off unless set. */
   gboolean windowed_einsum;
   gint64 windowed_einsum_threshold_bytes;
+  /* Stop after the memory stage (podsim search's exact memory check):
+   * no trace, no replay. */
+  gboolean memory_only;
 } PsPipelineOptions;
 
 typedef struct {
@@ -53,6 +56,8 @@ typedef struct {
   gint64 n_fallbacks;
   gint64 n_cse_removed;        /* instructions CSE/DCE removed after partitioning */
   guint64 peak_hbm_bytes;     /* memory analysis of the SPMD program */
+  gboolean fits;              /* peak_hbm_bytes <= the core's HBM; when not,
+                               * the stages after memory did not run */
   char *memory_text;          /* its report, largest holders */
   PsTrace *trace;             /* the lowered trace */
   PsPlatform *platform;       /* the slice's platform; sim points at it */
@@ -68,10 +73,15 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPipelineResult, ps_pipeline_result_free)
  * (its mesh for lowering, its parameter and FLOP counts). transfer full. */
 typedef PsModule *(*PsPipelineBuildFn) (gpointer data, PsModelInfo *info, GError **error);
 
-/* Runs every stage. Errors: the build's (PS_ERROR_OPTION), a program that
- * does not fit in HBM (PS_ERROR_NO_FIT naming the peak and the capacity),
- * or whatever stage failed, prefixed with the stage name. */
+/* Runs every stage. A program that does not fit in HBM is a result with
+ * fits FALSE (trace and sim NULL); ps_pipeline_no_fit_error says why.
+ * Errors: the build's (PS_ERROR_OPTION) or whatever stage failed, prefixed
+ * with the stage name. */
 PsPipelineResult *ps_pipeline_run (PsPipelineBuildFn build, gpointer data,
                                    const PsPipelineOptions *opts, GError **error);
+
+/* PS_ERROR_NO_FIT naming the peak and the capacity, for a result that
+ * does not fit. */
+void ps_pipeline_no_fit_error (const PsPipelineResult *r, const PsHardware *hw, GError **error);
 
 #endif

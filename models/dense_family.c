@@ -146,6 +146,17 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
                           mb, mb == 1 ? "" : "es");
 }
 
+/* 1d and dp shard over the flattened mesh: in arange order that is devices
+ * 0..N-1 whatever the mesh's shape, so every shape is the same run. */
+static void
+canonicalize (PsParams *p, const PsModelTarget *t)
+{
+  if (strcmp (ps_params_str (p, "sharding"), "2d") == 0 || strcmp (ps_params_str (p, "device_order"), "arange") != 0)
+    return;
+  g_autofree char *mesh = g_strdup_printf ("1x%d", t->n_cores);
+  ps_params_set (p, "mesh", mesh, "--mesh", NULL);
+}
+
 const PsModelFamily ps_dense_family = {
   .name = "dense",
   .summary = "The dense Transformer LM of the GSPMD paper (Lingvo's synthetic_packed_input.py)",
@@ -157,4 +168,5 @@ const PsModelFamily ps_dense_family = {
   .build = build,
   .describe_model = describe_model,
   .describe_parallelism = describe_parallelism,
+  .canonicalize = canonicalize,
 };

@@ -515,6 +515,7 @@ typedef struct {
   const char *text;
   const char *line;          /* start of the current line */
   int lineno;
+  const char *const *extra;  /* more sections a caller reads (NULL-terminated) */
 } Reader;
 
 static void G_GNUC_PRINTF (4, 5)
@@ -566,11 +567,14 @@ walk (Reader *r, EntryFn fn, gpointer data, GError **error)
           gboolean known = strcmp (section, "published") == 0;
           for (int i = 0; sections[i]; i++)
             known |= strcmp (section, sections[i]) == 0;
+          for (int i = 0; r->extra && r->extra[i]; i++)
+            known |= strcmp (section, r->extra[i]) == 0;
           if (!known)
             {
+              g_autofree char *more = r->extra ? g_strjoinv (", ", (char **) r->extra) : NULL;
               reader_error (r, error, q + 1,
-                            "unknown section [%s] (known: model, parallelism, slice, options, published)",
-                            section);
+                            "unknown section [%s] (known: model, parallelism, slice, options, published%s%s)",
+                            section, more ? ", " : "", more ? more : "");
               return FALSE;
             }
         }
@@ -679,6 +683,9 @@ set_entry (Reader *r, const char *section, const char *key, const char *value,
            const char *key_at, const char *value_at, gpointer data, GError **error)
 {
   Load *l = data;
+  for (int i = 0; r->extra && r->extra[i]; i++)
+    if (strcmp (section, r->extra[i]) == 0)
+      return TRUE;
   if (strcmp (section, "published") == 0)
     return set_published (r, l, key, value, key_at, value_at, error);
   if (strcmp (section, "model") == 0 && strcmp (key, "family") == 0)
@@ -715,7 +722,13 @@ set_entry (Reader *r, const char *section, const char *key, const char *value,
 PsParams *
 ps_params_read (const char *path, const char *text, GError **error)
 {
-  Reader r = { path, text, text, 0 };
+  return ps_params_read_extra (path, text, NULL, error);
+}
+
+PsParams *
+ps_params_read_extra (const char *path, const char *text, const char *const *extra, GError **error)
+{
+  Reader r = { path, text, text, 0, extra };
   const PsModelFamily *f = NULL;
   if (!walk (&r, find_family, &f, error))
     return NULL;
@@ -738,8 +751,73 @@ ps_params_read (const char *path, const char *text, GError **error)
   return g_steal_pointer (&p);
 }
 
-PsParams *
-ps_params_load (const char *path, GError **error)
+void
+ps_ini_entry_free (PsIniEntry *e)
+{
+  if (!e)
+    return;
+  g_free (e->key);
+  g_free (e->value);
+  g_free (e->where);
+  g_free (e->key_where);
+  g_free (e);
+}
+
+typedef struct {
+  const char *section;
+  GPtrArray *entries;
+  gboolean found;
+} Collect;
+
+static gboolean
+collect_entry (Reader *r, const char *section, const char *key, const char *value,
+               const char *key_at, const char *value_at, gpointer data, GError **error)
+{
+  Collect *c = data;
+  (void) error;
+  if (strcmp (section, c->section) != 0)
+    return TRUE;
+  PsIniEntry *e = g_new0 (PsIniEntry, 1);
+  e->key = g_strdup (key);
+  e->value = g_strdup (value);
+  e->where = g_strdup_printf ("%s:%d:%d", r->path, r->lineno, (int) (value_at - r->line) + 1);
+  e->key_where = g_strdup_printf ("%s:%d:%d", r->path, r->lineno, (int) (key_at - r->line) + 1);
+  g_ptr_array_add (c->entries, e);
+  return TRUE;
+}
+
+/* A section header alone, without keys, still counts as present. */
+static gboolean
+has_section (const char *text, const char *section)
+{
+  g_autofree char *hdr = g_strdup_printf ("[%s]", section);
+  for (const char *p = text; (p = strstr (p, hdr)); p += strlen (hdr))
+    {
+      const char *b = p;
+      while (b > text && (b[-1] == ' ' || b[-1] == '\t'))
+        b--;
+      if (b == text || b[-1] == '\n')
+        return TRUE;
+    }
+  return FALSE;
+}
+
+GPtrArray *
+ps_ini_read_section (const char *path, const char *text, const char *const *extra, const char *section,
+                     gboolean *found, GError **error)
+{
+  Reader r = { path, text, text, 0, extra };
+  g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_ini_entry_free);
+  Collect c = { section, entries, FALSE };
+  if (!walk (&r, collect_entry, &c, error))
+    return NULL;
+  if (found)
+    *found = has_section (text, section);
+  return g_steal_pointer (&entries);
+}
+
+char *
+ps_ini_load_text (const char *path, GError **error)
 {
   g_autofree char *text = NULL;
   gsize len = 0;
@@ -755,7 +833,14 @@ ps_params_load (const char *path, GError **error)
       ps_set_error_at (error, PS_ERROR_PARSE, path, 0, 0, "not a text file (NUL byte)");
       return NULL;
     }
-  return ps_params_read (path, text, error);
+  return g_steal_pointer (&text);
+}
+
+PsParams *
+ps_params_load (const char *path, GError **error)
+{
+  g_autofree char *text = ps_ini_load_text (path, error);
+  return text ? ps_params_read (path, text, error) : NULL;
 }
 
 static void
@@ -817,6 +902,18 @@ ps_params_print (const PsParams *p, const char *comment)
                                 pre->published_table);
       if (pre && pre->published_source)
         g_string_append_printf (out, "# Where it was published\nsource = %s\n", pre->published_source);
+    }
+  return g_string_free (out, FALSE);
+}
+
+char *
+ps_params_key (const PsParams *p)
+{
+  GString *out = g_string_new (NULL);
+  for (int i = 0; i < p->n; i++)
+    {
+      g_autofree char *v = value_text (ps_model_family_spec (p->family, i), &p->v[i]);
+      g_string_append_printf (out, "%s=%s\n", ps_model_family_spec (p->family, i)->key, v);
     }
   return g_string_free (out, FALSE);
 }

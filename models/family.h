@@ -113,6 +113,10 @@ struct PsModelFamily {
    * (transfer full); NULL: a generic key=value list. */
   char *(*describe_model) (const PsParams *p, const PsModelInfo *info);
   char *(*describe_parallelism) (const PsParams *p, const PsModelInfo *info);
+  /* Optional: rewrites settings that cannot change the run into one form
+   * (dense: a 1d or dp sharding in arange order does not depend on the
+   * mesh's shape), so `podsim search` runs each distinct strategy once. */
+  void (*canonicalize) (PsParams *p, const PsModelTarget *t);
 };
 
 /* ---- the registry ----------------------------------------------------------- */
@@ -161,6 +165,25 @@ const PsModelFamily *ps_params_family (const PsParams *p);
 PsParams *ps_params_read (const char *path, const char *text, GError **error);
 /* Reads a file from disk (PS_ERROR_IO when it cannot be read). */
 PsParams *ps_params_load (const char *path, GError **error);
+/* As ps_params_read, skipping the sections named in `extra` (a file that
+ * is also a sweep grid: [vary], [sweep]). */
+PsParams *ps_params_read_extra (const char *path, const char *text, const char *const *extra,
+                                GError **error);
+
+/* One `key = value` of a section, with where its key and value start. */
+typedef struct {
+  char *key, *value;
+  char *where;               /* "FILE:LINE:COL" of the value */
+  char *key_where;           /* "FILE:LINE:COL" of the key */
+} PsIniEntry;
+void ps_ini_entry_free (PsIniEntry *e);
+/* Checks a whole file's syntax (sections: the model file's and `extra`)
+ * and returns the entries of [section] in file order (PsIniEntry, transfer
+ * full); *found (may be NULL) says whether the section is there at all. */
+GPtrArray *ps_ini_read_section (const char *path, const char *text, const char *const *extra,
+                                const char *section, gboolean *found, GError **error);
+/* A whole text file (PS_ERROR_IO; a NUL byte is PS_ERROR_PARSE). transfer full. */
+char *ps_ini_load_text (const char *path, GError **error);
 
 /* Sets one value from text. `where` says where the text came from for
  * error messages and later checks ("--layers", "run.ini:4:10"); copied.
@@ -195,6 +218,10 @@ gboolean ps_params_is_set (const PsParams *p, const char *key);
  * the [published] section of the published run p equals, if any.
  * ps_params_read() reads it back to equal parameters. transfer full. */
 char *ps_params_print (const PsParams *p, const char *comment);
+
+/* Every value, in spec order, as one string: equal strings, equal runs.
+ * transfer full. */
+char *ps_params_key (const PsParams *p);
 
 /* The keys of [model], [parallelism] and [slice] whose values differ, as
  * option names comma-separated ("layers, model-dim"); "" when the two
