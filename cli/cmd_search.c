@@ -502,7 +502,8 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
       return 0;
     }
   g_autofree char *tmp = g_dir_make_tmp ("podsim-search-XXXXXX", &error);
-  if (!tmp || !ps_study_write_base (study, tmp, &error))
+  const char *base_path = tmp ? ps_study_write_base (study, tmp, name, &error) : NULL;
+  if (!base_path)
     return ps_cli_fail (error);
   gboolean tty = !o->quiet && isatty (2);
   gint64 t0 = g_get_monotonic_time ();
@@ -529,8 +530,7 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
     }
   ph.what = "podsim search: simulations";
   ok = ok && run_phase (&ph, o->jobs, sim_todo, FALSE, &error);
-  g_autofree char *base_ini = g_build_filename (tmp, "base.ini", NULL);
-  g_unlink (base_ini);
+  g_unlink (base_path);
   g_rmdir (tmp);
   if (!ok)
     {

@@ -85,9 +85,11 @@ add_axis (GPtrArray *axes, const PsParams *base, const char *key, const char *va
   return split_values (values, where, a->values, error);
 }
 
-/* The axes of the grid file's [vary] section, then of --vary. */
+/* The axes of the grid file's [vary] section, then of --vary; the grid
+ * file's [sweep] tasks and name. */
 static GPtrArray *
-read_axes (const SweepOptions *o, const PsParams *base, int *tasks_in_file, GError **error)
+read_axes (const SweepOptions *o, const PsParams *base, int *tasks_in_file, char **name_in_file,
+           GError **error)
 {
   g_autoptr (GPtrArray) axes = g_ptr_array_new_with_free_func (axis_free);
   if (o->grid)
@@ -114,11 +116,17 @@ read_axes (const SweepOptions *o, const PsParams *base, int *tasks_in_file, GErr
         {
           PsIniEntry *e = sweep->pdata[i];
           guint64 v;
+          if (strcmp (e->key, "name") == 0 && *e->value)
+            {
+              g_free (*name_in_file);
+              *name_in_file = g_strdup (e->value);
+              continue;
+            }
           if (strcmp (e->key, "tasks") != 0
               || !g_ascii_string_to_unsigned (e->value, 10, 1, 1000000, &v, NULL))
             {
-              ps_set_error_at (error, PS_ERROR_PARSE, o->grid, 0, 0, "%s: [sweep] knows one key, tasks "
-                               "(1 .. 1000000)", e->key_where);
+              g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "%s: [sweep] has two keys: tasks (1 .. 1000000) "
+                           "and name", e->key_where);
               return NULL;
             }
           *tasks_in_file = (int) v;
@@ -300,9 +308,10 @@ format_of (const SweepOptions *o, const char *path)
   return path && g_str_has_suffix (path, ".jsonl") ? PS_STUDY_JSONL : PS_STUDY_CSV;
 }
 
-/* Runs configurations [first, last) into o->output (or stdout). */
+/* Runs configurations [first, last) into o->output (or stdout); runs are
+ * named after `name`. */
 static int
-run_sweep (const SweepOptions *o, PsStudy *s, guint first, guint last)
+run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, guint last)
 {
   GError *error = NULL;
   PsStudyFormat f = format_of (o, o->output);
@@ -321,7 +330,8 @@ run_sweep (const SweepOptions *o, PsStudy *s, guint first, guint last)
       return ps_cli_fail (error);
     }
   g_autofree char *tmp = g_dir_make_tmp ("podsim-sweep-XXXXXX", &error);
-  if (!tmp || !ps_study_write_base (s, tmp, &error))
+  const char *base_path = tmp ? ps_study_write_base (s, tmp, name, &error) : NULL;
+  if (!base_path)
     return ps_cli_fail (error);
   FILE *out = stdout;
   if (o->output)
@@ -352,8 +362,7 @@ run_sweep (const SweepOptions *o, PsStudy *s, guint first, guint last)
   gboolean ok = ps_pool_run (pool, &error);
   if (out != stdout)
     fclose (out);
-  g_autofree char *base = g_build_filename (tmp, "base.ini", NULL);
-  g_unlink (base);
+  g_unlink (base_path);
   g_rmdir (tmp);
   if (!ok)
     return ps_cli_fail (error);
@@ -371,9 +380,10 @@ run_sweep (const SweepOptions *o, PsStudy *s, guint first, guint last)
 
 /* ---- Slurm ---------------------------------------------------------------------- */
 
-/* The sweep as one file: the base model, its [vary] axes, [sweep] tasks. */
+/* The sweep as one file: the base model, its [vary] axes, [sweep] tasks
+ * and the name its runs are called by. */
 static char *
-grid_text (PsStudy *s, GPtrArray *axes, int tasks)
+grid_text (PsStudy *s, GPtrArray *axes, int tasks, const char *name)
 {
   g_autofree char *model = ps_params_print (ps_study_base (s),
                                             "A podsim sweep: the base model, then the values each [vary] "
@@ -390,12 +400,13 @@ grid_text (PsStudy *s, GPtrArray *axes, int tasks)
       g_autofree char *joined = g_strjoinv (", ", v);
       g_string_append_printf (out, "%s = %s\n", a->key, joined);
     }
-  g_string_append_printf (out, "\n[sweep]\n# Slurm array tasks (podsim sweep --slurm DIR)\ntasks = %d\n", tasks);
+  g_string_append_printf (out, "\n[sweep]\n# Slurm array tasks (podsim sweep --slurm DIR)\ntasks = %d\n"
+                          "# The runs are named after this\nname = %s\n", tasks, name);
   return g_string_free (out, FALSE);
 }
 
 static int
-write_slurm (const SweepOptions *o, PsStudy *s, GPtrArray *axes)
+write_slurm (const SweepOptions *o, PsStudy *s, GPtrArray *axes, const char *name)
 {
   GError *error = NULL;
   guint n = ps_study_n_configs (s);
@@ -410,7 +421,7 @@ write_slurm (const SweepOptions *o, PsStudy *s, GPtrArray *axes)
       return ps_cli_fail (error);
     }
   g_autofree char *grid = g_build_filename (dir, "sweep.ini", NULL);
-  g_autofree char *text = grid_text (s, axes, tasks);
+  g_autofree char *text = grid_text (s, axes, tasks, name);
   if (!ps_write_file_atomic (grid, text, strlen (text), &error))
     return ps_cli_fail (error);
   const char *ext = format_of (o, NULL) == PS_STUDY_JSONL ? "jsonl" : "csv";
@@ -551,16 +562,19 @@ sweep (SweepOptions *o, PsModelOptions *mo, int argc, char **argv)
   if (!base)
     return ps_cli_fail (error);
   int tasks = 0;
-  g_autoptr (GPtrArray) axes = read_axes (o, base, &tasks, &error);
+  g_autofree char *name = NULL;
+  g_autoptr (GPtrArray) axes = read_axes (o, base, &tasks, &name, &error);
   if (!axes)
     return ps_cli_fail (error);
+  if (!name)
+    name = ps_model_options_name (mo, base, NULL);
   g_autoptr (PsStudy) s = make_study (base, axes, &error);
   if (!s)
     return ps_cli_fail (error);
   if (o->merge)
     return merge (o, s, tasks > 0 ? tasks : 1);
   if (o->slurm)
-    return write_slurm (o, s, axes);
+    return write_slurm (o, s, axes, name);
   guint first = 0, last = ps_study_n_configs (s);
   if (o->task >= 0)
     {
@@ -572,7 +586,7 @@ sweep (SweepOptions *o, PsModelOptions *mo, int argc, char **argv)
         }
       task_range (last, t, o->task, &first, &last);
     }
-  return run_sweep (o, s, first, last);
+  return run_sweep (o, s, name, first, last);
 }
 
 int

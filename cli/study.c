@@ -119,11 +119,13 @@ ps_study_params (const PsStudy *s, guint id)
 }
 
 const char *
-ps_study_write_base (PsStudy *s, const char *dir, GError **error)
+ps_study_write_base (PsStudy *s, const char *dir, const char *name, GError **error)
 {
   if (s->base_path)
     return s->base_path;
-  g_autofree char *path = g_build_filename (dir, "base.ini", NULL);
+  g_autofree char *file = g_strdup_printf ("%s.ini", name && *name ? name : "base");
+  g_strcanon (file, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-", '_');
+  g_autofree char *path = g_build_filename (dir, file, NULL);
   g_autofree char *text = ps_params_print (s->base, "The base configuration of a podsim study; each run "
                                            "sets the varied keys on top");
   if (!ps_write_file_atomic (path, text, strlen (text), error))

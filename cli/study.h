@@ -56,9 +56,12 @@ const char *ps_study_value (const PsStudy *s, guint id, guint k);
 /* The base with configuration id's values set. transfer full. */
 PsParams *ps_study_params (const PsStudy *s, guint id);
 
-/* Writes the base model file into `dir` (once) and returns its path;
- * children read it. transfer none. */
-const char *ps_study_write_base (PsStudy *s, const char *dir, GError **error);
+/* Writes the base model file into `dir` (once) as NAME.ini, so each run is
+ * named "NAME" or "NAME modified (keys)" (or the published run it equals),
+ * and returns its path; children read it. `name` is the base's run name
+ * (ps_model_options_name); characters that do not belong in a file name
+ * become '_'. transfer none. */
+const char *ps_study_write_base (PsStudy *s, const char *dir, const char *name, GError **error);
 
 /* The child command of configuration id: podsim run --config BASE --set
  * KEY=VALUE ... --json -q, plus `extra` (NULL-terminated, may be NULL).

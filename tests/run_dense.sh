@@ -102,9 +102,20 @@ done <"$PS_TMP/families" >"$PS_TMP/undocumented"
 [ -s "$PS_TMP/undocumented" ] && fail "$(cat "$PS_TMP/undocumented")"
 
 # One row of the paper's table, as CSV (each row is a child podsim run).
-expect_status 0 "$PODSIM" tables dense --only DenseLm128B8x8 --csv
+expect_status 0 "$PODSIM" tables dense --only DenseLm128B8x8 --csv --plot "$PS_TMP/t.png" \
+  --scaling "$PS_TMP/s.svg"
 expect_grep "name,cores,mesh,step_time_s,tokens_per_s" "$PS_TMP/out"
 expect_grep "DenseLm128B8x8,128,8x16," "$PS_TMP/out"
+is_png () { [ "$(head -c 8 "$1" | od -An -c | tr -d ' ')" = '211PNG\r\n032\n' ] || fail "$1 is not a PNG"; }
+is_png "$PS_TMP/t.png"
+expect_grep "<svg" "$PS_TMP/s.svg"
+# Pictures of a run: link utilization and the step's breakdown.
+expect_status 0 "$PODSIM" run -q --picture "$PS_TMP/links.png" --plot "$PS_TMP/plot.svg"
+is_png "$PS_TMP/links.png"
+expect_grep "<svg" "$PS_TMP/plot.svg"
+expect_status 2 "$PODSIM" run -q --picture "$PS_TMP/links.gif"
+expect_grep "--picture $PS_TMP/links.gif: a picture is FILE.png or FILE.svg" "$PS_TMP/err"
+[ -e "$PS_TMP/links.gif" ] && fail "a failed run left a picture"
 expect_status 2 "$PODSIM" tables dense --only NoSuchRow
 
 # Option errors: one line, exit 2.
