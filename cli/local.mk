@@ -14,8 +14,8 @@ PS_ALL_LIBS = $(PS_LIB_MODELS) $(PS_LIB_PARTITIONER) $(PS_LIB_SIM) \
 	$(PS_LIB_TRACES) $(PS_LIB_TOPOLOGY) libpodsim_common.la
 PS_EXT_LIBS = $(SIMGRID_LIBS) $(JSONGLIB_LIBS) $(GLIB_LIBS) $(ZLIB_LIBS) $(CAIRO_LIBS) -lm
 podsim_LDADD = $(PS_ALL_LIBS) $(PS_EXT_LIBS)
-TESTS += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh
-EXTRA_DIST += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh
+TESTS += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh
+EXTRA_DIST += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh
 bench_scripts += tests/bench_run.sh
 EXTRA_DIST += tests/bench_run.sh
 
