@@ -266,10 +266,13 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
   PsWrapMode wrap = PS_WRAP_AUTO;
   ps_wrap_mode_parse (ps_params_str (p, "wrap"), &wrap, NULL);
   gint64 windowed = ps_params_int (p, "windowed_einsum");
+  PsCollAlgorithm coll = PS_COLL_TORUS2D;
+  ps_coll_algorithm_parse (ps_params_str (p, "collectives"), "--collectives", &coll, NULL);
   PsPipelineOptions popts = { name, hw, ps_params_str (p, "slice"), wrap, !ps_params_bool (p, "cache"),
                               ps_params_bool (p, "async_collectives"), !o->quiet && isatty (2),
                               o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
+  popts.collectives = coll;
   popts.memory_only = o->memory_only;
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (build_family, &fb, &popts, &error);
   if (!r)

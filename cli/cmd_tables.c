@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "models/family.h"
+#include "sim/collectives.h"
 #include "topology/hardware.h"
 
 typedef struct {
@@ -25,15 +26,25 @@ member_double (JsonObject *o, const char *name)
   return json_object_has_member (o, name) ? json_object_get_double_member (o, name) : 0;
 }
 
+/* Options of `podsim run` that tables passes on to every row. */
+typedef struct {
+  const char *hw, *collectives;
+} RowOptions;
+
 static gboolean
-run_row (const char *preset, const char *hw_path, Row *row, GError **error)
+run_row (const char *preset, const RowOptions *ro, Row *row, GError **error)
 {
-  const char *argv[10] = { "/proc/self/exe", "run", "--preset", preset, "--json", "-q", NULL };
+  const char *argv[12] = { "/proc/self/exe", "run", "--preset", preset, "--json", "-q", NULL };
   int n = 6;
-  if (hw_path)
+  if (ro->hw)
     {
       argv[n++] = "--hw";
-      argv[n++] = hw_path;
+      argv[n++] = ro->hw;
+    }
+  if (ro->collectives)
+    {
+      argv[n++] = "--collectives";
+      argv[n++] = ro->collectives;
     }
   argv[n] = NULL;
   g_autofree char *out = NULL, *err = NULL;
@@ -99,7 +110,7 @@ known_tables (void)
 }
 
 static int
-print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_path, const char *only,
+print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions *ro, const char *only,
              const char *table, const char *plot_path, const char *scaling_path)
 {
   GError *error = NULL;
@@ -110,7 +121,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_p
   g_autoptr (GArray) bars = g_array_new (FALSE, TRUE, sizeof (PsBreakdownRow));
   g_autoptr (GArray) points = g_array_new (FALSE, TRUE, sizeof (PsScalingPoint));
   const char *unit = "items";
-  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
+  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (ro->hw, &error);
   if (!hw)
     return ps_cli_fail (error);
   /* Simulate every row before printing, so a failure leaves no half table. */
@@ -134,7 +145,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const char *hw_p
       /* SimGrid allows one engine per process: each row runs in a child
        * `podsim run --json`, which is also exactly what a user can rerun. */
       Row row = { 0 };
-      if (!run_row (name, hw_path, &row, &error))
+      if (!run_row (name, ro, &row, &error))
         {
           if (isatty (2))
             fputs ("\r\033[K", stderr);
@@ -206,12 +217,14 @@ int
 ps_cmd_tables (int argc, char **argv)
 {
   gboolean opt_csv = FALSE, opt_md = FALSE;
-  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL;
+  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL, *opt_coll = NULL;
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
+    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
+      "Collective algorithm for every row (podsim run --collectives)", "NAME" },
     { "plot", 0, 0, G_OPTION_ARG_FILENAME, &opt_plot,
       "Draw each row's step (compute, exposed communication, idle) next to the published step", "FILE.png|svg" },
     { "scaling", 0, 0, G_OPTION_ARG_FILENAME, &opt_scaling,
@@ -244,5 +257,9 @@ ps_cmd_tables (int argc, char **argv)
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--csv and --markdown exclude each other");
       return ps_cli_fail (error);
     }
-  return print_table (names, opt_csv, opt_md, opt_hw, opt_only, argv[1], opt_plot, opt_scaling);
+  PsCollAlgorithm coll;
+  if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
+    return ps_cli_fail (error);
+  RowOptions ro = { opt_hw, opt_coll };
+  return print_table (names, opt_csv, opt_md, &ro, opt_only, argv[1], opt_plot, opt_scaling);
 }

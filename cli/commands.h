@@ -31,6 +31,7 @@ int ps_cmd_tables (int argc, char **argv);
 int ps_cmd_sweep (int argc, char **argv);
 int ps_cmd_search (int argc, char **argv);
 int ps_cmd_bench_matmul (int argc, char **argv);
+int ps_cmd_bench_conv (int argc, char **argv);
 int ps_cmd_bench_collective (int argc, char **argv);
 int ps_cmd_conformance_propagation (int argc, char **argv);
 int ps_cmd_conformance_partitioner (int argc, char **argv);

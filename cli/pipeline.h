@@ -13,6 +13,7 @@
 #include <glib.h>
 
 #include "models/family.h"
+#include "sim/collectives.h"
 #include "sim/results.h"
 #include "topology/hardware.h"
 #include "topology/platform.h"
@@ -46,6 +47,7 @@ typedef struct {
   /* Stop after the memory stage (podsim search's exact memory check):
    * no trace, no replay. */
   gboolean memory_only;
+  PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
 } PsPipelineOptions;
 
 typedef struct {

@@ -1,23 +1,25 @@
 /* The dense Transformer language model of the GSPMD paper's experiments, as a
  * single-device training step with sharding annotations.
  *
- * ps_dense_lm_build() writes one training step in the graph IR, as a user
- * would for one device: token embedding (one-hot einsum, vocabulary 32000),
- * L pre-layer-norm Transformer layers (self-attention with per-head dim D and
- * a relative position bias of 32 buckets, causal mask; FFN with optional gated
- * GELU), final layer norm, softmax cross-entropy against the embedding
- * (shared softmax weights); then the backward pass (partitioner/builder/autodiff.h),
- * optionally rematerialised per layer, gradient accumulation over
- * microbatches, and the optimizer update (partitioner/builder/optimizer.h). Weights
- * and optimizer state are f32, activations bf16.
+ * ps_dense_lm_build() composes the layer library (models/layers.h,
+ * models/net.h) into one training step, as a user would write it for one
+ * device: token embedding (one-hot einsum, vocabulary 32000), L pre-layer-norm
+ * Transformer layers (self-attention with per-head dim D and a relative
+ * position bias of 32 buckets, causal mask; FFN with optional gated GELU),
+ * final layer norm, softmax cross-entropy against the embedding (shared
+ * softmax weights); then the backward pass one layer at a time, optionally
+ * rematerialised, gradient accumulation over microbatches, and the optimizer
+ * update (partitioner/builder/optimizer.h). Weights and optimizer state are
+ * f32, activations bf16.
  *
  * The presets (published runs) are model files: models/family.h.
  *
  * Sharding presets annotate a few tensors per layer, as the paper describes;
  * propagation completes the rest:
  *   2d: mesh axis 0 splits the batch (activations) and M (weights); axis 1
- *       splits H, N and the model dim of activations (7 annotations a layer:
- *       the layer input and the weights Wq Wk Wv Wo W1 W2, plus W1 gate).
+ *       splits H, N, V and the model dim of activations (9 annotations a
+ *       layer: its input, Wq Wk Wv Wo W1 W2, the W1 gate and the relative
+ *       position bias).
  *   1d: model parallel on all devices (H and N split; batch replicated).
  *   dp: data parallel (batch split, weights replicated).
  *   weight-update sharding (wus): optimizer state and the update sharded over

@@ -33,6 +33,9 @@ static const PsParamSpec common_specs[] = {
   { "options", "windowed_einsum", PS_PARAM_INT, "-1",
     "Partition dots whose operand would be all-gathered to more than this many bytes per "
     "device as windowed einsums (0: all such dots; -1: off)", -1, G_MAXINT64, NULL, NULL, NULL },
+  { "options", "collectives", PS_PARAM_CHOICE, "torus2d",
+    "Collective algorithms (doc/collectives.md): torus2d, dim-by-dim, ring", 0, 0,
+    "torus2d|dim-by-dim|ring", NULL, NULL },
   { "options", "cache", PS_PARAM_BOOL, "true",
     "Replay identical collectives on an idle network from a cache (false: simulate each)",
     0, 0, NULL, NULL, NULL },

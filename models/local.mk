@@ -3,7 +3,8 @@ noinst_LTLIBRARIES += libpodsim_models.la
 PS_LIB_MODELS = libpodsim_models.la
 libpodsim_models_la_SOURCES = models/family.c models/family.h \
 	models/dense_lm.c models/dense_lm.h models/dense_family.c models/hlo_family.c \
-	models/moe_layer.c models/moe_layer.h
+	models/net.c models/net.h models/layers.c models/layers.h \
+	models/moe_layer.c models/moe_layer.h models/moe_lm.c models/moe_lm.h
 nodist_libpodsim_models_la_SOURCES = models/presets.c
 CLEANFILES += models/presets.c
 libpodsim_models_la_LIBADD = libpodsim_partitioner.la $(PS_LIB_TRACES) libpodsim_common.la $(GLIB_LIBS) -lm
@@ -42,6 +43,11 @@ TESTS += tests/check_models
 tests_check_models_SOURCES = tests/check_models.c
 tests_check_models_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_models_LDADD = $(PS_MODELS_TEST_LIBS) $(PS_LIB_TOPOLOGY)
+check_PROGRAMS += tests/check_layers
+TESTS += tests/check_layers
+tests_check_layers_SOURCES = tests/check_layers.c tests/spmd_testutil.c tests/spmd_testutil.h
+tests_check_layers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_layers_LDADD = $(PS_MODELS_TEST_LIBS)
 check_PROGRAMS += tests/check_moe
 TESTS += tests/check_moe
 tests_check_moe_SOURCES = tests/check_moe.c tests/spmd_testutil.c tests/spmd_testutil.h

@@ -166,7 +166,7 @@ START_TEST (test_every_kind_renders)
     for (int x = 0; x < X; x++)
       for (int c = 0; c < C; c++)
         cores[i++] = ps_slice_core_index (&p->slice, x, y, c);
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (p, PS_TRACE_ALL_REDUCE, 1 << 20, cores, p->slice.chips_y,
+  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, 1 << 20, cores, p->slice.chips_y,
                                                   X * C, 0, &error);
   ck_assert (plan != NULL);
   ck_assert (ps_picture_groups (p, plan, NULL, "groups", PS_PICTURE_PNG, out, &error));

@@ -39,6 +39,17 @@ ps_builder_new (PsModule *m, const char *name)
   return b;
 }
 
+PsBuilder *
+ps_builder_new_in (PsModule *m, PsComputation *c)
+{
+  g_return_val_if_fail (m != NULL && c != NULL && c->parent == m, NULL);
+  PsBuilder *b = g_new0 (PsBuilder, 1);
+  b->m = m;
+  b->c = c;
+  b->n_params = c->params->len;
+  return b;
+}
+
 void
 ps_builder_free (PsBuilder *b)
 {

@@ -57,6 +57,9 @@ typedef struct PsBuilder PsBuilder;
 
 /* Starts a new, empty computation `name` in `m` (made unique if taken). */
 PsBuilder *ps_builder_new (PsModule *m, const char *name);
+/* A builder that appends to c, an existing computation of m (a block of
+ * the layer library emitting into a model's step, models/moe_layer.h). */
+PsBuilder *ps_builder_new_in (PsModule *m, PsComputation *c);
 /* Frees the builder only; the computation stays in the module. */
 void ps_builder_free (PsBuilder *b);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsBuilder, ps_builder_free)

@@ -62,6 +62,15 @@ ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *w, PsShape **out)
   return 1;
 }
 
+int
+ps_optimizer_state_source_dim (PsOptimizerKind k, int weight_rank, int state, int dim)
+{
+  /* Adafactor's column factor (state 1) drops the second-to-last dim. */
+  if (k == PS_OPTIMIZER_ADAFACTOR && weight_rank >= 2 && state == 1 && dim >= weight_rank - 2)
+    return dim + 1;
+  return dim;
+}
+
 void
 ps_optimizer_hyper_defaults (PsOptimizerKind k, PsOptimizerHyper *h)
 {

@@ -37,6 +37,11 @@ gboolean ps_optimizer_from_name (const char *name, PsOptimizerKind *out);
  * out_shapes (transfer full each) when not NULL (at most 2). */
 int ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *weight, PsShape **out_shapes);
 
+/* The weight dim that dim `dim` of state tensor `state` comes from
+ * (factored states drop one weight dim), so that a state can be sharded
+ * like its weight. */
+int ps_optimizer_state_source_dim (PsOptimizerKind k, int weight_rank, int state, int dim);
+
 /* Hyper-parameters (scalars in the IR so one program serves every step). */
 typedef struct {
   PsInstr *lr;        /* f32[] learning rate (Adam: bias correction folded in) */

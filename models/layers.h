@@ -1,0 +1,177 @@
+/* The layer library: the building blocks model files compose (models/).
+ *
+ * Each block is a function (net, weights, input) -> output that appends its
+ * forward pass to net->c (net.h) and states its own sharding annotations
+ * through the net's plan, by dim letters. Weights are plain structs of
+ * PsInstr*, created by a *_weights() function that names them
+ * "<prefix>.<name>" and annotates them (ps_net_weight), in the order the
+ * step takes them as parameters.
+ *
+ * Dim letters (the same in einsums, weights and the sharding plan):
+ *   b batch, s and t sequence (query, key), m model dim, h FFN hidden,
+ *   n heads, d head dim, v vocabulary, k relative-position buckets.
+ * A new family adds its own (MoE: e experts, g groups, c capacity; conv:
+ * spatial and feature letters) and its plan says how to split them.
+ *
+ * Precision, as in the published runs: weights f32, cast to the net's
+ * activation type (net->act: bf16 for the dense runs, f32 for GShard's MoE
+ * runs) where a layer starts (ps_attention_cast, ps_ffn_cast); norms,
+ * softmax and the loss in f32.
+ *
+ * A layer of a stack is a PsLayerFn over its own weights struct; the stack
+ * helpers run it forward, and backward one layer at a time from the top
+ * with optional rematerialisation, accumulating weight gradients in the net.
+ * A pipelined model can wrap the same PsLayerFn in a stage; a MoE layer is
+ * a PsLayerFn that calls ps_attention() and its own FFN.
+ *
+ * Ownership: every returned PsInstr* is transfer none (owned by net->c).
+ */
+#ifndef PS_MODELS_LAYERS_H
+#define PS_MODELS_LAYERS_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "models/net.h"
+
+G_BEGIN_DECLS
+
+/* ---- elementwise and normalisation ---------------------------------------------- */
+
+/* Layer norm over the last dim with a learned f32 scale, computed in f32:
+ * (x - mean) * rsqrt(var + 1e-6) * scale, returned in x's type. */
+PsInstr *ps_layer_norm (PsNet *net, PsInstr *x, PsInstr *scale);
+/* The f32 scale of a layer norm over dim `dim`: weight "<prefix>.<name>",
+ * not annotated (propagation replicates it). */
+PsInstr *ps_layer_norm_weight (PsNet *net, const char *prefix, const char *name, int64_t dim);
+/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+PsInstr *ps_gelu (PsNet *net, PsInstr *x);
+/* max(x, 0). */
+PsInstr *ps_relu (PsNet *net, PsInstr *x);
+/* Softmax over the last dim (x f32): exp(x - max) / sum. */
+PsInstr *ps_softmax (PsNet *net, PsInstr *x);
+
+/* ---- embedding and loss ------------------------------------------------------------ */
+
+/* The embedding table [v, m] ("vm"), weight `name`. */
+PsInstr *ps_embedding_weight (PsNet *net, const char *name, int64_t vocab, int64_t model_dim);
+/* Token ids [b, s] (s32) to activations [b, s, m]: the one-hot of the ids
+ * (type of table) times table [v, m] ("bsv,vm->bsm"), the TPU-friendly
+ * lookup. */
+PsInstr *ps_embed (PsNet *net, PsInstr *ids, PsInstr *table);
+/* Softmax cross-entropy: logits [..., v] (f32) against integer labels
+ * [...], averaged over the labels: -mean(log_softmax(logits)[label]). */
+PsInstr *ps_softmax_cross_entropy (PsNet *net, PsInstr *logits, PsInstr *labels);
+
+/* ---- self-attention ---------------------------------------------------------------- */
+
+typedef struct {
+  PsInstr *ln;               /* pre-norm scale [m] ("<prefix>.ln1") */
+  PsInstr *wq, *wk, *wv, *wo; /* [m, n, d] ("mnd") */
+  PsInstr *rel_bias;         /* [k, n] ("kn"); NULL: no relative position bias */
+} PsAttention;
+
+/* What every attention layer of a causal LM shares: the relative-position
+ * bucket one-hot [s, t, k] (bf16) and the causal mask [s, t] (f32, -1e9
+ * above the diagonal). */
+typedef struct {
+  PsInstr *rel_onehot;       /* NULL without relative position bias */
+  PsInstr *mask;             /* NULL: not causal */
+} PsAttentionContext;
+
+/* Weights "<prefix>.ln1, wq, wk, wv, wo, rel_bias" (rel_bias only when
+ * rel_buckets > 0). */
+void ps_attention_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t heads,
+                           int64_t head_dim, int rel_buckets, PsAttention *out);
+/* The relative buckets of a causal LM with `buckets` buckets (T5/Lingvo:
+ * distance n = max(s - t, 0); exact below buckets/2, then logarithmic up
+ * to 128), computed from iota so it is not a huge constant; then the
+ * causal mask. rel_buckets 0: no bucket one-hot. */
+void ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAttentionContext *out);
+/* The bf16 casts of w's projections (the norm scale stays f32), in the
+ * order wq wk wv wo rel_bias. */
+void ps_attention_cast (PsNet *net, const PsAttention *w, PsAttention *out);
+/* Pre-norm self-attention with residual on x [b, s, m] (bf16), weights
+ * from ps_attention_cast: q, k, v projections, q scaled by 1/sqrt(d),
+ * scores in f32 plus the relative position bias and the mask, softmax over
+ * t, context, output projection, x + output. */
+PsInstr *ps_attention (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *x);
+
+/* ---- feed-forward ------------------------------------------------------------------- */
+
+typedef struct {
+  PsInstr *ln;               /* pre-norm scale [m] ("<prefix>.ln2") */
+  PsInstr *w1;               /* [m, h] ("mh") */
+  PsInstr *w1_gate;          /* [m, h] ("mh"); NULL: ReLU instead of gated GELU */
+  PsInstr *w2;               /* [h, m] ("hm") */
+} PsFfn;
+
+/* Weights "<prefix>.ln2, w1, w1_gate (gated only), w2". */
+void ps_ffn_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim,
+                     gboolean gated_gelu, PsFfn *out);
+/* The bf16 casts of w1, w1_gate, w2 (the norm scale stays f32). */
+void ps_ffn_cast (PsNet *net, const PsFfn *w, PsFfn *out);
+/* Pre-norm FFN with residual on x [b, s, m]: gated GELU
+ * (gelu(h w1) * (h w1_gate)) or ReLU, then w2; x + output. */
+PsInstr *ps_ffn (PsNet *net, const PsFfn *w, PsInstr *x);
+
+/* ---- the Transformer layer ----------------------------------------------------------- */
+
+typedef struct {
+  PsAttention attention;
+  PsFfn ffn;
+  const PsAttentionContext *ctx;   /* borrowed, shared by the layers */
+} PsTransformerLayer;
+
+/* Weights of one layer "<prefix>.*": attention, then FFN. */
+void ps_transformer_layer_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim,
+                                   int64_t heads, int64_t head_dim, int rel_buckets,
+                                   gboolean gated_gelu, const PsAttentionContext *ctx,
+                                   PsTransformerLayer *out);
+
+/* ---- layer stacks: forward, backward, remat ----------------------------------------------- */
+
+/* A layer's forward pass over its weights struct. */
+typedef PsInstr *(*PsLayerFn) (PsNet *net, gconstpointer weights, PsInstr *x);
+
+typedef struct {
+  PsLayerFn forward;
+  gconstpointer weights;     /* passed to forward; borrowed */
+  int first_weight;          /* its trainable weights are net->weights */
+  int n_weights;             /*   [first_weight, first_weight + n_weights) */
+} PsLayer;
+
+/* A layer over the weights created since ps_net_n_weights() was
+ * first_weight. */
+PsLayer ps_layer (PsNet *net, PsLayerFn forward, gconstpointer weights, int first_weight);
+
+/* The Transformer layer as a PsLayerFn (weights: a PsTransformerLayer):
+ * annotates its input "bsm", casts its weights, attention, FFN. */
+PsInstr *ps_transformer_layer (PsNet *net, gconstpointer layer, PsInstr *x);
+
+/* xs[0] = x, xs[i + 1] = layers[i](xs[i]); returns xs[n]. xs has n + 1
+ * entries. */
+PsInstr *ps_layer_stack_forward (PsNet *net, int n, const PsLayer *layers, PsInstr *x, PsInstr **xs);
+/* The same for layers that report an auxiliary loss term
+ * (ps_net_layer_aux_loss): auxs[i] gets layer i's term or NULL (auxs has
+ * n entries); the caller adds them to the loss. */
+PsInstr *ps_layer_stack_forward_aux (PsNet *net, int n, const PsLayer *layers, PsInstr *x, PsInstr **xs,
+                                     PsInstr **auxs);
+/* Backward from the top, one layer at a time: dy is the gradient at xs[n];
+ * each layer's weight gradients are accumulated in the net and *dx gets the
+ * gradient at xs[0]. With remat each layer's forward is rebuilt from its
+ * input right before its backward, so only layer inputs stay live. FALSE
+ * with an error when autodiff lacks a rule. */
+gboolean ps_layer_stack_backward (PsNet *net, int n, const PsLayer *layers, PsInstr *const *xs,
+                                  PsInstr *dy, gboolean remat, PsInstr **dx, GError **error);
+/* The same with the auxiliary loss terms of ps_layer_stack_forward_aux:
+ * each layer's output and its term (auxs[i], or the one its rebuilt
+ * forward reports with remat) are differentiated together, the term seeded
+ * with aux_seed (an f32 scalar: the loss's weight of the terms). */
+gboolean ps_layer_stack_backward_aux (PsNet *net, int n, const PsLayer *layers, PsInstr *const *xs,
+                                      PsInstr *const *auxs, PsInstr *aux_seed, PsInstr *dy,
+                                      gboolean remat, PsInstr **dx, GError **error);
+
+G_END_DECLS
+
+#endif

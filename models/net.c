@@ -1,0 +1,542 @@
+/* The network being built: see net.h. */
+#include "config.h"
+
+#include "models/net.h"
+
+#include <string.h>
+
+#include "partitioner/builder/autodiff.h"
+#include "partitioner/ir/sharding.h"
+
+struct PsNetPrivate {
+  GPtrArray *weight_axes;    /* int8_t[rank] (g_free) or NULL, per weight */
+  GHashTable *weight_index;  /* PsInstr* weight -> index + 1 */
+  GHashTable *views;         /* PsInstr* view -> PsInstr* weight */
+  gboolean has_state;
+  PsOptimizerKind optimizer;
+  GPtrArray *states;         /* PsInstr*, every weight's state in order */
+  int *first_state;          /* per weight, + 1 at the end */
+  PsInstr **grads;           /* per weight, NULL until the first gradient */
+  int n_grads;               /* allocated entries of grads */
+  PsInstr *loss;
+  int n_losses;
+  PsInstr *layer_aux;        /* ps_net_layer_aux_loss, until taken */
+};
+
+/* ---- sharding plan ------------------------------------------------------------- */
+
+void
+ps_sharding_plan_init (PsShardingPlan *plan)
+{
+  memset (plan, 0, sizeof *plan);
+  memset (plan->axis, PS_AXIS_NONE, sizeof plan->axis);
+}
+
+void
+ps_sharding_plan_split (PsShardingPlan *plan, PsTensorClass cls, const char *letters, int axis)
+{
+  g_return_if_fail (cls < PS_N_TENSOR_CLASSES);
+  plan->annotate[cls] = TRUE;
+  for (const char *l = letters; *l; l++)
+    {
+      g_return_if_fail (*l >= 'a' && *l <= 'z');
+      plan->axis[cls][*l - 'a'] = (int8_t) axis;
+    }
+}
+
+/* ---- the net ------------------------------------------------------------------------ */
+
+PsNet *
+ps_net_new (const char *module_name, const char *computation_name, int mesh_rank,
+            const int64_t *mesh_dims, const int64_t *mesh_devices, const PsShardingPlan *plan)
+{
+  g_return_val_if_fail (mesh_rank >= 1 && mesh_rank <= (int) G_N_ELEMENTS (((PsNet *) 0)->mesh_dims),
+                        NULL);
+  PsNet *net = g_new0 (PsNet, 1);
+  net->m = ps_module_new (module_name);
+  net->c = ps_computation_new (net->m, computation_name);
+  net->c->is_entry = TRUE;
+  net->m->entry = net->c;
+  net->mesh_rank = mesh_rank;
+  int64_t n = 1;
+  for (int i = 0; i < mesh_rank; i++)
+    {
+      net->mesh_dims[i] = mesh_dims[i];
+      n *= mesh_dims[i];
+    }
+  net->m->num_partitions = n;
+  net->mesh_devices = g_memdup2 (mesh_devices, n * sizeof (int64_t));
+  net->plan = *plan;
+  net->act = PS_BF16;
+  net->weights = g_ptr_array_new ();
+  PsNetPrivate *p = net->priv = g_new0 (PsNetPrivate, 1);
+  p->weight_axes = g_ptr_array_new_with_free_func (g_free);
+  p->weight_index = g_hash_table_new (NULL, NULL);
+  p->views = g_hash_table_new (NULL, NULL);
+  p->states = g_ptr_array_new ();
+  return net;
+}
+
+static void
+net_free_keep_module (PsNet *net)
+{
+  PsNetPrivate *p = net->priv;
+  g_ptr_array_free (p->weight_axes, TRUE);
+  g_hash_table_destroy (p->weight_index);
+  g_hash_table_destroy (p->views);
+  g_ptr_array_free (p->states, TRUE);
+  g_free (p->first_state);
+  g_free (p->grads);
+  g_free (p);
+  g_ptr_array_free (net->weights, TRUE);
+  g_free (net->mesh_devices);
+  g_free (net);
+}
+
+void
+ps_net_free (PsNet *net)
+{
+  if (net == NULL)
+    return;
+  ps_module_free (net->m);
+  net_free_keep_module (net);
+}
+
+/* ---- annotations ------------------------------------------------------------------- */
+
+/* mesh_split over the net's mesh; PS_AXIS_ALL splits over the flattened
+ * mesh (then no dim may name a single axis). */
+static PsSharding *
+mesh_sharding (PsNet *net, int rank, const int8_t *axes)
+{
+  int64_t map[PS_NET_MAX_RANK];
+  gboolean flat = FALSE, single = FALSE;
+  for (int i = 0; i < rank; i++)
+    {
+      flat |= axes[i] == PS_AXIS_ALL;
+      single |= axes[i] >= 0;
+    }
+  g_assert (!(flat && single));
+  for (int i = 0; i < rank; i++)
+    map[i] = flat ? (axes[i] == PS_AXIS_ALL ? 0 : -1) : axes[i];
+  GError *err = NULL;
+  PsSharding *s;
+  if (flat)
+    {
+      int64_t all = net->m->num_partitions;
+      s = ps_sharding_mesh_split (rank, 1, &all, net->mesh_devices, map, &err);
+    }
+  else
+    s = ps_sharding_mesh_split (rank, net->mesh_rank, net->mesh_dims, net->mesh_devices, map, &err);
+  g_assert_no_error (err);
+  return s;
+}
+
+static void
+set_sharding (PsNet *net, PsInstr *x, const int8_t *axes, gboolean by_user)
+{
+  if (x->sharding != NULL)
+    return;
+  g_autoptr (PsSharding) s = mesh_sharding (net, x->shape->rank, axes);
+  ps_instr_set_sharding (x, s);
+  if (by_user)
+    net->n_annotations++;
+}
+
+/* The plan's axes for `letters` in class cls (transfer full), or NULL when
+ * the class is not annotated. */
+static int8_t *
+plan_axes (const PsNet *net, PsTensorClass cls, const PsShape *shape, const char *letters)
+{
+  if (letters == NULL || !net->plan.annotate[cls])
+    return NULL;
+  g_assert ((int) strlen (letters) == shape->rank);
+  int8_t *axes = g_new (int8_t, shape->rank > 0 ? shape->rank : 1);
+  for (int i = 0; i < shape->rank; i++)
+    {
+      g_assert (letters[i] >= 'a' && letters[i] <= 'z');
+      axes[i] = net->plan.axis[cls][letters[i] - 'a'];
+    }
+  return axes;
+}
+
+void
+ps_net_annotate_as (PsNet *net, PsInstr *x, PsTensorClass cls, const char *letters)
+{
+  g_autofree int8_t *axes = plan_axes (net, cls, x->shape, letters);
+  if (axes)
+    set_sharding (net, x, axes, TRUE);
+}
+
+void
+ps_net_annotate (PsNet *net, PsInstr *x, const char *letters)
+{
+  ps_net_annotate_as (net, x, PS_ACTIVATIONS, letters);
+}
+
+/* ---- parameters --------------------------------------------------------------------- */
+
+static PsInstr *
+add_parameter (PsNet *net, const char *name, PsShape *shape)
+{
+  PsInstr *p = ps_computation_add_instr (net->c, PS_OP_PARAMETER, name, shape, 0, NULL);
+  p->parameter_number = net->c->params->len;
+  g_ptr_array_add (net->c->params, p);
+  return p;
+}
+
+PsInstr *
+ps_net_weight (PsNet *net, const char *name, const char *letters, int rank, const int64_t *dims)
+{
+  g_return_val_if_fail (!net->priv->has_state, NULL);
+  PsInstr *w = add_parameter (net, name, ps_shape_new_array (PS_F32, rank, dims));
+  int8_t *axes = plan_axes (net, PS_WEIGHTS, w->shape, letters);
+  if (axes)
+    set_sharding (net, w, axes, TRUE);
+  g_ptr_array_add (net->weights, w);
+  g_ptr_array_add (net->priv->weight_axes, axes);
+  g_hash_table_insert (net->priv->weight_index, w, GINT_TO_POINTER (net->weights->len));
+  return w;
+}
+
+int
+ps_net_n_weights (const PsNet *net)
+{
+  return (int) net->weights->len;
+}
+
+PsInstr *
+ps_net_input (PsNet *net, const char *name, PsElemType t, int rank, const int64_t *dims)
+{
+  return add_parameter (net, name, rank == 0 ? ps_shape_new_scalar (t) : ps_shape_new_array (t, rank, dims));
+}
+
+static int64_t
+axis_size (const PsNet *net, int axis)
+{
+  return axis == PS_AXIS_ALL ? net->m->num_partitions : net->mesh_dims[axis];
+}
+
+/* The state's axes: its weight's, through the dims the state keeps; then
+ * weight-update sharding of dim 0. TRUE when some dim is split. */
+static gboolean
+state_axes (const PsNet *net, PsOptimizerKind kind, const PsInstr *w, const int8_t *waxes, int k,
+            const PsShape *state, int wus_axis, int8_t *axes)
+{
+  gboolean any = FALSE;
+  for (int d = 0; d < state->rank; d++)
+    {
+      int src = ps_optimizer_state_source_dim (kind, w->shape->rank, k, d);
+      axes[d] = waxes ? waxes[src] : PS_AXIS_NONE;
+      any |= axes[d] != PS_AXIS_NONE;
+    }
+  if (wus_axis == PS_AXIS_NONE || state->rank == 0)
+    return any;
+  gboolean used = FALSE;
+  for (int d = 0; d < state->rank; d++)
+    used |= axes[d] == wus_axis || axes[d] == PS_AXIS_ALL
+            || (wus_axis == PS_AXIS_ALL && axes[d] != PS_AXIS_NONE);
+  if (!used && axes[0] == PS_AXIS_NONE && state->dims[0] % axis_size (net, wus_axis) == 0)
+    {
+      axes[0] = (int8_t) wus_axis;
+      any = TRUE;
+    }
+  return any;
+}
+
+void
+ps_net_add_optimizer_state (PsNet *net, PsOptimizerKind kind, int wus_axis)
+{
+  PsNetPrivate *p = net->priv;
+  g_return_if_fail (!p->has_state);
+  p->has_state = TRUE;
+  p->optimizer = kind;
+  int nw = (int) net->weights->len;
+  p->first_state = g_new0 (int, nw + 1);
+  for (int i = 0; i < nw; i++)
+    {
+      PsInstr *w = net->weights->pdata[i];
+      PsShape *shapes[2];
+      int ns = ps_optimizer_state_shapes (kind, w->shape, shapes);
+      p->first_state[i] = (int) p->states->len;
+      for (int k = 0; k < ns; k++)
+        {
+          g_autofree char *name = g_strdup_printf ("%s.opt%d", w->name, k);
+          PsInstr *s = add_parameter (net, name, shapes[k]);
+          int8_t axes[PS_NET_MAX_RANK] = { 0 };
+          if (state_axes (net, kind, w, p->weight_axes->pdata[i], k, s->shape, wus_axis, axes))
+            set_sharding (net, s, axes, FALSE);
+          g_ptr_array_add (p->states, s);
+        }
+    }
+  p->first_state[nw] = (int) p->states->len;
+}
+
+PsInstr *
+ps_net_weight_view (PsNet *net, PsInstr *weight, PsElemType t)
+{
+  g_return_val_if_fail (g_hash_table_contains (net->priv->weight_index, weight), NULL);
+  /* Always a new instruction, even when t is the weight's type, so the
+   * view is a separate cut point for the backward pass. */
+  PsShape *s = ps_shape_new_array (t, weight->shape->rank, weight->shape->dims);
+  PsInstr *v = ps_computation_add_instr (net->c, PS_OP_CONVERT, NULL, s, 1, &weight);
+  g_hash_table_insert (net->priv->views, v, weight);
+  return v;
+}
+
+/* ---- emission helpers ------------------------------------------------------------------- */
+
+PsInstr *
+ps_net_einsum (PsNet *net, const char *spec, PsInstr *lhs, PsInstr *rhs)
+{
+  g_auto (GStrv) io = g_strsplit (spec, "->", 2);
+  g_auto (GStrv) ins = g_strsplit (io[0], ",", 2);
+  g_assert (io[1] != NULL && ins[1] != NULL);
+  const char *ls = ins[0], *rs = ins[1], *os = io[1];
+  g_assert ((int) strlen (ls) == lhs->shape->rank && (int) strlen (rs) == rhs->shape->rank);
+  int64_t lb[PS_NET_MAX_RANK], rb[PS_NET_MAX_RANK], lc[PS_NET_MAX_RANK], rc[PS_NET_MAX_RANK];
+  int nb = 0, nc = 0;
+  for (int i = 0; ls[i]; i++)
+    {
+      const char *in_r = strchr (rs, ls[i]);
+      if (!in_r)
+        continue;
+      if (strchr (os, ls[i]))
+        {
+          lb[nb] = i;
+          rb[nb++] = in_r - rs;
+        }
+      else
+        {
+          lc[nc] = i;
+          rc[nc++] = in_r - rs;
+        }
+    }
+  /* The dot's natural output order: batch, lhs free, rhs free. */
+  char natural[2 * PS_NET_MAX_RANK + 1];
+  int k = 0;
+  int64_t dims[2 * PS_NET_MAX_RANK];
+  for (int i = 0; i < nb; i++)
+    {
+      natural[k] = ls[lb[i]];
+      dims[k++] = lhs->shape->dims[lb[i]];
+    }
+  for (int i = 0; ls[i]; i++)
+    if (!strchr (rs, ls[i]))
+      {
+        natural[k] = ls[i];
+        dims[k++] = lhs->shape->dims[i];
+      }
+  for (int i = 0; rs[i]; i++)
+    if (!strchr (ls, rs[i]))
+      {
+        natural[k] = rs[i];
+        dims[k++] = rhs->shape->dims[i];
+      }
+  natural[k] = '\0';
+  g_assert ((int) strlen (os) == k);
+  PsInstr *ops[2] = { lhs, rhs };
+  PsInstr *dot = ps_computation_add_instr (net->c, PS_OP_DOT, NULL,
+                                           ps_shape_new_array (lhs->shape->etype, k, dims), 2, ops);
+  ps_ints_set (&dot->dot.lhs_batch, nb, lb);
+  ps_ints_set (&dot->dot.rhs_batch, nb, rb);
+  ps_ints_set (&dot->dot.lhs_contracting, nc, lc);
+  ps_ints_set (&dot->dot.rhs_contracting, nc, rc);
+  if (strcmp (natural, os) == 0)
+    return dot;
+  int64_t perm[2 * PS_NET_MAX_RANK], tdims[2 * PS_NET_MAX_RANK];
+  for (int i = 0; os[i]; i++)
+    {
+      const char *at = strchr (natural, os[i]);
+      g_assert (at != NULL);
+      perm[i] = at - natural;
+      tdims[i] = dims[perm[i]];
+    }
+  PsInstr *t = ps_computation_add_instr (net->c, PS_OP_TRANSPOSE, NULL,
+                                         ps_shape_new_array (lhs->shape->etype, k, tdims), 1, &dot);
+  ps_ints_set (&t->dimensions, k, perm);
+  return t;
+}
+
+PsInstr *
+ps_net_one_hot (PsNet *net, PsInstr *ids, int64_t depth, PsElemType t)
+{
+  int r = ids->shape->rank;
+  g_assert (r < PS_NET_MAX_RANK);
+  int64_t dims[PS_NET_MAX_RANK], keep[PS_NET_MAX_RANK];
+  for (int i = 0; i < r; i++)
+    {
+      dims[i] = ids->shape->dims[i];
+      keep[i] = i;
+    }
+  dims[r] = depth;
+  PsInstr *io = ps_computation_add_instr (net->c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, r + 1, dims),
+                                          0, NULL);
+  io->iota_dimension = r;
+  PsInstr *ops[2] = { ps_ad_broadcast (net->c, ids, io->shape, r, keep), io };
+  PsInstr *eq = ps_computation_add_instr (net->c, PS_OP_COMPARE, NULL,
+                                          ps_shape_new_array (PS_PRED, r + 1, dims), 2, ops);
+  eq->comparison = PS_CMP_EQ;
+  return ps_ad_convert (net->c, eq, t);
+}
+
+PsInstr *
+ps_net_slice_batch (PsNet *net, PsInstr *x, int64_t start, int64_t size)
+{
+  if (start == 0 && size == x->shape->dims[0])
+    return x;
+  int r = x->shape->rank;
+  int64_t st[PS_NET_MAX_RANK], li[PS_NET_MAX_RANK], one[PS_NET_MAX_RANK], dims[PS_NET_MAX_RANK];
+  for (int i = 0; i < r; i++)
+    {
+      st[i] = i == 0 ? start : 0;
+      li[i] = i == 0 ? start + size : x->shape->dims[i];
+      one[i] = 1;
+      dims[i] = li[i] - st[i];
+    }
+  PsInstr *s = ps_computation_add_instr (net->c, PS_OP_SLICE, NULL,
+                                         ps_shape_new_array (x->shape->etype, r, dims), 1, &x);
+  ps_ints_set (&s->slice_starts, r, st);
+  ps_ints_set (&s->slice_limits, r, li);
+  ps_ints_set (&s->slice_strides, r, one);
+  return s;
+}
+
+PsInstr *
+ps_net_microbatch (PsNet *net, PsInstr *x, int u, int n)
+{
+  g_assert (n >= 1 && u >= 0 && u < n && x->shape->dims[0] % n == 0);
+  int64_t size = x->shape->dims[0] / n;
+  return ps_net_slice_batch (net, x, u * size, size);
+}
+
+/* ---- backward pass, gradients, loss -------------------------------------------------------- */
+
+void
+ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
+{
+  PsNetPrivate *p = net->priv;
+  int i = GPOINTER_TO_INT (g_hash_table_lookup (p->weight_index, weight)) - 1;
+  g_return_if_fail (i >= 0);
+  if (p->n_grads < (int) net->weights->len)
+    {
+      p->grads = g_renew (PsInstr *, p->grads, net->weights->len);
+      memset (p->grads + p->n_grads, 0, (net->weights->len - p->n_grads) * sizeof (PsInstr *));
+      p->n_grads = (int) net->weights->len;
+    }
+  g = ps_ad_convert (net->c, g, weight->shape->etype);
+  p->grads[i] = p->grads[i] ? ps_ad_binary (net->c, PS_OP_ADD, p->grads[i], g) : g;
+}
+
+gboolean
+ps_net_vjp (PsNet *net, PsInstr *y, PsInstr *dy, PsInstr *x, PsInstr **dx, int n_weights,
+            PsInstr *const *weights, GError **error)
+{
+  PsInstr *dys[1] = { dy ? dy : ps_ad_full (net->c, y->shape, 1.0) };
+  return ps_net_vjp_multi (net, 1, &y, dys, x, dx, n_weights, weights, error);
+}
+
+gboolean
+ps_net_vjp_multi (PsNet *net, int n_y, PsInstr *const *ys, PsInstr *const *dys, PsInstr *x,
+                  PsInstr **dx, int n_weights, PsInstr *const *weights, GError **error)
+{
+  int off = x ? 1 : 0;
+  g_autofree PsInstr **wrt = g_new (PsInstr *, n_weights + 1);
+  if (x)
+    wrt[0] = x;
+  for (int i = 0; i < n_weights; i++)
+    wrt[off + i] = weights[i];
+  GPtrArray *g = ps_autodiff_vjp_multi (net->c, n_y, ys, dys, off + n_weights, wrt, error);
+  if (g == NULL)
+    return FALSE;
+  if (dx)
+    *dx = x ? g->pdata[0] : NULL;
+  /* Views first: their gradients become the weight's type before any is
+   * accumulated. */
+  g_autofree PsInstr **owner = g_new (PsInstr *, n_weights + 1);
+  for (int i = 0; i < n_weights; i++)
+    {
+      owner[i] = g_hash_table_lookup (net->priv->views, weights[i]);
+      if (owner[i] == NULL)
+        owner[i] = weights[i];
+      g->pdata[off + i] = ps_ad_convert (net->c, g->pdata[off + i], owner[i]->shape->etype);
+    }
+  for (int i = 0; i < n_weights; i++)
+    ps_net_add_grad (net, owner[i], g->pdata[off + i]);
+  g_ptr_array_free (g, TRUE);
+  return TRUE;
+}
+
+void
+ps_net_layer_aux_loss (PsNet *net, PsInstr *aux)
+{
+  g_return_if_fail (net->priv->layer_aux == NULL && ps_shape_is_array (aux->shape) && aux->shape->rank == 0);
+  net->priv->layer_aux = aux;
+}
+
+PsInstr *
+ps_net_take_layer_aux (PsNet *net)
+{
+  PsInstr *a = net->priv->layer_aux;
+  net->priv->layer_aux = NULL;
+  return a;
+}
+
+void
+ps_net_add_loss (PsNet *net, PsInstr *loss)
+{
+  PsNetPrivate *p = net->priv;
+  p->loss = p->loss ? ps_ad_binary (net->c, PS_OP_ADD, p->loss, loss) : loss;
+  p->n_losses++;
+}
+
+/* ---- optimizer step and outputs ------------------------------------------------------------------- */
+
+PsModule *
+ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
+{
+  PsNetPrivate *p = net->priv;
+  g_return_val_if_fail (p->has_state && p->loss != NULL && p->n_grads == (int) net->weights->len, NULL);
+  PsComputation *c = net->c;
+  GPtrArray *outs = g_ptr_array_new ();
+  GPtrArray *new_states = g_ptr_array_new ();
+  PsInstr *loss = p->loss;
+  if (p->n_losses > 1)
+    loss = ps_ad_binary (c, PS_OP_MULTIPLY, loss, ps_ad_scalar (c, PS_F32, 1.0 / p->n_losses));
+  g_ptr_array_add (outs, loss);
+  PsOptimizerHyper hyper;
+  ps_optimizer_hyper_defaults (p->optimizer, &hyper);
+  hyper.lr = lr;
+  hyper.decay = decay;
+  for (guint i = 0; i < net->weights->len; i++)
+    {
+      PsInstr *w = net->weights->pdata[i], *nw, *nst[2];
+      g_return_val_if_fail (p->grads[i] != NULL, NULL);
+      PsInstr **st = (PsInstr **) p->states->pdata + p->first_state[i];
+      ps_optimizer_apply (c, p->optimizer, &hyper, w, p->grads[i], st, &nw, nst);
+      /* The new weight replaces the old one (a donated buffer in XLA), so it
+       * keeps the weight's sharding; the same for the state. */
+      if (w->sharding)
+        ps_instr_set_sharding (nw, w->sharding);
+      g_ptr_array_add (outs, nw);
+      for (int k = 0; k < p->first_state[i + 1] - p->first_state[i]; k++)
+        {
+          if (st[k]->sharding)
+            ps_instr_set_sharding (nst[k], st[k]->sharding);
+          g_ptr_array_add (new_states, nst[k]);
+        }
+    }
+  for (guint i = 0; i < new_states->len; i++)
+    g_ptr_array_add (outs, new_states->pdata[i]);
+  g_ptr_array_free (new_states, TRUE);
+  PsShape **shapes = g_new (PsShape *, outs->len);
+  for (guint i = 0; i < outs->len; i++)
+    shapes[i] = ((PsInstr *) outs->pdata[i])->shape;
+  c->root = ps_computation_add_instr (c, PS_OP_TUPLE, "outputs", ps_shape_new_tuple ((int) outs->len, shapes),
+                                      (int) outs->len, (PsInstr **) outs->pdata);
+  g_free (shapes);
+  g_ptr_array_free (outs, TRUE);
+  PsModule *m = net->m;
+  net_free_keep_module (net);
+  return m;
+}

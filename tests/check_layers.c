@@ -1,0 +1,229 @@
+/* The layer library (models/net.h, models/layers.h): a sharding plan turns
+ * dim letters into the expected mesh_split shardings, optimizer state follows
+ * its weight (with weight-update sharding), a weight view accumulates into its
+ * weight, and a model composed from the blocks differently from the dense LM
+ * (no relative bias, ReLU FFN, Adam, two microbatches, remat) partitions
+ * correctly: original and SPMD program agree on the reference interpreter. */
+#include "config.h"
+
+#include <check.h>
+#include <string.h>
+
+#include "models/layers.h"
+#include "models/net.h"
+#include "partitioner/builder/autodiff.h"
+#include "partitioner/ir/sharding.h"
+#include "partitioner/propagate/propagate.h"
+#include "tests/spmd_testutil.h"
+
+static const int64_t mesh_2x4[2] = { 2, 4 };
+static const int64_t devices_8[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+
+/* Axis 0 splits the batch and the weights' m; axis 1 the heads/hidden. */
+static void
+plan_2d (PsShardingPlan *plan)
+{
+  ps_sharding_plan_init (plan);
+  ps_sharding_plan_split (plan, PS_ACTIVATIONS, "b", 0);
+  ps_sharding_plan_split (plan, PS_ACTIVATIONS, "m", 1);
+  ps_sharding_plan_split (plan, PS_WEIGHTS, "m", 0);
+  ps_sharding_plan_split (plan, PS_WEIGHTS, "nhv", 1);
+}
+
+static void
+assert_sharding (const PsInstr *x, const char *want)
+{
+  if (want == NULL)
+    {
+      ck_assert_msg (x->sharding == NULL, "%s is sharded", x->name);
+      return;
+    }
+  ck_assert_msg (x->sharding != NULL, "%s has no sharding", x->name);
+  g_autofree char *s = ps_sharding_to_string (x->sharding);
+  ck_assert_msg (strcmp (s, want) == 0, "%s: %s, want %s", x->name, s, want);
+}
+
+START_TEST (test_plan_shardings)
+{
+  PsShardingPlan plan;
+  plan_2d (&plan);
+  g_autoptr (PsNet) net = ps_net_new ("t", "main", 2, mesh_2x4, devices_8, &plan);
+  PsAttention att;
+  ps_attention_weights (net, "l0", 16, 4, 2, 8, &att);
+  assert_sharding (att.ln, NULL);
+  assert_sharding (att.wq, "{devices=[2,4,1]<=[8]}");
+  assert_sharding (att.rel_bias, "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  int64_t bsm[3] = { 4, 2, 16 };
+  PsInstr *x = ps_net_input (net, "x", PS_BF16, 3, bsm);
+  assert_sharding (x, NULL);
+  ps_net_annotate (net, x, "bsm");
+  assert_sharding (x, "{devices=[2,1,4]<=[8]}");
+  /* embedding [v, m]: v on axis 1, m on axis 0; 4 user annotations so far. */
+  PsInstr *emb = ps_embedding_weight (net, "emb", 8, 16);
+  assert_sharding (emb, "{devices=[4,2]<=[2,4]T(1,0)}");
+  ck_assert_int_eq (net->n_annotations, 7);
+  ck_assert_str_eq (att.wk->name, "l0.wk");
+
+  /* All devices, and a class the plan leaves to propagation. */
+  ps_sharding_plan_init (&plan);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", PS_AXIS_ALL);
+  g_autoptr (PsNet) dp = ps_net_new ("t", "main", 2, mesh_2x4, devices_8, &plan);
+  PsInstr *w = ps_net_weight (dp, "w", "mh", 2, (int64_t[]) { 16, 8 });
+  assert_sharding (w, NULL);
+  int64_t big[3] = { 8, 2, 16 };
+  PsInstr *y = ps_net_input (dp, "y", PS_BF16, 3, big);
+  ps_net_annotate (dp, y, "bsm");
+  assert_sharding (y, "{devices=[8,1,1]<=[8]}");
+  ck_assert_int_eq (dp->n_annotations, 1);
+}
+END_TEST
+
+START_TEST (test_optimizer_state_shardings)
+{
+  PsShardingPlan plan;
+  plan_2d (&plan);
+  g_autoptr (PsNet) net = ps_net_new ("t", "main", 2, mesh_2x4, devices_8, &plan);
+  PsInstr *w1 = ps_net_weight (net, "w1", "mh", 2, (int64_t[]) { 16, 8 });
+  PsInstr *ln = ps_layer_norm_weight (net, NULL, "ln", 16);
+  ck_assert_int_eq (ps_net_n_weights (net), 2);
+  ps_net_add_optimizer_state (net, PS_OPTIMIZER_ADAFACTOR, 0);
+  /* Parameters: w1, ln, then the state. w1.opt0 [16] (Adafactor's row
+   * factor keeps m): m on axis 0, like w1. w1.opt1 [8] (the column factor
+   * keeps h): h on axis 1; weight-update sharding over axis 0 does not
+   * apply (dim 0 is already split). ln.opt0 [16]: nothing splits it, so
+   * weight-update sharding puts dim 0 on axis 0. */
+  PsComputation *c = net->c;
+  ck_assert_int_eq (c->params->len, 5);
+  PsInstr *row = c->params->pdata[2], *col = c->params->pdata[3], *lns = c->params->pdata[4];
+  ck_assert_str_eq (row->name, "w1.opt0");
+  assert_sharding (row, "{devices=[2,4]<=[8] last_tile_dim_replicate}");
+  assert_sharding (col, "{devices=[4,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  assert_sharding (lns, "{devices=[2,4]<=[8] last_tile_dim_replicate}");
+  /* State annotations are not the user's. */
+  ck_assert_int_eq (net->n_annotations, 1);
+  (void) w1;
+  (void) ln;
+}
+END_TEST
+
+/* d(sum(view * x))/d(weight) = x, through a bf16 view, accumulated twice. */
+START_TEST (test_view_gradient_accumulates)
+{
+  PsShardingPlan plan;
+  ps_sharding_plan_init (&plan);
+  g_autoptr (PsNet) net = ps_net_new ("t", "main", 2, mesh_2x4, devices_8, &plan);
+  int64_t d[1] = { 4 };
+  PsInstr *w = ps_net_weight (net, "w", NULL, 1, d);
+  ps_net_add_optimizer_state (net, PS_OPTIMIZER_ADAM, PS_AXIS_NONE);
+  PsInstr *x = ps_net_input (net, "x", PS_BF16, 1, d);
+  for (int u = 0; u < 2; u++)
+    {
+      PsInstr *v = ps_net_weight_view (net, w, PS_BF16);
+      ck_assert_int_eq (v->opcode, PS_OP_CONVERT);
+      PsInstr *p = ps_ad_binary (net->c, PS_OP_MULTIPLY, v, x);
+      int64_t all = 0;
+      PsInstr *loss = ps_ad_convert (net->c, ps_ad_reduce_sum (net->c, p, 1, &all), PS_F32);
+      ps_net_add_loss (net, loss);
+      GError *error = NULL;
+      ck_assert (ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, 1, &v, &error));
+    }
+  PsInstr *lr = ps_net_input (net, "lr", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  g_autoptr (PsModule) m = ps_net_finish (g_steal_pointer (&net), lr, decay);
+  GError *error = NULL;
+  ck_assert_msg (ps_module_validate (m, "t", &error), "%s", error ? error->message : "");
+  /* The accumulated gradient is f32 and an add of two converted grads. */
+  int adds_of_converts = 0;
+  for (guint i = 0; i < m->entry->instrs->len; i++)
+    {
+      PsInstr *in = m->entry->instrs->pdata[i];
+      if (in->opcode == PS_OP_ADD && in->shape->etype == PS_F32 && in->shape->rank == 1
+          && in->operands[0]->opcode == PS_OP_CONVERT && in->operands[1]->opcode == PS_OP_CONVERT)
+        adds_of_converts++;
+    }
+  ck_assert_int_eq (adds_of_converts, 1);
+}
+END_TEST
+
+/* A model the dense LM is not: attention without relative bias, ReLU FFN,
+ * two layers, two microbatches, remat, Adam. */
+static PsModule *
+build_composed (void)
+{
+  PsShardingPlan plan;
+  plan_2d (&plan);
+  g_autoptr (PsNet) net = ps_net_new ("composed", "train_step", 2, mesh_2x4, devices_8, &plan);
+  const int64_t B = 4, S = 4, M = 8, H = 16, N = 4, D = 2, V = 8;
+  PsAttentionContext ctx;
+  PsInstr *emb = ps_embedding_weight (net, "embedding", V, M);
+  PsTransformerLayer tl[2];
+  PsLayer layers[2];
+  for (int l = 0; l < 2; l++)
+    {
+      g_autofree char *prefix = g_strdup_printf ("layer%d", l);
+      int first = ps_net_n_weights (net);
+      ps_transformer_layer_weights (net, prefix, M, H, N, D, 0, FALSE, &ctx, &tl[l]);
+      layers[l] = ps_layer (net, ps_transformer_layer, &tl[l], first);
+      ck_assert_int_eq (layers[l].n_weights, 8);
+      ck_assert (tl[l].ffn.w1_gate == NULL && tl[l].attention.rel_bias == NULL);
+    }
+  PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", M);
+  ps_net_add_optimizer_state (net, PS_OPTIMIZER_ADAM, PS_AXIS_NONE);
+  int64_t bs[2] = { B, S };
+  PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
+  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
+  PsInstr *lr = ps_net_input (net, "lr", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "beta2", PS_F32, 0, NULL);
+  ps_attention_context_causal (net, S, 0, &ctx);
+  ck_assert (ctx.rel_onehot == NULL && ctx.mask != NULL);
+  for (int u = 0; u < 2; u++)
+    {
+      PsInstr *x0 = ps_embed (net, ps_net_microbatch (net, ids, u, 2), ps_ad_convert (net->c, emb, PS_BF16));
+      PsInstr *xs[3];
+      PsInstr *top = ps_layer_stack_forward (net, 2, layers, x0, xs);
+      PsInstr *head = ps_net_weight_view (net, emb, PS_BF16);
+      PsInstr *h = ps_layer_norm (net, top, final_ln);
+      PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", h, head), PS_F32);
+      PsInstr *loss = ps_softmax_cross_entropy (net, logits, ps_net_microbatch (net, labels, u, 2));
+      ps_net_add_loss (net, loss);
+      PsInstr *hw[2] = { final_ln, head }, *gx;
+      GError *error = NULL;
+      ck_assert (ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 0.5), top, &gx, 2, hw, &error));
+      ck_assert (ps_layer_stack_backward (net, 2, layers, xs, gx, TRUE, &gx, &error));
+      ck_assert (ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, &error));
+    }
+  /* embedding + 2 layers x (6 weights + 1 input per microbatch x 2). */
+  ck_assert_int_eq (net->n_annotations, 1 + 2 * (6 + 2));
+  return ps_net_finish (g_steal_pointer (&net), lr, decay);
+}
+
+START_TEST (test_composed_model_partitions)
+{
+  g_autoptr (PsModule) m = build_composed ();
+  GError *error = NULL;
+  ck_assert_msg (ps_module_validate (m, "composed", &error), "%s", error ? error->message : "");
+  ck_assert (ps_propagate (m, NULL, &error));
+  PsSpmdOptions opts;
+  ps_spmd_options_init (&opts);
+  ck_assert_msg (spmd_test_verify (m, 8, &opts, 7, NULL, &error), "%s", error ? error->message : "");
+  ck_assert_int_gt (spmd_test_count_op (m, PS_OP_DOT), 0);
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("layers");
+  TCase *tc = tcase_create ("layers");
+  tcase_set_timeout (tc, 300);
+  tcase_add_test (tc, test_plan_shardings);
+  tcase_add_test (tc, test_optimizer_state_shardings);
+  tcase_add_test (tc, test_view_gradient_accumulates);
+  tcase_add_test (tc, test_composed_model_partitions);
+  suite_add_tcase (s, tc);
+  SRunner *sr = srunner_create (s);
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
