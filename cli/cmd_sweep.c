@@ -222,6 +222,9 @@ static void
 on_done (const PsPoolResult *r, gpointer user)
 {
   Run *run = user;
+  /* A run the sweep itself stopped has no row: --resume runs it again. */
+  if (r->interrupted)
+    return;
   g_autoptr (PsStudyRow) row = ps_study_row_from_result (r, run->ids[r->index]);
   run->n_errors += row->error != NULL;
   g_autofree char *line = ps_study_format_row (run->study, row, run->format);

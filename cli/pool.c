@@ -4,6 +4,8 @@
 #include "cli/pool.h"
 
 #include <gio/gio.h>
+#include <glib-unix.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 
 typedef struct {
   char **argv;
+  GSubprocess *running;      /* while it runs (borrowed from the pending call) */
   gboolean finished;
   PsPoolResult r;
   GBytes *out, *err;
@@ -28,6 +31,7 @@ struct PsPool {
   gint64 t0;
   GError *error;
   GMainContext *ctx;
+  int interrupted;           /* the signal that stopped the pool, or 0 */
 };
 
 static void
@@ -155,7 +159,9 @@ on_communicated (GObject *src, GAsyncResult *res, gpointer data)
   j->r.exit_status = j->r.exited ? g_subprocess_get_exit_status (sp) : -1;
   j->r.term_signal = g_subprocess_get_if_signaled (sp) ? g_subprocess_get_term_sig (sp) : 0;
   j->r.wall_s = (double) (g_get_monotonic_time () - j->t0) / 1e6;
+  j->r.interrupted = p->interrupted && !j->r.exited;
   j->finished = TRUE;
+  j->running = NULL;
   p->running--;
   g_object_unref (sp);
   g_free (pd);
@@ -166,7 +172,7 @@ on_communicated (GObject *src, GAsyncResult *res, gpointer data)
 static void
 start_next (PsPool *p)
 {
-  while (!p->error && p->running < (guint) p->n_jobs && p->next_start < p->jobs->len)
+  while (!p->error && !p->interrupted && p->running < (guint) p->n_jobs && p->next_start < p->jobs->len)
     {
       Job *j = p->jobs->pdata[p->next_start++];
       j->t0 = g_get_monotonic_time ();
@@ -179,6 +185,7 @@ start_next (PsPool *p)
           return;
         }
       p->running++;
+      j->running = sp;
       Pending *pd = g_new0 (Pending, 1);
       pd->pool = p;
       pd->job = j;
@@ -186,21 +193,65 @@ start_next (PsPool *p)
     }
 }
 
+/* SIGINT or SIGTERM: stop starting jobs and end the running children (a
+ * terminal's Ctrl-C reaches them anyway; a `kill` of podsim alone would not). */
+static gboolean
+on_signal (gpointer data, int sig)
+{
+  PsPool *p = data;
+  p->interrupted = sig;
+  for (guint i = 0; i < p->jobs->len; i++)
+    {
+      Job *j = p->jobs->pdata[i];
+      if (j->running)
+        g_subprocess_send_signal (j->running, SIGTERM);
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigint (gpointer data)
+{
+  return on_signal (data, SIGINT);
+}
+
+static gboolean
+on_sigterm (gpointer data)
+{
+  return on_signal (data, SIGTERM);
+}
+
 gboolean
 ps_pool_run (PsPool *p, GError **error)
 {
   p->ctx = g_main_context_new ();
   g_main_context_push_thread_default (p->ctx);
+  GSource *sources[2] = { g_unix_signal_source_new (SIGINT), g_unix_signal_source_new (SIGTERM) };
+  g_source_set_callback (sources[0], on_sigint, p, NULL);
+  g_source_set_callback (sources[1], on_sigterm, p, NULL);
+  for (int i = 0; i < 2; i++)
+    g_source_attach (sources[i], p->ctx);
   p->t0 = g_get_monotonic_time ();
   start_next (p);
   while (p->running > 0)
     g_main_context_iteration (p->ctx, TRUE);
+  for (int i = 0; i < 2; i++)
+    {
+      g_source_destroy (sources[i]);
+      g_source_unref (sources[i]);
+    }
   g_main_context_pop_thread_default (p->ctx);
   g_main_context_unref (p->ctx);
   p->ctx = NULL;
   if (p->error)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", p->error->message);
+      return FALSE;
+    }
+  if (p->interrupted)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "interrupted by signal %d after %u of %u jobs",
+                   p->interrupted, p->next_emit, p->jobs->len);
       return FALSE;
     }
   return TRUE;

@@ -31,6 +31,7 @@ typedef struct {
   gsize out_len;
   const char *err;           /* standard error */
   double wall_s;             /* the child's wall time */
+  gboolean interrupted;      /* the pool was stopped and ended this child: no result */
 } PsPoolResult;
 
 typedef void (*PsPoolDoneFn) (const PsPoolResult *r, gpointer user);
@@ -49,8 +50,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPool, ps_pool_free)
 void ps_pool_add (PsPool *pool, const char *const *argv);
 guint ps_pool_n_jobs (const PsPool *pool);
 
-/* Runs every queued job. FALSE (PS_ERROR_IO) only when a child cannot be
- * started at all; a child that fails is a result like any other. */
+/* Runs every queued job. FALSE (PS_ERROR_IO) when a child cannot be
+ * started at all, or when SIGINT or SIGTERM stopped the pool (the running
+ * children are sent SIGTERM; results handed back so far stay handed back);
+ * a child that fails is a result like any other. */
 gboolean ps_pool_run (PsPool *pool, GError **error);
 
 /* The default number of parallel jobs: the processors this process may use. */
