@@ -11,12 +11,14 @@
 #include "cli/commands.h"
 #include "cli/picture.h"
 #include "cli/pipeline.h"
+#include "cli/report.h"
 #include "common/error.h"
 #include "cli/model_options.h"
 #include "models/family.h"
 
 typedef struct {
-  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *picture, *plot;
+  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *picture, *plot, *report;
+  char *command;             /* the command line, for the report */
   gboolean json, stats, quiet, print_config, memory_only;
 } RunOptions;
 
@@ -270,7 +272,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
   ps_coll_algorithm_parse (ps_params_str (p, "collectives"), "--collectives", &coll, NULL);
   PsPipelineOptions popts = { name, hw, ps_params_str (p, "slice"), wrap, !ps_params_bool (p, "cache"),
                               ps_params_bool (p, "async_collectives"), !o->quiet && isatty (2),
-                              o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
+                              o->timeline || o->report ? tl_devices : NULL, o->timeline || o->report ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
   popts.collectives = coll;
   popts.memory_only = o->memory_only;
@@ -333,6 +335,12 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
           || !ps_picture_breakdown (&row, 1, title, pf, plot, &error))
         return ps_cli_fail (error);
     }
+  if (o->report)
+    {
+      PsReportInput ri = { name, p, published, r, hw, o->command };
+      if (!ps_report_write (o->report, &ri, &error))
+        return ps_cli_fail (error);
+    }
   if (o->picture && !ps_picture_save (o->picture, picture, &error))
     return ps_cli_fail (error);
   if (o->plot && !ps_picture_save (o->plot, plot, &error))
@@ -365,6 +373,9 @@ ps_cmd_run (int argc, char **argv)
     { "links", 0, 0, G_OPTION_ARG_FILENAME, &o.links, "Write per-link bytes and utilization", "OUT.csv" },
     { "picture", 0, 0, G_OPTION_ARG_FILENAME, &o.picture,
       "Draw the slice with every ICI link colored by its utilization over the step", "FILE.png|svg" },
+    { "report", 0, 0, G_OPTION_ARG_FILENAME, &o.report,
+      "Write DIR/index.html: the run as one self-contained page (figures, pictures, collectives, "
+      "configuration) with DIR/config.ini and DIR/timeline.json", "DIR" },
     { "plot", 0, 0, G_OPTION_ARG_FILENAME, &o.plot,
       "Draw the step's breakdown (compute, exposed communication, idle) next to the published step", "FILE.png|svg" },
     { "dump-hlo", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_hlo, "Write the annotated single-device program (HLO text)", "OUT.hlo" },
@@ -374,6 +385,13 @@ ps_cmd_run (int argc, char **argv)
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress display on stderr", NULL },
     { NULL }
   };
+  GString *cmd = g_string_new ("podsim run");
+  for (int i = 1; i < argc; i++)
+    {
+      g_autofree char *q = g_shell_quote (argv[i]);
+      g_string_append_printf (cmd, " %s", strpbrk (argv[i], " '\"$\\;&|<>*?()") ? q : argv[i]);
+    }
+  o.command = g_string_free (cmd, FALSE);
   g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries, NULL);
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[FAMILY | FILE.hlo] - simulate a training step");
   g_option_context_set_main_group (ctx, ps_model_options_group (mo));
@@ -405,5 +423,7 @@ ps_cmd_run (int argc, char **argv)
   g_free (o.dump_trace);
   g_free (o.picture);
   g_free (o.plot);
+  g_free (o.report);
+  g_free (o.command);
   return rc;
 }
