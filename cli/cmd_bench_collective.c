@@ -181,18 +181,8 @@ mesh_groups (const PsSlice *s, const char *mesh_text, const char *order, const c
                    ps_slice_n_cores (s), s->name);
       return NULL;
     }
-  if (strcmp (order, "arange") == 0)
-    mesh.order = PS_TRACE_ORDER_ARANGE;
-  else if (strcmp (order, "arange_T") == 0)
-    mesh.order = PS_TRACE_ORDER_ARANGE_T;
-  else if (strcmp (order, "nonpod2d") == 0 && mesh.rank == 2)
-    {
-      mesh.order = PS_TRACE_ORDER_NONPOD2D;
-      mesh.physical[0] = s->chips_x;
-      mesh.physical[1] = s->chips_y;
-      mesh.physical[2] = s->cores_per_chip;
-    }
-  else
+  gint64 physical[3] = { s->chips_x, s->chips_y, s->cores_per_chip };
+  if ((strcmp (order, "nonpod2d") == 0 && mesh.rank != 2) || !ps_trace_mesh_set_order (&mesh, order, physical))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--device-order: '%s' is not arange, arange_T or "
                    "nonpod2d (2-D meshes)", order);

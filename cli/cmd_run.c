@@ -236,12 +236,7 @@ static int
 run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
 {
   GError *error = NULL;
-  if (argc > 2)
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "expected at most one FAMILY or FILE (see 'podsim run --help')");
-      return ps_cli_fail (error);
-    }
-  g_autoptr (PsParams) p = ps_model_options_params (mo, argc == 2 ? argv[1] : NULL, &error);
+  g_autoptr (PsParams) p = ps_model_options_params_argv (mo, argc, argv, &error);
   if (!p)
     return ps_cli_fail (error);
   double published = 0;

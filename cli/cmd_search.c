@@ -265,28 +265,6 @@ slower_text (const PsStudyRow *r, const PsStudyRow *best)
   return g_strdup_printf ("slower by %.1f %% (%s %s%s)", pct, part, d >= 0 ? "+" : "-", dt);
 }
 
-static void
-csv_escape (GString *out, const char *v)
-{
-  if (out->len && out->str[out->len - 1] != '\n')
-    g_string_append_c (out, ',');
-  if (!v)
-    return;
-  if (!strpbrk (v, ",\"\n"))
-    {
-      g_string_append (out, v);
-      return;
-    }
-  g_string_append_c (out, '"');
-  for (const char *p = v; *p; p++)
-    {
-      if (*p == '"')
-        g_string_append_c (out, '"');
-      g_string_append_c (out, *p);
-    }
-  g_string_append_c (out, '"');
-}
-
 static const char *
 status_name (Status s)
 {
@@ -299,11 +277,11 @@ print_csv (PsStudy *s, Strategy *st, guint n, const PsStudyRow *best)
 {
   GString *out = g_string_new ("rank,id");
   for (guint k = 0; k < ps_study_n_keys (s); k++)
-    csv_escape (out, ps_study_key (s, k));
+    ps_study_csv_field (out, ps_study_key (s, k));
   const char *cols[] = { "status", "step_time_s", "throughput_per_s", "compute_s", "exposed_communication_s",
                          "idle_s", "peak_hbm_bytes", "why" };
   for (gsize i = 0; i < G_N_ELEMENTS (cols); i++)
-    csv_escape (out, cols[i]);
+    ps_study_csv_field (out, cols[i]);
   g_string_append_c (out, '\n');
   for (guint id = 0; id < n; id++)
     {
@@ -313,8 +291,8 @@ print_csv (PsStudy *s, Strategy *st, guint n, const PsStudyRow *best)
       else
         g_string_append_printf (out, ",%u", id);
       for (guint k = 0; k < ps_study_n_keys (s); k++)
-        csv_escape (out, ps_study_value (s, id, k));
-      csv_escape (out, status_name (x->status));
+        ps_study_csv_field (out, ps_study_value (s, id, k));
+      ps_study_csv_field (out, status_name (x->status));
       gboolean sim = x->status == ST_SIMULATED;
       double v[] = { sim ? x->row->step_time_s : 0, sim ? x->row->throughput_per_s : 0,
                      sim ? x->row->compute_s : 0, sim ? x->row->exposed_communication_s : 0,
@@ -322,10 +300,10 @@ print_csv (PsStudy *s, Strategy *st, guint n, const PsStudyRow *best)
       for (gsize i = 0; i < G_N_ELEMENTS (v); i++)
         {
           g_autofree char *t = sim ? g_strdup_printf ("%.9g", v[i]) : NULL;
-          csv_escape (out, t);
+          ps_study_csv_field (out, t);
         }
       g_autofree char *peak = x->peak_hbm_bytes > 0 ? g_strdup_printf ("%.0f", x->peak_hbm_bytes) : NULL;
-      csv_escape (out, peak);
+      ps_study_csv_field (out, peak);
       g_autofree char *why = NULL;
       if (sim && x->rank > 1)
         why = slower_text (x->row, best);
@@ -335,7 +313,7 @@ print_csv (PsStudy *s, Strategy *st, guint n, const PsStudyRow *best)
         why = g_strdup_printf ("the same run as %u", x->same_as);
       else
         why = g_strdup (x->why);
-      csv_escape (out, why);
+      ps_study_csv_field (out, why);
       g_string_append_c (out, '\n');
     }
   fputs (out->str, stdout);
@@ -384,12 +362,7 @@ static int
 search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
 {
   GError *error = NULL;
-  if (argc > 2)
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "expected at most one FAMILY or FILE");
-      return ps_cli_fail (error);
-    }
-  g_autoptr (PsParams) base = ps_model_options_params (mo, argc == 2 ? argv[1] : NULL, &error);
+  g_autoptr (PsParams) base = ps_model_options_params_argv (mo, argc, argv, &error);
   if (!base)
     return ps_cli_fail (error);
   double published = 0;
@@ -404,36 +377,22 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
 
   /* Every combination, the first axis outermost. */
   g_autofree const char **keys = g_new0 (const char *, axes->len + 1);
-  guint64 n64 = 1;
+  g_autofree const char **where = g_new0 (const char *, axes->len + 1);
+  g_autofree GPtrArray **values = g_new0 (GPtrArray *, axes->len + 1);
   for (guint i = 0; i < axes->len; i++)
     {
       Axis *a = axes->pdata[i];
       keys[i] = a->spec->key;
-      n64 *= a->values->len;
+      where[i] = "search axis";
+      values[i] = a->values;
     }
-  if (n64 > 1000000)
+  g_autoptr (PsStudy) study = ps_study_new (base, keys);
+  if (!ps_study_add_grid (study, values, where, 1000000, &error))
     {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%" G_GUINT64_FORMAT " strategies: too many (narrow "
-                   "them with --axes or fix a key with its option)", n64);
+      g_prefix_error (&error, "too many strategies (narrow them with --axes, or fix a key with its option): ");
       return ps_cli_fail (error);
     }
-  guint n = (guint) n64;
-  g_autoptr (PsStudy) study = ps_study_new (base, keys);
-  g_autofree const char **values = g_new0 (const char *, axes->len + 1);
-  g_autofree guint *at = g_new0 (guint, axes->len);
-  for (guint c = 0; c < n; c++)
-    {
-      for (guint i = 0; i < axes->len; i++)
-        values[i] = ((Axis *) axes->pdata[i])->values->pdata[at[i]];
-      if (!ps_study_add (study, values, "search axis", NULL, &error))
-        return ps_cli_fail (error);
-      for (int i = (int) axes->len - 1; i >= 0; i--)
-        {
-          if (++at[i] < ((Axis *) axes->pdata[i])->values->len)
-            break;
-          at[i] = 0;
-        }
-    }
+  guint n = ps_study_n_configs (study);
 
   /* Cheap checks in this process: what cannot be built, and what is the
    * same run as an earlier strategy. Then one memory check per group of

@@ -159,50 +159,21 @@ static PsStudy *
 make_study (const PsParams *base, GPtrArray *axes, GError **error)
 {
   g_autofree const char **keys = g_new0 (const char *, axes->len + 1);
-  guint64 n = 1;
+  g_autofree const char **where = g_new0 (const char *, axes->len + 1);
+  g_autofree GPtrArray **values = g_new0 (GPtrArray *, axes->len + 1);
   for (guint i = 0; i < axes->len; i++)
     {
       Axis *a = axes->pdata[i];
       keys[i] = a->key;
-      n *= a->values->len;
-      if (n > 10000000)
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the grid has more than 10 million configurations");
-          return NULL;
-        }
+      where[i] = a->where;
+      values[i] = a->values;
     }
   g_autoptr (PsStudy) s = ps_study_new (base, keys);
-  g_autofree const char **values = g_new0 (const char *, axes->len + 1);
-  g_autofree guint *at = g_new0 (guint, axes->len);
-  for (guint64 c = 0; c < n; c++)
+  if (!ps_study_add_grid (s, values, where, 10000000, error))
     {
-      for (guint i = 0; i < axes->len; i++)
-        values[i] = ((Axis *) axes->pdata[i])->values->pdata[at[i]];
-      GError *local = NULL;
-      if (!ps_study_add (s, values, "--vary", NULL, &local))
-        {
-          /* Name the axis that holds the bad value. */
-          for (guint i = 0; i < axes->len; i++)
-            {
-              Axis *a = axes->pdata[i];
-              g_autoptr (PsParams) p = ps_params_copy (base);
-              GError *e2 = NULL;
-              if (!ps_params_set (p, a->key, values[i], a->where, &e2))
-                {
-                  g_error_free (local);
-                  g_propagate_error (error, e2);
-                  return NULL;
-                }
-            }
-          g_propagate_error (error, local);
-          return NULL;
-        }
-      for (int i = (int) axes->len - 1; i >= 0; i--)
-        {
-          if (++at[i] < ((Axis *) axes->pdata[i])->values->len)
-            break;
-          at[i] = 0;
-        }
+      g_prefix_error (error, "%s", (*error)->code == PS_ERROR_OPTION
+                                       && g_str_has_prefix ((*error)->message, "more than") ? "the grid has " : "");
+      return NULL;
     }
   return g_steal_pointer (&s);
 }
@@ -529,11 +500,6 @@ static int
 sweep (SweepOptions *o, PsModelOptions *mo, int argc, char **argv)
 {
   GError *error = NULL;
-  if (argc > 2)
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "expected at most one FAMILY or FILE");
-      return ps_cli_fail (error);
-    }
   if (o->format && strcmp (o->format, "csv") != 0 && strcmp (o->format, "jsonl") != 0)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--format: '%s' is not csv or jsonl", o->format);
@@ -561,7 +527,7 @@ sweep (SweepOptions *o, PsModelOptions *mo, int argc, char **argv)
         }
     }
   else
-    base = ps_model_options_params (mo, argc == 2 ? argv[1] : NULL, &error);
+    base = ps_model_options_params_argv (mo, argc, argv, &error);
   if (!base)
     return ps_cli_fail (error);
   int tasks = 0;

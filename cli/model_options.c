@@ -369,6 +369,18 @@ ps_model_options_params (PsModelOptions *mo, const char *word, GError **error)
   return g_steal_pointer (&p);
 }
 
+PsParams *
+ps_model_options_params_argv (PsModelOptions *mo, int argc, char **argv, GError **error)
+{
+  if (argc > 2)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "expected at most one FAMILY or FILE (see '%s --help')",
+                   g_get_prgname ());
+      return NULL;
+    }
+  return ps_model_options_params (mo, argc == 2 ? argv[1] : NULL, error);
+}
+
 char *
 ps_model_options_name (const PsModelOptions *mo, const PsParams *p, double *published)
 {

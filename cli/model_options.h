@@ -55,6 +55,10 @@ GOptionGroup *ps_model_options_group (PsModelOptions *mo);
  * Errors name the option or FILE:LINE:COL. transfer full. */
 PsParams *ps_model_options_params (PsModelOptions *mo, const char *word, GError **error);
 
+/* The same from a command's arguments after parsing: at most one
+ * positional word, FAMILY or FILE (argv[1]). */
+PsParams *ps_model_options_params_argv (PsModelOptions *mo, int argc, char **argv, GError **error);
+
 /* The run's name: the published run it equals (and *published its
  * throughput), else "BASE modified (settings)" when it started from a
  * preset or file and differs from it, else the preset's or file's name,

@@ -108,6 +108,42 @@ ps_study_add (PsStudy *s, const char *const *values, const char *where, guint *i
   return TRUE;
 }
 
+gboolean
+ps_study_add_grid (PsStudy *s, GPtrArray *const *values, const char *const *where, guint64 max, GError **error)
+{
+  guint nk = s->keys->len;
+  guint64 n = 1;
+  for (guint k = 0; k < nk; k++)
+    {
+      g_autoptr (PsParams) p = ps_params_copy (s->base);
+      for (guint i = 0; i < values[k]->len; i++)
+        if (!ps_params_set (p, s->keys->pdata[k], values[k]->pdata[i], where[k], error))
+          return FALSE;
+      n *= values[k]->len;
+      if (n > max)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "more than %" G_GUINT64_FORMAT " combinations", max);
+          return FALSE;
+        }
+    }
+  g_autofree const char **v = g_new0 (const char *, nk + 1);
+  g_autofree guint *at = g_new0 (guint, nk + 1);
+  for (guint64 c = 0; c < n; c++)
+    {
+      for (guint k = 0; k < nk; k++)
+        v[k] = values[k]->pdata[at[k]];
+      if (!ps_study_add (s, v, "--vary", NULL, error))
+        return FALSE;
+      for (int k = (int) nk - 1; k >= 0; k--)
+        {
+          if (++at[k] < values[k]->len)
+            break;
+          at[k] = 0;
+        }
+    }
+  return TRUE;
+}
+
 PsParams *
 ps_study_params (const PsStudy *s, guint id)
 {
@@ -249,8 +285,8 @@ static const char *const result_columns[] = {
   "exposed_communication_s", "idle_s", "error", NULL
 };
 
-static void
-csv_field (GString *out, const char *v)
+void
+ps_study_csv_field (GString *out, const char *v)
 {
   if (out->len && out->str[out->len - 1] != '\n')
     g_string_append_c (out, ',');
@@ -278,9 +314,9 @@ ps_study_header (const PsStudy *s, PsStudyFormat f)
     return g_strdup ("");
   GString *out = g_string_new ("id");
   for (guint k = 0; k < s->keys->len; k++)
-    csv_field (out, s->keys->pdata[k]);
+    ps_study_csv_field (out, s->keys->pdata[k]);
   for (int i = 0; result_columns[i]; i++)
-    csv_field (out, result_columns[i]);
+    ps_study_csv_field (out, result_columns[i]);
   g_string_append_c (out, '\n');
   return g_string_free (out, FALSE);
 }
@@ -300,31 +336,31 @@ ps_study_format_row (const PsStudy *s, const PsStudyRow *r, PsStudyFormat f)
       GString *out = g_string_new (NULL);
       g_string_append_printf (out, "%u", r->id);
       for (guint k = 0; k < s->keys->len; k++)
-        csv_field (out, ps_study_value (s, r->id, k));
-      csv_field (out, r->model);
-      csv_field (out, r->ran ? (r->fits ? "true" : "false") : NULL);
+        ps_study_csv_field (out, ps_study_value (s, r->id, k));
+      ps_study_csv_field (out, r->model);
+      ps_study_csv_field (out, r->ran ? (r->fits ? "true" : "false") : NULL);
       double v[] = { r->step_time_s, r->throughput_per_s };
       for (gsize i = 0; i < G_N_ELEMENTS (v); i++)
         {
           g_autofree char *t = sim ? num (v[i]) : NULL;
-          csv_field (out, t);
+          ps_study_csv_field (out, t);
         }
-      csv_field (out, sim ? r->unit : NULL);
+      ps_study_csv_field (out, sim ? r->unit : NULL);
       double w[] = { r->mxu_utilization, r->model_flops_utilization };
       for (gsize i = 0; i < G_N_ELEMENTS (w); i++)
         {
           g_autofree char *t = sim ? num (w[i]) : NULL;
-          csv_field (out, t);
+          ps_study_csv_field (out, t);
         }
       g_autofree char *peak = r->ran ? g_strdup_printf ("%.0f", r->peak_hbm_bytes) : NULL;
-      csv_field (out, peak);
+      ps_study_csv_field (out, peak);
       double x[] = { r->compute_s, r->communication_s, r->exposed_communication_s, r->idle_s };
       for (gsize i = 0; i < G_N_ELEMENTS (x); i++)
         {
           g_autofree char *t = sim ? num (x[i]) : NULL;
-          csv_field (out, t);
+          ps_study_csv_field (out, t);
         }
-      csv_field (out, r->error);
+      ps_study_csv_field (out, r->error);
       g_string_append_c (out, '\n');
       return g_string_free (out, FALSE);
     }

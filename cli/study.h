@@ -51,6 +51,11 @@ const char *ps_study_key (const PsStudy *s, guint k);
  * schema (`where` names them in errors). Returns its id. */
 gboolean ps_study_add (PsStudy *s, const char *const *values, const char *where, guint *id,
                        GError **error);
+/* Adds every combination of values[k] (char*: the values of key k), the
+ * first key outermost. Each value is checked on its own first, errors
+ * naming where[k]; more than `max` combinations is a PS_ERROR_OPTION error. */
+gboolean ps_study_add_grid (PsStudy *s, GPtrArray *const *values, const char *const *where, guint64 max,
+                            GError **error);
 guint ps_study_n_configs (const PsStudy *s);
 const char *ps_study_value (const PsStudy *s, guint id, guint k);
 /* The base with configuration id's values set. transfer full. */
@@ -81,6 +86,10 @@ char *ps_study_format_row (const PsStudy *s, const PsStudyRow *r, PsStudyFormat 
  * the id and whether its inputs equal configuration id's. */
 gboolean ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *id,
                              GError **error);
+
+/* Appends a CSV field: a comma first unless `out` is empty or ends a
+ * line; quoted when it holds a comma, quote or newline; NULL: empty. */
+void ps_study_csv_field (GString *out, const char *v);
 
 /* A progress line on stderr ("\r... 12/100, 3.1/min, ETA 29m 10s") when it
  * is a terminal. */

@@ -111,11 +111,7 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
   info->mesh.rank = 2;
   info->mesh.dims[0] = c.mesh[0];
   info->mesh.dims[1] = c.mesh[1];
-  info->mesh.order = strcmp (c.device_order, "arange_T") == 0   ? PS_TRACE_ORDER_ARANGE_T
-                     : strcmp (c.device_order, "nonpod2d") == 0 ? PS_TRACE_ORDER_NONPOD2D
-                                                                : PS_TRACE_ORDER_ARANGE;
-  for (int i = 0; i < 3; i++)
-    info->mesh.physical[i] = c.physical[i];
+  ps_trace_mesh_set_order (&info->mesh, c.device_order, c.physical);
   return m;
 }
 

@@ -155,29 +155,19 @@ ps_dense_lm_mesh_devices (const PsDenseLmConfig *c, GError **error)
   mesh.rank = 2;
   mesh.dims[0] = c->mesh[0];
   mesh.dims[1] = c->mesh[1];
-  if (strcmp (c->device_order, "arange") == 0)
-    mesh.order = PS_TRACE_ORDER_ARANGE;
-  else if (strcmp (c->device_order, "arange_T") == 0)
-    mesh.order = PS_TRACE_ORDER_ARANGE_T;
-  else if (strcmp (c->device_order, "nonpod2d") == 0)
-    {
-      mesh.order = PS_TRACE_ORDER_NONPOD2D;
-      if (c->physical[0] * c->physical[1] * c->physical[2] != c->mesh[0] * c->mesh[1])
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                       "%s nonpod2d: the slice has %" G_GINT64_FORMAT
-                       " cores but the mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT,
-                       label (c, "device_order", "--device-order"), c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1],
-                       c->mesh[0] * c->mesh[1]);
-          return NULL;
-        }
-      for (int i = 0; i < 3; i++)
-        mesh.physical[i] = c->physical[i];
-    }
-  else
+  if (!ps_trace_mesh_set_order (&mesh, c->device_order, c->physical))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
                    "--device-order: unknown order '%s' (arange, arange_T or nonpod2d)", c->device_order);
+      return NULL;
+    }
+  if (mesh.order == PS_TRACE_ORDER_NONPOD2D
+      && c->physical[0] * c->physical[1] * c->physical[2] != c->mesh[0] * c->mesh[1])
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                   "%s nonpod2d: the slice has %" G_GINT64_FORMAT " cores but the mesh %" G_GINT64_FORMAT
+                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT, label (c, "device_order", "--device-order"),
+                   c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1], c->mesh[0] * c->mesh[1]);
       return NULL;
     }
   guint64 n = 0;

@@ -61,20 +61,13 @@ run_mesh (const PsParams *p, const PsModelTarget *t, PsTraceMesh *mesh, GError *
       return FALSE;
     }
   const char *order = ps_params_str (p, "device_order");
-  if (strcmp (order, "arange_T") == 0)
-    mesh->order = PS_TRACE_ORDER_ARANGE_T;
-  else if (strcmp (order, "nonpod2d") == 0)
+  if (strcmp (order, "nonpod2d") == 0 && rank != 2)
     {
-      if (rank != 2)
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s nonpod2d needs a 2-D --mesh",
-                       ps_params_where (p, "device_order"));
-          return FALSE;
-        }
-      mesh->order = PS_TRACE_ORDER_NONPOD2D;
-      for (int i = 0; i < 3; i++)
-        mesh->physical[i] = t->physical[i];
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s nonpod2d needs a 2-D --mesh",
+                   ps_params_where (p, "device_order"));
+      return FALSE;
     }
+  ps_trace_mesh_set_order (mesh, order, t->physical);
   return TRUE;
 }
 
