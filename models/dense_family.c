@@ -6,17 +6,18 @@
 
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "models/dense_lm.h"
 
 static const PsParamSpec specs[] = {
-  { "model", "layers", PS_PARAM_INT, "2", "Transformer layers", 1, 4096, NULL, NULL, NULL },
-  { "model", "model_dim", PS_PARAM_INT, "32", "Model dim M", 1, 1 << 20, NULL, NULL, NULL },
-  { "model", "ffn_dim", PS_PARAM_INT, "64", "Feed-forward dim H", 1, 1 << 22, NULL, NULL, NULL },
-  { "model", "heads", PS_PARAM_INT, "4", "Attention heads N", 1, 1 << 16, NULL, NULL, NULL },
+  { "model", "layers", PS_PARAM_INT, "2", "Transformer layers", 1, 1024, NULL, NULL, NULL },
+  { "model", "model_dim", PS_PARAM_INT, "32", "Model dim M", 1, 1 << 24, NULL, NULL, NULL },
+  { "model", "ffn_dim", PS_PARAM_INT, "64", "Feed-forward dim H", 1, 1 << 24, NULL, NULL, NULL },
+  { "model", "heads", PS_PARAM_INT, "4", "Attention heads N", 1, 1 << 24, NULL, NULL, NULL },
   { "model", "head_dim", PS_PARAM_INT, "8", "Attention head dim D (128 in every published run)",
-    1, 1 << 16, NULL, NULL, NULL },
-  { "model", "seq_len", PS_PARAM_INT, "16", "Sequence length S", 1, 1 << 20, NULL, NULL, NULL },
+    1, 1 << 24, NULL, NULL, NULL },
+  { "model", "seq_len", PS_PARAM_INT, "16", "Sequence length S", 1, 1 << 24, NULL, NULL, NULL },
   { "model", "global_batch", PS_PARAM_INT, "8", "Global batch B (sequences per step)", 1, 1 << 24,
     NULL, "batch", NULL },
   { "model", "vocab", PS_PARAM_INT, "64", "Vocabulary size V (32000 in every published run)",
@@ -36,7 +37,7 @@ static const PsParamSpec specs[] = {
     "2d|1d|dp", NULL, "*" },
   { "parallelism", "weight_update_sharding", PS_PARAM_BOOL, "false",
     "Shard optimizer state and the update over the data-parallel axis", 0, 0, NULL, NULL, "*" },
-  { "parallelism", "microbatches", PS_PARAM_INT, "1", "Gradient accumulation steps", 1, 1 << 20,
+  { "parallelism", "microbatches", PS_PARAM_INT, "1", "Gradient accumulation steps", 1, 1 << 24,
     NULL, NULL, "1|2|4|8" },
   { "parallelism", "remat", PS_PARAM_BOOL, "true",
     "Recompute each layer's forward in backward (keep only layer inputs)", 0, 0, NULL, NULL, "*" },
@@ -79,6 +80,8 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
 {
   PsDenseLmConfig c;
   config_from (p, t, &c);
+  if (c.mesh[0] * c.mesh[1] > PS_MAX_DEVICES)
+    return ps_dense_lm_check (&c, error);   /* says so, before the slice is compared */
   if (t && c.mesh[0] * c.mesh[1] != t->n_cores)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION,

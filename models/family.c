@@ -184,15 +184,28 @@ parse_value (const PsParamSpec *s, const char *text, Value *v, char **problem)
     case PS_PARAM_INT:
       {
         gint64 x;
-        if (!g_ascii_string_to_signed (text, 10, G_MININT64, G_MAXINT64, &x, NULL))
+        GError *e = NULL;
+        if (!g_ascii_string_to_signed (text, 10, G_MININT64, G_MAXINT64, &x, &e))
           {
-            *problem = g_strdup_printf ("'%s' is not an integer", text);
+            gboolean range = g_error_matches (e, G_NUMBER_PARSER_ERROR, G_NUMBER_PARSER_ERROR_OUT_OF_BOUNDS);
+            g_error_free (e);
+            *problem = range ? g_strdup_printf ("must be at most %" G_GINT64_FORMAT " (got %s)", s->max, text)
+                             : g_strdup_printf ("'%s' is not an integer", text);
             return FALSE;
           }
-        if (x < s->min || x > s->max)
+        if (x < s->min)
           {
-            *problem = g_strdup_printf ("%" G_GINT64_FORMAT " is out of range (%" G_GINT64_FORMAT
-                                        " .. %" G_GINT64_FORMAT ")", x, s->min, s->max);
+            if (s->min == 1)
+              *problem = g_strdup_printf ("must be positive (got %" G_GINT64_FORMAT ")", x);
+            else
+              *problem = g_strdup_printf ("must be at least %" G_GINT64_FORMAT " (got %" G_GINT64_FORMAT ")",
+                                          s->min, x);
+            return FALSE;
+          }
+        if (x > s->max)
+          {
+            *problem = g_strdup_printf ("must be at most %" G_GINT64_FORMAT " (got %" G_GINT64_FORMAT ")",
+                                        s->max, x);
             return FALSE;
           }
         v->i = x;
@@ -367,10 +380,12 @@ set_index (PsParams *p, int i, const char *text, const char *where, GError **err
   if (!parse_value (s, text, &v, &problem))
     {
       g_free (v.s);
+      /* "--layers must be positive (got 0)", "--layers: 'x' is not an integer". */
+      const char *sep = g_str_has_prefix (problem, "must ") ? " " : ": ";
       if (is_option)
-        g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: %s", where, problem);
+        g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s%s%s", where, sep, problem);
       else
-        g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "%s: %s: %s", where, s->key, problem);
+        g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "%s: %s%s%s", where, s->key, sep, problem);
       return FALSE;
     }
   if (s->type != PS_PARAM_STRING && s->type != PS_PARAM_PATH && s->type != PS_PARAM_LIST)

@@ -87,7 +87,7 @@ expect_grep "exclude each other" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run --set nosuch=1
 expect_grep "'nosuch' is not a parameter of model family dense" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run --layers 0
-expect_grep "--layers: 0 is out of range (1 .. 4096)" "$PS_TMP/err"
+expect_grep "--layers must be positive (got 0)" "$PS_TMP/err"
 
 # Every key of every family is documented on the family's doc page (the
 # page `podsim run --help` names), as `key`.

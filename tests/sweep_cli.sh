@@ -56,7 +56,7 @@ expect_grep "nothing to vary" "$PS_TMP/err"
 expect_status 2 "$PODSIM" sweep --vary nosuch=1,2
 expect_grep "--vary nosuch=1,2: 'nosuch' is not a parameter of model family dense" "$PS_TMP/err"
 expect_status 2 "$PODSIM" sweep --vary layers=1,0
-expect_grep "--vary layers=1,0: 0 is out of range (1 .. 4096)" "$PS_TMP/err"
+expect_grep "--vary layers=1,0 must be positive (got 0)" "$PS_TMP/err"
 expect_status 2 "$PODSIM" sweep --vary layers=1, --vary layers=2
 expect_status 2 "$PODSIM" sweep --vary layers=1 --vary layers=2
 expect_grep "layers is varied twice" "$PS_TMP/err"

@@ -5,7 +5,7 @@
  * tiled with a tile-assignment array (explicit device list or iota form),
  * partially tiled (trailing subgroup dims of kind replicated and/or manual)
  * and tuple shardings (one per leaf). The text form is XLA's, so HLO files
- * round-trip; see ../shared/conformance/HLO_SYNTAX.md section 6.
+ * round-trip; see tests/data/conformance/HLO_SYNTAX.md section 6.
  *
  * Every constructor returns a normalised sharding (as XLA's parser does):
  * a replicate subgroup covering all devices becomes {replicated}, size-1

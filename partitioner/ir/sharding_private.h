@@ -17,7 +17,7 @@ G_BEGIN_DECLS
 #define PS_SHARDING_MAX_DIMS 32
 /* Device-array size limit, so a typo like [100000,100000] is an error, not
  * an allocation failure. A full TPU v3 pod has 2048 cores. */
-#define PS_SHARDING_MAX_DEVICES ((int64_t) 1 << 22)
+#define PS_SHARDING_MAX_DEVICES ((int64_t) PS_MAX_DEVICES)
 
 PsSharding *ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices,
                                      int n_sub, const PsSubgroupKind *kinds);
