@@ -172,7 +172,6 @@ typedef struct {
   PsStudy *study;
   Strategy *st;
   const guint *ids;          /* pool job -> strategy */
-  gboolean memory;           /* the memory phase */
   const char *what;
   gboolean progress;
 } Phase;
@@ -184,18 +183,8 @@ on_done (const PsPoolResult *r, gpointer user)
   guint id = ph->ids[r->index];
   Strategy *s = &ph->st[id];
   PsStudyRow *row = ps_study_row_from_result (r, id);
-  if (ph->memory)
-    {
-      s->peak_hbm_bytes = row->peak_hbm_bytes;
-      if (!row->ran || row->error)
-        {
-          s->status = row->ran && !row->fits ? ST_NO_FIT : ST_FAILED;
-          s->why = g_strdup (row->error);
-        }
-      ps_study_row_free (row);
-      return;
-    }
   s->row = row;
+  s->peak_hbm_bytes = row->peak_hbm_bytes;
   s->status = row->ran && row->fits && !row->error ? ST_SIMULATED : row->ran && !row->fits ? ST_NO_FIT : ST_FAILED;
   if (s->status != ST_SIMULATED)
     s->why = g_strdup (row->error);
@@ -210,18 +199,15 @@ on_progress (guint done, guint total, double elapsed_s, gpointer user)
 }
 
 static gboolean
-run_phase (Phase *ph, int jobs, GArray *todo, gboolean memory_only, GError **error)
+run_phase (Phase *ph, int jobs, GArray *todo, GError **error)
 {
-  static const char *const memory_args[] = { "--memory-only", NULL };
   g_autoptr (PsPool) pool = ps_pool_new (jobs, on_done, on_progress, ph);
   for (guint i = 0; i < todo->len; i++)
     {
-      g_auto (GStrv) argv = ps_study_child_argv (ph->study, g_array_index (todo, guint, i),
-                                                 memory_only ? memory_args : NULL);
+      g_auto (GStrv) argv = ps_study_child_argv (ph->study, g_array_index (todo, guint, i), NULL);
       ps_pool_add (pool, (const char *const *) argv);
     }
   ph->ids = (const guint *) todo->data;
-  ph->memory = memory_only;
   return ps_pool_run (pool, error);
 }
 
@@ -466,29 +452,29 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
     return ps_cli_fail (error);
   gboolean tty = !o->quiet && isatty (2);
   gint64 t0 = g_get_monotonic_time ();
-  Phase ph = { study, st, NULL, TRUE, "podsim search: memory checks", tty };
-  gboolean ok = run_phase (&ph, o->jobs, memory_todo, TRUE, &error);
+  /* First each group's representative, in full: its run stops at the
+   * memory check when it does not fit, which then stands for the group;
+   * then the rest of the groups that fit. */
+  Phase ph = { study, st, NULL, "podsim search: memory checks", tty };
+  gboolean ok = run_phase (&ph, o->jobs, memory_todo, &error);
   g_autoptr (GArray) sim_todo = g_array_new (FALSE, FALSE, sizeof (guint));
   guint n_nofit = 0, n_failed = 0;
   for (guint id = 0; ok && id < n; id++)
     {
-      if (st[id].status != ST_SIMULATED)
+      if (st[id].status != ST_SIMULATED || id == st[id].memory_rep)
         continue;
       Strategy *rep = &st[st[id].memory_rep];
       st[id].peak_hbm_bytes = rep->peak_hbm_bytes;
-      if (rep->status == ST_NO_FIT || rep->status == ST_FAILED)
+      if (rep->status == ST_NO_FIT)
         {
-          if (id != st[id].memory_rep)
-            {
-              st[id].status = rep->status;
-              st[id].why = g_strdup (rep->why);
-            }
+          st[id].status = rep->status;
+          st[id].why = g_strdup (rep->why);
           continue;
         }
       g_array_append_val (sim_todo, id);
     }
   ph.what = "podsim search: simulations";
-  ok = ok && run_phase (&ph, o->jobs, sim_todo, FALSE, &error);
+  ok = ok && run_phase (&ph, o->jobs, sim_todo, &error);
   g_unlink (base_path);
   g_rmdir (tmp);
   if (!ok)
