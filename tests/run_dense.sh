@@ -118,6 +118,18 @@ expect_grep "--picture $PS_TMP/links.gif: a picture is FILE.png or FILE.svg" "$P
 [ -e "$PS_TMP/links.gif" ] && fail "a failed run left a picture"
 expect_status 2 "$PODSIM" tables dense --only NoSuchRow
 
+# The memory check alone; and a run that does not fit still gives its
+# figures as JSON (status 2).
+expect_status 0 "$PODSIM" run -q --memory-only
+expect_grep "per core of 16.00 GiB" "$PS_TMP/out"
+expect_grep ": fits" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run -q --memory-only --json
+expect_grep '"fits" : true' "$PS_TMP/out"
+if grep -q step_time_s "$PS_TMP/out"; then fail "--memory-only reported a step time"; fi
+expect_status 2 "$PODSIM" run -q --batch 8192 --seq-len 1024 --json
+expect_grep '"fits" : false' "$PS_TMP/out"
+expect_grep '"peak_hbm_bytes" : ' "$PS_TMP/out"
+
 # Option errors: one line, exit 2.
 expect_status 2 "$PODSIM" run -q --mesh 2x2
 expect_grep "has 4 devices but slice v3-8 has 8 cores" "$PS_TMP/err"
