@@ -73,8 +73,29 @@ run_row (const char *preset, const RowOptions *ro, Row *row, GError **error)
   return TRUE;
 }
 
-/* The presets of published runs that belong to `table`, in name order.
- * transfer container. */
+/* The devices of a preset's mesh (0 for a family without a `mesh` key). */
+static int64_t
+preset_cores (const PsParams *p)
+{
+  const PsParamSpec *m = ps_model_family_find_spec (ps_params_family (p), "mesh");
+  return m && m->type == PS_PARAM_MESH ? ps_params_mesh_size (p, "mesh") : 0;
+}
+
+/* Smaller runs first: by the mesh's device count, then by name. */
+static int
+cmp_rows (gconstpointer a, gconstpointer b)
+{
+  const char *x = *(const char *const *) a, *y = *(const char *const *) b;
+  g_autoptr (PsParams) p = ps_model_preset_load (x, NULL);
+  g_autoptr (PsParams) q = ps_model_preset_load (y, NULL);
+  int64_t cx = preset_cores (p), cy = preset_cores (q);
+  if (cx != cy)
+    return cx < cy ? -1 : 1;
+  return strcmp (x, y);
+}
+
+/* The presets of published runs that belong to `table`, smaller runs
+ * first. transfer container. */
 static GPtrArray *
 table_presets (const char *table)
 {
@@ -86,6 +107,7 @@ table_presets (const char *table)
       if (ps_params_published (p, &t, NULL) > 0 && g_strcmp0 (t, table) == 0)
         g_ptr_array_add (names, (gpointer) pr->name);
     }
+  g_ptr_array_sort (names, cmp_rows);
   return names;
 }
 
@@ -136,10 +158,8 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
         return g_ptr_array_free (rows, TRUE), ps_cli_fail (error);
       double published = ps_params_published (p, NULL, NULL);
       unit = ps_params_family (p)->item_unit;
-      int64_t mesh_dims[PS_PARAM_MESH_MAX_RANK];
-      int64_t cores = ps_params_mesh_size (p, "mesh");
-      ps_params_mesh (p, "mesh", mesh_dims);
-      g_autofree char *mesh = ps_params_text (p, "mesh");
+      int64_t cores = preset_cores (p);
+      g_autofree char *mesh = cores ? ps_params_text (p, "mesh") : g_strdup ("");
       if (isatty (2))
         fprintf (stderr, "\r\033[Kpodsim tables: %s ...", name);
       /* SimGrid allows one engine per process: each row runs in a child
