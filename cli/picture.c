@@ -624,10 +624,11 @@ panel (cairo_t *cr, const PsScalingPoint *pts, int n, double x0, double y0, doub
         text (cr, x0 - 4, PY (v) + 4, 10, buf, 1);
       }
   for (int i = 0; i < n; i++)
-    {
-      g_snprintf (buf, sizeof buf, "%g", pts[i].cores);
-      text (cr, PX (pts[i].cores), y0 + h + 14, 10, buf, 0.5);
-    }
+    if (i == 0 || pts[i].cores != pts[i - 1].cores)
+      {
+        g_snprintf (buf, sizeof buf, "%g", pts[i].cores);
+        text (cr, PX (pts[i].cores), y0 + h + 14, 10, buf, 0.5);
+      }
   for (int series = 0; series < (utilization ? 1 : 2); series++)
     {
       gboolean pub = series == 1;
@@ -677,7 +678,7 @@ ps_picture_scaling (const PsScalingPoint *pts_in, int n, const char *unit, const
   g_autofree PsScalingPoint *pts = g_memdup2 (pts_in, sizeof *pts * (gsize) MAX (n, 1));
   qsort (pts, (size_t) n, sizeof *pts, cmp_cores);
   double xmin = n ? pts[0].cores : 1, xmax = n ? pts[n - 1].cores : 2;
-  const double width = 720, height = 620, x0 = 90, w = 560, h = 220;
+  const double width = 840, height = 620, x0 = 90, w = 560, h = 220;
   Canvas c;
   canvas_begin (&c, f, width, height, out);
   cairo_t *cr = c.cr;

@@ -190,7 +190,7 @@ START_TEST (test_every_kind_renders)
                             { "b", 512, 17000, 18000, 0.48 } };
   ck_assert (ps_picture_scaling (pts, 3, "tokens", "scaling", PS_PICTURE_PNG, out, &error));
   s = decode (out);
-  ck_assert_int_eq (cairo_image_surface_get_width (s), 720);
+  ck_assert_int_eq (cairo_image_surface_get_width (s), 840);
   cairo_surface_destroy (s);
   ck_assert (ps_picture_scaling (pts, 3, "tokens", "scaling", PS_PICTURE_SVG, out, &error));
   ck_assert (g_str_has_prefix (out->str, "<?xml"));
