@@ -93,6 +93,18 @@ print_text (const PsParams *p, const char *name, double published, const PsPipel
           " replicate-then-slice fallbacks\n",
           s->n_compute_events, s->n_collectives, s->n_unique_collectives, r->n_instructions_spmd,
           r->n_fallbacks);
+  if (r->n_alltoall > 0)
+    {
+      g_autofree char *t = ps_format_seconds (r->alltoall_s);
+      printf ("AllToAll     %s, %.1f %% of the step (%" G_GUINT64_FORMAT " in the step)\n", t,
+              100 * r->alltoall_s / s->step_time_s, r->n_alltoall);
+    }
+  for (int g = 0; g < r->n_op_groups; g++)
+    {
+      g_autofree char *t = ps_format_seconds (r->op_group_s[g]);
+      printf ("%s%s %s (%.1f %%)%s", g ? ", " : "by op_name   ", f->op_groups[g].label, t,
+              100 * r->op_group_s[g] / s->step_time_s, g + 1 < r->n_op_groups ? "" : "\n");
+    }
   g_autofree char *top = ps_replay_result_top_collectives_text (s, 5);
   fputs (top, stdout);
   if (r->memory_text)
@@ -202,6 +214,16 @@ to_json (const PsParams *p, const char *name, double published, const PsPipeline
       add_member_double (b, "communication_s", comm);
       add_member_double (b, "exposed_communication_s", exposed);
       add_member_double (b, "idle_s", idle);
+      double step = r->sim->step_time_s;
+      add_member_double (b, "alltoall_s", r->alltoall_s);
+      add_member_double (b, "alltoall_share", step > 0 ? r->alltoall_s / step : 0);
+      for (int g = 0; g < r->n_op_groups; g++)
+        {
+          g_autofree char *k1 = g_strdup_printf ("%s_s", f->op_groups[g].key);
+          g_autofree char *k2 = g_strdup_printf ("%s_share", f->op_groups[g].key);
+          add_member_double (b, k1, r->op_group_s[g]);
+          add_member_double (b, k2, step > 0 ? r->op_group_s[g] / step : 0);
+        }
       json_builder_set_member_name (b, "top_collectives");
       json_builder_begin_array (b);
       g_autoptr (GPtrArray) top = ps_replay_result_top_collectives (r->sim, 5);
@@ -271,6 +293,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
                               o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
   popts.collectives = coll;
   popts.memory_only = o->memory_only;
+  popts.op_groups = f->op_groups;
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (build_family, &fb, &popts, &error);
   if (!r)
     return ps_cli_fail (error);

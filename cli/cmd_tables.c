@@ -18,6 +18,7 @@
 typedef struct {
   double step_time_s, tokens_per_s, mxu_utilization, peak_hbm_bytes;
   double compute_s, exposed_s, idle_s, items_per_step;
+  double alltoall_share, gating_share, dispatch_combine_share;   /* moe */
 } Row;
 
 static double
@@ -70,6 +71,9 @@ run_row (const char *preset, const RowOptions *ro, Row *row, GError **error)
   row->compute_s = member_double (o, "compute_s");
   row->exposed_s = member_double (o, "exposed_communication_s");
   row->idle_s = member_double (o, "idle_s");
+  row->alltoall_share = member_double (o, "alltoall_share");
+  row->gating_share = member_double (o, "gating_share");
+  row->dispatch_combine_share = member_double (o, "dispatch_combine_share");
   return TRUE;
 }
 
@@ -81,6 +85,20 @@ preset_cores (const PsParams *p)
   return m && m->type == PS_PARAM_MESH ? ps_params_mesh_size (p, "mesh") : 0;
 }
 
+/* The devices of a preset: its mesh's, or its slice's for a family whose
+ * mesh is every core (moe); 0 when unknown. */
+static int64_t
+preset_devices (const PsParams *p)
+{
+  int64_t n = preset_cores (p);
+  if (n > 0)
+    return n;
+  int cores = 0;
+  if (sscanf (ps_params_str (p, "slice"), "v3-%d", &cores) == 1 && cores > 0)
+    return cores;
+  return 0;
+}
+
 /* Smaller runs first: by the mesh's device count, then by name. */
 static int
 cmp_rows (gconstpointer a, gconstpointer b)
@@ -88,7 +106,7 @@ cmp_rows (gconstpointer a, gconstpointer b)
   const char *x = *(const char *const *) a, *y = *(const char *const *) b;
   g_autoptr (PsParams) p = ps_model_preset_load (x, NULL);
   g_autoptr (PsParams) q = ps_model_preset_load (y, NULL);
-  int64_t cx = preset_cores (p), cy = preset_cores (q);
+  int64_t cx = preset_devices (p), cy = preset_devices (q);
   if (cx != cy)
     return cx < cy ? -1 : 1;
   return strcmp (x, y);
@@ -104,7 +122,8 @@ table_presets (const char *table)
     {
       g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
       const char *t = NULL;
-      if (ps_params_published (p, &t, NULL) > 0 && g_strcmp0 (t, table) == 0)
+      ps_params_published (p, &t, NULL);
+      if (g_strcmp0 (t, table) == 0)
         g_ptr_array_add (names, (gpointer) pr->name);
     }
   g_ptr_array_sort (names, cmp_rows);
@@ -120,7 +139,8 @@ known_tables (void)
     {
       g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
       const char *t = NULL;
-      if (ps_params_published (p, &t, NULL) > 0 && t)
+      ps_params_published (p, &t, NULL);
+      if (t)
         {
           g_autofree char *needle = g_strdup_printf (", %s,", t);
           g_autofree char *hay = g_strdup_printf (", %s,", out->str);
@@ -129,6 +149,95 @@ known_tables (void)
         }
     }
   return g_string_free (out, FALSE);
+}
+
+/* The moe table's row: GShard's published runs (throughput) and the GSPMD
+ * paper's series (step times of unknown configurations, compared as a
+ * trend against the series' smallest run). */
+typedef struct {
+  const char *name;
+  int64_t experts, layers, cores;
+  Row row;
+  double published_steps_per_s;   /* 0: none */
+  double ratio;                   /* simulated / published throughput; 0: none */
+  const char *series;             /* NULL: none */
+  double published_step_s;        /* a series' published step time; 0: none */
+  double step_vs_base, published_vs_base;  /* 0: none */
+} MoeRow;
+
+/* A number, or "" (CSV) / "-" (text, Markdown) when there is none. */
+static char *
+moe_field (double v, const char *fmt, gboolean csv)
+{
+  if (v <= 0)
+    return g_strdup (csv ? "" : "-");
+  char buf[64];
+  g_snprintf (buf, sizeof buf, fmt, v);
+  return g_strdup (buf);
+}
+
+static void
+moe_trend (MoeRow *rows, int n)
+{
+  for (int i = 0; i < n; i++)
+    {
+      if (!rows[i].series)
+        continue;
+      const MoeRow *base = NULL;
+      for (int j = 0; j < n && !base; j++)
+        if (g_strcmp0 (rows[j].series, rows[i].series) == 0)
+          base = &rows[j];            /* rows are sorted: the smallest first */
+      rows[i].step_vs_base = rows[i].row.step_time_s / base->row.step_time_s;
+      if (rows[i].published_step_s > 0 && base->published_step_s > 0)
+        rows[i].published_vs_base = rows[i].published_step_s / base->published_step_s;
+    }
+}
+
+static void
+print_moe_table (const MoeRow *rows, int n, gboolean csv, gboolean markdown)
+{
+  if (csv)
+    puts ("name,experts,layers,cores,step_time_s,steps_per_s,tokens_per_s,alltoall_share,gating_share,"
+          "dispatch_combine_share,mxu_utilization,peak_hbm_gib,published_steps_per_s,ratio,series,"
+          "step_vs_series_base,published_step_vs_series_base");
+  else if (markdown)
+    {
+      puts ("| name | experts | layers | cores | step time (s) | steps/s | tokens/s | AllToAll | gating | "
+            "dispatch/combine | MXU util | peak HBM/core | published steps/s | simulated/published | "
+            "step vs series base | published step vs series base |");
+      puts ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    }
+  else
+    printf ("%-14s %7s %6s %5s %8s %7s %10s %8s %7s %9s %8s %10s %9s %6s %7s %7s\n", "name", "experts", "layers",
+            "cores", "step (s)", "steps/s", "tokens/s", "AllToAll", "gating", "disp/comb", "MXU util", "peak HBM",
+            "published", "ratio", "vs base", "pub vs");
+  for (int i = 0; i < n; i++)
+    {
+      const MoeRow *m = &rows[i];
+      const Row *r = &m->row;
+      double gib = r->peak_hbm_bytes / (1024.0 * 1024.0 * 1024.0);
+      g_autofree char *pub = moe_field (m->published_steps_per_s, csv ? "%.4f" : "%.2f", csv);
+      g_autofree char *ratio = moe_field (m->ratio, csv ? "%.4f" : "%.2f", csv);
+      g_autofree char *vs = moe_field (m->step_vs_base, csv ? "%.4f" : "%.2f", csv);
+      g_autofree char *pvs = moe_field (m->published_vs_base, csv ? "%.4f" : "%.2f", csv);
+      if (csv)
+        printf ("%s,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%.6f,%.4f,%.1f,%.4f,%.4f,%.4f,"
+                "%.4f,%.3f,%s,%s,%s,%s,%s\n", m->name, m->experts, m->layers, m->cores, r->step_time_s,
+                1 / r->step_time_s, r->tokens_per_s, r->alltoall_share, r->gating_share, r->dispatch_combine_share,
+                r->mxu_utilization, gib, pub, ratio, m->series ? m->series : "", vs, pvs);
+      else if (markdown)
+        printf ("| %s | %" G_GINT64_FORMAT " | %" G_GINT64_FORMAT " | %" G_GINT64_FORMAT " | %.3f | %.2f | %.0f | "
+                "%.1f %% | %.1f %% | %.1f %% | %.1f %% | %.2f GiB | %s | %s | %s | %s |\n", m->name, m->experts,
+                m->layers, m->cores, r->step_time_s, 1 / r->step_time_s, r->tokens_per_s, 100 * r->alltoall_share,
+                100 * r->gating_share, 100 * r->dispatch_combine_share, 100 * r->mxu_utilization, gib, pub, ratio,
+                vs, pvs);
+      else
+        printf ("%-14s %7" G_GINT64_FORMAT " %6" G_GINT64_FORMAT " %5" G_GINT64_FORMAT " %8.3f %7.2f %10.0f %7.1f%% "
+                "%6.1f%% %8.1f%% %7.1f%% %6.2f GiB %9s %6s %7s %7s\n", m->name, m->experts, m->layers, m->cores,
+                r->step_time_s, 1 / r->step_time_s, r->tokens_per_s, 100 * r->alltoall_share,
+                100 * r->gating_share, 100 * r->dispatch_combine_share, 100 * r->mxu_utilization, gib, pub, ratio,
+                vs, pvs);
+    }
 }
 
 static int
@@ -148,6 +257,8 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
     return ps_cli_fail (error);
   /* Simulate every row before printing, so a failure leaves no half table. */
   GPtrArray *rows = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GArray) moe_rows = g_array_new (FALSE, TRUE, sizeof (MoeRow));
+  gboolean moe = FALSE;
   for (guint i = 0; i < names->len; i++)
     {
       const char *name = names->pdata[i];
@@ -158,8 +269,9 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
         return g_ptr_array_free (rows, TRUE), ps_cli_fail (error);
       double published = ps_params_published (p, NULL, NULL);
       unit = ps_params_family (p)->item_unit;
-      int64_t cores = preset_cores (p);
-      g_autofree char *mesh = cores ? ps_params_text (p, "mesh") : g_strdup ("");
+      moe = strcmp (ps_params_family (p)->name, "moe") == 0;
+      int64_t cores = preset_devices (p);
+      g_autofree char *mesh = preset_cores (p) ? ps_params_text (p, "mesh") : g_strdup ("");
       if (isatty (2))
         fprintf (stderr, "\r\033[Kpodsim tables: %s ...", name);
       /* SimGrid allows one engine per process: each row runs in a child
@@ -176,10 +288,29 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
       double ratio = row.tokens_per_s / published;
       /* The names live as long as the compiled-in preset table. */
       PsBreakdownRow bar = { name, row.compute_s, row.exposed_s, row.idle_s,
-                             row.tokens_per_s > 0 ? row.step_time_s * row.tokens_per_s / published : 0 };
+                             row.tokens_per_s > 0 && published > 0 ? row.step_time_s * row.tokens_per_s / published
+                                                                   : 0 };
       g_array_append_val (bars, bar);
       PsScalingPoint pt = { name, (double) cores, row.tokens_per_s, published, row.mxu_utilization };
       g_array_append_val (points, pt);
+      if (moe)
+        {
+          MoeRow m = { name, ps_params_int (p, "experts"), ps_params_int (p, "layers"), preset_devices (p), row,
+                       0, 0, NULL, 0, 0, 0 };
+          double items = row.step_time_s * row.tokens_per_s;
+          m.published_step_s = ps_params_published_step (p, &m.series);
+          /* Series are named in the compiled-in presets' text: copy it. */
+          m.series = m.series ? g_intern_string (m.series) : NULL;
+          if (published > 0 && items > 0)
+            {
+              m.published_steps_per_s = published / items;
+              m.ratio = ratio;
+            }
+          else if (m.published_step_s > 0)
+            m.published_steps_per_s = 1 / m.published_step_s;
+          g_array_append_val (moe_rows, m);
+          continue;
+        }
       double gib = row.peak_hbm_bytes / (1024.0 * 1024.0 * 1024.0);
       char *line;
       if (csv)
@@ -198,7 +329,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
     }
   if (isatty (2))
     fputs ("\r\033[K", stderr);
-  if (rows->len == 0)
+  if (rows->len == 0 && moe_rows->len == 0)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--only: unknown preset '%s'", only);
       g_ptr_array_free (rows, TRUE);
@@ -217,7 +348,12 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
       g_ptr_array_free (rows, TRUE);
       return ps_cli_fail (error);
     }
-  if (csv)
+  if (moe)
+    {
+      moe_trend ((MoeRow *) moe_rows->data, (int) moe_rows->len);
+      print_moe_table ((MoeRow *) moe_rows->data, (int) moe_rows->len, csv, markdown);
+    }
+  else if (csv)
     puts ("name,cores,mesh,step_time_s,tokens_per_s,mxu_utilization,peak_hbm_gib,published_tokens_per_s,ratio");
   else if (markdown)
     {
@@ -227,6 +363,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
   else
     printf ("%-18s %6s %7s %10s %12s %9s %13s %12s %8s\n", "name", "cores", "mesh", "step (s)",
             "tokens/s", "MXU util", "peak HBM", "published", "ratio");
+  /* (moe: the rows were printed above; `rows` is empty.) */
   for (guint i = 0; i < rows->len; i++)
     puts (rows->pdata[i]);
   g_ptr_array_free (rows, TRUE);

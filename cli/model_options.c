@@ -273,6 +273,7 @@ ps_model_options_group (PsModelOptions *mo)
     {
       const PsParamSpec *s = ps_model_family_spec (mo->family, i);
       const char *arg = s->type == PS_PARAM_INT ? "N"
+                        : s->type == PS_PARAM_FLOAT ? "X"
                         : s->type == PS_PARAM_MESH ? "AxB"
                         : s->type == PS_PARAM_PATH ? "FILE"
                         : s->type == PS_PARAM_CHOICE ? keep (mo, g_strdelimit (g_strdup (s->choices), "|", ','))

@@ -3,6 +3,7 @@
 
 #include "cli/pipeline.h"
 #include "cli/commands.h"
+#include "cli/op_times.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -205,6 +206,8 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   if (!spmd)
     return fail_stage (&clk, error, local), NULL;
   r->n_instructions_spmd = spmd->entry->instrs->len;
+  /* Instruction -> op_name, while the partitioned module is alive. */
+  g_autoptr (GHashTable) op_names = opts->op_groups ? ps_op_names_table (spmd) : NULL;
   if (opts->dump_spmd && !dump_module (spmd, opts->dump_spmd, error))
     return NULL;
   g_clear_pointer (&m, ps_module_free);
@@ -267,6 +270,20 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   if (opts->progress)
     fputs ("\r\033[K", stderr);
 
+  for (int g = 0; opts->op_groups && opts->op_groups[g].key && g < PS_PIPELINE_MAX_OP_GROUPS; g++)
+    {
+      r->op_group_s[g] = ps_op_times_compute (r->trace, opts->hw, op_names, opts->op_groups[g].prefixes);
+      r->n_op_groups = g + 1;
+    }
+  for (guint i = 0; i < r->sim->collectives->len; i++)
+    {
+      const PsCollectiveStat *cs = &g_array_index (r->sim->collectives, PsCollectiveStat, i);
+      if (strcmp (cs->kind, "all-to-all") == 0)
+        {
+          r->alltoall_s += cs->total_s;
+          r->n_alltoall += cs->count;
+        }
+    }
   double step = r->sim->step_time_s;
   r->items_per_s = step > 0 ? r->info.items_per_step / step : 0;
   double peak = ps_hardware_peak_flops_per_core (opts->hw) * (double) n_devices;

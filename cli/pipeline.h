@@ -48,7 +48,12 @@ typedef struct {
    * no trace, no replay. */
   gboolean memory_only;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
+  /* Parts of the step to time by op_name (the family's op_groups, NULL-key
+   * terminated; may be NULL): PsPipelineResult.op_group_s. */
+  const PsOpGroup *op_groups;
 } PsPipelineOptions;
+
+#define PS_PIPELINE_MAX_OP_GROUPS 8
 
 typedef struct {
   PsModelInfo info;
@@ -66,6 +71,13 @@ typedef struct {
   PsReplayResult *sim;        /* the replay */
   double items_per_s;         /* throughput in the model's item unit (tokens/s) */
   double model_flops_utilization; /* model FLOPs / (peak x cores x step) */
+  /* Compute seconds per core of each of opts->op_groups (cli/op_times.h),
+   * and the time of every all-to-all (summed over occurrences, slowest
+   * group: all of it is on the step's path unless collectives overlap). */
+  double op_group_s[PS_PIPELINE_MAX_OP_GROUPS];
+  int n_op_groups;
+  double alltoall_s;
+  guint64 n_alltoall;
 } PsPipelineResult;
 
 void ps_pipeline_result_free (PsPipelineResult *r);

@@ -3,6 +3,7 @@
 
 #include "models/family.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,9 +14,11 @@
 /* One line per family; each lives in its own models/<name>_family.c. */
 extern const PsModelFamily ps_dense_family;
 extern const PsModelFamily ps_hlo_family;
+extern const PsModelFamily ps_moe_family;
 
 static const PsModelFamily *const families[] = {
   &ps_dense_family,
+  &ps_moe_family,
   &ps_hlo_family,
   NULL
 };
@@ -134,6 +137,7 @@ ps_model_family_find_spec (const PsModelFamily *f, const char *name)
 
 typedef struct {
   int64_t i;                 /* INT; BOOL 0/1; CHOICE: index in choices */
+  double d;                  /* FLOAT */
   int rank;                  /* MESH */
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
   char *s;                   /* STRING, PATH */
@@ -147,6 +151,9 @@ struct PsParams {
   double published;          /* [published] throughput, 0 when none */
   char *published_table;
   char *published_source;
+  double published_step_s;   /* [published] step_time: a published step time
+                              * of a run whose configuration is not known */
+  char *published_series;    /* [published] series */
 };
 
 const PsModelFamily *
@@ -209,6 +216,24 @@ parse_value (const PsParamSpec *s, const char *text, Value *v, char **problem)
             return FALSE;
           }
         v->i = x;
+        return TRUE;
+      }
+    case PS_PARAM_FLOAT:
+      {
+        char *end = NULL;
+        double x = g_ascii_strtod (text, &end);
+        if (end == text || *end != '\0' || !isfinite (x))
+          {
+            *problem = g_strdup_printf ("'%s' is not a number", text);
+            return FALSE;
+          }
+        if (x < (double) s->min || x > (double) s->max)
+          {
+            *problem = g_strdup_printf ("must be between %" G_GINT64_FORMAT " and %" G_GINT64_FORMAT " (got %s)",
+                                        s->min, s->max, text);
+            return FALSE;
+          }
+        v->d = x;
         return TRUE;
       }
     case PS_PARAM_BOOL:
@@ -291,6 +316,15 @@ value_text (const PsParamSpec *s, const Value *v)
     {
     case PS_PARAM_INT:
       return g_strdup_printf ("%" G_GINT64_FORMAT, v->i);
+    case PS_PARAM_FLOAT:
+      {
+        /* The shortest text that reads back to the same number. */
+        char buf[G_ASCII_DTOSTR_BUF_SIZE];
+        g_ascii_formatd (buf, sizeof buf, "%.15g", v->d);
+        if (g_ascii_strtod (buf, NULL) != v->d)
+          g_ascii_formatd (buf, sizeof buf, "%.17g", v->d);
+        return g_strdup (buf);
+      }
     case PS_PARAM_BOOL:
       return g_strdup (v->i ? "true" : "false");
     case PS_PARAM_CHOICE:
@@ -348,6 +382,8 @@ ps_params_copy (const PsParams *p)
     }
   c->published_table = g_strdup (p->published_table);
   c->published_source = g_strdup (p->published_source);
+  c->published_step_s = p->published_step_s;
+  c->published_series = g_strdup (p->published_series);
   return c;
 }
 
@@ -364,6 +400,7 @@ ps_params_free (PsParams *p)
   g_free (p->v);
   g_free (p->published_table);
   g_free (p->published_source);
+  g_free (p->published_series);
   g_free (p);
 }
 
@@ -443,6 +480,12 @@ ps_params_int (const PsParams *p, const char *key)
   return get (p, key, PS_PARAM_INT)->i;
 }
 
+double
+ps_params_double (const PsParams *p, const char *key)
+{
+  return get (p, key, PS_PARAM_FLOAT)->d;
+}
+
 gboolean
 ps_params_bool (const PsParams *p, const char *key)
 {
@@ -508,6 +551,14 @@ ps_params_where (const PsParams *p, const char *key)
   int i = spec_index (p->family, key);
   g_assert (i >= 0);
   return p->v[i].where;
+}
+
+double
+ps_params_published_step (const PsParams *p, const char **series)
+{
+  if (series)
+    *series = p->published_series;
+  return p->published_step_s;
 }
 
 double
@@ -662,14 +713,15 @@ static gboolean
 set_published (Reader *r, Load *l, const char *key, const char *value, const char *key_at,
                const char *value_at, GError **error)
 {
-  static const char *keys[] = { "throughput", "table", "source" };
+  static const char *keys[] = { "throughput", "table", "source", "step_time", "series" };
   int k = -1;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < (int) G_N_ELEMENTS (keys); i++)
     if (strcmp (key, keys[i]) == 0)
       k = i;
   if (k < 0)
     {
-      reader_error (r, error, key_at, "unknown key '%s' in [published] (known: throughput, table, source)", key);
+      reader_error (r, error, key_at, "unknown key '%s' in [published] (known: throughput, table, source, "
+                    "step_time, series)", key);
       return FALSE;
     }
   if (l->published_seen & (1u << k))
@@ -678,21 +730,26 @@ set_published (Reader *r, Load *l, const char *key, const char *value, const cha
       return FALSE;
     }
   l->published_seen |= 1u << k;
-  if (k == 0)
+  if (k == 0 || k == 3)
     {
       char *end = NULL;
       double x = g_ascii_strtod (value, &end);
       if (end == value || *end != '\0' || !(x > 0) || x > 1e18)
         {
-          reader_error (r, error, value_at, "throughput: '%s' is not a positive number", value);
+          reader_error (r, error, value_at, "%s: '%s' is not a positive number", key, value);
           return FALSE;
         }
-      l->p->published = x;
+      if (k == 0)
+        l->p->published = x;
+      else
+        l->p->published_step_s = x;
     }
   else if (k == 1)
     l->p->published_table = g_strdup (value);
-  else
+  else if (k == 2)
     l->p->published_source = g_strdup (value);
+  else
+    l->p->published_series = g_strdup (value);
   return TRUE;
 }
 
@@ -865,7 +922,7 @@ static void
 append_doc (GString *out, const PsParamSpec *s)
 {
   g_string_append_printf (out, "# %s", s->doc);
-  if (s->type == PS_PARAM_INT && s->max != G_MAXINT64)
+  if ((s->type == PS_PARAM_INT || s->type == PS_PARAM_FLOAT) && s->max != G_MAXINT64)
     g_string_append_printf (out, " (%" G_GINT64_FORMAT " .. %" G_GINT64_FORMAT ")", s->min, s->max);
   else if (s->type == PS_PARAM_CHOICE)
     {
@@ -918,6 +975,12 @@ ps_params_print (const PsParams *p, const char *comment)
       if (pre && pre->published_table)
         g_string_append_printf (out, "# The table it belongs to (podsim tables TABLE)\ntable = %s\n",
                                 pre->published_table);
+      if (pre && pre->published_step_s > 0)
+        g_string_append_printf (out, "# A published step time (seconds) of a run of unknown configuration\n"
+                                "step_time = %.10g\n", pre->published_step_s);
+      if (pre && pre->published_series)
+        g_string_append_printf (out, "# The series it belongs to (podsim tables: step time against the series' "
+                                "smallest run)\nseries = %s\n", pre->published_series);
       if (pre && pre->published_source)
         g_string_append_printf (out, "# Where it was published\nsource = %s\n", pre->published_source);
     }

@@ -8,7 +8,8 @@
  *   [parallelism]  mesh, device order, sharding, microbatches, remat, ...
  *   [slice]        slice, wrap, hw              (the same for every family)
  *   [options]      async_collectives, ...       (the same for every family)
- *   [published]    only in presets of published runs: throughput, source
+ *   [published]    only in presets of published runs: throughput, table,
+ *                  source; or step_time and series for a published trend
  *
  * The command line derives from the same schema: key `model_dim` is option
  * `--model-dim` (a spec may name another option), a boolean `remat` is
@@ -42,6 +43,7 @@ G_BEGIN_DECLS
 
 typedef enum {
   PS_PARAM_INT,    /* a 64-bit integer in [min, max] */
+  PS_PARAM_FLOAT,  /* a finite number in [min, max] ("2", "1.25", "1e-2") */
   PS_PARAM_BOOL,   /* true | false (also 1/0, yes/no, on/off when read) */
   PS_PARAM_CHOICE, /* one of `choices` ("2d|1d|dp") */
   PS_PARAM_MESH,   /* AxB..., `min` to `max` dims (rank), each >= 1; with
@@ -65,7 +67,7 @@ typedef struct {
   PsParamType type;
   const char *def;       /* default, as written in a file */
   const char *doc;       /* one line, for --help, --print-config and doc/ */
-  int64_t min, max;      /* INT: value range; MESH: rank range */
+  int64_t min, max;      /* INT, FLOAT: value range; MESH: rank range */
   const char *choices;   /* CHOICE */
   const char *option;    /* command-line option without "--"; NULL: key with '-' for '_' */
   const char *search;
@@ -73,6 +75,17 @@ typedef struct {
 
 typedef struct PsParams PsParams;
 typedef struct PsModelFamily PsModelFamily;
+
+/* A part of the step a family reports on its own (`run` prints its time
+ * and share of the step; --json has KEY_s and KEY_share): the compute of
+ * every instruction whose op_name (metadata the model gives with
+ * ps_builder_set_op_name, kept by autodiff and the partitioner) starts
+ * with one of `prefixes`. */
+typedef struct {
+  const char *key;           /* "gating" */
+  const char *label;         /* for the report: "gating" */
+  const char *prefixes[4];   /* NULL-terminated */
+} PsOpGroup;
 
 /* The slice a model is built for (filled by the caller from topology/). */
 typedef struct {
@@ -117,6 +130,8 @@ struct PsModelFamily {
    * (dense: a 1d or dp sharding in arange order does not depend on the
    * mesh's shape), so `podsim search` runs each distinct strategy once. */
   void (*canonicalize) (PsParams *p, const PsModelTarget *t);
+  /* Optional, terminated by a NULL key: parts of the step by op_name. */
+  const PsOpGroup *op_groups;
 };
 
 /* ---- the registry ----------------------------------------------------------- */
@@ -199,6 +214,7 @@ gboolean ps_params_append (PsParams *p, const char *key, const char *text, const
 /* Typed reads; the key must exist and have that type (programmer error).
  * ps_params_str reads CHOICE, STRING, PATH and LIST values. */
 int64_t ps_params_int (const PsParams *p, const char *key);
+double ps_params_double (const PsParams *p, const char *key);
 gboolean ps_params_bool (const PsParams *p, const char *key);
 const char *ps_params_str (const PsParams *p, const char *key);
 /* MESH: returns the rank, fills dims (PS_PARAM_MESH_MAX_RANK entries). */
@@ -237,6 +253,12 @@ const char *ps_params_published_match (const PsParams *p, double *throughput);
  * second, the family's item_unit; 0 when there was none), the table it
  * belongs to (`podsim tables TABLE`) and its source. transfer none. */
 double ps_params_published (const PsParams *p, const char **table, const char **source);
+
+/* A published step time (seconds, [published] step_time; 0 when none) of
+ * a run whose configuration is not published, only its trend: the rows of
+ * one `series` are compared as step times relative to the series' smallest
+ * run (`podsim tables`). *series may be set to NULL. */
+double ps_params_published_step (const PsParams *p, const char **series);
 
 G_END_DECLS
 

@@ -4,7 +4,7 @@ PS_LIB_MODELS = libpodsim_models.la
 libpodsim_models_la_SOURCES = models/family.c models/family.h \
 	models/dense_lm.c models/dense_lm.h models/dense_family.c models/hlo_family.c \
 	models/net.c models/net.h models/layers.c models/layers.h \
-	models/moe_layer.c models/moe_layer.h models/moe_lm.c models/moe_lm.h
+	models/moe_layer.c models/moe_layer.h models/moe_lm.c models/moe_lm.h models/moe_family.c
 nodist_libpodsim_models_la_SOURCES = models/presets.c
 CLEANFILES += models/presets.c
 libpodsim_models_la_LIBADD = libpodsim_partitioner.la $(PS_LIB_TRACES) libpodsim_common.la $(GLIB_LIBS) -lm
@@ -17,7 +17,15 @@ PS_MODEL_PRESETS = \
 	models/presets/DenseLm128B8x8.ini \
 	models/presets/DenseLm128B16x16.ini \
 	models/presets/DenseLm128B32x32.ini \
-	models/presets/DenseLm175B32x32.ini
+	models/presets/DenseLm175B32x32.ini \
+	models/presets/MoE128E12L.ini \
+	models/presets/MoE128E36L.ini \
+	models/presets/MoE512E12L.ini \
+	models/presets/MoE512E36L.ini \
+	models/presets/MoE2048E12L.ini \
+	models/presets/MoE2048E36L.ini \
+	models/presets/GspmdMoE32E.ini \
+	models/presets/GspmdMoE128E.ini
 presetsdir = $(pkgdatadir)/presets
 dist_presets_DATA = $(PS_MODEL_PRESETS)
 models/presets.c: $(PS_MODEL_PRESETS:%=$(top_srcdir)/%) $(top_srcdir)/models/local.mk
