@@ -392,10 +392,14 @@ ps_cmd_tables (int argc, char **argv)
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
     "One row per preset of a published run whose [published] table is TABLE\n"
-    "(dense: the GSPMD paper's dense Transformer runs, ../shared/reference/published.tsv):\n"
-    "simulated step time, throughput, MXU utilization and peak HBM per core next\n"
-    "to the published throughput. Each row is a child 'podsim run --preset NAME'.\n"
-    "See doc/validation.md.\n");
+    "(dense: the GSPMD paper's dense Transformer runs, ../shared/reference/published.tsv;\n"
+    "moe: GShard's MoE runs, Table 3 of arXiv 2006.16668, and the GSPMD paper's MoE\n"
+    "series): simulated step time, throughput, MXU utilization and peak HBM per core\n"
+    "next to the published throughput. The moe table adds experts, layers, steps/s,\n"
+    "the AllToAll, gating and dispatch/combine shares of the step, and for a series\n"
+    "(rows with [published] series) each row's step time relative to the series'\n"
+    "smallest run, simulated and published. Each row is a child\n"
+    "'podsim run --preset NAME'. See doc/validation.md.\n");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   GError *error = NULL;

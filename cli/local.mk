@@ -18,8 +18,8 @@ TESTS += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli
 	tests/report_html.sh tests/run_moe.sh
 EXTRA_DIST += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh \
 	tests/report_html.sh tests/run_moe.sh
-bench_scripts += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh
-EXTRA_DIST += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh doc/sweeps.md
+bench_scripts += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh tests/bench_moe.sh
+EXTRA_DIST += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh tests/bench_moe.sh doc/sweeps.md
 podsim_SOURCES += cli/op_times.c cli/op_times.h
 
 check_PROGRAMS += tests/check_picture
