@@ -113,7 +113,8 @@ print_text (const PsParams *p, const char *name, double published, const PsPipel
     for (int i = 0; i < PS_STAGE_COUNT; i++)
       {
         g_autofree char *rss = ps_format_bytes (r->stage_peak_rss_bytes[i]);
-        printf ("stage        %-10s %8.2f s   peak RSS %s\n", ps_stage_name (i), r->stage_s[i], rss);
+        printf ("stage        %-10s %8.2f s   CPU %6.2f s   peak RSS %s\n", ps_stage_name (i),
+                r->stage_s[i], r->stage_cpu_s[i], rss);
       }
 }
 

@@ -41,6 +41,9 @@ static const PsParamSpec specs[] = {
     NULL, NULL, "1|2|4|8" },
   { "parallelism", "remat", PS_PARAM_BOOL, "true",
     "Recompute each layer's forward in backward (keep only layer inputs)", 0, 0, NULL, NULL, "*" },
+  { "options", "unroll", PS_PARAM_BOOL, "false",
+    "Write the layers one after the other (default: one loop over weights stacked by layer)",
+    0, 0, NULL, NULL, NULL },
 };
 
 /* The builder's config from parameters; target gives the physical shape
@@ -71,6 +74,7 @@ config_from (const PsParams *p, const PsModelTarget *t, PsDenseLmConfig *c)
   c->weight_update_sharding = ps_params_bool (p, "weight_update_sharding");
   c->microbatches = (int) ps_params_int (p, "microbatches");
   c->remat = ps_params_bool (p, "remat");
+  c->unroll = ps_params_bool (p, "unroll");
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
 }
@@ -138,11 +142,12 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
   g_autofree char *mesh = ps_params_text (p, "mesh");
   int64_t mb = ps_params_int (p, "microbatches");
   return g_strdup_printf ("%s sharding%s on mesh %s (%s), slice %s; %s, remat %s, %" G_GINT64_FORMAT
-                          " microbatch%s", ps_params_str (p, "sharding"),
+                          " microbatch%s, %s", ps_params_str (p, "sharding"),
                           ps_params_bool (p, "weight_update_sharding") ? " + weight-update sharding" : "",
                           mesh, ps_params_str (p, "device_order"), ps_params_str (p, "slice"),
                           ps_params_str (p, "optimizer"), ps_params_bool (p, "remat") ? "on" : "off",
-                          mb, mb == 1 ? "" : "es");
+                          mb, mb == 1 ? "" : "es",
+                          ps_params_bool (p, "unroll") ? "layers unrolled" : "layers as a loop");
 }
 
 /* 1d and dp shard over the flattened mesh: in arange order that is devices

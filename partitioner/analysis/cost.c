@@ -23,9 +23,52 @@ ps_cost_options_init (PsCostOptions *opts)
 
 /* ---- classification ------------------------------------------------------------ */
 
+/* A dynamic-slice whose every use (through reshapes) is by an op that can
+ * read the slice itself: fused into each consumer like a broadcast (XLA
+ * fuses slices into their consumers, and a loop reading layer t of a
+ * stacked weight reads just that layer). One that is returned or put in a
+ * tuple is a copy of its own. */
+static gboolean
+slice_read_in_place (const PsInstr *in, int depth)
+{
+  if (depth > 8 || in == in->parent->root || in->users->len == 0)
+    return FALSE;
+  for (guint i = 0; i < in->users->len; i++)
+    {
+      const PsInstr *u = g_ptr_array_index (in->users, i);
+      if (u->opcode == PS_OP_TUPLE || u->opcode == PS_OP_WHILE || u->opcode == PS_OP_CALL
+          || u->opcode == PS_OP_CONDITIONAL || u->opcode == PS_OP_DYNAMIC_UPDATE_SLICE)
+        return FALSE;
+      if ((u->opcode == PS_OP_RESHAPE || u->opcode == PS_OP_BITCAST)
+          && !slice_read_in_place (u, depth + 1))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Integer and predicate scalars (loop counters and conditions, slice
+ * offsets) are computed by the TensorCore's scalar unit, which runs the
+ * program's control and address arithmetic alongside the vector and matrix
+ * units (Jouppi et al., "A Domain-Specific Supercomputer for Training Deep
+ * Neural Networks", CACM 2020: the core sequencer and its scalar unit), so
+ * they launch no fused op and move no HBM data. */
+static gboolean
+scalar_unit_op (const PsInstr *in)
+{
+  const PsShape *s = in->shape;
+  return ps_shape_is_array (s) && s->rank == 0
+         && (ps_etype_is_integral (s->etype) || s->etype == PS_PRED)
+         && (ps_opcode_is_elementwise (in->opcode) || in->opcode == PS_OP_COMPARE
+             || in->opcode == PS_OP_CONVERT);
+}
+
 static PsCostClass
 classify (const PsInstr *in)
 {
+  if (in->opcode == PS_OP_DYNAMIC_SLICE && slice_read_in_place (in, 0))
+    return PS_COST_INLINED;
+  if (scalar_unit_op (in))
+    return PS_COST_FREE;
   switch (in->opcode)
     {
     case PS_OP_PARAMETER: case PS_OP_CONSTANT: case PS_OP_GET_TUPLE_ELEMENT:
@@ -400,6 +443,39 @@ group_all_elementwise (PsCostAnalysis *a, const PsInstr *root)
   return g != NULL;
 }
 
+/* The producer behind operand `p` of a consumer, looking through
+ * reshapes and bitcasts that only this consumer reads (XLA treats them as
+ * bitcasts inside a fusion); chain[0..*n) receives those, consumer side
+ * first. */
+static PsInstr *
+through_bitcasts (PsCostAnalysis *a, PsInstr *p, PsInstr **chain, int *n)
+{
+  *n = 0;
+  while (*n < 8 && (p->opcode == PS_OP_RESHAPE || p->opcode == PS_OP_BITCAST)
+         && p->n_operands == 1 && single_user (p) && p != p->parent->root)
+    {
+      PsCost *rc = cost_of (a, p);
+      if (!rc || rc->fused)
+        break;
+      chain[(*n)++] = p;
+      p = p->operands[0];
+    }
+  return p;
+}
+
+/* consumer joins producer's fusion, with the bitcasts between them. */
+static void
+join_chain (PsCostAnalysis *a, PsInstr *consumer, PsInstr *producer, PsInstr **chain, int n)
+{
+  PsInstr *prev = producer;
+  for (int k = n - 1; k >= 0; k--)
+    {
+      join (a, chain[k], prev);
+      prev = chain[k];
+    }
+  join (a, consumer, prev);
+}
+
 static void
 fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
 {
@@ -408,15 +484,30 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
     {
       for (int i = 0; i < in->n_operands; i++)
         {
-          PsInstr *p = in->operands[i];
+          PsInstr *chain[8];
+          int nc;
+          PsInstr *p = through_bitcasts (a, in->operands[i], chain, &nc);
           PsCost *pc = cost_of (a, p);
           if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
               || !single_user (p) || elems_of (p->shape) != elems_of (in->shape)
               || !ps_shape_is_array (p->shape))
             continue;
-          join (a, in, p);
+          join_chain (a, in, p, chain, nc);
           return;
         }
+    }
+  else if (in->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && in->n_operands >= 2)
+    {
+      /* XLA's in-place dynamic-update-slice fusion: the update is computed
+       * straight into the buffer (a loop writing one layer's slice of a
+       * stacked value). */
+      PsInstr *chain[8];
+      int nc;
+      PsInstr *p = through_bitcasts (a, in->operands[1], chain, &nc);
+      PsCost *pc = cost_of (a, p);
+      if (pc && !pc->fused && fusible_producer (p, pc->klass) && p != comp->root
+          && single_user (p) && ps_shape_is_array (p->shape) && p->opcode != PS_OP_PARAMETER)
+        join_chain (a, in, p, chain, nc);
     }
   else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1)
     {
@@ -434,8 +525,12 @@ value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
 {
   const PsCost *c = cost_of (a, v);
   if (c && c->klass == PS_COST_INLINED)
-    return v->opcode == PS_OP_BROADCAST && v->n_operands == 1
-           ? value_read_bytes (a, v->operands[0]) : 0;
+    {
+      if (v->opcode == PS_OP_DYNAMIC_SLICE && v->n_operands >= 1)
+        return MIN (bytes_of (v->shape), value_read_bytes (a, v->operands[0]));
+      return v->opcode == PS_OP_BROADCAST && v->n_operands == 1
+             ? value_read_bytes (a, v->operands[0]) : 0;
+    }
   return bytes_of (v->shape);
 }
 
