@@ -28,6 +28,12 @@ tests_check_picture_SOURCES = tests/check_picture.c cli/picture.c cli/picture.h
 tests_check_picture_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS) $(CAIRO_CFLAGS)
 tests_check_picture_LDADD = $(PS_SIM_TEST_LIBS) $(CAIRO_LIBS) -lstdc++
 
+check_PROGRAMS += tests/check_op_times
+TESTS += tests/check_op_times
+tests_check_op_times_SOURCES = tests/check_op_times.c cli/op_times.c cli/op_times.h
+tests_check_op_times_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS)
+tests_check_op_times_LDADD = $(PS_SIM_TEST_LIBS) -lstdc++
+
 # For shell tests: is a rendered PNG blank?
 check_PROGRAMS += tests/png_stats
 tests_png_stats_SOURCES = tests/png_stats.c
