@@ -299,7 +299,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
                        0, 0, NULL, 0, 0, 0 };
           double items = row.step_time_s * row.tokens_per_s;
           m.published_step_s = ps_params_published_step (p, &m.series);
-          /* Series are named in the compiled-in presets' text: copy it. */
+          /* p is freed with this iteration: keep the series' name. */
           m.series = m.series ? g_intern_string (m.series) : NULL;
           if (published > 0 && items > 0)
             {
@@ -363,7 +363,6 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions
   else
     printf ("%-18s %6s %7s %10s %12s %9s %13s %12s %8s\n", "name", "cores", "mesh", "step (s)",
             "tokens/s", "MXU util", "peak HBM", "published", "ratio");
-  /* (moe: the rows were printed above; `rows` is empty.) */
   for (guint i = 0; i < rows->len; i++)
     puts (rows->pdata[i]);
   g_ptr_array_free (rows, TRUE);

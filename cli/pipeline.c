@@ -285,7 +285,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   if (opts->progress)
     fputs ("\r\033[K", stderr);
 
-  for (int g = 0; opts->op_groups && opts->op_groups[g].key && g < PS_PIPELINE_MAX_OP_GROUPS; g++)
+  for (int g = 0; opts->op_groups && g < PS_PIPELINE_MAX_OP_GROUPS && opts->op_groups[g].key; g++)
     {
       r->op_group_s[g] = ps_op_times_compute (r->trace, opts->hw, op_names, opts->op_groups[g].prefixes);
       r->n_op_groups = g + 1;
