@@ -126,6 +126,57 @@ START_TEST (test_cost_conv)
 }
 END_TEST
 
+/* The taps of random 1-D windows (size, stride, padding which may be
+ * negative, base and window dilation) counted in closed form agree with
+ * counting every (output, window) position; and a window of a billion
+ * positions over a billion outputs is costed without visiting them (it
+ * took hours). */
+START_TEST (test_cost_conv_windows)
+{
+  GRand *r = g_rand_new_with_seed (17);
+  for (int t = 0; t < 400; t++)
+    {
+      int64_t in = g_rand_int_range (r, 1, 12), size = g_rand_int_range (r, 1, 5);
+      int64_t st = g_rand_int_range (r, 1, 4), lo = g_rand_int_range (r, -2, 4), hi = g_rand_int_range (r, -2, 4);
+      int64_t ld = g_rand_int_range (r, 1, 4), rd = g_rand_int_range (r, 1, 4);
+      int64_t extent = (in - 1) * ld + 1, padded = extent + lo + hi, span = (size - 1) * rd + 1;
+      if (padded < span)
+        continue;
+      int64_t out = (padded - span) / st + 1;
+      int64_t taps = 0;
+      for (int64_t o = 0; o < out; o++)
+        for (int64_t k = 0; k < size; k++)
+          {
+            int64_t pos = o * st + k * rd - lo;
+            taps += pos >= 0 && pos < extent && pos % ld == 0;
+          }
+      g_autofree char *text = g_strdup_printf (
+        "HloModule conv\nENTRY e {\n"
+        "  x = f32[1,%" G_GINT64_FORMAT ",1] parameter(0)\n"
+        "  k = f32[%" G_GINT64_FORMAT ",1,1] parameter(1)\n"
+        "  ROOT c = f32[1,%" G_GINT64_FORMAT ",1] convolution(x, k), window={size=%" G_GINT64_FORMAT
+        " stride=%" G_GINT64_FORMAT " pad=%" G_GINT64_FORMAT "_%" G_GINT64_FORMAT " lhs_dilate=%"
+        G_GINT64_FORMAT " rhs_dilate=%" G_GINT64_FORMAT "}, dim_labels=b0f_0io->b0f\n}\n",
+        in, size, out, size, st, lo, hi, ld, rd);
+      g_autoptr (PsModule) m = parse (text);
+      g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+      const PsCost *c = ps_cost_get (a, ps_module_find_instr (m, "c"));
+      ck_assert_msg (c->own.flops == (uint64_t) (2 * taps), "%s: %" G_GUINT64_FORMAT " flops, %"
+                     G_GINT64_FORMAT " taps", text, c->own.flops, taps);
+    }
+  g_rand_free (r);
+  g_autoptr (PsModule) big = parse (
+    "HloModule conv\nENTRY e {\n"
+    "  x = f32[1,2147483648,1] parameter(0)\n"
+    "  k = f32[1073741824,1,1] parameter(1)\n"
+    "  ROOT c = f32[1,1073741825,1] convolution(x, k), window={size=1073741824}, dim_labels=b0f_0io->b0f\n"
+    "}\n");
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (big, NULL, NULL);
+  const PsCost *c = ps_cost_get (a, ps_module_find_instr (big, "c"));
+  ck_assert_uint_eq (c->own.flops, 2 * (uint64_t) 1073741825 * 1073741824);
+}
+END_TEST
+
 static const char *loop_hlo =
   "HloModule loop\n"
   "cond {\n"
@@ -318,6 +369,7 @@ analysis_suite (void)
   tcase_add_test (tc, test_cost_mlp);
   tcase_add_test (tc, test_cost_input_fusion);
   tcase_add_test (tc, test_cost_conv);
+  tcase_add_test (tc, test_cost_conv_windows);
   tcase_add_test (tc, test_cost_while);
   tcase_add_test (tc, test_cost_while_unknown);
   tcase_add_test (tc, test_cost_known_trip_count);

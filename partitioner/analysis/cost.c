@@ -169,8 +169,50 @@ reducer_ops (const PsInstr *in)
   return n ? n : 1;
 }
 
+/* #{i in [0, n) : 0 <= i * step + c < extent and (i * step + c) % mod == 0}
+ * for step, mod >= 1, in O(log mod): the i in range form an interval, and
+ * the congruence i * step = -c (mod mod) picks every (mod / g)-th of them
+ * (g = gcd (step, mod)) when g divides c, none otherwise. */
+static int64_t
+count_hits (int64_t n, int64_t step, __int128 c, int64_t extent, int64_t mod)
+{
+  /* c comes from attributes a file wrote: 128 bits, no overflow. */
+  __int128 top = (__int128) extent - 1 - c;
+  if (n <= 0 || top < 0)
+    return 0;
+  __int128 lo128 = c >= 0 ? 0 : (-c + step - 1) / step;
+  __int128 hi128 = MIN ((__int128) n - 1, top / step);
+  if (hi128 < lo128)
+    return 0;
+  int64_t lo = (int64_t) lo128, hi = (int64_t) hi128;
+  if (mod == 1)
+    return hi - lo + 1;
+  int64_t g = ps_gcd64 (step, mod);
+  if (c % g != 0)
+    return 0;
+  int64_t cg = (int64_t) (c / g % mod); /* |c / g| mod m is all that matters */
+  int64_t m = mod / g;
+  /* inverse of (step / g) modulo m, by extended Euclid */
+  int64_t a = (step / g) % m, r0 = m, r1 = a, t0 = 0, t1 = 1;
+  while (r1 != 0)
+    {
+      int64_t q = r0 / r1, t;
+      t = r0 - q * r1, r0 = r1, r1 = t;
+      t = t0 - q * t1, t0 = t1, t1 = t;
+    }
+  int64_t inv = ((t0 % m) + m) % m;
+  int64_t rhs = ((-cg) % m + m) % m;
+  int64_t i0 = (int64_t) ((unsigned __int128) rhs * (unsigned __int128) inv % (unsigned __int128) m);
+  int64_t first = lo + ((i0 - lo % m) % m + m) % m;
+  return first > hi ? 0 : (hi - first) / m + 1;
+}
+
 /* Window positions over one spatial dim that hit a real input element
- * (not padding, not a base-dilation hole). */
+ * (not padding, not a base-dilation hole): for each step along the shorter
+ * of the output and the window, the hits along the other one in closed
+ * form. Sizes are read from the program, so the work is capped (2^24 steps,
+ * about 0.1 s; more than any real window): a dim longer than that on both
+ * sides is costed from its first 2^24 steps, scaled. */
 static uint64_t
 valid_window_pairs (int64_t in_size, int64_t out_size, const PsWindowDim *w)
 {
@@ -178,14 +220,15 @@ valid_window_pairs (int64_t in_size, int64_t out_size, const PsWindowDim *w)
   int64_t bdil = w->base_dilation > 0 ? w->base_dilation : 1;
   int64_t wdil = w->window_dilation > 0 ? w->window_dilation : 1;
   int64_t extent = in_size > 0 ? (in_size - 1) * bdil + 1 : 0;
+  gboolean over_window = w->size <= out_size;
+  int64_t steps = over_window ? w->size : out_size, cap = INT64_C (1) << 24;
   uint64_t n = 0;
-  for (int64_t o = 0; o < out_size; o++)
-    for (int64_t k = 0; k < w->size; k++)
-      {
-        int64_t pos = o * stride + k * wdil - w->pad_lo;
-        if (pos >= 0 && pos < extent && pos % bdil == 0)
-          n++;
-      }
+  for (int64_t i = 0; i < MIN (steps, cap); i++)
+    n += (uint64_t) (over_window
+                     ? count_hits (out_size, stride, (__int128) i * wdil - w->pad_lo, extent, bdil)
+                     : count_hits (w->size, wdil, (__int128) i * stride - w->pad_lo, extent, bdil));
+  if (steps > cap)
+    n = (uint64_t) ((double) n * ((double) steps / (double) cap));
   return n;
 }
 
