@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/picture.h"
 #include "cli/pipeline.h"
+#include "cli/pipelining.h"
 #include "cli/report.h"
 #include "common/error.h"
 #include "cli/model_options.h"
@@ -34,6 +35,20 @@ build_family (gpointer data, PsModelInfo *info, GError **error)
   FamilyBuild *b = data;
   const PsModelFamily *f = ps_params_family (b->params);
   return f->build (b->params, &b->target, info, error);
+}
+
+/* The pipelining report of a run, when its family pipelines (a
+ * `pipeline_stages` key above 1). transfer full. */
+static PsPipeliningReport *
+pipelining (const PsParams *p, const PsPipelineResult *r)
+{
+  const PsModelFamily *f = ps_params_family (p);
+  const PsParamSpec *k = ps_model_family_find_spec (f, "pipeline_stages");
+  const PsParamSpec *m = ps_model_family_find_spec (f, "microbatches");
+  if (!k || !m || k->type != PS_PARAM_INT || m->type != PS_PARAM_INT)
+    return NULL;
+  return ps_pipelining_report ((int) ps_params_int (p, "pipeline_stages"), (int) ps_params_int (p, "microbatches"),
+                               r);
 }
 
 /* The generic description of a section: "key=value, ...". */
@@ -107,6 +122,12 @@ print_text (const PsParams *p, const char *name, double published, const PsPipel
     }
   g_autofree char *top = ps_replay_result_top_collectives_text (s, 5);
   fputs (top, stdout);
+  g_autoptr (PsPipeliningReport) pipe = pipelining (p, r);
+  if (pipe)
+    {
+      g_autofree char *pt = ps_pipelining_report_text (pipe);
+      fputs (pt, stdout);
+    }
   if (r->memory_text)
     printf ("memory       %s\n", r->memory_text);
   if (stats)
@@ -240,6 +261,9 @@ to_json (const PsParams *p, const char *name, double published, const PsPipeline
           json_builder_end_object (b);
         }
       json_builder_end_array (b);
+      g_autoptr (PsPipeliningReport) pipe = pipelining (p, r);
+      if (pipe)
+        ps_pipelining_report_json (pipe, b);
     }
   json_builder_set_member_name (b, "stages_s");
   json_builder_begin_object (b);
@@ -293,6 +317,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
                               o->timeline || o->report ? tl_devices : NULL, o->timeline || o->report ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
   popts.collectives = coll;
+  popts.idle_cores = ps_params_bool (p, "idle_cores");
   popts.memory_only = o->memory_only;
   popts.op_groups = f->op_groups;
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (build_family, &fb, &popts, &error);

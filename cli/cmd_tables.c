@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/picture.h"
+#include "cli/tables.h"
 #include <json-glib/json-glib.h>
 
 #include "common/error.h"
@@ -21,59 +22,76 @@ typedef struct {
   double alltoall_share, gating_share, dispatch_combine_share;   /* moe */
 } Row;
 
-static double
-member_double (JsonObject *o, const char *name)
+double
+ps_tables_member_double (JsonObject *o, const char *name)
 {
   return json_object_has_member (o, name) ? json_object_get_double_member (o, name) : 0;
 }
 
-/* Options of `podsim run` that tables passes on to every row. */
-typedef struct {
-  const char *hw, *collectives;
-} RowOptions;
-
-static gboolean
-run_row (const char *preset, const RowOptions *ro, Row *row, GError **error)
+JsonParser *
+ps_tables_run (const char *const *args, const PsTablesOptions *ro, GError **error)
 {
-  const char *argv[12] = { "/proc/self/exe", "run", "--preset", preset, "--json", "-q", NULL };
-  int n = 6;
+  GPtrArray *argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, "/proc/self/exe");
+  g_ptr_array_add (argv, "run");
+  for (int i = 0; args[i]; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, "--json");
+  g_ptr_array_add (argv, "-q");
   if (ro->hw)
     {
-      argv[n++] = "--hw";
-      argv[n++] = ro->hw;
+      g_ptr_array_add (argv, "--hw");
+      g_ptr_array_add (argv, (gpointer) ro->hw);
     }
   if (ro->collectives)
     {
-      argv[n++] = "--collectives";
-      argv[n++] = ro->collectives;
+      g_ptr_array_add (argv, "--collectives");
+      g_ptr_array_add (argv, (gpointer) ro->collectives);
     }
-  argv[n] = NULL;
+  g_ptr_array_add (argv, NULL);
   g_autofree char *out = NULL, *err = NULL;
   int status = 0;
-  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                     &status, error))
-    return FALSE;
+  gboolean spawned = g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                                   &out, &err, &status, error);
+  g_ptr_array_free (argv, TRUE);
+  if (!spawned)
+    return NULL;
   if (!g_spawn_check_wait_status (status, NULL))
     {
       g_strstrip (err);
       const char *msg = g_str_has_prefix (err, "podsim: ") ? err + 8 : err;
-      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "%s", *msg ? msg : "podsim run failed");
-      return FALSE;
+      g_set_error (error, PS_ERROR,
+                   g_str_has_prefix (msg, "the model does not fit") ? PS_ERROR_NO_FIT : PS_ERROR_INVALID,
+                   "%s", *msg ? msg : "podsim run failed");
+      return NULL;
     }
-  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonParser *parser = json_parser_new ();
   if (!json_parser_load_from_data (parser, out, -1, error))
+    {
+      g_object_unref (parser);
+      return NULL;
+    }
+  return parser;
+}
+
+static gboolean
+run_row (const char *preset, const PsTablesOptions *ro, Row *row, GError **error)
+{
+  const char *args[] = { "--preset", preset, NULL };
+  g_autoptr (JsonParser) parser = ps_tables_run (args, ro, error);
+  if (!parser)
     return FALSE;
   JsonObject *o = json_node_get_object (json_parser_get_root (parser));
-  row->step_time_s = member_double (o, "step_time_s");
-  row->tokens_per_s = member_double (o, "throughput_per_s");
-  row->mxu_utilization = member_double (o, "mxu_utilization");
+  row->step_time_s = ps_tables_member_double (o, "step_time_s");
+  row->tokens_per_s = ps_tables_member_double (o, "throughput_per_s");
+  row->mxu_utilization = ps_tables_member_double (o, "mxu_utilization");
   row->peak_hbm_bytes = (double) json_object_get_int_member (o, "peak_hbm_bytes");
-  row->compute_s = member_double (o, "compute_s");
-  row->exposed_s = member_double (o, "exposed_communication_s");
-  row->idle_s = member_double (o, "idle_s");
-  row->alltoall_share = member_double (o, "alltoall_share");
-  row->gating_share = member_double (o, "gating_share");
-  row->dispatch_combine_share = member_double (o, "dispatch_combine_share");
+  row->compute_s = ps_tables_member_double (o, "compute_s");
+  row->exposed_s = ps_tables_member_double (o, "exposed_communication_s");
+  row->idle_s = ps_tables_member_double (o, "idle_s");
+  row->alltoall_share = ps_tables_member_double (o, "alltoall_share");
+  row->gating_share = ps_tables_member_double (o, "gating_share");
+  row->dispatch_combine_share = ps_tables_member_double (o, "dispatch_combine_share");
   return TRUE;
 }
 
@@ -241,7 +259,7 @@ print_moe_table (const MoeRow *rows, int n, gboolean csv, gboolean markdown)
 }
 
 static int
-print_table (GPtrArray *names, gboolean csv, gboolean markdown, const RowOptions *ro, const char *only,
+print_table (GPtrArray *names, gboolean csv, gboolean markdown, const PsTablesOptions *ro, const char *only,
              const char *table, const char *plot_path, const char *scaling_path)
 {
   GError *error = NULL;
@@ -387,24 +405,33 @@ ps_cmd_tables (int argc, char **argv)
       "Draw throughput and MXU utilization against cores, simulated and published", "FILE.png|svg" },
     { NULL }
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("TABLE - a table of published runs, simulated");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("TABLE - a table of runs, simulated");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
-    "One row per preset of a published run whose [published] table is TABLE\n"
-    "(dense: the GSPMD paper's dense Transformer runs, ../shared/reference/published.tsv;\n"
-    "moe: GShard's MoE runs, Table 3 of arXiv 2006.16668, and the GSPMD paper's MoE\n"
-    "series): simulated step time, throughput, MXU utilization and peak HBM per core\n"
-    "next to the published throughput. The moe table adds experts, layers, steps/s,\n"
-    "the AllToAll, gating and dispatch/combine shares of the step, and for a series\n"
-    "(rows with [published] series) each row's step time relative to the series'\n"
-    "smallest run, simulated and published. Each row is a child\n"
-    "'podsim run --preset NAME'. See doc/validation.md.\n");
+    "A table of published runs: one row per preset whose [published] table is TABLE\n"
+    "(dense: the GSPMD paper's dense Transformer runs, ../shared/reference/published.tsv):\n"
+    "simulated step time, throughput, MXU utilization and peak HBM per core next\n"
+    "to the published throughput.\n"
+    "moe: GShard's MoE runs (Table 3 of arXiv 2006.16668) and the GSPMD paper's MoE\n"
+    "series: experts, layers, steps/s, the AllToAll, gating and dispatch/combine\n"
+    "shares of the step next to the published steps/s, and for a series (rows with\n"
+    "[published] series) each row's step time relative to the series' smallest run,\n"
+    "simulated and published.\n"
+    "pipeline: one dense model on v3-32, 2D sharding against every pipelined\n"
+    "configuration (stages x in-layer sharding x microbatches, remat on/off) that\n"
+    "fits in HBM: step time, bubble, peak HBM, ratio to the best 2D row.\n"
+    "bubble: a Transformer with one pipeline stage per core, stages K in {1, 2, 4, 8}\n"
+    "and microbatches M in {1, 4, 32}: relative throughput, the bubble formula\n"
+    "(K - 1) / (M + K - 1) and the simulated idle fraction.\n"
+    "Each row is a child 'podsim run --json'. See doc/validation.md.\n");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   GError *error = NULL;
-  g_autofree char *known = known_tables ();
-  g_autoptr (GPtrArray) names = argc == 2 ? table_presets (argv[1]) : NULL;
-  if (argc != 2 || names->len == 0)
+  g_autofree char *presets = known_tables ();
+  g_autofree char *known = g_strdup_printf ("%s, pipeline, bubble", presets);
+  gboolean study = argc == 2 && (strcmp (argv[1], "pipeline") == 0 || strcmp (argv[1], "bubble") == 0);
+  g_autoptr (GPtrArray) names = argc == 2 && !study ? table_presets (argv[1]) : NULL;
+  if (argc != 2 || (!study && names->len == 0))
     {
       if (argc < 2)
         g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "missing table name (known: %s)", known);
@@ -420,6 +447,16 @@ ps_cmd_tables (int argc, char **argv)
   PsCollAlgorithm coll;
   if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
     return ps_cli_fail (error);
-  RowOptions ro = { opt_hw, opt_coll };
+  PsTablesOptions ro = { opt_hw, opt_coll };
+  if (study && (opt_plot || opt_scaling || opt_only))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--plot, --scaling and --only are for tables of "
+                   "published runs (%s)", presets);
+      return ps_cli_fail (error);
+    }
+  if (strcmp (argv[1], "pipeline") == 0)
+    return ps_tables_pipeline (opt_csv, opt_md, &ro);
+  if (strcmp (argv[1], "bubble") == 0)
+    return ps_tables_bubble (opt_csv, opt_md, &ro);
   return print_table (names, opt_csv, opt_md, &ro, opt_only, argv[1], opt_plot, opt_scaling);
 }

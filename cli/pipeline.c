@@ -209,10 +209,12 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   int64_t n_devices = 1;
   for (guint i = 0; i < r->info.mesh.rank; i++)
     n_devices *= r->info.mesh.dims[i];
-  if (n_devices != ps_slice_n_cores (slice))
+  int cores = ps_slice_n_cores (slice);
+  if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores", n_devices, slice_name, ps_slice_n_cores (slice));
+                   " devices but slice %s has %d cores%s", n_devices, slice_name, cores,
+                   n_devices < cores ? " (--idle-cores leaves the rest idle)" : "");
       return NULL;
     }
   if (opts->dump_hlo && !dump_annotated (m, !r->info.keep_entry_shardings, opts->dump_hlo, error))

@@ -48,6 +48,9 @@ typedef struct {
    * no trace, no replay. */
   gboolean memory_only;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
+  gboolean idle_cores;        /* the program may use fewer devices than the
+                               * slice has cores (device d on core d); the
+                               * rest idle */
   /* Parts of the step to time by op_name (the family's op_groups, NULL-key
    * terminated; may be NULL): PsPipelineResult.op_group_s. */
   const PsOpGroup *op_groups;

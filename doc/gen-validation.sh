@@ -1,27 +1,26 @@
 #!/bin/sh
-# Regenerates the simulated-vs-published tables in doc/validation.md from
-# `podsim tables dense --markdown` (between <!-- table:begin/end -->) and
-# `podsim tables moe --markdown` (<!-- moe-table:begin/end -->).
-# Usage: doc/gen-validation.sh [PODSIM] [TABLE...]   (default: dense moe)
+# Regenerates the tables in doc/validation.md from `podsim tables NAME
+# --markdown`: between <!-- table:begin --> and <!-- table:end --> the dense
+# table, between <!-- NAME:begin --> and <!-- NAME:end --> table NAME.
+# Usage: doc/gen-validation.sh [PODSIM [NAME...]] (default: dense; the
+# pipeline table takes about 5 minutes, bubble half a minute).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 podsim=${1:-$here/../build/podsim}
 [ $# -gt 0 ] && shift
-tables=${*:-dense moe}
+[ $# -gt 0 ] || set -- dense
 doc=$here/validation.md
 table=$(mktemp)
 trap 'rm -f "$table" "$table.new"' EXIT
-for t in $tables; do
-  case $t in
-    dense) marker=table ;;
-    *) marker=$t-table ;;
-  esac
-  "$podsim" tables "$t" --markdown > "$table"
-  awk -v t="$table" -v b="<!-- $marker:begin -->" -v e="<!-- $marker:end -->" '
-    $0 == b { print; while ((getline line < t) > 0) print line; skip = 1; next }
-    $0 == e { skip = 0 }
+for name in "$@"; do
+  marker=$name
+  [ "$name" = dense ] && marker=table
+  "$podsim" tables "$name" --markdown > "$table"
+  awk -v t="$table" -v m="$marker" '
+    $0 == "<!-- " m ":begin -->" { print; while ((getline line < t) > 0) print line; skip = 1; next }
+    $0 == "<!-- " m ":end -->" { skip = 0 }
     !skip { print }
   ' "$doc" > "$table.new"
   mv "$table.new" "$doc"
+  echo "updated $doc ($name)"
 done
-echo "updated $doc"

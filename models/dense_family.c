@@ -41,6 +41,9 @@ static const PsParamSpec specs[] = {
     NULL, NULL, "1|2|4|8" },
   { "parallelism", "remat", PS_PARAM_BOOL, "true",
     "Recompute each layer's forward in backward (keep only layer inputs)", 0, 0, NULL, NULL, "*" },
+  { "parallelism", "pipeline_stages", PS_PARAM_INT, "1",
+    "Pipeline the layers over K stages (GSPMD's vectorized stages; microbatches are its microbatches, "
+    "mesh the in-layer mesh of one stage); 1: no pipeline", 1, 1024, NULL, NULL, NULL },
   { "options", "unroll", PS_PARAM_BOOL, "false",
     "Write the layers one after the other (default: one loop over weights stacked by layer)",
     0, 0, NULL, NULL, NULL },
@@ -75,6 +78,7 @@ config_from (const PsParams *p, const PsModelTarget *t, PsDenseLmConfig *c)
   c->microbatches = (int) ps_params_int (p, "microbatches");
   c->remat = ps_params_bool (p, "remat");
   c->unroll = ps_params_bool (p, "unroll");
+  c->pipeline_stages = (int) ps_params_int (p, "pipeline_stages");
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
 }
@@ -84,18 +88,23 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
 {
   PsDenseLmConfig c;
   config_from (p, t, &c);
-  if (c.mesh[0] * c.mesh[1] > PS_MAX_DEVICES)
-    return ps_dense_lm_check (&c, error);   /* says so, before the slice is compared */
-  if (t && c.mesh[0] * c.mesh[1] != t->n_cores)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                   "%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores", ps_params_where (p, "mesh"), c.mesh[0], c.mesh[1],
-                   c.mesh[0] * c.mesh[1], ps_params_str (p, "slice"), t->n_cores);
-      return FALSE;
-    }
+  /* The model's own checks first (bounds, divisibility), then the slice. */
   if (!ps_dense_lm_check (&c, error))
     return FALSE;
+  int64_t n = ps_dense_lm_n_devices (&c);
+  gboolean idle = ps_params_bool (p, "idle_cores");
+  if (t && (n > t->n_cores || (n < t->n_cores && !idle)))
+    {
+      g_autofree char *stages = c.pipeline_stages > 1
+        ? g_strdup_printf ("%s %d x ", ps_params_where (p, "pipeline_stages"), c.pipeline_stages)
+        : g_strdup ("");
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                   "%s%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT
+                   " devices but slice %s has %d cores%s", stages, ps_params_where (p, "mesh"), c.mesh[0],
+                   c.mesh[1], n, ps_params_str (p, "slice"), t->n_cores,
+                   n < t->n_cores ? " (--idle-cores leaves the rest idle)" : "");
+      return FALSE;
+    }
   g_autofree int64_t *devices = ps_dense_lm_mesh_devices (&c, error);
   return devices != NULL;
 }
@@ -115,10 +124,33 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
   info->params = di.params;
   info->model_flops = di.model_flops;
   info->items_per_step = (double) di.tokens_per_step;
-  info->mesh.rank = 2;
-  info->mesh.dims[0] = c.mesh[0];
-  info->mesh.dims[1] = c.mesh[1];
-  ps_trace_mesh_set_order (&info->mesh, c.device_order, c.physical);
+  if (c.pipeline_stages > 1)
+    {
+      /* [stages, in-layer mesh] in the order the model built it. */
+      int rank;
+      int64_t dims[3];
+      g_autofree int64_t *ids = ps_dense_lm_program_mesh (&c, &rank, dims, error);
+      if (!ids)
+        {
+          ps_module_free (m);
+          return NULL;
+        }
+      int64_t n = ps_dense_lm_n_devices (&c);
+      info->mesh.rank = (guint) rank;
+      for (int i = 0; i < rank; i++)
+        info->mesh.dims[i] = dims[i];
+      info->mesh.order = PS_TRACE_ORDER_LIST;
+      info->mesh.devices = g_new (guint32, n);
+      for (int64_t i = 0; i < n; i++)
+        info->mesh.devices[i] = (guint32) ids[i];
+    }
+  else
+    {
+      info->mesh.rank = 2;
+      info->mesh.dims[0] = c.mesh[0];
+      info->mesh.dims[1] = c.mesh[1];
+      ps_trace_mesh_set_order (&info->mesh, c.device_order, c.physical);
+    }
   return m;
 }
 
@@ -140,7 +172,14 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
   g_autofree char *mesh = ps_params_text (p, "mesh");
-  int64_t mb = ps_params_int (p, "microbatches");
+  int64_t mb = ps_params_int (p, "microbatches"), k = ps_params_int (p, "pipeline_stages");
+  if (k > 1)
+    return g_strdup_printf ("%" G_GINT64_FORMAT "-stage pipeline x %s in-layer sharding on mesh %s (%"
+                            G_GINT64_FORMAT " devices), slice %s; %s, remat %s, %" G_GINT64_FORMAT
+                            " microbatch%s", k, ps_params_str (p, "sharding"), mesh,
+                            k * ps_params_mesh_size (p, "mesh"), ps_params_str (p, "slice"),
+                            ps_params_str (p, "optimizer"), ps_params_bool (p, "remat") ? "on" : "off", mb,
+                            mb == 1 ? "" : "es");
   return g_strdup_printf ("%s sharding%s on mesh %s (%s), slice %s; %s, remat %s, %" G_GINT64_FORMAT
                           " microbatch%s, %s", ps_params_str (p, "sharding"),
                           ps_params_bool (p, "weight_update_sharding") ? " + weight-update sharding" : "",

@@ -28,7 +28,7 @@ ok=$(grep -c ',true,' "$out.csv")
 nofit=$(grep -c ',false,' "$out.csv")
 err=$((rows - ok - nofit))
 wall=$((t1 - t0))
-echo "  $rows configurations in ${wall} s ($(awk -v r="$rows" -v w="$wall" 'BEGIN { printf "%.1f", w > 0 ? 60 * r / w : 0 }') per minute): $ok simulated, $nofit do not fit, $err cannot be built"
+echo "  $rows configurations in ${wall} s ($(awk -v r="$rows" -v w="$wall" 'BEGIN { printf "%.1f", (w > 0 ? 60 * r / w : 0) }') per minute): $ok simulated, $nofit do not fit, $err cannot be built"
 echo "  CPU (user + system, the sweep and its runs): $cpu s; on $jobs idle cores that is about $((cpu / jobs)) s of wall time"
 echo "  target: 1000 configurations in at most 1200 s: wall $([ "$wall" -le 1200 ] && echo met || echo NOT met), CPU / $jobs $([ $((cpu / jobs)) -le 1200 ] && echo met || echo NOT met)"
 rm -f "$out.csv" "$out.time"
