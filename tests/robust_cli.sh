@@ -82,6 +82,7 @@ refused "podsim: --batch must be positive (got 0)" "$PODSIM" run --batch 0
 refused "podsim: --layers must be positive (got 0)" "$PODSIM" run --layers 0
 refused "podsim: --model-dim must be positive (got -4)" "$PODSIM" run --model-dim -4
 refused "podsim: --layers must be at most 1024 (got 100000)" "$PODSIM" run --layers 100000
+refused "podsim: --microbatches must be at most 1024 (got 100000)" "$PODSIM" run --microbatches 100000 --batch 800000
 refused "podsim: --seq-len must be at most 16777216" "$PODSIM" run --seq-len 4294967296
 refused "podsim: --mesh 65536x2 has more than 65536 devices" "$PODSIM" run --mesh 65536x2 --sharding dp
 refused "must be between 1 and 4096" "$PODSIM" verify "$PS_SRCDIR/tests/data/verify/reduce_init.hlo" --devices 65536
