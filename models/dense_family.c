@@ -37,7 +37,7 @@ static const PsParamSpec specs[] = {
     "2d|1d|dp", NULL, "*" },
   { "parallelism", "weight_update_sharding", PS_PARAM_BOOL, "false",
     "Shard optimizer state and the update over the data-parallel axis", 0, 0, NULL, NULL, "*" },
-  { "parallelism", "microbatches", PS_PARAM_INT, "1", "Gradient accumulation steps", 1, 1 << 24,
+  { "parallelism", "microbatches", PS_PARAM_INT, "1", "Gradient accumulation steps", 1, 1024,
     NULL, NULL, "1|2|4|8" },
   { "parallelism", "remat", PS_PARAM_BOOL, "true",
     "Recompute each layer's forward in backward (keep only layer inputs)", 0, 0, NULL, NULL, "*" },

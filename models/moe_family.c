@@ -42,7 +42,7 @@ static const PsParamSpec specs[] = {
   { "model", "optimizer", PS_PARAM_CHOICE, "adafactor", "Optimizer", 0, 0, "adafactor|adam", NULL, NULL },
   { "parallelism", "groups", PS_PARAM_INT, "0",
     "Token groups G of the gating (0: one per core, Lingvo's default)", 0, 1 << 24, NULL, NULL, NULL },
-  { "parallelism", "microbatches", PS_PARAM_INT, "1", "Gradient accumulation steps", 1, 1 << 24,
+  { "parallelism", "microbatches", PS_PARAM_INT, "1", "Gradient accumulation steps", 1, 1024,
     NULL, NULL, "1|2|4|8" },
   { "parallelism", "remat", PS_PARAM_BOOL, "true",
     "Recompute each layer's forward in backward (keep only layer inputs)", 0, 0, NULL, NULL, "*" },
