@@ -73,6 +73,7 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
   c->microbatches = (int) ps_params_int (p, "microbatches");
   c->remat = ps_params_bool (p, "remat");
   c->cores = t ? t->n_cores : 8;
+  c->params = p;
 }
 
 static gboolean
