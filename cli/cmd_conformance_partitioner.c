@@ -741,6 +741,12 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
         l++;
       if (!*l)
         continue;
+      if (!ps_cli_json_depth_ok (lines[i], path, i + 1, &error))
+        {
+          status = ps_cli_fail (error);
+          error = NULL;
+          break;
+        }
       g_autoptr (JsonParser) jp = json_parser_new ();
       if (!json_parser_load_from_data (jp, lines[i], -1, &error)
           || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (jp)))

@@ -28,6 +28,8 @@ int ps_cmd_simulate (int argc, char **argv);
 int ps_cmd_bench (int argc, char **argv);
 int ps_cmd_run (int argc, char **argv);
 int ps_cmd_tables (int argc, char **argv);
+int ps_cmd_sweep (int argc, char **argv);
+int ps_cmd_search (int argc, char **argv);
 int ps_cmd_bench_matmul (int argc, char **argv);
 int ps_cmd_bench_conv (int argc, char **argv);
 int ps_cmd_bench_collective (int argc, char **argv);
@@ -41,6 +43,11 @@ int ps_cli_fail (GError *error);
 gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 /* Reads a whole file or, for "-", standard input. */
 gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **error);
+/* JSON Lines inputs (conformance files): json-glib's parser recurses once
+ * per nesting level, so 300,000 '[' overflowed the stack. FALSE with a
+ * located error when `line` (line line_no of file) nests deeper than
+ * PS_MAX_NESTING; call it before parsing the line. */
+gboolean ps_cli_json_depth_ok (const char *line, const char *file, int line_no, GError **error);
 /* Message for a subcommand that a later issue implements. */
 int ps_cli_not_yet (const char *what);
 /* Propagation options for a module read from a file: may propagation change
