@@ -20,6 +20,7 @@ struct PsNetPrivate {
   int n_grads;               /* allocated entries of grads */
   PsInstr *loss;
   int n_losses;
+  PsBuilder *builder;        /* ps_net_builder, made on first use */
 };
 
 /* ---- sharding plan ------------------------------------------------------------- */
@@ -85,6 +86,7 @@ net_free_keep_module (PsNet *net)
   g_ptr_array_free (p->states, TRUE);
   g_free (p->first_state);
   g_free (p->grads);
+  ps_builder_free (p->builder);
   g_free (p);
   g_ptr_array_free (net->weights, TRUE);
   g_free (net->mesh_devices);
@@ -98,6 +100,18 @@ ps_net_free (PsNet *net)
     return;
   ps_module_free (net->m);
   net_free_keep_module (net);
+}
+
+PsBuilder *
+ps_net_builder (PsNet *net)
+{
+  PsNetPrivate *p = net->priv;
+  if (p->builder == NULL)
+    {
+      p->builder = ps_builder_new_on (net->m, net->c);
+      ps_builder_set_mesh (p->builder, net->mesh_rank, net->mesh_dims, net->mesh_devices);
+    }
+  return p->builder;
 }
 
 /* ---- annotations ------------------------------------------------------------------- */

@@ -50,6 +50,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "partitioner/builder/builder.h"
 #include "partitioner/builder/optimizer.h"
 #include "partitioner/ir/ir.h"
 
@@ -106,6 +107,13 @@ PsNet *ps_net_new (const char *module_name, const char *computation_name, int me
                    const PsShardingPlan *plan);
 void ps_net_free (PsNet *net);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsNet, ps_net_free)
+
+/* A PsBuilder (partitioner/builder/builder.h) appending to net->c, with
+ * the net's mesh set (ps_builder_mesh_split), for blocks written with the
+ * builder (models/moe_layer.h). Made on first use, owned by the net
+ * (transfer none). Its errors are sticky: check ps_builder_ok() before
+ * ps_net_finish(). */
+PsBuilder *ps_net_builder (PsNet *net);
 
 /* ---- annotations ----------------------------------------------------------- */
 

@@ -39,6 +39,16 @@ ps_builder_new (PsModule *m, const char *name)
   return b;
 }
 
+PsBuilder *
+ps_builder_new_on (PsModule *m, PsComputation *c)
+{
+  g_return_val_if_fail (m != NULL && c != NULL && c->parent == m, NULL);
+  PsBuilder *b = g_new0 (PsBuilder, 1);
+  b->m = m;
+  b->c = c;
+  return b;
+}
+
 void
 ps_builder_free (PsBuilder *b)
 {
@@ -299,7 +309,9 @@ ps_build_parameter_shape (PsBuilder *b, const char *name, const PsShape *shape)
   if (name != NULL)
     ps_builder_name_next (b, name);
   PsInstr *in = ps_builder_add_ (b, PS_OP_PARAMETER, ps_shape_copy (shape), 0, NULL);
-  in->parameter_number = b->n_params++;
+  /* Numbered by the computation, not the builder: a builder made with
+   * ps_builder_new_on() shares the computation with other code. */
+  in->parameter_number = b->c->params->len;
   g_ptr_array_add (b->c->params, in);
   return in;
 }

@@ -19,7 +19,6 @@ struct PsBuilder {
   GError *error;
   char *next_name;
   char *metadata;            /* op_name scope given to new instructions, or NULL */
-  int64_t n_params;
   int mesh_rank;
   int64_t *mesh_dims;
   int64_t *mesh_devices;     /* NULL = arange */
