@@ -29,6 +29,7 @@ int ps_cmd_bench (int argc, char **argv);
 int ps_cmd_run (int argc, char **argv);
 int ps_cmd_tables (int argc, char **argv);
 int ps_cmd_bench_matmul (int argc, char **argv);
+int ps_cmd_bench_conv (int argc, char **argv);
 int ps_cmd_bench_collective (int argc, char **argv);
 int ps_cmd_conformance_propagation (int argc, char **argv);
 int ps_cmd_conformance_partitioner (int argc, char **argv);

@@ -3,7 +3,7 @@ podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/pipeline.c cli/pipelin
 	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \
 	cli/cmd_partition.c cli/cmd_verify.c cli/cmd_simulate.c cli/cmd_bench.c \
 	cli/cmd_run.c cli/cmd_tables.c \
-	cli/cmd_bench_matmul.c cli/cmd_bench_collective.c \
+	cli/cmd_bench_matmul.c cli/cmd_bench_conv.c cli/cmd_bench_collective.c \
 	cli/cmd_conformance_propagation.c cli/cmd_conformance_partitioner.c
 podsim_CFLAGS = $(AM_CFLAGS) $(SIMGRID_CFLAGS)
 # Higher floors first so static convenience libraries resolve downward.
@@ -15,3 +15,4 @@ TESTS += tests/run_dense.sh
 EXTRA_DIST += tests/run_dense.sh
 bench_scripts += tests/bench_run.sh
 EXTRA_DIST += tests/bench_run.sh
+podsim_SOURCES += cli/op_times.c cli/op_times.h

@@ -236,7 +236,7 @@ ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAtt
 {
   out->rel_onehot = NULL;
   if (rel_buckets > 0)
-    out->rel_onehot = ps_net_one_hot (net, relative_buckets (net, seq_len, rel_buckets), rel_buckets, PS_BF16);
+    out->rel_onehot = ps_net_one_hot (net, relative_buckets (net, seq_len, rel_buckets), rel_buckets, net->act);
   out->mask = causal_mask (net, seq_len);
 }
 
@@ -244,11 +244,11 @@ void
 ps_attention_cast (PsNet *net, const PsAttention *w, PsAttention *out)
 {
   out->ln = w->ln;
-  out->wq = convert (net, w->wq, PS_BF16);
-  out->wk = convert (net, w->wk, PS_BF16);
-  out->wv = convert (net, w->wv, PS_BF16);
-  out->wo = convert (net, w->wo, PS_BF16);
-  out->rel_bias = w->rel_bias ? convert (net, w->rel_bias, PS_BF16) : NULL;
+  out->wq = convert (net, w->wq, net->act);
+  out->wk = convert (net, w->wk, net->act);
+  out->wv = convert (net, w->wv, net->act);
+  out->wo = convert (net, w->wo, net->act);
+  out->rel_bias = w->rel_bias ? convert (net, w->rel_bias, net->act) : NULL;
 }
 
 PsInstr *
@@ -278,7 +278,7 @@ ps_attention (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, P
       int64_t st[2] = { 2, 3 };
       lf = bin (net, PS_OP_ADD, lf, bcast (net, ctx->mask, lf->shape, 2, st));
     }
-  PsInstr *p = convert (net, ps_softmax (net, lf), PS_BF16);
+  PsInstr *p = convert (net, ps_softmax (net, lf), net->act);
   PsInstr *c = ps_net_einsum (net, "bnst,btnd->bsnd", p, v);
   PsInstr *out = ps_net_einsum (net, "bsnd,mnd->bsm", c, w->wo);
   return bin (net, PS_OP_ADD, x, out);
@@ -301,9 +301,9 @@ void
 ps_ffn_cast (PsNet *net, const PsFfn *w, PsFfn *out)
 {
   out->ln = w->ln;
-  out->w1 = convert (net, w->w1, PS_BF16);
-  out->w1_gate = w->w1_gate ? convert (net, w->w1_gate, PS_BF16) : NULL;
-  out->w2 = convert (net, w->w2, PS_BF16);
+  out->w1 = convert (net, w->w1, net->act);
+  out->w1_gate = w->w1_gate ? convert (net, w->w1_gate, net->act) : NULL;
+  out->w2 = convert (net, w->w2, net->act);
 }
 
 PsInstr *
@@ -358,9 +358,22 @@ ps_layer (PsNet *net, PsLayerFn forward, gconstpointer weights, int first_weight
 PsInstr *
 ps_layer_stack_forward (PsNet *net, int n, const PsLayer *layers, PsInstr *x, PsInstr **xs)
 {
+  return ps_layer_stack_forward_aux (net, n, layers, x, xs, NULL);
+}
+
+PsInstr *
+ps_layer_stack_forward_aux (PsNet *net, int n, const PsLayer *layers, PsInstr *x, PsInstr **xs,
+                            PsInstr **auxs)
+{
   xs[0] = x;
   for (int i = 0; i < n; i++)
-    xs[i + 1] = layers[i].forward (net, layers[i].weights, xs[i]);
+    {
+      xs[i + 1] = layers[i].forward (net, layers[i].weights, xs[i]);
+      PsInstr *aux = ps_net_take_layer_aux (net);
+      g_assert (aux == NULL || auxs != NULL);
+      if (auxs)
+        auxs[i] = aux;
+    }
   return xs[n];
 }
 
@@ -368,12 +381,26 @@ gboolean
 ps_layer_stack_backward (PsNet *net, int n, const PsLayer *layers, PsInstr *const *xs, PsInstr *dy,
                          gboolean remat, PsInstr **dx, GError **error)
 {
+  return ps_layer_stack_backward_aux (net, n, layers, xs, NULL, NULL, dy, remat, dx, error);
+}
+
+gboolean
+ps_layer_stack_backward_aux (PsNet *net, int n, const PsLayer *layers, PsInstr *const *xs,
+                             PsInstr *const *auxs, PsInstr *aux_seed, PsInstr *dy, gboolean remat,
+                             PsInstr **dx, GError **error)
+{
   for (int i = n - 1; i >= 0; i--)
     {
       const PsLayer *l = &layers[i];
-      PsInstr *y = remat ? l->forward (net, l->weights, xs[i]) : xs[i + 1];
+      PsInstr *ys[2] = { remat ? l->forward (net, l->weights, xs[i]) : xs[i + 1], NULL };
+      PsInstr *aux = ps_net_take_layer_aux (net);
+      if (!remat)
+        aux = auxs ? auxs[i] : NULL;
+      PsInstr *dys[2] = { dy, aux_seed };
       PsInstr **w = (PsInstr **) net->weights->pdata + l->first_weight;
-      if (!ps_net_vjp (net, y, dy, xs[i], &dy, l->n_weights, w, error))
+      ys[1] = aux;
+      g_assert (aux == NULL || aux_seed != NULL);
+      if (!ps_net_vjp_multi (net, aux ? 2 : 1, ys, dys, xs[i], &dy, l->n_weights, w, error))
         return FALSE;
     }
   *dx = dy;

@@ -13,8 +13,9 @@
  * A new family adds its own (MoE: e experts, g groups, c capacity; conv:
  * spatial and feature letters) and its plan says how to split them.
  *
- * Precision, as in the published runs: weights f32, cast to bf16 where a
- * layer starts (ps_attention_cast, ps_ffn_cast); activations bf16; norms,
+ * Precision, as in the published runs: weights f32, cast to the net's
+ * activation type (net->act: bf16 for the dense runs, f32 for GShard's MoE
+ * runs) where a layer starts (ps_attention_cast, ps_ffn_cast); norms,
  * softmax and the loss in f32.
  *
  * A layer of a stack is a PsLayerFn over its own weights struct; the stack
@@ -151,6 +152,11 @@ PsInstr *ps_transformer_layer (PsNet *net, gconstpointer layer, PsInstr *x);
 /* xs[0] = x, xs[i + 1] = layers[i](xs[i]); returns xs[n]. xs has n + 1
  * entries. */
 PsInstr *ps_layer_stack_forward (PsNet *net, int n, const PsLayer *layers, PsInstr *x, PsInstr **xs);
+/* The same for layers that report an auxiliary loss term
+ * (ps_net_layer_aux_loss): auxs[i] gets layer i's term or NULL (auxs has
+ * n entries); the caller adds them to the loss. */
+PsInstr *ps_layer_stack_forward_aux (PsNet *net, int n, const PsLayer *layers, PsInstr *x, PsInstr **xs,
+                                     PsInstr **auxs);
 /* Backward from the top, one layer at a time: dy is the gradient at xs[n];
  * each layer's weight gradients are accumulated in the net and *dx gets the
  * gradient at xs[0]. With remat each layer's forward is rebuilt from its
@@ -158,6 +164,13 @@ PsInstr *ps_layer_stack_forward (PsNet *net, int n, const PsLayer *layers, PsIns
  * with an error when autodiff lacks a rule. */
 gboolean ps_layer_stack_backward (PsNet *net, int n, const PsLayer *layers, PsInstr *const *xs,
                                   PsInstr *dy, gboolean remat, PsInstr **dx, GError **error);
+/* The same with the auxiliary loss terms of ps_layer_stack_forward_aux:
+ * each layer's output and its term (auxs[i], or the one its rebuilt
+ * forward reports with remat) are differentiated together, the term seeded
+ * with aux_seed (an f32 scalar: the loss's weight of the terms). */
+gboolean ps_layer_stack_backward_aux (PsNet *net, int n, const PsLayer *layers, PsInstr *const *xs,
+                                      PsInstr *const *auxs, PsInstr *aux_seed, PsInstr *dy,
+                                      gboolean remat, PsInstr **dx, GError **error);
 
 G_END_DECLS
 

@@ -2,7 +2,8 @@
 noinst_LTLIBRARIES += libpodsim_models.la
 PS_LIB_MODELS = libpodsim_models.la
 libpodsim_models_la_SOURCES = models/net.c models/net.h models/layers.c models/layers.h \
-	models/dense_lm.c models/dense_lm.h models/moe_layer.c models/moe_layer.h
+	models/dense_lm.c models/dense_lm.h models/moe_layer.c models/moe_layer.h \
+	models/moe_lm.c models/moe_lm.h
 libpodsim_models_la_LIBADD = libpodsim_partitioner.la $(PS_LIB_TRACES) libpodsim_common.la $(GLIB_LIBS) -lm
 PS_MODELS_TEST_LIBS = libpodsim_models.la $(PS_PARTITIONER_TEST_LIBS)
 check_PROGRAMS += tests/check_models

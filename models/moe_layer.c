@@ -125,7 +125,13 @@ ps_moe_gating (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *logits, PsElemType
         break;
       PsInstr *g = denom ? ps_build_div (b, gate[k], denom) : gate[k];
       PsInstr *w = ps_build_mul (b, bcast (b, g, keep[k], gs), keep[k]);
-      PsInstr *part = ps_build_einsum (b, "gse,gsc->gsec", w, slot[k]);
+      /* Lingvo's einsum("gse,gsc->gsec") has no contracting dim: XLA's
+       * algebraic simplifier turns such a dot into a multiply of
+       * broadcasts (dot strength reduction), and so do we. */
+      int64_t gsec[4] = { G, S, E, C };
+      static const int64_t to_gse[3] = { 0, 1, 2 }, to_gsc[3] = { 0, 1, 3 };
+      PsInstr *wb = ps_build_broadcast (b, w, 4, gsec, to_gse);
+      PsInstr *part = ps_build_mul (b, wb, ps_build_broadcast (b, slot[k], 4, gsec, to_gsc));
       combine = combine ? ps_build_add (b, combine, part) : part;
     }
   g_free (gate);

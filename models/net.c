@@ -20,6 +20,7 @@ struct PsNetPrivate {
   int n_grads;               /* allocated entries of grads */
   PsInstr *loss;
   int n_losses;
+  PsInstr *layer_aux;        /* ps_net_layer_aux_loss, until taken */
   PsBuilder *builder;        /* ps_net_builder, made on first use */
 };
 
@@ -67,6 +68,7 @@ ps_net_new (const char *module_name, const char *computation_name, int mesh_rank
   net->m->num_partitions = n;
   net->mesh_devices = g_memdup2 (mesh_devices, n * sizeof (int64_t));
   net->plan = *plan;
+  net->act = PS_BF16;
   net->weights = g_ptr_array_new ();
   PsNetPrivate *p = net->priv = g_new0 (PsNetPrivate, 1);
   p->weight_axes = g_ptr_array_new_with_free_func (g_free);
@@ -108,7 +110,7 @@ ps_net_builder (PsNet *net)
   PsNetPrivate *p = net->priv;
   if (p->builder == NULL)
     {
-      p->builder = ps_builder_new_on (net->m, net->c);
+      p->builder = ps_builder_new_in (net->m, net->c);
       ps_builder_set_mesh (p->builder, net->mesh_rank, net->mesh_dims, net->mesh_devices);
     }
   return p->builder;
@@ -444,13 +446,21 @@ gboolean
 ps_net_vjp (PsNet *net, PsInstr *y, PsInstr *dy, PsInstr *x, PsInstr **dx, int n_weights,
             PsInstr *const *weights, GError **error)
 {
+  PsInstr *dys[1] = { dy ? dy : ps_ad_full (net->c, y->shape, 1.0) };
+  return ps_net_vjp_multi (net, 1, &y, dys, x, dx, n_weights, weights, error);
+}
+
+gboolean
+ps_net_vjp_multi (PsNet *net, int n_y, PsInstr *const *ys, PsInstr *const *dys, PsInstr *x,
+                  PsInstr **dx, int n_weights, PsInstr *const *weights, GError **error)
+{
   int off = x ? 1 : 0;
   g_autofree PsInstr **wrt = g_new (PsInstr *, n_weights + 1);
   if (x)
     wrt[0] = x;
   for (int i = 0; i < n_weights; i++)
     wrt[off + i] = weights[i];
-  GPtrArray *g = ps_autodiff_vjp (net->c, y, dy, off + n_weights, wrt, error);
+  GPtrArray *g = ps_autodiff_vjp_multi (net->c, n_y, ys, dys, off + n_weights, wrt, error);
   if (g == NULL)
     return FALSE;
   if (dx)
@@ -469,6 +479,21 @@ ps_net_vjp (PsNet *net, PsInstr *y, PsInstr *dy, PsInstr *x, PsInstr **dx, int n
     ps_net_add_grad (net, owner[i], g->pdata[off + i]);
   g_ptr_array_free (g, TRUE);
   return TRUE;
+}
+
+void
+ps_net_layer_aux_loss (PsNet *net, PsInstr *aux)
+{
+  g_return_if_fail (net->priv->layer_aux == NULL && ps_shape_is_array (aux->shape) && aux->shape->rank == 0);
+  net->priv->layer_aux = aux;
+}
+
+PsInstr *
+ps_net_take_layer_aux (PsNet *net)
+{
+  PsInstr *a = net->priv->layer_aux;
+  net->priv->layer_aux = NULL;
+  return a;
 }
 
 void

@@ -94,6 +94,8 @@ struct PsNet {
   int64_t mesh_dims[4];
   int64_t *mesh_devices;     /* row-major device ids */
   PsShardingPlan plan;
+  PsElemType act;            /* activation type (PS_BF16 unless the model sets it):
+                              * layers cast weights to it where they start */
   int n_annotations;         /* tensors a user annotates (weights, activations) */
   GPtrArray *weights;        /* PsInstr*, the weights in parameter order */
   PsNetPrivate *priv;        /* optimizer state, accumulators (net.c) */
@@ -179,6 +181,17 @@ void ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g);
  * with an error when autodiff lacks a rule. */
 gboolean ps_net_vjp (PsNet *net, PsInstr *y, PsInstr *dy, PsInstr *x, PsInstr **dx, int n_weights,
                      PsInstr *const *weights, GError **error);
+/* The same for several outputs of the part at once, ys[k] seeded with
+ * dys[k]: a layer's output and its auxiliary loss term. */
+gboolean ps_net_vjp_multi (PsNet *net, int n_y, PsInstr *const *ys, PsInstr *const *dys, PsInstr *x,
+                           PsInstr **dx, int n_weights, PsInstr *const *weights, GError **error);
+/* From inside a PsLayerFn (layers.h): the layer's auxiliary loss term, an
+ * f32 scalar already weighted (an MoE layer's load-balancing loss). The
+ * layer-stack helpers take it (ps_net_take_layer_aux), add it to the loss
+ * and differentiate it with the layer. */
+void ps_net_layer_aux_loss (PsNet *net, PsInstr *aux);
+/* The term the last layer built reported, or NULL; clears it. */
+PsInstr *ps_net_take_layer_aux (PsNet *net);
 /* Loss accumulation over microbatches: sum now, mean at ps_net_finish. */
 void ps_net_add_loss (PsNet *net, PsInstr *loss);
 

@@ -57,7 +57,7 @@ to_count (double v)
 double
 ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint64 k, gint64 n,
                        int passes, gint64 *tile_passes_out, gint64 *stream_rows_out,
-                       gboolean *lhs_stationary_out)
+                       gboolean *lhs_stationary_out, double *array_fill_out)
 {
   g_return_val_if_fail (hw != NULL, 0);
   batch = clamp0 (batch);
@@ -67,30 +67,31 @@ ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint64 k, g
   double tile_passes = 0;
   gint64 stream = 0;
   gboolean lhs = FALSE;
-  double cycles = 0;
+  double cycles = 0, fill = 1;
   if (batch > 0 && m > 0 && k > 0 && n > 0 && passes > 0)
     {
       double kt = tiles_of (k, hw->mxu_rows);
+      double slots = (double) hw->mxu_rows * hw->mxu_cols;
       /* RHS stationary: K x N weight tiles, the M rows of the LHS stream. */
-      double tp_rhs = 0;
-      double c_rhs = orientation_cycles (hw, (double) batch * kt * tiles_of (n, hw->mxu_cols),
-                                         m, passes, &tp_rhs);
+      double tp_rhs = 0, t_rhs = (double) batch * kt * tiles_of (n, hw->mxu_cols);
+      double c_rhs = orientation_cycles (hw, t_rhs, m, passes, &tp_rhs);
       /* LHS stationary (out^T = rhs^T lhs^T): K x M tiles, N columns stream. */
-      double tp_lhs = 0;
-      double c_lhs = orientation_cycles (hw, (double) batch * kt * tiles_of (m, hw->mxu_cols),
-                                         n, passes, &tp_lhs);
+      double tp_lhs = 0, t_lhs = (double) batch * kt * tiles_of (m, hw->mxu_cols);
+      double c_lhs = orientation_cycles (hw, t_lhs, n, passes, &tp_lhs);
       if (c_lhs < c_rhs)
         {
           cycles = c_lhs;
           tile_passes = tp_lhs;
           stream = n;
           lhs = TRUE;
+          fill = (double) batch * (double) k * (double) m / (t_lhs * slots);
         }
       else
         {
           cycles = c_rhs;
           tile_passes = tp_rhs;
           stream = m;
+          fill = (double) batch * (double) k * (double) n / (t_rhs * slots);
         }
     }
   if (tile_passes_out)
@@ -99,7 +100,59 @@ ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint64 k, g
     *stream_rows_out = stream;
   if (lhs_stationary_out)
     *lhs_stationary_out = lhs;
+  if (array_fill_out)
+    *array_fill_out = fill;
   return cycles;
+}
+
+/* Features of one window position in the packed contraction: padded to the
+ * sublane count (the second-minor tile dim of TPU arrays; the Cloud TPU
+ * performance guide's alternative padding rule for convolutions asks for
+ * feature dims that are multiples of 8). */
+gint64
+ps_compute_conv_packed_k (const PsHardware *hw, gint64 k)
+{
+  gint64 g = MAX (hw->vector_sublanes, 1);
+  return (clamp0 (k) + g - 1) / g * g;
+}
+
+/* The MXU part of a convolution: the cheaper of (or the asked) mapping of
+ * its window onto the array. POSITIONS iterates over the window positions,
+ * each a tile set of k x n weights streaming the m rows (k and n padded to
+ * the array per position). PACKED contracts over window x k at once (each
+ * position's k padded to the sublanes, the whole padded to the array
+ * once), which needs the streamed rows assembled from the window's
+ * positions: one vector op per element, window x k x m per group.
+ * "Cheaper" compares the busier of the MXU and the vector unit. */
+static void
+conv_mxu (const PsHardware *hw, const PsComputeOp *op, int passes, double other_vector_cycles,
+          PsComputeCost *c)
+{
+  double per_cycle = (double) hw->vector_lanes * hw->vector_sublanes * hw->vector_alus;
+  double w = (double) op->window;
+  gint64 tp_a = 0, sr_a = 0, tp_b = 0, sr_b = 0;
+  gboolean lhs_a = FALSE, lhs_b = FALSE;
+  double fill_a = 1, fill_b = 1;
+  double cyc_a = ps_compute_mxu_cycles (hw, op->batch * op->window, op->m, op->k, op->n, passes,
+                                        &tp_a, &sr_a, &lhs_a, &fill_a);
+  gint64 kp = ps_compute_conv_packed_k (hw, op->k);
+  double cyc_b = ps_compute_mxu_cycles (hw, op->batch, op->m, kp * op->window, op->n, passes,
+                                        &tp_b, &sr_b, &lhs_b, &fill_b);
+  if (kp > 0)
+    fill_b *= (double) op->k / (double) kp;
+  double relayout = (double) clamp0 (op->batch) * (double) clamp0 (op->m) * w
+                    * (double) clamp0 (op->k);
+  double busy_a = MAX (cyc_a, other_vector_cycles);
+  double busy_b = MAX (cyc_b, other_vector_cycles + ceil (relayout / per_cycle));
+  gboolean packed = op->mapping == PS_CONV_MAPPING_PACKED
+                    || (op->mapping == PS_CONV_MAPPING_AUTO && busy_b < busy_a);
+  c->conv_packed = packed;
+  c->mxu_cycles = packed ? cyc_b : cyc_a;
+  c->tile_passes = packed ? tp_b : tp_a;
+  c->stream_rows = packed ? sr_b : sr_a;
+  c->lhs_stationary = packed ? lhs_b : lhs_a;
+  c->array_fill = packed ? fill_b : fill_a;
+  c->relayout_ops = packed ? relayout : 0;
 }
 
 PsComputeCost
@@ -109,19 +162,22 @@ ps_compute_op (const PsHardware *hw, const PsComputeOp *op)
   g_return_val_if_fail (hw != NULL && op != NULL, c);
   double clock = hw->clock_hz;
 
+  double vector_ops = MAX (op->vector_ops, 0.0)
+                      + MAX (op->transcendentals, 0.0) * hw->vector_transcendental_ops;
+  double per_cycle = (double) hw->vector_lanes * hw->vector_sublanes * hw->vector_alus;
+  c.array_fill = 1;
   if (op->has_mxu)
     {
       int passes = ps_hardware_mxu_passes (hw, op->dtype == PS_COMPUTE_F32, op->precision);
       c.mxu_passes = passes;
-      c.mxu_cycles = ps_compute_mxu_cycles (hw, op->batch, op->m, op->k, op->n, passes,
-                                            &c.tile_passes, &c.stream_rows,
-                                            &c.lhs_stationary);
+      if (op->window > 1)
+        conv_mxu (hw, op, passes, ceil (vector_ops / per_cycle), &c);
+      else
+        c.mxu_cycles = ps_compute_mxu_cycles (hw, op->batch, op->m, op->k, op->n, passes,
+                                              &c.tile_passes, &c.stream_rows,
+                                              &c.lhs_stationary, &c.array_fill);
     }
-
-  double vector_ops = MAX (op->vector_ops, 0.0)
-                      + MAX (op->transcendentals, 0.0) * hw->vector_transcendental_ops;
-  double per_cycle = (double) hw->vector_lanes * hw->vector_sublanes * hw->vector_alus;
-  c.vector_cycles = ceil (vector_ops / per_cycle);
+  c.vector_cycles = ceil ((vector_ops + c.relayout_ops) / per_cycle);
 
   if (!op->fused)
     {
@@ -214,6 +270,45 @@ ps_compute_matmul_op (gint64 batch, gint64 m, gint64 k, gint64 n, PsComputeDtype
 }
 
 PsComputeOp
+ps_compute_conv_op (gint64 groups, gint64 m, gint64 window, gint64 k, gint64 n,
+                    gint64 input_elements, PsComputeDtype dtype, PsMxuPrecision precision)
+{
+  PsComputeOp op = ps_compute_matmul_op (groups, m, k, n, dtype, precision);
+  op.window = clamp0 (window);
+  if (op.flops == 0 || op.window == 0)
+    {
+      op.flops = 0;
+      op.hbm_bytes = 0;
+      return op;
+    }
+  double g = (double) op.batch, w = (double) op.window;
+  op.flops *= w;
+  op.hbm_bytes = ((double) clamp0 (input_elements) + g * w * (double) op.k * op.n
+                  + g * (double) op.m * op.n)
+                 * ps_compute_dtype_size_bytes (dtype);
+  return op;
+}
+
+const char *
+ps_conv_mapping_name (PsConvMapping m)
+{
+  return m == PS_CONV_MAPPING_POSITIONS ? "positions" : m == PS_CONV_MAPPING_PACKED ? "packed"
+                                                                                    : "auto";
+}
+
+gboolean
+ps_conv_mapping_parse (const char *name, PsConvMapping *out)
+{
+  for (int i = PS_CONV_MAPPING_AUTO; i <= PS_CONV_MAPPING_PACKED; i++)
+    if (g_ascii_strcasecmp (name, ps_conv_mapping_name ((PsConvMapping) i)) == 0)
+      {
+        *out = (PsConvMapping) i;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+PsComputeOp
 ps_compute_elementwise_op (gint64 elements, int n_inputs, double ops_per_element,
                            double transcendentals_per_element, PsComputeDtype dtype)
 {
@@ -257,6 +352,7 @@ ps_compute_op_from_trace (const PsTraceCompute *ev)
   op.m = (gint64) MIN (ev->mxu_m, (guint64) G_MAXINT64);
   op.k = (gint64) MIN (ev->mxu_k, (guint64) G_MAXINT64);
   op.n = (gint64) MIN (ev->mxu_n, (guint64) G_MAXINT64);
+  op.window = (gint64) MIN (ev->mxu_window, (guint64) G_MAXINT64);
   op.dtype = (ev->dtype == PS_TRACE_F32 || ev->dtype == PS_TRACE_F64) ? PS_COMPUTE_F32
                                                                        : PS_COMPUTE_BF16;
   switch (ev->precision)

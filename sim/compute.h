@@ -43,11 +43,24 @@ typedef enum {
   PS_COMPUTE_F32,
 } PsComputeDtype;
 
+/* How a convolution's window meets the systolic array (doc/compute-model.md,
+ * "Convolutions"). */
+typedef enum {
+  PS_CONV_MAPPING_AUTO,       /* the cheaper of the two, as the compiler would pick */
+  PS_CONV_MAPPING_POSITIONS,  /* one weight-tile set per window position, features padded per position */
+  PS_CONV_MAPPING_PACKED,     /* window positions x features as one contraction, padded once */
+} PsConvMapping;
+
 typedef struct {
   /* Matmul part: out[batch, m, n] = sum_k lhs[batch, m, k] * rhs[batch, k, n].
-   * has_mxu FALSE for ops that do not use the MXU. */
+   * has_mxu FALSE for ops that do not use the MXU. A convolution adds a
+   * window: out[batch, m, n] = sum_w sum_k lhs_w[batch, m, k] * rhs[batch, w, k, n]
+   * with k the input features per group, m batch x output positions, n the
+   * output features per group, batch the groups. */
   gboolean has_mxu;
   gint64 batch, m, k, n;
+  gint64 window;               /* convolution: kernel window positions (0 or 1: none) */
+  PsConvMapping mapping;       /* convolution: AUTO unless asked otherwise */
   PsComputeDtype dtype;
   PsMxuPrecision precision;       /* only matters for f32 operands */
 
@@ -81,21 +94,46 @@ typedef struct {
   gint64 tile_passes;          /* weight-tile passes over all MXUs of the core */
   gint64 stream_rows;          /* rows streamed through each tile */
   gboolean lhs_stationary;     /* the model kept the LHS in the array (transposed) */
+  /* Real weights per weight-tile slot (1 when no dim is padded to the
+   * array): the padding waste is 1 - array_fill. */
+  double array_fill;
+  /* Convolutions: the window positions were packed into the contraction
+   * (else iterated, one tile set each); vector ops spent assembling the
+   * packed rows (included in vector_cycles). */
+  gboolean conv_packed;
+  double relayout_ops;
 } PsComputeCost;
 
 /* Cost of one op on one TensorCore. Never fails; negative counts are
  * treated as zero. */
 PsComputeCost ps_compute_op (const PsHardware *hw, const PsComputeOp *op);
 
-/* MXU cycles of a matmul alone (the MXU term of ps_compute_op). */
+/* MXU cycles of a matmul alone (the MXU term of ps_compute_op for a
+ * matmul); *array_fill_out (may be NULL) as PsComputeCost.array_fill. */
 double ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint64 k,
                               gint64 n, int passes, gint64 *tile_passes_out,
-                              gint64 *stream_rows_out, gboolean *lhs_stationary_out);
+                              gint64 *stream_rows_out, gboolean *lhs_stationary_out,
+                              double *array_fill_out);
 
 /* A plain matmul: flops 2*b*m*k*n, HBM bytes = both operands read + result
  * written, all in `dtype`. */
 PsComputeOp ps_compute_matmul_op (gint64 batch, gint64 m, gint64 k, gint64 n,
                                   PsComputeDtype dtype, PsMxuPrecision precision);
+
+/* A convolution of `groups` groups as the MXU sees it: `window` kernel
+ * positions, `m` = batch x output positions, `k` input and `n` output
+ * features per group. flops = 2 x groups x m x window x k x n (every
+ * window position counted, padding included); HBM bytes = input_elements +
+ * window x k x n x groups (the kernel) + m x n x groups (the output), in
+ * `dtype`. */
+PsComputeOp ps_compute_conv_op (gint64 groups, gint64 m, gint64 window, gint64 k, gint64 n,
+                                gint64 input_elements, PsComputeDtype dtype,
+                                PsMxuPrecision precision);
+/* The features of one window position as the packed mapping lays them
+ * out: k padded to the hardware's sublanes. */
+gint64 ps_compute_conv_packed_k (const PsHardware *hw, gint64 k);
+const char *ps_conv_mapping_name (PsConvMapping m);          /* "auto", "positions", "packed" */
+gboolean ps_conv_mapping_parse (const char *name, PsConvMapping *out);
 
 /* An elementwise op over `elements` outputs reading `n_inputs` arrays of the
  * same size, costing `ops_per_element` vector operations and

@@ -7,6 +7,6 @@ tests_check_compute_SOURCES = tests/check_compute.c
 tests_check_compute_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS)
 tests_check_compute_LDADD = $(PS_SIM_TEST_LIBS)
 
-TESTS += tests/bench_matmul.sh
-EXTRA_DIST += tests/bench_matmul.sh
+TESTS += tests/bench_matmul.sh tests/bench_conv.sh
+EXTRA_DIST += tests/bench_matmul.sh tests/bench_conv.sh
 EXTRA_DIST += doc/compute-model.md

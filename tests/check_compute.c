@@ -270,6 +270,98 @@ START_TEST (test_from_trace)
   ev.dtype = PS_TRACE_BF16;
   op = ps_compute_op_from_trace (&ev);
   ck_assert_int_eq (op.dtype, PS_COMPUTE_BF16);
+  ck_assert_int_eq (op.window, 0);
+  ev.op = PS_TRACE_OP_CONV;
+  ev.mxu_window = 27;
+  op = ps_compute_op_from_trace (&ev);
+  ck_assert_int_eq (op.window, 27);
+}
+END_TEST
+
+/* A 3x3x3 convolution of 32 into 32 features over 128^3 positions (M =
+ * 2^21 rows). Positions: 27 weight tiles (32 x 32 real weights padded to
+ * 128 x 128 each), 14 per MXU, each streaming 2^21 rows plus 256 cycles of
+ * fill and drain, plus the first load. Packed: 27 x 32 = 864 contracted
+ * at once, ceil(864/128) = 7 tiles, 4 per MXU; its rows are assembled by
+ * 2^21 x 864 vector ops (884736 cycles at 2048 per cycle). */
+START_TEST (test_conv_small_features)
+{
+  const double m = 2097152;
+  PsComputeOp op = ps_compute_conv_op (1, (gint64) m, 27, 32, 32, (gint64) m * 32,
+                                       PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  ck_assert_double_eq (op.flops, 2.0 * m * 27 * 32 * 32);
+  ck_assert_double_eq (op.hbm_bytes, (m * 32 + 27.0 * 32 * 32 + m * 32) * 2);
+  op.mapping = PS_CONV_MAPPING_POSITIONS;
+  PsComputeCost pos = ps_compute_op (hw, &op);
+  ck_assert_int_eq (pos.tile_passes, 27);
+  ck_assert_double_eq_tol (pos.mxu_cycles, 14 * (m + 256) + 128, 0.5);
+  ck_assert_double_eq_tol (pos.array_fill, 1.0 / 16, 1e-12);
+  ck_assert (!pos.conv_packed);
+  ck_assert_double_eq (pos.relayout_ops, 0);
+  op.mapping = PS_CONV_MAPPING_PACKED;
+  PsComputeCost pack = ps_compute_op (hw, &op);
+  ck_assert_int_eq (pack.tile_passes, 7);
+  ck_assert_double_eq_tol (pack.mxu_cycles, 4 * (m + 256) + 128, 0.5);
+  ck_assert_double_eq_tol (pack.array_fill, 864.0 * 32 / (7 * 128 * 128), 1e-12);
+  ck_assert_double_eq (pack.relayout_ops, m * 864);
+  ck_assert_double_eq (pack.vector_cycles, m * 864 / 2048);
+  ck_assert (pack.conv_packed);
+  /* auto takes the cheaper: packed. */
+  op.mapping = PS_CONV_MAPPING_AUTO;
+  PsComputeCost c = ps_compute_op (hw, &op);
+  ck_assert (c.conv_packed);
+  ck_assert_double_eq (c.mxu_cycles, pack.mxu_cycles);
+  ck_assert_int_eq (c.bound, PS_BOUND_MXU);
+  ck_assert_double_eq_tol (c.mxu_utilization, op.flops / (61.6e12 * c.time_s), 1e-3);
+}
+END_TEST
+
+/* Features that fill the array: both mappings need the same tiles (27 x 2
+ * x 2 = 108 = ceil(6912/128) x 2); the tie goes to positions, which needs
+ * no relayout. A 1-position window is a plain matmul. */
+START_TEST (test_conv_full_features_and_plain_matmul)
+{
+  PsComputeOp op = ps_compute_conv_op (1, 4096, 27, 256, 256, 4096 * 256, PS_COMPUTE_BF16,
+                                       PS_MXU_PRECISION_DEFAULT);
+  PsComputeCost c = ps_compute_op (hw, &op);
+  ck_assert (!c.conv_packed);
+  ck_assert_int_eq (c.tile_passes, 108);
+  ck_assert_double_eq_tol (c.array_fill, 1.0, 1e-12);
+  ck_assert_double_eq_tol (c.mxu_cycles, 54 * (4096 + 256) + 128, 0.5);
+  PsComputeOp one = ps_compute_conv_op (2, 1000, 1, 300, 200, 2000 * 300, PS_COMPUTE_F32,
+                                        PS_MXU_PRECISION_HIGH);
+  PsComputeOp mm = ps_compute_matmul_op (2, 1000, 300, 200, PS_COMPUTE_F32, PS_MXU_PRECISION_HIGH);
+  PsComputeCost a = ps_compute_op (hw, &one), b = ps_compute_op (hw, &mm);
+  ck_assert_double_eq (a.mxu_cycles, b.mxu_cycles);
+  ck_assert_double_eq (one.flops, mm.flops);
+  /* Groups multiply the tile sets: depthwise 64 groups of 1 x 1 features;
+   * packed, each position's one feature takes 8 rows (the sublanes):
+   * 31 x 8 = 248 rows, 2 tiles per group. */
+  PsComputeOp dw = ps_compute_conv_op (64, 1000, 31, 1, 1, 1000 * 64, PS_COMPUTE_BF16,
+                                       PS_MXU_PRECISION_DEFAULT);
+  dw.mapping = PS_CONV_MAPPING_POSITIONS;
+  ck_assert_int_eq (ps_compute_op (hw, &dw).tile_passes, 64 * 31);
+  dw.mapping = PS_CONV_MAPPING_PACKED;
+  PsComputeCost dwc = ps_compute_op (hw, &dw);
+  ck_assert_int_eq (dwc.tile_passes, 64 * 2);
+  ck_assert_double_eq_tol (dwc.array_fill, 31.0 / (2 * 128 * 128), 1e-12);
+  /* ResNet's first layer: 7 x 7 positions of 3 features (padded to 8) =
+   * 392 rows, 4 tiles; space-to-depth's 4 x 4 of 12 (padded to 16) = 256,
+   * 2 tiles over the same 112 x 112 outputs. */
+  PsComputeOp r1 = ps_compute_conv_op (1, 128 * 112 * 112, 49, 3, 64, 128 * 224 * 224 * 3,
+                                       PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  PsComputeOp r2 = ps_compute_conv_op (1, 128 * 112 * 112, 16, 12, 64, 128 * 112 * 112 * 12,
+                                       PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  PsComputeCost c1 = ps_compute_op (hw, &r1), c2 = ps_compute_op (hw, &r2);
+  ck_assert (c1.conv_packed && c2.conv_packed);
+  ck_assert_int_eq (c1.tile_passes, 4);
+  ck_assert_int_eq (c2.tile_passes, 2);
+  ck_assert_int_eq (ps_compute_conv_packed_k (hw, 3), 8);
+  ck_assert_int_eq (ps_compute_conv_packed_k (hw, 16), 16);
+  PsConvMapping mp;
+  ck_assert (ps_conv_mapping_parse ("Packed", &mp) && mp == PS_CONV_MAPPING_PACKED);
+  ck_assert (!ps_conv_mapping_parse ("im2col", &mp));
+  ck_assert_str_eq (ps_conv_mapping_name (PS_CONV_MAPPING_POSITIONS), "positions");
 }
 END_TEST
 
@@ -306,6 +398,8 @@ main (void)
   tcase_add_test (tc, test_reduce);
   tcase_add_test (tc, test_what_if_hardware);
   tcase_add_test (tc, test_from_trace);
+  tcase_add_test (tc, test_conv_small_features);
+  tcase_add_test (tc, test_conv_full_features_and_plain_matmul);
   tcase_add_test (tc, test_names);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);

@@ -243,10 +243,12 @@ START_TEST (test_lower_conv)
   const PsTraceEvent *c = ps_trace_get_event (t, 0);
   ck_assert_int_eq (c->compute.op, PS_TRACE_OP_CONV);
   ck_assert_int_eq (c->compute.precision, PS_TRACE_PRECISION_HIGHEST);
-  /* implicit matmul: M = batch x out positions, K = in features x window */
+  /* M = batch x out positions, K = in features, N = out features, and the
+   * 3 window positions apart (the simulator maps them onto the array) */
   ck_assert_uint_eq (c->compute.mxu_m, 16);
-  ck_assert_uint_eq (c->compute.mxu_k, 12);
+  ck_assert_uint_eq (c->compute.mxu_k, 4);
   ck_assert_uint_eq (c->compute.mxu_n, 5);
+  ck_assert_uint_eq (c->compute.mxu_window, 3);
   ck_assert_uint_eq (c->compute.flops, 2 * 2 * 5 * 4 * 22);
 }
 END_TEST

@@ -93,6 +93,7 @@ assert_events_equal (const PsTraceEvent *a, const PsTraceEvent *b)
         ck_assert_uint_eq (x->mxu_m, y->mxu_m);
         ck_assert_uint_eq (x->mxu_k, y->mxu_k);
         ck_assert_uint_eq (x->mxu_n, y->mxu_n);
+        ck_assert_uint_eq (x->mxu_window, y->mxu_window);
       }
       break;
     case PS_TRACE_EVENT_COLLECTIVE:
@@ -366,6 +367,28 @@ START_TEST (test_good_minimal)
   ck_assert_msg (back != NULL, "%s", error ? error->message : "");
   ck_assert_str_eq (ps_trace_get_header (back)->program, "unnamed");
   ck_assert_ptr_null (ps_trace_get_header (back)->slice);
+}
+END_TEST
+
+/* A convolution keeps its window apart from the contracted features. */
+START_TEST (test_conv_window)
+{
+  const char *ev = "compute conv name=c dtype=bf16 flops=0 read_bytes=0 write_bytes=0"
+                   " mxu=1x2097152x32x32 window=27";
+  g_autofree char *text = with_end (one_event (ev, "0"), 1);
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_trace_parse ("x.pst", text, strlen (text), &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  const PsTraceCompute *c = &ps_trace_get_event (t, 0)->compute;
+  ck_assert_uint_eq (c->mxu_window, 27);
+  ck_assert_uint_eq (c->mxu_k, 32);
+  gsize len;
+  g_autofree char *out = ps_trace_to_text (t, &len);
+  ck_assert_ptr_nonnull (strstr (out, " mxu=1x2097152x32x32 window=27\n"));
+  expect_event_error ("compute matmul name=a dtype=bf16 flops=0 read_bytes=0 write_bytes=0 mxu=1x1x1x1 window=3",
+                      "0", "x.pst:6:81: window= on a matmul event (only conv has a window)");
+  expect_event_error ("compute conv name=a dtype=bf16 flops=0 read_bytes=0 write_bytes=0 mxu=1x1x1x1 window=0",
+                      "0", "x.pst:6:86: window must be positive");
 }
 END_TEST
 
@@ -747,6 +770,7 @@ traces_suite (void)
   TCase *tc = tcase_create ("core");
   tcase_add_test (tc, test_round_trip_gz);
   tcase_add_test (tc, test_round_trip_plain);
+  tcase_add_test (tc, test_conv_window);
   tcase_add_test (tc, test_streaming);
   tcase_add_test (tc, test_groups_expand);
   tcase_add_test (tc, test_nonpod2d);

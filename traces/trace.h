@@ -148,6 +148,9 @@ typedef struct {
    * has_mxu FALSE (and all 0) for ops that do not use the MXU. */
   gboolean has_mxu;
   guint64 mxu_batch, mxu_m, mxu_k, mxu_n;
+  /* conv only: kernel window positions, each contracting mxu_k input
+   * features (0 or 1: none, K is the whole contraction as for a matmul). */
+  guint64 mxu_window;
 } PsTraceCompute;
 
 typedef enum {

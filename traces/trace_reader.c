@@ -498,9 +498,10 @@ static gboolean
 parse_compute (PsTraceReader *r, GError **error)
 {
   PsTraceCompute *c = &r->event.compute;
-  enum { NAME, DTYPE, PRECISION, FLOPS, READ, WRITE, VECTOR, MXU };
+  enum { NAME, DTYPE, PRECISION, FLOPS, READ, WRITE, VECTOR, MXU, WINDOW };
   static const char *const keys[] = { "name", "dtype", "precision", "flops",
-                                      "read_bytes", "write_bytes", "vector_ops", "mxu" };
+                                      "read_bytes", "write_bytes", "vector_ops", "mxu",
+                                      "window" };
   Fields f = { keys, G_N_ELEMENTS (keys) };
   if (r->n_tok < 2)
     return fail_at (r, error, PS_ERROR_PARSE, r->line->len, "compute line without a kind");
@@ -552,6 +553,16 @@ parse_compute (PsTraceReader *r, GError **error)
       c->mxu_m = d[1];
       c->mxu_k = d[2];
       c->mxu_n = d[3];
+    }
+  if (f.values[WINDOW])
+    {
+      if (c->op != PS_TRACE_OP_CONV)
+        return fail_at (r, error, PS_ERROR_PARSE, f.key_off[WINDOW], "window= on a %s event "
+                        "(only conv has a window)", r->tok[1]);
+      if (!field_u64 (r, &f, WINDOW, &c->mxu_window, error))
+        return FALSE;
+      if (c->mxu_window == 0)
+        return fail_at (r, error, PS_ERROR_PARSE, f.value_off[WINDOW], "window must be positive");
     }
   return TRUE;
 }

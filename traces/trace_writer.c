@@ -27,6 +27,8 @@ ps_trace_append_event (GString *out, const PsTraceEvent *e)
           g_string_append_printf (out, " mxu=%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
                                   "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
                                   k->mxu_batch, k->mxu_m, k->mxu_k, k->mxu_n);
+        if (k->has_mxu && k->mxu_window > 1)
+          g_string_append_printf (out, " window=%" G_GUINT64_FORMAT, k->mxu_window);
         break;
       }
     case PS_TRACE_EVENT_COLLECTIVE:

@@ -294,15 +294,18 @@ mxu_dims (const PsInstr *in, PsTraceCompute *c)
                        : in->batch_group_count > 1 ? (guint64) in->batch_group_count : 1;
       if (d->present)
         {
-          guint64 m = (guint64) out->dims[d->out_batch], k = (guint64) rhs->dims[d->k_in_feature];
+          /* The window stays separate from the contracted features: the
+           * simulator decides how it meets the array (doc/compute-model.md). */
+          guint64 m = (guint64) out->dims[d->out_batch], w = 1;
           for (int i = 0; i < d->n_spatial; i++)
             {
               m *= (guint64) out->dims[d->out_spatial[i]];
-              k *= (guint64) rhs->dims[d->k_spatial[i]];
+              w *= (guint64) rhs->dims[d->k_spatial[i]];
             }
           c->mxu_m = m;
-          c->mxu_k = k;
+          c->mxu_k = (guint64) rhs->dims[d->k_in_feature];
           c->mxu_n = (guint64) rhs->dims[d->k_out_feature] / groups;
+          c->mxu_window = w;
         }
       else
         {

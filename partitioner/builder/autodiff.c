@@ -643,6 +643,21 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
 {
   g_return_val_if_fail (c != NULL && y != NULL && y->parent == c, NULL);
   g_return_val_if_fail (ps_shape_is_array (y->shape), NULL);
+  PsInstr *dys[1] = { dy ? dy : ps_ad_full (c, y->shape, 1.0) };
+  return ps_autodiff_vjp_multi (c, 1, &y, dys, n_wrt, wrt, error);
+}
+
+GPtrArray *
+ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *const *dys,
+                       int n_wrt, PsInstr *const *wrt, GError **error)
+{
+  g_return_val_if_fail (c != NULL && n_y >= 0, NULL);
+  for (int k = 0; k < n_y; k++)
+    {
+      g_return_val_if_fail (ys[k] != NULL && ys[k]->parent == c, NULL);
+      g_return_val_if_fail (ps_shape_is_array (ys[k]->shape), NULL);
+      g_return_val_if_fail (dys[k] != NULL && ps_shape_equal (dys[k]->shape, ys[k]->shape), NULL);
+    }
 
   /* Instructions y depends on, and among them those that lead to a wrt
    * input: only those need gradients. Only floating-point values carry a
@@ -666,10 +681,11 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
           }
     }
   g_autoptr (GHashTable) needed = g_hash_table_new (NULL, NULL);
-  g_hash_table_add (needed, y);
   guint y_pos = 0;
+  for (int k = 0; k < n_y; k++)
+    g_hash_table_add (needed, ys[k]);
   for (guint i = 0; i < order->len; i++)
-    if (order->pdata[i] == y)
+    if (g_hash_table_contains (needed, order->pdata[i]))
       y_pos = i;
   for (guint i = y_pos + 1; i-- > 0;)
     {
@@ -681,7 +697,8 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
     }
 
   Ad ad = { c, g_hash_table_new (NULL, NULL) };
-  g_hash_table_insert (ad.adj, y, dy ? dy : ps_ad_full (c, y->shape, 1.0));
+  for (int k = 0; k < n_y; k++)
+    accumulate (&ad, ys[k], dys[k]);
   for (guint i = y_pos + 1; i-- > 0;)
     {
       PsInstr *in = order->pdata[i];

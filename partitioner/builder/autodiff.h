@@ -49,6 +49,13 @@ GPtrArray *ps_autodiff_gradients (PsComputation *c, PsInstr *y, int n_wrt,
 GPtrArray *ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt,
                             PsInstr *const *wrt, GError **error);
 
+/* The same for several outputs at once: ys[k] seeded with dys[k] (same
+ * shape). A layer with an auxiliary loss (MoE) differentiates its output
+ * and its loss term in one walk. */
+GPtrArray *ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys,
+                                  PsInstr *const *dys, int n_wrt, PsInstr *const *wrt,
+                                  GError **error);
+
 /* Emission helpers shared with the optimizers and model builders: each
  * appends one instruction to c and returns it (transfer none). */
 PsInstr *ps_ad_scalar (PsComputation *c, PsElemType t, double value);

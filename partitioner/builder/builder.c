@@ -40,7 +40,7 @@ ps_builder_new (PsModule *m, const char *name)
 }
 
 PsBuilder *
-ps_builder_new_on (PsModule *m, PsComputation *c)
+ps_builder_new_in (PsModule *m, PsComputation *c)
 {
   g_return_val_if_fail (m != NULL && c != NULL && c->parent == m, NULL);
   PsBuilder *b = g_new0 (PsBuilder, 1);
@@ -310,7 +310,7 @@ ps_build_parameter_shape (PsBuilder *b, const char *name, const PsShape *shape)
     ps_builder_name_next (b, name);
   PsInstr *in = ps_builder_add_ (b, PS_OP_PARAMETER, ps_shape_copy (shape), 0, NULL);
   /* Numbered by the computation, not the builder: a builder made with
-   * ps_builder_new_on() shares the computation with other code. */
+   * ps_builder_new_in() shares the computation with other code. */
   in->parameter_number = b->c->params->len;
   g_ptr_array_add (b->c->params, in);
   return in;

@@ -57,11 +57,11 @@ typedef struct PsBuilder PsBuilder;
 
 /* Starts a new, empty computation `name` in `m` (made unique if taken). */
 PsBuilder *ps_builder_new (PsModule *m, const char *name);
-/* A builder appending to the existing computation c of m (parameters are
- * numbered after c's). Free it with ps_builder_free(); it does not set
- * c's root. Model code uses it to mix builder-written blocks into a
- * computation built otherwise (models/net.h, ps_net_builder). */
-PsBuilder *ps_builder_new_on (PsModule *m, PsComputation *c);
+/* A builder appending to c, an existing computation of m (a block of the
+ * layer library emitting into a model's step: models/net.h ps_net_builder,
+ * models/moe_layer.h). Parameters are numbered after c's. Free it with
+ * ps_builder_free(); it does not set c's root. */
+PsBuilder *ps_builder_new_in (PsModule *m, PsComputation *c);
 /* Frees the builder only; the computation stays in the module. */
 void ps_builder_free (PsBuilder *b);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsBuilder, ps_builder_free)

@@ -1,0 +1,270 @@
+/* The sparse MoE Transformer LM training step: see moe_lm.h. */
+#include "config.h"
+
+#include "models/moe_lm.h"
+
+#include <string.h>
+
+#include "common/error.h"
+#include "models/layers.h"
+#include "models/moe_layer.h"
+#include "partitioner/builder/autodiff.h"
+
+void
+ps_moe_lm_config_small (PsMoeLmConfig *out)
+{
+  memset (out, 0, sizeof *out);
+  out->name = "moe";
+  out->layers = 2;
+  out->moe_every = 2;
+  out->model_dim = 16;
+  out->ffn_dim = 32;
+  out->heads = 2;
+  out->head_dim = 8;
+  out->seq_len = 8;
+  out->global_batch = 16;
+  out->vocab = 64;
+  out->rel_buckets = 4;
+  out->experts = 8;
+  out->capacity_factor = 2.0;
+  out->top_k = 2;
+  out->aux_loss_weight = 0.01;
+  out->f32_activations = TRUE;
+  out->optimizer = PS_OPTIMIZER_ADAFACTOR;
+  out->remat = TRUE;
+  out->microbatches = 1;
+  out->cores = 8;
+}
+
+int64_t
+ps_moe_lm_groups (const PsMoeLmConfig *c)
+{
+  return c->groups > 0 ? c->groups : c->cores;
+}
+
+int64_t
+ps_moe_lm_capacity (const PsMoeLmConfig *c)
+{
+  int64_t tokens = c->global_batch / MAX (c->microbatches, 1) * c->seq_len;
+  return ps_moe_capacity (tokens / ps_moe_lm_groups (c), c->experts, c->capacity_factor);
+}
+
+static gboolean
+fail (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+fail (GError **error, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error_literal (error, PS_ERROR, PS_ERROR_OPTION, msg);
+  return FALSE;
+}
+
+gboolean
+ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
+{
+  struct { const char *opt; int64_t v; } pos[] = {
+    { "--layers", c->layers }, { "--moe-every", c->moe_every }, { "--model-dim", c->model_dim },
+    { "--ffn-dim", c->ffn_dim }, { "--heads", c->heads }, { "--head-dim", c->head_dim },
+    { "--seq-len", c->seq_len }, { "--batch", c->global_batch }, { "--vocab", c->vocab },
+    { "--experts", c->experts }, { "--top-k", c->top_k }, { "--microbatches", c->microbatches },
+    { "the core count", c->cores },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
+    if (pos[i].v <= 0)
+      return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
+  if (c->groups < 0)
+    return fail (error, "--groups must be positive (got %" G_GINT64_FORMAT ")", c->groups);
+  if (!(c->capacity_factor > 0) || c->capacity_factor > 1e6)
+    return fail (error, "--capacity-factor must be positive (got %g)", c->capacity_factor);
+  if (c->top_k > c->experts)
+    return fail (error, "--top-k %d exceeds --experts %" G_GINT64_FORMAT, c->top_k, c->experts);
+  if (c->global_batch % c->microbatches != 0)
+    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --microbatches %d",
+                 c->global_batch, c->microbatches);
+  int64_t mb = c->global_batch / c->microbatches, tokens = mb * c->seq_len;
+  if (mb % c->cores != 0)
+    return fail (error, "the microbatch (%" G_GINT64_FORMAT " sequences) is not divisible by the %"
+                 G_GINT64_FORMAT " cores (data parallel)", mb, c->cores);
+  int64_t G = ps_moe_lm_groups (c);
+  if (tokens % G != 0)
+    return fail (error, "--groups %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
+                 " tokens of a microbatch", G, tokens);
+  if (c->moe_every > c->layers)
+    return fail (error, "--moe-every %d exceeds --layers %d: no MoE layer", c->moe_every, c->layers);
+  return TRUE;
+}
+
+/* One layer: attention, then a dense FFN or the MoE block. */
+typedef struct {
+  const PsMoeLmConfig *cfg;
+  const PsAttentionContext *ctx;
+  PsAttention attention;
+  gboolean moe;
+  PsFfn ffn;                 /* dense layers */
+  PsInstr *ln, *wg, *wi, *wo; /* MoE layers */
+} MoeLmLayer;
+
+static PsInstr *
+moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
+{
+  const PsMoeLmConfig *cfg = L->cfg;
+  const int64_t B = x->shape->dims[0], S = x->shape->dims[1], M = x->shape->dims[2];
+  const int64_t G = ps_moe_lm_groups (cfg), T = B * S / G;
+  PsInstr *h = ps_layer_norm (net, x, L->ln);
+  PsBuilder *b = ps_net_builder (net);
+  int64_t gsm[3] = { G, T, M }, bsm[3] = { B, S, M };
+  PsInstr *wg = ps_build_convert (b, L->wg, net->act);
+  PsInstr *wi = ps_build_convert (b, L->wi, net->act);
+  PsInstr *wo = ps_build_convert (b, L->wo, net->act);
+  PsMoeConfig mc = { cfg->experts, ps_moe_lm_capacity (cfg), cfg->top_k, 0 };
+  PsInstr *aux = NULL;
+  PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), wg, wi, wo, &aux);
+  y = ps_build_reshape (b, y, 3, bsm);
+  PsInstr *weighted = ps_build_mul (b, aux, ps_build_scalar (b, PS_F32, cfg->aux_loss_weight));
+  /* Shapes come from a checked config: a builder error is a bug here. */
+  g_assert (ps_builder_ok (b));
+  ps_net_layer_aux_loss (net, weighted);
+  return ps_ad_binary (net->c, PS_OP_ADD, x, y);
+}
+
+static PsInstr *
+moe_lm_layer (PsNet *net, gconstpointer layer, PsInstr *x)
+{
+  const MoeLmLayer *L = layer;
+  ps_net_annotate (net, x, "bsm");
+  PsAttention att;
+  ps_attention_cast (net, &L->attention, &att);
+  PsInstr *x1 = ps_attention (net, &att, L->ctx, x);
+  if (!L->moe)
+    {
+      PsFfn ffn;
+      ps_ffn_cast (net, &L->ffn, &ffn);
+      return ps_ffn (net, &ffn, x1);
+    }
+  return moe_ffn (net, L, x1);
+}
+
+static void
+layer_weights (PsNet *net, const PsMoeLmConfig *c, int l, const PsAttentionContext *ctx, MoeLmLayer *out)
+{
+  g_autofree char *prefix = g_strdup_printf ("layer%d", l);
+  out->cfg = c;
+  out->ctx = ctx;
+  out->moe = l % c->moe_every == c->moe_every - 1;
+  ps_attention_weights (net, prefix, c->model_dim, c->heads, c->head_dim, c->rel_buckets, &out->attention);
+  if (!out->moe)
+    {
+      ps_ffn_weights (net, prefix, c->model_dim, c->ffn_dim, FALSE, &out->ffn);
+      return;
+    }
+  /* The router's expert dim is "r": replicated (GShard's replicate(wg)),
+   * where the experts' "e" is split. */
+  int64_t me[2] = { c->model_dim, c->experts }, emh[3] = { c->experts, c->model_dim, c->ffn_dim };
+  int64_t ehm[3] = { c->experts, c->ffn_dim, c->model_dim };
+  g_autofree char *wg = g_strdup_printf ("%s.moe_wg", prefix);
+  g_autofree char *wi = g_strdup_printf ("%s.moe_wi", prefix);
+  g_autofree char *wo = g_strdup_printf ("%s.moe_wo", prefix);
+  out->ln = ps_layer_norm_weight (net, prefix, "ln2", c->model_dim);
+  out->wg = ps_net_weight (net, wg, "mr", 2, me);
+  out->wi = ps_net_weight (net, wi, "emh", 3, emh);
+  out->wo = ps_net_weight (net, wo, "ehm", 3, ehm);
+}
+
+/* Forward and backward of microbatch u: the head's loss plus the MoE
+ * layers' weighted load-balancing terms. */
+static gboolean
+microbatch (PsNet *net, const PsMoeLmConfig *c, int u, PsInstr *emb, const PsLayer *layers,
+            PsInstr *final_ln, PsInstr *ids, PsInstr *labels, GError **error)
+{
+  PsInstr *mids = ps_net_microbatch (net, ids, u, c->microbatches);
+  PsInstr *mlabels = ps_net_microbatch (net, labels, u, c->microbatches);
+  PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, emb, net->act));
+  g_autofree PsInstr **xs = g_new (PsInstr *, c->layers + 1);
+  g_autofree PsInstr **auxs = g_new0 (PsInstr *, c->layers);
+  PsInstr *top = ps_layer_stack_forward_aux (net, c->layers, layers, x0, xs, auxs);
+  PsInstr *emb_head = ps_net_weight_view (net, emb, net->act);
+  PsInstr *h = ps_layer_norm (net, top, final_ln);
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", h, emb_head), PS_F32);
+  PsInstr *ce = ps_softmax_cross_entropy (net, logits, mlabels), *loss = ce;
+  for (int l = 0; l < c->layers; l++)
+    if (auxs[l])
+      loss = ps_ad_binary (net->c, PS_OP_ADD, loss, auxs[l]);
+  ps_net_add_loss (net, loss);
+  /* The head's backward from the cross-entropy alone: the aux terms are
+   * differentiated with their layers. The loss is averaged over
+   * microbatches, so every seed is 1/microbatches. */
+  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / c->microbatches);
+  PsInstr *head_w[2] = { final_ln, emb_head }, *gx;
+  return ps_net_vjp (net, ce, seed, top, &gx, 2, head_w, error)
+         && ps_layer_stack_backward_aux (net, c->layers, layers, xs, auxs, seed, gx, c->remat, &gx, error)
+         && ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, error);
+}
+
+PsModule *
+ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
+{
+  if (!ps_moe_lm_check (c, error))
+    return NULL;
+  g_autofree int64_t *devices = g_new (int64_t, c->cores);
+  for (int64_t i = 0; i < c->cores; i++)
+    devices[i] = i;
+  /* Data parallel over every core; expert weights split on E. */
+  PsShardingPlan plan;
+  ps_sharding_plan_init (&plan);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
+  ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 0);
+  g_autofree char *mname = g_strdup_printf ("moe_lm_%s", c->name);
+  int64_t mesh[1] = { c->cores };
+  g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 1, mesh, devices, &plan);
+  net->act = c->f32_activations ? PS_F32 : PS_BF16;
+
+  PsAttentionContext ctx;
+  PsInstr *emb = ps_embedding_weight (net, "embedding", c->vocab, c->model_dim);
+  g_autofree MoeLmLayer *ml = g_new0 (MoeLmLayer, c->layers);
+  g_autofree PsLayer *layers = g_new0 (PsLayer, c->layers);
+  for (int l = 0; l < c->layers; l++)
+    {
+      int first = ps_net_n_weights (net);
+      layer_weights (net, c, l, &ctx, &ml[l]);
+      layers[l] = ps_layer (net, moe_lm_layer, &ml[l], first);
+    }
+  PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", c->model_dim);
+  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
+  int64_t bs[2] = { c->global_batch, c->seq_len };
+  PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
+  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
+  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  ps_attention_context_causal (net, c->seq_len, c->rel_buckets, &ctx);
+  for (int u = 0; u < c->microbatches; u++)
+    if (!microbatch (net, c, u, emb, layers, final_ln, ids, labels, error))
+      return NULL;
+  if (info)
+    {
+      memset (info, 0, sizeof *info);
+      info->n_annotations = net->n_annotations;
+      double params = 0, expert = 0;
+      for (guint i = 0; i < net->weights->len; i++)
+        {
+          const PsInstr *w = net->weights->pdata[i];
+          double n = (double) ps_shape_elements (w->shape);
+          params += n;
+          if (strstr (w->name, ".moe_wi") || strstr (w->name, ".moe_wo"))
+            expert += n;
+        }
+      info->params = params;
+      info->active_params = params - expert + expert * c->top_k / (double) c->experts;
+      info->tokens_per_step = c->global_batch * c->seq_len;
+      info->model_flops = 6.0 * info->active_params * (double) info->tokens_per_step
+                          + 12.0 * c->layers * (double) c->global_batch * (double) c->seq_len
+                            * (double) c->seq_len * (double) (c->heads * c->head_dim);
+    }
+  PsModule *m = ps_net_finish (g_steal_pointer (&net), lr, decay);
+  if (info)
+    info->n_instructions = m->entry->instrs->len;
+  return m;
+}

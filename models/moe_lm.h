@@ -1,0 +1,83 @@
+/* The sparse Mixture-of-Experts Transformer LM of GShard (arXiv
+ * 2006.16668) as the GSPMD paper trained it, as a single-device training
+ * step with its sharding annotations (doc/models.md).
+ *
+ * L pre-layer-norm Transformer layers; every moe_every-th layer's
+ * feed-forward block is an MoE block (models/moe_layer.h: E experts, top-k
+ * gating, capacity C = ceil(capacity_factor x group size / E)), the others
+ * a dense ReLU FFN. Tokens are cut into G groups (default: one per device,
+ * Lingvo's num_groups default). The loss adds each MoE layer's
+ * load-balancing term times aux_loss_weight. Embedding, attention (with a
+ * relative position bias), head, backward one layer at a time with
+ * optional remat, microbatches and the optimizer come from the layer
+ * library (models/layers.h).
+ *
+ * Sharding, on a 1-D mesh of every core: activations split on the batch
+ * (data parallel, GShard's "replicate the attention and dense layers"),
+ * dense weights replicated, expert weights split on E, the MoE block's
+ * group and expert splits inside it.
+ *
+ * Ownership: the module returned is transfer full; configs are plain
+ * values whose strings are static or the caller's.
+ */
+#ifndef PS_MODELS_MOE_LM_H
+#define PS_MODELS_MOE_LM_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "partitioner/builder/optimizer.h"
+#include "partitioner/ir/ir.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const char *name;
+  int layers;
+  int moe_every;             /* layer l is MoE when l % moe_every == moe_every - 1 */
+  int64_t model_dim;         /* M */
+  int64_t ffn_dim;           /* H, dense FFN and expert hidden dim */
+  int64_t heads, head_dim;   /* N, D */
+  int64_t seq_len;           /* S */
+  int64_t global_batch;      /* sequences per step */
+  int64_t vocab;
+  int rel_buckets;           /* relative-position bias buckets; 0: none */
+  int64_t experts;           /* E */
+  int64_t groups;            /* G; 0: one per core */
+  double capacity_factor;    /* GShard: 2 */
+  int top_k;                 /* GShard: 2 */
+  double aux_loss_weight;    /* weight of the load-balancing loss */
+  gboolean f32_activations;  /* GShard trained with f32 activations; else bf16 */
+  PsOptimizerKind optimizer;
+  gboolean remat;
+  int microbatches;
+  int64_t cores;             /* devices of the 1-D mesh (= the slice's cores) */
+} PsMoeLmConfig;
+
+/* A small config for tests (2 layers, 8 experts on 8 cores). */
+void ps_moe_lm_config_small (PsMoeLmConfig *out);
+
+/* Checks dims and divisibility (batch by cores and microbatches, tokens
+ * by groups, groups and experts against the cores); PS_ERROR_OPTION errors
+ * naming the option. */
+gboolean ps_moe_lm_check (const PsMoeLmConfig *cfg, GError **error);
+
+/* Groups and capacity the config resolves to. */
+int64_t ps_moe_lm_groups (const PsMoeLmConfig *cfg);
+int64_t ps_moe_lm_capacity (const PsMoeLmConfig *cfg);
+
+typedef struct {
+  int n_annotations;
+  int64_t n_instructions;
+  double params;             /* every trainable parameter */
+  double active_params;      /* parameters one token uses (k experts per MoE layer) */
+  double model_flops;        /* 6 x active params x tokens + attention */
+  int64_t tokens_per_step;
+} PsMoeLmInfo;
+
+/* Builds the training step. transfer full. */
+PsModule *ps_moe_lm_build (const PsMoeLmConfig *cfg, PsMoeLmInfo *info, GError **error);
+
+G_END_DECLS
+
+#endif
