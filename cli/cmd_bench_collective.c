@@ -19,7 +19,11 @@
 
 /* Groups of cores from --groups: x (rows of chips along x), y, xy/all, or an
  * explicit list of device ids "0,1,2,3;4,5,6,7" (braces allowed) mapped by
- * the default device assignment. Returns n_groups x group_size cores. */
+ * the default device assignment. Returns n_groups x group_size cores.
+ * A row lists its cores in the order a ring wants (the order Lingvo's
+ * GetNonPod2dMesh and ZigzagOrderOnDeviceMesh give a mesh dimension): with
+ * wrap links c0, c1 of each chip in turn; without, core 0 out along the row
+ * and core 1 back (one core per chip: zig-zag). */
 static int *
 parse_groups (const PsSlice *s, const char *spec, int *n_groups, int *group_size, GError **error)
 {
@@ -30,12 +34,27 @@ parse_groups (const PsSlice *s, const char *spec, int *n_groups, int *group_size
       gboolean along_x = spec[0] == 'x';
       *n_groups = along_x ? Y : X;
       *group_size = (along_x ? X : Y) * C;
+      int n = along_x ? X : Y;
+      gboolean wraps = along_x ? s->wrap_x : s->wrap_y;
       int *cores = g_new (int, n_cores);
-      int i = 0;
       for (int o = 0; o < *n_groups; o++)
-        for (int j = 0; j < (along_x ? X : Y); j++)
+        for (int j = 0; j < n; j++)
           for (int c = 0; c < C; c++)
-            cores[i++] = along_x ? ps_slice_core_index (s, j, o, c) : ps_slice_core_index (s, o, j, c);
+            {
+              int pos, at = j;
+              if (wraps || C > 2)
+                pos = j * C + c;
+              else if (C == 2)
+                pos = c == 0 ? j : 2 * n - 1 - j;
+              else
+                {
+                  /* zig-zag: position i holds chip 2i, or 2(n-i)-1 past the end */
+                  pos = j;
+                  at = 2 * j < n ? 2 * j : (n - j) * 2 - 1;
+                }
+              cores[o * *group_size + pos] = along_x ? ps_slice_core_index (s, at, o, c)
+                                                     : ps_slice_core_index (s, o, at, c);
+            }
       return cores;
     }
   if (strcmp (spec, "xy") == 0 || strcmp (spec, "all") == 0)
@@ -102,8 +121,8 @@ parse_groups (const PsSlice *s, const char *spec, int *n_groups, int *group_size
 }
 
 static char *
-to_json (const PsSlice *s, const char *op, const char *groups, int n_groups, int group_size,
-         double bytes, double time_s, double algbw, double busbw)
+to_json (const PsSlice *s, const char *op, const char *algorithm, const char *groups,
+         int n_groups, int group_size, double bytes, double time_s, double algbw, double busbw)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
@@ -112,6 +131,7 @@ to_json (const PsSlice *s, const char *op, const char *groups, int n_groups, int
 #define STR(key, v) (json_builder_set_member_name (b, key), json_builder_add_string_value (b, v))
 #define BOOL(key, v) (json_builder_set_member_name (b, key), json_builder_add_boolean_value (b, v))
   STR ("op", op);
+  STR ("collectives", algorithm);
   STR ("slice", s->name);
   INT ("chips_x", s->chips_x);
   INT ("chips_y", s->chips_y);
@@ -139,7 +159,7 @@ int
 ps_cmd_bench_collective (int argc, char **argv)
 {
   g_autofree char *opt_slice = NULL, *opt_op = NULL, *opt_bytes = NULL, *opt_groups = NULL;
-  g_autofree char *opt_wrap = NULL, *opt_hw = NULL;
+  g_autofree char *opt_wrap = NULL, *opt_hw = NULL, *opt_coll = NULL;
   gboolean opt_json = FALSE;
   GOptionEntry entries[] = {
     { "slice", 0, 0, G_OPTION_ARG_STRING, &opt_slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },
@@ -151,6 +171,8 @@ ps_cmd_bench_collective (int argc, char **argv)
       "x, y, xy, all (default) or device lists 0,1;2,3", "GROUPS" },
     { "wrap", 0, 0, G_OPTION_ARG_STRING, &opt_wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
+    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
+      "Collective algorithm: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json, "Print one JSON object", NULL },
     { NULL }
   };
@@ -188,6 +210,9 @@ ps_cmd_bench_collective (int argc, char **argv)
   PsWrapMode wrap = PS_WRAP_AUTO;
   if (opt_wrap && !ps_wrap_mode_parse (opt_wrap, &wrap, &error))
     return ps_cli_fail (error);
+  PsCollAlgorithm coll = PS_COLL_TORUS2D;
+  if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
+    return ps_cli_fail (error);
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (opt_hw, &error);
   if (!hw)
     return ps_cli_fail (error);
@@ -218,7 +243,7 @@ ps_cmd_bench_collective (int argc, char **argv)
                                        hw->collective_launch_overhead_s, &error);
     }
   else
-    plan = ps_coll_plan_new (platform, kind, (double) bytes, cores, n_groups, group_size,
+    plan = ps_coll_plan_new (platform, coll, kind, (double) bytes, cores, n_groups, group_size,
                              hw->collective_launch_overhead_s, &error);
   if (!plan)
     return ps_cli_fail (error);
@@ -235,7 +260,7 @@ ps_cmd_bench_collective (int argc, char **argv)
   ps_coll_bandwidths (kind, (double) bytes, group_size, time_s, &algbw, &busbw);
   if (opt_json)
     {
-      g_autofree char *json = to_json (slice, opt_op, groups_spec, n_groups, group_size,
+      g_autofree char *json = to_json (slice, opt_op, ps_coll_algorithm_name (coll), groups_spec, n_groups, group_size,
                                        (double) bytes, time_s, algbw, busbw);
       printf ("%s\n", json);
     }
@@ -247,6 +272,7 @@ ps_cmd_bench_collective (int argc, char **argv)
               opt_op, b, slice->name, slice->chips_x, slice->chips_y,
               slice->wrap_x ? "x" : "", slice->wrap_y ? "y" : "",
               slice->wrap_x || slice->wrap_y ? "" : "none", groups_spec, n_groups, group_size);
+      printf ("algorithm:           %s\n", ps_coll_algorithm_name (coll));
       printf ("simulated time:      %s\n", t);
       printf ("algorithm bandwidth: %.2f GB/s\n", algbw / 1e9);
       printf ("bus bandwidth:       %.2f GB/s\n", busbw / 1e9);

@@ -15,7 +15,7 @@
 
 typedef struct {
   char *preset, *slice, *mesh, *order, *sharding, *optimizer, *hw, *wrap;
-  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace;
+  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *collectives;
   gint layers, microbatches, rel_buckets;
   gint64 model_dim, ffn_dim, heads, head_dim, vocab, seq_len, batch;
   gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated;
@@ -304,6 +304,9 @@ run (RunOptions *o, int argc, char **argv)
   PsWrapMode wrap = PS_WRAP_AUTO;
   if (o->wrap && !ps_wrap_mode_parse (o->wrap, &wrap, &error))
     return ps_cli_fail (error);
+  PsCollAlgorithm coll = PS_COLL_TORUS2D;
+  if (o->collectives && !ps_coll_algorithm_parse (o->collectives, "--collectives", &coll, &error))
+    return ps_cli_fail (error);
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (o->hw, &error);
   if (!hw)
     return ps_cli_fail (error);
@@ -315,7 +318,7 @@ run (RunOptions *o, int argc, char **argv)
   PsPipelineOptions popts = { hw, NULL, wrap, o->no_cache, o->async, !o->quiet && isatty (2),
                               o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace,
-                              o->windowed >= 0, o->windowed };
+                              o->windowed >= 0, o->windowed, coll };
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (&cfg, &popts, &error);
   if (!r)
     return ps_cli_fail (error);
@@ -367,6 +370,7 @@ ps_cmd_run (int argc, char **argv)
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &o.hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "wrap", 0, 0, G_OPTION_ARG_STRING, &o.wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &o.no_cache, "Simulate every collective instead of replaying cached ones", NULL },
+    { "collectives", 0, 0, G_OPTION_ARG_STRING, &o.collectives, "Collective algorithms: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
     { "async-collectives", 0, 0, G_OPTION_ARG_NONE, &o.async,
       "What if collectives overlapped compute: lower them as start/done pairs (default: synchronous)", NULL },
     { "windowed-einsum", 0, 0, G_OPTION_ARG_INT64, &o.windowed,
@@ -404,6 +408,7 @@ ps_cmd_run (int argc, char **argv)
   g_free (o.optimizer);
   g_free (o.hw);
   g_free (o.wrap);
+  g_free (o.collectives);
   g_free (o.timeline);
   g_free (o.links);
   g_free (o.dump_hlo);

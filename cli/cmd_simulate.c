@@ -44,6 +44,7 @@ ps_cmd_simulate (int argc, char **argv)
 {
   g_autofree char *opt_slice = NULL, *opt_hw = NULL, *opt_wrap = NULL;
   g_autofree char *opt_timeline = NULL, *opt_links = NULL, *opt_tl_devices = NULL;
+  g_autofree char *opt_coll = NULL;
   gboolean opt_json = FALSE, opt_no_cache = FALSE;
   GOptionEntry entries[] = {
     { "slice", 0, 0, G_OPTION_ARG_STRING, &opt_slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },
@@ -58,6 +59,7 @@ ps_cmd_simulate (int argc, char **argv)
       "OUT.csv" },
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &opt_no_cache,
       "Simulate every collective on the shared network instead of replaying cached ones", NULL },
+    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll, "Collective algorithms: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TRACE - replay a step trace on a slice");
@@ -85,6 +87,9 @@ ps_cmd_simulate (int argc, char **argv)
   PsWrapMode wrap = PS_WRAP_AUTO;
   if (opt_wrap && !ps_wrap_mode_parse (opt_wrap, &wrap, &error))
     return ps_cli_fail (error);
+  PsCollAlgorithm coll = PS_COLL_TORUS2D;
+  if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
+    return ps_cli_fail (error);
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (opt_hw, &error);
   if (!hw)
     return ps_cli_fail (error);
@@ -103,7 +108,7 @@ ps_cmd_simulate (int argc, char **argv)
       if (!tl_devices)
         return ps_cli_fail (error);
     }
-  PsReplayOptions opt = { hw, platform, opt_no_cache, tl_devices, n_tl };
+  PsReplayOptions opt = { hw, platform, opt_no_cache, tl_devices, n_tl, coll };
   g_autoptr (PsReplayResult) r = ps_replay_file (argv[1], &opt, &error);
   if (!r)
     return ps_cli_fail (error);

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "models/dense_lm.h"
+#include "sim/collectives.h"
 #include "topology/hardware.h"
 
 typedef struct {
@@ -23,15 +24,25 @@ member_double (JsonObject *o, const char *name)
   return json_object_has_member (o, name) ? json_object_get_double_member (o, name) : 0;
 }
 
+/* Options of `podsim run` that tables passes on to every row. */
+typedef struct {
+  const char *hw, *collectives;
+} RowOptions;
+
 static gboolean
-run_row (const char *preset, const char *hw_path, Row *row, GError **error)
+run_row (const char *preset, const RowOptions *ro, Row *row, GError **error)
 {
-  const char *argv[10] = { "/proc/self/exe", "run", "--preset", preset, "--json", "-q", NULL };
+  const char *argv[12] = { "/proc/self/exe", "run", "--preset", preset, "--json", "-q", NULL };
   int n = 6;
-  if (hw_path)
+  if (ro->hw)
     {
       argv[n++] = "--hw";
-      argv[n++] = hw_path;
+      argv[n++] = ro->hw;
+    }
+  if (ro->collectives)
+    {
+      argv[n++] = "--collectives";
+      argv[n++] = ro->collectives;
     }
   argv[n] = NULL;
   g_autofree char *out = NULL, *err = NULL;
@@ -58,10 +69,10 @@ run_row (const char *preset, const char *hw_path, Row *row, GError **error)
 }
 
 static int
-dense_table (gboolean csv, gboolean markdown, const char *hw_path, const char *only)
+dense_table (gboolean csv, gboolean markdown, const RowOptions *ro, const char *only)
 {
   GError *error = NULL;
-  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
+  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (ro->hw, &error);
   if (!hw)
     return ps_cli_fail (error);
   const char *const *names = ps_dense_lm_preset_names ();
@@ -79,7 +90,7 @@ dense_table (gboolean csv, gboolean markdown, const char *hw_path, const char *o
       /* SimGrid allows one engine per process: each row runs in a child
        * `podsim run --json`, which is also exactly what a user can rerun. */
       Row row;
-      if (!run_row (names[i], hw_path, &row, &error))
+      if (!run_row (names[i], ro, &row, &error))
         {
           if (isatty (2))
             fputs ("\r\033[K", stderr);
@@ -138,12 +149,14 @@ int
 ps_cmd_tables (int argc, char **argv)
 {
   gboolean opt_csv = FALSE, opt_md = FALSE;
-  g_autofree char *opt_hw = NULL, *opt_only = NULL;
+  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_coll = NULL;
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
+    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
+      "Collective algorithm for every row (podsim run --collectives)", "NAME" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("dense - the paper's dense Transformer table");
@@ -167,5 +180,9 @@ ps_cmd_tables (int argc, char **argv)
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--csv and --markdown exclude each other");
       return ps_cli_fail (error);
     }
-  return dense_table (opt_csv, opt_md, opt_hw, opt_only);
+  PsCollAlgorithm coll;
+  if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
+    return ps_cli_fail (error);
+  RowOptions ro = { opt_hw, opt_coll };
+  return dense_table (opt_csv, opt_md, &ro, opt_only);
 }

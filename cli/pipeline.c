@@ -245,7 +245,7 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   if (!r->platform)
     return fail_stage (&clk, error, local), NULL;
   PsReplayOptions ropts = { opts->hw, r->platform, opts->no_cache, opts->timeline_devices,
-                            opts->n_timeline_devices };
+                            opts->n_timeline_devices, opts->collectives };
   r->sim = ps_replay_trace (r->trace, &ropts, &local);
   if (!r->sim)
     return fail_stage (&clk, error, local), NULL;

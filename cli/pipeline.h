@@ -12,6 +12,7 @@
 #include <glib.h>
 
 #include "models/dense_lm.h"
+#include "sim/collectives.h"
 #include "sim/results.h"
 #include "topology/hardware.h"
 #include "topology/platform.h"
@@ -41,6 +42,7 @@ typedef struct {
    * einsums (PsSpmdOptions.windowed_einsum_threshold_bytes); off unless set. */
   gboolean windowed_einsum;
   gint64 windowed_einsum_threshold_bytes;
+  PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
 } PsPipelineOptions;
 
 typedef struct {

@@ -7,6 +7,33 @@
 
 #include "sim/collectives.h"
 
+static const char *const algorithm_names[PS_COLL_ALGORITHM_COUNT] = {
+  [PS_COLL_TORUS2D] = "torus2d",
+  [PS_COLL_DIM_BY_DIM] = "dim-by-dim",
+  [PS_COLL_RING] = "ring",
+};
+
+const char *
+ps_coll_algorithm_name (PsCollAlgorithm alg)
+{
+  return alg >= 0 && alg < PS_COLL_ALGORITHM_COUNT ? algorithm_names[alg] : "?";
+}
+
+gboolean
+ps_coll_algorithm_parse (const char *name, const char *option, PsCollAlgorithm *out,
+                         GError **error)
+{
+  for (int a = 0; a < PS_COLL_ALGORITHM_COUNT; a++)
+    if (g_strcmp0 (name, algorithm_names[a]) == 0)
+      {
+        *out = a;
+        return TRUE;
+      }
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: unknown collective algorithm '%s' "
+               "(torus2d, dim-by-dim, ring)", option, name ? name : "");
+  return FALSE;
+}
+
 static PsPhase *
 phase_new (const char *label)
 {
@@ -195,66 +222,177 @@ onchip_phase (const PsPlatform *p, const GroupShape *gs, const char *label, doub
   return ph;
 }
 
-static void
-plan_ring_group (const PsPlatform *p, PsTraceCollectiveKind kind, double D, const int *members,
-                 int m, PsGroupPlan *gp, int *route)
+/* The listed-order ring: one bidirectional ring over the group's cores in
+ * the order the replica group gives them, routed hop by hop. */
+static PsPhase *
+listed_ring_phase (const PsPlatform *p, PsTraceCollectiveKind kind, double D, const int *members,
+                   int m, int *route)
 {
-  GroupShape gs;
-  group_shape (p, members, m, &gs);
-  if (gs.product && (gs.k == 1 || gs.k == 2))
+  PsPhase *ph = phase_new ("ring");
+  int steps = kind == PS_TRACE_ALL_REDUCE ? 2 * (m - 1) : m - 1;
+  double bytes = steps / (double) m * D / 2;
+  double lat = add_ring (p, ph, members, m, bytes, route);
+  ph->latency_s = steps * lat;
+  return ph;
+}
+
+/* Podsim's algorithm until 2026-12 (PS_COLL_DIM_BY_DIM) for a product
+ * group: on-chip step first and last, one dimension at a time. */
+static void
+plan_dim_by_dim (const PsPlatform *p, const GroupShape *gs, PsTraceCollectiveKind kind, double D,
+                 PsGroupPlan *gp, int *route)
+{
+  int nx = gs->nx, ny = gs->ny;
+  gboolean two = gs->k == 2;
+  /* Per-chip data after the on-chip step: D (split over the two cores). */
+  double ring_x = (nx - 1) / (double) nx * D / 2;
+  if (kind == PS_TRACE_ALL_REDUCE)
     {
-      int nx = gs.nx, ny = gs.ny;
-      gboolean two = gs.k == 2;
-      /* Per-chip data after the on-chip step: D (split over the two cores). */
-      double ring_x = (nx - 1) / (double) nx * D / 2;
-      if (kind == PS_TRACE_ALL_REDUCE)
-        {
-          if (two)
-            g_ptr_array_add (gp->phases, onchip_phase (p, &gs, "onchip-rs", D / 2));
-          if (nx > 1)
-            g_ptr_array_add (gp->phases, dim_phase (p, &gs, TRUE, "ring-x-rs", ring_x, nx - 1, route));
-          if (ny > 1)
-            g_ptr_array_add (gp->phases,
-                             dim_phase (p, &gs, FALSE, "ring-y-ar",
-                                        2 * (ny - 1) / (double) ny * (D / nx) / 2, 2 * (ny - 1), route));
-          if (nx > 1)
-            g_ptr_array_add (gp->phases, dim_phase (p, &gs, TRUE, "ring-x-ag", ring_x, nx - 1, route));
-          if (two)
-            g_ptr_array_add (gp->phases, onchip_phase (p, &gs, "onchip-ag", D / 2));
-        }
-      else if (kind == PS_TRACE_REDUCE_SCATTER)
-        {
-          if (two)
-            g_ptr_array_add (gp->phases, onchip_phase (p, &gs, "onchip-rs", D / 2));
-          if (nx > 1)
-            g_ptr_array_add (gp->phases, dim_phase (p, &gs, TRUE, "ring-x-rs", ring_x, nx - 1, route));
-          if (ny > 1)
-            g_ptr_array_add (gp->phases,
-                             dim_phase (p, &gs, FALSE, "ring-y-rs",
-                                        (ny - 1) / (double) ny * (D / nx) / 2, ny - 1, route));
-        }
-      else
-        {
-          if (ny > 1)
-            g_ptr_array_add (gp->phases,
-                             dim_phase (p, &gs, FALSE, "ring-y-ag",
-                                        (ny - 1) / (double) ny * (D / nx) / 2, ny - 1, route));
-          if (nx > 1)
-            g_ptr_array_add (gp->phases, dim_phase (p, &gs, TRUE, "ring-x-ag", ring_x, nx - 1, route));
-          if (two)
-            g_ptr_array_add (gp->phases, onchip_phase (p, &gs, "onchip-ag", D / 2));
-        }
+      if (two)
+        g_ptr_array_add (gp->phases, onchip_phase (p, gs, "onchip-rs", D / 2));
+      if (nx > 1)
+        g_ptr_array_add (gp->phases, dim_phase (p, gs, TRUE, "ring-x-rs", ring_x, nx - 1, route));
+      if (ny > 1)
+        g_ptr_array_add (gp->phases,
+                         dim_phase (p, gs, FALSE, "ring-y-ar",
+                                    2 * (ny - 1) / (double) ny * (D / nx) / 2, 2 * (ny - 1), route));
+      if (nx > 1)
+        g_ptr_array_add (gp->phases, dim_phase (p, gs, TRUE, "ring-x-ag", ring_x, nx - 1, route));
+      if (two)
+        g_ptr_array_add (gp->phases, onchip_phase (p, gs, "onchip-ag", D / 2));
+    }
+  else if (kind == PS_TRACE_REDUCE_SCATTER)
+    {
+      if (two)
+        g_ptr_array_add (gp->phases, onchip_phase (p, gs, "onchip-rs", D / 2));
+      if (nx > 1)
+        g_ptr_array_add (gp->phases, dim_phase (p, gs, TRUE, "ring-x-rs", ring_x, nx - 1, route));
+      if (ny > 1)
+        g_ptr_array_add (gp->phases,
+                         dim_phase (p, gs, FALSE, "ring-y-rs",
+                                    (ny - 1) / (double) ny * (D / nx) / 2, ny - 1, route));
     }
   else
     {
-      /* Irregular group: one bidirectional ring over its cores as listed. */
-      PsPhase *ph = phase_new ("ring");
-      int steps = kind == PS_TRACE_ALL_REDUCE ? 2 * (m - 1) : m - 1;
-      double bytes = steps / (double) m * D / 2;
-      double lat = add_ring (p, ph, members, m, bytes, route);
-      ph->latency_s = steps * lat;
+      if (ny > 1)
+        g_ptr_array_add (gp->phases,
+                         dim_phase (p, gs, FALSE, "ring-y-ag",
+                                    (ny - 1) / (double) ny * (D / nx) / 2, ny - 1, route));
+      if (nx > 1)
+        g_ptr_array_add (gp->phases, dim_phase (p, gs, TRUE, "ring-x-ag", ring_x, nx - 1, route));
+      if (two)
+        g_ptr_array_add (gp->phases, onchip_phase (p, gs, "onchip-ag", D / 2));
+    }
+}
+
+/* Adds to `ph` the rings of one stage of the 2-D algorithm along x (one set
+ * per y of the group) or y, over per-member data F. With `with_cores` both
+ * member cores of every chip are in the ring (interleaved on a wrapped
+ * dimension the group covers, folded otherwise); without, each member core
+ * index has its own ring and those rings share the chips' links. Returns
+ * the stage's latency: steps x the slowest step of its rings. */
+static double
+add_dim_rings (const PsPlatform *p, const GroupShape *gs, PsPhase *ph, gboolean along_x,
+               gboolean with_cores, double F, gboolean all_reduce, int *route)
+{
+  const PsSlice *s = &p->slice;
+  int n = along_x ? gs->nx : gs->ny;
+  int other_n = along_x ? gs->ny : gs->nx;
+  const int *coords = along_x ? gs->xs : gs->ys;
+  int side = along_x ? s->chips_x : s->chips_y;
+  gboolean wraps = (along_x ? s->wrap_x : s->wrap_y) && n == side;
+  int per_chip = with_cores ? gs->k : 1;
+  int rings = with_cores ? 1 : gs->k;
+  int m = n * per_chip;
+  if (m < 2)
+    return 0;
+  int steps = all_reduce ? 2 * (m - 1) : m - 1;
+  double bytes = steps / (double) m * F / 2;
+  g_autofree int *order = g_new (int, n);
+  g_autofree int *hosts = g_new (int, m);
+  gboolean folded = per_chip == 2 && !wraps;
+  if (folded)
+    memcpy (order, coords, sizeof (int) * (gsize) n);
+  else
+    dim_order (coords, n, side, wraps, order);
+  double step_lat = 0;
+  for (int o = 0; o < other_n; o++)
+    for (int r = 0; r < rings; r++)
+      {
+        for (int i = 0; i < n; i++)
+          {
+            int rep = along_x ? rep_at (p, gs, order[i], gs->ys[o]) : rep_at (p, gs, gs->xs[o], order[i]);
+            if (per_chip == 1)
+              hosts[i] = rep + r;
+            else if (folded)
+              {
+                hosts[i] = rep;
+                hosts[m - 1 - i] = rep + 1;
+              }
+            else
+              {
+                hosts[2 * i] = rep;
+                hosts[2 * i + 1] = rep + 1;
+              }
+          }
+        double lat = add_ring (p, ph, hosts, m, bytes, route);
+        step_lat = MAX (step_lat, lat);
+      }
+  return steps * step_lat;
+}
+
+/* The 2-D torus algorithm (PS_COLL_TORUS2D) for a product group spanning
+ * both dimensions: half A of the buffer goes x then y, half B y then x, the
+ * two halves' rings of a stage run together; the cores of each chip are
+ * members of the first stage's rings (reduce-scatter) or last stage's
+ * (all-gather). */
+static void
+plan_torus2d (const PsPlatform *p, const GroupShape *gs, PsTraceCollectiveKind kind, double D,
+              PsGroupPlan *gp, int *route)
+{
+  double h = D / 2;
+  double fa = h / (gs->nx * gs->k), fb = h / (gs->ny * gs->k);
+  gboolean rs_first = kind == PS_TRACE_REDUCE_SCATTER || kind == PS_TRACE_ALL_REDUCE;
+  gboolean ag_last = kind == PS_TRACE_ALL_GATHER || kind == PS_TRACE_ALL_REDUCE;
+  if (rs_first)
+    {
+      PsPhase *ph = phase_new ("2d-rs-1");
+      double la = add_dim_rings (p, gs, ph, TRUE, TRUE, h, FALSE, route);
+      double lb = add_dim_rings (p, gs, ph, FALSE, TRUE, h, FALSE, route);
+      ph->latency_s = MAX (la, lb);
       g_ptr_array_add (gp->phases, ph);
     }
+  {
+    gboolean ar = kind == PS_TRACE_ALL_REDUCE;
+    PsPhase *ph = phase_new (ar ? "2d-ar-2" : rs_first ? "2d-rs-2" : "2d-ag-1");
+    double la = add_dim_rings (p, gs, ph, FALSE, FALSE, fa, ar, route);
+    double lb = add_dim_rings (p, gs, ph, TRUE, FALSE, fb, ar, route);
+    ph->latency_s = MAX (la, lb);
+    g_ptr_array_add (gp->phases, ph);
+  }
+  if (ag_last)
+    {
+      PsPhase *ph = phase_new ("2d-ag-2");
+      double la = add_dim_rings (p, gs, ph, TRUE, TRUE, h, FALSE, route);
+      double lb = add_dim_rings (p, gs, ph, FALSE, TRUE, h, FALSE, route);
+      ph->latency_s = MAX (la, lb);
+      g_ptr_array_add (gp->phases, ph);
+    }
+}
+
+static void
+plan_ring_group (const PsPlatform *p, PsCollAlgorithm alg, PsTraceCollectiveKind kind, double D,
+                 const int *members, int m, PsGroupPlan *gp, int *route)
+{
+  GroupShape gs;
+  group_shape (p, members, m, &gs);
+  gboolean regular = gs.product && (gs.k == 1 || gs.k == 2);
+  if (alg == PS_COLL_DIM_BY_DIM && regular)
+    plan_dim_by_dim (p, &gs, kind, D, gp, route);
+  else if (alg == PS_COLL_TORUS2D && regular && gs.nx > 1 && gs.ny > 1)
+    plan_torus2d (p, &gs, kind, D, gp, route);
+  else
+    g_ptr_array_add (gp->phases, listed_ring_phase (p, kind, D, members, m, route));
   group_shape_clear (&gs);
 }
 
@@ -365,15 +503,55 @@ plan_alloc (const PsPlatform *p, PsTraceCollectiveKind kind, double bytes, int n
   return plan;
 }
 
+/* Merges the one-link transfers of a phase that cross the same link into
+ * one transfer carrying their bytes. On an idle network that changes
+ * nothing (the last transfer on a link finishes when the link has carried
+ * all their bytes); it keeps a pod-wide phase at about one transfer per
+ * link, which SimGrid needs: it finishes each transfer in time linear in
+ * the number in flight. Under contention a merged transfer takes one
+ * max-min share, as the all-to-all's per-link transfers do. `slot` has one
+ * entry per link, all -1, and is left so. */
 static void
-plan_count_links (PsCollPlan *plan)
+merge_one_hop (const PsPlatform *p, PsPhase *ph, int *route, int *slot)
+{
+  GArray *out = g_array_sized_new (FALSE, FALSE, sizeof (PsFlow), ph->flows->len);
+  for (guint f = 0; f < ph->flows->len; f++)
+    {
+      PsFlow *fl = &g_array_index (ph->flows, PsFlow, f);
+      int n = ps_platform_route (p, fl->src_core, fl->dst_core, route, NULL);
+      if (n == 1 && slot[route[0]] >= 0)
+        g_array_index (out, PsFlow, slot[route[0]]).bytes += fl->bytes;
+      else
+        {
+          if (n == 1)
+            slot[route[0]] = (int) out->len;
+          g_array_append_val (out, *fl);
+        }
+    }
+  for (guint f = 0; f < out->len; f++)
+    {
+      PsFlow *fl = &g_array_index (out, PsFlow, f);
+      if (ps_platform_route (p, fl->src_core, fl->dst_core, route, NULL) == 1)
+        slot[route[0]] = -1;
+    }
+  g_array_unref (ph->flows);
+  ph->flows = out;
+}
+
+/* Merges one-hop transfers (above) and sums the bytes each link carries. */
+static void
+plan_finish (PsCollPlan *plan)
 {
   const PsPlatform *p = plan->platform;
   g_autofree int *route = g_new (int, ps_platform_max_route_links (p));
+  g_autofree int *slot = g_new (int, p->n_links);
+  for (int l = 0; l < p->n_links; l++)
+    slot[l] = -1;
   for (int g = 0; g < plan->n_groups; g++)
     for (guint i = 0; i < plan->groups[g].phases->len; i++)
       {
         PsPhase *ph = plan->groups[g].phases->pdata[i];
+        merge_one_hop (p, ph, route, slot);
         for (guint f = 0; f < ph->flows->len; f++)
           {
             PsFlow *fl = &g_array_index (ph->flows, PsFlow, f);
@@ -385,12 +563,14 @@ plan_count_links (PsCollPlan *plan)
 }
 
 PsCollPlan *
-ps_coll_plan_new (const PsPlatform *p, PsTraceCollectiveKind kind, double bytes, const int *cores,
-                  int n_groups, int group_size, double launch_s, GError **error)
+ps_coll_plan_new (const PsPlatform *p, PsCollAlgorithm alg, PsTraceCollectiveKind kind,
+                  double bytes, const int *cores, int n_groups, int group_size, double launch_s,
+                  GError **error)
 {
   g_return_val_if_fail (kind != PS_TRACE_COLLECTIVE_PERMUTE, NULL);
   int n_cores = ps_slice_n_cores (&p->slice);
   g_autoptr (PsCollPlan) plan = plan_alloc (p, kind, bytes, n_groups, group_size, launch_s);
+  plan->algorithm = alg;
   for (int g = 0; g < n_groups; g++)
     for (int i = 0; i < group_size; i++)
       {
@@ -422,9 +602,9 @@ ps_coll_plan_new (const PsPlatform *p, PsTraceCollectiveKind kind, double bytes,
       if (kind == PS_TRACE_ALL_TO_ALL)
         plan_all_to_all_group (p, bytes, members, group_size, &plan->groups[g], load, route);
       else
-        plan_ring_group (p, kind, bytes, members, group_size, &plan->groups[g], route);
+        plan_ring_group (p, alg, kind, bytes, members, group_size, &plan->groups[g], route);
     }
-  plan_count_links (plan);
+  plan_finish (plan);
   return g_steal_pointer (&plan);
 }
 
@@ -457,7 +637,7 @@ ps_coll_plan_new_permute (const PsPlatform *p, double bytes, const int *pairs, i
       ps_platform_route (p, pairs[2 * i], pairs[2 * i + 1], route, &lat);
       ph->latency_s = MAX (ph->latency_s, lat);
     }
-  plan_count_links (plan);
+  plan_finish (plan);
   return g_steal_pointer (&plan);
 }
 

@@ -3,19 +3,37 @@
  * which sim/ then runs on the SimGrid platform (ps_coll_run_*), where
  * concurrent transfers share link bandwidth.
  *
- * Algorithms (doc/collectives.md gives each with its closed-form cost):
- *  - a group whose chips form a product set Xs x Ys with the same number of
- *    member cores on every chip uses bidirectional rings along each torus
- *    dimension it spans: all-reduce = on-chip reduce-scatter, ring
- *    reduce-scatter along x, ring all-reduce along y, ring all-gather along x,
- *    on-chip all-gather; reduce-scatter and all-gather are the two halves.
- *    A ring follows the dimension's coordinates; when the dimension has no
- *    wrap link (or the group does not cover the whole wrapped ring) it
- *    zig-zags as Lingvo's GetNonPod2dMesh does, so no step needs more than
- *    two hops.
- *  - other groups: one bidirectional ring over the group's cores in the
- *    order given.
- *  - all-to-all: direct transfers between every pair of members.
+ * Algorithms (doc/collectives.md gives each with its closed-form cost and
+ * its source); PsCollAlgorithm selects one:
+ *  - PS_COLL_TORUS2D (default): a group whose chips all lie in one row or
+ *    one column of the slice (a "1-D" group, including both cores of one
+ *    chip) runs one bidirectional ring through its cores in the order the
+ *    replica group lists them, as XLA's TPU runtime does (Lingvo's
+ *    GetNonPod2dMesh permutes the device order to shape that ring). A group
+ *    whose chips form a product set Xs x Ys over both dimensions, with the
+ *    same number of member cores on every chip, runs the 2-D torus
+ *    algorithm (Ying et al. 2018) with all links of both dimensions busy at
+ *    once: the buffer is split in halves, one reduce-scatters along x then
+ *    y, the other along y then x, concurrently (Google's ParaGraph
+ *    "torus-2d"; the JAX scaling book's multi-axis collectives); both cores
+ *    of a chip are members of the first stage's rings. All-gather is the
+ *    mirror image, all-reduce is reduce-scatter, all-reduce of the second
+ *    stage, all-gather.
+ *  - PS_COLL_DIM_BY_DIM (podsim's algorithm until 2026-12): product groups
+ *    use an on-chip step first and last and one torus dimension at a time:
+ *    all-reduce = on-chip reduce-scatter, ring reduce-scatter along x, ring
+ *    all-reduce along y, ring all-gather along x, on-chip all-gather.
+ *  - PS_COLL_RING: every group runs one bidirectional ring through its cores
+ *    in the listed order.
+ *  A ring along a dimension follows the coordinates: naturally when the
+ *  dimension has wrap links and the group covers it, else zig-zagging as
+ *  Lingvo's ZigzagOrderOnDeviceMesh does (no step longer than two hops); with both cores
+ *  of each chip in the ring it interleaves them on a wrapped dimension
+ *  (c0, c1 of each chip in turn) and folds them on a mesh (core 0 out along
+ *  the dimension, core 1 back), as Lingvo's GetNonPod2dMesh orders devices.
+ *  Groups of other shapes run the listed-order ring under every algorithm.
+ *  - all-to-all: direct transfers between every pair of members, routed on
+ *    the torus (dimension order, shorter way round).
  *  - collective-permute: one direct transfer per source -> target pair.
  *
  * A pipelined ring phase of S steps is not simulated step by step (far too
@@ -46,13 +64,27 @@
 
 G_BEGIN_DECLS
 
+typedef enum {
+  PS_COLL_TORUS2D = 0,   /* default */
+  PS_COLL_DIM_BY_DIM,
+  PS_COLL_RING,
+  PS_COLL_ALGORITHM_COUNT
+} PsCollAlgorithm;
+
+/* "torus2d", "dim-by-dim", "ring". transfer none. */
+const char *ps_coll_algorithm_name (PsCollAlgorithm alg);
+/* The name -> algorithm; a PS_ERROR_OPTION error naming `option` and the
+ * known names otherwise. */
+gboolean ps_coll_algorithm_parse (const char *name, const char *option, PsCollAlgorithm *out,
+                                  GError **error);
+
 typedef struct {
   int src_core, dst_core;
   double bytes;
 } PsFlow;
 
 typedef struct {
-  const char *label;      /* "onchip-rs", "ring-x", "ring-y", "ring", "direct" */
+  const char *label;      /* "onchip-rs", "ring-x-rs", "2d-rs-1", "ring", "direct", ... */
   GArray *flows;          /* PsFlow */
   double latency_s;       /* steps x per-step latency, added after the transfers */
 } PsPhase;
@@ -64,6 +96,7 @@ typedef struct {
 
 typedef struct {
   const PsPlatform *platform;
+  PsCollAlgorithm algorithm;
   PsTraceCollectiveKind kind;
   double bytes;
   int n_groups;
@@ -74,10 +107,12 @@ typedef struct {
   double *link_bytes;     /* per platform link id: bytes the plan moves */
 } PsCollPlan;
 
-/* Plans a collective over groups of cores: `cores` holds n_groups x
- * group_size global core ids, group-major. A core in two groups is a
- * PS_ERROR_INVALID error. Not for collective-permute. transfer full. */
-PsCollPlan *ps_coll_plan_new (const PsPlatform *p, PsTraceCollectiveKind kind, double bytes,
+/* Plans a collective over groups of cores with algorithm `alg`: `cores`
+ * holds n_groups x group_size global core ids, group-major. A core in two
+ * groups is a PS_ERROR_INVALID error. Not for collective-permute.
+ * transfer full. */
+PsCollPlan *ps_coll_plan_new (const PsPlatform *p, PsCollAlgorithm alg,
+                              PsTraceCollectiveKind kind, double bytes,
                               const int *cores, int n_groups, int group_size, double launch_s,
                               GError **error);
 /* A collective-permute: pairs holds n_pairs (source, target) core ids. All

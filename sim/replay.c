@@ -152,8 +152,8 @@ plan_for (Program *p, const PsTraceHeader *h, const PsTraceCollective *c, GError
       g_autofree int *cores = g_new (int, n_groups * size + 1);
       for (guint64 i = 0; i < n_groups * size; i++)
         cores[i] = p->core_of_device[ids[i]];
-      plan = ps_coll_plan_new (pf, c->kind, bytes, cores, (int) n_groups, (int) size, launch,
-                               error);
+      plan = ps_coll_plan_new (pf, p->opt->collectives, c->kind, bytes, cores, (int) n_groups,
+                               (int) size, launch, error);
     }
   if (!plan)
     {

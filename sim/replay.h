@@ -27,6 +27,7 @@
 
 #include <glib.h>
 
+#include "sim/collectives.h"
 #include "sim/results.h"
 #include "topology/hardware.h"
 #include "topology/platform.h"
@@ -41,6 +42,7 @@ typedef struct {
   /* Devices whose spans go into result->timeline; none when n = 0. */
   const int *timeline_devices;
   int n_timeline_devices;
+  PsCollAlgorithm collectives;  /* default (0): PS_COLL_TORUS2D */
 } PsReplayOptions;
 
 /* Replays a trace file, streaming it. Errors: the reader's (FILE:LINE:COL),

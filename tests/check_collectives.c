@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <string.h>
 
 #include "sim/collectives.h"
 
@@ -15,16 +16,22 @@
 #define LAUNCH 1e-6
 
 static PsHardware
-test_hw (void)
+test_hw_onchip (double onchip_bw)
 {
   PsHardware hw = { 0 };
   hw.tensorcores_per_chip = 2;
   hw.ici_link_bw_bytes_per_s = B_ICI;
   hw.ici_hop_latency_s = ALPHA;
-  hw.onchip_bw_bytes_per_s = B_ON;
+  hw.onchip_bw_bytes_per_s = onchip_bw;
   hw.onchip_latency_s = ALPHA_ON;
   hw.collective_launch_overhead_s = LAUNCH;
   return hw;
+}
+
+static PsHardware
+test_hw (void)
+{
+  return test_hw_onchip (B_ON);
 }
 
 typedef struct {
@@ -34,15 +41,21 @@ typedef struct {
 } Fixture;
 
 static Fixture
-setup (const char *slice_name, PsWrapMode wrap)
+setup_onchip (const char *slice_name, PsWrapMode wrap, double onchip_bw)
 {
-  PsHardware hw = test_hw ();
+  PsHardware hw = test_hw_onchip (onchip_bw);
   Fixture f;
   f.slice = ps_slice_new (slice_name, wrap, 2, NULL);
   f.platform = ps_platform_new (f.slice, &hw, NULL);
   f.net = ps_sgnet_new (f.platform, NULL);
   ck_assert_ptr_nonnull (f.net);
   return f;
+}
+
+static Fixture
+setup (const char *slice_name, PsWrapMode wrap)
+{
+  return setup_onchip (slice_name, wrap, B_ON);
 }
 
 /* The 64 cores of the row y = 0 (32 chips along x), group-major. */
@@ -83,7 +96,7 @@ START_TEST (test_ring_all_reduce_wrapped)
   Fixture f = setup ("v3-2048", PS_WRAP_AUTO);
   g_autofree int *cores = row_cores (f.slice, 0);
   double D = 64.0 * 1024 * 1024;
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_TRACE_ALL_REDUCE, D, cores, 1,
+  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_COLL_DIM_BY_DIM, PS_TRACE_ALL_REDUCE, D, cores, 1,
                                                   64, LAUNCH, NULL);
   ck_assert_ptr_nonnull (plan);
   double t = simulate_one (&f, plan);
@@ -97,7 +110,7 @@ START_TEST (test_ring_all_reduce_no_wrap)
   Fixture f = setup ("v3-2048", PS_WRAP_OFF);
   g_autofree int *cores = row_cores (f.slice, 0);
   double D = 64.0 * 1024 * 1024;
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_TRACE_ALL_REDUCE, D, cores, 1,
+  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_COLL_DIM_BY_DIM, PS_TRACE_ALL_REDUCE, D, cores, 1,
                                                   64, LAUNCH, NULL);
   double t = simulate_one (&f, plan);
   double want = ring_all_reduce_closed_form (32, D, 2, 2);
@@ -113,9 +126,9 @@ START_TEST (test_sharing_links)
   Fixture f = setup ("v3-2048", PS_WRAP_AUTO);
   g_autofree int *cores = row_cores (f.slice, 0);
   double D = 16.0 * 1024 * 1024;
-  g_autoptr (PsCollPlan) a = ps_coll_plan_new (f.platform, PS_TRACE_ALL_REDUCE, D, cores, 1, 64,
+  g_autoptr (PsCollPlan) a = ps_coll_plan_new (f.platform, PS_COLL_DIM_BY_DIM, PS_TRACE_ALL_REDUCE, D, cores, 1, 64,
                                                LAUNCH, NULL);
-  g_autoptr (PsCollPlan) b = ps_coll_plan_new (f.platform, PS_TRACE_ALL_REDUCE, D / 2, cores, 1, 64,
+  g_autoptr (PsCollPlan) b = ps_coll_plan_new (f.platform, PS_COLL_DIM_BY_DIM, PS_TRACE_ALL_REDUCE, D / 2, cores, 1, 64,
                                                LAUNCH, NULL);
   double ta = simulate_one (&f, a);
   double tb = simulate_one (&f, b);
@@ -128,7 +141,7 @@ START_TEST (test_sharing_links)
   g_free (d[1]);
   /* Another row uses other links: no slowdown. */
   g_autofree int *other = row_cores (f.slice, 5);
-  g_autoptr (PsCollPlan) c = ps_coll_plan_new (f.platform, PS_TRACE_ALL_REDUCE, D, other, 1, 64,
+  g_autoptr (PsCollPlan) c = ps_coll_plan_new (f.platform, PS_COLL_DIM_BY_DIM, PS_TRACE_ALL_REDUCE, D, other, 1, 64,
                                                LAUNCH, NULL);
   PsCollPlan *apart[2] = { a, c };
   double t2 = ps_coll_simulate (f.net, apart, 2, d);
@@ -146,7 +159,7 @@ START_TEST (test_all_to_all_bisection)
   for (int i = 0; i < n; i++)
     cores[i] = i;
   double D = 8.0 * 1024 * 1024;
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_TRACE_ALL_TO_ALL, D, cores, 1, n,
+  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_COLL_DIM_BY_DIM, PS_TRACE_ALL_TO_ALL, D, cores, 1, n,
                                                   LAUNCH, NULL);
   double t = simulate_one (&f, plan);
   /* Half the devices send D/n to each device of the other half; that
@@ -168,7 +181,7 @@ START_TEST (test_plans)
   int all[32];
   for (int i = 0; i < 32; i++)
     all[i] = i;
-  g_autoptr (PsCollPlan) ar = ps_coll_plan_new (p, PS_TRACE_ALL_REDUCE, 1e6, all, 1, 32, 0, NULL);
+  g_autoptr (PsCollPlan) ar = ps_coll_plan_new (p, PS_COLL_DIM_BY_DIM, PS_TRACE_ALL_REDUCE, 1e6, all, 1, 32, 0, NULL);
   /* 4x4 chips x 2 cores: on-chip RS, ring x RS, ring y AR, ring x AG, on-chip AG. */
   GPtrArray *ph = ar->groups[0].phases;
   ck_assert_int_eq (ph->len, 5);
@@ -180,7 +193,7 @@ START_TEST (test_plans)
   /* A core in two groups is an error. */
   int dup[4] = { 0, 1, 1, 2 };
   GError *error = NULL;
-  ck_assert_ptr_null (ps_coll_plan_new (p, PS_TRACE_ALL_REDUCE, 1e6, dup, 2, 2, 0, &error));
+  ck_assert_ptr_null (ps_coll_plan_new (p, PS_COLL_DIM_BY_DIM, PS_TRACE_ALL_REDUCE, 1e6, dup, 2, 2, 0, &error));
   ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_INVALID));
   g_clear_error (&error);
   /* Bus bandwidth: NCCL's factors. */
@@ -188,6 +201,207 @@ START_TEST (test_plans)
   ps_coll_bandwidths (PS_TRACE_ALL_REDUCE, 1e9, 4, 1.0, &alg, &bus);
   ck_assert_double_eq_tol (alg, 1e9, 1);
   ck_assert_double_eq_tol (bus, 1.5e9, 1);
+}
+END_TEST
+
+
+/* ---- PS_COLL_TORUS2D (doc/collectives.md "The default: torus2d") ------- */
+
+#define MIB (1024.0 * 1024.0)
+
+static double
+simulate_alg (Fixture *f, PsCollAlgorithm alg, PsTraceCollectiveKind kind, double D,
+              const int *cores, int n_groups, int size)
+{
+  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f->platform, alg, kind, D, cores, n_groups, size,
+                                                  LAUNCH, NULL);
+  ck_assert_ptr_nonnull (plan);
+  return simulate_one (f, plan);
+}
+
+static void
+assert_close (double t, double want, const char *what)
+{
+  ck_assert_msg (fabs (t - want) / want < 0.02, "%s: simulated %g s, closed form %g s", what, t,
+                 want);
+}
+
+/* Steps of a ring collective over m members and the bytes each ring edge
+ * carries per direction, for a per-member buffer D. */
+static int
+ring_steps (PsTraceCollectiveKind kind, int m)
+{
+  return kind == PS_TRACE_ALL_REDUCE ? 2 * (m - 1) : m - 1;
+}
+
+static double
+edge_bytes (PsTraceCollectiveKind kind, int m, double D)
+{
+  return ring_steps (kind, m) / (double) m * D / 2;
+}
+
+/* One row of chips along y (fixed x), both cores: interleaved on a wrapped
+ * dimension, folded (core 0 out, core 1 back) on a mesh; group-major. */
+static int *
+y_rows (const PsSlice *s, gboolean folded)
+{
+  int n = s->chips_y, m = 2 * n;
+  int *cores = g_new (int, s->chips_x * m);
+  for (int x = 0; x < s->chips_x; x++)
+    for (int y = 0; y < n; y++)
+      for (int c = 0; c < 2; c++)
+        {
+          int pos = folded ? (c == 0 ? y : m - 1 - y) : 2 * y + c;
+          cores[x * m + pos] = ps_slice_core_index (s, x, y, c);
+        }
+  return cores;
+}
+
+/* 1-D groups, interleaved ring through both cores on a wrapped dimension:
+ * every directed link, ICI or on-chip, carries one ring edge. */
+START_TEST (test_torus2d_1d_interleaved)
+{
+  static const PsTraceCollectiveKind kinds[] = {
+    PS_TRACE_REDUCE_SCATTER, PS_TRACE_ALL_GATHER, PS_TRACE_ALL_REDUCE
+  };
+  PsTraceCollectiveKind kind = kinds[_i];
+  Fixture f = setup ("v3-2048", PS_WRAP_AUTO);
+  g_autofree int *cores = y_rows (f.slice, FALSE);
+  double D = 64 * MIB;
+  int m = 64;
+  double t = simulate_alg (&f, PS_COLL_TORUS2D, kind, D, cores, 32, m);
+  double want = LAUNCH + ring_steps (kind, m) * MAX (ALPHA, ALPHA_ON)
+                + edge_bytes (kind, m, D) / MIN (B_ICI, B_ON);
+  assert_close (t, want, ps_trace_collective_kind_name (kind));
+  /* About twice as fast as the on-chip steps first and last around one
+   * ring of chips (D/2/B_c + (n-1)/n D/(2B) against (m-1)/m D/(2B)). */
+  double old = simulate_alg (&f, PS_COLL_DIM_BY_DIM, kind, D, cores, 32, m);
+  ck_assert_msg (t < 0.6 * old, "torus2d %g s, dim-by-dim %g s", t, old);
+}
+END_TEST
+
+/* 1-D groups on a mesh, folded ring: each directed ICI link carries two
+ * ring edges (one of each orientation), the on-chip links of the two end
+ * chips one each. */
+START_TEST (test_torus2d_1d_folded_mesh)
+{
+  static const double onchip[] = { B_ON, B_ICI / 4 };
+  Fixture f = setup_onchip ("v3-512", PS_WRAP_AUTO, onchip[_i]);
+  g_autofree int *cores = y_rows (f.slice, TRUE);
+  double D = 32 * MIB;
+  int m = 32;
+  double t = simulate_alg (&f, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, D, cores, 16, m);
+  double e = edge_bytes (PS_TRACE_ALL_REDUCE, m, D);
+  double want = LAUNCH + ring_steps (PS_TRACE_ALL_REDUCE, m) * MAX (ALPHA, ALPHA_ON)
+                + MAX (2 * e / B_ICI, e / onchip[_i]);
+  assert_close (t, want, "folded all-reduce");
+}
+END_TEST
+
+/* A ring in listed order without wrap links (Lingvo's zig-zag, one core per
+ * chip): steps of two hops, two ring edges on every directed link. */
+START_TEST (test_ring_zigzag_listed)
+{
+  Fixture f = setup ("v3-512", PS_WRAP_AUTO);
+  int n = f.slice->chips_x;
+  g_autofree int *cores = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    cores[i] = ps_slice_core_index (f.slice, 2 * i < n ? 2 * i : (n - i) * 2 - 1, 3, 0);
+  double D = 16 * MIB;
+  double t = simulate_alg (&f, PS_COLL_RING, PS_TRACE_ALL_GATHER, D, cores, 1, n);
+  double want = LAUNCH + ring_steps (PS_TRACE_ALL_GATHER, n) * 2 * ALPHA
+                + 2 * edge_bytes (PS_TRACE_ALL_GATHER, n, D) / B_ICI;
+  assert_close (t, want, "zig-zag all-gather");
+}
+END_TEST
+
+/* Closed form of the 2-D algorithm on an nx x ny group with both cores of
+ * every chip, wrapped in both dimensions (doc/collectives.md). */
+static double
+torus2d_closed_form (PsTraceCollectiveKind kind, int nx, int ny, double D, double onchip_bw)
+{
+  double h = D / 2;
+  int mx = 2 * nx, my = 2 * ny;
+  double ax = edge_bytes (PS_TRACE_REDUCE_SCATTER, mx, h);
+  double ay = edge_bytes (PS_TRACE_REDUCE_SCATTER, my, h);
+  double stage1 = MAX (MAX (ax, ay) / B_ICI, (ax + ay) / onchip_bw)
+                  + MAX (mx - 1, my - 1) * MAX (ALPHA, ALPHA_ON);
+  /* second stage: two per-core rings share every link */
+  PsTraceCollectiveKind k2 = kind == PS_TRACE_ALL_REDUCE ? PS_TRACE_ALL_REDUCE
+                                                          : PS_TRACE_REDUCE_SCATTER;
+  double bx = 2 * edge_bytes (k2, nx, h / my), by = 2 * edge_bytes (k2, ny, h / mx);
+  double stage2 = MAX (bx, by) / B_ICI + MAX (ring_steps (k2, nx), ring_steps (k2, ny)) * ALPHA;
+  return LAUNCH + (kind == PS_TRACE_ALL_REDUCE ? 2 : 1) * stage1 + stage2;
+}
+
+START_TEST (test_torus2d_2d_wrapped)
+{
+  static const PsTraceCollectiveKind kinds[] = {
+    PS_TRACE_REDUCE_SCATTER, PS_TRACE_ALL_GATHER, PS_TRACE_ALL_REDUCE
+  };
+  static const double onchip[] = { B_ON, 2 * B_ICI };
+  PsTraceCollectiveKind kind = kinds[_i % 3];
+  double bc = onchip[_i / 3];
+  Fixture f = setup_onchip ("v3-32", PS_WRAP_ON, bc);
+  int n = ps_slice_n_cores (f.slice);
+  g_autofree int *cores = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    cores[i] = i;
+  double D = 64 * MIB;
+  double t = simulate_alg (&f, PS_COLL_TORUS2D, kind, D, cores, 1, n);
+  assert_close (t, torus2d_closed_form (kind, 4, 4, D, bc), ps_trace_collective_kind_name (kind));
+}
+END_TEST
+
+/* The whole pod (32 x 32 chips, both wrapped): the 2-D algorithm against
+ * the same closed form, and against one dimension at a time. */
+START_TEST (test_torus2d_pod)
+{
+  Fixture f = setup ("v3-2048", PS_WRAP_AUTO);
+  int n = ps_slice_n_cores (f.slice);
+  g_autofree int *cores = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    cores[i] = i;
+  double D = 64 * MIB;
+  double t = simulate_alg (&f, PS_COLL_TORUS2D, PS_TRACE_REDUCE_SCATTER, D, cores, 1, n);
+  assert_close (t, torus2d_closed_form (PS_TRACE_REDUCE_SCATTER, 32, 32, D, B_ON), "pod");
+}
+END_TEST
+
+/* On a mesh the first stage's rings fold (two ring edges per directed ICI
+ * link; on-chip links used only by the end chips, A's and B's at a corner)
+ * and the second stage's zig-zag (two edges per link per ring, two-hop
+ * steps). */
+START_TEST (test_torus2d_2d_mesh)
+{
+  Fixture f = setup ("v3-32", PS_WRAP_AUTO);
+  int n = ps_slice_n_cores (f.slice);
+  g_autofree int *cores = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    cores[i] = i;
+  double D = 64 * MIB, h = D / 2;
+  double t = simulate_alg (&f, PS_COLL_TORUS2D, PS_TRACE_REDUCE_SCATTER, D, cores, 1, n);
+  double a = edge_bytes (PS_TRACE_REDUCE_SCATTER, 8, h);
+  double stage1 = MAX (2 * a / B_ICI, 2 * a / B_ON) + 7 * MAX (ALPHA, ALPHA_ON);
+  double b = edge_bytes (PS_TRACE_REDUCE_SCATTER, 4, h / 8);
+  double stage2 = 2 * 2 * b / B_ICI + 3 * 2 * ALPHA;
+  assert_close (t, LAUNCH + stage1 + stage2, "mesh reduce-scatter");
+}
+END_TEST
+
+START_TEST (test_algorithm_names)
+{
+  PsCollAlgorithm a;
+  GError *error = NULL;
+  for (int i = 0; i < PS_COLL_ALGORITHM_COUNT; i++)
+    {
+      ck_assert (ps_coll_algorithm_parse (ps_coll_algorithm_name (i), "--collectives", &a, NULL));
+      ck_assert_int_eq (a, i);
+    }
+  ck_assert (!ps_coll_algorithm_parse ("rings", "--collectives", &a, &error));
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_OPTION));
+  ck_assert (strstr (error->message, "--collectives") && strstr (error->message, "torus2d"));
+  g_clear_error (&error);
 }
 END_TEST
 
@@ -202,6 +416,13 @@ collectives_suite (void)
   tcase_add_test (tc, test_ring_all_reduce_no_wrap);
   tcase_add_test (tc, test_sharing_links);
   tcase_add_test (tc, test_all_to_all_bisection);
+  tcase_add_loop_test (tc, test_torus2d_1d_interleaved, 0, 3);
+  tcase_add_loop_test (tc, test_torus2d_1d_folded_mesh, 0, 2);
+  tcase_add_test (tc, test_ring_zigzag_listed);
+  tcase_add_loop_test (tc, test_torus2d_2d_wrapped, 0, 6);
+  tcase_add_test (tc, test_torus2d_pod);
+  tcase_add_test (tc, test_torus2d_2d_mesh);
+  tcase_add_test (tc, test_algorithm_names);
   suite_add_tcase (s, tc);
   return s;
 }
