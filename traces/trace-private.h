@@ -51,7 +51,6 @@ gboolean ps_trace_parse_pairs (const char *text, PsTracePairs *out, char **why,
 gboolean ps_trace_parse_order (const char *text, PsTraceMesh *mesh, char **why,
                                gsize *why_offset);
 char *ps_trace_order_to_string (const PsTraceMesh *mesh);
-guint64 ps_trace_dims_product (const gint64 *dims, guint n);
 
 /* Event names: printable ASCII except '%' and space verbatim, the rest %XX. */
 void ps_trace_append_name (GString *out, const char *name);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "traces/trace-private.h"
 
 /* ---- names ------------------------------------------------------------------ */
@@ -467,7 +468,7 @@ ps_trace_header_copy (PsTraceHeader *dst, const PsTraceHeader *src)
   dst->slice = g_strdup (src->slice);
   if (src->mesh.devices)
     dst->mesh.devices = g_memdup2 (src->mesh.devices,
-                                   ps_trace_dims_product (src->mesh.dims, src->mesh.rank)
+                                   (guint64) ps_product ((int) src->mesh.rank, src->mesh.dims)
                                    * sizeof (guint32));
 }
 
@@ -528,7 +529,7 @@ ps_trace_set_mesh (PsTrace *t, guint rank, const gint64 *dims,
   m->rank = rank;
   memcpy (m->dims, dims, rank * sizeof (gint64));
   m->order = order;
-  t->header.n_devices = ps_trace_dims_product (dims, rank);
+  t->header.n_devices = (guint64) ps_product ((int) rank, dims);
   if (order == PS_TRACE_ORDER_LIST && devices)
     m->devices = g_memdup2 (devices, t->header.n_devices * sizeof (guint32));
 }

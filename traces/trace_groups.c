@@ -5,18 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "traces/trace-private.h"
 
 /* ---- mesh -------------------------------------------------------------------- */
-
-guint64
-ps_trace_dims_product (const gint64 *dims, guint n)
-{
-  guint64 p = 1;
-  for (guint i = 0; i < n; i++)
-    p *= (guint64) dims[i];
-  return p;
-}
 
 /* Lingvo's non-pod 2-D mesh: a ring over the (y, core) plane of each row of
  * chips, then rows in zig-zag order, because slices smaller than a pod have
@@ -47,7 +39,7 @@ nonpod2d_ids (const PsTraceMesh *m, guint32 *ids)
 guint32 *
 ps_trace_mesh_device_ids (const PsTraceMesh *mesh, guint64 *n_out)
 {
-  guint64 n = ps_trace_dims_product (mesh->dims, mesh->rank);
+  guint64 n = (guint64) ps_product ((int) mesh->rank, mesh->dims);
   guint32 *ids = g_new (guint32, n ? n : 1);
   switch (mesh->order)
     {
@@ -101,7 +93,7 @@ ps_trace_order_to_string (const PsTraceMesh *mesh)
     case PS_TRACE_ORDER_LIST:
       {
         GString *s = g_string_new ("list:");
-        guint64 n = ps_trace_dims_product (mesh->dims, mesh->rank);
+        guint64 n = (guint64) ps_product ((int) mesh->rank, mesh->dims);
         for (guint64 i = 0; i < n; i++)
           g_string_append_printf (s, i ? ",%u" : "%u", mesh->devices[i]);
         return g_string_free (s, FALSE);

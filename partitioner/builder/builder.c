@@ -8,9 +8,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/ndindex.h"
+#include "common/float16.h"
 #include "partitioner/builder/builder.h"
 #include "partitioner/builder/builder_private.h"
-#include "partitioner/hlo/hlo_internal.h"
 
 /* ---- builder state ---------------------------------------------------------- */
 
@@ -328,15 +329,6 @@ ps_build_parameter (PsBuilder *b, const char *name, PsElemType t, int rank, cons
   return in;
 }
 
-int64_t
-ps_builder_product_ (int n, const int64_t *v)
-{
-  int64_t p = 1;
-  for (int i = 0; i < n; i++)
-    p *= v[i];
-  return p;
-}
-
 /* Integer range of an element type, for constant checks. */
 gboolean
 ps_builder_int_range_ (PsElemType t, int64_t *lo, uint64_t *hi)
@@ -401,21 +393,6 @@ store_int (PsLiteral *l, int64_t i, int64_t v)
     }
 }
 
-static void
-store_float (PsLiteral *l, int64_t i, double v)
-{
-  switch (l->etype)
-    {
-    case PS_F16: ((uint16_t *) l->data)[i] = ps_float_to_f16_bits ((float) v); break;
-    case PS_BF16: ((uint16_t *) l->data)[i] = ps_float_to_bf16_bits ((float) v); break;
-    case PS_F32: ((float *) l->data)[i] = (float) v; break;
-    case PS_F64: ((double *) l->data)[i] = v; break;
-    case PS_C64: ((float *) l->data)[2 * i] = (float) v; break;
-    case PS_C128: ((double *) l->data)[2 * i] = v; break;
-    default: g_assert_not_reached ();
-    }
-}
-
 static gboolean
 literal_type_ok (PsBuilder *b, PsElemType t)
 {
@@ -440,14 +417,14 @@ constant_from (PsBuilder *b, PsElemType t, int rank, const int64_t *dims, const 
   g_return_val_if_fail (b != NULL, NULL);
   if (b->error != NULL || !check_dims (b, "constant", rank, dims) || !literal_type_ok (b, t))
     return NULL;
-  int64_t n = ps_builder_product_ (rank, dims);
+  int64_t n = ps_product (rank, dims);
   g_return_val_if_fail (n == 0 || fv != NULL || iv != NULL, NULL);
   PsLiteral *lit = ps_literal_new (t, n);
   for (int64_t i = 0; i < n; i++)
     {
       if (is_float_type (t))
         {
-          store_float (lit, i, fv ? fv[i] : (double) iv[i]);
+          ps_literal_set_f64 (lit, i, fv ? fv[i] : (double) iv[i]);
           continue;
         }
       int64_t lo;
@@ -828,7 +805,7 @@ ps_build_reshape (PsBuilder *b, PsInstr *x, int rank, const int64_t *dims)
   if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "reshape", x)
       || !check_dims (b, "reshape", rank, dims))
     return NULL;
-  int64_t n = ps_builder_product_ (rank, dims);
+  int64_t n = ps_product (rank, dims);
   if (n != ps_shape_elements (x->shape))
     {
       g_autofree char *s = ps_builder_shape_str_ (x);

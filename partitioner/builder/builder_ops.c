@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/builder/builder_private.h"
 
 /* ---- contractions --------------------------------------------------------------- */
@@ -860,7 +861,7 @@ ps_builder_set_mesh (PsBuilder *b, int mesh_rank, const int64_t *mesh_dims,
   g_free (b->mesh_devices);
   b->mesh_rank = mesh_rank;
   b->mesh_dims = g_memdup2 (mesh_dims, sizeof (int64_t) * (gsize) mesh_rank);
-  int64_t n = ps_builder_product_ (mesh_rank, mesh_dims);
+  int64_t n = ps_product (mesh_rank, mesh_dims);
   b->mesh_devices = mesh_devices ? g_memdup2 (mesh_devices, sizeof (int64_t) * (gsize) n) : NULL;
 }
 

@@ -34,7 +34,6 @@ PsInstr *ps_builder_add_ (PsBuilder *b, PsOpcode op, PsShape *shape, int n,
 char *ps_builder_shape_str_ (const PsInstr *x);           /* transfer full */
 gboolean ps_builder_is_array_ (PsBuilder *b, const char *op, PsInstr *x);
 gboolean ps_builder_same_type_ (PsBuilder *b, const char *op, PsInstr *x, PsInstr *y);
-int64_t ps_builder_product_ (int n, const int64_t *v);
 /* Integer range of an element type (pred 0..1); FALSE for non-integers. */
 gboolean ps_builder_int_range_ (PsElemType t, int64_t *lo, uint64_t *hi);
 gboolean ps_builder_is_binary_op_ (PsOpcode op);

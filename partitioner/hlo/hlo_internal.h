@@ -1,5 +1,5 @@
 /* Helpers shared by the HLO reader and printer (private to partitioner/):
- * element conversions for constants and the text forms of attributes that
+ * literal values and the text forms of attributes that
  * both sides must agree on. Not part of the IR contract; other modules use
  * hlo_parser.h and hlo_printer.h.
  */
@@ -12,12 +12,6 @@
 #include "partitioner/ir/ir.h"
 
 G_BEGIN_DECLS
-
-/* IEEE half and bfloat16 bit patterns (round to nearest even). */
-uint16_t ps_float_to_f16_bits (float f);
-float ps_f16_bits_to_float (uint16_t h);
-uint16_t ps_float_to_bf16_bits (float f);
-float ps_bf16_bits_to_float (uint16_t h);
 
 /* Stores one scalar written as `tok` (len bytes: "1", "-2.5", "inf",
  * "true") into element `i` of `lit`. `im` is the imaginary part for complex

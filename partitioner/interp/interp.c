@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/interp/interp_private.h"
 #include "partitioner/ir/sharding.h"
 
@@ -73,31 +74,6 @@ ps_interp_same_dims (const PsShape *a, const PsShape *b)
     if (a->dims[d] != b->dims[d])
       return FALSE;
   return TRUE;
-}
-
-int64_t *
-ps_interp_strides (const PsShape *s)
-{
-  int64_t *st = g_new0 (int64_t, MAX (1, s->rank));
-  int64_t acc = 1;
-  for (int d = s->rank - 1; d >= 0; d--)
-    {
-      st[d] = acc;
-      acc *= s->dims[d];
-    }
-  return st;
-}
-
-gboolean
-ps_interp_next_index (int rank, const int64_t *dims, int64_t *idx)
-{
-  for (int d = rank - 1; d >= 0; d--)
-    {
-      if (++idx[d] < dims[d])
-        return TRUE;
-      idx[d] = 0;
-    }
-  return FALSE;
 }
 
 /* ---- plans ----------------------------------------------------------------- */
@@ -908,7 +884,7 @@ reshape_corner (const PsValue *src, const PsShape *shape)
     }
   int rank = shape->rank;
   int64_t *idx = g_new0 (int64_t, MAX (1, rank));
-  int64_t *sst = ps_interp_strides (src->shape);
+  int64_t *sst = ps_shape_strides (src->shape);
   for (int64_t i = 0; i < v->n; i++)
     {
       gboolean in = TRUE;
@@ -921,7 +897,7 @@ reshape_corner (const PsValue *src, const PsShape *shape)
         }
       if (in)
         ps_value_copy_elem (v, i, src, si);
-      ps_interp_next_index (rank, shape->dims, idx);
+      ps_index_next (rank, shape->dims, idx);
     }
   g_free (idx);
   g_free (sst);
@@ -1283,7 +1259,7 @@ place_block (PsValue *dst, const PsValue *src, int dim, int64_t off, gboolean ex
   const PsValue *big = extract ? src : dst;
   int rank = small->shape->rank;
   int64_t *idx = g_new0 (int64_t, MAX (1, rank));
-  int64_t *bst = ps_interp_strides (big->shape);
+  int64_t *bst = ps_shape_strides (big->shape);
   for (int64_t i = 0; i < small->n; i++)
     {
       int64_t bi = 0;
@@ -1293,7 +1269,7 @@ place_block (PsValue *dst, const PsValue *src, int dim, int64_t off, gboolean ex
         ps_value_copy_elem (dst, i, src, bi);
       else
         ps_value_copy_elem (dst, bi, src, i);
-      ps_interp_next_index (rank, small->shape->dims, idx);
+      ps_index_next (rank, small->shape->dims, idx);
     }
   g_free (idx);
   g_free (bst);
@@ -1616,7 +1592,7 @@ place_piece (PsValue *dst, const PsValue *piece, const int64_t *off, const int64
 {
   int rank = dst->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *dst_st = ps_interp_strides (dst->shape);
+  int64_t *dst_st = ps_shape_strides (dst->shape);
   for (int64_t i = 0; i < piece->n; i++)
     {
       gboolean in = TRUE;
@@ -1630,7 +1606,7 @@ place_piece (PsValue *dst, const PsValue *piece, const int64_t *off, const int64
         }
       if (in)
         ps_value_copy_elem (dst, di, piece, i);
-      ps_interp_next_index (rank, piece->shape->dims, idx);
+      ps_index_next (rank, piece->shape->dims, idx);
     }
   g_free (idx);
   g_free (dst_st);
@@ -1654,7 +1630,7 @@ sharded_piece (const PsSharding *s, const PsValue *v, int64_t device)
   if (ps_sharding_tile_bounds (s, v->shape, device, off, lim))
     {
       int64_t *idx = g_new0 (int64_t, rank + 1);
-      int64_t *st = ps_interp_strides (v->shape);
+      int64_t *st = ps_shape_strides (v->shape);
       for (int64_t i = 0; i < out->n; i++)
         {
           gboolean in = TRUE;
@@ -1668,7 +1644,7 @@ sharded_piece (const PsSharding *s, const PsValue *v, int64_t device)
             }
           if (in)
             ps_value_copy_elem (out, i, v, si);
-          ps_interp_next_index (rank, out->shape->dims, idx);
+          ps_index_next (rank, out->shape->dims, idx);
         }
       g_free (idx);
       g_free (st);

@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/float16.h"
+#include "common/ndindex.h"
 #include "partitioner/interp/interp_private.h"
 
 gboolean
@@ -42,7 +44,7 @@ op_broadcast (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *sst = ps_interp_strides (a->shape);
+  int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != ins->dimensions.n || a->shape->etype != out->shape->etype)
     FAIL ("operand rank %d does not match dimensions={} (%d entries)", a->shape->rank,
           ins->dimensions.n);
@@ -58,7 +60,7 @@ op_broadcast (const PsInstr *ins, PsValue **ops, GError **error)
       for (int k = 0; k < ins->dimensions.n; k++)
         si += idx[ins->dimensions.v[k]] * sst[k];
       ps_value_copy_elem (out, e, a, si);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (sst);
@@ -77,7 +79,7 @@ op_transpose (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *sst = ps_interp_strides (a->shape);
+  int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != rank || ins->dimensions.n != rank)
     FAIL ("permutation does not match the rank");
   for (int i = 0; i < rank; i++)
@@ -92,7 +94,7 @@ op_transpose (const PsInstr *ins, PsValue **ops, GError **error)
       for (int i = 0; i < rank; i++)
         si += idx[i] * sst[ins->dimensions.v[i]];
       ps_value_copy_elem (out, e, a, si);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (sst);
@@ -111,7 +113,7 @@ op_slice (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *sst = ps_interp_strides (a->shape);
+  int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != rank || ins->slice_starts.n != rank)
     FAIL ("slice={} does not match the rank");
   for (int d = 0; d < rank; d++)
@@ -131,7 +133,7 @@ op_slice (const PsInstr *ins, PsValue **ops, GError **error)
           si += (ins->slice_starts.v[d] + idx[d] * st) * sst[d];
         }
       ps_value_copy_elem (out, e, a, si);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (sst);
@@ -191,7 +193,7 @@ op_dynamic_slice (const PsInstr *ins, PsValue **ops, gboolean update, GError **e
   const PsValue *win = update ? u : out;
   int64_t *starts = g_new0 (int64_t, rank + 1);
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *ast = ps_interp_strides (a->shape);
+  int64_t *ast = ps_shape_strides (a->shape);
   if (win->shape->rank != rank || win->shape->etype != a->shape->etype
       || (update && !ps_shape_equal (out->shape, ins->shape)))
     FAIL ("operand and %s do not fit", update ? "update" : "result");
@@ -207,7 +209,7 @@ op_dynamic_slice (const PsInstr *ins, PsValue **ops, gboolean update, GError **e
         ps_value_copy_elem (out, ai, u, e);
       else
         ps_value_copy_elem (out, e, a, ai);
-      ps_interp_next_index (rank, win->shape->dims, idx);
+      ps_index_next (rank, win->shape->dims, idx);
     }
   g_free (starts);
   g_free (idx);
@@ -228,7 +230,7 @@ op_pad (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *ast = ps_interp_strides (a->shape);
+  int64_t *ast = ps_shape_strides (a->shape);
   if (a->shape->rank != rank || ins->n_pad != rank || pv->n != 1
       || pv->shape->etype != a->shape->etype)
     FAIL ("padding does not match the operand");
@@ -262,7 +264,7 @@ op_pad (const PsInstr *ins, PsValue **ops, GError **error)
         ps_value_copy_elem (out, e, a, ai);
       else
         ps_value_copy_elem (out, e, pv, 0);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (ast);
@@ -281,7 +283,7 @@ op_concatenate (const PsInstr *ins, PsValue **ops, GError **error)
   int rank = out->shape->rank;
   int64_t dim = ins->dimensions.n ? ins->dimensions.v[0] : -1;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *ost = ps_interp_strides (out->shape);
+  int64_t *ost = ps_shape_strides (out->shape);
   int64_t off = 0;
   if (dim < 0 || dim >= rank)
     FAIL ("bad concatenate dimension");
@@ -302,7 +304,7 @@ op_concatenate (const PsInstr *ins, PsValue **ops, GError **error)
           for (int d = 0; d < rank; d++)
             oi += (idx[d] + (d == dim ? off : 0)) * ost[d];
           ps_value_copy_elem (out, oi, a, e);
-          ps_interp_next_index (rank, a->shape->dims, idx);
+          ps_index_next (rank, a->shape->dims, idx);
         }
       off += a->shape->dims[dim];
     }
@@ -325,7 +327,7 @@ op_reverse (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *st = ps_interp_strides (a->shape);
+  int64_t *st = ps_shape_strides (a->shape);
   gboolean *rev = g_new0 (gboolean, rank + 1);
   if (!ps_shape_equal (a->shape, out->shape))
     FAIL ("operand and result shapes differ");
@@ -341,7 +343,7 @@ op_reverse (const PsInstr *ins, PsValue **ops, GError **error)
       for (int d = 0; d < rank; d++)
         si += (rev[d] ? a->shape->dims[d] - 1 - idx[d] : idx[d]) * st[d];
       ps_value_copy_elem (out, e, a, si);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (st);
@@ -370,7 +372,7 @@ op_iota (const PsInstr *ins, GError **error)
         out->i[e] = idx[dim];
       else
         ps_value_set (out, e, (double) idx[dim]);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   return out;
@@ -392,8 +394,8 @@ encode_elem (const PsValue *v, int64_t i, guint8 *dst)
     case PS_S16: case PS_U16: { uint16_t x = (uint16_t) v->i[i]; memcpy (dst, &x, 2); break; }
     case PS_S32: case PS_U32: { uint32_t x = (uint32_t) v->i[i]; memcpy (dst, &x, 4); break; }
     case PS_S64: case PS_U64: memcpy (dst, &v->i[i], 8); break;
-    case PS_BF16: { uint16_t x = ps_f32_to_bf16_bits ((float) v->f[i]); memcpy (dst, &x, 2); break; }
-    case PS_F16: { uint16_t x = ps_f32_to_f16_bits ((float) v->f[i]); memcpy (dst, &x, 2); break; }
+    case PS_BF16: { uint16_t x = ps_f32_to_bf16 ((float) v->f[i]); memcpy (dst, &x, 2); break; }
+    case PS_F16: { uint16_t x = ps_f32_to_f16 ((float) v->f[i]); memcpy (dst, &x, 2); break; }
     case PS_F32: { float x = (float) v->f[i]; memcpy (dst, &x, 4); break; }
     case PS_F64: memcpy (dst, &v->f[i], 8); break;
     case PS_C64:
@@ -421,8 +423,8 @@ decode_elem (PsValue *v, int64_t i, const guint8 *src)
     case PS_S32: { int32_t x; memcpy (&x, src, 4); v->i[i] = x; break; }
     case PS_U32: { uint32_t x; memcpy (&x, src, 4); v->i[i] = x; break; }
     case PS_S64: case PS_U64: memcpy (&v->i[i], src, 8); break;
-    case PS_BF16: { uint16_t x; memcpy (&x, src, 2); v->f[i] = ps_bf16_bits_to_f32 (x); break; }
-    case PS_F16: { uint16_t x; memcpy (&x, src, 2); v->f[i] = ps_f16_bits_to_f32 (x); break; }
+    case PS_BF16: { uint16_t x; memcpy (&x, src, 2); v->f[i] = ps_bf16_to_f32 (x); break; }
+    case PS_F16: { uint16_t x; memcpy (&x, src, 2); v->f[i] = ps_f16_to_f32 (x); break; }
     case PS_F32: { float x; memcpy (&x, src, 4); v->f[i] = x; break; }
     case PS_F64: memcpy (&v->f[i], src, 8); break;
     case PS_C64:
@@ -502,8 +504,8 @@ op_gather (const PsInstr *ins, PsValue **ops, GError **error)
   int64_t *oidx = g_new0 (int64_t, orank + 1);
   int64_t *bidx = g_new0 (int64_t, irank + 1);
   int64_t *start = g_new0 (int64_t, arank + 1);
-  int64_t *ast = ps_interp_strides (a->shape);
-  int64_t *ist = ps_interp_strides (ind->shape);
+  int64_t *ast = ps_shape_strides (a->shape);
+  int64_t *ist = ps_shape_strides (ind->shape);
   int *offset_to_operand = g_new0 (int, orank + 1);
   gboolean *is_offset = g_new0 (gboolean, orank + 1);
   if (ind->n > 0 && !ind->i)
@@ -593,7 +595,7 @@ op_gather (const PsInstr *ins, PsValue **ops, GError **error)
       if (ai < 0 || ai >= a->n)
         FAIL ("gather read out of bounds");
       ps_value_copy_elem (out, e, a, ai);
-      ps_interp_next_index (orank, out->shape->dims, oidx);
+      ps_index_next (orank, out->shape->dims, oidx);
     }
   goto done;
 fail:
@@ -631,8 +633,8 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
   int64_t *bidx = g_new0 (int64_t, irank + 1);
   int64_t *start = g_new0 (int64_t, arank + 1);
   int64_t *aidx = g_new0 (int64_t, arank + 1);
-  int64_t *ast = ps_interp_strides (a0->shape);
-  int64_t *ist = ps_interp_strides (ind->shape);
+  int64_t *ast = ps_shape_strides (a0->shape);
+  int64_t *ist = ps_shape_strides (ind->shape);
   int *window_to_operand = g_new0 (int, urank + 1);
   gboolean *is_window = g_new0 (gboolean, urank + 1);
   int64_t *wsize = g_new0 (int64_t, arank + 1);
@@ -771,7 +773,7 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
               ps_value_free (r);
             }
         }
-      ps_interp_next_index (urank, upd0->shape->dims, uidx);
+      ps_index_next (urank, upd0->shape->dims, uidx);
     }
   ps_reducer_clear (&red);
   if (nv == 1)
@@ -938,7 +940,7 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
       sc.fast_total = root->compare_type && strcmp (root->compare_type, "TOTALORDER") == 0;
     }
   int64_t len = a0->shape->dims[dim];
-  int64_t *st = ps_interp_strides (a0->shape);
+  int64_t *st = ps_shape_strides (a0->shape);
   int64_t stride = st[dim];
   int64_t outer = len ? a0->n / len : 0;
   int64_t *perm = g_new0 (int64_t, MAX (1, len));
@@ -966,7 +968,7 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
       for (int k = 0; k < nops; k++)
         for (int64_t j = 0; j < len; j++)
           ps_value_copy_elem (res[k], base + j * stride, ops[k], perm[j]);
-      ps_interp_next_index (rank, rdims->dims, idx);
+      ps_index_next (rank, rdims->dims, idx);
     }
   PsValue *out = NULL;
   if (ok)

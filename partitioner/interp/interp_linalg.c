@@ -180,7 +180,7 @@ op_fft (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
       return NULL;
     }
   PsValue *out = ps_value_copy (a);
-  int64_t *st = ps_interp_strides (a->shape);
+  int64_t *st = ps_shape_strides (a->shape);
   double *buf = NULL;
   gboolean ok = TRUE;
   for (int d = rank - nd; d < rank && ok; d++)

@@ -73,14 +73,9 @@ ps_value_raw (const PsValue *v)
 {
   return v->f ? (void *) v->f : v->i ? (void *) v->i : (void *) v->c;
 }
-void ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si);
 
 /* Same array dims (element types may differ). */
 gboolean ps_interp_same_dims (const PsShape *a, const PsShape *b);
-/* Row-major strides of a shape (rank entries, caller frees). */
-int64_t *ps_interp_strides (const PsShape *s);
-/* Advances a multi-index over dims; FALSE when it wrapped to all zeros. */
-gboolean ps_interp_next_index (int rank, const int64_t *dims, int64_t *idx);
 
 /* One evaluation of an instruction on one device (no collectives, no
  * control flow). ops are the operand values (borrowed). transfer full. */

@@ -4,90 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/float16.h"
 #include "partitioner/interp/interp.h"
-
-/* ---- rounding ------------------------------------------------------------ */
-
-uint16_t
-ps_f32_to_bf16_bits (float x)
-{
-  uint32_t u;
-  memcpy (&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t) ((u >> 16) | 0x40u); /* quiet NaN, sign kept */
-  /* Round to nearest even: add 0x7fff plus the lowest kept bit; a carry into
-   * the exponent correctly rounds up to the next binade or to infinity. */
-  uint32_t lsb = (u >> 16) & 1u;
-  u += 0x7fffu + lsb;
-  return (uint16_t) (u >> 16);
-}
-
-float
-ps_bf16_bits_to_f32 (uint16_t b)
-{
-  uint32_t u = (uint32_t) b << 16;
-  float x;
-  memcpy (&x, &u, 4);
-  return x;
-}
-
-uint16_t
-ps_f32_to_f16_bits (float x)
-{
-  uint32_t u;
-  memcpy (&u, &x, 4);
-  uint16_t sign = (uint16_t) ((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u)
-    return sign | 0x7e00u;
-  if (a >= 0x47800000u) /* >= 65536: overflows even before rounding */
-    return sign | 0x7c00u;
-  int exp = (int) (a >> 23) - 127;
-  uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-  if (a < 0x33000000u) /* < 2^-25: rounds to zero */
-    return sign;
-  int shift; /* how many low bits of the 24-bit significand are dropped */
-  uint16_t base_exp;
-  if (exp < -14)
-    {
-      shift = 13 + (-14 - exp);
-      base_exp = 0;
-    }
-  else
-    {
-      shift = 13;
-      base_exp = (uint16_t) (exp + 15);
-    }
-  uint32_t kept = mant >> shift;
-  uint32_t rem = mant & ((1u << shift) - 1u);
-  uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (kept & 1u)))
-    kept++;
-  uint32_t bits;
-  if (base_exp == 0)
-    bits = kept; /* subnormal; a carry into bit 10 gives the smallest normal */
-  else
-    bits = ((uint32_t) base_exp << 10) + (kept - 0x400u); /* carry bumps exp */
-  if (bits >= 0x7c00u)
-    bits = 0x7c00u;
-  return sign | (uint16_t) bits;
-}
-
-float
-ps_f16_bits_to_f32 (uint16_t b)
-{
-  int sign = (b >> 15) & 1;
-  int exp = (b >> 10) & 0x1f;
-  int mant = b & 0x3ff;
-  float x;
-  if (exp == 0)
-    x = ldexpf ((float) mant, -24);
-  else if (exp == 31)
-    x = mant ? NAN : INFINITY;
-  else
-    x = ldexpf ((float) (mant | 0x400), exp - 25);
-  return sign ? -x : x;
-}
 
 static int64_t
 wrap_int (PsElemType t, int64_t v)
@@ -150,8 +68,8 @@ ps_etype_round (PsElemType t, double x)
     {
     case PS_F64: return x;
     case PS_F32: case PS_C64: return (double) (float) x;
-    case PS_BF16: return ps_bf16_bits_to_f32 (ps_f32_to_bf16_bits ((float) x));
-    case PS_F16: return ps_f16_bits_to_f32 (ps_f32_to_f16_bits ((float) x));
+    case PS_BF16: return ps_bf16_to_f32 (ps_f32_to_bf16 ((float) x));
+    case PS_F16: return ps_f16_to_f32 (ps_f32_to_f16 ((float) x));
     case PS_C128: return x;
     default: return (double) double_to_int (t, x);
     }
@@ -277,8 +195,8 @@ literal_get (const PsLiteral *l, int64_t i, double *im)
     case PS_U8: return ((const uint8_t *) d)[i];
     case PS_U16: return ((const uint16_t *) d)[i];
     case PS_U32: return ((const uint32_t *) d)[i];
-    case PS_F16: return ps_f16_bits_to_f32 (((const uint16_t *) d)[i]);
-    case PS_BF16: return ps_bf16_bits_to_f32 (((const uint16_t *) d)[i]);
+    case PS_F16: return ps_f16_to_f32 (((const uint16_t *) d)[i]);
+    case PS_BF16: return ps_bf16_to_f32 (((const uint16_t *) d)[i]);
     case PS_F32: return ((const float *) d)[i];
     case PS_F64: return ((const double *) d)[i];
     case PS_C64:

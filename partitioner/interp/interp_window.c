@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/interp/interp_private.h"
 
 gboolean
@@ -100,7 +101,7 @@ op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
   const PsDotDims *dd = &ins->dot;
   int lr = l->shape->rank, rr = r->shape->rank;
   int nb = dd->lhs_batch.n, nc = dd->lhs_contracting.n;
-  int64_t *lst = ps_interp_strides (l->shape), *rst = ps_interp_strides (r->shape);
+  int64_t *lst = ps_shape_strides (l->shape), *rst = ps_shape_strides (r->shape);
   int *lfree = g_new0 (int, lr + 1), *rfree = g_new0 (int, rr + 1);
   int nlf = 0, nrf = 0;
   int64_t *cdims = g_new0 (int64_t, nc + 1), *cidx = g_new0 (int64_t, nc + 1);
@@ -152,7 +153,7 @@ op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
           loff[c] += cidx[k] * lst[dd->lhs_contracting.v[k]];
           roff[c] += cidx[k] * rst[dd->rhs_contracting.v[k]];
         }
-      ps_interp_next_index (nc, cdims, cidx);
+      ps_index_next (nc, cdims, cidx);
     }
   for (int64_t e = 0; e < out->n; e++)
     {
@@ -182,7 +183,7 @@ op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
         out->i[e] = wrap_to (out->shape->etype, acc.i);
       else
         acc_store (out, e, &acc, ints);
-      ps_interp_next_index (out->shape->rank, out->shape->dims, oidx);
+      ps_index_next (out->shape->rank, out->shape->dims, oidx);
     }
   g_free (loff);
   g_free (roff);
@@ -210,8 +211,8 @@ op_convolution (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **er
   const PsValue *l = pl ? pl : ops[0], *r = pr ? pr : ops[1];
   const PsConvDims *cd = &ins->conv;
   int ns = cd->n_spatial;
-  int64_t *lst = ps_interp_strides (l->shape), *rst = ps_interp_strides (r->shape);
-  int64_t *ost = ps_interp_strides (out->shape);
+  int64_t *lst = ps_shape_strides (l->shape), *rst = ps_shape_strides (r->shape);
+  int64_t *ost = ps_shape_strides (out->shape);
   int64_t *oidx = g_new0 (int64_t, out->shape->rank + 1);
   int64_t *kdims = g_new0 (int64_t, ns + 1), *kidx = g_new0 (int64_t, ns + 1);
   int64_t fgc = MAX (1, ins->feature_group_count), bgc = MAX (1, ins->batch_group_count);
@@ -277,13 +278,13 @@ op_convolution (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **er
                 int64_t ri = rsp + of * rst[cd->k_out_feature] + iz * rst[cd->k_in_feature];
                 acc_mul_add (&acc, l, li, r, ri);
               }
-          ps_interp_next_index (ns, kdims, kidx);
+          ps_index_next (ns, kdims, kidx);
         }
       if (ints && out->i)
         out->i[e] = wrap_to (out->shape->etype, acc.i);
       else
         acc_store (out, e, &acc, ints);
-      ps_interp_next_index (out->shape->rank, out->shape->dims, oidx);
+      ps_index_next (out->shape->rank, out->shape->dims, oidx);
     }
   (void) ost;
   goto done;
@@ -407,7 +408,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
   int rank = a0->shape->rank;
   PsValue **res = g_new0 (PsValue *, n);
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *st = ps_interp_strides (a0->shape);
+  int64_t *st = ps_shape_strides (a0->shape);
   gboolean *red = g_new0 (gboolean, rank + 1);
   Combiner comb;
   gboolean have_comb = FALSE;
@@ -445,7 +446,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
     goto fail;
   /* Row-major over the input: the order in which each output element sees
    * its inputs is the input's row-major order, deterministic. */
-  int64_t *rst = ps_interp_strides (res[0]->shape);
+  int64_t *rst = ps_shape_strides (res[0]->shape);
   PsElemType et = a0->shape->etype;
   if (n == 1 && (et == PS_BF16 || et == PS_F16)
       && (comb.fast.fast_op == PS_OP_ADD || comb.fast.fast_op == PS_OP_MULTIPLY))
@@ -463,7 +464,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
               oi += idx[d] * rst[od++];
           double x = in[0]->f[e];
           res[0]->f[oi] = (double) (float) (add ? res[0]->f[oi] + x : res[0]->f[oi] * x);
-          ps_interp_next_index (rank, a0->shape->dims, idx);
+          ps_index_next (rank, a0->shape->dims, idx);
         }
       for (int64_t e = 0; e < res[0]->n; e++)
         res[0]->f[e] = ps_etype_round (et, res[0]->f[e]);
@@ -481,7 +482,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
             g_free (rst);
             goto fail;
           }
-        ps_interp_next_index (rank, a0->shape->dims, idx);
+        ps_index_next (rank, a0->shape->dims, idx);
       }
   g_free (rst);
   out = pack_results (res, n, ins->shape);
@@ -531,7 +532,7 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
   PsValue **res = g_new0 (PsValue *, n);
   int64_t *oidx = g_new0 (int64_t, rank + 1), *widx = g_new0 (int64_t, rank + 1);
   int64_t *wdims = g_new0 (int64_t, rank + 1);
-  int64_t *st = ps_interp_strides (a0->shape);
+  int64_t *st = ps_shape_strides (a0->shape);
   Combiner comb;
   gboolean have_comb = FALSE;
   PsValue *out = NULL;
@@ -577,9 +578,9 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
             }
           if (inb && !combiner_apply (&comb, res, e, in, ai, error))
             goto fail;
-          ps_interp_next_index (rank, wdims, widx);
+          ps_index_next (rank, wdims, widx);
         }
-      ps_interp_next_index (rank, res[0]->shape->dims, oidx);
+      ps_index_next (rank, res[0]->shape->dims, oidx);
     }
   out = pack_results (res, n, ins->shape);
   if (ins->shape->etype != PS_TUPLE)
@@ -613,7 +614,7 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
   PsValue *out = ps_value_new (ins->shape);
   int64_t *sidx = g_new0 (int64_t, rank + 1), *widx = g_new0 (int64_t, rank + 1);
   int64_t *wdims = g_new0 (int64_t, rank + 1);
-  int64_t *st = ps_interp_strides (a->shape);
+  int64_t *st = ps_shape_strides (a->shape);
   PsShape *scal = ps_shape_new_scalar (a->shape->etype);
   PsValue *args[2] = { ps_value_new (scal), ps_value_new (scal) };
   PsReducer scat;
@@ -669,11 +670,11 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
                     best = ai;
                 }
             }
-          ps_interp_next_index (rank, wdims, widx);
+          ps_index_next (rank, wdims, widx);
         }
       if (best >= 0 && !ps_reducer_apply (&scat, out, best, src, e, out, best, error))
         goto fail;
-      ps_interp_next_index (rank, src->shape->dims, sidx);
+      ps_index_next (rank, src->shape->dims, sidx);
     }
   goto done;
 fail:

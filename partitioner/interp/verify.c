@@ -4,9 +4,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "partitioner/interp/interp_private.h"
-#include "partitioner/ir/sharding.h"
+#include "common/ndindex.h"
+#include "partitioner/interp/interp.h"
 #include "partitioner/interp/verify.h"
+#include "partitioner/ir/sharding.h"
 
 void
 ps_verify_options_init (PsVerifyOptions *opts)
@@ -245,7 +246,7 @@ extract_tile (PsValue *local, const PsValue *full, const int64_t *off, const int
 {
   int rank = full->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *fst = ps_interp_strides (full->shape);
+  int64_t *fst = ps_shape_strides (full->shape);
   for (int64_t i = 0; i < local->n; i++)
     {
       gboolean in = TRUE;
@@ -259,7 +260,7 @@ extract_tile (PsValue *local, const PsValue *full, const int64_t *off, const int
         }
       if (in)
         ps_value_copy_elem (local, i, full, fi);
-      ps_interp_next_index (rank, local->shape->dims, idx);
+      ps_index_next (rank, local->shape->dims, idx);
     }
   g_free (idx);
   g_free (fst);
@@ -415,7 +416,7 @@ compare_leaf (const PsSharding *s, const PsValue *full, const PsValue *got, int6
   int rank = full->shape->rank;
   int64_t *off = g_new0 (int64_t, rank + 1), *lim = g_new0 (int64_t, rank + 1);
   int64_t *idx = g_new0 (int64_t, rank + 1), *gidx = g_new0 (int64_t, rank + 1);
-  int64_t *fst = ps_interp_strides (full->shape);
+  int64_t *fst = ps_shape_strides (full->shape);
   gboolean ok = TRUE;
   for (int d = 0; d < rank; d++)
     lim[d] = full->shape->dims[d];
@@ -466,7 +467,7 @@ compare_leaf (const PsSharding *s, const PsValue *full, const PsValue *got, int6
               ok = FALSE;
             }
         }
-      ps_interp_next_index (rank, got->shape->dims, idx);
+      ps_index_next (rank, got->shape->dims, idx);
     }
 done:
   g_free (off);

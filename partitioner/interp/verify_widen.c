@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "partitioner/hlo/hlo_internal.h"
+#include "common/float16.h"
 #include "partitioner/interp/verify.h"
 
 static gboolean
@@ -78,8 +78,8 @@ ps_verify_widen_floats (PsModule *m)
               const uint16_t *src = lit->data;
               float *dst = w->data;
               for (int64_t e = 0; e < lit->n; e++)
-                dst[e] = lit->etype == PS_BF16 ? ps_bf16_bits_to_float (src[e])
-                                               : ps_f16_bits_to_float (src[e]);
+                dst[e] = lit->etype == PS_BF16 ? ps_bf16_to_f32 (src[e])
+                                               : ps_f16_to_f32 (src[e]);
               ps_literal_free (lit);
               in->literal = w;
             }

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "common/float16.h"
+#include "common/ndindex.h"
 #include "partitioner/ir/ir.h"
 #include "partitioner/ir/sharding.h"
 
@@ -430,6 +432,40 @@ ps_literal_new (PsElemType t, int64_t n)
   gsize bytes = (gsize) n * (gsize) ps_etype_size_bytes (t);
   l->data = bytes > 0 ? g_malloc0 (bytes) : NULL;
   return l;
+}
+
+int64_t *
+ps_shape_strides (const PsShape *s)
+{
+  int64_t *st = g_new0 (int64_t, MAX (1, s->rank));
+  ps_row_major_strides (s->rank, s->dims, st);
+  return st;
+}
+
+void
+ps_literal_set_f64 (PsLiteral *l, int64_t i, double v)
+{
+  g_return_if_fail (l != NULL && i >= 0 && i < l->n);
+  void *d = l->data;
+  switch (l->etype)
+    {
+    case PS_PRED: ((uint8_t *) d)[i] = v != 0; break;
+    case PS_S8: ((int8_t *) d)[i] = (int8_t) v; break;
+    case PS_S16: ((int16_t *) d)[i] = (int16_t) v; break;
+    case PS_S32: ((int32_t *) d)[i] = (int32_t) v; break;
+    case PS_S64: ((int64_t *) d)[i] = (int64_t) v; break;
+    case PS_U8: ((uint8_t *) d)[i] = (uint8_t) v; break;
+    case PS_U16: ((uint16_t *) d)[i] = (uint16_t) v; break;
+    case PS_U32: ((uint32_t *) d)[i] = (uint32_t) v; break;
+    case PS_U64: ((uint64_t *) d)[i] = (uint64_t) v; break;
+    case PS_F16: ((uint16_t *) d)[i] = ps_f32_to_f16 ((float) v); break;
+    case PS_BF16: ((uint16_t *) d)[i] = ps_f32_to_bf16 ((float) v); break;
+    case PS_F32: ((float *) d)[i] = (float) v; break;
+    case PS_F64: ((double *) d)[i] = v; break;
+    case PS_C64: ((float *) d)[2 * i] = (float) v; ((float *) d)[2 * i + 1] = 0; break;
+    case PS_C128: ((double *) d)[2 * i] = v; ((double *) d)[2 * i + 1] = 0; break;
+    default: g_return_if_reached ();
+    }
 }
 
 PsLiteral *

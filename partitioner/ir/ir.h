@@ -352,9 +352,16 @@ void ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src);
 void ps_ints_set (PsInts *dst, int n, const int64_t *v);
 void ps_ints_clear (PsInts *dst);
 gboolean ps_ints_contains (const PsInts *a, int64_t v);
+/* Row-major strides of an array shape (rank entries, at least one
+ * allocated; transfer full, g_free). */
+int64_t *ps_shape_strides (const PsShape *s);
 PsLiteral *ps_literal_new (PsElemType t, int64_t n);      /* zero-filled */
 PsLiteral *ps_literal_copy (const PsLiteral *l);
 void ps_literal_free (PsLiteral *l);
+/* Stores v into element i converted to the literal's type: floats rounded
+ * to nearest even (bf16/f16 by common/float16.h), integers by C conversion
+ * (v must be in range), pred v != 0, complex (v, 0). */
+void ps_literal_set_f64 (PsLiteral *l, int64_t i, double v);
 void ps_instr_add_raw_attr (PsInstr *instr, const char *key, const char *value);
 const char *ps_instr_get_raw_attr (const PsInstr *instr, const char *key);
 

@@ -21,12 +21,6 @@ G_BEGIN_DECLS
 
 PsSharding *ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices,
                                      int n_sub, const PsSubgroupKind *kinds);
-/* Product of n int64s (1 for n = 0). */
-int64_t ps_sharding_product_ (int n, const int64_t *v);
-/* Row-major transpose, numpy style (output dim j = input dim perm[j]).
- * transfer full. */
-int64_t *ps_sharding_transpose_ (const int64_t *in, int n, const int64_t *dims,
-                                 const int64_t *perm);
 /* iota(prod(reshape)) reshaped and transposed by perm (NULL: identity).
  * transfer full. */
 int64_t *ps_sharding_expand_iota_ (int n_reshape, const int64_t *reshape,

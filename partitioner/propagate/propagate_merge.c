@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/propagate/propagate_internal.h"
 #include "partitioner/ir/sharding_private.h"
 
@@ -135,7 +136,7 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
         return NULL;
     }
   int64_t ndev = to_merge->n_devices;
-  int64_t ntiles = ps_sharding_product_ (nm, merged);
+  int64_t ntiles = ps_product (nm, merged);
   if (ndev % ntiles != 0 || ntiles < minimum_tiles)
     return NULL;
   int64_t repl;
@@ -391,8 +392,8 @@ pp_is_subtiling_or_equal (const PsShape *shape, const PsSharding *p, const PsSha
       int64_t sz = shape->dims[i], pt = p->tile_dims[i], stt = s->tile_dims[i];
       if (pt < stt)
         return FALSE;
-      pbase[i] = (sz + pt - 1) / pt;
-      sbase[i] = (sz + stt - 1) / stt;
+      pbase[i] = ps_ceil_div (sz, pt);
+      sbase[i] = ps_ceil_div (sz, stt);
       if (stt != 1 && (pt % stt != 0 || (pbase[i] && sbase[i] % pbase[i] != 0)
                        || sz <= (pt - 1) * pbase[i] || sz <= (stt - 1) * sbase[i]))
         shortcut = FALSE;
@@ -417,12 +418,7 @@ pp_is_subtiling_or_equal (const PsShape *shape, const PsSharding *p, const PsSha
           for (int i = 0; i < dr; i++)
             soff[d * dr + i] = sbase[i] * idx[i];
         }
-      for (int j = s->n_tile_dims - 1; j >= 0; j--)
-        {
-          if (++idx[j] < s->tile_dims[j])
-            break;
-          idx[j] = 0;
-        }
+      ps_index_next (s->n_tile_dims, s->tile_dims, idx);
     }
   gboolean ok = TRUE;
   memset (idx, 0, sizeof idx);
@@ -439,12 +435,7 @@ pp_is_subtiling_or_equal (const PsShape *shape, const PsSharding *p, const PsSha
           else if (po + pbase[j] <= shape->dims[j] && po + pbase[j] > soff[d * dr + j] + sbase[j])
             ok = FALSE;
         }
-      for (int j = p->n_tile_dims - 1; j >= 0; j--)
-        {
-          if (++idx[j] < p->tile_dims[j])
-            break;
-          idx[j] = 0;
-        }
+      ps_index_next (p->n_tile_dims, p->tile_dims, idx);
     }
   g_free (soff);
   g_free (seen);

@@ -17,22 +17,8 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
-
-static int64_t
-floor_div (int64_t a, int64_t b)
-{
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0)))
-    q--;
-  return q;
-}
-
-static int64_t
-ceil_div_s (int64_t a, int64_t b)
-{
-  return -floor_div (-a, b);
-}
 
 /* Rewrites dim `d` of the local value so that the windowed op can run on it
  * with window `w` turned into padding 0 / base dilation 1 (done by the
@@ -43,7 +29,7 @@ sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64
 {
   int64_t n = c->m->n;
   int64_t N = v->full->dims[d];
-  int64_t IS = (N + k - 1) / k, OS = (out_size + k - 1) / k;
+  int64_t IS = ps_ceil_div (N, k), OS = ps_ceil_div (out_size, k);
   int64_t b = w->base_dilation > 0 ? w->base_dilation : 1;
   int64_t wd = w->window_dilation > 0 ? w->window_dilation : 1;
   int64_t span = (w->size - 1) * wd;
@@ -56,8 +42,8 @@ sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64
         continue;
       int64_t P0 = i * OS * w->stride;
       int64_t P1 = ((i + 1) * OS - 1) * w->stride + span;
-      int64_t xl = MAX (ceil_div_s (P0 - w->pad_lo, b), 0);
-      int64_t xh = MIN (floor_div (P1 - w->pad_lo, b), N - 1);
+      int64_t xl = MAX (ps_ceil_div (P0 - w->pad_lo, b), 0);
+      int64_t xh = MIN (ps_floor_div (P1 - w->pad_lo, b), N - 1);
       if (xl > xh)
         continue;
       HL = MAX (HL, i * IS - xl);

@@ -37,6 +37,7 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
 
 typedef struct {
@@ -314,7 +315,7 @@ windowed_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, int side, int g,
   g_autofree int64_t *table = g_new0 (int64_t, c->m->n);
   int it = (int) (side ? ds->rhs_iter : ds->lhs_iter)[g];
   WinLoop w = { c, in, ds, side, it >= ds->nb + ds->nl + ds->nr, side ? l : r, -1, k,
-                (full_g + k - 1) / k, ng, groups, table, sp_const_scalar (c, PS_S32, 0), NULL };
+                ps_ceil_div (full_g, k), ng, groups, table, sp_const_scalar (c, PS_S32, 0), NULL };
   if (w.contracting)
     {
       w.od = (int) (side ? ds->iter_lhs : ds->iter_rhs)[it];
@@ -393,7 +394,7 @@ windowed_reduce_scatter (SpComp *c, const PsInstr *in, const DotSpace *ds, int o
   int side = ds->iter_lhs[od] >= 0 ? 0 : 1;
   PsInstr *x = side ? r : l;
   int xd = (int) (side ? ds->iter_rhs : ds->iter_lhs)[od];
-  int64_t full = in->shape->dims[od], cs = (full + k - 1) / k;
+  int64_t full = in->shape->dims[od], cs = ps_ceil_div (full, k);
   int rk = x->shape->rank;
   int64_t lo[rk], hi[rk], sizes[rk];
   memset (lo, 0, sizeof lo);
@@ -597,7 +598,7 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
       int64_t lo[ds.ro], hi[ds.ro];
       memset (lo, 0, sizeof lo);
       memset (hi, 0, sizeof hi);
-      hi[rs_dim] = (n_d + k - 1) / k * k - n_d;
+      hi[rs_dim] = ps_ceil_div (n_d, k) * k - n_d;
       PsInstr *p = sp_pad (c, y, sp_const_zero (c, y->shape->etype), lo, hi);
       PsInstr *z = sp_reduce_scatter (c, p, SP_RED_SUM, rs_dim, ng, gs, groups);
       res = sp_pval_new (z, rs, in->shape);

@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
 
 static gboolean
@@ -610,12 +611,7 @@ reverse_device_order (const PsSharding *s, const gboolean *rev)
       for (int k = 0; k < nt; k++)
         p = p * s->tile_dims[k] + (rev[k] ? s->tile_dims[k] - 1 - idx[k] : idx[k]);
       r->devices[q] = s->devices[p];
-      for (int k = nt - 1; k >= 0; k--)
-        {
-          if (++idx[k] < s->tile_dims[k])
-            break;
-          idx[k] = 0;
-        }
+      ps_index_next (nt, s->tile_dims, idx);
     }
   /* The iota form no longer describes the devices. */
   g_clear_pointer (&r->iota_dims, g_free);
@@ -651,7 +647,7 @@ sp_handle_reverse (SpComp *c, const PsInstr *in)
   for (int d = 0; d < r; d++)
     {
       int64_t k = sp_shards (t, d);
-      int64_t n = op->full->dims[d], is = (n + k - 1) / k;
+      int64_t n = op->full->dims[d], is = ps_ceil_div (n, k);
       if (!rev[d] || is * k == n)
         continue;
       PsWindowDim w = { 0 };

@@ -17,6 +17,7 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
 
 /* ---- memo ----
@@ -248,12 +249,6 @@ sp_shards (const PsSharding *s, int d)
   return s->tile_dims[d];
 }
 
-static int64_t
-ceil_div (int64_t a, int64_t b)
-{
-  return (a + b - 1) / b;
-}
-
 /* Tile index along tile dim `td` of the device at linear position pos. */
 static int64_t
 tile_coord (const PsSharding *s, int64_t pos, int td)
@@ -286,7 +281,7 @@ sp_offset_table (SpModule *m, const PsSharding *s, const PsShape *full, int d)
   int64_t k = sp_shards (s, d);
   if (k <= 1)
     return t;
-  int64_t size = ceil_div (full->dims[d], k);
+  int64_t size = ps_ceil_div (full->dims[d], k);
   g_autofree int64_t *pos = positions (s, m->n);
   for (int64_t dev = 0; dev < m->n; dev++)
     if (pos[dev] >= 0)
@@ -439,7 +434,7 @@ remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manu
   gboolean is_manual_dim[nt];
   for (int k = 0; k < nt; k++)
     is_manual_dim[k] = k >= first_sub && s->subgroup_kinds[k - first_sub] == PS_SUBGROUP_MANUAL;
-  int perm[nt];
+  int64_t perm[nt];
   gboolean used[nt];
   memset (used, 0, sizeof used);
   int np = 0;
@@ -450,7 +445,7 @@ remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manu
       if (src_dim[i] >= 0 && src_dim[i] < ps_sharding_data_rank (s) && !used[src_dim[i]])
         {
           used[src_dim[i]] = TRUE;
-          perm[np++] = (int) src_dim[i];
+          perm[np++] = src_dim[i];
           tiles[i] = s->tile_dims[src_dim[i]];
         }
     }
@@ -470,29 +465,7 @@ remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manu
         manual_dims[n_manual++] = s->tile_dims[k];
       }
   /* Transpose the tile array by perm, row-major. */
-  int64_t *devs = g_new (int64_t, s->n_devices);
-  int64_t strides[nt];
-  int64_t st = 1;
-  for (int k = nt - 1; k >= 0; k--)
-    {
-      strides[k] = st;
-      st *= s->tile_dims[k];
-    }
-  int64_t idx[nt];
-  memset (idx, 0, sizeof idx);
-  for (int64_t q = 0; q < s->n_devices; q++)
-    {
-      int64_t p = 0;
-      for (int k = 0; k < nt; k++)
-        p += idx[k] * strides[perm[k]];
-      devs[q] = s->devices[p];
-      for (int k = nt - 1; k >= 0; k--)
-        {
-          if (++idx[k] < s->tile_dims[perm[k]])
-            break;
-          idx[k] = 0;
-        }
-    }
+  int64_t *devs = ps_transpose_row_major (s->devices, nt, s->tile_dims, perm);
   PsSharding *r;
   if (n_manual == 0)
     r = sp_make_sharding (rank, tiles, rep, devs);
@@ -609,7 +582,7 @@ tiled_to_replicated (SpComp *c, const PsPVal *v)
       for (int d = 0; d < r; d++)
         {
           int64_t k = sp_shards (s, d);
-          pdims[d] = ceil_div (v->full->dims[d], k) * k;
+          pdims[d] = ps_ceil_div (v->full->dims[d], k) * k;
           starts[d] = sp_offset (c, s, v->full, d);
           mask[d] = k > 1;
         }
@@ -654,7 +627,7 @@ local_slice_plan (SpModule *m, const PsShape *full, const PsSharding *from,
     {
       int64_t N = full->dims[d];
       int64_t ks = sp_shards (from, d), kt = sp_shards (to, d);
-      int64_t ss = ceil_div (N, ks), st = ceil_div (N, kt);
+      int64_t ss = ps_ceil_div (N, ks), st = ps_ceil_div (N, kt);
       for (int64_t dev = 0; dev < n && ok; dev++)
         {
           if (pt[dev] < 0)
@@ -738,7 +711,7 @@ try_local_slice (SpComp *c, const PsPVal *v, const PsSharding *to)
       x = sp_pad (c, x, sp_const_zero (c, x->shape->etype), lo, hi);
       for (int d = 0; d < r; d++)
         {
-          sizes[d] = ceil_div (v->full->dims[d], sp_shards (to, d));
+          sizes[d] = ps_ceil_div (v->full->dims[d], sp_shards (to, d));
           starts[d] = sp_table_lookup (c, tables + d * n);
         }
       res = sp_dynamic_slice (c, x, starts, sizes);
@@ -863,7 +836,7 @@ try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to, PsSharding **m
    * into [k, Nj/k] at a new leading dim, exchange along it, then merge
    * the received pieces back into dim i. */
   int64_t Ni = v->full->dims[si], Nj = v->full->dims[dj];
-  int64_t li = ceil_div (Ni, k), lj = ceil_div (Nj, k);
+  int64_t li = ps_ceil_div (Ni, k), lj = ps_ceil_div (Nj, k);
   PsInstr *x = v->hlo;
   int64_t lo[r], hi[r];
   memset (lo, 0, sizeof lo);
@@ -1143,7 +1116,7 @@ local_slice_ok_compute (SpModule *m, const PsShape *full, const PsSharding *from
     {
       int64_t N = full->dims[d];
       int64_t ks = sp_shards (from, d), kt = sp_shards (to, d);
-      int64_t ss = ceil_div (N, ks), st = ceil_div (N, kt);
+      int64_t ss = ps_ceil_div (N, ks), st = ps_ceil_div (N, kt);
       for (int64_t dev = 0; dev < m->n; dev++)
         {
           if (pt[dev] < 0)
