@@ -44,18 +44,6 @@ ps_row_major_strides (int rank, const int64_t *dims, int64_t *out)
     }
 }
 
-gboolean
-ps_index_next (int rank, const int64_t *dims, int64_t *idx)
-{
-  for (int d = rank - 1; d >= 0; d--)
-    {
-      if (++idx[d] < dims[d])
-        return TRUE;
-      idx[d] = 0;
-    }
-  return FALSE;
-}
-
 /* Propagation transposes 2048-device tile assignments many thousands of
  * times, so size-1 dims are dropped and output dims that are also adjacent
  * in the input are fused first; the innermost run is then a plain strided

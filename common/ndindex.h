@@ -28,8 +28,19 @@ void ps_row_major_strides (int rank, const int64_t *dims, int64_t *out);
  * index in row-major order (last dim fastest). FALSE, with idx back at all
  * zeros, after the last index. Loop:
  *   memset (idx, 0, ...); do { ... } while (ps_index_next (rank, dims, idx));
- * (rank 0 visits the single element once). */
-gboolean ps_index_next (int rank, const int64_t *dims, int64_t *idx);
+ * (rank 0 visits the single element once). Inline: it runs once per
+ * element in the interpreter's and propagation's inner loops. */
+static inline gboolean
+ps_index_next (int rank, const int64_t *dims, int64_t *idx)
+{
+  for (int d = rank - 1; d >= 0; d--)
+    {
+      if (++idx[d] < dims[d])
+        return TRUE;
+      idx[d] = 0;
+    }
+  return FALSE;
+}
 
 /* Transposes a row-major array of `dims` numpy style: output dim j is
  * input dim perm[j]. Returns the new array (n entries, transfer full). */
