@@ -1010,6 +1010,182 @@ ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src)
   dst->src_col = src->src_col;
 }
 
+static gboolean
+ints_equal (const PsInts *a, const PsInts *b)
+{
+  return a->n == b->n && (a->n == 0 || memcmp (a->v, b->v, sizeof (int64_t) * (gsize) a->n) == 0);
+}
+
+static gboolean
+i64_equal (const int64_t *a, const int64_t *b, int64_t n)
+{
+  return n <= 0 || memcmp (a, b, sizeof (int64_t) * (gsize) n) == 0;
+}
+
+gboolean
+ps_shape_identical (const PsShape *a, const PsShape *b)
+{
+  if (a == b)
+    return TRUE;
+  if (!a || !b || a->etype != b->etype || a->layout_n != b->layout_n
+      || g_strcmp0 (a->layout_extra, b->layout_extra) != 0)
+    return FALSE;
+  if (a->etype == PS_TUPLE)
+    {
+      if (a->n_elems != b->n_elems)
+        return FALSE;
+      for (int i = 0; i < a->n_elems; i++)
+        if (!ps_shape_identical (a->elems[i], b->elems[i]))
+          return FALSE;
+      return TRUE;
+    }
+  if (a->rank != b->rank || !i64_equal (a->dims, b->dims, a->rank)
+      || !i64_equal (a->layout, b->layout, a->layout_n) || (a->dynamic == NULL) != (b->dynamic == NULL))
+    return FALSE;
+  for (int i = 0; a->dynamic && i < a->rank; i++)
+    if (!a->dynamic[i] != !b->dynamic[i])
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+literal_equal (const PsLiteral *a, const PsLiteral *b)
+{
+  if (a == NULL || b == NULL)
+    return a == b;
+  return a->etype == b->etype && a->n == b->n
+         && (a->n == 0 || memcmp (a->data, b->data, (gsize) a->n * (gsize) ps_etype_size_bytes (a->etype)) == 0);
+}
+
+static gboolean
+window_equal (const PsWindow *a, const PsWindow *b)
+{
+  if (a->n != b->n)
+    return FALSE;
+  for (int i = 0; i < a->n; i++)
+    {
+      const PsWindowDim *x = &a->dims[i], *y = &b->dims[i];
+      if (x->size != y->size || x->stride != y->stride || x->pad_lo != y->pad_lo || x->pad_hi != y->pad_hi
+          || x->base_dilation != y->base_dilation || x->window_dilation != y->window_dilation
+          || !x->reversal != !y->reversal)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+conv_equal (const PsConvDims *a, const PsConvDims *b)
+{
+  return !a->present == !b->present && a->n_spatial == b->n_spatial && a->in_batch == b->in_batch
+         && a->in_feature == b->in_feature && a->k_in_feature == b->k_in_feature
+         && a->k_out_feature == b->k_out_feature && a->out_batch == b->out_batch
+         && a->out_feature == b->out_feature && i64_equal (a->in_spatial, b->in_spatial, a->n_spatial)
+         && i64_equal (a->k_spatial, b->k_spatial, a->n_spatial)
+         && i64_equal (a->out_spatial, b->out_spatial, a->n_spatial);
+}
+
+static gboolean
+pad_equal (const PsInstr *a, const PsInstr *b)
+{
+  if (a->n_pad != b->n_pad)
+    return FALSE;
+  for (int i = 0; i < a->n_pad; i++)
+    if (a->padding[i].lo != b->padding[i].lo || a->padding[i].hi != b->padding[i].hi
+        || a->padding[i].interior != b->padding[i].interior)
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+raw_attrs_equal (const GPtrArray *a, const GPtrArray *b)
+{
+  guint na = a ? a->len : 0, nb = b ? b->len : 0;
+  if (na != nb)
+    return FALSE;
+  for (guint i = 0; i < na; i++)
+    {
+      const PsRawAttr *x = g_ptr_array_index (a, i), *y = g_ptr_array_index (b, i);
+      if (g_strcmp0 (x->key, y->key) != 0 || g_strcmp0 (x->value, y->value) != 0)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+sharding_same_text (const PsSharding *a, const PsSharding *b)
+{
+  if (a == NULL || b == NULL)
+    return a == b;
+  if (!ps_sharding_equal (a, b))
+    return FALSE;
+  g_autofree char *ta = ps_sharding_to_string (a);
+  g_autofree char *tb = ps_sharding_to_string (b);
+  return strcmp (ta, tb) == 0;
+}
+
+/* Every attribute ps_instr_copy_attrs copies, but the source position;
+ * keep the two lists in step. */
+static gboolean
+attrs_equal (const PsInstr *a, const PsInstr *b)
+{
+  return !a->branches_as_list == !b->branches_as_list && a->parameter_number == b->parameter_number
+         && literal_equal (a->literal, b->literal) && ints_equal (&a->dimensions, &b->dimensions)
+         && ints_equal (&a->dot.lhs_batch, &b->dot.lhs_batch)
+         && ints_equal (&a->dot.rhs_batch, &b->dot.rhs_batch)
+         && ints_equal (&a->dot.lhs_contracting, &b->dot.lhs_contracting)
+         && ints_equal (&a->dot.rhs_contracting, &b->dot.rhs_contracting)
+         && !a->has_precision == !b->has_precision
+         && (!a->has_precision || (a->precision[0] == b->precision[0] && a->precision[1] == b->precision[1]))
+         && window_equal (&a->window, &b->window) && conv_equal (&a->conv, &b->conv)
+         && a->feature_group_count == b->feature_group_count && a->batch_group_count == b->batch_group_count
+         && ints_equal (&a->slice_starts, &b->slice_starts) && ints_equal (&a->slice_limits, &b->slice_limits)
+         && ints_equal (&a->slice_strides, &b->slice_strides)
+         && ints_equal (&a->dynamic_slice_sizes, &b->dynamic_slice_sizes) && pad_equal (a, b)
+         && ints_equal (&a->gather.offset_dims, &b->gather.offset_dims)
+         && ints_equal (&a->gather.collapsed_slice_dims, &b->gather.collapsed_slice_dims)
+         && ints_equal (&a->gather.start_index_map, &b->gather.start_index_map)
+         && ints_equal (&a->gather.operand_batching_dims, &b->gather.operand_batching_dims)
+         && ints_equal (&a->gather.start_indices_batching_dims, &b->gather.start_indices_batching_dims)
+         && ints_equal (&a->gather.slice_sizes, &b->gather.slice_sizes)
+         && a->gather.index_vector_dim == b->gather.index_vector_dim
+         && !a->gather.indices_are_sorted == !b->gather.indices_are_sorted
+         && ints_equal (&a->scatter.update_window_dims, &b->scatter.update_window_dims)
+         && ints_equal (&a->scatter.inserted_window_dims, &b->scatter.inserted_window_dims)
+         && ints_equal (&a->scatter.scatter_dims_to_operand_dims, &b->scatter.scatter_dims_to_operand_dims)
+         && ints_equal (&a->scatter.input_batching_dims, &b->scatter.input_batching_dims)
+         && ints_equal (&a->scatter.scatter_indices_batching_dims, &b->scatter.scatter_indices_batching_dims)
+         && a->scatter.index_vector_dim == b->scatter.index_vector_dim
+         && !a->scatter.indices_are_sorted == !b->scatter.indices_are_sorted
+         && !a->scatter.unique_indices == !b->scatter.unique_indices && a->tuple_index == b->tuple_index
+         && a->iota_dimension == b->iota_dimension && a->feature_index == b->feature_index
+         && memcmp (&a->epsilon, &b->epsilon, sizeof a->epsilon) == 0 && a->comparison == b->comparison
+         && g_strcmp0 (a->compare_type, b->compare_type) == 0 && !a->is_stable == !b->is_stable
+         && !a->has_replica_groups == !b->has_replica_groups && a->n_groups == b->n_groups
+         && a->group_size == b->group_size
+         && i64_equal (a->replica_groups, b->replica_groups, (int64_t) a->n_groups * a->group_size)
+         && !a->use_global_device_ids == !b->use_global_device_ids && a->n_pairs == b->n_pairs
+         && i64_equal (a->source_target_pairs, b->source_target_pairs, (int64_t) a->n_pairs * 2)
+         && g_strcmp0 (a->custom_call_target, b->custom_call_target) == 0
+         && g_strcmp0 (a->backend_config, b->backend_config) == 0
+         && !a->custom_call_has_side_effect == !b->custom_call_has_side_effect
+         && g_strcmp0 (a->metadata, b->metadata) == 0 && raw_attrs_equal (a->extra_attrs, b->extra_attrs);
+}
+
+gboolean
+ps_instr_same_value (const PsInstr *a, const PsInstr *b)
+{
+  if (a->opcode != b->opcode || a->n_operands != b->n_operands || a->n_called != b->n_called
+      || !ps_shape_identical (a->shape, b->shape))
+    return FALSE;
+  for (int i = 0; i < a->n_operands; i++)
+    if (a->operands[i] != b->operands[i])
+      return FALSE;
+  for (int i = 0; i < a->n_called; i++)
+    if (a->called[i] != b->called[i])
+      return FALSE;
+  return attrs_equal (a, b) && sharding_same_text (a->sharding, b->sharding);
+}
+
 PsModule *
 ps_module_clone (const PsModule *m)
 {

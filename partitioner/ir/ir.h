@@ -349,6 +349,16 @@ void ps_instr_set_called (PsInstr *instr, int n, PsComputation *const *called);
 /* Copies every typed and raw attribute of `src` into the fresh `dst`: not
  * the shape, operands, users, called computations, parent or sharding. */
 void ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src);
+/* Whether a and b compute the same value from their operands: same opcode,
+ * identical shape (layout included), the same operand and called
+ * instructions/computations (by identity), the same sharding (printed form)
+ * and equal attributes: all those ps_instr_copy_attrs copies except the
+ * source position and the channel id (which only names a collective's
+ * channel); literals compare by bytes. What CSE (cse.h) merges. */
+gboolean ps_instr_same_value (const PsInstr *a, const PsInstr *b);
+/* Identical shapes, layout and dynamic dims included (ps_shape_equal
+ * compares element type and dims only). */
+gboolean ps_shape_identical (const PsShape *a, const PsShape *b);
 void ps_ints_set (PsInts *dst, int n, const int64_t *v);
 void ps_ints_clear (PsInts *dst);
 gboolean ps_ints_contains (const PsInts *a, int64_t v);
