@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/ndindex.h"
-#include "traces/trace-private.h"
+#include "traces/trace_private.h"
 
 /* ---- mesh -------------------------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "traces/trace-private.h"
+#include "traces/trace_private.h"
 
 /* Longest line accepted: bounds memory on garbage input; an explicit mesh
  * order of 2^20 devices still fits. */

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "traces/trace-private.h"
+#include "traces/trace_private.h"
 
 void
 ps_trace_append_event (GString *out, const PsTraceEvent *e)

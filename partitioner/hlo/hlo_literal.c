@@ -1,5 +1,5 @@
 /* Constant values and small attribute forms shared by the HLO reader and
- * printer (hlo_internal.h). Floats print with enough digits to reparse to
+ * printer (hlo_private.h). Floats print with enough digits to reparse to
  * the same bits, so printing is a fixed point. */
 #include "config.h"
 
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/float16.h"
-#include "partitioner/hlo/hlo_internal.h"
+#include "partitioner/hlo/hlo_private.h"
 
 static gboolean
 parse_double (const char *tok, gsize len, double *out)
@@ -63,7 +63,7 @@ parse_unsigned (const char *tok, gsize len, uint64_t *out)
 }
 
 gboolean
-ps_literal_store (PsLiteral *lit, int64_t i, const char *tok, gsize len,
+hl_literal_store (PsLiteral *lit, int64_t i, const char *tok, gsize len,
                   const char *im, gsize im_len, char **why)
 {
   g_return_val_if_fail (i >= 0 && i < lit->n, FALSE);
@@ -205,7 +205,7 @@ append_double (GString *out, double v, PsElemType t)
 }
 
 void
-ps_literal_append_elem (GString *out, const PsLiteral *lit, int64_t i)
+hl_literal_append_elem (GString *out, const PsLiteral *lit, int64_t i)
 {
   const char *data = lit->data;
   switch (lit->etype)
@@ -253,13 +253,13 @@ append_nested (GString *out, const PsLiteral *lit, const PsShape *shape, int dim
       if (dim + 1 < shape->rank)
         append_nested (out, lit, shape, dim + 1, next);
       else
-        ps_literal_append_elem (out, lit, (*next)++);
+        hl_literal_append_elem (out, lit, (*next)++);
     }
   g_string_append_c (out, '}');
 }
 
 void
-ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
+hl_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
 {
   if (!lit)
     return;
@@ -268,7 +268,7 @@ ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
       /* A shape that does not match (hand-built IR): print a flat list. */
       if (lit->n == 1 && (!shape || shape->rank == 0))
         {
-          ps_literal_append_elem (out, lit, 0);
+          hl_literal_append_elem (out, lit, 0);
           return;
         }
       g_string_append_c (out, '{');
@@ -276,7 +276,7 @@ ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
         {
           if (i > 0)
             g_string_append (out, ", ");
-          ps_literal_append_elem (out, lit, i);
+          hl_literal_append_elem (out, lit, i);
         }
       g_string_append_c (out, '}');
       return;
@@ -286,7 +286,7 @@ ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
 }
 
 void
-ps_conv_dims_append (GString *out, const PsConvDims *d)
+hl_conv_dims_append (GString *out, const PsConvDims *d)
 {
   int n = d->n_spatial;
   /* Each side is a permutation: place the labels at their dims. */

@@ -13,7 +13,7 @@
 #include "partitioner/interp/interp_private.h"
 
 gboolean
-ps_interp_is_data_op (PsOpcode op)
+ip_is_data_op (PsOpcode op)
 {
   switch (op)
     {
@@ -27,7 +27,7 @@ ps_interp_is_data_op (PsOpcode op)
     }
 }
 
-#define FAIL(...) do { ps_interp_fail (error, PS_ERROR_INVALID, ins, __VA_ARGS__); goto fail; } while (0)
+#define FAIL(...) do { ip_fail (error, PS_ERROR_INVALID, ins, __VA_ARGS__); goto fail; } while (0)
 
 static gboolean
 is_array (const PsValue *v)
@@ -160,7 +160,7 @@ dynamic_starts (const PsInstr *ins, PsValue **ops, int first, int rank, const in
           const PsValue *v = ops[first + d];
           if (!v->i || v->n != 1)
             {
-              ps_interp_fail (error, PS_ERROR_INVALID, ins, "start index %d is not an integer scalar", d);
+              ip_fail (error, PS_ERROR_INVALID, ins, "start index %d is not an integer scalar", d);
               return FALSE;
             }
           s = v->shape->etype == PS_U64 && v->i[0] < 0 ? INT64_MAX : v->i[0];
@@ -169,13 +169,13 @@ dynamic_starts (const PsInstr *ins, PsValue **ops, int first, int rank, const in
         s = ops[first]->i[d];
       else
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "needs %d start indices", rank);
+          ip_fail (error, PS_ERROR_INVALID, ins, "needs %d start indices", rank);
           return FALSE;
         }
       if (sizes[d] > dims[d] || sizes[d] < 0)
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "window %" G_GINT64_FORMAT
-                          " is larger than dim %d (%" G_GINT64_FORMAT ")", sizes[d], d, dims[d]);
+          ip_fail (error, PS_ERROR_INVALID, ins, "window %" G_GINT64_FORMAT
+                   " is larger than dim %d (%" G_GINT64_FORMAT ")", sizes[d], d, dims[d]);
           return FALSE;
         }
       starts[d] = CLAMP (s, 0, dims[d] - sizes[d]);
@@ -441,7 +441,7 @@ decode_elem (PsValue *v, int64_t i, const guint8 *src)
 }
 
 void
-ps_interp_bitcast_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
+ip_bitcast_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
 {
   guint8 buf[16] = { 0 };
   encode_elem (src, si, buf);
@@ -612,13 +612,13 @@ done:
 }
 
 static PsValue *
-op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+op_scatter (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   const PsScatterDims *s = &ins->scatter;
   int nops = ins->n_operands;
   if (nops < 3 || nops % 2 == 0)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "scatter needs N operands, indices, N updates");
+      ip_fail (error, PS_ERROR_INVALID, ins, "scatter needs N operands, indices, N updates");
       return NULL;
     }
   int nv = (nops - 1) / 2;
@@ -649,7 +649,7 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
   if (s->index_vector_dim < 0 || s->index_vector_dim > irank)
     FAIL ("bad index_vector_dim");
   for (int k = 0; k < nv; k++)
-    if (!ps_interp_same_dims (ops[k]->shape, a0->shape) || !ps_interp_same_dims (ops[nv + 1 + k]->shape, upd0->shape))
+    if (!ip_same_dims (ops[k]->shape, a0->shape) || !ip_same_dims (ops[nv + 1 + k]->shape, upd0->shape))
       FAIL ("scatter operands (or updates) differ in shape");
   {
     int64_t nvec = s->index_vector_dim < irank ? ind->shape->dims[s->index_vector_dim] : 1;
@@ -704,11 +704,11 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
   scalar = ps_shape_new_scalar (a0->shape->etype);
   for (int k = 0; k < 2 * nv; k++)
     cargs[k] = ps_value_new (scalar);
-  PsReducer red;
-  ps_reducer_init (&red, ctx, ins->called[0], device, a0->shape->etype);
-  if (!ps_interp_charge (ctx, ins, upd0->n * (red.fast_op == PS_OP_COUNT ? ins->called[0]->instrs->len : 1), error))
+  IpReducer red;
+  ip_reducer_init (&red, ctx, ins->called[0], device, a0->shape->etype);
+  if (!ip_charge (ctx, ins, upd0->n * (red.fast_op == PS_OP_COUNT ? ins->called[0]->instrs->len : 1), error))
     {
-      ps_reducer_clear (&red);
+      ip_reducer_clear (&red);
       goto fail;
     }
   for (int64_t e = 0; e < upd0->n; e++)
@@ -743,9 +743,9 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
             ai += aidx[d] * ast[d];
           if (nv == 1)
             {
-              if (!ps_reducer_apply (&red, res[0], ai, ops[2], e, res[0], ai, error))
+              if (!ip_reducer_apply (&red, res[0], ai, ops[2], e, res[0], ai, error))
                 {
-                  ps_reducer_clear (&red);
+                  ip_reducer_clear (&red);
                   goto fail;
                 }
             }
@@ -756,16 +756,16 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
                   ps_value_copy_elem (cargs[k], 0, res[k], ai);
                   ps_value_copy_elem (cargs[nv + k], 0, ops[nv + 1 + k], e);
                 }
-              PsValue *r = ps_interp_call (ctx, ins->called[0], device, 2 * nv, cargs, error);
+              PsValue *r = ip_call (ctx, ins->called[0], device, 2 * nv, cargs, error);
               if (!r)
                 {
-                  ps_reducer_clear (&red);
+                  ip_reducer_clear (&red);
                   goto fail;
                 }
               if (r->n_elems != nv)
                 {
                   ps_value_free (r);
-                  ps_reducer_clear (&red);
+                  ip_reducer_clear (&red);
                   FAIL ("combiner must return a %d-tuple", nv);
                 }
               for (int k = 0; k < nv; k++)
@@ -775,7 +775,7 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
         }
       ps_index_next (urank, upd0->shape->dims, uidx);
     }
-  ps_reducer_clear (&red);
+  ip_reducer_clear (&red);
   if (nv == 1)
     {
       out = res[0];
@@ -810,7 +810,7 @@ fail:
 /* ---- sort ---------------------------------------------------------------------- */
 
 typedef struct {
-  PsInterpCtx *ctx;
+  IpCtx *ctx;
   const PsInstr *ins;
   int64_t device;
   PsValue **ops;
@@ -860,14 +860,14 @@ sort_less (SortCtx *sc, int64_t x, int64_t y)
       ps_value_copy_elem (sc->args[2 * k2 + 1], 0, sc->ops[k2], y);
     }
   const PsComputation *c = sc->ins->called[0];
-  if (!ps_interp_charge (sc->ctx, sc->ins, c->instrs->len, sc->error))
+  if (!ip_charge (sc->ctx, sc->ins, c->instrs->len, sc->error))
     {
       sc->failed = TRUE;
       return FALSE;
     }
   PsValue *owned = NULL;
-  const PsValue *r = ps_interp_call_fast (sc->ctx, c, sc->device, 2 * sc->nops, sc->args, &owned,
-                                          sc->error);
+  const PsValue *r = ip_call_fast (sc->ctx, c, sc->device, 2 * sc->nops, sc->args, &owned,
+                                   sc->error);
   if (!r)
     {
       sc->failed = TRUE;
@@ -903,7 +903,7 @@ merge_sort (SortCtx *sc, int64_t *v, int64_t *tmp, int64_t n)
 }
 
 static PsValue *
-op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+op_sort (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   int nops = ins->n_operands;
   const PsValue *a0 = ops[0];
@@ -911,13 +911,13 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
   int64_t dim = ins->dimensions.n ? ins->dimensions.v[0] : rank - 1;
   if (nops < 1 || ins->n_called < 1 || dim < 0 || dim >= rank)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "sort needs operands, a comparator and a dimension");
+      ip_fail (error, PS_ERROR_INVALID, ins, "sort needs operands, a comparator and a dimension");
       return NULL;
     }
   for (int k = 0; k < nops; k++)
     if (!is_array (ops[k]) || ops[k]->shape->rank != rank || ops[k]->n != a0->n)
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins, "sort operands differ in shape");
+        ip_fail (error, PS_ERROR_INVALID, ins, "sort operands differ in shape");
         return NULL;
       }
   SortCtx sc = { ctx, ins, device, ops, nops, g_new0 (PsValue *, 2 * nops), error, FALSE,
@@ -951,7 +951,7 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
   int64_t *idx = g_new0 (int64_t, rank + 1);
   PsShape *rdims = ps_shape_copy (a0->shape);
   rdims->dims[dim] = 1;
-  gboolean ok = ps_interp_charge (ctx, ins, a0->n * 8, error);
+  gboolean ok = ip_charge (ctx, ins, a0->n * 8, error);
   for (int64_t o = 0; o < outer && ok; o++)
     {
       int64_t base = 0;
@@ -1001,18 +1001,18 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
 /* ---- dispatch ---------------------------------------------------------------------- */
 
 PsValue *
-ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
-                   GError **error)
+ip_data_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+            GError **error)
 {
   int no = ins->n_operands;
   if (ins->opcode != PS_OP_IOTA && (no < 1 || !is_array (ops[0])))
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "needs an array operand");
+      ip_fail (error, PS_ERROR_INVALID, ins, "needs an array operand");
       return NULL;
     }
   if (ins->shape->etype == PS_TUPLE && ins->opcode != PS_OP_SORT && ins->opcode != PS_OP_SCATTER)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "tuple result not supported here");
+      ip_fail (error, PS_ERROR_INVALID, ins, "tuple result not supported here");
       return NULL;
     }
   switch (ins->opcode)
@@ -1023,7 +1023,7 @@ ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t 
     case PS_OP_BITCAST:
       if (ops[0]->n != ps_shape_elements (ins->shape) || ops[0]->shape->etype != ins->shape->etype)
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "element count or type changes");
+          ip_fail (error, PS_ERROR_INVALID, ins, "element count or type changes");
           return NULL;
         }
       else
@@ -1066,6 +1066,6 @@ ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t 
     default:
       break;
     }
-  ps_interp_fail (error, PS_ERROR_INVALID, ins, "wrong operands");
+  ip_fail (error, PS_ERROR_INVALID, ins, "wrong operands");
   return NULL;
 }

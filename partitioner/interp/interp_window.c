@@ -15,13 +15,13 @@
 #include "partitioner/interp/interp_private.h"
 
 gboolean
-ps_interp_is_window_op (PsOpcode op)
+ip_is_window_op (PsOpcode op)
 {
   return op == PS_OP_DOT || op == PS_OP_CONVOLUTION || op == PS_OP_REDUCE
          || op == PS_OP_REDUCE_WINDOW || op == PS_OP_SELECT_AND_SCATTER || op == PS_OP_MAP;
 }
 
-#define FAIL(...) do { ps_interp_fail (error, PS_ERROR_INVALID, ins, __VA_ARGS__); goto fail; } while (0)
+#define FAIL(...) do { ip_fail (error, PS_ERROR_INVALID, ins, __VA_ARGS__); goto fail; } while (0)
 
 /* Products are accumulated in double (integers in int64). */
 typedef struct {
@@ -93,7 +93,7 @@ wrap_to (PsElemType t, int64_t v)
 }
 
 static PsValue *
-op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   PsValue *out = ps_value_new (ins->shape);
   PsValue *pl = promote (ops[0], out->shape->etype), *pr = promote (ops[1], out->shape->etype);
@@ -139,7 +139,7 @@ op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
   int64_t csize = 1;
   for (int k = 0; k < nc; k++)
     csize *= cdims[k];
-  if (!ps_interp_charge (ctx, ins, out->n * csize, error))
+  if (!ip_charge (ctx, ins, out->n * csize, error))
     goto fail;
   gboolean ints = l->i != NULL;
   /* Offsets of every contracting position, computed once: the inner loop
@@ -204,7 +204,7 @@ done:
 }
 
 static PsValue *
-op_convolution (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_convolution (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   PsValue *out = ps_value_new (ins->shape);
   PsValue *pl = promote (ops[0], out->shape->etype), *pr = promote (ops[1], out->shape->etype);
@@ -237,7 +237,7 @@ op_convolution (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **er
     ksize *= kdims[s];
   int64_t in_fg = in_feat / fgc, out_fg = k_out / fgc;
   int64_t batch_group_size = in_batch / bgc, out_per_bgroup = k_out / bgc;
-  if (!ps_interp_charge (ctx, ins, out->n * ksize * in_fg, error))
+  if (!ip_charge (ctx, ins, out->n * ksize * in_fg, error))
     goto fail;
   gboolean ints = l->i != NULL;
   for (int64_t e = 0; e < out->n; e++)
@@ -304,16 +304,16 @@ done:
 
 /* Applies a (possibly variadic) reducer: acc[k][ai] = f(acc..., x...). */
 typedef struct {
-  PsInterpCtx *ctx;
+  IpCtx *ctx;
   const PsInstr *ins;
   int64_t device;
   int n;                     /* number of reduced arrays */
-  PsReducer fast;            /* used when n == 1 */
+  IpReducer fast;            /* used when n == 1 */
   PsValue **args;            /* 2n scalars for the variadic path */
 } Combiner;
 
 static void
-combiner_init (Combiner *c, PsInterpCtx *ctx, const PsInstr *ins, int64_t device, int n,
+combiner_init (Combiner *c, IpCtx *ctx, const PsInstr *ins, int64_t device, int n,
                PsValue **inits)
 {
   memset (c, 0, sizeof *c);
@@ -322,7 +322,7 @@ combiner_init (Combiner *c, PsInterpCtx *ctx, const PsInstr *ins, int64_t device
   c->device = device;
   c->n = n;
   if (n == 1)
-    ps_reducer_init (&c->fast, ctx, ins->called[0], device, inits[0]->shape->etype);
+    ip_reducer_init (&c->fast, ctx, ins->called[0], device, inits[0]->shape->etype);
   else
     {
       c->args = g_new0 (PsValue *, 2 * n);
@@ -340,7 +340,7 @@ static void
 combiner_clear (Combiner *c)
 {
   if (c->n == 1)
-    ps_reducer_clear (&c->fast);
+    ip_reducer_clear (&c->fast);
   for (int k = 0; c->args && k < 2 * c->n; k++)
     ps_value_free (c->args[k]);
   g_free (c->args);
@@ -352,23 +352,23 @@ combiner_apply (Combiner *c, PsValue **acc, int64_t ai, PsValue *const *src, int
                 GError **error)
 {
   if (c->n == 1)
-    return ps_reducer_apply (&c->fast, acc[0], ai, src[0], si, acc[0], ai, error);
+    return ip_reducer_apply (&c->fast, acc[0], ai, src[0], si, acc[0], ai, error);
   for (int k = 0; k < c->n; k++)
     {
       ps_value_copy_elem (c->args[k], 0, acc[k], ai);
       ps_value_copy_elem (c->args[c->n + k], 0, src[k], si);
     }
   const PsComputation *comp = c->ins->called[0];
-  if (!ps_interp_charge (c->ctx, c->ins, comp->instrs->len, error))
+  if (!ip_charge (c->ctx, c->ins, comp->instrs->len, error))
     return FALSE;
   PsValue *owned = NULL;
-  const PsValue *r = ps_interp_call_fast (c->ctx, comp, c->device, 2 * c->n, c->args, &owned, error);
+  const PsValue *r = ip_call_fast (c->ctx, comp, c->device, 2 * c->n, c->args, &owned, error);
   if (!r)
     return FALSE;
   if (r->n_elems != c->n)
     {
       ps_value_free (owned);
-      ps_interp_fail (error, PS_ERROR_INVALID, c->ins, "reducer must return a %d-tuple", c->n);
+      ip_fail (error, PS_ERROR_INVALID, c->ins, "reducer must return a %d-tuple", c->n);
       return FALSE;
     }
   for (int k = 0; k < c->n; k++)
@@ -376,7 +376,7 @@ combiner_apply (Combiner *c, PsValue **acc, int64_t ai, PsValue *const *src, int
       if (r->elems[k]->n != 1 || r->elems[k]->shape->etype != acc[k]->shape->etype)
         {
           ps_value_free (owned);
-          ps_interp_fail (error, PS_ERROR_INVALID, c->ins, "reducer returns the wrong types");
+          ip_fail (error, PS_ERROR_INVALID, c->ins, "reducer returns the wrong types");
           return FALSE;
         }
       ps_value_copy_elem (acc[k], ai, r->elems[k], 0);
@@ -394,12 +394,12 @@ pack_results (PsValue **res, int n, const PsShape *shape)
 }
 
 static PsValue *
-op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+op_reduce (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   int no = ins->n_operands;
   if (no < 2 || no % 2 || ins->n_called < 1)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "reduce needs N inputs, N inits and a computation");
+      ip_fail (error, PS_ERROR_INVALID, ins, "reduce needs N inputs, N inits and a computation");
       return NULL;
     }
   int n = no / 2;
@@ -418,7 +418,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
       const PsShape *rs = ins->shape->etype == PS_TUPLE
                           ? (k < ins->shape->n_elems ? ins->shape->elems[k] : NULL) : ins->shape;
       if (!rs || rs->etype == PS_TUPLE || in[k]->shape->etype == PS_TUPLE
-          || !ps_interp_same_dims (in[k]->shape, a0->shape) || inits[k]->n != 1
+          || !ip_same_dims (in[k]->shape, a0->shape) || inits[k]->n != 1
           || inits[k]->shape->etype != rs->etype || in[k]->shape->etype != rs->etype)
         FAIL ("operands, inits and result of reduce do not fit");
       res[k] = ps_value_new (rs);
@@ -442,7 +442,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
       ps_value_copy_elem (res[k], e, inits[k], 0);
   combiner_init (&comb, ctx, ins, device, n, inits);
   have_comb = TRUE;
-  if (!ps_interp_charge (ctx, ins, a0->n * (n == 1 && comb.fast.fast_op != PS_OP_COUNT ? 1 : 8), error))
+  if (!ip_charge (ctx, ins, a0->n * (n == 1 && comb.fast.fast_op != PS_OP_COUNT ? 1 : 8), error))
     goto fail;
   /* Row-major over the input: the order in which each output element sees
    * its inputs is the input's row-major order, deterministic. */
@@ -516,13 +516,13 @@ window_input (const PsWindowDim *w, int64_t o, int64_t k, int64_t in_dim)
 }
 
 static PsValue *
-op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+op_reduce_window (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
                   GError **error)
 {
   int no = ins->n_operands;
   if (no < 2 || no % 2 || ins->n_called < 1)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "reduce-window needs N inputs, N inits and a computation");
+      ip_fail (error, PS_ERROR_INVALID, ins, "reduce-window needs N inputs, N inits and a computation");
       return NULL;
     }
   int n = no / 2;
@@ -542,7 +542,7 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
     {
       const PsShape *rs = ins->shape->etype == PS_TUPLE
                           ? (k < ins->shape->n_elems ? ins->shape->elems[k] : NULL) : ins->shape;
-      if (!rs || rs->etype == PS_TUPLE || !ps_interp_same_dims (in[k]->shape, a0->shape)
+      if (!rs || rs->etype == PS_TUPLE || !ip_same_dims (in[k]->shape, a0->shape)
           || inits[k]->n != 1 || rs->rank != rank || inits[k]->shape->etype != rs->etype)
         FAIL ("operands, inits and result of reduce-window do not fit");
       res[k] = ps_value_new (rs);
@@ -557,7 +557,7 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
     }
   combiner_init (&comb, ctx, ins, device, n, inits);
   have_comb = TRUE;
-  if (!ps_interp_charge (ctx, ins, res[0]->n * wsize, error))
+  if (!ip_charge (ctx, ins, res[0]->n * wsize, error))
     goto fail;
   for (int64_t e = 0; e < res[0]->n; e++)
     {
@@ -601,12 +601,12 @@ fail:
 }
 
 static PsValue *
-op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+op_select_and_scatter (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
                        GError **error)
 {
   if (ins->n_operands != 3 || ins->n_called < 2)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "select-and-scatter needs 3 operands and 2 computations");
+      ip_fail (error, PS_ERROR_INVALID, ins, "select-and-scatter needs 3 operands and 2 computations");
       return NULL;
     }
   const PsValue *a = ops[0], *src = ops[1], *init = ops[2];
@@ -617,7 +617,7 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
   int64_t *st = ps_shape_strides (a->shape);
   PsShape *scal = ps_shape_new_scalar (a->shape->etype);
   PsValue *args[2] = { ps_value_new (scal), ps_value_new (scal) };
-  PsReducer scat;
+  IpReducer scat;
   gboolean have_scat = FALSE;
   if (!ps_shape_equal (out->shape, a->shape) || init->n != 1 || ins->window.n != rank
       || src->shape->rank != rank || src->shape->etype != a->shape->etype)
@@ -630,9 +630,9 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
     }
   for (int64_t e = 0; e < out->n; e++)
     ps_value_copy_elem (out, e, init, 0);
-  ps_reducer_init (&scat, ctx, ins->called[1], device, a->shape->etype);
+  ip_reducer_init (&scat, ctx, ins->called[1], device, a->shape->etype);
   have_scat = TRUE;
-  if (!ps_interp_charge (ctx, ins, src->n * wsize * ins->called[0]->instrs->len, error))
+  if (!ip_charge (ctx, ins, src->n * wsize * ins->called[0]->instrs->len, error))
     goto fail;
   for (int64_t e = 0; e < src->n; e++)
     {
@@ -660,8 +660,8 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
                   ps_value_copy_elem (args[0], 0, a, best);
                   ps_value_copy_elem (args[1], 0, a, ai);
                   PsValue *owned = NULL;
-                  const PsValue *r = ps_interp_call_fast (ctx, ins->called[0], device, 2, args,
-                                                          &owned, error);
+                  const PsValue *r = ip_call_fast (ctx, ins->called[0], device, 2, args,
+                                                   &owned, error);
                   if (!r)
                     goto fail;
                   gboolean keep = r->i && r->n == 1 && r->i[0];
@@ -672,7 +672,7 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
             }
           ps_index_next (rank, wdims, widx);
         }
-      if (best >= 0 && !ps_reducer_apply (&scat, out, best, src, e, out, best, error))
+      if (best >= 0 && !ip_reducer_apply (&scat, out, best, src, e, out, best, error))
         goto fail;
       ps_index_next (rank, src->shape->dims, sidx);
     }
@@ -681,7 +681,7 @@ fail:
   g_clear_pointer (&out, ps_value_free);
 done:
   if (have_scat)
-    ps_reducer_clear (&scat);
+    ip_reducer_clear (&scat);
   ps_value_free (args[0]);
   ps_value_free (args[1]);
   ps_shape_free (scal);
@@ -693,7 +693,7 @@ done:
 }
 
 static PsValue *
-op_map (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+op_map (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   int no = ins->n_operands;
   PsValue *out = ps_value_new (ins->shape);
@@ -708,13 +708,13 @@ op_map (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GEr
       args[k] = ps_value_new (s);
       ps_shape_free (s);
     }
-  if (!ps_interp_charge (ctx, ins, out->n * ins->called[0]->instrs->len, error))
+  if (!ip_charge (ctx, ins, out->n * ins->called[0]->instrs->len, error))
     goto fail;
   for (int64_t e = 0; e < out->n; e++)
     {
       for (int k = 0; k < no; k++)
         ps_value_copy_elem (args[k], 0, ops[k], e);
-      PsValue *r = ps_interp_call (ctx, ins->called[0], device, no, args, error);
+      PsValue *r = ip_call (ctx, ins->called[0], device, no, args, error);
       if (!r)
         goto fail;
       ps_value_copy_elem (out, e, r, 0);
@@ -731,13 +731,13 @@ done:
 }
 
 PsValue *
-ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
-                     GError **error)
+ip_window_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+              GError **error)
 {
   for (int k = 0; k < ins->n_operands; k++)
     if (ops[k]->shape->etype == PS_TUPLE)
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins, "operand %d is a tuple", k);
+        ip_fail (error, PS_ERROR_INVALID, ins, "operand %d is a tuple", k);
         return NULL;
       }
   switch (ins->opcode)
@@ -745,7 +745,7 @@ ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_
     case PS_OP_DOT:
       if (ins->n_operands > 2)
         {
-          ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "sparse dot (with a metadata operand) is not supported");
+          ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "sparse dot (with a metadata operand) is not supported");
           return NULL;
         }
       if (ins->n_operands != 2 || ins->shape->etype == PS_TUPLE)
@@ -766,6 +766,6 @@ ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_
     default:
       break;
     }
-  ps_interp_fail (error, PS_ERROR_INVALID, ins, "wrong operands");
+  ip_fail (error, PS_ERROR_INVALID, ins, "wrong operands");
   return NULL;
 }

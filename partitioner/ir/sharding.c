@@ -1,7 +1,7 @@
 /* Shardings: construction, normalisation, equality and queries.
  *
  * The text form (parser and printer) lives in sharding_text.c; both share
- * the normalising constructor ps_sharding_make_tiled_ (sharding_private.h).
+ * the normalising constructor ps_sharding_subgroup_take (sharding.h).
  *
  * A TILED sharding always carries its expanded device array. The iota form
  * (iota_dims/iota_perm) is recomputed from that array after every
@@ -100,7 +100,7 @@ ps_sharding_copy (const PsSharding *s)
 /* ---- array helpers -------------------------------------------------------- */
 
 int64_t *
-ps_sharding_expand_iota_ (int n_reshape, const int64_t *reshape, const int64_t *perm)
+sh_expand_iota (int n_reshape, const int64_t *reshape, const int64_t *perm)
 {
   int64_t total = ps_product (n_reshape, reshape);
   int64_t *iota = g_new (int64_t, MAX (total, 1));
@@ -319,7 +319,7 @@ partial_tile (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
       return ps_sharding_replicated ();
     }
   if (group == 1)
-    return ps_sharding_make_tiled_ (n_dims - 1, dims, devices, n_sub - 1, kinds);
+    return ps_sharding_subgroup_take (n_dims - 1, dims, devices, n_sub - 1, kinds);
   /* Device order inside a replication group carries no meaning, so sort it
    * to make equal shardings have equal arrays. */
   sort_groups (devices, total, group);
@@ -329,8 +329,8 @@ partial_tile (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
 /* Takes ownership of `devices` (prod(dims) ids, already validated). Mirrors
  * XLA's HloSharding::Subgroup. */
 PsSharding *
-ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
-                         const PsSubgroupKind *kinds)
+ps_sharding_subgroup_take (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
+                           const PsSubgroupKind *kinds)
 {
   g_assert (n_sub >= 0 && n_sub <= n_dims && n_dims <= PS_SHARDING_MAX_DIMS);
   if (n_sub == 0)
@@ -474,8 +474,8 @@ ps_sharding_tiled (int n_dims, const int64_t *dims, const int64_t *devices)
 {
   if (!check_devices (n_dims, dims, devices))
     return NULL;
-  return ps_sharding_make_tiled_ (n_dims, dims, dup_i64 (devices, ps_product (n_dims, dims)), 0,
-                                  NULL);
+  return ps_sharding_subgroup_take (n_dims, dims, dup_i64 (devices, ps_product (n_dims, dims)), 0,
+                                    NULL);
 }
 
 PsSharding *
@@ -486,8 +486,8 @@ ps_sharding_subgroup (int n_dims, const int64_t *dims, const int64_t *devices, i
   g_return_val_if_fail (n_subgroups == 0 || kinds != NULL, NULL);
   if (!check_devices (n_dims, dims, devices))
     return NULL;
-  return ps_sharding_make_tiled_ (n_dims, dims, dup_i64 (devices, ps_product (n_dims, dims)),
-                                  n_subgroups, kinds);
+  return ps_sharding_subgroup_take (n_dims, dims, dup_i64 (devices, ps_product (n_dims, dims)),
+                                    n_subgroups, kinds);
 }
 
 PsSharding *
@@ -947,7 +947,7 @@ ps_sharding_mesh_split (int rank, int mesh_rank, const int64_t *mesh_dims,
       ids = ps_transpose_row_major (mesh_devices, mesh_rank, mesh_dims, perm);
     }
   else
-    ids = ps_sharding_expand_iota_ (mesh_rank, mesh_dims, perm);
+    ids = sh_expand_iota (mesh_rank, mesh_dims, perm);
   static const PsSubgroupKind repl_kind = PS_SUBGROUP_REPLICATED;
-  return ps_sharding_make_tiled_ (rank + 1, tile, ids, 1, &repl_kind);
+  return ps_sharding_subgroup_take (rank + 1, tile, ids, 1, &repl_kind);
 }

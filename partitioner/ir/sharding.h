@@ -92,6 +92,13 @@ gboolean ps_sharding_equal (const PsSharding *a, const PsSharding *b);
 /* Same, ignoring shard groups too. */
 gboolean ps_sharding_equal_layout (const PsSharding *a, const PsSharding *b);
 
+/* Tile-assignment rank limit: generous (XLA tests use up to 7) and keeps the
+ * normaliser's scratch arrays on the stack. */
+#define PS_SHARDING_MAX_DIMS 32
+/* Device-array size limit, so a typo like [100000,100000] is an error, not
+ * an allocation failure. A full TPU v3 pod has 2048 cores. */
+#define PS_SHARDING_MAX_DEVICES ((int64_t) 1 << 22)
+
 /* Constructors (normalising). */
 PsSharding *ps_sharding_replicated (void);
 PsSharding *ps_sharding_manual (void);
@@ -102,6 +109,14 @@ PsSharding *ps_sharding_tiled (int n_dims, const int64_t *dims, const int64_t *d
 /* Tiled with trailing subgroup dims of the given kinds. */
 PsSharding *ps_sharding_subgroup (int n_dims, const int64_t *dims, const int64_t *devices,
                                   int n_subgroups, const PsSubgroupKind *kinds);
+/* The same taking ownership of `devices`, which must be valid (prod(dims)
+ * unique ids >= 0; not checked: a programmer error otherwise). This is the
+ * one normalising constructor every TILED sharding goes through (the
+ * parser, the constructors above, mesh_split), so all of them agree on the
+ * canonical form; propagation calls it directly on tile arrays it has just
+ * computed, without a copy. */
+PsSharding *ps_sharding_subgroup_take (int n_dims, const int64_t *dims, int64_t *devices,
+                                       int n_subgroups, const PsSubgroupKind *kinds);
 /* Tiled with the last dim replicated (last_tile_dim_replicate). */
 PsSharding *ps_sharding_partial (int n_dims, const int64_t *dims, const int64_t *devices);
 /* Takes ownership of the elements. */

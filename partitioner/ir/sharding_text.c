@@ -225,8 +225,8 @@ parse_tile_assign (Parser *p, TileAssign *t)
                          rdims->len);
           has_perm = TRUE;
         }
-      t->devices = ps_sharding_expand_iota_ ((int) rdims->len, (int64_t *) rdims->data,
-                                             has_perm ? perm : NULL);
+      t->devices = sh_expand_iota ((int) rdims->len, (int64_t *) rdims->data,
+                                   has_perm ? perm : NULL);
       return TRUE;
     }
   /* Explicit list. */
@@ -517,8 +517,8 @@ parse_single (Parser *p)
                   n_sub, nd);
             goto out;
           }
-        result = ps_sharding_make_tiled_ (nd, (int64_t *) tile.dims->data, tile.devices,
-                                          n_sub, kinds);
+        result = ps_sharding_subgroup_take (nd, (int64_t *) tile.dims->data, tile.devices,
+                                            n_sub, kinds);
         tile.devices = NULL;
         break;
       }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partitioner/propagate/propagate_internal.h"
+#include "partitioner/propagate/propagate_private.h"
 
 void
 ps_propagate_options_init (PsPropagateOptions *opts)

@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "common/ndindex.h"
-#include "partitioner/propagate/propagate_internal.h"
-#include "partitioner/ir/sharding_private.h"
+#include "partitioner/propagate/propagate_private.h"
 
 /* A tile assignment: dims and the device array (row-major). The array is
  * either borrowed from a sharding (owned FALSE: read only) or owned. On a
@@ -127,7 +126,7 @@ sh_from_ta (Ta *t, int nsub, const PsSubgroupKind *kinds, const PsSharding *meta
     }
   else
     v = g_memdup2 (t->v, (gsize) total * sizeof (int64_t));
-  return with_meta (ps_sharding_make_tiled_ (t->nd, t->d, v, nsub, kinds), meta_src);
+  return with_meta (ps_sharding_subgroup_take (t->nd, t->d, v, nsub, kinds), meta_src);
 }
 
 static PsSharding *

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/ndindex.h"
-#include "partitioner/propagate/propagate_internal.h"
+#include "partitioner/propagate/propagate_private.h"
 
 typedef struct {
   int n;

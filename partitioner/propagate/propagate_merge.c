@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "common/ndindex.h"
-#include "partitioner/propagate/propagate_internal.h"
-#include "partitioner/ir/sharding_private.h"
+#include "partitioner/propagate/propagate_private.h"
 
 /* Metadata lists: a sharding's metadata text is one "{...}" entry or a
  * list "{{...}, {...}}". Merging two shardings keeps the first one's entries
@@ -274,7 +273,7 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
       if (repl > 1)
         kinds[nk++] = PS_SUBGROUP_REPLICATED;
       /* `out` holds distinct ids of to_merge's validated assignment. */
-      r = ps_sharding_make_tiled_ (nm, merged, g_steal_pointer (&out), nk, kinds);
+      r = ps_sharding_subgroup_take (nm, merged, g_steal_pointer (&out), nk, kinds);
       g_free (r->metadata);
       r->metadata = meta_union (dst->metadata, to_merge->metadata);
     }

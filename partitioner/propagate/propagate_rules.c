@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/ndindex.h"
-#include "partitioner/propagate/propagate_internal.h"
+#include "partitioner/propagate/propagate_private.h"
 
 gboolean
 pp_is_custom_call (const PsInstr *i, const char *target)

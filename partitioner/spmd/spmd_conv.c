@@ -24,7 +24,7 @@
  * with window `w` turned into padding 0 / base dilation 1 (done by the
  * caller). v's sharding splits dim d into k tiles matching the output's. */
 PsInstr *
-sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64_t out_size,
+sp_halo_exchange (SpComp *c, const SpPVal *v, int d, const PsWindowDim *w, int64_t out_size,
                   int64_t k, PsInstr *fill)
 {
   int64_t n = c->m->n;
@@ -174,7 +174,7 @@ normalise_window_dim (PsWindowDim *w)
  * kernel piece (padding masked to zero), and an all-reduce over the
  * devices splitting the window adds the partial sums. Replaces gathering
  * both operands by neighbour exchanges and one result-sized all-reduce. */
-static PsPVal *
+static SpPVal *
 conv_split_window (SpComp *c, const PsInstr *in)
 {
   const PsConvDims *cd = &in->conv;
@@ -182,7 +182,7 @@ conv_split_window (SpComp *c, const PsInstr *in)
   int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
   if (fgc != 1 || bgc != 1 || !cd->present || in->window.n != cd->n_spatial)
     return NULL;
-  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   int rl = lhs->full->rank, rr = rhs->full->rank;
   /* The split to follow: the first kernel spatial dim split in the rhs,
    * else the first input spatial dim split in the lhs. */
@@ -223,7 +223,7 @@ conv_split_window (SpComp *c, const PsInstr *in)
   if (k <= 1 || O < 1 || ow->size != W)
     return NULL;
   PsInstr *l = sp_reshard (c, lhs, ls);
-  PsPVal *rv = sp_reshard_pval (c, rhs, rs);
+  SpPVal *rv = sp_reshard_pval (c, rhs, rs);
   if (!rv)
     return NULL;
   gboolean rmask[rr];
@@ -238,7 +238,7 @@ conv_split_window (SpComp *c, const PsInstr *in)
   tw.pad_lo = ow->pad_lo;
   tw.pad_hi = ow->pad_hi;
   tw.base_dilation = ow->base_dilation > 0 ? ow->base_dilation : 1;
-  PsPVal lv = { l, ls, lhs->full };
+  SpPVal lv = { l, ls, lhs->full };
   l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[sd], &tw, W, k,
                         sp_const_zero (c, lhs->full->etype));
   PsWindowDim win[cd->n_spatial];
@@ -259,7 +259,7 @@ conv_split_window (SpComp *c, const PsInstr *in)
 
 /* The convolution partitioned so that its result has sharding t, or NULL
  * (nothing emitted) when t splits dims this cannot follow. */
-static PsPVal *
+static SpPVal *
 conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
 {
   if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
@@ -277,7 +277,7 @@ conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
     return NULL;
   if (bgc > 1 && sp_shards (t, (int) cd->out_batch) > 1)
     return NULL;
-  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   int rl = lhs->full->rank, rr = rhs->full->rank;
   int64_t lsrc[rl], rsrc[rr];
   for (int q = 0; q < rl; q++)
@@ -304,7 +304,7 @@ conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
       int64_t k = sp_shards (t, (int) cd->out_spatial[s]);
       if (k <= 1)
         continue;
-      PsPVal lv = { l, ls, lhs->full };
+      SpPVal lv = { l, ls, lhs->full };
       l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[s], &win[s],
                          in->shape->dims[cd->out_spatial[s]], k,
                          sp_const_zero (c, lhs->full->etype));
@@ -326,7 +326,7 @@ conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
  * (batch / grouped batch and spatial dims from the lhs, output features
  * from the rhs), or NULL when nothing would be split. */
 static PsSharding *
-conv_result_from_operand (const PsInstr *in, const PsPVal *v, gboolean is_lhs)
+conv_result_from_operand (const PsInstr *in, const SpPVal *v, gboolean is_lhs)
 {
   const PsConvDims *cd = &in->conv;
   if (v->sharding->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (v->sharding)
@@ -356,20 +356,20 @@ conv_result_from_operand (const PsInstr *in, const PsPVal *v, gboolean is_lhs)
  * sharding the lhs's or the rhs's split dims give the result, which the
  * driver then reshards (an all-to-all, say) instead of the fallback
  * replicating both operands. */
-PsPVal *
+SpPVal *
 sp_handle_convolution (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (t->kind == PS_SHARDING_REPLICATED && ps_shape_is_array (in->shape)
       && in->shape->etype != PS_PRED)
     {
-      PsPVal *r = conv_split_window (c, in);
+      SpPVal *r = conv_split_window (c, in);
       if (r || sp_failed (c))
         return r;
     }
   else if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
     return NULL;
-  PsPVal *r = conv_with (c, in, t);
+  SpPVal *r = conv_with (c, in, t);
   if (r || sp_failed (c) || !in->conv.present)
     return r;
   for (int side = 0; side < 2 && !r; side++)
@@ -381,13 +381,13 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
   return r;
 }
 
-PsPVal *
+SpPVal *
 sp_handle_reduce_window (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (in->n_operands != 2 || !ps_shape_is_array (in->shape))
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   /* A result that is not tiled: the windows run in the operand's layout
    * and the driver gathers the result. */
   if (t->kind == PS_SHARDING_REPLICATED && op->sharding->kind == PS_SHARDING_TILED)
@@ -414,7 +414,7 @@ sp_handle_reduce_window (SpComp *c, const PsInstr *in)
       int64_t k = sp_shards (t, q);
       if (k <= 1)
         continue;
-      PsPVal xv = { x, s, op->full };
+      SpPVal xv = { x, s, op->full };
       x = sp_halo_exchange (c, &xv, q, &win[q], in->shape->dims[q], k, init);
       normalise_window_dim (&win[q]);
     }

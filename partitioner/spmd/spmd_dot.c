@@ -132,7 +132,7 @@ plan_make (SpComp *c, const PsInstr *in, const DotSpace *ds, const PsSharding *i
       plan_clear (p);
       return FALSE;
     }
-  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   SpModule *m = c->m;
   p->cost = sp_reshard_cost (m, lhs->full, lhs->sharding, p->lhs)
             + sp_reshard_cost (m, rhs->full, rhs->sharding, p->rhs)
@@ -180,7 +180,7 @@ local_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, PsInstr *l, PsInstr
  * exactly as many members as *g has shards, and together they hold the
  * block of v each member needs. *bytes: the gathered operand per device. */
 static gboolean
-windowed_gather_dim (const DotSpace *ds, const DotPlan *p, const PsPVal *v, int side, int *g,
+windowed_gather_dim (const DotSpace *ds, const DotPlan *p, const SpPVal *v, int side, int *g,
                      int64_t *bytes)
 {
   const PsSharding *s = v->sharding, *want = side ? p->rhs : p->lhs;
@@ -300,7 +300,7 @@ ring_pairs (const int64_t *groups, int ng, int64_t k, int dir)
  * previous round's dots. */
 static PsInstr *
 windowed_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, int side, int g,
-              const PsPVal *gv, PsInstr *l, PsInstr *r)
+              const SpPVal *gv, PsInstr *l, PsInstr *r)
 {
   const PsSharding *s = gv->sharding;
   int64_t k = sp_shards (s, g), full_g = gv->full->dims[g];
@@ -423,10 +423,10 @@ windowed_reduce_scatter (SpComp *c, const PsInstr *in, const DotSpace *ds, int o
   return acc;
 }
 
-PsPVal *
+SpPVal *
 sp_handle_dot (SpComp *c, const PsInstr *in)
 {
-  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   const PsSharding *t = sp_sharding_of (in);
   DotSpace ds;
   if (!dot_space (in, lhs->full->rank, rhs->full->rank, &ds))
@@ -525,8 +525,8 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
         lm[d] = ds.lhs_iter[d] >= ds.nb + ds.nl + ds.nr;
       for (int d = 0; d < ds.rr; d++)
         rm[d] = ds.rhs_iter[d] >= ds.nb + ds.nl + ds.nr;
-      PsPVal lv = { l, wside == 0 ? lhs->sharding : (PsSharding *) best.lhs, lhs->full, FALSE };
-      PsPVal rv = { r, wside == 1 ? rhs->sharding : (PsSharding *) best.rhs, rhs->full, FALSE };
+      SpPVal lv = { l, wside == 0 ? lhs->sharding : (PsSharding *) best.lhs, lhs->full, FALSE };
+      SpPVal rv = { r, wside == 1 ? rhs->sharding : (PsSharding *) best.rhs, rhs->full, FALSE };
       l = sp_mask_padding (c, &lv, lm, sp_const_zero (c, l->shape->etype));
       r = sp_mask_padding (c, &rv, rm, sp_const_zero (c, r->shape->etype));
     }
@@ -581,7 +581,7 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
   if (choices && !c->m->opts.replay_choices)
     g_hash_table_insert (choices, g_strdup (in->name),
                          GINT_TO_POINTER ((chosen + 1) | ((wrs ? 3 : wside + 1) << 4)));
-  PsPVal *res = NULL;
+  SpPVal *res = NULL;
   PsInstr *y = NULL;
   if (wrs)
     {

@@ -378,7 +378,7 @@ sp_reduced_groups (const PsSharding *s, const gboolean *red, int r, int *ng, int
 }
 
 PsInstr *
-sp_mask_padding (SpComp *c, const PsPVal *v, const gboolean *dims_mask, PsInstr *fill)
+sp_mask_padding (SpComp *c, const SpPVal *v, const gboolean *dims_mask, PsInstr *fill)
 {
   const PsSharding *s = v->sharding;
   PsInstr *x = v->hlo;
@@ -566,7 +566,7 @@ maximal_to_replicated (SpComp *c, PsInstr *x, int64_t device)
 }
 
 static PsInstr *
-tiled_to_replicated (SpComp *c, const PsPVal *v)
+tiled_to_replicated (SpComp *c, const SpPVal *v)
 {
   const PsSharding *s = v->sharding;
   PsInstr *x = v->hlo;
@@ -660,7 +660,7 @@ local_slice_plan (SpModule *m, const PsShape *full, const PsSharding *from,
  * only on the two layouts and the full dims, and the same reshards recur
  * in every layer, so it is memoised. */
 static PsInstr *
-try_local_slice (SpComp *c, const PsPVal *v, const PsSharding *to)
+try_local_slice (SpComp *c, const SpPVal *v, const PsSharding *to)
 {
   const PsSharding *from = v->sharding;
   int r = v->full->rank;
@@ -743,7 +743,7 @@ same_structure (const PsSharding *a, const PsSharding *b)
 /* Same tiles, other devices: each target device receives its tile from a
  * source device holding it (replicas paired in order). */
 static PsInstr *
-permute (SpComp *c, const PsPVal *v, const PsSharding *to)
+permute (SpComp *c, const SpPVal *v, const PsSharding *to)
 {
   const PsSharding *from = v->sharding;
   /* Equal tile dims: position p names the same tile (and replica) in
@@ -770,7 +770,7 @@ permute (SpComp *c, const PsPVal *v, const PsSharding *to)
  * j; *mid receives that sharding when it is not `to` yet (the caller goes
  * on from there). Returns NULL when no such pair of dims exists. */
 static PsInstr *
-try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to, PsSharding **mid)
+try_all_to_all (SpComp *c, const SpPVal *v, const PsSharding *to, PsSharding **mid)
 {
   const PsSharding *from = v->sharding;
   *mid = NULL;
@@ -898,13 +898,13 @@ try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to, PsSharding **m
   return x;
 }
 
-static PsInstr *reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth);
+static PsInstr *reshard_array (SpComp *c, const SpPVal *v, const PsSharding *to, int depth);
 
 /* All-gathers the data dims d with keep[d] < 0 (each within the devices
  * that differ only in that tile dim, in tile order) and cuts their
  * padding: the result is laid out as sp_sharding_remap (from, keep). */
 static PsInstr *
-gather_dims (SpComp *c, const PsPVal *v, const int64_t *keep)
+gather_dims (SpComp *c, const SpPVal *v, const int64_t *keep)
 {
   const PsSharding *s = v->sharding;
   PsInstr *x = v->hlo;
@@ -936,7 +936,7 @@ replicated_to (SpComp *c, PsInstr *full_local, const PsShape *full, const PsShar
   if (to->kind != PS_SHARDING_TILED)
     return full_local;
   g_autoptr (PsSharding) rep = ps_sharding_replicated ();
-  PsPVal tmp = { full_local, rep, (PsShape *) full };
+  SpPVal tmp = { full_local, rep, (PsShape *) full };
   return try_local_slice (c, &tmp, to);
 }
 
@@ -963,7 +963,7 @@ dims_to_gather (const PsSharding *from, const PsSharding *to, int r, int64_t *ke
 }
 
 static PsInstr *
-reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
+reshard_array (SpComp *c, const SpPVal *v, const PsSharding *to, int depth)
 {
   const PsSharding *from = v->sharding;
   if (ps_sharding_equal_layout (from, to))
@@ -1007,7 +1007,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
   x = depth < 6 ? try_all_to_all (c, v, to, &mid_a2a) : NULL;
   if (x && mid_a2a)
     {
-      PsPVal tmp = { x, mid_a2a, v->full };
+      SpPVal tmp = { x, mid_a2a, v->full };
       PsInstr *y = reshard_array (c, &tmp, to, depth + 1);
       ps_sharding_free (mid_a2a);
       return y;
@@ -1030,7 +1030,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
           if (mid && !ps_sharding_equal_layout (mid, from))
             {
               PsInstr *g = gather_dims (c, v, keep);
-              PsPVal tmp = { g, mid, v->full };
+              SpPVal tmp = { g, mid, v->full };
               return reshard_array (c, &tmp, to, depth + 1);
             }
         }
@@ -1040,7 +1040,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
 }
 
 PsInstr *
-sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
+sp_reshard (SpComp *c, const SpPVal *v, const PsSharding *to)
 {
   if (!to)
     to = sp_replicated ();
@@ -1053,7 +1053,7 @@ sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
       g_autoptr (PsSharding) own_from = ps_sharding_is_tuple (v->sharding)
                                             ? ps_sharding_leaf (v->sharding, 0) : NULL;
       g_autoptr (PsSharding) own_to = ps_sharding_is_tuple (to) ? ps_sharding_leaf (to, 0) : NULL;
-      PsPVal tmp = { v->hlo, own_from ? own_from : v->sharding, v->full };
+      SpPVal tmp = { v->hlo, own_from ? own_from : v->sharding, v->full };
       return reshard_array (c, &tmp, own_to ? own_to : to, 0);
     }
   /* Tuples: element by element, the leaf shardings depth-first. */
@@ -1087,7 +1087,7 @@ sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
           g_free (fe);
           g_free (te);
         }
-      PsPVal sub = { sp_gte (c, v->hlo, i), ef, (PsShape *) es };
+      SpPVal sub = { sp_gte (c, v->hlo, i), ef, (PsShape *) es };
       elems[i] = sp_reshard (c, &sub, et);
       ps_sharding_free (ef);
       ps_sharding_free (et);
@@ -1096,8 +1096,8 @@ sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
   return sp_tuple (c, n, elems);
 }
 
-PsPVal *
-sp_reshard_pval (SpComp *c, const PsPVal *v, const PsSharding *to)
+SpPVal *
+sp_reshard_pval (SpComp *c, const SpPVal *v, const PsSharding *to)
 {
   PsInstr *x = sp_reshard (c, v, to);
   return sp_pval_new (x, to ? to : sp_replicated (), v->full);

@@ -1,15 +1,15 @@
-/* Internal to the propagation pass (partitioner/propagate*.c): the sharding
- * algebra it needs (partial replication, transposes, reshapes, merging of
- * compatible shardings) and the per-opcode rules. Not a public API: other
- * modules use partitioner/propagate.h.
+/* Private to propagate*.c (partitioner/propagate/, private prefix pp_ and
+ * Pp; see doc/architecture.md): the sharding algebra the pass needs
+ * (partial replication, transposes, reshapes, merging of compatible
+ * shardings) and the per-opcode rules. Other modules use propagate.h.
  *
  * Every function returning PsSharding* returns a new sharding (transfer
  * full) or NULL for "no sharding can be derived"; arguments are borrowed.
  * The semantics follow XLA's hlo_sharding_util so that propagation gives the
  * same answers as XLA's pass.
  */
-#ifndef PS_PARTITIONER_PROPAGATE_INTERNAL_H
-#define PS_PARTITIONER_PROPAGATE_INTERNAL_H
+#ifndef PS_PARTITIONER_PROPAGATE_PRIVATE_H
+#define PS_PARTITIONER_PROPAGATE_PRIVATE_H
 
 #include <glib.h>
 #include <stdint.h>

@@ -1,6 +1,7 @@
-/* Internals shared by the step-trace files (trace.c, trace_reader.c,
- * trace_writer.c): the checks that both the reader and ps_trace_validate()
- * apply, and the compact-form parsers. Not for use outside traces/.
+/* Private to trace*.c (traces/; see doc/architecture.md): the checks that
+ * both the reader and ps_trace_validate() apply, and the compact-form
+ * parsers. (Its functions still carry the public ps_trace_ prefix; they
+ * move to tr_ once the loop construct of issue 15 has landed in traces/.)
  *
  * Checks return NULL when fine, else a message (transfer full) without a
  * location; callers add "FILE:LINE:COL: " or "event N: ". */
