@@ -69,6 +69,7 @@ PsShape *ps_shape_new_scalar (PsElemType t);
 PsShape *ps_shape_new_tuple (int n, PsShape *const *elems); /* copies elems */
 PsShape *ps_shape_copy (const PsShape *s);
 void ps_shape_free (PsShape *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsShape, ps_shape_free)
 gboolean ps_shape_is_tuple (const PsShape *s);
 gboolean ps_shape_is_array (const PsShape *s);
 /* Same element type and dims (layouts ignored); tuples elementwise. */
@@ -368,6 +369,7 @@ int64_t *ps_shape_strides (const PsShape *s);
 PsLiteral *ps_literal_new (PsElemType t, int64_t n);      /* zero-filled */
 PsLiteral *ps_literal_copy (const PsLiteral *l);
 void ps_literal_free (PsLiteral *l);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsLiteral, ps_literal_free)
 /* Stores v into element i converted to the literal's type: floats rounded
  * to nearest even (bf16/f16 by common/float16.h), integers by C conversion
  * (v must be in range), pred v != 0, complex (v, 0). */

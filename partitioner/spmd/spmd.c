@@ -296,7 +296,7 @@ handle_elementwise (SpComp *c, const PsInstr *in, const PsSharding *target)
       const PsSharding *want = v->full->rank == in->shape->rank ? target : sp_replicated ();
       ops[i] = sp_reshard (c, v, want);
     }
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (target, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (target, in->shape);
   PsShape *ls = ps_shape_copy (local);
   ls->etype = in->shape->etype;
   PsInstr *x = sp_clone_with (c, in, ls, n, ops);
@@ -513,7 +513,7 @@ handle_custom_call (SpComp *c, const PsInstr *in, const PsSharding *target)
   if (strcmp (t, "SPMDShardToFullShape") == 0 && in->n_operands == 1)
     {
       SpPVal *v = sp_operand (c, in, 0);
-      g_autoptr (SpShape) local = ps_sharding_tile_shape (target, in->shape);
+      g_autoptr (PsShape) local = ps_sharding_tile_shape (target, in->shape);
       if (!ps_shape_equal (local, v->hlo->shape))
         {
           sp_fail (c, PS_ERROR_UNSUPPORTED,
@@ -572,7 +572,7 @@ handle_call_like (SpComp *c, const PsInstr *in, const PsSharding *target)
       if (!called[b])
         return NULL;
     }
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (target, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (target, in->shape);
   PsInstr *x = sp_add (c, in->opcode, ps_shape_copy (local), n, ops);
   sp_copy_attrs (x, in);
   ps_instr_set_called (x, in->n_called, called);
@@ -665,7 +665,7 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
       if (in->opcode == PS_OP_PARAMETER)
         {
           const PsSharding *ps = param_shardings ? param_shardings[in->parameter_number] : target;
-          g_autoptr (SpShape) local = fully_manual (ps) ? ps_shape_copy (in->shape)
+          g_autoptr (PsShape) local = fully_manual (ps) ? ps_shape_copy (in->shape)
                                                         : ps_sharding_tile_shape (ps, in->shape);
           PsInstr *p = ps_computation_add_instr (c.out, PS_OP_PARAMETER, in->name,
                                                  ps_shape_copy (local), 0, NULL);

@@ -310,7 +310,7 @@ conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
                          sp_const_zero (c, lhs->full->etype));
       normalise_window_dim (&win[s]);
     }
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (t, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (t, in->shape);
   PsInstr *ops[2] = { l, r };
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
   if (cd->n_spatial > 0)
@@ -418,7 +418,7 @@ sp_handle_reduce_window (SpComp *c, const PsInstr *in)
       x = sp_halo_exchange (c, &xv, q, &win[q], in->shape->dims[q], k, init);
       normalise_window_dim (&win[q]);
     }
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (t, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (t, in->shape);
   PsInstr *ops[2] = { x, init };
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
   memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) r);

@@ -142,7 +142,7 @@ plan_make (SpComp *c, const PsInstr *in, const DotSpace *ds, const PsSharding *i
     csh *= sp_shards (iter, ds->nb + ds->nl + ds->nr + k);
   if (csh > 1)
     {
-      g_autoptr (SpShape) ls = ps_sharding_tile_shape (p->partial, in->shape);
+      g_autoptr (PsShape) ls = ps_sharding_tile_shape (p->partial, in->shape);
       p->cost += 2.0 * (double) ps_shape_bytes (ls);
     }
   return TRUE;
@@ -206,7 +206,7 @@ windowed_gather_dim (const DotSpace *ds, const DotPlan *p, const SpPVal *v, int 
   g_autoptr (PsSharding) u = sp_sharding_remap (s, rank, src);
   if (!u || !ps_sharding_equal_layout (u, want))
     return FALSE;
-  g_autoptr (SpShape) gathered = ps_sharding_tile_shape (want, v->full);
+  g_autoptr (PsShape) gathered = ps_sharding_tile_shape (want, v->full);
   *g = found;
   *bytes = ps_shape_bytes (gathered);
   return TRUE;
@@ -263,7 +263,7 @@ win_step (WinLoop *w, PsInstr *chunk, int64_t shift)
       int64_t dims[ds->ro > 0 ? ds->ro : 1];
       memcpy (dims, y->shape->dims, sizeof (int64_t) * ds->ro);
       dims[w->od] = k * w->cs;
-      g_autoptr (SpShape) as = sp_shape (y->shape->etype, ds->ro, dims);
+      g_autoptr (PsShape) as = sp_shape (y->shape->etype, ds->ro, dims);
       w->acc = sp_broadcast_scalar (c, sp_const_zero (c, y->shape->etype), as);
     }
   PsInstr *starts[ds->ro > 0 ? ds->ro : 1];
@@ -574,7 +574,7 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
         wrs = (forced_raw >> 4) == 3;
       else if (c->m->opts.windowed_einsum_threshold_bytes >= 0)
         {
-          g_autoptr (SpShape) ps = ps_sharding_tile_shape (best.partial, in->shape);
+          g_autoptr (PsShape) ps = ps_sharding_tile_shape (best.partial, in->shape);
           wrs = ps_shape_bytes (ps) > c->m->opts.windowed_einsum_threshold_bytes;
         }
     }

@@ -47,7 +47,7 @@ sp_handle_broadcast (SpComp *c, const PsInstr *in)
   if (!os)
     return NULL;
   PsInstr *x = sp_reshard (c, op, os);
-  g_autoptr (SpShape) ls = local_shape (t, in->shape);
+  g_autoptr (PsShape) ls = local_shape (t, in->shape);
   PsInstr *b = sp_broadcast (c, x, ls, in->dimensions.n, in->dimensions.v);
   return finish (in, b, t);
 }
@@ -216,7 +216,7 @@ sp_handle_reshape (SpComp *c, const PsInstr *in)
   if (!osd || !rs)
     return NULL;
   PsInstr *x = sp_reshard (c, op, osd);
-  g_autoptr (SpShape) ls = local_shape (rs, os);
+  g_autoptr (PsShape) ls = local_shape (rs, os);
   PsInstr *y = sp_add1 (c, PS_OP_RESHAPE, ps_shape_copy (ls), x);
   return finish (in, y, rs);
 }
@@ -378,7 +378,7 @@ sp_handle_iota (SpComp *c, const PsInstr *in)
   const PsSharding *t = sp_sharding_of (in);
   if (!plain_tiled (t))
     return NULL;
-  g_autoptr (SpShape) ls = local_shape (t, in->shape);
+  g_autoptr (PsShape) ls = local_shape (t, in->shape);
   int64_t d = in->iota_dimension;
   PsInstr *x = sp_iota (c, in->shape->etype, ls->rank, ls->dims, d);
   if (sp_shards (t, (int) d) > 1)
@@ -436,7 +436,7 @@ local_passthrough_to (SpComp *c, const PsInstr *in, const PsSharding *t)
   ops[0] = x;
   for (int i = 1; i < n; i++)
     ops[i] = sp_reshard (c, sp_operand (c, in, i), sp_replicated ());
-  g_autoptr (SpShape) ls = local_shape (s, in->shape);
+  g_autoptr (PsShape) ls = local_shape (s, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), n, ops);
   if (in->opcode == PS_OP_DYNAMIC_SLICE)
     {
@@ -987,7 +987,7 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, SpPVal *op, SpPVal *idx,
   PsInstr *opx = sp_reshard (c, op, s);
   PsInstr *x = sp_reshard (c, idx, sp_replicated ());
   x = clamp_gather_indices (c, x, in, op->full);
-  g_autoptr (SpShape) ltile = ps_sharding_tile_shape (s, op->full);
+  g_autoptr (PsShape) ltile = ps_sharding_tile_shape (s, op->full);
   PsInstr *pred = NULL;
   gboolean mask[s->n_tile_dims];
   memset (mask, 0, sizeof mask);
@@ -1016,7 +1016,7 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, SpPVal *op, SpPVal *idx,
   if (!rs)
     return NULL;
   PsInstr *ops[2] = { opx, x };
-  g_autoptr (SpShape) ls = ps_sharding_tile_shape (rs, in->shape);
+  g_autoptr (PsShape) ls = ps_sharding_tile_shape (rs, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 2, ops);
   for (int d = 0; d < ro; d++)
     if (off_of_op[d] >= 0)
@@ -1027,7 +1027,7 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, SpPVal *op, SpPVal *idx,
   for (int d = 0; d < rout; d++)
     if (!ps_ints_contains (&g->offset_dims, d))
       bd[nb++] = d;
-  g_autoptr (SpShape) pshape = sp_shape (PS_PRED, rout, y->shape->dims);
+  g_autoptr (PsShape) pshape = sp_shape (PS_PRED, rout, y->shape->dims);
   PsInstr *pb = sp_broadcast (c, pred, pshape, nb, bd);
   PsInstr *zero = sp_broadcast_scalar (c, sp_const_scalar (c, y->shape->etype, 0), y->shape);
   y = sp_select (c, pb, y, zero);
@@ -1209,7 +1209,7 @@ sp_handle_gather (SpComp *c, const PsInstr *in)
   for (int od = 0; od < ro; od++)
     if (par_k[od] >= 0 && sp_shards (os, od) > 1)
       ops[1] = shift_index_component (c, ops[1], ivd, par_k[od], sp_offset (c, os, op->full, od));
-  g_autoptr (SpShape) ls = ps_sharding_tile_shape (rs, in->shape);
+  g_autoptr (PsShape) ls = ps_sharding_tile_shape (rs, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 2, ops);
   for (int d = 0; d < ro; d++)
     if (off_of_op[d] >= 0)
@@ -1502,7 +1502,7 @@ sp_handle_bitcast_convert (SpComp *c, const PsInstr *in)
   if (!is || !rs)
     return NULL;
   PsInstr *x = sp_reshard (c, op, is);
-  g_autoptr (SpShape) ls = local_shape (rs, in->shape);
+  g_autoptr (PsShape) ls = local_shape (rs, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 1, &x);
   return sp_pval_new (y, rs, in->shape);
 }

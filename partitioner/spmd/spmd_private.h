@@ -21,11 +21,6 @@
 
 G_BEGIN_DECLS
 
-/* ir.h has no autoptr for shapes; an alias keeps ours from clashing with
- * one it may add later. */
-typedef PsShape SpShape;
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (SpShape, ps_shape_free)
-
 typedef struct SpModule SpModule;
 typedef struct SpComp SpComp;
 

@@ -556,7 +556,7 @@ maximal_to_replicated (SpComp *c, PsInstr *x, int64_t device)
   PsInstr *pid = sp_partition_id (c);
   PsInstr *is_dev = sp_compare (c, pid, sp_const_scalar (c, PS_S32, (double) device), PS_CMP_EQ);
   PsInstr *zero = sp_broadcast_scalar (c, sp_const_zero (c, x->shape->etype), x->shape);
-  g_autoptr (SpShape) ps = sp_shape (PS_PRED, x->shape->rank, x->shape->dims);
+  g_autoptr (PsShape) ps = sp_shape (PS_PRED, x->shape->rank, x->shape->dims);
   PsInstr *sel = sp_select (c, sp_broadcast_scalar (c, is_dev, ps), x, zero);
   int64_t n = c->m->n;
   g_autofree int64_t *all = g_new (int64_t, n);
