@@ -277,11 +277,7 @@ trace_lower (int argc, char **argv)
   return 0;
 }
 
-static const struct {
-  const char *name;
-  const char *summary;
-  int (*fn) (int argc, char **argv);
-} subcommands[] = {
+static const PsCommand subcommands[] = {
   { "check", "validate a step trace and print a summary", trace_check },
   { "dump", "print a step trace as plain text", trace_dump },
   { "lower", "lower a per-device HLO module to a step trace", trace_lower },
@@ -290,30 +286,11 @@ static const struct {
 int
 ps_cmd_trace (int argc, char **argv)
 {
-  if (argc >= 2 && (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0))
-    {
-      printf ("Usage: podsim trace COMMAND [OPTION...] FILE\n\nStep-trace tools "
-              "(format: doc/trace-format.md).\n\n"
-              "Commands:\n");
-      for (gsize i = 0; i < G_N_ELEMENTS (subcommands); i++)
-        printf ("  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
-      printf ("\nRun 'podsim trace COMMAND --help' for a command's options.\n");
-      return 0;
-    }
-  if (argc < 2)
-    {
-      fprintf (stderr, "podsim trace: expected a command: check, dump or lower (see --help)\n");
-      return PS_EXIT_USAGE;
-    }
-  for (gsize i = 0; i < G_N_ELEMENTS (subcommands); i++)
-    if (strcmp (argv[1], subcommands[i].name) == 0)
-      {
-        g_autofree char *prg = g_strdup_printf ("podsim trace %s", subcommands[i].name);
-        g_set_prgname (prg);
-        argv[1] = prg;
-        return subcommands[i].fn (argc - 1, argv + 1);
-      }
-  fprintf (stderr, "podsim trace: unknown command '%s' (expected check, dump or lower)\n",
-           argv[1]);
-  return PS_EXIT_USAGE;
+  static const PsCommandGroup group = {
+    "podsim trace",
+    "Usage: podsim trace COMMAND [OPTION...] FILE\n\nStep-trace tools (format: doc/trace-format.md).\n",
+    "Run 'podsim trace COMMAND --help' for a command's options.\n",
+    subcommands, G_N_ELEMENTS (subcommands)
+  };
+  return ps_cli_dispatch (&group, argc, argv);
 }

@@ -18,6 +18,22 @@ typedef struct {
   PsCommandFn fn;
 } PsCommand;
 
+/* A command with sub-commands ("podsim", "podsim bench", ...). */
+typedef struct {
+  const char *prefix;        /* "podsim bench": the program name so far */
+  const char *usage;         /* help text before the list of sub-commands */
+  const char *footer;        /* help text after the list, or NULL */
+  const PsCommand *commands;
+  gsize n_commands;
+} PsCommandGroup;
+
+/* Runs the sub-command argv[1] of `g` with argv[0] (and the prgname) set to
+ * "<prefix> <name>". --help/-h print the help on stdout (exit 0); no
+ * sub-command prints it on stderr and an unknown one prints
+ * "<prefix>: unknown command 'x' (one of: a, b; see '<prefix> --help')",
+ * both exit 2. */
+int ps_cli_dispatch (const PsCommandGroup *g, int argc, char **argv);
+
 int ps_cmd_hlo (int argc, char **argv);
 int ps_cmd_trace (int argc, char **argv);
 int ps_cmd_propagate (int argc, char **argv);

@@ -15,6 +15,51 @@ ps_cli_fail (GError *error)
   return PS_EXIT_USAGE;
 }
 
+static void
+group_help (const PsCommandGroup *g, FILE *out)
+{
+  fputs (g->usage, out);
+  fputs ("\nCommands:\n", out);
+  for (gsize i = 0; i < g->n_commands; i++)
+    fprintf (out, "  %-12s %s\n", g->commands[i].name, g->commands[i].summary);
+  if (g->footer)
+    fprintf (out, "\n%s", g->footer);
+}
+
+int
+ps_cli_dispatch (const PsCommandGroup *g, int argc, char **argv)
+{
+  if (argc < 2)
+    {
+      group_help (g, stderr);
+      return PS_EXIT_USAGE;
+    }
+  const char *name = argv[1];
+  if (strcmp (name, "--help") == 0 || strcmp (name, "-h") == 0)
+    {
+      group_help (g, stdout);
+      return 0;
+    }
+  for (gsize i = 0; i < g->n_commands; i++)
+    if (strcmp (name, g->commands[i].name) == 0)
+      {
+        g_autofree char *prg = g_strdup_printf ("%s %s", g->prefix, name);
+        g_set_prgname (prg);
+        char *saved = argv[1];
+        argv[1] = prg;
+        int rc = g->commands[i].fn (argc - 1, argv + 1);
+        argv[1] = saved;
+        return rc;
+      }
+  GString *known = g_string_new (NULL);
+  for (gsize i = 0; i < g->n_commands; i++)
+    g_string_append_printf (known, "%s%s", i ? ", " : "", g->commands[i].name);
+  fprintf (stderr, "%s: unknown command '%s' (one of: %s; see '%s --help')\n", g->prefix, name, known->str,
+           g->prefix);
+  g_string_free (known, TRUE);
+  return PS_EXIT_USAGE;
+}
+
 gboolean
 ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
 {
