@@ -1,7 +1,7 @@
 /* podsim conformance partitioner FILE.jsonl [--json]
  *
  * Runs XLA's SPMD-partitioner test vectors (format in
- * ../shared/conformance/README.md) through podsim: parse, propagate (with
+ * tests/data/conformance/README.md) through podsim: parse, propagate (with
  * XLA's defaults: no propagation to the output or the parameters unless the
  * module header allows it), partition for the case's num_devices, then check
  * with the reference interpreter that the partitioned program computes what
@@ -346,9 +346,10 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
       return FALSE;
     }
   gint64 nd = case_devices (c, m);
-  if (nd < 1)
+  if (nd < 1 || nd > PS_VERIFY_MAX_DEVICES)
     {
-      *reason = g_strdup_printf ("num_devices is %" G_GINT64_FORMAT, nd);
+      *reason = g_strdup_printf ("num_devices is %" G_GINT64_FORMAT " (1 .. %d)", nd,
+                                 PS_VERIFY_MAX_DEVICES);
       return FALSE;
     }
   if (!co->no_propagate)

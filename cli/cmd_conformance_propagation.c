@@ -1,5 +1,5 @@
 /* podsim conformance propagation FILE.jsonl [--json]: runs XLA's sharding
- * propagation test vectors (../shared/conformance/README.md) through
+ * propagation test vectors (tests/data/conformance/README.md) through
  * ps_propagate and checks every expectation.
  *
  * Each run is executed in a forked child with a time limit, so that a crash
@@ -574,7 +574,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.jsonl");
   g_option_context_set_summary (
       ctx, "Runs every case of a sharding-propagation conformance file (JSON Lines, see\n"
-           "../shared/conformance/README.md; use the expanded file for concrete\n"
+           "tests/data/conformance/README.md; use the expanded file for concrete\n"
            "parameters) through podsim's propagation pass. Prints one line per failing\n"
            "run with what differed, the figures per kind of expectation, and ends with\n"
            "'N passed, N failed', counting runs whose every sharding, no_sharding and\n"

@@ -44,11 +44,6 @@ ps_cmd_hlo (int argc, char **argv)
     return ps_cli_fail (error);
   PsHloPrintOptions opts = { no_shardings, no_metadata, no_layouts };
   g_autofree char *out = ps_hlo_print (m, &opts);
-  fputs (out, stdout);
-  if (fflush (stdout) != 0)
-    {
-      fprintf (stderr, "podsim: cannot write standard output\n");
-      return 1;
-    }
+  fputs (out, stdout); /* write errors: main's close_stdout */
   return 0;
 }

@@ -92,9 +92,10 @@ ps_cmd_partition (int argc, char **argv)
       fprintf (stderr, "podsim: partition needs exactly one HLO file (see 'podsim partition --help')\n");
       goto out;
     }
-  if (devices < 1)
+  if (devices < 1 || devices > PS_MAX_DEVICES)
     {
-      fprintf (stderr, "podsim: --devices N is required and must be at least 1\n");
+      fprintf (stderr, "podsim: --devices N is required and must be between 1 and %d\n",
+               PS_MAX_DEVICES);
       goto out;
     }
   {

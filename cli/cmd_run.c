@@ -22,6 +22,10 @@ typedef struct {
   gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
 } RunOptions;
 
+/* An option not given keeps this value; 0 or a negative count given on the
+ * command line reaches ps_dense_lm_check, which refuses it. */
+#define UNSET G_MININT
+
 static gboolean
 parse_mesh (const char *text, int64_t *mesh, GError **error)
 {
@@ -60,25 +64,25 @@ make_config (RunOptions *o, const char *model, const PsHardware *hw, PsDenseLmCo
     }
   else
     ps_dense_lm_config_small (cfg);
-  if (o->layers)
+  if (o->layers != UNSET)
     cfg->layers = o->layers;
-  if (o->model_dim)
+  if (o->model_dim != UNSET)
     cfg->model_dim = o->model_dim;
-  if (o->ffn_dim)
+  if (o->ffn_dim != UNSET)
     cfg->ffn_dim = o->ffn_dim;
-  if (o->heads)
+  if (o->heads != UNSET)
     cfg->heads = o->heads;
-  if (o->head_dim)
+  if (o->head_dim != UNSET)
     cfg->head_dim = o->head_dim;
-  if (o->vocab)
+  if (o->vocab != UNSET)
     cfg->vocab = o->vocab;
-  if (o->rel_buckets)
+  if (o->rel_buckets != UNSET)
     cfg->rel_buckets = o->rel_buckets;
-  if (o->seq_len)
+  if (o->seq_len != UNSET)
     cfg->seq_len = o->seq_len;
-  if (o->batch)
+  if (o->batch != UNSET)
     cfg->global_batch = o->batch;
-  if (o->microbatches)
+  if (o->microbatches != UNSET)
     cfg->microbatches = o->microbatches;
   if (o->remat && o->no_remat)
     {
@@ -345,6 +349,8 @@ ps_cmd_run (int argc, char **argv)
 {
   RunOptions o = { 0 };
   o.windowed = -1;
+  o.layers = o.rel_buckets = o.microbatches = UNSET;
+  o.model_dim = o.ffn_dim = o.heads = o.head_dim = o.vocab = o.seq_len = o.batch = UNSET;
   GOptionEntry entries[] = {
     { "preset", 0, 0, G_OPTION_ARG_STRING, &o.preset, "A published config (DenseLm128B8x8, DenseLm128B16x16, DenseLm128B32x32, DenseLm175B32x32)", "NAME" },
     { "slice", 0, 0, G_OPTION_ARG_STRING, &o.slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },

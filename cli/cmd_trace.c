@@ -233,9 +233,10 @@ trace_lower (int argc, char **argv)
   ps_lower_options_init (&o);
   if ((mesh && !parse_mesh (mesh, &o, &error)) || (order && !parse_order (order, &o, &error)))
     return ps_cli_fail (error);
-  if (devices < 0 || trip < 0)
+  if (devices < 0 || devices > PS_MAX_DEVICES || trip < 0)
     {
-      fprintf (stderr, "podsim trace lower: --devices and --trip-count must be positive\n");
+      fprintf (stderr, "podsim trace lower: --devices must be 1 .. %d and --trip-count positive\n",
+               PS_MAX_DEVICES);
       return PS_EXIT_USAGE;
     }
   o.n_devices = devices;

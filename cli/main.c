@@ -1,9 +1,12 @@
 /* podsim: entry point. Dispatches to one subcommand per file (cli/cmd_*.c). */
 #include "config.h"
 
+#include <errno.h>
 #include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "common/error.h"
@@ -36,10 +39,35 @@ static const PsCommandGroup podsim = {
   commands, G_N_ELEMENTS (commands)
 };
 
+/* What a command printed is only known to have arrived once standard output
+ * is flushed and closed: a full disk (or /dev/full) shows up here, and the
+ * run must then fail instead of exiting 0 with output lost. Registered with
+ * atexit, so it covers every command, --help and --version. */
+static int command_status; /* a command's non-zero status: it reported its error */
+
+static void
+close_stdout (void)
+{
+  int err = fflush (stdout) != 0 ? errno : 0;
+  gboolean failed = err != 0 || ferror (stdout);
+  if (fclose (stdout) != 0 && !failed)
+    {
+      err = errno;
+      failed = TRUE;
+    }
+  if (failed && command_status == 0)
+    {
+      fprintf (stderr, "podsim: cannot write standard output%s%s\n", err ? ": " : "",
+               err ? g_strerror (err) : "");
+      _exit (PS_EXIT_USAGE);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C");
+  atexit (close_stdout);
   if (argc >= 2 && strcmp (argv[1], "--version") == 0)
     {
       printf ("podsim %s\n", PACKAGE_VERSION);
@@ -47,5 +75,6 @@ main (int argc, char **argv)
     }
   if (argc >= 2 && strcmp (argv[1], "help") == 0)
     argv[1] = (char *) "--help";
-  return ps_cli_dispatch (&podsim, argc, argv);
+  command_status = ps_cli_dispatch (&podsim, argc, argv);
+  return command_status;
 }

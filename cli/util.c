@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "common/checked.h"
 #include "common/error.h"
 
 int
@@ -77,31 +78,7 @@ ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
 gboolean
 ps_cli_read_input (const char *path, char **out, gsize *len, GError **error)
 {
-  if (strcmp (path, "-") == 0)
-    {
-      GString *buf = g_string_new (NULL);
-      char chunk[65536];
-      size_t n;
-      while ((n = fread (chunk, 1, sizeof chunk, stdin)) > 0)
-        g_string_append_len (buf, chunk, (gssize) n);
-      if (ferror (stdin))
-        {
-          g_string_free (buf, TRUE);
-          g_set_error (error, PS_ERROR, PS_ERROR_IO, "<stdin>: read error");
-          return FALSE;
-        }
-      *len = buf->len;
-      *out = g_string_free (buf, FALSE);
-      return TRUE;
-    }
-  GError *local = NULL;
-  if (!g_file_get_contents (path, out, len, &local))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return FALSE;
-    }
-  return TRUE;
+  return ps_read_text_file (path, PS_MAX_TEXT_BYTES, out, len, error);
 }
 
 int

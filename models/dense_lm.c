@@ -203,19 +203,40 @@ require_div (int64_t value, int64_t by, const char *what, const char *axis, GErr
 gboolean
 ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
 {
-  struct { const char *opt; int64_t v; } pos[] = {
-    { "--layers", c->layers }, { "--model-dim", c->model_dim }, { "--ffn-dim", c->ffn_dim },
-    { "--heads", c->heads }, { "--head-dim", c->head_dim }, { "--seq-len", c->seq_len },
-    { "--batch", c->global_batch }, { "--vocab", c->vocab }, { "--microbatches", c->microbatches },
-    { "--mesh (first)", c->mesh[0] }, { "--mesh (second)", c->mesh[1] },
+  /* Upper bounds (doc/robustness.md): the program grows with the layers
+   * (256 layers of the small model take 76 s and 0.8 GB to run), and dims
+   * up to 2^24 keep every product of two of them exact in an int64; shapes
+   * over 2^40 elements are refused by the builder. */
+  const int64_t dim_max = INT64_C (1) << 24;
+  struct { const char *opt; int64_t v, max; } pos[] = {
+    { "--layers", c->layers, 1024 }, { "--model-dim", c->model_dim, dim_max },
+    { "--ffn-dim", c->ffn_dim, dim_max }, { "--heads", c->heads, dim_max },
+    { "--head-dim", c->head_dim, dim_max }, { "--seq-len", c->seq_len, dim_max },
+    { "--batch", c->global_batch, dim_max }, { "--vocab", c->vocab, dim_max },
+    { "--microbatches", c->microbatches, dim_max },
+    { "--mesh (first)", c->mesh[0], PS_MAX_DEVICES }, { "--mesh (second)", c->mesh[1], PS_MAX_DEVICES },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
-    if (pos[i].v <= 0)
-      {
-        g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %" G_GINT64_FORMAT ")",
-                     pos[i].opt, pos[i].v);
-        return FALSE;
-      }
+    {
+      if (pos[i].v <= 0)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %" G_GINT64_FORMAT ")",
+                       pos[i].opt, pos[i].v);
+          return FALSE;
+        }
+      if (pos[i].v > pos[i].max)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be at most %" G_GINT64_FORMAT
+                       " (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].max, pos[i].v);
+          return FALSE;
+        }
+    }
+  if (c->mesh[0] * c->mesh[1] > PS_MAX_DEVICES)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                   " has more than %d devices", c->mesh[0], c->mesh[1], PS_MAX_DEVICES);
+      return FALSE;
+    }
   /* Half the buckets are exact distances, the rest logarithmic up to 128. */
   if (c->rel_buckets < 2 || c->rel_buckets > 254)
     {

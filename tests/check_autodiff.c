@@ -245,6 +245,73 @@ START_TEST (test_slice_pad_concat)
 }
 END_TEST
 
+/* Convolutions as the models write them: 2-D with stride, uneven padding
+ * and window dilation; a depthwise 1-D (Conformer's conv module); a
+ * grouped conv with a feature multiplier and stride; a transposed
+ * up-sampling conv (base dilation); a strided 3-D conv; and other dim
+ * labels. Each output is weighted by a parameter so every gradient
+ * element is exercised. */
+START_TEST (test_convolutions)
+{
+  check_gradients (
+    "HloModule cg\n"
+    "add { a = f64[] parameter(0) b = f64[] parameter(1) ROOT s = f64[] add(a, b) }\n"
+    "ENTRY e {\n"
+    "  z = f64[] constant(0)\n"
+    "  x1 = f64[2,7,6,3] parameter(0)\n  k1 = f64[3,2,3,4] parameter(1)\n  w1 = f64[2,3,5,4] parameter(2)\n"
+    "  c1 = f64[2,3,5,4] convolution(x1, k1), window={size=3x2 stride=2x1 pad=1_0x0_1 rhs_dilate=1x2},"
+    " dim_labels=b01f_01io->b01f\n"
+    "  m1 = f64[2,3,5,4] multiply(c1, w1)\n  l1 = f64[] reduce(m1, z), dimensions={0,1,2,3}, to_apply=add\n"
+    "  x2 = f64[2,9,3] parameter(3)\n  k2 = f64[5,1,3] parameter(4)\n  w2 = f64[2,9,3] parameter(5)\n"
+    "  c2 = f64[2,9,3] convolution(x2, k2), window={size=5 pad=2_2}, dim_labels=b0f_0io->b0f,"
+    " feature_group_count=3\n"
+    "  m2 = f64[2,9,3] multiply(c2, w2)\n  l2 = f64[] reduce(m2, z), dimensions={0,1,2}, to_apply=add\n"
+    "  x3 = f64[1,6,4] parameter(6)\n  k3 = f64[3,2,6] parameter(7)\n  w3 = f64[1,3,6] parameter(8)\n"
+    "  c3 = f64[1,3,6] convolution(x3, k3), window={size=3 stride=2 pad=1_1}, dim_labels=b0f_0io->b0f,"
+    " feature_group_count=2\n"
+    "  m3 = f64[1,3,6] multiply(c3, w3)\n  l3 = f64[] reduce(m3, z), dimensions={0,1,2}, to_apply=add\n"
+    "  x4 = f64[2,3,3,2] parameter(9)\n  k4 = f64[2,2,2,3] parameter(10)\n  w4 = f64[2,6,6,3] parameter(11)\n"
+    "  c4 = f64[2,6,6,3] convolution(x4, k4), window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2},"
+    " dim_labels=b01f_01io->b01f\n"
+    "  m4 = f64[2,6,6,3] multiply(c4, w4)\n  l4 = f64[] reduce(m4, z), dimensions={0,1,2,3}, to_apply=add\n"
+    "  x5 = f64[1,5,4,6,2] parameter(12)\n  k5 = f64[3,3,3,2,2] parameter(13)\n  w5 = f64[1,3,2,3,2] parameter(14)\n"
+    "  c5 = f64[1,3,2,3,2] convolution(x5, k5), window={size=3x3x3 stride=2x2x2 pad=1_1x1_1x1_1},"
+    " dim_labels=b012f_012io->b012f\n"
+    "  m5 = f64[1,3,2,3,2] multiply(c5, w5)\n  l5 = f64[] reduce(m5, z), dimensions={0,1,2,3,4}, to_apply=add\n"
+    "  x6 = f64[2,3,5,4] parameter(15)\n  k6 = f64[4,3,2,3] parameter(16)\n  w6 = f64[2,4,5,4] parameter(17)\n"
+    "  c6 = f64[2,4,5,4] convolution(x6, k6), window={size=2x3 pad=0_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    "  m6 = f64[2,4,5,4] multiply(c6, w6)\n  l6 = f64[] reduce(m6, z), dimensions={0,1,2,3}, to_apply=add\n"
+    "  s1 = f64[] add(l1, l2)\n  s2 = f64[] add(s1, l3)\n  s3 = f64[] add(s2, l4)\n  s4 = f64[] add(s3, l5)\n"
+    "  ROOT s5 = f64[] add(s4, l6)\n"
+    "}\n", 0);
+}
+END_TEST
+
+/* Batch norm: training's gradient through the batch statistics (what
+ * batch-norm-grad computes) and inference's with respect to all five
+ * operands; the variance kept positive (v * v + 1/2). */
+START_TEST (test_batch_norm)
+{
+  check_gradients (
+    "HloModule bn\n"
+    "add { a = f64[] parameter(0) b = f64[] parameter(1) ROOT s = f64[] add(a, b) }\n"
+    "ENTRY e {\n"
+    "  z = f64[] constant(0)\n"
+    "  x = f64[3,2,4] parameter(0)\n  s = f64[2] parameter(1)\n  o = f64[2] parameter(2)\n"
+    "  w = f64[3,2,4] parameter(3)\n"
+    "  t = (f64[3,2,4], f64[2], f64[2]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=1\n"
+    "  y = f64[3,2,4] get-tuple-element(t), index=0\n"
+    "  m = f64[3,2,4] multiply(y, w)\n  l1 = f64[] reduce(m, z), dimensions={0,1,2}, to_apply=add\n"
+    "  mu = f64[2] parameter(4)\n  v = f64[2] parameter(5)\n"
+    "  h = f64[] constant(0.5)\n  hb = f64[2] broadcast(h), dimensions={}\n"
+    "  vv = f64[2] multiply(v, v)\n  var = f64[2] add(vv, hb)\n"
+    "  i = f64[3,2,4] batch-norm-inference(x, s, o, mu, var), epsilon=0.01, feature_index=1\n"
+    "  mi = f64[3,2,4] multiply(i, i)\n  l2 = f64[] reduce(mi, z), dimensions={0,1,2}, to_apply=add\n"
+    "  ROOT l = f64[] add(l1, l2)\n"
+    "}\n", 0);
+}
+END_TEST
+
 START_TEST (test_unsupported_rule)
 {
   PsModule *m = parse (
@@ -389,6 +456,8 @@ main (void)
   tcase_add_test (tc, test_softmax_cross_entropy);
   tcase_add_test (tc, test_layer_norm_gelu);
   tcase_add_test (tc, test_slice_pad_concat);
+  tcase_add_test (tc, test_convolutions);
+  tcase_add_test (tc, test_batch_norm);
   tcase_add_test (tc, test_unsupported_rule);
   tcase_add_test (tc, test_adafactor_step);
   tcase_add_test (tc, test_adam_state_shapes);

@@ -521,6 +521,23 @@ START_TEST (test_conv_gather_scatter)
                                       NULL, 3);
   ck_dims (dw, PS_F32, 4, D (2, 8, 8, 3));
   ck_assert_int_eq (dw->feature_group_count, 3);
+  /* Transposed up-sampling: base dilation 2, window 2, padding 1 doubles. */
+  PsInstr *up = ps_build_convolution_dilated (b, img, ps_build_parameter (b, "uk", PS_F32, 4, D (2, 2, 3, 5)),
+                                              "b01f_01io->b01f", NULL, D (1, 1), D (1, 1), D (2, 2),
+                                              NULL, 1);
+  ck_dims (up, PS_F32, 4, D (2, 16, 16, 5));
+  ck_assert_int_eq (up->window.dims[1].base_dilation, 2);
+  /* Batch norm over the features of the image. */
+  PsInstr *sc = ps_build_parameter (b, "sc", PS_F32, 1, D (3));
+  PsInstr *bn = ps_build_batch_norm_training (b, img, sc, sc, 1e-3f, 3);
+  ck_assert (ps_shape_is_tuple (bn->shape) && bn->shape->n_elems == 3);
+  ck_assert_int_eq (bn->feature_index, 3);
+  ck_assert (bn->epsilon == 1e-3f);
+  PsInstr *mu = ps_build_get_tuple_element (b, bn, 1);
+  PsInstr *bi = ps_build_batch_norm_inference (b, img, sc, sc, mu, mu, 0.5f, 3);
+  ck_dims (bi, PS_F32, 4, D (2, 8, 8, 3));
+  PsInstr *bg = ps_build_batch_norm_grad (b, img, sc, mu, mu, bi, 0.5f, 3);
+  ck_dims (ps_build_get_tuple_element (b, bg, 2), PS_F32, 1, D (3));
 
   /* Embedding lookup as a gather, and its gradient as a scatter-add. */
   PsInstr *table = ps_build_parameter (b, "table", PS_F32, 2, D (10, 4));
@@ -543,8 +560,8 @@ START_TEST (test_conv_gather_scatter)
   PsInstr *grad = ps_build_scatter (b, ps_build_full (b, PS_F32, 2, D (10, 4), 0), ids, emb, &sd,
                                     add);
   ck_dims (grad, PS_F32, 2, D (10, 4));
-  PsInstr *outs[] = { same, strided, dil, c3, dw, emb, grad };
-  finish_ok (b, ps_build_tuple (b, 7, outs));
+  PsInstr *outs[] = { same, strided, dil, c3, dw, emb, grad, up, bi, bg };
+  finish_ok (b, ps_build_tuple (b, 10, outs));
   cross_check_shapes (m);
   g_autofree char *text = round_trip (m);
   ck_assert_ptr_nonnull (strstr (text, "dim_labels=bf012_012io->bf012"));

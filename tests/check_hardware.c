@@ -221,6 +221,25 @@ START_TEST (test_bad_files)
 }
 END_TEST
 
+/* Values no machine has, which made simulated times infinite (issue 17):
+ * NaN, infinities, 1e308 s per op, 1e-300 B/s, a billion cores per chip. */
+START_TEST (test_out_of_range)
+{
+  expect_error ("per_op_s = 1e-6", "per_op_s = nan", "[overhead] per_op_s: 'nan' is not a number");
+  expect_error ("per_op_s = 1e-6", "per_op_s = inf", "[overhead] per_op_s: 'inf' is not a number");
+  expect_error ("per_op_s = 1e-6", "per_op_s = 1e308", "[overhead] per_op_s: must be at most 1, got 1e308");
+  expect_error ("link_bw_bytes_per_s = 82e9", "link_bw_bytes_per_s = 1e-300",
+                "[ici] link_bw_bytes_per_s: must be between 1000 and 1e+15, got 1e-300");
+  expect_error ("clock_hz = 940e6", "clock_hz = 1e300", "[chip] clock_hz: must be between 1000 and 1e+12");
+  expect_error ("tensorcores_per_chip = 2", "tensorcores_per_chip = 1000000",
+                "[chip] tensorcores_per_chip: must be at most 64, got 1000000");
+  expect_error ("rows = 128", "rows = 100000000", "[mxu] rows: must be at most 1e+06");
+  expect_error ("hbm_bytes_per_core = 16GiB", "hbm_bytes_per_core = 16EiB", "[memory] hbm_bytes_per_core:");
+  expect_error ("hbm_bytes_per_core = 16GiB", "hbm_bytes_per_core = 4096TiB",
+                "[memory] hbm_bytes_per_core: must be at most 1.1259e+15, got 4096TiB");
+}
+END_TEST
+
 START_TEST (test_precision_names)
 {
   PsMxuPrecision p;
@@ -246,6 +265,7 @@ main (void)
   tcase_add_test (tc, test_errors_with_line);
   tcase_add_test (tc, test_errors_without_line);
   tcase_add_test (tc, test_bad_files);
+  tcase_add_test (tc, test_out_of_range);
   tcase_add_test (tc, test_precision_names);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);

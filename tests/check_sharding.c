@@ -45,6 +45,7 @@ equal_text (const char *a, const char *b)
 
 /* ---- corpus ------------------------------------------------------------- */
 
+/* XLA's test vectors, in the tree (tests/data/conformance/NOTICE). */
 static const char *
 corpus_dir (void)
 {
@@ -52,14 +53,7 @@ corpus_dir (void)
   if (dir == NULL)
     {
       const char *src = g_getenv ("PS_SRCDIR");
-      char *cand = g_build_filename (src ? src : PS_SRCDIR, "..", "shared", "conformance", NULL);
-      if (g_file_test (cand, G_FILE_TEST_IS_DIR))
-        dir = cand;
-      else
-        {
-          g_free (cand);
-          dir = g_strdup ("/work/shared/conformance");
-        }
+      dir = g_build_filename (src ? src : PS_SRCDIR, "tests", "data", "conformance", NULL);
     }
   return dir;
 }

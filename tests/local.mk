@@ -20,3 +20,14 @@ EXTRA_DIST += tests/golden.sh tests/data/golden/dense_spmd.hlo tests/data/golden
 .PHONY: golden
 golden: podsim
 	PODSIM=$(abs_top_builddir)/podsim PS_SRCDIR=$(abs_top_srcdir) $(SHELL) $(abs_top_srcdir)/tests/golden.sh --update
+
+# XLA's sharding test vectors (Apache-2.0, tests/data/conformance/NOTICE) and
+# the published runs the presets copy: every test's data is in the tree.
+EXTRA_DIST += tests/data/conformance/README.md tests/data/conformance/HLO_SYNTAX.md \
+	tests/data/conformance/NOTICE tests/data/conformance/LICENSE \
+	tests/data/conformance/xla-partitioner.jsonl tests/data/conformance/xla-propagation.jsonl \
+	tests/data/conformance/xla-propagation_expanded.jsonl tests/data/published.tsv
+
+# Hostile inputs and options (issue 17, doc/robustness.md).
+TESTS += tests/robust_cli.sh
+EXTRA_DIST += tests/robust_cli.sh

@@ -3,11 +3,8 @@
 # propagation`: at least 90% of the sharding/no_sharding/has_sharding
 # expectations and 75% of the runs must hold (issue 3).
 . "$PS_SRCDIR/tests/lib.sh"
-corpus="$PS_SRCDIR/../shared/conformance/xla-propagation_expanded.jsonl"
-if [ ! -f "$corpus" ]; then
-  echo "SKIP: no conformance corpus at $corpus"
-  exit 77
-fi
+corpus="$PS_SRCDIR/tests/data/conformance/xla-propagation_expanded.jsonl"
+[ -f "$corpus" ] || { fail "no conformance corpus at $corpus"; finish; }
 "$PODSIM" conformance propagation "$corpus" >"$PS_TMP/out" 2>"$PS_TMP/err"
 status=$?
 # 0 = every run passed, 1 = some failed; anything else is a broken runner.

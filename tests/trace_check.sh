@@ -69,6 +69,8 @@ check_bad trace-memory-peak.pst "trace-memory-peak.pst:14:8: live bytes 9000000 
 check_bad trace-header-order.pst "trace-header-order.pst:2:1: expected the 'program' line, got 'devices'"
 check_bad trace-crlf.pst 'trace-crlf.pst:1:10: carriage return (lines end with \n alone, not \r\n)'
 check_bad trace-mxu-missing.pst "trace-mxu-missing.pst:10: matmul event without mxu=BxMxKxN dims"
+check_bad trace-totals-wrap.pst "trace-totals-wrap.pst:8:62: flops of the events so far add up to more than 2^64-1"
+check_bad trace-gather-wrap.pst "trace-gather-wrap.pst:9:81: all-gather over groups of 4 needs out_bytes = 4 x in_bytes"
 check_bad trace-truncated.pst.gz "trace-truncated.pst.gz: truncated compressed data (unexpected end of file)"
 check_bad trace-corrupt.pst.gz "trace-corrupt.pst.gz: corrupt compressed data (incorrect data check)"
 finish

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "topology/hardware.h"
 
@@ -218,6 +219,44 @@ field_error (GError **error, const char *file, GHashTable *lines, const Field *f
                  field->section, field->key, what);
 }
 
+/* Bounds beyond the sign, by unit (doc/hardware.md): a value far outside any
+ * machine is a typo, and would make simulated times infinite (1e308 s per
+ * op, 1e-300 B/s) or device counts overflow. */
+static void
+field_bounds (const Field *f, double *lo, double *hi)
+{
+  const char *k = f->key;
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  if (g_str_has_suffix (k, "_hz"))
+    *lo = 1e3, *hi = 1e12;
+  else if (strstr (k, "bytes_per_s") != NULL)
+    *lo = 1e3, *hi = 1e15;
+  else if (g_str_has_suffix (k, "_s"))
+    *hi = 1.0;
+  else if (f->type == FIELD_BYTES)
+    *hi = 0x1p50; /* 1 PiB */
+  else if (strcmp (k, "tensorcores_per_chip") == 0)
+    *hi = 64;
+  else if (f->type == FIELD_INT_POS || f->type == FIELD_INT_NONNEG)
+    *hi = 1e6;
+}
+
+static gboolean
+in_bounds (const Field *field, double v, const char *value, const char *file,
+           GHashTable *lines, GError **error)
+{
+  double lo, hi;
+  field_bounds (field, &lo, &hi);
+  if (v >= lo && v <= hi)
+    return TRUE;
+  if (lo == -INFINITY)
+    field_error (error, file, lines, field, "must be at most %g, got %s", hi, value);
+  else
+    field_error (error, file, lines, field, "must be between %g and %g, got %s", lo, hi, value);
+  return FALSE;
+}
+
 static gboolean
 parse_field (GKeyFile *kf, const Field *field, PsHardware *hw, const char *file,
              GHashTable *lines, GError **error)
@@ -276,6 +315,8 @@ parse_field (GKeyFile *kf, const Field *field, PsHardware *hw, const char *file,
             field_error (error, file, lines, field, "must be positive, got %s", value);
             return FALSE;
           }
+        if (!in_bounds (field, (double) bytes, value, file, lines, error))
+          return FALSE;
         *(guint64 *) base = bytes;
         return TRUE;
       }
@@ -303,6 +344,8 @@ parse_field (GKeyFile *kf, const Field *field, PsHardware *hw, const char *file,
                    positive ? "positive" : "zero or positive", value);
       return FALSE;
     }
+  if (!in_bounds (field, v, value, file, lines, error))
+    return FALSE;
   if (integer)
     *(int *) base = (int) v;
   else
@@ -375,13 +418,8 @@ ps_hardware_load (const char *path, GError **error)
   g_return_val_if_fail (path != NULL, NULL);
   g_autofree char *text = NULL;
   gsize len = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &text, &len, &local))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
+  if (!ps_read_text_file (path, PS_MAX_HW_FILE_BYTES, &text, &len, error))
+    return NULL;
   return ps_hardware_load_data (text, len, path, error);
 }
 

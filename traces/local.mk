@@ -33,6 +33,8 @@ EXTRA_DIST += tests/trace_check.sh tests/data/traces/example.pst tests/data/trac
 	tests/data/bad/trace-mxu-missing.pst \
 	tests/data/bad/trace-permute-pairs.pst \
 	tests/data/bad/trace-totals.pst \
+	tests/data/bad/trace-totals-wrap.pst \
+	tests/data/bad/trace-gather-wrap.pst \
 	tests/data/bad/trace-truncated.pst.gz \
 	tests/data/bad/trace-unknown-dtype.pst \
 	tests/data/bad/trace-unknown-event.pst \

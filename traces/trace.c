@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/ndindex.h"
 #include "traces/trace_private.h"
 
@@ -318,9 +319,16 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
       {
         const PsTraceCompute *k = &e->compute;
         gboolean mxu_op = k->op == PS_TRACE_OP_MATMUL || k->op == PS_TRACE_OP_CONV;
-        c->sums.flops += k->flops;
-        c->sums.read_bytes += k->read_bytes;
-        c->sums.write_bytes += k->write_bytes;
+        /* Sums that wrapped could match a hostile header's totals. */
+        const char *over = !ps_checked_add_u64 (c->sums.flops, k->flops, &c->sums.flops) ? "flops"
+          : !ps_checked_add_u64 (c->sums.read_bytes, k->read_bytes, &c->sums.read_bytes) ? "read_bytes"
+          : !ps_checked_add_u64 (c->sums.write_bytes, k->write_bytes, &c->sums.write_bytes) ? "write_bytes"
+          : NULL;
+        if (over)
+          {
+            *key = over;
+            return g_strdup_printf ("%s of the events so far add up to more than 2^64-1", over);
+          }
         if (mxu_op && !k->has_mxu)
           {
             *key = "mxu";
@@ -344,20 +352,24 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
     case PS_TRACE_EVENT_COLLECTIVE:
       {
         const PsTraceCollective *k = &e->collective;
-        c->sums.collective_bytes += k->in_bytes;
-        guint64 g = k->groups.group_size;
+        if (!ps_checked_add_u64 (c->sums.collective_bytes, k->in_bytes, &c->sums.collective_bytes))
+          {
+            *key = "in_bytes";
+            return g_strdup ("in_bytes of the collectives so far add up to more than 2^64-1");
+          }
+        guint64 g = k->groups.group_size, gathered;
         const char *kind = ps_trace_collective_kind_name (k->kind);
         *key = "out_bytes";
         switch (k->kind)
           {
           case PS_TRACE_ALL_GATHER:
-            if (k->out_bytes != k->in_bytes * g)
+            if (!ps_checked_mul_u64 (k->in_bytes, g, &gathered) || k->out_bytes != gathered)
               return g_strdup_printf ("all-gather over groups of %" G_GUINT64_FORMAT
                                       " needs out_bytes = %" G_GUINT64_FORMAT " x in_bytes",
                                       g, g);
             break;
           case PS_TRACE_REDUCE_SCATTER:
-            if (k->in_bytes != k->out_bytes * g)
+            if (!ps_checked_mul_u64 (k->out_bytes, g, &gathered) || k->in_bytes != gathered)
               return g_strdup_printf ("reduce-scatter over groups of %" G_GUINT64_FORMAT
                                       " needs in_bytes = %" G_GUINT64_FORMAT " x out_bytes",
                                       g, g);

@@ -1,7 +1,7 @@
 /* Reverse-mode autodiff over the graph IR: see autodiff.h. */
 #include "config.h"
 
-#include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/autodiff_private.h"
 
 #include <math.h>
 #include <string.h>
@@ -142,6 +142,18 @@ emit_reshape (PsComputation *c, PsInstr *a, const PsShape *to)
   return ps_computation_add_instr (c, PS_OP_RESHAPE, NULL, s, 1, &a);
 }
 
+PsInstr *
+ps_ad_transpose (PsComputation *c, PsInstr *a, const int64_t *perm)
+{
+  return emit_transpose (c, a, perm);
+}
+
+PsInstr *
+ps_ad_reshape (PsComputation *c, PsInstr *a, const PsShape *to)
+{
+  return emit_reshape (c, a, to);
+}
+
 static PsInstr *
 emit_dot (PsComputation *c, PsInstr *lhs, PsInstr *rhs, int nb, const int64_t *lb,
           const int64_t *rb, int nc, const int64_t *lc, const int64_t *rc)
@@ -185,6 +197,9 @@ emit_dot (PsComputation *c, PsInstr *lhs, PsInstr *rhs, int nb, const int64_t *l
 typedef struct {
   PsComputation *c;
   GHashTable *adj;   /* PsInstr* -> PsInstr* accumulated gradient */
+  /* Tuple-shaped instructions: PsInstr* -> PsInstr** (one accumulated
+   * gradient per element, NULL where none arrived), from get-tuple-element. */
+  GHashTable *parts;
 } Ad;
 
 static void
@@ -288,6 +303,69 @@ reducer_is (const PsInstr *red, PsOpcode op)
   if (red->n_called != 1 || red->called[0]->root == NULL)
     return FALSE;
   return red->called[0]->root->opcode == op;
+}
+
+/* A get-tuple-element's gradient, kept per element of its tuple operand. */
+static void
+accumulate_part (Ad *ad, PsInstr *t, int64_t index, PsInstr *g)
+{
+  PsInstr **parts = g_hash_table_lookup (ad->parts, t);
+  if (!parts)
+    {
+      parts = g_new0 (PsInstr *, t->shape->n_elems);
+      g_hash_table_insert (ad->parts, t, parts);
+    }
+  const PsShape *es = t->shape->elems[index];
+  if (g->shape->etype != es->etype)
+    g = ps_ad_convert (ad->c, g, es->etype);
+  parts[index] = parts[index] ? ps_ad_binary (ad->c, PS_OP_ADD, parts[index], g) : g;
+}
+
+/* Backward through a tuple-shaped instruction given its elements'
+ * gradients (NULL: none). */
+static gboolean
+backprop_tuple (Ad *ad, PsInstr *x, PsInstr *const *parts, GError **error)
+{
+  PsComputation *c = ad->c;
+  switch (x->opcode)
+    {
+    case PS_OP_BATCH_NORM_TRAINING:
+      {
+        if (!parts[0])
+          return TRUE; /* only the statistics were used: no gradient */
+        PsInstr *dx, *ds, *doff;
+        ps_ad_batch_norm_training_grad (c, x, parts[0], &dx, &ds, &doff);
+        accumulate (ad, x->operands[0], dx);
+        accumulate (ad, x->operands[1], ds);
+        accumulate (ad, x->operands[2], doff);
+        return TRUE;
+      }
+    case PS_OP_TUPLE:
+      for (int i = 0; i < x->n_operands; i++)
+        if (parts[i] && is_float (x->operands[i]))
+          accumulate (ad, x->operands[i], parts[i]);
+      return TRUE;
+    default:
+      g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
+                   "autodiff: no gradient rule for '%s' (instruction %s)",
+                   ps_opcode_name (x->opcode), x->name);
+      return FALSE;
+    }
+}
+
+/* Carries a gradient: a float array, or a tuple of float arrays. */
+static gboolean
+carries_gradient (const PsInstr *x)
+{
+  if (!ps_shape_is_tuple (x->shape))
+    return is_float (x);
+  for (int i = 0; i < x->shape->n_elems; i++)
+    {
+      const PsShape *e = x->shape->elems[i];
+      if (!ps_shape_is_array (e) || !ps_etype_is_float (e->etype))
+        return FALSE;
+    }
+  return x->shape->n_elems > 0;
 }
 
 static gboolean
@@ -493,6 +571,36 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
       accumulate (ad, a, dot_operand_grad (ad, x, g, 0));
       accumulate (ad, b, dot_operand_grad (ad, x, g, 1));
       return TRUE;
+    case PS_OP_CONVOLUTION:
+      {
+        if (!x->conv.present || x->batch_group_count > 1 || x->window.n != x->conv.n_spatial)
+          break;
+        PsInstr *da = ps_ad_conv_input_grad (c, x, g);
+        PsInstr *db = ps_ad_conv_kernel_grad (c, x, g);
+        if (x->has_precision)
+          for (int i = 0; i < 2; i++)
+            {
+              PsInstr *y = i ? db : da;
+              y->has_precision = TRUE;
+              y->precision[0] = y->precision[1] = MAX (x->precision[0], x->precision[1]);
+            }
+        accumulate (ad, a, da);
+        accumulate (ad, b, db);
+        return TRUE;
+      }
+    case PS_OP_GET_TUPLE_ELEMENT:
+      if (!ps_shape_is_tuple (a->shape))
+        break;
+      accumulate_part (ad, a, x->tuple_index, g);
+      return TRUE;
+    case PS_OP_BATCH_NORM_INFERENCE:
+      {
+        PsInstr *grads[5];
+        ps_ad_batch_norm_inference_grad (c, x, g, grads);
+        for (int i = 0; i < 5; i++)
+          accumulate (ad, x->operands[i], grads[i]);
+        return TRUE;
+      }
     case PS_OP_SLICE:
       {
         gboolean strided = FALSE;
@@ -623,7 +731,7 @@ ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *c
   for (guint i = 0; i < order->len; i++)
     {
       PsInstr *in = order->pdata[i];
-      if (!is_float (in))
+      if (!carries_gradient (in))
         continue;
       for (int k = 0; k < in->n_operands; k++)
         if (g_hash_table_contains (reaches, in->operands[k]))
@@ -648,7 +756,8 @@ ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *c
         g_hash_table_add (needed, in->operands[k]);
     }
 
-  Ad ad = { c, g_hash_table_new (NULL, NULL) };
+  Ad ad = { c, g_hash_table_new (NULL, NULL),
+            g_hash_table_new_full (NULL, NULL, NULL, g_free) };
   for (int k = 0; k < n_y; k++)
     accumulate (&ad, ys[k], dys[k]);
   for (guint i = y_pos + 1; i-- > 0;)
@@ -656,13 +765,20 @@ ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *c
       PsInstr *in = order->pdata[i];
       if (!g_hash_table_contains (needed, in) || !g_hash_table_contains (reaches, in))
         continue;
-      PsInstr *g = g_hash_table_lookup (ad.adj, in);
-      if (g == NULL || in->opcode == PS_OP_PARAMETER)
+      if (in->opcode == PS_OP_PARAMETER)
+        continue;
+      PsInstr *g = NULL, **parts = NULL;
+      if (ps_shape_is_tuple (in->shape))
+        parts = g_hash_table_lookup (ad.parts, in);
+      else
+        g = g_hash_table_lookup (ad.adj, in);
+      if (g == NULL && parts == NULL)
         continue;
       guint first_new = c->instrs->len;
-      if (!backprop_one (&ad, in, g, error))
+      if (parts ? !backprop_tuple (&ad, in, parts, error) : !backprop_one (&ad, in, g, error))
         {
           g_hash_table_destroy (ad.adj);
+          g_hash_table_destroy (ad.parts);
           return NULL;
         }
       /* The backward of an op keeps its op_name (as XLA keeps the forward
@@ -684,5 +800,6 @@ ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *c
       g_ptr_array_add (out, g);
     }
   g_hash_table_destroy (ad.adj);
+  g_hash_table_destroy (ad.parts);
   return out;
 }

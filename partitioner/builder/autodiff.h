@@ -14,7 +14,10 @@
  * reshape, transpose, reduce with an add or max reducer, dot with any
  * batch/contracting dimensions, slice, pad (without interior padding),
  * concatenate, the custom-call "Sharding" (its gradient gets the same
- * annotation). Constants, iota, compare and parameters stop the flow, and
+ * annotation), convolution (strides, padding, base and window dilation,
+ * feature groups; not batch groups), batch-norm-training (its gradient is
+ * batch-norm-grad; the mean and variance outputs carry none) and
+ * batch-norm-inference, get-tuple-element of a tuple-shaped op. Constants, iota, compare and parameters stop the flow, and
  * so does every value that is not floating point (a mask or an index made
  * from an input is piecewise constant in it). Any
  * other opcode on the path from the output to a requested input is an error
@@ -75,6 +78,21 @@ PsInstr *ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, i
 /* The scalar reducer computation "ad_<op>_<type>" of m, made on first use
  * ahead of the computations that call it. */
 PsComputation *ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t);
+/* Transpose (perm[i] = operand dim of output dim i; a no-op returns a) and
+ * reshape to `to`'s dims (a when equal). */
+PsInstr *ps_ad_transpose (PsComputation *c, PsInstr *a, const int64_t *perm);
+PsInstr *ps_ad_reshape (PsComputation *c, PsInstr *a, const PsShape *to);
+/* A convolution with the given dimension numbers (the spatial arrays are
+ * copied), window (dims->n_spatial entries) and group counts (<= 1: none);
+ * the shape is inferred and must fit (programmer error otherwise). */
+PsInstr *ps_ad_convolution (PsComputation *c, PsInstr *lhs, PsInstr *rhs, const PsConvDims *dims,
+                            const PsWindowDim *window, int64_t feature_group_count,
+                            int64_t batch_group_count);
+PsInstr *ps_ad_get_tuple_element (PsComputation *c, PsInstr *tuple, int64_t index);
+/* batch-norm-training (3 operands), -inference or -grad (5), shape
+ * inferred (must fit). */
+PsInstr *ps_ad_batch_norm (PsComputation *c, PsOpcode op, PsInstr *const *operands,
+                           float epsilon, int64_t feature_index);
 
 G_END_DECLS
 

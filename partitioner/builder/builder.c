@@ -184,6 +184,15 @@ bd_add (PsBuilder *b, PsOpcode op, PsShape *shape, int n, PsInstr *const *operan
             }
         }
     }
+  /* Shapes derived from operands (a dot's outer product, a concatenation)
+   * can exceed the limits their operands kept: the first error is kept and
+   * every later builder call returns NULL. */
+  if (b->error == NULL && !ps_shape_within_limits (shape))
+    {
+      g_autofree char *str = ps_shape_to_string (shape, FALSE);
+      bd_fail (b, ps_opcode_name (op), "the result %s is over the limits of 2^40 "
+               "elements and %d dims (doc/robustness.md)", str, PS_MAX_RANK);
+    }
   PsInstr *in = ps_computation_add_instr (b->c, op, name, shape, n, operands);
   g_free (name);
   if (b->metadata)
@@ -223,6 +232,13 @@ check_dims (PsBuilder *b, const char *op, int rank, const int64_t *dims)
         bd_fail (b, op, "dim %d has negative size %" G_GINT64_FORMAT, i, dims[i]);
         return FALSE;
       }
+  int64_t n;
+  if (rank > PS_MAX_RANK || !ps_checked_product (rank, dims, PS_MAX_ELEMENTS, &n))
+    {
+      bd_fail (b, op, "%d dims holding more than 2^40 elements or more than %d dims "
+               "(doc/robustness.md)", rank, PS_MAX_RANK);
+      return FALSE;
+    }
   return TRUE;
 }
 

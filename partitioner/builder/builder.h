@@ -181,6 +181,30 @@ PsInstr *ps_build_convolution (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const c
                                const int64_t *pad_hi, const int64_t *rhs_dilation,
                                int64_t feature_group_count);
 
+/* Same with a base (lhs) dilation, n_spatial entries (NULL = 1): a
+ * transposed ("deconvolution") up-sampling conv dilates its input. */
+PsInstr *ps_build_convolution_dilated (PsBuilder *b, PsInstr *lhs, PsInstr *rhs,
+                                       const char *dim_labels, const int64_t *strides,
+                                       const int64_t *pad_lo, const int64_t *pad_hi,
+                                       const int64_t *lhs_dilation, const int64_t *rhs_dilation,
+                                       int64_t feature_group_count);
+
+/* ---- batch normalization ---------------------------------------------------- */
+
+/* XLA's ops (semantics in doc/interpreter.md): training returns the tuple
+ * (normalized x, batch mean, batch variance) over every dim but
+ * feature_index; inference normalizes with the given statistics; grad
+ * returns (grad x, grad scale, grad offset). Per-feature operands are rank
+ * 1 of the feature dim's size, all of x's float type. */
+PsInstr *ps_build_batch_norm_training (PsBuilder *b, PsInstr *x, PsInstr *scale, PsInstr *offset,
+                                       float epsilon, int64_t feature_index);
+PsInstr *ps_build_batch_norm_inference (PsBuilder *b, PsInstr *x, PsInstr *scale,
+                                        PsInstr *offset, PsInstr *mean, PsInstr *variance,
+                                        float epsilon, int64_t feature_index);
+PsInstr *ps_build_batch_norm_grad (PsBuilder *b, PsInstr *x, PsInstr *scale, PsInstr *mean,
+                                   PsInstr *variance, PsInstr *grad_output, float epsilon,
+                                   int64_t feature_index);
+
 /* ---- reductions and control flow --------------------------------------------- */
 
 /* A scalar computation (x, y) -> op(x, y) of type t, for reduce/scatter;

@@ -352,6 +352,16 @@ ps_build_convolution (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const char *dim_
                       const int64_t *strides, const int64_t *pad_lo, const int64_t *pad_hi,
                       const int64_t *rhs_dilation, int64_t feature_group_count)
 {
+  return ps_build_convolution_dilated (b, lhs, rhs, dim_labels, strides, pad_lo, pad_hi, NULL,
+                                       rhs_dilation, feature_group_count);
+}
+
+PsInstr *
+ps_build_convolution_dilated (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const char *dim_labels,
+                              const int64_t *strides, const int64_t *pad_lo, const int64_t *pad_hi,
+                              const int64_t *lhs_dilation, const int64_t *rhs_dilation,
+                              int64_t feature_group_count)
+{
   g_return_val_if_fail (dim_labels != NULL, NULL);
   if (!bd_usable2 (b, lhs, rhs) || !bd_is_array (b, "convolution", lhs)
       || !bd_is_array (b, "convolution", rhs)
@@ -383,11 +393,12 @@ ps_build_convolution (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const char *dim_
       w->stride = strides ? strides[i] : 1;
       w->pad_lo = pad_lo ? pad_lo[i] : 0;
       w->pad_hi = pad_hi ? pad_hi[i] : 0;
-      w->base_dilation = 1;
+      w->base_dilation = lhs_dilation ? lhs_dilation[i] : 1;
       w->window_dilation = rhs_dilation ? rhs_dilation[i] : 1;
-      if (w->stride < 1 || w->window_dilation < 1)
+      if (w->stride < 1 || w->window_dilation < 1 || w->base_dilation < 1)
         err = "strides and dilations must be >= 1";
-      int64_t in = ls->dims[d.in_spatial[i]] + w->pad_lo + w->pad_hi;
+      int64_t isz = ls->dims[d.in_spatial[i]];
+      int64_t in = (isz == 0 ? 0 : (isz - 1) * w->base_dilation + 1) + w->pad_lo + w->pad_hi;
       int64_t span = w->size == 0 ? 0 : (w->size - 1) * w->window_dilation + 1;
       if (err == NULL && in < span)
         err = "the window is larger than the padded input";
@@ -417,6 +428,65 @@ ps_build_convolution (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const char *dim_
     }
   in->feature_group_count = g > 1 ? g : 0;
   return in;
+}
+
+/* ---- batch normalization ------------------------------------------------------------- */
+
+/* The op over `n` operands; shape inference (ir.h) checks them. */
+static PsInstr *
+batch_norm (PsBuilder *b, PsOpcode op, int n, PsInstr *const *xs, float epsilon,
+            int64_t feature_index)
+{
+  if (!bd_usable (b, n, xs))
+    return NULL;
+  if (!(epsilon >= 0))
+    {
+      bd_fail (b, ps_opcode_name (op), "epsilon must be >= 0");
+      return NULL;
+    }
+  PsInstr proto = { 0 };
+  proto.opcode = op;
+  proto.n_operands = n;
+  proto.operands = (PsInstr **) xs;
+  proto.feature_index = feature_index;
+  GError *e = NULL;
+  PsShape *s = ps_infer_shape (&proto, &e);
+  if (!s)
+    {
+      bd_fail (b, ps_opcode_name (op), "%s", e->message);
+      g_error_free (e);
+      return NULL;
+    }
+  PsInstr *in = bd_add (b, op, s, n, xs);
+  in->feature_index = feature_index;
+  in->epsilon = epsilon;
+  return in;
+}
+
+PsInstr *
+ps_build_batch_norm_training (PsBuilder *b, PsInstr *x, PsInstr *scale, PsInstr *offset,
+                              float epsilon, int64_t feature_index)
+{
+  PsInstr *xs[3] = { x, scale, offset };
+  return batch_norm (b, PS_OP_BATCH_NORM_TRAINING, 3, xs, epsilon, feature_index);
+}
+
+PsInstr *
+ps_build_batch_norm_inference (PsBuilder *b, PsInstr *x, PsInstr *scale, PsInstr *offset,
+                               PsInstr *mean, PsInstr *variance, float epsilon,
+                               int64_t feature_index)
+{
+  PsInstr *xs[5] = { x, scale, offset, mean, variance };
+  return batch_norm (b, PS_OP_BATCH_NORM_INFERENCE, 5, xs, epsilon, feature_index);
+}
+
+PsInstr *
+ps_build_batch_norm_grad (PsBuilder *b, PsInstr *x, PsInstr *scale, PsInstr *mean,
+                          PsInstr *variance, PsInstr *grad_output, float epsilon,
+                          int64_t feature_index)
+{
+  PsInstr *xs[5] = { x, scale, mean, variance, grad_output };
+  return batch_norm (b, PS_OP_BATCH_NORM_GRAD, 5, xs, epsilon, feature_index);
 }
 
 /* ---- reductions ------------------------------------------------------------------ */

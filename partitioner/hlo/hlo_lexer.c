@@ -414,8 +414,8 @@ ps_hlo_at_shape (PsHloReader *p)
          && ps_etype_from_name (p->text + p->pos, q - p->pos, &t);
 }
 
-PsShape *
-ps_hlo_shape (PsHloReader *p)
+static PsShape *
+shape_at (PsHloReader *p, int depth)
 {
   ps_hlo_skip_ws (p);
   if (FAILED (p))
@@ -423,19 +423,35 @@ ps_hlo_shape (PsHloReader *p)
   gsize start = p->pos;
   if (CUR (p) == '(')
     {
+      if (depth >= PS_MAX_NESTING)
+        {
+          ps_hlo_error (p, start, PS_ERROR_LIMIT, "tuple shape nested more than %d deep "
+                        "(doc/robustness.md)", PS_MAX_NESTING);
+          return NULL;
+        }
       p->pos++;
       GPtrArray *elems = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_shape_free);
+      int64_t leaf_elements = 0;
       if (!ps_hlo_accept (p, ')'))
         {
           do
             {
-              PsShape *e = ps_hlo_shape (p);
+              PsShape *e = shape_at (p, depth + 1);
               if (!e)
                 {
                   g_ptr_array_free (elems, TRUE);
                   return NULL;
                 }
               g_ptr_array_add (elems, e);
+              /* Each leaf is within the limit, so the sum cannot overflow. */
+              leaf_elements += ps_shape_leaf_elements (e);
+              if (leaf_elements > PS_MAX_ELEMENTS)
+                {
+                  ps_hlo_error (p, start, PS_ERROR_LIMIT, "tuple shape has more than 2^40 "
+                                "elements in all (doc/robustness.md)");
+                  g_ptr_array_free (elems, TRUE);
+                  return NULL;
+                }
             }
           while (ps_hlo_accept (p, ','));
           if (!ps_hlo_expect (p, ')', "to close the tuple shape"))
@@ -488,12 +504,24 @@ ps_hlo_shape (PsHloReader *p)
               ps_hlo_error (p, dpos, PS_ERROR_PARSE, "negative dimension size %" G_GINT64_FORMAT, v);
               break;
             }
+          if (dims->len == PS_MAX_RANK)
+            {
+              ps_hlo_error (p, dpos, PS_ERROR_LIMIT, "shape has more than %d dimensions "
+                            "(doc/robustness.md)", PS_MAX_RANK);
+              break;
+            }
           g_array_append_val (dims, v);
           g_array_append_val (dyn, d);
         }
       while (ps_hlo_accept (p, ','));
       ps_hlo_expect (p, ']', "to close the dimensions");
     }
+  int64_t n_elements;
+  if (!FAILED (p)
+      && !ps_checked_product ((int) dims->len, (const int64_t *) dims->data, PS_MAX_ELEMENTS,
+                              &n_elements))
+    ps_hlo_error (p, start, PS_ERROR_LIMIT, "shape %.*s has more than 2^40 elements "
+                  "(doc/robustness.md)", (int) MIN (p->pos - start, 80), p->text + start);
   if (FAILED (p))
     {
       g_array_free (dims, TRUE);
@@ -582,5 +610,11 @@ ps_hlo_shape (PsHloReader *p)
       return NULL;
     }
   return s;
+}
+
+PsShape *
+ps_hlo_shape (PsHloReader *p)
+{
+  return shape_at (p, 0);
 }
 

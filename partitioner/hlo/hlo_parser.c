@@ -339,7 +339,7 @@ parse_literal_elems (PsHloReader *p, PsLiteral *lit, int64_t *idx, int depth)
   ps_hlo_skip_ws (p);
   if (FAILED (p))
     return FALSE;
-  if (depth > 64)
+  if (depth > PS_MAX_NESTING)
     {
       ps_hlo_error (p, p->pos, PS_ERROR_PARSE, "constant nested too deeply");
       return FALSE;
@@ -400,15 +400,21 @@ parse_literal (PsHloReader *p, PsInstr *in, gsize oppos)
     }
   ps_hlo_skip_ws (p);
   gsize start = p->pos;
-  in->literal = ps_literal_new (in->shape->etype, ps_shape_elements (in->shape));
+  /* Every value takes at least one byte of text, so a shape with more
+   * elements than the rest of the text has bytes cannot be filled: storage
+   * for that many values is all it could need (the count is checked below),
+   * and a huge shape over a short text allocates nothing large. */
+  int64_t n = ps_shape_elements (in->shape);
+  int64_t cap = MIN (n, (int64_t) (p->len - p->pos));
+  in->literal = ps_literal_new (in->shape->etype, cap);
   int64_t idx = 0;
   if (!parse_literal_elems (p, in->literal, &idx, 0))
     return FALSE;
-  if (idx != in->literal->n)
+  if (idx != n)
     {
       g_autofree char *shape = ps_shape_to_string (in->shape, FALSE);
       ps_hlo_error (p, start, PS_ERROR_INVALID, "constant has %" G_GINT64_FORMAT " values but %s has %" G_GINT64_FORMAT " elements",
-            idx, shape, in->literal->n);
+            idx, shape, n);
       return FALSE;
     }
   return TRUE;
@@ -987,35 +993,9 @@ ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error)
 PsModule *
 ps_hlo_parse_file (const char *path, GError **error)
 {
-  char *text = NULL;
+  g_autofree char *text = NULL;
   gsize len = 0;
-  GError *local = NULL;
-  if (strcmp (path, "-") == 0)
-    {
-      GString *buf = g_string_new (NULL);
-      char chunk[65536];
-      size_t n;
-      while ((n = fread (chunk, 1, sizeof chunk, stdin)) > 0)
-        g_string_append_len (buf, chunk, (gssize) n);
-      if (ferror (stdin))
-        {
-          g_string_free (buf, TRUE);
-          g_set_error (error, PS_ERROR, PS_ERROR_IO, "<stdin>: read error");
-          return NULL;
-        }
-      len = buf->len;
-      text = g_string_free (buf, FALSE);
-      PsModule *m = ps_hlo_parse (text, len, "<stdin>", error);
-      g_free (text);
-      return m;
-    }
-  if (!g_file_get_contents (path, &text, &len, &local))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
-  PsModule *m = ps_hlo_parse (text, len, path, error);
-  g_free (text);
-  return m;
+  if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, error))
+    return NULL;
+  return ps_hlo_parse (text, len, strcmp (path, "-") == 0 ? "<stdin>" : path, error);
 }

@@ -1,5 +1,5 @@
 /* The HLO text reader: turns the text form of an HLO module (the subset XLA's
- * sharding tests use, see ../shared/conformance/HLO_SYNTAX.md and doc/hlo.md)
+ * sharding tests use, see tests/data/conformance/HLO_SYNTAX.md and doc/hlo.md)
  * into the graph IR of ir.h.
  *
  * Usage: m = ps_hlo_parse (text, len, "model.hlo", &error). The reader

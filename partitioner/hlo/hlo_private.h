@@ -9,6 +9,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "common/checked.h"
 #include "partitioner/ir/ir.h"
 
 G_BEGIN_DECLS

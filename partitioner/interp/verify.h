@@ -82,6 +82,10 @@
 
 G_BEGIN_DECLS
 
+/* verify runs the interpreter on every device: at most this many (twice the
+ * cores of a v3-2048 pod), so its time and memory stay bounded. */
+#define PS_VERIFY_MAX_DEVICES 4096
+
 typedef struct {
   guint64 seed;
   /* Tolerance override for every float type; 0 = the per-type defaults. */

@@ -233,6 +233,34 @@ ps_shape_leaf_elements (const PsShape *s)
   return n;
 }
 
+static gboolean
+within_limits (const PsShape *s, int depth, int64_t *elements)
+{
+  if (s->etype != PS_TUPLE)
+    return s->rank <= PS_MAX_RANK
+           && ps_checked_product (s->rank, s->dims, PS_MAX_ELEMENTS, elements);
+  if (depth >= PS_MAX_NESTING)
+    return FALSE;
+  int64_t sum = 0;
+  for (int i = 0; i < s->n_elems; i++)
+    {
+      int64_t e;
+      /* Each term is at most the limit, so the sum cannot overflow. */
+      if (!within_limits (s->elems[i], depth + 1, &e) || (sum += e) > PS_MAX_ELEMENTS)
+        return FALSE;
+    }
+  *elements = sum;
+  return TRUE;
+}
+
+gboolean
+ps_shape_within_limits (const PsShape *s)
+{
+  g_return_val_if_fail (s != NULL, FALSE);
+  int64_t n;
+  return within_limits (s, 0, &n);
+}
+
 int
 ps_shape_leaf_count (const PsShape *s)
 {

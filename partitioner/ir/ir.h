@@ -22,6 +22,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 
 G_BEGIN_DECLS
@@ -77,6 +78,12 @@ gboolean ps_shape_equal (const PsShape *a, const PsShape *b);
 int64_t ps_shape_elements (const PsShape *s);        /* arrays: product of dims */
 int64_t ps_shape_bytes (const PsShape *s);           /* tuples: sum of leaves */
 int64_t ps_shape_leaf_elements (const PsShape *s);   /* elements of all leaves */
+/* Within podsim's limits (common/checked.h, doc/robustness.md): at most
+ * PS_MAX_RANK dims, PS_MAX_ELEMENTS elements in all leaves together, tuples
+ * nested at most PS_MAX_NESTING deep. Every shape a reader accepts or shape
+ * inference produces is; so element counts and byte sizes of a valid module
+ * cannot overflow. */
+gboolean ps_shape_within_limits (const PsShape *s);
 int ps_shape_leaf_count (const PsShape *s);          /* arrays: 1 */
 /* Leaves of a tuple shape depth-first (arrays: the shape itself). transfer
  * container: the array is new, the shapes are borrowed. */

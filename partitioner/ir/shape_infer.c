@@ -118,16 +118,29 @@ dim_in_range (const PsInstr *in, const char *what, int64_t d, int rank, GError *
   return TRUE;
 }
 
-/* Output size of one windowed dim (convolution, reduce-window). */
+/* Output size of one windowed dim (convolution, reduce-window), or -1 when
+ * the sizes involved overflow (attributes are read from text). */
 static int64_t
 window_out (int64_t in, const PsWindowDim *w)
 {
-  int64_t dilated_in = in == 0 ? 0 : (in - 1) * w->base_dilation + 1;
-  int64_t padded = dilated_in + w->pad_lo + w->pad_hi;
-  int64_t win = (w->size - 1) * w->window_dilation + 1;
+  int64_t dilated_in = 0, padded, win;
+  if (in > 0 && (!ps_checked_mul_i64 (in - 1, w->base_dilation, &dilated_in)
+                 || !ps_checked_add_i64 (dilated_in, 1, &dilated_in)))
+    return -1;
+  if (!ps_checked_add_i64 (dilated_in, w->pad_lo, &padded)
+      || !ps_checked_add_i64 (padded, w->pad_hi, &padded)
+      || !ps_checked_mul_i64 (w->size - 1, w->window_dilation, &win)
+      || !ps_checked_add_i64 (win, 1, &win))
+    return -1;
   if (padded < win || w->stride <= 0)
     return 0;
   return (padded - win) / w->stride + 1;
+}
+
+static PsShape *
+window_overflow (const PsInstr *in, int dim, GError **error)
+{
+  return fail (error, PS_ERROR_INVALID, "%s: the size of window dim %d overflows", OPNAME (in), dim);
 }
 
 static gboolean
@@ -315,7 +328,8 @@ infer_convolution (const PsInstr *in, GError **error)
   int64_t fgc = in->feature_group_count > 0 ? in->feature_group_count : 1;
   int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
   int64_t in_f = x->dims[c->in_feature], k_in = k->dims[c->k_in_feature];
-  if (in_f != k_in * fgc)
+  int64_t k_in_all;
+  if (!ps_checked_mul_i64 (k_in, fgc, &k_in_all) || in_f != k_in_all)
     return fail (error, PS_ERROR_INVALID,
                  "convolution: input feature size %" G_GINT64_FORMAT " is not kernel input features %" G_GINT64_FORMAT
                  " times feature_group_count %" G_GINT64_FORMAT, in_f, k_in, fgc);
@@ -335,6 +349,11 @@ infer_convolution (const PsInstr *in, GError **error)
                        " differs from kernel spatial size %" G_GINT64_FORMAT, w->size, k->dims[c->k_spatial[i]]);
         }
       dims[c->out_spatial[i]] = window_out (x->dims[c->in_spatial[i]], w);
+      if (dims[c->out_spatial[i]] < 0)
+        {
+          g_free (dims);
+          return window_overflow (in, i, error);
+        }
     }
   PsShape *s = ps_shape_new_array (out_etype (in, x->etype), n + 2, dims);
   g_free (dims);
@@ -408,7 +427,12 @@ infer_reduce (const PsInstr *in, GError **error)
         }
       int64_t *dims = g_new0 (int64_t, a->rank + 1);
       for (int i = 0; i < a->rank; i++)
-        dims[i] = window_out (a->dims[i], &in->window.dims[i]);
+        if ((dims[i] = window_out (a->dims[i], &in->window.dims[i])) < 0)
+          {
+            g_free (dims);
+            g_ptr_array_free (shapes, TRUE);
+            return window_overflow (in, i, error);
+          }
       for (int i = 0; i < k; i++)
         g_ptr_array_add (shapes, ps_shape_new_array (in->operands[k + i]->shape->etype, a->rank, dims));
       g_free (dims);
@@ -499,7 +523,7 @@ infer_slice (const PsInstr *in, GError **error)
           return fail (error, PS_ERROR_INVALID, "slice [%" G_GINT64_FORMAT ":%" G_GINT64_FORMAT
                        "] does not fit dim %d of size %" G_GINT64_FORMAT, s, l, i, a->dims[i]);
         }
-      dims[i] = (l - s + st - 1) / st;
+      dims[i] = l == s ? 0 : (l - s - 1) / st + 1; /* ceil, without overflow for a huge stride */
     }
   PsShape *r = ps_shape_new_array (a->etype, a->rank, dims);
   g_free (dims);
@@ -520,8 +544,16 @@ infer_pad (const PsInstr *in, GError **error)
   for (int i = 0; i < a->rank; i++)
     {
       const PsPadDim *p = &in->padding[i];
-      int64_t inner = a->dims[i] > 0 ? (a->dims[i] - 1) * p->interior : 0;
-      dims[i] = p->lo + p->hi + a->dims[i] + inner;
+      int64_t inner = 0;
+      gboolean fits = a->dims[i] == 0 || ps_checked_mul_i64 (a->dims[i] - 1, p->interior, &inner);
+      fits = fits && ps_checked_add_i64 (p->lo, p->hi, &dims[i])
+             && ps_checked_add_i64 (dims[i], a->dims[i], &dims[i])
+             && ps_checked_add_i64 (dims[i], inner, &dims[i]);
+      if (!fits)
+        {
+          g_free (dims);
+          return fail (error, PS_ERROR_INVALID, "padding of dim %d overflows", i);
+        }
       if (p->interior < 0 || dims[i] < 0)
         {
           g_free (dims);
@@ -563,7 +595,11 @@ infer_concatenate (const PsInstr *in, GError **error)
           return fail (error, PS_ERROR_INVALID, "concatenate operands %s and %s differ outside dimension %" G_GINT64_FORMAT,
                        s0, s1, axis);
         }
-      dims[axis] += b->dims[axis];
+      if (!ps_checked_add_i64 (dims[axis], b->dims[axis], &dims[axis]))
+        {
+          g_free (dims);
+          return fail (error, PS_ERROR_INVALID, "concatenate: dimension %" G_GINT64_FORMAT " overflows", axis);
+        }
     }
   PsShape *r = ps_shape_new_array (a->etype, a->rank, dims);
   g_free (dims);
@@ -709,7 +745,13 @@ infer_all_gather_scatter (const PsInstr *in, GError **error)
     memcpy (dims, a->dims, sizeof (int64_t) * (gsize) a->rank);
   int64_t d = in->dimensions.v[0];
   if (in->opcode == PS_OP_ALL_GATHER)
-    dims[d] *= g;
+    {
+      if (!ps_checked_mul_i64 (dims[d], g, &dims[d]))
+        {
+          g_free (dims);
+          return fail (error, PS_ERROR_INVALID, "all-gather: dim %" G_GINT64_FORMAT " overflows", d);
+        }
+    }
   else
     {
       if (dims[d] % g != 0)
@@ -799,10 +841,33 @@ infer_batch_norm (const PsInstr *in, GError **error)
   return r;
 }
 
+static PsShape *infer_unchecked (const PsInstr *in, GError **error);
+
 PsShape *
 ps_infer_shape (const PsInstr *in, GError **error)
 {
   g_return_val_if_fail (in != NULL, NULL);
+  /* A written shape is checked before inference computes with it. */
+  if (in->shape && !ps_shape_within_limits (in->shape))
+    {
+      g_autofree char *str = shape_str (in->shape);
+      return fail (error, PS_ERROR_LIMIT, "%s has shape %s, over the limits of 2^40 elements "
+                   "and %d dimensions (doc/robustness.md)", OPNAME (in), str, PS_MAX_RANK);
+    }
+  PsShape *s = infer_unchecked (in, error);
+  if (s && !ps_shape_within_limits (s))
+    {
+      g_autofree char *str = shape_str (s);
+      ps_shape_free (s);
+      return fail (error, PS_ERROR_LIMIT, "%s would give %s, over the limits of 2^40 elements "
+                   "and %d dimensions (doc/robustness.md)", OPNAME (in), str, PS_MAX_RANK);
+    }
+  return s;
+}
+
+static PsShape *
+infer_unchecked (const PsInstr *in, GError **error)
+{
   for (int i = 0; i < in->n_operands; i++)
     if (!in->operands[i] || !in->operands[i]->shape)
       return fail (error, PS_ERROR_INVALID, "operand %d of %s is missing or has no shape", i, OPNAME (in));
@@ -1051,6 +1116,45 @@ check_called (const PsInstr *in, const char *file, GError **error)
   return TRUE;
 }
 
+/* Depth-first over the calls from c; *height is the longest chain of calls
+ * below c. `state` maps a computation on the current path to -1 (a call to
+ * it closes a cycle) and a finished one to its height + 1. Chains longer than
+ * PS_MAX_NESTING are refused before the recursion gets deeper than that. */
+static gboolean
+check_calls (const PsComputation *c, GHashTable *state, int depth, const char *file,
+             int *height, GError **error)
+{
+  g_hash_table_insert (state, (gpointer) c, GINT_TO_POINTER (-1));
+  int h = 0;
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      const PsInstr *in = g_ptr_array_index (c->instrs, i);
+      for (int k = 0; k < in->n_called; k++)
+        {
+          const PsComputation *callee = in->called[k];
+          int st = GPOINTER_TO_INT (g_hash_table_lookup (state, callee)), sub;
+          if (st < 0)
+            return vfail (error, PS_ERROR_INVALID, file, in,
+                          "'%s' calls computation '%s' recursively (the call graph has "
+                          "a cycle)", in->name, callee->name);
+          if (st > 0)
+            sub = st - 1;
+          else if (depth + 1 >= PS_MAX_NESTING)
+            sub = PS_MAX_NESTING;
+          else if (!check_calls (callee, state, depth + 1, file, &sub, error))
+            return FALSE;
+          if (sub + 1 >= PS_MAX_NESTING)
+            return vfail (error, PS_ERROR_LIMIT, file, in,
+                          "'%s' calls computations nested more than %d deep (doc/robustness.md)",
+                          in->name, PS_MAX_NESTING);
+          h = MAX (h, sub + 1);
+        }
+    }
+  g_hash_table_insert (state, (gpointer) c, GINT_TO_POINTER (h + 1));
+  *height = h;
+  return TRUE;
+}
+
 gboolean
 ps_module_validate (const PsModule *m, const char *filename, GError **error)
 {
@@ -1106,6 +1210,15 @@ ps_module_validate (const PsModule *m, const char *filename, GError **error)
           if (!check_called (in, file, error) || !check_sharding (in, file, error))
             return FALSE;
         }
+    }
+  /* Passes recurse into called computations: a cycle would never end. */
+  g_autoptr (GHashTable) state = g_hash_table_new (NULL, NULL);
+  for (guint k = 0; k < m->computations->len; k++)
+    {
+      const PsComputation *c = g_ptr_array_index (m->computations, k);
+      int height;
+      if (!g_hash_table_contains (state, c) && !check_calls (c, state, 0, file, &height, error))
+        return FALSE;
     }
   return TRUE;
 }

@@ -5,7 +5,7 @@
  * tiled with a tile-assignment array (explicit device list or iota form),
  * partially tiled (trailing subgroup dims of kind replicated and/or manual)
  * and tuple shardings (one per leaf). The text form is XLA's, so HLO files
- * round-trip; see ../shared/conformance/HLO_SYNTAX.md section 6.
+ * round-trip; see tests/data/conformance/HLO_SYNTAX.md section 6.
  *
  * Every constructor returns a normalised sharding (as XLA's parser does):
  * a replicate subgroup covering all devices becomes {replicated}, size-1
@@ -24,6 +24,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "partitioner/ir/ir.h"
 
@@ -97,7 +98,7 @@ gboolean ps_sharding_equal_layout (const PsSharding *a, const PsSharding *b);
 #define PS_SHARDING_MAX_DIMS 32
 /* Device-array size limit, so a typo like [100000,100000] is an error, not
  * an allocation failure. A full TPU v3 pod has 2048 cores. */
-#define PS_SHARDING_MAX_DEVICES ((int64_t) 1 << 22)
+#define PS_SHARDING_MAX_DEVICES ((int64_t) PS_MAX_DEVICES)
 
 /* Constructors (normalising). */
 PsSharding *ps_sharding_replicated (void);

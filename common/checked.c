@@ -1,0 +1,129 @@
+#include "common/checked.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+
+gboolean
+ps_checked_add_i64 (int64_t a, int64_t b, int64_t *out)
+{
+  int64_t r;
+  if (__builtin_add_overflow (a, b, &r))
+    return FALSE;
+  *out = r;
+  return TRUE;
+}
+
+gboolean
+ps_checked_mul_i64 (int64_t a, int64_t b, int64_t *out)
+{
+  int64_t r;
+  if (__builtin_mul_overflow (a, b, &r))
+    return FALSE;
+  *out = r;
+  return TRUE;
+}
+
+gboolean
+ps_checked_add_u64 (uint64_t a, uint64_t b, uint64_t *out)
+{
+  uint64_t r;
+  if (__builtin_add_overflow (a, b, &r))
+    return FALSE;
+  *out = r;
+  return TRUE;
+}
+
+gboolean
+ps_checked_mul_u64 (uint64_t a, uint64_t b, uint64_t *out)
+{
+  uint64_t r;
+  if (__builtin_mul_overflow (a, b, &r))
+    return FALSE;
+  *out = r;
+  return TRUE;
+}
+
+gboolean
+ps_checked_product (int n, const int64_t *dims, int64_t limit, int64_t *out)
+{
+  int64_t p = 1;
+  gboolean zero = FALSE;
+  for (int i = 0; i < n; i++)
+    {
+      if (dims[i] < 0)
+        return FALSE;
+      if (dims[i] == 0)
+        zero = TRUE;
+    }
+  /* A zero dim makes the product 0 however large the others are. */
+  if (zero)
+    {
+      *out = 0;
+      return TRUE;
+    }
+  for (int i = 0; i < n; i++)
+    if (!ps_checked_mul_i64 (p, dims[i], &p) || p > limit)
+      return FALSE;
+  *out = p;
+  return TRUE;
+}
+
+gboolean
+ps_read_text_file (const char *path, guint64 max_bytes, char **out, gsize *len,
+                   GError **error)
+{
+  gboolean is_stdin = strcmp (path, "-") == 0;
+  const char *name = is_stdin ? "<stdin>" : path;
+  FILE *f = is_stdin ? stdin : fopen (path, "rb");
+  if (f == NULL)
+    {
+      int e = errno;
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s: cannot open: %s", name, g_strerror (e));
+      return FALSE;
+    }
+  GString *buf = g_string_new (NULL);
+  char chunk[65536];
+  size_t n;
+  gboolean ok = TRUE;
+  while ((n = fread (chunk, 1, sizeof chunk, f)) > 0)
+    {
+      const char *nul = memchr (chunk, '\0', n);
+      if (nul != NULL)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_PARSE,
+                       "%s: not a text file (NUL byte at offset %" G_GSIZE_FORMAT ")", name,
+                       buf->len + (gsize) (nul - chunk));
+          ok = FALSE;
+          break;
+        }
+      if ((guint64) buf->len + n > max_bytes)
+        {
+          g_autofree char *limit = g_format_size_full (max_bytes, G_FORMAT_SIZE_IEC_UNITS);
+          g_set_error (error, PS_ERROR, PS_ERROR_PARSE,
+                       "%s: larger than %s, the limit for this input (doc/robustness.md)",
+                       name, limit);
+          ok = FALSE;
+          break;
+        }
+      g_string_append_len (buf, chunk, (gssize) n);
+    }
+  if (ok && ferror (f))
+    {
+      int e = errno;
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s: read error: %s", name, g_strerror (e));
+      ok = FALSE;
+    }
+  if (!is_stdin)
+    fclose (f);
+  if (!ok)
+    {
+      g_string_free (buf, TRUE);
+      return FALSE;
+    }
+  *len = buf->len;
+  *out = g_string_free (buf, FALSE);
+  return TRUE;
+}
