@@ -26,20 +26,20 @@ typedef struct {
  * command line reaches ps_dense_lm_check, which refuses it. */
 #define UNSET G_MININT
 
+/* The dense LM's mesh is 2-D. */
 static gboolean
 parse_mesh (const char *text, int64_t *mesh, GError **error)
 {
-  g_auto (GStrv) parts = g_strsplit (text, "x", -1);
-  guint64 a, b;
-  if (g_strv_length (parts) != 2
-      || !g_ascii_string_to_unsigned (parts[0], 10, 1, G_MAXINT32, &a, NULL)
-      || !g_ascii_string_to_unsigned (parts[1], 10, 1, G_MAXINT32, &b, NULL))
+  PsTraceMesh m = { 0 };
+  if (!ps_trace_mesh_parse_dims (text, "--mesh", &m, error))
+    return FALSE;
+  if (m.rank != 2)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh: '%s' is not AxB (e.g. 32x64)", text);
       return FALSE;
     }
-  mesh[0] = (int64_t) a;
-  mesh[1] = (int64_t) b;
+  mesh[0] = m.dims[0];
+  mesh[1] = m.dims[1];
   return TRUE;
 }
 

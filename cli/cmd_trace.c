@@ -133,28 +133,16 @@ trace_dump (int argc, char **argv)
   return 0;
 }
 
-/* "2x4" -> dims. */
 static gboolean
 parse_mesh (const char *text, PsLowerOptions *o, GError **error)
 {
-  g_auto (GStrv) parts = g_strsplit (text, "x", -1);
-  guint n = g_strv_length (parts);
-  if (n < 1 || n > PS_TRACE_MAX_RANK)
-    goto bad;
-  for (guint i = 0; i < n; i++)
-    {
-      char *end = NULL;
-      gint64 v = g_ascii_strtoll (parts[i], &end, 10);
-      if (!parts[i][0] || *end || v < 1 || v > PS_TRACE_MAX_DEVICES)
-        goto bad;
-      o->mesh_dims[i] = v;
-    }
-  o->mesh_rank = n;
+  PsTraceMesh m = { 0 };
+  if (!ps_trace_mesh_parse_dims (text, "--mesh", &m, error))
+    return FALSE;
+  o->mesh_rank = m.rank;
+  for (guint i = 0; i < m.rank; i++)
+    o->mesh_dims[i] = m.dims[i];
   return TRUE;
-bad:
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh: '%s' is not a mesh shape such "
-               "as 2x4", text);
-  return FALSE;
 }
 
 static gboolean
