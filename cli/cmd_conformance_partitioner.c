@@ -473,92 +473,41 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
   return ok;
 }
 
-/* Runs a case in a child process: a crash or hang there fails the case. The
- * child writes "P" or "F<reason>" to the pipe. */
+typedef struct {
+  JsonObject *c;
+  const CaseOptions *co;
+} IsolatedCase;
+
+/* The child's message: "P<how>" or "F<reason>". */
+static GString *
+run_case_cb (gpointer data)
+{
+  const IsolatedCase *ic = data;
+  char *r = NULL;
+  int h = 0;
+  gboolean ok = run_case (ic->c, ic->co, &r, &h);
+  GString *msg = g_string_new (ok ? "P" : "F");
+  if (ok)
+    g_string_append_c (msg, (char) ('0' + h));
+  if (!ok && r)
+    g_string_append (msg, r);
+  g_free (r);
+  return msg;
+}
+
+/* Runs a case in a child process: a crash or hang there fails the case. */
 static gboolean
 run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason, int *how)
 {
   *how = 0;
   if (co->no_fork)
     return run_case (c, co, reason, how);
-  int fds[2];
-  if (pipe (fds) != 0)
-    {
-      *reason = g_strdup_printf ("pipe: %s", g_strerror (errno));
-      return FALSE;
-    }
-  fflush (stdout);
-  fflush (stderr);
-  pid_t pid = fork ();
-  if (pid < 0)
-    {
-      close (fds[0]);
-      close (fds[1]);
-      *reason = g_strdup_printf ("fork: %s", g_strerror (errno));
-      return FALSE;
-    }
-  if (pid == 0)
-    {
-      close (fds[0]);
-      char *r = NULL;
-      int h = 0;
-      gboolean ok = run_case (c, co, &r, &h);
-      GString *msg = g_string_new (ok ? "P" : "F");
-      if (ok)
-        g_string_append_c (msg, (char) ('0' + h));
-      if (!ok && r)
-        g_string_append (msg, r);
-      size_t off = 0;
-      while (off < msg->len)
-        {
-          ssize_t w = write (fds[1], msg->str + off, msg->len - off);
-          if (w <= 0)
-            break;
-          off += (size_t) w;
-        }
-      close (fds[1]);
-      _exit (0);
-    }
-  close (fds[1]);
-  GString *buf = g_string_new (NULL);
-  /* Read until the child closes the pipe or the time runs out. */
-  gint64 deadline = g_get_monotonic_time () + co->timeout_s * G_USEC_PER_SEC;
-  gboolean timed_out = FALSE;
-  for (;;)
-    {
-      fd_set rd;
-      FD_ZERO (&rd);
-      FD_SET (fds[0], &rd);
-      gint64 left = deadline - g_get_monotonic_time ();
-      if (left <= 0)
-        {
-          timed_out = TRUE;
-          break;
-        }
-      struct timeval tv = { (time_t) (left / G_USEC_PER_SEC), (suseconds_t) (left % G_USEC_PER_SEC) };
-      int r = select (fds[0] + 1, &rd, NULL, NULL, &tv);
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0)
-        {
-          timed_out = r == 0;
-          break;
-        }
-      char chunk[4096];
-      ssize_t n = read (fds[0], chunk, sizeof chunk);
-      if (n <= 0)
-        break;
-      g_string_append_len (buf, chunk, n);
-    }
-  close (fds[0]);
-  if (timed_out)
-    kill (pid, SIGKILL);
-  int wstatus = 0;
-  while (waitpid (pid, &wstatus, 0) < 0 && errno == EINTR)
-    ;
+  IsolatedCase ic = { c, co };
+  char *why = NULL;
+  GString *buf = ps_cli_run_isolated (run_case_cb, &ic, co->timeout_s, &why);
   gboolean ok = FALSE;
-  if (timed_out)
-    *reason = g_strdup_printf ("timed out after %" G_GINT64_FORMAT " s", co->timeout_s);
+  if (buf == NULL || why)
+    *reason = g_strdup_printf ("case process %s", why);
   else if (buf->len > 1 && buf->str[0] == 'P')
     {
       ok = TRUE;
@@ -566,13 +515,11 @@ run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason, int *how
     }
   else if (buf->len > 0)
     *reason = g_strdup (buf->str + 1);
-  else if (WIFSIGNALED (wstatus))
-    *reason = g_strdup_printf ("crashed (signal %d: %s)", WTERMSIG (wstatus),
-                               g_strsignal (WTERMSIG (wstatus)));
   else
-    *reason = g_strdup_printf ("case process exited with status %d and no result",
-                               WIFEXITED (wstatus) ? WEXITSTATUS (wstatus) : -1);
-  g_string_free (buf, TRUE);
+    *reason = g_strdup ("case process gave no result");
+  g_free (why);
+  if (buf)
+    g_string_free (buf, TRUE);
   return ok;
 }
 

@@ -497,60 +497,21 @@ run_case (JsonObject *cs)
 /* ---- the parent ---------------------------------------------------------- */
 
 static GString *
+run_case_cb (gpointer cs)
+{
+  return run_case (cs);
+}
+
+/* A crash or a hang of the child fails the case (kind "crash"). */
+static GString *
 run_isolated (JsonObject *cs)
 {
-  int fds[2];
-  if (pipe (fds) != 0)
+  g_autofree char *why = NULL;
+  GString *r = ps_cli_run_isolated (run_case_cb, cs, CASE_TIME_LIMIT_S, &why);
+  if (r == NULL)
     return run_case (cs);
-  fflush (stdout);
-  fflush (stderr);
-  pid_t pid = fork ();
-  if (pid < 0)
-    {
-      close (fds[0]);
-      close (fds[1]);
-      return run_case (cs);
-    }
-  if (pid == 0)
-    {
-      close (fds[0]);
-      alarm (CASE_TIME_LIMIT_S);
-      GString *r = run_case (cs);
-      const char *p = r->str;
-      gsize left = r->len;
-      while (left > 0)
-        {
-          ssize_t w = write (fds[1], p, left);
-          if (w <= 0)
-            break;
-          p += w;
-          left -= (gsize) w;
-        }
-      close (fds[1]);
-      _exit (0);
-    }
-  close (fds[1]);
-  GString *r = g_string_new (NULL);
-  char buf[4096];
-  for (;;)
-    {
-      ssize_t n = read (fds[0], buf, sizeof buf);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        break;
-      g_string_append_len (r, buf, n);
-    }
-  close (fds[0]);
-  int status = 0;
-  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    {
-      const char *why = WIFSIGNALED (status) && WTERMSIG (status) == SIGALRM ? "timed out"
-                                                                             : "crashed";
-      g_string_append_printf (r, "0\tcrash\tthe case %s (status %d)\n", why, status);
-    }
+  if (why)
+    g_string_append_printf (r, "0\tcrash\tthe case %s\n", why);
   return r;
 }
 

@@ -57,6 +57,15 @@ int ps_cli_fail (GError *error);
 gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 /* Reads a whole file or, for "-", standard input. */
 gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **error);
+/* Runs fn (data) in a forked child under a time limit, so that a crash or
+ * a hang of one conformance case fails that case, not the run: the child
+ * sends back the GString fn returns through a pipe. Returns what arrived
+ * (transfer full, possibly partial) and sets *why to NULL when the child
+ * finished, else to "timed out after N s", "crashed (signal N: name)" or
+ * "exited with status N" (transfer full). Returns NULL with *why set when
+ * it cannot fork or make a pipe. */
+typedef GString *(*PsIsolatedFn) (gpointer data);
+GString *ps_cli_run_isolated (PsIsolatedFn fn, gpointer data, gint64 timeout_s, char **why);
 /* Message for a subcommand that a later issue implements. */
 int ps_cli_not_yet (const char *what);
 /* Propagation options for a module read from a file: may propagation change
