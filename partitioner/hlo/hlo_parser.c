@@ -957,6 +957,7 @@ ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error)
   if (nul)
     ps_hlo_error (&p, (gsize) (nul - text), PS_ERROR_PARSE, "NUL byte in the text");
   p.m = ps_module_new ("module");
+  p.m->source_name = g_strdup (p.file);
   p.scope = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   p.scope_pos = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   if (!FAILED (&p) && ps_hlo_at_keyword (&p, "HloModule"))

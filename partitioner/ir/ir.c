@@ -818,6 +818,22 @@ ps_instr_set_sharding (PsInstr *instr, const PsSharding *s)
 }
 
 void
+ps_instr_error (GError **error, PsErrorCode code, const PsInstr *in, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  const char *file = in->parent && in->parent->parent ? in->parent->parent->source_name : NULL;
+  if (file)
+    ps_set_error_at (error, code, file, in->src_line, in->src_col, "%s: %s", in->name, msg);
+  else if (in->src_line > 0)
+    g_set_error (error, PS_ERROR, code, "%d:%d: %s: %s", in->src_line, in->src_col, in->name, msg);
+  else
+    g_set_error (error, PS_ERROR, code, "%s: %s", in->name, msg);
+}
+
+void
 ps_instr_set_called (PsInstr *instr, int n, PsComputation *const *called)
 {
   g_free (instr->called);
@@ -862,6 +878,7 @@ ps_module_free (PsModule *m)
     computation_free (g_ptr_array_index (m->computations, i));
   g_ptr_array_free (m->computations, TRUE);
   g_free (m->name);
+  g_free (m->source_name);
   g_free (m->prop_to_output);
   g_free (m->prop_to_params);
   g_free (m->entry_layout);
@@ -1218,6 +1235,7 @@ PsModule *
 ps_module_clone (const PsModule *m)
 {
   PsModule *c = ps_module_new (m->name);
+  c->source_name = g_strdup (m->source_name);
   c->num_partitions = m->num_partitions;
   c->n_prop_to_output = m->n_prop_to_output;
   c->n_prop_to_params = m->n_prop_to_params;

@@ -306,6 +306,9 @@ struct PsComputation {
 
 struct PsModule {
   char *name;
+  /* The file it was read from ("<stdin>", "<hlo>"...), as error messages
+   * name it; NULL for a module built in memory. Owned. */
+  char *source_name;
   GPtrArray *computations;         /* PsComputation*, owned, callees before callers */
   PsComputation *entry;
   /* Header attributes. */
@@ -353,6 +356,11 @@ void ps_computation_remove_instrs (PsComputation *c, GHashTable *dead);
  * (stable: keeps program order where it can). transfer container. */
 GPtrArray *ps_computation_post_order (const PsComputation *c);
 void ps_instr_set_sharding (PsInstr *instr, const PsSharding *s); /* copies; NULL clears */
+/* A user error at instruction `in`: "FILE:LINE:COL: NAME: message", FILE
+ * being its module's source_name (no FILE for a module built in memory, no
+ * LINE:COL for an instruction made by a pass). */
+void ps_instr_error (GError **error, PsErrorCode code, const PsInstr *in, const char *fmt, ...)
+  G_GNUC_PRINTF (4, 5);
 void ps_instr_set_called (PsInstr *instr, int n, PsComputation *const *called);
 /* Copies every typed and raw attribute of `src` into the fresh `dst`: not
  * the shape, operands, users, called computations, parent or sharding. */

@@ -1159,7 +1159,8 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   ctx.unspec = g_hash_table_new_full (NULL, NULL, NULL, ints_free);
   ctx.threads = opts->execution_threads;
   ctx.dot_memo = pp_dot_memo_new ();
-  const char *src = opts->source_name ? opts->source_name : (m->name ? m->name : "<module>");
+  const char *src = opts->source_name ? opts->source_name
+                    : m->source_name ? m->source_name : (m->name ? m->name : "<module>");
   GPtrArray *comps = g_ptr_array_new ();
   for (guint k = 0; k < m->computations->len; k++)
     {

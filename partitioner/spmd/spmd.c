@@ -98,8 +98,7 @@ sp_fail (SpComp *c, PsErrorCode code, const char *fmt, ...)
   char *msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
   if (c->cur)
-    c->m->error = g_error_new (PS_ERROR, code, "%d:%d: %s: %s", c->cur->src_line,
-                               c->cur->src_col, c->cur->name, msg);
+    ps_instr_error (&c->m->error, code, c->cur, "%s", msg);
   else
     c->m->error = g_error_new (PS_ERROR, code, "%s", msg);
   g_free (msg);
@@ -790,21 +789,18 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
             continue;
           if (min_devices (in->sharding, seen) > num_devices)
             {
-              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                           "%d:%d: %s: sharding needs %" G_GINT64_FORMAT
-                           " devices but the program runs on %" G_GINT64_FORMAT,
-                           in->src_line, in->src_col, in->name,
-                           ps_sharding_min_devices (in->sharding), num_devices);
+              ps_instr_error (error, PS_ERROR_INVALID, in,
+                              "sharding needs %" G_GINT64_FORMAT " devices but the program runs on %" G_GINT64_FORMAT,
+                              ps_sharding_min_devices (in->sharding), num_devices);
               return NULL;
             }
           int64_t tiles = tile_assignment_size_mismatch (in->sharding, num_devices);
           if (tiles > 0)
             {
-              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                           "%d:%d: %s: the sharding's tile assignment names %" G_GINT64_FORMAT
-                           " devices but the program runs on %" G_GINT64_FORMAT
-                           " (every device must appear once)",
-                           in->src_line, in->src_col, in->name, tiles, num_devices);
+              ps_instr_error (error, PS_ERROR_INVALID, in,
+                              "the sharding's tile assignment names %" G_GINT64_FORMAT
+                              " devices but the program runs on %" G_GINT64_FORMAT " (every device must appear once)",
+                              tiles, num_devices);
               return NULL;
             }
         }
