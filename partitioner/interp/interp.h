@@ -74,6 +74,8 @@ PsValue *ps_value_from_literal (const PsShape *shape, const PsLiteral *lit, GErr
  * and stored from a double with the element type's rounding / wrapping. */
 double ps_value_get (const PsValue *v, int64_t i);
 void ps_value_set (PsValue *v, int64_t i, double x);
+/* Appends element i as HLO literal text ("1.5", "true", "(1, 2)"). */
+void ps_value_append_elem (GString *out, const PsValue *v, int64_t i);
 /* dst[di] = src[si], exactly (no trip through double when both hold the
  * same kind of element). */
 void ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si);

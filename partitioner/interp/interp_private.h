@@ -75,6 +75,8 @@ ip_value_raw (const PsValue *v)
   return v->f ? (void *) v->f : v->i ? (void *) v->i : (void *) v->c;
 }
 
+/* v wrapped to the width of integer type t (pred: v != 0). */
+int64_t ip_wrap_int (PsElemType t, int64_t v);
 /* Same array dims (element types may differ). */
 gboolean ip_same_dims (const PsShape *a, const PsShape *b);
 

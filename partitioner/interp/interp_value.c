@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "common/float16.h"
-#include "partitioner/interp/interp.h"
+#include "partitioner/interp/interp_private.h"
 
-static int64_t
-wrap_int (PsElemType t, int64_t v)
+int64_t
+ip_wrap_int (PsElemType t, int64_t v)
 {
   switch (t)
     {
@@ -235,7 +235,7 @@ ps_value_from_literal (const PsShape *shape, const PsLiteral *lit, GError **erro
       /* 64-bit integers do not fit a double exactly: copy them directly. */
       if (v->i && (lit->etype == PS_S64 || lit->etype == PS_U64))
         {
-          v->i[i] = wrap_int (shape->etype, ((const int64_t *) lit->data)[src]);
+          v->i[i] = ip_wrap_int (shape->etype, ((const int64_t *) lit->data)[src]);
           continue;
         }
       double re = literal_get (lit, src, &im);
@@ -302,8 +302,8 @@ ps_value_equal (const PsValue *a, const PsValue *b)
   return TRUE;
 }
 
-static void
-append_elem (GString *out, const PsValue *v, int64_t i)
+void
+ps_value_append_elem (GString *out, const PsValue *v, int64_t i)
 {
   if (v->i)
     {
@@ -341,7 +341,7 @@ append_value (GString *out, const PsValue *v, int64_t max_elems)
   if (rank == 0)
     {
       if (v->n > 0)
-        append_elem (out, v, 0);
+        ps_value_append_elem (out, v, 0);
       return;
     }
   /* Nested braces: open a brace for every dim whose index just became 0. */
@@ -365,7 +365,7 @@ append_value (GString *out, const PsValue *v, int64_t max_elems)
         g_string_append (out, ", ");
       for (int k = 0; k < opened; k++)
         g_string_append_c (out, '{');
-      append_elem (out, v, i);
+      ps_value_append_elem (out, v, i);
       int closed = 0;
       for (int d = rank - 1; d >= 0; d--)
         {

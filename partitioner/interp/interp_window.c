@@ -76,22 +76,6 @@ promote (const PsValue *v, PsElemType t)
   return p;
 }
 
-static int64_t
-wrap_to (PsElemType t, int64_t v)
-{
-  switch (t)
-    {
-    case PS_PRED: return v != 0;
-    case PS_S8: return (int8_t) v;
-    case PS_S16: return (int16_t) v;
-    case PS_S32: return (int32_t) v;
-    case PS_U8: return (uint8_t) v;
-    case PS_U16: return (uint16_t) v;
-    case PS_U32: return (uint32_t) v;
-    default: return v;
-    }
-}
-
 static PsValue *
 op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
@@ -180,7 +164,7 @@ op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
         for (int64_t c = 0; c < csize; c++)
           acc_mul_add (&acc, l, lb + loff[c], r, rb + roff[c]);
       if (ints && out->i)
-        out->i[e] = wrap_to (out->shape->etype, acc.i);
+        out->i[e] = ip_wrap_int (out->shape->etype, acc.i);
       else
         acc_store (out, e, &acc, ints);
       ps_index_next (out->shape->rank, out->shape->dims, oidx);
@@ -281,7 +265,7 @@ op_convolution (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
           ps_index_next (ns, kdims, kidx);
         }
       if (ints && out->i)
-        out->i[e] = wrap_to (out->shape->etype, acc.i);
+        out->i[e] = ip_wrap_int (out->shape->etype, acc.i);
       else
         acc_store (out, e, &acc, ints);
       ps_index_next (out->shape->rank, out->shape->dims, oidx);

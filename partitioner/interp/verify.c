@@ -371,22 +371,6 @@ format_index (GString *out, int rank, const int64_t *idx)
   g_string_append_c (out, ']');
 }
 
-static void
-format_elem (GString *out, const PsValue *v, int64_t i)
-{
-  if (v->i)
-    {
-      if (v->shape->etype == PS_U64)
-        g_string_append_printf (out, "%" G_GUINT64_FORMAT, (guint64) v->i[i]);
-      else
-        g_string_append_printf (out, "%" G_GINT64_FORMAT, v->i[i]);
-    }
-  else if (v->f)
-    g_string_append_printf (out, "%.9g", v->f[i]);
-  else if (v->c)
-    g_string_append_printf (out, "(%.9g,%.9g)", v->c[2 * i], v->c[2 * i + 1]);
-}
-
 /* Compares device `device`'s result leaf `got` with the reference leaf
  * `full` under sharding `s`. Returns FALSE and fills the result at the first
  * mismatch. */
@@ -455,9 +439,9 @@ compare_leaf (const PsSharding *s, const PsValue *full, const PsValue *got, int6
                                       leaf, device);
               format_index (msg, rank, gidx);
               g_string_append (msg, ": expected ");
-              format_elem (msg, full, fi);
+              ps_value_append_elem (msg, full, fi);
               g_string_append (msg, ", got ");
-              format_elem (msg, got, i);
+              ps_value_append_elem (msg, got, i);
               if (full->f)
                 g_string_append_printf (msg, " (tolerance %g + %g*|expected|)", atol, rtol);
               res->message = g_string_free (msg, FALSE);
