@@ -26,9 +26,11 @@
 
 #include "common/checked.h"
 #include "common/error.h"
-#include "partitioner/ir/ir.h"
+#include "partitioner/ir/shape.h"
 
 G_BEGIN_DECLS
+
+typedef struct PsSharding PsSharding; /* also forward-declared by ir.h */
 
 typedef enum {
   PS_SHARDING_REPLICATED,
