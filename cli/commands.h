@@ -66,8 +66,6 @@ gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **e
  * it cannot fork or make a pipe. */
 typedef GString *(*PsIsolatedFn) (gpointer data);
 GString *ps_cli_run_isolated (PsIsolatedFn fn, gpointer data, gint64 timeout_s, char **why);
-/* Message for a subcommand that a later issue implements. */
-int ps_cli_not_yet (const char *what);
 /* Propagation options for a module read from a file: may propagation change
  * the entry root's and parameters' shardings? Yes where the flag says so;
  * otherwise what the module header says

@@ -181,13 +181,6 @@ ps_cli_read_input (const char *path, char **out, gsize *len, GError **error)
   return ps_read_text_file (path, PS_MAX_TEXT_BYTES, out, len, error);
 }
 
-int
-ps_cli_not_yet (const char *what)
-{
-  fprintf (stderr, "podsim: '%s' is not implemented yet\n", what);
-  return PS_EXIT_USAGE;
-}
-
 void
 ps_cli_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
                           gboolean to_parameters)

@@ -496,28 +496,6 @@ pp_find_common (int n, PsSharding *const *shardings, const PsSharding *dflt)
 
 /* ---- metadata ----------------------------------------------------------- */
 
-char **
-pp_metadata_op_names (const PsSharding *s)
-{
-  GPtrArray *a = g_ptr_array_new ();
-  const char *p = s ? s->metadata : NULL;
-  while (p && (p = strstr (p, "op_name=\"")) != NULL)
-    {
-      p += strlen ("op_name=\"");
-      const char *e = p;
-      while (*e && *e != '"')
-        {
-          if (*e == '\\' && e[1])
-            e++;
-          e++;
-        }
-      g_ptr_array_add (a, g_strndup (p, e - p));
-      p = e;
-    }
-  g_ptr_array_add (a, NULL);
-  return (char **) g_ptr_array_free (a, FALSE);
-}
-
 void
 pp_set_metadata_text (PsSharding *s, const char *text)
 {

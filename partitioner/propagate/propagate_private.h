@@ -84,8 +84,7 @@ PsSharding *pp_return_improved (PsSharding *from, const PsSharding *to_improve,
                                 gboolean allow_aggressive);
 PsSharding *pp_find_common (int n, PsSharding *const *shardings, const PsSharding *dflt);
 
-/* Metadata: op names as a NULL-terminated list (transfer full). */
-char **pp_metadata_op_names (const PsSharding *s);
+/* Replaces the sharding's metadata text. */
 void pp_set_metadata_text (PsSharding *s, const char *text);
 
 G_END_DECLS
