@@ -157,24 +157,6 @@ sh_text (const PsSharding *s)
   return s ? ps_sharding_to_string (s) : g_strdup ("(none)");
 }
 
-static char **
-op_names (const PsSharding *s)
-{
-  GPtrArray *a = g_ptr_array_new ();
-  const char *p = s ? s->metadata : NULL;
-  while (p && (p = strstr (p, "op_name=\"")) != NULL)
-    {
-      p += strlen ("op_name=\"");
-      const char *q = p;
-      while (*q && *q != '"')
-        q += (*q == '\\' && q[1]) ? 2 : 1;
-      g_ptr_array_add (a, g_strndup (p, q - p));
-      p = q;
-    }
-  g_ptr_array_add (a, NULL);
-  return (char **) g_ptr_array_free (a, FALSE);
-}
-
 static void
 emit (GString *out, gboolean ok, const char *kind, const char *fmt, ...) G_GNUC_PRINTF (4, 5);
 
@@ -300,7 +282,7 @@ check_one (GString *out, const PsModule *m, JsonObject *e, gboolean changed)
   if (strcmp (kind, "metadata") == 0)
     {
       g_autoptr (PsSharding) got = sub_by_path (i->sharding, i->shape, e);
-      g_auto (GStrv) names = op_names (got);
+      g_auto (GStrv) names = ps_sharding_op_names (got);
       JsonArray *want = json_object_get_array_member (e, "op_names");
       guint nw = want ? json_array_get_length (want) : 0;
       gboolean ok = g_strv_length (names) == nw;

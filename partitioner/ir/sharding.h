@@ -86,6 +86,9 @@ PsSharding *ps_sharding_from_string (const char *text, const char *what, GError 
 /* Canonical text; reparsing gives an equal sharding. transfer full. */
 char *ps_sharding_to_string (const PsSharding *s);
 void ps_sharding_append (GString *out, const PsSharding *s, gboolean with_metadata);
+/* The op_name="..." values of the sharding's metadata, in order, as a
+ * NULL-terminated list (transfer full, g_strfreev; empty without metadata). */
+char **ps_sharding_op_names (const PsSharding *s);
 
 PsSharding *ps_sharding_copy (const PsSharding *s);
 void ps_sharding_free (PsSharding *s);

@@ -719,3 +719,21 @@ ps_sharding_to_string (const PsSharding *s)
   ps_sharding_append (out, s, TRUE);
   return g_string_free (out, FALSE);
 }
+
+char **
+ps_sharding_op_names (const PsSharding *s)
+{
+  GPtrArray *a = g_ptr_array_new ();
+  const char *p = s ? s->metadata : NULL;
+  while (p && (p = strstr (p, "op_name=\"")) != NULL)
+    {
+      p += strlen ("op_name=\"");
+      const char *q = p;
+      while (*q && *q != '"')
+        q += (*q == '\\' && q[1]) ? 2 : 1;
+      g_ptr_array_add (a, g_strndup (p, q - p));
+      p = q;
+    }
+  g_ptr_array_add (a, NULL);
+  return (char **) g_ptr_array_free (a, FALSE);
+}
