@@ -28,7 +28,7 @@
  *   ... forward (ps_net_annotate (net, x, "bsm"); blocks of layers.h) ...
  *   ... backward: ps_net_vjp () / ps_layer_stack_backward () ...
  *   ps_net_add_loss (net, loss);
- *   PsModule *m = ps_net_finish (net, optimizer, lr, decay);
+ *   PsModule *m = ps_net_finish (net, lr, decay);
  *
  * Emission: every helper appends instructions to net->c in the order its
  * comment gives, with the autodiff emission helpers (ps_ad_*), so a model
