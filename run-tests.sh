@@ -1,8 +1,10 @@
 #!/bin/sh
 # Runs podsim's whole test suite: the normal build (build/) and the ASan +
-# UBSan build (build-san/), `make check` in each. Ends with the line
-# "N passed, N failed, N skipped" over both. Needs ./setup.sh --no-run to have run once.
-#   ./run-tests.sh            both builds
+# UBSan build (build-san/), `make check` in each, then the libFuzzer targets
+# for a fixed number of executions each (build-fuzz/, clang; `make fuzz-ci`,
+# doc/robustness.md). Ends with the line "N passed, N failed, N skipped" over
+# all. Needs ./setup.sh --no-run to have run once.
+#   ./run-tests.sh            all three
 #   ./run-tests.sh --quick    the normal build only
 set -u
 cd "$(dirname "$0")"
@@ -36,8 +38,31 @@ run_build () {  # DIR CONFIGURE-FLAGS...
   [ $rc = 0 ] || status=1
 }
 
+# Each fuzz target counts as one test.
+run_fuzz () {
+  dir=build-fuzz
+  if ! command -v clang >/dev/null 2>&1; then
+    echo "== $dir: clang is not installed (./setup.sh installs it): 4 fuzz targets skipped"
+    skipped=$((skipped + 4)); return
+  fi
+  mkdir -p "$dir"
+  ( cd "$dir" && { [ -f Makefile ] || ../configure -q --enable-fuzzing CC=clang --disable-werror; } \
+      && make -j"$jobs" fuzz-ci >fuzz-ci.out 2>&1 ); rc=$?
+  p=$(grep -c '^PASS: fuzz' "$dir/fuzz-ci.out" 2>/dev/null)
+  echo "== $dir: ${p:-0} fuzz targets passed"
+  grep '^PASS: fuzz' "$dir/fuzz-ci.out" 2>/dev/null | sed 's/^/   /'
+  passed=$((passed + ${p:-0}))
+  if [ $rc != 0 ]; then
+    echo "---- $dir/fuzz-ci.out"; tail -40 "$dir/fuzz-ci.out" 2>/dev/null
+    failed=$((failed + 1)); status=1
+  fi
+}
+
 run_build build
-[ "${1:-}" = "--quick" ] || run_build build-san --enable-sanitizers
+if [ "${1:-}" != "--quick" ]; then
+  run_build build-san --enable-sanitizers
+  run_fuzz
+fi
 # Every test's data is in the tree (tests/data/), so a fresh clone skips
 # nothing; a skip is a defect to report, not to hide.
 echo "$passed passed, $failed failed, $skipped skipped"

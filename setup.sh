@@ -8,7 +8,8 @@ set -eu
 cd "$(dirname "$0")"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libsimgrid-dev libglib2.0-dev check zlib1g-dev libjson-glib-dev time"
+libsimgrid-dev libglib2.0-dev check zlib1g-dev libjson-glib-dev time \
+clang libclang-rt-14-dev"
 
 missing=""
 for p in $PACKAGES; do

@@ -325,7 +325,7 @@ expects_failure (JsonObject *c, char **substr)
 
 /* Runs one case. On success *how says whether the values were checked on a
  * scaled copy (the original being over the interpreter's limits) and
- * whether they agree only in f32 arithmetic (verify.h). */
+ * whether they agree only in f64 arithmetic (verify.h). */
 static gboolean
 run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
 {
@@ -772,9 +772,9 @@ print_text_report (const Tally *t, const FallbackTotals *fbt)
             "checked on a scaled copy that partitions into the same program "
             "(doc/interpreter.md)\n", t->n_scaled);
   if (t->n_widened)
-    printf ("note: %d of the passing cases agree in f32 arithmetic only: with bf16/f16 "
-            "as written, partial sums rounded to 16 bits differ by more than the "
-            "tolerance (doc/interpreter.md)\n", t->n_widened);
+    printf ("note: %d of the passing cases agree in f64 arithmetic only: with the "
+            "float types as written, partial sums rounded differently differ by more "
+            "than the tolerance (doc/interpreter.md)\n", t->n_widened);
   if (t->too_large)
     printf ("note: %d of the failing cases exceed the interpreter's limits "
             "(see --max-work)\n", t->too_large);

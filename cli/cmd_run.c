@@ -18,7 +18,7 @@ typedef struct {
   char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *collectives;
   gint layers, microbatches, rel_buckets;
   gint64 model_dim, ffn_dim, heads, head_dim, vocab, seq_len, batch;
-  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated;
+  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated, unroll;
   gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
 } RunOptions;
 
@@ -104,6 +104,8 @@ make_config (RunOptions *o, const char *model, const PsHardware *hw, PsDenseLmCo
     cfg->remat = FALSE;
   if (o->wus)
     cfg->weight_update_sharding = TRUE;
+  if (o->unroll)
+    cfg->unroll = TRUE;
   if (o->optimizer && !ps_optimizer_from_name (o->optimizer, &cfg->optimizer))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--optimizer: '%s' is not adafactor or adam",
@@ -179,12 +181,16 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
           " D=%" G_GINT64_FORMAT ", S=%" G_GINT64_FORMAT ", batch %" G_GINT64_FORMAT "%s, %.3g parameters\n",
           cfg->name, cfg->layers, cfg->model_dim, cfg->ffn_dim, cfg->heads, cfg->head_dim, cfg->seq_len,
           cfg->global_batch, cfg->gated_gelu ? ", gated GELU" : "", r->info.params);
+  g_autofree char *ann = cfg->unroll
+    ? g_strdup_printf ("%d annotated tensors (%.1f per layer)", r->info.n_annotations,
+                       (double) r->info.n_annotations / cfg->layers)
+    : g_strdup_printf ("layers as a loop, %d annotated tensors (written once for the loop)",
+                       r->info.n_annotations);
   printf ("parallelism  %s sharding on mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " (%s), slice %s; "
-          "%s, remat %s, %d microbatch%s; %d annotated tensors (%.1f per layer)\n",
+          "%s, remat %s, %d microbatch%s; %s\n",
           ps_sharding_preset_name (cfg->sharding), cfg->mesh[0], cfg->mesh[1], cfg->device_order,
           cfg->slice, ps_optimizer_name (cfg->optimizer), cfg->remat ? "on" : "off", cfg->microbatches,
-          cfg->microbatches == 1 ? "" : "es", r->info.n_annotations,
-          (double) r->info.n_annotations / cfg->layers);
+          cfg->microbatches == 1 ? "" : "es", ann);
   printf ("step time    %s\n", step);
   printf ("tokens/s     %.0f", r->tokens_per_s);
   if (cfg->published_tokens_per_s > 0)
@@ -210,7 +216,8 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
     for (int i = 0; i < PS_STAGE_COUNT; i++)
       {
         g_autofree char *rss = ps_format_bytes (r->stage_peak_rss_bytes[i]);
-        printf ("stage        %-10s %8.2f s   peak RSS %s\n", ps_stage_name (i), r->stage_s[i], rss);
+        printf ("stage        %-10s %8.2f s   CPU %6.2f s   peak RSS %s\n", ps_stage_name (i),
+                r->stage_s[i], r->stage_cpu_s[i], rss);
       }
 }
 
@@ -373,6 +380,8 @@ ps_cmd_run (int argc, char **argv)
     { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer, "adafactor (default) or adam", "NAME" },
     { "remat", 0, 0, G_OPTION_ARG_NONE, &o.remat, "Recompute each layer's forward in backward (default)", NULL },
     { "no-remat", 0, 0, G_OPTION_ARG_NONE, &o.no_remat, "Keep all activations", NULL },
+    { "unroll", 0, 0, G_OPTION_ARG_NONE, &o.unroll,
+      "Write the layers one after the other (default: one loop over weights stacked by layer)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &o.hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "wrap", 0, 0, G_OPTION_ARG_STRING, &o.wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &o.no_cache, "Simulate every collective instead of replaying cached ones", NULL },

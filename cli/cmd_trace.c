@@ -30,8 +30,9 @@ trace_check (int argc, char **argv)
   g_option_context_set_summary (ctx,
       "Reads a step trace (.pst or .pst.gz, '-' for standard input), checks every\n"
       "line, the end line's event count and checksum and the header totals, and\n"
-      "prints a summary: devices, mesh, events by kind, FLOPs, HBM bytes and\n"
-      "collective bytes by kind. Exit status 2 with one error line on bad input.");
+      "prints a summary: devices, mesh, events by kind, loops, FLOPs, HBM bytes and\n"
+      "collective bytes by kind (FLOPs and bytes count each event as often as one\n"
+      "step runs it). Exit status 2 with one error line on bad input.");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   if (argc != 2)
@@ -44,10 +45,14 @@ trace_check (int argc, char **argv)
   if (!r)
     return ps_cli_fail (error);
 
-  guint64 n_kind[4] = { 0 }, n_op[PS_TRACE_OP_COUNT] = { 0 };
+  guint64 n_kind[PS_TRACE_EVENT_KIND_COUNT] = { 0 }, n_op[PS_TRACE_OP_COUNT] = { 0 };
   guint64 flops_op[PS_TRACE_OP_COUNT] = { 0 };
   guint64 n_coll[PS_TRACE_COLLECTIVE_COUNT] = { 0 }, bytes_coll[PS_TRACE_COLLECTIVE_COUNT] = { 0 };
   guint64 n_async = 0;
+  /* Events as written, and as one step runs them (loops expanded; the
+   * reader has checked that these products and sums fit 64 bits). */
+  guint64 runs[PS_TRACE_MAX_LOOP_DEPTH + 1] = { 1 }, run_compute = 0, run_coll = 0;
+  guint depth = 0, max_depth = 0;
   for (;;)
     {
       const PsTraceEvent *e;
@@ -59,14 +64,24 @@ trace_check (int argc, char **argv)
       if (e->kind == PS_TRACE_EVENT_COMPUTE)
         {
           n_op[e->compute.op]++;
-          flops_op[e->compute.op] += e->compute.flops;
+          flops_op[e->compute.op] += e->compute.flops * runs[depth];
+          run_compute += runs[depth];
         }
       else if (e->kind == PS_TRACE_EVENT_COLLECTIVE)
         {
           n_coll[e->collective.kind]++;
-          bytes_coll[e->collective.kind] += e->collective.in_bytes;
+          bytes_coll[e->collective.kind] += e->collective.in_bytes * runs[depth];
           n_async += e->collective.async_id != 0;
+          run_coll += runs[depth];
         }
+      else if (e->kind == PS_TRACE_EVENT_LOOP)
+        {
+          depth++;
+          runs[depth] = runs[depth - 1] * e->trips;
+          max_depth = MAX (max_depth, depth);
+        }
+      else if (e->kind == PS_TRACE_EVENT_END_LOOP)
+        depth--;
     }
 
   const PsTraceHeader *h = ps_trace_reader_header (r);
@@ -88,6 +103,10 @@ trace_check (int argc, char **argv)
           G_GUINT64_FORMAT ")\n", "events:", h->totals.n_events,
           n_kind[PS_TRACE_EVENT_COMPUTE], n_kind[PS_TRACE_EVENT_COLLECTIVE], n_async,
           n_kind[PS_TRACE_EVENT_MEMORY]);
+  if (n_kind[PS_TRACE_EVENT_LOOP])
+    printf ("%-18s %" G_GUINT64_FORMAT " (nested %u deep); one step runs %" G_GUINT64_FORMAT
+            " compute events and %" G_GUINT64_FORMAT " collectives\n", "loops:",
+            n_kind[PS_TRACE_EVENT_LOOP], max_depth, run_compute, run_coll);
   for (int i = 0; i < PS_TRACE_OP_COUNT; i++)
     if (n_op[i])
       printf ("  compute %-14s %" G_GUINT64_FORMAT " events, %" G_GUINT64_FORMAT " FLOPs\n",
@@ -177,6 +196,7 @@ trace_lower (int argc, char **argv)
   char *output = NULL, *mesh = NULL, *order = NULL, *slice = NULL;
   gint64 devices = 0, trip = 0;
   gboolean async = FALSE, no_memory = FALSE, cost_report = FALSE, memory_report = FALSE;
+  gboolean unroll = FALSE;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.pst.gz "
       "compressed, .pst plain, - standard output)", "OUT" },
@@ -189,6 +209,8 @@ trace_lower (int argc, char **argv)
     { "slice", 0, 0, G_OPTION_ARG_STRING, &slice, "Slice hint written to the trace", "SLICE" },
     { "trip-count", 0, 0, G_OPTION_ARG_INT64, &trip, "Iterations of a while loop whose "
       "trip count cannot be found (default: such a loop is an error)", "N" },
+    { "unroll", 0, 0, G_OPTION_ARG_NONE, &unroll, "Repeat each while loop's events trip-count "
+      "times instead of writing a loop (a format version 1 trace)", NULL },
     { "async", 0, 0, G_OPTION_ARG_NONE, &async, "Overlap each collective with the compute "
       "that does not need its result (async start/done)", NULL },
     { "no-memory-events", 0, 0, G_OPTION_ARG_NONE, &no_memory, "No live-bytes watermarks",
@@ -206,7 +228,8 @@ trace_lower (int argc, char **argv)
       "Reads an HLO module whose shapes are already per device (the partitioner's\n"
       "output, '-' for standard input) and writes the step trace the simulator\n"
       "replays: one compute event per fusion, a collective event per collective\n"
-      "(groups as mesh axes where possible), while loops unrolled.");
+      "(groups as mesh axes where possible), a while loop as a loop of the trace\n"
+      "(one iteration, run trip-count times).");
   gboolean ok = ps_cli_parse (ctx, &argc, &argv);
   g_autofree char *out_path = output, *mesh_s = mesh, *order_s = order, *slice_s = slice;
   if (!ok)
@@ -232,6 +255,7 @@ trace_lower (int argc, char **argv)
   o.default_trip_count = trip;
   o.async_collectives = async;
   o.memory_events = !no_memory;
+  o.unroll_loops = unroll;
   g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
   if (!m)
     return ps_cli_fail (error);

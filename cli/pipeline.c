@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "partitioner/analysis/cost.h"
@@ -81,8 +82,20 @@ typedef struct {
   const PsPipelineOptions *opts;
   PsPipelineResult *r;
   gint64 t0;
+  double cpu0;
   PsStage stage;
 } Clock;
+
+/* User + system CPU seconds of the process so far. */
+static double
+cpu_seconds (void)
+{
+  struct rusage u;
+  if (getrusage (RUSAGE_SELF, &u) != 0)
+    return 0;
+  return (double) u.ru_utime.tv_sec + (double) u.ru_utime.tv_usec / 1e6
+         + (double) u.ru_stime.tv_sec + (double) u.ru_stime.tv_usec / 1e6;
+}
 
 static void
 stage_begin (Clock *c, PsStage s)
@@ -90,6 +103,7 @@ stage_begin (Clock *c, PsStage s)
   c->stage = s;
   reset_peak_rss ();
   c->t0 = g_get_monotonic_time ();
+  c->cpu0 = cpu_seconds ();
   if (c->opts->progress)
     {
       fprintf (stderr, "\r\033[Kpodsim: %s ...", stage_names[s]);
@@ -101,6 +115,7 @@ static void
 stage_end (Clock *c)
 {
   c->r->stage_s[c->stage] = (double) (g_get_monotonic_time () - c->t0) / 1e6;
+  c->r->stage_cpu_s[c->stage] = cpu_seconds () - c->cpu0;
   c->r->stage_peak_rss_bytes[c->stage] = peak_rss_bytes ();
   if (c->opts->progress)
     {
@@ -136,7 +151,7 @@ PsPipelineResult *
 ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GError **error)
 {
   g_autoptr (PsPipelineResult) r = g_new0 (PsPipelineResult, 1);
-  Clock clk = { opts, r, 0, PS_STAGE_BUILD };
+  Clock clk = { opts, r, 0, 0, PS_STAGE_BUILD };
   GError *local = NULL;
   const char *slice_name = opts->slice ? opts->slice : cfg->slice;
   if (!slice_name)

@@ -48,6 +48,9 @@ typedef struct {
 typedef struct {
   PsDenseLmInfo info;
   double stage_s[PS_STAGE_COUNT];
+  double stage_cpu_s[PS_STAGE_COUNT];          /* user + system CPU time: on a
+                                                * shared machine, the figure
+                                                * that does not depend on load */
   double stage_peak_rss_bytes[PS_STAGE_COUNT]; /* process high-water mark during the stage */
   gint64 n_instructions_spmd;
   gint64 n_fallbacks;

@@ -364,16 +364,23 @@ head_loss (PsNet *net, PsInstr *x, PsInstr *final_ln, PsInstr *emb_head, PsInstr
   return ps_softmax_cross_entropy (net, logits, labels);
 }
 
-/* Forward and backward of microbatch u, gradients accumulated in the net. */
+/* Forward and backward of microbatch u, gradients accumulated in the net.
+ * n_layers layers, or (loop) one layer over stacked weights run as a loop
+ * of cfg->layers iterations. */
 static gboolean
 microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, PsInstr *emb, int n_layers,
-            const PsLayer *layers, PsInstr *final_ln, PsInstr *ids, PsInstr *labels, GError **error)
+            const PsLayer *layers, gboolean loop, PsInstr *final_ln, PsInstr *ids,
+            PsInstr *labels, GError **error)
 {
   PsInstr *mids = ps_net_microbatch (net, ids, u, cfg->microbatches);
   PsInstr *mlabels = ps_net_microbatch (net, labels, u, cfg->microbatches);
   PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, emb, PS_BF16));
   g_autofree PsInstr **xs = g_new (PsInstr *, n_layers + 1);
-  PsInstr *top = ps_layer_stack_forward (net, n_layers, layers, x0, xs);
+  g_autoptr (PsLayerLoop) lp = NULL;
+  PsInstr *top = loop ? ps_layer_loop_forward (net, &layers[0], cfg->layers, x0, cfg->remat, &lp, error)
+                      : ps_layer_stack_forward (net, n_layers, layers, x0, xs);
+  if (!top)
+    return FALSE;
   /* The head gets its own cast of the tied embedding, a view of it for
    * the backward pass (see ps_net_weight_view). */
   PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
@@ -384,9 +391,12 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, PsInstr *emb, int n_l
    * over microbatches, so the seed is 1/microbatches. */
   PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / cfg->microbatches);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx;
-  return ps_net_vjp (net, loss, seed, top, &gx, 2, head_w, error)
-         && ps_layer_stack_backward (net, n_layers, layers, xs, gx, cfg->remat, &gx, error)
-         && ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, error);
+  if (!ps_net_vjp (net, loss, seed, top, &gx, 2, head_w, error))
+    return FALSE;
+  if (loop ? !ps_layer_loop_backward (net, g_steal_pointer (&lp), gx, &gx, error)
+           : !ps_layer_stack_backward (net, n_layers, layers, xs, gx, cfg->remat, &gx, error))
+    return FALSE;
+  return ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, error);
 }
 
 static void
@@ -423,16 +433,25 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   /* Parameters: weights, optimizer state, data, scalars. */
   PsAttentionContext ctx;
   PsInstr *emb = ps_embedding_weight (net, "embedding", cfg->vocab, cfg->model_dim);
-  g_autofree PsTransformerLayer *tl = g_new0 (PsTransformerLayer, cfg->layers);
-  g_autofree PsLayer *layers = g_new0 (PsLayer, cfg->layers);
-  for (int l = 0; l < cfg->layers; l++)
+  /* Unrolled: one set of weights per layer ("layer3.wq"). As a loop (the
+   * default): each weight stacked over the layers ("layers.wq"
+   * [L, M, N, D]) and one layer run L times (doc/models.md). */
+  const gboolean loop = !cfg->unroll;
+  const int n_sets = loop ? 1 : cfg->layers;
+  g_autofree PsTransformerLayer *tl = g_new0 (PsTransformerLayer, n_sets);
+  g_autofree PsLayer *layers = g_new0 (PsLayer, n_sets);
+  if (loop)
+    ps_net_stack_weights (net, cfg->layers);
+  for (int l = 0; l < n_sets; l++)
     {
-      g_autofree char *prefix = g_strdup_printf ("layer%d", l);
+      g_autofree char *prefix = loop ? g_strdup ("layers") : g_strdup_printf ("layer%d", l);
       int first = ps_net_n_weights (net);
       ps_transformer_layer_weights (net, prefix, cfg->model_dim, cfg->ffn_dim, cfg->heads, cfg->head_dim,
                                     cfg->rel_buckets, cfg->gated_gelu, &ctx, &tl[l]);
       layers[l] = ps_layer (net, ps_transformer_layer, &tl[l], first);
+      layers[l].rebind = ps_transformer_layer_rebind;
     }
+  ps_net_stack_weights (net, 0);
   PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", cfg->model_dim);
   ps_net_add_optimizer_state (net, cfg->optimizer, wus_axis (cfg));
   int64_t bs[2] = { cfg->global_batch, cfg->seq_len };
@@ -444,7 +463,7 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   /* Shared by the layers: relative-position buckets and causal mask. */
   ps_attention_context_causal (net, cfg->seq_len, cfg->rel_buckets, &ctx);
   for (int u = 0; u < cfg->microbatches; u++)
-    if (!microbatch (net, cfg, u, emb, cfg->layers, layers, final_ln, ids, labels, error))
+    if (!microbatch (net, cfg, u, emb, n_sets, layers, loop, final_ln, ids, labels, error))
       return NULL;
   if (info)
     fill_info (cfg, net, info);

@@ -56,6 +56,8 @@ typedef struct {
   gboolean gated_gelu;
   PsOptimizerKind optimizer;
   gboolean remat;            /* recompute each layer's forward in backward */
+  gboolean unroll;           /* layers one after the other instead of a loop
+                              * over stacked weights (the default) */
   int microbatches;          /* gradient accumulation steps (>= 1) */
   /* Parallelism. */
   int64_t mesh[2];           /* logical device mesh; mesh[0]*mesh[1] devices */

@@ -9,6 +9,8 @@
 
 #include "models/layers.h"
 
+#include "partitioner/builder/scan.h"
+
 #include <math.h>
 
 #include "partitioner/builder/autodiff.h"
@@ -345,12 +347,31 @@ ps_transformer_layer (PsNet *net, gconstpointer layer, PsInstr *x)
   return ps_ffn (net, &ffn, ps_attention (net, &att, L->ctx, x));
 }
 
+static PsInstr *
+rebound (GHashTable *map, PsInstr *x)
+{
+  PsInstr *y = x ? g_hash_table_lookup (map, x) : NULL;
+  return y ? y : x;
+}
+
+gpointer
+ps_transformer_layer_rebind (gconstpointer layer, GHashTable *map)
+{
+  PsTransformerLayer *r = g_memdup2 (layer, sizeof *r);
+  PsInstr **f[] = { &r->attention.ln, &r->attention.wq, &r->attention.wk, &r->attention.wv,
+                    &r->attention.wo, &r->attention.rel_bias, &r->ffn.ln, &r->ffn.w1,
+                    &r->ffn.w1_gate, &r->ffn.w2 };
+  for (gsize i = 0; i < G_N_ELEMENTS (f); i++)
+    *f[i] = rebound (map, *f[i]);
+  return r;
+}
+
 /* ---- layer stacks ------------------------------------------------------------------------------ */
 
 PsLayer
 ps_layer (PsNet *net, PsLayerFn forward, gconstpointer weights, int first_weight)
 {
-  PsLayer l = { forward, weights, first_weight, ps_net_n_weights (net) - first_weight };
+  PsLayer l = { forward, weights, first_weight, ps_net_n_weights (net) - first_weight, NULL };
   return l;
 }
 
@@ -404,4 +425,82 @@ ps_layer_stack_backward_aux (PsNet *net, int n, const PsLayer *layers, PsInstr *
     }
   *dx = dy;
   return TRUE;
+}
+
+/* ---- layer stacks as a loop ----------------------------------------------------------------- */
+
+struct PsLayerLoop {
+  PsNet *net;
+  const PsLayer *layer;
+  PsScan *scan;
+};
+
+typedef struct {
+  PsNet *net;
+  const PsLayer *layer;
+} LoopBody;
+
+/* One layer on the scan's slices: the net builds in the loop body for the
+ * time of the call. */
+static gboolean
+loop_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
+{
+  (void) error;
+  LoopBody *b = user;
+  PsNet *net = b->net;
+  const PsLayer *l = b->layer;
+  g_autoptr (GHashTable) map = g_hash_table_new (NULL, NULL);
+  for (int i = 0; i < l->n_weights; i++)
+    g_hash_table_insert (map, net->weights->pdata[l->first_weight + i], a->xs[i]);
+  g_autofree gpointer w = l->rebind (l->weights, map);
+  PsComputation *outer = net->c;
+  net->c = a->c;
+  carry_out[0] = l->forward (net, w, a->carry[0]);
+  net->c = outer;
+  g_assert (ps_net_take_layer_aux (net) == NULL);
+  return TRUE;
+}
+
+PsInstr *
+ps_layer_loop_forward (PsNet *net, const PsLayer *layer, int64_t n, PsInstr *x, gboolean remat,
+                       PsLayerLoop **loop, GError **error)
+{
+  g_return_val_if_fail (layer->rebind != NULL && n >= 1, NULL);
+  PsInstr **w = (PsInstr **) net->weights->pdata + layer->first_weight;
+  for (int i = 0; i < layer->n_weights; i++)
+    g_return_val_if_fail (ps_net_weight_stack (net, w[i]) == n, NULL);
+  LoopBody b = { net, layer };
+  PsScanSpec spec = { .name = "layers", .length = n, .n_carry = 1, .carry = &x,
+                      .n_xs = layer->n_weights, .xs = w, .body = loop_body, .user = &b,
+                      .differentiable = TRUE, .remat = remat };
+  PsScan *s = ps_scan_build (net->c, &spec, error);
+  if (!s)
+    return NULL;
+  *loop = g_new0 (PsLayerLoop, 1);
+  (*loop)->net = net;
+  (*loop)->layer = layer;
+  (*loop)->scan = s;
+  return ps_scan_carry_out (s, 0);
+}
+
+gboolean
+ps_layer_loop_backward (PsNet *net, PsLayerLoop *loop, PsInstr *dy, PsInstr **dx, GError **error)
+{
+  g_return_val_if_fail (loop != NULL && loop->net == net, FALSE);
+  const PsLayer *l = loop->layer;
+  g_autofree PsInstr **dw = g_new0 (PsInstr *, l->n_weights + 1);
+  gboolean ok = ps_scan_vjp (loop->scan, &dy, dx, dw, NULL, error);
+  for (int i = 0; ok && i < l->n_weights; i++)
+    ps_net_add_grad (net, net->weights->pdata[l->first_weight + i], dw[i]);
+  ps_layer_loop_free (loop);
+  return ok;
+}
+
+void
+ps_layer_loop_free (PsLayerLoop *loop)
+{
+  if (!loop)
+    return;
+  ps_scan_free (loop->scan);
+  g_free (loop);
 }

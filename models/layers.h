@@ -131,14 +131,22 @@ void ps_transformer_layer_weights (PsNet *net, const char *prefix, int64_t model
 
 /* ---- layer stacks: forward, backward, remat ----------------------------------------------- */
 
+typedef struct PsLayerLoop PsLayerLoop;
+
 /* A layer's forward pass over its weights struct. */
 typedef PsInstr *(*PsLayerFn) (PsNet *net, gconstpointer weights, PsInstr *x);
+
+/* A copy of a layer's weights struct (transfer full, g_free) with every
+ * PsInstr* found in `map` replaced by its value; what a layer stack loop
+ * needs to run the layer on its slices of the stacked weights. */
+typedef gpointer (*PsLayerRebindFn) (gconstpointer weights, GHashTable *map);
 
 typedef struct {
   PsLayerFn forward;
   gconstpointer weights;     /* passed to forward; borrowed */
   int first_weight;          /* its trainable weights are net->weights */
   int n_weights;             /*   [first_weight, first_weight + n_weights) */
+  PsLayerRebindFn rebind;    /* NULL: the layer cannot run in a loop */
 } PsLayer;
 
 /* A layer over the weights created since ps_net_n_weights() was
@@ -148,6 +156,9 @@ PsLayer ps_layer (PsNet *net, PsLayerFn forward, gconstpointer weights, int firs
 /* The Transformer layer as a PsLayerFn (weights: a PsTransformerLayer):
  * annotates its input "bsm", casts its weights, attention, FFN. */
 PsInstr *ps_transformer_layer (PsNet *net, gconstpointer layer, PsInstr *x);
+/* Its PsLayerRebindFn (the context's instructions are kept: a loop reads
+ * them as loop invariants). */
+gpointer ps_transformer_layer_rebind (gconstpointer layer, GHashTable *map);
 
 /* xs[0] = x, xs[i + 1] = layers[i](xs[i]); returns xs[n]. xs has n + 1
  * entries. */
@@ -171,6 +182,28 @@ gboolean ps_layer_stack_backward (PsNet *net, int n, const PsLayer *layers, PsIn
 gboolean ps_layer_stack_backward_aux (PsNet *net, int n, const PsLayer *layers, PsInstr *const *xs,
                                       PsInstr *const *auxs, PsInstr *aux_seed, PsInstr *dy,
                                       gboolean remat, PsInstr **dx, GError **error);
+
+/* ---- layer stacks as a loop -------------------------------------------------------------- */
+
+/* The n layers of a stack as one loop (partitioner/builder/scan.h), the way
+ * Lingvo's repeated layers and JAX's scan write them: `layer` is one layer
+ * over weights stacked by layer ([n, ...], made between
+ * ps_net_stack_weights (net, n) and ps_net_stack_weights (net, 0)), with a
+ * rebind function. The body runs layer.forward on layer t's slices of the
+ * weights; instructions of net->c the layer reads (a shared context)
+ * become loop invariants. Returns the top activation; *loop (transfer
+ * full) keeps what ps_layer_loop_backward needs: with remat each layer's
+ * input, else the values its backward reads. NULL with an error when
+ * autodiff lacks a rule. */
+PsInstr *ps_layer_loop_forward (PsNet *net, const PsLayer *layer, int64_t n, PsInstr *x,
+                                gboolean remat, PsLayerLoop **loop, GError **error);
+/* The backward loop, layers from the top: dy is the gradient at the top;
+ * the stacked weights' gradients are accumulated in the net, *dx gets the
+ * gradient at the input. Frees loop. */
+gboolean ps_layer_loop_backward (PsNet *net, PsLayerLoop *loop, PsInstr *dy, PsInstr **dx,
+                                 GError **error);
+void ps_layer_loop_free (PsLayerLoop *loop);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsLayerLoop, ps_layer_loop_free)
 
 G_END_DECLS
 

@@ -21,6 +21,8 @@ struct PsNetPrivate {
   PsInstr *loss;
   int n_losses;
   PsInstr *layer_aux;        /* ps_net_layer_aux_loss, until taken */
+  int64_t stack;             /* ps_net_stack_weights: layers of new weights */
+  GArray *weight_stack;      /* int64_t per weight: 0 or its stack size */
   PsBuilder *builder;        /* ps_net_builder, made on first use */
 };
 
@@ -75,6 +77,7 @@ ps_net_new (const char *module_name, const char *computation_name, int mesh_rank
   p->weight_index = g_hash_table_new (NULL, NULL);
   p->views = g_hash_table_new (NULL, NULL);
   p->states = g_ptr_array_new ();
+  p->weight_stack = g_array_new (FALSE, TRUE, sizeof (int64_t));
   return net;
 }
 
@@ -86,6 +89,7 @@ net_free_keep_module (PsNet *net)
   g_hash_table_destroy (p->weight_index);
   g_hash_table_destroy (p->views);
   g_ptr_array_free (p->states, TRUE);
+  g_array_free (p->weight_stack, TRUE);
   g_free (p->first_state);
   g_free (p->grads);
   ps_builder_free (p->builder);
@@ -202,14 +206,30 @@ add_parameter (PsNet *net, const char *name, PsShape *shape)
 PsInstr *
 ps_net_weight (PsNet *net, const char *name, const char *letters, int rank, const int64_t *dims)
 {
-  g_return_val_if_fail (!net->priv->has_state, NULL);
-  PsInstr *w = add_parameter (net, name, ps_shape_new_array (PS_F32, rank, dims));
-  int8_t *axes = plan_axes (net, PS_WEIGHTS, w->shape, letters);
-  if (axes)
-    set_sharding (net, w, axes, TRUE);
+  PsNetPrivate *p = net->priv;
+  g_return_val_if_fail (!p->has_state, NULL);
+  g_return_val_if_fail (rank + (p->stack > 0) <= PS_NET_MAX_RANK, NULL);
+  int64_t sd[PS_NET_MAX_RANK];
+  int s = p->stack > 0 ? 1 : 0;
+  sd[0] = p->stack;
+  memcpy (sd + s, dims, sizeof (int64_t) * (gsize) rank);
+  PsInstr *w = add_parameter (net, name, ps_shape_new_array (PS_F32, rank + s, sd));
+  /* a layer's axes, and the stack dim unsplit */
+  PsShape *one = ps_shape_new_array (PS_F32, rank, dims);
+  g_autofree int8_t *layer_axes = plan_axes (net, PS_WEIGHTS, one, letters);
+  ps_shape_free (one);
+  int8_t *axes = NULL;
+  if (layer_axes)
+    {
+      axes = g_new (int8_t, rank + s + 1);
+      axes[0] = PS_AXIS_NONE;
+      memcpy (axes + s, layer_axes, (gsize) rank);
+      set_sharding (net, w, axes, TRUE);
+    }
   g_ptr_array_add (net->weights, w);
-  g_ptr_array_add (net->priv->weight_axes, axes);
-  g_hash_table_insert (net->priv->weight_index, w, GINT_TO_POINTER (net->weights->len));
+  g_ptr_array_add (p->weight_axes, axes);
+  g_array_append_val (p->weight_stack, p->stack);
+  g_hash_table_insert (p->weight_index, w, GINT_TO_POINTER (net->weights->len));
   return w;
 }
 
@@ -217,6 +237,21 @@ int
 ps_net_n_weights (const PsNet *net)
 {
   return (int) net->weights->len;
+}
+
+void
+ps_net_stack_weights (PsNet *net, int64_t n)
+{
+  g_return_if_fail (n >= 0);
+  net->priv->stack = n;
+}
+
+int64_t
+ps_net_weight_stack (const PsNet *net, const PsInstr *w)
+{
+  int i = GPOINTER_TO_INT (g_hash_table_lookup (net->priv->weight_index, w)) - 1;
+  g_return_val_if_fail (i >= 0, 0);
+  return g_array_index (net->priv->weight_stack, int64_t, i);
 }
 
 PsInstr *
@@ -232,27 +267,30 @@ axis_size (const PsNet *net, int axis)
 }
 
 /* The state's axes: its weight's, through the dims the state keeps; then
- * weight-update sharding of dim 0. TRUE when some dim is split. */
+ * weight-update sharding of dim 0 (of a layer's state, for a weight
+ * stacked over `stack` layers: the stack dim stays unsplit). TRUE when
+ * some dim is split. */
 static gboolean
 state_axes (const PsNet *net, PsOptimizerKind kind, const PsInstr *w, const int8_t *waxes, int k,
-            const PsShape *state, int wus_axis, int8_t *axes)
+            int stack, const PsShape *state, int wus_axis, int8_t *axes)
 {
   gboolean any = FALSE;
   for (int d = 0; d < state->rank; d++)
     {
-      int src = ps_optimizer_state_source_dim (kind, w->shape->rank, k, d);
+      int src = d < stack ? d
+                : stack + ps_optimizer_state_source_dim (kind, w->shape->rank - stack, k, d - stack);
       axes[d] = waxes ? waxes[src] : PS_AXIS_NONE;
       any |= axes[d] != PS_AXIS_NONE;
     }
-  if (wus_axis == PS_AXIS_NONE || state->rank == 0)
+  if (wus_axis == PS_AXIS_NONE || state->rank <= stack)
     return any;
   gboolean used = FALSE;
   for (int d = 0; d < state->rank; d++)
     used |= axes[d] == wus_axis || axes[d] == PS_AXIS_ALL
             || (wus_axis == PS_AXIS_ALL && axes[d] != PS_AXIS_NONE);
-  if (!used && axes[0] == PS_AXIS_NONE && state->dims[0] % axis_size (net, wus_axis) == 0)
+  if (!used && axes[stack] == PS_AXIS_NONE && state->dims[stack] % axis_size (net, wus_axis) == 0)
     {
-      axes[0] = (int8_t) wus_axis;
+      axes[stack] = (int8_t) wus_axis;
       any = TRUE;
     }
   return any;
@@ -271,14 +309,15 @@ ps_net_add_optimizer_state (PsNet *net, PsOptimizerKind kind, int wus_axis)
     {
       PsInstr *w = net->weights->pdata[i];
       PsShape *shapes[2];
-      int ns = ps_optimizer_state_shapes (kind, w->shape, shapes);
+      int stack = g_array_index (p->weight_stack, int64_t, i) > 0 ? 1 : 0;
+      int ns = ps_optimizer_state_shapes_stacked (kind, w->shape, stack, shapes);
       p->first_state[i] = (int) p->states->len;
       for (int k = 0; k < ns; k++)
         {
           g_autofree char *name = g_strdup_printf ("%s.opt%d", w->name, k);
           PsInstr *s = add_parameter (net, name, shapes[k]);
           int8_t axes[PS_NET_MAX_RANK] = { 0 };
-          if (state_axes (net, kind, w, p->weight_axes->pdata[i], k, s->shape, wus_axis, axes))
+          if (state_axes (net, kind, w, p->weight_axes->pdata[i], k, stack, s->shape, wus_axis, axes))
             set_sharding (net, s, axes, FALSE);
           g_ptr_array_add (p->states, s);
         }
@@ -522,22 +561,55 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   ps_optimizer_hyper_defaults (p->optimizer, &hyper);
   hyper.lr = lr;
   hyper.decay = decay;
-  for (guint i = 0; i < net->weights->len; i++)
+  int nw = (int) net->weights->len;
+  g_autofree PsInstr **new_w = g_new0 (PsInstr *, nw + 1);
+  g_autofree PsInstr **new_st = g_new0 (PsInstr *, p->states->len + 1);
+  /* Weights stacked by layer: one loop over the layers updates them all
+   * (they were created in one run, so their states follow each other). */
+  GPtrArray *sw = g_ptr_array_new (), *sg = g_ptr_array_new ();
+  int first_stacked = -1;
+  for (int i = 0; i < nw; i++)
+    if (g_array_index (p->weight_stack, int64_t, i) > 0)
+      {
+        if (first_stacked < 0)
+          first_stacked = i;
+        g_assert (i == first_stacked + (int) sw->len);
+        g_ptr_array_add (sw, net->weights->pdata[i]);
+        g_ptr_array_add (sg, p->grads[i]);
+      }
+  if (sw->len > 0)
     {
-      PsInstr *w = net->weights->pdata[i], *nw, *nst[2];
+      GError *error = NULL;
+      gboolean ok = ps_optimizer_apply_layers (c, p->optimizer, &hyper, (int) sw->len,
+                                               (PsInstr **) sw->pdata, (PsInstr **) sg->pdata,
+                                               (PsInstr **) p->states->pdata + p->first_state[first_stacked],
+                                               new_w + first_stacked,
+                                               new_st + p->first_state[first_stacked], &error);
+      /* the optimizer's own body: an error is a programmer error */
+      g_assert_no_error (error);
+      g_assert (ok);
+    }
+  g_ptr_array_free (sw, TRUE);
+  g_ptr_array_free (sg, TRUE);
+  for (int i = 0; i < nw; i++)
+    {
+      PsInstr *w = net->weights->pdata[i];
       g_return_val_if_fail (p->grads[i] != NULL, NULL);
       PsInstr **st = (PsInstr **) p->states->pdata + p->first_state[i];
-      ps_optimizer_apply (c, p->optimizer, &hyper, w, p->grads[i], st, &nw, nst);
+      if (!new_w[i])
+        ps_optimizer_apply (c, p->optimizer, &hyper, w, p->grads[i], st, &new_w[i],
+                            new_st + p->first_state[i]);
       /* The new weight replaces the old one (a donated buffer in XLA), so it
        * keeps the weight's sharding; the same for the state. */
       if (w->sharding)
-        ps_instr_set_sharding (nw, w->sharding);
-      g_ptr_array_add (outs, nw);
-      for (int k = 0; k < p->first_state[i + 1] - p->first_state[i]; k++)
+        ps_instr_set_sharding (new_w[i], w->sharding);
+      g_ptr_array_add (outs, new_w[i]);
+      for (int k = p->first_state[i]; k < p->first_state[i + 1]; k++)
         {
-          if (st[k]->sharding)
-            ps_instr_set_sharding (nst[k], st[k]->sharding);
-          g_ptr_array_add (new_states, nst[k]);
+          PsInstr *s0 = p->states->pdata[k];
+          if (s0->sharding)
+            ps_instr_set_sharding (new_st[k], s0->sharding);
+          g_ptr_array_add (new_states, new_st[k]);
         }
     }
   for (guint i = 0; i < new_states->len; i++)

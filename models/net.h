@@ -146,6 +146,15 @@ void ps_net_add_optimizer_state (PsNet *net, PsOptimizerKind kind, int wus_axis)
 PsInstr *ps_net_input (PsNet *net, const char *name, PsElemType t, int rank, const int64_t *dims);
 /* Weights created so far (the next weight's index). */
 int ps_net_n_weights (const PsNet *net);
+/* Layer stacks written as a loop (layers.h, ps_layer_loop_forward): from
+ * this call on, every weight ps_net_weight() creates is stacked over n
+ * layers, with a leading dim n that is never split (its other dims are
+ * annotated as for one layer); n = 0 ends it. Their optimizer state is
+ * stacked the same way (each layer's state), and ps_net_finish() updates
+ * them one layer at a time in a loop (ps_optimizer_apply_layers). */
+void ps_net_stack_weights (PsNet *net, int64_t n);
+/* The stack size of weight w (0: not stacked). */
+int64_t ps_net_weight_stack (const PsNet *net, const PsInstr *w);
 /* A cast of `weight` to t that the backward pass treats as the weight
  * itself: ps_net_vjp() with respect to the cast accumulates into the
  * weight (converted to f32). A tied softmax takes its own cast of the

@@ -11,19 +11,32 @@
 
 /* ---- the compiled SPMD program, shared by every actor ------------------ */
 
-typedef enum { OP_SEGMENT, OP_START, OP_DONE } OpKind;
+typedef enum { OP_SEGMENT, OP_START, OP_DONE, OP_LOOP, OP_END_LOOP } OpKind;
 
 typedef struct {
   OpKind kind;
-  int occ;        /* START, DONE: collective occurrence */
+  int occ;        /* START, DONE: collective occurrence; LOOP: the first
+                   * occurrence of its body */
   double dur_s;   /* SEGMENT */
   char *name;     /* SEGMENT: label for the timeline */
+  guint64 trips;  /* LOOP */
+  int match;      /* LOOP: its END_LOOP; END_LOOP: its LOOP */
+  int end_occ;    /* LOOP: one past the last occurrence of its body */
 } Op;
 
 typedef struct {
   int plan;
   char *name;
+  guint64 runs;   /* times one step runs it (product of enclosing trips) */
 } Occurrence;
+
+/* Where a device (or the lock-step replay) is in the loops: the iteration
+ * of each enclosing loop, outermost first. */
+typedef struct {
+  int depth;
+  int begin[PS_TRACE_MAX_LOOP_DEPTH + 1];   /* op index of the LOOP */
+  guint64 iter[PS_TRACE_MAX_LOOP_DEPTH + 1];
+} LoopPos;
 
 typedef struct {
   const PsReplayOptions *opt;
@@ -43,6 +56,11 @@ typedef struct {
   double peak_mem_bytes;
   double flops;
   guint64 n_compute, n_segments, n_collectives;
+  /* While reading: open loops (op indices) and the runs of what is read. */
+  int depth;
+  int open_loop[PS_TRACE_MAX_LOOP_DEPTH + 1];
+  guint64 mult[PS_TRACE_MAX_LOOP_DEPTH + 1];
+  guint64 n_loop_iterations;    /* iterations of every loop in one step */
 } Program;
 
 static void
@@ -116,6 +134,7 @@ program_begin (Program *p, const char *path, const PsTraceHeader *h, const PsRep
   p->plan_by_key = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   p->occ_by_async = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   p->peak_mem_bytes = (double) h->totals.peak_bytes;
+  p->mult[0] = 1;
   return TRUE;
 }
 
@@ -182,6 +201,8 @@ static gboolean
 program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64 line,
              GError **error)
 {
+  /* the reader checked that these products fit 64 bits */
+  guint64 runs = p->mult[p->depth];
   switch (ev->kind)
     {
     case PS_TRACE_EVENT_COMPUTE:
@@ -190,17 +211,40 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
         PsComputeCost cost = ps_compute_op (p->opt->hw, &op);
         if (!p->in_segment)
           {
-            Op o = { OP_SEGMENT, -1, 0, g_strdup (ev->name ? ev->name : "compute") };
+            Op o = { OP_SEGMENT, -1, 0, g_strdup (ev->name ? ev->name : "compute"), 0, 0, 0 };
             g_array_append_val (p->ops, o);
             p->in_segment = TRUE;
             p->segment_ops = 0;
-            p->n_segments++;
+            p->n_segments += runs;
           }
         Op *seg = &g_array_index (p->ops, Op, p->ops->len - 1);
         seg->dur_s += cost.time_s;
         p->segment_ops++;
-        p->flops += (double) ev->compute.flops;
-        p->n_compute++;
+        p->flops += (double) ev->compute.flops * (double) runs;
+        p->n_compute += runs;
+        return TRUE;
+      }
+    case PS_TRACE_EVENT_LOOP:
+      {
+        /* compute before and after a loop boundary are separate segments */
+        p->in_segment = FALSE;
+        Op o = { OP_LOOP, (int) p->occs->len, 0, NULL, ev->trips, -1, -1 };
+        g_array_append_val (p->ops, o);
+        p->depth++;
+        p->open_loop[p->depth] = (int) p->ops->len - 1;
+        p->mult[p->depth] = runs * ev->trips;
+        p->n_loop_iterations += runs * ev->trips;
+        return TRUE;
+      }
+    case PS_TRACE_EVENT_END_LOOP:
+      {
+        p->in_segment = FALSE;
+        int begin = p->open_loop[p->depth--];
+        Op o = { OP_END_LOOP, -1, 0, NULL, 0, begin, -1 };
+        g_array_append_val (p->ops, o);
+        Op *lp = &g_array_index (p->ops, Op, begin);
+        lp->match = (int) p->ops->len - 1;
+        lp->end_occ = (int) p->occs->len;
         return TRUE;
       }
     case PS_TRACE_EVENT_COLLECTIVE:
@@ -215,14 +259,15 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
           }
         p->in_segment = FALSE;
         Occurrence oc = { plan, g_strdup (ev->name ? ev->name
-                                          : ps_trace_collective_kind_name (ev->collective.kind)) };
+                                          : ps_trace_collective_kind_name (ev->collective.kind)),
+                          runs };
         g_array_append_val (p->occs, oc);
         int occ = (int) p->occs->len - 1;
-        Op start = { OP_START, occ, 0, NULL };
+        Op start = { OP_START, occ, 0, NULL, 0, 0, 0 };
         g_array_append_val (p->ops, start);
         if (ev->collective.async_id == 0)
           {
-            Op done = { OP_DONE, occ, 0, NULL };
+            Op done = { OP_DONE, occ, 0, NULL, 0, 0, 0 };
             g_array_append_val (p->ops, done);
           }
         else
@@ -231,7 +276,7 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
             *id = (gint64) ev->collective.async_id;
             g_hash_table_insert (p->occ_by_async, id, GINT_TO_POINTER (occ + 1));
           }
-        p->n_collectives++;
+        p->n_collectives += runs;
         return TRUE;
       }
     case PS_TRACE_EVENT_DONE:
@@ -246,13 +291,15 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
           }
         g_hash_table_remove (p->occ_by_async, &id);
         p->in_segment = FALSE;
-        Op done = { OP_DONE, occ, 0, NULL };
+        Op done = { OP_DONE, occ, 0, NULL, 0, 0, 0 };
         g_array_append_val (p->ops, done);
         return TRUE;
       }
     case PS_TRACE_EVENT_MEMORY:
       p->peak_mem_bytes = MAX (p->peak_mem_bytes, (double) ev->live_bytes);
       return TRUE;
+    default:
+      break;
     }
   return TRUE;
 }
@@ -282,44 +329,69 @@ typedef struct {
   PsSgSem *sem;
   double compute_s, comm_s, exposed_s;
   GArray *spans;     /* Span, or NULL when not on the timeline */
+  LoopPos pos;       /* without the cache: where this device is */
 } Dev;
 
+/* A collective occurrence runs once per iteration of its loops. Members of
+ * a group are never two runs apart (a member passes run k's done only once
+ * every member arrived at run k, which each did after its run k - 1), so
+ * two records per occurrence suffice, by the parity of the run. */
 typedef struct Replay {
   Program *prog;
   PsSgNet *net;
   gboolean cache;
   double **group_dur; /* per plan, per group */
-  Inst **insts;       /* per occurrence: array of n_groups, lazily */
-  int *occ_passed;    /* per occurrence: devices past its DONE */
-  double *occ_dur;    /* per occurrence: longest any group took (arrival of
-                       * its last member to completion) */
+  Inst **insts;       /* per occurrence and parity: array of n_groups, lazily */
+  int *occ_passed;    /* per occurrence and parity: devices past its DONE */
+  double *occ_dur;    /* per occurrence and parity: longest any group took
+                       * in this run (arrival of its last member to completion) */
+  double *occ_total;  /* per occurrence: summed over its runs */
+  guint64 *occ_runs;  /* per occurrence: runs completed */
+  double max_completion; /* latest completion of a collective so far */
+  guint64 iterations_simulated;
   gboolean hung;      /* a member never arrived (cannot happen in SPMD) */
   Dev *devs;
 } Replay;
 
 typedef struct {
   Replay *rp;
-  int occ, group;
+  int occ, group, parity;
 } Helper;
 
-static Inst *
-inst_get (Replay *rp, int occ, int g)
+/* Parity of the run of an occurrence at loop position pos (the runs count
+ * the iterations of the enclosing loops, innermost fastest). */
+static int
+run_parity (const Program *p, const LoopPos *pos)
 {
-  if (!rp->insts[occ])
+  guint64 par = 0;
+  for (int d = 1; d <= pos->depth; d++)
+    {
+      guint64 trips = g_array_index (p->ops, Op, pos->begin[d]).trips;
+      par = ((par * (trips & 1)) + (pos->iter[d] & 1)) & 1;
+    }
+  return (int) par;
+}
+
+static Inst *
+inst_get (Replay *rp, int occ, int parity, int g)
+{
+  int k = 2 * occ + parity;
+  if (!rp->insts[k])
     {
       const PsCollPlan *plan = rp->prog->plans->pdata[g_array_index (rp->prog->occs, Occurrence, occ).plan];
-      rp->insts[occ] = g_new0 (Inst, plan->n_groups);
+      rp->insts[k] = g_new0 (Inst, plan->n_groups);
     }
-  return &rp->insts[occ][g];
+  return &rp->insts[k][g];
 }
 
 /* Marks a group's collective complete and wakes its waiting members. The
  * waiter list is detached first: a woken actor may run before we return. */
 static void
-inst_complete (Inst *in, double completion)
+inst_complete (Replay *rp, Inst *in, double completion)
 {
   in->completion = completion;
   in->done = TRUE;
+  rp->max_completion = MAX (rp->max_completion, completion);
   GArray *w = in->waiters;
   in->waiters = NULL;
   if (!w)
@@ -340,11 +412,9 @@ helper_actor (void *data)
   Replay *rp = h->rp;
   const PsCollPlan *plan = rp->prog->plans->pdata[g_array_index (rp->prog->occs, Occurrence, h->occ).plan];
   ps_coll_run_group (rp->net, plan, h->group);
-  Inst *in = inst_get (rp, h->occ, h->group);
-  int occ = h->occ;
-  (void) occ;
+  Inst *in = inst_get (rp, h->occ, h->parity, h->group);
   g_free (h);
-  inst_complete (in, ps_sgnet_clock ());
+  inst_complete (rp, in, ps_sgnet_clock ());
 }
 
 /* A compute segment on device d. */
@@ -364,7 +434,7 @@ dev_segment (Dev *d, const Op *op)
  * member's arrival completes it (its group's duration after the latest
  * arrival); without, it starts a helper actor that runs the flows. */
 static void
-dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members)
+dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members, int parity)
 {
   Replay *rp = d->rp;
   const Occurrence *oc = &g_array_index (rp->prog->occs, Occurrence, op->occ);
@@ -374,28 +444,29 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members)
   if (++in->arrived == n_members)
     {
       if (rp->cache)
-        inst_complete (in, in->max_arrival + rp->group_dur[oc->plan][g]);
+        inst_complete (rp, in, in->max_arrival + rp->group_dur[oc->plan][g]);
       else
         {
           Helper *h = g_new (Helper, 1);
-          *h = (Helper) { rp, op->occ, g };
+          *h = (Helper) { rp, op->occ, g, parity };
           ps_sgnet_spawn (rp->net, d->core, "collective", helper_actor, h);
         }
     }
 }
 
 /* Device d waits for a completed collective: communication time, exposed
- * time, timeline span; the last device through frees the occurrence's
- * group records. */
+ * time, timeline span; the last device through frees the run's group
+ * records and adds the run to the occurrence's totals. */
 static void
-dev_done (Dev *d, const Op *op, const Inst *in)
+dev_done (Dev *d, const Op *op, const Inst *in, int parity)
 {
   Replay *rp = d->rp;
   Program *p = rp->prog;
   const Occurrence *oc = &g_array_index (p->occs, Occurrence, op->occ);
+  int k = 2 * op->occ + parity;
   double start = in->max_arrival, end = in->completion;
   d->comm_s += end - start;
-  rp->occ_dur[op->occ] = MAX (rp->occ_dur[op->occ], end - start);
+  rp->occ_dur[k] = MAX (rp->occ_dur[k], end - start);
   if (end > d->local_s)
     {
       d->exposed_s += end - d->local_s;
@@ -406,10 +477,14 @@ dev_done (Dev *d, const Op *op, const Inst *in)
       Span s = { start, end - start, oc->name, "collective" };
       g_array_append_val (d->spans, s);
     }
-  if (++rp->occ_passed[op->occ] == g_array_index (p->plan_total, int, oc->plan))
+  if (++rp->occ_passed[k] == g_array_index (p->plan_total, int, oc->plan))
     {
-      g_free (rp->insts[op->occ]);
-      rp->insts[op->occ] = NULL;
+      g_free (rp->insts[k]);
+      rp->insts[k] = NULL;
+      rp->occ_passed[k] = 0;
+      rp->occ_total[op->occ] += rp->occ_dur[k];
+      rp->occ_runs[op->occ]++;
+      rp->occ_dur[k] = 0;
     }
 }
 
@@ -427,12 +502,12 @@ dev_group (const Dev *d, const Op *op, int *members)
   return g;
 }
 
-/* Runs op on device d as far as it can alone: a compute segment, or its
- * arrival at a collective's start. Returns the group's record when op is a
- * done that d takes part in (the caller waits for its completion, then
- * calls dev_done), NULL otherwise. */
+/* Runs op (a segment, start or done) on device d as far as it can alone: a
+ * compute segment, or its arrival at a collective's start. Returns the
+ * group's record when op is a done that d takes part in (the caller waits
+ * for its completion, then calls dev_done), NULL otherwise. */
 static Inst *
-dev_step (Dev *d, const Op *op)
+dev_step (Dev *d, const Op *op, int parity)
 {
   if (op->kind == OP_SEGMENT)
     {
@@ -442,10 +517,10 @@ dev_step (Dev *d, const Op *op)
   int members = 0, g = dev_group (d, op, &members);
   if (g < 0)
     return NULL;
-  Inst *in = inst_get (d->rp, op->occ, g);
+  Inst *in = inst_get (d->rp, op->occ, parity, g);
   if (op->kind == OP_START)
     {
-      dev_start (d, op, in, g, members);
+      dev_start (d, op, in, g, members, parity);
       return NULL;
     }
   return in;
@@ -453,16 +528,39 @@ dev_step (Dev *d, const Op *op)
 
 /* Without the cache: one actor per device, collectives as flows on the
  * shared network; a member waits on its semaphore until its group's helper
- * actor completes the collective. */
+ * actor completes the collective. Every loop iteration is simulated. */
 static void
 device_actor (void *data)
 {
   Dev *d = data;
   Program *p = d->rp->prog;
+  LoopPos *pos = &d->pos;
   for (guint i = 0; i < p->ops->len; i++)
     {
       const Op *op = &g_array_index (p->ops, Op, i);
-      Inst *in = dev_step (d, op);
+      if (op->kind == OP_LOOP)
+        {
+          if (op->trips == 0)
+            i = (guint) op->match;
+          else
+            {
+              pos->depth++;
+              pos->begin[pos->depth] = (int) i;
+              pos->iter[pos->depth] = 0;
+            }
+          continue;
+        }
+      if (op->kind == OP_END_LOOP)
+        {
+          const Op *lp = &g_array_index (p->ops, Op, op->match);
+          if (++pos->iter[pos->depth] < lp->trips)
+            i = (guint) op->match;
+          else
+            pos->depth--;
+          continue;
+        }
+      int parity = run_parity (p, pos);
+      Inst *in = dev_step (d, op, parity);
       if (!in)
         continue;
       if (!in->done)
@@ -472,8 +570,121 @@ device_actor (void *data)
           g_array_append_val (in->waiters, d->sem);
           ps_sgnet_sem_acquire (d->sem);
         }
-      dev_done (d, op, in);
+      dev_done (d, op, in, parity);
     }
+}
+
+static void run_cached_ops (Replay *rp, int begin, int end, LoopPos *pos);
+
+/* What one iteration of a loop added, to repeat it without simulating. */
+typedef struct {
+  double *start_s, *compute_s, *comm_s, *exposed_s; /* per device, at its start */
+  guint *spans;                                     /* per device: spans before it */
+  double *occ_total;                                /* per body occurrence */
+  guint64 *occ_runs;
+} IterMark;
+
+static void
+iter_mark (Replay *rp, const Op *lp, IterMark *m)
+{
+  for (int d = 0; d < rp->prog->n_devices; d++)
+    {
+      Dev *dv = &rp->devs[d];
+      m->start_s[d] = dv->local_s;
+      m->compute_s[d] = dv->compute_s;
+      m->comm_s[d] = dv->comm_s;
+      m->exposed_s[d] = dv->exposed_s;
+      m->spans[d] = dv->spans ? dv->spans->len : 0;
+    }
+  for (int o = lp->occ; o < lp->end_occ; o++)
+    {
+      m->occ_total[o - lp->occ] = rp->occ_total[o];
+      m->occ_runs[o - lp->occ] = rp->occ_runs[o];
+    }
+}
+
+/* After an iteration that started at m: when every device advanced by the
+ * same time and no collective is still in flight, the next iteration
+ * starts in the same state shifted in time (the replay depends only on
+ * the devices' clocks relative to each other), and so does every later
+ * one: the remaining `rest` iterations are added without simulating them.
+ * Returns whether it could. */
+static gboolean
+iter_repeat (Replay *rp, const Op *lp, const IterMark *m, guint64 rest)
+{
+  int n = rp->prog->n_devices;
+  double c = rp->devs[0].local_s - m->start_s[0], first_end = rp->devs[0].local_s;
+  for (int d = 0; d < n; d++)
+    {
+      double adv = rp->devs[d].local_s - m->start_s[d];
+      /* clocks of a few seconds: differences at the rounding level */
+      if (fabs (adv - c) > 1e-12 * (1.0 + fabs (rp->devs[d].local_s)))
+        return FALSE;
+      first_end = MIN (first_end, rp->devs[d].local_s);
+    }
+  if (rp->max_completion > first_end + 1e-12 * (1.0 + fabs (first_end)))
+    return FALSE;
+  double r = (double) rest;
+  for (int d = 0; d < n; d++)
+    {
+      Dev *dv = &rp->devs[d];
+      if (dv->spans)
+        {
+          guint a = m->spans[d], b = dv->spans->len;
+          for (guint64 k = 1; k <= rest; k++)
+            for (guint i = a; i < b; i++)
+              {
+                Span s = g_array_index (dv->spans, Span, i);
+                s.start_s += c * (double) k;
+                g_array_append_val (dv->spans, s);
+              }
+        }
+      dv->local_s += c * r;
+      dv->compute_s += (dv->compute_s - m->compute_s[d]) * r;
+      dv->comm_s += (dv->comm_s - m->comm_s[d]) * r;
+      dv->exposed_s += (dv->exposed_s - m->exposed_s[d]) * r;
+    }
+  for (int o = lp->occ; o < lp->end_occ; o++)
+    {
+      rp->occ_total[o] += (rp->occ_total[o] - m->occ_total[o - lp->occ]) * r;
+      rp->occ_runs[o] += (rp->occ_runs[o] - m->occ_runs[o - lp->occ]) * rest;
+    }
+  rp->max_completion += c * r;
+  return TRUE;
+}
+
+/* A loop in the lock-step replay: iterations are simulated until one
+ * repeats exactly (usually the first), the rest are added in one go. */
+static void
+run_cached_loop (Replay *rp, int at, LoopPos *pos)
+{
+  const Op *lp = &g_array_index (rp->prog->ops, Op, at);
+  if (lp->trips == 0)
+    return;
+  int n = rp->prog->n_devices, n_occ = lp->end_occ - lp->occ;
+  IterMark m = {
+    g_new (double, n), g_new (double, n), g_new (double, n), g_new (double, n),
+    g_new (guint, n), g_new (double, n_occ + 1), g_new (guint64, n_occ + 1)
+  };
+  pos->depth++;
+  pos->begin[pos->depth] = at;
+  for (guint64 k = 0; k < lp->trips && !rp->hung; k++)
+    {
+      pos->iter[pos->depth] = k;
+      iter_mark (rp, lp, &m);
+      run_cached_ops (rp, at + 1, lp->match, pos);
+      rp->iterations_simulated++;
+      if (k + 1 < lp->trips && !rp->hung && iter_repeat (rp, lp, &m, lp->trips - k - 1))
+        break;
+    }
+  pos->depth--;
+  g_free (m.start_s);
+  g_free (m.compute_s);
+  g_free (m.comm_s);
+  g_free (m.exposed_s);
+  g_free (m.spans);
+  g_free (m.occ_total);
+  g_free (m.occ_runs);
 }
 
 /* With the cache, time lives in each device's own clock and a collective
@@ -484,16 +695,23 @@ device_actor (void *data)
  * actors that yield until their group has assembled, without a context
  * switch per device and op. */
 static void
-replay_cached (Replay *rp)
+run_cached_ops (Replay *rp, int begin, int end, LoopPos *pos)
 {
   Program *p = rp->prog;
-  for (guint i = 0; i < p->ops->len && !rp->hung; i++)
+  for (int i = begin; i < end && !rp->hung; i++)
     {
       const Op *op = &g_array_index (p->ops, Op, i);
+      if (op->kind == OP_LOOP)
+        {
+          run_cached_loop (rp, i, pos);
+          i = op->match;
+          continue;
+        }
+      int parity = run_parity (p, pos);
       for (int dv = 0; dv < p->n_devices; dv++)
         {
           Dev *d = &rp->devs[dv];
-          Inst *in = dev_step (d, op);
+          Inst *in = dev_step (d, op, parity);
           if (!in)
             continue;
           if (!in->done)
@@ -501,9 +719,16 @@ replay_cached (Replay *rp)
               rp->hung = TRUE;
               break;
             }
-          dev_done (d, op, in);
+          dev_done (d, op, in, parity);
         }
     }
+}
+
+static void
+replay_cached (Replay *rp)
+{
+  LoopPos pos = { 0 };
+  run_cached_ops (rp, 0, (int) rp->prog->ops->len, &pos);
 }
 
 static PsTimeline *
@@ -565,9 +790,11 @@ run (Program *p, GError **error)
         PsCollPlan *plan = p->plans->pdata[i];
         ps_coll_simulate (net, &plan, 1, &rp.group_dur[i]);
       }
-  rp.insts = g_new0 (Inst *, p->occs->len + 1);
-  rp.occ_passed = g_new0 (int, p->occs->len + 1);
-  rp.occ_dur = g_new0 (double, p->occs->len + 1);
+  rp.insts = g_new0 (Inst *, 2 * p->occs->len + 1);
+  rp.occ_passed = g_new0 (int, 2 * p->occs->len + 1);
+  rp.occ_dur = g_new0 (double, 2 * p->occs->len + 1);
+  rp.occ_total = g_new0 (double, p->occs->len + 1);
+  rp.occ_runs = g_new0 (guint64, p->occs->len + 1);
   rp.devs = g_new0 (Dev, p->n_devices);
   double t0 = ps_sgnet_clock ();
   for (int d = 0; d < p->n_devices; d++)
@@ -628,12 +855,15 @@ run (Program *p, GError **error)
   r->n_compute_segments = p->n_segments;
   r->n_collectives = p->n_collectives;
   r->n_unique_collectives = p->plans->len;
+  r->n_loop_iterations = p->n_loop_iterations;
+  r->n_iterations_simulated = rp.cache ? rp.iterations_simulated : p->n_loop_iterations;
   r->link_bytes = g_new0 (double, pf->n_links);
   for (guint i = 0; i < p->occs->len; i++)
     {
-      const PsCollPlan *plan = p->plans->pdata[g_array_index (p->occs, Occurrence, i).plan];
+      const Occurrence *oc = &g_array_index (p->occs, Occurrence, i);
+      const PsCollPlan *plan = p->plans->pdata[oc->plan];
       for (int l = 0; l < pf->n_links; l++)
-        r->link_bytes[l] += plan->link_bytes[l];
+        r->link_bytes[l] += plan->link_bytes[l] * (double) oc->runs;
     }
   /* Per distinct collective: how often it ran and how long it took, so
    * reports can name the most expensive ones. */
@@ -652,19 +882,21 @@ run (Program *p, GError **error)
           cs->n_groups = plan->n_groups;
           cs->group_size = plan->group_size;
         }
-      cs->count++;
-      cs->total_s += rp.occ_dur[i];
+      cs->count += rp.occ_runs[i];
+      cs->total_s += rp.occ_total[i];
     }
   if (opt->n_timeline_devices > 0)
     r->timeline = build_timeline (&rp, pf);
   for (int d = 0; d < p->n_devices; d++)
     if (rp.devs[d].spans)
       g_array_unref (rp.devs[d].spans);
-  for (guint i = 0; i < p->occs->len; i++)
+  for (guint i = 0; i < 2 * p->occs->len; i++)
     g_free (rp.insts[i]);
   g_free (rp.insts);
   g_free (rp.occ_passed);
   g_free (rp.occ_dur);
+  g_free (rp.occ_total);
+  g_free (rp.occ_runs);
   for (int i = 0; i < n_plans; i++)
     g_free (rp.group_dur[i]);
   g_free (rp.group_dur);

@@ -53,6 +53,9 @@ typedef struct {
   double peak_hbm_bytes;
   double hbm_capacity_bytes;
   guint64 n_compute_events, n_compute_segments, n_collectives, n_unique_collectives;
+  /* Loop iterations one step runs, and how many of them the replay
+   * simulated (the others repeated a simulated one exactly). */
+  guint64 n_loop_iterations, n_iterations_simulated;
   double *link_bytes;       /* per platform link id */
   PsTimeline *timeline;     /* chosen cores' spans, or NULL */
   GArray *collectives;      /* PsCollectiveStat, one per distinct collective */

@@ -206,21 +206,35 @@ START_TEST (test_lower_while)
   GError *error = NULL;
   g_autoptr (PsTrace) t = ps_lower_module (m, NULL, &error);
   ck_assert_msg (t != NULL, "%s", error ? error->message : "");
-  /* 5 iterations x (lt, i2, y) and one watermark after the loop */
-  ck_assert_uint_eq (ps_trace_n_events (t), 16);
-  ck_assert_str_eq (ps_trace_get_event (t, 0)->name, "lt");
-  ck_assert_str_eq (ps_trace_get_event (t, 14)->name, "y");
-  ck_assert_int_eq (ps_trace_get_event (t, 15)->kind, PS_TRACE_EVENT_MEMORY);
+  /* a loop of 5 trips over y (the counter and the condition are scalar
+   * ops, no events), then one watermark */
+  ck_assert_uint_eq (ps_trace_n_events (t), 4);
+  ck_assert_int_eq (ps_trace_get_event (t, 0)->kind, PS_TRACE_EVENT_LOOP);
+  ck_assert_uint_eq (ps_trace_get_event (t, 0)->trips, 5);
+  ck_assert_str_eq (ps_trace_get_event (t, 0)->name, "w");
+  ck_assert_str_eq (ps_trace_get_event (t, 1)->name, "y");
+  ck_assert_int_eq (ps_trace_get_event (t, 2)->kind, PS_TRACE_EVENT_END_LOOP);
+  ck_assert_int_eq (ps_trace_get_event (t, 3)->kind, PS_TRACE_EVENT_MEMORY);
   /* the trace's FLOPs are the cost analysis's */
   g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
   ck_assert_uint_eq (ps_trace_get_header (t)->totals.flops,
                      ps_cost_computation (a, m->entry).flops);
-  ck_assert_uint_eq (ps_trace_get_header (t)->totals.flops, 30);
+  ck_assert_uint_eq (ps_trace_get_header (t)->totals.flops, 20);
 
-  /* a cap on unrolling is an error, not a huge trace */
+  /* unrolled: 5 iterations of y and the watermark, same totals */
   PsLowerOptions o;
   ps_lower_options_init (&o);
-  o.max_events = 10;
+  o.unroll_loops = TRUE;
+  g_autoptr (PsTrace) u = ps_lower_module (m, &o, &error);
+  ck_assert_msg (u != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (ps_trace_n_events (u), 6);
+  ck_assert_str_eq (ps_trace_get_event (u, 0)->name, "y");
+  ck_assert_str_eq (ps_trace_get_event (u, 4)->name, "y");
+  ck_assert_uint_eq (ps_trace_get_header (u)->totals.flops, 20);
+  ck_assert (!ps_trace_has_loops (u));
+
+  /* a cap on the events is an error, not a huge trace */
+  o.max_events = 4;
   ck_assert_ptr_null (ps_lower_module (m, &o, &error));
   ck_assert_msg (g_error_matches (error, PS_ERROR, PS_ERROR_UNSUPPORTED), "%s", error->message);
   g_clear_error (&error);

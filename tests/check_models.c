@@ -187,7 +187,16 @@ START_TEST (test_build_small_is_valid)
    * projection weights the paper annotates (Wq Wk Wv Wo W1 W2) plus the gate
    * of the gated GELU and the relative-position bias: 9 a layer. Optimizer
    * state follows its weight and is not counted. */
-  ck_assert_int_eq (info.n_annotations, 1 + c.layers * 9);
+  ck_assert_int_eq (info.n_annotations, 1 + 9);
+  /* unrolled, each layer carries its own */
+  c.unroll = TRUE;
+  PsDenseLmInfo info_u;
+  PsModule *u = ps_dense_lm_build (&c, &info_u, &error);
+  ck_assert_msg (u != NULL, "%s", error ? error->message : "");
+  ck_assert_int_eq (info_u.n_annotations, 1 + c.layers * 9);
+  ck_assert (fabs (info_u.params - info.params) < 0.5);
+  ps_module_free (u);
+  c.unroll = FALSE;
   ck_assert_int_ge (count_sharded (m), info.n_annotations);
   /* Parameter count: embedding + per layer 4*M*N*D + 3*M*H + K*N + 2*M, + final M. */
   double M = c.model_dim, H = c.ffn_dim, ND = c.heads * c.head_dim;
@@ -258,6 +267,118 @@ START_TEST (test_small_step_runs)
 }
 END_TEST
 
+/* A deterministic value for parameter `name` element k (the same for a
+ * layer's weight in both forms: "layer1.wq" and row 1 of "layers.wq"). */
+static double
+init_value (const char *name, int64_t k, int64_t vocab)
+{
+  guint32 st = g_str_hash (name) ^ (guint32) (k * 2654435761u);
+  st = st * 1664525u + 1013904223u;
+  st = st * 1664525u + 1013904223u;
+  double r = (double) (st >> 8) / (double) (1u << 24);
+  if (g_str_has_suffix (name, ".opt0") || g_str_has_suffix (name, ".opt1"))
+    return 1e-3 * (1 + r);
+  if (strcmp (name, "ids") == 0 || strcmp (name, "labels") == 0)
+    return (double) ((st >> 8) % (guint32) vocab);
+  if (strcmp (name, "learning_rate") == 0)
+    return 0.01;
+  if (strcmp (name, "decay") == 0)
+    return 0.8;
+  if (strstr (name, "ln") != NULL && !strstr (name, ".opt"))
+    return 1.0 + 0.1 * (r - 0.5);
+  return (r - 0.5) * 0.1;
+}
+
+/* "layers.wq.opt1" -> "layer%d.wq.opt1" for layer l (NULL if not stacked). */
+static char *
+layer_name (const char *stacked, int l)
+{
+  if (!g_str_has_prefix (stacked, "layers."))
+    return NULL;
+  return g_strdup_printf ("layer%d.%s", l, stacked + 7);
+}
+
+/* The layer stack as a loop computes the same step as the same stack
+ * unrolled (each stacked weight is the unrolled layers' weights, row by
+ * row): loss, every new weight and optimizer state, on the interpreter,
+ * with remat on and off and two microbatches. */
+START_TEST (test_loop_matches_unrolled)
+{
+  for (int remat = 0; remat < 2; remat++)
+    {
+      PsDenseLmConfig c;
+      ps_dense_lm_config_small (&c);
+      c.layers = 3;
+      c.remat = remat;
+      c.microbatches = 2;
+      GError *error = NULL;
+      PsModule *lm = ps_dense_lm_build (&c, NULL, &error);
+      ck_assert_msg (lm != NULL, "%s", error ? error->message : "");
+      c.unroll = TRUE;
+      PsModule *um = ps_dense_lm_build (&c, NULL, &error);
+      ck_assert_msg (um != NULL, "%s", error ? error->message : "");
+      PsModule *ms[2] = { um, lm };
+      PsValue *outs[2];
+      for (int f = 0; f < 2; f++)
+        {
+          PsComputation *e = ms[f]->entry;
+          int n = (int) e->params->len;
+          PsValue **args = g_new0 (PsValue *, n);
+          for (int i = 0; i < n; i++)
+            {
+              PsInstr *p = e->params->pdata[i];
+              args[i] = ps_value_new (p->shape);
+              int64_t per = p->shape->rank > 0 && f == 1 && g_str_has_prefix (p->name, "layers.")
+                            ? args[i]->n / p->shape->dims[0] : args[i]->n;
+              for (int64_t k = 0; k < args[i]->n; k++)
+                {
+                  g_autofree char *ln = f == 1 ? layer_name (p->name, (int) (k / per)) : NULL;
+                  ps_value_set (args[i], k, init_value (ln ? ln : p->name, ln ? k % per : k, c.vocab));
+                }
+            }
+          outs[f] = ps_interp_run (ms[f], n, args, NULL, &error);
+          ck_assert_msg (outs[f] != NULL, "interp: %s", error ? error->message : "");
+          for (int i = 0; i < n; i++)
+            ps_value_free (args[i]);
+          g_free (args);
+        }
+      /* outputs: loss, new weights, new states, in parameter order */
+      double lu = ps_value_get (outs[0]->elems[0], 0), ll = ps_value_get (outs[1]->elems[0], 0);
+      ck_assert_msg (fabs (lu - ll) <= 1e-6 * fabs (lu), "loss: unrolled %.9g, loop %.9g", lu, ll);
+      int compared = 0;
+      for (guint i = 0; i < lm->entry->params->len; i++)
+        {
+          PsInstr *p = lm->entry->params->pdata[i];
+          int out_k = -1;
+          /* output 1 + i for weights and states (the parameters before ids) */
+          if (strcmp (p->name, "ids") == 0)
+            break;
+          out_k = 1 + (int) i;
+          const PsValue *lv = outs[1]->elems[out_k];
+          int64_t per = g_str_has_prefix (p->name, "layers.") ? lv->n / p->shape->dims[0] : lv->n;
+          for (int64_t k = 0; k < lv->n; k++)
+            {
+              g_autofree char *ln = layer_name (p->name, (int) (k / per));
+              const char *uname = ln ? ln : p->name;
+              PsInstr *up = ps_computation_find_instr (um->entry, uname);
+              ck_assert_msg (up != NULL, "%s", uname);
+              const PsValue *uv = outs[0]->elems[1 + up->parameter_number];
+              double a = ps_value_get (uv, ln ? k % per : k), b = ps_value_get (lv, k);
+              ck_assert_msg (fabs (a - b) <= 1e-5 * fmax (fabs (a), 1e-3),
+                             "remat %d %s[%" G_GINT64_FORMAT "]: unrolled %.9g, loop %.9g",
+                             remat, p->name, k, a, b);
+              compared++;
+            }
+        }
+      ck_assert_int_gt (compared, 1000);
+      ps_value_free (outs[0]);
+      ps_value_free (outs[1]);
+      ps_module_free (lm);
+      ps_module_free (um);
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -269,6 +390,7 @@ main (void)
   tcase_add_test (tc, test_option_errors);
   tcase_add_test (tc, test_build_small_is_valid);
   tcase_add_test (tc, test_small_step_runs);
+  tcase_add_test (tc, test_loop_matches_unrolled);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -229,6 +229,178 @@ START_TEST (test_no_cache_sees_overlapping_collectives)
 }
 END_TEST
 
+/* A step with loops, written with loop lines or unrolled: an all-reduce
+ * over explicit groups of unequal reach leaves the devices out of step
+ * before the first loop; its body runs compute, a synchronous all-reduce
+ * along one mesh axis and an async one along the other, and a nested loop;
+ * a second loop never runs. */
+static void
+add_body (PsTrace *t, gboolean loops, int inner_trips)
+{
+  PsTraceCompute a = matmul (1024, 2048, 1024), b = matmul (512, 512, 512);
+  PsTraceCollective s1 = all_reduce (4 << 20, 1, 0), s0 = all_reduce (1 << 20, 0, 5);
+  ps_trace_add_compute (t, "a", &a);
+  ps_trace_add_collective (t, "s1", &s1);
+  ps_trace_add_collective (t, "s0", &s0);
+  ps_trace_add_compute (t, "b", &b);
+  ps_trace_add_done (t, 5);
+  if (loops)
+    ps_trace_add_loop (t, "inner", (guint64) inner_trips);
+  for (int k = 0; k < (loops ? 1 : inner_trips); k++)
+    {
+      PsTraceCollective i1 = all_reduce (64 << 10, 1, 0);
+      ps_trace_add_compute (t, "c", &b);
+      ps_trace_add_collective (t, "i1", &i1);
+    }
+  if (loops)
+    ps_trace_add_end_loop (t);
+}
+
+static PsTrace *
+loop_trace (gboolean loops, int trips)
+{
+  PsTrace *t = new_trace (4, 8);
+  /* groups {0,1} (one chip) and {2,17} (far apart), then pairs of the rest */
+  guint32 ids[32] = { 0, 1, 2, 17 };
+  int n = 4;
+  for (guint32 d = 3; d < 32; d++)
+    if (d != 17)
+      ids[n++] = d;
+  PsTraceCollective skew = { .kind = PS_TRACE_ALL_REDUCE, .dtype = PS_TRACE_BF16,
+                             .in_bytes = 16 << 20, .out_bytes = 16 << 20,
+                             .groups = { .form = PS_TRACE_GROUPS_LIST, .n_groups = 16,
+                                         .group_size = 2, .devices = ids } };
+  ps_trace_add_collective (t, "skew", &skew);
+  if (loops)
+    ps_trace_add_loop (t, "layers", (guint64) trips);
+  for (int k = 0; k < (loops ? 1 : trips); k++)
+    add_body (t, loops, 3);
+  if (loops)
+    {
+      ps_trace_add_end_loop (t);
+      ps_trace_add_loop (t, "never", 0);
+      add_body (t, loops, 3);
+      ps_trace_add_end_loop (t);
+    }
+  PsTraceCompute a = matmul (256, 256, 256);
+  ps_trace_add_compute (t, "tail", &a);
+  return t;
+}
+
+static double
+sum_of (const double *v, int n)
+{
+  double s = 0;
+  for (int i = 0; i < n; i++)
+    s += v[i];
+  return s;
+}
+
+/* What the loop test compares, passed from a child process (one SimGrid
+ * engine per process). */
+typedef struct {
+  double step, compute[32], comm[32], exposed[32], flops, link_bytes;
+  guint64 n_compute, n_coll, n_segments, n_unique, n_iter, n_simulated, n_spans;
+  guint64 count[8];
+  double total[8];
+} Summary;
+
+static void
+summarize (const PsReplayResult *r, const Setup *s, Summary *o)
+{
+  memset (o, 0, sizeof *o);
+  o->step = r->step_time_s;
+  for (int d = 0; d < 32; d++)
+    {
+      o->compute[d] = r->compute_s[d];
+      o->comm[d] = r->comm_s[d];
+      o->exposed[d] = r->exposed_s[d];
+    }
+  o->flops = r->flops_per_device;
+  o->link_bytes = sum_of (r->link_bytes, s->platform->n_links);
+  o->n_compute = r->n_compute_events;
+  o->n_coll = r->n_collectives;
+  o->n_segments = r->n_compute_segments;
+  o->n_unique = r->n_unique_collectives;
+  o->n_iter = r->n_loop_iterations;
+  o->n_simulated = r->n_iterations_simulated;
+  o->n_spans = r->timeline ? ps_timeline_n_events (r->timeline) : 0;
+  for (guint i = 0; i < r->collectives->len && i < 8; i++)
+    {
+      o->count[i] = g_array_index (r->collectives, PsCollectiveStat, i).count;
+      o->total[i] = g_array_index (r->collectives, PsCollectiveStat, i).total_s;
+    }
+}
+
+static Summary
+summary_in_child (Setup *s, PsTrace *t, gboolean no_cache)
+{
+  int fds[2];
+  ck_assert_int_eq (pipe (fds), 0);
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      Summary o = { .step = -1 };
+      PsReplayResult *r = replay (s, t, no_cache, NULL);
+      if (r)
+        summarize (r, s, &o);
+      ssize_t w = write (fds[1], &o, sizeof o);
+      _exit (w == sizeof o ? 0 : 1);
+    }
+  Summary o;
+  ck_assert_int_eq (read (fds[0], &o, sizeof o), sizeof o);
+  int status;
+  waitpid (pid, &status, 0);
+  close (fds[0]);
+  close (fds[1]);
+  ck_assert (o.step > 0);
+  return o;
+}
+
+/* Loops replay as their unrolled form: step time, per-device times, counts,
+ * per-collective totals, link bytes and timeline spans; only a few
+ * iterations are simulated (the out-of-step first one and the one that
+ * shows the loop repeats). */
+START_TEST (test_loops_match_unrolled)
+{
+  Setup s = setup ("v3-32");
+  g_autoptr (PsTrace) lt = loop_trace (TRUE, 7), ut = loop_trace (FALSE, 7);
+  Summary l = summary_in_child (&s, lt, FALSE), u = summary_in_child (&s, ut, FALSE);
+  double tol = 1e-9 * u.step;
+  ck_assert_msg (fabs (l.step - u.step) <= tol, "loop %.12g s, unrolled %.12g s", l.step, u.step);
+  for (int d = 0; d < 32; d++)
+    {
+      ck_assert_double_eq_tol (l.compute[d], u.compute[d], tol);
+      ck_assert_double_eq_tol (l.comm[d], u.comm[d], tol);
+      ck_assert_double_eq_tol (l.exposed[d], u.exposed[d], tol);
+    }
+  ck_assert_uint_eq (l.n_compute, u.n_compute);
+  ck_assert_uint_eq (l.n_coll, u.n_coll);
+  ck_assert_uint_eq (l.n_coll, 1 + 7 * (2 + 3));
+  ck_assert_uint_eq (l.n_segments, u.n_segments);
+  ck_assert_uint_eq (l.n_unique, u.n_unique);
+  ck_assert_double_eq_tol (l.flops, u.flops, 1);
+  ck_assert_double_eq_tol (l.link_bytes, u.link_bytes, 1);
+  for (int i = 0; i < 8; i++)
+    {
+      ck_assert_uint_eq (l.count[i], u.count[i]);
+      ck_assert_double_eq_tol (l.total[i], u.total[i], tol);
+    }
+  ck_assert_uint_eq (l.n_spans, u.n_spans);
+  /* 7 outer and 21 inner iterations; simulated: 2 outer (the first starts
+   * out of step), each with one inner that repeats */
+  ck_assert_uint_eq (l.n_iter, 7 + 21);
+  ck_assert_uint_eq (l.n_simulated, 2 + 2);
+  ck_assert_uint_eq (u.n_iter, 0);
+  /* and without the cache, every iteration on the shared network */
+  Summary ln = summary_in_child (&s, lt, TRUE), un = summary_in_child (&s, ut, TRUE);
+  ck_assert_msg (fabs (ln.step - un.step) <= 1e-9 * un.step, "no cache: loop %.12g s, "
+                 "unrolled %.12g s", ln.step, un.step);
+  ck_assert_uint_eq (ln.n_simulated, ln.n_iter);
+  ck_assert_uint_eq (ln.n_coll, un.n_coll);
+}
+END_TEST
+
 START_TEST (test_errors)
 {
   Setup s = setup ("v3-8");
@@ -282,6 +454,7 @@ replay_suite (void)
   tcase_add_test (tc, test_async_overlap);
   tcase_add_test (tc, test_cache_matches_no_cache);
   tcase_add_test (tc, test_no_cache_sees_overlapping_collectives);
+  tcase_add_test (tc, test_loops_match_unrolled);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_nonpod2d_must_match_slice);
   suite_add_tcase (s, tc);

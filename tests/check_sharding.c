@@ -832,6 +832,41 @@ START_TEST (test_from_string_position)
 }
 END_TEST
 
+/* Findings of tests/fuzz/fuzz_sharding: each tests/data/bad/sharding-*.txt
+ * (raw bytes, NULs included) is refused with the error in its .err sidecar,
+ * "OFFSET: message". */
+START_TEST (test_bad_files)
+{
+  const char *src = g_getenv ("PS_SRCDIR");
+  g_autofree char *dir = g_build_filename (src ? src : PS_SRCDIR, "tests", "data", "bad", NULL);
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  ck_assert (d != NULL);
+  int n = 0;
+  const char *name;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      if (!g_str_has_prefix (name, "sharding-") || !g_str_has_suffix (name, ".txt"))
+        continue;
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      g_autofree char *errpath = g_strconcat (path, ".err", NULL);
+      g_autofree char *data = NULL, *want = NULL;
+      gsize len = 0;
+      ck_assert (g_file_get_contents (path, &data, &len, NULL));
+      ck_assert_msg (g_file_get_contents (errpath, &want, NULL, NULL), "%s has no .err", name);
+      g_strchomp (want);
+      gsize off = 0;
+      GError *error = NULL;
+      PsSharding *sh = ps_sharding_parse (data, len, &off, &error);
+      ck_assert_msg (sh == NULL, "%s parsed", name);
+      g_autofree char *got = g_strdup_printf ("%" G_GSIZE_FORMAT ": %s", off, error->message);
+      ck_assert_msg (strcmp (got, want) == 0, "%s: got '%s', want '%s'", name, got, want);
+      g_error_free (error);
+      n++;
+    }
+  ck_assert_int_ge (n, 1);
+}
+END_TEST
+
 static Suite *
 sharding_suite (void)
 {
@@ -851,6 +886,7 @@ sharding_suite (void)
   tcase_add_loop_test (tc, test_bad, 0, G_N_ELEMENTS (bad_cases));
   tcase_add_test (tc, test_from_string_position);
   tcase_add_test (tc, test_mutations);
+  tcase_add_test (tc, test_bad_files);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -1,14 +1,17 @@
 /* Scaled-down copies for verification (partitioner/interp/shrink.h): which dims
  * shrink and to what, which are kept, that the copy validates, and that a
  * module too large for the interpreter is verified through its copy; and
- * verify.h's recheck of 16-bit float mismatches in f32. */
+ * verify.h's recheck of float mismatches in f64. */
 #include "config.h"
 
 #include <check.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/interp/shrink.h"
+#include "partitioner/propagate/propagate.h"
 #include "partitioner/spmd/spmd.h"
 #include "partitioner/interp/verify.h"
 
@@ -211,9 +214,9 @@ START_TEST (test_shrink_verify)
 END_TEST
 
 /* 16-bit floats: partial sums rounded to bf16 on 64 devices differ from the
- * whole sum by more than the bf16 tolerance; the recheck in f32 agrees and
+ * whole sum by more than the bf16 tolerance; the recheck in f64 agrees and
  * says so. A wrong program (the partitioning of another module) differs in
- * f32 too. */
+ * f64 too. */
 static const char *bf16_dot =
   "HloModule m\nENTRY e {\n"
   "  p0 = bf16[16,4,512] parameter(0), sharding={devices=[16,1,4]<=[64]}\n"
@@ -247,13 +250,102 @@ START_TEST (test_verify_widen)
   vo.no_widen = FALSE;
   ck_assert (ps_verify_spmd (m, part, 64, &vo, &res, &error));
   ck_assert_msg (res.agree && res.widened, "%s", res.message);
-  ck_assert (strstr (res.message, "in f32 arithmetic") != NULL);
+  ck_assert (strstr (res.message, "in f64 arithmetic") != NULL);
   ps_verify_result_clear (&res);
 
   ck_assert (ps_verify_spmd (m, other_part, 64, &vo, &res, &error));
   ck_assert (!res.agree);
   ck_assert (!res.widened);
   ps_verify_result_clear (&res);
+}
+END_TEST
+
+static char *
+replace_all (const char *text, const char *from, const char *to)
+{
+  g_auto (GStrv) parts = g_strsplit (text, from, -1);
+  return g_strjoinv (to, parts);
+}
+
+/* examples/transformer_layer.hlo differs on 8 devices as written (bf16) and
+ * in f32, by rounding under cancellation (doc/interpreter.md, "Rounding"):
+ * its outputs are sums of terms whose magnitudes add up to thousands of
+ * times the result. Measured here on the f64 module with a second output,
+ * |res1| + dot(|act|, |w_out|), on inputs like verify's; the f64 module
+ * agrees without a recheck, and as written it agrees in f64 arithmetic. */
+START_TEST (test_example_cancellation)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("PS_SRCDIR") ? g_getenv ("PS_SRCDIR") : PS_SRCDIR,
+                                            "examples", "transformer_layer.hlo", NULL);
+  g_autofree char *text = NULL;
+  ck_assert (g_file_get_contents (path, &text, NULL, NULL));
+  g_autofree char *t1 = replace_all (text, "bf16", "f64");
+  g_autofree char *t64 = replace_all (t1, "f32", "f64");
+  const char *root = "  ROOT %out = f64[8,16,32] add(%res1, %ffn)";
+  ck_assert (strstr (t64, root) != NULL);
+  g_autofree char *tmag = replace_all (t64, root,
+    "  %out = f64[8,16,32] add(%res1, %ffn)\n"
+    "  %act.a = f64[8,16,64] abs(%act)\n"
+    "  %w_out.a = f64[32,64] abs(%w_out)\n"
+    "  %ffn.a = f64[8,16,32] dot(%act.a, %w_out.a), lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+    "  %res1.a = f64[8,16,32] abs(%res1)\n"
+    "  %terms = f64[8,16,32] add(%res1.a, %ffn.a)\n"
+    "  ROOT %t = (f64[8,16,32], f64[8,16,32]) tuple(%out, %terms)");
+  g_autoptr (PsModule) mag = parse (tmag);
+  PsValue *args[8];
+  int np = (int) mag->entry->params->len;
+  ck_assert_int_eq (np, 8);
+  guint64 st = 1;
+  for (int p = 0; p < np; p++)
+    {
+      const PsInstr *pi = mag->entry->params->pdata[p];
+      args[p] = ps_value_new (pi->shape);
+      for (int64_t i = 0; i < args[p]->n; i++)
+        {
+          st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+          ps_value_set (args[p], i, ((double) (int64_t) ((st >> 33) % 4096) - 2048.0) / 1024.0);
+        }
+    }
+  GError *error = NULL;
+  PsValue *r = ps_interp_run (mag, np, args, NULL, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "?");
+  double mean_terms = 0, max_ratio = 0;
+  const PsValue *out = r->elems[0], *terms = r->elems[1];
+  for (int64_t i = 0; i < out->n; i++)
+    {
+      double o = fabs (ps_value_get (out, i)), t = ps_value_get (terms, i);
+      mean_terms += t / (double) out->n;
+      max_ratio = fmax (max_ratio, t / fmax (o, 1e-300));
+    }
+  printf ("transformer_layer: the output's terms add up to %.0f on average; at most %.0f times "
+          "the result\n", mean_terms, max_ratio);
+  ck_assert (mean_terms > 1000 && max_ratio > 1000);
+  ps_value_free (r);
+  for (int p = 0; p < np; p++)
+    ps_value_free (args[p]);
+
+  /* Partitioned on 8 devices: the f64 module agrees outright; as written it
+   * differs and agrees in f64 arithmetic. */
+  const char *texts[2] = { t64, text };
+  for (int k = 0; k < 2; k++)
+    {
+      g_autoptr (PsModule) m = parse (texts[k]);
+      /* As podsim verify: the entry's written shardings are kept. */
+      static const gboolean no = FALSE;
+      PsPropagateOptions po;
+      ps_propagate_options_init (&po);
+      po.n_to_output = po.n_to_parameters = 1;
+      po.to_output = po.to_parameters = &no;
+      ck_assert_msg (ps_propagate (m, &po, &error), "%s", error ? error->message : "?");
+      g_autoptr (PsModule) part = ps_spmd_partition (m, 8, NULL, &error);
+      ck_assert_msg (part != NULL, "%s", error ? error->message : "?");
+      PsVerifyOptions vo;
+      ps_verify_options_init (&vo);
+      PsVerifyResult res;
+      ck_assert (ps_verify_spmd (m, part, 8, &vo, &res, &error));
+      ck_assert_msg (res.agree && res.widened == (k == 1), "%s", res.message);
+      ps_verify_result_clear (&res);
+    }
 }
 END_TEST
 
@@ -269,6 +361,7 @@ shrink_suite (void)
   tcase_add_test (tc, test_shrink_while);
   tcase_add_test (tc, test_shrink_verify);
   tcase_add_test (tc, test_verify_widen);
+  tcase_add_test (tc, test_example_cancellation);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -121,6 +121,11 @@ assert_events_equal (const PsTraceEvent *a, const PsTraceEvent *b)
     case PS_TRACE_EVENT_MEMORY:
       ck_assert_uint_eq (a->live_bytes, b->live_bytes);
       break;
+    case PS_TRACE_EVENT_LOOP:
+      ck_assert_uint_eq (a->trips, b->trips);
+      break;
+    default:
+      break;
     }
 }
 
@@ -394,7 +399,7 @@ END_TEST
 
 START_TEST (test_errors)
 {
-  expect_error ("pstrace 2\n", "x.pst:1:9: unsupported trace version 2 (this podsim reads version 1)");
+  expect_error ("pstrace 3\n", "x.pst:1:9: unsupported trace version 3 (this podsim reads versions 1 to 2)");
   expect_error ("hello\n", "x.pst:1:1: not a step trace");
   expect_error ("", "x.pst: empty file");
   expect_error ("pstrace 1\nprogram p\ndevices 6\nmesh 2x4 order=arange\n",
@@ -463,6 +468,126 @@ START_TEST (test_errors)
   g_autofree char *ok = with_end (g_strdup (body), 1);
   g_autofree char *after = g_strconcat (ok, "memory live_bytes=5\n", NULL);
   expect_error (after, "x.pst:8:1: data after the end line");
+}
+END_TEST
+
+/* A version 2 trace with n event lines (the loop and endloop lines
+ * included) and the totals given. */
+static char *
+v2_trace (const char *events, guint64 n, const char *totals)
+{
+  char *text = g_strdup_printf ("pstrace 2\nprogram p\ndevices 8\nmesh 2x4 order=arange\n"
+                                "totals events=%" G_GUINT64_FORMAT " %s peak_bytes=100\n%s",
+                                n, totals, events);
+  return with_end (text, n);
+}
+
+/* Loops: written as version 2 only when present, read back equal, totals
+ * count each event as often as a step runs it; a version 1 reader's files
+ * (no loop) are still written as version 1. */
+START_TEST (test_loops)
+{
+  g_autoptr (PsTrace) t = sample_trace ();
+  gsize len;
+  g_autofree char *v1 = ps_trace_to_text (t, &len);
+  ck_assert (g_str_has_prefix (v1, "pstrace 1\n"));
+  ps_trace_update_totals (t);
+  guint64 written0 = ps_trace_get_header (t)->totals.write_bytes;
+  PsTraceCompute mm = { .op = PS_TRACE_OP_ELEMENTWISE, .dtype = PS_TRACE_BF16, .flops = 10,
+                        .read_bytes = 100, .write_bytes = 1000 };
+  PsTraceCollective ar = { .kind = PS_TRACE_ALL_REDUCE, .dtype = PS_TRACE_F32, .in_bytes = 8,
+                           .out_bytes = 8, .groups = { .form = PS_TRACE_GROUPS_AXES, .n_axes = 1,
+                                                       .axes = { 1 } }, .async_id = 9 };
+  ps_trace_add_loop (t, "outer loop", 3);
+  ps_trace_add_compute (t, "a", &mm);
+  ps_trace_add_loop (t, "inner", 4);
+  ps_trace_add_collective (t, "ar", &ar);
+  ps_trace_add_compute (t, "b", &mm);
+  ps_trace_add_done (t, 9);
+  ps_trace_add_end_loop (t);
+  ps_trace_add_loop (t, "never", 0);
+  ps_trace_add_compute (t, "c", &mm);
+  ps_trace_add_end_loop (t);
+  ps_trace_add_end_loop (t);
+  GError *error = NULL;
+  ck_assert_msg (ps_trace_validate (t, &error), "%s", error ? error->message : "");
+  ck_assert (ps_trace_has_loops (t));
+  g_autofree char *v2 = ps_trace_to_text (t, &len);
+  ck_assert (g_str_has_prefix (v2, "pstrace 2\n"));
+  ck_assert (strstr (v2, "\nloop trips=3 name=outer%20loop\n") != NULL);
+  ck_assert (strstr (v2, "\nendloop\n") != NULL);
+  g_autoptr (PsTrace) back = ps_trace_parse ("l.pst", v2, len, &error);
+  ck_assert_msg (back != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (ps_trace_get_header (back)->version, 2);
+  ck_assert_uint_eq (ps_trace_n_events (back), ps_trace_n_events (t));
+  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
+    assert_events_equal (ps_trace_get_event (t, i), ps_trace_get_event (back, i));
+  const PsTraceTotals *tt = &ps_trace_get_header (back)->totals;
+  /* a: 3 runs, b: 12, c: none; the sample's own events once */
+  ck_assert_uint_eq (tt->flops, 2ull * 4 * 128 * 256 * 512 + 5 + 15 * 10);
+  ck_assert_uint_eq (tt->write_bytes, written0 + 15 * 1000);
+  ck_assert_uint_eq (tt->collective_bytes, 4096 + 100 + 400 + 800 + 12 + 12 + 12 * 8);
+  ck_assert_uint_eq (tt->n_events, 13 + 11);
+  g_autofree char *again = ps_trace_to_text (back, NULL);
+  ck_assert_str_eq (again, v2);
+}
+END_TEST
+
+START_TEST (test_loop_errors)
+{
+  static const char *zero = "flops=0 read_bytes=0 write_bytes=0 collective_bytes=0";
+  g_autofree char *v1 = with_end (one_event ("loop trips=2 name=l", "0"), 1);
+  expect_error (v1, "x.pst:6: loop lines need format version 2 (the file says 1)");
+  g_autofree char *unopened = v2_trace ("endloop\n", 1, zero);
+  expect_error (unopened, "x.pst:6: endloop without a loop");
+  g_autofree char *unclosed = v2_trace ("loop trips=2 name=l\nmemory live_bytes=1\n", 2, zero);
+  expect_error (unclosed, "the loop of event 1 has no endloop");
+  g_autofree char *noname = v2_trace ("loop trips=2\nendloop\n", 2, zero);
+  expect_error (noname, "loop line without name=");
+  g_autofree char *extra = v2_trace ("loop trips=2 name=l\nendloop now\n", 2, zero);
+  expect_error (extra, "x.pst:7:9: unexpected field 'now'");
+  g_autofree char *across = v2_trace (
+    "collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=all async=1\n"
+    "loop trips=2 name=l\ndone 1\nendloop\n", 4,
+    "flops=0 read_bytes=0 write_bytes=0 collective_bytes=4");
+  expect_error (across, "x.pst:8:6: done for async id 1 started in another loop body");
+  g_autofree char *open_in_body = v2_trace (
+    "loop trips=2 name=l\n"
+    "collective all-reduce name=a dtype=f32 in_bytes=4 out_bytes=4 groups=all async=1\n"
+    "endloop\ndone 1\n", 4, "flops=0 read_bytes=0 write_bytes=0 collective_bytes=8");
+  expect_error (open_in_body, "x.pst:8: async collective 1 (event 2) started in the loop body "
+                "has no done before its endloop");
+  GString *deep = g_string_new (NULL);
+  for (int i = 0; i < PS_TRACE_MAX_LOOP_DEPTH + 1; i++)
+    g_string_append (deep, "loop trips=1 name=l\n");
+  g_autofree char *too_deep = v2_trace (deep->str, PS_TRACE_MAX_LOOP_DEPTH + 1, zero);
+  g_string_free (deep, TRUE);
+  expect_error (too_deep, "loops nested deeper than 16");
+  /* 2^32 x 2^32 runs of one flop do not fit the totals */
+  g_autofree char *huge = v2_trace (
+    "loop trips=4294967296 name=a\nloop trips=4294967296 name=b\n"
+    "compute elementwise name=x dtype=f32 flops=1 read_bytes=0 write_bytes=0\nendloop\nendloop\n",
+    5, "flops=0 read_bytes=0 write_bytes=0 collective_bytes=0");
+  expect_error (huge, "x.pst:7:6: the loops around this one run it more than 2^64-1 times");
+  /* runs that fit, flops that do not */
+  g_autofree char *heavy = v2_trace (
+    "loop trips=4294967296 name=a\n"
+    "compute elementwise name=x dtype=f32 flops=4294967296 read_bytes=0 write_bytes=0\nendloop\n",
+    3, "flops=0 read_bytes=0 write_bytes=0 collective_bytes=0");
+  expect_error (heavy, "x.pst:7:38: flops of the events so far add up to more than 2^64-1");
+  /* totals are the runs, not the lines */
+  g_autofree char *lines = v2_trace (
+    "loop trips=3 name=a\n"
+    "compute elementwise name=x dtype=f32 flops=2 read_bytes=0 write_bytes=0\nendloop\n",
+    3, "flops=2 read_bytes=0 write_bytes=0 collective_bytes=0");
+  expect_error (lines, "totals flops=2 in the header but the events sum to 6");
+  g_autofree char *good = v2_trace (
+    "loop trips=3 name=a\n"
+    "compute elementwise name=x dtype=f32 flops=2 read_bytes=0 write_bytes=0\nendloop\n",
+    3, "flops=6 read_bytes=0 write_bytes=0 collective_bytes=0");
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_trace_parse ("x.pst", good, strlen (good), &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
 }
 END_TEST
 
@@ -799,6 +924,8 @@ traces_suite (void)
   tcase_add_test (tc, test_good_minimal);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_gz_damage);
+  tcase_add_test (tc, test_loops);
+  tcase_add_test (tc, test_loop_errors);
   tcase_add_test (tc, test_random_round_trips);
   tcase_add_test (tc, test_mutations);
   tcase_add_test (tc, test_missing_file);

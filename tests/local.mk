@@ -31,3 +31,16 @@ EXTRA_DIST += tests/data/conformance/README.md tests/data/conformance/HLO_SYNTAX
 # Hostile inputs and options (issue 17, doc/robustness.md).
 TESTS += tests/robust_cli.sh
 EXTRA_DIST += tests/robust_cli.sh
+
+# Property test of the partitioner (doc/robustness.md): random programs with
+# random shardings, partitioned and verified on the interpreter. make check
+# runs 500 fixed seeds; make fuzz-property PROPERTY_CASES=N PROPERTY_SEED=S more.
+check_PROGRAMS += tests/spmd_property
+TESTS += tests/spmd_property
+tests_spmd_property_SOURCES = tests/spmd_property.c tests/spmd_testutil.c tests/spmd_testutil.h
+tests_spmd_property_LDADD = $(PS_PARTITIONER_TEST_LIBS)
+PROPERTY_CASES = 10000
+PROPERTY_SEED = 100000
+.PHONY: fuzz-property
+fuzz-property: tests/spmd_property
+	./tests/spmd_property --seed $(PROPERTY_SEED) --cases $(PROPERTY_CASES)

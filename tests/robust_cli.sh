@@ -47,6 +47,12 @@ for f in bad_while_cycle.hlo bad_call_depth.hlo; do
   done
 done
 
+# A convolution whose window and output both have a billion positions: its
+# cost (lowering, memory) counted every pair and ran for hours.
+f=big-conv-window.hlo
+sh -c "$limit exec timeout 120 \"\$@\"" sh "$PODSIM" partition $f --devices 1 --trace "$PS_TMP/c.pst.gz" \
+  >"$PS_TMP/out" 2>"$PS_TMP/err" || fail "partition --trace of $f: $(cat "$PS_TMP/err")"
+
 # Inputs without an end: not text, or over the size cap.
 refused "podsim: /dev/zero: not a text file (NUL byte at offset 0)" "$PODSIM" hlo /dev/zero
 refused "podsim: /dev/zero: not a text file" "$PODSIM" propagate /dev/zero

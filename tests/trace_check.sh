@@ -48,9 +48,9 @@ check_bad () {
   [ "$(cat "$PS_TMP/err")" = "podsim: $2" ] || fail "$1: got '$(cat "$PS_TMP/err")', expected 'podsim: $2'"
   [ -s "$PS_TMP/out" ] && fail "$1: printed a summary for a bad trace"
 }
-check_bad trace-bad-version.pst "trace-bad-version.pst:1:9: unsupported trace version 9 (this podsim reads version 1)"
+check_bad trace-bad-version.pst "trace-bad-version.pst:1:9: unsupported trace version 9 (this podsim reads versions 1 to 2)"
 check_bad trace-bad-number.pst "trace-bad-number.pst:10:62: bad number '1.3e8' for flops"
-check_bad trace-unknown-event.pst "trace-unknown-event.pst:12:1: unknown event 'barrier' (expected compute, collective, done, memory or end)"
+check_bad trace-unknown-event.pst "trace-unknown-event.pst:12:1: unknown event 'barrier' (expected compute, collective, done, memory, loop, endloop or end)"
 check_bad trace-unknown-dtype.pst "trace-unknown-dtype.pst:12:47: unknown dtype 'fp32'"
 check_bad trace-groups-mesh.pst "trace-groups-mesh.pst:9:93: groups do not fit the mesh: groups name mesh axis 2 but the mesh has 2 axes"
 check_bad trace-groups-list.pst "trace-groups-list.pst:12:93: groups do not fit the mesh: device 3 appears twice in replica groups"

@@ -31,6 +31,25 @@ expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --async -o -
 expect_grep "async=5" "$PS_TMP/out"
 expect_grep "done 5" "$PS_TMP/out"
 
+# a while loop becomes a loop of the trace; --unroll repeats its events
+# instead (a version 1 trace); both replay to the same step time
+expect_status 0 "$PODSIM" run -q --layers 3 --dump-spmd "$PS_TMP/loop.hlo"
+expect_status 0 "$PODSIM" trace lower "$PS_TMP/loop.hlo" --mesh 2x4 --slice v3-8 -o "$PS_TMP/l.pst"
+expect_status 0 "$PODSIM" trace check "$PS_TMP/l.pst"
+expect_grep "format version 2" "$PS_TMP/out"
+expect_grep "loops:             3 (nested 1 deep)" "$PS_TMP/out"
+grep -q "^loop trips=3 name=while" "$PS_TMP/l.pst" || fail "no loop of 3 trips"
+expect_status 0 "$PODSIM" trace lower "$PS_TMP/loop.hlo" --mesh 2x4 --slice v3-8 --unroll -o "$PS_TMP/lu.pst"
+expect_status 0 "$PODSIM" trace check "$PS_TMP/lu.pst"
+expect_grep "format version 1" "$PS_TMP/out"
+grep -q "^loop" "$PS_TMP/lu.pst" && fail "--unroll wrote a loop"
+expect_status 0 "$PODSIM" simulate "$PS_TMP/l.pst" --slice v3-8 --json
+a=$(sed -n 's/.*"step_time_s":\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out")
+expect_status 0 "$PODSIM" simulate "$PS_TMP/lu.pst" --slice v3-8 --json
+b=$(sed -n 's/.*"step_time_s":\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out")
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-9 * b) }' \
+  || fail "loop trace $a s, unrolled trace $b s"
+
 # errors: one line, exit 2, nothing written
 expect_status 2 "$PODSIM" trace lower "$hlo" --mesh 2x2 -o "$PS_TMP/bad.pst.gz"
 expect_grep "podsim: the mesh holds 4 devices but the program runs on 8" "$PS_TMP/err"

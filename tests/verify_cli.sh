@@ -26,6 +26,12 @@ expect_grep "fft" "$PS_TMP/err"
 # the same on 2 and 8 devices with other seeds.
 expect_status 0 "$PODSIM" verify "$D/dot_contracting.hlo" --devices 4
 expect_grep "agrees on 4 devices" "$PS_TMP/out"
+# The project's example: its bf16 outputs differ by rounding under
+# cancellation and agree in f64 arithmetic (doc/interpreter.md, "Rounding").
+for seed in 1 2 3; do
+  expect_status 0 "$PODSIM" verify "$PS_SRCDIR/examples/transformer_layer.hlo" --devices 8 --seed $seed
+  expect_grep "the output agrees on 8 devices (32768 elements compared) in f64 arithmetic" "$PS_TMP/out"
+done
 expect_status 0 "$PODSIM" verify "$D/elementwise_uneven.hlo" --devices 4 --seed 7
 expect_grep "agrees" "$PS_TMP/out"
 for n in 2 8; do

@@ -294,12 +294,18 @@ ps_trace_check_pairs (const PsTracePairs *p, const PsTraceHeader *h)
   return NULL;
 }
 
+typedef struct {
+  gsize event;             /* 1-based index of the start */
+  guint64 body;            /* the loop body it started in (0: none) */
+} PsTraceAsyncStart;
+
 void
 ps_trace_checker_init (PsTraceChecker *c, const PsTraceHeader *header)
 {
   memset (c, 0, sizeof *c);
   c->header = header;
-  c->open_async = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  c->open_async = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  c->mult[0] = 1;
 }
 
 void
@@ -308,21 +314,40 @@ ps_trace_checker_clear (PsTraceChecker *c)
   g_clear_pointer (&c->open_async, g_hash_table_unref);
 }
 
+/* sum += x * runs; FALSE (sum unchanged) when that leaves 64 bits. */
+static gboolean
+add_runs (guint64 *sum, guint64 x, guint64 runs)
+{
+  guint64 p;
+  return ps_checked_mul_u64 (x, runs, &p) && ps_checked_add_u64 (*sum, p, sum);
+}
+
+/* The same, saturating (for writers, whose traces then fail validation). */
+static void
+add_runs_saturating (guint64 *sum, guint64 x, guint64 runs)
+{
+  if (!add_runs (sum, x, runs))
+    *sum = G_MAXUINT64;
+}
+
 char *
 ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **key)
 {
   *key = NULL;
   c->sums.n_events++;
+  guint64 runs = c->mult[c->depth];
+  guint64 body = c->depth > 0 ? c->body[c->depth] : 0;
   switch (e->kind)
     {
     case PS_TRACE_EVENT_COMPUTE:
       {
         const PsTraceCompute *k = &e->compute;
         gboolean mxu_op = k->op == PS_TRACE_OP_MATMUL || k->op == PS_TRACE_OP_CONV;
-        /* Sums that wrapped could match a hostile header's totals. */
-        const char *over = !ps_checked_add_u64 (c->sums.flops, k->flops, &c->sums.flops) ? "flops"
-          : !ps_checked_add_u64 (c->sums.read_bytes, k->read_bytes, &c->sums.read_bytes) ? "read_bytes"
-          : !ps_checked_add_u64 (c->sums.write_bytes, k->write_bytes, &c->sums.write_bytes) ? "write_bytes"
+        /* Sums that wrapped could match a hostile header's totals. An event
+         * inside loops counts as often as one step runs it. */
+        const char *over = !add_runs (&c->sums.flops, k->flops, runs) ? "flops"
+          : !add_runs (&c->sums.read_bytes, k->read_bytes, runs) ? "read_bytes"
+          : !add_runs (&c->sums.write_bytes, k->write_bytes, runs) ? "write_bytes"
           : NULL;
         if (over)
           {
@@ -352,7 +377,7 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
     case PS_TRACE_EVENT_COLLECTIVE:
       {
         const PsTraceCollective *k = &e->collective;
-        if (!ps_checked_add_u64 (c->sums.collective_bytes, k->in_bytes, &c->sums.collective_bytes))
+        if (!add_runs (&c->sums.collective_bytes, k->in_bytes, runs))
           {
             *key = "in_bytes";
             return g_strdup ("in_bytes of the collectives so far add up to more than 2^64-1");
@@ -390,15 +415,26 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
               }
             gint64 *id = g_new (gint64, 1);
             *id = (gint64) k->async_id;
-            g_hash_table_insert (c->open_async, id, GSIZE_TO_POINTER (c->sums.n_events));
+            PsTraceAsyncStart *st = g_new (PsTraceAsyncStart, 1);
+            st->event = c->sums.n_events;
+            st->body = body;
+            g_hash_table_insert (c->open_async, id, st);
           }
         return NULL;
       }
     case PS_TRACE_EVENT_DONE:
-      if (!g_hash_table_remove (c->open_async, &e->async_id))
-        return g_strdup_printf ("done for async id %" G_GUINT64_FORMAT " that is not in "
-                                "flight", e->async_id);
-      return NULL;
+      {
+        PsTraceAsyncStart *st = g_hash_table_lookup (c->open_async, &e->async_id);
+        if (!st)
+          return g_strdup_printf ("done for async id %" G_GUINT64_FORMAT " that is not in "
+                                  "flight", e->async_id);
+        if (st->body != body)
+          return g_strdup_printf ("done for async id %" G_GUINT64_FORMAT " started in "
+                                  "another loop body (a collective started in a loop is "
+                                  "done in the same iteration)", e->async_id);
+        g_hash_table_remove (c->open_async, &e->async_id);
+        return NULL;
+      }
     case PS_TRACE_EVENT_MEMORY:
       if (e->live_bytes > c->sums.peak_bytes)
         c->sums.peak_bytes = e->live_bytes;
@@ -410,6 +446,39 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
                                   c->header->totals.peak_bytes);
         }
       return NULL;
+    case PS_TRACE_EVENT_LOOP:
+      if (c->header && c->header->version < 2)
+        return g_strdup_printf ("loop lines need format version 2 (the file says %u)",
+                                c->header->version);
+      if (c->depth >= PS_TRACE_MAX_LOOP_DEPTH)
+        return g_strdup_printf ("loops nested deeper than %d", PS_TRACE_MAX_LOOP_DEPTH);
+      c->depth++;
+      if (!ps_checked_mul_u64 (runs, e->trips, &c->mult[c->depth]))
+        {
+          *key = "trips";
+          return g_strdup ("the loops around this one run it more than 2^64-1 times");
+        }
+      c->loop_event[c->depth] = c->sums.n_events;
+      c->body[c->depth] = ++c->next_body;
+      return NULL;
+    case PS_TRACE_EVENT_END_LOOP:
+      {
+        if (c->depth == 0)
+          return g_strdup ("endloop without a loop");
+        GHashTableIter it;
+        gpointer k, v;
+        g_hash_table_iter_init (&it, c->open_async);
+        while (g_hash_table_iter_next (&it, &k, &v))
+          if (((PsTraceAsyncStart *) v)->body == body)
+            return g_strdup_printf ("async collective %" G_GINT64_FORMAT " (event %"
+                                    G_GSIZE_FORMAT ") started in the loop body has no done "
+                                    "before its endloop", *(gint64 *) k,
+                                    ((PsTraceAsyncStart *) v)->event);
+        c->depth--;
+        return NULL;
+      }
+    default:
+      break;
     }
   return g_strdup ("unknown event kind");
 }
@@ -417,6 +486,9 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
 char *
 ps_trace_checker_finish (PsTraceChecker *c, gboolean check_totals)
 {
+  if (c->depth > 0)
+    return g_strdup_printf ("the loop of event %" G_GUINT64_FORMAT " has no endloop",
+                            c->loop_event[c->depth]);
   if (g_hash_table_size (c->open_async) > 0)
     {
       /* name the earliest unfinished one, deterministically */
@@ -426,9 +498,9 @@ ps_trace_checker_finish (PsTraceChecker *c, gboolean check_totals)
       gsize first = G_MAXSIZE;
       g_hash_table_iter_init (&it, c->open_async);
       while (g_hash_table_iter_next (&it, &k, &v))
-        if (GPOINTER_TO_SIZE (v) < first)
+        if (((PsTraceAsyncStart *) v)->event < first)
           {
-            first = GPOINTER_TO_SIZE (v);
+            first = ((PsTraceAsyncStart *) v)->event;
             id = *(gint64 *) k;
           }
       return g_strdup_printf ("async collective %" G_GINT64_FORMAT " (event %" G_GSIZE_FORMAT
@@ -450,6 +522,48 @@ ps_trace_checker_finish (PsTraceChecker *c, gboolean check_totals)
                               "events sum to %" G_GUINT64_FORMAT, f[i].name, f[i].header,
                               f[i].sum);
   return NULL;
+}
+
+void
+ps_trace_sum_events (const GArray *events, PsTraceTotals *s)
+{
+  memset (s, 0, sizeof *s);
+  guint64 mult[PS_TRACE_MAX_LOOP_DEPTH + 2] = { 1 };
+  guint depth = 0;
+  for (guint i = 0; i < events->len; i++)
+    {
+      const PsTraceEvent *e = &g_array_index (events, PsTraceEvent, i);
+      guint64 runs = mult[depth];
+      s->n_events++;
+      switch (e->kind)
+        {
+        case PS_TRACE_EVENT_COMPUTE:
+          add_runs_saturating (&s->flops, e->compute.flops, runs);
+          add_runs_saturating (&s->read_bytes, e->compute.read_bytes, runs);
+          add_runs_saturating (&s->write_bytes, e->compute.write_bytes, runs);
+          break;
+        case PS_TRACE_EVENT_COLLECTIVE:
+          add_runs_saturating (&s->collective_bytes, e->collective.in_bytes, runs);
+          break;
+        case PS_TRACE_EVENT_MEMORY:
+          s->peak_bytes = MAX (s->peak_bytes, e->live_bytes);
+          break;
+        case PS_TRACE_EVENT_LOOP:
+          if (depth <= PS_TRACE_MAX_LOOP_DEPTH)
+            {
+              depth++;
+              if (!ps_checked_mul_u64 (runs, e->trips, &mult[depth]))
+                mult[depth] = G_MAXUINT64;
+            }
+          break;
+        case PS_TRACE_EVENT_END_LOOP:
+          if (depth > 0)
+            depth--;
+          break;
+        default:
+          break;
+        }
+    }
 }
 
 /* ---- in-memory trace ----------------------------------------------------------------- */
@@ -598,6 +712,27 @@ ps_trace_add_memory (PsTrace *t, guint64 live_bytes)
   append_event (t, PS_TRACE_EVENT_MEMORY, NULL)->live_bytes = live_bytes;
 }
 
+void
+ps_trace_add_loop (PsTrace *t, const char *name, guint64 trips)
+{
+  append_event (t, PS_TRACE_EVENT_LOOP, name && *name ? name : "loop")->trips = trips;
+}
+
+void
+ps_trace_add_end_loop (PsTrace *t)
+{
+  append_event (t, PS_TRACE_EVENT_END_LOOP, NULL);
+}
+
+gboolean
+ps_trace_has_loops (const PsTrace *t)
+{
+  for (guint i = 0; i < t->events->len; i++)
+    if (g_array_index (t->events, PsTraceEvent, i).kind == PS_TRACE_EVENT_LOOP)
+      return TRUE;
+  return FALSE;
+}
+
 guint64
 ps_trace_n_events (const PsTrace *t)
 {
@@ -617,9 +752,9 @@ validate (const PsTrace *t, gboolean check_totals, PsTraceTotals *sums, GError *
 {
   const PsTraceHeader *h = &t->header;
   char *why = NULL;
-  if (h->version != PS_TRACE_FORMAT_VERSION)
-    why = g_strdup_printf ("version %u (this podsim writes version %d)", h->version,
-                           PS_TRACE_FORMAT_VERSION);
+  if (h->version < PS_TRACE_FORMAT_VERSION_MIN || h->version > PS_TRACE_FORMAT_VERSION)
+    why = g_strdup_printf ("version %u (this podsim knows versions %d to %d)", h->version,
+                           PS_TRACE_FORMAT_VERSION_MIN, PS_TRACE_FORMAT_VERSION);
   else if (!h->program || !*h->program)
     why = g_strdup ("no program name");
   else if (h->slice && !*h->slice)
@@ -645,15 +780,18 @@ validate (const PsTrace *t, gboolean check_totals, PsTraceTotals *sums, GError *
           else
             why = ps_trace_groups_resolve (&e.collective.groups, h);
         }
-      if (!why && (e.kind == PS_TRACE_EVENT_COMPUTE || e.kind == PS_TRACE_EVENT_COLLECTIVE)
+      if (!why && (e.kind == PS_TRACE_EVENT_COMPUTE || e.kind == PS_TRACE_EVENT_COLLECTIVE
+                   || e.kind == PS_TRACE_EVENT_LOOP)
           && (!e.name || strchr (e.name, '\n')))
         why = g_strdup ("bad event name");
       if (!why)
         why = ps_trace_checker_event (&c, &e, &key);
       if (why)
         {
+          static const char *const kinds[] = { "compute", "collective", "done", "memory",
+                                               "loop", "endloop" };
           g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "event %u (%s): %s", i + 1,
-                       e.name ? e.name : (e.kind == PS_TRACE_EVENT_DONE ? "done" : "memory"),
+                       e.name ? e.name : e.kind < G_N_ELEMENTS (kinds) ? kinds[e.kind] : "?",
                        why);
           g_free (why);
           ps_trace_checker_clear (&c);
@@ -682,22 +820,8 @@ ps_trace_validate (const PsTrace *t, GError **error)
 void
 ps_trace_update_totals (PsTrace *t)
 {
-  PsTraceTotals s = { 0 };
-  for (guint i = 0; i < t->events->len; i++)
-    {
-      const PsTraceEvent *e = &g_array_index (t->events, PsTraceEvent, i);
-      s.n_events++;
-      if (e->kind == PS_TRACE_EVENT_COMPUTE)
-        {
-          s.flops += e->compute.flops;
-          s.read_bytes += e->compute.read_bytes;
-          s.write_bytes += e->compute.write_bytes;
-        }
-      else if (e->kind == PS_TRACE_EVENT_COLLECTIVE)
-        s.collective_bytes += e->collective.in_bytes;
-      else if (e->kind == PS_TRACE_EVENT_MEMORY && e->live_bytes > s.peak_bytes)
-        s.peak_bytes = e->live_bytes;
-    }
+  PsTraceTotals s;
+  ps_trace_sum_events (t->events, &s);
   s.peak_bytes = MAX (s.peak_bytes, t->header.totals.peak_bytes);
   t->header.totals = s;
 }

@@ -34,9 +34,14 @@
 
 G_BEGIN_DECLS
 
-/* Version written by this code in the "pstrace" line; the reader accepts
- * exactly this version. */
-#define PS_TRACE_FORMAT_VERSION 1
+/* Versions: 1 (events only) and 2 (adds loops). The reader accepts both;
+ * the writer writes the lowest version that can express the trace (1 when
+ * it has no loop), so older readers keep reading what they can. */
+#define PS_TRACE_FORMAT_VERSION 2
+#define PS_TRACE_FORMAT_VERSION_MIN 1
+
+/* Deepest loop nesting a trace may have. */
+#define PS_TRACE_MAX_LOOP_DEPTH 16
 
 /* Largest mesh / iota rank the format allows. */
 #define PS_TRACE_MAX_RANK 8
@@ -97,7 +102,10 @@ gboolean ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMe
 
 /* Totals over all events; the writer computes them, the reader checks them. */
 typedef struct {
-  guint64 n_events;        /* every event line (compute, collective, done, memory) */
+  guint64 n_events;        /* every event line (compute, collective, done,
+                            * memory, loop, endloop) as written */
+  /* The sums are over the events one step runs: an event inside loops
+   * counts the product of their trip counts. */
   guint64 flops;           /* sum of compute flops */
   guint64 read_bytes;      /* sum of compute HBM bytes read */
   guint64 write_bytes;     /* sum of compute HBM bytes written */
@@ -122,6 +130,10 @@ typedef enum {
   PS_TRACE_EVENT_COLLECTIVE, /* synchronous, or the start of an async one */
   PS_TRACE_EVENT_DONE,       /* completion of the async collective `async_id` */
   PS_TRACE_EVENT_MEMORY,     /* live bytes per device after the previous event */
+  PS_TRACE_EVENT_LOOP,       /* the events up to the matching END_LOOP run
+                              * `trips` times (format version 2) */
+  PS_TRACE_EVENT_END_LOOP,
+  PS_TRACE_EVENT_KIND_COUNT
 } PsTraceEventKind;
 
 typedef enum {
@@ -221,11 +233,12 @@ typedef struct {
 
 typedef struct {
   PsTraceEventKind kind;
-  const char *name;           /* COMPUTE, COLLECTIVE: borrowed; else NULL */
+  const char *name;           /* COMPUTE, COLLECTIVE, LOOP: borrowed; else NULL */
   PsTraceCompute compute;     /* COMPUTE */
   PsTraceCollective collective; /* COLLECTIVE */
   guint64 async_id;           /* DONE */
   guint64 live_bytes;         /* MEMORY */
+  guint64 trips;              /* LOOP: times the body runs (0 allowed) */
 } PsTraceEvent;
 
 /* ---- in-memory traces ------------------------------------------------------- */
@@ -255,6 +268,13 @@ void ps_trace_add_collective (PsTrace *trace, const char *name,
                               const PsTraceCollective *collective);
 void ps_trace_add_done (PsTrace *trace, guint64 async_id);
 void ps_trace_add_memory (PsTrace *trace, guint64 live_bytes);
+/* A loop: the events added until the matching ps_trace_add_end_loop() run
+ * `trips` times. A collective started in a loop body is done in the same
+ * body; loops nest up to PS_TRACE_MAX_LOOP_DEPTH. */
+void ps_trace_add_loop (PsTrace *trace, const char *name, guint64 trips);
+void ps_trace_add_end_loop (PsTrace *trace);
+/* Does the trace use loops (and so need format version 2)? */
+gboolean ps_trace_has_loops (const PsTrace *trace);
 
 guint64 ps_trace_n_events (const PsTrace *trace);
 /* transfer none. */
@@ -265,7 +285,8 @@ const PsTraceEvent *ps_trace_get_event (const PsTrace *trace, guint64 index);
 gboolean ps_trace_validate (const PsTrace *trace, GError **error);
 
 /* Recomputes header totals from the events (keeps peak_bytes at least the
- * largest memory event). */
+ * largest memory event). Sums that would overflow 64 bits saturate (the
+ * trace then fails validation). */
 void ps_trace_update_totals (PsTrace *trace);
 
 /* The text form, totals recomputed, with footer. transfer full. */

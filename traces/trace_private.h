@@ -21,9 +21,21 @@ struct PsTrace {
 /* Running state of the per-event checks over one event list. */
 typedef struct {
   const PsTraceHeader *header;
-  GHashTable *open_async;  /* async id -> 1-based event index of its start */
+  GHashTable *open_async;  /* async id -> PsTraceAsyncStart* (owned) */
   PsTraceTotals sums;      /* peak_bytes: largest memory event */
+  /* Open loops, innermost last: each frame's run count (product of the
+   * trip counts so far), the 1-based event index of its loop line, and a
+   * serial number telling loop bodies apart. */
+  guint depth;
+  guint64 mult[PS_TRACE_MAX_LOOP_DEPTH + 1];
+  guint64 loop_event[PS_TRACE_MAX_LOOP_DEPTH + 1];
+  guint64 body[PS_TRACE_MAX_LOOP_DEPTH + 1];
+  guint64 next_body;
 } PsTraceChecker;
+
+/* Runs of each event of an event list (product of enclosing trip counts),
+ * saturating at G_MAXUINT64; and the totals of the list. */
+void ps_trace_sum_events (const GArray *events, PsTraceTotals *sums);
 
 void ps_trace_checker_init (PsTraceChecker *c, const PsTraceHeader *header);
 void ps_trace_checker_clear (PsTraceChecker *c);

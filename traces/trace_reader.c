@@ -373,10 +373,10 @@ read_header (PsTraceReader *r, GError **error)
   if (!expect_tokens (r, 2, "pstrace VERSION", error)
       || !parse_u64 (r, r->tok[1], r->tok_off[1], "version", &v, error))
     return FALSE;
-  if (v != PS_TRACE_FORMAT_VERSION)
+  if (v < PS_TRACE_FORMAT_VERSION_MIN || v > PS_TRACE_FORMAT_VERSION)
     return fail_at (r, error, PS_ERROR_PARSE, r->tok_off[1], "unsupported trace version "
-                    "%" G_GUINT64_FORMAT " (this podsim reads version %d)", v,
-                    PS_TRACE_FORMAT_VERSION);
+                    "%" G_GUINT64_FORMAT " (this podsim reads versions %d to %d)", v,
+                    PS_TRACE_FORMAT_VERSION_MIN, PS_TRACE_FORMAT_VERSION);
   h->version = (guint) v;
 
   if (!header_line (r, "program", error) || !expect_tokens (r, 2, "program NAME", error))
@@ -568,6 +568,18 @@ parse_compute (PsTraceReader *r, GError **error)
 }
 
 static gboolean
+parse_loop (PsTraceReader *r, GError **error)
+{
+  enum { TRIPS, NAME };
+  static const char *const keys[] = { "trips", "name" };
+  Fields f = { keys, G_N_ELEMENTS (keys) };
+  if (!parse_fields (r, 1, &f, "loop", error))
+    return FALSE;
+  return require (r, &f, TRIPS, "loop", error) && require (r, &f, NAME, "loop", error)
+         && field_u64 (r, &f, TRIPS, &r->event.trips, error) && take_name (r, &f, NAME, error);
+}
+
+static gboolean
 parse_collective (PsTraceReader *r, GError **error)
 {
   PsTraceCollective *c = &r->event.collective;
@@ -723,9 +735,19 @@ ps_trace_reader_next (PsTraceReader *r, const PsTraceEvent **event, GError **err
       ok = ok && parse_u64 (r, r->tok[1] + 11, r->tok_off[1] + 11, "live_bytes",
                             &r->event.live_bytes, error);
     }
+  else if (strcmp (what, "loop") == 0)
+    {
+      r->event.kind = PS_TRACE_EVENT_LOOP;
+      ok = parse_loop (r, error);
+    }
+  else if (strcmp (what, "endloop") == 0)
+    {
+      r->event.kind = PS_TRACE_EVENT_END_LOOP;
+      ok = expect_tokens (r, 1, "endloop", error);
+    }
   else
     return fail_at (r, error, PS_ERROR_PARSE, 0, "unknown event '%s' (expected compute, "
-                    "collective, done, memory or end)", what);
+                    "collective, done, memory, loop, endloop or end)", what);
   if (!ok)
     return FALSE;
   const char *key = NULL;
@@ -861,6 +883,14 @@ read_all (PsTraceReader *r, GError **error)
         case PS_TRACE_EVENT_MEMORY:
           ps_trace_add_memory (t, e->live_bytes);
           break;
+        case PS_TRACE_EVENT_LOOP:
+          ps_trace_add_loop (t, e->name, e->trips);
+          break;
+        case PS_TRACE_EVENT_END_LOOP:
+          ps_trace_add_end_loop (t);
+          break;
+        default:
+          g_assert_not_reached ();
         }
     }
   ps_trace_reader_free (r);

@@ -55,6 +55,15 @@ ps_trace_append_event (GString *out, const PsTraceEvent *e)
     case PS_TRACE_EVENT_MEMORY:
       g_string_append_printf (out, "memory live_bytes=%" G_GUINT64_FORMAT, e->live_bytes);
       break;
+    case PS_TRACE_EVENT_LOOP:
+      g_string_append_printf (out, "loop trips=%" G_GUINT64_FORMAT " name=", e->trips);
+      ps_trace_append_name (out, e->name ? e->name : "loop");
+      break;
+    case PS_TRACE_EVENT_END_LOOP:
+      g_string_append (out, "endloop");
+      break;
+    default:
+      g_assert_not_reached ();
     }
   g_string_append_c (out, '\n');
 }
@@ -63,26 +72,13 @@ char *
 ps_trace_to_text (const PsTrace *t, gsize *len_out)
 {
   const PsTraceHeader *h = &t->header;
-  PsTraceTotals s = { 0 };
-  for (guint i = 0; i < t->events->len; i++)
-    {
-      const PsTraceEvent *e = &g_array_index (t->events, PsTraceEvent, i);
-      s.n_events++;
-      if (e->kind == PS_TRACE_EVENT_COMPUTE)
-        {
-          s.flops += e->compute.flops;
-          s.read_bytes += e->compute.read_bytes;
-          s.write_bytes += e->compute.write_bytes;
-        }
-      else if (e->kind == PS_TRACE_EVENT_COLLECTIVE)
-        s.collective_bytes += e->collective.in_bytes;
-      else if (e->kind == PS_TRACE_EVENT_MEMORY)
-        s.peak_bytes = MAX (s.peak_bytes, e->live_bytes);
-    }
+  PsTraceTotals s;
+  ps_trace_sum_events (t->events, &s);
   s.peak_bytes = MAX (s.peak_bytes, h->totals.peak_bytes);
 
   GString *out = g_string_sized_new (256 + 160 * t->events->len);
-  g_string_append_printf (out, "pstrace %d\nprogram ", PS_TRACE_FORMAT_VERSION);
+  /* the lowest version that can say it: 1 unless there are loops */
+  g_string_append_printf (out, "pstrace %d\nprogram ", ps_trace_has_loops (t) ? 2 : 1);
   ps_trace_append_name (out, h->program ? h->program : "");
   g_string_append_printf (out, "\ndevices %" G_GUINT64_FORMAT "\nmesh ", h->n_devices);
   for (guint i = 0; i < h->mesh.rank; i++)

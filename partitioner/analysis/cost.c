@@ -23,9 +23,52 @@ ps_cost_options_init (PsCostOptions *opts)
 
 /* ---- classification ------------------------------------------------------------ */
 
+/* A dynamic-slice whose every use (through reshapes) is by an op that can
+ * read the slice itself: fused into each consumer like a broadcast (XLA
+ * fuses slices into their consumers, and a loop reading layer t of a
+ * stacked weight reads just that layer). One that is returned or put in a
+ * tuple is a copy of its own. */
+static gboolean
+slice_read_in_place (const PsInstr *in, int depth)
+{
+  if (depth > 8 || in == in->parent->root || in->users->len == 0)
+    return FALSE;
+  for (guint i = 0; i < in->users->len; i++)
+    {
+      const PsInstr *u = g_ptr_array_index (in->users, i);
+      if (u->opcode == PS_OP_TUPLE || u->opcode == PS_OP_WHILE || u->opcode == PS_OP_CALL
+          || u->opcode == PS_OP_CONDITIONAL || u->opcode == PS_OP_DYNAMIC_UPDATE_SLICE)
+        return FALSE;
+      if ((u->opcode == PS_OP_RESHAPE || u->opcode == PS_OP_BITCAST)
+          && !slice_read_in_place (u, depth + 1))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Integer and predicate scalars (loop counters and conditions, slice
+ * offsets) are computed by the TensorCore's scalar unit, which runs the
+ * program's control and address arithmetic alongside the vector and matrix
+ * units (Jouppi et al., "A Domain-Specific Supercomputer for Training Deep
+ * Neural Networks", CACM 2020: the core sequencer and its scalar unit), so
+ * they launch no fused op and move no HBM data. */
+static gboolean
+scalar_unit_op (const PsInstr *in)
+{
+  const PsShape *s = in->shape;
+  return ps_shape_is_array (s) && s->rank == 0
+         && (ps_etype_is_integral (s->etype) || s->etype == PS_PRED)
+         && (ps_opcode_is_elementwise (in->opcode) || in->opcode == PS_OP_COMPARE
+             || in->opcode == PS_OP_CONVERT);
+}
+
 static PsCostClass
 classify (const PsInstr *in)
 {
+  if (in->opcode == PS_OP_DYNAMIC_SLICE && slice_read_in_place (in, 0))
+    return PS_COST_INLINED;
+  if (scalar_unit_op (in))
+    return PS_COST_FREE;
   switch (in->opcode)
     {
     case PS_OP_PARAMETER: case PS_OP_CONSTANT: case PS_OP_GET_TUPLE_ELEMENT:
@@ -126,8 +169,50 @@ reducer_ops (const PsInstr *in)
   return n ? n : 1;
 }
 
+/* #{i in [0, n) : 0 <= i * step + c < extent and (i * step + c) % mod == 0}
+ * for step, mod >= 1, in O(log mod): the i in range form an interval, and
+ * the congruence i * step = -c (mod mod) picks every (mod / g)-th of them
+ * (g = gcd (step, mod)) when g divides c, none otherwise. */
+static int64_t
+count_hits (int64_t n, int64_t step, __int128 c, int64_t extent, int64_t mod)
+{
+  /* c comes from attributes a file wrote: 128 bits, no overflow. */
+  __int128 top = (__int128) extent - 1 - c;
+  if (n <= 0 || top < 0)
+    return 0;
+  __int128 lo128 = c >= 0 ? 0 : (-c + step - 1) / step;
+  __int128 hi128 = MIN ((__int128) n - 1, top / step);
+  if (hi128 < lo128)
+    return 0;
+  int64_t lo = (int64_t) lo128, hi = (int64_t) hi128;
+  if (mod == 1)
+    return hi - lo + 1;
+  int64_t g = ps_gcd64 (step, mod);
+  if (c % g != 0)
+    return 0;
+  int64_t cg = (int64_t) (c / g % mod); /* |c / g| mod m is all that matters */
+  int64_t m = mod / g;
+  /* inverse of (step / g) modulo m, by extended Euclid */
+  int64_t a = (step / g) % m, r0 = m, r1 = a, t0 = 0, t1 = 1;
+  while (r1 != 0)
+    {
+      int64_t q = r0 / r1, t;
+      t = r0 - q * r1, r0 = r1, r1 = t;
+      t = t0 - q * t1, t0 = t1, t1 = t;
+    }
+  int64_t inv = ((t0 % m) + m) % m;
+  int64_t rhs = ((-cg) % m + m) % m;
+  int64_t i0 = (int64_t) ((unsigned __int128) rhs * (unsigned __int128) inv % (unsigned __int128) m);
+  int64_t first = lo + ((i0 - lo % m) % m + m) % m;
+  return first > hi ? 0 : (hi - first) / m + 1;
+}
+
 /* Window positions over one spatial dim that hit a real input element
- * (not padding, not a base-dilation hole). */
+ * (not padding, not a base-dilation hole): for each step along the shorter
+ * of the output and the window, the hits along the other one in closed
+ * form. Sizes are read from the program, so the work is capped (2^24 steps,
+ * about 0.1 s; more than any real window): a dim longer than that on both
+ * sides is costed from its first 2^24 steps, scaled. */
 static uint64_t
 valid_window_pairs (int64_t in_size, int64_t out_size, const PsWindowDim *w)
 {
@@ -135,14 +220,15 @@ valid_window_pairs (int64_t in_size, int64_t out_size, const PsWindowDim *w)
   int64_t bdil = w->base_dilation > 0 ? w->base_dilation : 1;
   int64_t wdil = w->window_dilation > 0 ? w->window_dilation : 1;
   int64_t extent = in_size > 0 ? (in_size - 1) * bdil + 1 : 0;
+  gboolean over_window = w->size <= out_size;
+  int64_t steps = over_window ? w->size : out_size, cap = INT64_C (1) << 24;
   uint64_t n = 0;
-  for (int64_t o = 0; o < out_size; o++)
-    for (int64_t k = 0; k < w->size; k++)
-      {
-        int64_t pos = o * stride + k * wdil - w->pad_lo;
-        if (pos >= 0 && pos < extent && pos % bdil == 0)
-          n++;
-      }
+  for (int64_t i = 0; i < MIN (steps, cap); i++)
+    n += (uint64_t) (over_window
+                     ? count_hits (out_size, stride, (__int128) i * wdil - w->pad_lo, extent, bdil)
+                     : count_hits (w->size, wdil, (__int128) i * stride - w->pad_lo, extent, bdil));
+  if (steps > cap)
+    n = (uint64_t) ((double) n * ((double) steps / (double) cap));
   return n;
 }
 
@@ -400,6 +486,39 @@ group_all_elementwise (PsCostAnalysis *a, const PsInstr *root)
   return g != NULL;
 }
 
+/* The producer behind operand `p` of a consumer, looking through
+ * reshapes and bitcasts that only this consumer reads (XLA treats them as
+ * bitcasts inside a fusion); chain[0..*n) receives those, consumer side
+ * first. */
+static PsInstr *
+through_bitcasts (PsCostAnalysis *a, PsInstr *p, PsInstr **chain, int *n)
+{
+  *n = 0;
+  while (*n < 8 && (p->opcode == PS_OP_RESHAPE || p->opcode == PS_OP_BITCAST)
+         && p->n_operands == 1 && single_user (p) && p != p->parent->root)
+    {
+      PsCost *rc = cost_of (a, p);
+      if (!rc || rc->fused)
+        break;
+      chain[(*n)++] = p;
+      p = p->operands[0];
+    }
+  return p;
+}
+
+/* consumer joins producer's fusion, with the bitcasts between them. */
+static void
+join_chain (PsCostAnalysis *a, PsInstr *consumer, PsInstr *producer, PsInstr **chain, int n)
+{
+  PsInstr *prev = producer;
+  for (int k = n - 1; k >= 0; k--)
+    {
+      join (a, chain[k], prev);
+      prev = chain[k];
+    }
+  join (a, consumer, prev);
+}
+
 static void
 fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
 {
@@ -408,15 +527,30 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
     {
       for (int i = 0; i < in->n_operands; i++)
         {
-          PsInstr *p = in->operands[i];
+          PsInstr *chain[8];
+          int nc;
+          PsInstr *p = through_bitcasts (a, in->operands[i], chain, &nc);
           PsCost *pc = cost_of (a, p);
           if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
               || !single_user (p) || elems_of (p->shape) != elems_of (in->shape)
               || !ps_shape_is_array (p->shape))
             continue;
-          join (a, in, p);
+          join_chain (a, in, p, chain, nc);
           return;
         }
+    }
+  else if (in->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && in->n_operands >= 2)
+    {
+      /* XLA's in-place dynamic-update-slice fusion: the update is computed
+       * straight into the buffer (a loop writing one layer's slice of a
+       * stacked value). */
+      PsInstr *chain[8];
+      int nc;
+      PsInstr *p = through_bitcasts (a, in->operands[1], chain, &nc);
+      PsCost *pc = cost_of (a, p);
+      if (pc && !pc->fused && fusible_producer (p, pc->klass) && p != comp->root
+          && single_user (p) && ps_shape_is_array (p->shape) && p->opcode != PS_OP_PARAMETER)
+        join_chain (a, in, p, chain, nc);
     }
   else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1)
     {
@@ -434,8 +568,12 @@ value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
 {
   const PsCost *c = cost_of (a, v);
   if (c && c->klass == PS_COST_INLINED)
-    return v->opcode == PS_OP_BROADCAST && v->n_operands == 1
-           ? value_read_bytes (a, v->operands[0]) : 0;
+    {
+      if (v->opcode == PS_OP_DYNAMIC_SLICE && v->n_operands >= 1)
+        return MIN (bytes_of (v->shape), value_read_bytes (a, v->operands[0]));
+      return v->opcode == PS_OP_BROADCAST && v->n_operands == 1
+             ? value_read_bytes (a, v->operands[0]) : 0;
+    }
   return bytes_of (v->shape);
 }
 

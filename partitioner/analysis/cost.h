@@ -14,20 +14,31 @@
  *     FLOPs (sort: n log2 n comparisons as vector ops).
  *   - free (no work, no traffic): parameter, constant, get-tuple-element,
  *     tuple, bitcast, reshape (treated as a bitcast), after-all,
- *     partition-id, replica-id, opt-barrier.
+ *     partition-id, replica-id, opt-barrier; and elementwise ops, compares
+ *     and converts whose result is an integer or predicate scalar (loop
+ *     counters and conditions, offsets: the TensorCore's scalar unit
+ *     computes them alongside the vector and matrix units).
  *
  * Fusion rule (what pays HBM traffic):
  *   1. broadcast and iota are fused into every consumer: they write
  *      nothing, and a consumer reading them reads the broadcast's operand
- *      (iota: nothing) instead.
+ *      (iota: nothing) instead. So is a dynamic-slice whose users (through
+ *      reshapes) are compute ops or collectives: each reads the slice's
+ *      bytes of the operand (a loop body reading layer t of a stacked
+ *      weight). One that is returned or put in a tuple stays a copy.
  *   2. an elementwise op (not copy) joins the fusion of its producer when
  *      that producer is a compute op (not free, not a collective, not a
  *      while/call/conditional/custom-call), has this op as its only user and
- *      the same number of elements (first such operand wins). The producer's
- *      result then never goes to HBM.
+ *      the same number of elements (first such operand wins); reshapes and
+ *      bitcasts in between that only this op reads join too. The
+ *      producer's result then never goes to HBM.
  *   3. a reduce joins the fusion of its first operand when that fusion is
  *      made only of elementwise ops and the operand's only user is the
  *      reduce (XLA's input fusion).
+ *   4. a dynamic-update-slice joins the fusion of its update's producer
+ *      (through reshapes) when that producer is a compute op whose only
+ *      user it is: the update is computed straight into the buffer (XLA's
+ *      in-place dynamic-update-slice fusion), writing the update's bytes.
  *   A fusion reads every value it takes from outside once (slice,
  *   dynamic-slice and gather read only what they output; dynamic-update-
  *   slice and scatter update in place, reading and writing the update) and

@@ -215,8 +215,9 @@ too_many (Lower *l)
     return FALSE;
   if (!l->failed)
     g_set_error (l->error, PS_ERROR, PS_ERROR_UNSUPPORTED, "the step trace would have "
-                 "more than %" G_GUINT64_FORMAT " events (while loops unrolled); raise "
-                 "the limit or shorten the loops", (guint64) l->opts->max_events);
+                 "more than %" G_GUINT64_FORMAT " events; raise the limit%s",
+                 (guint64) l->opts->max_events,
+                 l->opts->unroll_loops ? " or do not unroll the loops" : "");
   l->failed = TRUE;
   return TRUE;
 }
@@ -523,13 +524,21 @@ lower_instr (Lower *l, const PsInstr *in)
       return;
     case PS_COST_CONTROL:
       finish_reads (l, in);
-      if (in->opcode == PS_OP_WHILE)
+      if (in->opcode == PS_OP_WHILE && l->opts->unroll_loops)
         {
           for (int64_t i = 0; i < c->trip_count && !l->failed; i++)
             {
               lower_computation (l, in->called[0]);
               lower_computation (l, in->called[1]);
             }
+        }
+      else if (in->opcode == PS_OP_WHILE)
+        {
+          /* one iteration (condition, then body) as a loop of the trace */
+          ps_trace_add_loop (l->trace, in->name, (guint64) c->trip_count);
+          lower_computation (l, in->called[0]);
+          lower_computation (l, in->called[1]);
+          ps_trace_add_end_loop (l->trace);
         }
       else if (in->opcode == PS_OP_CALL)
         {

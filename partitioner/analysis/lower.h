@@ -14,8 +14,10 @@
  *     compressed to mesh axes when they are exactly "the devices that differ
  *     along these mesh axes" (else an explicit list), and permute pairs
  *     compressed to a shift along one mesh axis when they are one;
- *   - unrolls while loops (trip count from cost.h, or the default option),
- *     inlines calls, takes the most expensive branch of a conditional;
+ *   - writes a while loop as a loop of the trace (trip count from cost.h,
+ *     or the default option; one iteration: condition, then body), or
+ *     unrolled with unroll_loops; inlines calls, takes the most expensive
+ *     branch of a conditional;
  *   - with async_collectives, starts every collective where it stands and
  *     puts its done just before the first event that reads its result, so
  *     that the compute in between overlaps;
@@ -50,7 +52,9 @@ typedef struct {
   int64_t default_trip_count;   /* while loops with no known count; 0 = error */
   gboolean memory_events;       /* default TRUE */
   gboolean async_collectives;   /* default FALSE */
-  uint64_t max_events;          /* refuse to unroll beyond this (default 10^7) */
+  uint64_t max_events;          /* refuse to write more events (default 10^7) */
+  gboolean unroll_loops;        /* repeat a while's events trip-count times
+                                 * instead of writing a loop (format version 1) */
 } PsLowerOptions;
 
 void ps_lower_options_init (PsLowerOptions *opts);

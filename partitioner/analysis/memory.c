@@ -64,7 +64,7 @@ tuple_element (const PsInstr *v, int64_t index)
   return NULL;
 }
 
-static uint64_t comp_temp_peak (Ctx *ctx, const PsComputation *c);
+static uint64_t comp_temp_peak (Ctx *ctx, const PsComputation *c, gboolean state);
 
 static uint64_t
 callee_temp (Ctx *ctx, const PsInstr *in)
@@ -73,15 +73,68 @@ callee_temp (Ctx *ctx, const PsInstr *in)
   if (in->opcode != PS_OP_WHILE && in->opcode != PS_OP_CALL && in->opcode != PS_OP_CONDITIONAL)
     return 0;
   for (int k = 0; k < in->n_called; k++)
-    t = MAX (t, comp_temp_peak (ctx, in->called[k]));
+    t = MAX (t, comp_temp_peak (ctx, in->called[k], in->opcode == PS_OP_WHILE && k == 1));
   return t;
+}
+
+/* Is element k of a while's state written by its body (not passed
+ * through unchanged)? */
+static gboolean
+while_writes (const PsInstr *w, int k)
+{
+  if (w->n_called < 2 || !w->called[1]->root)
+    return TRUE;
+  const PsInstr *root = w->called[1]->root;
+  if (root->opcode != PS_OP_TUPLE || k >= root->n_operands)
+    return TRUE;
+  const PsInstr *e = root->operands[k];
+  return !(e->opcode == PS_OP_GET_TUPLE_ELEMENT && e->tuple_index == k && e->n_operands == 1
+           && e->operands[0]->opcode == PS_OP_PARAMETER);
+}
+
+/* May an instruction overwrite the buffers `src` of its operand in place
+ * (the operand's only user)? Not when there are none (a broadcast or a
+ * fused value: the update needs a buffer of its own) or one is a parameter
+ * or constant, unless the parameter is a while body's loop state. */
+static gboolean
+writable (GArray *bufs, GArray *src, gboolean state)
+{
+  if (!src || src->len == 0)
+    return FALSE;
+  for (guint j = 0; j < src->len; j++)
+    if (g_array_index (bufs, Buffer, g_array_index (src, int, j)).def_step < 0 && !state)
+      return FALSE;
+  return TRUE;
+}
+
+/* Has every reader of v's buffers but `self` run already (directly or
+ * through aliases of it)? Then self may update them in place. */
+static gboolean
+last_reader (const Ctx *ctx, const PsInstr *v, const PsInstr *self, GHashTable *step_of, int depth)
+{
+  if (depth > 16)
+    return FALSE;
+  for (guint i = 0; i < v->users->len; i++)
+    {
+      const PsInstr *u = g_ptr_array_index (v->users, i);
+      if (u == self)
+        continue;
+      if (!g_hash_table_contains (step_of, u))
+        return FALSE;
+      if (is_alias (ctx, u) && !last_reader (ctx, u, self, step_of, depth + 1))
+        return FALSE;
+    }
+  return TRUE;
 }
 
 /* The liveness walk over one computation. With `r` set (the entry), fills
  * the report; returns the peak. `param_bytes` receives the parameters'
- * bytes (a callee's parameters are its caller's buffers). */
+ * bytes (a callee's parameters are its caller's buffers). `state` says the
+ * parameter is a while body's loop state, which the body may update in
+ * place. */
 static uint64_t
-walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_bytes)
+walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_bytes,
+      gboolean state)
 {
   g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
   int n = (int) order->len;
@@ -90,7 +143,9 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
   g_autoptr (GHashTable) refs = g_hash_table_new_full (NULL, NULL, NULL,
                                                         (GDestroyNotify) g_array_unref);
   g_autoptr (GArray) bufs = g_array_new (FALSE, TRUE, sizeof (Buffer));
-  g_autoptr (GArray) def_buf = g_array_new (FALSE, TRUE, sizeof (int)); /* per step: buffer or -1 */
+  /* while -> GPtrArray of GArray*: the buffers of each state element */
+  g_autoptr (GHashTable) while_elems = g_hash_table_new_full (NULL, NULL, NULL,
+                                                               (GDestroyNotify) g_ptr_array_unref);
   uint64_t always = 0, params_only = 0;
 
   for (int s = 0; s < n; s++)
@@ -98,13 +153,64 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
       const PsInstr *in = g_ptr_array_index (order, s);
       g_hash_table_insert (step_of, (gpointer) in, GINT_TO_POINTER (s));
       GArray *mine = g_array_new (FALSE, FALSE, sizeof (int));
-      int defined = -1;
-      const PsInstr *elem = in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
+      GPtrArray *welems = in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
+                          ? g_hash_table_lookup (while_elems, in->operands[0]) : NULL;
+      const PsInstr *elem = !welems && in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
                             ? tuple_element (in->operands[0], in->tuple_index) : NULL;
-      if (elem)
+      const PsInstr *dus_base = in->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && in->n_operands >= 2
+                                ? in->operands[0] : NULL;
+      if (welems)
+        {
+          if (in->tuple_index >= 0 && in->tuple_index < (int64_t) welems->len)
+            {
+              GArray *src = g_ptr_array_index (welems, in->tuple_index);
+              g_array_append_vals (mine, src->data, src->len);
+            }
+        }
+      else if (elem)
         {
           /* precise: only the selected element stays alive */
           GArray *src = g_hash_table_lookup (refs, elem);
+          if (src)
+            g_array_append_vals (mine, src->data, src->len);
+        }
+      else if (in->opcode == PS_OP_WHILE && in->n_operands == 1
+               && in->operands[0]->opcode == PS_OP_TUPLE)
+        {
+          /* XLA's copy insertion: the loop updates its state in place, so an
+           * element the body writes gets a buffer of its own unless the
+           * init value is a buffer nothing else reads (not a parameter,
+           * constant or broadcast, no other user). Read-only elements
+           * alias their init value. */
+          const PsInstr *init = in->operands[0];
+          GPtrArray *elems = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+          for (int k = 0; k < init->n_operands; k++)
+            {
+              const PsInstr *v = init->operands[k];
+              GArray *src = g_hash_table_lookup (refs, v);
+              GArray *e = g_array_new (FALSE, FALSE, sizeof (int));
+              gboolean copy = FALSE;
+              if (while_writes (in, k))
+                copy = v->users->len > 1 || !writable (bufs, src, state);
+              if (copy)
+                {
+                  Buffer b = { v, bytes_of (v->shape), s, s };
+                  int bi = (int) bufs->len;
+                  g_array_append_val (bufs, b);
+                  g_array_append_val (e, bi);
+                }
+              else if (src)
+                g_array_append_vals (e, src->data, src->len);
+              g_array_append_vals (mine, e->data, e->len);
+              g_ptr_array_add (elems, e);
+            }
+          g_hash_table_insert (while_elems, (gpointer) in, elems);
+        }
+      else if (dus_base && last_reader (ctx, dus_base, in, step_of, 0)
+               && writable (bufs, g_hash_table_lookup (refs, dus_base), state))
+        {
+          /* in place: the updated value takes over its operand's buffer */
+          GArray *src = g_hash_table_lookup (refs, dus_base);
           if (src)
             g_array_append_vals (mine, src->data, src->len);
         }
@@ -127,7 +233,7 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
         {
           gboolean whole = in->opcode == PS_OP_PARAMETER || in->opcode == PS_OP_CONSTANT;
           Buffer b = { in, bytes_of (in->shape), whole ? -1 : s, whole ? n : s };
-          defined = (int) bufs->len;
+          int defined = (int) bufs->len;
           g_array_append_val (bufs, b);
           g_array_append_val (mine, defined);
           if (whole)
@@ -135,7 +241,6 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
           if (in->opcode == PS_OP_PARAMETER)
             params_only += b.bytes;
         }
-      g_array_append_val (def_buf, defined);
       g_hash_table_insert (refs, (gpointer) in, mine);
     }
   /* last uses; outputs live to the end */
@@ -161,11 +266,14 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
         output_bytes += b->bytes;
       b->last_use = n;
     }
-  /* frees per step */
+  /* allocations and frees per step */
   g_autofree uint64_t *freed = g_new0 (uint64_t, n + 1);
+  g_autofree uint64_t *born = g_new0 (uint64_t, n + 1);
   for (guint k = 0; k < bufs->len; k++)
     {
       const Buffer *b = &g_array_index (bufs, Buffer, k);
+      if (b->def_step >= 0)
+        born[b->def_step] += b->bytes;
       if (b->def_step >= 0 && b->last_use < n)
         freed[b->last_use] += b->bytes;
     }
@@ -174,9 +282,7 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
   for (int s = 0; s < n; s++)
     {
       const PsInstr *in = g_ptr_array_index (order, s);
-      int d = g_array_index (def_buf, int, s);
-      if (d >= 0 && g_array_index (bufs, Buffer, d).def_step >= 0)
-        live += g_array_index (bufs, Buffer, d).bytes;
+      live += born[s];
       uint64_t now = live + callee_temp (ctx, in);
       if (now > peak)
         {
@@ -212,13 +318,13 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
 }
 
 static uint64_t
-comp_temp_peak (Ctx *ctx, const PsComputation *c)
+comp_temp_peak (Ctx *ctx, const PsComputation *c, gboolean state)
 {
   uint64_t *known = g_hash_table_lookup (ctx->temp_peak, c);
   if (known)
     return *known;
   uint64_t params = 0;
-  uint64_t peak = walk (ctx, c, NULL, &params);
+  uint64_t peak = walk (ctx, c, NULL, &params, state);
   uint64_t *v = g_new (uint64_t, 1);
   /* the callee's parameters are the caller's buffers */
   *v = peak - params;
@@ -250,7 +356,7 @@ ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost, GError **error
   r->holders = g_array_new (FALSE, FALSE, sizeof (PsMemoryHolder));
   r->order = g_ptr_array_new ();
   r->live_after_bytes = g_array_new (FALSE, FALSE, sizeof (uint64_t));
-  walk (&ctx, m->entry, r, NULL);
+  walk (&ctx, m->entry, r, NULL, FALSE);
   g_array_sort (r->holders, cmp_holder);
   g_hash_table_unref (ctx.temp_peak);
   return r;

@@ -7,9 +7,16 @@
  *   - parameters and constants are live for the whole program;
  *   - every other instruction defines a buffer of its result's bytes when it
  *     runs, except tuple, get-tuple-element, bitcast and reshape (aliases of
- *     their operands: they keep those alive instead), while (its result is
- *     its operand's buffer, updated in place), and instructions that a cost
- *     analysis has fused into a consumer (never materialised);
+ *     their operands: they keep those alive instead), instructions that a
+ *     cost analysis has fused into a consumer (never materialised), and
+ *     a dynamic-update-slice that runs after every other reader of its
+ *     operand: it updates the operand's buffer in place (not a parameter
+ *     or constant, except a while body's loop state);
+ *   - a while updates its state in place. As XLA's copy insertion does, an
+ *     element the body writes gets a buffer of its own at the while (a
+ *     copy) when its initial value is a parameter, a constant, has no
+ *     buffer (a broadcast) or has another user; an element the body only
+ *     reads, or one nothing else needs, stays the initial value's buffer;
  *   - a buffer dies after its last use; the program's outputs (the root and
  *     whatever it aliases) live to the end;
  *   - while executing an instruction, its operands and its result are live

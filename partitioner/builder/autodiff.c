@@ -58,6 +58,42 @@ ps_ad_convert (PsComputation *c, PsInstr *a, PsElemType t)
   return ps_computation_add_instr (c, PS_OP_CONVERT, NULL, s, 1, &a);
 }
 
+PsInstr *
+ps_ad_dynamic_slice (PsComputation *c, PsInstr *a, PsInstr *const *starts, const int64_t *sizes)
+{
+  int r = a->shape->rank;
+  PsInstr *ops[65];
+  ops[0] = a;
+  for (int i = 0; i < r; i++)
+    ops[i + 1] = starts[i];
+  PsInstr *d = ps_computation_add_instr (c, PS_OP_DYNAMIC_SLICE, NULL,
+                                         ps_shape_new_array (a->shape->etype, r, sizes), r + 1, ops);
+  ps_ints_set (&d->dynamic_slice_sizes, r, sizes);
+  return d;
+}
+
+PsInstr *
+ps_ad_dynamic_update_slice (PsComputation *c, PsInstr *a, PsInstr *update, PsInstr *const *starts)
+{
+  int r = a->shape->rank;
+  PsInstr *ops[66];
+  ops[0] = a;
+  ops[1] = update;
+  for (int i = 0; i < r; i++)
+    ops[i + 2] = starts[i];
+  return ps_computation_add_instr (c, PS_OP_DYNAMIC_UPDATE_SLICE, NULL, ps_shape_copy (a->shape),
+                                   r + 2, ops);
+}
+
+PsInstr *
+ps_ad_tuple (PsComputation *c, int n, PsInstr *const *elems)
+{
+  g_autofree PsShape **shapes = g_new (PsShape *, n + 1);
+  for (int i = 0; i < n; i++)
+    shapes[i] = elems[i]->shape;
+  return ps_computation_add_instr (c, PS_OP_TUPLE, NULL, ps_shape_new_tuple (n, shapes), n, elems);
+}
+
 PsComputation *
 ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t)
 {
@@ -640,6 +676,25 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         accumulate (ad, a, s);
         return TRUE;
       }
+    case PS_OP_DYNAMIC_SLICE:
+      {
+        /* The slice's gradient lands where the slice came from (start
+         * indices are clamped the same way by both ops). */
+        PsInstr *zero = ps_ad_full (c, a->shape, 0.0);
+        accumulate (ad, a, ps_ad_dynamic_update_slice (c, zero, g, x->operands + 1));
+        return TRUE;
+      }
+    case PS_OP_DYNAMIC_UPDATE_SLICE:
+      {
+        PsInstr *upd = x->operands[1];
+        PsInstr *const *starts = x->operands + 2;
+        if (is_float (a))
+          accumulate (ad, a, ps_ad_dynamic_update_slice (c, g, ps_ad_full (c, upd->shape, 0.0),
+                                                         starts));
+        if (is_float (upd))
+          accumulate (ad, upd, ps_ad_dynamic_slice (c, g, starts, upd->shape->dims));
+        return TRUE;
+      }
     case PS_OP_CUSTOM_CALL:
       {
         /* A sharding annotation is the identity; its gradient carries the
@@ -773,6 +828,13 @@ ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *c
       else
         g = g_hash_table_lookup (ad.adj, in);
       if (g == NULL && parts == NULL)
+        continue;
+      /* A requested input that no other requested input feeds is where
+       * the walk stops (a layer's input when differentiating one layer). */
+      gboolean through = FALSE;
+      for (int k = 0; k < in->n_operands && !through; k++)
+        through = g_hash_table_contains (reaches, in->operands[k]);
+      if (!through)
         continue;
       guint first_new = c->instrs->len;
       if (parts ? !backprop_tuple (&ad, in, parts, error) : !backprop_one (&ad, in, g, error))

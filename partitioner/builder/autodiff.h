@@ -13,7 +13,7 @@
  * select, convert, copy, power with a constant exponent, erf, abs), broadcast,
  * reshape, transpose, reduce with an add or max reducer, dot with any
  * batch/contracting dimensions, slice, pad (without interior padding),
- * concatenate, the custom-call "Sharding" (its gradient gets the same
+ * concatenate, dynamic-slice, dynamic-update-slice, the custom-call "Sharding" (its gradient gets the same
  * annotation), convolution (strides, padding, base and window dilation,
  * feature groups; not batch groups), batch-norm-training (its gradient is
  * batch-norm-grad; the mean and variance outputs carry none) and
@@ -75,6 +75,13 @@ PsInstr *ps_ad_broadcast (PsComputation *c, PsInstr *a, const PsShape *shape,
  * `init`; the result keeps the other dims in order. */
 PsInstr *ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims,
                        const int64_t *dims);
+/* dynamic-slice of a at the scalar integer starts (one per dim of a). */
+PsInstr *ps_ad_dynamic_slice (PsComputation *c, PsInstr *a, PsInstr *const *starts,
+                              const int64_t *sizes);
+/* dynamic-update-slice: update written into a at the scalar starts. */
+PsInstr *ps_ad_dynamic_update_slice (PsComputation *c, PsInstr *a, PsInstr *update,
+                                     PsInstr *const *starts);
+PsInstr *ps_ad_tuple (PsComputation *c, int n, PsInstr *const *elems);
 /* The scalar reducer computation "ad_<op>_<type>" of m, made on first use
  * ahead of the computations that call it. */
 PsComputation *ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t);

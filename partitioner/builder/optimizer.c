@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/scan.h"
 
 const char *
 ps_optimizer_name (PsOptimizerKind k)
@@ -39,6 +40,13 @@ shape_without_dim (const PsShape *s, int drop)
 int
 ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *w, PsShape **out)
 {
+  return ps_optimizer_state_shapes_stacked (k, w, 0, out);
+}
+
+int
+ps_optimizer_state_shapes_stacked (PsOptimizerKind k, const PsShape *w, int n_stack,
+                                   PsShape **out)
+{
   if (k == PS_OPTIMIZER_ADAM)
     {
       if (out)
@@ -48,7 +56,7 @@ ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *w, PsShape **out)
         }
       return 2;
     }
-  if (w->rank >= 2)
+  if (w->rank - n_stack >= 2)
     {
       if (out)
         {
@@ -213,4 +221,75 @@ ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper 
     adam (c, h, weight, grad, states, new_weight, new_states);
   else
     adafactor (c, h, weight, grad, states, new_weight, new_states);
+}
+
+/* ---- stacked weights, one layer at a time ---------------------------------------- */
+
+typedef struct {
+  PsOptimizerKind kind;
+  const PsOptimizerHyper *h;
+  int n;
+  const int *first_state;   /* n + 1 entries: states of weight i */
+} Layers;
+
+/* Carry: every stacked gradient, then every stacked state; xs: the
+ * weights; consts: lr, decay. Layer t of each weight is updated from its
+ * gradient and state, and written over that gradient (the gradient stack
+ * becomes the new weight stack) and the state. */
+static gboolean
+layers_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
+{
+  (void) error;
+  const Layers *L = user;
+  PsComputation *c = a->c;
+  PsInstr *zero = ps_ad_scalar (c, PS_S32, 0);
+  PsOptimizerHyper h = *L->h;
+  h.lr = a->consts[0];
+  h.decay = a->consts[1];
+  for (int i = 0; i < L->n; i++)
+    {
+      int ns = L->first_state[i + 1] - L->first_state[i];
+      /* carry i: the gradient; carry n + first_state[i] + k: state k */
+      int at[3] = { i, L->n + L->first_state[i], L->n + L->first_state[i] + 1 };
+      PsInstr *slices[3] = { NULL, NULL, NULL };
+      for (int k = 0; k <= ns; k++)
+        slices[k] = ps_scan_slice_at (c, a->carry[at[k]], a->index, zero);
+      PsInstr *nv[3];
+      ps_optimizer_apply (c, L->kind, &h, a->xs[i], slices[0], slices + 1, &nv[0], nv + 1);
+      for (int k = 0; k <= ns; k++)
+        carry_out[at[k]] = ps_scan_update_at (c, a->carry[at[k]], nv[k], a->index, zero);
+    }
+  return TRUE;
+}
+
+gboolean
+ps_optimizer_apply_layers (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
+                           int n, PsInstr *const *weights, PsInstr *const *grads,
+                           PsInstr *const *states, PsInstr **new_weights, PsInstr **new_states,
+                           GError **error)
+{
+  g_return_val_if_fail (c != NULL && n >= 1, FALSE);
+  int64_t length = weights[0]->shape->dims[0];
+  g_autofree int *first = g_new0 (int, n + 1);
+  for (int i = 0; i < n; i++)
+    first[i + 1] = first[i] + ps_optimizer_state_shapes_stacked (k, weights[i]->shape, 1, NULL);
+  int n_carry = n + first[n];
+  g_autofree PsInstr **carry = g_new (PsInstr *, n_carry);
+  for (int i = 0; i < n; i++)
+    carry[i] = grads[i]->shape->etype == PS_F32 ? grads[i] : ps_ad_convert (c, grads[i], PS_F32);
+  for (int j = 0; j < first[n]; j++)
+    carry[n + j] = states[j];
+  PsInstr *consts[2] = { h->lr, h->decay };
+  Layers L = { k, h, n, first };
+  PsScanSpec spec = { .name = "optimizer", .length = length, .n_carry = n_carry, .carry = carry,
+                      .n_xs = n, .xs = weights, .n_consts = 2, .consts = consts,
+                      .body = layers_body, .user = &L };
+  g_autoptr (PsScan) s = ps_scan_build (c, &spec, error);
+  if (!s)
+    return FALSE;
+  for (int i = 0; i < n; i++)
+    new_weights[i] = ps_scan_carry_out (s, i);
+  for (int j = 0; j < first[n]; j++)
+    new_states[j] = ps_scan_carry_out (s, n + j);
+  return TRUE;
 }

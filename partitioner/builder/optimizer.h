@@ -37,6 +37,11 @@ gboolean ps_optimizer_from_name (const char *name, PsOptimizerKind *out);
  * out_shapes (transfer full each) when not NULL (at most 2). */
 int ps_optimizer_state_shapes (PsOptimizerKind k, const PsShape *weight, PsShape **out_shapes);
 
+/* The same for a weight whose first `n_stack` dims stack layers: each
+ * layer's state (Adafactor factors the layer's own dims). */
+int ps_optimizer_state_shapes_stacked (PsOptimizerKind k, const PsShape *weight, int n_stack,
+                                       PsShape **out_shapes);
+
 /* The weight dim that dim `dim` of state tensor `state` comes from
  * (factored states drop one weight dim), so that a state can be sharded
  * like its weight. */
@@ -61,6 +66,20 @@ void ps_optimizer_hyper_defaults (PsOptimizerKind k, PsOptimizerHyper *h);
 void ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
                          PsInstr *weight, PsInstr *grad, PsInstr *const *states,
                          PsInstr **new_weight, PsInstr **new_states);
+
+/* Updates n weights stacked by layer ([L, ...], the same L) one layer at a
+ * time, in one loop over the layers (partitioner/builder/scan.h): each
+ * iteration slices layer t of every weight, gradient and state, applies
+ * ps_optimizer_apply to it, and writes the new weight over the gradient
+ * (the gradient stack becomes the new weight stack, as buffer assignment
+ * reuses a dead gradient) and the new state over the state. So the update,
+ * its collectives and its memory are those of the weights one by one. `states` holds each
+ * weight's states (ps_optimizer_state_shapes_stacked with n_stack 1) in
+ * weight order; new_weights and new_states receive the results. */
+gboolean ps_optimizer_apply_layers (PsComputation *c, PsOptimizerKind k,
+                                    const PsOptimizerHyper *h, int n, PsInstr *const *weights,
+                                    PsInstr *const *grads, PsInstr *const *states,
+                                    PsInstr **new_weights, PsInstr **new_states, GError **error);
 
 G_END_DECLS
 

@@ -907,9 +907,10 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
 {
   if (!verify_once (original, partitioned, num_devices, opts, result, error))
     return FALSE;
-  if (result->agree || (opts && opts->no_widen) || !ps_verify_module_has_16bit_floats (original))
+  if (result->agree || (opts && opts->no_widen) || !ps_verify_module_has_narrow_floats (original))
     return TRUE;
-  /* Recheck in f32: rounding partial results to 16 bits is not an error. */
+  /* Recheck in f64: rounding partial results differently is not an error
+   * (doc/interpreter.md, "Rounding"). */
   g_autoptr (PsModule) wo = ps_module_clone (original);
   g_autoptr (PsModule) wp = ps_module_clone (partitioned);
   if (!ps_verify_widen_floats (wo) || !ps_verify_widen_floats (wp))
@@ -923,8 +924,8 @@ ps_verify_spmd (const PsModule *original, const PsModule *partitioned, int64_t n
     }
   if (wide.agree)
     {
-      char *msg = g_strdup_printf ("%s in f32 arithmetic; with bf16/f16 as written they differ "
-                                   "by rounding: %s", wide.message, result->message);
+      char *msg = g_strdup_printf ("%s in f64 arithmetic; with the float types as written they "
+                                   "differ by rounding: %s", wide.message, result->message);
       ps_verify_result_clear (result);
       *result = wide;
       g_free (result->message);

@@ -12,14 +12,17 @@
  * device). Comparing each device's piece checks the same thing as
  * reassembling the output and also catches replicas that disagree.
  *
- * 16-bit floats: a partitioned program rounds partial results to bf16/f16
- * where the original rounds the whole (a dot over a split contracting dim
- * rounds each device's partial sum, then adds them in bf16, as XLA's
- * programs do), and over long sums that exceeds any fixed tolerance. When
- * an output differs and the programs use bf16 or f16, both are run again
- * with every 16-bit float value computed in f32 (ps_verify_widen_floats);
- * if they agree then, the result agrees with `widened` set and the message
- * names the 16-bit difference. A wrong element differs in f32 too.
+ * Rounding: a partitioned program rounds partial results where the
+ * original rounds the whole (a dot over a split contracting dim rounds each
+ * device's partial sum, then adds them, as XLA's programs do). The error of
+ * either is bounded by the magnitudes of the summed terms, not of the
+ * result, so under cancellation (terms of 1e3 summing to 4) it exceeds any
+ * tolerance relative to the result, in bf16 and in f32 alike. When an
+ * output differs and the programs use floats narrower than f64, both are run
+ * again with every float value computed in f64 (ps_verify_widen_floats),
+ * whose rounding is 2^29 times finer than f32's; if they agree then (to the
+ * f64 tolerance), the result agrees with `widened` set and the message names
+ * the difference as written. A wrong element differs in f64 too.
  *
  * Comparison: integers and pred exactly; floats with
  * |actual - expected| <= atol + rtol * |expected| where (rtol, atol) are
@@ -93,14 +96,14 @@ typedef struct {
   /* Interpreter limits (max_work, max_elements) and rng seed; num_replicas
    * and num_partitions are set by the driver. */
   PsInterpOptions interp;
-  /* Do not recheck 16-bit float mismatches in f32 (see below). */
+  /* Do not recheck float mismatches in f64 (see above). */
   gboolean no_widen;
 } PsVerifyOptions;
 
 typedef struct {
   gboolean agree;            /* every output of every device agrees */
-  /* agree only in f32 arithmetic: the programs as written (bf16/f16)
-   * differed by more than the tolerance, message says where. */
+  /* agree only in f64 arithmetic: the programs as written (bf16, f16,
+   * f32) differed by more than the tolerance, message says where. */
   gboolean widened;
   int n_outputs;             /* leaves of the entry's result */
   int64_t n_compared;        /* elements compared over all devices */
@@ -118,11 +121,11 @@ void ps_verify_result_clear (PsVerifyResult *r);
  * replicated) must have on every device. transfer full. */
 PsShape *ps_verify_local_shape (const PsSharding *s, const PsShape *shape);
 
-/* Retypes every bf16 and f16 value of `m` (shapes, constants) as f32, in
- * place. FALSE (m untouched) when a bitcast-convert reads or makes 16-bit
- * floats. */
+/* Retypes every bf16, f16 and f32 value of `m` (shapes, constants) as f64
+ * and every c64 as c128, in place. FALSE (m untouched) when a
+ * bitcast-convert reads or makes such floats. */
 gboolean ps_verify_widen_floats (PsModule *m);
-gboolean ps_verify_module_has_16bit_floats (const PsModule *m);
+gboolean ps_verify_module_has_narrow_floats (const PsModule *m);
 
 /* Runs both programs and compares. Returns FALSE with an error when a
  * program cannot be run (interpreter error, parameter count or local shape

@@ -594,6 +594,24 @@ ps_computation_new (PsModule *m, const char *name)
   return c;
 }
 
+void
+ps_module_remove_computation (PsModule *m, PsComputation *c)
+{
+  g_return_if_fail (m != NULL && c != NULL && c->parent == m && c != m->entry);
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      PsInstr *in = c->instrs->pdata[i];
+      if (g_hash_table_lookup (m->name_index, in->name) == in)
+        g_hash_table_remove (m->name_index, in->name);
+      /* Operands in other computations forget these users. */
+      for (int k = 0; k < in->n_operands; k++)
+        if (in->operands[k] && in->operands[k]->parent != c)
+          g_ptr_array_remove (in->operands[k]->users, in);
+    }
+  g_ptr_array_remove (m->computations, c);
+  computation_free (c);
+}
+
 PsComputation *
 ps_module_find_computation (const PsModule *m, const char *name)
 {

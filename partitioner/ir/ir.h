@@ -276,6 +276,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsModule, ps_module_free)
 PsModule *ps_module_clone (const PsModule *m);
 
 PsComputation *ps_computation_new (PsModule *m, const char *name); /* appended */
+/* Removes and frees c (not the entry); nothing may call it any more. */
+void ps_module_remove_computation (PsModule *m, PsComputation *c);
 PsComputation *ps_module_find_computation (const PsModule *m, const char *name);
 PsInstr *ps_module_find_instr (const PsModule *m, const char *name); /* any computation */
 PsInstr *ps_computation_find_instr (const PsComputation *c, const char *name);

@@ -1389,14 +1389,25 @@ reduce_operand_sharding (const PsInstr *i, const PsInstr *user)
   return us;
 }
 
+static PsSharding *as_result (const PsSharding *us, const PsSharding **borrowed);
+
 static PsSharding *
-gte_operand_sharding (const PsInstr *i, const PsInstr *user)
+gte_operand_sharding (const PsInstr *i, const PsInstr *user, const PsSharding **borrowed)
 {
   if (!ps_shape_is_tuple (i->shape))
     return NULL;
   int first, count;
   pp_tuple_leaf_range (i->shape, (int) user->tuple_index, &first, &count);
   const PsSharding *us = user->sharding;
+  /* A loop state's tuple has one element per carried value, each with
+   * thousands of devices, and every get-tuple-element of it asks this
+   * again once the pass settles: when the element already is the user's,
+   * the answer is the operand's own sharding, without building a copy. */
+  if (i->sharding && pp_is_tuple (i->sharding) && ps_shape_is_array (user->shape)
+      && !pp_is_tuple (us) && i->sharding->n_elems == ps_shape_leaf_count (i->shape)
+      && first < i->sharding->n_elems
+      && ps_sharding_equal_layout (i->sharding->elems[first], us))
+    return as_result (i->sharding, borrowed);
   PsSharding *base;
   if (i->sharding)
     base = pp_normalize_tuple (i->sharding, i->shape);
@@ -1582,6 +1593,23 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
       }
     case PS_OP_TUPLE:
       {
+        /* the element of the user's (normalized) tuple sharding, borrowed
+         * when i is one leaf used once */
+        if (pp_is_tuple (us) && us->n_elems == ps_shape_leaf_count (user->shape)
+            && ps_shape_is_array (i->shape))
+          {
+            int uses = 0, at = -1;
+            for (int k = 0; k < user->n_operands; k++)
+              if (user->operands[k] == i)
+                {
+                  uses++;
+                  at = k;
+                }
+            int first, count;
+            pp_tuple_leaf_range (user->shape, at, &first, &count);
+            if (uses == 1 && count == 1 && first < us->n_elems)
+              return as_result (us->elems[first], borrowed);
+          }
         PsSharding *best = NULL;
         for (int k = 0; k < user->n_operands; k++)
           if (user->operands[k] == i)
@@ -1600,7 +1628,7 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
         return best;
       }
     case PS_OP_GET_TUPLE_ELEMENT:
-      return gte_operand_sharding (i, user);
+      return gte_operand_sharding (i, user, borrowed);
     case PS_OP_DOT:
       {
         PpDotDims d;
