@@ -80,7 +80,7 @@ ps_trace_mesh_device_ids (const PsTraceMesh *mesh, guint64 *n_out)
 }
 
 char *
-ps_trace_order_to_string (const PsTraceMesh *mesh)
+tr_order_to_string (const PsTraceMesh *mesh)
 {
   switch (mesh->order)
     {
@@ -271,8 +271,8 @@ finish_scan (Scan *s, gboolean ok, char **why, gsize *why_offset)
 }
 
 gboolean
-ps_trace_parse_groups (const char *text, PsTraceGroups *out, char **why,
-                       gsize *why_offset)
+tr_parse_groups (const char *text, PsTraceGroups *out, char **why,
+                 gsize *why_offset)
 {
   Scan s = { text, text, NULL, 0 };
   gboolean ok = FALSE;
@@ -373,8 +373,8 @@ ps_trace_parse_groups (const char *text, PsTraceGroups *out, char **why,
 }
 
 gboolean
-ps_trace_parse_pairs (const char *text, PsTracePairs *out, char **why,
-                      gsize *why_offset)
+tr_parse_pairs (const char *text, PsTracePairs *out, char **why,
+                gsize *why_offset)
 {
   Scan s = { text, text, NULL, 0 };
   gboolean ok = FALSE;
@@ -451,8 +451,8 @@ ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh,
 }
 
 gboolean
-ps_trace_parse_order (const char *text, PsTraceMesh *mesh, char **why,
-                      gsize *why_offset)
+tr_parse_order (const char *text, PsTraceMesh *mesh, char **why,
+                gsize *why_offset)
 {
   Scan s = { text, text, NULL, 0 };
   g_clear_pointer (&mesh->devices, g_free);
@@ -516,7 +516,7 @@ ps_trace_groups_parse (const char *text, PsTraceGroups *out, GError **error)
 {
   char *why = NULL;
   gsize at = 0;
-  gboolean ok = ps_trace_parse_groups (text, out, &why, &at);
+  gboolean ok = tr_parse_groups (text, out, &why, &at);
   return public_parse (ok, text, why, at, error);
 }
 
@@ -525,7 +525,7 @@ ps_trace_pairs_parse (const char *text, PsTracePairs *out, GError **error)
 {
   char *why = NULL;
   gsize at = 0;
-  gboolean ok = ps_trace_parse_pairs (text, out, &why, &at);
+  gboolean ok = tr_parse_pairs (text, out, &why, &at);
   return public_parse (ok, text, why, at, error);
 }
 
