@@ -139,7 +139,7 @@ dims_text (GString *s, int n, const gint64 *v)
 
 static char *
 to_json (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const PsComputeCost *c,
-         const PsComputeCost *pos, const PsComputeCost *pack)
+         const PsComputeCost *pos, const PsComputeCost *pack, const PsComputeCost *vec)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
@@ -168,9 +168,10 @@ to_json (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const PsCo
   DBL ("clock_hz", hw->clock_hz);
   DBL ("peak_flops_per_s", ps_hardware_peak_flops_per_core (hw));
   STR ("mapping_asked", ps_conv_mapping_name (op->mapping));
-  STR ("mapping", c->conv_packed ? "packed" : "positions");
+  STR ("mapping", ps_conv_mapping_name (c->conv_mapping));
   DBL ("positions_mxu_cycles", pos->mxu_cycles);
   DBL ("packed_mxu_cycles", pack->mxu_cycles);
+  DBL ("vector_mapping_cycles", vec->vector_cycles);
   DBL ("array_fill", c->array_fill);
   DBL ("relayout_ops", c->relayout_ops);
   DBL ("flops", c->flops);
@@ -208,7 +209,7 @@ round_up (gint64 v, gint64 to)
 
 static void
 print_text (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const PsComputeCost *c,
-            const PsComputeCost *pos, const PsComputeCost *pack)
+            const PsComputeCost *pos, const PsComputeCost *pack, const PsComputeCost *vec)
 {
   g_autoptr (GString) in = g_string_new (NULL), k = g_string_new (NULL), s = g_string_new (NULL),
                       out = g_string_new (NULL);
@@ -233,10 +234,12 @@ print_text (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const P
     printf (" per group, %" G_GINT64_FORMAT " groups", op->batch);
   printf ("\n");
   gint64 rows = hw->mxu_rows;
-  printf ("  mapping          %s%s: ", c->conv_packed ? "packed" : "positions",
-          op->mapping == PS_CONV_MAPPING_AUTO ? " (the cheaper)" : " (as asked)");
+  printf ("  mapping          %s%s: ", ps_conv_mapping_name (c->conv_mapping),
+          op->mapping == PS_CONV_MAPPING_AUTO ? " (the cheapest)" : " (as asked)");
   gint64 kp = ps_compute_conv_packed_k (hw, op->k);
-  if (c->conv_packed)
+  if (c->conv_mapping == PS_CONV_MAPPING_VECTOR)
+    printf ("every multiply-add on the vector unit, 2 ops each\n");
+  else if (c->conv_mapping == PS_CONV_MAPPING_PACKED)
     printf ("%" G_GINT64_FORMAT " positions x %" G_GINT64_FORMAT " features (padded to %"
             G_GINT64_FORMAT ") = %" G_GINT64_FORMAT " contracted at once, padded to %"
             G_GINT64_FORMAT "\n", op->window, op->k, kp, op->window * kp,
@@ -244,20 +247,24 @@ print_text (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const P
   else
     printf ("one weight-tile set per window position, %" G_GINT64_FORMAT " features padded to %"
             G_GINT64_FORMAT " each\n", op->k, round_up (op->k, rows));
-  printf ("  MXU cycles of    positions %.0f, packed %.0f\n", pos->mxu_cycles, pack->mxu_cycles);
+  printf ("  cycles of        positions %.0f (mxu), packed %.0f (mxu), vector %.0f (vector unit)\n",
+          pos->mxu_cycles, pack->mxu_cycles, vec->vector_cycles);
   printf ("  cycles           %.0f (mxu %.0f, vector %.0f, hbm %.0f, overhead %.0f)\n",
           c->cycles, c->mxu_cycles, c->vector_cycles, c->hbm_cycles, c->overhead_cycles);
   printf ("  time             %s\n", time);
   printf ("  bound by         %s\n", ps_compute_bound_name (c->bound));
-  printf ("  MXU work         %" G_GINT64_FORMAT " weight-tile passes of %dx%d over %d MXUs"
-          " (%s stationary, %" G_GINT64_FORMAT " rows streamed each, %" G_GINT64_FORMAT
-          " bf16 pass%s)\n",
-          c->tile_passes, hw->mxu_rows, hw->mxu_cols, hw->mxus_per_core,
-          c->lhs_stationary ? "LHS" : "RHS", c->stream_rows, c->mxu_passes,
-          c->mxu_passes == 1 ? "" : "es");
-  printf ("  array fill       %.2f %% of the weight-tile slots hold real weights (padding waste %.2f %%)\n",
-          100.0 * c->array_fill, 100.0 * (1 - c->array_fill));
-  if (c->conv_packed)
+  if (c->conv_mapping != PS_CONV_MAPPING_VECTOR)
+    {
+      printf ("  MXU work         %" G_GINT64_FORMAT " weight-tile passes of %dx%d over %d MXUs"
+              " (%s stationary, %" G_GINT64_FORMAT " rows streamed each, %" G_GINT64_FORMAT
+              " bf16 pass%s)\n",
+              c->tile_passes, hw->mxu_rows, hw->mxu_cols, hw->mxus_per_core,
+              c->lhs_stationary ? "LHS" : "RHS", c->stream_rows, c->mxu_passes,
+              c->mxu_passes == 1 ? "" : "es");
+      printf ("  array fill       %.2f %% of the weight-tile slots hold real weights (padding waste %.2f %%)\n",
+              100.0 * c->array_fill, 100.0 * (1 - c->array_fill));
+    }
+  if (c->conv_mapping == PS_CONV_MAPPING_PACKED)
     printf ("  relayout         %.6g vector ops assembling the packed rows\n", c->relayout_ops);
   printf ("  HBM traffic      %s\n", bytes);
   printf ("  useful FLOPs     %.6g\n", c->flops);
@@ -282,7 +289,7 @@ ps_cmd_bench_conv (int argc, char **argv)
     { "groups", 0, 0, G_OPTION_ARG_STRING, &opt_groups,
       "feature groups (default 1; the input features for a depthwise conv)", "G" },
     { "mapping", 0, 0, G_OPTION_ARG_STRING, &opt_mapping,
-      "how the window meets the MXU: auto (default, the cheaper), positions or packed", "M" },
+      "how the convolution meets the hardware: auto (default, the cheapest), positions, packed (MXU) or vector", "M" },
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &opt_dtype, "operand type: bf16 (default) or f32", "TYPE" },
     { "precision", 0, 0, G_OPTION_ARG_STRING, &opt_precision,
       "f32 precision: default (1 bf16 pass), high (3) or highest (6)", "P" },
@@ -346,7 +353,7 @@ ps_cmd_bench_conv (int argc, char **argv)
   if (mapping_s && !ps_conv_mapping_parse (mapping_s, &mapping))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   "--mapping '%s' is not auto, positions or packed", mapping_s);
+                   "--mapping '%s' is not auto, positions, packed or vector", mapping_s);
       return ps_cli_fail (error);
     }
   if (!shape_conv (&cv, &error))
@@ -366,14 +373,16 @@ ps_cmd_bench_conv (int argc, char **argv)
   PsComputeCost pos = ps_compute_op (hw, &forced);
   forced.mapping = PS_CONV_MAPPING_PACKED;
   PsComputeCost pack = ps_compute_op (hw, &forced);
+  forced.mapping = PS_CONV_MAPPING_VECTOR;
+  PsComputeCost vec = ps_compute_op (hw, &forced);
   op.mapping = mapping;
   PsComputeCost cost = ps_compute_op (hw, &op);
   if (opt_json)
     {
-      g_autofree char *json = to_json (hw, &cv, &op, &cost, &pos, &pack);
+      g_autofree char *json = to_json (hw, &cv, &op, &cost, &pos, &pack, &vec);
       printf ("%s\n", json);
     }
   else
-    print_text (hw, &cv, &op, &cost, &pos, &pack);
+    print_text (hw, &cv, &op, &cost, &pos, &pack, &vec);
   return 0;
 }

@@ -640,6 +640,12 @@ load_cases (const char *path, const char *only)
         l++;
       if (!*l)
         continue;
+      if (!ps_cli_json_depth_ok (lines[i], path, i + 1, &error))
+        {
+          ps_cli_fail (error);
+          g_ptr_array_free (cases, TRUE);
+          return NULL;
+        }
       g_autoptr (JsonParser) jp = json_parser_new ();
       if (!json_parser_load_from_data (jp, lines[i], -1, &error) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (jp)))
         {

@@ -552,6 +552,11 @@ ps_cmd_conformance_propagation (int argc, char **argv)
     {
       if (!*g_strstrip (lines[ln]))
         continue;
+      if (!ps_cli_json_depth_ok (lines[ln], argv[1], ln + 1, &error))
+        {
+          g_free (filter);
+          return ps_cli_fail (error);
+        }
       g_autoptr (JsonParser) p = json_parser_new ();
       if (!json_parser_load_from_data (p, lines[ln], -1, &error)
           || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)))

@@ -10,15 +10,16 @@
 
 #include "cli/commands.h"
 #include "cli/pipeline.h"
+#include "cli/pipelining.h"
 #include "common/error.h"
 #include "models/dense_lm.h"
 
 typedef struct {
   char *preset, *slice, *mesh, *order, *sharding, *optimizer, *hw, *wrap;
   char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *collectives;
-  gint layers, microbatches, rel_buckets;
+  gint layers, microbatches, rel_buckets, stages;
   gint64 model_dim, ffn_dim, heads, head_dim, vocab, seq_len, batch;
-  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated, unroll;
+  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated, unroll, idle;
   gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
 } RunOptions;
 
@@ -106,6 +107,8 @@ make_config (RunOptions *o, const char *model, const PsHardware *hw, PsDenseLmCo
     cfg->weight_update_sharding = TRUE;
   if (o->unroll)
     cfg->unroll = TRUE;
+  if (o->stages)
+    cfg->pipeline_stages = o->stages;
   if (o->optimizer && !ps_optimizer_from_name (o->optimizer, &cfg->optimizer))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--optimizer: '%s' is not adafactor or adam",
@@ -186,10 +189,16 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
                        (double) r->info.n_annotations / cfg->layers)
     : g_strdup_printf ("layers as a loop, %d annotated tensors (written once for the loop)",
                        r->info.n_annotations);
-  printf ("parallelism  %s sharding on mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " (%s), slice %s; "
-          "%s, remat %s, %d microbatch%s; %s\n",
-          ps_sharding_preset_name (cfg->sharding), cfg->mesh[0], cfg->mesh[1], cfg->device_order,
-          cfg->slice, ps_optimizer_name (cfg->optimizer), cfg->remat ? "on" : "off", cfg->microbatches,
+  g_autofree char *mesh = cfg->pipeline_stages > 1
+    ? g_strdup_printf ("%d-stage pipeline x %s in-layer sharding on mesh %" G_GINT64_FORMAT "x%"
+                       G_GINT64_FORMAT " (%" G_GINT64_FORMAT " devices)", cfg->pipeline_stages,
+                       ps_sharding_preset_name (cfg->sharding), cfg->mesh[0], cfg->mesh[1],
+                       ps_dense_lm_n_devices (cfg))
+    : g_strdup_printf ("%s sharding on mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " (%s)",
+                       ps_sharding_preset_name (cfg->sharding), cfg->mesh[0], cfg->mesh[1],
+                       cfg->device_order);
+  printf ("parallelism  %s, slice %s; %s, remat %s, %d microbatch%s; %s\n", mesh, cfg->slice,
+          ps_optimizer_name (cfg->optimizer), cfg->remat ? "on" : "off", cfg->microbatches,
           cfg->microbatches == 1 ? "" : "es", ann);
   printf ("step time    %s\n", step);
   printf ("tokens/s     %.0f", r->tokens_per_s);
@@ -210,6 +219,12 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
           r->n_fallbacks);
   g_autofree char *top = ps_replay_result_top_collectives_text (s, 5);
   fputs (top, stdout);
+  g_autoptr (PsPipeliningReport) pipe = ps_pipelining_report (cfg, r);
+  if (pipe)
+    {
+      g_autofree char *pt = ps_pipelining_report_text (pipe);
+      fputs (pt, stdout);
+    }
   if (r->memory_text)
     printf ("memory       %s\n", r->memory_text);
   if (stats)
@@ -287,6 +302,9 @@ to_json (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardware
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
+  g_autoptr (PsPipeliningReport) pipe = ps_pipelining_report (cfg, r);
+  if (pipe)
+    ps_pipelining_report_json (pipe, b);
   json_builder_set_member_name (b, "stages_s");
   json_builder_begin_object (b);
   for (int i = 0; i < PS_STAGE_COUNT; i++)
@@ -329,7 +347,7 @@ run (RunOptions *o, int argc, char **argv)
   PsPipelineOptions popts = { hw, NULL, wrap, o->no_cache, o->async, !o->quiet && isatty (2),
                               o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace,
-                              o->windowed >= 0, o->windowed, coll };
+                              o->windowed >= 0, o->windowed, coll, o->idle };
   g_autoptr (PsPipelineResult) r = ps_pipeline_run (&cfg, &popts, &error);
   if (!r)
     return ps_cli_fail (error);
@@ -380,6 +398,12 @@ ps_cmd_run (int argc, char **argv)
     { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer, "adafactor (default) or adam", "NAME" },
     { "remat", 0, 0, G_OPTION_ARG_NONE, &o.remat, "Recompute each layer's forward in backward (default)", NULL },
     { "no-remat", 0, 0, G_OPTION_ARG_NONE, &o.no_remat, "Keep all activations", NULL },
+    { "pipeline-stages", 0, 0, G_OPTION_ARG_INT, &o.stages,
+      "Pipeline the layers over K stages (GSPMD's vectorized stages; --microbatches are "
+      "its microbatches, --mesh the in-layer mesh of one stage)", "K" },
+    { "idle-cores", 0, 0, G_OPTION_ARG_NONE, &o.idle,
+      "Let the program use fewer devices than the slice has cores (device d on core d; the "
+      "rest idle)", NULL },
     { "unroll", 0, 0, G_OPTION_ARG_NONE, &o.unroll,
       "Write the layers one after the other (default: one loop over weights stacked by layer)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &o.hw, "Hardware file (default: bundled TPU v3)", "FILE" },

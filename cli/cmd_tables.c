@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/tables.h"
 #include <json-glib/json-glib.h>
 
 #include "common/error.h"
@@ -18,58 +19,75 @@ typedef struct {
   double step_time_s, tokens_per_s, mxu_utilization, peak_hbm_bytes;
 } Row;
 
-static double
-member_double (JsonObject *o, const char *name)
+double
+ps_tables_member_double (JsonObject *o, const char *name)
 {
   return json_object_has_member (o, name) ? json_object_get_double_member (o, name) : 0;
 }
 
-/* Options of `podsim run` that tables passes on to every row. */
-typedef struct {
-  const char *hw, *collectives;
-} RowOptions;
-
 static gboolean
-run_row (const char *preset, const RowOptions *ro, Row *row, GError **error)
+run_row (const char *preset, const PsTablesOptions *ro, Row *row, GError **error)
 {
-  const char *argv[12] = { "/proc/self/exe", "run", "--preset", preset, "--json", "-q", NULL };
-  int n = 6;
-  if (ro->hw)
-    {
-      argv[n++] = "--hw";
-      argv[n++] = ro->hw;
-    }
-  if (ro->collectives)
-    {
-      argv[n++] = "--collectives";
-      argv[n++] = ro->collectives;
-    }
-  argv[n] = NULL;
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                     &status, error))
-    return FALSE;
-  if (!g_spawn_check_wait_status (status, NULL))
-    {
-      g_strstrip (err);
-      const char *msg = g_str_has_prefix (err, "podsim: ") ? err + 8 : err;
-      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "%s", *msg ? msg : "podsim run failed");
-      return FALSE;
-    }
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  if (!json_parser_load_from_data (parser, out, -1, error))
+  const char *args[] = { "--preset", preset, NULL };
+  g_autoptr (JsonParser) parser = ps_tables_run (args, ro, error);
+  if (!parser)
     return FALSE;
   JsonObject *o = json_node_get_object (json_parser_get_root (parser));
-  row->step_time_s = member_double (o, "step_time_s");
-  row->tokens_per_s = member_double (o, "tokens_per_s");
-  row->mxu_utilization = member_double (o, "mxu_utilization");
+  row->step_time_s = ps_tables_member_double (o, "step_time_s");
+  row->tokens_per_s = ps_tables_member_double (o, "tokens_per_s");
+  row->mxu_utilization = ps_tables_member_double (o, "mxu_utilization");
   row->peak_hbm_bytes = (double) json_object_get_int_member (o, "peak_hbm_bytes");
   return TRUE;
 }
 
+JsonParser *
+ps_tables_run (const char *const *args, const PsTablesOptions *ro, GError **error)
+{
+  GPtrArray *argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, "/proc/self/exe");
+  g_ptr_array_add (argv, "run");
+  for (int i = 0; args[i]; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, "--json");
+  g_ptr_array_add (argv, "-q");
+  if (ro->hw)
+    {
+      g_ptr_array_add (argv, "--hw");
+      g_ptr_array_add (argv, (gpointer) ro->hw);
+    }
+  if (ro->collectives)
+    {
+      g_ptr_array_add (argv, "--collectives");
+      g_ptr_array_add (argv, (gpointer) ro->collectives);
+    }
+  g_ptr_array_add (argv, NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  int status = 0;
+  gboolean spawned = g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                                   &out, &err, &status, error);
+  g_ptr_array_free (argv, TRUE);
+  if (!spawned)
+    return NULL;
+  if (!g_spawn_check_wait_status (status, NULL))
+    {
+      g_strstrip (err);
+      const char *msg = g_str_has_prefix (err, "podsim: ") ? err + 8 : err;
+      g_set_error (error, PS_ERROR,
+                   g_str_has_prefix (msg, "the model does not fit") ? PS_ERROR_NO_FIT : PS_ERROR_INVALID,
+                   "%s", *msg ? msg : "podsim run failed");
+      return NULL;
+    }
+  JsonParser *parser = json_parser_new ();
+  if (!json_parser_load_from_data (parser, out, -1, error))
+    {
+      g_object_unref (parser);
+      return NULL;
+    }
+  return parser;
+}
+
 static int
-dense_table (gboolean csv, gboolean markdown, const RowOptions *ro, const char *only)
+dense_table (gboolean csv, gboolean markdown, const PsTablesOptions *ro, const char *only)
 {
   GError *error = NULL;
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (ro->hw, &error);
@@ -159,19 +177,28 @@ ps_cmd_tables (int argc, char **argv)
       "Collective algorithm for every row (podsim run --collectives)", "NAME" },
     { NULL }
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("dense - the paper's dense Transformer table");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("dense|pipeline|bubble - the paper's tables");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
-    "One row per published dense Transformer run (../shared/reference/published.tsv,\n"
+    "dense: one row per published dense Transformer run (../shared/reference/published.tsv,\n"
     "compiled into podsim): simulated step time, tokens/s, MXU utilization and peak\n"
-    "HBM per core next to the published tokens/s. See doc/validation.md.\n");
+    "HBM per core next to the published tokens/s.\n"
+    "pipeline: one dense model on v3-32, 2D sharding against every pipelined\n"
+    "configuration (stages x in-layer sharding x microbatches, remat on/off) that\n"
+    "fits in HBM: step time, bubble, peak HBM, ratio to the best 2D row.\n"
+    "bubble: a Transformer with one pipeline stage per core, stages K in {1, 2, 4, 8}\n"
+    "and microbatches M in {1, 4, 32}: relative throughput, the bubble formula\n"
+    "(K - 1) / (M + K - 1) and the simulated idle fraction.\n"
+    "Each row is a child `podsim run --json`. See doc/validation.md.\n");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   GError *error = NULL;
-  if (argc != 2 || strcmp (argv[1], "dense") != 0)
+  if (argc != 2 || (strcmp (argv[1], "dense") != 0 && strcmp (argv[1], "pipeline") != 0
+                    && strcmp (argv[1], "bubble") != 0))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   argc < 2 ? "missing table name (known: dense)" : "unknown table '%s' (known: dense)",
+                   argc < 2 ? "missing table name (known: dense, pipeline, bubble)"
+                            : "unknown table '%s' (known: dense, pipeline, bubble)",
                    argc < 2 ? "" : argv[1]);
       return ps_cli_fail (error);
     }
@@ -183,6 +210,10 @@ ps_cmd_tables (int argc, char **argv)
   PsCollAlgorithm coll;
   if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
     return ps_cli_fail (error);
-  RowOptions ro = { opt_hw, opt_coll };
+  PsTablesOptions ro = { opt_hw, opt_coll };
+  if (strcmp (argv[1], "pipeline") == 0)
+    return ps_tables_pipeline (opt_csv, opt_md, &ro);
+  if (strcmp (argv[1], "bubble") == 0)
+    return ps_tables_bubble (opt_csv, opt_md, &ro);
   return dense_table (opt_csv, opt_md, &ro, opt_only);
 }

@@ -162,13 +162,17 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   g_autoptr (PsSlice) slice = ps_slice_new (slice_name, opts->wrap, opts->hw->tensorcores_per_chip, error);
   if (!slice)
     return NULL;
-  int64_t n_devices = cfg->mesh[0] * cfg->mesh[1];
-  if (n_devices != ps_slice_n_cores (slice))
+  int64_t n_devices = ps_dense_lm_n_devices (cfg);
+  int cores = ps_slice_n_cores (slice);
+  if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                   "--mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores",
-                   cfg->mesh[0], cfg->mesh[1], n_devices, slice_name, ps_slice_n_cores (slice));
+      g_autofree char *what = cfg->pipeline_stages > 1
+        ? g_strdup_printf ("--pipeline-stages %d x --mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                           cfg->pipeline_stages, cfg->mesh[0], cfg->mesh[1])
+        : g_strdup_printf ("--mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, cfg->mesh[0], cfg->mesh[1]);
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s has %" G_GINT64_FORMAT
+                   " devices but slice %s has %d cores%s", what, n_devices, slice_name, cores,
+                   n_devices < cores ? " (--idle-cores leaves the rest idle)" : "");
       return NULL;
     }
 
@@ -237,12 +241,33 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   ps_lower_options_init (&lopts);
   lopts.program = cfg->name;
   lopts.n_devices = n_devices;
-  lopts.mesh_rank = 2;
-  lopts.mesh_dims[0] = cfg->mesh[0];
-  lopts.mesh_dims[1] = cfg->mesh[1];
-  lopts.mesh_order = ps_pipeline_device_order (cfg->device_order);
-  for (int i = 0; i < 3; i++)
-    lopts.mesh_physical[i] = cfg->physical[i];
+  g_autofree guint32 *mesh_ids = NULL;
+  if (cfg->pipeline_stages > 1)
+    {
+      /* [stages, in-layer mesh], in the order the model built it */
+      int rank;
+      int64_t dims[3];
+      g_autofree int64_t *ids = ps_dense_lm_program_mesh (cfg, &rank, dims, &local);
+      if (!ids)
+        return fail_stage (&clk, error, local), NULL;
+      lopts.mesh_rank = (guint) rank;
+      mesh_ids = g_new (guint32, n_devices);
+      for (int i = 0; i < rank; i++)
+        lopts.mesh_dims[i] = dims[i];
+      for (int64_t i = 0; i < n_devices; i++)
+        mesh_ids[i] = (guint32) ids[i];
+      lopts.mesh_order = PS_TRACE_ORDER_LIST;
+      lopts.mesh_devices = mesh_ids;
+    }
+  else
+    {
+      lopts.mesh_rank = 2;
+      lopts.mesh_dims[0] = cfg->mesh[0];
+      lopts.mesh_dims[1] = cfg->mesh[1];
+      lopts.mesh_order = ps_pipeline_device_order (cfg->device_order);
+      for (int i = 0; i < 3; i++)
+        lopts.mesh_physical[i] = cfg->physical[i];
+    }
   lopts.slice = slice_name;
   lopts.async_collectives = opts->async_collectives;
   r->trace = ps_lower_module (spmd, &lopts, &local);

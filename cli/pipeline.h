@@ -43,6 +43,9 @@ typedef struct {
   gboolean windowed_einsum;
   gint64 windowed_einsum_threshold_bytes;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
+  gboolean idle_cores;        /* the program may use fewer devices than the
+                               * slice has cores (device d on core d); the
+                               * rest idle */
 } PsPipelineOptions;
 
 typedef struct {

@@ -31,8 +31,9 @@ G_BEGIN_DECLS
 /* Input sizes: HLO text (and other whole-file text inputs) and hardware files. */
 #define PS_MAX_TEXT_BYTES (G_GUINT64_CONSTANT (256) << 20)
 #define PS_MAX_HW_FILE_BYTES (G_GUINT64_CONSTANT (1) << 20)
-/* Logical devices of a partitioned program (partition, verify, run): 2^16,
- * 32 times a v3-2048 pod's cores. */
+/* Logical devices of a partitioned program (partition, trace lower, run's
+ * mesh, a sharding's tile assignment): 2^16, 32 times a v3-2048 pod's
+ * cores. verify, which runs every device, allows fewer (verify.h). */
 #define PS_MAX_DEVICES 65536
 
 gboolean ps_checked_add_i64 (int64_t a, int64_t b, int64_t *out);

@@ -1,17 +1,26 @@
 #!/bin/sh
-# Regenerates the simulated-vs-published table in doc/validation.md from
-# `podsim tables dense --markdown`. Usage: doc/gen-validation.sh [PODSIM]
+# Regenerates the tables in doc/validation.md from `podsim tables NAME
+# --markdown`: between <!-- table:begin --> and <!-- table:end --> the dense
+# table, between <!-- NAME:begin --> and <!-- NAME:end --> table NAME.
+# Usage: doc/gen-validation.sh [PODSIM [NAME...]] (default: dense; the
+# pipeline table takes about 5 minutes, bubble half a minute).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 podsim=${1:-$here/../build/podsim}
+[ $# -gt 0 ] && shift
+[ $# -gt 0 ] || set -- dense
 doc=$here/validation.md
 table=$(mktemp)
 trap 'rm -f "$table" "$table.new"' EXIT
-"$podsim" tables dense --markdown > "$table"
-awk -v t="$table" '
-  /<!-- table:begin -->/ { print; while ((getline line < t) > 0) print line; skip = 1; next }
-  /<!-- table:end -->/ { skip = 0 }
-  !skip { print }
-' "$doc" > "$table.new"
-mv "$table.new" "$doc"
-echo "updated $doc"
+for name in "$@"; do
+  marker=$name
+  [ "$name" = dense ] && marker=table
+  "$podsim" tables "$name" --markdown > "$table"
+  awk -v t="$table" -v m="$marker" '
+    $0 == "<!-- " m ":begin -->" { print; while ((getline line < t) > 0) print line; skip = 1; next }
+    $0 == "<!-- " m ":end -->" { skip = 0 }
+    !skip { print }
+  ' "$doc" > "$table.new"
+  mv "$table.new" "$doc"
+  echo "updated $doc ($name)"
+done

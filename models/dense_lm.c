@@ -3,6 +3,8 @@
 
 #include "models/dense_lm.h"
 
+#include "models/pipeline.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -204,16 +206,17 @@ gboolean
 ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
 {
   /* Upper bounds (doc/robustness.md): the program grows with the layers
-   * (256 layers of the small model take 76 s and 0.8 GB to run), and dims
-   * up to 2^24 keep every product of two of them exact in an int64; shapes
-   * over 2^40 elements are refused by the builder. */
+   * (256 layers of the small model take 76 s and 0.8 GB to run) and with
+   * the microbatches, which are unrolled (64: 12 s, 0.16 GB), and dims up to
+   * 2^24 keep every product of two of them exact in an int64; shapes over
+   * 2^40 elements are refused by the builder. */
   const int64_t dim_max = INT64_C (1) << 24;
   struct { const char *opt; int64_t v, max; } pos[] = {
     { "--layers", c->layers, 1024 }, { "--model-dim", c->model_dim, dim_max },
     { "--ffn-dim", c->ffn_dim, dim_max }, { "--heads", c->heads, dim_max },
     { "--head-dim", c->head_dim, dim_max }, { "--seq-len", c->seq_len, dim_max },
     { "--batch", c->global_batch, dim_max }, { "--vocab", c->vocab, dim_max },
-    { "--microbatches", c->microbatches, dim_max },
+    { "--microbatches", c->microbatches, 1024 },
     { "--mesh (first)", c->mesh[0], PS_MAX_DEVICES }, { "--mesh (second)", c->mesh[1], PS_MAX_DEVICES },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
@@ -246,8 +249,44 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   if (c->global_batch % c->microbatches != 0)
     return require_div (c->global_batch, c->microbatches, "--batch", "--microbatches", error);
+  if (c->pipeline_stages < 0 || c->pipeline_stages > c->layers)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages must be 1 .. --layers (%d), "
+                   "got %d", c->layers, c->pipeline_stages);
+      return FALSE;
+    }
+  if (c->pipeline_stages > 1)
+    {
+      if (c->sharding == PS_SHARDING_DP)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages: the in-layer sharding "
+                       "of a stage is 2d or 1d (got --sharding dp)");
+          return FALSE;
+        }
+      if (c->unroll)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages and --unroll: a "
+                       "pipeline is a loop");
+          return FALSE;
+        }
+      if (!require_div (c->layers, c->pipeline_stages, "--layers", "--pipeline-stages", error))
+        return FALSE;
+      if (c->mesh[0] * c->mesh[1] * c->pipeline_stages > PS_MAX_DEVICES)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages %d x --mesh %" G_GINT64_FORMAT
+                       "x%" G_GINT64_FORMAT " has more than %d devices", c->pipeline_stages,
+                       c->mesh[0], c->mesh[1], PS_MAX_DEVICES);
+          return FALSE;
+        }
+    }
   int64_t b = c->global_batch / c->microbatches;
   int64_t all = c->mesh[0] * c->mesh[1];
+  if (c->pipeline_stages > 1 && c->sharding == PS_SHARDING_1D)
+    return require_div (b, c->mesh[0], "the microbatch size (--batch / --microbatches)",
+                        "mesh axis 0", error)
+           && require_div (c->heads, c->mesh[1], "--heads", "mesh axis 1", error)
+           && require_div (c->ffn_dim, c->mesh[1], "--ffn-dim", "mesh axis 1", error)
+           && require_div (c->vocab, c->mesh[1], "--vocab", "mesh axis 1", error);
   switch (c->sharding)
     {
     case PS_SHARDING_2D:
@@ -314,6 +353,40 @@ ps_dense_lm_mesh_devices (const PsDenseLmConfig *c, GError **error)
     out[i] = ids[i];
   g_free (ids);
   return out;
+}
+
+int64_t
+ps_dense_lm_n_devices (const PsDenseLmConfig *c)
+{
+  return c->mesh[0] * c->mesh[1] * (c->pipeline_stages > 1 ? c->pipeline_stages : 1);
+}
+
+int64_t *
+ps_dense_lm_program_mesh (const PsDenseLmConfig *c, int *rank, int64_t *dims, GError **error)
+{
+  if (c->pipeline_stages <= 1)
+    {
+      *rank = 2;
+      dims[0] = c->mesh[0];
+      dims[1] = c->mesh[1];
+      return ps_dense_lm_mesh_devices (c, error);
+    }
+  *rank = 3;
+  dims[0] = c->pipeline_stages;
+  dims[1] = c->mesh[0];
+  dims[2] = c->mesh[1];
+  int64_t n = ps_dense_lm_n_devices (c);
+  int64_t *ids = NULL;
+  if (c->physical[0] * c->physical[1] * c->physical[2] == n)
+    ids = ps_pipeline_mesh_devices (c->pipeline_stages, (int) c->physical[0], (int) c->physical[1],
+                                    (int) c->physical[2]);
+  if (!ids)
+    {
+      ids = g_new (int64_t, n);
+      for (int64_t i = 0; i < n; i++)
+        ids[i] = i;
+    }
+  return ids;
 }
 
 /* ---- the training step ------------------------------------------------------------ */
@@ -417,11 +490,150 @@ fill_info (const PsDenseLmConfig *cfg, const PsNet *net, PsDenseLmInfo *info)
                         * (double) (cfg->heads * cfg->head_dim);
 }
 
+/* x [B, ...] as [M, B/M, ...] (microbatch u is rows u B/M .. (u+1) B/M - 1,
+ * as ps_net_microbatch slices them), or back. */
+static PsInstr *
+split_batch (PsNet *net, PsInstr *x, int64_t m)
+{
+  const PsShape *s = x->shape;
+  int64_t dims[PS_NET_MAX_RANK];
+  dims[0] = m;
+  dims[1] = s->dims[0] / m;
+  memcpy (dims + 2, s->dims + 1, sizeof (int64_t) * (gsize) (s->rank - 1));
+  PsShape *r = ps_shape_new_array (s->etype, s->rank + 1, dims);
+  PsInstr *y = ps_ad_reshape (net->c, x, r);
+  ps_shape_free (r);
+  return y;
+}
+
+static PsInstr *
+merge_batch (PsNet *net, PsInstr *x)
+{
+  const PsShape *s = x->shape;
+  int64_t dims[PS_NET_MAX_RANK];
+  dims[0] = s->dims[0] * s->dims[1];
+  memcpy (dims + 1, s->dims + 2, sizeof (int64_t) * (gsize) (s->rank - 2));
+  PsShape *r = ps_shape_new_array (s->etype, s->rank - 1, dims);
+  PsInstr *y = ps_ad_reshape (net->c, x, r);
+  ps_shape_free (r);
+  return y;
+}
+
+/* The net's step: the optimizer update, or (outputs_gradients) the
+ * gradients; fills info. Takes net. */
+static PsModule *
+finish_step (const PsDenseLmConfig *cfg, PsNet *net, PsDenseLmInfo *info, PsInstr *lr, PsInstr *decay)
+{
+  if (info)
+    fill_info (cfg, net, info);
+  PsModule *m = cfg->outputs_gradients ? ps_net_finish_gradients (net) : ps_net_finish (net, lr, decay);
+  if (info)
+    info->n_instructions = m->entry->instrs->len;
+  return m;
+}
+
+/* The layers as a GSPMD pipeline (models/pipeline.h): the mesh is
+ * [stages, mesh[0], mesh[1]] with the stage letter p on axis 0 and, on
+ * axes 1 and 2, the 2d plan or (1d) the batch on axis 1 and the weights'
+ * heads, hidden and vocabulary on axis 2: model parallel within the stage
+ * along axis 2, data parallel along axis 1 with the weights replicated
+ * over it. The whole batch is embedded, split into the
+ * microbatches [M, B/M, S, M], run through the pipeline, and the loss is
+ * taken on the whole batch (the mean of the microbatches' means). */
+static PsModule *
+build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error)
+{
+  int rank;
+  int64_t dims[3];
+  g_autofree int64_t *devices = ps_dense_lm_program_mesh (cfg, &rank, dims, error);
+  if (!devices)
+    return NULL;
+  PsShardingPlan plan;
+  ps_sharding_plan_init (&plan);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 1);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "p", 0);
+  ps_sharding_plan_split (&plan, PS_WEIGHTS, "nhv", 2);
+  if (cfg->sharding == PS_SHARDING_2D)
+    {
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "m", 2);
+      ps_sharding_plan_split (&plan, PS_WEIGHTS, "m", 1);
+    }
+  g_autofree char *mname = g_strdup_printf ("dense_lm_%s", cfg->name);
+  g_autoptr (PsNet) net = ps_net_new (mname, "train_step", rank, dims, devices, &plan);
+
+  PsPipeline p = { cfg->pipeline_stages, cfg->microbatches, cfg->layers / cfg->pipeline_stages,
+                   0, 'p', "bsm", cfg->remat };
+  PsAttentionContext ctx;
+  PsInstr *emb = ps_embedding_weight (net, "embedding", cfg->vocab, cfg->model_dim);
+  /* layer j of every stage: "stages.layer3.wq" [K, M, N, D] */
+  g_autofree PsTransformerLayer *tl = g_new0 (PsTransformerLayer, p.layers_per_stage);
+  g_autofree PsLayer *layers = g_new0 (PsLayer, p.layers_per_stage);
+  ps_pipeline_stack_weights (net, &p);
+  for (int j = 0; j < p.layers_per_stage; j++)
+    {
+      g_autofree char *prefix = g_strdup_printf ("stages.layer%d", j);
+      int first = ps_net_n_weights (net);
+      ps_transformer_layer_weights (net, prefix, cfg->model_dim, cfg->ffn_dim, cfg->heads,
+                                    cfg->head_dim, cfg->rel_buckets, cfg->gated_gelu, &ctx, &tl[j]);
+      layers[j] = ps_layer (net, ps_transformer_layer, &tl[j], first);
+      layers[j].rebind = ps_transformer_layer_rebind;
+    }
+  ps_net_stack_weights (net, 0);
+  PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", cfg->model_dim);
+  ps_net_add_optimizer_state (net, cfg->optimizer, cfg->weight_update_sharding ? 1 : PS_AXIS_NONE);
+  int64_t bs[2] = { cfg->global_batch, cfg->seq_len };
+  PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
+  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
+  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  ps_attention_context_causal (net, cfg->seq_len, cfg->rel_buckets, &ctx);
+
+  PsInstr *x0 = ps_embed (net, ids, ps_ad_convert (net->c, emb, PS_BF16));
+  /* Outside the loop the stage axis is free: the embedding, the head and
+   * the loss split the batch over it too ([K, B/K] annotated "pb"), when
+   * it divides. */
+  int K = cfg->pipeline_stages;
+  gboolean spread = cfg->global_batch % (K * cfg->mesh[0]) == 0;
+  if (spread)
+    {
+      PsInstr *x04 = split_batch (net, x0, K);
+      ps_net_annotate (net, x04, "pbsm");
+      x0 = merge_batch (net, x04);
+    }
+  PsInstr *inputs = split_batch (net, x0, cfg->microbatches);
+  ps_net_annotate (net, inputs, "ubsm");
+  g_autoptr (PsPipelineRun) run = NULL;
+  PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
+  if (!outputs)
+    return NULL;
+  PsInstr *top = merge_batch (net, outputs);
+  if (spread)
+    {
+      PsInstr *top4 = split_batch (net, top, K);
+      ps_net_annotate (net, top4, "pbsm");
+      top = merge_batch (net, top4);
+    }
+  else
+    ps_net_annotate (net, top, "bsm");
+  PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
+  PsInstr *loss = head_loss (net, top, final_ln, emb_head, labels);
+  ps_net_add_loss (net, loss);
+  PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
+  if (!ps_net_vjp (net, loss, NULL, top, &gx, 2, head_w, error)
+      || !ps_pipeline_backward (net, g_steal_pointer (&run), split_batch (net, gx, cfg->microbatches),
+                                &gin, error)
+      || !ps_net_vjp (net, x0, merge_batch (net, gin), NULL, NULL, 1, &emb, error))
+    return NULL;
+  return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
+}
+
 PsModule *
 ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error)
 {
   if (!ps_dense_lm_check (cfg, error))
     return NULL;
+  if (cfg->pipeline_stages > 1)
+    return build_pipelined (cfg, info, error);
   g_autofree int64_t *devices = ps_dense_lm_mesh_devices (cfg, error);
   if (!devices)
     return NULL;
@@ -465,10 +677,5 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   for (int u = 0; u < cfg->microbatches; u++)
     if (!microbatch (net, cfg, u, emb, n_sets, layers, loop, final_ln, ids, labels, error))
       return NULL;
-  if (info)
-    fill_info (cfg, net, info);
-  PsModule *m = ps_net_finish (g_steal_pointer (&net), lr, decay);
-  if (info)
-    info->n_instructions = m->entry->instrs->len;
-  return m;
+  return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }

@@ -58,7 +58,16 @@ typedef struct {
   gboolean remat;            /* recompute each layer's forward in backward */
   gboolean unroll;           /* layers one after the other instead of a loop
                               * over stacked weights (the default) */
-  int microbatches;          /* gradient accumulation steps (>= 1) */
+  int microbatches;          /* gradient accumulation steps (>= 1); with a
+                              * pipeline, its microbatches */
+  int pipeline_stages;       /* > 1: the layers as a GSPMD pipeline of that
+                              * many stages (models/pipeline.h); `mesh` is
+                              * then one stage's in-layer mesh, the program's
+                              * mesh [stages, mesh[0], mesh[1]]; 2d or 1d
+                              * in-layer sharding */
+  gboolean outputs_gradients;/* the step returns the loss and every weight's
+                              * gradient instead of the optimizer's update
+                              * (tests compare forms of the model with it) */
   /* Parallelism. */
   int64_t mesh[2];           /* logical device mesh; mesh[0]*mesh[1] devices */
   const char *device_order;  /* "arange" | "arange_T" | "nonpod2d" */
@@ -94,6 +103,16 @@ gboolean ps_dense_lm_check (const PsDenseLmConfig *cfg, GError **error);
 /* Device ids at each mesh position, row-major (mesh[0]*mesh[1] entries),
  * for the config's device order. transfer full. */
 int64_t *ps_dense_lm_mesh_devices (const PsDenseLmConfig *cfg, GError **error);
+
+/* The program's device mesh: [mesh[0], mesh[1]] with the config's order,
+ * or with a pipeline [stages, mesh[0], mesh[1]] in an order that puts
+ * neighbouring stages on neighbouring chips of the `physical` slice where
+ * it can (ps_pipeline_mesh_devices), else arange. Fills rank and dims
+ * (at most 3) and returns the ids, row-major. transfer full. */
+int64_t *ps_dense_lm_program_mesh (const PsDenseLmConfig *cfg, int *rank, int64_t *dims,
+                                   GError **error);
+/* Devices of the program (the product of its mesh). */
+int64_t ps_dense_lm_n_devices (const PsDenseLmConfig *cfg);
 
 /* What the build produced, for reports. */
 typedef struct {

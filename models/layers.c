@@ -468,7 +468,10 @@ ps_layer_loop_forward (PsNet *net, const PsLayer *layer, int64_t n, PsInstr *x, 
   g_return_val_if_fail (layer->rebind != NULL && n >= 1, NULL);
   PsInstr **w = (PsInstr **) net->weights->pdata + layer->first_weight;
   for (int i = 0; i < layer->n_weights; i++)
-    g_return_val_if_fail (ps_net_weight_stack (net, w[i]) == n, NULL);
+    {
+      int64_t sd[PS_NET_MAX_RANK];
+      g_return_val_if_fail (ps_net_weight_stack (net, w[i], sd) == 1 && sd[0] == n, NULL);
+    }
   LoopBody b = { net, layer };
   PsScanSpec spec = { .name = "layers", .length = n, .n_carry = 1, .carry = &x,
                       .n_xs = layer->n_weights, .xs = w, .body = loop_body, .user = &b,

@@ -3,7 +3,9 @@ noinst_LTLIBRARIES += libpodsim_models.la
 PS_LIB_MODELS = libpodsim_models.la
 libpodsim_models_la_SOURCES = models/net.c models/net.h models/layers.c models/layers.h \
 	models/dense_lm.c models/dense_lm.h models/moe_layer.c models/moe_layer.h \
-	models/moe_lm.c models/moe_lm.h
+	models/moe_lm.c models/moe_lm.h models/pipeline.c models/pipeline.h \
+	models/conv_layers.c models/conv_layers.h models/unet3d.c models/unet3d.h \
+	models/conformer.c models/conformer.h
 libpodsim_models_la_LIBADD = libpodsim_partitioner.la $(PS_LIB_TRACES) libpodsim_common.la $(GLIB_LIBS) -lm
 PS_MODELS_TEST_LIBS = libpodsim_models.la $(PS_PARTITIONER_TEST_LIBS)
 check_PROGRAMS += tests/check_models
@@ -21,3 +23,13 @@ TESTS += tests/check_moe
 tests_check_moe_SOURCES = tests/check_moe.c tests/spmd_testutil.c tests/spmd_testutil.h
 tests_check_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_moe_LDADD = $(PS_MODELS_TEST_LIBS)
+check_PROGRAMS += tests/check_pipeline
+TESTS += tests/check_pipeline
+tests_check_pipeline_SOURCES = tests/check_pipeline.c
+tests_check_pipeline_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_pipeline_LDADD = $(PS_MODELS_TEST_LIBS)
+check_PROGRAMS += tests/check_convnets
+TESTS += tests/check_convnets
+tests_check_convnets_SOURCES = tests/check_convnets.c tests/spmd_testutil.c tests/spmd_testutil.h
+tests_check_convnets_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_convnets_LDADD = $(PS_MODELS_TEST_LIBS)

@@ -21,8 +21,12 @@ struct PsNetPrivate {
   PsInstr *loss;
   int n_losses;
   PsInstr *layer_aux;        /* ps_net_layer_aux_loss, until taken */
-  int64_t stack;             /* ps_net_stack_weights: layers of new weights */
-  GArray *weight_stack;      /* int64_t per weight: 0 or its stack size */
+  /* ps_net_stack_weights: the leading dims new weights get */
+  int n_stack;
+  int64_t stack_dims[PS_NET_MAX_RANK];
+  int8_t stack_axes[PS_NET_MAX_RANK];
+  GArray *weight_stack;      /* int per weight: its number of stack dims */
+  GArray *weight_stack_split;/* gboolean per weight: a stack dim is split */
   PsBuilder *builder;        /* ps_net_builder, made on first use */
 };
 
@@ -77,7 +81,8 @@ ps_net_new (const char *module_name, const char *computation_name, int mesh_rank
   p->weight_index = g_hash_table_new (NULL, NULL);
   p->views = g_hash_table_new (NULL, NULL);
   p->states = g_ptr_array_new ();
-  p->weight_stack = g_array_new (FALSE, TRUE, sizeof (int64_t));
+  p->weight_stack = g_array_new (FALSE, TRUE, sizeof (int));
+  p->weight_stack_split = g_array_new (FALSE, TRUE, sizeof (gboolean));
   return net;
 }
 
@@ -90,6 +95,7 @@ net_free_keep_module (PsNet *net)
   g_hash_table_destroy (p->views);
   g_ptr_array_free (p->states, TRUE);
   g_array_free (p->weight_stack, TRUE);
+  g_array_free (p->weight_stack_split, TRUE);
   g_free (p->first_state);
   g_free (p->grads);
   ps_builder_free (p->builder);
@@ -208,27 +214,32 @@ ps_net_weight (PsNet *net, const char *name, const char *letters, int rank, cons
 {
   PsNetPrivate *p = net->priv;
   g_return_val_if_fail (!p->has_state, NULL);
-  g_return_val_if_fail (rank + (p->stack > 0) <= PS_NET_MAX_RANK, NULL);
+  int s = p->n_stack;
+  g_return_val_if_fail (rank + s <= PS_NET_MAX_RANK, NULL);
   int64_t sd[PS_NET_MAX_RANK];
-  int s = p->stack > 0 ? 1 : 0;
-  sd[0] = p->stack;
+  memcpy (sd, p->stack_dims, sizeof (int64_t) * (gsize) s);
   memcpy (sd + s, dims, sizeof (int64_t) * (gsize) rank);
   PsInstr *w = add_parameter (net, name, ps_shape_new_array (PS_F32, rank + s, sd));
-  /* a layer's axes, and the stack dim unsplit */
+  /* a layer's axes after the stack dims' */
   PsShape *one = ps_shape_new_array (PS_F32, rank, dims);
   g_autofree int8_t *layer_axes = plan_axes (net, PS_WEIGHTS, one, letters);
   ps_shape_free (one);
+  gboolean split_stack = FALSE;
+  for (int d = 0; d < s; d++)
+    split_stack |= p->stack_axes[d] != PS_AXIS_NONE;
   int8_t *axes = NULL;
-  if (layer_axes)
+  if (layer_axes || split_stack)
     {
       axes = g_new (int8_t, rank + s + 1);
-      axes[0] = PS_AXIS_NONE;
-      memcpy (axes + s, layer_axes, (gsize) rank);
+      memcpy (axes, p->stack_axes, (gsize) s);
+      for (int d = 0; d < rank; d++)
+        axes[s + d] = layer_axes ? layer_axes[d] : PS_AXIS_NONE;
       set_sharding (net, w, axes, TRUE);
     }
   g_ptr_array_add (net->weights, w);
   g_ptr_array_add (p->weight_axes, axes);
-  g_array_append_val (p->weight_stack, p->stack);
+  g_array_append_val (p->weight_stack, s);
+  g_array_append_val (p->weight_stack_split, split_stack);
   g_hash_table_insert (p->weight_index, w, GINT_TO_POINTER (net->weights->len));
   return w;
 }
@@ -240,18 +251,35 @@ ps_net_n_weights (const PsNet *net)
 }
 
 void
+ps_net_stack_weights_split (PsNet *net, int n_dims, const int64_t *dims, const int *axes)
+{
+  g_return_if_fail (n_dims >= 0 && n_dims < PS_NET_MAX_RANK);
+  PsNetPrivate *p = net->priv;
+  p->n_stack = n_dims;
+  for (int d = 0; d < n_dims; d++)
+    {
+      g_return_if_fail (dims[d] >= 1);
+      p->stack_dims[d] = dims[d];
+      p->stack_axes[d] = (int8_t) (axes ? axes[d] : PS_AXIS_NONE);
+    }
+}
+
+void
 ps_net_stack_weights (PsNet *net, int64_t n)
 {
   g_return_if_fail (n >= 0);
-  net->priv->stack = n;
+  ps_net_stack_weights_split (net, n > 0 ? 1 : 0, &n, NULL);
 }
 
-int64_t
-ps_net_weight_stack (const PsNet *net, const PsInstr *w)
+int
+ps_net_weight_stack (const PsNet *net, const PsInstr *w, int64_t *dims)
 {
   int i = GPOINTER_TO_INT (g_hash_table_lookup (net->priv->weight_index, w)) - 1;
   g_return_val_if_fail (i >= 0, 0);
-  return g_array_index (net->priv->weight_stack, int64_t, i);
+  int n = g_array_index (net->priv->weight_stack, int, i);
+  for (int d = 0; dims && d < n; d++)
+    dims[d] = w->shape->dims[d];
+  return n;
 }
 
 PsInstr *
@@ -309,7 +337,7 @@ ps_net_add_optimizer_state (PsNet *net, PsOptimizerKind kind, int wus_axis)
     {
       PsInstr *w = net->weights->pdata[i];
       PsShape *shapes[2];
-      int stack = g_array_index (p->weight_stack, int64_t, i) > 0 ? 1 : 0;
+      int stack = g_array_index (p->weight_stack, int, i);
       int ns = ps_optimizer_state_shapes_stacked (kind, w->shape, stack, shapes);
       p->first_state[i] = (int) p->states->len;
       for (int k = 0; k < ns; k++)
@@ -545,6 +573,14 @@ ps_net_add_loss (PsNet *net, PsInstr *loss)
 
 /* ---- optimizer step and outputs ------------------------------------------------------------------- */
 
+/* Is weight i updated by the layer loop (one unsplit stack dim)? */
+static gboolean
+layer_loop (const PsNetPrivate *p, int i)
+{
+  return g_array_index (p->weight_stack, int, i) == 1
+         && !g_array_index (p->weight_stack_split, gboolean, i);
+}
+
 PsModule *
 ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
 {
@@ -564,12 +600,15 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   int nw = (int) net->weights->len;
   g_autofree PsInstr **new_w = g_new0 (PsInstr *, nw + 1);
   g_autofree PsInstr **new_st = g_new0 (PsInstr *, p->states->len + 1);
-  /* Weights stacked by layer: one loop over the layers updates them all
-   * (they were created in one run, so their states follow each other). */
+  /* Weights stacked by layer (one unsplit stack dim): one loop over the
+   * layers updates them all (they were created in one run, so their
+   * states follow each other). Weights with a split stack dim or more
+   * stack dims (a pipeline's stages) get the per-layer update vectorized
+   * over them. */
   GPtrArray *sw = g_ptr_array_new (), *sg = g_ptr_array_new ();
   int first_stacked = -1;
   for (int i = 0; i < nw; i++)
-    if (g_array_index (p->weight_stack, int64_t, i) > 0)
+    if (layer_loop (p, i))
       {
         if (first_stacked < 0)
           first_stacked = i;
@@ -591,6 +630,14 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
     }
   g_ptr_array_free (sw, TRUE);
   g_ptr_array_free (sg, TRUE);
+  for (int i = 0; i < nw; i++)
+    {
+      int n_stack = g_array_index (p->weight_stack, int, i);
+      if (n_stack >= 1 && !layer_loop (p, i))
+        ps_optimizer_apply_stacked (c, p->optimizer, &hyper, net->weights->pdata[i], p->grads[i],
+                                    (PsInstr **) p->states->pdata + p->first_state[i], n_stack,
+                                    &new_w[i], new_st + p->first_state[i]);
+    }
   for (int i = 0; i < nw; i++)
     {
       PsInstr *w = net->weights->pdata[i];
@@ -621,6 +668,101 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   c->root = ps_computation_add_instr (c, PS_OP_TUPLE, "outputs", ps_shape_new_tuple ((int) outs->len, shapes),
                                       (int) outs->len, (PsInstr **) outs->pdata);
   g_free (shapes);
+  g_ptr_array_free (outs, TRUE);
+  PsModule *m = net->m;
+  net_free_keep_module (net);
+  return m;
+}
+
+/* ---- one more leading dim split over a mesh axis ---------------------------------------- */
+
+PsSharding *
+ps_net_prefix_axis (const PsNet *net, const PsSharding *s, int rank, int axis)
+{
+  g_return_val_if_fail (axis >= 0 && axis < net->mesh_rank && rank >= 1, NULL);
+  int64_t k = net->mesh_dims[axis];
+  int64_t n = net->m->num_partitions;
+  /* the coordinate along `axis` of every device */
+  int64_t stride = 1;
+  for (int a = axis + 1; a < net->mesh_rank; a++)
+    stride *= net->mesh_dims[a];
+  g_autofree int64_t *coord = g_new0 (int64_t, n);
+  for (int64_t pos = 0; pos < n; pos++)
+    coord[net->mesh_devices[pos]] = (pos / stride) % k;
+  /* the value's tiles: data dims of s (none when replicated), then a
+   * replicated group of R devices per tile */
+  int nd = 0;
+  int64_t dims[PS_NET_MAX_RANK + 2];
+  const int64_t *dev;
+  g_autofree int64_t *all = NULL;
+  int64_t tiles = 1, R;
+  if (!s || ps_sharding_is_replicated (s))
+    {
+      nd = rank - 1;
+      for (int d = 0; d < nd; d++)
+        dims[d] = 1;
+      all = g_new (int64_t, n);
+      for (int64_t i = 0; i < n; i++)
+        all[i] = i;
+      dev = all;
+      R = n;
+    }
+  else if (ps_sharding_is_tiled (s) && !ps_sharding_has_manual_subgroup (s)
+           && s->n_subgroups <= 1 && ps_sharding_data_rank (s) == rank - 1)
+    {
+      nd = ps_sharding_data_rank (s);
+      for (int d = 0; d < nd; d++)
+        {
+          dims[d] = s->tile_dims[d];
+          tiles *= dims[d];
+        }
+      R = ps_sharding_replication (s);
+      dev = s->devices;
+    }
+  else
+    return NULL;
+  if (R % k != 0)
+    return NULL;
+  /* devices of tile t with coordinate c go to new tile (c, t) */
+  int64_t r2 = R / k;
+  g_autofree int64_t *out = g_new (int64_t, n);
+  g_autofree int64_t *fill = g_new0 (int64_t, k * tiles);
+  for (int64_t t = 0; t < tiles; t++)
+    for (int64_t j = 0; j < R; j++)
+      {
+        int64_t d = dev[t * R + j], c = coord[d];
+        if (fill[c * tiles + t] >= r2)
+          return NULL;
+        out[(c * tiles + t) * r2 + fill[c * tiles + t]++] = d;
+      }
+  int64_t nt[PS_NET_MAX_RANK + 2];
+  nt[0] = k;
+  memcpy (nt + 1, dims, sizeof (int64_t) * (gsize) nd);
+  if (r2 == 1)
+    return ps_sharding_tiled (nd + 1, nt, out);
+  nt[nd + 1] = r2;
+  return ps_sharding_partial (nd + 2, nt, out);
+}
+
+PsModule *
+ps_net_finish_gradients (PsNet *net)
+{
+  PsNetPrivate *p = net->priv;
+  g_return_val_if_fail (p->loss != NULL && p->n_grads == (int) net->weights->len, NULL);
+  PsComputation *c = net->c;
+  GPtrArray *outs = g_ptr_array_new ();
+  PsInstr *loss = p->loss;
+  if (p->n_losses > 1)
+    loss = ps_ad_binary (c, PS_OP_MULTIPLY, loss, ps_ad_scalar (c, PS_F32, 1.0 / p->n_losses));
+  g_ptr_array_add (outs, loss);
+  for (guint i = 0; i < net->weights->len; i++)
+    {
+      PsInstr *w = net->weights->pdata[i];
+      g_ptr_array_add (outs, p->grads[i]);
+      if (w->sharding && !p->grads[i]->sharding)
+        ps_instr_set_sharding (p->grads[i], w->sharding);
+    }
+  c->root = ps_ad_tuple (c, (int) outs->len, (PsInstr **) outs->pdata);
   g_ptr_array_free (outs, TRUE);
   PsModule *m = net->m;
   net_free_keep_module (net);

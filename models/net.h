@@ -52,6 +52,7 @@
 
 #include "partitioner/builder/builder.h"
 #include "partitioner/builder/optimizer.h"
+#include "partitioner/ir/sharding.h"
 #include "partitioner/ir/ir.h"
 
 G_BEGIN_DECLS
@@ -153,8 +154,22 @@ int ps_net_n_weights (const PsNet *net);
  * stacked the same way (each layer's state), and ps_net_finish() updates
  * them one layer at a time in a loop (ps_optimizer_apply_layers). */
 void ps_net_stack_weights (PsNet *net, int64_t n);
-/* The stack size of weight w (0: not stacked). */
-int64_t ps_net_weight_stack (const PsNet *net, const PsInstr *w);
+/* The same with several leading dims, each split over a mesh axis (or
+ * PS_AXIS_NONE; axes NULL: none): a pipeline's [stages], split over the
+ * stage axis. Weights with a split stack dim or more than one stack dim
+ * get each layer's update vectorized over them
+ * (ps_optimizer_apply_stacked); n_dims 0 ends it. */
+void ps_net_stack_weights_split (PsNet *net, int n_dims, const int64_t *dims, const int *axes);
+/* Number of stack dims of weight w (0: not stacked); their sizes in dims
+ * when not NULL. */
+int ps_net_weight_stack (const PsNet *net, const PsInstr *w, int64_t *dims);
+/* The annotation of a value with one more leading dim, split over mesh
+ * `axis`, whose other dims are annotated as s (NULL or replicated: not
+ * split), for a value of `rank` dims in all: mesh_split with the axis
+ * prepended to s's mapping, computed from s's tile assignment (s must be
+ * replicated along the axis). NULL when s cannot be so extended.
+ * transfer full. */
+PsSharding *ps_net_prefix_axis (const PsNet *net, const PsSharding *s, int rank, int axis);
 /* A cast of `weight` to t that the backward pass treats as the weight
  * itself: ps_net_vjp() with respect to the cast accumulates into the
  * weight (converted to f32). A tied softmax takes its own cast of the
@@ -213,6 +228,11 @@ void ps_net_add_loss (PsNet *net, PsInstr *loss);
  * donated and overwritten in place). Returns the module (transfer full) and
  * frees the net. Every weight needs a gradient by then. */
 PsModule *ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay);
+/* Instead of the optimizer step: the root tuple is (mean loss, every
+ * weight's gradient in weight order); the optimizer state parameters stay
+ * unused. For comparing two forms of a model. transfer full; frees the
+ * net. */
+PsModule *ps_net_finish_gradients (PsNet *net);
 
 G_END_DECLS
 

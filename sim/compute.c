@@ -116,43 +116,60 @@ ps_compute_conv_packed_k (const PsHardware *hw, gint64 k)
   return (clamp0 (k) + g - 1) / g * g;
 }
 
-/* The MXU part of a convolution: the cheaper of (or the asked) mapping of
- * its window onto the array. POSITIONS iterates over the window positions,
- * each a tile set of k x n weights streaming the m rows (k and n padded to
- * the array per position). PACKED contracts over window x k at once (each
- * position's k padded to the sublanes, the whole padded to the array
- * once), which needs the streamed rows assembled from the window's
- * positions: one vector op per element, window x k x m per group.
- * "Cheaper" compares the busier of the MXU and the vector unit. */
+/* The MXU part of a convolution: the cheapest of (or the asked) mapping of
+ * its window onto the hardware. POSITIONS iterates over the window
+ * positions, each a tile set of k x n weights streaming the m rows (k and n
+ * padded to the array per position). PACKED contracts over window x k at
+ * once (each position's k padded to the sublanes, the whole padded to the
+ * array once), which needs the streamed rows assembled from the window's
+ * positions: one vector op per element, window x k x m per group. VECTOR
+ * does the multiply-adds on the vector unit (2 ops each), what a
+ * depthwise convolution's 1 x 1 weight tiles leave as the sane choice.
+ * "Cheapest" compares the busier of the MXU and the vector unit. */
 static void
 conv_mxu (const PsHardware *hw, const PsComputeOp *op, int passes, double other_vector_cycles,
           PsComputeCost *c)
 {
   double per_cycle = (double) hw->vector_lanes * hw->vector_sublanes * hw->vector_alus;
   double w = (double) op->window;
-  gint64 tp_a = 0, sr_a = 0, tp_b = 0, sr_b = 0;
-  gboolean lhs_a = FALSE, lhs_b = FALSE;
-  double fill_a = 1, fill_b = 1;
-  double cyc_a = ps_compute_mxu_cycles (hw, op->batch * op->window, op->m, op->k, op->n, passes,
-                                        &tp_a, &sr_a, &lhs_a, &fill_a);
+  double g = (double) clamp0 (op->batch), m = (double) clamp0 (op->m), k = (double) clamp0 (op->k);
+  gint64 tp[3] = { 0 }, sr[3] = { 0 };
+  gboolean lhs[3] = { FALSE };
+  double fill[3] = { 1, 1, 0 }, cyc[3] = { 0 }, extra[3] = { 0 }, busy[3];
+  cyc[0] = ps_compute_mxu_cycles (hw, op->batch * op->window, op->m, op->k, op->n, passes,
+                                  &tp[0], &sr[0], &lhs[0], &fill[0]);
   gint64 kp = ps_compute_conv_packed_k (hw, op->k);
-  double cyc_b = ps_compute_mxu_cycles (hw, op->batch, op->m, kp * op->window, op->n, passes,
-                                        &tp_b, &sr_b, &lhs_b, &fill_b);
+  cyc[1] = ps_compute_mxu_cycles (hw, op->batch, op->m, kp * op->window, op->n, passes,
+                                  &tp[1], &sr[1], &lhs[1], &fill[1]);
   if (kp > 0)
-    fill_b *= (double) op->k / (double) kp;
-  double relayout = (double) clamp0 (op->batch) * (double) clamp0 (op->m) * w
-                    * (double) clamp0 (op->k);
-  double busy_a = MAX (cyc_a, other_vector_cycles);
-  double busy_b = MAX (cyc_b, other_vector_cycles + ceil (relayout / per_cycle));
-  gboolean packed = op->mapping == PS_CONV_MAPPING_PACKED
-                    || (op->mapping == PS_CONV_MAPPING_AUTO && busy_b < busy_a);
-  c->conv_packed = packed;
-  c->mxu_cycles = packed ? cyc_b : cyc_a;
-  c->tile_passes = packed ? tp_b : tp_a;
-  c->stream_rows = packed ? sr_b : sr_a;
-  c->lhs_stationary = packed ? lhs_b : lhs_a;
-  c->array_fill = packed ? fill_b : fill_a;
-  c->relayout_ops = packed ? relayout : 0;
+    fill[1] *= (double) op->k / (double) kp;
+  extra[1] = op->window > 1 ? g * m * w * k : 0;
+  extra[2] = 2 * g * m * w * k * (double) clamp0 (op->n);
+  for (int i = 0; i < 3; i++)
+    busy[i] = MAX (cyc[i], other_vector_cycles + ceil (extra[i] / per_cycle));
+  int pick = 0;
+  switch (op->mapping)
+    {
+    case PS_CONV_MAPPING_POSITIONS: pick = 0; break;
+    case PS_CONV_MAPPING_PACKED: pick = 1; break;
+    case PS_CONV_MAPPING_VECTOR: pick = 2; break;
+    default:
+      for (int i = 1; i < 3; i++)
+        if (busy[i] < busy[pick])
+          pick = i;
+      break;
+    }
+  static const PsConvMapping kinds[3] = { PS_CONV_MAPPING_POSITIONS, PS_CONV_MAPPING_PACKED,
+                                          PS_CONV_MAPPING_VECTOR };
+  c->conv_mapping = kinds[pick];
+  c->mxu_cycles = cyc[pick];
+  c->tile_passes = tp[pick];
+  c->stream_rows = sr[pick];
+  c->lhs_stationary = lhs[pick];
+  c->array_fill = fill[pick];
+  c->relayout_ops = extra[pick];
+  if (pick == 2)
+    c->mxu_passes = 0;
 }
 
 PsComputeCost
@@ -170,7 +187,7 @@ ps_compute_op (const PsHardware *hw, const PsComputeOp *op)
     {
       int passes = ps_hardware_mxu_passes (hw, op->dtype == PS_COMPUTE_F32, op->precision);
       c.mxu_passes = passes;
-      if (op->window > 1)
+      if (op->window >= 1)
         conv_mxu (hw, op, passes, ceil (vector_ops / per_cycle), &c);
       else
         c.mxu_cycles = ps_compute_mxu_cycles (hw, op->batch, op->m, op->k, op->n, passes,
@@ -292,14 +309,14 @@ ps_compute_conv_op (gint64 groups, gint64 m, gint64 window, gint64 k, gint64 n,
 const char *
 ps_conv_mapping_name (PsConvMapping m)
 {
-  return m == PS_CONV_MAPPING_POSITIONS ? "positions" : m == PS_CONV_MAPPING_PACKED ? "packed"
-                                                                                    : "auto";
+  static const char *const names[] = { "auto", "positions", "packed", "vector" };
+  return m >= PS_CONV_MAPPING_AUTO && m <= PS_CONV_MAPPING_VECTOR ? names[m] : "auto";
 }
 
 gboolean
 ps_conv_mapping_parse (const char *name, PsConvMapping *out)
 {
-  for (int i = PS_CONV_MAPPING_AUTO; i <= PS_CONV_MAPPING_PACKED; i++)
+  for (int i = PS_CONV_MAPPING_AUTO; i <= PS_CONV_MAPPING_VECTOR; i++)
     if (g_ascii_strcasecmp (name, ps_conv_mapping_name ((PsConvMapping) i)) == 0)
       {
         *out = (PsConvMapping) i;
@@ -352,7 +369,8 @@ ps_compute_op_from_trace (const PsTraceCompute *ev)
   op.m = (gint64) MIN (ev->mxu_m, (guint64) G_MAXINT64);
   op.k = (gint64) MIN (ev->mxu_k, (guint64) G_MAXINT64);
   op.n = (gint64) MIN (ev->mxu_n, (guint64) G_MAXINT64);
-  op.window = (gint64) MIN (ev->mxu_window, (guint64) G_MAXINT64);
+  if (ev->op == PS_TRACE_OP_CONV)
+    op.window = MAX ((gint64) MIN (ev->mxu_window, (guint64) G_MAXINT64), 1);
   op.dtype = (ev->dtype == PS_TRACE_F32 || ev->dtype == PS_TRACE_F64) ? PS_COMPUTE_F32
                                                                        : PS_COMPUTE_BF16;
   switch (ev->precision)

@@ -46,9 +46,10 @@ typedef enum {
 /* How a convolution's window meets the systolic array (doc/compute-model.md,
  * "Convolutions"). */
 typedef enum {
-  PS_CONV_MAPPING_AUTO,       /* the cheaper of the two, as the compiler would pick */
+  PS_CONV_MAPPING_AUTO,       /* the cheapest, as the compiler would pick */
   PS_CONV_MAPPING_POSITIONS,  /* one weight-tile set per window position, features padded per position */
   PS_CONV_MAPPING_PACKED,     /* window positions x features as one contraction, padded once */
+  PS_CONV_MAPPING_VECTOR,     /* multiply-adds on the vector unit (depthwise convolutions) */
 } PsConvMapping;
 
 typedef struct {
@@ -59,7 +60,7 @@ typedef struct {
    * output features per group, batch the groups. */
   gboolean has_mxu;
   gint64 batch, m, k, n;
-  gint64 window;               /* convolution: kernel window positions (0 or 1: none) */
+  gint64 window;               /* convolution: kernel window positions (>= 1); 0: not a convolution */
   PsConvMapping mapping;       /* convolution: AUTO unless asked otherwise */
   PsComputeDtype dtype;
   PsMxuPrecision precision;       /* only matters for f32 operands */
@@ -97,10 +98,10 @@ typedef struct {
   /* Real weights per weight-tile slot (1 when no dim is padded to the
    * array): the padding waste is 1 - array_fill. */
   double array_fill;
-  /* Convolutions: the window positions were packed into the contraction
-   * (else iterated, one tile set each); vector ops spent assembling the
-   * packed rows (included in vector_cycles). */
-  gboolean conv_packed;
+  /* Convolutions: the mapping taken (POSITIONS, PACKED or VECTOR); vector
+   * ops spent assembling packed rows or doing the multiply-adds (included
+   * in vector_cycles). */
+  PsConvMapping conv_mapping;
   double relayout_ops;
 } PsComputeCost;
 
@@ -132,7 +133,7 @@ PsComputeOp ps_compute_conv_op (gint64 groups, gint64 m, gint64 window, gint64 k
 /* The features of one window position as the packed mapping lays them
  * out: k padded to the hardware's sublanes. */
 gint64 ps_compute_conv_packed_k (const PsHardware *hw, gint64 k);
-const char *ps_conv_mapping_name (PsConvMapping m);          /* "auto", "positions", "packed" */
+const char *ps_conv_mapping_name (PsConvMapping m);          /* "auto", "positions", "packed", "vector" */
 gboolean ps_conv_mapping_parse (const char *name, PsConvMapping *out);
 
 /* An elementwise op over `elements` outputs reading `n_inputs` arrays of the

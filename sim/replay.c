@@ -228,7 +228,8 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
       {
         /* compute before and after a loop boundary are separate segments */
         p->in_segment = FALSE;
-        Op o = { OP_LOOP, (int) p->occs->len, 0, NULL, ev->trips, -1, -1 };
+        Op o = { OP_LOOP, (int) p->occs->len, 0, g_strdup (ev->name ? ev->name : "loop"),
+                 ev->trips, -1, -1 };
         g_array_append_val (p->ops, o);
         p->depth++;
         p->open_loop[p->depth] = (int) p->ops->len - 1;
@@ -351,6 +352,8 @@ typedef struct Replay {
   guint64 iterations_simulated;
   gboolean hung;      /* a member never arrived (cannot happen in SPMD) */
   Dev *devs;
+  double t0;          /* the step's start */
+  GArray *loops;      /* PsLoopStat of the outermost loops */
 } Replay;
 
 typedef struct {
@@ -538,6 +541,8 @@ device_actor (void *data)
   for (guint i = 0; i < p->ops->len; i++)
     {
       const Op *op = &g_array_index (p->ops, Op, i);
+      /* device 0 records the outermost loops' iterations for reports */
+      gboolean rec = d->dev == 0 && pos->depth == (op->kind == OP_LOOP ? 0 : 1);
       if (op->kind == OP_LOOP)
         {
           if (op->trips == 0)
@@ -547,12 +552,23 @@ device_actor (void *data)
               pos->depth++;
               pos->begin[pos->depth] = (int) i;
               pos->iter[pos->depth] = 0;
+              if (rec)
+                {
+                  PsLoopStat st = { g_strdup (op->name), op->trips, d->local_s - d->rp->t0,
+                                    g_new0 (double, op->trips) };
+                  g_array_append_val (d->rp->loops, st);
+                }
             }
           continue;
         }
       if (op->kind == OP_END_LOOP)
         {
           const Op *lp = &g_array_index (p->ops, Op, op->match);
+          if (rec)
+            {
+              PsLoopStat *st = &g_array_index (d->rp->loops, PsLoopStat, d->rp->loops->len - 1);
+              st->iteration_end_s[pos->iter[pos->depth]] = d->local_s - d->rp->t0;
+            }
           if (++pos->iter[pos->depth] < lp->trips)
             i = (guint) op->match;
           else
@@ -668,16 +684,45 @@ run_cached_loop (Replay *rp, int at, LoopPos *pos)
   };
   pos->depth++;
   pos->begin[pos->depth] = at;
+  /* the outermost loops' iteration ends, for reports */
+  PsLoopStat st = { 0 };
+  gboolean outer = pos->depth == 1;
+  if (outer)
+    {
+      st.name = g_strdup (lp->name);
+      st.trips = lp->trips;
+      st.iteration_end_s = g_new0 (double, lp->trips);
+      st.start_s = G_MAXDOUBLE;
+      for (int d = 0; d < n; d++)
+        st.start_s = MIN (st.start_s, rp->devs[d].local_s - rp->t0);
+    }
   for (guint64 k = 0; k < lp->trips && !rp->hung; k++)
     {
       pos->iter[pos->depth] = k;
       iter_mark (rp, lp, &m);
       run_cached_ops (rp, at + 1, lp->match, pos);
       rp->iterations_simulated++;
-      if (k + 1 < lp->trips && !rp->hung && iter_repeat (rp, lp, &m, lp->trips - k - 1))
-        break;
+      if (outer)
+        {
+          double end = 0;
+          for (int d = 0; d < n; d++)
+            end = MAX (end, rp->devs[d].local_s - rp->t0);
+          st.iteration_end_s[k] = end;
+        }
+      if (k + 1 < lp->trips && !rp->hung)
+        {
+          double c = rp->devs[0].local_s - m.start_s[0];
+          if (iter_repeat (rp, lp, &m, lp->trips - k - 1))
+            {
+              for (guint64 j = k + 1; outer && j < lp->trips; j++)
+                st.iteration_end_s[j] = st.iteration_end_s[k] + c * (double) (j - k);
+              break;
+            }
+        }
     }
   pos->depth--;
+  if (outer)
+    g_array_append_val (rp->loops, st);
   g_free (m.start_s);
   g_free (m.compute_s);
   g_free (m.comm_s);
@@ -797,6 +842,8 @@ run (Program *p, GError **error)
   rp.occ_runs = g_new0 (guint64, p->occs->len + 1);
   rp.devs = g_new0 (Dev, p->n_devices);
   double t0 = ps_sgnet_clock ();
+  rp.t0 = t0;
+  rp.loops = g_array_new (FALSE, TRUE, sizeof (PsLoopStat));
   for (int d = 0; d < p->n_devices; d++)
     {
       Dev *dv = &rp.devs[d];
@@ -885,6 +932,7 @@ run (Program *p, GError **error)
       cs->count += rp.occ_runs[i];
       cs->total_s += rp.occ_total[i];
     }
+  r->loops = g_steal_pointer (&rp.loops);
   if (opt->n_timeline_devices > 0)
     r->timeline = build_timeline (&rp, pf);
   for (int d = 0; d < p->n_devices; d++)

@@ -26,6 +26,16 @@ ps_replay_result_free (PsReplayResult *r)
         g_free (g_array_index (r->collectives, PsCollectiveStat, i).name);
       g_array_unref (r->collectives);
     }
+  if (r->loops)
+    {
+      for (guint i = 0; i < r->loops->len; i++)
+        {
+          PsLoopStat *l = &g_array_index (r->loops, PsLoopStat, i);
+          g_free (l->name);
+          g_free (l->iteration_end_s);
+        }
+      g_array_unref (r->loops);
+    }
   g_free (r);
 }
 

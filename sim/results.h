@@ -36,6 +36,18 @@ typedef struct {
                              * to completion, slowest group */
 } PsCollectiveStat;
 
+/* One run of a loop of the trace outside every other loop: when each
+ * iteration ended (the last device's clock, seconds from the start of the
+ * step; iterations the replay did not simulate are placed by the period of
+ * the one they repeat). Reports use it to say where a pipeline's bubble
+ * sits. */
+typedef struct {
+  char *name;               /* the trace's loop name, owned */
+  guint64 trips;
+  double start_s;           /* when the first device entered the loop */
+  double *iteration_end_s;  /* trips entries, owned */
+} PsLoopStat;
+
 typedef struct {
   const PsPlatform *platform;
   char *program;
@@ -59,6 +71,7 @@ typedef struct {
   double *link_bytes;       /* per platform link id */
   PsTimeline *timeline;     /* chosen cores' spans, or NULL */
   GArray *collectives;      /* PsCollectiveStat, one per distinct collective */
+  GArray *loops;            /* PsLoopStat of the outermost loops, in order */
 } PsReplayResult;
 
 void ps_replay_result_free (PsReplayResult *r);

@@ -14,8 +14,8 @@ expect_grep "conv         time one convolution" "$PS_TMP/out"
 # tile per window position (27 x 14 passes per MXU); packing window x
 # features (864, 7 tiles) is cheaper and wins.
 expect_status 0 "$PODSIM" bench conv 1 128x128x128 32 32
-expect_grep "mapping          packed (the cheaper): 27 positions x 32 features (padded to 32) = 864 contracted at once, padded to 896" "$PS_TMP/out"
-expect_grep "MXU cycles of    positions 29363840, packed 8389760" "$PS_TMP/out"
+expect_grep "mapping          packed (the cheapest): 27 positions x 32 features (padded to 32) = 864 contracted at once, padded to 896" "$PS_TMP/out"
+expect_grep "cycles of        positions 29363840 (mxu), packed 8389760 (mxu), vector 56623104 (vector unit)" "$PS_TMP/out"
 expect_grep "array fill       24.11 %" "$PS_TMP/out"
 expect_status 0 "$PODSIM" bench conv 1 128x128x128 32 32 --mapping positions --json
 expect_grep '"mapping" : "positions"' "$PS_TMP/out"
@@ -29,10 +29,13 @@ expect_grep '"mapping" : "positions"' "$PS_TMP/out"
 expect_grep '"array_fill" : 1' "$PS_TMP/out"
 expect_grep '"bound" : "mxu"' "$PS_TMP/out"
 
-# A depthwise 1D conv (Conformer's conv module): 512 groups of one feature.
+# A depthwise 1D conv (Conformer's conv module): 512 groups of one feature,
+# 1 x 1 weight tiles: the multiply-adds go to the vector unit.
 expect_status 0 "$PODSIM" bench conv 8 1024 512 512 --kernel 32 --groups 512 --json
 expect_grep '"groups" : 512' "$PS_TMP/out"
 expect_grep '"k" : 1' "$PS_TMP/out"
+expect_grep '"mapping" : "vector"' "$PS_TMP/out"
+expect_grep '"vector_cycles" : 131072' "$PS_TMP/out"
 
 # Strided valid conv: output sizes.
 expect_status 0 "$PODSIM" bench conv 1 9x9 8 16 --kernel 3 --stride 2 --padding valid --json

@@ -296,7 +296,7 @@ START_TEST (test_conv_small_features)
   ck_assert_int_eq (pos.tile_passes, 27);
   ck_assert_double_eq_tol (pos.mxu_cycles, 14 * (m + 256) + 128, 0.5);
   ck_assert_double_eq_tol (pos.array_fill, 1.0 / 16, 1e-12);
-  ck_assert (!pos.conv_packed);
+  ck_assert_int_eq (pos.conv_mapping, PS_CONV_MAPPING_POSITIONS);
   ck_assert_double_eq (pos.relayout_ops, 0);
   op.mapping = PS_CONV_MAPPING_PACKED;
   PsComputeCost pack = ps_compute_op (hw, &op);
@@ -305,11 +305,11 @@ START_TEST (test_conv_small_features)
   ck_assert_double_eq_tol (pack.array_fill, 864.0 * 32 / (7 * 128 * 128), 1e-12);
   ck_assert_double_eq (pack.relayout_ops, m * 864);
   ck_assert_double_eq (pack.vector_cycles, m * 864 / 2048);
-  ck_assert (pack.conv_packed);
+  ck_assert_int_eq (pack.conv_mapping, PS_CONV_MAPPING_PACKED);
   /* auto takes the cheaper: packed. */
   op.mapping = PS_CONV_MAPPING_AUTO;
   PsComputeCost c = ps_compute_op (hw, &op);
-  ck_assert (c.conv_packed);
+  ck_assert_int_eq (c.conv_mapping, PS_CONV_MAPPING_PACKED);
   ck_assert_double_eq (c.mxu_cycles, pack.mxu_cycles);
   ck_assert_int_eq (c.bound, PS_BOUND_MXU);
   ck_assert_double_eq_tol (c.mxu_utilization, op.flops / (61.6e12 * c.time_s), 1e-3);
@@ -324,7 +324,7 @@ START_TEST (test_conv_full_features_and_plain_matmul)
   PsComputeOp op = ps_compute_conv_op (1, 4096, 27, 256, 256, 4096 * 256, PS_COMPUTE_BF16,
                                        PS_MXU_PRECISION_DEFAULT);
   PsComputeCost c = ps_compute_op (hw, &op);
-  ck_assert (!c.conv_packed);
+  ck_assert_int_eq (c.conv_mapping, PS_CONV_MAPPING_POSITIONS);
   ck_assert_int_eq (c.tile_passes, 108);
   ck_assert_double_eq_tol (c.array_fill, 1.0, 1e-12);
   ck_assert_double_eq_tol (c.mxu_cycles, 54 * (4096 + 256) + 128, 0.5);
@@ -345,6 +345,13 @@ START_TEST (test_conv_full_features_and_plain_matmul)
   PsComputeCost dwc = ps_compute_op (hw, &dw);
   ck_assert_int_eq (dwc.tile_passes, 64 * 2);
   ck_assert_double_eq_tol (dwc.array_fill, 31.0 / (2 * 128 * 128), 1e-12);
+  /* The cheapest is the vector unit: 2 ops per multiply-add, 64 x 1000 x
+   * 31 of them, 2048 ops per cycle. */
+  dw.mapping = PS_CONV_MAPPING_AUTO;
+  dwc = ps_compute_op (hw, &dw);
+  ck_assert_int_eq (dwc.conv_mapping, PS_CONV_MAPPING_VECTOR);
+  ck_assert_double_eq (dwc.mxu_cycles, 0);
+  ck_assert_double_eq (dwc.vector_cycles, ceil (2.0 * 64 * 1000 * 31 / 2048));
   /* ResNet's first layer: 7 x 7 positions of 3 features (padded to 8) =
    * 392 rows, 4 tiles; space-to-depth's 4 x 4 of 12 (padded to 16) = 256,
    * 2 tiles over the same 112 x 112 outputs. */
@@ -353,7 +360,7 @@ START_TEST (test_conv_full_features_and_plain_matmul)
   PsComputeOp r2 = ps_compute_conv_op (1, 128 * 112 * 112, 16, 12, 64, 128 * 112 * 112 * 12,
                                        PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   PsComputeCost c1 = ps_compute_op (hw, &r1), c2 = ps_compute_op (hw, &r2);
-  ck_assert (c1.conv_packed && c2.conv_packed);
+  ck_assert (c1.conv_mapping == PS_CONV_MAPPING_PACKED && c2.conv_mapping == PS_CONV_MAPPING_PACKED);
   ck_assert_int_eq (c1.tile_passes, 4);
   ck_assert_int_eq (c2.tile_passes, 2);
   ck_assert_int_eq (ps_compute_conv_packed_k (hw, 3), 8);

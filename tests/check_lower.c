@@ -267,6 +267,50 @@ START_TEST (test_lower_conv)
 }
 END_TEST
 
+/* A transposed up-sampling conv (base dilation 2) streams only the rows
+ * that meet data: out / 2 per dilated dim per tap. A weight gradient,
+ * whose contracted "features" are the batch (not the input's minor dim),
+ * is the implicit matmul over batch x window positions. */
+START_TEST (test_lower_conv_dilated_and_weight_grad)
+{
+  g_autoptr (PsModule) m = parse (
+    "HloModule conv\n"
+    "ENTRY e {\n"
+    "  x = bf16[2,8,4] parameter(0)\n"
+    "  k = bf16[2,4,6] parameter(1)\n"
+    "  u = bf16[2,16,6] convolution(x, k), window={size=2 pad=1_1 lhs_dilate=2}, dim_labels=b0f_0io->b0f\n"
+    "  dy = bf16[2,16,6] parameter(2)\n"
+    "  g = bf16[2,16,4] parameter(3)\n"
+    "  ROOT dw = bf16[3,4,6] convolution(g, dy), window={size=16 pad=1_1}, dim_labels=f0b_i0o->0bf\n"
+    "}\n");
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, NULL, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  const PsTraceEvent *up = NULL, *wg = NULL;
+  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
+    {
+      const PsTraceEvent *e = ps_trace_get_event (t, i);
+      if (e->kind == PS_TRACE_EVENT_COMPUTE && e->compute.op == PS_TRACE_OP_CONV)
+        {
+          if (e->compute.mxu_window == 2)
+            up = e;
+          else
+            wg = e;
+        }
+    }
+  ck_assert_ptr_nonnull (up);
+  ck_assert_ptr_nonnull (wg);
+  ck_assert_uint_eq (up->compute.mxu_m, 2 * 16 / 2);
+  ck_assert_uint_eq (up->compute.mxu_k, 4);
+  /* dw: batch role 4 (g's features) x 3 positions; contracted: 2 (batch)
+   * x 16 positions; 6 output features. */
+  ck_assert_uint_eq (wg->compute.mxu_m, 4 * 3);
+  ck_assert_uint_eq (wg->compute.mxu_k, 2 * 16);
+  ck_assert_uint_eq (wg->compute.mxu_n, 6);
+  ck_assert_uint_eq (wg->compute.mxu_window, 0);
+}
+END_TEST
+
 START_TEST (test_compress)
 {
   g_autoptr (PsTrace) t = ps_trace_new ("c");
@@ -338,6 +382,7 @@ lower_suite (void)
   tcase_add_test (tc, test_lower_async);
   tcase_add_test (tc, test_lower_while);
   tcase_add_test (tc, test_lower_conv);
+  tcase_add_test (tc, test_lower_conv_dilated_and_weight_grad);
   tcase_add_test (tc, test_compress);
   tcase_add_test (tc, test_lower_errors);
   suite_add_tcase (s, tc);

@@ -833,8 +833,8 @@ START_TEST (test_from_string_position)
 END_TEST
 
 /* Findings of tests/fuzz/fuzz_sharding: each tests/data/bad/sharding-*.txt
- * (raw bytes, NULs included) is refused with the error in its .err sidecar,
- * "OFFSET: message". */
+ * (raw bytes, NULs and CRs included) is refused with the error in its .err
+ * sidecar, "OFFSET: message". */
 START_TEST (test_bad_files)
 {
   const char *src = g_getenv ("PS_SRCDIR");
@@ -856,7 +856,10 @@ START_TEST (test_bad_files)
       g_strchomp (want);
       gsize off = 0;
       GError *error = NULL;
-      PsSharding *sh = ps_sharding_parse (data, len, &off, &error);
+      /* Exactly the file's bytes, no NUL after them, as the fuzzer passes
+       * them: a read past the end is an ASan error in the sanitizer build. */
+      g_autofree char *exact = g_memdup2 (data, len);
+      PsSharding *sh = ps_sharding_parse (exact, len, &off, &error);
       ck_assert_msg (sh == NULL, "%s parsed", name);
       g_autofree char *got = g_strdup_printf ("%" G_GSIZE_FORMAT ": %s", off, error->message);
       ck_assert_msg (strcmp (got, want) == 0, "%s: got '%s', want '%s'", name, got, want);

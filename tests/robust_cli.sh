@@ -53,6 +53,13 @@ f=big-conv-window.hlo
 sh -c "$limit exec timeout 120 \"\$@\"" sh "$PODSIM" partition $f --devices 1 --trace "$PS_TMP/c.pst.gz" \
   >"$PS_TMP/out" 2>"$PS_TMP/err" || fail "partition --trace of $f: $(cat "$PS_TMP/err")"
 
+# JSON nested deeper than json-glib's recursion can take (300,000 levels
+# overflowed the stack; this file has 200).
+for c in partitioner propagation; do
+  refused "podsim: conformance-deep.jsonl:1:65: JSON nested more than 64 deep" \
+    "$PODSIM" conformance $c conformance-deep.jsonl
+done
+
 # Inputs without an end: not text, or over the size cap.
 refused "podsim: /dev/zero: not a text file (NUL byte at offset 0)" "$PODSIM" hlo /dev/zero
 refused "podsim: /dev/zero: not a text file" "$PODSIM" propagate /dev/zero
@@ -75,6 +82,7 @@ refused "podsim: --batch must be positive (got 0)" "$PODSIM" run --batch 0
 refused "podsim: --layers must be positive (got 0)" "$PODSIM" run --layers 0
 refused "podsim: --model-dim must be positive (got -4)" "$PODSIM" run --model-dim -4
 refused "podsim: --layers must be at most 1024 (got 100000)" "$PODSIM" run --layers 100000
+refused "podsim: --microbatches must be at most 1024 (got 100000)" "$PODSIM" run --microbatches 100000 --batch 800000
 refused "podsim: --seq-len must be at most 16777216" "$PODSIM" run --seq-len 4294967296
 refused "podsim: --mesh 65536x2 has more than 65536 devices" "$PODSIM" run --mesh 65536x2 --sharding dp
 refused "must be between 1 and 4096" "$PODSIM" verify "$PS_SRCDIR/tests/data/verify/reduce_init.hlo" --devices 65536

@@ -57,13 +57,35 @@ rnd (Gen *g, int lo, int hi) /* inclusive */
   return g_rand_int_range (g->r, lo, hi + 1);
 }
 
+/* "a,b,c" */
+static void
+int_list (GString *s, int n, const int64_t *v)
+{
+  for (int i = 0; i < n; i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? "," : "", v[i]);
+}
+
 static void
 shape_text (GString *s, int rank, const int64_t *dims)
 {
   g_string_append (s, "f32[");
-  for (int i = 0; i < rank; i++)
-    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? "," : "", dims[i]);
+  int_list (s, rank, dims);
   g_string_append_c (s, ']');
+}
+
+/* A random permutation of 0 .. n-1. */
+static void
+shuffle (Gen *g, int n, int64_t *perm)
+{
+  for (int i = 0; i < n; i++)
+    perm[i] = i;
+  for (int i = n - 1; i > 0; i--)
+    {
+      int j = rnd (g, 0, i);
+      int64_t t = perm[i];
+      perm[i] = perm[j];
+      perm[j] = t;
+    }
 }
 
 /* A random sharding of an array of `rank` dims on g->ndev devices, or
@@ -109,17 +131,9 @@ sharding_text (Gen *g, GString *s, int rank)
     g_string_append_printf (s, "<=[%d]", g->ndev);
   else
     {
-      int perm[8];
-      for (int i = 0; i < g->ndev; i++)
-        perm[i] = i;
-      for (int i = g->ndev - 1; i > 0; i--)
-        {
-          int j = rnd (g, 0, i), t = perm[i];
-          perm[i] = perm[j];
-          perm[j] = t;
-        }
-      for (int i = 0; i < g->ndev; i++)
-        g_string_append_printf (s, "%s%d", i ? "," : "", perm[i]);
+      int64_t perm[8];
+      shuffle (g, g->ndev, perm);
+      int_list (s, g->ndev, perm);
     }
   if (partial)
     g_string_append (s, " last_tile_dim_replicate");
@@ -185,8 +199,7 @@ static void
 ints (GString *s, int n, const int64_t *v)
 {
   g_string_append_c (s, '{');
-  for (int i = 0; i < n; i++)
-    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? "," : "", v[i]);
+  int_list (s, n, v);
   g_string_append_c (s, '}');
 }
 
@@ -321,15 +334,7 @@ op_on (Gen *g, Val a, int op)
     case 5: /* transpose */
       {
         int64_t perm[MAX_RANK];
-        for (int i = 0; i < a.rank; i++)
-          perm[i] = i;
-        for (int i = a.rank - 1; i > 0; i--)
-          {
-            int j = rnd (g, 0, i);
-            int64_t t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-          }
+        shuffle (g, a.rank, perm);
         for (int i = 0; i < a.rank; i++)
           d[i] = a.dims[perm[i]];
         Val *v = begin_instr (g, a.rank, d);

@@ -295,18 +295,38 @@ mxu_dims (const PsInstr *in, PsTraceCompute *c)
                        : in->batch_group_count > 1 ? (guint64) in->batch_group_count : 1;
       if (d->present)
         {
-          /* The window stays separate from the contracted features: the
-           * simulator decides how it meets the array (doc/compute-model.md). */
+          /* With the input features as the input's minor (contiguous) dim,
+           * as activations are laid out, the window stays separate from
+           * them: the simulator decides how window positions and features
+           * meet the array (doc/compute-model.md). Otherwise (a weight
+           * gradient, whose contracted "features" are the batch) the
+           * contraction runs over the window positions as one contiguous
+           * dim: the implicit matmul with K = features x window. */
+          const PsShape *lhs_s = in->operands[0]->shape;
+          int64_t minor = lhs_s->layout_n > 0 ? lhs_s->layout[0] : lhs_s->rank - 1;
           guint64 m = (guint64) out->dims[d->out_batch], w = 1;
           for (int i = 0; i < d->n_spatial; i++)
             {
-              m *= (guint64) out->dims[d->out_spatial[i]];
+              /* A base-dilated input (a transposed convolution, the input
+               * gradient of a strided one) is mostly holes: with stride 1
+               * each output position meets data at 1 / b of the window's
+               * taps, so the array streams out / b rows per tap (the
+               * sub-pixel split of the output by residue, one tap subset
+               * each). */
+              guint64 o = (guint64) out->dims[d->out_spatial[i]];
+              const PsWindowDim *wd = i < in->window.n ? &in->window.dims[i] : NULL;
+              if (wd && wd->base_dilation > 1 && wd->stride <= 1)
+                o = (o + (guint64) wd->base_dilation - 1) / (guint64) wd->base_dilation;
+              m *= o;
               w *= (guint64) rhs->dims[d->k_spatial[i]];
             }
           c->mxu_m = m;
           c->mxu_k = (guint64) rhs->dims[d->k_in_feature];
           c->mxu_n = (guint64) rhs->dims[d->k_out_feature] / groups;
-          c->mxu_window = w;
+          if (d->in_feature == minor)
+            c->mxu_window = w;
+          else
+            c->mxu_k *= w;
         }
       else
         {

@@ -257,7 +257,7 @@ ps_ad_batch_norm_inference_grad (PsComputation *c, PsInstr *bn, PsInstr *g, PsIn
   grads[2] = sum_g;
   grads[3] = ps_ad_unary (c, PS_OP_NEGATE, ps_ad_binary (c, PS_OP_MULTIPLY, sum_g, m));
   PsInstr *rs3 = ps_ad_binary (c, PS_OP_MULTIPLY, rs, ps_ad_binary (c, PS_OP_MULTIPLY, rs, rs));
-  PsInstr *k = ps_ad_binary (c, PS_OP_MULTIPLY, ps_ad_full (c, var->shape, -0.5),
-                             ps_ad_binary (c, PS_OP_MULTIPLY, scale, rs3));
+  PsInstr *half = ps_ad_full (c, var->shape, -0.5);
+  PsInstr *k = ps_ad_binary (c, PS_OP_MULTIPLY, half, ps_ad_binary (c, PS_OP_MULTIPLY, scale, rs3));
   grads[4] = ps_ad_binary (c, PS_OP_MULTIPLY, sum_gxc, k);
 }

@@ -137,28 +137,48 @@ mean_dim (PsComputation *c, PsInstr *a, int dim)
   return mul (c, s, inv);
 }
 
-/* Root mean square of all elements, as f32[]. */
+/* Root mean square of the elements of each stacked weight: f32[] when
+ * n_stack is 0, else over the dims after the first n_stack (the result
+ * has those n_stack dims). */
 static PsInstr *
-rms (PsComputation *c, PsInstr *a)
+rms (PsComputation *c, PsInstr *a, int n_stack)
 {
   int64_t dims[64];
-  for (int d = 0; d < a->shape->rank; d++)
-    dims[d] = d;
+  int n = 0;
+  double count = 1;
+  for (int d = n_stack; d < a->shape->rank; d++)
+    {
+      dims[n++] = d;
+      count *= (double) a->shape->dims[d];
+    }
   PsInstr *sq = mul (c, a, a);
-  PsInstr *s = ps_ad_reduce_sum (c, sq, a->shape->rank, dims);
-  double n = (double) ps_shape_elements (a->shape);
-  PsInstr *m = mul (c, s, ps_ad_scalar (c, PS_F32, 1.0 / (n > 0 ? n : 1)));
+  PsInstr *s = ps_ad_reduce_sum (c, sq, n, dims);
+  PsInstr *inv = ps_ad_scalar (c, PS_F32, 1.0 / (count > 0 ? count : 1));
+  PsInstr *m = mul (c, s, n_stack == 0 ? inv : bcast_scalar (c, inv, s->shape));
   return ps_ad_unary (c, PS_OP_SQRT, m);
+}
+
+/* A per-weight value (f32[], or one per stacked weight) broadcast to the
+ * shape of `like`. */
+static PsInstr *
+bcast_stacked (PsComputation *c, PsInstr *v, const PsShape *like, int n_stack)
+{
+  if (n_stack == 0)
+    return bcast_scalar (c, v, like);
+  int64_t keep[64];
+  for (int d = 0; d < n_stack; d++)
+    keep[d] = d;
+  return ps_ad_broadcast (c, v, like, n_stack, keep);
 }
 
 static void
 adafactor (PsComputation *c, const PsOptimizerHyper *h, PsInstr *w, PsInstr *g,
-           PsInstr *const *st, PsInstr **nw, PsInstr **nst)
+           PsInstr *const *st, int n_stack, PsInstr **nw, PsInstr **nst)
 {
   int r = w->shape->rank;
   PsInstr *g2 = add (c, mul (c, g, g), ps_ad_full (c, g->shape, h->epsilon1));
   PsInstr *rsq;
-  if (r >= 2)
+  if (r - n_stack >= 2)
     {
       PsInstr *row = ema (c, h->decay, st[0], mean_dim (c, g2, r - 1));
       PsInstr *col = ema (c, h->decay, st[1], mean_dim (c, g2, r - 2));
@@ -185,14 +205,31 @@ adafactor (PsComputation *c, const PsOptimizerHyper *h, PsInstr *w, PsInstr *g,
       rsq = ps_ad_unary (c, PS_OP_RSQRT, v);
     }
   PsInstr *u = mul (c, g, rsq);
-  /* Clip: u / max(1, rms(u) / d). */
-  PsInstr *ratio = mul (c, rms (c, u), ps_ad_scalar (c, PS_F32, 1.0 / h->clip));
-  PsInstr *den = ps_ad_binary (c, PS_OP_MAXIMUM, ps_ad_scalar (c, PS_F32, 1.0), ratio);
-  u = ps_ad_binary (c, PS_OP_DIVIDE, u, bcast_scalar (c, den, u->shape));
+  if (n_stack == 0)
+    {
+      /* Clip: u / max(1, rms(u) / d). */
+      PsInstr *ratio = mul (c, rms (c, u, 0), ps_ad_scalar (c, PS_F32, 1.0 / h->clip));
+      PsInstr *den = ps_ad_binary (c, PS_OP_MAXIMUM, ps_ad_scalar (c, PS_F32, 1.0), ratio);
+      u = ps_ad_binary (c, PS_OP_DIVIDE, u, bcast_scalar (c, den, u->shape));
+      /* Relative step: lr * max(eps2, rms(w)). */
+      PsInstr *scale = ps_ad_binary (c, PS_OP_MAXIMUM, ps_ad_scalar (c, PS_F32, h->epsilon2),
+                                     rms (c, w, 0));
+      PsInstr *step = mul (c, h->lr, scale);
+      *nw = ps_ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_scalar (c, step, u->shape), u));
+      return;
+    }
+  /* The same per stacked weight. */
+  PsInstr *ru = rms (c, u, n_stack);
+  PsInstr *ratio = mul (c, ru, bcast_scalar (c, ps_ad_scalar (c, PS_F32, 1.0 / h->clip), ru->shape));
+  PsInstr *den = ps_ad_binary (c, PS_OP_MAXIMUM, bcast_scalar (c, ps_ad_scalar (c, PS_F32, 1.0),
+                                                               ratio->shape), ratio);
+  u = ps_ad_binary (c, PS_OP_DIVIDE, u, bcast_stacked (c, den, u->shape, n_stack));
   /* Relative step: lr * max(eps2, rms(w)). */
-  PsInstr *scale = ps_ad_binary (c, PS_OP_MAXIMUM, ps_ad_scalar (c, PS_F32, h->epsilon2), rms (c, w));
-  PsInstr *step = mul (c, h->lr, scale);
-  *nw = ps_ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_scalar (c, step, u->shape), u));
+  PsInstr *rw = rms (c, w, n_stack);
+  PsInstr *scale = ps_ad_binary (c, PS_OP_MAXIMUM,
+                                 bcast_scalar (c, ps_ad_scalar (c, PS_F32, h->epsilon2), rw->shape), rw);
+  PsInstr *step = mul (c, bcast_scalar (c, h->lr, scale->shape), scale);
+  *nw = ps_ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_stacked (c, step, u->shape, n_stack), u));
 }
 
 static void
@@ -220,7 +257,22 @@ ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper 
   if (k == PS_OPTIMIZER_ADAM)
     adam (c, h, weight, grad, states, new_weight, new_states);
   else
-    adafactor (c, h, weight, grad, states, new_weight, new_states);
+    adafactor (c, h, weight, grad, states, 0, new_weight, new_states);
+}
+
+void
+ps_optimizer_apply_stacked (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
+                            PsInstr *weight, PsInstr *grad, PsInstr *const *states, int n_stack,
+                            PsInstr **new_weight, PsInstr **new_states)
+{
+  g_return_if_fail (weight->shape->etype == PS_F32);
+  g_return_if_fail (n_stack >= 0 && n_stack <= weight->shape->rank);
+  if (grad->shape->etype != PS_F32)
+    grad = ps_ad_convert (c, grad, PS_F32);
+  if (k == PS_OPTIMIZER_ADAM)
+    adam (c, h, weight, grad, states, new_weight, new_states);
+  else
+    adafactor (c, h, weight, grad, states, n_stack, new_weight, new_states);
 }
 
 /* ---- stacked weights, one layer at a time ---------------------------------------- */

@@ -76,6 +76,15 @@ void ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerH
  * its collectives and its memory are those of the weights one by one. `states` holds each
  * weight's states (ps_optimizer_state_shapes_stacked with n_stack 1) in
  * weight order; new_weights and new_states receive the results. */
+/* The update of a weight whose first n_stack dims stack independent
+ * weights (a pipeline's [stages, layers]), vectorized: the factoring and
+ * the RMS of update clipping and of the relative step are per stacked
+ * weight, so each gets the update ps_optimizer_apply gives it alone.
+ * States: ps_optimizer_state_shapes_stacked with the same n_stack. */
+void ps_optimizer_apply_stacked (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
+                                 PsInstr *weight, PsInstr *grad, PsInstr *const *states,
+                                 int n_stack, PsInstr **new_weight, PsInstr **new_states);
+
 gboolean ps_optimizer_apply_layers (PsComputation *c, PsOptimizerKind k,
                                     const PsOptimizerHyper *h, int n, PsInstr *const *weights,
                                     PsInstr *const *grads, PsInstr *const *states,

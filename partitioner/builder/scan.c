@@ -23,7 +23,7 @@ struct PsScan {
   PsComputation *caller;
   char *name;
   int64_t length;
-  gboolean reverse, differentiable, remat, vjp_done;
+  gboolean reverse, differentiable, remat, vjp_done, consts_grad_f32;
   int n_carry, n_xs, n_consts;
   int n_captured;                     /* the last consts: read by the body from the caller */
   PsInstr **carry, **xs, **consts;    /* the caller's inputs */
@@ -628,6 +628,7 @@ ps_scan_build (PsComputation *c, const PsScanSpec *spec, GError **error)
   s->reverse = spec->reverse;
   s->differentiable = spec->differentiable;
   s->remat = spec->remat;
+  s->consts_grad_f32 = spec->consts_grad_f32;
   s->n_carry = spec->n_carry;
   s->n_xs = spec->n_xs;
   s->n_consts = spec->n_consts;
@@ -721,7 +722,12 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
   int pos_dconsts = (int) init->len;
   for (int i = 0; i < s->n_consts; i++)
     if (s->consts_diff[i])
-      g_ptr_array_add (init, ps_ad_full (c, s->consts[i]->shape, 0.0));
+      {
+        const PsShape *cs = s->consts[i]->shape;
+        PsShape *f32 = ps_shape_new_array (PS_F32, cs->rank, cs->dims);
+        g_ptr_array_add (init, ps_ad_full (c, s->consts_grad_f32 ? f32 : cs, 0.0));
+        ps_shape_free (f32);
+      }
   init->pdata[0] = s32 (c, 0);
   g_autofree PsShape **shapes = g_new (PsShape *, init->len);
   for (guint i = 0; i < init->len; i++)

@@ -96,6 +96,11 @@ typedef struct {
    * carry's floating-point values always do. */
   const gboolean *xs_grad;
   const gboolean *consts_grad;
+  /* Sum the consts' gradients in f32 whatever their type: for a weight's
+   * bf16 cast made once outside the loop (where XLA's loop-invariant code
+   * motion would put the cast written in the body), summed over the
+   * iterations as the f32 weight's gradient would be. */
+  gboolean consts_grad_f32;
 } PsScanSpec;
 
 typedef struct PsScan PsScan;
@@ -116,7 +121,8 @@ PsInstr *ps_scan_while (const PsScan *s);
  * gradient, non-float or not requested, are set to NULL):
  *   dcarry_init[n_carry]: gradient of the initial carry;
  *   dxs[n_xs]: gradients of the stacked inputs, [length, ...];
- *   dconsts[n_consts]: gradients of the invariants, summed over iterations.
+ *   dconsts[n_consts]: gradients of the invariants, summed over iterations
+ *   (in f32 with consts_grad_f32).
  * Can be called once. */
 gboolean ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init,
                       PsInstr **dxs, PsInstr **dconsts, GError **error);

@@ -462,8 +462,13 @@ parse_single (Parser *p)
         }
       if (kind != K_NONE)
         {
+          /* The first kind's word, within the text: the text need not end
+           * in a NUL (strcspn read past it; found by tests/fuzz/fuzz_sharding). */
+          gsize kend = kind_at;
+          while (kend < p->len && is_word_char (p->text[kend]))
+            kend++;
           fail (p, at, "sharding has two kinds ('%s' after '%.*s')", word,
-                (int) strcspn (p->text + kind_at, " ={}\n\t,"), p->text + kind_at);
+                (int) (kend - kind_at), p->text + kind_at);
           goto out;
         }
       kind = new_kind;

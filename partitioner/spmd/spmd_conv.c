@@ -7,7 +7,8 @@
  * output tile i, whose windows read the padded, base-dilated input at
  * positions [P0(i), P1(i)]. The inputs those positions need come from its
  * own tile and up to SL tiles on the left and SR on the right; they arrive by
- * collective-permute (one per neighbour distance), are concatenated, masked
+ * collective-permute (one per neighbour distance; the farthest neighbour on
+ * each side sends only the slab the receiver needs), are concatenated, masked
  * outside the real data with the pad value, base-dilated explicitly (pad
  * with interior padding), and a dynamic-slice at a per-device offset takes
  * exactly [P0(i), P1(i)]. The local op then runs with that dim's padding 0
@@ -19,6 +20,19 @@
 
 #include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
+
+/* A scalar constant whose bytes are all zero (0, +0.0, false). */
+static gboolean
+is_zero_constant (const PsInstr *x)
+{
+  if (x->opcode != PS_OP_CONSTANT || !x->literal || x->literal->n != 1)
+    return FALSE;
+  const guint8 *b = x->literal->data;
+  for (int i = 0; i < ps_etype_size_bytes (x->literal->etype); i++)
+    if (b[i] != 0)
+      return FALSE;
+  return TRUE;
+}
 
 /* Rewrites dim `d` of the local value so that the windowed op can run on it
  * with window `w` turned into padding 0 / base dilation 1 (done by the
@@ -50,6 +64,10 @@ sp_halo_exchange (SpComp *c, const SpPVal *v, int d, const PsWindowDim *w, int64
       HR = MAX (HR, xh - ((i + 1) * IS - 1));
     }
   int64_t SL = MIN ((HL + IS - 1) / IS, k - 1), SR = MIN ((HR + IS - 1) / IS, k - 1);
+  /* Elements needed from the left and the right neighbours together; only
+   * those travel: the nearest neighbours send whole tiles, the farthest
+   * one on each side only the slab next to the receiver. */
+  int64_t Lreq = MIN (HL, SL * IS), Rreq = MIN (HR, SR * IS);
   gboolean mask[v->sharding->n_tile_dims];
   memset (mask, 0, sizeof mask);
   mask[d] = TRUE;
@@ -63,6 +81,21 @@ sp_halo_exchange (SpComp *c, const SpPVal *v, int d, const PsWindowDim *w, int64
       PsInstr *piece = v->hlo;
       if (s != 0)
         {
+          int64_t a = s < 0 ? -s : s;
+          int64_t len = MIN (IS, (s < 0 ? Lreq : Rreq) - (a - 1) * IS);
+          if (len < IS)
+            {
+              int r0 = v->hlo->shape->rank;
+              int64_t st[r0], li[r0];
+              for (int q = 0; q < r0; q++)
+                {
+                  st[q] = 0;
+                  li[q] = v->hlo->shape->dims[q];
+                }
+              st[d] = s < 0 ? IS - len : 0;
+              li[d] = s < 0 ? IS : len;
+              piece = sp_slice (c, v->hlo, st, li);
+            }
           /* Device at tile j receives tile j + s. */
           int np = 0;
           for (int g = 0; g < ng; g++)
@@ -75,7 +108,7 @@ sp_halo_exchange (SpComp *c, const SpPVal *v, int d, const PsWindowDim *w, int64
                 pairs[2 * np + 1] = groups[g * gs + j];
                 np++;
               }
-          piece = sp_collective_permute (c, v->hlo, np, pairs);
+          piece = sp_collective_permute (c, piece, np, pairs);
         }
       pieces[s + SL] = piece;
     }
@@ -91,18 +124,21 @@ sp_halo_exchange (SpComp *c, const SpPVal *v, int d, const PsWindowDim *w, int64
       {
         int64_t dev = groups[g * gs + j];
         tile_of[dev] = j;
-        start[dev] = (j - SL) * IS;
+        start[dev] = j * IS - Lreq;
       }
-  {
-    const PsShape *bs = buf->shape;
-    PsInstr *io = sp_iota (c, PS_S32, bs->rank, bs->dims, d);
-    PsInstr *gidx = sp_binary (c, PS_OP_ADD, io, sp_broadcast_scalar (c, sp_table_lookup (c, start), io->shape));
-    PsInstr *zero = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, 0), io->shape);
-    PsInstr *lim = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, (double) N), io->shape);
-    PsInstr *ok = sp_binary (c, PS_OP_AND, sp_compare (c, gidx, zero, PS_CMP_GE),
-                             sp_compare (c, gidx, lim, PS_CMP_LT));
-    buf = sp_select (c, ok, buf, sp_broadcast_scalar (c, fill, buf->shape));
-  }
+  /* With even tiles and a zero pad value the mask changes nothing: no tile
+   * has padding, and devices at the edges received zeros from nobody. */
+  if (N % k != 0 || !is_zero_constant (fill))
+    {
+      const PsShape *bs = buf->shape;
+      PsInstr *io = sp_iota (c, PS_S32, bs->rank, bs->dims, d);
+      PsInstr *gidx = sp_binary (c, PS_OP_ADD, io, sp_broadcast_scalar (c, sp_table_lookup (c, start), io->shape));
+      PsInstr *zero = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, 0), io->shape);
+      PsInstr *lim = sp_broadcast_scalar (c, sp_const_scalar (c, PS_S32, (double) N), io->shape);
+      PsInstr *ok = sp_binary (c, PS_OP_AND, sp_compare (c, gidx, zero, PS_CMP_GE),
+                               sp_compare (c, gidx, lim, PS_CMP_LT));
+      buf = sp_select (c, ok, buf, sp_broadcast_scalar (c, fill, buf->shape));
+    }
   int r = buf->shape->rank;
   int64_t lo[r], hi[r];
   memset (lo, 0, sizeof lo);
@@ -140,14 +176,39 @@ sp_halo_exchange (SpComp *c, const SpPVal *v, int d, const PsWindowDim *w, int64
   buf = sp_pad (c, buf, fill, lo, hi);
   for (int64_t dev = 0; dev < n; dev++)
     offs[dev] += lo[d];
-  PsInstr *starts[r];
-  int64_t sizes[r];
-  for (int q = 0; q < r; q++)
+  /* Every device that computes output at the same offset (the usual
+   * stride-1 case): a static slice, nothing when it is the whole buffer. */
+  gboolean same = TRUE;
+  int64_t off0 = -1;
+  for (int64_t dev = 0; dev < n && same; dev++)
+    if (tile_of[dev] * OS < out_size)
+      {
+        if (off0 < 0)
+          off0 = offs[dev];
+        same = offs[dev] == off0;
+      }
+  PsInstr *res;
+  if (same && off0 >= 0)
     {
-      starts[q] = q == d ? sp_table_lookup (c, offs) : sp_const_scalar (c, PS_S32, 0);
-      sizes[q] = q == d ? SZ : buf->shape->dims[q];
+      int64_t st[r], li[r];
+      for (int q = 0; q < r; q++)
+        {
+          st[q] = q == d ? off0 : 0;
+          li[q] = q == d ? off0 + SZ : buf->shape->dims[q];
+        }
+      res = sp_slice (c, buf, st, li);
     }
-  PsInstr *res = sp_dynamic_slice (c, buf, starts, sizes);
+  else
+    {
+      PsInstr *starts[r];
+      int64_t sizes[r];
+      for (int q = 0; q < r; q++)
+        {
+          starts[q] = q == d ? sp_table_lookup (c, offs) : sp_const_scalar (c, PS_S32, 0);
+          sizes[q] = q == d ? SZ : buf->shape->dims[q];
+        }
+      res = sp_dynamic_slice (c, buf, starts, sizes);
+    }
   g_free (start);
   g_free (offs);
   g_free (tile_of);
@@ -162,95 +223,131 @@ normalise_window_dim (PsWindowDim *w)
   w->base_dilation = 1;
 }
 
-/* A convolution whose kernel (rhs) spatial dim and the matching input
- * spatial dim are split alike, for a result that is not tiled (the weight
- * gradient of a spatially partitioned convolution, say): the window dim is
- * contracted like a dot's contracting dim. Device i holds kernel positions
- * [i WS, (i+1) WS); the input positions those meet for all outputs form a
- * window of O outputs... seen from the kernel side: "output" w reads input
- * w * window_dilation + o * stride, o < O, so the halo exchange with that
- * transposed window brings each device exactly the input it needs. The
- * local convolution runs with padding 0 and base dilation 1 over its
- * kernel piece (padding masked to zero), and an all-reduce over the
- * devices splitting the window adds the partial sums. Replaces gathering
- * both operands by neighbour exchanges and one result-sized all-reduce. */
+/* A convolution whose contracted dims are split, for a result that is not
+ * tiled (the weight gradient of a spatially or data-parallel partitioned
+ * convolution, say): every window dim whose kernel (rhs) spatial dim is
+ * split, and the contracted feature dim (lhs input features, rhs input
+ * features) when split, are contracted like a dot's contracting dims, all
+ * at once (a batch-grouped convolution too: its groups stay whole). The operand whose split is followed (the rhs, else the lhs)
+ * keeps those splits only; the other takes the same tiles on the matching
+ * dims. Along a split window dim device i holds kernel positions [i WS,
+ * (i+1) WS); "output" w reads input w * window_dilation + o * stride, o <
+ * O, so the halo exchange with that transposed window brings each device
+ * exactly the input it needs. The local convolution runs with padding 0
+ * and base dilation 1 over its kernel piece (padding of the split dims
+ * masked to zero), and one all-reduce over the devices splitting any of
+ * those dims adds the partial sums. Replaces gathering both operands by
+ * neighbour exchanges and one result-sized all-reduce. */
 static SpPVal *
 conv_split_window (SpComp *c, const PsInstr *in)
 {
   const PsConvDims *cd = &in->conv;
   int64_t fgc = in->feature_group_count > 0 ? in->feature_group_count : 1;
-  int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
-  if (fgc != 1 || bgc != 1 || !cd->present || in->window.n != cd->n_spatial)
+  if (!cd->present || in->window.n != cd->n_spatial)
     return NULL;
   SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
-  int rl = lhs->full->rank, rr = rhs->full->rank;
-  /* The split to follow: the first kernel spatial dim split in the rhs,
-   * else the first input spatial dim split in the lhs. */
-  int sd = -1;
+  int rl = lhs->full->rank, rr = rhs->full->rank, n = cd->n_spatial;
+  /* The operand to follow: the rhs when it splits a contracted dim, else
+   * the lhs. A window dim qualifies when the kernel covers it whole
+   * (window size = kernel size) and is not reversed. */
+  gboolean split_q[n > 0 ? n : 1];
+  gboolean split_f = FALSE;
   const PsSharding *base = NULL;
-  for (int q = 0; q < cd->n_spatial && sd < 0; q++)
-    if (!in->window.dims[q].reversal && rhs->sharding->kind == PS_SHARDING_TILED
-        && !ps_sharding_has_manual_subgroup (rhs->sharding)
-        && sp_shards (rhs->sharding, (int) cd->k_spatial[q]) > 1)
-      {
-        sd = q;
-        base = rhs->sharding;
-      }
-  for (int q = 0; q < cd->n_spatial && sd < 0; q++)
-    if (!in->window.dims[q].reversal && lhs->sharding->kind == PS_SHARDING_TILED
-        && !ps_sharding_has_manual_subgroup (lhs->sharding)
-        && sp_shards (lhs->sharding, (int) cd->in_spatial[q]) > 1)
-      {
-        sd = q;
-        base = lhs->sharding;
-      }
-  if (sd < 0)
+  for (int side = 0; side < 2 && !base; side++)
+    {
+      const SpPVal *v = side == 0 ? rhs : lhs;
+      if (v->sharding->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (v->sharding))
+        continue;
+      gboolean any = FALSE;
+      for (int q = 0; q < n; q++)
+        {
+          int64_t dim = side == 0 ? cd->k_spatial[q] : cd->in_spatial[q];
+          split_q[q] = !in->window.dims[q].reversal && sp_shards (v->sharding, (int) dim) > 1
+                       && in->window.dims[q].size == rhs->full->dims[cd->k_spatial[q]]
+                       && in->shape->dims[cd->out_spatial[q]] >= 1;
+          any |= split_q[q];
+        }
+      /* Feature groups cut the contracted features into groups: a split
+       * of them would cut groups. Batch groups cut the lhs batch and the
+       * output features, which stay whole here. */
+      split_f = fgc == 1
+                && sp_shards (v->sharding, (int) (side == 0 ? cd->k_in_feature : cd->in_feature)) > 1;
+      if (any || split_f)
+        base = v->sharding;
+    }
+  if (!base)
     return NULL;
-  int64_t bdim = base == rhs->sharding ? cd->k_spatial[sd] : cd->in_spatial[sd];
+  gboolean from_rhs = base == rhs->sharding;
   int64_t lsrc[rl], rsrc[rr];
   for (int q = 0; q < rl; q++)
-    lsrc[q] = q == cd->in_spatial[sd] ? bdim : -1;
+    lsrc[q] = -1;
   for (int q = 0; q < rr; q++)
-    rsrc[q] = q == cd->k_spatial[sd] ? bdim : -1;
+    rsrc[q] = -1;
+  for (int q = 0; q < n; q++)
+    if (split_q[q])
+      {
+        int64_t b = from_rhs ? cd->k_spatial[q] : cd->in_spatial[q];
+        lsrc[cd->in_spatial[q]] = rsrc[cd->k_spatial[q]] = b;
+      }
+  if (split_f)
+    lsrc[cd->in_feature] = rsrc[cd->k_in_feature] = from_rhs ? cd->k_in_feature : cd->in_feature;
   g_autoptr (PsSharding) ls = sp_sharding_remap (base, rl, lsrc);
   g_autoptr (PsSharding) rs = sp_sharding_remap (base, rr, rsrc);
   if (!ls || !rs)
     return NULL;
-  int64_t k = sp_shards (rs, (int) cd->k_spatial[sd]);
-  const PsWindowDim *ow = &in->window.dims[sd];
-  int64_t O = in->shape->dims[cd->out_spatial[sd]];
-  int64_t W = rhs->full->dims[cd->k_spatial[sd]];
-  if (k <= 1 || O < 1 || ow->size != W)
-    return NULL;
-  PsInstr *l = sp_reshard (c, lhs, ls);
+  SpPVal *lv0 = sp_reshard_pval (c, lhs, ls);
   SpPVal *rv = sp_reshard_pval (c, rhs, rs);
-  if (!rv)
-    return NULL;
-  gboolean rmask[rr];
+  if (!lv0 || !rv)
+    {
+      if (lv0)
+        sp_pval_free (lv0);
+      if (rv)
+        sp_pval_free (rv);
+      return NULL;
+    }
+  gboolean rmask[rr], lmask[rl];
   memset (rmask, 0, sizeof rmask);
-  rmask[cd->k_spatial[sd]] = TRUE;
+  memset (lmask, 0, sizeof lmask);
+  for (int q = 0; q < n; q++)
+    rmask[cd->k_spatial[q]] = split_q[q];
+  rmask[cd->k_in_feature] = lmask[cd->in_feature] = split_f;
   PsInstr *r = sp_mask_padding (c, rv, rmask, sp_const_zero (c, rhs->full->etype));
+  PsInstr *l = split_f ? sp_mask_padding (c, lv0, lmask, sp_const_zero (c, lhs->full->etype)) : lv0->hlo;
   sp_pval_free (rv);
-  PsWindowDim tw = { 0 };
-  tw.size = O;
-  tw.stride = ow->window_dilation > 0 ? ow->window_dilation : 1;
-  tw.window_dilation = ow->stride > 0 ? ow->stride : 1;
-  tw.pad_lo = ow->pad_lo;
-  tw.pad_hi = ow->pad_hi;
-  tw.base_dilation = ow->base_dilation > 0 ? ow->base_dilation : 1;
-  SpPVal lv = { l, ls, lhs->full };
-  l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[sd], &tw, W, k,
-                        sp_const_zero (c, lhs->full->etype));
-  PsWindowDim win[cd->n_spatial];
-  memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
-  win[sd].size = r->shape->dims[cd->k_spatial[sd]];
-  normalise_window_dim (&win[sd]);
+  sp_pval_free (lv0);
+  PsWindowDim win[n > 0 ? n : 1];
+  if (n > 0)
+    memcpy (win, in->window.dims, sizeof (PsWindowDim) * (gsize) n);
+  for (int q = 0; q < n; q++)
+    {
+      if (!split_q[q])
+        continue;
+      const PsWindowDim *ow = &in->window.dims[q];
+      int64_t O = in->shape->dims[cd->out_spatial[q]];
+      int64_t W = rhs->full->dims[cd->k_spatial[q]];
+      int64_t k = sp_shards (rs, (int) cd->k_spatial[q]);
+      PsWindowDim tw = { 0 };
+      tw.size = O;
+      tw.stride = ow->window_dilation > 0 ? ow->window_dilation : 1;
+      tw.window_dilation = ow->stride > 0 ? ow->stride : 1;
+      tw.pad_lo = ow->pad_lo;
+      tw.pad_hi = ow->pad_hi;
+      tw.base_dilation = ow->base_dilation > 0 ? ow->base_dilation : 1;
+      SpPVal lv = { l, ls, lhs->full };
+      l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[q], &tw, W, k,
+                            sp_const_zero (c, lhs->full->etype));
+      win[q].size = r->shape->dims[cd->k_spatial[q]];
+      normalise_window_dim (&win[q]);
+    }
   PsInstr *ops[2] = { l, r };
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (in->shape), 2, ops);
-  memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) cd->n_spatial);
+  if (n > 0)
+    memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) n);
   gboolean mask[rs->n_tile_dims];
   memset (mask, 0, sizeof mask);
-  mask[cd->k_spatial[sd]] = TRUE;
+  for (int q = 0; q < n; q++)
+    mask[cd->k_spatial[q]] = split_q[q];
+  mask[cd->k_in_feature] = split_f;
   int ng, gs;
   g_autofree int64_t *groups = sp_groups (rs, mask, &ng, &gs);
   y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);

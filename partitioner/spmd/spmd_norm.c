@@ -56,7 +56,10 @@ all_reduce_pair (SpComp *c, PsInstr **a, PsInstr **b, int ng, int gs, const int6
 {
   int64_t nf = (*a)->shape->dims[0];
   int64_t row[2] = { 1, nf };
-  PsInstr *parts[2] = { sp_reshape (c, *a, 2, row), sp_reshape (c, *b, 2, row) };
+  /* Emitted one per statement: initializer order is unspecified in C. */
+  PsInstr *parts[2];
+  parts[0] = sp_reshape (c, *a, 2, row);
+  parts[1] = sp_reshape (c, *b, 2, row);
   PsInstr *both = sp_all_reduce (c, sp_concat (c, 2, parts, 0), SP_RED_SUM, ng, gs, groups);
   int64_t s0[2] = { 0, 0 }, l0[2] = { 1, nf }, s1[2] = { 1, 0 }, l1[2] = { 2, nf };
   *a = sp_reshape (c, sp_slice (c, both, s0, l0), 1, &nf);
@@ -97,12 +100,17 @@ expand_training (SpComp *c, const PsInstr *in, const SpPVal *xv, PsInstr *const 
   PsInstr *mean = sp_binary (c, PS_OP_DIVIDE, sum, scalar_like (c, sum, (double) n));
   PsInstr *ex2 = sp_binary (c, PS_OP_DIVIDE, sq, scalar_like (c, sq, (double) n));
   PsInstr *var = sp_binary (c, PS_OP_SUBTRACT, ex2, sp_binary (c, PS_OP_MULTIPLY, mean, mean));
-  PsInstr *mult = sp_binary (c, PS_OP_MULTIPLY, sp_convert (c, feat[0], w), inv_sigma (c, var, in->epsilon));
+  PsInstr *scale = sp_convert (c, feat[0], w);
+  PsInstr *mult = sp_binary (c, PS_OP_MULTIPLY, scale, inv_sigma (c, var, in->epsilon));
   PsInstr *x = sp_convert (c, xv->hlo, w);
   PsInstr *xc = sp_binary (c, PS_OP_SUBTRACT, x, bcast (c, mean, x->shape, f));
-  PsInstr *y = sp_binary (c, PS_OP_ADD, sp_binary (c, PS_OP_MULTIPLY, xc, bcast (c, mult, x->shape, f)),
-                          bcast (c, sp_convert (c, feat[1], w), x->shape, f));
-  PsInstr *out[3] = { sp_convert (c, y, t), sp_convert (c, mean, t), sp_convert (c, var, t) };
+  PsInstr *scaled = sp_binary (c, PS_OP_MULTIPLY, xc, bcast (c, mult, x->shape, f));
+  PsInstr *offset = sp_convert (c, feat[1], w);
+  PsInstr *y = sp_binary (c, PS_OP_ADD, scaled, bcast (c, offset, x->shape, f));
+  PsInstr *out[3];
+  out[0] = sp_convert (c, y, t);
+  out[1] = sp_convert (c, mean, t);
+  out[2] = sp_convert (c, var, t);
   return sp_tuple (c, 3, out);
 }
 
@@ -113,8 +121,10 @@ expand_grad (SpComp *c, const PsInstr *in, const SpPVal *xv, const SpPVal *dyv, 
   int r = xv->full->rank;
   int64_t f = in->feature_index;
   PsElemType t = xv->hlo->shape->etype, w = ps_etype_size_bytes (t) < 4 ? PS_F32 : t;
-  PsInstr *scale = sp_convert (c, feat[0], w), *mean = sp_convert (c, feat[1], w);
-  PsInstr *x = sp_convert (c, xv->hlo, w), *dy = sp_convert (c, dyv->hlo, w);
+  PsInstr *scale = sp_convert (c, feat[0], w);
+  PsInstr *mean = sp_convert (c, feat[1], w);
+  PsInstr *x = sp_convert (c, xv->hlo, w);
+  PsInstr *dy = sp_convert (c, dyv->hlo, w);
   PsInstr *dym = sp_convert (c, sp_mask_padding (c, dyv, red, sp_const_zero (c, t)), w);
   PsInstr *xc = sp_binary (c, PS_OP_SUBTRACT, x, bcast (c, mean, x->shape, f));
   PsInstr *sum_dy = sum_over (c, dym, red, r);
@@ -124,14 +134,17 @@ expand_grad (SpComp *c, const PsInstr *in, const SpPVal *xv, const SpPVal *dyv, 
   PsInstr *g_scale = sp_binary (c, PS_OP_MULTIPLY, sum_dyx, is);
   /* dx = scale*is * (dy - sum_dy/N - xc * (is * g_scale / N)) */
   PsInstr *mean_dy = sp_binary (c, PS_OP_DIVIDE, sum_dy, scalar_like (c, sum_dy, (double) n));
-  PsInstr *k = sp_binary (c, PS_OP_DIVIDE, sp_binary (c, PS_OP_MULTIPLY, is, g_scale),
-                          scalar_like (c, is, (double) n));
-  PsInstr *inner = sp_binary (c, PS_OP_SUBTRACT,
-                              sp_binary (c, PS_OP_SUBTRACT, dy, bcast (c, mean_dy, x->shape, f)),
-                              sp_binary (c, PS_OP_MULTIPLY, xc, bcast (c, k, x->shape, f)));
-  PsInstr *dx = sp_binary (c, PS_OP_MULTIPLY, bcast (c, sp_binary (c, PS_OP_MULTIPLY, scale, is), x->shape, f),
-                           inner);
-  PsInstr *out[3] = { sp_convert (c, dx, t), sp_convert (c, g_scale, t), sp_convert (c, sum_dy, t) };
+  PsInstr *is_g = sp_binary (c, PS_OP_MULTIPLY, is, g_scale);
+  PsInstr *k = sp_binary (c, PS_OP_DIVIDE, is_g, scalar_like (c, is, (double) n));
+  PsInstr *centred = sp_binary (c, PS_OP_SUBTRACT, dy, bcast (c, mean_dy, x->shape, f));
+  PsInstr *proj = sp_binary (c, PS_OP_MULTIPLY, xc, bcast (c, k, x->shape, f));
+  PsInstr *inner = sp_binary (c, PS_OP_SUBTRACT, centred, proj);
+  PsInstr *gain = bcast (c, sp_binary (c, PS_OP_MULTIPLY, scale, is), x->shape, f);
+  PsInstr *dx = sp_binary (c, PS_OP_MULTIPLY, gain, inner);
+  PsInstr *out[3];
+  out[0] = sp_convert (c, dx, t);
+  out[1] = sp_convert (c, g_scale, t);
+  out[2] = sp_convert (c, sum_dy, t);
   return sp_tuple (c, 3, out);
 }
 

@@ -1,0 +1,26 @@
+/* What `podsim tables` shares between its tables (cli/cmd_tables*.c):
+ * each row is a child `podsim run --json` (SimGrid allows one engine per
+ * process, and the child is exactly what a user can rerun). */
+#ifndef PS_CLI_TABLES_H
+#define PS_CLI_TABLES_H
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+/* Options of `podsim run` that tables passes on to every row. */
+typedef struct {
+  const char *hw, *collectives;
+} PsTablesOptions;
+
+/* Runs `podsim run ARGS --json -q` (args NULL-terminated) and returns the
+ * parsed output (transfer full). A failed run: NULL with its message, code
+ * PS_ERROR_NO_FIT when the model does not fit in HBM. */
+JsonParser *ps_tables_run (const char *const *args, const PsTablesOptions *o, GError **error);
+/* A number member of a run's JSON object, 0 when missing. */
+double ps_tables_member_double (JsonObject *o, const char *name);
+
+/* The tables of cli/cmd_tables_pipeline.c; exit statuses. */
+int ps_tables_pipeline (gboolean csv, gboolean markdown, const PsTablesOptions *o);
+int ps_tables_bubble (gboolean csv, gboolean markdown, const PsTablesOptions *o);
+
+#endif

@@ -1,0 +1,372 @@
+/* The Conformer training step: see conformer.h. */
+#include "config.h"
+
+#include "models/conformer.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "models/conv_layers.h"
+#include "models/layers.h"
+#include "partitioner/builder/autodiff.h"
+
+static void
+config_common (PsConformerConfig *out)
+{
+  memset (out, 0, sizeof *out);
+  out->ffn_mult = 4;
+  out->conv_kernel = 32;
+  out->frames = 2048;
+  out->mel_bins = 80;
+  out->vocab = 1024;
+  out->rel_buckets = 32;
+  out->optimizer = PS_OPTIMIZER_ADAM;
+  out->remat = TRUE;
+  out->data = out->model = 1;
+  out->global_batch = 8;
+}
+
+void
+ps_conformer_config_large (PsConformerConfig *out)
+{
+  config_common (out);
+  out->name = "L";
+  out->layers = 17;
+  out->model_dim = 512;
+  out->heads = 8;
+}
+
+void
+ps_conformer_config_medium (PsConformerConfig *out)
+{
+  config_common (out);
+  out->name = "M";
+  out->layers = 16;
+  out->model_dim = 256;
+  out->heads = 4;
+}
+
+void
+ps_conformer_config_small_paper (PsConformerConfig *out)
+{
+  config_common (out);
+  out->name = "S";
+  out->layers = 16;
+  out->model_dim = 144;
+  out->heads = 4;
+}
+
+void
+ps_conformer_config_tiny (PsConformerConfig *out)
+{
+  config_common (out);
+  out->name = "tiny";
+  out->layers = 2;
+  out->model_dim = 16;
+  out->heads = 4;
+  out->ffn_mult = 2;
+  out->conv_kernel = 5;
+  out->frames = 24;
+  out->mel_bins = 8;
+  out->vocab = 12;
+  out->rel_buckets = 6;
+  out->global_batch = 4;
+  out->f32_activations = TRUE;
+  out->data = 4;
+  out->model = 2;
+}
+
+static gboolean
+fail (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+fail (GError **error, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error_literal (error, PS_ERROR, PS_ERROR_OPTION, msg);
+  return FALSE;
+}
+
+gboolean
+ps_conformer_check (const PsConformerConfig *c, GError **error)
+{
+  struct { const char *opt; int64_t v; } pos[] = {
+    { "--layers", c->layers }, { "--model-dim", c->model_dim }, { "--heads", c->heads },
+    { "--ffn-mult", c->ffn_mult }, { "--conv-kernel", c->conv_kernel }, { "--frames", c->frames },
+    { "--mel-bins", c->mel_bins }, { "--vocab", c->vocab }, { "--batch", c->global_batch },
+    { "--data", c->data }, { "--model", c->model },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
+    if (pos[i].v <= 0)
+      return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
+  if (c->rel_buckets < 2)
+    return fail (error, "--rel-buckets must be at least 2 (got %d)", c->rel_buckets);
+  if (c->model_dim % c->heads != 0)
+    return fail (error, "--heads %" G_GINT64_FORMAT " does not divide --model-dim %" G_GINT64_FORMAT,
+                 c->heads, c->model_dim);
+  if (c->frames % 4 != 0 || c->mel_bins % 4 != 0)
+    return fail (error, "--frames (%" G_GINT64_FORMAT ") and --mel-bins (%" G_GINT64_FORMAT ") must be "
+                 "multiples of 4 (the front end sub-samples both by 4)", c->frames, c->mel_bins);
+  if (c->global_batch % c->data != 0)
+    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --data %" G_GINT64_FORMAT,
+                 c->global_batch, c->data);
+  return TRUE;
+}
+
+typedef struct {
+  PsInstr *ln, *w1, *w2;             /* [m], [m, h], [h, m] */
+} Ffn;
+
+typedef struct {
+  PsInstr *ln, *pw_value, *pw_gate;  /* [m], [m, c], [m, c] */
+  PsInstr *depthwise;                /* [K, 1, c] */
+  PsInstr *bn_scale, *bn_offset;     /* [c] */
+  PsInstr *pw_out;                   /* [c, m] */
+} ConvModule;
+
+typedef struct {
+  Ffn ffn1, ffn2;
+  PsAttention attention;
+  ConvModule conv;
+  PsInstr *final_ln;
+  const PsAttentionContext *ctx;
+} Block;
+
+static PsInstr *
+weight (PsNet *net, const char *prefix, const char *name, const char *letters, int rank,
+        const int64_t *dims)
+{
+  g_autofree char *n = g_strdup_printf ("%s.%s", prefix, name);
+  return ps_net_weight (net, n, letters, rank, dims);
+}
+
+static void
+ffn_weights (PsNet *net, const char *prefix, const char *name, int64_t m, int64_t h, Ffn *out)
+{
+  g_autofree char *p = g_strdup_printf ("%s.%s", prefix, name);
+  int64_t mh[2] = { m, h }, hm[2] = { h, m };
+  out->ln = ps_layer_norm_weight (net, p, "ln", m);
+  out->w1 = weight (net, p, "w1", "mh", 2, mh);
+  out->w2 = weight (net, p, "w2", "hm", 2, hm);
+}
+
+static void
+block_weights (PsNet *net, const PsConformerConfig *c, int l, const PsAttentionContext *ctx,
+               Block *out)
+{
+  g_autofree char *prefix = g_strdup_printf ("layer%d", l);
+  int64_t m = c->model_dim, h = c->ffn_mult * m;
+  ffn_weights (net, prefix, "ffn1", m, h, &out->ffn1);
+  ps_attention_weights (net, prefix, m, c->heads, m / c->heads, c->rel_buckets, &out->attention);
+  int64_t mc[2] = { m, m }, kc[3] = { c->conv_kernel, 1, m };
+  ConvModule *cv = &out->conv;
+  cv->ln = ps_layer_norm_weight (net, prefix, "conv_ln", m);
+  cv->pw_value = weight (net, prefix, "conv_pw_value", "mc", 2, mc);
+  cv->pw_gate = weight (net, prefix, "conv_pw_gate", "mc", 2, mc);
+  cv->depthwise = weight (net, prefix, "conv_depthwise", "wic", 3, kc);
+  ps_batch_norm_weights (net, prefix, "conv_bn", m, &cv->bn_scale, &cv->bn_offset);
+  cv->pw_out = weight (net, prefix, "conv_pw_out", "cm", 2, mc);
+  ffn_weights (net, prefix, "ffn2", m, h, &out->ffn2);
+  out->final_ln = ps_layer_norm_weight (net, prefix, "final_ln", m);
+  out->ctx = ctx;
+}
+
+static PsInstr *
+act (PsNet *net, PsInstr *w)
+{
+  return ps_ad_convert (net->c, w, net->act);
+}
+
+static PsInstr *
+add_scaled (PsNet *net, PsInstr *x, PsInstr *y, double k)
+{
+  if (k != 1.0)
+    y = ps_ad_binary (net->c, PS_OP_MULTIPLY, y, ps_ad_full (net->c, y->shape, k));
+  return ps_ad_binary (net->c, PS_OP_ADD, x, y);
+}
+
+/* x + 1/2 (W2 swish (W1 LN(x))): the macaron half-step FFN. */
+static PsInstr *
+ffn (PsNet *net, const Ffn *w, PsInstr *x)
+{
+  PsInstr *h = ps_layer_norm (net, x, w->ln);
+  PsInstr *w1 = act (net, w->w1);
+  PsInstr *f = ps_swish (net, ps_net_einsum (net, "bsm,mh->bsh", h, w1));
+  PsInstr *w2 = act (net, w->w2);
+  return add_scaled (net, x, ps_net_einsum (net, "bsh,hm->bsm", f, w2), 0.5);
+}
+
+/* x + W_out swish (BN (depthwise (GLU (LN(x))))). */
+static PsInstr *
+conv_module (PsNet *net, const ConvModule *w, PsInstr *x)
+{
+  PsInstr *h = ps_layer_norm (net, x, w->ln);
+  PsInstr *wv = act (net, w->pw_value);
+  PsInstr *value = ps_net_einsum (net, "bsm,mc->bsc", h, wv);
+  PsInstr *wg = act (net, w->pw_gate);
+  PsInstr *gate = ps_net_einsum (net, "bsm,mc->bsc", h, wg);
+  PsInstr *glu = ps_ad_binary (net->c, PS_OP_MULTIPLY, value, ps_ad_unary (net->c, PS_OP_LOGISTIC, gate));
+  int64_t k = w->depthwise->shape->dims[0], lo = (k - 1) / 2, hi = k / 2;
+  PsInstr *dw = ps_conv (net, glu, w->depthwise, NULL, &lo, &hi, NULL, glu->shape->dims[2]);
+  PsInstr *y = ps_swish (net, ps_batch_norm (net, dw, w->bn_scale, w->bn_offset));
+  PsInstr *wo = act (net, w->pw_out);
+  return add_scaled (net, x, ps_net_einsum (net, "bsc,cm->bsm", y, wo), 1.0);
+}
+
+static PsInstr *
+block (PsNet *net, gconstpointer weights, PsInstr *x)
+{
+  const Block *w = weights;
+  ps_net_annotate (net, x, "bsm");
+  x = ffn (net, &w->ffn1, x);
+  PsAttention att;
+  ps_attention_cast (net, &w->attention, &att);
+  x = ps_attention (net, &att, w->ctx, x);
+  x = conv_module (net, &w->conv, x);
+  x = ffn (net, &w->ffn2, x);
+  return ps_layer_norm (net, x, w->final_ln);
+}
+
+/* T5's bidirectional relative-position buckets of (s, t), s32 [s, t]:
+ * half the buckets for t after s; within each half, distances below a
+ * quarter of the buckets exactly, then logarithmically up to 128. */
+static PsInstr *
+bidirectional_buckets (PsNet *net, int64_t S, int buckets)
+{
+  PsComputation *c = net->c;
+  int64_t st[2] = { S, S };
+  PsInstr *qi = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
+  qi->iota_dimension = 0;
+  PsInstr *ki = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
+  ki->iota_dimension = 1;
+  PsInstr *rel = ps_ad_binary (c, PS_OP_SUBTRACT, ki, qi);
+  int half = buckets / 2, exact = MAX (half / 2, 1);
+  PsInstr *zero = ps_ad_full (c, rel->shape, 0);
+  PsInstr *ops[2] = { rel, zero };
+  PsInstr *after = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, ops);
+  after->comparison = PS_CMP_GT;
+  PsInstr *n = ps_ad_unary (c, PS_OP_ABS, rel);
+  PsInstr *nf = ps_ad_convert (c, n, PS_F32);
+  /* One freshly emitted operand per call: argument order is unspecified. */
+  PsInstr *at_least_1 = ps_ad_binary (c, PS_OP_MAXIMUM, nf, ps_ad_full (c, nf->shape, 1.0));
+  PsInstr *ratio = ps_ad_binary (c, PS_OP_DIVIDE, at_least_1, ps_ad_full (c, nf->shape, (double) exact));
+  double k = (double) (half - exact) / log (128.0 / exact);
+  PsInstr *lg = ps_ad_unary (c, PS_OP_LOG, ratio);
+  PsInstr *large = ps_ad_binary (c, PS_OP_MULTIPLY, lg, ps_ad_full (c, nf->shape, k));
+  large = ps_ad_unary (c, PS_OP_FLOOR, ps_ad_binary (c, PS_OP_ADD, large, ps_ad_full (c, nf->shape, (double) exact)));
+  large = ps_ad_binary (c, PS_OP_MINIMUM, large, ps_ad_full (c, nf->shape, (double) (half - 1)));
+  PsInstr *lops[2] = { n, ps_ad_full (c, n->shape, exact) };
+  PsInstr *small = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, lops);
+  small->comparison = PS_CMP_LT;
+  PsInstr *s1[3] = { small, n, ps_ad_convert (c, large, PS_S32) };
+  PsInstr *b = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (n->shape), 3, s1);
+  PsInstr *s2[3] = { after, ps_ad_binary (c, PS_OP_ADD, b, ps_ad_full (c, b->shape, half)), b };
+  return ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (b->shape), 3, s2);
+}
+
+PsModule *
+ps_conformer_build (const PsConformerConfig *c, PsConformerInfo *info, GError **error)
+{
+  if (!ps_conformer_check (c, error))
+    return NULL;
+  int64_t mesh[2] = { c->data, c->model }, n = c->data * c->model;
+  g_autofree int64_t *devices = g_new (int64_t, n);
+  for (int64_t i = 0; i < n; i++)
+    devices[i] = i;
+  /* Data parallel on the batch; the model dim split the Megatron way over
+   * `model`: FFN hidden (h), heads (n), conv channels (c), vocabulary (v). */
+  PsShardingPlan plan;
+  ps_sharding_plan_init (&plan);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
+  ps_sharding_plan_split (&plan, PS_WEIGHTS, "hncv", 1);
+  g_autofree char *mname = g_strdup_printf ("conformer_%s", c->name);
+  g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 2, mesh, devices, &plan);
+  net->act = c->f32_activations ? PS_F32 : PS_BF16;
+  const int64_t B = c->global_batch, T = c->frames, F = c->mel_bins, m = c->model_dim;
+  const int64_t S = T / 4, P = (F / 4) * m;
+
+  /* Front end, blocks, head. */
+  int64_t k1[4] = { 3, 3, 1, m }, k2[4] = { 3, 3, m, m }, pm[2] = { P, m }, mv[2] = { m, c->vocab };
+  PsInstr *sub1 = ps_net_weight (net, "subsample.conv1", "xyio", 4, k1);
+  PsInstr *sub2 = ps_net_weight (net, "subsample.conv2", "xyio", 4, k2);
+  PsInstr *proj = ps_net_weight (net, "subsample.proj", "pm", 2, pm);
+  PsAttentionContext ctx = { NULL, NULL };
+  g_autofree Block *blocks = g_new0 (Block, c->layers);
+  g_autofree PsLayer *layers = g_new0 (PsLayer, c->layers);
+  for (int l = 0; l < c->layers; l++)
+    {
+      int first = ps_net_n_weights (net);
+      block_weights (net, c, l, &ctx, &blocks[l]);
+      layers[l] = ps_layer (net, block, &blocks[l], first);
+    }
+  PsInstr *out_w = ps_net_weight (net, "output", "mv", 2, mv);
+  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
+  int64_t btf[3] = { B, T, F }, bs[2] = { B, S };
+  PsInstr *feats = ps_net_input (net, "features", net->act, 3, btf);
+  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
+  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  ps_net_annotate (net, feats, "btf");
+  ps_net_annotate (net, labels, "bs");
+  ctx.rel_onehot = ps_net_one_hot (net, bidirectional_buckets (net, S, c->rel_buckets),
+                                   c->rel_buckets, net->act);
+
+  /* Front end: [B, T, F, 1] -> two stride-2 3x3 convs -> [B, S, F/4, m]
+   * -> [B, S, P] -> [B, S, m]. */
+  int64_t btf1[4] = { B, T, F, 1 }, two[2] = { 2, 2 }, one[2] = { 1, 1 };
+  PsShape *s4 = ps_shape_new_array (net->act, 4, btf1);
+  PsInstr *x4 = ps_ad_reshape (net->c, feats, s4);
+  ps_shape_free (s4);
+  PsInstr *h1 = ps_relu (net, ps_conv (net, x4, sub1, two, one, one, NULL, 1));
+  PsInstr *h2conv = ps_conv (net, h1, sub2, two, one, one, NULL, 1);
+  double front_flops = ps_conv_flops (h1->operands[0]) + ps_conv_flops (h2conv);
+  PsInstr *h2 = ps_relu (net, h2conv);
+  int64_t bsp[3] = { B, S, P };
+  PsShape *s3 = ps_shape_new_array (net->act, 3, bsp);
+  PsInstr *hp = ps_ad_reshape (net->c, h2, s3);
+  ps_shape_free (s3);
+  PsInstr *x0 = ps_net_einsum (net, "bsp,pm->bsm", hp, act (net, proj));
+
+  g_autofree PsInstr **xs = g_new (PsInstr *, c->layers + 1);
+  PsInstr *top = ps_layer_stack_forward (net, c->layers, layers, x0, xs);
+  PsInstr *head = ps_net_weight_view (net, out_w, net->act);
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,mv->bsv", top, head), PS_F32);
+  PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
+  ps_net_add_loss (net, loss);
+  PsInstr *gx;
+  PsInstr *front_w[3] = { sub1, sub2, proj };
+  if (!ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), top, &gx, 1, &head, error)
+      || !ps_layer_stack_backward (net, c->layers, layers, xs, gx, c->remat, &gx, error)
+      || !ps_net_vjp (net, x0, gx, NULL, NULL, 3, front_w, error))
+    return NULL;
+
+  if (info)
+    {
+      memset (info, 0, sizeof *info);
+      info->n_annotations = net->n_annotations;
+      for (guint i = 0; i < net->weights->len; i++)
+        info->params += (double) ps_shape_elements (((PsInstr *) net->weights->pdata[i])->shape);
+      /* Forward FLOPs per frame after sub-sampling (N of them): two FFNs
+       * (2 x 2 matmuls of m x 4m), four attention projections, scores and
+       * context over S keys, the relative bias, three pointwise convs and
+       * the depthwise conv; the front end and the head. Training: 3x. */
+      double N = (double) (B * S), h = (double) (c->ffn_mult * m), md = (double) m;
+      double per_layer = N * (8 * md * h + 8 * md * md + 4 * (double) S * md + 6 * md * md
+                              + 2 * md * (double) c->conv_kernel)
+                         + 2.0 * (double) S * (double) S * c->rel_buckets * (double) c->heads;
+      double fwd = c->layers * per_layer + front_flops + 2 * N * (double) P * md
+                   + 2 * N * md * (double) c->vocab;
+      info->model_flops = 3.0 * fwd;
+      info->utterances_per_step = B;
+      info->frames_per_step = B * T;
+    }
+  PsModule *mod = ps_net_finish (g_steal_pointer (&net), lr, decay);
+  if (info)
+    info->n_instructions = mod->entry->instrs->len;
+  return mod;
+}

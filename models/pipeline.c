@@ -1,0 +1,371 @@
+/* GSPMD pipelining: see pipeline.h. */
+#include "config.h"
+
+#include "models/pipeline.h"
+
+#include <string.h>
+
+#include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/scan.h"
+#include "partitioner/builder/vmap.h"
+
+struct PsPipelineRun {
+  PsNet *net;
+  int n_weights;           /* of all the stage's layers */
+  int64_t microbatches;
+  PsInstr **weights;       /* they, in the loop's order */
+  PsScan *scan;
+  PsInstr *out;           /* the outputs: the last stage's row */
+};
+
+void
+ps_pipeline_stack_weights (PsNet *net, const PsPipeline *p)
+{
+  int64_t dims[1] = { p->stages };
+  int axes[1] = { p->stage_axis };
+  ps_net_stack_weights_split (net, 1, dims, axes);
+}
+
+/* x[start:limit] along dim 0 (a static slice). */
+static PsInstr *
+slice0 (PsComputation *c, PsInstr *x, int64_t start, int64_t limit)
+{
+  const PsShape *s = x->shape;
+  int64_t st[PS_NET_MAX_RANK] = { 0 }, li[PS_NET_MAX_RANK], one[PS_NET_MAX_RANK];
+  for (int d = 0; d < s->rank; d++)
+    {
+      li[d] = s->dims[d];
+      one[d] = 1;
+    }
+  st[0] = start;
+  li[0] = limit;
+  int64_t dims[PS_NET_MAX_RANK];
+  memcpy (dims, li, sizeof (int64_t) * (gsize) s->rank);
+  dims[0] = limit - start;
+  PsInstr *sl = ps_computation_add_instr (c, PS_OP_SLICE, NULL,
+                                          ps_shape_new_array (s->etype, s->rank, dims), 1, &x);
+  ps_ints_set (&sl->slice_starts, s->rank, st);
+  ps_ints_set (&sl->slice_limits, s->rank, li);
+  ps_ints_set (&sl->slice_strides, s->rank, one);
+  return sl;
+}
+
+/* Row j of x along dim 0, without that dim. */
+static PsInstr *
+row (PsComputation *c, PsInstr *x, int64_t j)
+{
+  const PsShape *s = x->shape;
+  PsShape *r = ps_shape_new_array (s->etype, s->rank - 1, s->dims + 1);
+  PsInstr *y = ps_ad_reshape (c, slice0 (c, x, j, j + 1), r);
+  ps_shape_free (r);
+  return y;
+}
+
+/* x padded along dim 0 with lo zeros before and hi after. */
+static PsInstr *
+pad0 (PsComputation *c, PsInstr *x, int64_t lo, int64_t hi)
+{
+  const PsShape *s = x->shape;
+  int64_t dims[PS_NET_MAX_RANK];
+  memcpy (dims, s->dims, sizeof (int64_t) * (gsize) s->rank);
+  dims[0] += lo + hi;
+  PsInstr *ops[2] = { x, ps_ad_scalar (c, s->etype, 0.0) };
+  PsInstr *p = ps_computation_add_instr (c, PS_OP_PAD, NULL,
+                                         ps_shape_new_array (s->etype, s->rank, dims), 2, ops);
+  p->n_pad = s->rank;
+  p->padding = g_new0 (PsPadDim, s->rank);
+  p->padding[0].lo = lo;
+  p->padding[0].hi = hi;
+  return p;
+}
+
+/* The state buffer shifted by one stage along dim 0: stage k gets stage
+ * k - 1's value, stage 0 zeros. Written as pad(slice) so that, with the
+ * dim split, the partitioner exchanges one stage's worth with the
+ * neighbour (a collective-permute). */
+static PsInstr *
+shift_one_stage (PsComputation *c, PsInstr *state)
+{
+  return pad0 (c, slice0 (c, state, 0, state->shape->dims[0] - 1), 1, 0);
+}
+
+typedef struct {
+  PsNet *net;
+  const PsPipeline *p;
+  const PsLayer *layers;
+} Body;
+
+static PsSharding *
+stage_sharding (const PsSharding *s, int rank, gpointer user)
+{
+  Body *b = user;
+  return ps_net_prefix_axis (b->net, s, rank, b->p->stage_axis);
+}
+
+/* One stage's layers, written for one stage in a scratch computation and
+ * vectorized over the stages into c: stage_in [K, microbatch...] and the
+ * layers' weights [K, ...] (consts of the loop), in order. */
+static PsInstr *
+run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, GError **error)
+{
+  PsNet *net = b->net;
+  const PsPipeline *p = b->p;
+  PsComputation *st = ps_computation_new (net->m, "pipeline.stage.scratch");
+  PsShape *xs = ps_shape_new_array (stage_in->shape->etype, stage_in->shape->rank - 1,
+                                    stage_in->shape->dims + 1);
+  PsInstr *x = ps_computation_add_instr (st, PS_OP_PARAMETER, NULL, xs, 0, NULL);
+  g_ptr_array_add (st->params, x);
+  g_autoptr (GHashTable) inputs = g_hash_table_new (NULL, NULL);
+  g_autoptr (GHashTable) batched = g_hash_table_new (NULL, NULL);
+  g_hash_table_insert (inputs, x, stage_in);
+  g_hash_table_add (batched, x);
+  PsComputation *outer = net->c;
+  net->c = st;
+  PsInstr *y = x;
+  int wi = 0;
+  for (int j = 0; j < p->layers_per_stage; j++)
+    {
+      const PsLayer *l = &b->layers[j];
+      g_autoptr (GHashTable) map = g_hash_table_new (NULL, NULL);
+      for (int i = 0; i < l->n_weights; i++, wi++)
+        {
+          /* one stage's row of the weight: a parameter of the scratch */
+          const PsShape *ws = w[wi]->shape;
+          PsInstr *wp = ps_computation_add_instr (st, PS_OP_PARAMETER, NULL,
+                                                  ps_shape_new_array (ws->etype, ws->rank - 1,
+                                                                      ws->dims + 1), 0, NULL);
+          wp->parameter_number = st->params->len;
+          g_ptr_array_add (st->params, wp);
+          g_hash_table_insert (inputs, wp, w[wi]);
+          g_hash_table_add (batched, wp);
+          g_hash_table_insert (map, net->weights->pdata[l->first_weight + i], wp);
+        }
+      g_autofree gpointer lw = l->rebind (l->weights, map);
+      y = l->forward (net, lw, y);
+      g_assert (ps_net_take_layer_aux (net) == NULL);
+    }
+  net->c = outer;
+  PsVmapOptions vo = { p->stages, stage_sharding, b };
+  PsInstr *out = NULL;
+  gboolean ok = ps_vmap (c, st, 1, &y, inputs, batched, &vo, &out, error);
+  ps_module_remove_computation (net->m, st);
+  return ok ? out : NULL;
+}
+
+/* One iteration: shift in the next microbatch, run every stage, keep the
+ * last stage's output. carry: state [K, mb...], outputs [K, M, mb...];
+ * xs: the inputs [M + K - 1, mb...] (zeros after the M microbatches);
+ * consts: the stages' weights. */
+static gboolean
+pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
+{
+  Body *b = user;
+  PsNet *net = b->net;
+  const PsPipeline *p = b->p;
+  PsComputation *c = a->c;
+  PsInstr *state = a->carry[0], *outputs = a->carry[1], *x_in = a->xs[0];
+  int64_t K = p->stages;
+  g_autofree char *letters = g_strdup_printf ("%c%s", p->stage_letter, p->act_letters);
+
+  /* microbatch i enters stage 0 (zeros in the bubble) */
+  PsInstr *shifted = shift_one_stage (c, state);
+  const PsShape *ss = state->shape;
+  PsInstr *iota = ps_computation_add_instr (c, PS_OP_IOTA, NULL,
+                                            ps_shape_new_array (PS_S32, ss->rank, ss->dims), 0, NULL);
+  iota->iota_dimension = 0;
+  PsInstr *zero = ps_ad_full (c, iota->shape, 0.0);
+  PsInstr *cmp[2] = { iota, zero };
+  PsInstr *first = ps_computation_add_instr (c, PS_OP_COMPARE, NULL,
+                                             ps_shape_new_array (PS_PRED, ss->rank, ss->dims), 2, cmp);
+  first->comparison = PS_CMP_EQ;
+  int64_t bd[PS_NET_MAX_RANK];
+  for (int d = 0; d < x_in->shape->rank; d++)
+    bd[d] = d + 1;
+  PsInstr *xb = ps_ad_broadcast (c, x_in, ss, x_in->shape->rank, bd);
+  PsInstr *sel[3] = { first, xb, shifted };
+  PsInstr *stage_in = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (ss), 3, sel);
+  ps_net_annotate (net, stage_in, letters);
+
+  PsInstr *stage_out = run_stages (b, c, stage_in, a->consts, error);
+  if (!stage_out)
+    return FALSE;
+  ps_net_annotate (net, stage_out, letters);
+
+  /* The last stage finished microbatch i - K + 1 (nothing yet before
+   * K - 1: it writes at 0, and microbatch 0 overwrites that). Every stage
+   * writes its output into its own row of outputs [K, M, mb...] at that
+   * slot, so the write stays on the device; the last stage's row is taken
+   * once, after the loop. */
+  PsInstr *off[2] = { ps_ad_binary (c, PS_OP_SUBTRACT, a->index, ps_ad_scalar (c, PS_S32, (double) (K - 1))),
+                      ps_ad_scalar (c, PS_S32, 0.0) };
+  PsInstr *o = ps_computation_add_instr (c, PS_OP_MAXIMUM, NULL, ps_shape_new_scalar (PS_S32), 2, off);
+  const PsShape *os = outputs->shape;
+  int64_t ud[PS_NET_MAX_RANK];
+  ud[0] = K;
+  ud[1] = 1;
+  memcpy (ud + 2, os->dims + 2, sizeof (int64_t) * (gsize) (os->rank - 2));
+  PsShape *us = ps_shape_new_array (stage_out->shape->etype, os->rank, ud);
+  PsInstr *upd = ps_ad_reshape (c, stage_out, us);
+  ps_shape_free (us);
+  PsInstr *zero_i = ps_ad_scalar (c, PS_S32, 0.0);
+  PsInstr *starts[PS_NET_MAX_RANK];
+  for (int d = 0; d < os->rank; d++)
+    starts[d] = d == 1 ? o : zero_i;
+  carry_out[0] = stage_out;
+  carry_out[1] = ps_ad_dynamic_update_slice (c, outputs, upd, starts);
+  g_autofree char *out_letters = g_strdup_printf ("%cu%s", p->stage_letter, p->act_letters);
+  ps_net_annotate (net, carry_out[1], out_letters);
+  return TRUE;
+}
+
+PsInstr *
+ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsInstr *inputs,
+                     PsPipelineRun **run, GError **error)
+{
+  g_return_val_if_fail (p->stages >= 1 && p->microbatches >= 1 && p->layers_per_stage >= 1, NULL);
+  int nw = 0;
+  for (int j = 0; j < p->layers_per_stage; j++)
+    {
+      g_return_val_if_fail (layers[j].rebind != NULL, NULL);
+      nw += layers[j].n_weights;
+    }
+  g_return_val_if_fail (inputs->shape->rank >= 1 && inputs->shape->dims[0] == p->microbatches, NULL);
+  const PsShape *is = inputs->shape;
+  int64_t sd[PS_NET_MAX_RANK];
+  sd[0] = p->stages;
+  memcpy (sd + 1, is->dims + 1, sizeof (int64_t) * (gsize) (is->rank - 1));
+  PsShape *ss = ps_shape_new_array (is->etype, is->rank, sd);
+  int64_t od[PS_NET_MAX_RANK];
+  od[0] = p->stages;
+  memcpy (od + 1, is->dims, sizeof (int64_t) * (gsize) is->rank);
+  PsShape *os = ps_shape_new_array (is->etype, is->rank + 1, od);
+  PsInstr *carry[2] = { ps_ad_full (net->c, ss, 0.0), ps_ad_full (net->c, os, 0.0) };
+  ps_shape_free (ss);
+  ps_shape_free (os);
+  g_autofree char *letters = g_strdup_printf ("%c%s", p->stage_letter, p->act_letters);
+  g_autofree char *out_letters = g_strdup_printf ("%cu%s", p->stage_letter, p->act_letters);
+  ps_net_annotate (net, carry[0], letters);
+  ps_net_annotate (net, carry[1], out_letters);
+  /* the inputs padded to one per iteration */
+  int64_t T = p->microbatches + p->stages - 1;
+  PsInstr *xs = pad0 (net->c, inputs, 0, p->stages - 1);
+  g_autofree char *in_letters = g_strdup_printf ("u%s", p->act_letters);
+  ps_net_annotate (net, xs, in_letters);
+  int n = nw;
+  g_autofree PsInstr **consts = g_new (PsInstr *, n + 1);
+  g_autofree gboolean *grad = g_new (gboolean, n + 1);
+  g_autofree PsInstr **weights = g_new (PsInstr *, nw + 1);
+  for (int j = 0, k = 1; j < p->layers_per_stage; j++)
+    for (int i = 0; i < layers[j].n_weights; i++, k++)
+      {
+        /* The layer casts its matrices to the activation type; cast once
+         * here, where XLA's loop-invariant code motion would move the
+         * body's casts (their gradients are still summed in f32). */
+        PsInstr *w = net->weights->pdata[layers[j].first_weight + i];
+        weights[k - 1] = w;
+        consts[k - 1] = w->shape->rank >= 3 ? ps_ad_convert (net->c, w, net->act) : w;
+        grad[k - 1] = TRUE;
+      }
+  Body b = { net, p, layers };
+  PsScanSpec spec = { .name = "pipeline", .length = T, .n_carry = 2, .carry = carry,
+                      .n_xs = 1, .xs = &xs, .n_consts = n, .consts = consts,
+                      .body = pipeline_body, .user = &b, .differentiable = TRUE,
+                      .remat = p->remat, .consts_grad = grad, .consts_grad_f32 = TRUE };
+  PsScan *s = ps_scan_build (net->c, &spec, error);
+  if (!s)
+    return NULL;
+  *run = g_new0 (PsPipelineRun, 1);
+  (*run)->net = net;
+  (*run)->n_weights = nw;
+  (*run)->microbatches = p->microbatches;
+  (*run)->weights = g_steal_pointer (&weights);
+  (*run)->scan = s;
+  /* the last stage's row: its outputs for the microbatches in order */
+  PsInstr *out = row (net->c, ps_scan_carry_out (s, 1), p->stages - 1);
+  g_autofree char *ul = g_strdup_printf ("u%s", p->act_letters);
+  ps_net_annotate (net, out, ul);
+  (*run)->out = out;
+  return out;
+}
+
+gboolean
+ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs, PsInstr **d_inputs,
+                      GError **error)
+{
+  g_return_val_if_fail (run != NULL && run->net == net, FALSE);
+  /* the gradient reaching the outputs buffer through its last row */
+  PsInstr *buf = ps_scan_carry_out (run->scan, 1);
+  GPtrArray *gb = ps_autodiff_vjp (net->c, run->out, d_outputs, 1, &buf, error);
+  if (!gb)
+    {
+      ps_pipeline_run_free (run);
+      return FALSE;
+    }
+  PsInstr *dcarry[2] = { NULL, gb->pdata[0] };
+  g_ptr_array_free (gb, TRUE);
+  g_autofree PsInstr **dconsts = g_new0 (PsInstr *, run->n_weights + 1);
+  PsInstr *dxs = NULL;
+  gboolean ok = ps_scan_vjp (run->scan, dcarry, NULL, &dxs, dconsts, error);
+  if (ok)
+    {
+      /* the microbatches' rows, without the padding's */
+      *d_inputs = slice0 (net->c, dxs, 0, run->microbatches);
+      for (int k = 0; k < run->n_weights; k++)
+        ps_net_add_grad (net, run->weights[k], dconsts[k]);
+    }
+  ps_pipeline_run_free (run);
+  return ok;
+}
+
+void
+ps_pipeline_run_free (PsPipelineRun *run)
+{
+  if (!run)
+    return;
+  ps_scan_free (run->scan);
+  g_free (run->weights);
+  g_free (run);
+}
+
+int64_t *
+ps_pipeline_mesh_devices (int stages, int chips_x, int chips_y, int cores)
+{
+  g_return_val_if_fail (stages >= 1 && chips_x >= 1 && chips_y >= 1 && cores >= 1, NULL);
+  int64_t n = (int64_t) chips_x * chips_y * cores;
+  g_return_val_if_fail (n % stages == 0, NULL);
+  gboolean along_x = chips_x % stages == 0, along_y = !along_x && chips_y % stages == 0;
+  int64_t *ids = g_new (int64_t, n);
+  int64_t rest = n / stages;
+  for (int k = 0; k < stages; k++)
+    for (int64_t j = 0; j < rest; j++)
+      {
+        /* position j within the stage: core, then the other chip dim, then
+         * the stage's share of this dim */
+        int c = (int) (j % cores);
+        int64_t q = j / cores;
+        int x, y;
+        if (along_x)
+          {
+            y = (int) (q % chips_y);
+            x = (int) (q / chips_y) * stages + k;
+          }
+        else if (along_y)
+          {
+            x = (int) (q % chips_x);
+            y = (int) (q / chips_x) * stages + k;
+          }
+        else
+          {
+            /* the snake: chips in rows of x, y reversed on odd rows, each
+             * chip's cores in turn; stage k takes the k-th run of rest */
+            int64_t pos = k * rest + j, chip = pos / cores;
+            c = (int) (pos % cores);
+            x = (int) (chip / chips_y);
+            y = (int) (chip % chips_y);
+            if (x % 2)
+              y = chips_y - 1 - y;
+          }
+        ids[k * rest + j] = ((int64_t) x * chips_y + y) * cores + c;
+      }
+  return ids;
+}

@@ -1,0 +1,258 @@
+/* The 3D U-Net training step: see unet3d.h. */
+#include "config.h"
+
+#include "models/unet3d.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "models/conv_layers.h"
+#include "models/layers.h"
+#include "partitioner/builder/autodiff.h"
+
+void
+ps_unet3d_config_mlperf (PsUnet3dConfig *out)
+{
+  memset (out, 0, sizeof *out);
+  out->name = "mlperf";
+  out->image[0] = out->image[1] = out->image[2] = 128;
+  out->in_channels = 1;
+  out->classes = 3;
+  static const int64_t f[] = { 32, 64, 128, 256, 320 };
+  out->n_filters = G_N_ELEMENTS (f);
+  memcpy (out->filters, f, sizeof f);
+  out->global_batch = 1;
+  out->batch_norm = TRUE;
+  out->optimizer = PS_OPTIMIZER_ADAM;
+  out->data = 1;
+  out->spatial[0] = out->spatial[1] = out->spatial[2] = 1;
+}
+
+void
+ps_unet3d_config_small (PsUnet3dConfig *out)
+{
+  ps_unet3d_config_mlperf (out);
+  out->name = "small";
+  out->image[0] = 8;
+  out->image[1] = out->image[2] = 4;
+  out->in_channels = 2;
+  out->n_filters = 2;
+  out->filters[0] = 4;
+  out->filters[1] = 6;
+  out->global_batch = 2;
+  out->f32_activations = TRUE;
+  out->spatial[0] = out->spatial[1] = out->spatial[2] = 2;
+}
+
+static gboolean
+fail (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+fail (GError **error, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error_literal (error, PS_ERROR, PS_ERROR_OPTION, msg);
+  return FALSE;
+}
+
+gboolean
+ps_unet3d_check (const PsUnet3dConfig *c, GError **error)
+{
+  if (c->n_filters < 1 || c->n_filters > PS_UNET3D_MAX_LEVELS - 1)
+    return fail (error, "--filters needs 1 to %d levels (got %d)", PS_UNET3D_MAX_LEVELS - 1,
+                 c->n_filters);
+  for (int i = 0; i < c->n_filters; i++)
+    if (c->filters[i] <= 0)
+      return fail (error, "--filters: level %d has %" G_GINT64_FORMAT " features", i, c->filters[i]);
+  struct { const char *opt; int64_t v; } pos[] = {
+    { "--in-channels", c->in_channels }, { "--classes", c->classes }, { "--batch", c->global_batch },
+    { "--data", c->data }, { "--spatial (D)", c->spatial[0] }, { "--spatial (H)", c->spatial[1] },
+    { "--spatial (W)", c->spatial[2] },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
+    if (pos[i].v <= 0)
+      return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
+  /* n_filters - 1 down-sampling blocks and the bottleneck halve each dim. */
+  int64_t halvings = c->n_filters;
+  for (int d = 0; d < 3; d++)
+    if (c->image[d] <= 0 || c->image[d] % ((int64_t) 1 << halvings) != 0)
+      return fail (error, "--image: dim %d (%" G_GINT64_FORMAT ") must be a positive multiple of "
+                   "%" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " stride-2 halvings)", d, c->image[d],
+                   (int64_t) 1 << halvings, halvings);
+  if (c->global_batch % c->data != 0)
+    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --data %" G_GINT64_FORMAT,
+                 c->global_batch, c->data);
+  return TRUE;
+}
+
+/* The weights of one 3x3x3 conv + batch norm, and of a block of two. */
+typedef struct {
+  PsInstr *kernel, *scale, *offset;
+} ConvBn;
+
+typedef struct {
+  PsInstr *up_kernel, *up_bias;   /* up-sampling blocks only */
+  ConvBn conv1, conv2;
+} Block;
+
+typedef struct {
+  const PsUnet3dConfig *cfg;
+  double flops;                   /* forward convolutions */
+} Unet;
+
+static void
+conv_bn_weights (PsNet *net, const Unet *u, const char *prefix, const char *name, int64_t k,
+                 int64_t cin, int64_t cout, ConvBn *out)
+{
+  g_autofree char *kn = g_strdup_printf ("%s.%s", prefix, name);
+  int64_t dims[5] = { k, k, k, cin, cout };
+  out->kernel = ps_net_weight (net, kn, "xyzio", 5, dims);
+  out->scale = out->offset = NULL;
+  if (u->cfg->batch_norm)
+    ps_batch_norm_weights (net, prefix, name, cout, &out->scale, &out->offset);
+}
+
+/* conv (3x3x3, padding 1, stride s), batch norm, ReLU. */
+static PsInstr *
+conv_bn_relu (PsNet *net, Unet *u, const ConvBn *w, PsInstr *x, int64_t s)
+{
+  int64_t st[3] = { s, s, s }, one[3] = { 1, 1, 1 };
+  PsInstr *y = ps_conv (net, x, w->kernel, st, one, one, NULL, 1);
+  u->flops += ps_conv_flops (y);
+  if (w->scale)
+    y = ps_batch_norm (net, y, w->scale, w->offset);
+  return ps_relu (net, y);
+}
+
+/* A transposed 2x2x2 conv of stride 2 (plus bias: no norm follows it in
+ * the reference): the input base-dilated by 2 and padded by 1. */
+static PsInstr *
+up_conv (PsNet *net, Unet *u, const Block *w, PsInstr *x)
+{
+  int64_t two[3] = { 2, 2, 2 }, one[3] = { 1, 1, 1 };
+  PsInstr *y = ps_conv (net, x, w->up_kernel, NULL, one, one, two, 1);
+  /* Every other window position of the dilated input is a hole: half the
+   * positions per dim meet data. */
+  u->flops += ps_conv_flops (y) / 8;
+  return ps_add_bias (net, y, w->up_bias);
+}
+
+PsModule *
+ps_unet3d_build (const PsUnet3dConfig *c, PsUnet3dInfo *info, GError **error)
+{
+  if (!ps_unet3d_check (c, error))
+    return NULL;
+  int64_t mesh[4] = { c->data, c->spatial[0], c->spatial[1], c->spatial[2] };
+  int64_t n = mesh[0] * mesh[1] * mesh[2] * mesh[3];
+  g_autofree int64_t *devices = g_new (int64_t, n);
+  for (int64_t i = 0; i < n; i++)
+    devices[i] = i;
+  /* Data parallel on the batch, spatial partitioning of D, H, W; weights
+   * replicated (annotated so, as the reference's replicated variables). */
+  PsShardingPlan plan;
+  ps_sharding_plan_init (&plan);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "x", 1);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "y", 2);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "z", 3);
+  plan.annotate[PS_WEIGHTS] = TRUE;
+  g_autofree char *mname = g_strdup_printf ("unet3d_%s", c->name);
+  g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 4, mesh, devices, &plan);
+  net->act = c->f32_activations ? PS_F32 : PS_BF16;
+  Unet u = { c, 0 };
+
+  /* Weights: input block, down blocks, bottleneck, up blocks, output. */
+  int L = c->n_filters;
+  Block enc[PS_UNET3D_MAX_LEVELS], dec[PS_UNET3D_MAX_LEVELS];
+  int64_t fin = c->in_channels;
+  for (int l = 0; l <= L; l++)
+    {
+      /* Level l < L: the input block (l = 0) or down block l; l = L: the
+       * bottleneck, which keeps the last level's features. */
+      int64_t f = c->filters[MIN (l, L - 1)];
+      g_autofree char *prefix = l == 0 ? g_strdup ("input") : l == L ? g_strdup ("bottleneck")
+                                                                       : g_strdup_printf ("down%d", l);
+      conv_bn_weights (net, &u, prefix, "conv1", 3, fin, f, &enc[l].conv1);
+      conv_bn_weights (net, &u, prefix, "conv2", 3, f, f, &enc[l].conv2);
+      fin = f;
+    }
+  for (int l = L - 1; l >= 0; l--)
+    {
+      /* Up block to level l: from level l + 1's features (the bottleneck's
+       * for the first) to filters[l]. */
+      int64_t from = c->filters[MIN (l + 1, L - 1)], f = c->filters[l];
+      g_autofree char *prefix = g_strdup_printf ("up%d", l);
+      g_autofree char *kn = g_strdup_printf ("%s.upconv", prefix);
+      g_autofree char *bn = g_strdup_printf ("%s.upconv_bias", prefix);
+      int64_t kd[5] = { 2, 2, 2, from, f };
+      dec[l].up_kernel = ps_net_weight (net, kn, "xyzio", 5, kd);
+      dec[l].up_bias = ps_net_weight (net, bn, NULL, 1, &f);
+      conv_bn_weights (net, &u, prefix, "conv1", 3, 2 * f, f, &dec[l].conv1);
+      conv_bn_weights (net, &u, prefix, "conv2", 3, f, f, &dec[l].conv2);
+    }
+  int64_t od[5] = { 1, 1, 1, c->filters[0], c->classes };
+  PsInstr *out_kernel = ps_net_weight (net, "output.conv", "xyzio", 5, od);
+  PsInstr *out_bias = ps_net_weight (net, "output.bias", NULL, 1, &c->classes);
+  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
+
+  int64_t xd[5] = { c->global_batch, c->image[0], c->image[1], c->image[2], c->in_channels };
+  int64_t ld[4] = { c->global_batch, c->image[0], c->image[1], c->image[2] };
+  PsInstr *image = ps_net_input (net, "image", net->act, 5, xd);
+  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 4, ld);
+  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  /* The annotations a user writes: the batch and spatial split of the
+   * input and the labels. */
+  ps_net_annotate (net, image, "bxyzc");
+  ps_net_annotate (net, labels, "bxyz");
+
+  /* Encoder: level 0 at full size, each next level halved. */
+  PsInstr *skips[PS_UNET3D_MAX_LEVELS];
+  PsInstr *x = image;
+  for (int l = 0; l <= L; l++)
+    {
+      x = conv_bn_relu (net, &u, &enc[l].conv1, x, l == 0 ? 1 : 2);
+      x = conv_bn_relu (net, &u, &enc[l].conv2, x, 1);
+      if (l < L)
+        skips[l] = x;
+    }
+  /* Decoder: up-sample, concatenate the skip along the features, two convs. */
+  for (int l = L - 1; l >= 0; l--)
+    {
+      PsInstr *up = up_conv (net, &u, &dec[l], x);
+      PsInstr *cat[2] = { up, skips[l] };
+      PsShape *cs = ps_shape_copy (up->shape);
+      cs->dims[4] += skips[l]->shape->dims[4];
+      PsInstr *xc = ps_computation_add_instr (net->c, PS_OP_CONCATENATE, NULL, cs, 2, cat);
+      int64_t fdim = 4;
+      ps_ints_set (&xc->dimensions, 1, &fdim);
+      x = conv_bn_relu (net, &u, &dec[l].conv1, xc, 1);
+      x = conv_bn_relu (net, &u, &dec[l].conv2, x, 1);
+    }
+  PsInstr *logits = ps_conv (net, x, out_kernel, NULL, NULL, NULL, NULL, 1);
+  u.flops += ps_conv_flops (logits);
+  logits = ps_ad_convert (net->c, ps_add_bias (net, logits, out_bias), PS_F32);
+  PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
+  ps_net_add_loss (net, loss);
+  if (!ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL,
+                   (int) net->weights->len, (PsInstr **) net->weights->pdata, error))
+    return NULL;
+  if (info)
+    {
+      memset (info, 0, sizeof *info);
+      info->n_annotations = net->n_annotations;
+      for (guint i = 0; i < net->weights->len; i++)
+        info->params += (double) ps_shape_elements (((PsInstr *) net->weights->pdata[i])->shape);
+      info->model_flops = 3.0 * u.flops;
+      info->images_per_step = c->global_batch;
+      info->voxels_per_step = c->global_batch * c->image[0] * c->image[1] * c->image[2];
+    }
+  PsModule *m = ps_net_finish (g_steal_pointer (&net), lr, decay);
+  if (info)
+    info->n_instructions = m->entry->instrs->len;
+  return m;
+}

@@ -1,0 +1,188 @@
+/* The convolutional models (models/unet3d.h, models/conformer.h): small
+ * training steps partitioned for 8 devices and verified on the reference
+ * interpreter against the single-device step, with the collectives the
+ * partitioner must derive from the few annotations (halo exchanges and
+ * batch-norm statistics for spatial partitioning; all-reduces for the
+ * model-dim sharding). */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/conformer.h"
+#include "models/unet3d.h"
+#include "partitioner/interp/verify.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/spmd/spmd.h"
+#include "tests/spmd_testutil.h"
+
+/* Propagates, partitions for n devices and verifies; returns the SPMD
+ * program (transfer full). The statistics of batch norm are summed in a
+ * different order (and as E[x^2] - mean^2, as XLA's expander writes
+ * them) on the pieces, so f32 results agree within a few ulps of the sums
+ * they go through, not bit for bit: the tolerance is 1e-3 relative. */
+static PsModule *
+partition_and_verify (PsModule *m, int64_t n, PsSpmdReport *rep)
+{
+  GError *error = NULL;
+  ck_assert_msg (ps_module_validate (m, m->name, &error), "%s", error ? error->message : "");
+  ck_assert_msg (ps_propagate (m, NULL, &error), "%s", error ? error->message : "");
+  PsSpmdOptions o;
+  ps_spmd_options_init (&o);
+  o.report = rep;
+  PsModule *part = ps_spmd_partition (m, n, &o, &error);
+  ck_assert_msg (part != NULL, "%s", error ? error->message : "");
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  vo.seed = 5;
+  vo.rtol = 1e-3;
+  vo.atol = 1e-3;
+  PsVerifyResult res = { 0 };
+  ck_assert_msg (ps_verify_spmd (m, part, n, &vo, &res, &error), "%s", error ? error->message : "");
+  ck_assert_msg (res.agree && res.n_compared > 0, "%s", res.message);
+  ps_verify_result_clear (&res);
+  return part;
+}
+
+static void
+check_unet (const PsUnet3dConfig *c)
+{
+  PsUnet3dInfo info;
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_unet3d_build (c, &info, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  /* The user's annotations: the input image and its labels (and the
+   * replicated weights). */
+  ck_assert_int_gt (info.params, 0);
+  ck_assert_int_gt (info.model_flops, 0);
+  PsSpmdReport rep = { 0 };
+  int64_t n = c->data * c->spatial[0] * c->spatial[1] * c->spatial[2];
+  g_autoptr (PsModule) part = partition_and_verify (m, n, &rep);
+  if (rep.n_fallbacks && rep.fallback_ops)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+      g_hash_table_iter_init (&it, rep.fallback_ops);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        fprintf (stderr, "fallback: %s x%d\n", (const char *) k, GPOINTER_TO_INT (v));
+    }
+  ck_assert_int_eq (rep.n_fallbacks, 0);
+  /* Halo exchanges of the spatially split convolutions, and the
+   * all-reduces of batch-norm statistics and weight gradients. */
+  ck_assert_int_gt (spmd_test_count_op (part, PS_OP_COLLECTIVE_PERMUTE), 0);
+  ck_assert_int_gt (spmd_test_count_op (part, PS_OP_ALL_REDUCE), 0);
+  /* Spatial partitioning keeps the image split: nothing gathers it whole. */
+  ck_assert_int_eq (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 0);
+  ps_spmd_report_clear (&rep);
+}
+
+START_TEST (test_unet_spatial_2x2x2)
+{
+  PsUnet3dConfig c;
+  ps_unet3d_config_small (&c);
+  check_unet (&c);
+}
+END_TEST
+
+/* D split 8 ways over 12 voxels (uneven at every level: 12, 6, 3). */
+START_TEST (test_unet_spatial_uneven)
+{
+  PsUnet3dConfig c;
+  ps_unet3d_config_small (&c);
+  c.image[0] = 12;
+  c.spatial[0] = 8;
+  c.spatial[1] = c.spatial[2] = 1;
+  check_unet (&c);
+}
+END_TEST
+
+/* Data parallel and a 2 x 2 spatial split together. */
+START_TEST (test_unet_data_and_spatial)
+{
+  PsUnet3dConfig c;
+  ps_unet3d_config_small (&c);
+  c.data = 2;
+  c.spatial[0] = 1;
+  check_unet (&c);
+}
+END_TEST
+
+START_TEST (test_unet_mlperf_shape)
+{
+  PsUnet3dConfig c;
+  ps_unet3d_config_mlperf (&c);
+  PsUnet3dInfo info;
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_unet3d_build (&c, &info, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_msg (ps_module_validate (m, m->name, &error), "%s", error ? error->message : "");
+  /* MLPerf's U-Net: 5 levels and a bottleneck of 3x3x3 convs, 5 transposed
+   * convs, the output conv; every 3x3x3 conv with batch norm. */
+  ck_assert_int_eq (spmd_test_count_op (m, PS_OP_BATCH_NORM_TRAINING), 22);
+  ck_assert_int_eq (spmd_test_count_op (m, PS_OP_BATCH_NORM_GRAD), 22);
+  /* 31.2M parameters, the count of the reference's Unet3D. */
+  ck_assert_double_gt (info.params, 31.1e6);
+  ck_assert_double_lt (info.params, 31.3e6);
+  c.image[0] = 100;
+  ck_assert (!ps_unet3d_check (&c, &error));
+  ck_assert_ptr_nonnull (strstr (error->message, "--image"));
+  g_clear_error (&error);
+}
+END_TEST
+
+/* Conformer: data parallel over 4 and the model dim over 2. */
+START_TEST (test_conformer_data_and_model)
+{
+  PsConformerConfig c;
+  ps_conformer_config_tiny (&c);
+  PsConformerInfo info;
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_conformer_build (&c, &info, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  /* Each block's batch norm, again in its rematerialised forward. */
+  ck_assert_int_eq (spmd_test_count_op (m, PS_OP_BATCH_NORM_TRAINING), 2 * c.layers);
+  PsSpmdReport rep = { 0 };
+  g_autoptr (PsModule) part = partition_and_verify (m, c.data * c.model, &rep);
+  ck_assert_int_eq (rep.n_fallbacks, 0);
+  ck_assert_int_gt (spmd_test_count_op (part, PS_OP_ALL_REDUCE), 0);
+  ps_spmd_report_clear (&rep);
+}
+END_TEST
+
+START_TEST (test_conformer_large_shape)
+{
+  PsConformerConfig c;
+  ps_conformer_config_large (&c);
+  c.layers = 2;
+  PsConformerInfo info;
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_conformer_build (&c, &info, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_msg (ps_module_validate (m, m->name, &error), "%s", error ? error->message : "");
+  c.heads = 7;
+  ck_assert (!ps_conformer_check (&c, &error));
+  ck_assert_ptr_nonnull (strstr (error->message, "--heads 7"));
+  g_clear_error (&error);
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("convnets");
+  TCase *tc = tcase_create ("models");
+  tcase_set_timeout (tc, 600);
+  tcase_add_test (tc, test_unet_spatial_2x2x2);
+  tcase_add_test (tc, test_unet_spatial_uneven);
+  tcase_add_test (tc, test_unet_data_and_spatial);
+  tcase_add_test (tc, test_unet_mlperf_shape);
+  tcase_add_test (tc, test_conformer_data_and_model);
+  tcase_add_test (tc, test_conformer_large_shape);
+  suite_add_tcase (s, tc);
+  SRunner *sr = srunner_create (s);
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}

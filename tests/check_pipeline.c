@@ -1,0 +1,264 @@
+/* GSPMD pipelining (models/pipeline.h), checked on the reference
+ * interpreter: a small dense LM of 8 layers in 4 stages (2 layers each)
+ * with 2 in-layer shards and 3 microbatches computes the same loss and the
+ * same gradients as the same model without a pipeline; partitioned for its
+ * 8 devices it agrees with itself unpartitioned, and its stage shift is a
+ * collective-permute the partitioner made (the program it is given has
+ * none); stages are placed next to each other on the torus
+ * (ps_pipeline_mesh_devices). tests/check_vmap.c checks the vectorization
+ * over stages on its own. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/dense_lm.h"
+#include "models/pipeline.h"
+#include "partitioner/interp/interp.h"
+#include "partitioner/interp/verify.h"
+#include "partitioner/propagate/propagate.h"
+#include "partitioner/spmd/spmd.h"
+
+static void
+small_config (PsDenseLmConfig *c, int stages)
+{
+  ps_dense_lm_config_small (c);
+  c->layers = 8;
+  c->microbatches = 3;
+  c->global_batch = 12;  /* a multiple of 4 stages: the head splits it over them */
+  c->outputs_gradients = TRUE;
+  if (stages > 1)
+    {
+      c->pipeline_stages = stages;
+      c->mesh[0] = 1;
+      c->mesh[1] = 2;
+    }
+}
+
+#define LAYERS_PER_STAGE 2
+
+/* A parameter's element k as the unpipelined model holds it: the name
+ * without its layers. / stages.layerJ. prefix, and the element's index in
+ * the stacked form [8, ...] ("stages.layerJ.x" [4, ...] holds layer
+ * 2 k + J in row k). */
+static const char *
+logical (const PsInstr *p, int64_t k, int64_t *index)
+{
+  *index = k;
+  if (g_str_has_prefix (p->name, "layers."))
+    return p->name + strlen ("layers.");
+  if (!g_str_has_prefix (p->name, "stages.layer"))
+    return p->name;
+  char *end = NULL;
+  int64_t j = g_ascii_strtoll (p->name + strlen ("stages.layer"), &end, 10);
+  int64_t rest = ps_shape_elements (p->shape) / p->shape->dims[0];
+  *index = ((k / rest) * LAYERS_PER_STAGE + j) * rest + k % rest;
+  return end + 1;
+}
+
+/* Deterministic inputs: a weight's element has the same value in both
+ * forms. */
+static PsValue **
+make_args (const PsModule *m, int64_t vocab)
+{
+  int n = (int) m->entry->params->len;
+  PsValue **args = g_new0 (PsValue *, n);
+  for (int i = 0; i < n; i++)
+    {
+      PsInstr *p = m->entry->params->pdata[i];
+      args[i] = ps_value_new (p->shape);
+      for (int64_t k = 0; k < args[i]->n; k++)
+        {
+          int64_t at;
+          const char *key = logical (p, k, &at);
+          guint32 st = g_str_hash (key) ^ (guint32) (at * 2654435761u);
+          st = st * 1664525u + 1013904223u;
+          st = st * 1664525u + 1013904223u;
+          double r = (double) (st >> 8) / (double) (1u << 24), v;
+          if (strcmp (p->name, "ids") == 0 || strcmp (p->name, "labels") == 0)
+            v = (double) ((st >> 8) % (guint32) vocab);
+          else if (strstr (p->name, "ln") && !strstr (p->name, ".opt"))
+            v = 1.0 + 0.2 * (r - 0.5);
+          else
+            v = (r - 0.5) * 0.2;
+          ps_value_set (args[i], k, v);
+        }
+    }
+  return args;
+}
+
+static PsValue *
+run_step (const PsModule *m, int64_t vocab)
+{
+  GError *error = NULL;
+  PsValue **args = make_args (m, vocab);
+  int n = (int) m->entry->params->len;
+  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
+  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
+  for (int i = 0; i < n; i++)
+    ps_value_free (args[i]);
+  g_free (args);
+  return out;
+}
+
+START_TEST (test_pipeline_matches_unpipelined)
+{
+  for (int remat = 1; remat >= 0; remat--)
+    {
+      PsDenseLmConfig u, p;
+      small_config (&u, 1);
+      small_config (&p, 4);
+      u.remat = p.remat = remat;
+      GError *error = NULL;
+      PsModule *mu = ps_dense_lm_build (&u, NULL, &error);
+      ck_assert_msg (mu != NULL, "%s", error ? error->message : "");
+      PsModule *mp = ps_dense_lm_build (&p, NULL, &error);
+      ck_assert_msg (mp != NULL, "%s", error ? error->message : "");
+      /* in f32 arithmetic: the two programs sum the microbatches'
+       * contributions in different places, which bf16 rounding would
+       * make differ by about 1 % */
+      ps_verify_widen_floats (mu);
+      ps_verify_widen_floats (mp);
+      PsValue *ou = run_step (mu, u.vocab), *op = run_step (mp, p.vocab);
+      double lu = ps_value_get (ou->elems[0], 0), lp = ps_value_get (op->elems[0], 0);
+      ck_assert_msg (fabs (lu - lp) <= 1e-5 * fabs (lu), "loss: %.9g vs %.9g", lu, lp);
+      /* Output e >= 1 is the gradient of weight parameter e - 1: each
+       * element of a pipelined gradient against the unpipelined one of the
+       * same layer and position. */
+      g_autoptr (GHashTable) unp = g_hash_table_new (g_str_hash, g_str_equal);
+      for (int e = 1; e < ou->n_elems; e++)
+        g_hash_table_insert (unp, (gpointer) logical (mu->entry->params->pdata[e - 1], 0, &(int64_t) { 0 }),
+                             GINT_TO_POINTER (e));
+      double worst = 0;
+      int64_t compared = 0;
+      for (int e = 1; e < op->n_elems; e++)
+        {
+          const PsInstr *pp = mp->entry->params->pdata[e - 1];
+          int64_t at;
+          int eu = GPOINTER_TO_INT (g_hash_table_lookup (unp, logical (pp, 0, &at)));
+          ck_assert_msg (eu > 0, "no unpipelined gradient for %s", pp->name);
+          const PsValue *gu = ou->elems[eu], *gp = op->elems[e];
+          double scale = 0;
+          for (int64_t k = 0; k < gu->n; k++)
+            scale = fmax (scale, fabs (ps_value_get (gu, k)));
+          for (int64_t k = 0; k < gp->n; k++)
+            {
+              logical (pp, k, &at);
+              double a = ps_value_get (gu, at), b = ps_value_get (gp, k);
+              double d = fabs (a - b) / fmax (scale, 1e-12);
+              worst = fmax (worst, d);
+              compared++;
+              ck_assert_msg (d <= 1e-4, "remat %d gradient of %s [%" G_GINT64_FORMAT "]: unpipelined "
+                             "%.9g, pipelined %.9g", remat, pp->name, k, a, b);
+            }
+        }
+      /* every gradient element of the unpipelined model was compared once */
+      int64_t total = 0;
+      for (int e = 1; e < ou->n_elems; e++)
+        total += ou->elems[e]->n;
+      ck_assert_int_eq (compared, total);
+      g_print ("remat %d: loss %.9g, largest gradient difference %.3g of the gradient's scale\n",
+               remat, lu, worst);
+      ps_value_free (ou);
+      ps_value_free (op);
+      ps_module_free (mu);
+      ps_module_free (mp);
+    }
+}
+END_TEST
+
+static int
+count_opcode (const PsModule *m, PsOpcode op)
+{
+  int n = 0;
+  for (guint k = 0; k < m->computations->len; k++)
+    {
+      const PsComputation *c = m->computations->pdata[k];
+      for (guint i = 0; i < c->instrs->len; i++)
+        n += ((const PsInstr *) c->instrs->pdata[i])->opcode == op;
+    }
+  return n;
+}
+
+/* Partitioned for its 8 devices (4 stages x 2 in-layer shards), the
+ * pipelined step agrees with itself on the interpreter; the program the
+ * partitioner gets has no collective-permute, the partitioned one shifts
+ * the stage buffer with one (forward and backward loops). */
+START_TEST (test_pipeline_partitioned)
+{
+  PsDenseLmConfig p;
+  small_config (&p, 4);
+  p.outputs_gradients = FALSE;
+  GError *error = NULL;
+  PsModule *m = ps_dense_lm_build (&p, NULL, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_int_eq (count_opcode (m, PS_OP_COLLECTIVE_PERMUTE), 0);
+  PsPropagateOptions po;
+  ps_propagate_options_init (&po);
+  ck_assert_msg (ps_propagate (m, &po, &error), "%s", error ? error->message : "");
+  PsSpmdOptions so;
+  ps_spmd_options_init (&so);
+  PsModule *spmd = ps_spmd_partition (m, 8, &so, &error);
+  ck_assert_msg (spmd != NULL, "%s", error ? error->message : "");
+  int permutes = count_opcode (spmd, PS_OP_COLLECTIVE_PERMUTE);
+  ck_assert_msg (permutes >= 2, "%d collective-permutes", permutes);
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  PsVerifyResult r;
+  ck_assert_msg (ps_verify_spmd (m, spmd, 8, &vo, &r, &error), "%s", error ? error->message : "");
+  ck_assert_msg (r.agree, "%s", r.message);
+  ps_verify_result_clear (&r);
+  ps_module_free (spmd);
+  ps_module_free (m);
+}
+END_TEST
+
+/* Stage neighbours on neighbouring chips: on a 4 x 4 slice with 4 stages,
+ * stage k sits on chip column x = k, so every shift is one hop along x;
+ * along y when only y fits; otherwise a snake through the chips (4 stages
+ * of one chip each on 2 x 2 chips: one hop each). */
+START_TEST (test_pipeline_mesh_devices)
+{
+  g_autofree int64_t *ids = ps_pipeline_mesh_devices (4, 4, 4, 2);
+  ck_assert_ptr_nonnull (ids);
+  for (int k = 0; k < 4; k++)
+    for (int j = 0; j < 8; j++)
+      {
+        int64_t core = ids[k * 8 + j], chip = core / 2;
+        ck_assert_int_eq (chip / 4, k);          /* x */
+        if (k > 0)
+          ck_assert_int_eq (ids[(k - 1) * 8 + j] + 8, core);  /* one step in x */
+      }
+  g_autofree int64_t *y = ps_pipeline_mesh_devices (2, 3, 4, 2);
+  ck_assert_ptr_nonnull (y);
+  ck_assert_int_eq (y[12] / 2 % 4, 1);           /* stage 1 on y = 1 */
+  g_autofree int64_t *snake = ps_pipeline_mesh_devices (4, 2, 2, 2);
+  ck_assert_ptr_nonnull (snake);
+  for (int k = 1; k < 4; k++)
+    for (int j = 0; j < 2; j++)
+      {
+        int64_t a = snake[(k - 1) * 2 + j] / 2, b = snake[k * 2 + j] / 2;
+        int dx = abs ((int) (a / 2 - b / 2)), dy = abs ((int) (a % 2 - b % 2));
+        ck_assert_int_eq (dx + dy, 1);
+      }
+}
+END_TEST
+
+int
+main (void)
+{
+  Suite *s = suite_create ("pipeline");
+  TCase *tc = tcase_create ("pipeline");
+  tcase_set_timeout (tc, 300);
+  tcase_add_test (tc, test_pipeline_matches_unpipelined);
+  tcase_add_test (tc, test_pipeline_partitioned);
+  tcase_add_test (tc, test_pipeline_mesh_devices);
+  suite_add_tcase (s, tc);
+  SRunner *sr = srunner_create (s);
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
