@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libsimgrid-dev libglib2.0-dev check zlib1g-dev libjson-glib-dev time \
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev libcairo2-dev slurm-wlm munge chromium"
 
 missing=""
 for p in $PACKAGES; do

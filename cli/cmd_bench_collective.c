@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/picture.h"
 #include "common/error.h"
 #include "sim/collectives.h"
 #include "sim/sgnet.h"
@@ -155,11 +156,96 @@ to_json (const PsSlice *s, const char *op, const char *algorithm, const char *gr
   return json_generator_to_data (gen, NULL);
 }
 
+/* Groups from a logical mesh: the devices that differ only along the mesh
+ * axes in `axes` ("1", "0,1") form a group, in mesh order (device ids as
+ * the mesh's order lays them out; device d runs on core d). */
+static int *
+mesh_groups (const PsSlice *s, const char *mesh_text, const char *order, const char *axes_text,
+             int *n_groups, int *group_size, int **device_of_core, GError **error)
+{
+  g_auto (GStrv) parts = g_strsplit (mesh_text, "x", -1);
+  PsTraceMesh mesh = { 0 };
+  mesh.rank = g_strv_length (parts);
+  gint64 n = 1;
+  gboolean ok = mesh.rank >= 1 && mesh.rank <= PS_TRACE_MAX_RANK;
+  for (guint i = 0; ok && i < mesh.rank; i++)
+    {
+      guint64 d;
+      ok = g_ascii_string_to_unsigned (parts[i], 10, 1, 1 << 20, &d, NULL);
+      mesh.dims[i] = (gint64) d;
+      n *= (gint64) d;
+    }
+  if (!ok || n != ps_slice_n_cores (s))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh %s: not a mesh of the %d cores of %s", mesh_text,
+                   ps_slice_n_cores (s), s->name);
+      return NULL;
+    }
+  gint64 physical[3] = { s->chips_x, s->chips_y, s->cores_per_chip };
+  if ((strcmp (order, "nonpod2d") == 0 && mesh.rank != 2) || !ps_trace_mesh_set_order (&mesh, order, physical))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--device-order: '%s' is not arange, arange_T or "
+                   "nonpod2d (2-D meshes)", order);
+      return NULL;
+    }
+  gboolean along[PS_TRACE_MAX_RANK] = { FALSE };
+  g_auto (GStrv) ax = g_strsplit (axes_text, ",", -1);
+  for (int i = 0; ax[i]; i++)
+    {
+      guint64 a;
+      if (!g_ascii_string_to_unsigned (g_strstrip (ax[i]), 10, 0, mesh.rank - 1, &a, NULL))
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--axes: '%s' is not a mesh axis (0 .. %u)", ax[i],
+                       mesh.rank - 1);
+          return NULL;
+        }
+      along[a] = TRUE;
+    }
+  guint64 n_ids = 0;
+  g_autofree guint32 *ids = ps_trace_mesh_device_ids (&mesh, &n_ids);
+  if (!ids)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--device-order %s does not fit mesh %s", order, mesh_text);
+      return NULL;
+    }
+  int size = 1;
+  for (guint i = 0; i < mesh.rank; i++)
+    if (along[i])
+      size *= (int) mesh.dims[i];
+  *group_size = size;
+  *n_groups = (int) (n / size);
+  /* Group = the other axes' coordinates; member index = the chosen axes'. */
+  int *cores = g_new (int, n);
+  *device_of_core = g_new (int, n);
+  for (gint64 pos = 0; pos < n; pos++)
+    {
+      gint64 rest = pos, g = 0, m = 0;
+      gint64 coord[PS_TRACE_MAX_RANK];
+      for (int i = (int) mesh.rank - 1; i >= 0; i--)
+        {
+          coord[i] = rest % mesh.dims[i];
+          rest /= mesh.dims[i];
+        }
+      for (guint i = 0; i < mesh.rank; i++)
+        {
+          if (along[i])
+            m = m * mesh.dims[i] + coord[i];
+          else
+            g = g * mesh.dims[i] + coord[i];
+        }
+      cores[g * size + m] = (int) ids[pos];
+      (*device_of_core)[ids[pos]] = (int) ids[pos];
+    }
+  return cores;
+}
+
 int
 ps_cmd_bench_collective (int argc, char **argv)
 {
   g_autofree char *opt_slice = NULL, *opt_op = NULL, *opt_bytes = NULL, *opt_groups = NULL;
   g_autofree char *opt_wrap = NULL, *opt_hw = NULL, *opt_coll = NULL;
+  g_autofree char *opt_picture = NULL, *opt_groups_picture = NULL, *opt_mesh = NULL, *opt_order = NULL;
+  g_autofree char *opt_axes = NULL;
   gboolean opt_json = FALSE;
   GOptionEntry entries[] = {
     { "slice", 0, 0, G_OPTION_ARG_STRING, &opt_slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },
@@ -173,6 +259,16 @@ ps_cmd_bench_collective (int argc, char **argv)
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
       "Collective algorithm: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
+    { "mesh", 0, 0, G_OPTION_ARG_STRING, &opt_mesh,
+      "Groups from a logical mesh of the slice's cores (with --axes)", "AxB" },
+    { "device-order", 0, 0, G_OPTION_ARG_STRING, &opt_order,
+      "The mesh's device order: arange (default), arange_T, nonpod2d", "ORDER" },
+    { "axes", 0, 0, G_OPTION_ARG_STRING, &opt_axes,
+      "With --mesh: the mesh axes a group spans, e.g. 1 or 0,1 (default: all)", "A,..." },
+    { "picture", 0, 0, G_OPTION_ARG_FILENAME, &opt_picture,
+      "Draw every ICI link colored by its utilization during the collective", "FILE.png|svg" },
+    { "groups-picture", 0, 0, G_OPTION_ARG_FILENAME, &opt_groups_picture,
+      "Draw the replica groups on the chips and the ring transfers planned for them", "FILE.png|svg" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json, "Print one JSON object", NULL },
     { NULL }
   };
@@ -222,9 +318,46 @@ ps_cmd_bench_collective (int argc, char **argv)
   g_autoptr (PsPlatform) platform = ps_platform_new (slice, hw, &error);
   if (!platform)
     return ps_cli_fail (error);
+  PsPictureFormat pf1 = PS_PICTURE_PNG, pf2 = PS_PICTURE_PNG;
+  if ((opt_picture && !ps_picture_format_for (opt_picture, "--picture", &pf1, &error))
+      || (opt_groups_picture && !ps_picture_format_for (opt_groups_picture, "--groups-picture", &pf2, &error)))
+    return ps_cli_fail (error);
+  if (opt_mesh && opt_groups)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--groups and --mesh exclude each other");
+      return ps_cli_fail (error);
+    }
+  if (!opt_mesh && (opt_order || opt_axes))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--device-order and --axes need --mesh");
+      return ps_cli_fail (error);
+    }
+  g_autofree char *mesh_spec = NULL;
   const char *groups_spec = opt_groups ? opt_groups : "all";
   int n_groups, group_size;
-  g_autofree int *cores = parse_groups (slice, groups_spec, &n_groups, &group_size, &error);
+  g_autofree int *device_of_core = NULL;
+  g_autofree int *cores = NULL;
+  if (opt_mesh)
+    {
+      g_autofree char *all_axes = NULL;
+      if (!opt_axes)
+        {
+          GString *a = g_string_new (NULL);
+          guint r = 1;
+          for (const char *c = opt_mesh; *c; c++)
+            r += *c == 'x';
+          for (guint i = 0; i < r; i++)
+            g_string_append_printf (a, "%s%u", i ? "," : "", i);
+          all_axes = g_string_free (a, FALSE);
+        }
+      const char *order = opt_order ? opt_order : "arange";
+      cores = mesh_groups (slice, opt_mesh, order, opt_axes ? opt_axes : all_axes, &n_groups, &group_size,
+                           &device_of_core, &error);
+      mesh_spec = g_strdup_printf ("mesh %s (%s) axes %s", opt_mesh, order, opt_axes ? opt_axes : all_axes);
+      groups_spec = mesh_spec;
+    }
+  else
+    cores = parse_groups (slice, groups_spec, &n_groups, &group_size, &error);
   if (!cores)
     return ps_cli_fail (error);
   PsCollPlan *plan;
@@ -258,6 +391,21 @@ ps_cmd_bench_collective (int argc, char **argv)
   g_free (durations[0]);
   double algbw, busbw;
   ps_coll_bandwidths (kind, (double) bytes, group_size, time_s, &algbw, &busbw);
+  /* Pictures are rendered before anything is printed, so a failure leaves
+   * no half output. */
+  g_autoptr (GString) pic1 = g_string_new (NULL), pic2 = g_string_new (NULL);
+  g_autofree char *b_text = ps_format_bytes ((double) bytes);
+  g_autofree char *title = g_strdup_printf ("%s of %s per device on %s, groups %s (%d x %d)", opt_op, b_text,
+                                            slice->name, groups_spec, n_groups, group_size);
+  if ((opt_picture && !ps_picture_links (platform, plan->link_bytes, time_s, title, pf1, pic1, &error))
+      || (opt_groups_picture && !ps_picture_groups (platform, plan, device_of_core, title, pf2, pic2, &error))
+      || (opt_picture && !ps_picture_save (opt_picture, pic1, &error))
+      || (opt_groups_picture && !ps_picture_save (opt_groups_picture, pic2, &error)))
+    {
+      ps_coll_plan_free (plan);
+      ps_sgnet_free (net);
+      return ps_cli_fail (error);
+    }
   if (opt_json)
     {
       g_autofree char *json = to_json (slice, opt_op, ps_coll_algorithm_name (coll), groups_spec, n_groups, group_size,

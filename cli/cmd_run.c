@@ -9,169 +9,70 @@
 #include <json-glib/json-glib.h>
 
 #include "cli/commands.h"
+#include "cli/picture.h"
 #include "cli/pipeline.h"
 #include "cli/pipelining.h"
+#include "cli/report.h"
 #include "common/error.h"
-#include "models/dense_lm.h"
+#include "cli/model_options.h"
+#include "models/family.h"
 
 typedef struct {
-  char *preset, *slice, *mesh, *order, *sharding, *optimizer, *hw, *wrap;
-  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *collectives;
-  gint layers, microbatches, rel_buckets, stages;
-  gint64 model_dim, ffn_dim, heads, head_dim, vocab, seq_len, batch;
-  gboolean remat, no_remat, json, no_cache, stats, wus, quiet, async, gated, no_gated, unroll, idle;
-  gint64 windowed;  /* --windowed-einsum BYTES; < 0: off */
+  char *timeline, *links, *dump_hlo, *dump_spmd, *dump_trace, *picture, *plot, *report;
+  char *command;             /* the command line, for the report */
+  gboolean json, stats, quiet, print_config, memory_only;
 } RunOptions;
 
-/* An option not given keeps this value; 0 or a negative count given on the
- * command line reaches ps_dense_lm_check, which refuses it. */
-#define UNSET G_MININT
+/* What the pipeline's build stage needs for a model family. */
+typedef struct {
+  const PsParams *params;
+  PsModelTarget target;
+} FamilyBuild;
 
-/* The dense LM's mesh is 2-D. */
-static gboolean
-parse_mesh (const char *text, int64_t *mesh, GError **error)
+static PsModule *
+build_family (gpointer data, PsModelInfo *info, GError **error)
 {
-  PsTraceMesh m = { 0 };
-  if (!ps_trace_mesh_parse_dims (text, "--mesh", &m, error))
-    return FALSE;
-  if (m.rank != 2)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh: '%s' is not AxB (e.g. 32x64)", text);
-      return FALSE;
-    }
-  mesh[0] = m.dims[0];
-  mesh[1] = m.dims[1];
-  return TRUE;
+  FamilyBuild *b = data;
+  const PsModelFamily *f = ps_params_family (b->params);
+  return f->build (b->params, &b->target, info, error);
 }
 
-/* Applies the command-line overrides to a preset or the defaults. The
- * physical shape Lingvo's non-pod order needs is the slice's (chips x, chips
- * y, cores per chip), whatever slice the options chose. The run keeps the
- * preset's name and published figure only while it equals a published row;
- * otherwise *name says what was modified (transfer full). */
-static gboolean
-make_config (RunOptions *o, const char *model, const PsHardware *hw, PsDenseLmConfig *cfg,
-             char **name, GError **error)
+/* The pipelining report of a run, when its family pipelines (a
+ * `pipeline_stages` key above 1). transfer full. */
+static PsPipeliningReport *
+pipelining (const PsParams *p, const PsPipelineResult *r)
 {
-  if (model && strcmp (model, "dense") != 0 && strcmp (model, "dense_lm") != 0)
+  const PsModelFamily *f = ps_params_family (p);
+  const PsParamSpec *k = ps_model_family_find_spec (f, "pipeline_stages");
+  const PsParamSpec *m = ps_model_family_find_spec (f, "microbatches");
+  if (!k || !m || k->type != PS_PARAM_INT || m->type != PS_PARAM_INT)
+    return NULL;
+  return ps_pipelining_report ((int) ps_params_int (p, "pipeline_stages"), (int) ps_params_int (p, "microbatches"),
+                               r);
+}
+
+/* The generic description of a section: "key=value, ...". */
+static char *
+describe_section (const PsParams *p, const char *section)
+{
+  const PsModelFamily *f = ps_params_family (p);
+  GString *out = g_string_new (NULL);
+  for (int i = 0; i < ps_model_family_n_specs (f); i++)
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "unknown model '%s' (known: dense)", model);
-      return FALSE;
+      const PsParamSpec *s = ps_model_family_spec (f, i);
+      if (strcmp (s->section, section) != 0)
+        continue;
+      g_autofree char *v = ps_params_text (p, s->key);
+      g_string_append_printf (out, "%s%s=%s", out->len ? ", " : "", s->key, v);
     }
-  if (o->preset)
-    {
-      if (!ps_dense_lm_preset (o->preset, cfg, error))
-        return FALSE;
-    }
-  else
-    ps_dense_lm_config_small (cfg);
-  if (o->layers != UNSET)
-    cfg->layers = o->layers;
-  if (o->model_dim != UNSET)
-    cfg->model_dim = o->model_dim;
-  if (o->ffn_dim != UNSET)
-    cfg->ffn_dim = o->ffn_dim;
-  if (o->heads != UNSET)
-    cfg->heads = o->heads;
-  if (o->head_dim != UNSET)
-    cfg->head_dim = o->head_dim;
-  if (o->vocab != UNSET)
-    cfg->vocab = o->vocab;
-  if (o->rel_buckets != UNSET)
-    cfg->rel_buckets = o->rel_buckets;
-  if (o->seq_len != UNSET)
-    cfg->seq_len = o->seq_len;
-  if (o->batch != UNSET)
-    cfg->global_batch = o->batch;
-  if (o->microbatches != UNSET)
-    cfg->microbatches = o->microbatches;
-  if (o->remat && o->no_remat)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--remat and --no-remat contradict each other");
-      return FALSE;
-    }
-  if (o->gated && o->no_gated)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--gated-gelu and --no-gated-gelu contradict each other");
-      return FALSE;
-    }
-  if (o->gated)
-    cfg->gated_gelu = TRUE;
-  if (o->no_gated)
-    cfg->gated_gelu = FALSE;
-  if (o->remat)
-    cfg->remat = TRUE;
-  if (o->no_remat)
-    cfg->remat = FALSE;
-  if (o->wus)
-    cfg->weight_update_sharding = TRUE;
-  if (o->unroll)
-    cfg->unroll = TRUE;
-  if (o->stages)
-    cfg->pipeline_stages = o->stages;
-  if (o->optimizer && !ps_optimizer_from_name (o->optimizer, &cfg->optimizer))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--optimizer: '%s' is not adafactor or adam",
-                   o->optimizer);
-      return FALSE;
-    }
-  if (o->sharding && !ps_sharding_preset_from_name (o->sharding, &cfg->sharding))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--sharding: '%s' is not 2d, 1d or dp", o->sharding);
-      return FALSE;
-    }
-  if (o->slice)
-    cfg->slice = o->slice;
-  if (o->mesh && !parse_mesh (o->mesh, cfg->mesh, error))
-    return FALSE;
-  if (o->order)
-    {
-      if (strcmp (o->order, "arange") != 0 && strcmp (o->order, "arange_T") != 0
-          && strcmp (o->order, "nonpod2d") != 0)
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                       "--device-order: '%s' is not arange, arange_T or nonpod2d", o->order);
-          return FALSE;
-        }
-      cfg->device_order = o->order;
-    }
-  g_autoptr (PsSlice) slice = ps_slice_new (cfg->slice, PS_WRAP_AUTO, hw->tensorcores_per_chip, error);
-  if (!slice)
-    return FALSE;
-  cfg->physical[0] = slice->chips_x;
-  cfg->physical[1] = slice->chips_y;
-  cfg->physical[2] = slice->cores_per_chip;
-  if (!ps_dense_lm_check (cfg, error))
-    return FALSE;
-  const char *published = ps_dense_lm_published_match (cfg);
-  if (published)
-    {
-      PsDenseLmConfig row;
-      ps_dense_lm_preset (published, &row, NULL);
-      *name = g_strdup (row.name);
-      cfg->published_tokens_per_s = row.published_tokens_per_s;
-    }
-  else
-    {
-      cfg->published_tokens_per_s = 0;
-      if (o->preset)
-        {
-          PsDenseLmConfig base;
-          ps_dense_lm_preset (o->preset, &base, NULL);
-          g_autofree char *diff = ps_dense_lm_config_diff (cfg, &base);
-          *name = g_strdup_printf ("%s modified (%s)", base.name, diff);
-        }
-      else
-        *name = g_strdup ("dense");
-    }
-  cfg->name = *name;
-  return TRUE;
+  return g_string_free (out, FALSE);
 }
 
 static void
-print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardware *hw,
-            gboolean stats)
+print_text (const PsParams *p, const char *name, double published, const PsPipelineResult *r,
+            const PsHardware *hw, gboolean stats)
 {
+  const PsModelFamily *f = ps_params_family (p);
   const PsReplayResult *s = r->sim;
   double compute, comm, exposed, idle;
   ps_replay_result_means (s, &compute, &comm, &exposed, &idle);
@@ -180,34 +81,24 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
   g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
   g_autofree char *c1 = ps_format_seconds (compute), *c2 = ps_format_seconds (comm);
   g_autofree char *c3 = ps_format_seconds (exposed), *c4 = ps_format_seconds (idle);
-  printf ("model        %s: %d layers, M=%" G_GINT64_FORMAT " H=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
-          " D=%" G_GINT64_FORMAT ", S=%" G_GINT64_FORMAT ", batch %" G_GINT64_FORMAT "%s, %.3g parameters\n",
-          cfg->name, cfg->layers, cfg->model_dim, cfg->ffn_dim, cfg->heads, cfg->head_dim, cfg->seq_len,
-          cfg->global_batch, cfg->gated_gelu ? ", gated GELU" : "", r->info.params);
-  g_autofree char *ann = cfg->unroll
-    ? g_strdup_printf ("%d annotated tensors (%.1f per layer)", r->info.n_annotations,
-                       (double) r->info.n_annotations / cfg->layers)
-    : g_strdup_printf ("layers as a loop, %d annotated tensors (written once for the loop)",
-                       r->info.n_annotations);
-  g_autofree char *mesh = cfg->pipeline_stages > 1
-    ? g_strdup_printf ("%d-stage pipeline x %s in-layer sharding on mesh %" G_GINT64_FORMAT "x%"
-                       G_GINT64_FORMAT " (%" G_GINT64_FORMAT " devices)", cfg->pipeline_stages,
-                       ps_sharding_preset_name (cfg->sharding), cfg->mesh[0], cfg->mesh[1],
-                       ps_dense_lm_n_devices (cfg))
-    : g_strdup_printf ("%s sharding on mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " (%s)",
-                       ps_sharding_preset_name (cfg->sharding), cfg->mesh[0], cfg->mesh[1],
-                       cfg->device_order);
-  printf ("parallelism  %s, slice %s; %s, remat %s, %d microbatch%s; %s\n", mesh, cfg->slice,
-          ps_optimizer_name (cfg->optimizer), cfg->remat ? "on" : "off", cfg->microbatches,
-          cfg->microbatches == 1 ? "" : "es", ann);
-  printf ("step time    %s\n", step);
-  printf ("tokens/s     %.0f", r->tokens_per_s);
-  if (cfg->published_tokens_per_s > 0)
-    printf ("   (published %.0f, simulated/published %.2f)", cfg->published_tokens_per_s,
-            r->tokens_per_s / cfg->published_tokens_per_s);
+  g_autofree char *model = f->describe_model ? f->describe_model (p, &r->info) : describe_section (p, "model");
+  g_autofree char *par = f->describe_parallelism ? f->describe_parallelism (p, &r->info)
+                                                 : describe_section (p, "parallelism");
+  printf ("model        %s: %s", name, model);
+  if (r->info.params > 0)
+    printf (", %.3g parameters", r->info.params);
   printf ("\n");
-  printf ("MXU util     %.1f %% (executed FLOPs incl. remat), model FLOPs utilization %.1f %%\n",
-          100 * s->mxu_utilization, 100 * r->model_flops_utilization);
+  printf ("parallelism  %s; %d annotated tensors\n", par, r->info.n_annotations);
+  printf ("step time    %s\n", step);
+  g_autofree char *unit = g_strdup_printf ("%s/s", f->item_unit);
+  printf ("%-12s %.0f", unit, r->items_per_s);
+  if (published > 0)
+    printf ("   (published %.0f, simulated/published %.2f)", published, r->items_per_s / published);
+  printf ("\n");
+  printf ("MXU util     %.1f %% (executed FLOPs incl. remat)", 100 * s->mxu_utilization);
+  if (r->info.model_flops > 0)
+    printf (", model FLOPs utilization %.1f %%", 100 * r->model_flops_utilization);
+  printf ("\n");
   printf ("peak HBM     %s per core of %s (%.0f %%)\n", peak, cap,
           100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
   printf ("time/core    compute %s, communication %s, exposed communication %s, idle %s\n",
@@ -217,9 +108,21 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
           " replicate-then-slice fallbacks\n",
           s->n_compute_events, s->n_collectives, s->n_unique_collectives, r->n_instructions_spmd,
           r->n_fallbacks);
+  if (r->n_alltoall > 0)
+    {
+      g_autofree char *t = ps_format_seconds (r->alltoall_s);
+      printf ("AllToAll     %s, %.1f %% of the step (%" G_GUINT64_FORMAT " in the step)\n", t,
+              100 * r->alltoall_s / s->step_time_s, r->n_alltoall);
+    }
+  for (int g = 0; g < r->n_op_groups; g++)
+    {
+      g_autofree char *t = ps_format_seconds (r->op_group_s[g]);
+      printf ("%s%s %s (%.1f %%)%s", g ? ", " : "by op_name   ", f->op_groups[g].label, t,
+              100 * r->op_group_s[g] / s->step_time_s, g + 1 < r->n_op_groups ? "" : "\n");
+    }
   g_autofree char *top = ps_replay_result_top_collectives_text (s, 5);
   fputs (top, stdout);
-  g_autoptr (PsPipeliningReport) pipe = ps_pipelining_report (cfg, r);
+  g_autoptr (PsPipeliningReport) pipe = pipelining (p, r);
   if (pipe)
     {
       g_autofree char *pt = ps_pipelining_report_text (pipe);
@@ -236,83 +139,138 @@ print_text (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardw
       }
 }
 
-static char *
-to_json (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardware *hw)
+static void
+add_member_string (JsonBuilder *b, const char *name, const char *value)
 {
-  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_set_member_name (b, name);
+  json_builder_add_string_value (b, value);
+}
+
+static void
+add_member_double (JsonBuilder *b, const char *name, double value)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_add_double_value (b, value);
+}
+
+static void
+add_member_int (JsonBuilder *b, const char *name, gint64 value)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_add_int_value (b, value);
+}
+
+/* Every parameter, by section, as the model file writes it. */
+static void
+add_config (JsonBuilder *b, const PsParams *p)
+{
+  static const char *sections[] = { "model", "parallelism", "slice", "options" };
+  const PsModelFamily *f = ps_params_family (p);
+  json_builder_set_member_name (b, "config");
   json_builder_begin_object (b);
-  json_builder_set_member_name (b, "model");
-  json_builder_add_string_value (b, cfg->name);
-  json_builder_set_member_name (b, "layers");
-  json_builder_add_int_value (b, cfg->layers);
-  json_builder_set_member_name (b, "parameters");
-  json_builder_add_double_value (b, r->info.params);
-  json_builder_set_member_name (b, "cores");
-  json_builder_add_int_value (b, cfg->mesh[0] * cfg->mesh[1]);
-  json_builder_set_member_name (b, "slice");
-  json_builder_add_string_value (b, cfg->slice);
-  json_builder_set_member_name (b, "mesh");
-  g_autofree char *mesh = g_strdup_printf ("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, cfg->mesh[0], cfg->mesh[1]);
-  json_builder_add_string_value (b, mesh);
-  json_builder_set_member_name (b, "sharding");
-  json_builder_add_string_value (b, ps_sharding_preset_name (cfg->sharding));
-  json_builder_set_member_name (b, "annotations");
-  json_builder_add_int_value (b, r->info.n_annotations);
-  json_builder_set_member_name (b, "step_time_s");
-  json_builder_add_double_value (b, r->sim->step_time_s);
-  json_builder_set_member_name (b, "tokens_per_s");
-  json_builder_add_double_value (b, r->tokens_per_s);
-  json_builder_set_member_name (b, "published_tokens_per_s");
-  json_builder_add_double_value (b, cfg->published_tokens_per_s);
-  json_builder_set_member_name (b, "mxu_utilization");
-  json_builder_add_double_value (b, r->sim->mxu_utilization);
-  json_builder_set_member_name (b, "model_flops_utilization");
-  json_builder_add_double_value (b, r->model_flops_utilization);
-  json_builder_set_member_name (b, "peak_hbm_bytes");
-  json_builder_add_int_value (b, (gint64) r->peak_hbm_bytes);
-  json_builder_set_member_name (b, "hbm_capacity_bytes");
-  json_builder_add_int_value (b, (gint64) hw->hbm_bytes_per_core);
-  double compute, comm, exposed, idle;
-  ps_replay_result_means (r->sim, &compute, &comm, &exposed, &idle);
-  json_builder_set_member_name (b, "compute_s");
-  json_builder_add_double_value (b, compute);
-  json_builder_set_member_name (b, "communication_s");
-  json_builder_add_double_value (b, comm);
-  json_builder_set_member_name (b, "exposed_communication_s");
-  json_builder_add_double_value (b, exposed);
-  json_builder_set_member_name (b, "idle_s");
-  json_builder_add_double_value (b, idle);
-  json_builder_set_member_name (b, "top_collectives");
-  json_builder_begin_array (b);
-  g_autoptr (GPtrArray) top = ps_replay_result_top_collectives (r->sim, 5);
-  for (guint i = 0; i < top->len; i++)
+  for (gsize k = 0; k < G_N_ELEMENTS (sections); k++)
     {
-      const PsCollectiveStat *cs = top->pdata[i];
+      json_builder_set_member_name (b, sections[k]);
       json_builder_begin_object (b);
-      json_builder_set_member_name (b, "name");
-      json_builder_add_string_value (b, cs->name);
-      json_builder_set_member_name (b, "kind");
-      json_builder_add_string_value (b, cs->kind);
-      json_builder_set_member_name (b, "bytes");
-      json_builder_add_double_value (b, cs->bytes);
-      json_builder_set_member_name (b, "count");
-      json_builder_add_int_value (b, (gint64) cs->count);
-      json_builder_set_member_name (b, "total_s");
-      json_builder_add_double_value (b, cs->total_s);
+      if (k == 0)
+        add_member_string (b, "family", f->name);
+      for (int i = 0; i < ps_model_family_n_specs (f); i++)
+        {
+          const PsParamSpec *s = ps_model_family_spec (f, i);
+          if (strcmp (s->section, sections[k]) != 0)
+            continue;
+          g_autofree char *v = ps_params_text (p, s->key);
+          add_member_string (b, s->key, v);
+        }
       json_builder_end_object (b);
     }
-  json_builder_end_array (b);
-  g_autoptr (PsPipeliningReport) pipe = ps_pipelining_report (cfg, r);
-  if (pipe)
-    ps_pipelining_report_json (pipe, b);
+  json_builder_end_object (b);
+}
+
+/* The run as one JSON object. Without a replay (memory only, or a program
+ * that does not fit) the timing members are left out; `error` says why a
+ * run that does not fit stopped. */
+static char *
+to_json (const PsParams *p, const char *name, double published, const PsPipelineResult *r,
+         const PsHardware *hw, const char *error)
+{
+  const PsModelFamily *f = ps_params_family (p);
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  add_member_string (b, "model", name);
+  add_member_string (b, "family", f->name);
+  add_member_double (b, "parameters", r->info.params);
+  int64_t cores = 1;
+  for (guint i = 0; i < r->info.mesh.rank; i++)
+    cores *= r->info.mesh.dims[i];
+  add_member_int (b, "cores", cores);
+  add_member_string (b, "slice", ps_params_str (p, "slice"));
+  GString *mesh = g_string_new (NULL);
+  for (guint i = 0; i < r->info.mesh.rank; i++)
+    g_string_append_printf (mesh, "%s%" G_GINT64_FORMAT, i ? "x" : "", r->info.mesh.dims[i]);
+  add_member_string (b, "mesh", mesh->str);
+  g_string_free (mesh, TRUE);
+  add_member_int (b, "annotations", r->info.n_annotations);
+  json_builder_set_member_name (b, "fits");
+  json_builder_add_boolean_value (b, r->fits);
+  add_member_int (b, "peak_hbm_bytes", (gint64) r->peak_hbm_bytes);
+  add_member_int (b, "hbm_capacity_bytes", (gint64) hw->hbm_bytes_per_core);
+  if (error)
+    add_member_string (b, "error", error);
+  if (r->sim)
+    {
+      add_member_double (b, "step_time_s", r->sim->step_time_s);
+      add_member_string (b, "throughput_unit", f->item_unit);
+      add_member_double (b, "throughput_per_s", r->items_per_s);
+      add_member_double (b, "published_throughput_per_s", published);
+      if (strcmp (f->item_unit, "tokens") == 0)
+        {
+          add_member_double (b, "tokens_per_s", r->items_per_s);
+          add_member_double (b, "published_tokens_per_s", published);
+        }
+      add_member_double (b, "mxu_utilization", r->sim->mxu_utilization);
+      add_member_double (b, "model_flops_utilization", r->model_flops_utilization);
+      double compute, comm, exposed, idle;
+      ps_replay_result_means (r->sim, &compute, &comm, &exposed, &idle);
+      add_member_double (b, "compute_s", compute);
+      add_member_double (b, "communication_s", comm);
+      add_member_double (b, "exposed_communication_s", exposed);
+      add_member_double (b, "idle_s", idle);
+      double step = r->sim->step_time_s;
+      add_member_double (b, "alltoall_s", r->alltoall_s);
+      add_member_double (b, "alltoall_share", step > 0 ? r->alltoall_s / step : 0);
+      for (int g = 0; g < r->n_op_groups; g++)
+        {
+          g_autofree char *k1 = g_strdup_printf ("%s_s", f->op_groups[g].key);
+          g_autofree char *k2 = g_strdup_printf ("%s_share", f->op_groups[g].key);
+          add_member_double (b, k1, r->op_group_s[g]);
+          add_member_double (b, k2, step > 0 ? r->op_group_s[g] / step : 0);
+        }
+      json_builder_set_member_name (b, "top_collectives");
+      json_builder_begin_array (b);
+      g_autoptr (GPtrArray) top = ps_replay_result_top_collectives (r->sim, 5);
+      for (guint i = 0; i < top->len; i++)
+        {
+          const PsCollectiveStat *cs = top->pdata[i];
+          json_builder_begin_object (b);
+          add_member_string (b, "name", cs->name);
+          add_member_string (b, "kind", cs->kind);
+          add_member_double (b, "bytes", cs->bytes);
+          add_member_int (b, "count", (gint64) cs->count);
+          add_member_double (b, "total_s", cs->total_s);
+          json_builder_end_object (b);
+        }
+      json_builder_end_array (b);
+      g_autoptr (PsPipeliningReport) pipe = pipelining (p, r);
+      if (pipe)
+        ps_pipelining_report_json (pipe, b);
+    }
   json_builder_set_member_name (b, "stages_s");
   json_builder_begin_object (b);
   for (int i = 0; i < PS_STAGE_COUNT; i++)
-    {
-      json_builder_set_member_name (b, ps_stage_name (i));
-      json_builder_add_double_value (b, r->stage_s[i]);
-    }
+    add_member_double (b, ps_stage_name (i), r->stage_s[i]);
   json_builder_end_object (b);
+  add_config (b, p);
   json_builder_end_object (b);
   g_autoptr (JsonGenerator) gen = json_generator_new ();
   g_autoptr (JsonNode) root = json_builder_get_root (b);
@@ -322,50 +280,126 @@ to_json (const PsDenseLmConfig *cfg, const PsPipelineResult *r, const PsHardware
 }
 
 static int
-run (RunOptions *o, int argc, char **argv)
+run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
 {
   GError *error = NULL;
-  if (argc > 2)
+  g_autoptr (PsParams) p = ps_model_options_params_argv (mo, argc, argv, &error);
+  if (!p)
+    return ps_cli_fail (error);
+  double published = 0;
+  g_autofree char *name = ps_model_options_name (mo, p, &published);
+  /* Printed before the cross-checks, so a template can be written for a
+   * run that still lacks something (an HLO file's name); each value has
+   * been checked on its own already. */
+  if (o->print_config)
     {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "expected at most one MODEL (see 'podsim run --help')");
-      return ps_cli_fail (error);
+      g_autofree char *comment = g_strdup_printf ("%s (podsim run --config FILE.ini runs it)", name);
+      g_autofree char *text = ps_params_print (p, comment);
+      fputs (text, stdout);
+      return 0;
     }
-  PsWrapMode wrap = PS_WRAP_AUTO;
-  if (o->wrap && !ps_wrap_mode_parse (o->wrap, &wrap, &error))
+  g_autoptr (PsHardware) hw = NULL;
+  g_autoptr (PsSlice) slice = NULL;
+  FamilyBuild fb = { p, { 0 } };
+  if (!ps_model_target (p, &hw, &slice, &fb.target, &error))
     return ps_cli_fail (error);
-  PsCollAlgorithm coll = PS_COLL_TORUS2D;
-  if (o->collectives && !ps_coll_algorithm_parse (o->collectives, "--collectives", &coll, &error))
-    return ps_cli_fail (error);
-  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (o->hw, &error);
-  if (!hw)
-    return ps_cli_fail (error);
-  PsDenseLmConfig cfg;
-  g_autofree char *name = NULL;
-  if (!make_config (o, argc == 2 ? argv[1] : NULL, hw, &cfg, &name, &error))
+  const PsModelFamily *f = ps_params_family (p);
+  if (f->check && !f->check (p, &fb.target, &error))
     return ps_cli_fail (error);
   int tl_devices[2] = { 0, 1 };
-  PsPipelineOptions popts = { hw, NULL, wrap, o->no_cache, o->async, !o->quiet && isatty (2),
-                              o->timeline ? tl_devices : NULL, o->timeline ? 2 : 0,
-                              o->dump_hlo, o->dump_spmd, o->dump_trace,
-                              o->windowed >= 0, o->windowed, coll, o->idle };
-  g_autoptr (PsPipelineResult) r = ps_pipeline_run (&cfg, &popts, &error);
+  PsWrapMode wrap = PS_WRAP_AUTO;
+  ps_wrap_mode_parse (ps_params_str (p, "wrap"), &wrap, NULL);
+  gint64 windowed = ps_params_int (p, "windowed_einsum");
+  PsCollAlgorithm coll = PS_COLL_TORUS2D;
+  ps_coll_algorithm_parse (ps_params_str (p, "collectives"), "--collectives", &coll, NULL);
+  PsPipelineOptions popts = { name, hw, ps_params_str (p, "slice"), wrap, !ps_params_bool (p, "cache"),
+                              ps_params_bool (p, "async_collectives"), !o->quiet && isatty (2),
+                              o->timeline || o->report ? tl_devices : NULL, o->timeline || o->report ? 2 : 0,
+                              o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
+  popts.collectives = coll;
+  popts.idle_cores = ps_params_bool (p, "idle_cores");
+  popts.memory_only = o->memory_only;
+  popts.op_groups = f->op_groups;
+  g_autoptr (PsPipelineResult) r = ps_pipeline_run (build_family, &fb, &popts, &error);
   if (!r)
     return ps_cli_fail (error);
+  if (!r->fits)
+    {
+      /* With --json the figures of the memory check are still printed, so
+       * sweeps and searches can say by how much it did not fit. */
+      ps_pipeline_no_fit_error (r, hw, &error);
+      if (o->json)
+        {
+          g_autofree char *j = to_json (p, name, published, r, hw, error->message);
+          printf ("%s\n", j);
+        }
+      return ps_cli_fail (error);
+    }
+  if (o->memory_only)
+    {
+      if (o->json)
+        {
+          g_autofree char *j = to_json (p, name, published, r, hw, NULL);
+          printf ("%s\n", j);
+        }
+      else
+        {
+          g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
+          g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
+          printf ("peak HBM     %s per core of %s (%.0f %%): fits\n", peak, cap,
+                  100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
+          if (r->memory_text)
+            printf ("memory       %s\n", r->memory_text);
+        }
+      return 0;
+    }
   g_autofree char *links_csv = NULL;
   gsize links_len = 0;
   if (o->links)
     links_csv = ps_replay_result_links_csv (r->sim, &links_len);
+  g_autoptr (GString) picture = g_string_new (NULL), plot = g_string_new (NULL);
+  if (o->picture)
+    {
+      PsPictureFormat pf;
+      g_autofree char *title = g_strdup_printf ("%s on %s: ICI link utilization over one step", name,
+                                                ps_params_str (p, "slice"));
+      if (!ps_picture_format_for (o->picture, "--picture", &pf, &error)
+          || !ps_picture_links (r->platform, r->sim->link_bytes, r->sim->step_time_s, title, pf, picture, &error))
+        return ps_cli_fail (error);
+    }
+  if (o->plot)
+    {
+      PsPictureFormat pf;
+      PsBreakdownRow row = { name, 0, 0, 0, 0 };
+      double comm;
+      ps_replay_result_means (r->sim, &row.compute_s, &comm, &row.exposed_s, &row.idle_s);
+      row.published_step_s = published > 0 ? r->info.items_per_step / published : 0;
+      g_autofree char *title = g_strdup_printf ("%s on %s: where the step goes", name, ps_params_str (p, "slice"));
+      if (!ps_picture_format_for (o->plot, "--plot", &pf, &error)
+          || !ps_picture_breakdown (&row, 1, title, pf, plot, &error))
+        return ps_cli_fail (error);
+    }
+  if (o->report)
+    {
+      PsReportInput ri = { name, p, published, r, hw, o->command };
+      if (!ps_report_write (o->report, &ri, &error))
+        return ps_cli_fail (error);
+    }
+  if (o->picture && !ps_picture_save (o->picture, picture, &error))
+    return ps_cli_fail (error);
+  if (o->plot && !ps_picture_save (o->plot, plot, &error))
+    return ps_cli_fail (error);
   if (o->timeline && !ps_timeline_write (r->sim->timeline, o->timeline, &error))
     return ps_cli_fail (error);
   if (o->links && !ps_write_file_atomic (o->links, links_csv, links_len, &error))
     return ps_cli_fail (error);
   if (o->json)
     {
-      g_autofree char *j = to_json (&cfg, r, hw);
+      g_autofree char *j = to_json (p, name, published, r, hw, NULL);
       printf ("%s\n", j);
     }
   else
-    print_text (&cfg, r, hw, o->stats);
+    print_text (p, name, published, r, hw, o->stats);
   return 0;
 }
 
@@ -373,52 +407,21 @@ int
 ps_cmd_run (int argc, char **argv)
 {
   RunOptions o = { 0 };
-  o.windowed = -1;
-  o.layers = o.rel_buckets = o.microbatches = UNSET;
-  o.model_dim = o.ffn_dim = o.heads = o.head_dim = o.vocab = o.seq_len = o.batch = UNSET;
   GOptionEntry entries[] = {
-    { "preset", 0, 0, G_OPTION_ARG_STRING, &o.preset, "A published config (DenseLm128B8x8, DenseLm128B16x16, DenseLm128B32x32, DenseLm175B32x32)", "NAME" },
-    { "slice", 0, 0, G_OPTION_ARG_STRING, &o.slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },
-    { "mesh", 0, 0, G_OPTION_ARG_STRING, &o.mesh, "Logical device mesh, e.g. 32x64", "AxB" },
-    { "device-order", 0, 0, G_OPTION_ARG_STRING, &o.order, "Mesh device order: arange, arange_T, nonpod2d", "ORDER" },
-    { "sharding", 0, 0, G_OPTION_ARG_STRING, &o.sharding, "Sharding preset: 2d (default), 1d, dp", "PRESET" },
-    { "weight-update-sharding", 0, 0, G_OPTION_ARG_NONE, &o.wus, "Shard optimizer state over the data-parallel axis", NULL },
-    { "layers", 0, 0, G_OPTION_ARG_INT, &o.layers, "Transformer layers", "N" },
-    { "model-dim", 0, 0, G_OPTION_ARG_INT64, &o.model_dim, "Model dim M", "N" },
-    { "ffn-dim", 0, 0, G_OPTION_ARG_INT64, &o.ffn_dim, "Feed-forward dim H", "N" },
-    { "heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "Attention heads N", "N" },
-    { "head-dim", 0, 0, G_OPTION_ARG_INT64, &o.head_dim, "Attention head dim D (128 in every published run)", "N" },
-    { "vocab", 0, 0, G_OPTION_ARG_INT64, &o.vocab, "Vocabulary size (32000 in every published run)", "N" },
-    { "rel-buckets", 0, 0, G_OPTION_ARG_INT, &o.rel_buckets, "Relative-position buckets (32 in every published run)", "N" },
-    { "seq-len", 0, 0, G_OPTION_ARG_INT64, &o.seq_len, "Sequence length S", "N" },
-    { "batch", 0, 0, G_OPTION_ARG_INT64, &o.batch, "Global batch (sequences per step)", "N" },
-    { "microbatches", 0, 0, G_OPTION_ARG_INT, &o.microbatches, "Gradient accumulation steps", "N" },
-    { "gated-gelu", 0, 0, G_OPTION_ARG_NONE, &o.gated, "Gated GELU feed-forward (the DenseLm128B presets)", NULL },
-    { "no-gated-gelu", 0, 0, G_OPTION_ARG_NONE, &o.no_gated, "ReLU feed-forward, no gate (DenseLm175B32x32)", NULL },
-    { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer, "adafactor (default) or adam", "NAME" },
-    { "remat", 0, 0, G_OPTION_ARG_NONE, &o.remat, "Recompute each layer's forward in backward (default)", NULL },
-    { "no-remat", 0, 0, G_OPTION_ARG_NONE, &o.no_remat, "Keep all activations", NULL },
-    { "pipeline-stages", 0, 0, G_OPTION_ARG_INT, &o.stages,
-      "Pipeline the layers over K stages (GSPMD's vectorized stages; --microbatches are "
-      "its microbatches, --mesh the in-layer mesh of one stage)", "K" },
-    { "idle-cores", 0, 0, G_OPTION_ARG_NONE, &o.idle,
-      "Let the program use fewer devices than the slice has cores (device d on core d; the "
-      "rest idle)", NULL },
-    { "unroll", 0, 0, G_OPTION_ARG_NONE, &o.unroll,
-      "Write the layers one after the other (default: one loop over weights stacked by layer)", NULL },
-    { "hw", 0, 0, G_OPTION_ARG_FILENAME, &o.hw, "Hardware file (default: bundled TPU v3)", "FILE" },
-    { "wrap", 0, 0, G_OPTION_ARG_STRING, &o.wrap, "Wrap links: auto (default), on, off", "MODE" },
-    { "no-cache", 0, 0, G_OPTION_ARG_NONE, &o.no_cache, "Simulate every collective instead of replaying cached ones", NULL },
-    { "collectives", 0, 0, G_OPTION_ARG_STRING, &o.collectives, "Collective algorithms: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
-    { "async-collectives", 0, 0, G_OPTION_ARG_NONE, &o.async,
-      "What if collectives overlapped compute: lower them as start/done pairs (default: synchronous)", NULL },
-    { "windowed-einsum", 0, 0, G_OPTION_ARG_INT64, &o.windowed,
-      "Partition dots whose operand would be all-gathered to more than BYTES per device as "
-      "windowed einsums (collective-permute ring overlapping the dots; 0: all such dots; "
-      "default: off)", "BYTES" },
-    { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print one JSON object", NULL },
+    { "print-config", 0, 0, G_OPTION_ARG_NONE, &o.print_config,
+      "Write the run's model file to standard output instead of running it (values are checked one by one, not against each other)", NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print one JSON object (also when it does not fit: fits false)", NULL },
+    { "memory-only", 0, 0, G_OPTION_ARG_NONE, &o.memory_only,
+      "Stop after the memory check: the per-core peak HBM and whether it fits", NULL },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o.timeline, "Write a Chrome trace-event timeline of cores 0 and 1", "OUT.json" },
     { "links", 0, 0, G_OPTION_ARG_FILENAME, &o.links, "Write per-link bytes and utilization", "OUT.csv" },
+    { "picture", 0, 0, G_OPTION_ARG_FILENAME, &o.picture,
+      "Draw the slice with every ICI link colored by its utilization over the step", "FILE.png|svg" },
+    { "report", 0, 0, G_OPTION_ARG_FILENAME, &o.report,
+      "Write DIR/index.html: the run as one self-contained page (figures, pictures, collectives, "
+      "configuration) with DIR/config.ini and DIR/timeline.json", "DIR" },
+    { "plot", 0, 0, G_OPTION_ARG_FILENAME, &o.plot,
+      "Draw the step's breakdown (compute, exposed communication, idle) next to the published step", "FILE.png|svg" },
     { "dump-hlo", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_hlo, "Write the annotated single-device program (HLO text)", "OUT.hlo" },
     { "dump-spmd", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_spmd, "Write the partitioned SPMD program (HLO text)", "OUT.hlo" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_trace, "Write the step trace (replay it with podsim simulate)", "OUT.pst.gz" },
@@ -426,32 +429,45 @@ ps_cmd_run (int argc, char **argv)
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress display on stderr", NULL },
     { NULL }
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("[MODEL] - simulate a model's training step");
-  g_option_context_add_main_entries (ctx, entries, NULL);
-  g_option_context_set_description (ctx,
-    "MODEL is 'dense' (the dense Transformer LM of the GSPMD paper; the default).\n"
-    "Without --preset a small dense model on v3-8 is used; every option overrides\n"
-    "the preset. A run that differs from every published row in some setting is\n"
-    "named 'PRESET modified (settings)' and shows no published figure; one that\n"
-    "equals a published row, however it was spelled, is compared with it.\n"
-    "Example: podsim run --preset DenseLm128B32x32\n"
-    "The model and presets: doc/models.md; the simulator: doc/simulator.md.\n");
+  GString *cmd = g_string_new ("podsim run");
+  for (int i = 1; i < argc; i++)
+    {
+      g_autofree char *q = g_shell_quote (argv[i]);
+      g_string_append_printf (cmd, " %s", strpbrk (argv[i], " '\"$\\;&|<>*?()") ? q : argv[i]);
+    }
+  o.command = g_string_free (cmd, FALSE);
+  g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries, NULL);
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("[FAMILY | FILE.hlo] - simulate a training step");
+  g_option_context_set_main_group (ctx, ps_model_options_group (mo));
+  GString *desc = g_string_new ("FAMILY is one of the model families (default dense):\n");
+  for (const PsModelFamily *const *f = ps_model_families (); *f; f++)
+    g_string_append_printf (desc, "  %-10s %s (%s)\n", (*f)->name, (*f)->summary, (*f)->doc);
+  g_string_append (desc,
+    "A FILE (a word with a '.' or '/') is an HLO module to run: podsim run FILE.hlo\n"
+    "--slice S [--mesh AxB] [--shard NAME=SHARDING]... ('podsim run FILE.hlo --help').\n"
+    "The options above are those of the family named on the command line (or of\n"
+    "the --preset or --config file); 'podsim run FAMILY --help' lists another's.\n"
+    "Every option overrides the preset or file. A run that differs from every\n"
+    "published row in some setting is named 'BASE modified (settings)' and shows no\n"
+    "published figure; one that equals a published row, however it was spelled, is\n"
+    "compared with it. Presets:");
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
+    g_string_append_printf (desc, " %s", pr->name);
+  g_string_append (desc, ".\nExample: podsim run --preset DenseLm128B32x32\n"
+                         "Model files and families: doc/models.md; the simulator: doc/simulator.md.\n");
+  g_option_context_set_description (ctx, desc->str);
+  g_string_free (desc, TRUE);
   int rc = PS_EXIT_USAGE;
   if (ps_cli_parse (ctx, &argc, &argv))
-    rc = run (&o, argc, argv);
-  g_free (o.preset);
-  g_free (o.slice);
-  g_free (o.mesh);
-  g_free (o.order);
-  g_free (o.sharding);
-  g_free (o.optimizer);
-  g_free (o.hw);
-  g_free (o.wrap);
-  g_free (o.collectives);
+    rc = run (&o, mo, argc, argv);
   g_free (o.timeline);
   g_free (o.links);
   g_free (o.dump_hlo);
   g_free (o.dump_spmd);
   g_free (o.dump_trace);
+  g_free (o.picture);
+  g_free (o.plot);
+  g_free (o.report);
+  g_free (o.command);
   return rc;
 }

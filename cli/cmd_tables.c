@@ -7,37 +7,25 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/picture.h"
 #include "cli/tables.h"
 #include <json-glib/json-glib.h>
 
 #include "common/error.h"
-#include "models/dense_lm.h"
+#include "models/family.h"
 #include "sim/collectives.h"
 #include "topology/hardware.h"
 
 typedef struct {
   double step_time_s, tokens_per_s, mxu_utilization, peak_hbm_bytes;
+  double compute_s, exposed_s, idle_s, items_per_step;
+  double alltoall_share, gating_share, dispatch_combine_share;   /* moe */
 } Row;
 
 double
 ps_tables_member_double (JsonObject *o, const char *name)
 {
   return json_object_has_member (o, name) ? json_object_get_double_member (o, name) : 0;
-}
-
-static gboolean
-run_row (const char *preset, const PsTablesOptions *ro, Row *row, GError **error)
-{
-  const char *args[] = { "--preset", preset, NULL };
-  g_autoptr (JsonParser) parser = ps_tables_run (args, ro, error);
-  if (!parser)
-    return FALSE;
-  JsonObject *o = json_node_get_object (json_parser_get_root (parser));
-  row->step_time_s = ps_tables_member_double (o, "step_time_s");
-  row->tokens_per_s = ps_tables_member_double (o, "tokens_per_s");
-  row->mxu_utilization = ps_tables_member_double (o, "mxu_utilization");
-  row->peak_hbm_bytes = (double) json_object_get_int_member (o, "peak_hbm_bytes");
-  return TRUE;
 }
 
 JsonParser *
@@ -86,68 +74,304 @@ ps_tables_run (const char *const *args, const PsTablesOptions *ro, GError **erro
   return parser;
 }
 
+static gboolean
+run_row (const char *preset, const PsTablesOptions *ro, Row *row, GError **error)
+{
+  const char *args[] = { "--preset", preset, NULL };
+  g_autoptr (JsonParser) parser = ps_tables_run (args, ro, error);
+  if (!parser)
+    return FALSE;
+  JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+  row->step_time_s = ps_tables_member_double (o, "step_time_s");
+  row->tokens_per_s = ps_tables_member_double (o, "throughput_per_s");
+  row->mxu_utilization = ps_tables_member_double (o, "mxu_utilization");
+  row->peak_hbm_bytes = (double) json_object_get_int_member (o, "peak_hbm_bytes");
+  row->compute_s = ps_tables_member_double (o, "compute_s");
+  row->exposed_s = ps_tables_member_double (o, "exposed_communication_s");
+  row->idle_s = ps_tables_member_double (o, "idle_s");
+  row->alltoall_share = ps_tables_member_double (o, "alltoall_share");
+  row->gating_share = ps_tables_member_double (o, "gating_share");
+  row->dispatch_combine_share = ps_tables_member_double (o, "dispatch_combine_share");
+  return TRUE;
+}
+
+/* The devices of a preset's mesh (0 for a family without a `mesh` key). */
+static int64_t
+preset_cores (const PsParams *p)
+{
+  const PsParamSpec *m = ps_model_family_find_spec (ps_params_family (p), "mesh");
+  return m && m->type == PS_PARAM_MESH ? ps_params_mesh_size (p, "mesh") : 0;
+}
+
+/* The devices of a preset: its mesh's, or its slice's for a family whose
+ * mesh is every core (moe); 0 when unknown. */
+static int64_t
+preset_devices (const PsParams *p)
+{
+  int64_t n = preset_cores (p);
+  if (n > 0)
+    return n;
+  int cores = 0;
+  if (sscanf (ps_params_str (p, "slice"), "v3-%d", &cores) == 1 && cores > 0)
+    return cores;
+  return 0;
+}
+
+/* Smaller runs first: by the mesh's device count, then by name. */
 static int
-dense_table (gboolean csv, gboolean markdown, const PsTablesOptions *ro, const char *only)
+cmp_rows (gconstpointer a, gconstpointer b)
+{
+  const char *x = *(const char *const *) a, *y = *(const char *const *) b;
+  g_autoptr (PsParams) p = ps_model_preset_load (x, NULL);
+  g_autoptr (PsParams) q = ps_model_preset_load (y, NULL);
+  int64_t cx = preset_devices (p), cy = preset_devices (q);
+  if (cx != cy)
+    return cx < cy ? -1 : 1;
+  return strcmp (x, y);
+}
+
+/* The presets of published runs that belong to `table`, smaller runs
+ * first. transfer container. */
+static GPtrArray *
+table_presets (const char *table)
+{
+  GPtrArray *names = g_ptr_array_new ();
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
+    {
+      g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
+      const char *t = NULL;
+      ps_params_published (p, &t, NULL);
+      if (g_strcmp0 (t, table) == 0)
+        g_ptr_array_add (names, (gpointer) pr->name);
+    }
+  g_ptr_array_sort (names, cmp_rows);
+  return names;
+}
+
+/* The table names of every published preset, comma-separated. transfer full. */
+static char *
+known_tables (void)
+{
+  GString *out = g_string_new (NULL);
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
+    {
+      g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
+      const char *t = NULL;
+      ps_params_published (p, &t, NULL);
+      if (t)
+        {
+          g_autofree char *needle = g_strdup_printf (", %s,", t);
+          g_autofree char *hay = g_strdup_printf (", %s,", out->str);
+          if (!strstr (hay, needle))
+            g_string_append_printf (out, "%s%s", out->len ? ", " : "", t);
+        }
+    }
+  return g_string_free (out, FALSE);
+}
+
+/* The moe table's row: GShard's published runs (throughput) and the GSPMD
+ * paper's series (step times of unknown configurations, compared as a
+ * trend against the series' smallest run). */
+typedef struct {
+  const char *name;
+  int64_t experts, layers, cores;
+  Row row;
+  double published_steps_per_s;   /* 0: none */
+  double ratio;                   /* simulated / published throughput; 0: none */
+  const char *series;             /* NULL: none */
+  double published_step_s;        /* a series' published step time; 0: none */
+  double step_vs_base, published_vs_base;  /* 0: none */
+} MoeRow;
+
+/* A number, or "" (CSV) / "-" (text, Markdown) when there is none. */
+static char *
+moe_field (double v, const char *fmt, gboolean csv)
+{
+  if (v <= 0)
+    return g_strdup (csv ? "" : "-");
+  char buf[64];
+  g_snprintf (buf, sizeof buf, fmt, v);
+  return g_strdup (buf);
+}
+
+static void
+moe_trend (MoeRow *rows, int n)
+{
+  for (int i = 0; i < n; i++)
+    {
+      if (!rows[i].series)
+        continue;
+      const MoeRow *base = NULL;
+      for (int j = 0; j < n && !base; j++)
+        if (g_strcmp0 (rows[j].series, rows[i].series) == 0)
+          base = &rows[j];            /* rows are sorted: the smallest first */
+      rows[i].step_vs_base = rows[i].row.step_time_s / base->row.step_time_s;
+      if (rows[i].published_step_s > 0 && base->published_step_s > 0)
+        rows[i].published_vs_base = rows[i].published_step_s / base->published_step_s;
+    }
+}
+
+static void
+print_moe_table (const MoeRow *rows, int n, gboolean csv, gboolean markdown)
+{
+  if (csv)
+    puts ("name,experts,layers,cores,step_time_s,steps_per_s,tokens_per_s,alltoall_share,gating_share,"
+          "dispatch_combine_share,mxu_utilization,peak_hbm_gib,published_steps_per_s,ratio,series,"
+          "step_vs_series_base,published_step_vs_series_base");
+  else if (markdown)
+    {
+      puts ("| name | experts | layers | cores | step time (s) | steps/s | tokens/s | AllToAll | gating | "
+            "dispatch/combine | MXU util | peak HBM/core | published steps/s | simulated/published | "
+            "step vs series base | published step vs series base |");
+      puts ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    }
+  else
+    printf ("%-14s %7s %6s %5s %8s %7s %10s %8s %7s %9s %8s %10s %9s %6s %7s %7s\n", "name", "experts", "layers",
+            "cores", "step (s)", "steps/s", "tokens/s", "AllToAll", "gating", "disp/comb", "MXU util", "peak HBM",
+            "published", "ratio", "vs base", "pub vs");
+  for (int i = 0; i < n; i++)
+    {
+      const MoeRow *m = &rows[i];
+      const Row *r = &m->row;
+      double gib = r->peak_hbm_bytes / (1024.0 * 1024.0 * 1024.0);
+      g_autofree char *pub = moe_field (m->published_steps_per_s, csv ? "%.4f" : "%.2f", csv);
+      g_autofree char *ratio = moe_field (m->ratio, csv ? "%.4f" : "%.2f", csv);
+      g_autofree char *vs = moe_field (m->step_vs_base, csv ? "%.4f" : "%.2f", csv);
+      g_autofree char *pvs = moe_field (m->published_vs_base, csv ? "%.4f" : "%.2f", csv);
+      if (csv)
+        printf ("%s,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%.6f,%.4f,%.1f,%.4f,%.4f,%.4f,"
+                "%.4f,%.3f,%s,%s,%s,%s,%s\n", m->name, m->experts, m->layers, m->cores, r->step_time_s,
+                1 / r->step_time_s, r->tokens_per_s, r->alltoall_share, r->gating_share, r->dispatch_combine_share,
+                r->mxu_utilization, gib, pub, ratio, m->series ? m->series : "", vs, pvs);
+      else if (markdown)
+        printf ("| %s | %" G_GINT64_FORMAT " | %" G_GINT64_FORMAT " | %" G_GINT64_FORMAT " | %.3f | %.2f | %.0f | "
+                "%.1f %% | %.1f %% | %.1f %% | %.1f %% | %.2f GiB | %s | %s | %s | %s |\n", m->name, m->experts,
+                m->layers, m->cores, r->step_time_s, 1 / r->step_time_s, r->tokens_per_s, 100 * r->alltoall_share,
+                100 * r->gating_share, 100 * r->dispatch_combine_share, 100 * r->mxu_utilization, gib, pub, ratio,
+                vs, pvs);
+      else
+        printf ("%-14s %7" G_GINT64_FORMAT " %6" G_GINT64_FORMAT " %5" G_GINT64_FORMAT " %8.3f %7.2f %10.0f %7.1f%% "
+                "%6.1f%% %8.1f%% %7.1f%% %6.2f GiB %9s %6s %7s %7s\n", m->name, m->experts, m->layers, m->cores,
+                r->step_time_s, 1 / r->step_time_s, r->tokens_per_s, 100 * r->alltoall_share,
+                100 * r->gating_share, 100 * r->dispatch_combine_share, 100 * r->mxu_utilization, gib, pub, ratio,
+                vs, pvs);
+    }
+}
+
+static int
+print_table (GPtrArray *names, gboolean csv, gboolean markdown, const PsTablesOptions *ro, const char *only,
+             const char *table, const char *plot_path, const char *scaling_path)
 {
   GError *error = NULL;
+  PsPictureFormat plot_f = PS_PICTURE_PNG, scaling_f = PS_PICTURE_PNG;
+  if ((plot_path && !ps_picture_format_for (plot_path, "--plot", &plot_f, &error))
+      || (scaling_path && !ps_picture_format_for (scaling_path, "--scaling", &scaling_f, &error)))
+    return ps_cli_fail (error);
+  g_autoptr (GArray) bars = g_array_new (FALSE, TRUE, sizeof (PsBreakdownRow));
+  g_autoptr (GArray) points = g_array_new (FALSE, TRUE, sizeof (PsScalingPoint));
+  const char *unit = "items";
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (ro->hw, &error);
   if (!hw)
     return ps_cli_fail (error);
-  const char *const *names = ps_dense_lm_preset_names ();
   /* Simulate every row before printing, so a failure leaves no half table. */
   GPtrArray *rows = g_ptr_array_new_with_free_func (g_free);
-  for (int i = 0; names[i]; i++)
+  g_autoptr (GArray) moe_rows = g_array_new (FALSE, TRUE, sizeof (MoeRow));
+  gboolean moe = FALSE;
+  for (guint i = 0; i < names->len; i++)
     {
-      if (only && g_ascii_strcasecmp (only, names[i]) != 0)
+      const char *name = names->pdata[i];
+      if (only && g_ascii_strcasecmp (only, name) != 0)
         continue;
-      PsDenseLmConfig cfg;
-      if (!ps_dense_lm_preset (names[i], &cfg, &error))
+      g_autoptr (PsParams) p = ps_model_preset_load (name, &error);
+      if (!p)
         return g_ptr_array_free (rows, TRUE), ps_cli_fail (error);
+      double published = ps_params_published (p, NULL, NULL);
+      unit = ps_params_family (p)->item_unit;
+      moe = strcmp (ps_params_family (p)->name, "moe") == 0;
+      int64_t cores = preset_devices (p);
+      g_autofree char *mesh = preset_cores (p) ? ps_params_text (p, "mesh") : g_strdup ("");
       if (isatty (2))
-        fprintf (stderr, "\r\033[Kpodsim tables: %s ...", names[i]);
+        fprintf (stderr, "\r\033[Kpodsim tables: %s ...", name);
       /* SimGrid allows one engine per process: each row runs in a child
        * `podsim run --json`, which is also exactly what a user can rerun. */
-      Row row;
-      if (!run_row (names[i], ro, &row, &error))
+      Row row = { 0 };
+      if (!run_row (name, ro, &row, &error))
         {
           if (isatty (2))
             fputs ("\r\033[K", stderr);
-          g_prefix_error (&error, "%s: ", names[i]);
+          g_prefix_error (&error, "%s: ", name);
           g_ptr_array_free (rows, TRUE);
           return ps_cli_fail (error);
         }
-      double ratio = row.tokens_per_s / cfg.published_tokens_per_s;
+      double ratio = row.tokens_per_s / published;
+      /* The names live as long as the compiled-in preset table. */
+      PsBreakdownRow bar = { name, row.compute_s, row.exposed_s, row.idle_s,
+                             row.tokens_per_s > 0 && published > 0 ? row.step_time_s * row.tokens_per_s / published
+                                                                   : 0 };
+      g_array_append_val (bars, bar);
+      PsScalingPoint pt = { name, (double) cores, row.tokens_per_s, published, row.mxu_utilization };
+      g_array_append_val (points, pt);
+      if (moe)
+        {
+          MoeRow m = { name, ps_params_int (p, "experts"), ps_params_int (p, "layers"), preset_devices (p), row,
+                       0, 0, NULL, 0, 0, 0 };
+          double items = row.step_time_s * row.tokens_per_s;
+          m.published_step_s = ps_params_published_step (p, &m.series);
+          /* p is freed with this iteration: keep the series' name. */
+          m.series = m.series ? g_intern_string (m.series) : NULL;
+          if (published > 0 && items > 0)
+            {
+              m.published_steps_per_s = published / items;
+              m.ratio = ratio;
+            }
+          else if (m.published_step_s > 0)
+            m.published_steps_per_s = 1 / m.published_step_s;
+          g_array_append_val (moe_rows, m);
+          continue;
+        }
       double gib = row.peak_hbm_bytes / (1024.0 * 1024.0 * 1024.0);
       char *line;
-      g_autofree char *mesh = g_strdup_printf ("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, cfg.mesh[0], cfg.mesh[1]);
       if (csv)
-        line = g_strdup_printf ("%s,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                                ",%.6f,%.1f,%.4f,%.3f,%.0f,%.4f",
-                                names[i], cfg.mesh[0] * cfg.mesh[1], cfg.mesh[0], cfg.mesh[1],
-                                row.step_time_s, row.tokens_per_s, row.mxu_utilization, gib,
-                                cfg.published_tokens_per_s, ratio);
+        line = g_strdup_printf ("%s,%" G_GINT64_FORMAT ",%s,%.6f,%.1f,%.4f,%.3f,%.0f,%.4f",
+                                name, cores, mesh, row.step_time_s, row.tokens_per_s,
+                                row.mxu_utilization, gib, published, ratio);
       else if (markdown)
-        line = g_strdup_printf ("| %s | %" G_GINT64_FORMAT " | %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                                " | %.3f | %.0f | %.1f %% | %.2f GiB | %.0f | %.2f |",
-                                names[i], cfg.mesh[0] * cfg.mesh[1], cfg.mesh[0], cfg.mesh[1],
-                                row.step_time_s, row.tokens_per_s, 100 * row.mxu_utilization, gib,
-                                cfg.published_tokens_per_s, ratio);
+        line = g_strdup_printf ("| %s | %" G_GINT64_FORMAT " | %s | %.3f | %.0f | %.1f %% | %.2f GiB | %.0f | %.2f |",
+                                name, cores, mesh, row.step_time_s, row.tokens_per_s,
+                                100 * row.mxu_utilization, gib, published, ratio);
       else
         line = g_strdup_printf ("%-18s %6" G_GINT64_FORMAT " %7s %10.3f %12.0f %8.1f%% %9.2f GiB %12.0f %8.2f",
-                                names[i], cfg.mesh[0] * cfg.mesh[1], mesh,
-                                row.step_time_s, row.tokens_per_s, 100 * row.mxu_utilization, gib,
-                                cfg.published_tokens_per_s, ratio);
+                                name, cores, mesh, row.step_time_s, row.tokens_per_s,
+                                100 * row.mxu_utilization, gib, published, ratio);
       g_ptr_array_add (rows, line);
     }
   if (isatty (2))
     fputs ("\r\033[K", stderr);
-  if (rows->len == 0)
+  if (rows->len == 0 && moe_rows->len == 0)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--only: unknown preset '%s'", only);
       g_ptr_array_free (rows, TRUE);
       return ps_cli_fail (error);
     }
-  if (csv)
+  g_autoptr (GString) plot = g_string_new (NULL), scaling = g_string_new (NULL);
+  g_autofree char *title1 = g_strdup_printf ("podsim tables %s: where each step goes, simulated vs published", table);
+  g_autofree char *title2 = g_strdup_printf ("podsim tables %s: scaling", table);
+  if ((plot_path && !ps_picture_breakdown ((PsBreakdownRow *) bars->data, (int) bars->len, title1, plot_f, plot,
+                                           &error))
+      || (scaling_path && !ps_picture_scaling ((PsScalingPoint *) points->data, (int) points->len, unit, title2,
+                                               scaling_f, scaling, &error))
+      || (plot_path && !ps_picture_save (plot_path, plot, &error))
+      || (scaling_path && !ps_picture_save (scaling_path, scaling, &error)))
+    {
+      g_ptr_array_free (rows, TRUE);
+      return ps_cli_fail (error);
+    }
+  if (moe)
+    {
+      moe_trend ((MoeRow *) moe_rows->data, (int) moe_rows->len);
+      print_moe_table ((MoeRow *) moe_rows->data, (int) moe_rows->len, csv, markdown);
+    }
+  else if (csv)
     puts ("name,cores,mesh,step_time_s,tokens_per_s,mxu_utilization,peak_hbm_gib,published_tokens_per_s,ratio");
   else if (markdown)
     {
@@ -167,7 +391,7 @@ int
 ps_cmd_tables (int argc, char **argv)
 {
   gboolean opt_csv = FALSE, opt_md = FALSE;
-  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_coll = NULL;
+  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL, *opt_coll = NULL;
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
@@ -175,31 +399,44 @@ ps_cmd_tables (int argc, char **argv)
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
     { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
       "Collective algorithm for every row (podsim run --collectives)", "NAME" },
+    { "plot", 0, 0, G_OPTION_ARG_FILENAME, &opt_plot,
+      "Draw each row's step (compute, exposed communication, idle) next to the published step", "FILE.png|svg" },
+    { "scaling", 0, 0, G_OPTION_ARG_FILENAME, &opt_scaling,
+      "Draw throughput and MXU utilization against cores, simulated and published", "FILE.png|svg" },
     { NULL }
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("dense|pipeline|bubble - the paper's tables");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("TABLE - a table of runs, simulated");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
-    "dense: one row per published dense Transformer run (../shared/reference/published.tsv,\n"
-    "compiled into podsim): simulated step time, tokens/s, MXU utilization and peak\n"
-    "HBM per core next to the published tokens/s.\n"
+    "A table of published runs: one row per preset whose [published] table is TABLE\n"
+    "(dense: the GSPMD paper's dense Transformer runs, ../shared/reference/published.tsv):\n"
+    "simulated step time, throughput, MXU utilization and peak HBM per core next\n"
+    "to the published throughput.\n"
+    "moe: GShard's MoE runs (Table 3 of arXiv 2006.16668) and the GSPMD paper's MoE\n"
+    "series: experts, layers, steps/s, the AllToAll, gating and dispatch/combine\n"
+    "shares of the step next to the published steps/s, and for a series (rows with\n"
+    "[published] series) each row's step time relative to the series' smallest run,\n"
+    "simulated and published.\n"
     "pipeline: one dense model on v3-32, 2D sharding against every pipelined\n"
     "configuration (stages x in-layer sharding x microbatches, remat on/off) that\n"
     "fits in HBM: step time, bubble, peak HBM, ratio to the best 2D row.\n"
     "bubble: a Transformer with one pipeline stage per core, stages K in {1, 2, 4, 8}\n"
     "and microbatches M in {1, 4, 32}: relative throughput, the bubble formula\n"
     "(K - 1) / (M + K - 1) and the simulated idle fraction.\n"
-    "Each row is a child `podsim run --json`. See doc/validation.md.\n");
+    "Each row is a child 'podsim run --json'. See doc/validation.md.\n");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   GError *error = NULL;
-  if (argc != 2 || (strcmp (argv[1], "dense") != 0 && strcmp (argv[1], "pipeline") != 0
-                    && strcmp (argv[1], "bubble") != 0))
+  g_autofree char *presets = known_tables ();
+  g_autofree char *known = g_strdup_printf ("%s, pipeline, bubble", presets);
+  gboolean study = argc == 2 && (strcmp (argv[1], "pipeline") == 0 || strcmp (argv[1], "bubble") == 0);
+  g_autoptr (GPtrArray) names = argc == 2 && !study ? table_presets (argv[1]) : NULL;
+  if (argc != 2 || (!study && names->len == 0))
     {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   argc < 2 ? "missing table name (known: dense, pipeline, bubble)"
-                            : "unknown table '%s' (known: dense, pipeline, bubble)",
-                   argc < 2 ? "" : argv[1]);
+      if (argc < 2)
+        g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "missing table name (known: %s)", known);
+      else
+        g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "unknown table '%s' (known: %s)", argv[1], known);
       return ps_cli_fail (error);
     }
   if (opt_csv && opt_md)
@@ -211,9 +448,15 @@ ps_cmd_tables (int argc, char **argv)
   if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
     return ps_cli_fail (error);
   PsTablesOptions ro = { opt_hw, opt_coll };
+  if (study && (opt_plot || opt_scaling || opt_only))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--plot, --scaling and --only are for tables of "
+                   "published runs (%s)", presets);
+      return ps_cli_fail (error);
+    }
   if (strcmp (argv[1], "pipeline") == 0)
     return ps_tables_pipeline (opt_csv, opt_md, &ro);
   if (strcmp (argv[1], "bubble") == 0)
     return ps_tables_bubble (opt_csv, opt_md, &ro);
-  return dense_table (opt_csv, opt_md, &ro, opt_only);
+  return print_table (names, opt_csv, opt_md, &ro, opt_only, argv[1], opt_plot, opt_scaling);
 }

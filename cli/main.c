@@ -22,6 +22,8 @@ static const PsCommand commands[] = {
   { "bench", "micro-benchmarks of the machine model (collective|matmul|conv)", ps_cmd_bench },
   { "run", "build, partition and simulate a model training step", ps_cmd_run },
   { "tables", "regenerate the GSPMD paper's tables (dense)", ps_cmd_tables },
+  { "search", "rank the strategies (meshes, shardings, ...) for a model on a slice", ps_cmd_search },
+  { "sweep", "run a grid of configurations in parallel (CSV/JSONL rows; Slurm arrays)", ps_cmd_sweep },
 };
 
 static const PsCommandGroup podsim = {

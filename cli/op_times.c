@@ -47,9 +47,23 @@ ps_op_times_compute (const PsTrace *trace, const PsHardware *hw, GHashTable *nam
   g_return_val_if_fail (trace != NULL && hw != NULL && names != NULL && prefixes != NULL, 0);
   double total = 0;
   guint64 n = ps_trace_n_events (trace);
+  /* An event inside loops runs the product of their trip counts. */
+  double mult[PS_TRACE_MAX_LOOP_DEPTH + 1] = { 1 };
+  int depth = 0;
   for (guint64 i = 0; i < n; i++)
     {
       const PsTraceEvent *ev = ps_trace_get_event (trace, i);
+      if (ev->kind == PS_TRACE_EVENT_LOOP && depth < PS_TRACE_MAX_LOOP_DEPTH)
+        {
+          depth++;
+          mult[depth] = mult[depth - 1] * (double) ev->trips;
+          continue;
+        }
+      if (ev->kind == PS_TRACE_EVENT_END_LOOP && depth > 0)
+        {
+          depth--;
+          continue;
+        }
       if (ev->kind != PS_TRACE_EVENT_COMPUTE || ev->name == NULL)
         continue;
       const char *op = g_hash_table_lookup (names, ev->name);
@@ -61,7 +75,7 @@ ps_op_times_compute (const PsTrace *trace, const PsHardware *hw, GHashTable *nam
       if (!match)
         continue;
       PsComputeOp cop = ps_compute_op_from_trace (&ev->compute);
-      total += ps_compute_op (hw, &cop).time_s;
+      total += mult[depth] * ps_compute_op (hw, &cop).time_s;
     }
   return total;
 }

@@ -26,7 +26,7 @@
 GHashTable *ps_op_names_table (const PsModule *m);
 
 /* Compute seconds per core of the events whose op_name starts with one of
- * the NULL-terminated `prefixes`. */
+ * the NULL-terminated `prefixes` (an event in a loop counts once per run). */
 double ps_op_times_compute (const PsTrace *trace, const PsHardware *hw, GHashTable *names,
                             const char *const *prefixes);
 

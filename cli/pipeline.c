@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include "cli/pipeline.h"
+#include "cli/commands.h"
+#include "cli/op_times.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +36,7 @@ ps_pipeline_result_free (PsPipelineResult *r)
   if (!r)
     return;
   g_free (r->memory_text);
+  g_free (r->info.mesh.devices);
   if (r->trace)
     ps_trace_free (r->trace);
   if (r->sim)
@@ -41,16 +44,6 @@ ps_pipeline_result_free (PsPipelineResult *r)
   if (r->platform)
     ps_platform_free (r->platform);
   g_free (r);
-}
-
-PsTraceDeviceOrder
-ps_pipeline_device_order (const char *name)
-{
-  if (strcmp (name, "arange_T") == 0)
-    return PS_TRACE_ORDER_ARANGE_T;
-  if (strcmp (name, "nonpod2d") == 0)
-    return PS_TRACE_ORDER_NONPOD2D;
-  return PS_TRACE_ORDER_ARANGE;
 }
 
 /* The process's peak resident set since the last reset, from /proc (Linux);
@@ -147,46 +140,92 @@ dump_module (const PsModule *m, const char *path, GError **error)
   return ps_write_file_atomic (path, text, strlen (text), error);
 }
 
+/* The annotated module as the build made it. When propagation may choose
+ * the entry's shardings, the header says so, so that `podsim run DUMP.hlo`
+ * propagates as this run does. */
+static gboolean
+dump_annotated (PsModule *m, gboolean propagate_entry, const char *path, GError **error)
+{
+  if (!propagate_entry || m->n_prop_to_output > 0 || m->n_prop_to_params > 0)
+    return dump_module (m, path, error);
+  gboolean yes = TRUE;
+  m->n_prop_to_output = m->n_prop_to_params = 1;
+  m->prop_to_output = m->prop_to_params = &yes;
+  gboolean ok = dump_module (m, path, error);
+  m->n_prop_to_output = m->n_prop_to_params = 0;
+  m->prop_to_output = m->prop_to_params = NULL;
+  return ok;
+}
+
+void
+ps_pipeline_no_fit_error (const PsPipelineResult *r, const PsHardware *hw, GError **error)
+{
+  g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
+  g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
+  g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
+               "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
+               "(try more --microbatches, --remat or a larger slice)", peak, cap);
+}
+
+/* The replay runs in a thread of its own. SimGrid walks lists of its
+ * objects for every finished transfer; allocated in the heap the earlier
+ * stages left fragmented, those walks miss the cache: the replay of
+ * MoE2048E36L's trace took 2.5 s CPU in `podsim simulate` and 7 to 10 s in
+ * `podsim run`, and 9.6 s after 8 million small blocks were freed in a
+ * test program, 2.5 s when run in a new thread (glibc gives a new thread a
+ * fresh malloc arena). The result is the same. */
+typedef struct {
+  const PsTrace *trace;
+  const PsReplayOptions *opts;
+  PsReplayResult *result;
+  GError *error;
+} ReplayJob;
+
+static gpointer
+replay_thread (gpointer data)
+{
+  ReplayJob *j = data;
+  j->result = ps_replay_trace (j->trace, j->opts, &j->error);
+  return NULL;
+}
+
 PsPipelineResult *
-ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GError **error)
+ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions *opts,
+                 GError **error)
 {
   g_autoptr (PsPipelineResult) r = g_new0 (PsPipelineResult, 1);
   Clock clk = { opts, r, 0, 0, PS_STAGE_BUILD };
   GError *local = NULL;
-  const char *slice_name = opts->slice ? opts->slice : cfg->slice;
-  if (!slice_name)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--slice is required for a custom model");
-      return NULL;
-    }
+  const char *slice_name = opts->slice;
   g_autoptr (PsSlice) slice = ps_slice_new (slice_name, opts->wrap, opts->hw->tensorcores_per_chip, error);
   if (!slice)
     return NULL;
-  int64_t n_devices = ps_dense_lm_n_devices (cfg);
-  int cores = ps_slice_n_cores (slice);
-  if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
-    {
-      g_autofree char *what = cfg->pipeline_stages > 1
-        ? g_strdup_printf ("--pipeline-stages %d x --mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                           cfg->pipeline_stages, cfg->mesh[0], cfg->mesh[1])
-        : g_strdup_printf ("--mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, cfg->mesh[0], cfg->mesh[1]);
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores%s", what, n_devices, slice_name, cores,
-                   n_devices < cores ? " (--idle-cores leaves the rest idle)" : "");
-      return NULL;
-    }
 
   stage_begin (&clk, PS_STAGE_BUILD);
-  g_autoptr (PsModule) m = ps_dense_lm_build (cfg, &r->info, &local);
+  g_autoptr (PsModule) m = build (data, &r->info, &local);
   if (!m)
     return fail_stage (&clk, error, local), NULL;
   stage_end (&clk);
-  if (opts->dump_hlo && !dump_module (m, opts->dump_hlo, error))
+  int64_t n_devices = 1;
+  for (guint i = 0; i < r->info.mesh.rank; i++)
+    n_devices *= r->info.mesh.dims[i];
+  int cores = ps_slice_n_cores (slice);
+  if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
+                   " devices but slice %s has %d cores%s", n_devices, slice_name, cores,
+                   n_devices < cores ? " (--idle-cores leaves the rest idle)" : "");
+      return NULL;
+    }
+  if (opts->dump_hlo && !dump_annotated (m, !r->info.keep_entry_shardings, opts->dump_hlo, error))
     return NULL;
 
   stage_begin (&clk, PS_STAGE_PROPAGATE);
   PsPropagateOptions popts;
-  ps_propagate_options_init (&popts);
+  if (r->info.keep_entry_shardings)
+    ps_cli_propagate_options (&popts, m, FALSE, FALSE);
+  else
+    ps_propagate_options_init (&popts);
   if (!ps_propagate (m, &popts, &local))
     return fail_stage (&clk, error, local), NULL;
   stage_end (&clk);
@@ -206,6 +245,8 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   if (!spmd)
     return fail_stage (&clk, error, local), NULL;
   r->n_instructions_spmd = spmd->entry->instrs->len;
+  /* Instruction -> op_name, while the partitioned module is alive. */
+  g_autoptr (GHashTable) op_names = opts->op_groups ? ps_op_names_table (spmd) : NULL;
   if (opts->dump_spmd && !dump_module (spmd, opts->dump_spmd, error))
     return NULL;
   g_clear_pointer (&m, ps_module_free);
@@ -223,51 +264,26 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
   r->peak_hbm_bytes = mem->peak_bytes;
   r->memory_text = ps_memory_report_to_string (mem, 5);
   stage_end (&clk);
-  if ((double) mem->peak_bytes > (double) opts->hw->hbm_bytes_per_core)
+  r->fits = (double) mem->peak_bytes <= (double) opts->hw->hbm_bytes_per_core;
+  if (!r->fits || opts->memory_only)
     {
       if (opts->progress)
         fputs ("\r\033[K", stderr);
-      g_autofree char *peak = ps_format_bytes ((double) mem->peak_bytes);
-      g_autofree char *cap = ps_format_bytes ((double) opts->hw->hbm_bytes_per_core);
-      g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
-                   "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
-                   "(try %smore --microbatches or a larger slice)", peak, cap,
-                   cfg->remat ? "" : "--remat, ");
-      return NULL;
+      return g_steal_pointer (&r);
     }
 
   stage_begin (&clk, PS_STAGE_LOWER);
   PsLowerOptions lopts;
   ps_lower_options_init (&lopts);
-  lopts.program = cfg->name;
+  lopts.program = opts->program;
   lopts.n_devices = n_devices;
-  g_autofree guint32 *mesh_ids = NULL;
-  if (cfg->pipeline_stages > 1)
-    {
-      /* [stages, in-layer mesh], in the order the model built it */
-      int rank;
-      int64_t dims[3];
-      g_autofree int64_t *ids = ps_dense_lm_program_mesh (cfg, &rank, dims, &local);
-      if (!ids)
-        return fail_stage (&clk, error, local), NULL;
-      lopts.mesh_rank = (guint) rank;
-      mesh_ids = g_new (guint32, n_devices);
-      for (int i = 0; i < rank; i++)
-        lopts.mesh_dims[i] = dims[i];
-      for (int64_t i = 0; i < n_devices; i++)
-        mesh_ids[i] = (guint32) ids[i];
-      lopts.mesh_order = PS_TRACE_ORDER_LIST;
-      lopts.mesh_devices = mesh_ids;
-    }
-  else
-    {
-      lopts.mesh_rank = 2;
-      lopts.mesh_dims[0] = cfg->mesh[0];
-      lopts.mesh_dims[1] = cfg->mesh[1];
-      lopts.mesh_order = ps_pipeline_device_order (cfg->device_order);
-      for (int i = 0; i < 3; i++)
-        lopts.mesh_physical[i] = cfg->physical[i];
-    }
+  lopts.mesh_rank = r->info.mesh.rank;
+  for (guint i = 0; i < r->info.mesh.rank; i++)
+    lopts.mesh_dims[i] = r->info.mesh.dims[i];
+  lopts.mesh_order = r->info.mesh.order;
+  lopts.mesh_devices = r->info.mesh.devices;
+  for (int i = 0; i < 3; i++)
+    lopts.mesh_physical[i] = r->info.mesh.physical[i];
   lopts.slice = slice_name;
   lopts.async_collectives = opts->async_collectives;
   r->trace = ps_lower_module (spmd, &lopts, &local);
@@ -286,15 +302,31 @@ ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts, GErr
     return fail_stage (&clk, error, local), NULL;
   PsReplayOptions ropts = { opts->hw, r->platform, opts->no_cache, opts->timeline_devices,
                             opts->n_timeline_devices, opts->collectives };
-  r->sim = ps_replay_trace (r->trace, &ropts, &local);
+  ReplayJob job = { r->trace, &ropts, NULL, NULL };
+  g_thread_join (g_thread_new ("replay", replay_thread, &job));
+  r->sim = job.result;
   if (!r->sim)
-    return fail_stage (&clk, error, local), NULL;
+    return fail_stage (&clk, error, job.error), NULL;
   stage_end (&clk);
   if (opts->progress)
     fputs ("\r\033[K", stderr);
 
+  for (int g = 0; opts->op_groups && g < PS_PIPELINE_MAX_OP_GROUPS && opts->op_groups[g].key; g++)
+    {
+      r->op_group_s[g] = ps_op_times_compute (r->trace, opts->hw, op_names, opts->op_groups[g].prefixes);
+      r->n_op_groups = g + 1;
+    }
+  for (guint i = 0; i < r->sim->collectives->len; i++)
+    {
+      const PsCollectiveStat *cs = &g_array_index (r->sim->collectives, PsCollectiveStat, i);
+      if (strcmp (cs->kind, "all-to-all") == 0)
+        {
+          r->alltoall_s += cs->total_s;
+          r->n_alltoall += cs->count;
+        }
+    }
   double step = r->sim->step_time_s;
-  r->tokens_per_s = step > 0 ? (double) r->info.tokens_per_step / step : 0;
+  r->items_per_s = step > 0 ? r->info.items_per_step / step : 0;
   double peak = ps_hardware_peak_flops_per_core (opts->hw) * (double) n_devices;
   r->model_flops_utilization = step > 0 ? r->info.model_flops / (peak * step) : 0;
   return g_steal_pointer (&r);

@@ -1,17 +1,18 @@
-/* The end-to-end pipeline behind `podsim run` and `podsim tables`: build a
- * model's training step, propagate, partition, analyse memory, lower to a
- * step trace and replay it on a slice. Each stage's wall time and memory are
- * recorded so benchmarks can print them.
+/* The end-to-end pipeline behind `podsim run`: build a training step (a
+ * model family's build function, or an HLO file read and annotated),
+ * propagate, partition, analyse memory, lower to a step trace and replay it
+ * on a slice. Each stage's wall time and memory are recorded so benchmarks
+ * can print them.
  *
  * Ownership: PsPipelineResult is transfer full (ps_pipeline_result_free);
- * the config and hardware are borrowed.
+ * the options, hardware and build data are borrowed.
  */
 #ifndef PS_CLI_PIPELINE_H
 #define PS_CLI_PIPELINE_H
 
 #include <glib.h>
 
-#include "models/dense_lm.h"
+#include "models/family.h"
 #include "sim/collectives.h"
 #include "sim/results.h"
 #include "topology/hardware.h"
@@ -27,8 +28,9 @@ typedef enum {
 const char *ps_stage_name (PsStage s);
 
 typedef struct {
+  const char *program;        /* the run's name, written to the trace */
   const PsHardware *hw;
-  const char *slice;          /* NULL: the config's slice */
+  const char *slice;
   PsWrapMode wrap;
   gboolean no_cache;
   gboolean async_collectives; /* lower collectives as start/done pairs that overlap compute */
@@ -42,14 +44,22 @@ typedef struct {
    * einsums (PsSpmdOptions.windowed_einsum_threshold_bytes); off unless set. */
   gboolean windowed_einsum;
   gint64 windowed_einsum_threshold_bytes;
+  /* Stop after the memory stage (podsim search's exact memory check):
+   * no trace, no replay. */
+  gboolean memory_only;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
   gboolean idle_cores;        /* the program may use fewer devices than the
                                * slice has cores (device d on core d); the
                                * rest idle */
+  /* Parts of the step to time by op_name (the family's op_groups, NULL-key
+   * terminated; may be NULL): PsPipelineResult.op_group_s. */
+  const PsOpGroup *op_groups;
 } PsPipelineOptions;
 
+#define PS_PIPELINE_MAX_OP_GROUPS 8
+
 typedef struct {
-  PsDenseLmInfo info;
+  PsModelInfo info;
   double stage_s[PS_STAGE_COUNT];
   double stage_cpu_s[PS_STAGE_COUNT];          /* user + system CPU time: on a
                                                 * shared machine, the figure
@@ -59,24 +69,39 @@ typedef struct {
   gint64 n_fallbacks;
   gint64 n_cse_removed;        /* instructions CSE/DCE removed after partitioning */
   guint64 peak_hbm_bytes;     /* memory analysis of the SPMD program */
+  gboolean fits;              /* peak_hbm_bytes <= the core's HBM; when not,
+                               * the stages after memory did not run */
   char *memory_text;          /* its report, largest holders */
   PsTrace *trace;             /* the lowered trace */
   PsPlatform *platform;       /* the slice's platform; sim points at it */
   PsReplayResult *sim;        /* the replay */
-  double tokens_per_s;
+  double items_per_s;         /* throughput in the model's item unit (tokens/s) */
   double model_flops_utilization; /* model FLOPs / (peak x cores x step) */
+  /* Compute seconds per core of each of opts->op_groups (cli/op_times.h),
+   * and the time of every all-to-all (summed over occurrences, slowest
+   * group: all of it is on the step's path unless collectives overlap). */
+  double op_group_s[PS_PIPELINE_MAX_OP_GROUPS];
+  int n_op_groups;
+  double alltoall_s;
+  guint64 n_alltoall;
 } PsPipelineResult;
 
 void ps_pipeline_result_free (PsPipelineResult *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPipelineResult, ps_pipeline_result_free)
 
-/* Runs every stage. Errors: the config's (PS_ERROR_OPTION), a program that
- * does not fit in HBM (PS_ERROR_NO_FIT naming the peak and the capacity),
- * or whatever stage failed, prefixed with the stage name. */
-PsPipelineResult *ps_pipeline_run (const PsDenseLmConfig *cfg, const PsPipelineOptions *opts,
-                                   GError **error);
+/* The build stage: the annotated single-device module and what it is
+ * (its mesh for lowering, its parameter and FLOP counts). transfer full. */
+typedef PsModule *(*PsPipelineBuildFn) (gpointer data, PsModelInfo *info, GError **error);
 
-/* The mesh dims/order of a config as lowering options want them. */
-PsTraceDeviceOrder ps_pipeline_device_order (const char *name);
+/* Runs every stage. A program that does not fit in HBM is a result with
+ * fits FALSE (trace and sim NULL); ps_pipeline_no_fit_error says why.
+ * Errors: the build's (PS_ERROR_OPTION) or whatever stage failed, prefixed
+ * with the stage name. */
+PsPipelineResult *ps_pipeline_run (PsPipelineBuildFn build, gpointer data,
+                                   const PsPipelineOptions *opts, GError **error);
+
+/* PS_ERROR_NO_FIT naming the peak and the capacity, for a result that
+ * does not fit. */
+void ps_pipeline_no_fit_error (const PsPipelineResult *r, const PsHardware *hw, GError **error);
 
 #endif

@@ -96,11 +96,11 @@ permute_hops (const PsPipelineResult *r)
 }
 
 PsPipeliningReport *
-ps_pipelining_report (const PsDenseLmConfig *cfg, const PsPipelineResult *r)
+ps_pipelining_report (int stages, int microbatches, const PsPipelineResult *r)
 {
-  if (cfg->pipeline_stages <= 1 || !r->sim || !r->sim->loops)
+  if (stages <= 1 || !r->sim || !r->sim->loops)
     return NULL;
-  int K = cfg->pipeline_stages, M = cfg->microbatches, T = M + K - 1;
+  int K = stages, M = microbatches, T = M + K - 1;
   /* the pipeline's loops: forward, then backward, of T iterations */
   const PsLoopStat *fwd = NULL, *bwd = NULL;
   for (guint i = 0; i < r->sim->loops->len; i++)

@@ -10,7 +10,7 @@
  * iteration times) and compares with the formula (K - 1) / (M + K - 1).
  *
  * Ownership: the report is transfer full (ps_pipelining_report_free); the
- * pipeline result and config are borrowed.
+ * pipeline result is borrowed.
  */
 #ifndef PS_CLI_PIPELINING_H
 #define PS_CLI_PIPELINING_H
@@ -40,8 +40,9 @@ typedef struct {
   GArray *permutes;        /* PsPermuteHops */
 } PsPipeliningReport;
 
-/* NULL when the run is not pipelined or the replay has no pipeline loops. */
-PsPipeliningReport *ps_pipelining_report (const PsDenseLmConfig *cfg, const PsPipelineResult *r);
+/* The report of a run pipelined over `stages` stages with `microbatches`
+ * microbatches; NULL when stages <= 1 or the replay has no pipeline loops. */
+PsPipeliningReport *ps_pipelining_report (int stages, int microbatches, const PsPipelineResult *r);
 void ps_pipelining_report_free (PsPipeliningReport *rep);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPipeliningReport, ps_pipelining_report_free)
 

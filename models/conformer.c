@@ -26,6 +26,7 @@ config_common (PsConformerConfig *out)
   out->remat = TRUE;
   out->data = out->model = 1;
   out->global_batch = 8;
+  out->sharding = PS_CONFORMER_2D;
 }
 
 void
@@ -115,6 +116,9 @@ ps_conformer_check (const PsConformerConfig *c, GError **error)
   if (c->global_batch % c->data != 0)
     return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --data %" G_GINT64_FORMAT,
                  c->global_batch, c->data);
+  if (c->sharding == PS_CONFORMER_DP && c->global_batch % (c->data * c->model) != 0)
+    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
+                 " devices (dp sharding)", c->global_batch, c->data * c->model);
   return TRUE;
 }
 
@@ -278,12 +282,28 @@ ps_conformer_build (const PsConformerConfig *c, PsConformerInfo *info, GError **
   g_autofree int64_t *devices = g_new (int64_t, n);
   for (int64_t i = 0; i < n; i++)
     devices[i] = i;
-  /* Data parallel on the batch; the model dim split the Megatron way over
-   * `model`: FFN hidden (h), heads (n), conv channels (c), vocabulary (v). */
+  /* 1d and 2d: data parallel on the batch over `data`, the model dim
+   * split over `model` in FFN hidden (h), heads (n), conv channels (c) and
+   * vocabulary (v); 2d (the GSPMD paper's 2-D sharding of its dense
+   * Transformer) also splits the activations' model dim over `model` and
+   * the weights' over `data`. dp: the batch over every device. */
   PsShardingPlan plan;
   ps_sharding_plan_init (&plan);
-  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
-  ps_sharding_plan_split (&plan, PS_WEIGHTS, "hncv", 1);
+  if (c->sharding == PS_CONFORMER_DP)
+    {
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", PS_AXIS_ALL);
+      plan.annotate[PS_WEIGHTS] = TRUE;
+    }
+  else
+    {
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
+      ps_sharding_plan_split (&plan, PS_WEIGHTS, "hncv", 1);
+      if (c->sharding == PS_CONFORMER_2D)
+        {
+          ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "m", 1);
+          ps_sharding_plan_split (&plan, PS_WEIGHTS, "m", 0);
+        }
+    }
   g_autofree char *mname = g_strdup_printf ("conformer_%s", c->name);
   g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 2, mesh, devices, &plan);
   net->act = c->f32_activations ? PS_F32 : PS_BF16;

@@ -20,10 +20,13 @@
  * bidirectional T5-style distance buckets (the layer library's attention),
  * where the paper uses Transformer-XL's sinusoidal relative encoding.
  *
- * Sharding, on a 2-D mesh [data, model]: activations split on the batch
- * over `data`; the model dim sharded over `model` the Megatron way: FFN
- * hidden units, attention heads, the convolution module's channels and
- * the vocabulary split, the model dim of activations replicated.
+ * Sharding, on a 2-D mesh [data, model], one of three plans: 2d (default,
+ * the GSPMD paper's 2-D sharding): activations split on the batch over
+ * `data` and on the model dim over `model`; weights' model dim over `data`
+ * and their FFN hidden units, heads, conv channels and vocabulary over
+ * `model`. 1d (Megatron-style): the batch over `data`, weights as 2d over
+ * `model` only, activations' model dim replicated. dp: the batch over every
+ * device, weights replicated.
  *
  * Ownership: the module returned is transfer full.
  */
@@ -37,6 +40,8 @@
 #include "partitioner/ir/ir.h"
 
 G_BEGIN_DECLS
+
+typedef enum { PS_CONFORMER_2D, PS_CONFORMER_1D, PS_CONFORMER_DP } PsConformerSharding;
 
 typedef struct {
   const char *name;
@@ -54,6 +59,7 @@ typedef struct {
   gboolean remat;
   gboolean f32_activations;
   int64_t data, model;       /* mesh [data, model] */
+  PsConformerSharding sharding;
 } PsConformerConfig;
 
 /* Conformer L of the paper's Table 1 (17 layers, d 512, 8 heads, kernel

@@ -13,38 +13,7 @@
 #include "partitioner/builder/autodiff.h"
 #include "traces/trace.h"
 
-/* ---- presets ---------------------------------------------------------------- */
-
-/* The rows of ../shared/reference/published.tsv (Lingvo's
- * lingvo/tasks/lm/params/synthetic_packed_input.py and the "Expect ~N
- * tokens/sec" comments there). tests/check_models.c compares this table with
- * the file so the two cannot drift apart. */
-static const struct {
-  const char *name;
-  int layers;
-  int64_t model_dim, ffn_dim, heads, seq_len, batch;
-  gboolean gated;
-  const char *slice;
-  int64_t mesh0, mesh1;
-  int64_t px, py, pc;
-  const char *order;
-  double tokens_per_s;
-} presets[] = {
-  { "DenseLm128B8x8", 64, 8192, 65536, 128, 1024, 16, TRUE, "v3-128", 8, 16, 8, 8, 2, "nonpod2d", 3700 },
-  { "DenseLm128B16x16", 64, 8192, 65536, 128, 1024, 128, TRUE, "v3-512", 16, 32, 16, 16, 2, "nonpod2d", 18000 },
-  { "DenseLm128B32x32", 64, 8192, 65536, 128, 1024, 512, TRUE, "v3-2048", 32, 64, 32, 32, 2, "arange", 62000 },
-  { "DenseLm175B32x32", 96, 12288, 49152, 96, 2048, 1024, FALSE, "v3-2048", 64, 32, 32, 32, 2, "arange_T", 51530 },
-};
-
-static const char *preset_names[G_N_ELEMENTS (presets) + 1] = {
-  "DenseLm128B8x8", "DenseLm128B16x16", "DenseLm128B32x32", "DenseLm175B32x32", NULL
-};
-
-const char *const *
-ps_dense_lm_preset_names (void)
-{
-  return preset_names;
-}
+/* ---- configs ------------------------------------------------------------------ */
 
 static void
 config_defaults (PsDenseLmConfig *c)
@@ -59,86 +28,6 @@ config_defaults (PsDenseLmConfig *c)
   c->microbatches = 1;
   c->device_order = "arange";
   c->sharding = PS_SHARDING_2D;
-}
-
-gboolean
-ps_dense_lm_preset (const char *name, PsDenseLmConfig *out, GError **error)
-{
-  for (gsize i = 0; i < G_N_ELEMENTS (presets); i++)
-    if (g_ascii_strcasecmp (name, presets[i].name) == 0)
-      {
-        config_defaults (out);
-        out->name = presets[i].name;
-        out->layers = presets[i].layers;
-        out->model_dim = presets[i].model_dim;
-        out->ffn_dim = presets[i].ffn_dim;
-        out->heads = presets[i].heads;
-        out->seq_len = presets[i].seq_len;
-        out->global_batch = presets[i].batch;
-        out->gated_gelu = presets[i].gated;
-        out->slice = presets[i].slice;
-        out->mesh[0] = presets[i].mesh0;
-        out->mesh[1] = presets[i].mesh1;
-        out->physical[0] = presets[i].px;
-        out->physical[1] = presets[i].py;
-        out->physical[2] = presets[i].pc;
-        out->device_order = presets[i].order;
-        out->published_tokens_per_s = presets[i].tokens_per_s;
-        return TRUE;
-      }
-  g_autofree char *known = g_strjoinv (", ", (char **) preset_names);
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "unknown preset '%s' (known: %s)", name, known);
-  return FALSE;
-}
-
-static gboolean
-str_differ (const char *a, const char *b)
-{
-  return g_strcmp0 (a, b) != 0;
-}
-
-char *
-ps_dense_lm_config_diff (const PsDenseLmConfig *a, const PsDenseLmConfig *b)
-{
-  struct { const char *what; gboolean differ; } f[] = {
-    { "layers", a->layers != b->layers },
-    { "model-dim", a->model_dim != b->model_dim },
-    { "ffn-dim", a->ffn_dim != b->ffn_dim },
-    { "heads", a->heads != b->heads },
-    { "head-dim", a->head_dim != b->head_dim },
-    { "seq-len", a->seq_len != b->seq_len },
-    { "batch", a->global_batch != b->global_batch },
-    { "vocab", a->vocab != b->vocab },
-    { "rel-buckets", a->rel_buckets != b->rel_buckets },
-    { "gated-gelu", !a->gated_gelu != !b->gated_gelu },
-    { "optimizer", a->optimizer != b->optimizer },
-    { "remat", !a->remat != !b->remat },
-    { "microbatches", a->microbatches != b->microbatches },
-    { "mesh", a->mesh[0] != b->mesh[0] || a->mesh[1] != b->mesh[1] },
-    { "device-order", str_differ (a->device_order, b->device_order) },
-    { "sharding", a->sharding != b->sharding },
-    { "weight-update-sharding", !a->weight_update_sharding != !b->weight_update_sharding },
-    { "slice", str_differ (a->slice, b->slice) },
-  };
-  GString *out = g_string_new (NULL);
-  for (gsize i = 0; i < G_N_ELEMENTS (f); i++)
-    if (f[i].differ)
-      g_string_append_printf (out, "%s%s", out->len ? ", " : "", f[i].what);
-  return g_string_free (out, FALSE);
-}
-
-const char *
-ps_dense_lm_published_match (const PsDenseLmConfig *cfg)
-{
-  for (gsize i = 0; i < G_N_ELEMENTS (presets); i++)
-    {
-      PsDenseLmConfig p;
-      ps_dense_lm_preset (presets[i].name, &p, NULL);
-      g_autofree char *diff = ps_dense_lm_config_diff (cfg, &p);
-      if (*diff == '\0')
-        return presets[i].name;
-    }
-  return NULL;
 }
 
 void
@@ -158,7 +47,6 @@ ps_dense_lm_config_small (PsDenseLmConfig *out)
   out->gated_gelu = TRUE;
   out->mesh[0] = 2;
   out->mesh[1] = 4;
-  out->slice = "v3-8";
   out->physical[0] = 2;
   out->physical[1] = 2;
   out->physical[2] = 2;
@@ -189,6 +77,14 @@ ps_sharding_preset_from_name (const char *name, PsShardingPreset *out)
   return TRUE;
 }
 
+/* The name of a setting in messages: where the config's parameters say
+ * it came from ("--heads", "run.ini:5:9: heads"), else its option. */
+static const char *
+label (const PsDenseLmConfig *c, const char *key, const char *option)
+{
+  return c->params ? ps_params_where (c->params, key) : option;
+}
+
 static gboolean
 require_div (int64_t value, int64_t by, const char *what, const char *axis, GError **error)
 {
@@ -211,99 +107,102 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
    * 2^24 keep every product of two of them exact in an int64; shapes over
    * 2^40 elements are refused by the builder. */
   const int64_t dim_max = INT64_C (1) << 24;
-  struct { const char *opt; int64_t v, max; } pos[] = {
-    { "--layers", c->layers, 1024 }, { "--model-dim", c->model_dim, dim_max },
-    { "--ffn-dim", c->ffn_dim, dim_max }, { "--heads", c->heads, dim_max },
-    { "--head-dim", c->head_dim, dim_max }, { "--seq-len", c->seq_len, dim_max },
-    { "--batch", c->global_batch, dim_max }, { "--vocab", c->vocab, dim_max },
-    { "--microbatches", c->microbatches, 1024 },
-    { "--mesh (first)", c->mesh[0], PS_MAX_DEVICES }, { "--mesh (second)", c->mesh[1], PS_MAX_DEVICES },
+  struct { const char *key, *opt; int64_t v, max; } pos[] = {
+    { "layers", "--layers", c->layers, 1024 }, { "model_dim", "--model-dim", c->model_dim, dim_max },
+    { "ffn_dim", "--ffn-dim", c->ffn_dim, dim_max }, { "heads", "--heads", c->heads, dim_max },
+    { "head_dim", "--head-dim", c->head_dim, dim_max }, { "seq_len", "--seq-len", c->seq_len, dim_max },
+    { "global_batch", "--batch", c->global_batch, dim_max }, { "vocab", "--vocab", c->vocab, dim_max },
+    { "microbatches", "--microbatches", c->microbatches, 1024 },
+    { "mesh", "--mesh (first)", c->mesh[0], PS_MAX_DEVICES },
+    { "mesh", "--mesh (second)", c->mesh[1], PS_MAX_DEVICES },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     {
       if (pos[i].v <= 0)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %" G_GINT64_FORMAT ")",
-                       pos[i].opt, pos[i].v);
+                       label (c, pos[i].key, pos[i].opt), pos[i].v);
           return FALSE;
         }
       if (pos[i].v > pos[i].max)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be at most %" G_GINT64_FORMAT
-                       " (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].max, pos[i].v);
+                       " (got %" G_GINT64_FORMAT ")", label (c, pos[i].key, pos[i].opt), pos[i].max, pos[i].v);
           return FALSE;
         }
     }
   if (c->mesh[0] * c->mesh[1] > PS_MAX_DEVICES)
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                   " has more than %d devices", c->mesh[0], c->mesh[1], PS_MAX_DEVICES);
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                   " has more than %d devices", label (c, "mesh", "--mesh"), c->mesh[0], c->mesh[1],
+                   PS_MAX_DEVICES);
       return FALSE;
     }
   /* Half the buckets are exact distances, the rest logarithmic up to 128. */
   if (c->rel_buckets < 2 || c->rel_buckets > 254)
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--rel-buckets must be 2 .. 254 (got %d)",
-                   c->rel_buckets);
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 2 .. 254 (got %d)",
+                   label (c, "rel_buckets", "--rel-buckets"), c->rel_buckets);
       return FALSE;
     }
+  const char *batch = label (c, "global_batch", "--batch"), *mbs = label (c, "microbatches", "--microbatches");
   if (c->global_batch % c->microbatches != 0)
-    return require_div (c->global_batch, c->microbatches, "--batch", "--microbatches", error);
+    return require_div (c->global_batch, c->microbatches, batch, mbs, error);
+  const char *stages = label (c, "pipeline_stages", "--pipeline-stages");
   if (c->pipeline_stages < 0 || c->pipeline_stages > c->layers)
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages must be 1 .. --layers (%d), "
-                   "got %d", c->layers, c->pipeline_stages);
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. --layers (%d), got %d", stages,
+                   c->layers, c->pipeline_stages);
       return FALSE;
     }
   if (c->pipeline_stages > 1)
     {
       if (c->sharding == PS_SHARDING_DP)
         {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages: the in-layer sharding "
-                       "of a stage is 2d or 1d (got --sharding dp)");
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: the in-layer sharding of a stage is 2d "
+                       "or 1d (got --sharding dp)", stages);
           return FALSE;
         }
       if (c->unroll)
         {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages and --unroll: a "
-                       "pipeline is a loop");
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s and --unroll: a pipeline is a loop", stages);
           return FALSE;
         }
-      if (!require_div (c->layers, c->pipeline_stages, "--layers", "--pipeline-stages", error))
+      if (!require_div (c->layers, c->pipeline_stages, label (c, "layers", "--layers"), stages, error))
         return FALSE;
       if (c->mesh[0] * c->mesh[1] * c->pipeline_stages > PS_MAX_DEVICES)
         {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--pipeline-stages %d x --mesh %" G_GINT64_FORMAT
-                       "x%" G_GINT64_FORMAT " has more than %d devices", c->pipeline_stages,
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %d x --mesh %" G_GINT64_FORMAT
+                       "x%" G_GINT64_FORMAT " has more than %d devices", stages, c->pipeline_stages,
                        c->mesh[0], c->mesh[1], PS_MAX_DEVICES);
           return FALSE;
         }
     }
   int64_t b = c->global_batch / c->microbatches;
   int64_t all = c->mesh[0] * c->mesh[1];
+  const char *md = label (c, "model_dim", "--model-dim"), *heads = label (c, "heads", "--heads");
+  const char *ffn = label (c, "ffn_dim", "--ffn-dim"), *vocab = label (c, "vocab", "--vocab");
+  const char *mb = "the microbatch size (global batch / microbatches)";
   if (c->pipeline_stages > 1 && c->sharding == PS_SHARDING_1D)
-    return require_div (b, c->mesh[0], "the microbatch size (--batch / --microbatches)",
-                        "mesh axis 0", error)
-           && require_div (c->heads, c->mesh[1], "--heads", "mesh axis 1", error)
-           && require_div (c->ffn_dim, c->mesh[1], "--ffn-dim", "mesh axis 1", error)
-           && require_div (c->vocab, c->mesh[1], "--vocab", "mesh axis 1", error);
+    return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
+           && require_div (c->heads, c->mesh[1], heads, "mesh axis 1", error)
+           && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error)
+           && require_div (c->vocab, c->mesh[1], vocab, "mesh axis 1", error);
   switch (c->sharding)
     {
     case PS_SHARDING_2D:
-      return require_div (b, c->mesh[0], "the microbatch size (--batch / --microbatches)",
-                          "mesh axis 0", error)
-             && require_div (c->model_dim, c->mesh[0], "--model-dim", "mesh axis 0", error)
-             && require_div (c->model_dim, c->mesh[1], "--model-dim", "mesh axis 1", error)
-             && require_div (c->heads, c->mesh[1], "--heads", "mesh axis 1", error)
-             && require_div (c->ffn_dim, c->mesh[1], "--ffn-dim", "mesh axis 1", error)
-             && require_div (c->vocab, c->mesh[1], "--vocab", "mesh axis 1", error);
+      return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
+             && require_div (c->model_dim, c->mesh[0], md, "mesh axis 0", error)
+             && require_div (c->model_dim, c->mesh[1], md, "mesh axis 1", error)
+             && require_div (c->heads, c->mesh[1], heads, "mesh axis 1", error)
+             && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error)
+             && require_div (c->vocab, c->mesh[1], vocab, "mesh axis 1", error);
     case PS_SHARDING_1D:
-      return require_div (c->heads, all, "--heads", "the device count", error)
-             && require_div (c->ffn_dim, all, "--ffn-dim", "the device count", error)
-             && require_div (c->vocab, all, "--vocab", "the device count", error);
+      return require_div (c->heads, all, heads, "the device count", error)
+             && require_div (c->ffn_dim, all, ffn, "the device count", error)
+             && require_div (c->vocab, all, vocab, "the device count", error);
     case PS_SHARDING_DP:
-      return require_div (b, all, "the microbatch size (--batch / --microbatches)",
-                          "the device count", error);
+      return require_div (b, all, mb, "the device count", error);
     }
   return TRUE;
 }
@@ -315,29 +214,19 @@ ps_dense_lm_mesh_devices (const PsDenseLmConfig *c, GError **error)
   mesh.rank = 2;
   mesh.dims[0] = c->mesh[0];
   mesh.dims[1] = c->mesh[1];
-  if (strcmp (c->device_order, "arange") == 0)
-    mesh.order = PS_TRACE_ORDER_ARANGE;
-  else if (strcmp (c->device_order, "arange_T") == 0)
-    mesh.order = PS_TRACE_ORDER_ARANGE_T;
-  else if (strcmp (c->device_order, "nonpod2d") == 0)
-    {
-      mesh.order = PS_TRACE_ORDER_NONPOD2D;
-      if (c->physical[0] * c->physical[1] * c->physical[2] != c->mesh[0] * c->mesh[1])
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                       "--device-order nonpod2d: the slice has %" G_GINT64_FORMAT
-                       " cores but the mesh %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT,
-                       c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1],
-                       c->mesh[0] * c->mesh[1]);
-          return NULL;
-        }
-      for (int i = 0; i < 3; i++)
-        mesh.physical[i] = c->physical[i];
-    }
-  else
+  if (!ps_trace_mesh_set_order (&mesh, c->device_order, c->physical))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
                    "--device-order: unknown order '%s' (arange, arange_T or nonpod2d)", c->device_order);
+      return NULL;
+    }
+  if (mesh.order == PS_TRACE_ORDER_NONPOD2D
+      && c->physical[0] * c->physical[1] * c->physical[2] != c->mesh[0] * c->mesh[1])
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                   "%s nonpod2d: the slice has %" G_GINT64_FORMAT " cores but the mesh %" G_GINT64_FORMAT
+                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT, label (c, "device_order", "--device-order"),
+                   c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1], c->mesh[0] * c->mesh[1]);
       return NULL;
     }
   guint64 n = 0;

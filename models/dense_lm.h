@@ -12,6 +12,8 @@
  * update (partitioner/builder/optimizer.h). Weights and optimizer state are
  * f32, activations bf16.
  *
+ * The presets (published runs) are model files: models/family.h.
+ *
  * Sharding presets annotate a few tensors per layer, as the paper describes;
  * propagation completes the rest:
  *   2d: mesh axis 0 splits the batch (activations) and M (weights); axis 1
@@ -34,6 +36,7 @@
 
 #include "partitioner/ir/ir.h"
 #include "partitioner/builder/optimizer.h"
+#include "models/family.h"
 
 G_BEGIN_DECLS
 
@@ -43,7 +46,7 @@ const char *ps_sharding_preset_name (PsShardingPreset p);
 gboolean ps_sharding_preset_from_name (const char *name, PsShardingPreset *out);
 
 typedef struct {
-  const char *name;          /* preset name or "custom" */
+  const char *name;          /* names the built module ("dense_lm_NAME") */
   int layers;
   int64_t model_dim;         /* M */
   int64_t ffn_dim;           /* H */
@@ -74,30 +77,23 @@ typedef struct {
   int64_t physical[3];       /* nonpod2d: chips x, chips y, cores per chip */
   PsShardingPreset sharding;
   gboolean weight_update_sharding;
-  /* Where it ran and what was published (0 when unknown). */
-  const char *slice;
-  double published_tokens_per_s;
+  /* Where the values came from, for error messages (ps_params_where);
+   * NULL: name the command-line options. */
+  const PsParams *params;
 } PsDenseLmConfig;
 
-/* The rows of ../shared/reference/published.tsv (a copy is compiled in;
- * tests check it against the file). NULL-terminated list of names. */
-const char *const *ps_dense_lm_preset_names (void);
-/* Fills *out with a published row. FALSE with PS_ERROR_OPTION when unknown. */
-gboolean ps_dense_lm_preset (const char *name, PsDenseLmConfig *out, GError **error);
-/* The settings in which two configs differ, by option name without the
- * dashes, comma-separated ("layers, model-dim"); "" when both describe the
- * same run. The name, the published figure and `physical` (which follows
- * the slice) are not compared. transfer full. */
-char *ps_dense_lm_config_diff (const PsDenseLmConfig *a, const PsDenseLmConfig *b);
-/* The published row that cfg equals in every compared setting, or NULL.
- * transfer none. */
-const char *ps_dense_lm_published_match (const PsDenseLmConfig *cfg);
+/* The dense family of the model registry (models/dense_family.c): its
+ * parameters are the fields above; its presets are the published runs
+ * (models/presets/DenseLm*.ini, checked against published.tsv). */
+extern const PsModelFamily ps_dense_family;
+
 /* A small config for tests and the quick start (2 layers, tiny dims). */
 void ps_dense_lm_config_small (PsDenseLmConfig *out);
 
 /* Checks dims, divisibility (heads and batch by the mesh axes that split
  * them, microbatches dividing the batch) and the mesh; errors are
- * PS_ERROR_OPTION and name the option. */
+ * PS_ERROR_OPTION and name the option (or where cfg->params says the value
+ * came from). */
 gboolean ps_dense_lm_check (const PsDenseLmConfig *cfg, GError **error);
 
 /* Device ids at each mesh position, row-major (mesh[0]*mesh[1] entries),

@@ -63,38 +63,52 @@ fail (GError **error, const char *fmt, ...)
   return FALSE;
 }
 
+/* How errors name a value: "--groups" or "FILE:LINE:COL: groups". */
+static const char *
+label (const PsMoeLmConfig *c, const char *key, const char *option)
+{
+  return c->params ? ps_params_where (c->params, key) : option;
+}
+
 gboolean
 ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
 {
-  struct { const char *opt; int64_t v; } pos[] = {
-    { "--layers", c->layers }, { "--moe-every", c->moe_every }, { "--model-dim", c->model_dim },
-    { "--ffn-dim", c->ffn_dim }, { "--heads", c->heads }, { "--head-dim", c->head_dim },
-    { "--seq-len", c->seq_len }, { "--batch", c->global_batch }, { "--vocab", c->vocab },
-    { "--experts", c->experts }, { "--top-k", c->top_k }, { "--microbatches", c->microbatches },
-    { "the core count", c->cores },
+  struct { const char *key, *opt; int64_t v; } pos[] = {
+    { "layers", "--layers", c->layers }, { "moe_every", "--moe-every", c->moe_every },
+    { "model_dim", "--model-dim", c->model_dim }, { "ffn_dim", "--ffn-dim", c->ffn_dim },
+    { "heads", "--heads", c->heads }, { "head_dim", "--head-dim", c->head_dim },
+    { "seq_len", "--seq-len", c->seq_len }, { "global_batch", "--batch", c->global_batch },
+    { "vocab", "--vocab", c->vocab }, { "experts", "--experts", c->experts }, { "top_k", "--top-k", c->top_k },
+    { "microbatches", "--microbatches", c->microbatches }, { NULL, "the core count", c->cores },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
-      return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
+      return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")",
+                   pos[i].key ? label (c, pos[i].key, pos[i].opt) : pos[i].opt, pos[i].v);
+  const char *groups = label (c, "groups", "--groups"), *batch = label (c, "global_batch", "--batch");
+  const char *mbs = label (c, "microbatches", "--microbatches");
   if (c->groups < 0)
-    return fail (error, "--groups must be positive (got %" G_GINT64_FORMAT ")", c->groups);
+    return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", groups, c->groups);
   if (!(c->capacity_factor > 0) || c->capacity_factor > 1e6)
-    return fail (error, "--capacity-factor must be positive (got %g)", c->capacity_factor);
+    return fail (error, "%s must be positive (got %g)", label (c, "capacity_factor", "--capacity-factor"),
+                 c->capacity_factor);
   if (c->top_k > c->experts)
-    return fail (error, "--top-k %d exceeds --experts %" G_GINT64_FORMAT, c->top_k, c->experts);
+    return fail (error, "%s %d exceeds %s %" G_GINT64_FORMAT, label (c, "top_k", "--top-k"), c->top_k,
+                 label (c, "experts", "--experts"), c->experts);
   if (c->global_batch % c->microbatches != 0)
-    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --microbatches %d",
-                 c->global_batch, c->microbatches);
+    return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %d", batch, c->global_batch, mbs,
+                 c->microbatches);
   int64_t mb = c->global_batch / c->microbatches, tokens = mb * c->seq_len;
   if (mb % c->cores != 0)
     return fail (error, "the microbatch (%" G_GINT64_FORMAT " sequences) is not divisible by the %"
                  G_GINT64_FORMAT " cores (data parallel)", mb, c->cores);
   int64_t G = ps_moe_lm_groups (c);
   if (tokens % G != 0)
-    return fail (error, "--groups %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
-                 " tokens of a microbatch", G, tokens);
+    return fail (error, "%s %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
+                 " tokens of a microbatch", groups, G, tokens);
   if (c->moe_every > c->layers)
-    return fail (error, "--moe-every %d exceeds --layers %d: no MoE layer", c->moe_every, c->layers);
+    return fail (error, "%s %d exceeds %s %d: no MoE layer", label (c, "moe_every", "--moe-every"), c->moe_every,
+                 label (c, "layers", "--layers"), c->layers);
   return TRUE;
 }
 

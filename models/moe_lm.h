@@ -28,6 +28,7 @@
 
 #include "partitioner/builder/optimizer.h"
 #include "partitioner/ir/ir.h"
+#include "models/family.h"
 
 G_BEGIN_DECLS
 
@@ -52,6 +53,9 @@ typedef struct {
   gboolean remat;
   int microbatches;
   int64_t cores;             /* devices of the 1-D mesh (= the slice's cores) */
+  /* Where the values came from, for error messages (ps_params_where);
+   * NULL: errors name the options. */
+  const PsParams *params;
 } PsMoeLmConfig;
 
 /* A small config for tests (2 layers, 8 experts on 8 cores). */
@@ -59,7 +63,7 @@ void ps_moe_lm_config_small (PsMoeLmConfig *out);
 
 /* Checks dims and divisibility (batch by cores and microbatches, tokens
  * by groups, groups and experts against the cores); PS_ERROR_OPTION errors
- * naming the option. */
+ * naming the option, or where cfg->params says the value came from. */
 gboolean ps_moe_lm_check (const PsMoeLmConfig *cfg, GError **error);
 
 /* Groups and capacity the config resolves to. */

@@ -131,11 +131,15 @@ START_TEST (test_unet_mlperf_shape)
 }
 END_TEST
 
-/* Conformer: data parallel over 4 and the model dim over 2. */
+/* Conformer: data parallel over 4 and the model dim over 2, in each of the
+ * three sharding plans (2d, 1d, dp). */
 START_TEST (test_conformer_data_and_model)
 {
   PsConformerConfig c;
   ps_conformer_config_tiny (&c);
+  c.sharding = (PsConformerSharding) _i;
+  if (c.sharding == PS_CONFORMER_DP)
+    c.global_batch = 8;
   PsConformerInfo info;
   GError *error = NULL;
   g_autoptr (PsModule) m = ps_conformer_build (&c, &info, &error);
@@ -177,7 +181,7 @@ main (void)
   tcase_add_test (tc, test_unet_spatial_uneven);
   tcase_add_test (tc, test_unet_data_and_spatial);
   tcase_add_test (tc, test_unet_mlperf_shape);
-  tcase_add_test (tc, test_conformer_data_and_model);
+  tcase_add_loop_test (tc, test_conformer_data_and_model, PS_CONFORMER_2D, PS_CONFORMER_DP + 1);
   tcase_add_test (tc, test_conformer_large_shape);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);

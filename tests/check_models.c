@@ -1,5 +1,7 @@
-/* The dense Transformer LM builder: the compiled-in presets match
- * published.tsv, option errors name the option, the built training step is a
+/* The model-family registry and the dense Transformer LM builder: the
+ * preset files match published.tsv column by column, model files read back
+ * what they print and report errors at FILE:LINE:COL, option errors name
+ * the option, the built training step is a
  * valid program with the paper's few annotations per layer, and it runs on the
  * reference interpreter (a small config) with a sane initial loss. */
 #include "config.h"
@@ -11,6 +13,8 @@
 #include <string.h>
 
 #include "models/dense_lm.h"
+#include "models/family.h"
+#include "topology/slice.h"
 #include "partitioner/interp/interp.h"
 #include "partitioner/ir/ir.h"
 
@@ -22,6 +26,25 @@ published_path (void)
   return g_build_filename (src ? src : PS_SRCDIR, "tests", "data", "published.tsv", NULL);
 }
 
+/* The value a published.tsv column has in a model file, or NULL for the
+ * columns that are not parameters. */
+static const char *
+tsv_key (const char *col)
+{
+  static const char *same[] = { "layers", "model_dim", "ffn_dim", "heads", "seq_len", "global_batch",
+                                "gated_gelu", "slice", "mesh", "optimizer" };
+  for (gsize i = 0; i < G_N_ELEMENTS (same); i++)
+    if (strcmp (col, same[i]) == 0)
+      return same[i];
+  if (strcmp (col, "device_mesh") == 0)
+    return "device_order";
+  return NULL;
+}
+
+/* Every row of published.tsv is a preset file whose every column is a
+ * parameter (or follows from one: cores and physical from the slice, the
+ * figure from [published]), so each published run can be written as a
+ * model file or as options. */
 START_TEST (test_presets_match_published_tsv)
 {
   g_autofree char *path = published_path ();
@@ -40,58 +63,58 @@ START_TEST (test_presets_match_published_tsv)
           header = f;
           continue;
         }
-      PsDenseLmConfig c;
       GError *error = NULL;
-      ck_assert_msg (ps_dense_lm_preset (f[0], &c, &error), "preset %s: %s", f[0],
-                     error ? error->message : "");
+      g_autoptr (PsParams) p = ps_model_preset_load (f[0], &error);
+      ck_assert_msg (p != NULL, "preset %s: %s", f[0], error ? error->message : "");
+      ck_assert_str_eq (ps_params_family (p)->name, "dense");
+      g_autoptr (PsSlice) slice = ps_slice_new (ps_params_str (p, "slice"), PS_WRAP_AUTO, 2, &error);
+      ck_assert (slice != NULL);
       for (int k = 1; header[k] && f[k]; k++)
         {
-          const char *col = header[k];
-          const char *v = f[k];
-          if (strcmp (col, "layers") == 0)
-            ck_assert_int_eq (c.layers, atoi (v));
-          else if (strcmp (col, "model_dim") == 0)
-            ck_assert_int_eq (c.model_dim, atoll (v));
-          else if (strcmp (col, "ffn_dim") == 0)
-            ck_assert_int_eq (c.ffn_dim, atoll (v));
-          else if (strcmp (col, "heads") == 0)
-            ck_assert_int_eq (c.heads, atoll (v));
-          else if (strcmp (col, "seq_len") == 0)
-            ck_assert_int_eq (c.seq_len, atoll (v));
-          else if (strcmp (col, "global_batch") == 0)
-            ck_assert_int_eq (c.global_batch, atoll (v));
-          else if (strcmp (col, "gated_gelu") == 0)
-            ck_assert_int_eq (c.gated_gelu, atoi (v));
-          else if (strcmp (col, "cores") == 0)
-            ck_assert_int_eq (c.mesh[0] * c.mesh[1], atoll (v));
-          else if (strcmp (col, "slice") == 0)
-            ck_assert_str_eq (c.slice, v);
-          else if (strcmp (col, "mesh") == 0)
+          const char *col = header[k], *v = f[k];
+          const char *key = tsv_key (col);
+          if (key)
             {
-              g_autofree char *want = g_strdup_printf ("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                                                       c.mesh[0], c.mesh[1]);
-              ck_assert_str_eq (want, v);
+              g_autofree char *have = ps_params_text (p, key);
+              const char *want = strcmp (col, "gated_gelu") == 0 ? (atoi (v) ? "true" : "false") : v;
+              ck_assert_msg (strcmp (have, want) == 0, "%s %s: preset %s, published.tsv %s", f[0], col, have, want);
+            }
+          else if (strcmp (col, "cores") == 0)
+            {
+              ck_assert_int_eq (ps_params_mesh_size (p, "mesh"), atoll (v));
+              ck_assert_int_eq (ps_slice_n_cores (slice), atoll (v));
             }
           else if (strcmp (col, "physical") == 0)
             {
-              g_autofree char *want = g_strdup_printf ("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                                                       c.physical[0], c.physical[1], c.physical[2]);
+              g_autofree char *want = g_strdup_printf ("%dx%dx%d", slice->chips_x, slice->chips_y,
+                                                       slice->cores_per_chip);
               ck_assert_str_eq (want, v);
             }
-          else if (strcmp (col, "device_mesh") == 0)
-            ck_assert_str_eq (c.device_order, v);
-          else if (strcmp (col, "optimizer") == 0)
-            ck_assert_str_eq (ps_optimizer_name (c.optimizer), v);
           else if (strcmp (col, "tokens_per_s") == 0)
-            ck_assert (fabs (c.published_tokens_per_s - atof (v)) < 1e-9);
+            {
+              const char *table = NULL;
+              ck_assert (fabs (ps_params_published (p, &table, NULL) - atof (v)) < 1e-9);
+              ck_assert_str_eq (table, "dense");
+            }
+          else
+            ck_abort_msg ("published.tsv column %s is not a parameter of the dense family", col);
         }
+      /* The published settings the file's comments state for every row. */
+      ck_assert_int_eq (ps_params_int (p, "head_dim"), 128);
+      ck_assert_int_eq (ps_params_int (p, "vocab"), 32000);
+      ck_assert_int_eq (ps_params_int (p, "rel_buckets"), 32);
+      ck_assert_str_eq (ps_params_str (p, "sharding"), "2d");
       rows++;
       g_strfreev (f);
     }
   g_strfreev (header);
   int n = 0;
-  while (ps_dense_lm_preset_names ()[n])
-    n++;
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
+    {
+      g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
+      const char *table = NULL;
+      n += ps_params_published (p, &table, NULL) > 0 && g_strcmp0 (table, "dense") == 0;
+    }
   ck_assert_int_eq (rows, n);
 }
 END_TEST
@@ -100,7 +123,7 @@ START_TEST (test_option_errors)
 {
   PsDenseLmConfig c;
   GError *error = NULL;
-  ck_assert (!ps_dense_lm_preset ("NoSuchModel", &c, &error));
+  ck_assert (ps_model_preset_load ("NoSuchModel", &error) == NULL);
   ck_assert (strstr (error->message, "DenseLm128B8x8") != NULL);
   g_clear_error (&error);
 
@@ -129,39 +152,166 @@ END_TEST
  * published row spelled setting by setting (gated GELU included) is. */
 START_TEST (test_published_match)
 {
-  const char *const *names = ps_dense_lm_preset_names ();
-  for (int i = 0; names[i]; i++)
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
     {
-      PsDenseLmConfig p, c;
-      ck_assert (ps_dense_lm_preset (names[i], &p, NULL));
-      ck_assert_str_eq (ps_dense_lm_published_match (&p), names[i]);
-      /* Every setting from the small model's defaults, as flags would. */
-      ps_dense_lm_config_small (&c);
-      g_autofree char *diff = ps_dense_lm_config_diff (&c, &p);
+      g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
+      if (ps_params_published (p, NULL, NULL) <= 0)
+        continue;
+      ck_assert_str_eq (ps_params_published_match (p, NULL), pr->name);
+      /* Every setting onto the family's defaults, as options would. */
+      g_autoptr (PsParams) c = ps_params_new (ps_params_family (p));
+      g_autofree char *diff = ps_params_diff (c, p);
       ck_assert (strstr (diff, "layers") && strstr (diff, "slice"));
-      ck_assert (ps_dense_lm_published_match (&c) == NULL);
-      c.layers = p.layers;
-      c.model_dim = p.model_dim;
-      c.ffn_dim = p.ffn_dim;
-      c.heads = p.heads;
-      c.head_dim = p.head_dim;
-      c.seq_len = p.seq_len;
-      c.global_batch = p.global_batch;
-      c.vocab = p.vocab;
-      c.rel_buckets = p.rel_buckets;
-      c.mesh[0] = p.mesh[0];
-      c.mesh[1] = p.mesh[1];
-      c.device_order = p.device_order;
-      c.slice = p.slice;
-      ck_assert_msg (ps_dense_lm_published_match (&c) == NULL || p.gated_gelu == c.gated_gelu,
-                     "%s matched without its gated GELU setting", names[i]);
-      c.gated_gelu = p.gated_gelu;
-      ck_assert_str_eq (ps_dense_lm_published_match (&c), names[i]);
-      c.layers = 24;
-      g_autofree char *d2 = ps_dense_lm_config_diff (&c, &p);
+      ck_assert (ps_params_published_match (c, NULL) == NULL);
+      const PsModelFamily *f = ps_params_family (p);
+      /* Issue 16's gated GELU setting, for the dense family. */
+      gboolean gelu = ps_model_family_find_spec (f, "gated_gelu") != NULL;
+      for (int i = 0; i < ps_model_family_n_specs (f); i++)
+        {
+          const PsParamSpec *s = ps_model_family_spec (f, i);
+          if (strcmp (s->key, "gated_gelu") == 0)
+            continue;
+          g_autofree char *v = ps_params_text (p, s->key);
+          ck_assert (ps_params_set (c, s->key, v, "--x", NULL));
+        }
+      if (gelu)
+        {
+          ck_assert_msg (ps_params_published_match (c, NULL) == NULL || ps_params_bool (p, "gated_gelu"),
+                         "%s matched without its gated GELU setting", pr->name);
+          g_autofree char *g = ps_params_text (p, "gated_gelu");
+          ck_assert (ps_params_set (c, "gated_gelu", g, "--gated-gelu", NULL));
+        }
+      double tput = 0;
+      ck_assert_str_eq (ps_params_published_match (c, &tput), pr->name);
+      ck_assert (tput == ps_params_published (p, NULL, NULL));
+      ck_assert (ps_params_set (c, "layers", "24", "--layers", NULL));
+      ck_assert (ps_params_set (c, "async_collectives", "true", "--async-collectives", NULL));
+      g_autofree char *d2 = ps_params_diff (c, p);
       ck_assert_str_eq (d2, "layers");
-      ck_assert (ps_dense_lm_published_match (&c) == NULL);
+      ck_assert (ps_params_published_match (c, NULL) == NULL);
     }
+}
+END_TEST
+
+/* The family's defaults are the small model of the quick start. */
+START_TEST (test_family_defaults)
+{
+  GError *error = NULL;
+  const PsModelFamily *f = ps_model_family_find ("dense", &error);
+  ck_assert (f == &ps_dense_family);
+  ck_assert (ps_model_family_find ("resnet", &error) == NULL);
+  ck_assert (strstr (error->message, "known: dense") != NULL);
+  g_clear_error (&error);
+  g_autoptr (PsParams) p = ps_params_new (f);
+  PsModelTarget t = { 8, { 2, 2, 2 } };
+  ck_assert (f->check (p, &t, NULL));
+  PsModelInfo info;
+  g_autoptr (PsModule) m = f->build (p, &t, &info, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  PsDenseLmConfig c;
+  ps_dense_lm_config_small (&c);
+  PsDenseLmInfo di;
+  g_autoptr (PsModule) m2 = ps_dense_lm_build (&c, &di, NULL);
+  ck_assert_int_eq (info.n_instructions, di.n_instructions);
+  ck_assert (info.params == di.params);
+  ck_assert_int_eq (info.mesh.rank, 2);
+  ck_assert_int_eq (info.mesh.dims[0] * info.mesh.dims[1], 8);
+  /* The mesh must hold the slice's cores. */
+  t.n_cores = 32;
+  ck_assert (!f->check (p, &t, &error));
+  ck_assert_msg (strstr (error->message, "--mesh 2x4 has 8 devices but slice v3-8 has 32 cores"), "%s",
+                 error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
+/* A printed model file reads back to the same parameters, and GLib's own
+ * GKeyFile reads it too (the files are GKeyFile syntax). */
+START_TEST (test_model_file_roundtrip)
+{
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
+    {
+      g_autoptr (PsParams) p = ps_model_preset_load (pr->name, NULL);
+      g_autofree char *text = ps_params_print (p, "a comment\nover two lines");
+      GError *error = NULL;
+      g_autoptr (PsParams) q = ps_params_read ("printed.ini", text, &error);
+      ck_assert_msg (q != NULL, "%s", error ? error->message : "");
+      g_autofree char *d = ps_params_diff (p, q);
+      ck_assert_str_eq (d, "");
+      ck_assert (ps_params_published (q, NULL, NULL) == ps_params_published (p, NULL, NULL));
+      g_autofree char *text2 = ps_params_print (q, "a comment\nover two lines");
+      ck_assert_str_eq (text, text2);
+      g_autoptr (GKeyFile) kf = g_key_file_new ();
+      ck_assert (g_key_file_load_from_data (kf, text, (gsize) -1, G_KEY_FILE_NONE, &error));
+      g_autofree char *layers = g_key_file_get_string (kf, "model", "layers", NULL);
+      g_autofree char *want = ps_params_text (p, "layers");
+      ck_assert_str_eq (layers, want);
+      /* The compiled-in file itself reads to the same parameters. */
+      g_autoptr (PsParams) r = ps_params_read ("preset.ini", pr->text, NULL);
+      g_autofree char *d2 = ps_params_diff (p, r);
+      ck_assert_str_eq (d2, "");
+    }
+}
+END_TEST
+
+/* Errors in model files: one line, FILE:LINE:COL, what is wrong. */
+START_TEST (test_model_file_errors)
+{
+  static const struct { const char *text, *want; } cases[] = {
+    { "[model]\nlayers = 3\n", "f.ini: no 'family' in [model]" },
+    { "[model]\nfamily = resnet\n", "f.ini:2:10: unknown model family 'resnet'" },
+    { "[model]\nfamily = dense\nfamily = dense\n", "f.ini:3:1: family is set twice" },
+    { "layers = 3\n[model]\nfamily = dense\n", "f.ini:1:1: a key before the first [section]" },
+    { "[model]\nfamily = dense\n[modle]\n", "f.ini:3:2: unknown section [modle]" },
+    { "[model]\nfamily = dense\n[slice\n", "f.ini:3:1: a section header is '[name]'" },
+    { "[model]\nfamily = dense\nlayers 3\n", "f.ini:3:1: expected 'key = value'" },
+    { "[model]\nfamily = dense\nlayer = 3\n", "f.ini:3:1: unknown key 'layer' for model family dense" },
+    { "[model]\nfamily = dense\nlayers = three\n", "f.ini:3:10: layers: 'three' is not an integer" },
+    { "[model]\nfamily = dense\n  layers = 0\n", "f.ini:3:12: layers must be positive (got 0)" },
+    { "[model]\nfamily = dense\nlayers = 2\nlayers = 2\n", "f.ini:4:1: 'layers' is set twice" },
+    { "[model]\nfamily = dense\nmesh = 2x4\n", "f.ini:3:1: 'mesh' belongs in [parallelism], not [model]" },
+    { "[model]\nfamily = dense\n[parallelism]\nmesh = 2x4x1\n", "f.ini:4:8: mesh: '2x4x1' has 3 dims, this model takes 2" },
+    { "[model]\nfamily = dense\n[parallelism]\nmesh = 2x\n", "f.ini:4:8: mesh: '2x' is not a mesh" },
+    { "[model]\nfamily = dense\n[parallelism]\nremat = maybe\n", "f.ini:4:9: remat: 'maybe' is not true or false" },
+    { "[model]\nfamily = dense\n[parallelism]\nsharding = 3d\n", "f.ini:4:12: sharding: '3d' is not one of 2d, 1d, dp" },
+    { "[model]\nfamily = dense\n[published]\nthroughput = fast\n", "f.ini:4:14: throughput: 'fast' is not a positive number" },
+    { "[model]\nfamily = dense\n[published]\nspeed = 1\n", "f.ini:4:1: unknown key 'speed' in [published]" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      GError *error = NULL;
+      PsParams *p = ps_params_read ("f.ini", cases[i].text, &error);
+      ck_assert_msg (p == NULL, "case %zu accepted", i);
+      ck_assert_msg (g_str_has_prefix (error->message, cases[i].want), "case %zu: got '%s', want '%s'", i,
+                     error->message, cases[i].want);
+      ck_assert (strchr (error->message, '\n') == NULL);
+      g_clear_error (&error);
+    }
+  /* Values from a file keep their position for later checks. */
+  GError *error = NULL;
+  g_autoptr (PsParams) p = ps_params_read ("dir/f.ini", "# c\n[model]\nfamily = dense\nheads = 6\n"
+                                           "[slice]\nhw = my.ini\n", &error);
+  ck_assert (p != NULL);
+  ck_assert_str_eq (ps_params_where (p, "heads"), "dir/f.ini:4:9: heads");
+  ck_assert_str_eq (ps_params_where (p, "layers"), "--layers");
+  ck_assert_str_eq (ps_params_str (p, "hw"), "dir/my.ini");
+  PsModelTarget t = { 8, { 2, 2, 2 } };
+  ck_assert (!ps_dense_family.check (p, &t, &error));
+  ck_assert_str_eq (error->message, "dir/f.ini:4:9: heads = 6 is not divisible by mesh axis 1 (4)");
+  g_clear_error (&error);
+  /* Options: PS_ERROR_OPTION naming the option. */
+  ck_assert (!ps_params_set (p, "layers", "x", "--layers", &error));
+  ck_assert_str_eq (error->message, "--layers: 'x' is not an integer");
+  ck_assert (error->code == PS_ERROR_OPTION);
+  g_clear_error (&error);
+  ck_assert (!ps_params_set (p, "experts", "4", "--set experts", &error));
+  ck_assert_str_eq (error->message, "--set experts: 'experts' is not a parameter of model family dense");
+  g_clear_error (&error);
+  /* Keys and options are the same names with '_' or '-'. */
+  ck_assert (ps_params_set (p, "model-dim", "64", "--model-dim", NULL));
+  ck_assert_int_eq (ps_params_int (p, "model_dim"), 64);
+  ck_assert (ps_params_set (p, "batch", "16", "--batch", NULL));
+  ck_assert_int_eq (ps_params_int (p, "global_batch"), 16);
 }
 END_TEST
 
@@ -387,6 +537,9 @@ main (void)
   tcase_set_timeout (tc, 300);
   tcase_add_test (tc, test_presets_match_published_tsv);
   tcase_add_test (tc, test_published_match);
+  tcase_add_test (tc, test_family_defaults);
+  tcase_add_test (tc, test_model_file_roundtrip);
+  tcase_add_test (tc, test_model_file_errors);
   tcase_add_test (tc, test_option_errors);
   tcase_add_test (tc, test_build_small_is_valid);
   tcase_add_test (tc, test_small_step_runs);

@@ -74,13 +74,86 @@ if grep -q "gated GELU" "$PS_TMP/out"; then fail "--no-gated-gelu still gated"; 
 expect_status 0 "$PODSIM" run -q --preset DenseLm175B32x32 --gated-gelu --layers 1 --seq-len 256
 expect_grep "DenseLm175B32x32 modified (layers, seq-len, gated-gelu)" "$PS_TMP/out"
 expect_grep "gated GELU" "$PS_TMP/out"
-expect_status 2 "$PODSIM" run -q --gated-gelu --no-gated-gelu
+# The last of two contradicting options wins, as for every option.
+expect_status 0 "$PODSIM" run -q --preset DenseLm175B32x32 --gated-gelu --no-gated-gelu --print-config
+expect_grep "# DenseLm175B32x32 (" "$PS_TMP/out"
+
+# Model files: --print-config writes the run, --config reads it back.
+expect_status 0 "$PODSIM" run --preset DenseLm175B32x32 --print-config
+cp "$PS_TMP/out" "$PS_TMP/175b.ini"
+expect_grep "[published]" "$PS_TMP/175b.ini"
+expect_grep "throughput = 51530" "$PS_TMP/175b.ini"
+expect_status 0 "$PODSIM" run --config "$PS_TMP/175b.ini" --print-config
+cmp -s "$PS_TMP/out" "$PS_TMP/175b.ini" || fail "--config of a printed file prints another file"
+# A published row spelled option by option is that row (issue 16).
+expect_status 0 "$PODSIM" run --layers 96 --model-dim 12288 --ffn-dim 49152 --heads 96 --head-dim 128 \
+  --seq-len 2048 --batch 1024 --vocab 32000 --rel-buckets 32 --no-gated-gelu --mesh 64x32 \
+  --device-order arange_T --slice v3-2048 --print-config
+cmp -s "$PS_TMP/out" "$PS_TMP/175b.ini" || fail "DenseLm175B32x32 spelled as options is not that row"
+expect_status 0 "$PODSIM" run --preset DenseLm128B16x16 --layers 24 --set remat=false --print-config
+expect_grep "# DenseLm128B16x16 modified (layers, remat)" "$PS_TMP/out"
+if grep -qF "[published]" "$PS_TMP/out"; then fail "a modified preset's file has a [published] section"; fi
+# A small model from a file, run with an override on top.
+"$PODSIM" run --print-config >"$PS_TMP/small.ini"
+expect_status 0 "$PODSIM" run -q --config "$PS_TMP/small.ini" --layers 1 --json
+expect_grep '"model" : "small modified (layers)"' "$PS_TMP/out"
+expect_grep '"family" : "dense"' "$PS_TMP/out"
+expect_grep '"layers" : "1"' "$PS_TMP/out"
+# Errors name FILE:LINE:COL or the option, exit 2.
+printf '[model]\nfamily = dense\nlayers = x\n' >"$PS_TMP/bad.ini"
+expect_status 2 "$PODSIM" run --config "$PS_TMP/bad.ini"
+expect_grep "bad.ini:3:10: layers: 'x' is not an integer" "$PS_TMP/err"
+printf '[model]\nfamily = dense\nheads = 6\n' >"$PS_TMP/bad.ini"
+expect_status 2 "$PODSIM" run --config "$PS_TMP/bad.ini"
+expect_grep "bad.ini:3:9: heads = 6 is not divisible by mesh axis 1 (4)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run --config "$PS_TMP/nosuch.ini"
+expect_status 2 "$PODSIM" run --preset DenseLm128B8x8 --config "$PS_TMP/small.ini"
+expect_grep "exclude each other" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run --set nosuch=1
+expect_grep "'nosuch' is not a parameter of model family dense" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run --layers 0
+expect_grep "--layers must be positive (got 0)" "$PS_TMP/err"
+
+# Every key of every family is documented on the family's doc page (the
+# page `podsim run --help` names), as `key`.
+"$PODSIM" run --help | sed -n '/^FAMILY is one of/,/^The options/p' | \
+  sed -n 's/^  \([a-z0-9_]*\) .*(\(doc\/[^)]*\))$/\1 \2/p' >"$PS_TMP/families"
+[ -s "$PS_TMP/families" ] || fail "podsim run --help lists no families"
+while read -r fam page; do
+  "$PODSIM" run "$fam" --print-config | sed -n 's/^\([a-z0-9_]*\) =.*/\1/p' | while read -r key; do
+    grep -qF "\`$key\`" "$PS_SRCDIR/$page" || echo "family $fam: key $key is not in $page"
+  done
+done <"$PS_TMP/families" >"$PS_TMP/undocumented"
+[ -s "$PS_TMP/undocumented" ] && fail "$(cat "$PS_TMP/undocumented")"
 
 # One row of the paper's table, as CSV (each row is a child podsim run).
-expect_status 0 "$PODSIM" tables dense --only DenseLm128B8x8 --csv
+expect_status 0 "$PODSIM" tables dense --only DenseLm128B8x8 --csv --plot "$PS_TMP/t.png" \
+  --scaling "$PS_TMP/s.svg"
 expect_grep "name,cores,mesh,step_time_s,tokens_per_s" "$PS_TMP/out"
 expect_grep "DenseLm128B8x8,128,8x16," "$PS_TMP/out"
+is_png () { [ "$(head -c 8 "$1" | od -An -c | tr -d ' ')" = '211PNG\r\n032\n' ] || fail "$1 is not a PNG"; }
+is_png "$PS_TMP/t.png"
+expect_grep "<svg" "$PS_TMP/s.svg"
+# Pictures of a run: link utilization and the step's breakdown.
+expect_status 0 "$PODSIM" run -q --picture "$PS_TMP/links.png" --plot "$PS_TMP/plot.svg"
+is_png "$PS_TMP/links.png"
+expect_grep "<svg" "$PS_TMP/plot.svg"
+expect_status 2 "$PODSIM" run -q --picture "$PS_TMP/links.gif"
+expect_grep "--picture $PS_TMP/links.gif: a picture is FILE.png or FILE.svg" "$PS_TMP/err"
+[ -e "$PS_TMP/links.gif" ] && fail "a failed run left a picture"
 expect_status 2 "$PODSIM" tables dense --only NoSuchRow
+
+# The memory check alone; and a run that does not fit still gives its
+# figures as JSON (status 2).
+expect_status 0 "$PODSIM" run -q --memory-only
+expect_grep "per core of 16.00 GiB" "$PS_TMP/out"
+expect_grep ": fits" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run -q --memory-only --json
+expect_grep '"fits" : true' "$PS_TMP/out"
+if grep -q step_time_s "$PS_TMP/out"; then fail "--memory-only reported a step time"; fi
+expect_status 2 "$PODSIM" run -q --batch 8192 --seq-len 1024 --json
+expect_grep '"fits" : false' "$PS_TMP/out"
+expect_grep '"peak_hbm_bytes" : ' "$PS_TMP/out"
 
 # Option errors: one line, exit 2.
 expect_status 2 "$PODSIM" run -q --mesh 2x2
@@ -93,7 +166,7 @@ expect_status 2 "$PODSIM" run -q --batch 8192 --seq-len 1024
 expect_grep "the model does not fit: per-core peak" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q --sharding 3d
 expect_status 2 "$PODSIM" run -q resnet
-expect_grep "unknown model 'resnet'" "$PS_TMP/err"
+expect_grep "unknown model family 'resnet'" "$PS_TMP/err"
 expect_status 2 "$PODSIM" tables nosuch
 expect_status 2 "$PODSIM" run -q --mesh 2x4 --device-order nonpod2d --slice v3-32
 finish

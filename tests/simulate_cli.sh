@@ -80,4 +80,17 @@ expect_grep "--collectives: unknown collective algorithm 'tree' (torus2d, dim-by
 [ "$(wc -l <"$PS_TMP/err")" = 1 ] || fail "a bad --collectives printed more than one line"
 expect_status 0 "$PODSIM" simulate "$T" --slice v3-32 --json --collectives dim-by-dim
 expect_status 2 "$PODSIM" simulate "$T" --slice v3-32 --collectives tree
+# Groups from a logical mesh, and the pictures of links and groups.
+expect_status 0 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --mesh 4x8 \
+  --device-order nonpod2d --axes 1 --picture "$PS_TMP/l.png" --groups-picture "$PS_TMP/g.svg"
+expect_grep "groups mesh 4x8 (nonpod2d) axes 1: 4 x 8 devices" "$PS_TMP/out"
+[ "$(head -c 4 "$PS_TMP/l.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "l.png is not a PNG"
+expect_grep "<svg" "$PS_TMP/g.svg"
+expect_status 0 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --mesh 4x8 --axes 0
+expect_grep "8 x 4 devices" "$PS_TMP/out"
+expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --mesh 4x4
+expect_grep "--mesh 4x4: not a mesh of the 32 cores of v3-32" "$PS_TMP/err"
+expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --mesh 4x8 --axes 2
+expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --axes 1
+expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --picture x.bmp
 finish

@@ -98,6 +98,11 @@ guint32 *ps_trace_mesh_device_ids (const PsTraceMesh *mesh, guint64 *n_out);
 gboolean ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh,
                                    GError **error);
 
+/* Sets mesh->order from a device order's name as users write it:
+ * "arange", "arange_T" or "nonpod2d" (which takes `physical`: chips x,
+ * chips y, cores per chip). FALSE for any other name. */
+gboolean ps_trace_mesh_set_order (PsTraceMesh *mesh, const char *name, const gint64 *physical);
+
 /* ---- header ---------------------------------------------------------------- */
 
 /* Totals over all events; the writer computes them, the reader checks them. */

@@ -451,6 +451,24 @@ ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh,
 }
 
 gboolean
+ps_trace_mesh_set_order (PsTraceMesh *mesh, const char *name, const gint64 *physical)
+{
+  if (strcmp (name, "arange") == 0)
+    mesh->order = PS_TRACE_ORDER_ARANGE;
+  else if (strcmp (name, "arange_T") == 0)
+    mesh->order = PS_TRACE_ORDER_ARANGE_T;
+  else if (strcmp (name, "nonpod2d") == 0)
+    {
+      mesh->order = PS_TRACE_ORDER_NONPOD2D;
+      for (int i = 0; i < 3; i++)
+        mesh->physical[i] = physical[i];
+    }
+  else
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
 tr_parse_order (const char *text, PsTraceMesh *mesh, char **why,
                 gsize *why_offset)
 {

@@ -291,6 +291,18 @@ conv_split_window (SpComp *c, const PsInstr *in)
       }
   if (split_f)
     lsrc[cd->in_feature] = rsrc[cd->k_in_feature] = from_rhs ? cd->k_in_feature : cd->in_feature;
+  /* The kernel's output features may stay split (the result then is too):
+   * a depthwise weight gradient under model-dim sharding. With batch
+   * groups the lhs batch carries the groups and splits alike. */
+  int64_t bgc = in->batch_group_count > 0 ? in->batch_group_count : 1;
+  int64_t kf = from_rhs ? sp_shards (base, (int) cd->k_out_feature) : 1;
+  gboolean keep_out = kf > 1 && fgc == 1 && bgc % kf == 0;
+  if (keep_out)
+    {
+      rsrc[cd->k_out_feature] = cd->k_out_feature;
+      if (bgc > 1)
+        lsrc[cd->in_batch] = cd->k_out_feature;
+    }
   g_autoptr (PsSharding) ls = sp_sharding_remap (base, rl, lsrc);
   g_autoptr (PsSharding) rs = sp_sharding_remap (base, rr, rsrc);
   if (!ls || !rs)
@@ -340,9 +352,21 @@ conv_split_window (SpComp *c, const PsInstr *in)
       normalise_window_dim (&win[q]);
     }
   PsInstr *ops[2] = { l, r };
-  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (in->shape), 2, ops);
+  int ro = in->shape->rank;
+  int64_t osrc[ro];
+  for (int q = 0; q < ro; q++)
+    osrc[q] = -1;
+  if (keep_out)
+    osrc[cd->out_feature] = cd->k_out_feature;
+  g_autoptr (PsSharding) os = sp_sharding_remap (rs, ro, osrc);
+  if (!os)
+    return NULL;
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (os, in->shape);
+  PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
   if (n > 0)
     memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) n);
+  if (keep_out && bgc > 1)
+    y->batch_group_count = bgc / kf;
   gboolean mask[rs->n_tile_dims];
   memset (mask, 0, sizeof mask);
   for (int q = 0; q < n; q++)
@@ -351,7 +375,21 @@ conv_split_window (SpComp *c, const PsInstr *in)
   int ng, gs;
   g_autofree int64_t *groups = sp_groups (rs, mask, &ng, &gs);
   y = sp_all_reduce (c, y, SP_RED_SUM, ng, gs, groups);
-  return sp_pval_new (y, sp_replicated (), in->shape);
+  return sp_pval_new (y, os, in->shape);
+}
+
+/* A result tiled on its output features alone: a weight gradient whose
+ * kernel features are split (model-dim sharding) may still contract its
+ * split batch and window dims (conv_split_window). */
+static gboolean
+conv_result_follows_kernel_features (const PsInstr *in, const PsSharding *t)
+{
+  if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t) || !in->conv.present)
+    return FALSE;
+  for (int q = 0; q < in->shape->rank; q++)
+    if (q != in->conv.out_feature && sp_shards (t, q) > 1)
+      return FALSE;
+  return TRUE;
 }
 
 /* The convolution partitioned so that its result has sharding t, or NULL
@@ -457,14 +495,15 @@ SpPVal *
 sp_handle_convolution (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
-  if (t->kind == PS_SHARDING_REPLICATED && ps_shape_is_array (in->shape)
-      && in->shape->etype != PS_PRED)
+  if ((t->kind == PS_SHARDING_REPLICATED || conv_result_follows_kernel_features (in, t))
+      && ps_shape_is_array (in->shape) && in->shape->etype != PS_PRED)
     {
       SpPVal *r = conv_split_window (c, in);
       if (r || sp_failed (c))
         return r;
     }
-  else if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
+  if (t->kind != PS_SHARDING_REPLICATED
+      && (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t)))
     return NULL;
   SpPVal *r = conv_with (c, in, t);
   if (r || sp_failed (c) || !in->conv.present)

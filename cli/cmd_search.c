@@ -1,0 +1,624 @@
+/* podsim search: for a model and a slice, enumerate the strategies (every
+ * combination of the family's search axes: mesh factorizations of the
+ * slice, sharding presets, device orders, microbatches, remat,
+ * weight-update sharding, overlap options, ...), drop the ones that cannot
+ * be built, check memory exactly before simulating (one memory check per
+ * group of strategies whose per-device program is the same), simulate the
+ * rest in parallel (one process each), and rank them by step time.
+ * doc/manual.md, "What if". */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/pool.h"
+#include "cli/study.h"
+#include "common/error.h"
+
+typedef struct {
+  char *axes;
+  gint top, jobs;
+  gboolean csv, quiet, dry_run;
+} SearchOptions;
+
+/* Keys whose value cannot change the per-device program's memory: a device
+ * order only renames devices; asynchronous collectives and the collective
+ * cache act in lowering and replay, after the memory check. */
+static const char *const memory_neutral[] = { "device_order", "async_collectives", "cache", NULL };
+
+typedef enum { ST_INVALID, ST_DUPLICATE, ST_NO_FIT, ST_FAILED, ST_SIMULATED } Status;
+
+typedef struct {
+  Status status;
+  guint same_as;             /* ST_DUPLICATE: the strategy it equals */
+  guint memory_rep;          /* the strategy whose memory check stands for it */
+  char *why;                 /* invalid / failed / no-fit reason */
+  PsStudyRow *row;           /* ST_SIMULATED (and ST_FAILED when it ran) */
+  double peak_hbm_bytes;     /* from the memory check */
+  int rank;                  /* 1.. among simulated */
+} Strategy;
+
+/* ---- axes ----------------------------------------------------------------------- */
+
+/* Every way to write n as an ordered product of `rank` factors. */
+static void
+factorizations (int64_t n, int rank, int64_t *dims, int at, GPtrArray *out)
+{
+  if (at == rank - 1)
+    {
+      dims[at] = n;
+      GString *t = g_string_new (NULL);
+      for (int i = 0; i < rank; i++)
+        g_string_append_printf (t, "%s%" G_GINT64_FORMAT, i ? "x" : "", dims[i]);
+      g_ptr_array_add (out, g_string_free (t, FALSE));
+      return;
+    }
+  for (int64_t d = 1; d <= n; d++)
+    if (n % d == 0)
+      {
+        dims[at] = d;
+        factorizations (n / d, rank, dims, at + 1, out);
+      }
+}
+
+/* The values `podsim search` tries for a spec (transfer full). */
+static GPtrArray *
+axis_values (const PsParamSpec *s, const PsParams *base, const PsModelTarget *t)
+{
+  GPtrArray *v = g_ptr_array_new_with_free_func (g_free);
+  if (strcmp (s->search, "*") != 0)
+    {
+      g_auto (GStrv) parts = g_strsplit (s->search, "|", -1);
+      for (int i = 0; parts[i]; i++)
+        g_ptr_array_add (v, g_strdup (parts[i]));
+      return v;
+    }
+  switch (s->type)
+    {
+    case PS_PARAM_BOOL:
+      g_ptr_array_add (v, g_strdup ("false"));
+      g_ptr_array_add (v, g_strdup ("true"));
+      break;
+    case PS_PARAM_CHOICE:
+      {
+        g_auto (GStrv) parts = g_strsplit (s->choices, "|", -1);
+        for (int i = 0; parts[i]; i++)
+          g_ptr_array_add (v, g_strdup (parts[i]));
+        break;
+      }
+    case PS_PARAM_MESH:
+      {
+        int64_t dims[PS_PARAM_MESH_MAX_RANK];
+        int rank = ps_params_mesh (base, s->key, dims);
+        if (rank < 1)
+          rank = (int) MAX (s->min, 1);
+        factorizations (t->n_cores, rank, dims, 0, v);
+        break;
+      }
+    default:
+      {
+        /* Other types search only explicit lists; keep the base value. */
+        g_ptr_array_add (v, ps_params_text (base, s->key));
+      }
+    }
+  return v;
+}
+
+typedef struct {
+  const PsParamSpec *spec;
+  GPtrArray *values;
+} Axis;
+
+static void
+axis_free (gpointer p)
+{
+  Axis *a = p;
+  g_ptr_array_free (a->values, TRUE);
+  g_free (a);
+}
+
+static GPtrArray *
+search_axes (const SearchOptions *o, const PsParams *base, const PsModelTarget *t, GError **error)
+{
+  const PsModelFamily *f = ps_params_family (base);
+  g_autoptr (GPtrArray) axes = g_ptr_array_new_with_free_func (axis_free);
+  if (o->axes)
+    {
+      g_auto (GStrv) keys = g_strsplit (o->axes, ",", -1);
+      for (int i = 0; keys[i]; i++)
+        {
+          g_strstrip (keys[i]);
+          const PsParamSpec *s = ps_model_family_find_spec (f, keys[i]);
+          if (!s || !s->search)
+            {
+              g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--axes: '%s' is not a search axis of family %s",
+                           keys[i], f->name);
+              return NULL;
+            }
+          Axis *a = g_new0 (Axis, 1);
+          a->spec = s;
+          a->values = axis_values (s, base, t);
+          g_ptr_array_add (axes, a);
+        }
+    }
+  else
+    for (int i = 0; i < ps_model_family_n_specs (f); i++)
+      {
+        const PsParamSpec *s = ps_model_family_spec (f, i);
+        if (!s->search)
+          continue;
+        Axis *a = g_new0 (Axis, 1);
+        a->spec = s;
+        a->values = axis_values (s, base, t);
+        g_ptr_array_add (axes, a);
+      }
+  if (axes->len == 0)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "family %s has no search axes", f->name);
+      return NULL;
+    }
+  return g_steal_pointer (&axes);
+}
+
+/* ---- phases --------------------------------------------------------------------- */
+
+typedef struct {
+  PsStudy *study;
+  Strategy *st;
+  const guint *ids;          /* pool job -> strategy */
+  const char *what;
+  gboolean progress;
+} Phase;
+
+static void
+on_done (const PsPoolResult *r, gpointer user)
+{
+  Phase *ph = user;
+  guint id = ph->ids[r->index];
+  Strategy *s = &ph->st[id];
+  PsStudyRow *row = ps_study_row_from_result (r, id);
+  s->row = row;
+  s->peak_hbm_bytes = row->peak_hbm_bytes;
+  s->status = row->ran && row->fits && !row->error ? ST_SIMULATED : row->ran && !row->fits ? ST_NO_FIT : ST_FAILED;
+  if (s->status != ST_SIMULATED)
+    s->why = g_strdup (row->error);
+}
+
+static void
+on_progress (guint done, guint total, double elapsed_s, gpointer user)
+{
+  Phase *ph = user;
+  if (ph->progress)
+    ps_study_progress (ph->what, done, total, elapsed_s);
+}
+
+static gboolean
+run_phase (Phase *ph, int jobs, GArray *todo, GError **error)
+{
+  g_autoptr (PsPool) pool = ps_pool_new (jobs, on_done, on_progress, ph);
+  for (guint i = 0; i < todo->len; i++)
+    {
+      g_auto (GStrv) argv = ps_study_child_argv (ph->study, g_array_index (todo, guint, i), NULL);
+      ps_pool_add (pool, (const char *const *) argv);
+    }
+  ph->ids = (const guint *) todo->data;
+  return ps_pool_run (pool, error);
+}
+
+/* ---- the report ----------------------------------------------------------------- */
+
+static int
+cmp_rank (gconstpointer a, gconstpointer b, gpointer user)
+{
+  const Strategy *st = user;
+  guint x = *(const guint *) a, y = *(const guint *) b;
+  double tx = st[x].row->step_time_s, ty = st[y].row->step_time_s;
+  if (tx != ty)
+    return tx < ty ? -1 : 1;
+  return x < y ? -1 : x > y ? 1 : 0;  /* ties: enumeration order */
+}
+
+static char *
+settings_text (PsStudy *s, guint id)
+{
+  GString *out = g_string_new (NULL);
+  for (guint k = 0; k < ps_study_n_keys (s); k++)
+    g_string_append_printf (out, "%s%s=%s", k ? " " : "", ps_study_key (s, k), ps_study_value (s, id, k));
+  return g_string_free (out, FALSE);
+}
+
+/* Why a simulated strategy lost against the best: how much slower, and
+ * which part of the step grew most. */
+static char *
+slower_text (const PsStudyRow *r, const PsStudyRow *best)
+{
+  double pct = 100.0 * (r->step_time_s / best->step_time_s - 1);
+  double dc = r->compute_s - best->compute_s, de = r->exposed_communication_s - best->exposed_communication_s;
+  double di = r->idle_s - best->idle_s;
+  const char *part = "exposed communication";
+  double d = de;
+  if (dc > d)
+    part = "compute", d = dc;
+  if (di > d)
+    part = "idle", d = di;
+  g_autofree char *dt = ps_format_seconds (fabs (d));
+  return g_strdup_printf ("slower by %.1f %% (%s %s%s)", pct, part, d >= 0 ? "+" : "-", dt);
+}
+
+static const char *
+status_name (Status s)
+{
+  static const char *names[] = { "invalid", "duplicate", "no-fit", "failed", "simulated" };
+  return names[s];
+}
+
+static void
+print_csv (PsStudy *s, Strategy *st, guint n, const PsStudyRow *best)
+{
+  GString *out = g_string_new ("rank,id");
+  for (guint k = 0; k < ps_study_n_keys (s); k++)
+    ps_study_csv_field (out, ps_study_key (s, k));
+  const char *cols[] = { "status", "step_time_s", "throughput_per_s", "compute_s", "exposed_communication_s",
+                         "idle_s", "peak_hbm_bytes", "why" };
+  for (gsize i = 0; i < G_N_ELEMENTS (cols); i++)
+    ps_study_csv_field (out, cols[i]);
+  g_string_append_c (out, '\n');
+  for (guint id = 0; id < n; id++)
+    {
+      Strategy *x = &st[id];
+      if (x->rank)
+        g_string_append_printf (out, "%d,%u", x->rank, id);
+      else
+        g_string_append_printf (out, ",%u", id);
+      for (guint k = 0; k < ps_study_n_keys (s); k++)
+        ps_study_csv_field (out, ps_study_value (s, id, k));
+      ps_study_csv_field (out, status_name (x->status));
+      gboolean sim = x->status == ST_SIMULATED;
+      double v[] = { sim ? x->row->step_time_s : 0, sim ? x->row->throughput_per_s : 0,
+                     sim ? x->row->compute_s : 0, sim ? x->row->exposed_communication_s : 0,
+                     sim ? x->row->idle_s : 0 };
+      for (gsize i = 0; i < G_N_ELEMENTS (v); i++)
+        {
+          g_autofree char *t = sim ? g_strdup_printf ("%.9g", v[i]) : NULL;
+          ps_study_csv_field (out, t);
+        }
+      g_autofree char *peak = x->peak_hbm_bytes > 0 ? g_strdup_printf ("%.0f", x->peak_hbm_bytes) : NULL;
+      ps_study_csv_field (out, peak);
+      g_autofree char *why = NULL;
+      if (sim && x->rank > 1)
+        why = slower_text (x->row, best);
+      else if (sim)
+        why = g_strdup ("best");
+      else if (x->status == ST_DUPLICATE)
+        why = g_strdup_printf ("the same run as %u", x->same_as);
+      else
+        why = g_strdup (x->why);
+      ps_study_csv_field (out, why);
+      g_string_append_c (out, '\n');
+    }
+  fputs (out->str, stdout);
+  g_string_free (out, TRUE);
+}
+
+/* Counts of identical reasons, most frequent first, at most `max`. */
+static void
+print_reasons (const char *label, Strategy *st, guint n, Status status, int max)
+{
+  GHashTable *count = g_hash_table_new (g_str_hash, g_str_equal);
+  GPtrArray *order = g_ptr_array_new ();
+  guint total = 0;
+  for (guint id = 0; id < n; id++)
+    if (st[id].status == status)
+      {
+        const char *why = st[id].why ? st[id].why : "?";
+        gpointer c = g_hash_table_lookup (count, why);
+        if (!c)
+          g_ptr_array_add (order, (gpointer) why);
+        g_hash_table_insert (count, (gpointer) why, GUINT_TO_POINTER (GPOINTER_TO_UINT (c) + 1));
+        total++;
+      }
+  if (total)
+    {
+      printf ("  %s: %u\n", label, total);
+      for (int k = 0; k < max && order->len > 0; k++)
+        {
+          guint best = 0;
+          for (guint i = 1; i < order->len; i++)
+            if (GPOINTER_TO_UINT (g_hash_table_lookup (count, order->pdata[i]))
+                > GPOINTER_TO_UINT (g_hash_table_lookup (count, order->pdata[best])))
+              best = i;
+          printf ("    %4u x %s\n", GPOINTER_TO_UINT (g_hash_table_lookup (count, order->pdata[best])),
+                  (const char *) order->pdata[best]);
+          g_ptr_array_remove_index (order, best);
+        }
+      if (order->len > 0)
+        printf ("    ... and %u other reasons\n", order->len);
+    }
+  g_ptr_array_free (order, TRUE);
+  g_hash_table_destroy (count);
+}
+
+static int
+search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr (PsParams) base = ps_model_options_params_argv (mo, argc, argv, &error);
+  if (!base)
+    return ps_cli_fail (error);
+  double published = 0;
+  g_autofree char *name = ps_model_options_name (mo, base, &published);
+  PsModelTarget t;
+  if (!ps_model_target (base, NULL, NULL, &t, &error))
+    return ps_cli_fail (error);
+  const PsModelFamily *f = ps_params_family (base);
+  g_autoptr (GPtrArray) axes = search_axes (o, base, &t, &error);
+  if (!axes)
+    return ps_cli_fail (error);
+
+  /* Every combination, the first axis outermost. */
+  g_autofree const char **keys = g_new0 (const char *, axes->len + 1);
+  g_autofree const char **where = g_new0 (const char *, axes->len + 1);
+  g_autofree GPtrArray **values = g_new0 (GPtrArray *, axes->len + 1);
+  for (guint i = 0; i < axes->len; i++)
+    {
+      Axis *a = axes->pdata[i];
+      keys[i] = a->spec->key;
+      where[i] = "search axis";
+      values[i] = a->values;
+    }
+  g_autoptr (PsStudy) study = ps_study_new (base, keys);
+  if (!ps_study_add_grid (study, values, where, 1000000, &error))
+    {
+      g_prefix_error (&error, "too many strategies (narrow them with --axes, or fix a key with its option): ");
+      return ps_cli_fail (error);
+    }
+  guint n = ps_study_n_configs (study);
+
+  /* Cheap checks in this process: what cannot be built, and what is the
+   * same run as an earlier strategy. Then one memory check per group of
+   * strategies that differ only in memory-neutral keys. */
+  Strategy *st = g_new0 (Strategy, n);
+  g_autoptr (GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GHashTable) groups = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GArray) memory_todo = g_array_new (FALSE, FALSE, sizeof (guint));
+  guint n_invalid = 0, n_dup = 0;
+  for (guint id = 0; id < n; id++)
+    {
+      g_autoptr (PsParams) p = ps_study_params (study, id);
+      if (f->canonicalize)
+        f->canonicalize (p, &t);
+      char *key = ps_params_key (p);
+      gpointer prev;
+      if (g_hash_table_lookup_extended (seen, key, NULL, &prev))
+        {
+          st[id].status = ST_DUPLICATE;
+          st[id].same_as = GPOINTER_TO_UINT (prev);
+          n_dup++;
+          g_free (key);
+          continue;
+        }
+      g_hash_table_insert (seen, key, GUINT_TO_POINTER (id));
+      GError *local = NULL;
+      if (f->check && !f->check (p, &t, &local))
+        {
+          st[id].status = ST_INVALID;
+          st[id].why = g_strdup (local->message);
+          g_error_free (local);
+          n_invalid++;
+          continue;
+        }
+      for (int k = 0; memory_neutral[k]; k++)
+        if (ps_model_family_find_spec (f, memory_neutral[k]))
+          {
+            g_autoptr (PsParams) b = NULL;
+            g_autofree char *v = ps_params_text (base, memory_neutral[k]);
+            ps_params_set (p, memory_neutral[k], v, "--x", NULL);
+          }
+      char *gkey = ps_params_key (p);
+      if (g_hash_table_lookup_extended (groups, gkey, NULL, &prev))
+        {
+          st[id].memory_rep = GPOINTER_TO_UINT (prev);
+          g_free (gkey);
+        }
+      else
+        {
+          g_hash_table_insert (groups, gkey, GUINT_TO_POINTER (id));
+          st[id].memory_rep = id;
+          g_array_append_val (memory_todo, id);
+        }
+      st[id].status = ST_SIMULATED;   /* provisional: to be checked and run */
+    }
+
+  if (o->dry_run)
+    {
+      guint left = n - n_invalid - n_dup;
+      printf ("search       %s on %s: %u strategies; %u cannot be built, %u repeat another; "
+              "%u memory checks, then up to %u simulations\n", name, ps_params_str (base, "slice"), n,
+              n_invalid, n_dup, memory_todo->len, left);
+      for (guint id = 0; id < n; id++)
+        g_free (st[id].why);
+      g_free (st);
+      return 0;
+    }
+  g_autofree char *tmp = g_dir_make_tmp ("podsim-search-XXXXXX", &error);
+  const char *base_path = tmp ? ps_study_write_base (study, tmp, name, &error) : NULL;
+  if (!base_path)
+    return ps_cli_fail (error);
+  gboolean tty = !o->quiet && isatty (2);
+  gint64 t0 = g_get_monotonic_time ();
+  /* First each group's representative, in full: its run stops at the
+   * memory check when it does not fit, which then stands for the group;
+   * then the rest of the groups that fit. */
+  Phase ph = { study, st, NULL, "podsim search: memory checks", tty };
+  gboolean ok = run_phase (&ph, o->jobs, memory_todo, &error);
+  g_autoptr (GArray) sim_todo = g_array_new (FALSE, FALSE, sizeof (guint));
+  guint n_nofit = 0, n_failed = 0;
+  for (guint id = 0; ok && id < n; id++)
+    {
+      if (st[id].status != ST_SIMULATED || id == st[id].memory_rep)
+        continue;
+      Strategy *rep = &st[st[id].memory_rep];
+      st[id].peak_hbm_bytes = rep->peak_hbm_bytes;
+      if (rep->status == ST_NO_FIT)
+        {
+          st[id].status = rep->status;
+          st[id].why = g_strdup (rep->why);
+          continue;
+        }
+      g_array_append_val (sim_todo, id);
+    }
+  ph.what = "podsim search: simulations";
+  ok = ok && run_phase (&ph, o->jobs, sim_todo, &error);
+  g_unlink (base_path);
+  g_rmdir (tmp);
+  if (!ok)
+    {
+      for (guint id = 0; id < n; id++)
+        {
+          g_free (st[id].why);
+          ps_study_row_free (st[id].row);
+        }
+      g_free (st);
+      return ps_cli_fail (error);
+    }
+  double wall = (double) (g_get_monotonic_time () - t0) / 1e6;
+
+  /* Rank. */
+  g_autoptr (GArray) ranked = g_array_new (FALSE, FALSE, sizeof (guint));
+  for (guint id = 0; id < n; id++)
+    {
+      n_nofit += st[id].status == ST_NO_FIT;
+      n_failed += st[id].status == ST_FAILED;
+      if (st[id].status == ST_SIMULATED)
+        g_array_append_val (ranked, id);
+    }
+  g_array_sort_with_data (ranked, cmp_rank, st);
+  for (guint i = 0; i < ranked->len; i++)
+    st[g_array_index (ranked, guint, i)].rank = (int) i + 1;
+  const PsStudyRow *best = ranked->len ? st[g_array_index (ranked, guint, 0)].row : NULL;
+
+  /* The base configuration's own strategy, when it is one of them. */
+  guint base_id = G_MAXUINT;
+  for (guint id = 0; id < n && base_id == G_MAXUINT; id++)
+    {
+      gboolean same = TRUE;
+      for (guint k = 0; k < ps_study_n_keys (study) && same; k++)
+        {
+          g_autofree char *v = ps_params_text (base, ps_study_key (study, k));
+          same = strcmp (v, ps_study_value (study, id, k)) == 0;
+        }
+      if (same)
+        base_id = id;
+    }
+
+  if (o->csv)
+    print_csv (study, st, n, best);
+  else
+    {
+      GString *axes_text = g_string_new (NULL);
+      for (guint i = 0; i < axes->len; i++)
+        g_string_append_printf (axes_text, "%s%s (%u)", i ? " x " : "", ((Axis *) axes->pdata[i])->spec->key,
+                                ((Axis *) axes->pdata[i])->values->len);
+      g_autofree char *wt = ps_format_duration (wall);
+      printf ("search       %s on %s: %u strategies = %s\n", name, ps_params_str (base, "slice"), n,
+              axes_text->str);
+      g_string_free (axes_text, TRUE);
+      g_autofree char *failed = n_failed ? g_strdup_printf (", %u failed", n_failed) : g_strdup ("");
+      printf ("             %u cannot be built, %u repeat another, %u memory checks: %u do not fit; "
+              "%u simulated%s in %s\n", n_invalid, n_dup, memory_todo->len, n_nofit, ranked->len, failed, wt);
+      int top = o->top > 0 ? o->top : 10;
+      if (ranked->len)
+        {
+          g_autofree char *unit = g_strdup_printf ("%s/s", f->item_unit);
+          printf ("%-4s %10s %12s %10s %10s %10s  %s\n", "rank", "step", unit, "compute", "exp. comm",
+                  "peak HBM", "strategy");
+          for (guint i = 0; i < ranked->len && (int) i < top; i++)
+            {
+              guint id = g_array_index (ranked, guint, i);
+              const PsStudyRow *r = st[id].row;
+              g_autofree char *step = ps_format_seconds (r->step_time_s);
+              g_autofree char *c = ps_format_seconds (r->compute_s);
+              g_autofree char *e = ps_format_seconds (r->exposed_communication_s);
+              g_autofree char *pk = ps_format_bytes (st[id].peak_hbm_bytes);
+              g_autofree char *set = settings_text (study, id);
+              printf ("%4u %10s %12.0f %10s %10s %10s  %s%s\n", i + 1, step, r->throughput_per_s, c, e, pk, set,
+                      id != base_id ? "" : published > 0 ? "   <- published" : "   <- given");
+            }
+        }
+      if (base_id != G_MAXUINT)
+        {
+          Strategy *b = &st[base_id];
+          g_autofree char *set = settings_text (study, base_id);
+          const char *which = published > 0 ? "the published configuration" : "the given configuration";
+          if (b->status == ST_SIMULATED)
+            {
+              g_autofree char *sl = b->rank > 1 ? slower_text (b->row, best) : g_strdup ("the best");
+              printf ("%s ranks %d of %u: %s\n", which, b->rank, ranked->len, sl);
+            }
+          else
+            printf ("%s (%s): %s\n", which, set, b->status == ST_DUPLICATE ? "a repeat of another strategy"
+                                                  : b->why ? b->why : status_name (b->status));
+        }
+      printf ("why the others lost:\n");
+      if (ranked->len > (guint) top)
+        {
+          const PsStudyRow *last = st[g_array_index (ranked, guint, ranked->len - 1)].row;
+          const PsStudyRow *first_out = st[g_array_index (ranked, guint, top)].row;
+          g_autofree char *a = slower_text (first_out, best), *z = slower_text (last, best);
+          printf ("  simulated, slower than the top %d: %u (from %s to %s; podsim search --csv lists each)\n",
+                  top, ranked->len - top, a, z);
+        }
+      print_reasons ("did not fit in HBM", st, n, ST_NO_FIT, 3);
+      print_reasons ("cannot be built", st, n, ST_INVALID, 3);
+      print_reasons ("failed", st, n, ST_FAILED, 3);
+      if (n_dup)
+        printf ("  repeat another strategy (the same run): %u\n", n_dup);
+    }
+  for (guint id = 0; id < n; id++)
+    {
+      g_free (st[id].why);
+      ps_study_row_free (st[id].row);
+    }
+  g_free (st);
+  return 0;
+}
+
+int
+ps_cmd_search (int argc, char **argv)
+{
+  SearchOptions o = { 0 };
+  GOptionEntry entries[] = {
+    { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "Strategies to list (default 10)", "K" },
+    { "csv", 0, 0, G_OPTION_ARG_NONE, &o.csv, "Every strategy as CSV: rank, settings, status, figures, why", NULL },
+    { "axes", 0, 0, G_OPTION_ARG_STRING, &o.axes,
+      "Only these search axes, comma-separated (default: every axis of the family)", "KEY,..." },
+    { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Strategies run at once (default: the number of processors)", "N" },
+    { "dry-run", 0, 0, G_OPTION_ARG_NONE, &o.dry_run, "Count the strategies and the runs they need; run nothing", NULL },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress on stderr", NULL },
+    { NULL }
+  };
+  g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries, NULL);
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("[FAMILY] - rank the strategies for a model on a slice");
+  g_option_context_set_main_group (ctx, ps_model_options_group (mo));
+  g_option_context_set_description (ctx,
+    "The model and slice come from the model options (as for podsim run); the\n"
+    "strategies are every combination of the family's search axes (dense: mesh\n"
+    "factorizations of the slice, device order, sharding, weight-update sharding,\n"
+    "microbatches, remat, and the overlap option async_collectives). Strategies\n"
+    "that cannot be built are dropped, memory is checked exactly (one check per\n"
+    "group that differs only in device order or overlap), the rest are simulated,\n"
+    "one process each, and ranked by step time (ties: enumeration order).\n"
+    "Example: podsim search --preset DenseLm128B8x8\n"
+    "Walk-through: doc/manual.md, 'What if'.\n");
+  int rc = PS_EXIT_USAGE;
+  if (ps_cli_parse (ctx, &argc, &argv))
+    rc = search (&o, mo, argc, argv);
+  g_free (o.axes);
+  return rc;
+}

@@ -1,0 +1,271 @@
+/* The child-process pool: see pool.h. */
+#include "config.h"
+
+#include "cli/pool.h"
+
+#include <gio/gio.h>
+#include <glib-unix.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+typedef struct {
+  char **argv;
+  GSubprocess *running;      /* while it runs (borrowed from the pending call) */
+  gboolean finished;
+  PsPoolResult r;
+  GBytes *out, *err;
+  gint64 t0;
+} Job;
+
+struct PsPool {
+  int n_jobs;
+  PsPoolDoneFn done;
+  PsPoolProgressFn progress;
+  gpointer user;
+  GPtrArray *jobs;           /* Job */
+  guint next_start, next_emit, running;
+  gint64 t0;
+  GError *error;
+  GMainContext *ctx;
+  int interrupted;           /* the signal that stopped the pool, or 0 */
+};
+
+static void
+job_free (gpointer p)
+{
+  Job *j = p;
+  g_strfreev (j->argv);
+  if (j->out)
+    g_bytes_unref (j->out);
+  if (j->err)
+    g_bytes_unref (j->err);
+  g_free (j);
+}
+
+int
+ps_pool_default_jobs (void)
+{
+  int n = (int) g_get_num_processors ();
+  return n > 0 ? n : 1;
+}
+
+PsPool *
+ps_pool_new (int n_jobs, PsPoolDoneFn done, PsPoolProgressFn progress, gpointer user)
+{
+  PsPool *p = g_new0 (PsPool, 1);
+  p->n_jobs = n_jobs >= 1 ? n_jobs : ps_pool_default_jobs ();
+  p->done = done;
+  p->progress = progress;
+  p->user = user;
+  p->jobs = g_ptr_array_new_with_free_func (job_free);
+  return p;
+}
+
+void
+ps_pool_free (PsPool *p)
+{
+  if (!p)
+    return;
+  g_ptr_array_free (p->jobs, TRUE);
+  g_clear_error (&p->error);
+  g_free (p);
+}
+
+void
+ps_pool_add (PsPool *p, const char *const *argv)
+{
+  Job *j = g_new0 (Job, 1);
+  j->argv = g_strdupv ((char **) argv);
+  j->r.index = p->jobs->len;
+  g_ptr_array_add (p->jobs, j);
+}
+
+guint
+ps_pool_n_jobs (const PsPool *p)
+{
+  return p->jobs->len;
+}
+
+/* Hands back every finished job whose predecessors have been handed back. */
+static void
+emit_ready (PsPool *p)
+{
+  while (p->next_emit < p->jobs->len)
+    {
+      Job *j = p->jobs->pdata[p->next_emit];
+      if (!j->finished)
+        return;
+      gsize n = 0;
+      j->r.out = j->out ? g_bytes_get_data (j->out, &n) : "";
+      j->r.out_len = n;
+      j->r.err = j->err ? g_bytes_get_data (j->err, NULL) : "";
+      if (p->done)
+        p->done (&j->r, p->user);
+      g_clear_pointer (&j->out, g_bytes_unref);
+      g_clear_pointer (&j->err, g_bytes_unref);
+      p->next_emit++;
+      if (p->progress)
+        p->progress (p->next_emit, p->jobs->len, (double) (g_get_monotonic_time () - p->t0) / 1e6, p->user);
+    }
+}
+
+/* GBytes from a pipe, NUL-terminated so results can be read as text. */
+static GBytes *
+terminated (GBytes *b)
+{
+  gsize n = 0;
+  const char *d = b ? g_bytes_get_data (b, &n) : NULL;
+  char *t = g_malloc (n + 1);
+  if (n)
+    memcpy (t, d, n);
+  t[n] = '\0';
+  return g_bytes_new_take (t, n);
+}
+
+static void start_next (PsPool *p);
+
+typedef struct {
+  PsPool *pool;
+  Job *job;
+} Pending;
+
+static void
+on_communicated (GObject *src, GAsyncResult *res, gpointer data)
+{
+  Pending *pd = data;
+  PsPool *p = pd->pool;
+  Job *j = pd->job;
+  GSubprocess *sp = G_SUBPROCESS (src);
+  GBytes *out = NULL, *err = NULL;
+  GError *error = NULL;
+  if (!g_subprocess_communicate_finish (sp, res, &out, &err, &error))
+    {
+      /* The pipes broke: wait for the child and keep what it said. */
+      g_error_free (error);
+      g_subprocess_wait (sp, NULL, NULL);
+    }
+  j->out = terminated (out);
+  j->err = terminated (err);
+  if (out)
+    g_bytes_unref (out);
+  if (err)
+    g_bytes_unref (err);
+  j->r.wait_status = g_subprocess_get_status (sp);
+  j->r.exited = g_subprocess_get_if_exited (sp);
+  j->r.exit_status = j->r.exited ? g_subprocess_get_exit_status (sp) : -1;
+  j->r.term_signal = g_subprocess_get_if_signaled (sp) ? g_subprocess_get_term_sig (sp) : 0;
+  j->r.wall_s = (double) (g_get_monotonic_time () - j->t0) / 1e6;
+  j->r.interrupted = p->interrupted && !j->r.exited;
+  j->finished = TRUE;
+  j->running = NULL;
+  p->running--;
+  g_object_unref (sp);
+  g_free (pd);
+  emit_ready (p);
+  start_next (p);
+}
+
+static void
+start_next (PsPool *p)
+{
+  while (!p->error && !p->interrupted && p->running < (guint) p->n_jobs && p->next_start < p->jobs->len)
+    {
+      Job *j = p->jobs->pdata[p->next_start++];
+      j->t0 = g_get_monotonic_time ();
+      GSubprocess *sp = g_subprocess_newv ((const char *const *) j->argv,
+                                           G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
+                                           &p->error);
+      if (!sp)
+        {
+          g_prefix_error (&p->error, "cannot start %s: ", j->argv[0]);
+          return;
+        }
+      p->running++;
+      j->running = sp;
+      Pending *pd = g_new0 (Pending, 1);
+      pd->pool = p;
+      pd->job = j;
+      g_subprocess_communicate_async (sp, NULL, NULL, on_communicated, pd);
+    }
+}
+
+/* SIGINT or SIGTERM: stop starting jobs and end the running children (a
+ * terminal's Ctrl-C reaches them anyway; a `kill` of podsim alone would not). */
+static gboolean
+on_signal (gpointer data, int sig)
+{
+  PsPool *p = data;
+  p->interrupted = sig;
+  for (guint i = 0; i < p->jobs->len; i++)
+    {
+      Job *j = p->jobs->pdata[i];
+      if (j->running)
+        g_subprocess_send_signal (j->running, SIGTERM);
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigint (gpointer data)
+{
+  return on_signal (data, SIGINT);
+}
+
+static gboolean
+on_sigterm (gpointer data)
+{
+  return on_signal (data, SIGTERM);
+}
+
+gboolean
+ps_pool_run (PsPool *p, GError **error)
+{
+  p->ctx = g_main_context_new ();
+  g_main_context_push_thread_default (p->ctx);
+  GSource *sources[2] = { g_unix_signal_source_new (SIGINT), g_unix_signal_source_new (SIGTERM) };
+  g_source_set_callback (sources[0], on_sigint, p, NULL);
+  g_source_set_callback (sources[1], on_sigterm, p, NULL);
+  for (int i = 0; i < 2; i++)
+    g_source_attach (sources[i], p->ctx);
+  p->t0 = g_get_monotonic_time ();
+  start_next (p);
+  while (p->running > 0)
+    g_main_context_iteration (p->ctx, TRUE);
+  for (int i = 0; i < 2; i++)
+    {
+      g_source_destroy (sources[i]);
+      g_source_unref (sources[i]);
+    }
+  g_main_context_pop_thread_default (p->ctx);
+  g_main_context_unref (p->ctx);
+  p->ctx = NULL;
+  if (p->error)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", p->error->message);
+      return FALSE;
+    }
+  if (p->interrupted)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "interrupted by signal %d after %u of %u jobs",
+                   p->interrupted, p->next_emit, p->jobs->len);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+char *
+ps_format_duration (double s)
+{
+  if (!(s >= 0) || s > 1e9)
+    return g_strdup ("?");
+  long t = (long) (s + 0.5);
+  if (t >= 3600)
+    return g_strdup_printf ("%ldh %02ldm", t / 3600, (t / 60) % 60);
+  if (t >= 60)
+    return g_strdup_printf ("%ldm %02lds", t / 60, t % 60);
+  return g_strdup_printf ("%lds", t);
+}

@@ -1,0 +1,65 @@
+/* A pool of child processes for `podsim sweep` and `podsim search`: each
+ * configuration runs as its own `podsim run ...` process (SimGrid runs one
+ * engine per process, and a crash or an out-of-memory kill of one child
+ * cannot take the whole study down), at most n_jobs at a time.
+ *
+ * Results are handed back in job order, whatever order the children finish
+ * in, so a study's output is the same for any --jobs (a finished job waits
+ * until every earlier one has been handed back).
+ *
+ * Usage:
+ *   PsPool *pool = ps_pool_new (n_jobs, on_done, on_progress, user);
+ *   ps_pool_add (pool, argv);                 (argv copied)
+ *   ps_pool_run (pool, &error);
+ *   ps_pool_free (pool);
+ *
+ * Ownership: PsPool is transfer full; the PsPoolResult passed to on_done is
+ * borrowed for the call.
+ */
+#ifndef PS_CLI_POOL_H
+#define PS_CLI_POOL_H
+
+#include <glib.h>
+
+typedef struct {
+  guint index;               /* the job's position in ps_pool_add order */
+  int wait_status;           /* as from waitpid (g_spawn_check_wait_status) */
+  gboolean exited;           /* exited normally (else killed by a signal) */
+  int exit_status;           /* when exited */
+  int term_signal;           /* when killed */
+  const char *out;           /* standard output, NUL-terminated */
+  gsize out_len;
+  const char *err;           /* standard error */
+  double wall_s;             /* the child's wall time */
+  gboolean interrupted;      /* the pool was stopped and ended this child: no result */
+} PsPoolResult;
+
+typedef void (*PsPoolDoneFn) (const PsPoolResult *r, gpointer user);
+/* After each job is handed back: jobs done so far (of this run) and total. */
+typedef void (*PsPoolProgressFn) (guint done, guint total, double elapsed_s, gpointer user);
+
+typedef struct PsPool PsPool;
+
+/* n_jobs < 1 means the number of processors. done and progress may be NULL. */
+PsPool *ps_pool_new (int n_jobs, PsPoolDoneFn done, PsPoolProgressFn progress, gpointer user);
+void ps_pool_free (PsPool *pool);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPool, ps_pool_free)
+
+/* Queues one child: argv[0] is the program ("/proc/self/exe" for podsim
+ * itself). Copied. */
+void ps_pool_add (PsPool *pool, const char *const *argv);
+guint ps_pool_n_jobs (const PsPool *pool);
+
+/* Runs every queued job. FALSE (PS_ERROR_IO) when a child cannot be
+ * started at all, or when SIGINT or SIGTERM stopped the pool (the running
+ * children are sent SIGTERM; results handed back so far stay handed back);
+ * a child that fails is a result like any other. */
+gboolean ps_pool_run (PsPool *pool, GError **error);
+
+/* The default number of parallel jobs: the processors this process may use. */
+int ps_pool_default_jobs (void);
+
+/* "1h 02m", "3m 05s", "12s": for progress lines. transfer full. */
+char *ps_format_duration (double seconds);
+
+#endif

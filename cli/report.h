@@ -1,0 +1,38 @@
+/* `podsim run ... --report DIR`: one self-contained HTML page of a run
+ * (DIR/index.html: the figures, the step breakdown and the link
+ * utilization as inline SVG, the most expensive collectives, the memory
+ * peak, the stages, the configuration), with the run's model file
+ * (DIR/config.ini) and its timeline (DIR/timeline.json, for Perfetto or
+ * chrome://tracing) next to it. The page needs no server, no script and
+ * nothing from the network: it opens from disk.
+ *
+ * Ownership: everything is borrowed.
+ */
+#ifndef PS_CLI_REPORT_H
+#define PS_CLI_REPORT_H
+
+#include <glib.h>
+
+#include "cli/pipeline.h"
+#include "models/family.h"
+#include "topology/hardware.h"
+
+typedef struct {
+  const char *name;          /* the run's name */
+  const PsParams *params;
+  double published;          /* published throughput, 0: none */
+  const PsPipelineResult *result;
+  const PsHardware *hw;
+  const char *command;       /* the command line that made it, for the page */
+} PsReportInput;
+
+/* Writes DIR/index.html, DIR/config.ini and DIR/timeline.json (the result
+ * must have a timeline), creating DIR. Each file is written atomically. */
+gboolean ps_report_write (const char *dir, const PsReportInput *in, GError **error);
+
+/* An SVG document made to sit inline in an HTML page: the XML declaration
+ * dropped and every id (and reference to it) prefixed, so several pictures
+ * on one page do not share glyph or surface ids. transfer full. */
+char *ps_report_inline_svg (const char *svg, const char *prefix);
+
+#endif

@@ -1,0 +1,527 @@
+/* Studies of many configurations: see study.h. */
+#include "config.h"
+
+#include "cli/study.h"
+
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+struct PsStudy {
+  PsParams *base;
+  GPtrArray *keys;           /* char*, canonical keys */
+  GPtrArray *values;         /* per config: char** (n_keys) */
+  char *base_path;
+};
+
+void
+ps_study_row_free (PsStudyRow *r)
+{
+  if (!r)
+    return;
+  g_free (r->unit);
+  g_free (r->model);
+  g_free (r->error);
+  g_free (r);
+}
+
+PsStudy *
+ps_study_new (const PsParams *base, const char *const *keys)
+{
+  PsStudy *s = g_new0 (PsStudy, 1);
+  s->base = ps_params_copy (base);
+  s->keys = g_ptr_array_new_with_free_func (g_free);
+  for (int i = 0; keys && keys[i]; i++)
+    {
+      const PsParamSpec *spec = ps_model_family_find_spec (ps_params_family (base), keys[i]);
+      g_return_val_if_fail (spec != NULL, s);
+      g_ptr_array_add (s->keys, g_strdup (spec->key));
+    }
+  s->values = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
+  return s;
+}
+
+void
+ps_study_free (PsStudy *s)
+{
+  if (!s)
+    return;
+  ps_params_free (s->base);
+  g_ptr_array_free (s->keys, TRUE);
+  g_ptr_array_free (s->values, TRUE);
+  g_free (s->base_path);
+  g_free (s);
+}
+
+const PsParams *
+ps_study_base (const PsStudy *s)
+{
+  return s->base;
+}
+
+guint
+ps_study_n_keys (const PsStudy *s)
+{
+  return s->keys->len;
+}
+
+const char *
+ps_study_key (const PsStudy *s, guint k)
+{
+  return s->keys->pdata[k];
+}
+
+guint
+ps_study_n_configs (const PsStudy *s)
+{
+  return s->values->len;
+}
+
+const char *
+ps_study_value (const PsStudy *s, guint id, guint k)
+{
+  return ((char **) s->values->pdata[id])[k];
+}
+
+gboolean
+ps_study_add (PsStudy *s, const char *const *values, const char *where, guint *id, GError **error)
+{
+  g_autoptr (PsParams) p = ps_params_copy (s->base);
+  char **v = g_new0 (char *, s->keys->len + 1);
+  for (guint k = 0; k < s->keys->len; k++)
+    {
+      g_autofree char *w = g_strdup_printf ("%s %s", where, (char *) s->keys->pdata[k]);
+      if (!ps_params_set (p, s->keys->pdata[k], values[k], w, error))
+        {
+          g_strfreev (v);
+          return FALSE;
+        }
+      /* Stored as the model file writes it, so equal settings compare equal. */
+      v[k] = ps_params_text (p, s->keys->pdata[k]);
+    }
+  if (id)
+    *id = s->values->len;
+  g_ptr_array_add (s->values, v);
+  return TRUE;
+}
+
+gboolean
+ps_study_add_grid (PsStudy *s, GPtrArray *const *values, const char *const *where, guint64 max, GError **error)
+{
+  guint nk = s->keys->len;
+  guint64 n = 1;
+  for (guint k = 0; k < nk; k++)
+    {
+      g_autoptr (PsParams) p = ps_params_copy (s->base);
+      for (guint i = 0; i < values[k]->len; i++)
+        if (!ps_params_set (p, s->keys->pdata[k], values[k]->pdata[i], where[k], error))
+          return FALSE;
+      n *= values[k]->len;
+      if (n > max)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "more than %" G_GUINT64_FORMAT " combinations", max);
+          return FALSE;
+        }
+    }
+  g_autofree const char **v = g_new0 (const char *, nk + 1);
+  g_autofree guint *at = g_new0 (guint, nk + 1);
+  for (guint64 c = 0; c < n; c++)
+    {
+      for (guint k = 0; k < nk; k++)
+        v[k] = values[k]->pdata[at[k]];
+      if (!ps_study_add (s, v, "--vary", NULL, error))
+        return FALSE;
+      for (int k = (int) nk - 1; k >= 0; k--)
+        {
+          if (++at[k] < values[k]->len)
+            break;
+          at[k] = 0;
+        }
+    }
+  return TRUE;
+}
+
+PsParams *
+ps_study_params (const PsStudy *s, guint id)
+{
+  PsParams *p = ps_params_copy (s->base);
+  for (guint k = 0; k < s->keys->len; k++)
+    if (!ps_params_set (p, s->keys->pdata[k], ps_study_value (s, id, k), "--set", NULL))
+      g_assert_not_reached ();
+  return p;
+}
+
+const char *
+ps_study_write_base (PsStudy *s, const char *dir, const char *name, GError **error)
+{
+  if (s->base_path)
+    return s->base_path;
+  g_autofree char *file = g_strdup_printf ("%s.ini", name && *name ? name : "base");
+  g_strcanon (file, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-", '_');
+  g_autofree char *path = g_build_filename (dir, file, NULL);
+  g_autofree char *text = ps_params_print (s->base, "The base configuration of a podsim study; each run "
+                                           "sets the varied keys on top");
+  if (!ps_write_file_atomic (path, text, strlen (text), error))
+    return NULL;
+  s->base_path = g_steal_pointer (&path);
+  return s->base_path;
+}
+
+const char *
+ps_study_exe (void)
+{
+  static char *exe;
+  if (!exe)
+    {
+      exe = g_file_read_link ("/proc/self/exe", NULL);
+      if (!exe)
+        exe = g_strdup ("/proc/self/exe");
+    }
+  return exe;
+}
+
+char **
+ps_study_child_argv (const PsStudy *s, guint id, const char *const *extra)
+{
+  g_return_val_if_fail (s->base_path != NULL, NULL);
+  GPtrArray *a = g_ptr_array_new ();
+  g_ptr_array_add (a, g_strdup (ps_study_exe ()));
+  g_ptr_array_add (a, g_strdup ("run"));
+  g_ptr_array_add (a, g_strdup ("--config"));
+  g_ptr_array_add (a, g_strdup (s->base_path));
+  for (guint k = 0; k < s->keys->len; k++)
+    g_ptr_array_add (a, g_strdup_printf ("--set=%s=%s", (char *) s->keys->pdata[k], ps_study_value (s, id, k)));
+  g_ptr_array_add (a, g_strdup ("--json"));
+  g_ptr_array_add (a, g_strdup ("-q"));
+  for (int i = 0; extra && extra[i]; i++)
+    g_ptr_array_add (a, g_strdup (extra[i]));
+  g_ptr_array_add (a, NULL);
+  return (char **) g_ptr_array_free (a, FALSE);
+}
+
+static double
+member_double (JsonObject *o, const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  return n && JSON_NODE_HOLDS_VALUE (n) ? json_node_get_double (n) : 0;
+}
+
+static char *
+member_string (JsonObject *o, const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING
+           ? g_strdup (json_node_get_string (n)) : NULL;
+}
+
+/* The last non-empty line of a child's stderr, without "podsim: ". */
+static char *
+last_error_line (const char *err)
+{
+  g_auto (GStrv) lines = g_strsplit (err, "\n", -1);
+  for (int i = (int) g_strv_length (lines) - 1; i >= 0; i--)
+    {
+      /* Progress lines end in "\r\033[K": keep what follows the last \r. */
+      char *l = strrchr (lines[i], '\r') ? strrchr (lines[i], '\r') + 1 : lines[i];
+      if (g_str_has_prefix (l, "\033[K"))
+        l += 3;
+      g_strstrip (l);
+      if (*l)
+        return g_strdup (g_str_has_prefix (l, "podsim: ") ? l + 8 : l);
+    }
+  return NULL;
+}
+
+PsStudyRow *
+ps_study_row_from_result (const PsPoolResult *r, guint id)
+{
+  PsStudyRow *row = g_new0 (PsStudyRow, 1);
+  row->id = id;
+  row->wall_s = r->wall_s;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  const char *brace = strchr (r->out, '{');
+  if (brace && json_parser_load_from_data (parser, brace, -1, NULL)
+      && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    {
+      JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+      row->ran = TRUE;
+      row->fits = json_object_has_member (o, "fits") && json_object_get_boolean_member (o, "fits");
+      row->step_time_s = member_double (o, "step_time_s");
+      row->throughput_per_s = member_double (o, "throughput_per_s");
+      row->mxu_utilization = member_double (o, "mxu_utilization");
+      row->model_flops_utilization = member_double (o, "model_flops_utilization");
+      row->peak_hbm_bytes = member_double (o, "peak_hbm_bytes");
+      row->compute_s = member_double (o, "compute_s");
+      row->communication_s = member_double (o, "communication_s");
+      row->exposed_communication_s = member_double (o, "exposed_communication_s");
+      row->idle_s = member_double (o, "idle_s");
+      row->unit = member_string (o, "throughput_unit");
+      row->model = member_string (o, "model");
+      row->error = member_string (o, "error");
+    }
+  if (!row->ran || (r->exited && r->exit_status != 0 && !row->error))
+    {
+      if (!r->exited)
+        row->error = g_strdup_printf ("killed by signal %d%s", r->term_signal,
+                                      r->term_signal == 9 ? " (out of memory?)" : "");
+      else
+        {
+          row->error = last_error_line (r->err);
+          if (!row->error)
+            row->error = g_strdup_printf ("exit status %d without a result", r->exit_status);
+        }
+    }
+  return row;
+}
+
+/* ---- rows as text --------------------------------------------------------------- */
+
+static const char *const result_columns[] = {
+  "model", "fits", "step_time_s", "throughput_per_s", "throughput_unit", "mxu_utilization",
+  "model_flops_utilization", "peak_hbm_bytes", "compute_s", "communication_s",
+  "exposed_communication_s", "idle_s", "error", NULL
+};
+
+void
+ps_study_csv_field (GString *out, const char *v)
+{
+  if (out->len && out->str[out->len - 1] != '\n')
+    g_string_append_c (out, ',');
+  if (!v)
+    return;
+  if (strpbrk (v, ",\"\n\r"))
+    {
+      g_string_append_c (out, '"');
+      for (const char *p = v; *p; p++)
+        {
+          if (*p == '"')
+            g_string_append_c (out, '"');
+          g_string_append_c (out, *p);
+        }
+      g_string_append_c (out, '"');
+    }
+  else
+    g_string_append (out, v);
+}
+
+char *
+ps_study_header (const PsStudy *s, PsStudyFormat f)
+{
+  if (f == PS_STUDY_JSONL)
+    return g_strdup ("");
+  GString *out = g_string_new ("id");
+  for (guint k = 0; k < s->keys->len; k++)
+    ps_study_csv_field (out, s->keys->pdata[k]);
+  for (int i = 0; result_columns[i]; i++)
+    ps_study_csv_field (out, result_columns[i]);
+  g_string_append_c (out, '\n');
+  return g_string_free (out, FALSE);
+}
+
+static char *
+num (double v)
+{
+  return g_strdup_printf ("%.9g", v);
+}
+
+char *
+ps_study_format_row (const PsStudy *s, const PsStudyRow *r, PsStudyFormat f)
+{
+  gboolean sim = r->ran && r->fits && r->step_time_s > 0;
+  if (f == PS_STUDY_CSV)
+    {
+      GString *out = g_string_new (NULL);
+      g_string_append_printf (out, "%u", r->id);
+      for (guint k = 0; k < s->keys->len; k++)
+        ps_study_csv_field (out, ps_study_value (s, r->id, k));
+      ps_study_csv_field (out, r->model);
+      ps_study_csv_field (out, r->ran ? (r->fits ? "true" : "false") : NULL);
+      double v[] = { r->step_time_s, r->throughput_per_s };
+      for (gsize i = 0; i < G_N_ELEMENTS (v); i++)
+        {
+          g_autofree char *t = sim ? num (v[i]) : NULL;
+          ps_study_csv_field (out, t);
+        }
+      ps_study_csv_field (out, sim ? r->unit : NULL);
+      double w[] = { r->mxu_utilization, r->model_flops_utilization };
+      for (gsize i = 0; i < G_N_ELEMENTS (w); i++)
+        {
+          g_autofree char *t = sim ? num (w[i]) : NULL;
+          ps_study_csv_field (out, t);
+        }
+      g_autofree char *peak = r->ran ? g_strdup_printf ("%.0f", r->peak_hbm_bytes) : NULL;
+      ps_study_csv_field (out, peak);
+      double x[] = { r->compute_s, r->communication_s, r->exposed_communication_s, r->idle_s };
+      for (gsize i = 0; i < G_N_ELEMENTS (x); i++)
+        {
+          g_autofree char *t = sim ? num (x[i]) : NULL;
+          ps_study_csv_field (out, t);
+        }
+      ps_study_csv_field (out, r->error);
+      g_string_append_c (out, '\n');
+      return g_string_free (out, FALSE);
+    }
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "id");
+  json_builder_add_int_value (b, r->id);
+  json_builder_set_member_name (b, "inputs");
+  json_builder_begin_object (b);
+  for (guint k = 0; k < s->keys->len; k++)
+    {
+      json_builder_set_member_name (b, s->keys->pdata[k]);
+      json_builder_add_string_value (b, ps_study_value (s, r->id, k));
+    }
+  json_builder_end_object (b);
+  struct { const char *name; double v; gboolean when; } d[] = {
+    { "step_time_s", r->step_time_s, sim }, { "throughput_per_s", r->throughput_per_s, sim },
+    { "mxu_utilization", r->mxu_utilization, sim },
+    { "model_flops_utilization", r->model_flops_utilization, sim },
+    { "peak_hbm_bytes", r->peak_hbm_bytes, r->ran }, { "compute_s", r->compute_s, sim },
+    { "communication_s", r->communication_s, sim },
+    { "exposed_communication_s", r->exposed_communication_s, sim }, { "idle_s", r->idle_s, sim },
+  };
+  json_builder_set_member_name (b, "model");
+  if (r->model)
+    json_builder_add_string_value (b, r->model);
+  else
+    json_builder_add_null_value (b);
+  json_builder_set_member_name (b, "fits");
+  if (r->ran)
+    json_builder_add_boolean_value (b, r->fits);
+  else
+    json_builder_add_null_value (b);
+  for (gsize i = 0; i < G_N_ELEMENTS (d); i++)
+    {
+      json_builder_set_member_name (b, d[i].name);
+      if (d[i].when)
+        json_builder_add_double_value (b, d[i].v);
+      else
+        json_builder_add_null_value (b);
+      if (i == 1)
+        {
+          json_builder_set_member_name (b, "throughput_unit");
+          if (sim && r->unit)
+            json_builder_add_string_value (b, r->unit);
+          else
+            json_builder_add_null_value (b);
+        }
+    }
+  json_builder_set_member_name (b, "error");
+  if (r->error)
+    json_builder_add_string_value (b, r->error);
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  g_autofree char *text = json_generator_to_data (gen, NULL);
+  return g_strconcat (text, "\n", NULL);
+}
+
+/* The first n CSV fields of a line (quotes as csv_field writes them). */
+static char **
+csv_split (const char *line, guint n)
+{
+  GPtrArray *f = g_ptr_array_new ();
+  const char *p = line;
+  while (f->len < n)
+    {
+      GString *v = g_string_new (NULL);
+      if (*p == '"')
+        {
+          p++;
+          while (*p && !(*p == '"' && p[1] != '"'))
+            {
+              if (*p == '"')
+                p++;
+              g_string_append_c (v, *p++);
+            }
+          if (*p == '"')
+            p++;
+        }
+      else
+        while (*p && *p != ',' && *p != '\n')
+          g_string_append_c (v, *p++);
+      g_ptr_array_add (f, g_string_free (v, FALSE));
+      if (*p != ',')
+        break;
+      p++;
+    }
+  g_ptr_array_add (f, NULL);
+  return (char **) g_ptr_array_free (f, FALSE);
+}
+
+gboolean
+ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *id, GError **error)
+{
+  guint64 i = G_MAXUINT64;
+  g_auto (GStrv) fields = NULL;
+  g_autoptr (JsonParser) parser = NULL;
+  JsonObject *inputs = NULL;
+  if (f == PS_STUDY_CSV)
+    {
+      fields = csv_split (line, 1 + s->keys->len);
+      if (g_strv_length (fields) == 1 + s->keys->len)
+        g_ascii_string_to_unsigned (fields[0], 10, 0, G_MAXUINT32, &i, NULL);
+    }
+  else
+    {
+      parser = json_parser_new ();
+      if (json_parser_load_from_data (parser, line, -1, NULL)
+          && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+        {
+          JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+          JsonNode *n = json_object_get_member (o, "id");
+          JsonNode *in = json_object_get_member (o, "inputs");
+          if (n && JSON_NODE_HOLDS_VALUE (n) && in && JSON_NODE_HOLDS_OBJECT (in))
+            {
+              i = (guint64) json_node_get_int (n);
+              inputs = json_node_get_object (in);
+            }
+        }
+    }
+  if (i >= s->values->len)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "not a row of this study");
+      return FALSE;
+    }
+  for (guint k = 0; k < s->keys->len; k++)
+    {
+      const char *have = NULL;
+      if (fields)
+        have = fields[1 + k];
+      else if (json_object_has_member (inputs, s->keys->pdata[k]))
+        have = json_object_get_string_member (inputs, s->keys->pdata[k]);
+      if (g_strcmp0 (have, ps_study_value (s, (guint) i, k)) != 0)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "row %" G_GUINT64_FORMAT " has %s = %s, this study %s",
+                       i, (char *) s->keys->pdata[k], have ? have : "nothing", ps_study_value (s, (guint) i, k));
+          return FALSE;
+        }
+    }
+  *id = (guint) i;
+  return TRUE;
+}
+
+void
+ps_study_progress (const char *what, guint done, guint total, double elapsed_s)
+{
+  if (!isatty (2))
+    return;
+  if (done >= total)
+    {
+      fputs ("\r\033[K", stderr);
+      return;
+    }
+  double rate = elapsed_s > 0 ? done / elapsed_s : 0;
+  g_autofree char *eta = rate > 0 ? ps_format_duration ((total - done) / rate) : g_strdup ("?");
+  g_autofree char *el = ps_format_duration (elapsed_s);
+  fprintf (stderr, "\r\033[K%s: %u/%u done, %.1f/min, %s elapsed, ETA %s", what, done, total,
+           rate * 60, el, eta);
+  fflush (stderr);
+}

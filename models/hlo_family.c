@@ -1,0 +1,279 @@
+/* A user's own HLO module as a model family: `podsim run FILE.hlo --slice S`
+ * reads the module (a JAX or PyTorch/XLA dump, doc/hlo.md), adds the
+ * annotations given with `--shard NAME=SHARDING`, and runs it through the
+ * same pipeline and report as the built-in models.
+ *
+ * A sharding is XLA's text ("{devices=[2,1]0,1}", "{replicated}") or a
+ * dims mapping "[0,-1]": the GSPMD paper's mesh_split over the mesh of
+ * `--mesh` in the order of `--device-order` (tensor dim i split over mesh
+ * axis mapping[i], -1 not split). Without --mesh the mesh is one axis of
+ * all the slice's cores. The mesh is also the one the trace is written with,
+ * so collectives along its axes are recognised as such. */
+#include "config.h"
+
+#include <string.h>
+
+#include "common/error.h"
+#include "models/family.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/sharding.h"
+
+static const PsParamSpec specs[] = {
+  { "model", "file", PS_PARAM_PATH, "", "The HLO text module (podsim run FILE.hlo sets it)",
+    0, 0, NULL, NULL, NULL },
+  { "model", "shard", PS_PARAM_LIST, "",
+    "Extra annotations NAME=SHARDING, ';'-separated (each --shard adds one): a parameter or "
+    "instruction by name and XLA sharding text or a dims mapping [0,-1] over the mesh",
+    0, 0, NULL, NULL, NULL },
+  { "parallelism", "mesh", PS_PARAM_MESH, "",
+    "Logical device mesh for dims mappings and the trace (empty: one axis of all cores)",
+    0, PS_PARAM_MESH_MAX_RANK, NULL, NULL, NULL },
+  { "parallelism", "device_order", PS_PARAM_CHOICE, "arange",
+    "Device order of the mesh: np.arange, its transpose, or Lingvo's non-pod 2D mesh", 0, 0,
+    "arange|arange_T|nonpod2d", NULL, NULL },
+};
+
+/* The mesh of the run as the trace writes it. */
+static gboolean
+run_mesh (const PsParams *p, const PsModelTarget *t, PsTraceMesh *mesh, GError **error)
+{
+  memset (mesh, 0, sizeof *mesh);
+  int64_t dims[PS_PARAM_MESH_MAX_RANK];
+  int rank = ps_params_mesh (p, "mesh", dims);
+  if (rank == 0)
+    {
+      rank = 1;
+      dims[0] = t->n_cores;
+    }
+  int64_t n = 1;
+  mesh->rank = (guint) rank;
+  for (int i = 0; i < rank; i++)
+    {
+      mesh->dims[i] = dims[i];
+      n *= dims[i];
+    }
+  if (n != t->n_cores)
+    {
+      g_autofree char *text = ps_params_text (p, "mesh");
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s has %" G_GINT64_FORMAT
+                   " devices but slice %s has %d cores", ps_params_where (p, "mesh"), text, n,
+                   ps_params_str (p, "slice"), t->n_cores);
+      return FALSE;
+    }
+  const char *order = ps_params_str (p, "device_order");
+  if (strcmp (order, "nonpod2d") == 0 && rank != 2)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s nonpod2d needs a 2-D --mesh",
+                   ps_params_where (p, "device_order"));
+      return FALSE;
+    }
+  ps_trace_mesh_set_order (mesh, order, t->physical);
+  return TRUE;
+}
+
+static gboolean
+check (const PsParams *p, const PsModelTarget *t, GError **error)
+{
+  if (!*ps_params_str (p, "file"))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "no HLO file (podsim run FILE.hlo)");
+      return FALSE;
+    }
+  PsTraceMesh mesh;
+  return run_mesh (p, t, &mesh, error);
+}
+
+/* "[0,-1]" as a dims mapping of `rank` entries. */
+static gboolean
+parse_mapping (const char *text, int rank, int mesh_rank, int64_t *map, char **problem)
+{
+  gsize len = strlen (text);
+  if (len < 2 || text[len - 1] != ']')
+    {
+      *problem = g_strdup_printf ("'%s' is not a dims mapping like [0,-1]", text);
+      return FALSE;
+    }
+  g_autofree char *inner = g_strndup (text + 1, len - 2);
+  g_auto (GStrv) parts = g_strsplit (inner, ",", -1);
+  int n = *inner ? (int) g_strv_length (parts) : 0;
+  if (n != rank)
+    {
+      *problem = g_strdup_printf ("%s has %d entries but the tensor has %d dims", text, n, rank);
+      return FALSE;
+    }
+  for (int i = 0; i < n; i++)
+    {
+      gint64 v;
+      g_strstrip (parts[i]);
+      if (!g_ascii_string_to_signed (parts[i], 10, -1, mesh_rank - 1, &v, NULL))
+        {
+          *problem = g_strdup_printf ("%s: '%s' is not a mesh axis (0 .. %d) or -1", text, parts[i],
+                                      mesh_rank - 1);
+          return FALSE;
+        }
+      map[i] = v;
+    }
+  return TRUE;
+}
+
+/* Applies one NAME=SHARDING item. */
+static gboolean
+apply_shard (PsModule *m, const char *item, const PsTraceMesh *mesh, const int64_t *devices,
+             const char *where, GError **error)
+{
+  const char *eq = strchr (item, '=');
+  if (!eq || eq == item)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s '%s': expected NAME=SHARDING", where, item);
+      return FALSE;
+    }
+  g_autofree char *name = g_strndup (item, (gsize) (eq - item));
+  const char *spec = eq + 1;
+  PsInstr *x = ps_computation_find_instr (m->entry, name);
+  if (!x)
+    x = ps_module_find_instr (m, name);
+  if (!x)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: the module has no instruction named '%s'",
+                   where, item, name);
+      return FALSE;
+    }
+  g_autoptr (PsSharding) s = NULL;
+  GError *local = NULL;
+  if (spec[0] == '[')
+    {
+      if (ps_shape_is_tuple (x->shape))
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: '%s' is a tuple; give XLA sharding text",
+                       where, item, name);
+          return FALSE;
+        }
+      int64_t map[PS_TRACE_MAX_RANK * 4];
+      g_autofree char *problem = NULL;
+      if (x->shape->rank > (int) G_N_ELEMENTS (map)
+          || !parse_mapping (spec, x->shape->rank, (int) mesh->rank, map, &problem))
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: %s", where, item,
+                       problem ? problem : "too many dims");
+          return FALSE;
+        }
+      s = ps_sharding_mesh_split (x->shape->rank, (int) mesh->rank, mesh->dims, devices, map, &local);
+    }
+  else
+    s = ps_sharding_from_string (spec, name, &local);
+  if (!s)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: %s", where, item, local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  int64_t n = 1;
+  for (guint i = 0; i < mesh->rank; i++)
+    n *= mesh->dims[i];
+  if (ps_sharding_min_devices (s) > n)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: the sharding names device %" G_GINT64_FORMAT
+                   " but the slice has %" G_GINT64_FORMAT " cores", where, item,
+                   ps_sharding_min_devices (s) - 1, n);
+      return FALSE;
+    }
+  if (!ps_sharding_is_tuple (s) && !ps_sharding_is_replicated (s) && !ps_sharding_is_maximal (s)
+      && !ps_sharding_is_manual (s)
+      && (ps_shape_is_tuple (x->shape) || ps_sharding_data_rank (s) != x->shape->rank))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: the sharding has %d data dims but '%s' has %d",
+                   where, item, ps_sharding_data_rank (s), name,
+                   ps_shape_is_tuple (x->shape) ? 0 : x->shape->rank);
+      return FALSE;
+    }
+  ps_instr_set_sharding (x, s);
+  return TRUE;
+}
+
+static int
+count_annotations (const PsModule *m)
+{
+  int n = 0;
+  for (guint c = 0; c < m->computations->len; c++)
+    {
+      const PsComputation *comp = m->computations->pdata[c];
+      for (guint i = 0; i < comp->instrs->len; i++)
+        n += ((PsInstr *) comp->instrs->pdata[i])->sharding != NULL;
+    }
+  return n;
+}
+
+static PsModule *
+build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **error)
+{
+  memset (info, 0, sizeof *info);
+  if (!check (p, t, error) || !run_mesh (p, t, &info->mesh, error))
+    return NULL;
+  const char *path = ps_params_str (p, "file");
+  g_autoptr (PsModule) m = ps_hlo_parse_file (path, error);
+  if (!m)
+    return NULL;
+  if (m->num_partitions > 0 && m->num_partitions != t->n_cores)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: the module is written for num_partitions=%"
+                   G_GINT64_FORMAT " but slice %s has %d cores", path, m->num_partitions,
+                   ps_params_str (p, "slice"), t->n_cores);
+      return NULL;
+    }
+  m->num_partitions = t->n_cores;
+  guint64 n = 0;
+  g_autofree guint32 *ids = ps_trace_mesh_device_ids (&info->mesh, &n);
+  g_autofree int64_t *devices = g_new (int64_t, n);
+  for (guint64 i = 0; i < n; i++)
+    devices[i] = ids[i];
+  g_auto (GStrv) items = g_strsplit (ps_params_str (p, "shard"), ";", -1);
+  for (int i = 0; items[i]; i++)
+    if (*items[i] && !apply_shard (m, items[i], &info->mesh, devices, ps_params_where (p, "shard"), error))
+      return NULL;
+  info->n_annotations = count_annotations (m);
+  info->n_instructions = m->entry->instrs->len;
+  info->items_per_step = 1;
+  info->keep_entry_shardings = TRUE;
+  return g_steal_pointer (&m);
+}
+
+static char *
+describe_model (const PsParams *p, const PsModelInfo *info)
+{
+  g_autofree char *base = g_path_get_basename (ps_params_str (p, "file"));
+  return g_strdup_printf ("HLO module %s, %" G_GINT64_FORMAT " entry instructions", base,
+                          info->n_instructions);
+}
+
+static char *
+describe_parallelism (const PsParams *p, const PsModelInfo *info)
+{
+  GString *mesh = g_string_new (NULL);
+  for (guint i = 0; i < info->mesh.rank; i++)
+    g_string_append_printf (mesh, "%s%" G_GINT64_FORMAT, i ? "x" : "", info->mesh.dims[i]);
+  const char *shard = ps_params_str (p, "shard");
+  int n = 0;
+  if (*shard)
+    {
+      g_auto (GStrv) items = g_strsplit (shard, ";", -1);
+      n = (int) g_strv_length (items);
+    }
+  char *out = g_strdup_printf ("mesh %s (%s), slice %s; %d --shard annotation%s", mesh->str,
+                               ps_params_str (p, "device_order"), ps_params_str (p, "slice"), n,
+                               n == 1 ? "" : "s");
+  g_string_free (mesh, TRUE);
+  return out;
+}
+
+const PsModelFamily ps_hlo_family = {
+  .name = "hlo",
+  .summary = "A user's own HLO module (podsim run FILE.hlo: a JAX or PyTorch/XLA dump)",
+  .doc = "doc/models.md",
+  .item_unit = "steps",
+  .specs = specs,
+  .n_specs = G_N_ELEMENTS (specs),
+  .check = check,
+  .build = build,
+  .describe_model = describe_model,
+  .describe_parallelism = describe_parallelism,
+};

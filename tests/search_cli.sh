@@ -1,0 +1,41 @@
+#!/bin/sh
+# podsim search on the small dense model (v3-8): strategies enumerated from
+# the family's search axes, the ones that cannot be built dropped, repeats
+# run once, memory checked, the rest simulated and ranked; the same ranking
+# for any --jobs.
+. "$PS_SRCDIR/tests/lib.sh"
+cd "$PS_TMP" || exit 1
+axes="--layers 1 --axes mesh,sharding,remat"
+expect_status 0 "$PODSIM" search $axes -j 2 -q
+expect_grep "search       dense on v3-8: 24 strategies = mesh (4) x sharding (3) x remat (2)" out
+expect_grep "4 cannot be built, 12 repeat another, 8 memory checks: 0 do not fit; 8 simulated" out
+expect_grep "rank       step     tokens/s    compute  exp. comm   peak HBM  strategy" out
+expect_grep "   1 " out
+expect_grep "mesh=2x4 sharding=2d remat=true   <- given" out
+expect_grep "the given configuration ranks" out
+expect_grep "why the others lost:" out
+expect_grep "2 x --heads = 4 is not divisible by mesh axis 1 (8)" out
+# Every strategy as CSV, identical for -j 1 and -j 2 (ties: enumeration order).
+expect_status 0 "$PODSIM" search $axes -j 2 -q --csv
+cp out j2.csv
+expect_status 0 "$PODSIM" search $axes -j 1 -q --csv
+cmp -s out j2.csv || fail "search --csv differs between -j 1 and -j 2"
+expect_grep "rank,id,mesh,sharding,remat,status,step_time_s," j2.csv
+[ "$(wc -l <j2.csv)" = 25 ] || fail "24 strategies should give 25 CSV lines"
+expect_grep ",2,1x8,1d,false,invalid,,,,,,,--heads = 4 is not divisible by the device count (8)" j2.csv
+expect_grep "2x4,1d,false,duplicate,,,,,,,the same run as 2" j2.csv
+# The best is ranked 1 and said to be; ranks are 1..8.
+[ "$(grep -c ',simulated,' j2.csv)" = 8 ] || fail "8 strategies should be simulated"
+grep -q '^1,.*,best$' j2.csv || fail "no strategy ranked 1 as best"
+grep -q '^8,.*,slower by ' j2.csv || fail "rank 8 does not say how much slower"
+# Memory: a batch too large for remat off and on alike does not fit.
+expect_status 0 "$PODSIM" search --seq-len 1024 --batch 8192 --axes remat -q
+expect_grep "did not fit in HBM: 2" out
+# Counting only.
+expect_status 0 "$PODSIM" search --preset DenseLm128B8x8 --dry-run
+expect_grep "DenseLm128B8x8 on v3-128: " out
+# Errors.
+expect_status 2 "$PODSIM" search --axes nosuch
+expect_grep "--axes: 'nosuch' is not a search axis of family dense" err
+expect_status 2 "$PODSIM" search --axes layers
+finish
