@@ -94,7 +94,8 @@ guint32 *ps_trace_mesh_device_ids (const PsTraceMesh *mesh, guint64 *n_out);
  * dims of at least 1, PS_TRACE_MAX_DEVICES devices at most. Sets
  * mesh->rank and mesh->dims (the order is left alone). FALSE with a
  * PS_ERROR_OPTION error starting with `what` (the option, "--mesh")
- * otherwise. The one mesh parser of the command line. */
+ * otherwise. The one mesh parser of the command line and of model files
+ * (models/family.c). */
 gboolean ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh,
                                    GError **error);
 
