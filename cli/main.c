@@ -13,7 +13,7 @@
 
 static const PsCommand commands[] = {
   { "hlo", "read an HLO text module, validate it and print it canonically", ps_cmd_hlo },
-  { "trace", "inspect step traces (trace check FILE)", ps_cmd_trace },
+  { "trace", "step-trace tools (check, dump, lower)", ps_cmd_trace },
   { "propagate", "complete the sharding of every instruction of an HLO module", ps_cmd_propagate },
   { "partition", "partition an HLO module into one SPMD program", ps_cmd_partition },
   { "verify", "run original and partitioned program and compare results", ps_cmd_verify },
@@ -21,7 +21,7 @@ static const PsCommand commands[] = {
   { "simulate", "replay a step trace on a TPU v3 slice", ps_cmd_simulate },
   { "bench", "micro-benchmarks of the machine model (collective|matmul|conv)", ps_cmd_bench },
   { "run", "build, partition and simulate a model training step", ps_cmd_run },
-  { "tables", "regenerate the GSPMD paper's tables (dense)", ps_cmd_tables },
+  { "tables", "published runs next to simulated ones (dense, moe, pipeline, ...)", ps_cmd_tables },
   { "search", "rank the strategies (meshes, shardings, ...) for a model on a slice", ps_cmd_search },
   { "sweep", "run a grid of configurations in parallel (CSV/JSONL rows; Slurm arrays)", ps_cmd_sweep },
 };
