@@ -31,6 +31,7 @@ struct PsNetPrivate {
   /* ps_net_scan_vjp_update: weights updated in a backward loop */
   PsInstr **new_w;           /* per weight, or NULL */
   PsInstr **new_st;          /* per state, or NULL */
+  PsBuilder *builder;        /* ps_net_builder, made on first use */
 };
 
 /* ---- sharding plan ------------------------------------------------------------- */
@@ -103,6 +104,7 @@ net_free_keep_module (PsNet *net)
   g_free (p->grads);
   g_free (p->new_w);
   g_free (p->new_st);
+  ps_builder_free (p->builder);
   g_free (p);
   g_ptr_array_free (net->weights, TRUE);
   g_free (net->mesh_devices);
@@ -116,6 +118,18 @@ ps_net_free (PsNet *net)
     return;
   ps_module_free (net->m);
   net_free_keep_module (net);
+}
+
+PsBuilder *
+ps_net_builder (PsNet *net)
+{
+  PsNetPrivate *p = net->priv;
+  if (p->builder == NULL)
+    {
+      p->builder = ps_builder_new_in (net->m, net->c);
+      ps_builder_set_mesh (p->builder, net->mesh_rank, net->mesh_dims, net->mesh_devices);
+    }
+  return p->builder;
 }
 
 /* ---- annotations ------------------------------------------------------------------- */
