@@ -3,8 +3,8 @@
 # --markdown`: between <!-- table:begin --> and <!-- table:end --> the dense
 # table, between <!-- NAME:begin --> and <!-- NAME:end --> table NAME.
 # NAME `sensitivity` is the dense rows' simulated/published with one
-# unpublished constant or one modelling choice changed at a time (about 15
-# minutes of CPU here).
+# unpublished constant or one modelling choice changed at a time (about a
+# minute of CPU here).
 # Usage: doc/gen-validation.sh [PODSIM [NAME...]] (default: dense; the
 # pipeline table takes about 5 minutes, bubble half a minute).
 set -eu
