@@ -582,12 +582,12 @@ END_TEST
 /* The lowered trace follows the schedule: the permute starts, the dots run,
  * the permute completes, then its user; the trace's peak is the
  * schedule's. */
-START_TEST (test_schedule_lowering)
+/* Lowers m in schedule s (its peak must be the trace's) and returns the
+ * trace's events as words: "NAME(start)" or "NAME" for a collective,
+ * "done", "compute". transfer full. */
+static GString *
+lowered_sequence (const PsModule *m, const PsSchedule *s)
 {
-  g_autoptr (PsModule) m = parse (sched_hlo);
-  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
-  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
-  g_autoptr (PsSchedule) s = ps_schedule_module (m, a, &o, NULL);
   PsLowerOptions lo;
   ps_lower_options_init (&lo);
   lo.schedule = s;
@@ -607,6 +607,16 @@ START_TEST (test_schedule_lowering)
       else if (ev->kind == PS_TRACE_EVENT_COMPUTE)
         g_string_append (seq, "compute ");
     }
+  return seq;
+}
+
+START_TEST (test_schedule_lowering)
+{
+  g_autoptr (PsModule) m = parse (sched_hlo);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) s = ps_schedule_module (m, a, &o, NULL);
+  GString *seq = lowered_sequence (m, s);
   /* cp starts first, two compute events (a; b with c fused) follow its
    * start... the done comes before the fusion that reads it */
   ck_assert_msg (g_str_has_prefix (seq->str, "cp(start) "), "%s", seq->str);
@@ -668,25 +678,7 @@ START_TEST (test_schedule_loop_body)
   ck_assert_int_lt (at_cp, at_a);
   ck_assert_int_gt (at_done, at_b);
   /* the trace: inside the loop, the start, both dots, the done */
-  PsLowerOptions lo;
-  ps_lower_options_init (&lo);
-  lo.schedule = s;
-  lo.memory_events = FALSE;
-  GError *error = NULL;
-  g_autoptr (PsTrace) t = ps_lower_module (m, &lo, &error);
-  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
-  ck_assert_uint_eq (ps_trace_get_header (t)->totals.peak_bytes, s->peak_bytes);
-  GString *seq = g_string_new (NULL);
-  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
-    {
-      const PsTraceEvent *ev = ps_trace_get_event (t, i);
-      if (ev->kind == PS_TRACE_EVENT_COLLECTIVE)
-        g_string_append_printf (seq, "%s%s ", ev->name, ev->collective.async_id ? "(start)" : "");
-      else if (ev->kind == PS_TRACE_EVENT_DONE)
-        g_string_append (seq, "done ");
-      else if (ev->kind == PS_TRACE_EVENT_COMPUTE)
-        g_string_append (seq, "compute ");
-    }
+  GString *seq = lowered_sequence (m, s);
   ck_assert_msg (strstr (seq->str, "cp(start) compute compute done"), "%s", seq->str);
   g_string_free (seq, TRUE);
   /* synchronous: the permute's result is live only from where it stands */
