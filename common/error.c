@@ -143,6 +143,25 @@ ps_write_file_atomic (const char *path, const char *data, gsize len,
   return TRUE;
 }
 
+gboolean
+ps_parse_name (const char *text, const char *const *names, int n, const char *option,
+               const char *what, int *out, GError **error)
+{
+  for (int i = 0; i < n; i++)
+    if (g_strcmp0 (text, names[i]) == 0)
+      {
+        *out = i;
+        return TRUE;
+      }
+  GString *known = g_string_new (NULL);
+  for (int i = 0; i < n; i++)
+    g_string_append_printf (known, "%s%s", i ? ", " : "", names[i]);
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: unknown %s '%s' (%s)", option, what, text ? text : "",
+               known->str);
+  g_string_free (known, TRUE);
+  return FALSE;
+}
+
 int64_t
 ps_gcd64 (int64_t a, int64_t b)
 {

@@ -56,6 +56,11 @@ char *ps_format_bytes (double bytes);
 /* Formats a duration in seconds for humans ("12.3 ms"). transfer full. */
 char *ps_format_seconds (double seconds);
 
+/* The index of `text` in names[0..n-1]; otherwise FALSE with the
+ * PS_ERROR_OPTION error "OPTION: unknown WHAT 'TEXT' (name, name, ...)". */
+gboolean ps_parse_name (const char *text, const char *const *names, int n, const char *option,
+                        const char *what, int *out, GError **error);
+
 /* Greatest common divisor of two non-negative integers (gcd (0, b) = b). */
 int64_t ps_gcd64 (int64_t a, int64_t b);
 

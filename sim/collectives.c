@@ -23,15 +23,11 @@ gboolean
 ps_coll_algorithm_parse (const char *name, const char *option, PsCollAlgorithm *out,
                          GError **error)
 {
-  for (int a = 0; a < PS_COLL_ALGORITHM_COUNT; a++)
-    if (g_strcmp0 (name, algorithm_names[a]) == 0)
-      {
-        *out = a;
-        return TRUE;
-      }
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: unknown collective algorithm '%s' "
-               "(torus2d, dim-by-dim, ring)", option, name ? name : "");
-  return FALSE;
+  int a;
+  if (!ps_parse_name (name, algorithm_names, PS_COLL_ALGORITHM_COUNT, option, "collective algorithm", &a, error))
+    return FALSE;
+  *out = a;
+  return TRUE;
 }
 
 static PsPhase *

@@ -218,6 +218,21 @@ START_TEST (test_ndindex)
 }
 END_TEST
 
+START_TEST (test_parse_name)
+{
+  static const char *const names[] = { "xla", "xla-all", "sync" };
+  int v = -1;
+  ck_assert (ps_parse_name ("xla-all", names, 3, "--x", "thing", &v, NULL));
+  ck_assert_int_eq (v, 1);
+  GError *error = NULL;
+  ck_assert (!ps_parse_name ("xl", names, 3, "--x", "thing", &v, &error));
+  ck_assert_str_eq (error->message, "--x: unknown thing 'xl' (xla, xla-all, sync)");
+  ck_assert_int_eq (v, 1);
+  g_clear_error (&error);
+  ck_assert (!ps_parse_name (NULL, names, 3, "--x", "thing", &v, NULL));
+}
+END_TEST
+
 int
 main (void)
 {
@@ -230,6 +245,7 @@ main (void)
   tcase_add_test (tc, test_f16_rounding);
   tcase_add_test (tc, test_nan_handling);
   tcase_add_test (tc, test_ndindex);
+  tcase_add_test (tc, test_parse_name);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -24,15 +24,11 @@ gboolean
 ps_schedule_policy_parse (const char *name, const char *option, PsSchedulePolicy *out,
                           GError **error)
 {
-  for (int p = 0; p < PS_SCHEDULE_POLICY_COUNT; p++)
-    if (g_strcmp0 (name, policy_names[p]) == 0)
-      {
-        *out = p;
-        return TRUE;
-      }
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: unknown schedule '%s' (xla, xla-all, "
-               "sync, eager)", option, name ? name : "");
-  return FALSE;
+  int p;
+  if (!ps_parse_name (name, policy_names, PS_SCHEDULE_POLICY_COUNT, option, "schedule", &p, error))
+    return FALSE;
+  *out = p;
+  return TRUE;
 }
 
 /* ---- units: a fusion, or one instruction -------------------------------- */
