@@ -28,9 +28,11 @@ typedef struct {
 } SearchOptions;
 
 /* Keys whose value cannot change the per-device program's memory: a device
- * order only renames devices; asynchronous collectives and the collective
- * cache act in lowering and replay, after the memory check. */
-static const char *const memory_neutral[] = { "device_order", "async_collectives", "cache", NULL };
+ * order only renames devices; the collective cache acts in the replay, after
+ * the memory check. (async_collectives can: an overlapped collective's
+ * buffers stay live while compute runs, in the schedule the memory check
+ * analyses.) */
+static const char *const memory_neutral[] = { "device_order", "cache", NULL };
 
 typedef enum { ST_INVALID, ST_DUPLICATE, ST_NO_FIT, ST_FAILED, ST_SIMULATED } Status;
 
