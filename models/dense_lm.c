@@ -300,7 +300,8 @@ static PsInstr *
 head_loss (PsNet *net, PsInstr *x, PsInstr *final_ln, PsInstr *emb_head, PsInstr *labels)
 {
   PsInstr *h = ps_layer_norm (net, x, final_ln);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", h, emb_head), PS_F32);
+  const char *spec = x->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
   return ps_softmax_cross_entropy (net, logits, labels);
 }
 
@@ -432,41 +433,25 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
   ps_attention_context_causal (net, cfg->seq_len, cfg->rel_buckets, &ctx);
 
-  PsInstr *x0 = ps_embed (net, ids, ps_ad_convert (net->c, emb, PS_BF16));
-  /* Outside the loop the stage axis is free: the embedding, the head and
-   * the loss split the batch over it too ([K, B/K] annotated "pb"), when
-   * it divides. */
-  int K = cfg->pipeline_stages;
-  gboolean spread = cfg->global_batch % (K * cfg->mesh[0]) == 0;
-  if (spread)
-    {
-      PsInstr *x04 = ps_pipeline_split_batch (net, x0, K);
-      ps_net_annotate (net, x04, "pbsm");
-      x0 = ps_pipeline_merge_batch (net, x04);
-    }
-  PsInstr *inputs = ps_pipeline_split_batch (net, x0, cfg->microbatches);
-  ps_net_annotate (net, inputs, "ubsm");
+  /* The microbatches [M, B/M, S, M] from the start: embedding, head and
+   * loss split them over the stages (ps_pipeline_enter). */
+  const int M = cfg->microbatches;
+  PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
+  PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, cfg->vocab, PS_BF16),
+                               ps_ad_convert (net->c, emb, PS_BF16));
+  PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
   g_autoptr (PsPipelineRun) run = NULL;
   PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
   if (!outputs)
     return NULL;
-  PsInstr *top = ps_pipeline_merge_batch (net, outputs);
-  if (spread)
-    {
-      PsInstr *top4 = ps_pipeline_split_batch (net, top, K);
-      ps_net_annotate (net, top4, "pbsm");
-      top = ps_pipeline_merge_batch (net, top4);
-    }
-  else
-    ps_net_annotate (net, top, "bsm");
+  PsInstr *top = ps_pipeline_leave (net, &p, outputs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
-  PsInstr *loss = head_loss (net, top, final_ln, emb_head, labels);
+  PsInstr *loss = head_loss (net, top, final_ln, emb_head, labels_u);
   ps_net_add_loss (net, loss);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
-  if (!ps_net_vjp (net, loss, NULL, top, &gx, 2, head_w, error)
-      || !ps_pipeline_backward (net, g_steal_pointer (&run),
-                                ps_pipeline_split_batch (net, gx, cfg->microbatches), NULL, &gin, error)
-      || !ps_net_vjp (net, x0, ps_pipeline_merge_batch (net, gin), NULL, NULL, 1, &emb, error))
+  if (!ps_net_vjp (net, loss, NULL, outputs, &gx, 2, head_w, error)
+      || !ps_pipeline_backward (net, g_steal_pointer (&run), gx, NULL, &gin, error)
+      || !ps_net_vjp (net, inputs, gin, NULL, NULL, 1, &emb, error))
     return NULL;
   return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }

@@ -233,7 +233,8 @@ static PsInstr *
 head_loss (PsNet *net, PsInstr *top, PsInstr *final_ln, PsInstr *emb_head, PsInstr *labels)
 {
   PsInstr *h = ps_layer_norm (net, top, final_ln);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", h, emb_head), PS_F32);
+  const char *spec = top->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
   return ps_softmax_cross_entropy (net, logits, labels);
 }
 
@@ -356,42 +357,26 @@ build_pipelined (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
   PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
   ps_attention_context_causal (net, c->seq_len, c->rel_buckets, &ctx);
 
-  PsInstr *x0 = ps_embed (net, ids, ps_ad_convert (net->c, emb, net->act));
-  /* Outside the loop the stage axis is free: the embedding, the head and
-   * the loss split the batch over every core ([K, B/K] "pb") when it
-   * divides. */
-  gboolean spread = c->global_batch % c->cores == 0;
-  if (spread)
-    {
-      PsInstr *xk = ps_pipeline_split_batch (net, x0, K);
-      ps_net_annotate (net, xk, "pbsm");
-      x0 = ps_pipeline_merge_batch (net, xk);
-    }
-  PsInstr *inputs = ps_pipeline_split_batch (net, x0, M);
-  ps_net_annotate (net, inputs, "ubsm");
+  /* The microbatches [M, B/M, S, M] from the start: embedding, head and
+   * loss split them over the stages (ps_pipeline_enter). */
+  PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
+  PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, c->vocab, net->act),
+                               ps_ad_convert (net->c, emb, net->act));
+  PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
   g_autoptr (PsPipelineRun) run = NULL;
   PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
   if (!outputs)
     return NULL;
-  PsInstr *top = ps_pipeline_merge_batch (net, outputs);
-  if (spread)
-    {
-      PsInstr *tk = ps_pipeline_split_batch (net, top, K);
-      ps_net_annotate (net, tk, "pbsm");
-      top = ps_pipeline_merge_batch (net, tk);
-    }
-  else
-    ps_net_annotate (net, top, "bsm");
+  PsInstr *top = ps_pipeline_leave (net, &p, outputs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, net->act);
-  PsInstr *ce = head_loss (net, top, final_ln, emb_head, labels);
+  PsInstr *ce = head_loss (net, top, final_ln, emb_head, labels_u);
   PsInstr *per_mb = ps_ad_scalar (net->c, PS_F32, 1.0 / M);
   ps_net_add_loss (net, ps_ad_binary (net->c, PS_OP_ADD, ce,
                                       ps_ad_binary (net->c, PS_OP_MULTIPLY, ps_pipeline_aux_loss (run), per_mb)));
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
-  if (!ps_net_vjp (net, ce, NULL, top, &gx, 2, head_w, error)
-      || !ps_pipeline_backward (net, g_steal_pointer (&run), ps_pipeline_split_batch (net, gx, M), per_mb,
-                                &gin, error)
-      || !ps_net_vjp (net, x0, ps_pipeline_merge_batch (net, gin), NULL, NULL, 1, &emb, error))
+  if (!ps_net_vjp (net, ce, NULL, outputs, &gx, 2, head_w, error)
+      || !ps_pipeline_backward (net, g_steal_pointer (&run), gx, per_mb, &gin, error)
+      || !ps_net_vjp (net, inputs, gin, NULL, NULL, 1, &emb, error))
     return NULL;
   return finish_step (c, g_steal_pointer (&net), info, lr, decay);
 }

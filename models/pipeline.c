@@ -452,6 +452,47 @@ ps_pipeline_trace_mesh (PsTraceMesh *mesh, int rank, const int64_t *dims, const 
     mesh->devices[i] = (guint32) ids[i];
 }
 
+/* The outer layout's letters for x [M, microbatch...] (see pipeline.h):
+ * the stage letter on the microbatch dim when K divides M, else on the
+ * sequence dim ('s' of act_letters) when K divides it, else none (the
+ * microbatch dim 'u' replicated). transfer full. */
+static char *
+outer_letters (const PsPipeline *p, const PsInstr *x)
+{
+  char *l = g_strdup_printf ("u%s", p->act_letters);
+  const char *s = strchr (p->act_letters, 's');
+  if (x->shape->dims[0] % p->stages == 0)
+    l[0] = p->stage_letter;
+  else if (s && x->shape->dims[1 + (s - p->act_letters)] % p->stages == 0)
+    l[1 + (s - p->act_letters)] = p->stage_letter;
+  return l;
+}
+
+/* x's copy annotated `letters`: the same value in another layout. */
+static PsInstr *
+relayout (PsNet *net, PsInstr *x, const char *letters)
+{
+  PsInstr *y = ps_ad_unary (net->c, PS_OP_COPY, x);
+  ps_net_annotate (net, y, letters);
+  return y;
+}
+
+PsInstr *
+ps_pipeline_enter (PsNet *net, const PsPipeline *p, PsInstr *x)
+{
+  g_autofree char *outer = outer_letters (p, x);
+  g_autofree char *loop = g_strdup_printf ("u%s", p->act_letters);
+  ps_net_annotate (net, x, outer);
+  return strcmp (outer, loop) == 0 ? x : relayout (net, x, loop);
+}
+
+PsInstr *
+ps_pipeline_leave (PsNet *net, const PsPipeline *p, PsInstr *outputs)
+{
+  g_autofree char *outer = outer_letters (p, outputs);
+  return outer[0] == 'u' && !strchr (outer, p->stage_letter) ? outputs : relayout (net, outputs, outer);
+}
+
 PsInstr *
 ps_pipeline_split_batch (PsNet *net, PsInstr *x, int64_t m)
 {
@@ -461,19 +502,6 @@ ps_pipeline_split_batch (PsNet *net, PsInstr *x, int64_t m)
   dims[1] = s->dims[0] / m;
   memcpy (dims + 2, s->dims + 1, sizeof (int64_t) * (gsize) (s->rank - 1));
   PsShape *r = ps_shape_new_array (s->etype, s->rank + 1, dims);
-  PsInstr *y = ps_ad_reshape (net->c, x, r);
-  ps_shape_free (r);
-  return y;
-}
-
-PsInstr *
-ps_pipeline_merge_batch (PsNet *net, PsInstr *x)
-{
-  const PsShape *s = x->shape;
-  int64_t dims[PS_NET_MAX_RANK];
-  dims[0] = s->dims[0] * s->dims[1];
-  memcpy (dims + 1, s->dims + 2, sizeof (int64_t) * (gsize) (s->rank - 2));
-  PsShape *r = ps_shape_new_array (s->etype, s->rank - 1, dims);
   PsInstr *y = ps_ad_reshape (net->c, x, r);
   ps_shape_free (r);
   return y;

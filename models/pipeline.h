@@ -96,10 +96,20 @@ int64_t *ps_pipeline_program_devices (int stages, int64_t n, const int64_t *phys
  * program: rank dims and the device list ids. */
 void ps_pipeline_trace_mesh (PsTraceMesh *mesh, int rank, const int64_t *dims, const int64_t *ids);
 
+/* Outside the loop (embedding, head, loss) the stage axis has nothing to
+ * do: these work on the microbatches [M, B/M, ...] with the microbatch dim
+ * split over the stage axis when K divides M (stage_letter in front of
+ * act_letters), else replicated over it ("u"). ps_pipeline_enter annotates
+ * x [M, B/M, ...] so and returns the loop's input, [M, B/M, ...] with the
+ * microbatch dim replicated (an all-gather over the stage axis);
+ * ps_pipeline_leave takes the outputs of ps_pipeline_forward back to the
+ * outer layout (a slice on each device). */
+PsInstr *ps_pipeline_enter (PsNet *net, const PsPipeline *p, PsInstr *x);
+PsInstr *ps_pipeline_leave (PsNet *net, const PsPipeline *p, PsInstr *outputs);
+
 /* x [B, ...] as [m, B/m, ...] (microbatch u is rows u B/m .. (u+1) B/m - 1,
- * as ps_net_microbatch slices them), and back. */
+ * as ps_net_microbatch slices them). */
 PsInstr *ps_pipeline_split_batch (PsNet *net, PsInstr *x, int64_t m);
-PsInstr *ps_pipeline_merge_batch (PsNet *net, PsInstr *x);
 
 G_END_DECLS
 
