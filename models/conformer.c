@@ -93,32 +93,46 @@ fail (GError **error, const char *fmt, ...)
   return FALSE;
 }
 
+/* How errors name a value: "--heads" or "FILE:LINE:COL: heads". */
+static const char *
+label (const PsConformerConfig *c, const char *key, const char *option)
+{
+  return c->params ? ps_params_where (c->params, key) : option;
+}
+
 gboolean
 ps_conformer_check (const PsConformerConfig *c, GError **error)
 {
   struct { const char *opt; int64_t v; } pos[] = {
-    { "--layers", c->layers }, { "--model-dim", c->model_dim }, { "--heads", c->heads },
-    { "--ffn-mult", c->ffn_mult }, { "--conv-kernel", c->conv_kernel }, { "--frames", c->frames },
-    { "--mel-bins", c->mel_bins }, { "--vocab", c->vocab }, { "--batch", c->global_batch },
-    { "--data", c->data }, { "--model", c->model },
+    { label (c, "layers", "--layers"), c->layers }, { label (c, "model_dim", "--model-dim"), c->model_dim },
+    { label (c, "heads", "--heads"), c->heads }, { label (c, "ffn_mult", "--ffn-mult"), c->ffn_mult },
+    { label (c, "conv_kernel", "--conv-kernel"), c->conv_kernel }, { label (c, "frames", "--frames"), c->frames },
+    { label (c, "mel_bins", "--mel-bins"), c->mel_bins }, { label (c, "vocab", "--vocab"), c->vocab },
+    { label (c, "global_batch", "--batch"), c->global_batch }, { label (c, "mesh", "--data"), c->data },
+    { label (c, "mesh", "--model"), c->model },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
       return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
   if (c->rel_buckets < 2)
-    return fail (error, "--rel-buckets must be at least 2 (got %d)", c->rel_buckets);
+    return fail (error, "%s must be at least 2 (got %d)", label (c, "rel_buckets", "--rel-buckets"),
+                 c->rel_buckets);
   if (c->model_dim % c->heads != 0)
-    return fail (error, "--heads %" G_GINT64_FORMAT " does not divide --model-dim %" G_GINT64_FORMAT,
-                 c->heads, c->model_dim);
-  if (c->frames % 4 != 0 || c->mel_bins % 4 != 0)
-    return fail (error, "--frames (%" G_GINT64_FORMAT ") and --mel-bins (%" G_GINT64_FORMAT ") must be "
-                 "multiples of 4 (the front end sub-samples both by 4)", c->frames, c->mel_bins);
+    return fail (error, "%s %" G_GINT64_FORMAT " does not divide %s %" G_GINT64_FORMAT,
+                 label (c, "heads", "--heads"), c->heads, label (c, "model_dim", "--model-dim"), c->model_dim);
+  if (c->frames % 4 != 0)
+    return fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "time by 4)", label (c, "frames", "--frames"), c->frames);
+  if (c->mel_bins % 4 != 0)
+    return fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "frequency by 4)", label (c, "mel_bins", "--mel-bins"), c->mel_bins);
   if (c->global_batch % c->data != 0)
-    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --data %" G_GINT64_FORMAT,
-                 c->global_batch, c->data);
+    return fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
+                 label (c, "mesh", "--data"), c->data, label (c, "global_batch", "--batch"), c->global_batch);
   if (c->sharding == PS_CONFORMER_DP && c->global_batch % (c->data * c->model) != 0)
-    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
-                 " devices (dp sharding)", c->global_batch, c->data * c->model);
+    return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
+                 " devices (dp sharding)", label (c, "global_batch", "--batch"), c->global_batch,
+                 c->data * c->model);
   return TRUE;
 }
 

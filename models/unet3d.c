@@ -59,33 +59,47 @@ fail (GError **error, const char *fmt, ...)
   return FALSE;
 }
 
+/* How errors name a value: "--data" or "FILE:LINE:COL: data". */
+static const char *
+label (const PsUnet3dConfig *c, const char *key, const char *option)
+{
+  return c->params ? ps_params_where (c->params, key) : option;
+}
+
 gboolean
 ps_unet3d_check (const PsUnet3dConfig *c, GError **error)
 {
+  const char *filters = label (c, "filters", "--filters");
   if (c->n_filters < 1 || c->n_filters > PS_UNET3D_MAX_LEVELS - 1)
-    return fail (error, "--filters needs 1 to %d levels (got %d)", PS_UNET3D_MAX_LEVELS - 1,
+    return fail (error, "%s needs 1 to %d levels (got %d)", filters, PS_UNET3D_MAX_LEVELS - 1,
                  c->n_filters);
   for (int i = 0; i < c->n_filters; i++)
     if (c->filters[i] <= 0)
-      return fail (error, "--filters: level %d has %" G_GINT64_FORMAT " features", i, c->filters[i]);
+      return fail (error, "%s: level %d has %" G_GINT64_FORMAT " features", filters, i, c->filters[i]);
   struct { const char *opt; int64_t v; } pos[] = {
-    { "--in-channels", c->in_channels }, { "--classes", c->classes }, { "--batch", c->global_batch },
-    { "--data", c->data }, { "--spatial (D)", c->spatial[0] }, { "--spatial (H)", c->spatial[1] },
-    { "--spatial (W)", c->spatial[2] },
+    { label (c, "in_channels", "--in-channels"), c->in_channels },
+    { label (c, "classes", "--classes"), c->classes },
+    { label (c, "global_batch", "--batch"), c->global_batch },
+    { label (c, "data", "--data"), c->data },
+    { label (c, "spatial", "--spatial"), c->spatial[0] },
+    { label (c, "spatial", "--spatial"), c->spatial[1] },
+    { label (c, "spatial", "--spatial"), c->spatial[2] },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
       return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
   /* n_filters - 1 down-sampling blocks and the bottleneck halve each dim. */
   int64_t halvings = c->n_filters;
+  static const char dim_names[] = "DHW";
   for (int d = 0; d < 3; d++)
     if (c->image[d] <= 0 || c->image[d] % ((int64_t) 1 << halvings) != 0)
-      return fail (error, "--image: dim %d (%" G_GINT64_FORMAT ") must be a positive multiple of "
-                   "%" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " stride-2 halvings)", d, c->image[d],
-                   (int64_t) 1 << halvings, halvings);
+      return fail (error, "%s: %c (%" G_GINT64_FORMAT ") must be a positive multiple of "
+                   "%" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " stride-2 halvings of %d levels)",
+                   label (c, "image", "--image"), dim_names[d], c->image[d], (int64_t) 1 << halvings,
+                   halvings, c->n_filters);
   if (c->global_batch % c->data != 0)
-    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --data %" G_GINT64_FORMAT,
-                 c->global_batch, c->data);
+    return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
+                 label (c, "global_batch", "--batch"), c->global_batch, label (c, "data", "--data"), c->data);
   return TRUE;
 }
 
