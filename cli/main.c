@@ -48,12 +48,12 @@ print_usage (FILE *out)
            "The manual is in doc/ of the source tree.\n");
 }
 
+static int command_status; /* a command's non-zero status: it reported its error */
+
 /* What a command printed is only known to have arrived once standard output
  * is flushed and closed: a full disk (or /dev/full) shows up here, and the
  * run must then fail instead of exiting 0 with output lost. Registered with
  * atexit, so it covers every command, --help and --version. */
-static int command_status; /* a command's non-zero status: it reported its error */
-
 static void
 close_stdout (void)
 {

@@ -65,6 +65,8 @@ refused "podsim: /dev/zero: not a text file (NUL byte at offset 0)" "$PODSIM" hl
 refused "podsim: /dev/zero: not a text file" "$PODSIM" propagate /dev/zero
 refused "podsim: /dev/zero: not a text file" "$PODSIM" simulate "$example" --slice v3-8 --hw /dev/zero
 refused "podsim: /dev/zero: not a text file" "$PODSIM" bench matmul 128 128 128 --hw /dev/zero
+refused "podsim: /dev/zero:1: NUL byte in a text line (not a step trace?)" "$PODSIM" trace check /dev/zero
+refused "podsim: /dev/zero:1: NUL byte in a text line" "$PODSIM" simulate /dev/zero --slice v3-8
 
 # Trace totals that only match after wrapping around 2^64.
 refused "trace-totals-wrap.pst:8:62: flops of the events so far add up to more than 2^64-1" \

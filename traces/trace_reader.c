@@ -122,6 +122,15 @@ next_line (PsTraceReader *r, GError **error)
       gsize avail = r->chunk_len - r->chunk_off;
       const char *nl = memchr (start, '\n', avail);
       gsize take = nl ? (gsize) (nl - start) : avail;
+      /* Checked per piece, so /dev/zero fails at its first block instead of
+       * after 64 MiB of one line. */
+      if (memchr (start, '\0', take))
+        {
+          r->line_no++;
+          fail_at (r, error, PS_ERROR_PARSE, G_MAXSIZE, "NUL byte in a text line "
+                   "(not a step trace?)");
+          return -1;
+        }
       if (r->line->len + take > MAX_LINE_BYTES)
         {
           r->line_no++;
@@ -134,12 +143,6 @@ next_line (PsTraceReader *r, GError **error)
       if (nl)
         {
           r->line_no++;
-          if (memchr (r->line->str, '\0', r->line->len))
-            {
-              fail_at (r, error, PS_ERROR_PARSE, G_MAXSIZE, "NUL byte in a text line "
-                       "(not a step trace?)");
-              return -1;
-            }
           return 1;
         }
     }
