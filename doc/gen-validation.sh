@@ -3,7 +3,8 @@
 # --markdown`: between <!-- table:begin --> and <!-- table:end --> the dense
 # table, between <!-- NAME:begin --> and <!-- NAME:end --> table NAME.
 # Usage: doc/gen-validation.sh [PODSIM [NAME...]] (default: dense; the
-# pipeline table takes about 5 minutes, bubble half a minute).
+# pipeline table takes about 5 minutes, bubble half a minute, spatial 7 s,
+# speech about 4 minutes).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 podsim=${1:-$here/../build/podsim}
