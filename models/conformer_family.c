@@ -78,18 +78,9 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
   config_from (p, &c);
   if (!ps_conformer_check (&c, error))
     return FALSE;
-  int64_t n = c.data * c.model;
-  gboolean idle = ps_params_bool (p, "idle_cores");
-  if (t && (n > t->n_cores || (n < t->n_cores && !idle)))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                   "%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores%s", ps_params_where (p, "mesh"), c.data, c.model, n,
-                   ps_params_str (p, "slice"), t->n_cores,
-                   n < t->n_cores ? " (--idle-cores leaves the rest idle)" : "");
-      return FALSE;
-    }
-  return TRUE;
+  g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                                           ps_params_where (p, "mesh"), c.data, c.model);
+  return ps_params_check_devices (p, t, c.data * c.model, what, error);
 }
 
 static PsModule *

@@ -101,19 +101,10 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
   PsUnet3dConfig c;
   if (!config_from (p, &c, error) || !ps_unet3d_check (&c, error))
     return FALSE;
-  int64_t n = n_devices (&c);
-  gboolean idle = ps_params_bool (p, "idle_cores");
-  if (t && (n > t->n_cores || (n < t->n_cores && !idle)))
-    {
-      g_autofree char *spatial = ps_params_text (p, "spatial");
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                   "%s %" G_GINT64_FORMAT " x %s %s is %" G_GINT64_FORMAT " devices but slice %s has %d cores%s",
-                   ps_params_where (p, "data"), c.data, ps_params_where (p, "spatial"), spatial, n,
-                   ps_params_str (p, "slice"), t->n_cores,
-                   n < t->n_cores ? " (--idle-cores leaves the rest idle)" : "");
-      return FALSE;
-    }
-  return TRUE;
+  g_autofree char *spatial = ps_params_text (p, "spatial");
+  g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT " x %s %s", ps_params_where (p, "data"), c.data,
+                                           ps_params_where (p, "spatial"), spatial);
+  return ps_params_check_devices (p, t, n_devices (&c), what, error);
 }
 
 static PsModule *

@@ -79,7 +79,7 @@ expect_grep "--image: '16x16' has 2 dims, this model takes 3" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q unet --batch 3 --data 2 --spatial 2x2
 expect_grep "--batch 3 is not divisible by --data 2" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q unet --spatial 4x4
-expect_grep "--data 1 x --spatial 4x4 is 16 devices but slice v3-8 has 8 cores" "$PS_TMP/err"
+expect_grep "--data 1 x --spatial 4x4 has 16 devices but slice v3-8 has 8 cores" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q unet --spatial 1
 expect_grep "(--idle-cores leaves the rest idle)" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q unet --spatial 2x2x2x2
