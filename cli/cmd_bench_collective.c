@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/picture.h"
 #include "common/error.h"
+#include "common/ndindex.h"
 #include "sim/collectives.h"
 #include "sim/sgnet.h"
 #include "topology/hardware.h"
@@ -163,19 +164,11 @@ static int *
 mesh_groups (const PsSlice *s, const char *mesh_text, const char *order, const char *axes_text,
              int *n_groups, int *group_size, int **device_of_core, GError **error)
 {
-  g_auto (GStrv) parts = g_strsplit (mesh_text, "x", -1);
   PsTraceMesh mesh = { 0 };
-  mesh.rank = g_strv_length (parts);
-  gint64 n = 1;
-  gboolean ok = mesh.rank >= 1 && mesh.rank <= PS_TRACE_MAX_RANK;
-  for (guint i = 0; ok && i < mesh.rank; i++)
-    {
-      guint64 d;
-      ok = g_ascii_string_to_unsigned (parts[i], 10, 1, 1 << 20, &d, NULL);
-      mesh.dims[i] = (gint64) d;
-      n *= (gint64) d;
-    }
-  if (!ok || n != ps_slice_n_cores (s))
+  if (!ps_trace_mesh_parse_dims (mesh_text, "--mesh", &mesh, error))
+    return NULL;
+  gint64 n = ps_product ((int) mesh.rank, mesh.dims);
+  if (n != ps_slice_n_cores (s))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh %s: not a mesh of the %d cores of %s", mesh_text,
                    ps_slice_n_cores (s), s->name);

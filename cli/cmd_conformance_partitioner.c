@@ -473,92 +473,41 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
   return ok;
 }
 
-/* Runs a case in a child process: a crash or hang there fails the case. The
- * child writes "P" or "F<reason>" to the pipe. */
+typedef struct {
+  JsonObject *c;
+  const CaseOptions *co;
+} IsolatedCase;
+
+/* The child's message: "P<how>" or "F<reason>". */
+static GString *
+run_case_cb (gpointer data)
+{
+  const IsolatedCase *ic = data;
+  char *r = NULL;
+  int h = 0;
+  gboolean ok = run_case (ic->c, ic->co, &r, &h);
+  GString *msg = g_string_new (ok ? "P" : "F");
+  if (ok)
+    g_string_append_c (msg, (char) ('0' + h));
+  if (!ok && r)
+    g_string_append (msg, r);
+  g_free (r);
+  return msg;
+}
+
+/* Runs a case in a child process: a crash or hang there fails the case. */
 static gboolean
 run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason, int *how)
 {
   *how = 0;
   if (co->no_fork)
     return run_case (c, co, reason, how);
-  int fds[2];
-  if (pipe (fds) != 0)
-    {
-      *reason = g_strdup_printf ("pipe: %s", g_strerror (errno));
-      return FALSE;
-    }
-  fflush (stdout);
-  fflush (stderr);
-  pid_t pid = fork ();
-  if (pid < 0)
-    {
-      close (fds[0]);
-      close (fds[1]);
-      *reason = g_strdup_printf ("fork: %s", g_strerror (errno));
-      return FALSE;
-    }
-  if (pid == 0)
-    {
-      close (fds[0]);
-      char *r = NULL;
-      int h = 0;
-      gboolean ok = run_case (c, co, &r, &h);
-      GString *msg = g_string_new (ok ? "P" : "F");
-      if (ok)
-        g_string_append_c (msg, (char) ('0' + h));
-      if (!ok && r)
-        g_string_append (msg, r);
-      size_t off = 0;
-      while (off < msg->len)
-        {
-          ssize_t w = write (fds[1], msg->str + off, msg->len - off);
-          if (w <= 0)
-            break;
-          off += (size_t) w;
-        }
-      close (fds[1]);
-      _exit (0);
-    }
-  close (fds[1]);
-  GString *buf = g_string_new (NULL);
-  /* Read until the child closes the pipe or the time runs out. */
-  gint64 deadline = g_get_monotonic_time () + co->timeout_s * G_USEC_PER_SEC;
-  gboolean timed_out = FALSE;
-  for (;;)
-    {
-      fd_set rd;
-      FD_ZERO (&rd);
-      FD_SET (fds[0], &rd);
-      gint64 left = deadline - g_get_monotonic_time ();
-      if (left <= 0)
-        {
-          timed_out = TRUE;
-          break;
-        }
-      struct timeval tv = { (time_t) (left / G_USEC_PER_SEC), (suseconds_t) (left % G_USEC_PER_SEC) };
-      int r = select (fds[0] + 1, &rd, NULL, NULL, &tv);
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0)
-        {
-          timed_out = r == 0;
-          break;
-        }
-      char chunk[4096];
-      ssize_t n = read (fds[0], chunk, sizeof chunk);
-      if (n <= 0)
-        break;
-      g_string_append_len (buf, chunk, n);
-    }
-  close (fds[0]);
-  if (timed_out)
-    kill (pid, SIGKILL);
-  int wstatus = 0;
-  while (waitpid (pid, &wstatus, 0) < 0 && errno == EINTR)
-    ;
+  IsolatedCase ic = { c, co };
+  char *why = NULL;
+  GString *buf = ps_cli_run_isolated (run_case_cb, &ic, co->timeout_s, &why);
   gboolean ok = FALSE;
-  if (timed_out)
-    *reason = g_strdup_printf ("timed out after %" G_GINT64_FORMAT " s", co->timeout_s);
+  if (buf == NULL || why)
+    *reason = g_strdup_printf ("case process %s", why);
   else if (buf->len > 1 && buf->str[0] == 'P')
     {
       ok = TRUE;
@@ -566,13 +515,11 @@ run_case_isolated (JsonObject *c, const CaseOptions *co, char **reason, int *how
     }
   else if (buf->len > 0)
     *reason = g_strdup (buf->str + 1);
-  else if (WIFSIGNALED (wstatus))
-    *reason = g_strdup_printf ("crashed (signal %d: %s)", WTERMSIG (wstatus),
-                               g_strsignal (WTERMSIG (wstatus)));
   else
-    *reason = g_strdup_printf ("case process exited with status %d and no result",
-                               WIFEXITED (wstatus) ? WEXITSTATUS (wstatus) : -1);
-  g_string_free (buf, TRUE);
+    *reason = g_strdup ("case process gave no result");
+  g_free (why);
+  if (buf)
+    g_string_free (buf, TRUE);
   return ok;
 }
 
@@ -667,6 +614,181 @@ one_line (const char *s)
   return r;
 }
 
+/* ---- the driver ------------------------------------------------------------------ */
+
+/* Every case of the file (only the one named `only`, when given) as JSON
+ * nodes. The whole file is parsed before any case runs, so a malformed one
+ * fails (exit 2) without a partial report. NULL after printing the error. */
+static GPtrArray *
+load_cases (const char *path, const char *only)
+{
+  char *text = NULL;
+  gsize len = 0;
+  GError *error = NULL;
+  if (!ps_cli_read_input (path, &text, &len, &error))
+    {
+      ps_cli_fail (error);
+      return NULL;
+    }
+  GPtrArray *cases = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  g_free (text);
+  for (int i = 0; lines[i]; i++)
+    {
+      const char *l = lines[i];
+      while (*l == ' ' || *l == '\t' || *l == '\r')
+        l++;
+      if (!*l)
+        continue;
+      if (!ps_cli_json_depth_ok (lines[i], path, i + 1, &error))
+        {
+          ps_cli_fail (error);
+          g_ptr_array_free (cases, TRUE);
+          return NULL;
+        }
+      g_autoptr (JsonParser) jp = json_parser_new ();
+      if (!json_parser_load_from_data (jp, lines[i], -1, &error) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (jp)))
+        {
+          fprintf (stderr, "podsim: %s:%d: %s\n", path, i + 1, error ? error->message : "a case must be a JSON object");
+          g_clear_error (&error);
+          g_ptr_array_free (cases, TRUE);
+          return NULL;
+        }
+      JsonObject *o = json_node_get_object (json_parser_get_root (jp));
+      if (!json_object_has_member (o, "name") || !json_object_has_member (o, "hlo"))
+        {
+          fprintf (stderr, "podsim: %s:%d: a case needs \"name\" and \"hlo\"\n", path, i + 1);
+          g_ptr_array_free (cases, TRUE);
+          return NULL;
+        }
+      if (only && strcmp (json_object_get_string_member_with_default (o, "name", ""), only) != 0)
+        continue;
+      g_ptr_array_add (cases, json_node_copy (json_parser_get_root (jp)));
+    }
+  return cases;
+}
+
+/* What the run found. */
+typedef struct {
+  int passed, failed, too_large, n_scaled, n_widened;
+  JsonBuilder *jb;            /* --json: the "cases" array is being built */
+} Tally;
+
+/* Runs every case isolated; prints a line per failure (or adds a JSON
+ * object per case). */
+static void
+run_cases (GPtrArray *cases, const CaseOptions *co, Tally *t)
+{
+  for (guint i = 0; i < cases->len; i++)
+    {
+      JsonObject *c = json_node_get_object (cases->pdata[i]);
+      const char *name = json_object_get_string_member_with_default (c, "name", "?");
+      g_autofree char *reason = NULL;
+      int how = 0;
+      gboolean ok = run_case_isolated (c, co, &reason, &how);
+      g_autofree char *r1 = one_line (reason);
+      if (ok)
+        {
+          t->passed++;
+          t->n_scaled += (how & CASE_SCALED) != 0;
+          t->n_widened += (how & CASE_WIDENED) != 0;
+        }
+      else
+        {
+          t->failed++;
+          if (strstr (r1, "interpreter's limit") || strstr (r1, "work limit of"))
+            t->too_large++;
+          if (!t->jb)
+            printf ("FAIL %s: %s\n", name, r1);
+        }
+      if (t->jb)
+        {
+          JsonBuilder *jb = t->jb;
+          json_builder_begin_object (jb);
+          json_builder_set_member_name (jb, "name");
+          json_builder_add_string_value (jb, name);
+          json_builder_set_member_name (jb, "passed");
+          json_builder_add_boolean_value (jb, ok);
+          json_builder_set_member_name (jb, "scaled");
+          json_builder_add_boolean_value (jb, (how & CASE_SCALED) != 0);
+          json_builder_set_member_name (jb, "widened");
+          json_builder_add_boolean_value (jb, (how & CASE_WIDENED) != 0);
+          if (!ok)
+            {
+              json_builder_set_member_name (jb, "reason");
+              json_builder_add_string_value (jb, r1);
+            }
+          json_builder_end_object (jb);
+        }
+      fflush (stdout);
+    }
+}
+
+/* Ends the JSON document begun by the driver and prints it. */
+static void
+print_json_report (Tally *t, const FallbackTotals *fbt)
+{
+  JsonBuilder *jb = t->jb;
+  json_builder_end_array (jb);
+  json_builder_set_member_name (jb, "passed");
+  json_builder_add_int_value (jb, t->passed);
+  json_builder_set_member_name (jb, "failed");
+  json_builder_add_int_value (jb, t->failed);
+  json_builder_set_member_name (jb, "too_large");
+  json_builder_add_int_value (jb, t->too_large);
+  json_builder_set_member_name (jb, "scaled");
+  json_builder_add_int_value (jb, t->n_scaled);
+  json_builder_set_member_name (jb, "widened");
+  json_builder_add_int_value (jb, t->n_widened);
+  if (fbt->instrs)
+    {
+      /* opcode -> [instructions, modules] */
+      json_builder_set_member_name (jb, "fallbacks");
+      json_builder_begin_object (jb);
+      GHashTableIter it;
+      gpointer k, v;
+      g_hash_table_iter_init (&it, fbt->instrs);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        {
+          json_builder_set_member_name (jb, k);
+          json_builder_begin_array (jb);
+          json_builder_add_int_value (jb, GPOINTER_TO_INT (v));
+          json_builder_add_int_value (jb, GPOINTER_TO_INT (g_hash_table_lookup (fbt->modules, k)));
+          json_builder_end_array (jb);
+        }
+      json_builder_end_object (jb);
+    }
+  json_builder_end_object (jb);
+  JsonGenerator *gen = json_generator_new ();
+  json_generator_set_pretty (gen, TRUE);
+  JsonNode *root = json_builder_get_root (jb);
+  json_generator_set_root (gen, root);
+  char *out = json_generator_to_data (gen, NULL);
+  printf ("%s\n", out);
+  g_free (out);
+  json_node_unref (root);
+  g_object_unref (gen);
+}
+
+static void
+print_text_report (const Tally *t, const FallbackTotals *fbt)
+{
+  if (t->n_scaled)
+    printf ("note: %d of the passing cases were over the interpreter's limits and were "
+            "checked on a scaled copy that partitions into the same program "
+            "(doc/interpreter.md)\n", t->n_scaled);
+  if (t->n_widened)
+    printf ("note: %d of the passing cases agree in f64 arithmetic only: with the "
+            "float types as written, partial sums rounded differently differ by more "
+            "than the tolerance (doc/interpreter.md)\n", t->n_widened);
+  if (t->too_large)
+    printf ("note: %d of the failing cases exceed the interpreter's limits "
+            "(see --max-work)\n", t->too_large);
+  if (fbt->instrs)
+    print_fallbacks (fbt);
+  printf ("%d passed, %d failed\n", t->passed, t->failed);
+}
+
 int
 ps_cmd_conformance_partitioner (int argc, char **argv)
 {
@@ -719,116 +841,21 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       g_free (only);
       return PS_EXIT_USAGE;
     }
-  const char *path = argv[1];
-  char *text = NULL;
-  gsize len = 0;
-  GError *error = NULL;
-  if (!ps_cli_read_input (path, &text, &len, &error))
+  g_autoptr (GPtrArray) cases = load_cases (argv[1], only);
+  g_free (only);
+  if (!cases)
+    return PS_EXIT_USAGE;
+  Tally t = { 0 };
+  if (json)
     {
-      g_free (only);
-      return ps_cli_fail (error);
+      t.jb = json_builder_new ();
+      json_builder_begin_object (t.jb);
+      json_builder_set_member_name (t.jb, "file");
+      json_builder_add_string_value (t.jb, argv[1]);
+      json_builder_set_member_name (t.jb, "cases");
+      json_builder_begin_array (t.jb);
     }
-  /* Parse every line first so that a malformed file fails before any case
-   * runs (exit 2, no partial report). */
-  GPtrArray *cases = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
-  char **lines = g_strsplit (text, "\n", -1);
-  g_free (text);
-  int status = 0;
-  for (int i = 0; lines[i]; i++)
-    {
-      const char *l = lines[i];
-      while (*l == ' ' || *l == '\t' || *l == '\r')
-        l++;
-      if (!*l)
-        continue;
-      if (!ps_cli_json_depth_ok (lines[i], path, i + 1, &error))
-        {
-          status = ps_cli_fail (error);
-          error = NULL;
-          break;
-        }
-      g_autoptr (JsonParser) jp = json_parser_new ();
-      if (!json_parser_load_from_data (jp, lines[i], -1, &error)
-          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (jp)))
-        {
-          fprintf (stderr, "podsim: %s:%d: %s\n", path, i + 1,
-                   error ? error->message : "a case must be a JSON object");
-          g_clear_error (&error);
-          status = PS_EXIT_USAGE;
-          break;
-        }
-      JsonObject *o = json_node_get_object (json_parser_get_root (jp));
-      if (!json_object_has_member (o, "name") || !json_object_has_member (o, "hlo"))
-        {
-          fprintf (stderr, "podsim: %s:%d: a case needs \"name\" and \"hlo\"\n", path, i + 1);
-          status = PS_EXIT_USAGE;
-          break;
-        }
-      if (only && strcmp (json_object_get_string_member_with_default (o, "name", ""), only) != 0)
-        continue;
-      g_ptr_array_add (cases, json_node_copy (json_parser_get_root (jp)));
-    }
-  g_strfreev (lines);
-  if (status != 0)
-    {
-      g_ptr_array_free (cases, TRUE);
-      g_free (only);
-      return status;
-    }
-  int passed = 0, failed = 0, too_large = 0, n_scaled = 0, n_widened = 0;
-  JsonBuilder *jb = json ? json_builder_new () : NULL;
-  if (jb)
-    {
-      json_builder_begin_object (jb);
-      json_builder_set_member_name (jb, "file");
-      json_builder_add_string_value (jb, path);
-      json_builder_set_member_name (jb, "cases");
-      json_builder_begin_array (jb);
-    }
-  for (guint i = 0; i < cases->len; i++)
-    {
-      JsonObject *c = json_node_get_object (cases->pdata[i]);
-      const char *name = json_object_get_string_member_with_default (c, "name", "?");
-      char *reason = NULL;
-      int how = 0;
-      gboolean ok = run_case_isolated (c, &co, &reason, &how);
-      char *r1 = one_line (reason);
-      if (ok)
-        {
-          passed++;
-          n_scaled += (how & CASE_SCALED) != 0;
-          n_widened += (how & CASE_WIDENED) != 0;
-        }
-      else
-        {
-          failed++;
-          if (strstr (r1, "interpreter's limit") || strstr (r1, "work limit of"))
-            too_large++;
-          if (!jb)
-            printf ("FAIL %s: %s\n", name, r1);
-        }
-      if (jb)
-        {
-          json_builder_begin_object (jb);
-          json_builder_set_member_name (jb, "name");
-          json_builder_add_string_value (jb, name);
-          json_builder_set_member_name (jb, "passed");
-          json_builder_add_boolean_value (jb, ok);
-          json_builder_set_member_name (jb, "scaled");
-          json_builder_add_boolean_value (jb, (how & CASE_SCALED) != 0);
-          json_builder_set_member_name (jb, "widened");
-          json_builder_add_boolean_value (jb, (how & CASE_WIDENED) != 0);
-          if (!ok)
-            {
-              json_builder_set_member_name (jb, "reason");
-              json_builder_add_string_value (jb, r1);
-            }
-          json_builder_end_object (jb);
-        }
-      g_free (reason);
-      g_free (r1);
-      fflush (stdout);
-    }
+  run_cases (cases, &co, &t);
   FallbackTotals fbt = { NULL, NULL, 0, 0 };
   if (fallbacks)
     {
@@ -837,72 +864,17 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       for (guint i = 0; i < cases->len; i++)
         count_fallbacks (json_node_get_object (cases->pdata[i]), &co, &fbt);
     }
-  if (jb)
+  if (t.jb)
     {
-      json_builder_end_array (jb);
-      json_builder_set_member_name (jb, "passed");
-      json_builder_add_int_value (jb, passed);
-      json_builder_set_member_name (jb, "failed");
-      json_builder_add_int_value (jb, failed);
-      json_builder_set_member_name (jb, "too_large");
-      json_builder_add_int_value (jb, too_large);
-      json_builder_set_member_name (jb, "scaled");
-      json_builder_add_int_value (jb, n_scaled);
-      json_builder_set_member_name (jb, "widened");
-      json_builder_add_int_value (jb, n_widened);
-      if (fallbacks)
-        {
-          /* opcode -> [instructions, modules] */
-          json_builder_set_member_name (jb, "fallbacks");
-          json_builder_begin_object (jb);
-          GHashTableIter it;
-          gpointer k, v;
-          g_hash_table_iter_init (&it, fbt.instrs);
-          while (g_hash_table_iter_next (&it, &k, &v))
-            {
-              json_builder_set_member_name (jb, k);
-              json_builder_begin_array (jb);
-              json_builder_add_int_value (jb, GPOINTER_TO_INT (v));
-              json_builder_add_int_value (jb, GPOINTER_TO_INT (g_hash_table_lookup (fbt.modules, k)));
-              json_builder_end_array (jb);
-            }
-          json_builder_end_object (jb);
-        }
-      json_builder_end_object (jb);
-      JsonGenerator *gen = json_generator_new ();
-      json_generator_set_pretty (gen, TRUE);
-      JsonNode *root = json_builder_get_root (jb);
-      json_generator_set_root (gen, root);
-      char *out = json_generator_to_data (gen, NULL);
-      printf ("%s\n", out);
-      g_free (out);
-      json_node_unref (root);
-      g_object_unref (gen);
-      g_object_unref (jb);
+      print_json_report (&t, &fbt);
+      g_object_unref (t.jb);
     }
   else
-    {
-      if (n_scaled)
-        printf ("note: %d of the passing cases were over the interpreter's limits and were "
-                "checked on a scaled copy that partitions into the same program "
-                "(doc/interpreter.md)\n", n_scaled);
-      if (n_widened)
-        printf ("note: %d of the passing cases agree in f64 arithmetic only: with the "
-                "float types as written, partial sums rounded differently differ by more "
-                "than the tolerance (doc/interpreter.md)\n", n_widened);
-      if (too_large)
-        printf ("note: %d of the failing cases exceed the interpreter's limits "
-                "(see --max-work)\n", too_large);
-      if (fallbacks)
-        print_fallbacks (&fbt);
-      printf ("%d passed, %d failed\n", passed, failed);
-    }
+    print_text_report (&t, &fbt);
   if (fbt.instrs)
     {
       g_hash_table_destroy (fbt.instrs);
       g_hash_table_destroy (fbt.modules);
     }
-  g_ptr_array_free (cases, TRUE);
-  g_free (only);
-  return failed ? 1 : 0;
+  return t.failed ? 1 : 0;
 }

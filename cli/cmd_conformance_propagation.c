@@ -157,24 +157,6 @@ sh_text (const PsSharding *s)
   return s ? ps_sharding_to_string (s) : g_strdup ("(none)");
 }
 
-static char **
-op_names (const PsSharding *s)
-{
-  GPtrArray *a = g_ptr_array_new ();
-  const char *p = s ? s->metadata : NULL;
-  while (p && (p = strstr (p, "op_name=\"")) != NULL)
-    {
-      p += strlen ("op_name=\"");
-      const char *q = p;
-      while (*q && *q != '"')
-        q += (*q == '\\' && q[1]) ? 2 : 1;
-      g_ptr_array_add (a, g_strndup (p, q - p));
-      p = q;
-    }
-  g_ptr_array_add (a, NULL);
-  return (char **) g_ptr_array_free (a, FALSE);
-}
-
 static void
 emit (GString *out, gboolean ok, const char *kind, const char *fmt, ...) G_GNUC_PRINTF (4, 5);
 
@@ -300,7 +282,7 @@ check_one (GString *out, const PsModule *m, JsonObject *e, gboolean changed)
   if (strcmp (kind, "metadata") == 0)
     {
       g_autoptr (PsSharding) got = sub_by_path (i->sharding, i->shape, e);
-      g_auto (GStrv) names = op_names (got);
+      g_auto (GStrv) names = ps_sharding_op_names (got);
       JsonArray *want = json_object_get_array_member (e, "op_names");
       guint nw = want ? json_array_get_length (want) : 0;
       gboolean ok = g_strv_length (names) == nw;
@@ -497,60 +479,21 @@ run_case (JsonObject *cs)
 /* ---- the parent ---------------------------------------------------------- */
 
 static GString *
+run_case_cb (gpointer cs)
+{
+  return run_case (cs);
+}
+
+/* A crash or a hang of the child fails the case (kind "crash"). */
+static GString *
 run_isolated (JsonObject *cs)
 {
-  int fds[2];
-  if (pipe (fds) != 0)
+  g_autofree char *why = NULL;
+  GString *r = ps_cli_run_isolated (run_case_cb, cs, CASE_TIME_LIMIT_S, &why);
+  if (r == NULL)
     return run_case (cs);
-  fflush (stdout);
-  fflush (stderr);
-  pid_t pid = fork ();
-  if (pid < 0)
-    {
-      close (fds[0]);
-      close (fds[1]);
-      return run_case (cs);
-    }
-  if (pid == 0)
-    {
-      close (fds[0]);
-      alarm (CASE_TIME_LIMIT_S);
-      GString *r = run_case (cs);
-      const char *p = r->str;
-      gsize left = r->len;
-      while (left > 0)
-        {
-          ssize_t w = write (fds[1], p, left);
-          if (w <= 0)
-            break;
-          p += w;
-          left -= (gsize) w;
-        }
-      close (fds[1]);
-      _exit (0);
-    }
-  close (fds[1]);
-  GString *r = g_string_new (NULL);
-  char buf[4096];
-  for (;;)
-    {
-      ssize_t n = read (fds[0], buf, sizeof buf);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        break;
-      g_string_append_len (r, buf, n);
-    }
-  close (fds[0]);
-  int status = 0;
-  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    {
-      const char *why = WIFSIGNALED (status) && WTERMSIG (status) == SIGALRM ? "timed out"
-                                                                             : "crashed";
-      g_string_append_printf (r, "0\tcrash\tthe case %s (status %d)\n", why, status);
-    }
+  if (why)
+    g_string_append_printf (r, "0\tcrash\tthe case %s\n", why);
   return r;
 }
 

@@ -32,14 +32,8 @@ ps_cmd_hlo (int argc, char **argv)
       fprintf (stderr, "%s: expected one FILE (see '%s --help')\n", g_get_prgname (), g_get_prgname ());
       return PS_EXIT_USAGE;
     }
-  const char *path = argv[1];
-  g_autofree char *text = NULL;
-  gsize len = 0;
   GError *error = NULL;
-  if (!ps_cli_read_input (path, &text, &len, &error))
-    return ps_cli_fail (error);
-  const char *name = strcmp (path, "-") == 0 ? "<stdin>" : path;
-  g_autoptr (PsModule) m = ps_hlo_parse (text, len, name, &error);
+  g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
   if (!m)
     return ps_cli_fail (error);
   PsHloPrintOptions opts = { no_shardings, no_metadata, no_layouts };

@@ -125,9 +125,6 @@ ps_cmd_partition (int argc, char **argv)
     g_autoptr (PsModule) part = ps_spmd_partition (m, devices, &sopts, &error);
     if (!part)
       {
-        /* Partitioner messages start with LINE:COL; name the file. */
-        if (error && error->message[0] >= '0' && error->message[0] <= '9')
-          g_prefix_error (&error, "%s:", path);
         ps_spmd_report_clear (&report);
         status = ps_cli_fail (error);
         goto out;

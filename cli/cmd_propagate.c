@@ -51,21 +51,14 @@ ps_cmd_propagate (int argc, char **argv)
                g_get_prgname ());
       return PS_EXIT_USAGE;
     }
-  const char *path = argv[1];
-  g_autofree char *text = NULL;
-  gsize len = 0;
   GError *error = NULL;
-  if (!ps_cli_read_input (path, &text, &len, &error))
-    return ps_cli_fail (error);
-  const char *name = strcmp (path, "-") == 0 ? "<stdin>" : path;
-  g_autoptr (PsModule) m = ps_hlo_parse (text, len, name, &error);
+  g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
   if (!m)
     return ps_cli_fail (error);
   PsPropagateOptions o;
   ps_cli_propagate_options (&o, m, to_output, to_params);
   o.is_spmd = !mpmd;
   o.propagate_metadata = metadata;
-  o.source_name = name;
   PsPropagateStats st;
   if (!ps_propagate_full (m, &o, &st, &error))
     return ps_cli_fail (error);
@@ -82,7 +75,7 @@ ps_cmd_propagate (int argc, char **argv)
               sharded += i->sharding != NULL;
             }
         }
-      fprintf (stderr, "%s: %d of %d instructions sharded after %d passes\n", name, sharded,
+      fprintf (stderr, "%s: %d of %d instructions sharded after %d passes\n", m->source_name, sharded,
                total, st.iterations);
     }
   g_autofree char *printed = ps_hlo_print (m, NULL);

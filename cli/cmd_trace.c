@@ -152,28 +152,16 @@ trace_dump (int argc, char **argv)
   return 0;
 }
 
-/* "2x4" -> dims. */
 static gboolean
 parse_mesh (const char *text, PsLowerOptions *o, GError **error)
 {
-  g_auto (GStrv) parts = g_strsplit (text, "x", -1);
-  guint n = g_strv_length (parts);
-  if (n < 1 || n > PS_TRACE_MAX_RANK)
-    goto bad;
-  for (guint i = 0; i < n; i++)
-    {
-      char *end = NULL;
-      gint64 v = g_ascii_strtoll (parts[i], &end, 10);
-      if (!parts[i][0] || *end || v < 1 || v > PS_TRACE_MAX_DEVICES)
-        goto bad;
-      o->mesh_dims[i] = v;
-    }
-  o->mesh_rank = n;
+  PsTraceMesh m = { 0 };
+  if (!ps_trace_mesh_parse_dims (text, "--mesh", &m, error))
+    return FALSE;
+  o->mesh_rank = m.rank;
+  for (guint i = 0; i < m.rank; i++)
+    o->mesh_dims[i] = m.dims[i];
   return TRUE;
-bad:
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh: '%s' is not a mesh shape such "
-               "as 2x4", text);
-  return FALSE;
 }
 
 static gboolean
@@ -302,11 +290,7 @@ trace_lower (int argc, char **argv)
   return 0;
 }
 
-static const struct {
-  const char *name;
-  const char *summary;
-  int (*fn) (int argc, char **argv);
-} subcommands[] = {
+static const PsCommand subcommands[] = {
   { "check", "validate a step trace and print a summary", trace_check },
   { "dump", "print a step trace as plain text", trace_dump },
   { "lower", "lower a per-device HLO module to a step trace", trace_lower },
@@ -315,30 +299,11 @@ static const struct {
 int
 ps_cmd_trace (int argc, char **argv)
 {
-  if (argc >= 2 && (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0))
-    {
-      printf ("Usage: podsim trace COMMAND [OPTION...] FILE\n\nStep-trace tools "
-              "(format: doc/trace-format.md).\n\n"
-              "Commands:\n");
-      for (gsize i = 0; i < G_N_ELEMENTS (subcommands); i++)
-        printf ("  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
-      printf ("\nRun 'podsim trace COMMAND --help' for a command's options.\n");
-      return 0;
-    }
-  if (argc < 2)
-    {
-      fprintf (stderr, "podsim trace: expected a command: check, dump or lower (see --help)\n");
-      return PS_EXIT_USAGE;
-    }
-  for (gsize i = 0; i < G_N_ELEMENTS (subcommands); i++)
-    if (strcmp (argv[1], subcommands[i].name) == 0)
-      {
-        g_autofree char *prg = g_strdup_printf ("podsim trace %s", subcommands[i].name);
-        g_set_prgname (prg);
-        argv[1] = prg;
-        return subcommands[i].fn (argc - 1, argv + 1);
-      }
-  fprintf (stderr, "podsim trace: unknown command '%s' (expected check, dump or lower)\n",
-           argv[1]);
-  return PS_EXIT_USAGE;
+  static const PsCommandGroup group = {
+    "podsim trace",
+    "Usage: podsim trace COMMAND [OPTION...] FILE\n\nStep-trace tools (format: doc/trace-format.md).\n",
+    "Run 'podsim trace COMMAND --help' for a command's options.\n",
+    subcommands, G_N_ELEMENTS (subcommands)
+  };
+  return ps_cli_dispatch (&group, argc, argv);
 }

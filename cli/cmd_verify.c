@@ -91,11 +91,7 @@ ps_cmd_verify (int argc, char **argv)
   so.choices = choices;
   g_autoptr (PsModule) part = ps_spmd_partition (m, devices, &so, &error);
   if (!part)
-    {
-      if (error && error->message[0] >= '0' && error->message[0] <= '9')
-        g_prefix_error (&error, "%s:", path);
-      return ps_cli_fail (error);
-    }
+    return ps_cli_fail (error);
   PsVerifyOptions vopts;
   ps_verify_options_init (&vopts);
   vopts.seed = (guint64) seed;

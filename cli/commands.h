@@ -18,6 +18,22 @@ typedef struct {
   PsCommandFn fn;
 } PsCommand;
 
+/* A command with sub-commands ("podsim", "podsim bench", ...). */
+typedef struct {
+  const char *prefix;        /* "podsim bench": the program name so far */
+  const char *usage;         /* help text before the list of sub-commands */
+  const char *footer;        /* help text after the list, or NULL */
+  const PsCommand *commands;
+  gsize n_commands;
+} PsCommandGroup;
+
+/* Runs the sub-command argv[1] of `g` with argv[0] (and the prgname) set to
+ * "<prefix> <name>". --help/-h print the help on stdout (exit 0); no
+ * sub-command prints it on stderr and an unknown one prints
+ * "<prefix>: unknown command 'x' (one of: a, b; see '<prefix> --help')",
+ * both exit 2. */
+int ps_cli_dispatch (const PsCommandGroup *g, int argc, char **argv);
+
 int ps_cmd_hlo (int argc, char **argv);
 int ps_cmd_trace (int argc, char **argv);
 int ps_cmd_propagate (int argc, char **argv);
@@ -43,13 +59,20 @@ int ps_cli_fail (GError *error);
 gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 /* Reads a whole file or, for "-", standard input. */
 gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **error);
+/* Runs fn (data) in a forked child under a time limit, so that a crash or
+ * a hang of one conformance case fails that case, not the run: the child
+ * sends back the GString fn returns through a pipe. Returns what arrived
+ * (transfer full, possibly partial) and sets *why to NULL when the child
+ * finished, else to "timed out after N s", "crashed (signal N: name)" or
+ * "exited with status N" (transfer full). Returns NULL with *why set when
+ * it cannot fork or make a pipe. */
+typedef GString *(*PsIsolatedFn) (gpointer data);
+GString *ps_cli_run_isolated (PsIsolatedFn fn, gpointer data, gint64 timeout_s, char **why);
 /* JSON Lines inputs (conformance files): json-glib's parser recurses once
  * per nesting level, so 300,000 '[' overflowed the stack. FALSE with a
  * located error when `line` (line line_no of file) nests deeper than
  * PS_MAX_NESTING; call it before parsing the line. */
 gboolean ps_cli_json_depth_ok (const char *line, const char *file, int line_no, GError **error);
-/* Message for a subcommand that a later issue implements. */
-int ps_cli_not_yet (const char *what);
 /* Propagation options for a module read from a file: may propagation change
  * the entry root's and parameters' shardings? Yes where the flag says so;
  * otherwise what the module header says

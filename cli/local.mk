@@ -21,6 +21,11 @@ EXTRA_DIST += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/searc
 bench_scripts += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh tests/bench_moe.sh
 EXTRA_DIST += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh tests/bench_moe.sh doc/sweeps.md
 podsim_SOURCES += cli/op_times.c cli/op_times.h
+check_PROGRAMS += tests/check_cli
+TESTS += tests/check_cli
+tests_check_cli_SOURCES = tests/check_cli.c cli/util.c
+tests_check_cli_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_cli_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 
 check_PROGRAMS += tests/check_picture
 TESTS += tests/check_picture

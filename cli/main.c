@@ -13,40 +13,33 @@
 
 static const PsCommand commands[] = {
   { "hlo", "read an HLO text module, validate it and print it canonically", ps_cmd_hlo },
-  { "trace", "inspect step traces (trace check FILE)", ps_cmd_trace },
+  { "trace", "step-trace tools (check, dump, lower)", ps_cmd_trace },
   { "propagate", "complete the sharding of every instruction of an HLO module", ps_cmd_propagate },
   { "partition", "partition an HLO module into one SPMD program", ps_cmd_partition },
   { "verify", "run original and partitioned program and compare results", ps_cmd_verify },
   { "conformance", "run XLA's sharding test vectors (propagation|partitioner)", ps_cmd_conformance },
   { "simulate", "replay a step trace on a TPU v3 slice", ps_cmd_simulate },
-  { "bench", "micro-benchmarks of the machine model (collective|matmul)", ps_cmd_bench },
+  { "bench", "micro-benchmarks of the machine model (collective|matmul|conv)", ps_cmd_bench },
   { "run", "build, partition and simulate a model training step", ps_cmd_run },
-  { "tables", "regenerate the GSPMD paper's tables (dense)", ps_cmd_tables },
+  { "tables", "published runs next to simulated ones (dense, moe, pipeline, ...)", ps_cmd_tables },
   { "search", "rank the strategies (meshes, shardings, ...) for a model on a slice", ps_cmd_search },
   { "sweep", "run a grid of configurations in parallel (CSV/JSONL rows; Slurm arrays)", ps_cmd_sweep },
 };
 
-static void
-print_usage (FILE *out)
-{
-  fprintf (out,
-           "Usage: podsim COMMAND [OPTIONS] [ARGS]\n"
-           "\n"
-           "Predicts how ML training steps run on a TPU v3 pod: a GSPMD-style\n"
-           "partitioner and a SimGrid model of the pod, joined by step traces.\n"
-           "\n"
-           "Commands:\n");
-  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
-    fprintf (out, "  %-12s %s\n", commands[i].name, commands[i].summary);
-  fprintf (out,
-           "\n"
-           "Options:\n"
-           "  -h, --help     show this help\n"
-           "  --version      show the version\n"
-           "\n"
-           "Run 'podsim COMMAND --help' for the options of a command.\n"
-           "The manual is in doc/ of the source tree.\n");
-}
+static const PsCommandGroup podsim = {
+  "podsim",
+  "Usage: podsim COMMAND [OPTIONS] [ARGS]\n"
+  "\n"
+  "Predicts how ML training steps run on a TPU v3 pod: a GSPMD-style\n"
+  "partitioner and a SimGrid model of the pod, joined by step traces.\n",
+  "Options:\n"
+  "  -h, --help     show this help\n"
+  "  --version      show the version\n"
+  "\n"
+  "Run 'podsim COMMAND --help' for the options of a command.\n"
+  "The manual is in doc/ of the source tree.\n",
+  commands, G_N_ELEMENTS (commands)
+};
 
 static int command_status; /* a command's non-zero status: it reported its error */
 
@@ -77,34 +70,13 @@ main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C");
   atexit (close_stdout);
-  if (argc < 2)
-    {
-      print_usage (stderr);
-      return PS_EXIT_USAGE;
-    }
-  const char *cmd = argv[1];
-  if (strcmp (cmd, "--help") == 0 || strcmp (cmd, "-h") == 0 || strcmp (cmd, "help") == 0)
-    {
-      print_usage (stdout);
-      return 0;
-    }
-  if (strcmp (cmd, "--version") == 0)
+  if (argc >= 2 && strcmp (argv[1], "--version") == 0)
     {
       printf ("podsim %s\n", PACKAGE_VERSION);
       return 0;
     }
-  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
-    if (strcmp (cmd, commands[i].name) == 0)
-      {
-        g_autofree char *prg = g_strdup_printf ("podsim %s", cmd);
-        g_set_prgname (prg);
-        char *saved = argv[1];
-        argv[1] = prg;
-        int rc = commands[i].fn (argc - 1, argv + 1);
-        argv[1] = saved;
-        command_status = rc;
-        return rc;
-      }
-  fprintf (stderr, "podsim: unknown command '%s' (see 'podsim --help')\n", cmd);
-  return PS_EXIT_USAGE;
+  if (argc >= 2 && strcmp (argv[1], "help") == 0)
+    argv[1] = (char *) "--help";
+  command_status = ps_cli_dispatch (&podsim, argc, argv);
+  return command_status;
 }

@@ -1,7 +1,12 @@
 #include "config.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "common/checked.h"
@@ -14,6 +19,146 @@ ps_cli_fail (GError *error)
   if (error)
     g_error_free (error);
   return PS_EXIT_USAGE;
+}
+
+static void
+group_help (const PsCommandGroup *g, FILE *out)
+{
+  fputs (g->usage, out);
+  fputs ("\nCommands:\n", out);
+  for (gsize i = 0; i < g->n_commands; i++)
+    fprintf (out, "  %-12s %s\n", g->commands[i].name, g->commands[i].summary);
+  if (g->footer)
+    fprintf (out, "\n%s", g->footer);
+}
+
+int
+ps_cli_dispatch (const PsCommandGroup *g, int argc, char **argv)
+{
+  if (argc < 2)
+    {
+      group_help (g, stderr);
+      return PS_EXIT_USAGE;
+    }
+  const char *name = argv[1];
+  if (strcmp (name, "--help") == 0 || strcmp (name, "-h") == 0)
+    {
+      group_help (g, stdout);
+      return 0;
+    }
+  for (gsize i = 0; i < g->n_commands; i++)
+    if (strcmp (name, g->commands[i].name) == 0)
+      {
+        g_autofree char *prg = g_strdup_printf ("%s %s", g->prefix, name);
+        g_set_prgname (prg);
+        char *saved = argv[1];
+        argv[1] = prg;
+        int rc = g->commands[i].fn (argc - 1, argv + 1);
+        argv[1] = saved;
+        return rc;
+      }
+  GString *known = g_string_new (NULL);
+  for (gsize i = 0; i < g->n_commands; i++)
+    g_string_append_printf (known, "%s%s", i ? ", " : "", g->commands[i].name);
+  fprintf (stderr, "%s: unknown command '%s' (one of: %s; see '%s --help')\n", g->prefix, name, known->str,
+           g->prefix);
+  g_string_free (known, TRUE);
+  return PS_EXIT_USAGE;
+}
+
+/* The child: runs fn, writes its result, exits without running atexit
+ * handlers or flushing the parent's stdio buffers a second time. */
+static void G_GNUC_NORETURN
+isolated_child (int fd, PsIsolatedFn fn, gpointer data)
+{
+  GString *r = fn (data);
+  const char *p = r->str;
+  gsize left = r->len;
+  while (left > 0)
+    {
+      ssize_t w = write (fd, p, left);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        break;
+      p += w;
+      left -= (gsize) w;
+    }
+  close (fd);
+  _exit (0);
+}
+
+GString *
+ps_cli_run_isolated (PsIsolatedFn fn, gpointer data, gint64 timeout_s, char **why)
+{
+  *why = NULL;
+  int fds[2];
+  if (pipe (fds) != 0)
+    {
+      *why = g_strdup_printf ("pipe: %s", g_strerror (errno));
+      return NULL;
+    }
+  fflush (stdout);
+  fflush (stderr);
+  pid_t pid = fork ();
+  if (pid < 0)
+    {
+      *why = g_strdup_printf ("fork: %s", g_strerror (errno));
+      close (fds[0]);
+      close (fds[1]);
+      return NULL;
+    }
+  if (pid == 0)
+    {
+      close (fds[0]);
+      isolated_child (fds[1], fn, data);
+    }
+  close (fds[1]);
+  /* Read until the child closes the pipe or the time runs out. */
+  GString *out = g_string_new (NULL);
+  gint64 deadline = g_get_monotonic_time () + timeout_s * G_USEC_PER_SEC;
+  gboolean timed_out = FALSE;
+  for (;;)
+    {
+      gint64 left = deadline - g_get_monotonic_time ();
+      if (left <= 0)
+        {
+          timed_out = TRUE;
+          break;
+        }
+      fd_set rd;
+      FD_ZERO (&rd);
+      FD_SET (fds[0], &rd);
+      struct timeval tv = { (time_t) (left / G_USEC_PER_SEC), (suseconds_t) (left % G_USEC_PER_SEC) };
+      int r = select (fds[0] + 1, &rd, NULL, NULL, &tv);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        {
+          timed_out = r == 0;
+          break;
+        }
+      char chunk[4096];
+      ssize_t n = read (fds[0], chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      g_string_append_len (out, chunk, n);
+    }
+  close (fds[0]);
+  if (timed_out)
+    kill (pid, SIGKILL);
+  int status = 0;
+  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (timed_out)
+    *why = g_strdup_printf ("timed out after %" G_GINT64_FORMAT " s", timeout_s);
+  else if (WIFSIGNALED (status))
+    *why = g_strdup_printf ("crashed (signal %d: %s)", WTERMSIG (status), g_strsignal (WTERMSIG (status)));
+  else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    *why = g_strdup_printf ("exited with status %d", WIFEXITED (status) ? WEXITSTATUS (status) : -1);
+  return out;
 }
 
 gboolean
@@ -34,13 +179,6 @@ gboolean
 ps_cli_read_input (const char *path, char **out, gsize *len, GError **error)
 {
   return ps_read_text_file (path, PS_MAX_TEXT_BYTES, out, len, error);
-}
-
-int
-ps_cli_not_yet (const char *what)
-{
-  fprintf (stderr, "podsim: '%s' is not implemented yet\n", what);
-  return PS_EXIT_USAGE;
 }
 
 void

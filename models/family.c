@@ -289,21 +289,16 @@ parse_value (const PsParamSpec *s, const char *text, Value *v, char **problem)
             v->rank = 0;
             return TRUE;
           }
-        g_auto (GStrv) parts = g_strsplit (text, "x", -1);
-        int rank = (int) g_strv_length (parts);
-        gboolean ok = rank >= 1 && rank <= PS_PARAM_MESH_MAX_RANK;
-        int64_t dims[PS_PARAM_MESH_MAX_RANK] = { 0 };
-        for (int k = 0; ok && k < rank; k++)
-          {
-            guint64 d;
-            ok = g_ascii_string_to_unsigned (parts[k], 10, 1, G_MAXINT32, &d, NULL);
-            dims[k] = (int64_t) d;
-          }
-        if (!ok)
+        PsTraceMesh m = { 0 };
+        if (!ps_trace_mesh_parse_dims (text, s->key, &m, NULL) || m.rank > PS_PARAM_MESH_MAX_RANK)
           {
             *problem = g_strdup_printf ("'%s' is not a mesh like 8x16 (dims of 1 or more, separated by 'x')", text);
             return FALSE;
           }
+        int rank = (int) m.rank;
+        int64_t dims[PS_PARAM_MESH_MAX_RANK] = { 0 };
+        for (int k = 0; k < rank; k++)
+          dims[k] = m.dims[k];
         if (rank < s->min || rank > s->max)
           {
             if (s->min == s->max)

@@ -226,10 +226,9 @@ causal_mask (PsNet *net, int64_t S)
   PsInstr *qi = iota (net, PS_S32, 2, st, 0);
   PsInstr *ki = iota (net, PS_S32, 2, st, 1);
   PsInstr *future = compare (net, PS_CMP_GT, ki, qi);
-  PsShape *fs = ps_shape_new_array (PS_F32, 2, st);
+  g_autoptr (PsShape) fs = ps_shape_new_array (PS_F32, 2, st);
   PsInstr *masked = ps_ad_full (net->c, fs, -1e9);
   PsInstr *open = ps_ad_full (net->c, fs, 0.0);
-  ps_shape_free (fs);
   return select3 (net, future, masked, open);
 }
 

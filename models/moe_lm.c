@@ -129,8 +129,7 @@ moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
   const int64_t B = x->shape->dims[0], S = x->shape->dims[1], M = x->shape->dims[2];
   const int64_t G = ps_moe_lm_groups (cfg), T = B * S / G;
   PsInstr *h = ps_layer_norm (net, x, L->ln);
-  g_autoptr (PsBuilder) b = ps_builder_new_in (net->m, net->c);
-  ps_builder_set_mesh (b, net->mesh_rank, net->mesh_dims, net->mesh_devices);
+  PsBuilder *b = ps_net_builder (net);
   int64_t gsm[3] = { G, T, M }, bsm[3] = { B, S, M };
   PsInstr *wg = ps_build_convert (b, L->wg, net->act);
   PsInstr *wi = ps_build_convert (b, L->wi, net->act);

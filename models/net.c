@@ -27,6 +27,7 @@ struct PsNetPrivate {
   int8_t stack_axes[PS_NET_MAX_RANK];
   GArray *weight_stack;      /* int per weight: its number of stack dims */
   GArray *weight_stack_split;/* gboolean per weight: a stack dim is split */
+  PsBuilder *builder;        /* ps_net_builder, made on first use */
 };
 
 /* ---- sharding plan ------------------------------------------------------------- */
@@ -97,6 +98,7 @@ net_free_keep_module (PsNet *net)
   g_array_free (p->weight_stack_split, TRUE);
   g_free (p->first_state);
   g_free (p->grads);
+  ps_builder_free (p->builder);
   g_free (p);
   g_ptr_array_free (net->weights, TRUE);
   g_free (net->mesh_devices);
@@ -110,6 +112,18 @@ ps_net_free (PsNet *net)
     return;
   ps_module_free (net->m);
   net_free_keep_module (net);
+}
+
+PsBuilder *
+ps_net_builder (PsNet *net)
+{
+  PsNetPrivate *p = net->priv;
+  if (p->builder == NULL)
+    {
+      p->builder = ps_builder_new_in (net->m, net->c);
+      ps_builder_set_mesh (p->builder, net->mesh_rank, net->mesh_dims, net->mesh_devices);
+    }
+  return p->builder;
 }
 
 /* ---- annotations ------------------------------------------------------------------- */

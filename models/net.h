@@ -28,7 +28,7 @@
  *   ... forward (ps_net_annotate (net, x, "bsm"); blocks of layers.h) ...
  *   ... backward: ps_net_vjp () / ps_layer_stack_backward () ...
  *   ps_net_add_loss (net, loss);
- *   PsModule *m = ps_net_finish (net, optimizer, lr, decay);
+ *   PsModule *m = ps_net_finish (net, lr, decay);
  *
  * Emission: every helper appends instructions to net->c in the order its
  * comment gives, with the autodiff emission helpers (ps_ad_*), so a model
@@ -50,6 +50,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "partitioner/builder/builder.h"
 #include "partitioner/builder/optimizer.h"
 #include "partitioner/ir/sharding.h"
 #include "partitioner/ir/ir.h"
@@ -109,6 +110,13 @@ PsNet *ps_net_new (const char *module_name, const char *computation_name, int me
                    const PsShardingPlan *plan);
 void ps_net_free (PsNet *net);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsNet, ps_net_free)
+
+/* A PsBuilder (partitioner/builder/builder.h) appending to net->c, with
+ * the net's mesh set (ps_builder_mesh_split), for blocks written with the
+ * builder (models/moe_layer.h). Made on first use, owned by the net
+ * (transfer none). Its errors are sticky: check ps_builder_ok() before
+ * ps_net_finish(). */
+PsBuilder *ps_net_builder (PsNet *net);
 
 /* ---- annotations ----------------------------------------------------------- */
 

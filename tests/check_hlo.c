@@ -170,6 +170,14 @@ START_TEST (test_typed_attributes)
   ck_assert_int_eq (m->entry->params->len, 2);
   ck_assert_int_eq (p->src_line, 13);
   ck_assert_int_eq (p->src_col, 3);
+  /* The module knows its file, so errors at an instruction name it. */
+  ck_assert_str_eq (m->source_name, in);
+  ps_instr_error (&error, PS_ERROR_INVALID, p, "bad %s", "thing");
+  g_autofree char *want = g_strdup_printf ("%s:13:3: p: bad thing", in);
+  ck_assert_str_eq (error->message, want);
+  g_clear_error (&error);
+  g_autoptr (PsModule) c = ps_module_clone (m);
+  ck_assert_str_eq (c->source_name, in);
 }
 END_TEST
 

@@ -11,9 +11,6 @@
 #include "partitioner/ir/ir.h"
 #include "partitioner/ir/sharding.h"
 
-typedef PsShape TShape;
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (TShape, ps_shape_free)
-
 static PsShape *
 arr (PsElemType t, int rank, ...)
 {
@@ -74,18 +71,18 @@ END_TEST
 
 START_TEST (test_shapes)
 {
-  g_autoptr (TShape) a = arr (PS_F32, 2, 8, 16);
+  g_autoptr (PsShape) a = arr (PS_F32, 2, 8, 16);
   shape_is (a, "f32[8,16]");
   ck_assert_int_eq (ps_shape_elements (a), 128);
   ck_assert_int_eq (ps_shape_bytes (a), 512);
-  g_autoptr (TShape) s = ps_shape_new_scalar (PS_S32);
+  g_autoptr (PsShape) s = ps_shape_new_scalar (PS_S32);
   shape_is (s, "s32[]");
   ck_assert_int_eq (ps_shape_elements (s), 1);
   PsShape *inner_elems[2] = { a, s };
-  g_autoptr (TShape) inner = ps_shape_new_tuple (2, inner_elems);
-  g_autoptr (TShape) tok = ps_shape_new_scalar (PS_TOKEN);
+  g_autoptr (PsShape) inner = ps_shape_new_tuple (2, inner_elems);
+  g_autoptr (PsShape) tok = ps_shape_new_scalar (PS_TOKEN);
   PsShape *outer_elems[2] = { inner, tok };
-  g_autoptr (TShape) t = ps_shape_new_tuple (2, outer_elems);
+  g_autoptr (PsShape) t = ps_shape_new_tuple (2, outer_elems);
   shape_is (t, "((f32[8,16], s32[]), token[])");
   ck_assert (ps_shape_is_tuple (t) && !ps_shape_is_array (t));
   ck_assert_int_eq (ps_shape_leaf_count (t), 3);
@@ -96,7 +93,7 @@ START_TEST (test_shapes)
   g_ptr_array_free (leaves, TRUE);
 
   /* Layouts print but do not take part in equality. */
-  g_autoptr (TShape) l = ps_shape_copy (a);
+  g_autoptr (PsShape) l = ps_shape_copy (a);
   l->layout_n = 2;
   l->layout = g_new (int64_t, 2);
   l->layout[0] = 0, l->layout[1] = 1;
@@ -104,11 +101,11 @@ START_TEST (test_shapes)
   g_autofree char *nolayout = ps_shape_to_string (l, FALSE);
   ck_assert_str_eq (nolayout, "f32[8,16]");
   ck_assert (ps_shape_equal (a, l));
-  g_autoptr (TShape) b = arr (PS_F32, 2, 8, 17);
+  g_autoptr (PsShape) b = arr (PS_F32, 2, 8, 17);
   ck_assert (!ps_shape_equal (a, b));
-  g_autoptr (TShape) c = arr (PS_BF16, 2, 8, 16);
+  g_autoptr (PsShape) c = arr (PS_BF16, 2, 8, 16);
   ck_assert (!ps_shape_equal (a, c));
-  g_autoptr (TShape) t2 = ps_shape_copy (t);
+  g_autoptr (PsShape) t2 = ps_shape_copy (t);
   ck_assert (ps_shape_equal (t, t2));
   ck_assert (!ps_shape_equal (t, inner));
 }
@@ -339,7 +336,7 @@ static void
 infer_is (PsInstr *in, const char *want)
 {
   GError *error = NULL;
-  g_autoptr (TShape) s = ps_infer_shape (in, &error);
+  g_autoptr (PsShape) s = ps_infer_shape (in, &error);
   ck_assert_msg (s != NULL, "%s: %s", ps_opcode_name (in->opcode), error ? error->message : "");
   shape_is (s, want);
 }

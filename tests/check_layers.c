@@ -12,6 +12,7 @@
 #include "models/layers.h"
 #include "models/net.h"
 #include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/builder.h"
 #include "partitioner/ir/sharding.h"
 #include "partitioner/propagate/propagate.h"
 #include "tests/spmd_testutil.h"
@@ -145,6 +146,40 @@ START_TEST (test_view_gradient_accumulates)
 }
 END_TEST
 
+/* A block written with the builder (as models/moe_layer.c is) inside a
+ * net: same computation, parameters numbered in order, the builder's mesh
+ * is the net's, the step validates and partitions. */
+START_TEST (test_builder_block_in_net)
+{
+  PsShardingPlan plan;
+  plan_2d (&plan);
+  g_autoptr (PsNet) net = ps_net_new ("mixed", "train_step", 2, mesh_2x4, devices_8, &plan);
+  PsInstr *w = ps_net_weight (net, "w", "mh", 2, (int64_t[]) { 8, 16 });
+  ps_net_add_optimizer_state (net, PS_OPTIMIZER_ADAFACTOR, PS_AXIS_NONE);
+  PsBuilder *b = ps_net_builder (net);
+  ck_assert (ps_net_builder (net) == b);
+  PsInstr *x = ps_build_parameter (b, "x", PS_F32, 3, (int64_t[]) { 4, 2, 8 });
+  ck_assert_int_eq (x->parameter_number, 3);
+  ps_net_annotate (net, x, "bsm");
+  PsInstr *h = ps_build_mesh_split (b, ps_build_einsum (b, "bsm,mh->bsh", x, w), (int64_t[]) { 0, -1, 1 });
+  PsInstr *loss = ps_build_reduce_sum (b, ps_build_mul (b, h, h), 3, (int64_t[]) { 0, 1, 2 });
+  ck_assert (ps_builder_ok (b));
+  ps_net_add_loss (net, loss);
+  GError *error = NULL;
+  ck_assert_msg (ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, 1, &w, &error),
+                 "%s", error ? error->message : "");
+  PsInstr *lr = ps_net_input (net, "lr", PS_F32, 0, NULL);
+  ck_assert_int_eq (lr->parameter_number, 4);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  g_autoptr (PsModule) m = ps_net_finish (g_steal_pointer (&net), lr, decay);
+  ck_assert_msg (ps_module_validate (m, "mixed", &error), "%s", error ? error->message : "");
+  ck_assert (ps_propagate (m, NULL, &error));
+  PsSpmdOptions opts;
+  ps_spmd_options_init (&opts);
+  ck_assert_msg (spmd_test_verify (m, 8, &opts, 3, NULL, &error), "%s", error ? error->message : "");
+}
+END_TEST
+
 /* A model the dense LM is not: attention without relative bias, ReLU FFN,
  * two layers, two microbatches, remat, Adam. */
 static PsModule *
@@ -219,6 +254,7 @@ main (void)
   tcase_add_test (tc, test_plan_shardings);
   tcase_add_test (tc, test_optimizer_state_shardings);
   tcase_add_test (tc, test_view_gradient_accumulates);
+  tcase_add_test (tc, test_builder_block_in_net);
   tcase_add_test (tc, test_composed_model_partitions);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);

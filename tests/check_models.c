@@ -272,6 +272,7 @@ START_TEST (test_model_file_errors)
     { "[model]\nfamily = dense\nmesh = 2x4\n", "f.ini:3:1: 'mesh' belongs in [parallelism], not [model]" },
     { "[model]\nfamily = dense\n[parallelism]\nmesh = 2x4x1\n", "f.ini:4:8: mesh: '2x4x1' has 3 dims, this model takes 2" },
     { "[model]\nfamily = dense\n[parallelism]\nmesh = 2x\n", "f.ini:4:8: mesh: '2x' is not a mesh" },
+    { "[model]\nfamily = dense\n[parallelism]\nmesh = 65536x65536\n", "f.ini:4:8: mesh: '65536x65536' is not a mesh" },
     { "[model]\nfamily = dense\n[parallelism]\nremat = maybe\n", "f.ini:4:9: remat: 'maybe' is not true or false" },
     { "[model]\nfamily = dense\n[parallelism]\nsharding = 3d\n", "f.ini:4:12: sharding: '3d' is not one of 2d, 1d, dp" },
     { "[model]\nfamily = dense\n[published]\nthroughput = fast\n", "f.ini:4:14: throughput: 'fast' is not a positive number" },

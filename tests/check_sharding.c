@@ -12,8 +12,6 @@
 
 /* ir.h declares no autoptr for PsShape; a local alias avoids clashing with
  * one added later. */
-typedef PsShape TShape;
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (TShape, ps_shape_free)
 
 static PsSharding *
 parse_ok (const char *text)
@@ -381,12 +379,12 @@ START_TEST (test_tuple_construct)
   ck_assert_str_eq (txt, "{{manual}, {replicated}, {maximal device=1}}");
 
   int64_t d[] = { 2, 3 };
-  g_autoptr (TShape) a = ps_shape_new_array (PS_F32, 2, d);
-  g_autoptr (TShape) sc = ps_shape_new_scalar (PS_S32);
+  g_autoptr (PsShape) a = ps_shape_new_array (PS_F32, 2, d);
+  g_autoptr (PsShape) sc = ps_shape_new_scalar (PS_S32);
   PsShape *in_elems[] = { a, sc };
-  g_autoptr (TShape) in = ps_shape_new_tuple (2, in_elems);
+  g_autoptr (PsShape) in = ps_shape_new_tuple (2, in_elems);
   PsShape *out_elems[] = { in, a };
-  g_autoptr (TShape) tup = ps_shape_new_tuple (2, out_elems);
+  g_autoptr (PsShape) tup = ps_shape_new_tuple (2, out_elems);
   g_autoptr (PsSharding) one = parse_ok ("{devices=[2,1]0,1}");
   g_autoptr (PsSharding) ex = ps_sharding_expand_to_shape (one, tup);
   ck_assert (ps_sharding_is_tuple (ex));
@@ -405,9 +403,9 @@ END_TEST
 START_TEST (test_tile_bounds)
 {
   int64_t d[] = { 10, 3 };
-  g_autoptr (TShape) shape = ps_shape_new_array (PS_F32, 2, d);
+  g_autoptr (PsShape) shape = ps_shape_new_array (PS_F32, 2, d);
   g_autoptr (PsSharding) s = parse_ok ("{devices=[4,1]3,2,1,0}");
-  g_autoptr (TShape) local = ps_sharding_tile_shape (s, shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (s, shape);
   ck_assert_int_eq (local->rank, 2);
   ck_assert_int_eq (local->dims[0], 3);
   ck_assert_int_eq (local->dims[1], 3);
@@ -428,9 +426,9 @@ START_TEST (test_tile_bounds)
 
   /* 5 over 4: tiles of 2, the last one empty. */
   int64_t d5[] = { 5 };
-  g_autoptr (TShape) s5 = ps_shape_new_array (PS_BF16, 1, d5);
+  g_autoptr (PsShape) s5 = ps_shape_new_array (PS_BF16, 1, d5);
   g_autoptr (PsSharding) t4 = parse_ok ("{devices=[4]<=[4]}");
-  g_autoptr (TShape) l5 = ps_sharding_tile_shape (t4, s5);
+  g_autoptr (PsShape) l5 = ps_sharding_tile_shape (t4, s5);
   ck_assert_int_eq (l5->dims[0], 2);
   ck_assert_int_eq (l5->etype, PS_BF16);
   ck_assert (ps_sharding_tile_bounds (t4, s5, 2, off, lim));
@@ -442,9 +440,9 @@ START_TEST (test_tile_bounds)
 
   /* Partial replication: both members of a group hold the same tile. */
   int64_t d8[] = { 8, 6 };
-  g_autoptr (TShape) s8 = ps_shape_new_array (PS_F32, 2, d8);
+  g_autoptr (PsShape) s8 = ps_shape_new_array (PS_F32, 2, d8);
   g_autoptr (PsSharding) pr = parse_ok ("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
-  g_autoptr (TShape) l8 = ps_sharding_tile_shape (pr, s8);
+  g_autoptr (PsShape) l8 = ps_sharding_tile_shape (pr, s8);
   ck_assert_int_eq (l8->dims[0], 4);
   ck_assert_int_eq (l8->dims[1], 6);
   ck_assert (ps_sharding_tile_bounds (pr, s8, 3, off, lim));
@@ -460,14 +458,14 @@ START_TEST (test_tile_bounds)
   g_autoptr (PsSharding) mx = ps_sharding_maximal (1);
   ck_assert (ps_sharding_tile_bounds (mx, s8, 1, off, lim));
   ck_assert (!ps_sharding_tile_bounds (mx, s8, 0, off, lim));
-  g_autoptr (TShape) full = ps_sharding_tile_shape (rep, s8);
+  g_autoptr (PsShape) full = ps_sharding_tile_shape (rep, s8);
   ck_assert (ps_shape_equal (full, s8));
 
   /* Tuples per leaf. */
   PsShape *elems[] = { s8, s5 };
-  g_autoptr (TShape) tup = ps_shape_new_tuple (2, elems);
+  g_autoptr (PsShape) tup = ps_shape_new_tuple (2, elems);
   g_autoptr (PsSharding) ts = parse_ok ("{{devices=[1,2]0,1}, {devices=[2]1,0}}");
-  g_autoptr (TShape) lt = ps_sharding_tile_shape (ts, tup);
+  g_autoptr (PsShape) lt = ps_sharding_tile_shape (ts, tup);
   ck_assert_int_eq (lt->elems[0]->dims[0], 8);
   ck_assert_int_eq (lt->elems[0]->dims[1], 3);
   ck_assert_int_eq (lt->elems[1]->dims[0], 3);

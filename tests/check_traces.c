@@ -888,12 +888,33 @@ START_TEST (test_missing_file)
 }
 END_TEST
 
+/* The command line's one mesh parser (ps_trace_mesh_parse_dims). */
+START_TEST (test_mesh_parse_dims)
+{
+  PsTraceMesh m = { 0 };
+  GError *error = NULL;
+  ck_assert (ps_trace_mesh_parse_dims ("32x64", "--mesh", &m, &error));
+  ck_assert (m.rank == 2 && m.dims[0] == 32 && m.dims[1] == 64);
+  ck_assert (ps_trace_mesh_parse_dims ("4x4x8", "--mesh", &m, &error));
+  ck_assert (m.rank == 3 && m.dims[2] == 8);
+  ck_assert (ps_trace_mesh_parse_dims ("8", "--mesh", &m, &error) && m.rank == 1);
+  const char *bad[] = { "", "x", "2x", "0x4", "-2x4", "2xx4", "2x4 ", "1x1x1x1x1x1x1x1x1", "4096x4096x2", NULL };
+  for (int i = 0; bad[i]; i++)
+    {
+      ck_assert_msg (!ps_trace_mesh_parse_dims (bad[i], "--mesh", &m, &error), "'%s' accepted", bad[i]);
+      ck_assert (g_str_has_prefix (error->message, "--mesh: '"));
+      g_clear_error (&error);
+    }
+}
+END_TEST
+
 static Suite *
 traces_suite (void)
 {
   Suite *s = suite_create ("traces");
   TCase *tc = tcase_create ("core");
   tcase_add_test (tc, test_round_trip_gz);
+  tcase_add_test (tc, test_mesh_parse_dims);
   tcase_add_test (tc, test_round_trip_plain);
   tcase_add_test (tc, test_conv_window);
   tcase_add_test (tc, test_streaming);

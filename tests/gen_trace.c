@@ -55,21 +55,19 @@ main (int argc, char **argv)
     }
   GError *error = NULL;
   guint64 bytes, peak;
+  PsTraceMesh m = { 0 };
   if (!ps_parse_bytes (bytes_s, "--bytes", &bytes, &error)
-      || !ps_parse_bytes (peak_s, "--peak", &peak, &error))
+      || !ps_parse_bytes (peak_s, "--peak", &peak, &error)
+      || !ps_trace_mesh_parse_dims (mesh, "--mesh", &m, &error))
     {
       fprintf (stderr, "gen_trace: %s\n", error->message);
       return 2;
     }
-  g_auto (GStrv) dims_s = g_strsplit (mesh, "x", -1);
-  guint rank = g_strv_length (dims_s);
-  gint64 dims[PS_TRACE_MAX_RANK];
+  guint rank = m.rank;
+  const gint64 *dims = m.dims;
   gint64 n = 1;
-  for (guint i = 0; i < rank && i < PS_TRACE_MAX_RANK; i++)
-    {
-      dims[i] = atol (dims_s[i]);
-      n *= dims[i];
-    }
+  for (guint i = 0; i < rank; i++)
+    n *= dims[i];
   g_autoptr (PsTrace) t = ps_trace_new ("synthetic");
   ps_trace_set_mesh (t, rank, dims, PS_TRACE_ORDER_ARANGE, NULL);
   ps_trace_header (t)->totals.peak_bytes = peak;

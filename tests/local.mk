@@ -3,6 +3,14 @@
 TESTS += tests/cli_basics.sh
 EXTRA_DIST += tests/cli_basics.sh tests/lib.sh
 
+# The layering test: includes against the floor table of doc/architecture.md,
+# and a test of that test on fixture trees.
+TESTS += tests/layering.sh tests/layering_selftest.sh
+EXTRA_DIST += tests/layering.sh tests/layering_selftest.sh doc/architecture.md \
+	tests/data/layering/doc/architecture.md tests/data/layering/low/a.h \
+	tests/data/layering/mid/m.h tests/data/layering/mid/m_private.h tests/data/layering/mid/m_ops.c \
+	tests/data/layering/high/h.c
+
 
 # Golden outputs (tests/golden.sh): `make golden` rewrites them after an
 # intended change of podsim's output; review and commit the diff.

@@ -90,6 +90,8 @@ expect_status 0 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes
 expect_grep "8 x 4 devices" "$PS_TMP/out"
 expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --mesh 4x4
 expect_grep "--mesh 4x4: not a mesh of the 32 cores of v3-32" "$PS_TMP/err"
+expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --mesh 4xq
+expect_grep "--mesh: '4xq' is not a mesh shape" "$PS_TMP/err"
 expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --mesh 4x8 --axes 2
 expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --axes 1
 expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --picture x.bmp

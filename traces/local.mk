@@ -1,7 +1,7 @@
 # traces/: the step-trace format (types, writer, streaming reader), timeline export.
 noinst_LTLIBRARIES += libpodsim_traces.la
 PS_LIB_TRACES = libpodsim_traces.la
-libpodsim_traces_la_SOURCES = common/error.h traces/trace.h traces/trace-private.h \
+libpodsim_traces_la_SOURCES = common/error.h traces/trace.h traces/trace_private.h \
 	traces/trace.c traces/trace_groups.c traces/trace_reader.c traces/trace_writer.c traces/timeline.h traces/timeline.c
 libpodsim_traces_la_LIBADD = libpodsim_common.la $(JSONGLIB_LIBS) $(GLIB_LIBS) $(ZLIB_LIBS)
 PS_TRACES_TEST_LIBS = libpodsim_traces.la libpodsim_common.la $(CHECK_LIBS) $(JSONGLIB_LIBS) $(GLIB_LIBS) $(ZLIB_LIBS) -lm

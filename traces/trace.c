@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "common/checked.h"
-#include "traces/trace-private.h"
+#include "common/ndindex.h"
+#include "traces/trace_private.h"
 
 /* ---- names ------------------------------------------------------------------ */
 
@@ -85,7 +86,7 @@ ps_trace_collective_kind_name (PsTraceCollectiveKind k)
 }
 
 void
-ps_trace_append_name (GString *out, const char *name)
+tr_append_name (GString *out, const char *name)
 {
   for (const unsigned char *p = (const unsigned char *) name; *p; p++)
     {
@@ -97,7 +98,7 @@ ps_trace_append_name (GString *out, const char *name)
 }
 
 gboolean
-ps_trace_decode_name (char *name)
+tr_decode_name (char *name)
 {
   char *w = name;
   for (const char *r = name; *r; r++)
@@ -122,7 +123,7 @@ ps_trace_decode_name (char *name)
 /* ---- checks ---------------------------------------------------------------------- */
 
 char *
-ps_trace_check_header (const PsTraceHeader *h)
+tr_check_header (const PsTraceHeader *h)
 {
   const PsTraceMesh *m = &h->mesh;
   if (m->rank < 1 || m->rank > PS_TRACE_MAX_RANK)
@@ -190,7 +191,7 @@ check_cover (const guint32 *ids, guint64 count, guint64 n_devices, const char *w
 }
 
 char *
-ps_trace_groups_resolve (PsTraceGroups *g, const PsTraceHeader *h)
+tr_groups_resolve (PsTraceGroups *g, const PsTraceHeader *h)
 {
   const PsTraceMesh *m = &h->mesh;
   switch (g->form)
@@ -259,7 +260,7 @@ ps_trace_groups_resolve (PsTraceGroups *g, const PsTraceHeader *h)
 }
 
 char *
-ps_trace_check_pairs (const PsTracePairs *p, const PsTraceHeader *h)
+tr_check_pairs (const PsTracePairs *p, const PsTraceHeader *h)
 {
   const PsTraceMesh *m = &h->mesh;
   if (p->form == PS_TRACE_PAIRS_SHIFT)
@@ -299,7 +300,7 @@ typedef struct {
 } PsTraceAsyncStart;
 
 void
-ps_trace_checker_init (PsTraceChecker *c, const PsTraceHeader *header)
+tr_checker_init (TrChecker *c, const PsTraceHeader *header)
 {
   memset (c, 0, sizeof *c);
   c->header = header;
@@ -308,7 +309,7 @@ ps_trace_checker_init (PsTraceChecker *c, const PsTraceHeader *header)
 }
 
 void
-ps_trace_checker_clear (PsTraceChecker *c)
+tr_checker_clear (TrChecker *c)
 {
   g_clear_pointer (&c->open_async, g_hash_table_unref);
 }
@@ -330,7 +331,7 @@ add_runs_saturating (guint64 *sum, guint64 x, guint64 runs)
 }
 
 char *
-ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **key)
+tr_checker_event (TrChecker *c, const PsTraceEvent *e, const char **key)
 {
   *key = NULL;
   c->sums.n_events++;
@@ -483,7 +484,7 @@ ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e, const char **k
 }
 
 char *
-ps_trace_checker_finish (PsTraceChecker *c, gboolean check_totals)
+tr_checker_finish (TrChecker *c, gboolean check_totals)
 {
   if (c->depth > 0)
     return g_strdup_printf ("the loop of event %" G_GUINT64_FORMAT " has no endloop",
@@ -524,7 +525,7 @@ ps_trace_checker_finish (PsTraceChecker *c, gboolean check_totals)
 }
 
 void
-ps_trace_sum_events (const GArray *events, PsTraceTotals *s)
+tr_sum_events (const GArray *events, PsTraceTotals *s)
 {
   memset (s, 0, sizeof *s);
   guint64 mult[PS_TRACE_MAX_LOOP_DEPTH + 2] = { 1 };
@@ -568,7 +569,7 @@ ps_trace_sum_events (const GArray *events, PsTraceTotals *s)
 /* ---- in-memory trace ----------------------------------------------------------------- */
 
 void
-ps_trace_event_clear (PsTraceEvent *e)
+tr_event_clear (PsTraceEvent *e)
 {
   if (e->kind == PS_TRACE_EVENT_COLLECTIVE)
     {
@@ -578,7 +579,7 @@ ps_trace_event_clear (PsTraceEvent *e)
 }
 
 void
-ps_trace_header_clear (PsTraceHeader *h)
+tr_header_clear (PsTraceHeader *h)
 {
   g_clear_pointer (&h->program, g_free);
   g_clear_pointer (&h->slice, g_free);
@@ -586,14 +587,14 @@ ps_trace_header_clear (PsTraceHeader *h)
 }
 
 void
-ps_trace_header_copy (PsTraceHeader *dst, const PsTraceHeader *src)
+tr_header_copy (PsTraceHeader *dst, const PsTraceHeader *src)
 {
   *dst = *src;
   dst->program = g_strdup (src->program);
   dst->slice = g_strdup (src->slice);
   if (src->mesh.devices)
     dst->mesh.devices = g_memdup2 (src->mesh.devices,
-                                   ps_trace_dims_product (src->mesh.dims, src->mesh.rank)
+                                   (guint64) ps_product ((int) src->mesh.rank, src->mesh.dims)
                                    * sizeof (guint32));
 }
 
@@ -618,10 +619,10 @@ ps_trace_free (PsTrace *t)
   if (!t)
     return;
   for (guint i = 0; i < t->events->len; i++)
-    ps_trace_event_clear (&g_array_index (t->events, PsTraceEvent, i));
+    tr_event_clear (&g_array_index (t->events, PsTraceEvent, i));
   g_array_free (t->events, TRUE);
   g_string_chunk_free (t->names);
-  ps_trace_header_clear (&t->header);
+  tr_header_clear (&t->header);
   g_free (t);
 }
 
@@ -654,7 +655,7 @@ ps_trace_set_mesh (PsTrace *t, guint rank, const gint64 *dims,
   m->rank = rank;
   memcpy (m->dims, dims, rank * sizeof (gint64));
   m->order = order;
-  t->header.n_devices = ps_trace_dims_product (dims, rank);
+  t->header.n_devices = (guint64) ps_product ((int) rank, dims);
   if (order == PS_TRACE_ORDER_LIST && devices)
     m->devices = g_memdup2 (devices, t->header.n_devices * sizeof (guint32));
 }
@@ -759,15 +760,15 @@ validate (const PsTrace *t, gboolean check_totals, PsTraceTotals *sums, GError *
   else if (h->slice && !*h->slice)
     why = g_strdup ("empty slice hint");
   else
-    why = ps_trace_check_header (h);
+    why = tr_check_header (h);
   if (why)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "trace header: %s", why);
       g_free (why);
       return FALSE;
     }
-  PsTraceChecker c;
-  ps_trace_checker_init (&c, check_totals ? h : NULL);
+  TrChecker c;
+  tr_checker_init (&c, check_totals ? h : NULL);
   for (guint i = 0; i < t->events->len && !why; i++)
     {
       PsTraceEvent e = g_array_index (t->events, PsTraceEvent, i);
@@ -775,16 +776,16 @@ validate (const PsTrace *t, gboolean check_totals, PsTraceTotals *sums, GError *
       if (e.kind == PS_TRACE_EVENT_COLLECTIVE)
         {
           if (e.collective.kind == PS_TRACE_COLLECTIVE_PERMUTE)
-            why = ps_trace_check_pairs (&e.collective.pairs, h);
+            why = tr_check_pairs (&e.collective.pairs, h);
           else
-            why = ps_trace_groups_resolve (&e.collective.groups, h);
+            why = tr_groups_resolve (&e.collective.groups, h);
         }
       if (!why && (e.kind == PS_TRACE_EVENT_COMPUTE || e.kind == PS_TRACE_EVENT_COLLECTIVE
                    || e.kind == PS_TRACE_EVENT_LOOP)
           && (!e.name || strchr (e.name, '\n')))
         why = g_strdup ("bad event name");
       if (!why)
-        why = ps_trace_checker_event (&c, &e, &key);
+        why = tr_checker_event (&c, &e, &key);
       if (why)
         {
           static const char *const kinds[] = { "compute", "collective", "done", "memory",
@@ -793,14 +794,14 @@ validate (const PsTrace *t, gboolean check_totals, PsTraceTotals *sums, GError *
                        e.name ? e.name : e.kind < G_N_ELEMENTS (kinds) ? kinds[e.kind] : "?",
                        why);
           g_free (why);
-          ps_trace_checker_clear (&c);
+          tr_checker_clear (&c);
           return FALSE;
         }
     }
-  why = ps_trace_checker_finish (&c, check_totals);
+  why = tr_checker_finish (&c, check_totals);
   if (sums)
     *sums = c.sums;
-  ps_trace_checker_clear (&c);
+  tr_checker_clear (&c);
   if (why)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "trace: %s", why);
@@ -820,7 +821,7 @@ void
 ps_trace_update_totals (PsTrace *t)
 {
   PsTraceTotals s;
-  ps_trace_sum_events (t->events, &s);
+  tr_sum_events (t->events, &s);
   s.peak_bytes = MAX (s.peak_bytes, t->header.totals.peak_bytes);
   t->header.totals = s;
 }

@@ -90,6 +90,15 @@ typedef struct {
  * transfer full (g_free). */
 guint32 *ps_trace_mesh_device_ids (const PsTraceMesh *mesh, guint64 *n_out);
 
+/* A mesh shape as users write it, "32x64" or "4x4x8": 1 .. PS_TRACE_MAX_RANK
+ * dims of at least 1, PS_TRACE_MAX_DEVICES devices at most. Sets
+ * mesh->rank and mesh->dims (the order is left alone). FALSE with a
+ * PS_ERROR_OPTION error starting with `what` (the option, "--mesh")
+ * otherwise. The one mesh parser of the command line and of model files
+ * (models/family.c). */
+gboolean ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh,
+                                   GError **error);
+
 /* Sets mesh->order from a device order's name as users write it:
  * "arange", "arange_T" or "nonpod2d" (which takes `physical`: chips x,
  * chips y, cores per chip). FALSE for any other name. */

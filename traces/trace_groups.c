@@ -5,18 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "traces/trace-private.h"
+#include "common/ndindex.h"
+#include "traces/trace_private.h"
 
 /* ---- mesh -------------------------------------------------------------------- */
-
-guint64
-ps_trace_dims_product (const gint64 *dims, guint n)
-{
-  guint64 p = 1;
-  for (guint i = 0; i < n; i++)
-    p *= (guint64) dims[i];
-  return p;
-}
 
 /* Lingvo's non-pod 2-D mesh: a ring over the (y, core) plane of each row of
  * chips, then rows in zig-zag order, because slices smaller than a pod have
@@ -47,7 +39,7 @@ nonpod2d_ids (const PsTraceMesh *m, guint32 *ids)
 guint32 *
 ps_trace_mesh_device_ids (const PsTraceMesh *mesh, guint64 *n_out)
 {
-  guint64 n = ps_trace_dims_product (mesh->dims, mesh->rank);
+  guint64 n = (guint64) ps_product ((int) mesh->rank, mesh->dims);
   guint32 *ids = g_new (guint32, n ? n : 1);
   switch (mesh->order)
     {
@@ -88,7 +80,7 @@ ps_trace_mesh_device_ids (const PsTraceMesh *mesh, guint64 *n_out)
 }
 
 char *
-ps_trace_order_to_string (const PsTraceMesh *mesh)
+tr_order_to_string (const PsTraceMesh *mesh)
 {
   switch (mesh->order)
     {
@@ -101,7 +93,7 @@ ps_trace_order_to_string (const PsTraceMesh *mesh)
     case PS_TRACE_ORDER_LIST:
       {
         GString *s = g_string_new ("list:");
-        guint64 n = ps_trace_dims_product (mesh->dims, mesh->rank);
+        guint64 n = (guint64) ps_product ((int) mesh->rank, mesh->dims);
         for (guint64 i = 0; i < n; i++)
           g_string_append_printf (s, i ? ",%u" : "%u", mesh->devices[i]);
         return g_string_free (s, FALSE);
@@ -279,8 +271,8 @@ finish_scan (Scan *s, gboolean ok, char **why, gsize *why_offset)
 }
 
 gboolean
-ps_trace_parse_groups (const char *text, PsTraceGroups *out, char **why,
-                       gsize *why_offset)
+tr_parse_groups (const char *text, PsTraceGroups *out, char **why,
+                 gsize *why_offset)
 {
   Scan s = { text, text, NULL, 0 };
   gboolean ok = FALSE;
@@ -381,8 +373,8 @@ ps_trace_parse_groups (const char *text, PsTraceGroups *out, char **why,
 }
 
 gboolean
-ps_trace_parse_pairs (const char *text, PsTracePairs *out, char **why,
-                      gsize *why_offset)
+tr_parse_pairs (const char *text, PsTracePairs *out, char **why,
+                gsize *why_offset)
 {
   Scan s = { text, text, NULL, 0 };
   gboolean ok = FALSE;
@@ -430,6 +422,35 @@ ps_trace_parse_pairs (const char *text, PsTracePairs *out, char **why,
 }
 
 gboolean
+ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh, GError **error)
+{
+  g_auto (GStrv) parts = g_strsplit (text, "x", -1);
+  guint n = g_strv_length (parts);
+  gint64 dims[PS_TRACE_MAX_RANK];
+  guint64 total = 1;
+  gboolean ok = n >= 1 && n <= PS_TRACE_MAX_RANK;
+  for (guint i = 0; ok && i < n; i++)
+    {
+      guint64 v;
+      ok = g_ascii_string_to_unsigned (parts[i], 10, 1, PS_TRACE_MAX_DEVICES, &v, NULL);
+      dims[i] = (gint64) v;
+      total *= ok ? v : 1;
+      ok = ok && total <= PS_TRACE_MAX_DEVICES;
+    }
+  if (!ok)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                   "%s: '%s' is not a mesh shape such as 2x4 (at most %d dims, %u devices)", what, text,
+                   PS_TRACE_MAX_RANK, PS_TRACE_MAX_DEVICES);
+      return FALSE;
+    }
+  mesh->rank = n;
+  for (guint i = 0; i < n; i++)
+    mesh->dims[i] = dims[i];
+  return TRUE;
+}
+
+gboolean
 ps_trace_mesh_set_order (PsTraceMesh *mesh, const char *name, const gint64 *physical)
 {
   if (strcmp (name, "arange") == 0)
@@ -448,8 +469,8 @@ ps_trace_mesh_set_order (PsTraceMesh *mesh, const char *name, const gint64 *phys
 }
 
 gboolean
-ps_trace_parse_order (const char *text, PsTraceMesh *mesh, char **why,
-                      gsize *why_offset)
+tr_parse_order (const char *text, PsTraceMesh *mesh, char **why,
+                gsize *why_offset)
 {
   Scan s = { text, text, NULL, 0 };
   g_clear_pointer (&mesh->devices, g_free);
@@ -513,7 +534,7 @@ ps_trace_groups_parse (const char *text, PsTraceGroups *out, GError **error)
 {
   char *why = NULL;
   gsize at = 0;
-  gboolean ok = ps_trace_parse_groups (text, out, &why, &at);
+  gboolean ok = tr_parse_groups (text, out, &why, &at);
   return public_parse (ok, text, why, at, error);
 }
 
@@ -522,7 +543,7 @@ ps_trace_pairs_parse (const char *text, PsTracePairs *out, GError **error)
 {
   char *why = NULL;
   gsize at = 0;
-  gboolean ok = ps_trace_parse_pairs (text, out, &why, &at);
+  gboolean ok = tr_parse_pairs (text, out, &why, &at);
   return public_parse (ok, text, why, at, error);
 }
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "traces/trace-private.h"
+#include "traces/trace_private.h"
 
 /* Longest line accepted: bounds memory on garbage input; an explicit mesh
  * order of 2^20 devices still fits. */
@@ -30,7 +30,7 @@ struct PsTraceReader {
   guint64 line_no;
   uLong crc;               /* over every byte before the end line */
   PsTraceHeader header;
-  PsTraceChecker checker;
+  TrChecker checker;
   gboolean checker_ready;
   gboolean finished;
   PsTraceEvent event;
@@ -385,7 +385,7 @@ read_header (PsTraceReader *r, GError **error)
   if (!header_line (r, "program", error) || !expect_tokens (r, 2, "program NAME", error))
     return FALSE;
   h->program = g_strdup (r->tok[1]);
-  if (!ps_trace_decode_name (h->program))
+  if (!tr_decode_name (h->program))
     return fail_at (r, error, PS_ERROR_PARSE, r->tok_off[1], "bad %%XX escape in name");
 
   if (!header_line (r, "devices", error) || !expect_tokens (r, 2, "devices N", error)
@@ -419,7 +419,7 @@ read_header (PsTraceReader *r, GError **error)
   {
     g_autofree char *why = NULL;
     gsize at = 0;
-    if (!ps_trace_parse_order (r->tok[2] + 6, &h->mesh, &why, &at))
+    if (!tr_parse_order (r->tok[2] + 6, &h->mesh, &why, &at))
       return fail_at (r, error, PS_ERROR_PARSE, r->tok_off[2] + 6 + at, "%s", why);
     if (h->mesh.order == PS_TRACE_ORDER_LIST)
       {
@@ -431,7 +431,7 @@ read_header (PsTraceReader *r, GError **error)
                           G_GUINT64_FORMAT " ids for %" G_GUINT64_FORMAT " devices",
                           count, n);
       }
-    why = ps_trace_check_header (h);
+    why = tr_check_header (h);
     if (why)
       return fail_at (r, error, PS_ERROR_PARSE, r->tok_off[2] + 6, "%s", why);
   }
@@ -445,7 +445,7 @@ read_header (PsTraceReader *r, GError **error)
       if (!expect_tokens (r, 2, "slice HINT", error))
         return FALSE;
       h->slice = g_strdup (r->tok[1]);
-      if (!ps_trace_decode_name (h->slice))
+      if (!tr_decode_name (h->slice))
         return fail_at (r, error, PS_ERROR_PARSE, r->tok_off[1], "bad %%XX escape in slice");
       rc = next_record (r, error);
       if (rc < 0)
@@ -482,7 +482,7 @@ take_name (PsTraceReader *r, Fields *f, guint k, GError **error)
 {
   g_free (r->name);
   r->name = g_strdup (f->values[k]);
-  if (!ps_trace_decode_name (r->name))
+  if (!tr_decode_name (r->name))
     return fail_at (r, error, PS_ERROR_PARSE, f->value_off[k], "bad %%XX escape in name");
   r->event.name = r->name;
   return TRUE;
@@ -628,18 +628,18 @@ parse_collective (PsTraceReader *r, GError **error)
   gsize at = 0;
   if (permute)
     {
-      if (!ps_trace_parse_pairs (f.values[PAIRS], &c->pairs, &why, &at))
+      if (!tr_parse_pairs (f.values[PAIRS], &c->pairs, &why, &at))
         return fail_at (r, error, PS_ERROR_PARSE, f.value_off[PAIRS] + at, "%s", why);
-      why = ps_trace_check_pairs (&c->pairs, &r->header);
+      why = tr_check_pairs (&c->pairs, &r->header);
       if (why)
         return fail_at (r, error, PS_ERROR_INVALID, f.value_off[PAIRS],
                         "pairs do not fit the mesh: %s", why);
     }
   else
     {
-      if (!ps_trace_parse_groups (f.values[GROUPS], &c->groups, &why, &at))
+      if (!tr_parse_groups (f.values[GROUPS], &c->groups, &why, &at))
         return fail_at (r, error, PS_ERROR_PARSE, f.value_off[GROUPS] + at, "%s", why);
-      why = ps_trace_groups_resolve (&c->groups, &r->header);
+      why = tr_groups_resolve (&c->groups, &r->header);
       if (why)
         return fail_at (r, error, PS_ERROR_INVALID, f.value_off[GROUPS],
                         "groups do not fit the mesh: %s", why);
@@ -669,7 +669,7 @@ parse_end (PsTraceReader *r, GError **error)
     return fail_at (r, error, PS_ERROR_CORRUPT, f.value_off[1], "checksum mismatch: "
                     "crc32 of the lines before is %08lx (file corrupt?)",
                     (unsigned long) r->crc);
-  g_autofree char *why = ps_trace_checker_finish (&r->checker, TRUE);
+  g_autofree char *why = tr_checker_finish (&r->checker, TRUE);
   if (why)
     return fail_at (r, error, PS_ERROR_INVALID, G_MAXSIZE, "%s", why);
   /* Nothing may follow; reading to the end also lets zlib check the gzip
@@ -689,7 +689,7 @@ ps_trace_reader_next (PsTraceReader *r, const PsTraceEvent **event, GError **err
   *event = NULL;
   if (r->finished)
     return TRUE;
-  ps_trace_event_clear (&r->event);
+  tr_event_clear (&r->event);
   memset (&r->event, 0, sizeof r->event);
   g_clear_pointer (&r->name, g_free);
 
@@ -754,7 +754,7 @@ ps_trace_reader_next (PsTraceReader *r, const PsTraceEvent **event, GError **err
   if (!ok)
     return FALSE;
   const char *key = NULL;
-  g_autofree char *why = ps_trace_checker_event (&r->checker, &r->event, &key);
+  g_autofree char *why = tr_checker_event (&r->checker, &r->event, &key);
   if (why)
     {
       gsize at = G_MAXSIZE;
@@ -790,7 +790,7 @@ reader_start (PsTraceReader *r, GError **error)
       ps_trace_reader_free (r);
       return NULL;
     }
-  ps_trace_checker_init (&r->checker, &r->header);
+  tr_checker_init (&r->checker, &r->header);
   r->checker_ready = TRUE;
   return r;
 }
@@ -841,9 +841,9 @@ ps_trace_reader_free (PsTraceReader *r)
   if (r->gz)
     gzclose (r->gz);
   if (r->checker_ready)
-    ps_trace_checker_clear (&r->checker);
-  ps_trace_event_clear (&r->event);
-  ps_trace_header_clear (&r->header);
+    tr_checker_clear (&r->checker);
+  tr_event_clear (&r->event);
+  tr_header_clear (&r->header);
   g_free (r->name);
   g_free (r->tokbuf);
   g_string_free (r->line, TRUE);
@@ -859,8 +859,8 @@ read_all (PsTraceReader *r, GError **error)
   if (!r)
     return NULL;
   PsTrace *t = ps_trace_new (NULL);
-  ps_trace_header_clear (&t->header);
-  ps_trace_header_copy (&t->header, &r->header);
+  tr_header_clear (&t->header);
+  tr_header_copy (&t->header, &r->header);
   for (;;)
     {
       const PsTraceEvent *e;

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "traces/trace-private.h"
+#include "traces/trace_private.h"
 
 void
-ps_trace_append_event (GString *out, const PsTraceEvent *e)
+tr_append_event (GString *out, const PsTraceEvent *e)
 {
   switch (e->kind)
     {
@@ -16,7 +16,7 @@ ps_trace_append_event (GString *out, const PsTraceEvent *e)
       {
         const PsTraceCompute *k = &e->compute;
         g_string_append_printf (out, "compute %s name=", ps_trace_op_kind_name (k->op));
-        ps_trace_append_name (out, e->name);
+        tr_append_name (out, e->name);
         g_string_append_printf (out, " dtype=%s precision=%s flops=%" G_GUINT64_FORMAT
                                 " read_bytes=%" G_GUINT64_FORMAT " write_bytes=%"
                                 G_GUINT64_FORMAT " vector_ops=%" G_GUINT64_FORMAT,
@@ -36,7 +36,7 @@ ps_trace_append_event (GString *out, const PsTraceEvent *e)
         const PsTraceCollective *k = &e->collective;
         g_string_append_printf (out, "collective %s name=",
                                 ps_trace_collective_kind_name (k->kind));
-        ps_trace_append_name (out, e->name);
+        tr_append_name (out, e->name);
         g_string_append_printf (out, " dtype=%s in_bytes=%" G_GUINT64_FORMAT
                                 " out_bytes=%" G_GUINT64_FORMAT,
                                 ps_trace_dtype_name (k->dtype), k->in_bytes, k->out_bytes);
@@ -57,7 +57,7 @@ ps_trace_append_event (GString *out, const PsTraceEvent *e)
       break;
     case PS_TRACE_EVENT_LOOP:
       g_string_append_printf (out, "loop trips=%" G_GUINT64_FORMAT " name=", e->trips);
-      ps_trace_append_name (out, e->name ? e->name : "loop");
+      tr_append_name (out, e->name ? e->name : "loop");
       break;
     case PS_TRACE_EVENT_END_LOOP:
       g_string_append (out, "endloop");
@@ -73,23 +73,23 @@ ps_trace_to_text (const PsTrace *t, gsize *len_out)
 {
   const PsTraceHeader *h = &t->header;
   PsTraceTotals s;
-  ps_trace_sum_events (t->events, &s);
+  tr_sum_events (t->events, &s);
   s.peak_bytes = MAX (s.peak_bytes, h->totals.peak_bytes);
 
   GString *out = g_string_sized_new (256 + 160 * t->events->len);
   /* the lowest version that can say it: 1 unless there are loops */
   g_string_append_printf (out, "pstrace %d\nprogram ", ps_trace_has_loops (t) ? 2 : 1);
-  ps_trace_append_name (out, h->program ? h->program : "");
+  tr_append_name (out, h->program ? h->program : "");
   g_string_append_printf (out, "\ndevices %" G_GUINT64_FORMAT "\nmesh ", h->n_devices);
   for (guint i = 0; i < h->mesh.rank; i++)
     g_string_append_printf (out, i ? "x%" G_GINT64_FORMAT : "%" G_GINT64_FORMAT,
                             h->mesh.dims[i]);
-  g_autofree char *order = ps_trace_order_to_string (&h->mesh);
+  g_autofree char *order = tr_order_to_string (&h->mesh);
   g_string_append_printf (out, " order=%s\n", order);
   if (h->slice)
     {
       g_string_append (out, "slice ");
-      ps_trace_append_name (out, h->slice);
+      tr_append_name (out, h->slice);
       g_string_append_c (out, '\n');
     }
   g_string_append_printf (out, "totals events=%" G_GUINT64_FORMAT " flops=%"
@@ -99,7 +99,7 @@ ps_trace_to_text (const PsTrace *t, gsize *len_out)
                           s.n_events, s.flops, s.read_bytes, s.write_bytes,
                           s.collective_bytes, s.peak_bytes);
   for (guint i = 0; i < t->events->len; i++)
-    ps_trace_append_event (out, &g_array_index (t->events, PsTraceEvent, i));
+    tr_append_event (out, &g_array_index (t->events, PsTraceEvent, i));
   uLong crc = crc32 (0L, Z_NULL, 0);
   /* crc32() takes a uInt length: feed large texts in pieces */
   for (gsize off = 0; off < out->len;)

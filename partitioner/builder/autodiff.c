@@ -8,60 +8,12 @@
 
 /* ---- emission helpers ---------------------------------------------------- */
 
-static void
-literal_set (PsLiteral *l, int64_t i, double v)
-{
-  switch (l->etype)
-    {
-    case PS_F32: ((float *) l->data)[i] = (float) v; break;
-    case PS_F64: ((double *) l->data)[i] = v; break;
-    case PS_BF16:
-      {
-        /* Round to nearest even from f32 bits. */
-        float f = (float) v;
-        guint32 bits;
-        memcpy (&bits, &f, 4);
-        guint32 lsb = (bits >> 16) & 1u;
-        bits += 0x7fffu + lsb;
-        ((guint16 *) l->data)[i] = (guint16) (bits >> 16);
-        break;
-      }
-    case PS_F16:
-      {
-        /* Only the values autodiff emits (0, 1, small constants) matter;
-         * convert through a simple f32 -> f16 path. */
-        float f = (float) v;
-        guint32 b;
-        memcpy (&b, &f, 4);
-        guint32 sign = (b >> 16) & 0x8000u;
-        int exp = (int) ((b >> 23) & 0xff) - 127 + 15;
-        guint32 mant = (b >> 13) & 0x3ffu;
-        guint16 h;
-        if (f == 0.0f)
-          h = (guint16) sign;
-        else if (exp <= 0)
-          h = (guint16) sign;
-        else if (exp >= 31)
-          h = (guint16) (sign | 0x7c00u);
-        else
-          h = (guint16) (sign | ((guint32) exp << 10) | mant);
-        ((guint16 *) l->data)[i] = h;
-        break;
-      }
-    case PS_S32: ((gint32 *) l->data)[i] = (gint32) v; break;
-    case PS_S64: ((gint64 *) l->data)[i] = (gint64) v; break;
-    case PS_U32: ((guint32 *) l->data)[i] = (guint32) v; break;
-    case PS_PRED: ((guint8 *) l->data)[i] = v != 0; break;
-    default: g_assert_not_reached ();
-    }
-}
-
 PsInstr *
 ps_ad_scalar (PsComputation *c, PsElemType t, double value)
 {
   PsInstr *k = ps_computation_add_instr (c, PS_OP_CONSTANT, NULL, ps_shape_new_scalar (t), 0, NULL);
   k->literal = ps_literal_new (t, 1);
-  literal_set (k->literal, 0, value);
+  ps_literal_set_f64 (k->literal, 0, value);
   return k;
 }
 

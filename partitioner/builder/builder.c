@@ -8,9 +8,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/ndindex.h"
+#include "common/float16.h"
 #include "partitioner/builder/builder.h"
 #include "partitioner/builder/builder_private.h"
-#include "partitioner/hlo/hlo_internal.h"
 
 /* ---- builder state ---------------------------------------------------------- */
 
@@ -46,7 +47,6 @@ ps_builder_new_in (PsModule *m, PsComputation *c)
   PsBuilder *b = g_new0 (PsBuilder, 1);
   b->m = m;
   b->c = c;
-  b->n_params = c->params->len;
   return b;
 }
 
@@ -108,7 +108,7 @@ ps_builder_set_op_name (PsBuilder *b, const char *op_name)
 }
 
 void
-ps_builder_fail_ (PsBuilder *b, const char *op, const char *fmt, ...)
+bd_fail (PsBuilder *b, const char *op, const char *fmt, ...)
 {
   if (b->error != NULL)
     return;
@@ -122,7 +122,7 @@ ps_builder_fail_ (PsBuilder *b, const char *op, const char *fmt, ...)
 /* FALSE when an earlier error or a NULL operand means the call must do
  * nothing. An operand from another module is a programmer error. */
 gboolean
-ps_builder_usable_ (PsBuilder *b, int n, PsInstr *const *xs)
+bd_usable (PsBuilder *b, int n, PsInstr *const *xs)
 {
   g_return_val_if_fail (b != NULL, FALSE);
   if (b->error != NULL)
@@ -133,14 +133,14 @@ ps_builder_usable_ (PsBuilder *b, int n, PsInstr *const *xs)
         {
           /* Only reachable when the caller ignored a NULL result without an
            * error recorded here, e.g. from another builder. */
-          ps_builder_fail_ (b, "operand", "operand %d is NULL", i);
+          bd_fail (b, "operand", "operand %d is NULL", i);
           return FALSE;
         }
       g_return_val_if_fail (xs[i]->parent != NULL && xs[i]->parent->parent == b->m, FALSE);
       if (xs[i]->parent != b->c)
         {
-          ps_builder_fail_ (b, "operand", "'%s' belongs to computation '%s', not this one",
-                            xs[i]->name, xs[i]->parent->name);
+          bd_fail (b, "operand", "'%s' belongs to computation '%s', not this one",
+                   xs[i]->name, xs[i]->parent->name);
           return FALSE;
         }
     }
@@ -148,21 +148,21 @@ ps_builder_usable_ (PsBuilder *b, int n, PsInstr *const *xs)
 }
 
 gboolean
-ps_builder_usable1_ (PsBuilder *b, PsInstr *x)
+bd_usable1 (PsBuilder *b, PsInstr *x)
 {
-  return ps_builder_usable_ (b, 1, &x);
+  return bd_usable (b, 1, &x);
 }
 
 gboolean
-ps_builder_usable2_ (PsBuilder *b, PsInstr *x, PsInstr *y)
+bd_usable2 (PsBuilder *b, PsInstr *x, PsInstr *y)
 {
   PsInstr *xs[] = { x, y };
-  return ps_builder_usable_ (b, 2, xs);
+  return bd_usable (b, 2, xs);
 }
 
 /* Appends an instruction; takes ownership of shape. */
 PsInstr *
-ps_builder_add_ (PsBuilder *b, PsOpcode op, PsShape *shape, int n, PsInstr *const *operands)
+bd_add (PsBuilder *b, PsOpcode op, PsShape *shape, int n, PsInstr *const *operands)
 {
   char *name = NULL;
   if (b->next_name != NULL)
@@ -190,8 +190,8 @@ ps_builder_add_ (PsBuilder *b, PsOpcode op, PsShape *shape, int n, PsInstr *cons
   if (b->error == NULL && !ps_shape_within_limits (shape))
     {
       g_autofree char *str = ps_shape_to_string (shape, FALSE);
-      ps_builder_fail_ (b, ps_opcode_name (op), "the result %s is over the limits of 2^40 "
-                        "elements and %d dims (doc/robustness.md)", str, PS_MAX_RANK);
+      bd_fail (b, ps_opcode_name (op), "the result %s is over the limits of 2^40 "
+               "elements and %d dims (doc/robustness.md)", str, PS_MAX_RANK);
     }
   PsInstr *in = ps_computation_add_instr (b->c, op, name, shape, n, operands);
   g_free (name);
@@ -201,18 +201,18 @@ ps_builder_add_ (PsBuilder *b, PsOpcode op, PsShape *shape, int n, PsInstr *cons
 }
 
 char *
-ps_builder_shape_str_ (const PsInstr *x)
+bd_shape_str (const PsInstr *x)
 {
   return ps_shape_to_string (x->shape, FALSE);
 }
 
 gboolean
-ps_builder_is_array_ (PsBuilder *b, const char *op, PsInstr *x)
+bd_is_array (PsBuilder *b, const char *op, PsInstr *x)
 {
   if (x->shape->etype == PS_TUPLE || x->shape->etype == PS_TOKEN)
     {
-      g_autofree char *s = ps_builder_shape_str_ (x);
-      ps_builder_fail_ (b, op, "'%s' has shape %s, an array is needed", x->name, s);
+      g_autofree char *s = bd_shape_str (x);
+      bd_fail (b, op, "'%s' has shape %s, an array is needed", x->name, s);
       return FALSE;
     }
   return TRUE;
@@ -223,20 +223,20 @@ check_dims (PsBuilder *b, const char *op, int rank, const int64_t *dims)
 {
   if (rank < 0 || (rank > 0 && dims == NULL))
     {
-      ps_builder_fail_ (b, op, "bad rank %d", rank);
+      bd_fail (b, op, "bad rank %d", rank);
       return FALSE;
     }
   for (int i = 0; i < rank; i++)
     if (dims[i] < 0)
       {
-        ps_builder_fail_ (b, op, "dim %d has negative size %" G_GINT64_FORMAT, i, dims[i]);
+        bd_fail (b, op, "dim %d has negative size %" G_GINT64_FORMAT, i, dims[i]);
         return FALSE;
       }
   int64_t n;
   if (rank > PS_MAX_RANK || !ps_checked_product (rank, dims, PS_MAX_ELEMENTS, &n))
     {
-      ps_builder_fail_ (b, op, "%d dims holding more than 2^40 elements or more than %d dims "
-                        "(doc/robustness.md)", rank, PS_MAX_RANK);
+      bd_fail (b, op, "%d dims holding more than 2^40 elements or more than %d dims "
+               "(doc/robustness.md)", rank, PS_MAX_RANK);
       return FALSE;
     }
   return TRUE;
@@ -280,9 +280,9 @@ finish (PsBuilder *b, PsInstr *root, gboolean entry, GError **error)
 {
   g_return_val_if_fail (b != NULL, NULL);
   if (b->error == NULL && root == NULL)
-    ps_builder_fail_ (b, "finish", "no root instruction");
+    bd_fail (b, "finish", "no root instruction");
   if (b->error == NULL && root->parent != b->c)
-    ps_builder_fail_ (b, "finish", "root '%s' is not in this computation", root->name);
+    bd_fail (b, "finish", "root '%s' is not in this computation", root->name);
   if (b->error != NULL)
     {
       g_propagate_error (error, g_steal_pointer (&b->error));
@@ -325,8 +325,10 @@ ps_build_parameter_shape (PsBuilder *b, const char *name, const PsShape *shape)
     return NULL;
   if (name != NULL)
     ps_builder_name_next (b, name);
-  PsInstr *in = ps_builder_add_ (b, PS_OP_PARAMETER, ps_shape_copy (shape), 0, NULL);
-  in->parameter_number = b->n_params++;
+  PsInstr *in = bd_add (b, PS_OP_PARAMETER, ps_shape_copy (shape), 0, NULL);
+  /* Numbered by the computation, not the builder: a builder made with
+   * ps_builder_new_in() shares the computation with other code. */
+  in->parameter_number = b->c->params->len;
   g_ptr_array_add (b->c->params, in);
   return in;
 }
@@ -343,18 +345,9 @@ ps_build_parameter (PsBuilder *b, const char *name, PsElemType t, int rank, cons
   return in;
 }
 
-int64_t
-ps_builder_product_ (int n, const int64_t *v)
-{
-  int64_t p = 1;
-  for (int i = 0; i < n; i++)
-    p *= v[i];
-  return p;
-}
-
 /* Integer range of an element type, for constant checks. */
 gboolean
-ps_builder_int_range_ (PsElemType t, int64_t *lo, uint64_t *hi)
+bd_int_range (PsElemType t, int64_t *lo, uint64_t *hi)
 {
   switch (t)
     {
@@ -416,27 +409,12 @@ store_int (PsLiteral *l, int64_t i, int64_t v)
     }
 }
 
-static void
-store_float (PsLiteral *l, int64_t i, double v)
-{
-  switch (l->etype)
-    {
-    case PS_F16: ((uint16_t *) l->data)[i] = ps_float_to_f16_bits ((float) v); break;
-    case PS_BF16: ((uint16_t *) l->data)[i] = ps_float_to_bf16_bits ((float) v); break;
-    case PS_F32: ((float *) l->data)[i] = (float) v; break;
-    case PS_F64: ((double *) l->data)[i] = v; break;
-    case PS_C64: ((float *) l->data)[2 * i] = (float) v; break;
-    case PS_C128: ((double *) l->data)[2 * i] = v; break;
-    default: g_assert_not_reached ();
-    }
-}
-
 static gboolean
 literal_type_ok (PsBuilder *b, PsElemType t)
 {
   if (t == PS_TUPLE || t == PS_TOKEN || t >= PS_ETYPE_COUNT)
     {
-      ps_builder_fail_ (b, "constant", "a constant cannot have type %s", ps_etype_name (t));
+      bd_fail (b, "constant", "a constant cannot have type %s", ps_etype_name (t));
       return FALSE;
     }
   return TRUE;
@@ -455,19 +433,19 @@ constant_from (PsBuilder *b, PsElemType t, int rank, const int64_t *dims, const 
   g_return_val_if_fail (b != NULL, NULL);
   if (b->error != NULL || !check_dims (b, "constant", rank, dims) || !literal_type_ok (b, t))
     return NULL;
-  int64_t n = ps_builder_product_ (rank, dims);
+  int64_t n = ps_product (rank, dims);
   g_return_val_if_fail (n == 0 || fv != NULL || iv != NULL, NULL);
   PsLiteral *lit = ps_literal_new (t, n);
   for (int64_t i = 0; i < n; i++)
     {
       if (is_float_type (t))
         {
-          store_float (lit, i, fv ? fv[i] : (double) iv[i]);
+          ps_literal_set_f64 (lit, i, fv ? fv[i] : (double) iv[i]);
           continue;
         }
       int64_t lo;
       uint64_t hi;
-      ps_builder_int_range_ (t, &lo, &hi);
+      bd_int_range (t, &lo, &hi);
       int64_t v;
       if (fv != NULL)
         {
@@ -476,7 +454,7 @@ constant_from (PsBuilder *b, PsElemType t, int rank, const int64_t *dims, const 
             d = d != 0;
           if (!(d == floor (d)) || d < (double) lo || d > (double) hi)
             {
-              ps_builder_fail_ (b, "constant", "value %g is not a %s", fv[i], ps_etype_name (t));
+              bd_fail (b, "constant", "value %g is not a %s", fv[i], ps_etype_name (t));
               ps_literal_free (lit);
               return NULL;
             }
@@ -489,15 +467,15 @@ constant_from (PsBuilder *b, PsElemType t, int rank, const int64_t *dims, const 
             v = v != 0;
           if (v < lo || (v > 0 && (uint64_t) v > hi))
             {
-              ps_builder_fail_ (b, "constant", "value %" G_GINT64_FORMAT " is not a %s", iv[i],
-                                ps_etype_name (t));
+              bd_fail (b, "constant", "value %" G_GINT64_FORMAT " is not a %s", iv[i],
+                       ps_etype_name (t));
               ps_literal_free (lit);
               return NULL;
             }
         }
       store_int (lit, i, v);
     }
-  PsInstr *in = ps_builder_add_ (b, PS_OP_CONSTANT, ps_shape_new_array (t, rank, dims), 0, NULL);
+  PsInstr *in = bd_add (b, PS_OP_CONSTANT, ps_shape_new_array (t, rank, dims), 0, NULL);
   in->literal = lit;
   return in;
 }
@@ -544,17 +522,17 @@ ps_build_iota (PsBuilder *b, PsElemType t, int rank, const int64_t *dims, int64_
     return NULL;
   if (iota_dimension < 0 || iota_dimension >= rank)
     {
-      ps_builder_fail_ (b, "iota",
-                        "iota_dimension %" G_GINT64_FORMAT " is not a dim of a rank-%d array",
-                        iota_dimension, rank);
+      bd_fail (b, "iota",
+               "iota_dimension %" G_GINT64_FORMAT " is not a dim of a rank-%d array",
+               iota_dimension, rank);
       return NULL;
     }
   if (!literal_type_ok (b, t) || t == PS_PRED)
     {
-      ps_builder_fail_ (b, "iota", "iota cannot have type %s", ps_etype_name (t));
+      bd_fail (b, "iota", "iota cannot have type %s", ps_etype_name (t));
       return NULL;
     }
-  PsInstr *in = ps_builder_add_ (b, PS_OP_IOTA, ps_shape_new_array (t, rank, dims), 0, NULL);
+  PsInstr *in = bd_add (b, PS_OP_IOTA, ps_shape_new_array (t, rank, dims), 0, NULL);
   in->iota_dimension = iota_dimension;
   return in;
 }
@@ -598,7 +576,7 @@ is_unary_op (PsOpcode op)
 }
 
 gboolean
-ps_builder_is_binary_op_ (PsOpcode op)
+bd_is_binary_op (PsOpcode op)
 {
   switch (op)
     {
@@ -626,21 +604,21 @@ PsInstr *
 ps_build_unary (PsBuilder *b, PsOpcode op, PsInstr *x)
 {
   g_return_val_if_fail (is_unary_op (op), NULL);
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, ps_opcode_name (op), x))
+  if (!bd_usable1 (b, x) || !bd_is_array (b, ps_opcode_name (op), x))
     return NULL;
   PsShape *shape = ps_shape_copy (x->shape);
   if (op == PS_OP_IS_FINITE)
     shape->etype = PS_PRED;
   else if ((op == PS_OP_REAL || op == PS_OP_IMAG) && ps_etype_is_complex (shape->etype))
     shape->etype = shape->etype == PS_C64 ? PS_F32 : PS_F64;
-  return ps_builder_add_ (b, op, shape, 1, &x);
+  return bd_add (b, op, shape, 1, &x);
 }
 
 /* Makes x and y the same dims by broadcasting a scalar side. */
 static gboolean
 match_scalars (PsBuilder *b, const char *op, PsInstr **x, PsInstr **y)
 {
-  if (!ps_builder_is_array_ (b, op, *x) || !ps_builder_is_array_ (b, op, *y))
+  if (!bd_is_array (b, op, *x) || !bd_is_array (b, op, *y))
     return FALSE;
   int rx = (*x)->shape->rank, ry = (*y)->shape->rank;
   if (rx == 0 && ry > 0)
@@ -653,21 +631,21 @@ match_scalars (PsBuilder *b, const char *op, PsInstr **x, PsInstr **y)
   sx.etype = sy.etype = PS_F32;
   if (!ps_shape_equal (&sx, &sy))
     {
-      g_autofree char *a = ps_builder_shape_str_ (*x);
-      g_autofree char *c = ps_builder_shape_str_ (*y);
-      ps_builder_fail_ (b, op, "operand shapes %s and %s differ", a, c);
+      g_autofree char *a = bd_shape_str (*x);
+      g_autofree char *c = bd_shape_str (*y);
+      bd_fail (b, op, "operand shapes %s and %s differ", a, c);
       return FALSE;
     }
   return TRUE;
 }
 
 gboolean
-ps_builder_same_type_ (PsBuilder *b, const char *op, PsInstr *x, PsInstr *y)
+bd_same_type (PsBuilder *b, const char *op, PsInstr *x, PsInstr *y)
 {
   if (x->shape->etype != y->shape->etype)
     {
-      ps_builder_fail_ (b, op, "operand types %s and %s differ (convert one first)",
-                        ps_etype_name (x->shape->etype), ps_etype_name (y->shape->etype));
+      bd_fail (b, op, "operand types %s and %s differ (convert one first)",
+               ps_etype_name (x->shape->etype), ps_etype_name (y->shape->etype));
       return FALSE;
     }
   return TRUE;
@@ -676,16 +654,16 @@ ps_builder_same_type_ (PsBuilder *b, const char *op, PsInstr *x, PsInstr *y)
 PsInstr *
 ps_build_binary (PsBuilder *b, PsOpcode op, PsInstr *x, PsInstr *y)
 {
-  g_return_val_if_fail (ps_builder_is_binary_op_ (op), NULL);
+  g_return_val_if_fail (bd_is_binary_op (op), NULL);
   const char *name = ps_opcode_name (op);
-  if (!ps_builder_usable2_ (b, x, y) || !match_scalars (b, name, &x, &y)
-      || !ps_builder_same_type_ (b, name, x, y))
+  if (!bd_usable2 (b, x, y) || !match_scalars (b, name, &x, &y)
+      || !bd_same_type (b, name, x, y))
     return NULL;
   PsInstr *ops[] = { x, y };
   PsShape *shape = ps_shape_copy (x->shape);
   if (op == PS_OP_COMPLEX)
     shape->etype = shape->etype == PS_F64 ? PS_C128 : PS_C64;
-  return ps_builder_add_ (b, op, shape, 2, ops);
+  return bd_add (b, op, shape, 2, ops);
 }
 
 PsInstr *
@@ -722,13 +700,13 @@ PsInstr *
 ps_build_compare (PsBuilder *b, PsCompareDir dir, PsInstr *x, PsInstr *y)
 {
   g_return_val_if_fail (dir != PS_CMP_NONE, NULL);
-  if (!ps_builder_usable2_ (b, x, y) || !match_scalars (b, "compare", &x, &y)
-      || !ps_builder_same_type_ (b, "compare", x, y))
+  if (!bd_usable2 (b, x, y) || !match_scalars (b, "compare", &x, &y)
+      || !bd_same_type (b, "compare", x, y))
     return NULL;
   PsInstr *ops[] = { x, y };
   PsShape *shape = ps_shape_copy (x->shape);
   shape->etype = PS_PRED;
-  PsInstr *in = ps_builder_add_ (b, PS_OP_COMPARE, shape, 2, ops);
+  PsInstr *in = bd_add (b, PS_OP_COMPARE, shape, 2, ops);
   in->comparison = dir;
   return in;
 }
@@ -737,14 +715,14 @@ PsInstr *
 ps_build_select (PsBuilder *b, PsInstr *pred, PsInstr *on_true, PsInstr *on_false)
 {
   PsInstr *xs[] = { pred, on_true, on_false };
-  if (!ps_builder_usable_ (b, 3, xs) || !match_scalars (b, "select", &on_true, &on_false)
-      || !ps_builder_same_type_ (b, "select", on_true, on_false)
-      || !ps_builder_is_array_ (b, "select", pred))
+  if (!bd_usable (b, 3, xs) || !match_scalars (b, "select", &on_true, &on_false)
+      || !bd_same_type (b, "select", on_true, on_false)
+      || !bd_is_array (b, "select", pred))
     return NULL;
   if (pred->shape->etype != PS_PRED)
     {
-      ps_builder_fail_ (b, "select", "the predicate '%s' is %s, not pred", pred->name,
-                        ps_etype_name (pred->shape->etype));
+      bd_fail (b, "select", "the predicate '%s' is %s, not pred", pred->name,
+               ps_etype_name (pred->shape->etype));
       return NULL;
     }
   /* A scalar side broadcasts to the other: either the predicate or both
@@ -762,30 +740,30 @@ ps_build_select (PsBuilder *b, PsInstr *pred, PsInstr *on_true, PsInstr *on_fals
   if (!match_scalars (b, "select", &pred, &t))
     return NULL;
   PsInstr *ops[] = { pred, on_true, on_false };
-  return ps_builder_add_ (b, PS_OP_SELECT, ps_shape_copy (on_true->shape), 3, ops);
+  return bd_add (b, PS_OP_SELECT, ps_shape_copy (on_true->shape), 3, ops);
 }
 
 PsInstr *
 ps_build_clamp (PsBuilder *b, PsInstr *lo, PsInstr *x, PsInstr *hi)
 {
   PsInstr *xs[] = { lo, x, hi };
-  if (!ps_builder_usable_ (b, 3, xs) || !match_scalars (b, "clamp", &lo, &x)
-      || !match_scalars (b, "clamp", &hi, &x) || !ps_builder_same_type_ (b, "clamp", lo, x)
-      || !ps_builder_same_type_ (b, "clamp", hi, x))
+  if (!bd_usable (b, 3, xs) || !match_scalars (b, "clamp", &lo, &x)
+      || !match_scalars (b, "clamp", &hi, &x) || !bd_same_type (b, "clamp", lo, x)
+      || !bd_same_type (b, "clamp", hi, x))
     return NULL;
   PsInstr *ops[] = { lo, x, hi };
-  return ps_builder_add_ (b, PS_OP_CLAMP, ps_shape_copy (x->shape), 3, ops);
+  return bd_add (b, PS_OP_CLAMP, ps_shape_copy (x->shape), 3, ops);
 }
 
 PsInstr *
 ps_build_convert (PsBuilder *b, PsInstr *x, PsElemType t)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "convert", x)
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "convert", x)
       || !literal_type_ok (b, t))
     return NULL;
   PsShape *shape = ps_shape_copy (x->shape);
   shape->etype = t;
-  return ps_builder_add_ (b, PS_OP_CONVERT, shape, 1, &x);
+  return bd_add (b, PS_OP_CONVERT, shape, 1, &x);
 }
 
 /* ---- shape ops ------------------------------------------------------------------------ */
@@ -794,7 +772,7 @@ PsInstr *
 ps_build_broadcast (PsBuilder *b, PsInstr *x, int out_rank, const int64_t *out_dims,
                     const int64_t *dims)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "broadcast", x)
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "broadcast", x)
       || !check_dims (b, "broadcast", out_rank, out_dims))
     return NULL;
   int r = x->shape->rank;
@@ -803,22 +781,22 @@ ps_build_broadcast (PsBuilder *b, PsInstr *x, int out_rank, const int64_t *out_d
     {
       if (dims[i] < 0 || dims[i] >= out_rank || (i > 0 && dims[i] <= dims[i - 1]))
         {
-          ps_builder_fail_ (b, "broadcast",
-                            "dimensions must increase within [0,%d); entry %d is %" G_GINT64_FORMAT,
-                            out_rank, i, dims[i]);
+          bd_fail (b, "broadcast",
+                   "dimensions must increase within [0,%d); entry %d is %" G_GINT64_FORMAT,
+                   out_rank, i, dims[i]);
           return NULL;
         }
       if (out_dims[dims[i]] != x->shape->dims[i])
         {
-          ps_builder_fail_ (b, "broadcast",
-                            "operand dim %d (%" G_GINT64_FORMAT
-                            ") lands on output dim %" G_GINT64_FORMAT " of size %" G_GINT64_FORMAT,
-                            i, x->shape->dims[i], dims[i], out_dims[dims[i]]);
+          bd_fail (b, "broadcast",
+                   "operand dim %d (%" G_GINT64_FORMAT
+                   ") lands on output dim %" G_GINT64_FORMAT " of size %" G_GINT64_FORMAT,
+                   i, x->shape->dims[i], dims[i], out_dims[dims[i]]);
           return NULL;
         }
     }
-  PsInstr *in = ps_builder_add_ (b, PS_OP_BROADCAST,
-                                 ps_shape_new_array (x->shape->etype, out_rank, out_dims), 1, &x);
+  PsInstr *in = bd_add (b, PS_OP_BROADCAST,
+                        ps_shape_new_array (x->shape->etype, out_rank, out_dims), 1, &x);
   ps_ints_set (&in->dimensions, r, dims);
   return in;
 }
@@ -826,12 +804,12 @@ ps_build_broadcast (PsBuilder *b, PsInstr *x, int out_rank, const int64_t *out_d
 PsInstr *
 ps_build_broadcast_scalar (PsBuilder *b, PsInstr *x, int rank, const int64_t *dims)
 {
-  if (!ps_builder_usable1_ (b, x))
+  if (!bd_usable1 (b, x))
     return NULL;
   if (x->shape->etype == PS_TUPLE || x->shape->rank != 0)
     {
-      g_autofree char *s = ps_builder_shape_str_ (x);
-      ps_builder_fail_ (b, "broadcast", "'%s' has shape %s, a scalar is needed", x->name, s);
+      g_autofree char *s = bd_shape_str (x);
+      bd_fail (b, "broadcast", "'%s' has shape %s, a scalar is needed", x->name, s);
       return NULL;
     }
   return ps_build_broadcast (b, x, rank, dims, NULL);
@@ -840,20 +818,20 @@ ps_build_broadcast_scalar (PsBuilder *b, PsInstr *x, int rank, const int64_t *di
 PsInstr *
 ps_build_reshape (PsBuilder *b, PsInstr *x, int rank, const int64_t *dims)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "reshape", x)
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "reshape", x)
       || !check_dims (b, "reshape", rank, dims))
     return NULL;
-  int64_t n = ps_builder_product_ (rank, dims);
+  int64_t n = ps_product (rank, dims);
   if (n != ps_shape_elements (x->shape))
     {
-      g_autofree char *s = ps_builder_shape_str_ (x);
-      ps_builder_fail_ (b, "reshape",
-                        "%s has %" G_GINT64_FORMAT " elements, the new dims %" G_GINT64_FORMAT, s,
-                        ps_shape_elements (x->shape), n);
+      g_autofree char *s = bd_shape_str (x);
+      bd_fail (b, "reshape",
+               "%s has %" G_GINT64_FORMAT " elements, the new dims %" G_GINT64_FORMAT, s,
+               ps_shape_elements (x->shape), n);
       return NULL;
     }
-  return ps_builder_add_ (b, PS_OP_RESHAPE, ps_shape_new_array (x->shape->etype, rank, dims), 1,
-                          &x);
+  return bd_add (b, PS_OP_RESHAPE, ps_shape_new_array (x->shape->etype, rank, dims), 1,
+                 &x);
 }
 
 static gboolean
@@ -864,9 +842,9 @@ check_perm (PsBuilder *b, const char *op, int n, const int64_t *perm)
     {
       if (perm[i] < 0 || perm[i] >= n || perm[i] >= 64 || (seen & ((guint64) 1 << perm[i])))
         {
-          ps_builder_fail_ (b, op,
-                            "not a permutation of %d dims (entry %d is %" G_GINT64_FORMAT ")", n, i,
-                            perm[i]);
+          bd_fail (b, op,
+                   "not a permutation of %d dims (entry %d is %" G_GINT64_FORMAT ")", n, i,
+                   perm[i]);
           return FALSE;
         }
       seen |= (guint64) 1 << perm[i];
@@ -877,7 +855,7 @@ check_perm (PsBuilder *b, const char *op, int n, const int64_t *perm)
 PsInstr *
 ps_build_transpose (PsBuilder *b, PsInstr *x, const int64_t *perm)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "transpose", x))
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "transpose", x))
     return NULL;
   int r = x->shape->rank;
   g_return_val_if_fail (r == 0 || perm != NULL, NULL);
@@ -887,7 +865,7 @@ ps_build_transpose (PsBuilder *b, PsInstr *x, const int64_t *perm)
   for (int i = 0; i < r; i++)
     out[i] = x->shape->dims[perm[i]];
   PsInstr *in
-      = ps_builder_add_ (b, PS_OP_TRANSPOSE, ps_shape_new_array (x->shape->etype, r, out), 1, &x);
+      = bd_add (b, PS_OP_TRANSPOSE, ps_shape_new_array (x->shape->etype, r, out), 1, &x);
   ps_ints_set (&in->dimensions, r, perm);
   return in;
 }
@@ -896,7 +874,7 @@ PsInstr *
 ps_build_slice (PsBuilder *b, PsInstr *x, const int64_t *starts, const int64_t *limits,
                 const int64_t *strides)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "slice", x))
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "slice", x))
     return NULL;
   int r = x->shape->rank;
   g_return_val_if_fail (r == 0 || (starts != NULL && limits != NULL), NULL);
@@ -907,16 +885,16 @@ ps_build_slice (PsBuilder *b, PsInstr *x, const int64_t *starts, const int64_t *
       ones[i] = strides ? strides[i] : 1;
       if (starts[i] < 0 || limits[i] < starts[i] || limits[i] > x->shape->dims[i] || ones[i] < 1)
         {
-          ps_builder_fail_ (b, "slice",
-                            "dim %d: [%" G_GINT64_FORMAT ":%" G_GINT64_FORMAT ":%" G_GINT64_FORMAT
-                            "] does not fit size %" G_GINT64_FORMAT,
-                            i, starts[i], limits[i], ones[i], x->shape->dims[i]);
+          bd_fail (b, "slice",
+                   "dim %d: [%" G_GINT64_FORMAT ":%" G_GINT64_FORMAT ":%" G_GINT64_FORMAT
+                   "] does not fit size %" G_GINT64_FORMAT,
+                   i, starts[i], limits[i], ones[i], x->shape->dims[i]);
           return NULL;
         }
       out[i] = (limits[i] - starts[i] + ones[i] - 1) / ones[i];
     }
   PsInstr *in
-      = ps_builder_add_ (b, PS_OP_SLICE, ps_shape_new_array (x->shape->etype, r, out), 1, &x);
+      = bd_add (b, PS_OP_SLICE, ps_shape_new_array (x->shape->etype, r, out), 1, &x);
   ps_ints_set (&in->slice_starts, r, starts);
   ps_ints_set (&in->slice_limits, r, limits);
   ps_ints_set (&in->slice_strides, r, ones);
@@ -926,12 +904,12 @@ ps_build_slice (PsBuilder *b, PsInstr *x, const int64_t *starts, const int64_t *
 PsInstr *
 ps_build_pad (PsBuilder *b, PsInstr *x, PsInstr *pad_value, const PsPadDim *padding)
 {
-  if (!ps_builder_usable2_ (b, x, pad_value) || !ps_builder_is_array_ (b, "pad", x)
-      || !ps_builder_same_type_ (b, "pad", x, pad_value))
+  if (!bd_usable2 (b, x, pad_value) || !bd_is_array (b, "pad", x)
+      || !bd_same_type (b, "pad", x, pad_value))
     return NULL;
   if (pad_value->shape->rank != 0)
     {
-      ps_builder_fail_ (b, "pad", "the padding value must be a scalar");
+      bd_fail (b, "pad", "the padding value must be a scalar");
       return NULL;
     }
   int r = x->shape->rank;
@@ -943,19 +921,19 @@ ps_build_pad (PsBuilder *b, PsInstr *x, PsInstr *pad_value, const PsPadDim *padd
       int64_t n = x->shape->dims[i];
       if (padding[i].interior < 0)
         {
-          ps_builder_fail_ (b, "pad", "dim %d: negative interior padding", i);
+          bd_fail (b, "pad", "dim %d: negative interior padding", i);
           return NULL;
         }
       out[i] = n + padding[i].lo + padding[i].hi + (n > 0 ? (n - 1) * padding[i].interior : 0);
       if (out[i] < 0)
         {
-          ps_builder_fail_ (b, "pad", "dim %d: padding makes the size negative", i);
+          bd_fail (b, "pad", "dim %d: padding makes the size negative", i);
           return NULL;
         }
     }
   PsInstr *ops[] = { x, pad_value };
   PsInstr *in
-      = ps_builder_add_ (b, PS_OP_PAD, ps_shape_new_array (x->shape->etype, r, out), 2, ops);
+      = bd_add (b, PS_OP_PAD, ps_shape_new_array (x->shape->etype, r, out), 2, ops);
   in->n_pad = r;
   if (r > 0)
     in->padding = g_memdup2 (padding, sizeof (PsPadDim) * (gsize) r);
@@ -966,13 +944,13 @@ PsInstr *
 ps_build_concatenate (PsBuilder *b, int n, PsInstr *const *xs, int64_t dim)
 {
   g_return_val_if_fail (n >= 1 && xs != NULL, NULL);
-  if (!ps_builder_usable_ (b, n, xs) || !ps_builder_is_array_ (b, "concatenate", xs[0]))
+  if (!bd_usable (b, n, xs) || !bd_is_array (b, "concatenate", xs[0]))
     return NULL;
   int r = xs[0]->shape->rank;
   if (dim < 0 || dim >= r)
     {
-      ps_builder_fail_ (b, "concatenate",
-                        "dim %" G_GINT64_FORMAT " is not a dim of a rank-%d array", dim, r);
+      bd_fail (b, "concatenate",
+               "dim %" G_GINT64_FORMAT " is not a dim of a rank-%d array", dim, r);
       return NULL;
     }
   int64_t out[64];
@@ -981,26 +959,26 @@ ps_build_concatenate (PsBuilder *b, int n, PsInstr *const *xs, int64_t dim)
   out[dim] = 0;
   for (int k = 0; k < n; k++)
     {
-      if (!ps_builder_is_array_ (b, "concatenate", xs[k])
-          || !ps_builder_same_type_ (b, "concatenate", xs[0], xs[k]))
+      if (!bd_is_array (b, "concatenate", xs[k])
+          || !bd_same_type (b, "concatenate", xs[0], xs[k]))
         return NULL;
       gboolean ok = xs[k]->shape->rank == r;
       for (int i = 0; ok && i < r; i++)
         ok = i == dim || xs[k]->shape->dims[i] == xs[0]->shape->dims[i];
       if (!ok)
         {
-          g_autofree char *a = ps_builder_shape_str_ (xs[0]);
-          g_autofree char *c = ps_builder_shape_str_ (xs[k]);
-          ps_builder_fail_ (
-              b, "concatenate",
-              "operand %d (%s) does not fit operand 0 (%s) outside dim %" G_GINT64_FORMAT, k, c, a,
-              dim);
+          g_autofree char *a = bd_shape_str (xs[0]);
+          g_autofree char *c = bd_shape_str (xs[k]);
+          bd_fail (
+                   b, "concatenate",
+                   "operand %d (%s) does not fit operand 0 (%s) outside dim %" G_GINT64_FORMAT, k, c, a,
+                   dim);
           return NULL;
         }
       out[dim] += xs[k]->shape->dims[dim];
     }
-  PsInstr *in = ps_builder_add_ (b, PS_OP_CONCATENATE,
-                                 ps_shape_new_array (xs[0]->shape->etype, r, out), n, xs);
+  PsInstr *in = bd_add (b, PS_OP_CONCATENATE,
+                        ps_shape_new_array (xs[0]->shape->etype, r, out), n, xs);
   ps_ints_set (&in->dimensions, 1, &dim);
   return in;
 }
@@ -1008,16 +986,16 @@ ps_build_concatenate (PsBuilder *b, int n, PsInstr *const *xs, int64_t dim)
 static gboolean
 check_starts (PsBuilder *b, const char *op, int rank, PsInstr *const *starts)
 {
-  if (!ps_builder_usable_ (b, rank, starts))
+  if (!bd_usable (b, rank, starts))
     return FALSE;
   for (int i = 0; i < rank; i++)
     if (starts[i]->shape->etype == PS_TUPLE || starts[i]->shape->rank != 0
         || !ps_etype_is_integral (starts[i]->shape->etype)
         || starts[i]->shape->etype != starts[0]->shape->etype)
       {
-        g_autofree char *s = ps_builder_shape_str_ (starts[i]);
-        ps_builder_fail_ (b, op, "start index %d is %s; starts must be integer scalars of one type",
-                          i, s);
+        g_autofree char *s = bd_shape_str (starts[i]);
+        bd_fail (b, op, "start index %d is %s; starts must be integer scalars of one type",
+                 i, s);
         return FALSE;
       }
   return TRUE;
@@ -1026,7 +1004,7 @@ check_starts (PsBuilder *b, const char *op, int rank, PsInstr *const *starts)
 PsInstr *
 ps_build_dynamic_slice (PsBuilder *b, PsInstr *x, PsInstr *const *starts, const int64_t *sizes)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "dynamic-slice", x))
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "dynamic-slice", x))
     return NULL;
   int r = x->shape->rank;
   g_return_val_if_fail (r == 0 || (starts != NULL && sizes != NULL), NULL);
@@ -1035,17 +1013,17 @@ ps_build_dynamic_slice (PsBuilder *b, PsInstr *x, PsInstr *const *starts, const 
   for (int i = 0; i < r; i++)
     if (sizes[i] < 0 || sizes[i] > x->shape->dims[i])
       {
-        ps_builder_fail_ (b, "dynamic-slice",
-                          "size %" G_GINT64_FORMAT " does not fit dim %d of size %" G_GINT64_FORMAT,
-                          sizes[i], i, x->shape->dims[i]);
+        bd_fail (b, "dynamic-slice",
+                 "size %" G_GINT64_FORMAT " does not fit dim %d of size %" G_GINT64_FORMAT,
+                 sizes[i], i, x->shape->dims[i]);
         return NULL;
       }
   PsInstr **ops = g_new (PsInstr *, r + 1);
   ops[0] = x;
   for (int i = 0; i < r; i++)
     ops[i + 1] = starts[i];
-  PsInstr *in = ps_builder_add_ (b, PS_OP_DYNAMIC_SLICE,
-                                 ps_shape_new_array (x->shape->etype, r, sizes), r + 1, ops);
+  PsInstr *in = bd_add (b, PS_OP_DYNAMIC_SLICE,
+                        ps_shape_new_array (x->shape->etype, r, sizes), r + 1, ops);
   g_free (ops);
   ps_ints_set (&in->dynamic_slice_sizes, r, sizes);
   return in;
@@ -1054,9 +1032,9 @@ ps_build_dynamic_slice (PsBuilder *b, PsInstr *x, PsInstr *const *starts, const 
 PsInstr *
 ps_build_dynamic_update_slice (PsBuilder *b, PsInstr *x, PsInstr *update, PsInstr *const *starts)
 {
-  if (!ps_builder_usable2_ (b, x, update) || !ps_builder_is_array_ (b, "dynamic-update-slice", x)
-      || !ps_builder_is_array_ (b, "dynamic-update-slice", update)
-      || !ps_builder_same_type_ (b, "dynamic-update-slice", x, update))
+  if (!bd_usable2 (b, x, update) || !bd_is_array (b, "dynamic-update-slice", x)
+      || !bd_is_array (b, "dynamic-update-slice", update)
+      || !bd_same_type (b, "dynamic-update-slice", x, update))
     return NULL;
   int r = x->shape->rank;
   g_return_val_if_fail (r == 0 || starts != NULL, NULL);
@@ -1067,9 +1045,9 @@ ps_build_dynamic_update_slice (PsBuilder *b, PsInstr *x, PsInstr *update, PsInst
     fits = update->shape->dims[i] <= x->shape->dims[i];
   if (!fits)
     {
-      g_autofree char *a = ps_builder_shape_str_ (update);
-      g_autofree char *c = ps_builder_shape_str_ (x);
-      ps_builder_fail_ (b, "dynamic-update-slice", "update %s does not fit in %s", a, c);
+      g_autofree char *a = bd_shape_str (update);
+      g_autofree char *c = bd_shape_str (x);
+      bd_fail (b, "dynamic-update-slice", "update %s does not fit in %s", a, c);
       return NULL;
     }
   PsInstr **ops = g_new (PsInstr *, r + 2);
@@ -1078,7 +1056,7 @@ ps_build_dynamic_update_slice (PsBuilder *b, PsInstr *x, PsInstr *update, PsInst
   for (int i = 0; i < r; i++)
     ops[i + 2] = starts[i];
   PsInstr *in
-      = ps_builder_add_ (b, PS_OP_DYNAMIC_UPDATE_SLICE, ps_shape_copy (x->shape), r + 2, ops);
+      = bd_add (b, PS_OP_DYNAMIC_UPDATE_SLICE, ps_shape_copy (x->shape), r + 2, ops);
   g_free (ops);
   return in;
 }

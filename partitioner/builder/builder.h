@@ -57,8 +57,10 @@ typedef struct PsBuilder PsBuilder;
 
 /* Starts a new, empty computation `name` in `m` (made unique if taken). */
 PsBuilder *ps_builder_new (PsModule *m, const char *name);
-/* A builder that appends to c, an existing computation of m (a block of
- * the layer library emitting into a model's step, models/moe_layer.h). */
+/* A builder appending to c, an existing computation of m (a block of the
+ * layer library emitting into a model's step: models/net.h ps_net_builder,
+ * models/moe_layer.h). Parameters are numbered after c's. Free it with
+ * ps_builder_free(); it does not set c's root. */
 PsBuilder *ps_builder_new_in (PsModule *m, PsComputation *c);
 /* Frees the builder only; the computation stays in the module. */
 void ps_builder_free (PsBuilder *b);

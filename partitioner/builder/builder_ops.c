@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/builder/builder_private.h"
 
 /* ---- contractions --------------------------------------------------------------- */
@@ -20,8 +21,8 @@ check_dim_list (PsBuilder *b, const char *op, const char *what, const PsInts *l,
       int64_t d = l->v[i];
       if (d < 0 || d >= rank || d >= 64 || (*used & ((guint64) 1 << d)))
         {
-          ps_builder_fail_ (b, op, "%s dim %" G_GINT64_FORMAT " is out of range or used twice",
-                            what, d);
+          bd_fail (b, op, "%s dim %" G_GINT64_FORMAT " is out of range or used twice",
+                   what, d);
           return FALSE;
         }
       *used |= (guint64) 1 << d;
@@ -33,8 +34,8 @@ PsInstr *
 ps_build_dot (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const PsDotDims *dims)
 {
   g_return_val_if_fail (dims != NULL, NULL);
-  if (!ps_builder_usable2_ (b, lhs, rhs) || !ps_builder_is_array_ (b, "dot", lhs)
-      || !ps_builder_is_array_ (b, "dot", rhs) || !ps_builder_same_type_ (b, "dot", lhs, rhs))
+  if (!bd_usable2 (b, lhs, rhs) || !bd_is_array (b, "dot", lhs)
+      || !bd_is_array (b, "dot", rhs) || !bd_same_type (b, "dot", lhs, rhs))
     return NULL;
   const PsShape *ls = lhs->shape, *rs = rhs->shape;
   guint64 lu = 0, ru = 0;
@@ -45,8 +46,8 @@ ps_build_dot (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const PsDotDims *dims)
     return NULL;
   if (dims->lhs_batch.n != dims->rhs_batch.n || dims->lhs_contracting.n != dims->rhs_contracting.n)
     {
-      ps_builder_fail_ (b, "dot",
-                        "lhs and rhs list different numbers of batch or contracting dims");
+      bd_fail (b, "dot",
+               "lhs and rhs list different numbers of batch or contracting dims");
       return NULL;
     }
   const PsInts *pairs[2][2] = { { &dims->lhs_batch, &dims->rhs_batch },
@@ -57,11 +58,11 @@ ps_build_dot (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const PsDotDims *dims)
         int64_t ld = pairs[k][0]->v[i], rd = pairs[k][1]->v[i];
         if (ls->dims[ld] != rs->dims[rd])
           {
-            ps_builder_fail_ (b, "dot",
-                              "lhs %s dim %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT ") != rhs %s"
-                              " dim %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT ")",
-                              k ? "contracting" : "batch", ld, ls->dims[ld],
-                              k ? "contracting" : "batch", rd, rs->dims[rd]);
+            bd_fail (b, "dot",
+                     "lhs %s dim %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT ") != rhs %s"
+                     " dim %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT ")",
+                     k ? "contracting" : "batch", ld, ls->dims[ld],
+                     k ? "contracting" : "batch", rd, rs->dims[rd]);
             return NULL;
           }
       }
@@ -76,7 +77,7 @@ ps_build_dot (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const PsDotDims *dims)
     if (!(ru & ((guint64) 1 << i)))
       out[n++] = rs->dims[i];
   PsInstr *ops[] = { lhs, rhs };
-  PsInstr *in = ps_builder_add_ (b, PS_OP_DOT, ps_shape_new_array (ls->etype, n, out), 2, ops);
+  PsInstr *in = bd_add (b, PS_OP_DOT, ps_shape_new_array (ls->etype, n, out), 2, ops);
   ps_ints_set (&in->dot.lhs_batch, dims->lhs_batch.n, dims->lhs_batch.v);
   ps_ints_set (&in->dot.rhs_batch, dims->rhs_batch.n, dims->rhs_batch.v);
   ps_ints_set (&in->dot.lhs_contracting, dims->lhs_contracting.n, dims->lhs_contracting.v);
@@ -87,12 +88,12 @@ ps_build_dot (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const PsDotDims *dims)
 PsInstr *
 ps_build_matmul (PsBuilder *b, PsInstr *lhs, PsInstr *rhs)
 {
-  if (!ps_builder_usable2_ (b, lhs, rhs) || !ps_builder_is_array_ (b, "dot", lhs)
-      || !ps_builder_is_array_ (b, "dot", rhs))
+  if (!bd_usable2 (b, lhs, rhs) || !bd_is_array (b, "dot", lhs)
+      || !bd_is_array (b, "dot", rhs))
     return NULL;
   if (lhs->shape->rank < 1 || rhs->shape->rank < 1)
     {
-      ps_builder_fail_ (b, "dot", "matmul needs operands of rank >= 1");
+      bd_fail (b, "dot", "matmul needs operands of rank >= 1");
       return NULL;
     }
   int64_t lc = lhs->shape->rank - 1, rc = 0;
@@ -125,23 +126,23 @@ einsum_operand (PsBuilder *b, const char *spec, const char *letters, PsInstr *x,
 {
   if ((int) strlen (letters) != x->shape->rank)
     {
-      g_autofree char *s = ps_builder_shape_str_ (x);
-      ps_builder_fail_ (b, "einsum", "'%s': %s has %d letters '%s' but shape %s", spec, which,
-                        (int) strlen (letters), letters, s);
+      g_autofree char *s = bd_shape_str (x);
+      bd_fail (b, "einsum", "'%s': %s has %d letters '%s' but shape %s", spec, which,
+               (int) strlen (letters), letters, s);
       return FALSE;
     }
   for (int i = 0; letters[i]; i++)
     {
       if (!g_ascii_isalpha (letters[i]))
         {
-          ps_builder_fail_ (b, "einsum", "'%s': '%c' is not a letter", spec, letters[i]);
+          bd_fail (b, "einsum", "'%s': '%c' is not a letter", spec, letters[i]);
           return FALSE;
         }
       if (strchr (letters + i + 1, letters[i]))
         {
-          ps_builder_fail_ (b, "einsum",
-                            "'%s': letter '%c' repeats in %s (diagonals are not supported)", spec,
-                            letters[i], which);
+          bd_fail (b, "einsum",
+                   "'%s': letter '%c' repeats in %s (diagonals are not supported)", spec,
+                   letters[i], which);
           return FALSE;
         }
     }
@@ -159,9 +160,9 @@ PsInstr *
 ps_build_einsum (PsBuilder *b, const char *spec, PsInstr *lhs, PsInstr *rhs)
 {
   g_return_val_if_fail (spec != NULL, NULL);
-  if (rhs != NULL ? !ps_builder_usable2_ (b, lhs, rhs) : !ps_builder_usable1_ (b, lhs))
+  if (rhs != NULL ? !bd_usable2 (b, lhs, rhs) : !bd_usable1 (b, lhs))
     return NULL;
-  if (!ps_builder_is_array_ (b, "einsum", lhs) || (rhs && !ps_builder_is_array_ (b, "einsum", rhs)))
+  if (!bd_is_array (b, "einsum", lhs) || (rhs && !bd_is_array (b, "einsum", rhs)))
     return NULL;
   /* Split "a,b->c" (spaces ignored). */
   GString *clean = g_string_new (NULL);
@@ -172,7 +173,7 @@ ps_build_einsum (PsBuilder *b, const char *spec, PsInstr *lhs, PsInstr *rhs)
   char *arrow = strstr (text, "->");
   if (arrow == NULL || strlen (text) > 200)
     {
-      ps_builder_fail_ (b, "einsum", "'%s' has no '->'", spec);
+      bd_fail (b, "einsum", "'%s' has no '->'", spec);
       return NULL;
     }
   *arrow = '\0';
@@ -180,15 +181,15 @@ ps_build_einsum (PsBuilder *b, const char *spec, PsInstr *lhs, PsInstr *rhs)
   char *comma = strchr (text, ',');
   if ((comma != NULL) != (rhs != NULL))
     {
-      ps_builder_fail_ (b, "einsum", "'%s' names %d operands but %d were given", spec,
-                        comma ? 2 : 1, rhs ? 2 : 1);
+      bd_fail (b, "einsum", "'%s' names %d operands but %d were given", spec,
+               comma ? 2 : 1, rhs ? 2 : 1);
       return NULL;
     }
   if (comma)
     *comma = '\0';
   if (strlen (text) >= 64 || (comma && strlen (comma + 1) >= 64) || strlen (arrow + 2) >= 64)
     {
-      ps_builder_fail_ (b, "einsum", "'%s' is too long", spec);
+      bd_fail (b, "einsum", "'%s' is too long", spec);
       return NULL;
     }
   strcpy (ls, text);
@@ -202,12 +203,12 @@ ps_build_einsum (PsBuilder *b, const char *spec, PsInstr *lhs, PsInstr *rhs)
     {
       if (strchr (os + i + 1, os[i]))
         {
-          ps_builder_fail_ (b, "einsum", "'%s': letter '%c' repeats in the output", spec, os[i]);
+          bd_fail (b, "einsum", "'%s': letter '%c' repeats in the output", spec, os[i]);
           return NULL;
         }
       if (!strchr (ls, os[i]) && !strchr (rs, os[i]))
         {
-          ps_builder_fail_ (b, "einsum", "'%s': output letter '%c' is in no input", spec, os[i]);
+          bd_fail (b, "einsum", "'%s': output letter '%c' is in no input", spec, os[i]);
           return NULL;
         }
     }
@@ -217,10 +218,10 @@ ps_build_einsum (PsBuilder *b, const char *spec, PsInstr *lhs, PsInstr *rhs)
       int j = index_of (rs, ls[i]);
       if (j >= 0 && lhs->shape->dims[i] != rhs->shape->dims[j])
         {
-          ps_builder_fail_ (b, "einsum",
-                            "'%s': letter '%c' is %" G_GINT64_FORMAT " in lhs but %" G_GINT64_FORMAT
-                            " in rhs",
-                            spec, ls[i], lhs->shape->dims[i], rhs->shape->dims[j]);
+          bd_fail (b, "einsum",
+                   "'%s': letter '%c' is %" G_GINT64_FORMAT " in lhs but %" G_GINT64_FORMAT
+                   " in rhs",
+                   spec, ls[i], lhs->shape->dims[i], rhs->shape->dims[j]);
           return NULL;
         }
     }
@@ -362,15 +363,15 @@ ps_build_convolution_dilated (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const ch
                               int64_t feature_group_count)
 {
   g_return_val_if_fail (dim_labels != NULL, NULL);
-  if (!ps_builder_usable2_ (b, lhs, rhs) || !ps_builder_is_array_ (b, "convolution", lhs)
-      || !ps_builder_is_array_ (b, "convolution", rhs)
-      || !ps_builder_same_type_ (b, "convolution", lhs, rhs))
+  if (!bd_usable2 (b, lhs, rhs) || !bd_is_array (b, "convolution", lhs)
+      || !bd_is_array (b, "convolution", rhs)
+      || !bd_same_type (b, "convolution", lhs, rhs))
     return NULL;
   PsConvDims d = { 0 };
   g_autoptr (GString) why = g_string_new (NULL);
   if (!parse_dim_labels (dim_labels, &d, why))
     {
-      ps_builder_fail_ (b, "convolution", "dim_labels '%s' %s", dim_labels, why->str);
+      bd_fail (b, "convolution", "dim_labels '%s' %s", dim_labels, why->str);
       return NULL;
     }
   int n = d.n_spatial;
@@ -405,7 +406,7 @@ ps_build_convolution_dilated (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const ch
     }
   if (err != NULL)
     {
-      ps_builder_fail_ (b, "convolution", "%s", err);
+      bd_fail (b, "convolution", "%s", err);
       g_free (win);
       g_free (d.in_spatial);
       g_free (d.k_spatial);
@@ -416,7 +417,7 @@ ps_build_convolution_dilated (PsBuilder *b, PsInstr *lhs, PsInstr *rhs, const ch
   out[d.out_feature] = ks->dims[d.k_out_feature];
   PsInstr *ops[] = { lhs, rhs };
   PsInstr *in
-      = ps_builder_add_ (b, PS_OP_CONVOLUTION, ps_shape_new_array (ls->etype, n + 2, out), 2, ops);
+      = bd_add (b, PS_OP_CONVOLUTION, ps_shape_new_array (ls->etype, n + 2, out), 2, ops);
   in->conv = d;
   in->window.n = n;
   in->window.dims = win;
@@ -436,11 +437,11 @@ static PsInstr *
 batch_norm (PsBuilder *b, PsOpcode op, int n, PsInstr *const *xs, float epsilon,
             int64_t feature_index)
 {
-  if (!ps_builder_usable_ (b, n, xs))
+  if (!bd_usable (b, n, xs))
     return NULL;
   if (!(epsilon >= 0))
     {
-      ps_builder_fail_ (b, ps_opcode_name (op), "epsilon must be >= 0");
+      bd_fail (b, ps_opcode_name (op), "epsilon must be >= 0");
       return NULL;
     }
   PsInstr proto = { 0 };
@@ -452,11 +453,11 @@ batch_norm (PsBuilder *b, PsOpcode op, int n, PsInstr *const *xs, float epsilon,
   PsShape *s = ps_infer_shape (&proto, &e);
   if (!s)
     {
-      ps_builder_fail_ (b, ps_opcode_name (op), "%s", e->message);
+      bd_fail (b, ps_opcode_name (op), "%s", e->message);
       g_error_free (e);
       return NULL;
     }
-  PsInstr *in = ps_builder_add_ (b, op, s, n, xs);
+  PsInstr *in = bd_add (b, op, s, n, xs);
   in->feature_index = feature_index;
   in->epsilon = epsilon;
   return in;
@@ -507,7 +508,7 @@ is_reducer (const PsComputation *c, PsOpcode op, PsElemType t)
 PsComputation *
 ps_builder_reducer (PsBuilder *b, PsOpcode op, PsElemType t)
 {
-  g_return_val_if_fail (b != NULL && ps_builder_is_binary_op_ (op), NULL);
+  g_return_val_if_fail (b != NULL && bd_is_binary_op (op), NULL);
   g_autofree char *name = g_strdup_printf ("%s_%s", ps_opcode_name (op), ps_etype_name (t));
   PsComputation *c = ps_module_find_computation (b->m, name);
   if (c != NULL && is_reducer (c, op, t))
@@ -520,7 +521,7 @@ ps_builder_reducer (PsBuilder *b, PsOpcode op, PsElemType t)
   c = ps_builder_finish (r, root, &error);
   if (c == NULL)
     {
-      ps_builder_fail_ (b, "reducer", "%s", error->message);
+      bd_fail (b, "reducer", "%s", error->message);
       g_error_free (error);
     }
   return c;
@@ -530,18 +531,18 @@ PsInstr *
 ps_build_reduce (PsBuilder *b, PsInstr *x, PsInstr *init, int n_dims, const int64_t *dims,
                  PsComputation *reducer)
 {
-  if (!ps_builder_usable2_ (b, x, init) || reducer == NULL || !ps_builder_is_array_ (b, "reduce", x)
-      || !ps_builder_same_type_ (b, "reduce", x, init))
+  if (!bd_usable2 (b, x, init) || reducer == NULL || !bd_is_array (b, "reduce", x)
+      || !bd_same_type (b, "reduce", x, init))
     return NULL;
   if (init->shape->rank != 0)
     {
-      ps_builder_fail_ (b, "reduce", "the init value must be a scalar");
+      bd_fail (b, "reduce", "the init value must be a scalar");
       return NULL;
     }
   if (reducer->root == NULL || reducer->params->len != 2)
     {
-      ps_builder_fail_ (b, "reduce", "reducer '%s' is not a finished two-parameter computation",
-                        reducer->name);
+      bd_fail (b, "reduce", "reducer '%s' is not a finished two-parameter computation",
+               reducer->name);
       return NULL;
     }
   guint64 used = 0;
@@ -555,7 +556,7 @@ ps_build_reduce (PsBuilder *b, PsInstr *x, PsInstr *init, int n_dims, const int6
       out[n++] = x->shape->dims[i];
   PsInstr *ops[] = { x, init };
   PsInstr *in
-      = ps_builder_add_ (b, PS_OP_REDUCE, ps_shape_new_array (x->shape->etype, n, out), 2, ops);
+      = bd_add (b, PS_OP_REDUCE, ps_shape_new_array (x->shape->etype, n, out), 2, ops);
   /* XLA lists reduced dims in increasing order. */
   int64_t sorted[64];
   int k = 0;
@@ -570,7 +571,7 @@ ps_build_reduce (PsBuilder *b, PsInstr *x, PsInstr *init, int n_dims, const int6
 PsInstr *
 ps_build_reduce_sum (PsBuilder *b, PsInstr *x, int n_dims, const int64_t *dims)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "reduce", x))
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "reduce", x))
     return NULL;
   PsElemType t = x->shape->etype;
   PsInstr *zero = t == PS_PRED ? ps_build_scalar_int (b, t, 0) : ps_build_scalar (b, t, 0.0);
@@ -581,7 +582,7 @@ ps_build_reduce_sum (PsBuilder *b, PsInstr *x, int n_dims, const int64_t *dims)
 PsInstr *
 ps_build_reduce_max (PsBuilder *b, PsInstr *x, int n_dims, const int64_t *dims)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "reduce", x))
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "reduce", x))
     return NULL;
   PsElemType t = x->shape->etype;
   PsInstr *init;
@@ -589,10 +590,10 @@ ps_build_reduce_max (PsBuilder *b, PsInstr *x, int n_dims, const int64_t *dims)
   uint64_t hi;
   if (ps_etype_is_complex (t))
     {
-      ps_builder_fail_ (b, "reduce", "complex numbers have no maximum");
+      bd_fail (b, "reduce", "complex numbers have no maximum");
       return NULL;
     }
-  if (ps_builder_int_range_ (t, &lo, &hi))
+  if (bd_int_range (t, &lo, &hi))
     init = ps_build_scalar_int (b, t, lo);
   else
     init = ps_build_scalar (b, t, -INFINITY);
@@ -612,33 +613,33 @@ PsInstr *
 ps_build_gather (PsBuilder *b, PsInstr *operand, PsInstr *indices, const PsGatherDims *dims)
 {
   g_return_val_if_fail (dims != NULL, NULL);
-  if (!ps_builder_usable2_ (b, operand, indices) || !ps_builder_is_array_ (b, "gather", operand)
-      || !ps_builder_is_array_ (b, "gather", indices))
+  if (!bd_usable2 (b, operand, indices) || !bd_is_array (b, "gather", operand)
+      || !bd_is_array (b, "gather", indices))
     return NULL;
   const PsShape *os = operand->shape, *is = indices->shape;
   if (!ps_etype_is_integral (is->etype))
     {
-      ps_builder_fail_ (b, "gather", "indices must be integers, not %s", ps_etype_name (is->etype));
+      bd_fail (b, "gather", "indices must be integers, not %s", ps_etype_name (is->etype));
       return NULL;
     }
   if (dims->index_vector_dim < 0 || dims->index_vector_dim > is->rank)
     {
-      ps_builder_fail_ (b, "gather", "index_vector_dim %" G_GINT64_FORMAT " is out of range",
-                        dims->index_vector_dim);
+      bd_fail (b, "gather", "index_vector_dim %" G_GINT64_FORMAT " is out of range",
+               dims->index_vector_dim);
       return NULL;
     }
   if (dims->slice_sizes.n != os->rank)
     {
-      ps_builder_fail_ (b, "gather", "slice_sizes has %d entries for a rank-%d operand",
-                        dims->slice_sizes.n, os->rank);
+      bd_fail (b, "gather", "slice_sizes has %d entries for a rank-%d operand",
+               dims->slice_sizes.n, os->rank);
       return NULL;
     }
   int64_t index_len = dims->index_vector_dim == is->rank ? 1 : is->dims[dims->index_vector_dim];
   if (dims->start_index_map.n != index_len)
     {
-      ps_builder_fail_ (b, "gather",
-                        "start_index_map has %d entries but the index vector has %" G_GINT64_FORMAT,
-                        dims->start_index_map.n, index_len);
+      bd_fail (b, "gather",
+               "start_index_map has %d entries but the index vector has %" G_GINT64_FORMAT,
+               dims->start_index_map.n, index_len);
       return NULL;
     }
   guint64 window_removed = 0, seen = 0;
@@ -653,8 +654,8 @@ ps_build_gather (PsBuilder *b, PsInstr *operand, PsInstr *indices, const PsGathe
       int64_t s = dims->slice_sizes.v[i];
       if (s < 0 || s > os->dims[i] || ((window_removed & ((guint64) 1 << i)) && s > 1))
         {
-          ps_builder_fail_ (b, "gather",
-                            "slice size %" G_GINT64_FORMAT " does not fit operand dim %d", s, i);
+          bd_fail (b, "gather",
+                   "slice size %" G_GINT64_FORMAT " does not fit operand dim %d", s, i);
           return NULL;
         }
     }
@@ -662,8 +663,8 @@ ps_build_gather (PsBuilder *b, PsInstr *operand, PsInstr *indices, const PsGathe
   int n_offset = os->rank - __builtin_popcountll (window_removed);
   if (dims->offset_dims.n != n_offset)
     {
-      ps_builder_fail_ (b, "gather", "offset_dims has %d entries, the slice keeps %d dims",
-                        dims->offset_dims.n, n_offset);
+      bd_fail (b, "gather", "offset_dims has %d entries, the slice keeps %d dims",
+               dims->offset_dims.n, n_offset);
       return NULL;
     }
   int rank = n_batch + n_offset;
@@ -689,7 +690,7 @@ ps_build_gather (PsBuilder *b, PsInstr *operand, PsInstr *indices, const PsGathe
     }
   PsInstr *ops[] = { operand, indices };
   PsInstr *in
-      = ps_builder_add_ (b, PS_OP_GATHER, ps_shape_new_array (os->etype, rank, out), 2, ops);
+      = bd_add (b, PS_OP_GATHER, ps_shape_new_array (os->etype, rank, out), 2, ops);
   in->gather.index_vector_dim = dims->index_vector_dim;
   in->gather.indices_are_sorted = dims->indices_are_sorted;
   ints_copy (&in->gather.offset_dims, &dims->offset_dims);
@@ -707,23 +708,23 @@ ps_build_scatter (PsBuilder *b, PsInstr *operand, PsInstr *indices, PsInstr *upd
 {
   g_return_val_if_fail (dims != NULL, NULL);
   PsInstr *xs[] = { operand, indices, updates };
-  if (!ps_builder_usable_ (b, 3, xs) || update == NULL
-      || !ps_builder_is_array_ (b, "scatter", operand)
-      || !ps_builder_is_array_ (b, "scatter", indices)
-      || !ps_builder_is_array_ (b, "scatter", updates)
-      || !ps_builder_same_type_ (b, "scatter", operand, updates))
+  if (!bd_usable (b, 3, xs) || update == NULL
+      || !bd_is_array (b, "scatter", operand)
+      || !bd_is_array (b, "scatter", indices)
+      || !bd_is_array (b, "scatter", updates)
+      || !bd_same_type (b, "scatter", operand, updates))
     return NULL;
   const PsShape *os = operand->shape, *is = indices->shape, *us = updates->shape;
   if (!ps_etype_is_integral (is->etype))
     {
-      ps_builder_fail_ (b, "scatter", "indices must be integers, not %s",
-                        ps_etype_name (is->etype));
+      bd_fail (b, "scatter", "indices must be integers, not %s",
+               ps_etype_name (is->etype));
       return NULL;
     }
   if (dims->index_vector_dim < 0 || dims->index_vector_dim > is->rank)
     {
-      ps_builder_fail_ (b, "scatter", "index_vector_dim %" G_GINT64_FORMAT " is out of range",
-                        dims->index_vector_dim);
+      bd_fail (b, "scatter", "index_vector_dim %" G_GINT64_FORMAT " is out of range",
+               dims->index_vector_dim);
       return NULL;
     }
   guint64 win = 0, inserted = 0, map = 0;
@@ -739,19 +740,19 @@ ps_build_scatter (PsBuilder *b, PsInstr *operand, PsInstr *indices, PsInstr *upd
   if (us->rank != n_scatter + dims->update_window_dims.n
       || dims->update_window_dims.n + __builtin_popcountll (inserted) != os->rank)
     {
-      ps_builder_fail_ (b, "scatter",
-                        "update rank %d does not match %d scatter dims and %d window dims",
-                        us->rank, n_scatter, dims->update_window_dims.n);
+      bd_fail (b, "scatter",
+               "update rank %d does not match %d scatter dims and %d window dims",
+               us->rank, n_scatter, dims->update_window_dims.n);
       return NULL;
     }
   if (update->root == NULL || update->params->len != 2)
     {
-      ps_builder_fail_ (b, "scatter",
-                        "update computation '%s' is not a finished two-parameter computation",
-                        update->name);
+      bd_fail (b, "scatter",
+               "update computation '%s' is not a finished two-parameter computation",
+               update->name);
       return NULL;
     }
-  PsInstr *in = ps_builder_add_ (b, PS_OP_SCATTER, ps_shape_copy (os), 3, xs);
+  PsInstr *in = bd_add (b, PS_OP_SCATTER, ps_shape_copy (os), 3, xs);
   in->scatter.index_vector_dim = dims->index_vector_dim;
   in->scatter.indices_are_sorted = dims->indices_are_sorted;
   in->scatter.unique_indices = dims->unique_indices;
@@ -770,29 +771,29 @@ PsInstr *
 ps_build_tuple (PsBuilder *b, int n, PsInstr *const *xs)
 {
   g_return_val_if_fail (n >= 0 && (n == 0 || xs != NULL), NULL);
-  if (!ps_builder_usable_ (b, n, xs))
+  if (!bd_usable (b, n, xs))
     return NULL;
   PsShape **shapes = g_new (PsShape *, MAX (n, 1));
   for (int i = 0; i < n; i++)
     shapes[i] = xs[i]->shape;
   PsShape *shape = ps_shape_new_tuple (n, shapes);
   g_free (shapes);
-  return ps_builder_add_ (b, PS_OP_TUPLE, shape, n, xs);
+  return bd_add (b, PS_OP_TUPLE, shape, n, xs);
 }
 
 PsInstr *
 ps_build_get_tuple_element (PsBuilder *b, PsInstr *t, int64_t index)
 {
-  if (!ps_builder_usable1_ (b, t))
+  if (!bd_usable1 (b, t))
     return NULL;
   if (t->shape->etype != PS_TUPLE || index < 0 || index >= t->shape->n_elems)
     {
-      g_autofree char *s = ps_builder_shape_str_ (t);
-      ps_builder_fail_ (b, "get-tuple-element", "no element %" G_GINT64_FORMAT " in %s", index, s);
+      g_autofree char *s = bd_shape_str (t);
+      bd_fail (b, "get-tuple-element", "no element %" G_GINT64_FORMAT " in %s", index, s);
       return NULL;
     }
   PsInstr *in
-      = ps_builder_add_ (b, PS_OP_GET_TUPLE_ELEMENT, ps_shape_copy (t->shape->elems[index]), 1, &t);
+      = bd_add (b, PS_OP_GET_TUPLE_ELEMENT, ps_shape_copy (t->shape->elems[index]), 1, &t);
   in->tuple_index = index;
   return in;
 }
@@ -802,13 +803,13 @@ check_signature (PsBuilder *b, const char *op, const PsComputation *c, int n, Ps
 {
   if (c->root == NULL)
     {
-      ps_builder_fail_ (b, op, "computation '%s' is not finished (no root)", c->name);
+      bd_fail (b, op, "computation '%s' is not finished (no root)", c->name);
       return FALSE;
     }
   if ((int) c->params->len != n)
     {
-      ps_builder_fail_ (b, op, "computation '%s' takes %u parameters, %d given", c->name,
-                        c->params->len, n);
+      bd_fail (b, op, "computation '%s' takes %u parameters, %d given", c->name,
+               c->params->len, n);
       return FALSE;
     }
   for (int i = 0; i < n; i++)
@@ -817,9 +818,9 @@ check_signature (PsBuilder *b, const char *op, const PsComputation *c, int n, Ps
       if (!ps_shape_equal (p->shape, args[i]->shape))
         {
           g_autofree char *want = ps_shape_to_string (p->shape, FALSE);
-          g_autofree char *got = ps_builder_shape_str_ (args[i]);
-          ps_builder_fail_ (b, op, "computation '%s' parameter %d is %s, argument is %s", c->name,
-                            i, want, got);
+          g_autofree char *got = bd_shape_str (args[i]);
+          bd_fail (b, op, "computation '%s' parameter %d is %s, argument is %s", c->name,
+                   i, want, got);
           return FALSE;
         }
     }
@@ -830,21 +831,21 @@ PsInstr *
 ps_build_while (PsBuilder *b, PsComputation *condition, PsComputation *body, PsInstr *init)
 {
   g_return_val_if_fail (condition != NULL && body != NULL, NULL);
-  if (!ps_builder_usable1_ (b, init) || !check_signature (b, "while", condition, 1, &init)
+  if (!bd_usable1 (b, init) || !check_signature (b, "while", condition, 1, &init)
       || !check_signature (b, "while", body, 1, &init))
     return NULL;
   const PsShape *cs = condition->root->shape;
   if (cs->etype != PS_PRED || cs->rank != 0)
     {
-      ps_builder_fail_ (b, "while", "condition '%s' must return pred[]", condition->name);
+      bd_fail (b, "while", "condition '%s' must return pred[]", condition->name);
       return NULL;
     }
   if (!ps_shape_equal (body->root->shape, init->shape))
     {
-      ps_builder_fail_ (b, "while", "body '%s' must return the loop state's shape", body->name);
+      bd_fail (b, "while", "body '%s' must return the loop state's shape", body->name);
       return NULL;
     }
-  PsInstr *in = ps_builder_add_ (b, PS_OP_WHILE, ps_shape_copy (init->shape), 1, &init);
+  PsInstr *in = bd_add (b, PS_OP_WHILE, ps_shape_copy (init->shape), 1, &init);
   PsComputation *called[] = { condition, body };
   ps_instr_set_called (in, 2, called);
   return in;
@@ -854,9 +855,9 @@ PsInstr *
 ps_build_call (PsBuilder *b, PsComputation *callee, int n, PsInstr *const *args)
 {
   g_return_val_if_fail (callee != NULL && n >= 0, NULL);
-  if (!ps_builder_usable_ (b, n, args) || !check_signature (b, "call", callee, n, args))
+  if (!bd_usable (b, n, args) || !check_signature (b, "call", callee, n, args))
     return NULL;
-  PsInstr *in = ps_builder_add_ (b, PS_OP_CALL, ps_shape_copy (callee->root->shape), n, args);
+  PsInstr *in = bd_add (b, PS_OP_CALL, ps_shape_copy (callee->root->shape), n, args);
   ps_instr_set_called (in, 1, &callee);
   return in;
 }
@@ -870,15 +871,15 @@ sharding_fits (PsBuilder *b, const char *op, PsInstr *x, const PsSharding *s)
       && ps_sharding_data_rank (s) != x->shape->rank)
     {
       g_autofree char *txt = ps_sharding_to_string (s);
-      g_autofree char *sh = ps_builder_shape_str_ (x);
-      ps_builder_fail_ (b, op, "sharding %s does not fit %s ('%s')", txt, sh, x->name);
+      g_autofree char *sh = bd_shape_str (x);
+      bd_fail (b, op, "sharding %s does not fit %s ('%s')", txt, sh, x->name);
       return FALSE;
     }
   if (s->kind == PS_SHARDING_TUPLE
       && (x->shape->etype != PS_TUPLE || s->n_elems != ps_shape_leaf_count (x->shape)))
     {
-      ps_builder_fail_ (b, op, "tuple sharding with %d leaves does not fit '%s'", s->n_elems,
-                        x->name);
+      bd_fail (b, op, "tuple sharding with %d leaves does not fit '%s'", s->n_elems,
+               x->name);
       return FALSE;
     }
   return TRUE;
@@ -888,9 +889,9 @@ PsInstr *
 ps_build_sharding_annotation (PsBuilder *b, PsInstr *x, const PsSharding *s)
 {
   g_return_val_if_fail (s != NULL, NULL);
-  if (!ps_builder_usable1_ (b, x) || !sharding_fits (b, "custom-call", x, s))
+  if (!bd_usable1 (b, x) || !sharding_fits (b, "custom-call", x, s))
     return NULL;
-  PsInstr *in = ps_builder_add_ (b, PS_OP_CUSTOM_CALL, ps_shape_copy (x->shape), 1, &x);
+  PsInstr *in = bd_add (b, PS_OP_CUSTOM_CALL, ps_shape_copy (x->shape), 1, &x);
   in->custom_call_target = g_strdup ("Sharding");
   g_autoptr (PsSharding) full = ps_sharding_expand_to_shape (s, x->shape);
   ps_instr_set_sharding (in, full);
@@ -902,7 +903,7 @@ ps_build_sharding_annotation_open (PsBuilder *b, PsInstr *x, const PsSharding *s
                                    const int64_t *open_dims)
 {
   g_return_val_if_fail (n_open >= 0 && (n_open == 0 || open_dims != NULL), NULL);
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "custom-call", x))
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "custom-call", x))
     return NULL;
   guint64 used = 0;
   PsInts l = { n_open, (int64_t *) open_dims };
@@ -930,18 +931,18 @@ ps_builder_set_mesh (PsBuilder *b, int mesh_rank, const int64_t *mesh_dims,
   g_free (b->mesh_devices);
   b->mesh_rank = mesh_rank;
   b->mesh_dims = g_memdup2 (mesh_dims, sizeof (int64_t) * (gsize) mesh_rank);
-  int64_t n = ps_builder_product_ (mesh_rank, mesh_dims);
+  int64_t n = ps_product (mesh_rank, mesh_dims);
   b->mesh_devices = mesh_devices ? g_memdup2 (mesh_devices, sizeof (int64_t) * (gsize) n) : NULL;
 }
 
 static PsSharding *
 mesh_sharding (PsBuilder *b, PsInstr *x, const int64_t *dims_mapping)
 {
-  if (!ps_builder_usable1_ (b, x) || !ps_builder_is_array_ (b, "mesh_split", x))
+  if (!bd_usable1 (b, x) || !bd_is_array (b, "mesh_split", x))
     return NULL;
   if (b->mesh_rank == 0)
     {
-      ps_builder_fail_ (b, "mesh_split", "no mesh set (call ps_builder_set_mesh first)");
+      bd_fail (b, "mesh_split", "no mesh set (call ps_builder_set_mesh first)");
       return NULL;
     }
   GError *error = NULL;
@@ -949,7 +950,7 @@ mesh_sharding (PsBuilder *b, PsInstr *x, const int64_t *dims_mapping)
                                           b->mesh_devices, dims_mapping, &error);
   if (s == NULL)
     {
-      ps_builder_fail_ (b, "mesh_split", "'%s': %s", x->name, error->message);
+      bd_fail (b, "mesh_split", "'%s': %s", x->name, error->message);
       g_error_free (error);
     }
   return s;

@@ -5,7 +5,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "partitioner/hlo/hlo_internal.h"
+#include "partitioner/hlo/hlo_private.h"
 #include "partitioner/hlo/hlo_lexer.h"
 #include "partitioner/ir/sharding.h"
 

@@ -1,5 +1,5 @@
 /* Constant values and small attribute forms shared by the HLO reader and
- * printer (hlo_internal.h). Floats print with enough digits to reparse to
+ * printer (hlo_private.h). Floats print with enough digits to reparse to
  * the same bits, so printing is a fixed point. */
 #include "config.h"
 
@@ -8,71 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partitioner/hlo/hlo_internal.h"
-
-typedef union { float f; uint32_t u; } F32Bits;
-
-uint16_t
-ps_float_to_bf16_bits (float f)
-{
-  F32Bits b = { .f = f };
-  if (isnan (f))
-    return (uint16_t) ((b.u >> 16) | 0x40); /* keep it a (quiet) NaN */
-  uint32_t rounding = 0x7fff + ((b.u >> 16) & 1);
-  return (uint16_t) ((b.u + rounding) >> 16);
-}
-
-float
-ps_bf16_bits_to_float (uint16_t h)
-{
-  F32Bits b = { .u = (uint32_t) h << 16 };
-  return b.f;
-}
-
-uint16_t
-ps_float_to_f16_bits (float f)
-{
-  F32Bits b = { .f = f };
-  uint32_t sign = (b.u >> 16) & 0x8000;
-  uint32_t absu = b.u & 0x7fffffff;
-  if (absu >= 0x7f800000) /* inf or nan */
-    return (uint16_t) (sign | 0x7c00 | (absu > 0x7f800000 ? 0x200 : 0));
-  if (absu >= 0x477ff000) /* rounds to >= 65520: overflow */
-    return (uint16_t) (sign | 0x7c00);
-  if (absu < 0x38800000) /* subnormal half (or zero) */
-    {
-      /* Scale so that the half subnormal unit (2^-24) is 1, round to even. */
-      float a = fabsf (f) * 16777216.0f;
-      float r = rintf (a);
-      return (uint16_t) (sign | (uint32_t) r);
-    }
-  uint32_t mant = absu & 0x7fffff;
-  int32_t exp = (int32_t) (absu >> 23) - 127 + 15;
-  uint32_t h = ((uint32_t) exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
-    h++; /* may carry into the exponent, which is the right answer */
-  return (uint16_t) (sign | h);
-}
-
-float
-ps_f16_bits_to_float (uint16_t h)
-{
-  uint32_t sign = (uint32_t) (h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  F32Bits b;
-  if (exp == 0)
-    {
-      float v = (float) mant / 16777216.0f;
-      return sign ? -v : v;
-    }
-  if (exp == 31)
-    b.u = sign | 0x7f800000 | (mant << 13);
-  else
-    b.u = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  return b.f;
-}
+#include "common/float16.h"
+#include "partitioner/hlo/hlo_private.h"
 
 static gboolean
 parse_double (const char *tok, gsize len, double *out)
@@ -126,7 +63,7 @@ parse_unsigned (const char *tok, gsize len, uint64_t *out)
 }
 
 gboolean
-ps_literal_store (PsLiteral *lit, int64_t i, const char *tok, gsize len,
+hl_literal_store (PsLiteral *lit, int64_t i, const char *tok, gsize len,
                   const char *im, gsize im_len, char **why)
 {
   g_return_val_if_fail (i >= 0 && i < lit->n, FALSE);
@@ -186,8 +123,8 @@ ps_literal_store (PsLiteral *lit, int64_t i, const char *tok, gsize len,
     case PS_F16: case PS_BF16: case PS_F32: case PS_F64:
       if (!parse_double (tok, len, &dv))
         goto bad;
-      if (t == PS_F16) ((uint16_t *) data)[i] = ps_float_to_f16_bits ((float) dv);
-      else if (t == PS_BF16) ((uint16_t *) data)[i] = ps_float_to_bf16_bits ((float) dv);
+      if (t == PS_F16) ((uint16_t *) data)[i] = ps_f32_to_f16 ((float) dv);
+      else if (t == PS_BF16) ((uint16_t *) data)[i] = ps_f32_to_bf16 ((float) dv);
       else if (t == PS_F32) ((float *) data)[i] = (float) dv;
       else ((double *) data)[i] = dv;
       return TRUE;
@@ -228,8 +165,8 @@ reads_back (const char *buf, double v, PsElemType t)
   double r = g_ascii_strtod (buf, NULL);
   switch (t)
     {
-    case PS_BF16: return ps_float_to_bf16_bits ((float) r) == ps_float_to_bf16_bits ((float) v);
-    case PS_F16: return ps_float_to_f16_bits ((float) r) == ps_float_to_f16_bits ((float) v);
+    case PS_BF16: return ps_f32_to_bf16 ((float) r) == ps_f32_to_bf16 ((float) v);
+    case PS_F16: return ps_f32_to_f16 ((float) r) == ps_f32_to_f16 ((float) v);
     case PS_F32: case PS_C64: return (float) r == (float) v;
     default: return r == v;
     }
@@ -268,7 +205,7 @@ append_double (GString *out, double v, PsElemType t)
 }
 
 void
-ps_literal_append_elem (GString *out, const PsLiteral *lit, int64_t i)
+hl_literal_append_elem (GString *out, const PsLiteral *lit, int64_t i)
 {
   const char *data = lit->data;
   switch (lit->etype)
@@ -282,8 +219,8 @@ ps_literal_append_elem (GString *out, const PsLiteral *lit, int64_t i)
     case PS_U16: g_string_append_printf (out, "%u", ((const uint16_t *) data)[i]); break;
     case PS_U32: g_string_append_printf (out, "%u", ((const uint32_t *) data)[i]); break;
     case PS_U64: g_string_append_printf (out, "%" G_GUINT64_FORMAT, ((const uint64_t *) data)[i]); break;
-    case PS_F16: append_double (out, ps_f16_bits_to_float (((const uint16_t *) data)[i]), PS_F16); break;
-    case PS_BF16: append_double (out, ps_bf16_bits_to_float (((const uint16_t *) data)[i]), PS_BF16); break;
+    case PS_F16: append_double (out, ps_f16_to_f32 (((const uint16_t *) data)[i]), PS_F16); break;
+    case PS_BF16: append_double (out, ps_bf16_to_f32 (((const uint16_t *) data)[i]), PS_BF16); break;
     case PS_F32: append_double (out, ((const float *) data)[i], PS_F32); break;
     case PS_F64: append_double (out, ((const double *) data)[i], PS_F64); break;
     case PS_C64:
@@ -316,13 +253,13 @@ append_nested (GString *out, const PsLiteral *lit, const PsShape *shape, int dim
       if (dim + 1 < shape->rank)
         append_nested (out, lit, shape, dim + 1, next);
       else
-        ps_literal_append_elem (out, lit, (*next)++);
+        hl_literal_append_elem (out, lit, (*next)++);
     }
   g_string_append_c (out, '}');
 }
 
 void
-ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
+hl_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
 {
   if (!lit)
     return;
@@ -331,7 +268,7 @@ ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
       /* A shape that does not match (hand-built IR): print a flat list. */
       if (lit->n == 1 && (!shape || shape->rank == 0))
         {
-          ps_literal_append_elem (out, lit, 0);
+          hl_literal_append_elem (out, lit, 0);
           return;
         }
       g_string_append_c (out, '{');
@@ -339,7 +276,7 @@ ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
         {
           if (i > 0)
             g_string_append (out, ", ");
-          ps_literal_append_elem (out, lit, i);
+          hl_literal_append_elem (out, lit, i);
         }
       g_string_append_c (out, '}');
       return;
@@ -349,7 +286,7 @@ ps_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
 }
 
 void
-ps_conv_dims_append (GString *out, const PsConvDims *d)
+hl_conv_dims_append (GString *out, const PsConvDims *d)
 {
   int n = d->n_spatial;
   /* Each side is a permutation: place the labels at their dims. */

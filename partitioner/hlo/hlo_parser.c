@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "partitioner/hlo/hlo_internal.h"
+#include "partitioner/hlo/hlo_private.h"
 #include "partitioner/hlo/hlo_lexer.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/ir/sharding.h"
@@ -99,7 +99,7 @@ parse_epsilon (PsHloReader *p, PsInstr *in)
     return FALSE;
   PsLiteral *lit = ps_literal_new (PS_F32, 1);
   char *why = NULL;
-  gboolean ok = ps_literal_store (lit, 0, p->text + s, e - s, NULL, 0, &why);
+  gboolean ok = hl_literal_store (lit, 0, p->text + s, e - s, NULL, 0, &why);
   float v = ((const float *) lit->data)[0];
   ps_literal_free (lit);
   if (!ok)
@@ -374,7 +374,7 @@ parse_literal_elems (PsHloReader *p, PsLiteral *lit, int64_t *idx, int depth)
       return FALSE;
     }
   char *why = NULL;
-  if (!ps_literal_store (lit, *idx, p->text + s, e - s, cplx ? p->text + is : NULL, ie - is, &why))
+  if (!hl_literal_store (lit, *idx, p->text + s, e - s, cplx ? p->text + is : NULL, ie - is, &why))
     {
       ps_hlo_error (p, vpos, PS_ERROR_INVALID, "%s", why);
       g_free (why);
@@ -957,6 +957,7 @@ ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error)
   if (nul)
     ps_hlo_error (&p, (gsize) (nul - text), PS_ERROR_PARSE, "NUL byte in the text");
   p.m = ps_module_new ("module");
+  p.m->source_name = g_strdup (p.file);
   p.scope = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   p.scope_pos = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   if (!FAILED (&p) && ps_hlo_at_keyword (&p, "HloModule"))

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "partitioner/hlo/hlo_internal.h"
+#include "partitioner/hlo/hlo_private.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/ir/sharding.h"
 
@@ -179,7 +179,7 @@ append_attrs (GString *out, const PsInstr *in, const PsHloPrintOptions *o)
   if (in->conv.present)
     {
       g_string_append (out, ", dim_labels=");
-      ps_conv_dims_append (out, &in->conv);
+      hl_conv_dims_append (out, &in->conv);
     }
   if (in->feature_group_count != 0)
     g_string_append_printf (out, ", feature_group_count=%" G_GINT64_FORMAT, in->feature_group_count);
@@ -258,7 +258,7 @@ append_attrs (GString *out, const PsInstr *in, const PsHloPrintOptions *o)
       /* XLA's order: epsilon, then feature_index. */
       g_string_append (out, ", epsilon=");
       PsLiteral eps = { PS_F32, 1, (void *) &in->epsilon };
-      ps_literal_append_elem (out, &eps, 0);
+      hl_literal_append_elem (out, &eps, 0);
       g_string_append_printf (out, ", feature_index=%" G_GINT64_FORMAT, in->feature_index);
     }
   if (op == PS_OP_SORT && in->is_stable)
@@ -313,7 +313,7 @@ ps_hlo_append_instr (GString *out, const PsInstr *in, const PsHloPrintOptions *o
   if (in->opcode == PS_OP_PARAMETER)
     g_string_append_printf (out, "%" G_GINT64_FORMAT, in->parameter_number);
   else if (in->opcode == PS_OP_CONSTANT)
-    ps_literal_append (out, in->literal, in->shape);
+    hl_literal_append (out, in->literal, in->shape);
   else
     for (int i = 0; i < in->n_operands; i++)
       g_string_append_printf (out, "%s%%%s", i > 0 ? ", " : "", in->operands[i] ? in->operands[i]->name : "?");

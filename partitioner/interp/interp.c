@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/interp/interp_private.h"
 #include "partitioner/ir/sharding.h"
 
@@ -16,7 +17,7 @@
 /* ---- small shared helpers ------------------------------------------------ */
 
 void
-ps_interp_fail (GError **error, PsErrorCode code, const PsInstr *ins, const char *fmt, ...)
+ip_fail (GError **error, PsErrorCode code, const PsInstr *ins, const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
@@ -34,15 +35,15 @@ ps_interp_fail (GError **error, PsErrorCode code, const PsInstr *ins, const char
 }
 
 gboolean
-ps_interp_charge (PsInterpCtx *ctx, const PsInstr *ins, int64_t n, GError **error)
+ip_charge (IpCtx *ctx, const PsInstr *ins, int64_t n, GError **error)
 {
   ctx->work += MAX (n, 1);
   if (ctx->work > ctx->opts.max_work)
     {
-      ps_interp_fail (error, PS_ERROR_LIMIT, ins,
-                      "work limit of %" G_GINT64_FORMAT " element operations exceeded "
-                      "(program too large for the reference interpreter)",
-                      ctx->opts.max_work);
+      ip_fail (error, PS_ERROR_LIMIT, ins,
+               "work limit of %" G_GINT64_FORMAT " element operations exceeded "
+               "(program too large for the reference interpreter)",
+               ctx->opts.max_work);
       return FALSE;
     }
   return TRUE;
@@ -65,7 +66,7 @@ ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
 }
 
 gboolean
-ps_interp_same_dims (const PsShape *a, const PsShape *b)
+ip_same_dims (const PsShape *a, const PsShape *b)
 {
   if (a->etype == PS_TUPLE || b->etype == PS_TUPLE || a->rank != b->rank)
     return FALSE;
@@ -73,31 +74,6 @@ ps_interp_same_dims (const PsShape *a, const PsShape *b)
     if (a->dims[d] != b->dims[d])
       return FALSE;
   return TRUE;
-}
-
-int64_t *
-ps_interp_strides (const PsShape *s)
-{
-  int64_t *st = g_new0 (int64_t, MAX (1, s->rank));
-  int64_t acc = 1;
-  for (int d = s->rank - 1; d >= 0; d--)
-    {
-      st[d] = acc;
-      acc *= s->dims[d];
-    }
-  return st;
-}
-
-gboolean
-ps_interp_next_index (int rank, const int64_t *dims, int64_t *idx)
-{
-  for (int d = rank - 1; d >= 0; d--)
-    {
-      if (++idx[d] < dims[d])
-        return TRUE;
-      idx[d] = 0;
-    }
-  return FALSE;
 }
 
 /* ---- plans ----------------------------------------------------------------- */
@@ -129,7 +105,7 @@ plan_free (gpointer p)
 }
 
 static Plan *
-get_plan (PsInterpCtx *ctx, const PsComputation *c, GError **error)
+get_plan (IpCtx *ctx, const PsComputation *c, GError **error)
 {
   Plan *plan = g_hash_table_lookup (ctx->plans, c);
   if (plan)
@@ -164,8 +140,8 @@ get_plan (PsInterpCtx *ctx, const PsComputation *c, GError **error)
           int p = GPOINTER_TO_INT (g_hash_table_lookup (pos, ins->operands[j])) - 1;
           if (p < 0)
             {
-              ps_interp_fail (error, PS_ERROR_INVALID, ins,
-                              "operand %d is not in computation %s", j, c->name);
+              ip_fail (error, PS_ERROR_INVALID, ins,
+                       "operand %d is not in computation %s", j, c->name);
               ok = FALSE;
               p = 0;
             }
@@ -208,27 +184,27 @@ typedef struct {
   const int64_t *devs;
 } Lanes;
 
-static gboolean eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes,
+static gboolean eval_comp (IpCtx *ctx, const PsComputation *c, Lanes lanes,
                            int n_args, PsValue *const *args, PsValue **out,
                            GError **error);
 
-static PsValue *eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
+static PsValue *eval_local (IpCtx *ctx, const PsInstr *ins, PsValue **ops,
                             int64_t device, GError **error);
 
-static gboolean eval_collective (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes,
+static gboolean eval_collective (IpCtx *ctx, const PsInstr *ins, Lanes lanes,
                                  PsValue ***ops, PsValue **out, GError **error);
 
-static gboolean is_manual_conversion (const PsInterpCtx *ctx, const PsInstr *ins);
-static gboolean eval_manual_conversion (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes,
+static gboolean is_manual_conversion (const IpCtx *ctx, const PsInstr *ins);
+static gboolean eval_manual_conversion (IpCtx *ctx, const PsInstr *ins, Lanes lanes,
                                         PsValue ***ops, PsValue **out, GError **error);
 
 static gboolean
-eval_while (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
+eval_while (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
             PsValue **out, GError **error)
 {
   if (ins->n_called < 2 || ins->n_operands != 1)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "while needs a condition, a body and one operand");
+      ip_fail (error, PS_ERROR_INVALID, ins, "while needs a condition, a body and one operand");
       return FALSE;
     }
   const PsComputation *cond = ins->called[0], *body = ins->called[1];
@@ -268,7 +244,7 @@ eval_while (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
           const PsValue *p = tmp[a];
           if (ok && (!p->i || p->n != 1))
             {
-              ps_interp_fail (error, PS_ERROR_INVALID, ins, "condition does not return pred[]");
+              ip_fail (error, PS_ERROR_INVALID, ins, "condition does not return pred[]");
               ok = FALSE;
             }
           if (ok && p->i[0])
@@ -283,7 +259,7 @@ eval_while (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
         }
       if (!ok || nb == 0)
         break;
-      ok = ps_interp_charge (ctx, ins, nb, error);
+      ok = ip_charge (ctx, ins, nb, error);
       Lanes body_lanes = { nb, dev };
       if (ok)
         ok = eval_comp (ctx, body, body_lanes, 1, args, tmp, error);
@@ -307,13 +283,13 @@ eval_while (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
 }
 
 static gboolean
-eval_conditional (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
+eval_conditional (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
                   PsValue **out, GError **error)
 {
   int nb = ins->n_called;
   if (nb < 1 || ins->n_operands != nb + 1)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "conditional needs one operand per branch plus the selector");
+      ip_fail (error, PS_ERROR_INVALID, ins, "conditional needs one operand per branch plus the selector");
       return FALSE;
     }
   int *branch = g_new0 (int, lanes.n);
@@ -322,7 +298,7 @@ eval_conditional (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***
       const PsValue *sel = ops[0][l];
       if (!sel->i || sel->n != 1)
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "selector must be a pred[] or s32[] scalar");
+          ip_fail (error, PS_ERROR_INVALID, ins, "selector must be a pred[] or s32[] scalar");
           g_free (branch);
           return FALSE;
         }
@@ -369,12 +345,12 @@ eval_conditional (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***
 }
 
 static gboolean
-eval_call (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
+eval_call (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
            PsValue **out, GError **error)
 {
   if (ins->n_called < 1)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "no called computation");
+      ip_fail (error, PS_ERROR_INVALID, ins, "no called computation");
       return FALSE;
     }
   int na = ins->n_operands;
@@ -412,13 +388,13 @@ eval_call (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
     {
       for (int l = 0; l < lanes.n; l++)
         g_clear_pointer (&out[l], ps_value_free);
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "call-start must have a tuple shape");
+      ip_fail (error, PS_ERROR_INVALID, ins, "call-start must have a tuple shape");
     }
   return ok;
 }
 
 static gboolean
-eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
+eval_comp (IpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
            PsValue *const *args, PsValue **out, GError **error)
 {
   Plan *plan = get_plan (ctx, c, error);
@@ -465,8 +441,8 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
                 {
                   char *want = ps_shape_to_string (ins->shape, FALSE);
                   char *got = a ? ps_shape_to_string (a->shape, FALSE) : g_strdup ("nothing");
-                  ps_interp_fail (error, PS_ERROR_INVALID, ins, "argument is %s, parameter wants %s",
-                                  got, want);
+                  ip_fail (error, PS_ERROR_INVALID, ins, "argument is %s, parameter wants %s",
+                           got, want);
                   g_free (want);
                   g_free (got);
                   ok = FALSE;
@@ -479,14 +455,14 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
         }
       if (ps_shape_leaf_elements (ins->shape) > ctx->opts.max_elements)
         {
-          ps_interp_fail (error, PS_ERROR_LIMIT, ins,
-                          "value of %" G_GINT64_FORMAT " elements is over the interpreter's "
-                          "limit of %" G_GINT64_FORMAT,
-                          ps_shape_leaf_elements (ins->shape), ctx->opts.max_elements);
+          ip_fail (error, PS_ERROR_LIMIT, ins,
+                   "value of %" G_GINT64_FORMAT " elements is over the interpreter's "
+                   "limit of %" G_GINT64_FORMAT,
+                   ps_shape_leaf_elements (ins->shape), ctx->opts.max_elements);
           ok = FALSE;
           break;
         }
-      if (!ps_interp_charge (ctx, ins, ps_shape_leaf_elements (ins->shape) * nl, error))
+      if (!ip_charge (ctx, ins, ps_shape_leaf_elements (ins->shape) * nl, error))
         {
           ok = FALSE;
           break;
@@ -494,10 +470,10 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
       ctx->live_elements += ps_shape_leaf_elements (ins->shape) * nl;
       if (ctx->live_elements > ctx->opts.max_live_elements)
         {
-          ps_interp_fail (error, PS_ERROR_LIMIT, ins,
-                          "memory limit: %d device%s would hold %" G_GINT64_FORMAT " elements at "
-                          "once, over the interpreter's limit of %" G_GINT64_FORMAT,
-                          nl, nl == 1 ? "" : "s", ctx->live_elements, ctx->opts.max_live_elements);
+          ip_fail (error, PS_ERROR_LIMIT, ins,
+                   "memory limit: %d device%s would hold %" G_GINT64_FORMAT " elements at "
+                   "once, over the interpreter's limit of %" G_GINT64_FORMAT,
+                   nl, nl == 1 ? "" : "s", ctx->live_elements, ctx->opts.max_live_elements);
           ctx->live_elements -= ps_shape_leaf_elements (ins->shape) * nl;
           ok = FALSE;
           break;
@@ -547,7 +523,7 @@ eval_comp (PsInterpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
           {
             char *want = ps_shape_to_string (ins->shape, FALSE);
             char *got = ps_shape_to_string (res[l]->shape, FALSE);
-            ps_interp_fail (error, PS_ERROR_INVALID, ins, "computed %s, declared %s", got, want);
+            ip_fail (error, PS_ERROR_INVALID, ins, "computed %s, declared %s", got, want);
             g_free (want);
             g_free (got);
             ok = FALSE;
@@ -626,7 +602,7 @@ is_scalar_array (const PsShape *s)
 }
 
 static ScalarProg *
-get_scalar_prog (PsInterpCtx *ctx, const PsComputation *c)
+get_scalar_prog (IpCtx *ctx, const PsComputation *c)
 {
   gpointer found;
   if (g_hash_table_lookup_extended (ctx->scalar_progs, c, NULL, &found))
@@ -649,7 +625,7 @@ get_scalar_prog (PsInterpCtx *ctx, const PsComputation *c)
                  && ps_etype_size_bytes (ins->operands[0]->shape->etype)
                     == ps_etype_size_bytes (ins->shape->etype);
       else if (ins->opcode != PS_OP_PARAMETER && ins->opcode != PS_OP_CONSTANT
-               && ins->opcode != PS_OP_COPY && !(ps_interp_is_elementwise (ins->opcode)
+               && ins->opcode != PS_OP_COPY && !(ip_is_elementwise (ins->opcode)
                                                  && ins->n_operands <= 3))
         usable = FALSE;
     }
@@ -697,7 +673,7 @@ run_scalar_prog (ScalarProg *sp, int n_args, PsValue *const *args, GError **erro
             if (k < 0 || k >= n_args || !args[k] || args[k]->shape->etype != ins->shape->etype
                 || args[k]->n != 1)
               {
-                ps_interp_fail (error, PS_ERROR_INVALID, ins, "argument does not fit the parameter");
+                ip_fail (error, PS_ERROR_INVALID, ins, "argument does not fit the parameter");
                 return NULL;
               }
             sp->cur[i] = args[k];
@@ -709,7 +685,7 @@ run_scalar_prog (ScalarProg *sp, int n_args, PsValue *const *args, GError **erro
           ps_value_copy_elem (sp->slots[i], 0, sp->cur[opi[0]], 0);
           break;
         case PS_OP_BITCAST_CONVERT:
-          ps_interp_bitcast_elem (sp->slots[i], 0, sp->cur[opi[0]], 0);
+          ip_bitcast_elem (sp->slots[i], 0, sp->cur[opi[0]], 0);
           break;
         case PS_OP_TUPLE:
           for (int k = 0; k < ins->n_operands; k++)
@@ -718,7 +694,7 @@ run_scalar_prog (ScalarProg *sp, int n_args, PsValue *const *args, GError **erro
         default:
           for (int k = 0; k < ins->n_operands; k++)
             sp->ops[k] = sp->cur[opi[k]];
-          if (!ps_interp_elementwise_into (ins, sp->ops, sp->slots[i], error))
+          if (!ip_elementwise_into (ins, sp->ops, sp->slots[i], error))
             return NULL;
         }
     }
@@ -726,8 +702,8 @@ run_scalar_prog (ScalarProg *sp, int n_args, PsValue *const *args, GError **erro
 }
 
 const PsValue *
-ps_interp_call_fast (PsInterpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
-                     PsValue *const *args, PsValue **owned, GError **error)
+ip_call_fast (IpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
+              PsValue *const *args, PsValue **owned, GError **error)
 {
   *owned = NULL;
   ScalarProg *sp = get_scalar_prog (ctx, c);
@@ -740,11 +716,11 @@ ps_interp_call_fast (PsInterpCtx *ctx, const PsComputation *c, int64_t device, i
 }
 
 PsValue *
-ps_interp_call (PsInterpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
-                PsValue *const *args, GError **error)
+ip_call (IpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
+         PsValue *const *args, GError **error)
 {
   PsValue *owned = NULL;
-  const PsValue *r = ps_interp_call_fast (ctx, c, device, n_args, args, &owned, error);
+  const PsValue *r = ip_call_fast (ctx, c, device, n_args, args, &owned, error);
   if (!r)
     return NULL;
   return owned ? owned : ps_value_copy (r);
@@ -753,7 +729,7 @@ ps_interp_call (PsInterpCtx *ctx, const PsComputation *c, int64_t device, int n_
 /* ---- reducers -------------------------------------------------------------- */
 
 void
-ps_reducer_init (PsReducer *r, PsInterpCtx *ctx, const PsComputation *c, int64_t device,
+ip_reducer_init (IpReducer *r, IpCtx *ctx, const PsComputation *c, int64_t device,
                  PsElemType t)
 {
   memset (r, 0, sizeof *r);
@@ -792,23 +768,23 @@ ps_reducer_init (PsReducer *r, PsInterpCtx *ctx, const PsComputation *c, int64_t
 }
 
 void
-ps_reducer_clear (PsReducer *r)
+ip_reducer_clear (IpReducer *r)
 {
   g_clear_pointer (&r->a, ps_value_free);
   g_clear_pointer (&r->b, ps_value_free);
 }
 
 gboolean
-ps_reducer_apply (PsReducer *r, const PsValue *a, int64_t ai, const PsValue *b, int64_t bi,
+ip_reducer_apply (IpReducer *r, const PsValue *a, int64_t ai, const PsValue *b, int64_t bi,
                   PsValue *out, int64_t oi, GError **error)
 {
   if (r->fast_op != PS_OP_COUNT)
     {
       /* Commutative ops, but keep operand order for NaN payload determinism. */
       if (r->swapped)
-        ps_interp_binary_elem (r->fast_op, out->shape->etype, b, bi, a, ai, out, oi);
+        ip_binary_elem (r->fast_op, out->shape->etype, b, bi, a, ai, out, oi);
       else
-        ps_interp_binary_elem (r->fast_op, out->shape->etype, a, ai, b, bi, out, oi);
+        ip_binary_elem (r->fast_op, out->shape->etype, a, ai, b, bi, out, oi);
       return TRUE;
     }
   if (!r->comp)
@@ -819,10 +795,10 @@ ps_reducer_apply (PsReducer *r, const PsValue *a, int64_t ai, const PsValue *b, 
   ps_value_copy_elem (r->a, 0, a, ai);
   ps_value_copy_elem (r->b, 0, b, bi);
   PsValue *args[2] = { r->a, r->b };
-  if (!ps_interp_charge (r->ctx, r->comp->root, r->comp->instrs->len, error))
+  if (!ip_charge (r->ctx, r->comp->root, r->comp->instrs->len, error))
     return FALSE;
   PsValue *owned = NULL;
-  const PsValue *res = ps_interp_call_fast (r->ctx, r->comp, r->device, 2, args, &owned, error);
+  const PsValue *res = ip_call_fast (r->ctx, r->comp, r->device, 2, args, &owned, error);
   if (!res)
     return FALSE;
   if (res->shape->etype == PS_TUPLE || res->n != 1 || res->shape->etype != out->shape->etype)
@@ -851,13 +827,13 @@ mix64 (guint64 x)
 }
 
 static PsValue *
-eval_rng (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+eval_rng (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   const char *dist = ps_instr_get_raw_attr (ins, "distribution");
   gboolean normal = dist && strstr (dist, "normal") != NULL;
   if (ins->n_operands != 2 || ins->shape->etype == PS_TUPLE || ops[0]->n != 1 || ops[1]->n != 1)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "rng needs two scalar operands");
+      ip_fail (error, PS_ERROR_INVALID, ins, "rng needs two scalar operands");
       return NULL;
     }
   double a = ps_value_get (ops[0], 0), b = ps_value_get (ops[1], 0);
@@ -908,7 +884,7 @@ reshape_corner (const PsValue *src, const PsShape *shape)
     }
   int rank = shape->rank;
   int64_t *idx = g_new0 (int64_t, MAX (1, rank));
-  int64_t *sst = ps_interp_strides (src->shape);
+  int64_t *sst = ps_shape_strides (src->shape);
   for (int64_t i = 0; i < v->n; i++)
     {
       gboolean in = TRUE;
@@ -921,7 +897,7 @@ reshape_corner (const PsValue *src, const PsShape *shape)
         }
       if (in)
         ps_value_copy_elem (v, i, src, si);
-      ps_interp_next_index (rank, shape->dims, idx);
+      ps_index_next (rank, shape->dims, idx);
     }
   g_free (idx);
   g_free (sst);
@@ -929,7 +905,7 @@ reshape_corner (const PsValue *src, const PsShape *shape)
 }
 
 static PsValue *
-eval_custom_call (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+eval_custom_call (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
                   GError **error)
 {
   const char *t = ins->custom_call_target ? ins->custom_call_target : "";
@@ -951,7 +927,7 @@ eval_custom_call (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
       if (ins->shape->etype != PS_TUPLE || ins->shape->n_elems != 2 || x->shape->rank < 1
           || !x->f)
         {
-          ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "TopK on this shape");
+          ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "TopK on this shape");
           return NULL;
         }
       PsValue *out = ps_value_new (ins->shape);
@@ -963,7 +939,7 @@ eval_custom_call (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
           || idxs->n != vals->n)
         {
           ps_value_free (out);
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "TopK shapes do not fit");
+          ip_fail (error, PS_ERROR_INVALID, ins, "TopK shapes do not fit");
           return NULL;
         }
       gboolean *taken = g_new0 (gboolean, MAX (1, n));
@@ -984,12 +960,12 @@ eval_custom_call (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
       g_free (taken);
       return out;
     }
-  ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "custom-call target \"%s\" is not supported", t);
+  ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "custom-call target \"%s\" is not supported", t);
   return NULL;
 }
 
 static PsValue *
-eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+eval_local (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   int64_t np = ctx->opts.num_partitions;
   switch (ins->opcode)
@@ -1000,7 +976,7 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
         PsValue *v = ps_value_from_literal (ins->shape, ins->literal, &e);
         if (!v)
           {
-            ps_interp_fail (error, PS_ERROR_INVALID, ins, "%s", e->message);
+            ip_fail (error, PS_ERROR_INVALID, ins, "%s", e->message);
             g_error_free (e);
           }
         return v;
@@ -1012,7 +988,7 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
         if (!v->i || v->n != 1)
           {
             ps_value_free (v);
-            ps_interp_fail (error, PS_ERROR_INVALID, ins, "must be an integer scalar");
+            ip_fail (error, PS_ERROR_INVALID, ins, "must be an integer scalar");
             return NULL;
           }
         v->i[0] = ins->opcode == PS_OP_PARTITION_ID ? device % np : device / np;
@@ -1034,8 +1010,8 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
         if (ins->n_operands != 1 || ops[0]->shape->etype != PS_TUPLE || k < 0
             || k >= ops[0]->n_elems)
           {
-            ps_interp_fail (error, PS_ERROR_INVALID, ins, "tuple index %" G_GINT64_FORMAT
-                            " is out of range", k);
+            ip_fail (error, PS_ERROR_INVALID, ins, "tuple index %" G_GINT64_FORMAT
+                     " is out of range", k);
             return NULL;
           }
         return ps_value_copy (ops[0]->elems[k]);
@@ -1064,7 +1040,7 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
         if (ins->n_operands != 1 || ins->shape->etype != PS_TUPLE || ins->shape->n_elems != 2
             || !ps_shape_equal (ops[0]->shape, ins->shape->elems[0]) || !ops[0]->i)
           {
-            ps_interp_fail (error, PS_ERROR_INVALID, ins, "rng-bit-generator needs an integer state and a (state, bits) result");
+            ip_fail (error, PS_ERROR_INVALID, ins, "rng-bit-generator needs an integer state and a (state, bits) result");
             return NULL;
           }
         PsValue *v = ps_value_new (ins->shape);
@@ -1074,7 +1050,7 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
         if (!bits->i && bits->n > 0)
           {
             ps_value_free (v);
-            ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "rng-bit-generator of floats is not supported");
+            ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "rng-bit-generator of floats is not supported");
             return NULL;
           }
         guint64 h = ctx->opts.rng_seed ^ 0x243f6a8885a308d3ULL;
@@ -1092,20 +1068,20 @@ eval_local (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
         return v;
       }
     default:
-      if (ps_interp_is_elementwise (ins->opcode))
-        return ps_interp_elementwise (ctx, ins, ops, error);
-      if (ps_interp_is_data_op (ins->opcode))
-        return ps_interp_data_op (ctx, ins, ops, device, error);
-      if (ps_interp_is_window_op (ins->opcode))
-        return ps_interp_window_op (ctx, ins, ops, device, error);
-      if (ps_interp_is_linalg_op (ins->opcode))
-        return ps_interp_linalg_op (ctx, ins, ops, error);
-      if (ps_interp_is_norm_op (ins->opcode))
-        return ps_interp_norm_op (ctx, ins, ops, error);
+      if (ip_is_elementwise (ins->opcode))
+        return ip_elementwise (ctx, ins, ops, error);
+      if (ip_is_data_op (ins->opcode))
+        return ip_data_op (ctx, ins, ops, device, error);
+      if (ip_is_window_op (ins->opcode))
+        return ip_window_op (ctx, ins, ops, device, error);
+      if (ip_is_linalg_op (ins->opcode))
+        return ip_linalg_op (ctx, ins, ops, error);
+      if (ip_is_norm_op (ins->opcode))
+        return ip_norm_op (ctx, ins, ops, error);
       break;
     }
-  ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "opcode %s is not supported by the interpreter",
-                  ps_opcode_name (ins->opcode));
+  ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "opcode %s is not supported by the interpreter",
+           ps_opcode_name (ins->opcode));
   return NULL;
 }
 
@@ -1131,8 +1107,8 @@ group_mode (const PsInstr *ins, GroupMode *mode, GError **error)
     {
       if (ins->use_global_device_ids)
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins,
-                          "use_global_device_ids=true needs a channel_id");
+          ip_fail (error, PS_ERROR_INVALID, ins,
+                   "use_global_device_ids=true needs a channel_id");
           return FALSE;
         }
       *mode = MODE_CROSS_REPLICA;
@@ -1145,7 +1121,7 @@ group_mode (const PsInstr *ins, GroupMode *mode, GError **error)
 /* The participants (global device ids, in the order that defines gather and
  * scatter positions) of `ins` as seen from `device`. */
 static gboolean
-participants (PsInterpCtx *ctx, const PsInstr *ins, int64_t device, GArray *members,
+participants (IpCtx *ctx, const PsInstr *ins, int64_t device, GArray *members,
               int *my_pos, GError **error)
 {
   GroupMode mode;
@@ -1179,18 +1155,18 @@ participants (PsInterpCtx *ctx, const PsInstr *ins, int64_t device, GArray *memb
           }
   if (!group)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins,
-                      "device %" G_GINT64_FORMAT " is in no replica group", device);
+      ip_fail (error, PS_ERROR_INVALID, ins,
+               "device %" G_GINT64_FORMAT " is in no replica group", device);
       return FALSE;
     }
   for (int k = 0; k < glen; k++)
     if (group[k] < 0 || group[k] >= id_space)
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins,
-                        "replica group id %" G_GINT64_FORMAT " is out of range (%" G_GINT64_FORMAT
-                        " %s)", group[k], id_space,
-                        mode == MODE_CROSS_PARTITION ? "partitions"
-                        : mode == MODE_FLATTENED_ID ? "devices" : "replicas");
+        ip_fail (error, PS_ERROR_INVALID, ins,
+                 "replica group id %" G_GINT64_FORMAT " is out of range (%" G_GINT64_FORMAT
+                 " %s)", group[k], id_space,
+                 mode == MODE_CROSS_PARTITION ? "partitions"
+                 : mode == MODE_FLATTENED_ID ? "devices" : "replicas");
         g_free (all);
         return FALSE;
       }
@@ -1230,8 +1206,8 @@ participants (PsInterpCtx *ctx, const PsInstr *ins, int64_t device, GArray *memb
       *my_pos = (int) k;
   if (*my_pos < 0)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "device %" G_GINT64_FORMAT
-                      " is not among its own participants", device);
+      ip_fail (error, PS_ERROR_INVALID, ins, "device %" G_GINT64_FORMAT
+               " is not among its own participants", device);
       return FALSE;
     }
   return TRUE;
@@ -1239,33 +1215,33 @@ participants (PsInterpCtx *ctx, const PsInstr *ins, int64_t device, GArray *memb
 
 /* Reduces the k-th operand over the members into a new value. */
 static PsValue *
-reduce_over (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, int k, const int *mlanes,
+reduce_over (IpCtx *ctx, const PsInstr *ins, PsValue ***ops, int k, const int *mlanes,
              int n, int64_t device, GError **error)
 {
   const PsValue *first = ops[k][mlanes[0]];
   if (first->shape->etype == PS_TUPLE)
     {
-      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "tuple operands are not supported");
+      ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "tuple operands are not supported");
       return NULL;
     }
   PsValue *acc = ps_value_copy (first);
-  PsReducer red;
-  ps_reducer_init (&red, ctx, ins->n_called ? ins->called[0] : NULL, device, acc->shape->etype);
+  IpReducer red;
+  ip_reducer_init (&red, ctx, ins->n_called ? ins->called[0] : NULL, device, acc->shape->etype);
   gboolean ok = TRUE;
   for (int j = 1; j < n && ok; j++)
     {
       const PsValue *v = ops[k][mlanes[j]];
       if (!ps_shape_equal (v->shape, acc->shape))
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "participants' operand shapes differ");
+          ip_fail (error, PS_ERROR_INVALID, ins, "participants' operand shapes differ");
           ok = FALSE;
           break;
         }
-      ok = ps_interp_charge (ctx, ins, acc->n, error);
+      ok = ip_charge (ctx, ins, acc->n, error);
       for (int64_t e = 0; e < acc->n && ok; e++)
-        ok = ps_reducer_apply (&red, acc, e, v, e, acc, e, error);
+        ok = ip_reducer_apply (&red, acc, e, v, e, acc, e, error);
     }
-  ps_reducer_clear (&red);
+  ip_reducer_clear (&red);
   if (!ok)
     {
       ps_value_free (acc);
@@ -1283,7 +1259,7 @@ place_block (PsValue *dst, const PsValue *src, int dim, int64_t off, gboolean ex
   const PsValue *big = extract ? src : dst;
   int rank = small->shape->rank;
   int64_t *idx = g_new0 (int64_t, MAX (1, rank));
-  int64_t *bst = ps_interp_strides (big->shape);
+  int64_t *bst = ps_shape_strides (big->shape);
   for (int64_t i = 0; i < small->n; i++)
     {
       int64_t bi = 0;
@@ -1293,7 +1269,7 @@ place_block (PsValue *dst, const PsValue *src, int dim, int64_t off, gboolean ex
         ps_value_copy_elem (dst, i, src, bi);
       else
         ps_value_copy_elem (dst, bi, src, i);
-      ps_interp_next_index (rank, small->shape->dims, idx);
+      ps_index_next (rank, small->shape->dims, idx);
     }
   g_free (idx);
   g_free (bst);
@@ -1304,8 +1280,8 @@ check_dim (const PsInstr *ins, const PsShape *s, int64_t dim, GError **error)
 {
   if (s->etype == PS_TUPLE || dim < 0 || dim >= s->rank)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "dimension %" G_GINT64_FORMAT
-                      " is out of range", dim);
+      ip_fail (error, PS_ERROR_INVALID, ins, "dimension %" G_GINT64_FORMAT
+               " is out of range", dim);
       return FALSE;
     }
   return TRUE;
@@ -1313,7 +1289,7 @@ check_dim (const PsInstr *ins, const PsShape *s, int64_t dim, GError **error)
 
 /* Result of collective `ins` for one lane; members are lanes. */
 static PsValue *
-collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int *mlanes,
+collective_one (IpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int *mlanes,
                 int n, int my_pos, int64_t device, GError **error)
 {
   int no = ins->n_operands;
@@ -1324,7 +1300,7 @@ collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int 
   if (no < 1 || (!tuple_out && no != 1) || (tuple_out && oshape->n_elems != no
                                             && ins->opcode != PS_OP_ALL_TO_ALL))
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "operand count does not match the shape");
+      ip_fail (error, PS_ERROR_INVALID, ins, "operand count does not match the shape");
       g_free (res);
       return NULL;
     }
@@ -1352,8 +1328,8 @@ collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int 
                 int64_t od = mine->shape->dims[dim];
                 if (rs->dims[dim] != od * n || rs->rank != mine->shape->rank)
                   {
-                    ps_interp_fail (error, PS_ERROR_INVALID, ins, "gathered dim %" G_GINT64_FORMAT
-                                    " is not %d x the operand's", dim, n);
+                    ip_fail (error, PS_ERROR_INVALID, ins, "gathered dim %" G_GINT64_FORMAT
+                             " is not %d x the operand's", dim, n);
                     ok = FALSE;
                     break;
                   }
@@ -1363,7 +1339,7 @@ collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int 
                     const PsValue *v = ops[k][mlanes[j]];
                     if (!ps_shape_equal (v->shape, mine->shape))
                       {
-                        ps_interp_fail (error, PS_ERROR_INVALID, ins, "participants' operand shapes differ");
+                        ip_fail (error, PS_ERROR_INVALID, ins, "participants' operand shapes differ");
                         ok = FALSE;
                         break;
                       }
@@ -1381,8 +1357,8 @@ collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int 
                 int64_t cd = rs->dims[dim];
                 if (cd * n != sum->shape->dims[dim] || rs->rank != sum->shape->rank)
                   {
-                    ps_interp_fail (error, PS_ERROR_INVALID, ins, "scattered dim %" G_GINT64_FORMAT
-                                    " is not the operand's / %d", dim, n);
+                    ip_fail (error, PS_ERROR_INVALID, ins, "scattered dim %" G_GINT64_FORMAT
+                             " is not the operand's / %d", dim, n);
                     ps_value_free (sum);
                     ok = FALSE;
                     break;
@@ -1403,8 +1379,8 @@ collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int 
               || !ps_shape_equal (mine->shape, oshape) || mine->shape->dims[dim] % n)
             {
               if (error && !*error)
-                ps_interp_fail (error, PS_ERROR_INVALID, ins,
-                                "all-to-all dim must split evenly over %d participants", n);
+                ip_fail (error, PS_ERROR_INVALID, ins,
+                         "all-to-all dim must split evenly over %d participants", n);
               ok = FALSE;
               break;
             }
@@ -1427,8 +1403,8 @@ collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int 
         {
           if (no != n)
             {
-              ps_interp_fail (error, PS_ERROR_INVALID, ins,
-                              "tuple all-to-all needs one operand per participant");
+              ip_fail (error, PS_ERROR_INVALID, ins,
+                       "tuple all-to-all needs one operand per participant");
               ok = FALSE;
               break;
             }
@@ -1437,7 +1413,7 @@ collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int 
         }
       break;
     default:
-      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "collective is not supported");
+      ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "collective is not supported");
       ok = FALSE;
     }
   PsValue *out = NULL;
@@ -1451,7 +1427,7 @@ collective_one (PsInterpCtx *ctx, const PsInstr *ins, PsValue ***ops, const int 
 }
 
 static gboolean
-eval_permute (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops, PsValue **out,
+eval_permute (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops, PsValue **out,
               const int *lane_of, GError **error)
 {
   GroupMode mode;
@@ -1459,7 +1435,7 @@ eval_permute (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
     return FALSE;
   if (ins->n_operands < 1 || ops[0][0]->shape->etype == PS_TUPLE)
     {
-      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "only single-array collective-permute is supported");
+      ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "only single-array collective-permute is supported");
       return FALSE;
     }
   int64_t np = ctx->opts.num_partitions;
@@ -1467,8 +1443,8 @@ eval_permute (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
   for (int k = 0; k < 2 * ins->n_pairs; k++)
     if (ins->source_target_pairs[k] < 0 || ins->source_target_pairs[k] >= id_space)
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins, "pair id %" G_GINT64_FORMAT
-                        " is out of range", ins->source_target_pairs[k]);
+        ip_fail (error, PS_ERROR_INVALID, ins, "pair id %" G_GINT64_FORMAT
+                 " is out of range", ins->source_target_pairs[k]);
         return FALSE;
       }
   for (int l = 0; l < lanes.n; l++)
@@ -1490,15 +1466,15 @@ eval_permute (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
       int sl = lane_of[sdev];
       if (sl < 0)
         {
-          ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
-                          "device %" G_GINT64_FORMAT " waits for device %" G_GINT64_FORMAT
-                          ", which is not running this instruction (control flow diverged)",
-                          dev, sdev);
+          ip_fail (error, PS_ERROR_UNSUPPORTED, ins,
+                   "device %" G_GINT64_FORMAT " waits for device %" G_GINT64_FORMAT
+                   ", which is not running this instruction (control flow diverged)",
+                   dev, sdev);
           return FALSE;
         }
       if (!ps_shape_equal (ops[0][sl]->shape, ins->shape))
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "operand shape differs from the result");
+          ip_fail (error, PS_ERROR_INVALID, ins, "operand shape differs from the result");
           return FALSE;
         }
       out[l] = ps_value_copy (ops[0][sl]);
@@ -1507,7 +1483,7 @@ eval_permute (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
 }
 
 static gboolean
-eval_collective (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
+eval_collective (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
                  PsValue **out, GError **error)
 {
   int *lane_of = g_new (int, ctx->num_devices);
@@ -1524,7 +1500,7 @@ eval_collective (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***o
   if (ins->opcode != PS_OP_ALL_REDUCE && ins->opcode != PS_OP_ALL_GATHER
       && ins->opcode != PS_OP_REDUCE_SCATTER && ins->opcode != PS_OP_ALL_TO_ALL)
     {
-      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "collective is not supported");
+      ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "collective is not supported");
       ok = FALSE;
       goto done;
     }
@@ -1550,10 +1526,10 @@ eval_collective (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***o
           mlanes[j] = lane_of[d];
           if (mlanes[j] < 0)
             {
-              ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
-                              "device %" G_GINT64_FORMAT " waits for device %" G_GINT64_FORMAT
-                              ", which is not running this instruction (control flow diverged)",
-                              lanes.devs[l], d);
+              ip_fail (error, PS_ERROR_UNSUPPORTED, ins,
+                       "device %" G_GINT64_FORMAT " waits for device %" G_GINT64_FORMAT
+                       ", which is not running this instruction (control flow diverged)",
+                       lanes.devs[l], d);
               ok = FALSE;
               break;
             }
@@ -1587,7 +1563,7 @@ done:
 /* ---- manual regions in the global view ------------------------------------- */
 
 static gboolean
-is_manual_conversion (const PsInterpCtx *ctx, const PsInstr *ins)
+is_manual_conversion (const IpCtx *ctx, const PsInstr *ins)
 {
   const char *t = ins->custom_call_target;
   return ctx->opts.global_view && ins->opcode == PS_OP_CUSTOM_CALL && t && ins->n_operands == 1
@@ -1616,7 +1592,7 @@ place_piece (PsValue *dst, const PsValue *piece, const int64_t *off, const int64
 {
   int rank = dst->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *dst_st = ps_interp_strides (dst->shape);
+  int64_t *dst_st = ps_shape_strides (dst->shape);
   for (int64_t i = 0; i < piece->n; i++)
     {
       gboolean in = TRUE;
@@ -1630,7 +1606,7 @@ place_piece (PsValue *dst, const PsValue *piece, const int64_t *off, const int64
         }
       if (in)
         ps_value_copy_elem (dst, di, piece, i);
-      ps_interp_next_index (rank, piece->shape->dims, idx);
+      ps_index_next (rank, piece->shape->dims, idx);
     }
   g_free (idx);
   g_free (dst_st);
@@ -1654,7 +1630,7 @@ sharded_piece (const PsSharding *s, const PsValue *v, int64_t device)
   if (ps_sharding_tile_bounds (s, v->shape, device, off, lim))
     {
       int64_t *idx = g_new0 (int64_t, rank + 1);
-      int64_t *st = ps_interp_strides (v->shape);
+      int64_t *st = ps_shape_strides (v->shape);
       for (int64_t i = 0; i < out->n; i++)
         {
           gboolean in = TRUE;
@@ -1668,7 +1644,7 @@ sharded_piece (const PsSharding *s, const PsValue *v, int64_t device)
             }
           if (in)
             ps_value_copy_elem (out, i, v, si);
-          ps_interp_next_index (rank, out->shape->dims, idx);
+          ps_index_next (rank, out->shape->dims, idx);
         }
       g_free (idx);
       g_free (st);
@@ -1711,7 +1687,7 @@ provides_tile (const PsSharding *s, int64_t d, int64_t e)
  * PsInterpOptions.global_view): a collective that re-reads every device's
  * piece of the operand as its piece of the result. */
 static gboolean
-eval_manual_conversion (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
+eval_manual_conversion (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
                         PsValue **out, GError **error)
 {
   const PsSharding *sin = array_sharding (ins->operands[0]->sharding);
@@ -1719,16 +1695,16 @@ eval_manual_conversion (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsVal
   const PsShape *ishape = ins->operands[0]->shape, *oshape = ins->shape;
   if (ishape->etype == PS_TUPLE || oshape->etype == PS_TUPLE)
     {
-      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
-                      "tuple-shaped %s in a manual region", ins->custom_call_target);
+      ip_fail (error, PS_ERROR_UNSUPPORTED, ins,
+               "tuple-shaped %s in a manual region", ins->custom_call_target);
       return FALSE;
     }
   if (!sharding_fits_array (sin, ishape) || !sharding_fits_array (sout, oshape)
       || ishape->rank != oshape->rank)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins,
-                      "the shardings of %s and its operand do not fit their shapes",
-                      ins->custom_call_target);
+      ip_fail (error, PS_ERROR_INVALID, ins,
+               "the shardings of %s and its operand do not fit their shapes",
+               ins->custom_call_target);
       return FALSE;
     }
   gboolean manual_out = sout && sout->kind == PS_SHARDING_MANUAL;
@@ -1752,10 +1728,10 @@ eval_manual_conversion (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsVal
             continue;
           if (lane_of[e] < 0)
             {
-              ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins,
-                              "device %" G_GINT64_FORMAT " waits for device %" G_GINT64_FORMAT
-                              ", which is not running this instruction (control flow diverged)",
-                              d, e);
+              ip_fail (error, PS_ERROR_UNSUPPORTED, ins,
+                       "device %" G_GINT64_FORMAT " waits for device %" G_GINT64_FORMAT
+                       ", which is not running this instruction (control flow diverged)",
+                       d, e);
               ok = FALSE;
               break;
             }
@@ -1767,7 +1743,7 @@ eval_manual_conversion (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsVal
                 off[k] = 0;
                 lim[k] = oshape->dims[k];
               }
-          ok = ps_interp_charge (ctx, ins, piece[lane_of[e]]->n, error);
+          ok = ip_charge (ctx, ins, piece[lane_of[e]]->n, error);
           if (ok)
             place_piece (out[l], piece[lane_of[e]], off, lim);
         }
@@ -1787,7 +1763,7 @@ eval_manual_conversion (PsInterpCtx *ctx, const PsInstr *ins, Lanes lanes, PsVal
 /* ---- public entry points ---------------------------------------------------- */
 
 static gboolean
-ctx_init (PsInterpCtx *ctx, const PsModule *m, int64_t num_devices, const PsInterpOptions *opts,
+ctx_init (IpCtx *ctx, const PsModule *m, int64_t num_devices, const PsInterpOptions *opts,
           GError **error)
 {
   memset (ctx, 0, sizeof *ctx);
@@ -1841,7 +1817,7 @@ ps_interp_run_spmd (const PsModule *m, int64_t num_devices, int n_args, PsValue 
                    m->entry->params->len, n_args);
       return FALSE;
     }
-  PsInterpCtx ctx;
+  IpCtx ctx;
   if (!ctx_init (&ctx, m, num_devices, opts, error))
     return FALSE;
   int64_t *devs = g_new0 (int64_t, num_devices);

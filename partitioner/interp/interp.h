@@ -74,17 +74,17 @@ PsValue *ps_value_from_literal (const PsShape *shape, const PsLiteral *lit, GErr
  * and stored from a double with the element type's rounding / wrapping. */
 double ps_value_get (const PsValue *v, int64_t i);
 void ps_value_set (PsValue *v, int64_t i, double x);
+/* Appends element i as HLO literal text ("1.5", "true", "(1, 2)"). */
+void ps_value_append_elem (GString *out, const PsValue *v, int64_t i);
+/* dst[di] = src[si], exactly (no trip through double when both hold the
+ * same kind of element). */
+void ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si);
 /* Exact equality of shapes and elements (NaN equals NaN with the same sign). */
 gboolean ps_value_equal (const PsValue *a, const PsValue *b);
 /* HLO-literal-like text "f32[2,2] {{1, 2}, {3, 4}}", at most max_elems
  * elements then "..." (0 = all). transfer full. */
 char *ps_value_to_string (const PsValue *v, int64_t max_elems);
 
-/* Rounding helpers (round to nearest, ties to even; NaN stays NaN). */
-uint16_t ps_f32_to_bf16_bits (float x);
-float ps_bf16_bits_to_f32 (uint16_t b);
-uint16_t ps_f32_to_f16_bits (float x);
-float ps_f16_bits_to_f32 (uint16_t b);
 /* x rounded to the nearest value of float type t (f64: x itself); for
  * integer types wraps to the type's width; pred: x != 0. */
 double ps_etype_round (PsElemType t, double x);

@@ -8,10 +8,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/float16.h"
+#include "common/ndindex.h"
 #include "partitioner/interp/interp_private.h"
 
 gboolean
-ps_interp_is_data_op (PsOpcode op)
+ip_is_data_op (PsOpcode op)
 {
   switch (op)
     {
@@ -25,7 +27,7 @@ ps_interp_is_data_op (PsOpcode op)
     }
 }
 
-#define FAIL(...) do { ps_interp_fail (error, PS_ERROR_INVALID, ins, __VA_ARGS__); goto fail; } while (0)
+#define FAIL(...) do { ip_fail (error, PS_ERROR_INVALID, ins, __VA_ARGS__); goto fail; } while (0)
 
 static gboolean
 is_array (const PsValue *v)
@@ -42,7 +44,7 @@ op_broadcast (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *sst = ps_interp_strides (a->shape);
+  int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != ins->dimensions.n || a->shape->etype != out->shape->etype)
     FAIL ("operand rank %d does not match dimensions={} (%d entries)", a->shape->rank,
           ins->dimensions.n);
@@ -58,7 +60,7 @@ op_broadcast (const PsInstr *ins, PsValue **ops, GError **error)
       for (int k = 0; k < ins->dimensions.n; k++)
         si += idx[ins->dimensions.v[k]] * sst[k];
       ps_value_copy_elem (out, e, a, si);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (sst);
@@ -77,7 +79,7 @@ op_transpose (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *sst = ps_interp_strides (a->shape);
+  int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != rank || ins->dimensions.n != rank)
     FAIL ("permutation does not match the rank");
   for (int i = 0; i < rank; i++)
@@ -92,7 +94,7 @@ op_transpose (const PsInstr *ins, PsValue **ops, GError **error)
       for (int i = 0; i < rank; i++)
         si += idx[i] * sst[ins->dimensions.v[i]];
       ps_value_copy_elem (out, e, a, si);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (sst);
@@ -111,7 +113,7 @@ op_slice (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *sst = ps_interp_strides (a->shape);
+  int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != rank || ins->slice_starts.n != rank)
     FAIL ("slice={} does not match the rank");
   for (int d = 0; d < rank; d++)
@@ -131,7 +133,7 @@ op_slice (const PsInstr *ins, PsValue **ops, GError **error)
           si += (ins->slice_starts.v[d] + idx[d] * st) * sst[d];
         }
       ps_value_copy_elem (out, e, a, si);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (sst);
@@ -158,7 +160,7 @@ dynamic_starts (const PsInstr *ins, PsValue **ops, int first, int rank, const in
           const PsValue *v = ops[first + d];
           if (!v->i || v->n != 1)
             {
-              ps_interp_fail (error, PS_ERROR_INVALID, ins, "start index %d is not an integer scalar", d);
+              ip_fail (error, PS_ERROR_INVALID, ins, "start index %d is not an integer scalar", d);
               return FALSE;
             }
           s = v->shape->etype == PS_U64 && v->i[0] < 0 ? INT64_MAX : v->i[0];
@@ -167,13 +169,13 @@ dynamic_starts (const PsInstr *ins, PsValue **ops, int first, int rank, const in
         s = ops[first]->i[d];
       else
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "needs %d start indices", rank);
+          ip_fail (error, PS_ERROR_INVALID, ins, "needs %d start indices", rank);
           return FALSE;
         }
       if (sizes[d] > dims[d] || sizes[d] < 0)
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "window %" G_GINT64_FORMAT
-                          " is larger than dim %d (%" G_GINT64_FORMAT ")", sizes[d], d, dims[d]);
+          ip_fail (error, PS_ERROR_INVALID, ins, "window %" G_GINT64_FORMAT
+                   " is larger than dim %d (%" G_GINT64_FORMAT ")", sizes[d], d, dims[d]);
           return FALSE;
         }
       starts[d] = CLAMP (s, 0, dims[d] - sizes[d]);
@@ -191,7 +193,7 @@ op_dynamic_slice (const PsInstr *ins, PsValue **ops, gboolean update, GError **e
   const PsValue *win = update ? u : out;
   int64_t *starts = g_new0 (int64_t, rank + 1);
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *ast = ps_interp_strides (a->shape);
+  int64_t *ast = ps_shape_strides (a->shape);
   if (win->shape->rank != rank || win->shape->etype != a->shape->etype
       || (update && !ps_shape_equal (out->shape, ins->shape)))
     FAIL ("operand and %s do not fit", update ? "update" : "result");
@@ -207,7 +209,7 @@ op_dynamic_slice (const PsInstr *ins, PsValue **ops, gboolean update, GError **e
         ps_value_copy_elem (out, ai, u, e);
       else
         ps_value_copy_elem (out, e, a, ai);
-      ps_interp_next_index (rank, win->shape->dims, idx);
+      ps_index_next (rank, win->shape->dims, idx);
     }
   g_free (starts);
   g_free (idx);
@@ -228,7 +230,7 @@ op_pad (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *ast = ps_interp_strides (a->shape);
+  int64_t *ast = ps_shape_strides (a->shape);
   if (a->shape->rank != rank || ins->n_pad != rank || pv->n != 1
       || pv->shape->etype != a->shape->etype)
     FAIL ("padding does not match the operand");
@@ -262,7 +264,7 @@ op_pad (const PsInstr *ins, PsValue **ops, GError **error)
         ps_value_copy_elem (out, e, a, ai);
       else
         ps_value_copy_elem (out, e, pv, 0);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (ast);
@@ -281,7 +283,7 @@ op_concatenate (const PsInstr *ins, PsValue **ops, GError **error)
   int rank = out->shape->rank;
   int64_t dim = ins->dimensions.n ? ins->dimensions.v[0] : -1;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *ost = ps_interp_strides (out->shape);
+  int64_t *ost = ps_shape_strides (out->shape);
   int64_t off = 0;
   if (dim < 0 || dim >= rank)
     FAIL ("bad concatenate dimension");
@@ -302,7 +304,7 @@ op_concatenate (const PsInstr *ins, PsValue **ops, GError **error)
           for (int d = 0; d < rank; d++)
             oi += (idx[d] + (d == dim ? off : 0)) * ost[d];
           ps_value_copy_elem (out, oi, a, e);
-          ps_interp_next_index (rank, a->shape->dims, idx);
+          ps_index_next (rank, a->shape->dims, idx);
         }
       off += a->shape->dims[dim];
     }
@@ -325,7 +327,7 @@ op_reverse (const PsInstr *ins, PsValue **ops, GError **error)
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *st = ps_interp_strides (a->shape);
+  int64_t *st = ps_shape_strides (a->shape);
   gboolean *rev = g_new0 (gboolean, rank + 1);
   if (!ps_shape_equal (a->shape, out->shape))
     FAIL ("operand and result shapes differ");
@@ -341,7 +343,7 @@ op_reverse (const PsInstr *ins, PsValue **ops, GError **error)
       for (int d = 0; d < rank; d++)
         si += (rev[d] ? a->shape->dims[d] - 1 - idx[d] : idx[d]) * st[d];
       ps_value_copy_elem (out, e, a, si);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   g_free (st);
@@ -370,7 +372,7 @@ op_iota (const PsInstr *ins, GError **error)
         out->i[e] = idx[dim];
       else
         ps_value_set (out, e, (double) idx[dim]);
-      ps_interp_next_index (rank, out->shape->dims, idx);
+      ps_index_next (rank, out->shape->dims, idx);
     }
   g_free (idx);
   return out;
@@ -392,8 +394,8 @@ encode_elem (const PsValue *v, int64_t i, guint8 *dst)
     case PS_S16: case PS_U16: { uint16_t x = (uint16_t) v->i[i]; memcpy (dst, &x, 2); break; }
     case PS_S32: case PS_U32: { uint32_t x = (uint32_t) v->i[i]; memcpy (dst, &x, 4); break; }
     case PS_S64: case PS_U64: memcpy (dst, &v->i[i], 8); break;
-    case PS_BF16: { uint16_t x = ps_f32_to_bf16_bits ((float) v->f[i]); memcpy (dst, &x, 2); break; }
-    case PS_F16: { uint16_t x = ps_f32_to_f16_bits ((float) v->f[i]); memcpy (dst, &x, 2); break; }
+    case PS_BF16: { uint16_t x = ps_f32_to_bf16 ((float) v->f[i]); memcpy (dst, &x, 2); break; }
+    case PS_F16: { uint16_t x = ps_f32_to_f16 ((float) v->f[i]); memcpy (dst, &x, 2); break; }
     case PS_F32: { float x = (float) v->f[i]; memcpy (dst, &x, 4); break; }
     case PS_F64: memcpy (dst, &v->f[i], 8); break;
     case PS_C64:
@@ -421,8 +423,8 @@ decode_elem (PsValue *v, int64_t i, const guint8 *src)
     case PS_S32: { int32_t x; memcpy (&x, src, 4); v->i[i] = x; break; }
     case PS_U32: { uint32_t x; memcpy (&x, src, 4); v->i[i] = x; break; }
     case PS_S64: case PS_U64: memcpy (&v->i[i], src, 8); break;
-    case PS_BF16: { uint16_t x; memcpy (&x, src, 2); v->f[i] = ps_bf16_bits_to_f32 (x); break; }
-    case PS_F16: { uint16_t x; memcpy (&x, src, 2); v->f[i] = ps_f16_bits_to_f32 (x); break; }
+    case PS_BF16: { uint16_t x; memcpy (&x, src, 2); v->f[i] = ps_bf16_to_f32 (x); break; }
+    case PS_F16: { uint16_t x; memcpy (&x, src, 2); v->f[i] = ps_f16_to_f32 (x); break; }
     case PS_F32: { float x; memcpy (&x, src, 4); v->f[i] = x; break; }
     case PS_F64: memcpy (&v->f[i], src, 8); break;
     case PS_C64:
@@ -439,7 +441,7 @@ decode_elem (PsValue *v, int64_t i, const guint8 *src)
 }
 
 void
-ps_interp_bitcast_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
+ip_bitcast_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
 {
   guint8 buf[16] = { 0 };
   encode_elem (src, si, buf);
@@ -502,8 +504,8 @@ op_gather (const PsInstr *ins, PsValue **ops, GError **error)
   int64_t *oidx = g_new0 (int64_t, orank + 1);
   int64_t *bidx = g_new0 (int64_t, irank + 1);
   int64_t *start = g_new0 (int64_t, arank + 1);
-  int64_t *ast = ps_interp_strides (a->shape);
-  int64_t *ist = ps_interp_strides (ind->shape);
+  int64_t *ast = ps_shape_strides (a->shape);
+  int64_t *ist = ps_shape_strides (ind->shape);
   int *offset_to_operand = g_new0 (int, orank + 1);
   gboolean *is_offset = g_new0 (gboolean, orank + 1);
   if (ind->n > 0 && !ind->i)
@@ -593,7 +595,7 @@ op_gather (const PsInstr *ins, PsValue **ops, GError **error)
       if (ai < 0 || ai >= a->n)
         FAIL ("gather read out of bounds");
       ps_value_copy_elem (out, e, a, ai);
-      ps_interp_next_index (orank, out->shape->dims, oidx);
+      ps_index_next (orank, out->shape->dims, oidx);
     }
   goto done;
 fail:
@@ -610,13 +612,13 @@ done:
 }
 
 static PsValue *
-op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+op_scatter (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   const PsScatterDims *s = &ins->scatter;
   int nops = ins->n_operands;
   if (nops < 3 || nops % 2 == 0)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "scatter needs N operands, indices, N updates");
+      ip_fail (error, PS_ERROR_INVALID, ins, "scatter needs N operands, indices, N updates");
       return NULL;
     }
   int nv = (nops - 1) / 2;
@@ -631,8 +633,8 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
   int64_t *bidx = g_new0 (int64_t, irank + 1);
   int64_t *start = g_new0 (int64_t, arank + 1);
   int64_t *aidx = g_new0 (int64_t, arank + 1);
-  int64_t *ast = ps_interp_strides (a0->shape);
-  int64_t *ist = ps_interp_strides (ind->shape);
+  int64_t *ast = ps_shape_strides (a0->shape);
+  int64_t *ist = ps_shape_strides (ind->shape);
   int *window_to_operand = g_new0 (int, urank + 1);
   gboolean *is_window = g_new0 (gboolean, urank + 1);
   int64_t *wsize = g_new0 (int64_t, arank + 1);
@@ -647,7 +649,7 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
   if (s->index_vector_dim < 0 || s->index_vector_dim > irank)
     FAIL ("bad index_vector_dim");
   for (int k = 0; k < nv; k++)
-    if (!ps_interp_same_dims (ops[k]->shape, a0->shape) || !ps_interp_same_dims (ops[nv + 1 + k]->shape, upd0->shape))
+    if (!ip_same_dims (ops[k]->shape, a0->shape) || !ip_same_dims (ops[nv + 1 + k]->shape, upd0->shape))
       FAIL ("scatter operands (or updates) differ in shape");
   {
     int64_t nvec = s->index_vector_dim < irank ? ind->shape->dims[s->index_vector_dim] : 1;
@@ -702,11 +704,11 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
   scalar = ps_shape_new_scalar (a0->shape->etype);
   for (int k = 0; k < 2 * nv; k++)
     cargs[k] = ps_value_new (scalar);
-  PsReducer red;
-  ps_reducer_init (&red, ctx, ins->called[0], device, a0->shape->etype);
-  if (!ps_interp_charge (ctx, ins, upd0->n * (red.fast_op == PS_OP_COUNT ? ins->called[0]->instrs->len : 1), error))
+  IpReducer red;
+  ip_reducer_init (&red, ctx, ins->called[0], device, a0->shape->etype);
+  if (!ip_charge (ctx, ins, upd0->n * (red.fast_op == PS_OP_COUNT ? ins->called[0]->instrs->len : 1), error))
     {
-      ps_reducer_clear (&red);
+      ip_reducer_clear (&red);
       goto fail;
     }
   for (int64_t e = 0; e < upd0->n; e++)
@@ -741,9 +743,9 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
             ai += aidx[d] * ast[d];
           if (nv == 1)
             {
-              if (!ps_reducer_apply (&red, res[0], ai, ops[2], e, res[0], ai, error))
+              if (!ip_reducer_apply (&red, res[0], ai, ops[2], e, res[0], ai, error))
                 {
-                  ps_reducer_clear (&red);
+                  ip_reducer_clear (&red);
                   goto fail;
                 }
             }
@@ -754,16 +756,16 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
                   ps_value_copy_elem (cargs[k], 0, res[k], ai);
                   ps_value_copy_elem (cargs[nv + k], 0, ops[nv + 1 + k], e);
                 }
-              PsValue *r = ps_interp_call (ctx, ins->called[0], device, 2 * nv, cargs, error);
+              PsValue *r = ip_call (ctx, ins->called[0], device, 2 * nv, cargs, error);
               if (!r)
                 {
-                  ps_reducer_clear (&red);
+                  ip_reducer_clear (&red);
                   goto fail;
                 }
               if (r->n_elems != nv)
                 {
                   ps_value_free (r);
-                  ps_reducer_clear (&red);
+                  ip_reducer_clear (&red);
                   FAIL ("combiner must return a %d-tuple", nv);
                 }
               for (int k = 0; k < nv; k++)
@@ -771,9 +773,9 @@ op_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
               ps_value_free (r);
             }
         }
-      ps_interp_next_index (urank, upd0->shape->dims, uidx);
+      ps_index_next (urank, upd0->shape->dims, uidx);
     }
-  ps_reducer_clear (&red);
+  ip_reducer_clear (&red);
   if (nv == 1)
     {
       out = res[0];
@@ -808,7 +810,7 @@ fail:
 /* ---- sort ---------------------------------------------------------------------- */
 
 typedef struct {
-  PsInterpCtx *ctx;
+  IpCtx *ctx;
   const PsInstr *ins;
   int64_t device;
   PsValue **ops;
@@ -858,14 +860,14 @@ sort_less (SortCtx *sc, int64_t x, int64_t y)
       ps_value_copy_elem (sc->args[2 * k2 + 1], 0, sc->ops[k2], y);
     }
   const PsComputation *c = sc->ins->called[0];
-  if (!ps_interp_charge (sc->ctx, sc->ins, c->instrs->len, sc->error))
+  if (!ip_charge (sc->ctx, sc->ins, c->instrs->len, sc->error))
     {
       sc->failed = TRUE;
       return FALSE;
     }
   PsValue *owned = NULL;
-  const PsValue *r = ps_interp_call_fast (sc->ctx, c, sc->device, 2 * sc->nops, sc->args, &owned,
-                                          sc->error);
+  const PsValue *r = ip_call_fast (sc->ctx, c, sc->device, 2 * sc->nops, sc->args, &owned,
+                                   sc->error);
   if (!r)
     {
       sc->failed = TRUE;
@@ -901,7 +903,7 @@ merge_sort (SortCtx *sc, int64_t *v, int64_t *tmp, int64_t n)
 }
 
 static PsValue *
-op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+op_sort (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   int nops = ins->n_operands;
   const PsValue *a0 = ops[0];
@@ -909,13 +911,13 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
   int64_t dim = ins->dimensions.n ? ins->dimensions.v[0] : rank - 1;
   if (nops < 1 || ins->n_called < 1 || dim < 0 || dim >= rank)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "sort needs operands, a comparator and a dimension");
+      ip_fail (error, PS_ERROR_INVALID, ins, "sort needs operands, a comparator and a dimension");
       return NULL;
     }
   for (int k = 0; k < nops; k++)
     if (!is_array (ops[k]) || ops[k]->shape->rank != rank || ops[k]->n != a0->n)
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins, "sort operands differ in shape");
+        ip_fail (error, PS_ERROR_INVALID, ins, "sort operands differ in shape");
         return NULL;
       }
   SortCtx sc = { ctx, ins, device, ops, nops, g_new0 (PsValue *, 2 * nops), error, FALSE,
@@ -938,7 +940,7 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
       sc.fast_total = root->compare_type && strcmp (root->compare_type, "TOTALORDER") == 0;
     }
   int64_t len = a0->shape->dims[dim];
-  int64_t *st = ps_interp_strides (a0->shape);
+  int64_t *st = ps_shape_strides (a0->shape);
   int64_t stride = st[dim];
   int64_t outer = len ? a0->n / len : 0;
   int64_t *perm = g_new0 (int64_t, MAX (1, len));
@@ -949,7 +951,7 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
   int64_t *idx = g_new0 (int64_t, rank + 1);
   PsShape *rdims = ps_shape_copy (a0->shape);
   rdims->dims[dim] = 1;
-  gboolean ok = ps_interp_charge (ctx, ins, a0->n * 8, error);
+  gboolean ok = ip_charge (ctx, ins, a0->n * 8, error);
   for (int64_t o = 0; o < outer && ok; o++)
     {
       int64_t base = 0;
@@ -966,7 +968,7 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
       for (int k = 0; k < nops; k++)
         for (int64_t j = 0; j < len; j++)
           ps_value_copy_elem (res[k], base + j * stride, ops[k], perm[j]);
-      ps_interp_next_index (rank, rdims->dims, idx);
+      ps_index_next (rank, rdims->dims, idx);
     }
   PsValue *out = NULL;
   if (ok)
@@ -999,18 +1001,18 @@ op_sort (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GE
 /* ---- dispatch ---------------------------------------------------------------------- */
 
 PsValue *
-ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
-                   GError **error)
+ip_data_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+            GError **error)
 {
   int no = ins->n_operands;
   if (ins->opcode != PS_OP_IOTA && (no < 1 || !is_array (ops[0])))
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "needs an array operand");
+      ip_fail (error, PS_ERROR_INVALID, ins, "needs an array operand");
       return NULL;
     }
   if (ins->shape->etype == PS_TUPLE && ins->opcode != PS_OP_SORT && ins->opcode != PS_OP_SCATTER)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "tuple result not supported here");
+      ip_fail (error, PS_ERROR_INVALID, ins, "tuple result not supported here");
       return NULL;
     }
   switch (ins->opcode)
@@ -1021,7 +1023,7 @@ ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t 
     case PS_OP_BITCAST:
       if (ops[0]->n != ps_shape_elements (ins->shape) || ops[0]->shape->etype != ins->shape->etype)
         {
-          ps_interp_fail (error, PS_ERROR_INVALID, ins, "element count or type changes");
+          ip_fail (error, PS_ERROR_INVALID, ins, "element count or type changes");
           return NULL;
         }
       else
@@ -1064,6 +1066,6 @@ ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t 
     default:
       break;
     }
-  ps_interp_fail (error, PS_ERROR_INVALID, ins, "wrong operands");
+  ip_fail (error, PS_ERROR_INVALID, ins, "wrong operands");
   return NULL;
 }

@@ -11,7 +11,7 @@
 #include "partitioner/interp/interp_private.h"
 
 gboolean
-ps_interp_is_elementwise (PsOpcode op)
+ip_is_elementwise (PsOpcode op)
 {
   switch (op)
     {
@@ -168,8 +168,8 @@ int_binary (PsOpcode op, PsElemType t, int64_t x, int64_t y)
 }
 
 void
-ps_interp_binary_elem (PsOpcode op, PsElemType t, const PsValue *a, int64_t ai, const PsValue *b,
-                       int64_t bi, PsValue *out, int64_t oi)
+ip_binary_elem (PsOpcode op, PsElemType t, const PsValue *a, int64_t ai, const PsValue *b,
+                int64_t bi, PsValue *out, int64_t oi)
 {
   if (a->f)
     out->f[oi] = ps_etype_round (t, float_binary (op, a->f[ai], b->f[bi]));
@@ -359,16 +359,16 @@ reduce_precision (double x, int ebits, int mbits)
 }
 
 PsValue *
-ps_interp_elementwise (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+ip_elementwise (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   (void) ctx;
   if (ins->shape->etype == PS_TUPLE)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "elementwise op with a tuple shape");
+      ip_fail (error, PS_ERROR_INVALID, ins, "elementwise op with a tuple shape");
       return NULL;
     }
   PsValue *out = ps_value_new (ins->shape);
-  if (!ps_interp_elementwise_into (ins, ops, out, error))
+  if (!ip_elementwise_into (ins, ops, out, error))
     {
       ps_value_free (out);
       return NULL;
@@ -377,7 +377,7 @@ ps_interp_elementwise (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GErr
 }
 
 gboolean
-ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GError **error)
+ip_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GError **error)
 {
   int no = ins->n_operands;
   PsOpcode op = ins->opcode;
@@ -394,7 +394,7 @@ ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GEr
                 || op == PS_OP_TANH) ? 1 : 2;
   if (no != want)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "expects %d operands, has %d", want, no);
+      ip_fail (error, PS_ERROR_INVALID, ins, "expects %d operands, has %d", want, no);
       return FALSE;
     }
   int64_t n = out->n;
@@ -403,8 +403,8 @@ ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GEr
   for (int k = 0; k < no; k++)
     if (ops[k]->shape->etype == PS_TUPLE || (ops[k]->n != n && ops[k]->n != 1))
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins, "operand %d has %" G_GINT64_FORMAT
-                        " elements, the result %" G_GINT64_FORMAT, k, ops[k]->n, n);
+        ip_fail (error, PS_ERROR_INVALID, ins, "operand %d has %" G_GINT64_FORMAT
+                 " elements, the result %" G_GINT64_FORMAT, k, ops[k]->n, n);
         return FALSE;
       }
   const PsValue *a = ops[0], *b = no > 1 ? ops[1] : NULL, *c = no > 2 ? ops[2] : NULL;
@@ -425,8 +425,8 @@ ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GEr
         goto bad_types;
       for (int64_t e = 0; e < n; e++)
         {
-          ps_interp_binary_elem (PS_OP_MAXIMUM, t, b, IX (b, e), a, IX (a, e), out, e);
-          ps_interp_binary_elem (PS_OP_MINIMUM, t, out, e, c, IX (c, e), out, e);
+          ip_binary_elem (PS_OP_MAXIMUM, t, b, IX (b, e), a, IX (a, e), out, e);
+          ip_binary_elem (PS_OP_MINIMUM, t, out, e, c, IX (c, e), out, e);
         }
       break;
     case PS_OP_COMPARE:
@@ -527,7 +527,7 @@ ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GEr
               && op != PS_OP_DIVIDE)
             goto bad_types;
           for (int64_t e = 0; e < n; e++)
-            ps_interp_binary_elem (op, t, a, IX (a, e), b, IX (b, e), out, e);
+            ip_binary_elem (op, t, a, IX (a, e), b, IX (b, e), out, e);
         }
       break;
     }
@@ -537,8 +537,8 @@ ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GEr
 bad_types:
   {
     char *sa = ps_shape_to_string (a->shape, FALSE);
-    ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "not supported on operand type %s (result %s)",
-                    sa, ps_etype_name (t));
+    ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "not supported on operand type %s (result %s)",
+             sa, ps_etype_name (t));
     g_free (sa);
     return FALSE;
   }

@@ -9,7 +9,7 @@
 #include "partitioner/interp/interp_private.h"
 
 gboolean
-ps_interp_is_linalg_op (PsOpcode op)
+ip_is_linalg_op (PsOpcode op)
 {
   return op == PS_OP_CHOLESKY || op == PS_OP_TRIANGULAR_SOLVE || op == PS_OP_FFT;
 }
@@ -25,19 +25,19 @@ attr_true (const PsInstr *ins, const char *key)
  * the result is zero (XLA leaves it implementation-defined). Matrices that
  * are not positive definite give NaN, as sqrt of a negative does. */
 static PsValue *
-op_cholesky (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_cholesky (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   const PsValue *a = ops[0];
   int rank = a->shape->rank;
   if (ins->n_operands != 1 || !a->f || rank < 2 || a->shape->dims[rank - 1] != a->shape->dims[rank - 2]
       || !ps_shape_equal (a->shape, ins->shape))
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "cholesky needs a float [..., n, n] operand");
+      ip_fail (error, PS_ERROR_INVALID, ins, "cholesky needs a float [..., n, n] operand");
       return NULL;
     }
   gboolean lower = attr_true (ins, "lower");
   int64_t n = a->shape->dims[rank - 1], mats = n ? a->n / (n * n) : 0;
-  if (!ps_interp_charge (ctx, ins, mats * n * n * n, error))
+  if (!ip_charge (ctx, ins, mats * n * n * n, error))
     return NULL;
   PsValue *out = ps_value_new (ins->shape);
   double *l = g_new0 (double, MAX (1, n * n));
@@ -75,7 +75,7 @@ op_cholesky (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error
 
 /* Solves op(a) x = b (left_side) or x op(a) = b with a triangular. */
 static PsValue *
-op_triangular_solve (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_triangular_solve (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   const PsValue *a = ops[0], *b = ops[1];
   int rank = b->shape->rank;
@@ -86,7 +86,7 @@ op_triangular_solve (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError
   if (ins->n_operands != 2 || !a->f || !b->f || rank < 2 || a->shape->rank != rank
       || !ps_shape_equal (b->shape, ins->shape))
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "triangular-solve needs float [..., k, k] and [..., m, n] operands");
+      ip_fail (error, PS_ERROR_INVALID, ins, "triangular-solve needs float [..., k, k] and [..., m, n] operands");
       return NULL;
     }
   int64_t m = b->shape->dims[rank - 2], n = b->shape->dims[rank - 1];
@@ -94,12 +94,12 @@ op_triangular_solve (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError
   if (a->shape->dims[rank - 1] != k || a->shape->dims[rank - 2] != k
       || (k != 0 && m * n != 0 && a->n / (k * k) != b->n / (m * n)))
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "a is not a [..., %" G_GINT64_FORMAT ", %"
-                      G_GINT64_FORMAT "] matrix batch matching b", k, k);
+      ip_fail (error, PS_ERROR_INVALID, ins, "a is not a [..., %" G_GINT64_FORMAT ", %"
+               G_GINT64_FORMAT "] matrix batch matching b", k, k);
       return NULL;
     }
   int64_t mats = m * n != 0 ? b->n / (m * n) : 0;
-  if (!ps_interp_charge (ctx, ins, mats * k * k * (left ? n : m), error))
+  if (!ip_charge (ctx, ins, mats * k * k * (left ? n : m), error))
     return NULL;
   PsValue *out = ps_value_new (ins->shape);
   double *t = g_new0 (double, MAX (1, k * k));
@@ -157,15 +157,15 @@ op_triangular_solve (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError
 
 /* Complex FFT/IFFT over the last len(fft_length) dims, as a plain DFT. */
 static PsValue *
-op_fft (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_fft (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   const PsValue *a = ops[0];
   const char *type = ps_instr_get_raw_attr (ins, "fft_type");
   gboolean inverse = type && strcmp (type, "IFFT") == 0;
   if (!type || (!inverse && strcmp (type, "FFT") != 0))
     {
-      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "fft_type %s is not supported (FFT and IFFT are)",
-                      type ? type : "(none)");
+      ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "fft_type %s is not supported (FFT and IFFT are)",
+               type ? type : "(none)");
       return NULL;
     }
   const char *lens = ps_instr_get_raw_attr (ins, "fft_length");
@@ -176,17 +176,17 @@ op_fft (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
   if (ins->n_operands != 1 || !a->c || !ps_shape_equal (a->shape, ins->shape) || nd > rank
       || nd > 3)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "fft needs a complex operand of the result's shape");
+      ip_fail (error, PS_ERROR_INVALID, ins, "fft needs a complex operand of the result's shape");
       return NULL;
     }
   PsValue *out = ps_value_copy (a);
-  int64_t *st = ps_interp_strides (a->shape);
+  int64_t *st = ps_shape_strides (a->shape);
   double *buf = NULL;
   gboolean ok = TRUE;
   for (int d = rank - nd; d < rank && ok; d++)
     {
       int64_t len = a->shape->dims[d], stride = st[d];
-      if (!ps_interp_charge (ctx, ins, out->n * len, error))
+      if (!ip_charge (ctx, ins, out->n * len, error))
         {
           ok = FALSE;
           break;
@@ -231,17 +231,17 @@ op_fft (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 }
 
 PsValue *
-ps_interp_linalg_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+ip_linalg_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   if (ins->shape->etype == PS_TUPLE)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "tuple result");
+      ip_fail (error, PS_ERROR_INVALID, ins, "tuple result");
       return NULL;
     }
   for (int k = 0; k < ins->n_operands; k++)
     if (ops[k]->shape->etype == PS_TUPLE)
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins, "tuple operand");
+        ip_fail (error, PS_ERROR_INVALID, ins, "tuple operand");
         return NULL;
       }
   switch (ins->opcode)
@@ -250,7 +250,7 @@ ps_interp_linalg_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError
     case PS_OP_TRIANGULAR_SOLVE: return op_triangular_solve (ctx, ins, ops, error);
     case PS_OP_FFT: return op_fft (ctx, ins, ops, error);
     default:
-      ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "not a linear-algebra op");
+      ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "not a linear-algebra op");
       return NULL;
     }
 }

@@ -21,7 +21,7 @@
 #include "partitioner/interp/interp_private.h"
 
 gboolean
-ps_interp_is_norm_op (PsOpcode op)
+ip_is_norm_op (PsOpcode op)
 {
   return op == PS_OP_BATCH_NORM_TRAINING || op == PS_OP_BATCH_NORM_INFERENCE
          || op == PS_OP_BATCH_NORM_GRAD;
@@ -39,13 +39,13 @@ layout_of (const PsInstr *ins, const PsValue *x, FeatureLayout *l, GError **erro
   const PsShape *s = x->shape;
   if (!x->f && x->n > 0)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "needs a floating-point operand");
+      ip_fail (error, PS_ERROR_INVALID, ins, "needs a floating-point operand");
       return FALSE;
     }
   if (ins->feature_index < 0 || ins->feature_index >= s->rank)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "feature_index %" G_GINT64_FORMAT
-                      " is not a dim of the operand", ins->feature_index);
+      ip_fail (error, PS_ERROR_INVALID, ins, "feature_index %" G_GINT64_FORMAT
+               " is not a dim of the operand", ins->feature_index);
       return FALSE;
     }
   l->nf = s->dims[ins->feature_index];
@@ -69,26 +69,26 @@ per_feature_ok (const PsInstr *ins, PsValue **ops, int first, int last, int64_t 
   for (int k = first; k <= last; k++)
     if (!ops[k]->f || ops[k]->shape->rank != 1 || ops[k]->n != nf)
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins, "operand %d must hold one value per feature (%"
-                        G_GINT64_FORMAT ")", k, nf);
+        ip_fail (error, PS_ERROR_INVALID, ins, "operand %d must hold one value per feature (%"
+                 G_GINT64_FORMAT ")", k, nf);
         return FALSE;
       }
   return TRUE;
 }
 
 static PsValue *
-op_training (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_training (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   const PsValue *x = ops[0];
   FeatureLayout l;
   if (!layout_of (ins, x, &l, error) || !per_feature_ok (ins, ops, 1, 2, l.nf, error)
-      || !ps_interp_charge (ctx, ins, 4 * x->n, error))
+      || !ip_charge (ctx, ins, 4 * x->n, error))
     return NULL;
   PsValue *out = ps_value_new (ins->shape);
   if (out->shape->etype != PS_TUPLE || out->n_elems != 3 || out->elems[0]->n != x->n)
     {
       ps_value_free (out);
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "needs a (operand, mean, variance) result");
+      ip_fail (error, PS_ERROR_INVALID, ins, "needs a (operand, mean, variance) result");
       return NULL;
     }
   double *mean = g_new0 (double, MAX (1, l.nf)), *var = g_new0 (double, MAX (1, l.nf));
@@ -122,18 +122,18 @@ op_training (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error
 }
 
 static PsValue *
-op_inference (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_inference (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   const PsValue *x = ops[0];
   FeatureLayout l;
   if (!layout_of (ins, x, &l, error) || !per_feature_ok (ins, ops, 1, 4, l.nf, error)
-      || !ps_interp_charge (ctx, ins, 2 * x->n, error))
+      || !ip_charge (ctx, ins, 2 * x->n, error))
     return NULL;
   PsValue *y = ps_value_new (ins->shape);
   if (!y->f || y->n != x->n)
     {
       ps_value_free (y);
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "needs a result of the operand's shape");
+      ip_fail (error, PS_ERROR_INVALID, ins, "needs a result of the operand's shape");
       return NULL;
     }
   const double *scale = ops[1]->f, *offset = ops[2]->f, *mean = ops[3]->f, *var = ops[4]->f;
@@ -147,20 +147,20 @@ op_inference (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **erro
 }
 
 static PsValue *
-op_grad (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_grad (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   const PsValue *x = ops[0], *dy = ops[4];
   FeatureLayout l;
   if (!layout_of (ins, x, &l, error) || !per_feature_ok (ins, ops, 1, 3, l.nf, error)
-      || !ps_interp_charge (ctx, ins, 4 * x->n, error))
+      || !ip_charge (ctx, ins, 4 * x->n, error))
     return NULL;
   PsValue *out = ps_value_new (ins->shape);
   if (dy->n != x->n || !dy->f || out->shape->etype != PS_TUPLE || out->n_elems != 3
       || out->elems[0]->n != x->n)
     {
       ps_value_free (out);
-      ps_interp_fail (error, PS_ERROR_INVALID, ins,
-                      "needs grad_output of the operand's shape and a (grad_operand, grad_scale, grad_offset) result");
+      ip_fail (error, PS_ERROR_INVALID, ins,
+               "needs grad_output of the operand's shape and a (grad_operand, grad_scale, grad_offset) result");
       return NULL;
     }
   const double *scale = ops[1]->f, *mean = ops[2]->f, *var = ops[3]->f;
@@ -196,12 +196,12 @@ op_grad (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 }
 
 PsValue *
-ps_interp_norm_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+ip_norm_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   int want = ins->opcode == PS_OP_BATCH_NORM_TRAINING ? 3 : 5;
   if (ins->n_operands != want)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "takes %d operands", want);
+      ip_fail (error, PS_ERROR_INVALID, ins, "takes %d operands", want);
       return NULL;
     }
   switch (ins->opcode)

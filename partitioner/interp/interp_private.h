@@ -1,8 +1,9 @@
-/* Internal interface between the interpreter's files (interp.c: the engine,
- * control flow and collectives; interp_elementwise.c; interp_data.c: data
- * movement, gather/scatter, sort; interp_window.c: dot, convolution,
- * reductions and windowed ops; interp_linalg.c; interp_norm.c: batch
- * normalization). Not installed, not for other modules. */
+/* Private to interp*.c (partitioner/interp/, private prefix ip_ and Ip; see
+ * doc/architecture.md): the interface between the interpreter's files
+ * (interp.c: the engine, control flow and collectives;
+ * interp_elementwise.c; interp_data.c: data movement, gather/scatter, sort;
+ * interp_window.c: dot, convolution, reductions and windowed ops;
+ * interp_linalg.c; interp_norm.c: batch normalization). */
 #ifndef PS_PARTITIONER_INTERP_PRIVATE_H
 #define PS_PARTITIONER_INTERP_PRIVATE_H
 
@@ -10,8 +11,8 @@
 
 G_BEGIN_DECLS
 
-typedef struct PsInterpCtx PsInterpCtx;
-struct PsInterpCtx {
+typedef struct IpCtx IpCtx;
+struct IpCtx {
   const PsModule *module;
   PsInterpOptions opts;
   int64_t num_devices;        /* num_replicas * num_partitions */
@@ -23,93 +24,90 @@ struct PsInterpCtx {
 
 /* Counts `n` element operations; FALSE with an error naming `ins` once the
  * budget is spent. */
-gboolean ps_interp_charge (PsInterpCtx *ctx, const PsInstr *ins, int64_t n, GError **error);
+gboolean ip_charge (IpCtx *ctx, const PsInstr *ins, int64_t n, GError **error);
 
 /* Sets an error "interpreter: instruction NAME (opcode): message". */
-void ps_interp_fail (GError **error, PsErrorCode code, const PsInstr *ins,
-                     const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+void ip_fail (GError **error, PsErrorCode code, const PsInstr *ins,
+              const char *fmt, ...) G_GNUC_PRINTF (4, 5);
 
 /* Runs a called computation on one device with n scalar-or-array arguments
  * (borrowed); used for reducers, comparators and scatter combiners. Returns
  * the computation's result (transfer full). */
-PsValue *ps_interp_call (PsInterpCtx *ctx, const PsComputation *c, int64_t device,
-                         int n_args, PsValue *const *args, GError **error);
+PsValue *ip_call (IpCtx *ctx, const PsComputation *c, int64_t device,
+                  int n_args, PsValue *const *args, GError **error);
 
 /* Same, but the result may be borrowed (valid until the next call of the
  * same computation): *owned is set when the caller must free it. The fast
  * path for computations of scalar elementwise ops allocates nothing. */
-const PsValue *ps_interp_call_fast (PsInterpCtx *ctx, const PsComputation *c, int64_t device,
-                                    int n_args, PsValue *const *args, PsValue **owned,
-                                    GError **error);
+const PsValue *ip_call_fast (IpCtx *ctx, const PsComputation *c, int64_t device,
+                             int n_args, PsValue *const *args, PsValue **owned,
+                             GError **error);
 
 /* A binary scalar computation compiled to a fast form when it is a single
  * elementwise op of its two parameters (add, max, ...); otherwise it calls
  * the computation. */
 typedef struct {
-  PsInterpCtx *ctx;
+  IpCtx *ctx;
   const PsComputation *comp;
   int64_t device;
   PsOpcode fast_op;           /* PS_OP_COUNT when not fast */
   gboolean swapped;
   PsValue *a, *b;             /* scratch scalars for the slow path */
-} PsReducer;
+} IpReducer;
 
-void ps_reducer_init (PsReducer *r, PsInterpCtx *ctx, const PsComputation *c,
+void ip_reducer_init (IpReducer *r, IpCtx *ctx, const PsComputation *c,
                       int64_t device, PsElemType t);
-void ps_reducer_clear (PsReducer *r);
+void ip_reducer_clear (IpReducer *r);
 /* Combines two scalars of the reducer's type (elements ai of a, bi of b)
  * into out[oi]. */
-gboolean ps_reducer_apply (PsReducer *r, const PsValue *a, int64_t ai, const PsValue *b,
+gboolean ip_reducer_apply (IpReducer *r, const PsValue *a, int64_t ai, const PsValue *b,
                            int64_t bi, PsValue *out, int64_t oi, GError **error);
 
 /* Element helpers for type-agnostic data movement. */
 static inline int
-ps_value_elem_size (const PsValue *v)
+ip_value_elem_size (const PsValue *v)
 {
   return v->c ? 16 : 8;
 }
 static inline void *
-ps_value_raw (const PsValue *v)
+ip_value_raw (const PsValue *v)
 {
   return v->f ? (void *) v->f : v->i ? (void *) v->i : (void *) v->c;
 }
-void ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si);
 
+/* v wrapped to the width of integer type t (pred: v != 0). */
+int64_t ip_wrap_int (PsElemType t, int64_t v);
 /* Same array dims (element types may differ). */
-gboolean ps_interp_same_dims (const PsShape *a, const PsShape *b);
-/* Row-major strides of a shape (rank entries, caller frees). */
-int64_t *ps_interp_strides (const PsShape *s);
-/* Advances a multi-index over dims; FALSE when it wrapped to all zeros. */
-gboolean ps_interp_next_index (int rank, const int64_t *dims, int64_t *idx);
+gboolean ip_same_dims (const PsShape *a, const PsShape *b);
 
 /* One evaluation of an instruction on one device (no collectives, no
  * control flow). ops are the operand values (borrowed). transfer full. */
-PsValue *ps_interp_elementwise (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
-                                GError **error);
+PsValue *ip_elementwise (IpCtx *ctx, const PsInstr *ins, PsValue **ops,
+                         GError **error);
 /* Same, into a preallocated result of the instruction's shape. */
-gboolean ps_interp_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out,
-                                     GError **error);
-/* bitcast-convert of one element between types of the same size. */
-void ps_interp_bitcast_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si);
-PsValue *ps_interp_data_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
-                            int64_t device, GError **error);
-PsValue *ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
-                              int64_t device, GError **error);
-PsValue *ps_interp_linalg_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
+gboolean ip_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out,
                               GError **error);
-gboolean ps_interp_is_linalg_op (PsOpcode op);
+/* bitcast-convert of one element between types of the same size. */
+void ip_bitcast_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si);
+PsValue *ip_data_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops,
+                     int64_t device, GError **error);
+PsValue *ip_window_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops,
+                       int64_t device, GError **error);
+PsValue *ip_linalg_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops,
+                       GError **error);
+gboolean ip_is_linalg_op (PsOpcode op);
 /* batch-norm-training, -inference and -grad (interp_norm.c). */
-PsValue *ps_interp_norm_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops,
-                            GError **error);
-gboolean ps_interp_is_norm_op (PsOpcode op);
-gboolean ps_interp_is_elementwise (PsOpcode op);
-gboolean ps_interp_is_data_op (PsOpcode op);
-gboolean ps_interp_is_window_op (PsOpcode op);
+PsValue *ip_norm_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops,
+                     GError **error);
+gboolean ip_is_norm_op (PsOpcode op);
+gboolean ip_is_elementwise (PsOpcode op);
+gboolean ip_is_data_op (PsOpcode op);
+gboolean ip_is_window_op (PsOpcode op);
 
 /* Applies an elementwise binary opcode to scalars (used by fast reducers and
  * collectives). */
-void ps_interp_binary_elem (PsOpcode op, PsElemType t, const PsValue *a, int64_t ai,
-                            const PsValue *b, int64_t bi, PsValue *out, int64_t oi);
+void ip_binary_elem (PsOpcode op, PsElemType t, const PsValue *a, int64_t ai,
+                     const PsValue *b, int64_t bi, PsValue *out, int64_t oi);
 
 G_END_DECLS
 

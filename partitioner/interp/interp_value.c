@@ -4,93 +4,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "partitioner/interp/interp.h"
+#include "common/float16.h"
+#include "partitioner/interp/interp_private.h"
 
-/* ---- rounding ------------------------------------------------------------ */
-
-uint16_t
-ps_f32_to_bf16_bits (float x)
-{
-  uint32_t u;
-  memcpy (&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t) ((u >> 16) | 0x40u); /* quiet NaN, sign kept */
-  /* Round to nearest even: add 0x7fff plus the lowest kept bit; a carry into
-   * the exponent correctly rounds up to the next binade or to infinity. */
-  uint32_t lsb = (u >> 16) & 1u;
-  u += 0x7fffu + lsb;
-  return (uint16_t) (u >> 16);
-}
-
-float
-ps_bf16_bits_to_f32 (uint16_t b)
-{
-  uint32_t u = (uint32_t) b << 16;
-  float x;
-  memcpy (&x, &u, 4);
-  return x;
-}
-
-uint16_t
-ps_f32_to_f16_bits (float x)
-{
-  uint32_t u;
-  memcpy (&u, &x, 4);
-  uint16_t sign = (uint16_t) ((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u)
-    return sign | 0x7e00u;
-  if (a >= 0x47800000u) /* >= 65536: overflows even before rounding */
-    return sign | 0x7c00u;
-  int exp = (int) (a >> 23) - 127;
-  uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-  if (a < 0x33000000u) /* < 2^-25: rounds to zero */
-    return sign;
-  int shift; /* how many low bits of the 24-bit significand are dropped */
-  uint16_t base_exp;
-  if (exp < -14)
-    {
-      shift = 13 + (-14 - exp);
-      base_exp = 0;
-    }
-  else
-    {
-      shift = 13;
-      base_exp = (uint16_t) (exp + 15);
-    }
-  uint32_t kept = mant >> shift;
-  uint32_t rem = mant & ((1u << shift) - 1u);
-  uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (kept & 1u)))
-    kept++;
-  uint32_t bits;
-  if (base_exp == 0)
-    bits = kept; /* subnormal; a carry into bit 10 gives the smallest normal */
-  else
-    bits = ((uint32_t) base_exp << 10) + (kept - 0x400u); /* carry bumps exp */
-  if (bits >= 0x7c00u)
-    bits = 0x7c00u;
-  return sign | (uint16_t) bits;
-}
-
-float
-ps_f16_bits_to_f32 (uint16_t b)
-{
-  int sign = (b >> 15) & 1;
-  int exp = (b >> 10) & 0x1f;
-  int mant = b & 0x3ff;
-  float x;
-  if (exp == 0)
-    x = ldexpf ((float) mant, -24);
-  else if (exp == 31)
-    x = mant ? NAN : INFINITY;
-  else
-    x = ldexpf ((float) (mant | 0x400), exp - 25);
-  return sign ? -x : x;
-}
-
-static int64_t
-wrap_int (PsElemType t, int64_t v)
+int64_t
+ip_wrap_int (PsElemType t, int64_t v)
 {
   switch (t)
     {
@@ -150,8 +68,8 @@ ps_etype_round (PsElemType t, double x)
     {
     case PS_F64: return x;
     case PS_F32: case PS_C64: return (double) (float) x;
-    case PS_BF16: return ps_bf16_bits_to_f32 (ps_f32_to_bf16_bits ((float) x));
-    case PS_F16: return ps_f16_bits_to_f32 (ps_f32_to_f16_bits ((float) x));
+    case PS_BF16: return ps_bf16_to_f32 (ps_f32_to_bf16 ((float) x));
+    case PS_F16: return ps_f16_to_f32 (ps_f32_to_f16 ((float) x));
     case PS_C128: return x;
     default: return (double) double_to_int (t, x);
     }
@@ -277,8 +195,8 @@ literal_get (const PsLiteral *l, int64_t i, double *im)
     case PS_U8: return ((const uint8_t *) d)[i];
     case PS_U16: return ((const uint16_t *) d)[i];
     case PS_U32: return ((const uint32_t *) d)[i];
-    case PS_F16: return ps_f16_bits_to_f32 (((const uint16_t *) d)[i]);
-    case PS_BF16: return ps_bf16_bits_to_f32 (((const uint16_t *) d)[i]);
+    case PS_F16: return ps_f16_to_f32 (((const uint16_t *) d)[i]);
+    case PS_BF16: return ps_bf16_to_f32 (((const uint16_t *) d)[i]);
     case PS_F32: return ((const float *) d)[i];
     case PS_F64: return ((const double *) d)[i];
     case PS_C64:
@@ -317,7 +235,7 @@ ps_value_from_literal (const PsShape *shape, const PsLiteral *lit, GError **erro
       /* 64-bit integers do not fit a double exactly: copy them directly. */
       if (v->i && (lit->etype == PS_S64 || lit->etype == PS_U64))
         {
-          v->i[i] = wrap_int (shape->etype, ((const int64_t *) lit->data)[src]);
+          v->i[i] = ip_wrap_int (shape->etype, ((const int64_t *) lit->data)[src]);
           continue;
         }
       double re = literal_get (lit, src, &im);
@@ -384,8 +302,8 @@ ps_value_equal (const PsValue *a, const PsValue *b)
   return TRUE;
 }
 
-static void
-append_elem (GString *out, const PsValue *v, int64_t i)
+void
+ps_value_append_elem (GString *out, const PsValue *v, int64_t i)
 {
   if (v->i)
     {
@@ -423,7 +341,7 @@ append_value (GString *out, const PsValue *v, int64_t max_elems)
   if (rank == 0)
     {
       if (v->n > 0)
-        append_elem (out, v, 0);
+        ps_value_append_elem (out, v, 0);
       return;
     }
   /* Nested braces: open a brace for every dim whose index just became 0. */
@@ -447,7 +365,7 @@ append_value (GString *out, const PsValue *v, int64_t max_elems)
         g_string_append (out, ", ");
       for (int k = 0; k < opened; k++)
         g_string_append_c (out, '{');
-      append_elem (out, v, i);
+      ps_value_append_elem (out, v, i);
       int closed = 0;
       for (int d = rank - 1; d >= 0; d--)
         {

@@ -11,16 +11,17 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/interp/interp_private.h"
 
 gboolean
-ps_interp_is_window_op (PsOpcode op)
+ip_is_window_op (PsOpcode op)
 {
   return op == PS_OP_DOT || op == PS_OP_CONVOLUTION || op == PS_OP_REDUCE
          || op == PS_OP_REDUCE_WINDOW || op == PS_OP_SELECT_AND_SCATTER || op == PS_OP_MAP;
 }
 
-#define FAIL(...) do { ps_interp_fail (error, PS_ERROR_INVALID, ins, __VA_ARGS__); goto fail; } while (0)
+#define FAIL(...) do { ip_fail (error, PS_ERROR_INVALID, ins, __VA_ARGS__); goto fail; } while (0)
 
 /* Products are accumulated in double (integers in int64). */
 typedef struct {
@@ -75,24 +76,8 @@ promote (const PsValue *v, PsElemType t)
   return p;
 }
 
-static int64_t
-wrap_to (PsElemType t, int64_t v)
-{
-  switch (t)
-    {
-    case PS_PRED: return v != 0;
-    case PS_S8: return (int8_t) v;
-    case PS_S16: return (int16_t) v;
-    case PS_S32: return (int32_t) v;
-    case PS_U8: return (uint8_t) v;
-    case PS_U16: return (uint16_t) v;
-    case PS_U32: return (uint32_t) v;
-    default: return v;
-    }
-}
-
 static PsValue *
-op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   PsValue *out = ps_value_new (ins->shape);
   PsValue *pl = promote (ops[0], out->shape->etype), *pr = promote (ops[1], out->shape->etype);
@@ -100,7 +85,7 @@ op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
   const PsDotDims *dd = &ins->dot;
   int lr = l->shape->rank, rr = r->shape->rank;
   int nb = dd->lhs_batch.n, nc = dd->lhs_contracting.n;
-  int64_t *lst = ps_interp_strides (l->shape), *rst = ps_interp_strides (r->shape);
+  int64_t *lst = ps_shape_strides (l->shape), *rst = ps_shape_strides (r->shape);
   int *lfree = g_new0 (int, lr + 1), *rfree = g_new0 (int, rr + 1);
   int nlf = 0, nrf = 0;
   int64_t *cdims = g_new0 (int64_t, nc + 1), *cidx = g_new0 (int64_t, nc + 1);
@@ -138,7 +123,7 @@ op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
   int64_t csize = 1;
   for (int k = 0; k < nc; k++)
     csize *= cdims[k];
-  if (!ps_interp_charge (ctx, ins, out->n * csize, error))
+  if (!ip_charge (ctx, ins, out->n * csize, error))
     goto fail;
   gboolean ints = l->i != NULL;
   /* Offsets of every contracting position, computed once: the inner loop
@@ -152,7 +137,7 @@ op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
           loff[c] += cidx[k] * lst[dd->lhs_contracting.v[k]];
           roff[c] += cidx[k] * rst[dd->rhs_contracting.v[k]];
         }
-      ps_interp_next_index (nc, cdims, cidx);
+      ps_index_next (nc, cdims, cidx);
     }
   for (int64_t e = 0; e < out->n; e++)
     {
@@ -179,10 +164,10 @@ op_dot (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
         for (int64_t c = 0; c < csize; c++)
           acc_mul_add (&acc, l, lb + loff[c], r, rb + roff[c]);
       if (ints && out->i)
-        out->i[e] = wrap_to (out->shape->etype, acc.i);
+        out->i[e] = ip_wrap_int (out->shape->etype, acc.i);
       else
         acc_store (out, e, &acc, ints);
-      ps_interp_next_index (out->shape->rank, out->shape->dims, oidx);
+      ps_index_next (out->shape->rank, out->shape->dims, oidx);
     }
   g_free (loff);
   g_free (roff);
@@ -203,15 +188,15 @@ done:
 }
 
 static PsValue *
-op_convolution (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
+op_convolution (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
   PsValue *out = ps_value_new (ins->shape);
   PsValue *pl = promote (ops[0], out->shape->etype), *pr = promote (ops[1], out->shape->etype);
   const PsValue *l = pl ? pl : ops[0], *r = pr ? pr : ops[1];
   const PsConvDims *cd = &ins->conv;
   int ns = cd->n_spatial;
-  int64_t *lst = ps_interp_strides (l->shape), *rst = ps_interp_strides (r->shape);
-  int64_t *ost = ps_interp_strides (out->shape);
+  int64_t *lst = ps_shape_strides (l->shape), *rst = ps_shape_strides (r->shape);
+  int64_t *ost = ps_shape_strides (out->shape);
   int64_t *oidx = g_new0 (int64_t, out->shape->rank + 1);
   int64_t *kdims = g_new0 (int64_t, ns + 1), *kidx = g_new0 (int64_t, ns + 1);
   int64_t fgc = MAX (1, ins->feature_group_count), bgc = MAX (1, ins->batch_group_count);
@@ -236,7 +221,7 @@ op_convolution (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **er
     ksize *= kdims[s];
   int64_t in_fg = in_feat / fgc, out_fg = k_out / fgc;
   int64_t batch_group_size = in_batch / bgc, out_per_bgroup = k_out / bgc;
-  if (!ps_interp_charge (ctx, ins, out->n * ksize * in_fg, error))
+  if (!ip_charge (ctx, ins, out->n * ksize * in_fg, error))
     goto fail;
   gboolean ints = l->i != NULL;
   for (int64_t e = 0; e < out->n; e++)
@@ -277,13 +262,13 @@ op_convolution (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **er
                 int64_t ri = rsp + of * rst[cd->k_out_feature] + iz * rst[cd->k_in_feature];
                 acc_mul_add (&acc, l, li, r, ri);
               }
-          ps_interp_next_index (ns, kdims, kidx);
+          ps_index_next (ns, kdims, kidx);
         }
       if (ints && out->i)
-        out->i[e] = wrap_to (out->shape->etype, acc.i);
+        out->i[e] = ip_wrap_int (out->shape->etype, acc.i);
       else
         acc_store (out, e, &acc, ints);
-      ps_interp_next_index (out->shape->rank, out->shape->dims, oidx);
+      ps_index_next (out->shape->rank, out->shape->dims, oidx);
     }
   (void) ost;
   goto done;
@@ -303,16 +288,16 @@ done:
 
 /* Applies a (possibly variadic) reducer: acc[k][ai] = f(acc..., x...). */
 typedef struct {
-  PsInterpCtx *ctx;
+  IpCtx *ctx;
   const PsInstr *ins;
   int64_t device;
   int n;                     /* number of reduced arrays */
-  PsReducer fast;            /* used when n == 1 */
+  IpReducer fast;            /* used when n == 1 */
   PsValue **args;            /* 2n scalars for the variadic path */
 } Combiner;
 
 static void
-combiner_init (Combiner *c, PsInterpCtx *ctx, const PsInstr *ins, int64_t device, int n,
+combiner_init (Combiner *c, IpCtx *ctx, const PsInstr *ins, int64_t device, int n,
                PsValue **inits)
 {
   memset (c, 0, sizeof *c);
@@ -321,7 +306,7 @@ combiner_init (Combiner *c, PsInterpCtx *ctx, const PsInstr *ins, int64_t device
   c->device = device;
   c->n = n;
   if (n == 1)
-    ps_reducer_init (&c->fast, ctx, ins->called[0], device, inits[0]->shape->etype);
+    ip_reducer_init (&c->fast, ctx, ins->called[0], device, inits[0]->shape->etype);
   else
     {
       c->args = g_new0 (PsValue *, 2 * n);
@@ -339,7 +324,7 @@ static void
 combiner_clear (Combiner *c)
 {
   if (c->n == 1)
-    ps_reducer_clear (&c->fast);
+    ip_reducer_clear (&c->fast);
   for (int k = 0; c->args && k < 2 * c->n; k++)
     ps_value_free (c->args[k]);
   g_free (c->args);
@@ -351,23 +336,23 @@ combiner_apply (Combiner *c, PsValue **acc, int64_t ai, PsValue *const *src, int
                 GError **error)
 {
   if (c->n == 1)
-    return ps_reducer_apply (&c->fast, acc[0], ai, src[0], si, acc[0], ai, error);
+    return ip_reducer_apply (&c->fast, acc[0], ai, src[0], si, acc[0], ai, error);
   for (int k = 0; k < c->n; k++)
     {
       ps_value_copy_elem (c->args[k], 0, acc[k], ai);
       ps_value_copy_elem (c->args[c->n + k], 0, src[k], si);
     }
   const PsComputation *comp = c->ins->called[0];
-  if (!ps_interp_charge (c->ctx, c->ins, comp->instrs->len, error))
+  if (!ip_charge (c->ctx, c->ins, comp->instrs->len, error))
     return FALSE;
   PsValue *owned = NULL;
-  const PsValue *r = ps_interp_call_fast (c->ctx, comp, c->device, 2 * c->n, c->args, &owned, error);
+  const PsValue *r = ip_call_fast (c->ctx, comp, c->device, 2 * c->n, c->args, &owned, error);
   if (!r)
     return FALSE;
   if (r->n_elems != c->n)
     {
       ps_value_free (owned);
-      ps_interp_fail (error, PS_ERROR_INVALID, c->ins, "reducer must return a %d-tuple", c->n);
+      ip_fail (error, PS_ERROR_INVALID, c->ins, "reducer must return a %d-tuple", c->n);
       return FALSE;
     }
   for (int k = 0; k < c->n; k++)
@@ -375,7 +360,7 @@ combiner_apply (Combiner *c, PsValue **acc, int64_t ai, PsValue *const *src, int
       if (r->elems[k]->n != 1 || r->elems[k]->shape->etype != acc[k]->shape->etype)
         {
           ps_value_free (owned);
-          ps_interp_fail (error, PS_ERROR_INVALID, c->ins, "reducer returns the wrong types");
+          ip_fail (error, PS_ERROR_INVALID, c->ins, "reducer returns the wrong types");
           return FALSE;
         }
       ps_value_copy_elem (acc[k], ai, r->elems[k], 0);
@@ -393,12 +378,12 @@ pack_results (PsValue **res, int n, const PsShape *shape)
 }
 
 static PsValue *
-op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+op_reduce (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   int no = ins->n_operands;
   if (no < 2 || no % 2 || ins->n_called < 1)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "reduce needs N inputs, N inits and a computation");
+      ip_fail (error, PS_ERROR_INVALID, ins, "reduce needs N inputs, N inits and a computation");
       return NULL;
     }
   int n = no / 2;
@@ -407,7 +392,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
   int rank = a0->shape->rank;
   PsValue **res = g_new0 (PsValue *, n);
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *st = ps_interp_strides (a0->shape);
+  int64_t *st = ps_shape_strides (a0->shape);
   gboolean *red = g_new0 (gboolean, rank + 1);
   Combiner comb;
   gboolean have_comb = FALSE;
@@ -417,7 +402,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
       const PsShape *rs = ins->shape->etype == PS_TUPLE
                           ? (k < ins->shape->n_elems ? ins->shape->elems[k] : NULL) : ins->shape;
       if (!rs || rs->etype == PS_TUPLE || in[k]->shape->etype == PS_TUPLE
-          || !ps_interp_same_dims (in[k]->shape, a0->shape) || inits[k]->n != 1
+          || !ip_same_dims (in[k]->shape, a0->shape) || inits[k]->n != 1
           || inits[k]->shape->etype != rs->etype || in[k]->shape->etype != rs->etype)
         FAIL ("operands, inits and result of reduce do not fit");
       res[k] = ps_value_new (rs);
@@ -441,11 +426,11 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
       ps_value_copy_elem (res[k], e, inits[k], 0);
   combiner_init (&comb, ctx, ins, device, n, inits);
   have_comb = TRUE;
-  if (!ps_interp_charge (ctx, ins, a0->n * (n == 1 && comb.fast.fast_op != PS_OP_COUNT ? 1 : 8), error))
+  if (!ip_charge (ctx, ins, a0->n * (n == 1 && comb.fast.fast_op != PS_OP_COUNT ? 1 : 8), error))
     goto fail;
   /* Row-major over the input: the order in which each output element sees
    * its inputs is the input's row-major order, deterministic. */
-  int64_t *rst = ps_interp_strides (res[0]->shape);
+  int64_t *rst = ps_shape_strides (res[0]->shape);
   PsElemType et = a0->shape->etype;
   if (n == 1 && (et == PS_BF16 || et == PS_F16)
       && (comb.fast.fast_op == PS_OP_ADD || comb.fast.fast_op == PS_OP_MULTIPLY))
@@ -463,7 +448,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
               oi += idx[d] * rst[od++];
           double x = in[0]->f[e];
           res[0]->f[oi] = (double) (float) (add ? res[0]->f[oi] + x : res[0]->f[oi] * x);
-          ps_interp_next_index (rank, a0->shape->dims, idx);
+          ps_index_next (rank, a0->shape->dims, idx);
         }
       for (int64_t e = 0; e < res[0]->n; e++)
         res[0]->f[e] = ps_etype_round (et, res[0]->f[e]);
@@ -481,7 +466,7 @@ op_reduce (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, 
             g_free (rst);
             goto fail;
           }
-        ps_interp_next_index (rank, a0->shape->dims, idx);
+        ps_index_next (rank, a0->shape->dims, idx);
       }
   g_free (rst);
   out = pack_results (res, n, ins->shape);
@@ -515,13 +500,13 @@ window_input (const PsWindowDim *w, int64_t o, int64_t k, int64_t in_dim)
 }
 
 static PsValue *
-op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+op_reduce_window (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
                   GError **error)
 {
   int no = ins->n_operands;
   if (no < 2 || no % 2 || ins->n_called < 1)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "reduce-window needs N inputs, N inits and a computation");
+      ip_fail (error, PS_ERROR_INVALID, ins, "reduce-window needs N inputs, N inits and a computation");
       return NULL;
     }
   int n = no / 2;
@@ -531,7 +516,7 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
   PsValue **res = g_new0 (PsValue *, n);
   int64_t *oidx = g_new0 (int64_t, rank + 1), *widx = g_new0 (int64_t, rank + 1);
   int64_t *wdims = g_new0 (int64_t, rank + 1);
-  int64_t *st = ps_interp_strides (a0->shape);
+  int64_t *st = ps_shape_strides (a0->shape);
   Combiner comb;
   gboolean have_comb = FALSE;
   PsValue *out = NULL;
@@ -541,7 +526,7 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
     {
       const PsShape *rs = ins->shape->etype == PS_TUPLE
                           ? (k < ins->shape->n_elems ? ins->shape->elems[k] : NULL) : ins->shape;
-      if (!rs || rs->etype == PS_TUPLE || !ps_interp_same_dims (in[k]->shape, a0->shape)
+      if (!rs || rs->etype == PS_TUPLE || !ip_same_dims (in[k]->shape, a0->shape)
           || inits[k]->n != 1 || rs->rank != rank || inits[k]->shape->etype != rs->etype)
         FAIL ("operands, inits and result of reduce-window do not fit");
       res[k] = ps_value_new (rs);
@@ -556,7 +541,7 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
     }
   combiner_init (&comb, ctx, ins, device, n, inits);
   have_comb = TRUE;
-  if (!ps_interp_charge (ctx, ins, res[0]->n * wsize, error))
+  if (!ip_charge (ctx, ins, res[0]->n * wsize, error))
     goto fail;
   for (int64_t e = 0; e < res[0]->n; e++)
     {
@@ -577,9 +562,9 @@ op_reduce_window (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t d
             }
           if (inb && !combiner_apply (&comb, res, e, in, ai, error))
             goto fail;
-          ps_interp_next_index (rank, wdims, widx);
+          ps_index_next (rank, wdims, widx);
         }
-      ps_interp_next_index (rank, res[0]->shape->dims, oidx);
+      ps_index_next (rank, res[0]->shape->dims, oidx);
     }
   out = pack_results (res, n, ins->shape);
   if (ins->shape->etype != PS_TUPLE)
@@ -600,12 +585,12 @@ fail:
 }
 
 static PsValue *
-op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+op_select_and_scatter (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
                        GError **error)
 {
   if (ins->n_operands != 3 || ins->n_called < 2)
     {
-      ps_interp_fail (error, PS_ERROR_INVALID, ins, "select-and-scatter needs 3 operands and 2 computations");
+      ip_fail (error, PS_ERROR_INVALID, ins, "select-and-scatter needs 3 operands and 2 computations");
       return NULL;
     }
   const PsValue *a = ops[0], *src = ops[1], *init = ops[2];
@@ -613,10 +598,10 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
   PsValue *out = ps_value_new (ins->shape);
   int64_t *sidx = g_new0 (int64_t, rank + 1), *widx = g_new0 (int64_t, rank + 1);
   int64_t *wdims = g_new0 (int64_t, rank + 1);
-  int64_t *st = ps_interp_strides (a->shape);
+  int64_t *st = ps_shape_strides (a->shape);
   PsShape *scal = ps_shape_new_scalar (a->shape->etype);
   PsValue *args[2] = { ps_value_new (scal), ps_value_new (scal) };
-  PsReducer scat;
+  IpReducer scat;
   gboolean have_scat = FALSE;
   if (!ps_shape_equal (out->shape, a->shape) || init->n != 1 || ins->window.n != rank
       || src->shape->rank != rank || src->shape->etype != a->shape->etype)
@@ -629,9 +614,9 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
     }
   for (int64_t e = 0; e < out->n; e++)
     ps_value_copy_elem (out, e, init, 0);
-  ps_reducer_init (&scat, ctx, ins->called[1], device, a->shape->etype);
+  ip_reducer_init (&scat, ctx, ins->called[1], device, a->shape->etype);
   have_scat = TRUE;
-  if (!ps_interp_charge (ctx, ins, src->n * wsize * ins->called[0]->instrs->len, error))
+  if (!ip_charge (ctx, ins, src->n * wsize * ins->called[0]->instrs->len, error))
     goto fail;
   for (int64_t e = 0; e < src->n; e++)
     {
@@ -659,8 +644,8 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
                   ps_value_copy_elem (args[0], 0, a, best);
                   ps_value_copy_elem (args[1], 0, a, ai);
                   PsValue *owned = NULL;
-                  const PsValue *r = ps_interp_call_fast (ctx, ins->called[0], device, 2, args,
-                                                          &owned, error);
+                  const PsValue *r = ip_call_fast (ctx, ins->called[0], device, 2, args,
+                                                   &owned, error);
                   if (!r)
                     goto fail;
                   gboolean keep = r->i && r->n == 1 && r->i[0];
@@ -669,18 +654,18 @@ op_select_and_scatter (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int6
                     best = ai;
                 }
             }
-          ps_interp_next_index (rank, wdims, widx);
+          ps_index_next (rank, wdims, widx);
         }
-      if (best >= 0 && !ps_reducer_apply (&scat, out, best, src, e, out, best, error))
+      if (best >= 0 && !ip_reducer_apply (&scat, out, best, src, e, out, best, error))
         goto fail;
-      ps_interp_next_index (rank, src->shape->dims, sidx);
+      ps_index_next (rank, src->shape->dims, sidx);
     }
   goto done;
 fail:
   g_clear_pointer (&out, ps_value_free);
 done:
   if (have_scat)
-    ps_reducer_clear (&scat);
+    ip_reducer_clear (&scat);
   ps_value_free (args[0]);
   ps_value_free (args[1]);
   ps_shape_free (scal);
@@ -692,7 +677,7 @@ done:
 }
 
 static PsValue *
-op_map (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
+op_map (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
   int no = ins->n_operands;
   PsValue *out = ps_value_new (ins->shape);
@@ -707,13 +692,13 @@ op_map (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GEr
       args[k] = ps_value_new (s);
       ps_shape_free (s);
     }
-  if (!ps_interp_charge (ctx, ins, out->n * ins->called[0]->instrs->len, error))
+  if (!ip_charge (ctx, ins, out->n * ins->called[0]->instrs->len, error))
     goto fail;
   for (int64_t e = 0; e < out->n; e++)
     {
       for (int k = 0; k < no; k++)
         ps_value_copy_elem (args[k], 0, ops[k], e);
-      PsValue *r = ps_interp_call (ctx, ins->called[0], device, no, args, error);
+      PsValue *r = ip_call (ctx, ins->called[0], device, no, args, error);
       if (!r)
         goto fail;
       ps_value_copy_elem (out, e, r, 0);
@@ -730,13 +715,13 @@ done:
 }
 
 PsValue *
-ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
-                     GError **error)
+ip_window_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
+              GError **error)
 {
   for (int k = 0; k < ins->n_operands; k++)
     if (ops[k]->shape->etype == PS_TUPLE)
       {
-        ps_interp_fail (error, PS_ERROR_INVALID, ins, "operand %d is a tuple", k);
+        ip_fail (error, PS_ERROR_INVALID, ins, "operand %d is a tuple", k);
         return NULL;
       }
   switch (ins->opcode)
@@ -744,7 +729,7 @@ ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_
     case PS_OP_DOT:
       if (ins->n_operands > 2)
         {
-          ps_interp_fail (error, PS_ERROR_UNSUPPORTED, ins, "sparse dot (with a metadata operand) is not supported");
+          ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "sparse dot (with a metadata operand) is not supported");
           return NULL;
         }
       if (ins->n_operands != 2 || ins->shape->etype == PS_TUPLE)
@@ -765,6 +750,6 @@ ps_interp_window_op (PsInterpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_
     default:
       break;
     }
-  ps_interp_fail (error, PS_ERROR_INVALID, ins, "wrong operands");
+  ip_fail (error, PS_ERROR_INVALID, ins, "wrong operands");
   return NULL;
 }

@@ -87,7 +87,7 @@ ps_shrink_module (const PsModule *m, const PsShrinkOptions *opts, PsShrinkReport
   PsShrinkReport rep = { 0 };
   rep.max_elements_before = module_max_elements (m);
 
-  Shrink sh;
+  SkShrink sh;
   sk_shrink_init (&sh, m);
   for (guint k = 0; k < m->computations->len; k++)
     {

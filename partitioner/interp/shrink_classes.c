@@ -9,7 +9,7 @@
 /* ---- dimension nodes and their classes ---------------------------------- */
 
 int
-sk_find (Shrink *sh, int n)
+sk_find (SkShrink *sh, int n)
 {
   int r = n;
   while (NODE_PARENT (sh, r) != r)
@@ -24,7 +24,7 @@ sk_find (Shrink *sh, int n)
 }
 
 int
-sk_leaf_index (const Shrink *sh, const PsInstr *in, int leaf)
+sk_leaf_index (const SkShrink *sh, const PsInstr *in, int leaf)
 {
   if (in->id < 0 || !sh->n_leaves[in->id] || leaf < 0 || leaf >= sh->n_leaves[in->id])
     return -1;
@@ -32,14 +32,14 @@ sk_leaf_index (const Shrink *sh, const PsInstr *in, int leaf)
 }
 
 int
-sk_leaf_rank (const Shrink *sh, const PsInstr *in, int leaf)
+sk_leaf_rank (const SkShrink *sh, const PsInstr *in, int leaf)
 {
   int li = sk_leaf_index (sh, in, leaf);
   return li < 0 ? -1 : g_array_index (sh->leaf_rank, int, li);
 }
 
 int
-sk_node_of (const Shrink *sh, const PsInstr *in, int leaf, int64_t dim)
+sk_node_of (const SkShrink *sh, const PsInstr *in, int leaf, int64_t dim)
 {
   int li = sk_leaf_index (sh, in, leaf);
   if (li < 0 || dim < 0 || dim >= g_array_index (sh->leaf_rank, int, li))
@@ -48,27 +48,27 @@ sk_node_of (const Shrink *sh, const PsInstr *in, int leaf, int64_t dim)
 }
 
 void
-sk_pin_node (Shrink *sh, int n)
+sk_pin_node (SkShrink *sh, int n)
 {
   if (n >= 0)
     NODE_PINNED (sh, n) = TRUE;
 }
 
 void
-sk_pin (Shrink *sh, const PsInstr *in, int leaf, int64_t dim)
+sk_pin (SkShrink *sh, const PsInstr *in, int leaf, int64_t dim)
 {
   sk_pin_node (sh, sk_node_of (sh, in, leaf, dim));
 }
 
 void
-sk_pin_leaf (Shrink *sh, const PsInstr *in, int leaf)
+sk_pin_leaf (SkShrink *sh, const PsInstr *in, int leaf)
 {
   for (int d = 0; d < sk_leaf_rank (sh, in, leaf); d++)
     sk_pin (sh, in, leaf, d);
 }
 
 void
-sk_pin_instr (Shrink *sh, const PsInstr *in)
+sk_pin_instr (SkShrink *sh, const PsInstr *in)
 {
   if (in->id >= 0)
     for (int l = 0; l < sh->n_leaves[in->id]; l++)
@@ -78,7 +78,7 @@ sk_pin_instr (Shrink *sh, const PsInstr *in)
 /* Pins an instruction and all its operands: the op depends on their sizes
  * in ways the classes do not model. */
 void
-sk_pin_all (Shrink *sh, const PsInstr *in)
+sk_pin_all (SkShrink *sh, const PsInstr *in)
 {
   sk_pin_instr (sh, in);
   for (int i = 0; i < in->n_operands; i++)
@@ -86,7 +86,7 @@ sk_pin_all (Shrink *sh, const PsInstr *in)
 }
 
 void
-sk_unite_nodes (Shrink *sh, int a, int b)
+sk_unite_nodes (SkShrink *sh, int a, int b)
 {
   if (a < 0 || b < 0)
     return;
@@ -104,7 +104,7 @@ sk_unite_nodes (Shrink *sh, int a, int b)
 }
 
 void
-sk_unite (Shrink *sh, const PsInstr *a, int la, int64_t da, const PsInstr *b, int lb, int64_t db)
+sk_unite (SkShrink *sh, const PsInstr *a, int la, int64_t da, const PsInstr *b, int lb, int64_t db)
 {
   int na = sk_node_of (sh, a, la, da), nb = sk_node_of (sh, b, lb, db);
   if (na < 0 || nb < 0)
@@ -118,7 +118,7 @@ sk_unite (Shrink *sh, const PsInstr *a, int la, int64_t da, const PsInstr *b, in
 
 /* Joins two leaves dim by dim; leaves of different ranks are pinned. */
 void
-sk_unite_leaf (Shrink *sh, const PsInstr *a, int la, const PsInstr *b, int lb)
+sk_unite_leaf (SkShrink *sh, const PsInstr *a, int la, const PsInstr *b, int lb)
 {
   int ra = sk_leaf_rank (sh, a, la), rb = sk_leaf_rank (sh, b, lb);
   if (ra != rb || ra < 0)
@@ -132,21 +132,21 @@ sk_unite_leaf (Shrink *sh, const PsInstr *a, int la, const PsInstr *b, int lb)
 }
 
 void
-sk_unite_leaves (Shrink *sh, const PsInstr *a, int la, const PsInstr *b, int lb, int count)
+sk_unite_leaves (SkShrink *sh, const PsInstr *a, int la, const PsInstr *b, int lb, int count)
 {
   for (int i = 0; i < count; i++)
     sk_unite_leaf (sh, a, la + i, b, lb + i);
 }
 
 int
-sk_n_leaves (const Shrink *sh, const PsInstr *in)
+sk_n_leaves (const SkShrink *sh, const PsInstr *in)
 {
   return in->id >= 0 ? sh->n_leaves[in->id] : 0;
 }
 
 /* Whole values of equal structure (tuples leaf by leaf). */
 void
-sk_unite_value (Shrink *sh, const PsInstr *a, const PsInstr *b)
+sk_unite_value (SkShrink *sh, const PsInstr *a, const PsInstr *b)
 {
   if (sk_n_leaves (sh, a) != sk_n_leaves (sh, b))
     {
@@ -168,7 +168,7 @@ sk_element_first_leaf (const PsShape *s, int64_t k)
 }
 
 void
-sk_derive (Shrink *sh, int node, int src, int64_t mult)
+sk_derive (SkShrink *sh, int node, int src, int64_t mult)
 {
   if (node < 0 || src < 0 || mult < 1)
     {
@@ -183,7 +183,7 @@ sk_derive (Shrink *sh, int node, int src, int64_t mult)
 /* ---- shard counts ----------------------------------------------------------- */
 
 void
-sk_note_sharding (Shrink *sh, const PsInstr *in)
+sk_note_sharding (SkShrink *sh, const PsInstr *in)
 {
   const PsSharding *s = in->sharding;
   if (!s)
@@ -218,7 +218,7 @@ sk_note_sharding (Shrink *sh, const PsInstr *in)
 /* ---- nodes of a module ---------------------------------------------------------- */
 
 void
-sk_shrink_init (Shrink *sh, const PsModule *m)
+sk_shrink_init (SkShrink *sh, const PsModule *m)
 {
   sh->m = m;
   int n_ids = m->next_id + 1;
@@ -266,7 +266,7 @@ sk_shrink_init (Shrink *sh, const PsModule *m)
 }
 
 void
-sk_shrink_clear (Shrink *sh)
+sk_shrink_clear (SkShrink *sh)
 {
   g_free (sh->first_leaf);
   g_free (sh->n_leaves);

@@ -22,7 +22,7 @@ window_dim_trivial (const PsWindowDim *w)
  * major-most factor (which may shrink), the other factors are pinned.
  * Anything else is pinned whole. */
 static void
-constrain_reshape_group (Shrink *sh, const PsInstr *x, int i0, int i1, const PsInstr *y,
+constrain_reshape_group (SkShrink *sh, const PsInstr *x, int i0, int i1, const PsInstr *y,
                          int j0, int j1)
 {
   const PsShape *a = x->shape, *b = y->shape;
@@ -68,7 +68,7 @@ constrain_reshape_group (Shrink *sh, const PsInstr *x, int i0, int i1, const PsI
  * merge (or split) of several follows its major factor; other groups are
  * pinned. */
 static void
-constrain_reshape (Shrink *sh, const PsInstr *in)
+constrain_reshape (SkShrink *sh, const PsInstr *in)
 {
   const PsInstr *op = in->operands[0];
   const PsShape *a = op->shape, *b = in->shape;
@@ -120,7 +120,7 @@ constrain_reshape (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_dot (Shrink *sh, const PsInstr *in)
+constrain_dot (SkShrink *sh, const PsInstr *in)
 {
   if (in->n_operands != 2)
     {
@@ -146,7 +146,7 @@ constrain_dot (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_convolution (Shrink *sh, const PsInstr *in)
+constrain_convolution (SkShrink *sh, const PsInstr *in)
 {
   const PsConvDims *c = &in->conv;
   if (in->n_operands != 2 || !c->present || in->window.n != c->n_spatial)
@@ -190,7 +190,7 @@ constrain_convolution (Shrink *sh, const PsInstr *in)
 /* Reduce-window: operands (the first half) and outputs dim by dim where the
  * window is trivial. */
 static void
-constrain_reduce_window (Shrink *sh, const PsInstr *in)
+constrain_reduce_window (SkShrink *sh, const PsInstr *in)
 {
   int n = in->n_operands / 2;
   for (int i = 0; i < n; i++)
@@ -217,7 +217,7 @@ constrain_reduce_window (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_select_and_scatter (Shrink *sh, const PsInstr *in)
+constrain_select_and_scatter (SkShrink *sh, const PsInstr *in)
 {
   if (in->n_operands != 3)
     {
@@ -245,7 +245,7 @@ constrain_select_and_scatter (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_reduce (Shrink *sh, const PsInstr *in)
+constrain_reduce (SkShrink *sh, const PsInstr *in)
 {
   int n = in->n_operands / 2;
   for (int i = 0; i < n; i++)
@@ -260,7 +260,7 @@ constrain_reduce (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_slice (Shrink *sh, const PsInstr *in)
+constrain_slice (SkShrink *sh, const PsInstr *in)
 {
   const PsInstr *op = in->operands[0];
   int rank = sk_leaf_rank (sh, op, 0);
@@ -283,7 +283,7 @@ constrain_slice (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_pad (Shrink *sh, const PsInstr *in)
+constrain_pad (SkShrink *sh, const PsInstr *in)
 {
   const PsInstr *op = in->operands[0];
   int rank = sk_leaf_rank (sh, op, 0);
@@ -306,7 +306,7 @@ constrain_pad (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_concatenate (Shrink *sh, const PsInstr *in)
+constrain_concatenate (SkShrink *sh, const PsInstr *in)
 {
   int64_t cd = in->dimensions.n == 1 ? in->dimensions.v[0] : -1;
   for (int i = 0; i < in->n_operands; i++)
@@ -324,7 +324,7 @@ constrain_concatenate (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_dynamic_slice (Shrink *sh, const PsInstr *in)
+constrain_dynamic_slice (SkShrink *sh, const PsInstr *in)
 {
   const PsInstr *op = in->operands[0];
   int rank = sk_leaf_rank (sh, op, 0);
@@ -348,7 +348,7 @@ constrain_dynamic_slice (Shrink *sh, const PsInstr *in)
 }
 
 static void
-constrain_dynamic_update_slice (Shrink *sh, const PsInstr *in)
+constrain_dynamic_update_slice (SkShrink *sh, const PsInstr *in)
 {
   const PsInstr *op = in->operands[0], *up = in->operands[1];
   sk_unite_leaf (sh, op, 0, in, 0);
@@ -377,7 +377,7 @@ constrain_dynamic_update_slice (Shrink *sh, const PsInstr *in)
  * it), other slice dims are pinned; the indices' batch dims join the
  * output's batch dims; the index vector dim is pinned. */
 static void
-constrain_gather (Shrink *sh, const PsInstr *in)
+constrain_gather (SkShrink *sh, const PsInstr *in)
 {
   const PsGatherDims *g = &in->gather;
   if (in->n_operands != 2)
@@ -430,7 +430,7 @@ constrain_gather (Shrink *sh, const PsInstr *in)
  * output's offset dims; operands, outputs and updates join among
  * themselves. */
 static void
-constrain_scatter (Shrink *sh, const PsInstr *in)
+constrain_scatter (SkShrink *sh, const PsInstr *in)
 {
   const PsScatterDims *g = &in->scatter;
   int n = (in->n_operands - 1) / 2;
@@ -487,7 +487,7 @@ constrain_scatter (Shrink *sh, const PsInstr *in)
 
 /* Parameters of a called computation take the caller's operands. */
 static void
-unite_params (Shrink *sh, const PsComputation *c, int first_operand, const PsInstr *caller)
+unite_params (SkShrink *sh, const PsComputation *c, int first_operand, const PsInstr *caller)
 {
   for (guint p = 0; p < c->params->len; p++)
     {
@@ -500,7 +500,7 @@ unite_params (Shrink *sh, const PsComputation *c, int first_operand, const PsIns
 }
 
 void
-sk_constrain (Shrink *sh, const PsInstr *in)
+sk_constrain (SkShrink *sh, const PsInstr *in)
 {
   switch (in->opcode)
     {

@@ -4,9 +4,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "partitioner/interp/interp_private.h"
-#include "partitioner/ir/sharding.h"
+#include "common/ndindex.h"
+#include "partitioner/interp/interp.h"
 #include "partitioner/interp/verify.h"
+#include "partitioner/ir/sharding.h"
 
 void
 ps_verify_options_init (PsVerifyOptions *opts)
@@ -245,7 +246,7 @@ extract_tile (PsValue *local, const PsValue *full, const int64_t *off, const int
 {
   int rank = full->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *fst = ps_interp_strides (full->shape);
+  int64_t *fst = ps_shape_strides (full->shape);
   for (int64_t i = 0; i < local->n; i++)
     {
       gboolean in = TRUE;
@@ -259,7 +260,7 @@ extract_tile (PsValue *local, const PsValue *full, const int64_t *off, const int
         }
       if (in)
         ps_value_copy_elem (local, i, full, fi);
-      ps_interp_next_index (rank, local->shape->dims, idx);
+      ps_index_next (rank, local->shape->dims, idx);
     }
   g_free (idx);
   g_free (fst);
@@ -370,22 +371,6 @@ format_index (GString *out, int rank, const int64_t *idx)
   g_string_append_c (out, ']');
 }
 
-static void
-format_elem (GString *out, const PsValue *v, int64_t i)
-{
-  if (v->i)
-    {
-      if (v->shape->etype == PS_U64)
-        g_string_append_printf (out, "%" G_GUINT64_FORMAT, (guint64) v->i[i]);
-      else
-        g_string_append_printf (out, "%" G_GINT64_FORMAT, v->i[i]);
-    }
-  else if (v->f)
-    g_string_append_printf (out, "%.9g", v->f[i]);
-  else if (v->c)
-    g_string_append_printf (out, "(%.9g,%.9g)", v->c[2 * i], v->c[2 * i + 1]);
-}
-
 /* Compares device `device`'s result leaf `got` with the reference leaf
  * `full` under sharding `s`. Returns FALSE and fills the result at the first
  * mismatch. */
@@ -415,7 +400,7 @@ compare_leaf (const PsSharding *s, const PsValue *full, const PsValue *got, int6
   int rank = full->shape->rank;
   int64_t *off = g_new0 (int64_t, rank + 1), *lim = g_new0 (int64_t, rank + 1);
   int64_t *idx = g_new0 (int64_t, rank + 1), *gidx = g_new0 (int64_t, rank + 1);
-  int64_t *fst = ps_interp_strides (full->shape);
+  int64_t *fst = ps_shape_strides (full->shape);
   gboolean ok = TRUE;
   for (int d = 0; d < rank; d++)
     lim[d] = full->shape->dims[d];
@@ -454,9 +439,9 @@ compare_leaf (const PsSharding *s, const PsValue *full, const PsValue *got, int6
                                       leaf, device);
               format_index (msg, rank, gidx);
               g_string_append (msg, ": expected ");
-              format_elem (msg, full, fi);
+              ps_value_append_elem (msg, full, fi);
               g_string_append (msg, ", got ");
-              format_elem (msg, got, i);
+              ps_value_append_elem (msg, got, i);
               if (full->f)
                 g_string_append_printf (msg, " (tolerance %g + %g*|expected|)", atol, rtol);
               res->message = g_string_free (msg, FALSE);
@@ -466,7 +451,7 @@ compare_leaf (const PsSharding *s, const PsValue *full, const PsValue *got, int6
               ok = FALSE;
             }
         }
-      ps_interp_next_index (rank, got->shape->dims, idx);
+      ps_index_next (rank, got->shape->dims, idx);
     }
 done:
   g_free (off);
@@ -605,6 +590,276 @@ global_view_arg (const PsSharding *s, const PsValue *full, int64_t device, guint
 
 /* ---- driver ------------------------------------------------------------------------ */
 
+/* One verification run: the inputs (full, per device, and per device in
+ * the global view), the reference result(s) and every device's outputs. */
+typedef struct {
+  int np;
+  int64_t n_dev;
+  gboolean global;            /* the original runs on every device (needs_global_view) */
+  PsValue **full;             /* [np] */
+  PsValue **local;            /* [n_dev * np]: each device's piece */
+  PsValue **view;             /* [n_dev * np] global view inputs, or NULL */
+  PsValue **refs;             /* [n_dev] global view results, or NULL */
+  PsValue *ref;               /* the original's result */
+  PsValue **outs;             /* [n_dev] the partitioned program's results */
+  int64_t input_elements;     /* held by all the inputs */
+} VerifyRun;
+
+static void
+verify_run_clear (VerifyRun *r)
+{
+  for (int p = 0; p < r->np; p++)
+    ps_value_free (r->full[p]);
+  for (gsize k = 0; k < (gsize) r->np * r->n_dev; k++)
+    ps_value_free (r->local[k]);
+  for (int64_t d = 0; d < r->n_dev; d++)
+    ps_value_free (r->outs[d]);
+  ps_value_free (r->ref);
+  if (r->global)
+    {
+      for (gsize k = 0; k < (gsize) r->np * r->n_dev; k++)
+        ps_value_free (r->view[k]);
+      for (int64_t d = 0; d < r->n_dev; d++)
+        ps_value_free (r->refs[d]);
+    }
+  g_free (r->view);
+  g_free (r->refs);
+  g_free (r->full);
+  g_free (r->local);
+  g_free (r->outs);
+}
+
+/* The two programs fit together: entries, as many parameters, devices. */
+static gboolean
+check_programs (const PsComputation *oe, const PsComputation *pe, int64_t num_devices, GError **error)
+{
+  if (!oe || !pe)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "verify: a module has no entry computation");
+      return FALSE;
+    }
+  if (pe->params->len != oe->params->len)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                   "verify: the original has %u parameters, the partitioned program %u", oe->params->len,
+                   pe->params->len);
+      return FALSE;
+    }
+  if (num_devices < 1)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "verify: need at least one device");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Parameter p's sharding fits its shape (per tuple leaf), and the
+ * partitioned program's parameter has the tile shape; *tile gets it
+ * (transfer full). */
+static gboolean
+check_param_sharding (int p, const PsInstr *param, const PsInstr *pparam, PsShape **tile, GError **error)
+{
+  const PsSharding *s = param->sharding;
+  if (!tuple_sharding_fits (s, param->shape))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                   "verify: parameter %d (%s): tuple sharding does not match its shape", p, param->name);
+      return FALSE;
+    }
+  gboolean ok = TRUE;
+  GPtrArray *leaves = ps_shape_leaves (param->shape);
+  for (guint k = 0; k < leaves->len && ok; k++)
+    {
+      PsSharding *ls = leaf_sharding (s, (int) k, (int) leaves->len);
+      if (!sharding_fits (ls, leaves->pdata[k]))
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "verify: parameter %d (%s): sharding does not fit its shape",
+                       p, param->name);
+          ok = FALSE;
+        }
+      if (ls)
+        ps_sharding_free (ls);
+    }
+  g_ptr_array_free (leaves, TRUE);
+  if (!ok)
+    return FALSE;
+  PsShape *want = s ? ps_sharding_tile_shape (s, param->shape) : ps_shape_copy (param->shape);
+  if (!ps_shape_equal (want, pparam->shape))
+    {
+      g_autofree char *w = ps_shape_to_string (want, FALSE);
+      g_autofree char *h = ps_shape_to_string (pparam->shape, FALSE);
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                   "verify: parameter %d (%s) has local shape %s, its sharding's tile shape is %s", p,
+                   param->name, h, w);
+      ps_shape_free (want);
+      return FALSE;
+    }
+  *tile = want;
+  return TRUE;
+}
+
+/* Parameter p's random full value (identities where it feeds an init
+ * value) and every device's piece of it. */
+static gboolean
+make_param_inputs (VerifyRun *r, int p, const PsInstr *param, const PsInstr *pparam,
+                   const PsVerifyOptions *opts, GError **error)
+{
+  int64_t max_el = opts->interp.max_elements > 0 ? opts->interp.max_elements : (int64_t) 64 * 1024 * 1024;
+  if (ps_shape_leaf_elements (param->shape) > max_el)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
+                   "verify: parameter %d (%s) has %" G_GINT64_FORMAT " elements, over the "
+                   "interpreter's limit of %" G_GINT64_FORMAT, p, param->name,
+                   ps_shape_leaf_elements (param->shape), max_el);
+      return FALSE;
+    }
+  r->full[p] = ps_value_new (param->shape);
+  guint64 state = opts->seed * 0x100000001b3ULL + (guint64) p * 0x9e3779b97f4a7c15ULL;
+  guint64 seed0 = state;
+  int64_t bound = ps_etype_is_integral (param->shape->etype) ? index_bound (param, 0) : 0;
+  fill_random (r->full[p], &state, bound);
+  Identity identity;
+  if (init_identity (param, 0, &identity))
+    for (int64_t e = 0; e < r->full[p]->n; e++)
+      {
+        if (r->full[p]->f)
+          r->full[p]->f[e] = identity.f;
+        else if (r->full[p]->i)
+          r->full[p]->i[e] = identity.i;
+      }
+  g_autoptr (PsShape) tile = NULL;
+  if (!check_param_sharding (p, param, pparam, &tile, error))
+    return FALSE;
+  /* The devices' pieces of all parameters live at once: cap them like the
+   * interpreter caps its values (1536 devices x a few Mi elements each
+   * reached 24 GB). */
+  int64_t max_live = opts->interp.max_live_elements > 0 ? opts->interp.max_live_elements : 4 * max_el;
+  r->input_elements += ps_shape_leaf_elements (tile) * r->n_dev;
+  if (r->global)
+    r->input_elements += ps_shape_leaf_elements (param->shape) * r->n_dev;
+  if (r->input_elements > max_live)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
+                   "verify: the parameters' pieces on %" G_GINT64_FORMAT " devices hold %" G_GINT64_FORMAT
+                   " elements, over the interpreter's limit of %" G_GINT64_FORMAT,
+                   r->n_dev, r->input_elements, max_live);
+      return FALSE;
+    }
+  for (int64_t d = 0; d < r->n_dev; d++)
+    {
+      gsize k = (gsize) d * r->np + p;
+      if (r->global)
+        r->view[k] = global_view_arg (param->sharding, r->full[p], d, seed0, bound);
+      r->local[k] = split_value (param->sharding, r->global ? r->view[k] : r->full[p], d);
+    }
+  return TRUE;
+}
+
+/* The reference: the original on the full inputs (or on every device in
+ * the global view). */
+static gboolean
+run_original (VerifyRun *r, const PsModule *original, const PsVerifyOptions *opts, GError **error)
+{
+  PsInterpOptions io = opts->interp;
+  io.num_replicas = 1;
+  io.num_partitions = r->global ? r->n_dev : 1;
+  io.rng_constant = TRUE;
+  io.global_view = r->global;
+  GError *e = NULL;
+  if (r->global)
+    {
+      if (!ps_interp_run_spmd (original, r->n_dev, r->np, r->view, r->refs, &io, &e))
+        g_clear_pointer (&r->refs[0], ps_value_free);
+      r->ref = r->refs[0] ? ps_value_copy (r->refs[0]) : NULL;
+    }
+  else
+    r->ref = ps_interp_run (original, r->np, r->full, &io, &e);
+  if (!r->ref)
+    {
+      g_set_error (error, PS_ERROR, e->code, "verify: original module: %s", e->message);
+      g_error_free (e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The SPMD program on all devices in lockstep; the budget covers both runs. */
+static gboolean
+run_partitioned (VerifyRun *r, const PsModule *partitioned, const PsVerifyOptions *opts, GError **error)
+{
+  PsInterpOptions io = opts->interp;
+  io.num_replicas = 1;
+  io.num_partitions = r->n_dev;
+  io.rng_constant = TRUE;
+  GError *e = NULL;
+  if (!ps_interp_run_spmd (partitioned, r->n_dev, r->np, r->local, r->outs, &io, &e))
+    {
+      g_set_error (error, PS_ERROR, e->code, "verify: partitioned module: %s", e->message);
+      g_error_free (e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Every device's piece of every output against the reference. */
+static void
+compare_outputs (VerifyRun *r, const PsComputation *oe, const PsVerifyOptions *opts, PsVerifyResult *result)
+{
+  GPtrArray *rl = g_ptr_array_new ();
+  collect_leaves (r->ref, rl);
+  result->n_outputs = (int) rl->len;
+  result->agree = TRUE;
+  const PsSharding *rs = oe->root->sharding;
+  if (!tuple_sharding_fits (rs, oe->root->shape))
+    {
+      result->agree = FALSE;
+      result->message = g_strdup ("the root's tuple sharding does not match its shape");
+    }
+  for (int64_t d = 0; d < r->n_dev && result->agree; d++)
+    {
+      GPtrArray *gl = g_ptr_array_new ();
+      collect_leaves (r->outs[d], gl);
+      if (r->global)
+        {
+          g_ptr_array_set_size (rl, 0);
+          collect_leaves (r->refs[d], rl);
+        }
+      if (gl->len != rl->len)
+        {
+          result->agree = FALSE;
+          result->mismatch_device = d;
+          result->message = g_strdup_printf ("device %" G_GINT64_FORMAT " returns %u outputs, the original %u",
+                                             d, gl->len, rl->len);
+        }
+      for (guint k = 0; k < rl->len && result->agree; k++)
+        {
+          PsSharding *ls = leaf_sharding (rs, (int) k, (int) rl->len);
+          const PsValue *rv = rl->pdata[k];
+          if (rv->shape->etype == PS_TOKEN)
+            ; /* tokens carry no data */
+          else if (!sharding_fits (ls, rv->shape))
+            {
+              result->agree = FALSE;
+              result->message = g_strdup_printf ("output %u: root sharding does not fit its shape", k);
+            }
+          else
+            compare_leaf (ls, rv, gl->pdata[k], d, (int) k, opts, result);
+          if (ls)
+            ps_sharding_free (ls);
+        }
+      g_ptr_array_free (gl, TRUE);
+    }
+  if (result->agree)
+    {
+      g_autofree char *what = result->n_outputs == 1 ? g_strdup ("the output agrees")
+                              : g_strdup_printf ("all %d outputs agree", result->n_outputs);
+      result->message = g_strdup_printf ("%s on %" G_GINT64_FORMAT " device%s (%" G_GINT64_FORMAT
+                                         " elements compared)", what, r->n_dev, r->n_dev == 1 ? "" : "s",
+                                         result->n_compared);
+    }
+  g_ptr_array_free (rl, TRUE);
+}
+
 static gboolean
 verify_once (const PsModule *original, const PsModule *partitioned, int64_t num_devices,
              const PsVerifyOptions *opts, PsVerifyResult *result, GError **error)
@@ -620,247 +875,29 @@ verify_once (const PsModule *original, const PsModule *partitioned, int64_t num_
       opts = &defaults;
     }
   const PsComputation *oe = original->entry, *pe = partitioned->entry;
-  if (!oe || !pe)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "verify: a module has no entry computation");
-      return FALSE;
-    }
-  int np = (int) oe->params->len;
-  if ((int) pe->params->len != np)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                   "verify: the original has %d parameters, the partitioned program %u", np,
-                   pe->params->len);
-      return FALSE;
-    }
-  if (num_devices < 1)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "verify: need at least one device");
-      return FALSE;
-    }
-
-  gboolean ok = TRUE;
-  PsValue **full = g_new0 (PsValue *, MAX (1, np));
-  PsValue **local = g_new0 (PsValue *, MAX (1, (gsize) np * num_devices));
-  PsValue **outs = g_new0 (PsValue *, num_devices);
-  PsValue *ref = NULL;
+  if (!check_programs (oe, pe, num_devices, error))
+    return FALSE;
+  VerifyRun r = { 0 };
+  r.np = (int) oe->params->len;
+  r.n_dev = num_devices;
   /* Per-device meaning (manual regions, collectives, partition-id): the
    * original runs on every device, each with its own view of the inputs. */
-  gboolean global = needs_global_view (original);
-  PsValue **view = global ? g_new0 (PsValue *, MAX (1, (gsize) np * num_devices)) : NULL;
-  PsValue **refs = global ? g_new0 (PsValue *, num_devices) : NULL;
-  int64_t input_elements = 0;
-  for (int p = 0; p < np && ok; p++)
+  r.global = needs_global_view (original);
+  r.full = g_new0 (PsValue *, MAX (1, r.np));
+  r.local = g_new0 (PsValue *, MAX (1, (gsize) r.np * num_devices));
+  r.outs = g_new0 (PsValue *, num_devices);
+  if (r.global)
     {
-      const PsInstr *param = oe->params->pdata[p];
-      const PsInstr *pparam = pe->params->pdata[p];
-      int64_t max_el = opts->interp.max_elements > 0 ? opts->interp.max_elements
-                       : (int64_t) 64 * 1024 * 1024;
-      if (ps_shape_leaf_elements (param->shape) > max_el)
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
-                       "verify: parameter %d (%s) has %" G_GINT64_FORMAT " elements, over the "
-                       "interpreter's limit of %" G_GINT64_FORMAT, p, param->name,
-                       ps_shape_leaf_elements (param->shape), max_el);
-          ok = FALSE;
-          break;
-        }
-      full[p] = ps_value_new (param->shape);
-      guint64 state = opts->seed * 0x100000001b3ULL + (guint64) p * 0x9e3779b97f4a7c15ULL;
-      guint64 seed0 = state;
-      int64_t bound = ps_etype_is_integral (param->shape->etype) ? index_bound (param, 0) : 0;
-      fill_random (full[p], &state, bound);
-      Identity identity;
-      if (init_identity (param, 0, &identity))
-        for (int64_t e = 0; e < full[p]->n; e++)
-          {
-            if (full[p]->f)
-              full[p]->f[e] = identity.f;
-            else if (full[p]->i)
-              full[p]->i[e] = identity.i;
-          }
-      const PsSharding *s = param->sharding;
-      if (!tuple_sharding_fits (s, param->shape))
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                       "verify: parameter %d (%s): tuple sharding does not match its shape", p,
-                       param->name);
-          ok = FALSE;
-          break;
-        }
-      GPtrArray *leaves = ps_shape_leaves (param->shape);
-      for (guint k = 0; k < leaves->len && ok; k++)
-        {
-          PsSharding *ls = leaf_sharding (s, (int) k, (int) leaves->len);
-          if (!sharding_fits (ls, leaves->pdata[k]))
-            {
-              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                           "verify: parameter %d (%s): sharding does not fit its shape", p,
-                           param->name);
-              ok = FALSE;
-            }
-          if (ls)
-            ps_sharding_free (ls);
-        }
-      g_ptr_array_free (leaves, TRUE);
-      if (!ok)
-        break;
-      PsShape *want = s ? ps_sharding_tile_shape (s, param->shape) : ps_shape_copy (param->shape);
-      if (!ps_shape_equal (want, pparam->shape))
-        {
-          char *w = ps_shape_to_string (want, FALSE), *h = ps_shape_to_string (pparam->shape, FALSE);
-          g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                       "verify: parameter %d (%s) has local shape %s, its sharding's tile shape is %s",
-                       p, param->name, h, w);
-          g_free (w);
-          g_free (h);
-          ok = FALSE;
-        }
-      /* The devices' pieces of all parameters live at once: cap them like
-       * the interpreter caps its values (1536 devices x a few Mi elements
-       * each reached 24 GB). */
-      if (ok)
-        {
-          int64_t max_live = opts->interp.max_live_elements > 0 ? opts->interp.max_live_elements
-                             : 4 * max_el;
-          input_elements += ps_shape_leaf_elements (want) * num_devices;
-          if (global)
-            input_elements += ps_shape_leaf_elements (param->shape) * num_devices;
-          if (input_elements > max_live)
-            {
-              g_set_error (error, PS_ERROR, PS_ERROR_LIMIT,
-                           "verify: the parameters' pieces on %" G_GINT64_FORMAT " devices hold %"
-                           G_GINT64_FORMAT " elements, over the interpreter's limit of %" G_GINT64_FORMAT,
-                           num_devices, input_elements, max_live);
-              ok = FALSE;
-            }
-        }
-      ps_shape_free (want);
-      for (int64_t d = 0; d < num_devices && ok; d++)
-        {
-          gsize k = (gsize) d * np + p;
-          if (global)
-            view[k] = global_view_arg (s, full[p], d, seed0, bound);
-          local[k] = split_value (s, global ? view[k] : full[p], d);
-        }
+      r.view = g_new0 (PsValue *, MAX (1, (gsize) r.np * num_devices));
+      r.refs = g_new0 (PsValue *, num_devices);
     }
-
+  gboolean ok = TRUE;
+  for (int p = 0; p < r.np && ok; p++)
+    ok = make_param_inputs (&r, p, oe->params->pdata[p], pe->params->pdata[p], opts, error);
+  ok = ok && run_original (&r, original, opts, error) && run_partitioned (&r, partitioned, opts, error);
   if (ok)
-    {
-      PsInterpOptions io = opts->interp;
-      io.num_replicas = 1;
-      io.num_partitions = global ? num_devices : 1;
-      io.rng_constant = TRUE;
-      io.global_view = global;
-      GError *e = NULL;
-      if (global)
-        {
-          if (!ps_interp_run_spmd (original, num_devices, np, view, refs, &io, &e))
-            g_clear_pointer (&refs[0], ps_value_free);
-          ref = refs[0] ? ps_value_copy (refs[0]) : NULL;
-        }
-      else
-        ref = ps_interp_run (original, np, full, &io, &e);
-      if (!ref)
-        {
-          g_set_error (error, PS_ERROR, e->code, "verify: original module: %s", e->message);
-          g_error_free (e);
-          ok = FALSE;
-        }
-    }
-  if (ok)
-    {
-      PsInterpOptions io = opts->interp;
-      io.num_replicas = 1;
-      io.num_partitions = num_devices;
-      io.rng_constant = TRUE;
-      /* The budget covers both runs. */
-      GError *e = NULL;
-      if (!ps_interp_run_spmd (partitioned, num_devices, np, local, outs, &io, &e))
-        {
-          g_set_error (error, PS_ERROR, e->code, "verify: partitioned module: %s", e->message);
-          g_error_free (e);
-          ok = FALSE;
-        }
-    }
-  if (ok)
-    {
-      GPtrArray *rl = g_ptr_array_new ();
-      collect_leaves (ref, rl);
-      result->n_outputs = (int) rl->len;
-      result->agree = TRUE;
-      const PsSharding *rs = oe->root->sharding;
-      if (!tuple_sharding_fits (rs, oe->root->shape))
-        {
-          result->agree = FALSE;
-          result->message = g_strdup ("the root's tuple sharding does not match its shape");
-        }
-      for (int64_t d = 0; d < num_devices && result->agree; d++)
-        {
-          GPtrArray *gl = g_ptr_array_new ();
-          collect_leaves (outs[d], gl);
-          if (global)
-            {
-              g_ptr_array_set_size (rl, 0);
-              collect_leaves (refs[d], rl);
-            }
-          if (gl->len != rl->len)
-            {
-              result->agree = FALSE;
-              result->mismatch_device = d;
-              result->message = g_strdup_printf ("device %" G_GINT64_FORMAT " returns %u outputs, "
-                                                 "the original %u", d, gl->len, rl->len);
-            }
-          for (guint k = 0; k < rl->len && result->agree; k++)
-            {
-              PsSharding *ls = leaf_sharding (rs, (int) k, (int) rl->len);
-              const PsValue *rv = rl->pdata[k];
-              if (rv->shape->etype == PS_TOKEN)
-                ; /* tokens carry no data */
-              else if (!sharding_fits (ls, rv->shape))
-                {
-                  result->agree = FALSE;
-                  result->message = g_strdup_printf ("output %u: root sharding does not fit its shape", k);
-                }
-              else
-                compare_leaf (ls, rv, gl->pdata[k], d, (int) k, opts, result);
-              if (ls)
-                ps_sharding_free (ls);
-            }
-          g_ptr_array_free (gl, TRUE);
-        }
-      if (result->agree)
-        {
-          char *what = result->n_outputs == 1 ? g_strdup ("the output agrees")
-                       : g_strdup_printf ("all %d outputs agree", result->n_outputs);
-          result->message = g_strdup_printf ("%s on %" G_GINT64_FORMAT " device%s (%"
-                                             G_GINT64_FORMAT " elements compared)", what,
-                                             num_devices, num_devices == 1 ? "" : "s",
-                                             result->n_compared);
-          g_free (what);
-        }
-      g_ptr_array_free (rl, TRUE);
-    }
-
-  for (int p = 0; p < np; p++)
-    ps_value_free (full[p]);
-  for (gsize k = 0; k < (gsize) np * num_devices; k++)
-    ps_value_free (local[k]);
-  for (int64_t d = 0; d < num_devices; d++)
-    ps_value_free (outs[d]);
-  ps_value_free (ref);
-  if (global)
-    {
-      for (gsize k = 0; k < (gsize) np * num_devices; k++)
-        ps_value_free (view[k]);
-      for (int64_t d = 0; d < num_devices; d++)
-        ps_value_free (refs[d]);
-    }
-  g_free (view);
-  g_free (refs);
-  g_free (full);
-  g_free (local);
-  g_free (outs);
+    compare_outputs (&r, oe, opts, result);
+  verify_run_clear (&r);
   return ok;
 }
 

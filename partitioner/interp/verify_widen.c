@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "partitioner/hlo/hlo_internal.h"
+#include "common/float16.h"
 #include "partitioner/interp/verify.h"
 
 /* Float types narrower than f64 (and complex narrower than c128). */
@@ -54,8 +54,8 @@ literal_double (const PsLiteral *lit, int64_t e)
 {
   switch (lit->etype)
     {
-    case PS_BF16: return ps_bf16_bits_to_float (((const uint16_t *) lit->data)[e]);
-    case PS_F16: return ps_f16_bits_to_float (((const uint16_t *) lit->data)[e]);
+    case PS_BF16: return ps_bf16_to_f32 (((const uint16_t *) lit->data)[e]);
+    case PS_F16: return ps_f16_to_f32 (((const uint16_t *) lit->data)[e]);
     default: return ((const float *) lit->data)[e]; /* f32; c64 as 2n floats */
     }
 }

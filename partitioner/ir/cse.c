@@ -3,10 +3,7 @@
 
 #include "partitioner/ir/cse.h"
 
-#include <math.h>
 #include <string.h>
-
-#include "partitioner/hlo/hlo_printer.h"
 
 static gboolean
 has_side_effects (const PsInstr *in)
@@ -37,89 +34,17 @@ has_side_effects (const PsInstr *in)
     }
 }
 
-/* The instruction's text without its name and without channel ids: equal
- * keys mean equal values. Operands print by name, and earlier merges have
- * already pointed them at their representatives.
- *
- * The bulky parts of that text (replica groups over thousands of devices,
- * source-target pairs, integer constant tables) are compared as numbers
- * instead of printed: the text is printed from a shallow copy of the
- * instruction without them, and the key keeps a pointer to the instruction
- * to compare them. Their printed forms are injective (decimal integers in a
- * fixed layout), so two keys are equal exactly when the full texts would be:
- * the merges are the same, only the printing is saved (it was half of the
- * partition stage on 2048 devices). */
+/* The CSE key: the instruction itself, compared field by field
+ * (ps_instr_same_value: opcode, shape, operands by identity, attributes
+ * but the channel id), with a hash of the cheap fields. Operands are
+ * compared by identity because earlier merges have already pointed them at
+ * their representatives. The bulky fields (replica groups over thousands of
+ * devices, source-target pairs, constant tables) are hashed from about 64
+ * samples; equality compares them in full. */
 typedef struct {
-  char *text;
   const PsInstr *in;
-  gboolean raw_literal;  /* the literal is compared as bytes, not printed */
   guint hash;
 } CseKey;
-
-static gboolean
-int_etype (PsElemType t)
-{
-  switch (t)
-    {
-    case PS_S8: case PS_S16: case PS_S32: case PS_S64:
-    case PS_U8: case PS_U16: case PS_U32: case PS_U64:
-      return TRUE;
-    default:
-      return FALSE;
-    }
-}
-
-/* Whether no element is a NaN (all NaNs print as "nan", whatever their
- * bits). */
-static gboolean
-no_nan (const PsLiteral *l)
-{
-  for (int64_t i = 0; i < l->n; i++)
-    switch (l->etype)
-      {
-      case PS_F32:
-        if (isnan (((const float *) l->data)[i]))
-          return FALSE;
-        break;
-      case PS_F64:
-        if (isnan (((const double *) l->data)[i]))
-          return FALSE;
-        break;
-      case PS_BF16:
-        if ((((const guint16 *) l->data)[i] & 0x7fff) > 0x7f80)
-          return FALSE;
-        break;
-      case PS_F16:
-        if ((((const guint16 *) l->data)[i] & 0x7fff) > 0x7c00)
-          return FALSE;
-        break;
-      default:
-        return FALSE;
-      }
-  return TRUE;
-}
-
-/* A literal whose printed text is a function of its bytes and back,
- * printed in its own shape's layout: integers (not pred: any nonzero byte
- * prints "true"), and real floats without NaNs (the printer writes the
- * shortest text that reads back to the same value, and -0 as "-0"). */
-static gboolean
-literal_as_bytes (const PsInstr *in)
-{
-  const PsLiteral *l = in->literal;
-  if (in->opcode != PS_OP_CONSTANT || !l || !in->shape || in->shape->etype == PS_TUPLE
-      || l->etype != in->shape->etype || ps_shape_elements (in->shape) != l->n)
-    return FALSE;
-  if (int_etype (l->etype))
-    return TRUE;
-  switch (l->etype)
-    {
-    case PS_F16: case PS_BF16: case PS_F32: case PS_F64:
-      return no_nan (l);
-    default:
-      return FALSE;
-    }
-}
 
 /* Hashes at most about 64 evenly spaced entries: the key comparison
  * checks all of them, and a full pass over every 2048-device group list
@@ -143,67 +68,27 @@ hash_bytes (guint h, const guint8 *b, gsize n)
   return (h * 16777619u) ^ (guint) n;
 }
 
-static gsize
-literal_bytes (const PsLiteral *l)
-{
-  return (gsize) l->n * (gsize) ps_etype_size_bytes (l->etype);
-}
-
-static char *
-instr_text (const PsInstr *in)
-{
-  g_autofree char *text = ps_hlo_instr_to_string (in, NULL);
-  const char *eq = strstr (text, " = ");
-  GString *k = g_string_new (eq ? eq + 3 : text);
-  char *ch;
-  while ((ch = strstr (k->str, ", channel_id=")) != NULL)
-    {
-      gsize at = (gsize) (ch - k->str);
-      gsize end = at + strlen (", channel_id=");
-      while (end < k->len && g_ascii_isdigit (k->str[end]))
-        end++;
-      g_string_erase (k, (gssize) at, (gssize) (end - at));
-    }
-  return g_string_free (k, FALSE);
-}
-
 static CseKey *
 instr_key (const PsInstr *in)
 {
-  PsInstr stub = *in;
-  stub.replica_groups = NULL;
-  stub.n_groups = 0;
-  stub.group_size = 0;
-  stub.source_target_pairs = NULL;
-  stub.n_pairs = 0;
   CseKey *k = g_new0 (CseKey, 1);
   k->in = in;
-  k->raw_literal = literal_as_bytes (in);
-  if (k->raw_literal)
-    stub.literal = NULL;
-  k->text = instr_text (&stub);
-  guint h = g_str_hash (k->text);
-  if (in->has_replica_groups)
-    {
-      h = (h * 31u) ^ (guint) in->n_groups;
-      if (in->n_groups > 0)
-        h = hash_i64 ((h * 31u) ^ (guint) in->group_size, in->replica_groups,
-                      (gsize) in->n_groups * (gsize) in->group_size);
-    }
-  h = hash_i64 ((h * 31u) ^ (guint) in->n_pairs, in->source_target_pairs,
-                (gsize) in->n_pairs * 2);
-  if (k->raw_literal)
-    h = hash_bytes (h, in->literal->data, literal_bytes (in->literal));
+  guint h = (guint) in->opcode;
+  const PsShape *s = in->shape;
+  if (s && s->etype != PS_TUPLE)
+    h = hash_i64 ((h * 31u) ^ (guint) s->etype, s->dims, (gsize) s->rank);
+  for (int i = 0; i < in->n_operands; i++)
+    h = (h * 31u) ^ (guint) in->operands[i]->id;
+  h = (h * 31u) ^ (guint) in->iota_dimension;
+  h = hash_i64 ((h * 31u) ^ (guint) in->dimensions.n, in->dimensions.v, (gsize) in->dimensions.n);
+  h = hash_i64 ((h * 31u) ^ (guint) in->n_groups, in->replica_groups,
+                (gsize) in->n_groups * (gsize) in->group_size);
+  h = hash_i64 ((h * 31u) ^ (guint) in->n_pairs, in->source_target_pairs, (gsize) in->n_pairs * 2);
+  if (in->literal)
+    h = hash_bytes (h, in->literal->data,
+                    (gsize) in->literal->n * (gsize) ps_etype_size_bytes (in->literal->etype));
   k->hash = h;
   return k;
-}
-
-static void
-cse_key_free (gpointer p)
-{
-  CseKey *k = p;
-  g_free (k->text);
-  g_free (k);
 }
 
 static guint
@@ -216,34 +101,7 @@ static gboolean
 cse_key_equal (gconstpointer pa, gconstpointer pb)
 {
   const CseKey *ka = pa, *kb = pb;
-  const PsInstr *a = ka->in, *b = kb->in;
-  if (ka->hash != kb->hash || ka->raw_literal != kb->raw_literal || strcmp (ka->text, kb->text) != 0)
-    return FALSE;
-  /* The texts are equal, so both print replica groups or neither. */
-  if (a->has_replica_groups)
-    {
-      if (a->n_groups != b->n_groups)
-        return FALSE;
-      if (a->n_groups > 0
-          && (a->group_size != b->group_size
-              || memcmp (a->replica_groups, b->replica_groups,
-                         sizeof (int64_t) * (gsize) a->n_groups * (gsize) a->group_size) != 0))
-        return FALSE;
-    }
-  if (a->n_pairs != b->n_pairs
-      || (a->n_pairs > 0
-          && memcmp (a->source_target_pairs, b->source_target_pairs,
-                     sizeof (int64_t) * 2 * (gsize) a->n_pairs) != 0))
-    return FALSE;
-  if (ka->raw_literal)
-    {
-      /* Equal texts: same shape, so the same element type and count. */
-      const PsLiteral *la = a->literal, *lb = b->literal;
-      if (la->etype != lb->etype || la->n != lb->n
-          || memcmp (la->data, lb->data, literal_bytes (la)) != 0)
-        return FALSE;
-    }
-  return TRUE;
+  return ka->hash == kb->hash && ps_instr_same_value (ka->in, kb->in);
 }
 
 /* Only communication and the index arithmetic the partitioner emits around
@@ -278,8 +136,7 @@ mergeable (const PsInstr *in, GHashTable *plain)
 static void
 cse_computation (PsComputation *c, PsCseStats *st)
 {
-  g_autoptr (GHashTable) seen = g_hash_table_new_full (cse_key_hash, cse_key_equal,
-                                                      cse_key_free, NULL);
+  g_autoptr (GHashTable) seen = g_hash_table_new_full (cse_key_hash, cse_key_equal, g_free, NULL);
   g_autoptr (GHashTable) dead = g_hash_table_new (NULL, NULL);
   g_autoptr (GHashTable) plain = g_hash_table_new (NULL, NULL);
   for (guint i = 0; i < c->instrs->len; i++)
@@ -296,7 +153,7 @@ cse_computation (PsComputation *c, PsCseStats *st)
           ps_instr_replace_all_uses (in, rep);
           g_hash_table_add (dead, in);
           st->merged++;
-          cse_key_free (key);
+          g_free (key);
         }
       else
         g_hash_table_insert (seen, key, in);

@@ -1,348 +1,14 @@
-/* Graph IR: element types, shapes, opcodes, and the module / computation /
- * instruction API declared in ir.h. Shape inference and validation live in
+/* Graph IR: opcodes and the module / computation / instruction API declared
+ * in ir.h (element types and shapes: shape.c). Shape inference and validation live in
  * shape_infer.c; text lives in hlo_parser.c and hlo_printer.c. */
 #include "config.h"
 
 #include <string.h>
 
+#include "common/float16.h"
+#include "common/ndindex.h"
 #include "partitioner/ir/ir.h"
 #include "partitioner/ir/sharding.h"
-
-/* ---- element types ------------------------------------------------------ */
-
-static const char *const etype_names[PS_ETYPE_COUNT] = {
-  [PS_PRED] = "pred", [PS_S8] = "s8", [PS_S16] = "s16", [PS_S32] = "s32",
-  [PS_S64] = "s64", [PS_U8] = "u8", [PS_U16] = "u16", [PS_U32] = "u32",
-  [PS_U64] = "u64", [PS_F16] = "f16", [PS_BF16] = "bf16", [PS_F32] = "f32",
-  [PS_F64] = "f64", [PS_C64] = "c64", [PS_C128] = "c128", [PS_TOKEN] = "token",
-  [PS_TUPLE] = "tuple",
-};
-
-static const int etype_sizes[PS_ETYPE_COUNT] = {
-  [PS_PRED] = 1, [PS_S8] = 1, [PS_S16] = 2, [PS_S32] = 4, [PS_S64] = 8,
-  [PS_U8] = 1, [PS_U16] = 2, [PS_U32] = 4, [PS_U64] = 8, [PS_F16] = 2,
-  [PS_BF16] = 2, [PS_F32] = 4, [PS_F64] = 8, [PS_C64] = 8, [PS_C128] = 16,
-  [PS_TOKEN] = 0, [PS_TUPLE] = 0,
-};
-
-const char *
-ps_etype_name (PsElemType t)
-{
-  g_return_val_if_fail ((int) t >= 0 && t < PS_ETYPE_COUNT, "?");
-  return etype_names[t];
-}
-
-gboolean
-ps_etype_from_name (const char *s, gsize len, PsElemType *out)
-{
-  /* "tuple" is a marker, never written as an element type. */
-  for (int t = 0; t < PS_TUPLE; t++)
-    {
-      const char *n = etype_names[t];
-      if (strlen (n) == len && memcmp (n, s, len) == 0)
-        {
-          *out = (PsElemType) t;
-          return TRUE;
-        }
-    }
-  return FALSE;
-}
-
-int
-ps_etype_size_bytes (PsElemType t)
-{
-  g_return_val_if_fail ((int) t >= 0 && t < PS_ETYPE_COUNT, 0);
-  return etype_sizes[t];
-}
-
-gboolean
-ps_etype_is_float (PsElemType t)
-{
-  return t == PS_F16 || t == PS_BF16 || t == PS_F32 || t == PS_F64;
-}
-
-gboolean
-ps_etype_is_complex (PsElemType t)
-{
-  return t == PS_C64 || t == PS_C128;
-}
-
-gboolean
-ps_etype_is_integral (PsElemType t)
-{
-  return (t >= PS_S8 && t <= PS_U64);
-}
-
-gboolean
-ps_etype_is_signed (PsElemType t)
-{
-  return (t >= PS_S8 && t <= PS_S64) || ps_etype_is_float (t) || ps_etype_is_complex (t);
-}
-
-/* ---- shapes ------------------------------------------------------------- */
-
-PsShape *
-ps_shape_new_array (PsElemType t, int rank, const int64_t *dims)
-{
-  g_return_val_if_fail (t != PS_TUPLE && rank >= 0, NULL);
-  PsShape *s = g_new0 (PsShape, 1);
-  s->etype = t;
-  s->rank = rank;
-  if (rank > 0)
-    s->dims = g_memdup2 (dims, sizeof (int64_t) * (gsize) rank);
-  s->layout_n = -1;
-  return s;
-}
-
-PsShape *
-ps_shape_new_scalar (PsElemType t)
-{
-  return ps_shape_new_array (t, 0, NULL);
-}
-
-PsShape *
-ps_shape_new_tuple (int n, PsShape *const *elems)
-{
-  PsShape *s = g_new0 (PsShape, 1);
-  s->etype = PS_TUPLE;
-  s->layout_n = -1;
-  s->n_elems = n;
-  if (n > 0)
-    {
-      s->elems = g_new0 (PsShape *, n);
-      for (int i = 0; i < n; i++)
-        s->elems[i] = ps_shape_copy (elems[i]);
-    }
-  return s;
-}
-
-PsShape *
-ps_shape_copy (const PsShape *s)
-{
-  if (!s)
-    return NULL;
-  PsShape *c = g_new0 (PsShape, 1);
-  c->etype = s->etype;
-  c->rank = s->rank;
-  if (s->rank > 0)
-    c->dims = g_memdup2 (s->dims, sizeof (int64_t) * (gsize) s->rank);
-  if (s->dynamic && s->rank > 0)
-    c->dynamic = g_memdup2 (s->dynamic, sizeof (gboolean) * (gsize) s->rank);
-  c->layout_n = s->layout_n;
-  if (s->layout_n > 0)
-    c->layout = g_memdup2 (s->layout, sizeof (int64_t) * (gsize) s->layout_n);
-  c->layout_extra = g_strdup (s->layout_extra);
-  c->n_elems = s->n_elems;
-  if (s->n_elems > 0)
-    {
-      c->elems = g_new0 (PsShape *, s->n_elems);
-      for (int i = 0; i < s->n_elems; i++)
-        c->elems[i] = ps_shape_copy (s->elems[i]);
-    }
-  return c;
-}
-
-void
-ps_shape_free (PsShape *s)
-{
-  if (!s)
-    return;
-  g_free (s->dims);
-  g_free (s->dynamic);
-  g_free (s->layout);
-  g_free (s->layout_extra);
-  for (int i = 0; i < s->n_elems; i++)
-    ps_shape_free (s->elems[i]);
-  g_free (s->elems);
-  g_free (s);
-}
-
-gboolean
-ps_shape_is_tuple (const PsShape *s)
-{
-  return s && s->etype == PS_TUPLE;
-}
-
-gboolean
-ps_shape_is_array (const PsShape *s)
-{
-  return s && s->etype != PS_TUPLE;
-}
-
-gboolean
-ps_shape_equal (const PsShape *a, const PsShape *b)
-{
-  if (a == b)
-    return TRUE;
-  if (!a || !b || a->etype != b->etype)
-    return FALSE;
-  if (a->etype == PS_TUPLE)
-    {
-      if (a->n_elems != b->n_elems)
-        return FALSE;
-      for (int i = 0; i < a->n_elems; i++)
-        if (!ps_shape_equal (a->elems[i], b->elems[i]))
-          return FALSE;
-      return TRUE;
-    }
-  if (a->rank != b->rank)
-    return FALSE;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i])
-      return FALSE;
-  return TRUE;
-}
-
-int64_t
-ps_shape_elements (const PsShape *s)
-{
-  g_return_val_if_fail (s != NULL, 0);
-  if (s->etype == PS_TUPLE)
-    return 0;
-  int64_t n = 1;
-  for (int i = 0; i < s->rank; i++)
-    n *= s->dims[i];
-  return n;
-}
-
-int64_t
-ps_shape_bytes (const PsShape *s)
-{
-  g_return_val_if_fail (s != NULL, 0);
-  if (s->etype == PS_TUPLE)
-    {
-      int64_t b = 0;
-      for (int i = 0; i < s->n_elems; i++)
-        b += ps_shape_bytes (s->elems[i]);
-      return b;
-    }
-  return ps_shape_elements (s) * ps_etype_size_bytes (s->etype);
-}
-
-int64_t
-ps_shape_leaf_elements (const PsShape *s)
-{
-  g_return_val_if_fail (s != NULL, 0);
-  if (s->etype != PS_TUPLE)
-    return ps_shape_elements (s);
-  int64_t n = 0;
-  for (int i = 0; i < s->n_elems; i++)
-    n += ps_shape_leaf_elements (s->elems[i]);
-  return n;
-}
-
-static gboolean
-within_limits (const PsShape *s, int depth, int64_t *elements)
-{
-  if (s->etype != PS_TUPLE)
-    return s->rank <= PS_MAX_RANK
-           && ps_checked_product (s->rank, s->dims, PS_MAX_ELEMENTS, elements);
-  if (depth >= PS_MAX_NESTING)
-    return FALSE;
-  int64_t sum = 0;
-  for (int i = 0; i < s->n_elems; i++)
-    {
-      int64_t e;
-      /* Each term is at most the limit, so the sum cannot overflow. */
-      if (!within_limits (s->elems[i], depth + 1, &e) || (sum += e) > PS_MAX_ELEMENTS)
-        return FALSE;
-    }
-  *elements = sum;
-  return TRUE;
-}
-
-gboolean
-ps_shape_within_limits (const PsShape *s)
-{
-  g_return_val_if_fail (s != NULL, FALSE);
-  int64_t n;
-  return within_limits (s, 0, &n);
-}
-
-int
-ps_shape_leaf_count (const PsShape *s)
-{
-  g_return_val_if_fail (s != NULL, 0);
-  if (s->etype != PS_TUPLE)
-    return 1;
-  int n = 0;
-  for (int i = 0; i < s->n_elems; i++)
-    n += ps_shape_leaf_count (s->elems[i]);
-  return n;
-}
-
-static void
-collect_leaves (const PsShape *s, GPtrArray *out)
-{
-  if (s->etype != PS_TUPLE)
-    {
-      g_ptr_array_add (out, (gpointer) s);
-      return;
-    }
-  for (int i = 0; i < s->n_elems; i++)
-    collect_leaves (s->elems[i], out);
-}
-
-GPtrArray *
-ps_shape_leaves (const PsShape *s)
-{
-  GPtrArray *out = g_ptr_array_new ();
-  if (s)
-    collect_leaves (s, out);
-  return out;
-}
-
-void
-ps_shape_append (GString *out, const PsShape *s, gboolean with_layout)
-{
-  if (s->etype == PS_TUPLE)
-    {
-      g_string_append_c (out, '(');
-      for (int i = 0; i < s->n_elems; i++)
-        {
-          if (i > 0)
-            g_string_append (out, ", ");
-          ps_shape_append (out, s->elems[i], with_layout);
-        }
-      g_string_append_c (out, ')');
-      return;
-    }
-  g_string_append (out, ps_etype_name (s->etype));
-  g_string_append_c (out, '[');
-  for (int i = 0; i < s->rank; i++)
-    {
-      if (i > 0)
-        g_string_append_c (out, ',');
-      if (s->dynamic && s->dynamic[i])
-        g_string_append (out, "<=");
-      g_string_append_printf (out, "%" G_GINT64_FORMAT, s->dims[i]);
-    }
-  g_string_append_c (out, ']');
-  if (with_layout && s->layout_n >= 0)
-    {
-      g_string_append_c (out, '{');
-      for (int i = 0; i < s->layout_n; i++)
-        {
-          if (i > 0)
-            g_string_append_c (out, ',');
-          g_string_append_printf (out, "%" G_GINT64_FORMAT, s->layout[i]);
-        }
-      if (s->layout_extra)
-        {
-          g_string_append_c (out, ':');
-          g_string_append (out, s->layout_extra);
-        }
-      g_string_append_c (out, '}');
-    }
-}
-
-char *
-ps_shape_to_string (const PsShape *s, gboolean with_layout)
-{
-  GString *out = g_string_new (NULL);
-  ps_shape_append (out, s, with_layout);
-  return g_string_free (out, FALSE);
-}
 
 /* ---- opcodes ------------------------------------------------------------ */
 
@@ -458,6 +124,32 @@ ps_literal_new (PsElemType t, int64_t n)
   gsize bytes = (gsize) n * (gsize) ps_etype_size_bytes (t);
   l->data = bytes > 0 ? g_malloc0 (bytes) : NULL;
   return l;
+}
+
+void
+ps_literal_set_f64 (PsLiteral *l, int64_t i, double v)
+{
+  g_return_if_fail (l != NULL && i >= 0 && i < l->n);
+  void *d = l->data;
+  switch (l->etype)
+    {
+    case PS_PRED: ((uint8_t *) d)[i] = v != 0; break;
+    case PS_S8: ((int8_t *) d)[i] = (int8_t) v; break;
+    case PS_S16: ((int16_t *) d)[i] = (int16_t) v; break;
+    case PS_S32: ((int32_t *) d)[i] = (int32_t) v; break;
+    case PS_S64: ((int64_t *) d)[i] = (int64_t) v; break;
+    case PS_U8: ((uint8_t *) d)[i] = (uint8_t) v; break;
+    case PS_U16: ((uint16_t *) d)[i] = (uint16_t) v; break;
+    case PS_U32: ((uint32_t *) d)[i] = (uint32_t) v; break;
+    case PS_U64: ((uint64_t *) d)[i] = (uint64_t) v; break;
+    case PS_F16: ((uint16_t *) d)[i] = ps_f32_to_f16 ((float) v); break;
+    case PS_BF16: ((uint16_t *) d)[i] = ps_f32_to_bf16 ((float) v); break;
+    case PS_F32: ((float *) d)[i] = (float) v; break;
+    case PS_F64: ((double *) d)[i] = v; break;
+    case PS_C64: ((float *) d)[2 * i] = (float) v; ((float *) d)[2 * i + 1] = 0; break;
+    case PS_C128: ((double *) d)[2 * i] = v; ((double *) d)[2 * i + 1] = 0; break;
+    default: g_return_if_reached ();
+    }
 }
 
 PsLiteral *
@@ -782,6 +474,22 @@ ps_instr_set_sharding (PsInstr *instr, const PsSharding *s)
 }
 
 void
+ps_instr_error (GError **error, PsErrorCode code, const PsInstr *in, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  const char *file = in->parent && in->parent->parent ? in->parent->parent->source_name : NULL;
+  if (file)
+    ps_set_error_at (error, code, file, in->src_line, in->src_col, "%s: %s", in->name, msg);
+  else if (in->src_line > 0)
+    g_set_error (error, PS_ERROR, code, "%d:%d: %s: %s", in->src_line, in->src_col, in->name, msg);
+  else
+    g_set_error (error, PS_ERROR, code, "%s: %s", in->name, msg);
+}
+
+void
 ps_instr_set_called (PsInstr *instr, int n, PsComputation *const *called)
 {
   g_free (instr->called);
@@ -826,6 +534,7 @@ ps_module_free (PsModule *m)
     computation_free (g_ptr_array_index (m->computations, i));
   g_ptr_array_free (m->computations, TRUE);
   g_free (m->name);
+  g_free (m->source_name);
   g_free (m->prop_to_output);
   g_free (m->prop_to_params);
   g_free (m->entry_layout);
@@ -1020,10 +729,161 @@ ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src)
   dst->src_col = src->src_col;
 }
 
+static gboolean
+ints_equal (const PsInts *a, const PsInts *b)
+{
+  return a->n == b->n && (a->n == 0 || memcmp (a->v, b->v, sizeof (int64_t) * (gsize) a->n) == 0);
+}
+
+static gboolean
+i64_equal (const int64_t *a, const int64_t *b, int64_t n)
+{
+  return n <= 0 || memcmp (a, b, sizeof (int64_t) * (gsize) n) == 0;
+}
+
+static gboolean
+literal_equal (const PsLiteral *a, const PsLiteral *b)
+{
+  if (a == NULL || b == NULL)
+    return a == b;
+  return a->etype == b->etype && a->n == b->n
+         && (a->n == 0 || memcmp (a->data, b->data, (gsize) a->n * (gsize) ps_etype_size_bytes (a->etype)) == 0);
+}
+
+static gboolean
+window_equal (const PsWindow *a, const PsWindow *b)
+{
+  if (a->n != b->n)
+    return FALSE;
+  for (int i = 0; i < a->n; i++)
+    {
+      const PsWindowDim *x = &a->dims[i], *y = &b->dims[i];
+      if (x->size != y->size || x->stride != y->stride || x->pad_lo != y->pad_lo || x->pad_hi != y->pad_hi
+          || x->base_dilation != y->base_dilation || x->window_dilation != y->window_dilation
+          || !x->reversal != !y->reversal)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+conv_equal (const PsConvDims *a, const PsConvDims *b)
+{
+  return !a->present == !b->present && a->n_spatial == b->n_spatial && a->in_batch == b->in_batch
+         && a->in_feature == b->in_feature && a->k_in_feature == b->k_in_feature
+         && a->k_out_feature == b->k_out_feature && a->out_batch == b->out_batch
+         && a->out_feature == b->out_feature && i64_equal (a->in_spatial, b->in_spatial, a->n_spatial)
+         && i64_equal (a->k_spatial, b->k_spatial, a->n_spatial)
+         && i64_equal (a->out_spatial, b->out_spatial, a->n_spatial);
+}
+
+static gboolean
+pad_equal (const PsInstr *a, const PsInstr *b)
+{
+  if (a->n_pad != b->n_pad)
+    return FALSE;
+  for (int i = 0; i < a->n_pad; i++)
+    if (a->padding[i].lo != b->padding[i].lo || a->padding[i].hi != b->padding[i].hi
+        || a->padding[i].interior != b->padding[i].interior)
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+raw_attrs_equal (const GPtrArray *a, const GPtrArray *b)
+{
+  guint na = a ? a->len : 0, nb = b ? b->len : 0;
+  if (na != nb)
+    return FALSE;
+  for (guint i = 0; i < na; i++)
+    {
+      const PsRawAttr *x = g_ptr_array_index (a, i), *y = g_ptr_array_index (b, i);
+      if (g_strcmp0 (x->key, y->key) != 0 || g_strcmp0 (x->value, y->value) != 0)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+sharding_same_text (const PsSharding *a, const PsSharding *b)
+{
+  if (a == NULL || b == NULL)
+    return a == b;
+  if (!ps_sharding_equal (a, b))
+    return FALSE;
+  g_autofree char *ta = ps_sharding_to_string (a);
+  g_autofree char *tb = ps_sharding_to_string (b);
+  return strcmp (ta, tb) == 0;
+}
+
+/* Every attribute ps_instr_copy_attrs copies, but the source position;
+ * keep the two lists in step. */
+static gboolean
+attrs_equal (const PsInstr *a, const PsInstr *b)
+{
+  return !a->branches_as_list == !b->branches_as_list && a->parameter_number == b->parameter_number
+         && literal_equal (a->literal, b->literal) && ints_equal (&a->dimensions, &b->dimensions)
+         && ints_equal (&a->dot.lhs_batch, &b->dot.lhs_batch)
+         && ints_equal (&a->dot.rhs_batch, &b->dot.rhs_batch)
+         && ints_equal (&a->dot.lhs_contracting, &b->dot.lhs_contracting)
+         && ints_equal (&a->dot.rhs_contracting, &b->dot.rhs_contracting)
+         && !a->has_precision == !b->has_precision
+         && (!a->has_precision || (a->precision[0] == b->precision[0] && a->precision[1] == b->precision[1]))
+         && window_equal (&a->window, &b->window) && conv_equal (&a->conv, &b->conv)
+         && a->feature_group_count == b->feature_group_count && a->batch_group_count == b->batch_group_count
+         && ints_equal (&a->slice_starts, &b->slice_starts) && ints_equal (&a->slice_limits, &b->slice_limits)
+         && ints_equal (&a->slice_strides, &b->slice_strides)
+         && ints_equal (&a->dynamic_slice_sizes, &b->dynamic_slice_sizes) && pad_equal (a, b)
+         && ints_equal (&a->gather.offset_dims, &b->gather.offset_dims)
+         && ints_equal (&a->gather.collapsed_slice_dims, &b->gather.collapsed_slice_dims)
+         && ints_equal (&a->gather.start_index_map, &b->gather.start_index_map)
+         && ints_equal (&a->gather.operand_batching_dims, &b->gather.operand_batching_dims)
+         && ints_equal (&a->gather.start_indices_batching_dims, &b->gather.start_indices_batching_dims)
+         && ints_equal (&a->gather.slice_sizes, &b->gather.slice_sizes)
+         && a->gather.index_vector_dim == b->gather.index_vector_dim
+         && !a->gather.indices_are_sorted == !b->gather.indices_are_sorted
+         && ints_equal (&a->scatter.update_window_dims, &b->scatter.update_window_dims)
+         && ints_equal (&a->scatter.inserted_window_dims, &b->scatter.inserted_window_dims)
+         && ints_equal (&a->scatter.scatter_dims_to_operand_dims, &b->scatter.scatter_dims_to_operand_dims)
+         && ints_equal (&a->scatter.input_batching_dims, &b->scatter.input_batching_dims)
+         && ints_equal (&a->scatter.scatter_indices_batching_dims, &b->scatter.scatter_indices_batching_dims)
+         && a->scatter.index_vector_dim == b->scatter.index_vector_dim
+         && !a->scatter.indices_are_sorted == !b->scatter.indices_are_sorted
+         && !a->scatter.unique_indices == !b->scatter.unique_indices && a->tuple_index == b->tuple_index
+         && a->iota_dimension == b->iota_dimension && a->feature_index == b->feature_index
+         && memcmp (&a->epsilon, &b->epsilon, sizeof a->epsilon) == 0 && a->comparison == b->comparison
+         && g_strcmp0 (a->compare_type, b->compare_type) == 0 && !a->is_stable == !b->is_stable
+         && !a->has_replica_groups == !b->has_replica_groups && a->n_groups == b->n_groups
+         && a->group_size == b->group_size
+         && i64_equal (a->replica_groups, b->replica_groups, (int64_t) a->n_groups * a->group_size)
+         && !a->use_global_device_ids == !b->use_global_device_ids && a->n_pairs == b->n_pairs
+         && i64_equal (a->source_target_pairs, b->source_target_pairs, (int64_t) a->n_pairs * 2)
+         && g_strcmp0 (a->custom_call_target, b->custom_call_target) == 0
+         && g_strcmp0 (a->backend_config, b->backend_config) == 0
+         && !a->custom_call_has_side_effect == !b->custom_call_has_side_effect
+         && g_strcmp0 (a->metadata, b->metadata) == 0 && raw_attrs_equal (a->extra_attrs, b->extra_attrs);
+}
+
+gboolean
+ps_instr_same_value (const PsInstr *a, const PsInstr *b)
+{
+  if (a->opcode != b->opcode || a->n_operands != b->n_operands || a->n_called != b->n_called
+      || !ps_shape_identical (a->shape, b->shape))
+    return FALSE;
+  for (int i = 0; i < a->n_operands; i++)
+    if (a->operands[i] != b->operands[i])
+      return FALSE;
+  for (int i = 0; i < a->n_called; i++)
+    if (a->called[i] != b->called[i])
+      return FALSE;
+  return attrs_equal (a, b) && sharding_same_text (a->sharding, b->sharding);
+}
+
 PsModule *
 ps_module_clone (const PsModule *m)
 {
   PsModule *c = ps_module_new (m->name);
+  c->source_name = g_strdup (m->source_name);
   c->num_partitions = m->num_partitions;
   c->n_prop_to_output = m->n_prop_to_output;
   c->n_prop_to_params = m->n_prop_to_params;

@@ -24,72 +24,17 @@
 
 #include "common/checked.h"
 #include "common/error.h"
+#include "partitioner/ir/shape.h"
 
 G_BEGIN_DECLS
 
-typedef struct PsSharding PsSharding; /* partitioner/sharding.h */
-
-/* ---- element types and shapes ------------------------------------------ */
-
-typedef enum {
-  PS_PRED, PS_S8, PS_S16, PS_S32, PS_S64, PS_U8, PS_U16, PS_U32, PS_U64,
-  PS_F16, PS_BF16, PS_F32, PS_F64, PS_C64, PS_C128, PS_TOKEN,
-  PS_TUPLE,            /* not an element type: marks a tuple shape */
-  PS_ETYPE_COUNT
-} PsElemType;
-
-const char *ps_etype_name (PsElemType t);            /* "f32" */
-gboolean ps_etype_from_name (const char *s, gsize len, PsElemType *out);
-int ps_etype_size_bytes (PsElemType t);              /* pred = 1, token = 0 */
-gboolean ps_etype_is_float (PsElemType t);           /* f16 bf16 f32 f64 */
-gboolean ps_etype_is_complex (PsElemType t);
-gboolean ps_etype_is_integral (PsElemType t);        /* signed and unsigned, not pred */
-gboolean ps_etype_is_signed (PsElemType t);
+typedef struct PsSharding PsSharding; /* partitioner/ir/sharding.h */
 
 /* A list of int64 (dimension numbers, sizes, ...). */
 typedef struct {
   int n;
   int64_t *v;           /* owned; NULL when n == 0 */
 } PsInts;
-
-typedef struct PsShape PsShape;
-struct PsShape {
-  PsElemType etype;     /* PS_TUPLE for a tuple */
-  int rank;             /* arrays: number of dims (0 = scalar) */
-  int64_t *dims;        /* rank entries */
-  gboolean *dynamic;    /* NULL, or rank flags: dim written as "<=N" */
-  int layout_n;         /* -1 = no layout written; else number of entries */
-  int64_t *layout;      /* minor-to-major; printing keeps it */
-  char *layout_extra;   /* text after ':' inside the layout braces, or NULL */
-  int n_elems;          /* tuples: element count */
-  PsShape **elems;      /* tuples: owned elements */
-};
-
-PsShape *ps_shape_new_array (PsElemType t, int rank, const int64_t *dims);
-PsShape *ps_shape_new_scalar (PsElemType t);
-PsShape *ps_shape_new_tuple (int n, PsShape *const *elems); /* copies elems */
-PsShape *ps_shape_copy (const PsShape *s);
-void ps_shape_free (PsShape *s);
-gboolean ps_shape_is_tuple (const PsShape *s);
-gboolean ps_shape_is_array (const PsShape *s);
-/* Same element type and dims (layouts ignored); tuples elementwise. */
-gboolean ps_shape_equal (const PsShape *a, const PsShape *b);
-int64_t ps_shape_elements (const PsShape *s);        /* arrays: product of dims */
-int64_t ps_shape_bytes (const PsShape *s);           /* tuples: sum of leaves */
-int64_t ps_shape_leaf_elements (const PsShape *s);   /* elements of all leaves */
-/* Within podsim's limits (common/checked.h, doc/robustness.md): at most
- * PS_MAX_RANK dims, PS_MAX_ELEMENTS elements in all leaves together, tuples
- * nested at most PS_MAX_NESTING deep. Every shape a reader accepts or shape
- * inference produces is; so element counts and byte sizes of a valid module
- * cannot overflow. */
-gboolean ps_shape_within_limits (const PsShape *s);
-int ps_shape_leaf_count (const PsShape *s);          /* arrays: 1 */
-/* Leaves of a tuple shape depth-first (arrays: the shape itself). transfer
- * container: the array is new, the shapes are borrowed. */
-GPtrArray *ps_shape_leaves (const PsShape *s);
-/* Text form "f32[8,16]{1,0}" or "(f32[8], s32[])". transfer full. */
-char *ps_shape_to_string (const PsShape *s, gboolean with_layout);
-void ps_shape_append (GString *out, const PsShape *s, gboolean with_layout);
 
 /* ---- opcodes ------------------------------------------------------------ */
 
@@ -305,6 +250,9 @@ struct PsComputation {
 
 struct PsModule {
   char *name;
+  /* The file it was read from ("<stdin>", "<hlo>"...), as error messages
+   * name it; NULL for a module built in memory. Owned. */
+  char *source_name;
   GPtrArray *computations;         /* PsComputation*, owned, callees before callers */
   PsComputation *entry;
   /* Header attributes. */
@@ -354,16 +302,34 @@ void ps_computation_remove_instrs (PsComputation *c, GHashTable *dead);
  * (stable: keeps program order where it can). transfer container. */
 GPtrArray *ps_computation_post_order (const PsComputation *c);
 void ps_instr_set_sharding (PsInstr *instr, const PsSharding *s); /* copies; NULL clears */
+/* A user error at instruction `in`: "FILE:LINE:COL: NAME: message", FILE
+ * being its module's source_name (no FILE for a module built in memory, no
+ * LINE:COL for an instruction made by a pass). */
+void ps_instr_error (GError **error, PsErrorCode code, const PsInstr *in, const char *fmt, ...)
+  G_GNUC_PRINTF (4, 5);
 void ps_instr_set_called (PsInstr *instr, int n, PsComputation *const *called);
 /* Copies every typed and raw attribute of `src` into the fresh `dst`: not
  * the shape, operands, users, called computations, parent or sharding. */
 void ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src);
+/* Whether a and b compute the same value from their operands: same opcode,
+ * identical shape (layout included), the same operand and called
+ * instructions/computations (by identity), the same sharding (printed form)
+ * and equal attributes: all those ps_instr_copy_attrs copies except the
+ * source position and the channel id (which only names a collective's
+ * channel); literals compare by bytes. What CSE (cse.h) merges. */
+gboolean ps_instr_same_value (const PsInstr *a, const PsInstr *b);
+
 void ps_ints_set (PsInts *dst, int n, const int64_t *v);
 void ps_ints_clear (PsInts *dst);
 gboolean ps_ints_contains (const PsInts *a, int64_t v);
 PsLiteral *ps_literal_new (PsElemType t, int64_t n);      /* zero-filled */
 PsLiteral *ps_literal_copy (const PsLiteral *l);
 void ps_literal_free (PsLiteral *l);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsLiteral, ps_literal_free)
+/* Stores v into element i converted to the literal's type: floats rounded
+ * to nearest even (bf16/f16 by common/float16.h), integers by C conversion
+ * (v must be in range), pred v != 0, complex (v, 0). */
+void ps_literal_set_f64 (PsLiteral *l, int64_t i, double v);
 void ps_instr_add_raw_attr (PsInstr *instr, const char *key, const char *value);
 const char *ps_instr_get_raw_attr (const PsInstr *instr, const char *key);
 

@@ -1,6 +1,7 @@
 # partitioner/ir: the graph IR (shapes, instructions, computations, modules),
 # shape inference and validation, shardings and their text form, CSE.
-libpodsim_partitioner_la_SOURCES += partitioner/ir/ir.c partitioner/ir/ir.h \
+libpodsim_partitioner_la_SOURCES += partitioner/ir/shape.c partitioner/ir/shape.h \
+	partitioner/ir/ir.c partitioner/ir/ir.h \
 	partitioner/ir/shape_infer.c \
 	partitioner/ir/sharding.c partitioner/ir/sharding.h partitioner/ir/sharding_text.c \
 	partitioner/ir/sharding_private.h \

@@ -1,7 +1,7 @@
 /* Shardings: construction, normalisation, equality and queries.
  *
  * The text form (parser and printer) lives in sharding_text.c; both share
- * the normalising constructor ps_sharding_make_tiled_ (sharding_private.h).
+ * the normalising constructor ps_sharding_subgroup_take (sharding.h).
  *
  * A TILED sharding always carries its expanded device array. The iota form
  * (iota_dims/iota_perm) is recomputed from that array after every
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/ir/sharding.h"
 #include "partitioner/ir/sharding_private.h"
 
@@ -98,104 +99,16 @@ ps_sharding_copy (const PsSharding *s)
 
 /* ---- array helpers -------------------------------------------------------- */
 
-int64_t
-ps_sharding_product_ (int n, const int64_t *v)
-{
-  int64_t p = 1;
-  for (int i = 0; i < n; i++)
-    p *= v[i];
-  return p;
-}
-
-/* Transposes a row-major array of `dims` numpy style (output dim j is input
- * dim perm[j]) into `out`. Propagation transposes 2048-device arrays many
- * thousands of times, so size-1 dims are dropped and output dims that are
- * also adjacent in the input are fused first; the innermost run is then a
- * plain strided (often contiguous) copy. */
-static void
-transpose_into (const int64_t *in, int64_t *out, int n, const int64_t *dims,
-                const int64_t *perm)
-{
-  int64_t in_strides[PS_SHARDING_MAX_DIMS];
-  int64_t sz[PS_SHARDING_MAX_DIMS], st[PS_SHARDING_MAX_DIMS];
-  int64_t idx[PS_SHARDING_MAX_DIMS] = { 0 };
-  g_assert (n <= PS_SHARDING_MAX_DIMS);
-  int64_t stride = 1;
-  for (int i = n - 1; i >= 0; i--)
-    {
-      in_strides[i] = stride;
-      stride *= dims[i];
-    }
-  int m = 0;
-  for (int j = 0; j < n; j++)
-    {
-      int64_t d = dims[perm[j]], s = in_strides[perm[j]];
-      if (d == 1)
-        continue;
-      if (m > 0 && st[m - 1] == s * d)
-        {
-          sz[m - 1] *= d;
-          st[m - 1] = s;
-        }
-      else
-        {
-          sz[m] = d;
-          st[m] = s;
-          m++;
-        }
-    }
-  if (m == 0)
-    {
-      out[0] = in[0];
-      return;
-    }
-  int64_t len = sz[m - 1], step = st[m - 1];
-  int64_t src = 0, k = 0;
-  for (;;)
-    {
-      if (step == 1)
-        memcpy (out + k, in + src, (gsize) len * sizeof (int64_t));
-      else
-        for (int64_t t = 0; t < len; t++)
-          out[k + t] = in[src + t * step];
-      k += len;
-      int j = m - 2;
-      for (; j >= 0; j--)
-        {
-          idx[j]++;
-          src += st[j];
-          if (idx[j] < sz[j])
-            break;
-          src -= st[j] * sz[j];
-          idx[j] = 0;
-        }
-      if (j < 0)
-        break;
-    }
-}
-
-/* Transposes a row-major array of `dims` numpy style (output dim j is input
- * dim perm[j]). transfer full. */
 int64_t *
-ps_sharding_transpose_ (const int64_t *in, int n, const int64_t *dims, const int64_t *perm)
+sh_expand_iota (int n_reshape, const int64_t *reshape, const int64_t *perm)
 {
-  int64_t total = ps_sharding_product_ (n, dims);
-  int64_t *out = g_new (int64_t, MAX (total, 1));
-  if (total > 0)
-    transpose_into (in, out, n, dims, perm);
-  return out;
-}
-
-int64_t *
-ps_sharding_expand_iota_ (int n_reshape, const int64_t *reshape, const int64_t *perm)
-{
-  int64_t total = ps_sharding_product_ (n_reshape, reshape);
+  int64_t total = ps_product (n_reshape, reshape);
   int64_t *iota = g_new (int64_t, MAX (total, 1));
   for (int64_t i = 0; i < total; i++)
     iota[i] = i;
   if (perm == NULL)
     return iota;
-  int64_t *out = ps_sharding_transpose_ (iota, n_reshape, reshape, perm);
+  int64_t *out = ps_transpose_row_major (iota, n_reshape, reshape, perm);
   g_free (iota);
   return out;
 }
@@ -333,7 +246,7 @@ tile_raw (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
   PsSharding *s = sharding_new (PS_SHARDING_TILED);
   s->n_tile_dims = n_dims;
   s->tile_dims = dup_i64 (dims, n_dims);
-  s->n_devices = ps_sharding_product_ (n_dims, dims);
+  s->n_devices = ps_product (n_dims, dims);
   s->devices = devices;
   s->n_subgroups = n_sub;
   if (n_sub > 0)
@@ -398,7 +311,7 @@ static PsSharding *
 partial_tile (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
               const PsSubgroupKind *kinds)
 {
-  int64_t total = ps_sharding_product_ (n_dims, dims);
+  int64_t total = ps_product (n_dims, dims);
   int64_t group = dims[n_dims - 1];
   if (n_sub == 1 && (n_dims == 1 || group == total))
     {
@@ -406,7 +319,7 @@ partial_tile (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
       return ps_sharding_replicated ();
     }
   if (group == 1)
-    return ps_sharding_make_tiled_ (n_dims - 1, dims, devices, n_sub - 1, kinds);
+    return ps_sharding_subgroup_take (n_dims - 1, dims, devices, n_sub - 1, kinds);
   /* Device order inside a replication group carries no meaning, so sort it
    * to make equal shardings have equal arrays. */
   sort_groups (devices, total, group);
@@ -416,8 +329,8 @@ partial_tile (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
 /* Takes ownership of `devices` (prod(dims) ids, already validated). Mirrors
  * XLA's HloSharding::Subgroup. */
 PsSharding *
-ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
-                         const PsSubgroupKind *kinds)
+ps_sharding_subgroup_take (int n_dims, const int64_t *dims, int64_t *devices, int n_sub,
+                           const PsSubgroupKind *kinds)
 {
   g_assert (n_sub >= 0 && n_sub <= n_dims && n_dims <= PS_SHARDING_MAX_DIMS);
   if (n_sub == 0)
@@ -426,7 +339,7 @@ ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices, int 
   gboolean all_same = TRUE;
   for (int i = 1; i < n_sub; i++)
     all_same &= kinds[i] == kinds[0];
-  if (all_same && ps_sharding_product_ (data, dims) == 1)
+  if (all_same && ps_product (data, dims) == 1)
     {
       g_free (devices);
       return kinds[0] == PS_SUBGROUP_MANUAL ? ps_sharding_manual () : ps_sharding_replicated ();
@@ -493,7 +406,7 @@ ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices, int 
         }
       for (int j = 0; j < np; j++)
         sq_perm[j] = map[perm[j]];
-      arr = ps_sharding_transpose_ (devices, nsq, sq_dims, sq_perm);
+      arr = ps_transpose_row_major (devices, nsq, sq_dims, sq_perm);
       g_free (devices);
       n_out = nm;
       out_dims = merged;
@@ -511,7 +424,7 @@ ps_sharding_make_tiled_ (int n_dims, const int64_t *dims, int64_t *devices, int 
   if (out_sub == 0)
     return tile_raw (n_out, out_dims, arr, 0, NULL);
   if (out_sub == 1 && out_kinds[0] == PS_SUBGROUP_MANUAL
-      && ps_sharding_product_ (n_out, out_dims) == out_dims[n_out - 1])
+      && ps_product (n_out, out_dims) == out_dims[n_out - 1])
     {
       g_free (arr);
       return ps_sharding_manual ();
@@ -561,8 +474,8 @@ ps_sharding_tiled (int n_dims, const int64_t *dims, const int64_t *devices)
 {
   if (!check_devices (n_dims, dims, devices))
     return NULL;
-  return ps_sharding_make_tiled_ (n_dims, dims, dup_i64 (devices, ps_sharding_product_ (n_dims, dims)), 0,
-                                  NULL);
+  return ps_sharding_subgroup_take (n_dims, dims, dup_i64 (devices, ps_product (n_dims, dims)), 0,
+                                    NULL);
 }
 
 PsSharding *
@@ -573,8 +486,8 @@ ps_sharding_subgroup (int n_dims, const int64_t *dims, const int64_t *devices, i
   g_return_val_if_fail (n_subgroups == 0 || kinds != NULL, NULL);
   if (!check_devices (n_dims, dims, devices))
     return NULL;
-  return ps_sharding_make_tiled_ (n_dims, dims, dup_i64 (devices, ps_sharding_product_ (n_dims, dims)),
-                                  n_subgroups, kinds);
+  return ps_sharding_subgroup_take (n_dims, dims, dup_i64 (devices, ps_product (n_dims, dims)),
+                                    n_subgroups, kinds);
 }
 
 PsSharding *
@@ -743,7 +656,7 @@ int64_t
 ps_sharding_num_tiles (const PsSharding *s)
 {
   g_return_val_if_fail (s != NULL, 1);
-  return s->kind == PS_SHARDING_TILED ? ps_sharding_product_ (ps_sharding_data_rank (s), s->tile_dims) : 1;
+  return s->kind == PS_SHARDING_TILED ? ps_product (ps_sharding_data_rank (s), s->tile_dims) : 1;
 }
 
 int64_t
@@ -1031,10 +944,10 @@ ps_sharding_mesh_split (int rank, int mesh_rank, const int64_t *mesh_dims,
             }
           g_hash_table_add (seen, (gpointer) &mesh_devices[i]);
         }
-      ids = ps_sharding_transpose_ (mesh_devices, mesh_rank, mesh_dims, perm);
+      ids = ps_transpose_row_major (mesh_devices, mesh_rank, mesh_dims, perm);
     }
   else
-    ids = ps_sharding_expand_iota_ (mesh_rank, mesh_dims, perm);
+    ids = sh_expand_iota (mesh_rank, mesh_dims, perm);
   static const PsSubgroupKind repl_kind = PS_SUBGROUP_REPLICATED;
-  return ps_sharding_make_tiled_ (rank + 1, tile, ids, 1, &repl_kind);
+  return ps_sharding_subgroup_take (rank + 1, tile, ids, 1, &repl_kind);
 }

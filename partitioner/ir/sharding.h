@@ -24,10 +24,13 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "common/checked.h"
 #include "common/error.h"
-#include "partitioner/ir/ir.h"
+#include "partitioner/ir/shape.h"
 
 G_BEGIN_DECLS
+
+typedef struct PsSharding PsSharding; /* also forward-declared by ir.h */
 
 typedef enum {
   PS_SHARDING_REPLICATED,
@@ -83,6 +86,9 @@ PsSharding *ps_sharding_from_string (const char *text, const char *what, GError 
 /* Canonical text; reparsing gives an equal sharding. transfer full. */
 char *ps_sharding_to_string (const PsSharding *s);
 void ps_sharding_append (GString *out, const PsSharding *s, gboolean with_metadata);
+/* The op_name="..." values of the sharding's metadata, in order, as a
+ * NULL-terminated list (transfer full, g_strfreev; empty without metadata). */
+char **ps_sharding_op_names (const PsSharding *s);
 
 PsSharding *ps_sharding_copy (const PsSharding *s);
 void ps_sharding_free (PsSharding *s);
@@ -91,6 +97,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsSharding, ps_sharding_free)
 gboolean ps_sharding_equal (const PsSharding *a, const PsSharding *b);
 /* Same, ignoring shard groups too. */
 gboolean ps_sharding_equal_layout (const PsSharding *a, const PsSharding *b);
+
+/* Tile-assignment rank limit: generous (XLA tests use up to 7) and keeps the
+ * normaliser's scratch arrays on the stack. */
+#define PS_SHARDING_MAX_DIMS 32
+/* Device-array size limit, so a typo like [100000,100000] is an error, not
+ * an allocation failure. A full TPU v3 pod has 2048 cores. */
+#define PS_SHARDING_MAX_DEVICES ((int64_t) PS_MAX_DEVICES)
 
 /* Constructors (normalising). */
 PsSharding *ps_sharding_replicated (void);
@@ -102,6 +115,14 @@ PsSharding *ps_sharding_tiled (int n_dims, const int64_t *dims, const int64_t *d
 /* Tiled with trailing subgroup dims of the given kinds. */
 PsSharding *ps_sharding_subgroup (int n_dims, const int64_t *dims, const int64_t *devices,
                                   int n_subgroups, const PsSubgroupKind *kinds);
+/* The same taking ownership of `devices`, which must be valid (prod(dims)
+ * unique ids >= 0; not checked: a programmer error otherwise). This is the
+ * one normalising constructor every TILED sharding goes through (the
+ * parser, the constructors above, mesh_split), so all of them agree on the
+ * canonical form; propagation calls it directly on tile arrays it has just
+ * computed, without a copy. */
+PsSharding *ps_sharding_subgroup_take (int n_dims, const int64_t *dims, int64_t *devices,
+                                       int n_subgroups, const PsSubgroupKind *kinds);
 /* Tiled with the last dim replicated (last_tile_dim_replicate). */
 PsSharding *ps_sharding_partial (int n_dims, const int64_t *dims, const int64_t *devices);
 /* Takes ownership of the elements. */

@@ -225,8 +225,8 @@ parse_tile_assign (Parser *p, TileAssign *t)
                          rdims->len);
           has_perm = TRUE;
         }
-      t->devices = ps_sharding_expand_iota_ ((int) rdims->len, (int64_t *) rdims->data,
-                                             has_perm ? perm : NULL);
+      t->devices = sh_expand_iota ((int) rdims->len, (int64_t *) rdims->data,
+                                   has_perm ? perm : NULL);
       return TRUE;
     }
   /* Explicit list. */
@@ -522,8 +522,8 @@ parse_single (Parser *p)
                   n_sub, nd);
             goto out;
           }
-        result = ps_sharding_make_tiled_ (nd, (int64_t *) tile.dims->data, tile.devices,
-                                          n_sub, kinds);
+        result = ps_sharding_subgroup_take (nd, (int64_t *) tile.dims->data, tile.devices,
+                                            n_sub, kinds);
         tile.devices = NULL;
         break;
       }
@@ -730,4 +730,22 @@ ps_sharding_to_string (const PsSharding *s)
   GString *out = g_string_new (NULL);
   ps_sharding_append (out, s, TRUE);
   return g_string_free (out, FALSE);
+}
+
+char **
+ps_sharding_op_names (const PsSharding *s)
+{
+  GPtrArray *a = g_ptr_array_new ();
+  const char *p = s ? s->metadata : NULL;
+  while (p && (p = strstr (p, "op_name=\"")) != NULL)
+    {
+      p += strlen ("op_name=\"");
+      const char *q = p;
+      while (*q && *q != '"')
+        q += (*q == '\\' && q[1]) ? 2 : 1;
+      g_ptr_array_add (a, g_strndup (p, q - p));
+      p = q;
+    }
+  g_ptr_array_add (a, NULL);
+  return (char **) g_ptr_array_free (a, FALSE);
 }

@@ -1,5 +1,5 @@
 # partitioner/propagate: sharding propagation (XLA's ShardingPropagation), its Check suites.
-libpodsim_partitioner_la_SOURCES += partitioner/propagate/propagate.h partitioner/propagate/propagate_internal.h \
+libpodsim_partitioner_la_SOURCES += partitioner/propagate/propagate.h partitioner/propagate/propagate_private.h \
 	partitioner/propagate/propagate.c partitioner/propagate/propagate_algebra.c partitioner/propagate/propagate_merge.c \
 	partitioner/propagate/propagate_rules.c partitioner/propagate/propagate_gather.c \
 	partitioner/propagate/propagate_norm.c

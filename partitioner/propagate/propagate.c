@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partitioner/propagate/propagate_internal.h"
+#include "partitioner/propagate/propagate_private.h"
 
 void
 ps_propagate_options_init (PsPropagateOptions *opts)
@@ -1130,6 +1130,246 @@ ps_propagate (PsModule *m, const PsPropagateOptions *opts, GError **error)
   return ps_propagate_full (m, opts, NULL, error);
 }
 
+/* ---- the driver, phase by phase ------------------------------------------ */
+
+/* CSE-prevention shardings: with cse_prevention_only, remember every
+ * sharding so that only those can be removed at the end; otherwise drop
+ * them now. TRUE when something changed. */
+static gboolean
+prepare_cse_prevention (GPtrArray *comps, gboolean only, GHashTable **original)
+{
+  gboolean changed = FALSE;
+  if (only)
+    {
+      *original = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) ps_sharding_free);
+      FOR_EACH_INSTR (comps, c, i)
+        if (i->sharding)
+          g_hash_table_insert (*original, i, ps_sharding_copy (i->sharding));
+    }
+  else
+    FOR_EACH_INSTR (comps, c, i)
+      if (is_cse_prevention (i->sharding))
+        {
+          set_sharding (i, NULL);
+          changed = TRUE;
+        }
+  return changed;
+}
+
+/* The entry root's (per tuple element) and parameters' shardings as given,
+ * for restrict_outputs when propagation may refine them. */
+static void
+save_entry_shardings (const PpCtx *ctx, PsComputation *entry, GPtrArray **saved_root,
+                      GHashTable *saved_params)
+{
+  if (ctx->to_output && entry->root->sharding && ps_shape_is_tuple (entry->root->shape))
+    {
+      *saved_root = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_sharding_free);
+      PsSharding *rs = pp_normalize_tuple (entry->root->sharding, entry->root->shape);
+      for (int k = 0; k < entry->root->shape->n_elems; k++)
+        g_ptr_array_add (*saved_root, pp_sub_sharding (rs, entry->root->shape, k));
+      ps_sharding_free (rs);
+    }
+  if (ctx->to_params)
+    for (guint k = 0; k < entry->params->len; k++)
+      {
+        PsInstr *p = g_ptr_array_index (entry->params, k);
+        if (p->sharding)
+          g_hash_table_insert (saved_params, p, ps_sharding_copy (p->sharding));
+      }
+}
+
+/* While, conditional and call: their related instructions (operands,
+ * parameters and roots of the called computations) start from one of
+ * them that has a sharding, and the called computations map back to the
+ * caller. */
+static void
+link_called_computations (PpCtx *ctx, GPtrArray *comps)
+{
+  FOR_EACH_INSTR (comps, c, i)
+    {
+      if (i->opcode != PS_OP_WHILE && i->opcode != PS_OP_CONDITIONAL && i->opcode != PS_OP_CALL)
+        continue;
+      GPtrArray *rel = related_instructions (ctx, i);
+      PsInstr *sharded = NULL;
+      for (guint k = 0; k < rel->len && !sharded; k++)
+        if (((PsInstr *) g_ptr_array_index (rel, k))->sharding)
+          sharded = g_ptr_array_index (rel, k);
+      if (sharded)
+        {
+          PsSharding *s = ps_sharding_copy (sharded->sharding);
+          for (guint k = 0; k < rel->len; k++)
+            {
+              PsInstr *x = g_ptr_array_index (rel, k);
+              if (x != sharded)
+                set_sharding (x, pp_normalize_tuple (s, x->shape));
+            }
+          ps_sharding_free (s);
+        }
+      g_ptr_array_free (rel, TRUE);
+      for (int k = 0; k < i->n_called; k++)
+        g_hash_table_insert (ctx->comp_map, i->called[k], i);
+    }
+}
+
+/* The shardings the pass may not change: those the user wrote (but
+ * "unknown"), the entry root's and parameters' unless propagation may
+ * refine them. A while at the root gets a copy after it, so that the loop
+ * itself stays free. Then "unknown" shardings start replicated. TRUE when
+ * the program changed. */
+static gboolean
+mark_provided (PpCtx *ctx, GPtrArray *comps, PsComputation *entry)
+{
+  gboolean changed = FALSE;
+  FOR_EACH_INSTR (comps, c, i)
+    if (i->sharding && i != entry->root && i->opcode != PS_OP_PARAMETER
+        && i->sharding->kind != PS_SHARDING_UNKNOWN)
+      g_hash_table_add (ctx->provided, i);
+  if (!ctx->to_output
+      && (!entry->root->sharding || entry->root->sharding->kind != PS_SHARDING_UNKNOWN))
+    {
+      PsInstr *root = entry->root;
+      if (root->opcode == PS_OP_WHILE)
+        {
+          PsInstr *copy = ps_computation_add_instr (entry, PS_OP_COPY, NULL,
+                                                    ps_shape_copy (root->shape), 1, &root);
+          if (root->sharding)
+            copy->sharding = ps_sharding_copy (root->sharding);
+          entry->root = copy;
+          root = copy;
+          changed = TRUE;
+        }
+      g_hash_table_add (ctx->provided, root);
+    }
+  if (!ctx->to_params)
+    for (guint k = 0; k < entry->params->len; k++)
+      {
+        PsInstr *p = g_ptr_array_index (entry->params, k);
+        if (p->sharding && p->sharding->kind != PS_SHARDING_UNKNOWN)
+          g_hash_table_add (ctx->provided, p);
+      }
+  FOR_EACH_INSTR (comps, c, i)
+    if (i->sharding && i->sharding->kind == PS_SHARDING_UNKNOWN)
+      set_sharding (i, pp_replicated_like (i->sharding));
+  return changed;
+}
+
+/* shard_as members end up with one sharding: their common one, defaulting
+ * to the first non-replicated member that is not a ShardBarrierFrom. */
+static void
+unify_shard_as_groups (Groups *g)
+{
+  for (guint k = 0; k < g->ids->len; k++)
+    {
+      int64_t id = g_array_index (g->ids, int64_t, k);
+      GPtrArray *grp = g_hash_table_lookup (g->as_groups, &id);
+      if (!grp || grp->len == 0)
+        continue;
+      PsSharding *dflt = NULL;
+      GPtrArray *sh = g_ptr_array_new ();
+      for (guint x = 0; x < grp->len; x++)
+        {
+          PsInstr *mbr = g_ptr_array_index (grp, x);
+          if (!mbr->sharding)
+            continue;
+          g_ptr_array_add (sh, mbr->sharding);
+          if (!pp_is_custom_call (mbr, "ShardBarrierFrom") && !dflt && !pp_is_replicated (mbr->sharding))
+            dflt = mbr->sharding;
+        }
+      PsSharding *common;
+      PsSharding *rep = ps_sharding_replicated ();
+      gboolean all_plain = TRUE;
+      for (guint x = 0; x < sh->len; x++)
+        all_plain &= !pp_is_tuple (g_ptr_array_index (sh, x)) && !pp_is_manual (g_ptr_array_index (sh, x));
+      if (sh->len == 0)
+        common = ps_sharding_copy (dflt ? dflt : rep);
+      else if (all_plain)
+        common = pp_find_common ((int) sh->len, (PsSharding **) sh->pdata, dflt ? dflt : rep);
+      else
+        common = ps_sharding_copy (dflt ? dflt : g_ptr_array_index (sh, 0));
+      ps_sharding_free (rep);
+      g_ptr_array_free (sh, TRUE);
+      for (guint x = 0; x < grp->len; x++)
+        {
+          PsInstr *mbr = g_ptr_array_index (grp, x);
+          if (pp_is_custom_call (mbr, "ShardBarrierTo"))
+            continue;
+          set_sharding (mbr, pp_normalize_tuple (common, mbr->shape));
+        }
+      ps_sharding_free (common);
+    }
+}
+
+/* A ShardBarrierFrom of a shard_as group passes its sharding back to its
+ * operand (merged with what the operand has when compatible). */
+static void
+push_back_through_barriers (GPtrArray *comps, Groups *g)
+{
+  FOR_EACH_INSTR (comps, c, i)
+    {
+      if (!pp_is_custom_call (i, "ShardBarrierFrom") || !i->sharding || !i->operands[0]->sharding)
+        continue;
+      gpointer v = g_hash_table_lookup (g->instr_group, i);
+      gint64 id = v ? GPOINTER_TO_INT (v) - 1 : -1;
+      if (!v || !g_hash_table_lookup (g->as_groups, &id) || pp_is_tuple (i->sharding))
+        continue;
+      PsSharding *mrg = pp_merge_if_compatible (i->operands[0]->sharding, pp_num_tiles (i->sharding),
+                                                i->sharding);
+      set_sharding (i->operands[0], mrg ? mrg : ps_sharding_copy (i->sharding));
+    }
+}
+
+/* The passes proper: to a fixpoint at each aggressiveness 0 .. 3, then
+ * shard_as groups settle and barriers push back, and one more run at the
+ * highest aggressiveness. TRUE when something changed; *iterations gets
+ * the passes made. */
+static gboolean
+propagate_to_fixpoint (PpCtx *ctx, Groups *g, GPtrArray *comps, int max_iterations, int *iterations)
+{
+  Loop loop = { 0 };
+  loop.c = ctx;
+  loop.g = g;
+  loop.comps = comps;
+  loop.post_orders = g_new0 (GPtrArray *, comps->len + 1);
+  for (guint k = 0; k < comps->len; k++)
+    loop.post_orders[k] = ps_computation_post_order (g_ptr_array_index (comps, k));
+  int per = max_iterations > 0 ? max_iterations : 100;
+  loop.budget = per;
+  for (int aggr = 0; aggr < 4; aggr++)
+    run_to_fixpoint (&loop, aggr);
+  unify_shard_as_groups (g);
+  push_back_through_barriers (comps, g);
+  loop.budget += per;
+  run_to_fixpoint (&loop, 3);
+  for (guint k = 0; k < comps->len; k++)
+    g_ptr_array_free (loop.post_orders[k], TRUE);
+  g_free (loop.post_orders);
+  *iterations = per * 2 - (int) loop.budget;
+  return loop.changed;
+}
+
+/* cse_prevention_only: every sharding goes back to what it was, but
+ * broadcasts of scalars, which keep theirs marked as CSE prevention. */
+static void
+restore_cse_prevention (GPtrArray *comps, GHashTable *original)
+{
+  FOR_EACH_INSTR (comps, c, i)
+    {
+      if (!i->sharding)
+        continue;
+      gboolean target = i->opcode == PS_OP_BROADCAST && i->n_operands == 1
+                        && ps_shape_is_array (i->operands[0]->shape) && i->operands[0]->shape->rank == 0;
+      PsSharding *orig = g_hash_table_lookup (original, i);
+      if (target)
+        {
+          if (!orig)
+            pp_set_metadata_text (i->sharding, "{op_name=\"_sharding_propagation_cse_prevention\"}");
+          continue;
+        }
+      set_sharding (i, orig ? ps_sharding_copy (orig) : NULL);
+    }
+}
+
 gboolean
 ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats *stats,
                    GError **error)
@@ -1159,7 +1399,8 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   ctx.unspec = g_hash_table_new_full (NULL, NULL, NULL, ints_free);
   ctx.threads = opts->execution_threads;
   ctx.dot_memo = pp_dot_memo_new ();
-  const char *src = opts->source_name ? opts->source_name : (m->name ? m->name : "<module>");
+  const char *src = opts->source_name ? opts->source_name
+                    : m->source_name ? m->source_name : (m->name ? m->name : "<module>");
   GPtrArray *comps = g_ptr_array_new ();
   for (guint k = 0; k < m->computations->len; k++)
     {
@@ -1174,218 +1415,35 @@ ps_propagate_full (PsModule *m, const PsPropagateOptions *opts, PsPropagateStats
   g.like_groups = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, free_ptr_array);
   GHashTable *original = NULL;
   GPtrArray *saved_root = NULL;
-  GHashTable *saved_params = g_hash_table_new_full (NULL, NULL, NULL,
-                                                    (GDestroyNotify) ps_sharding_free);
-  gboolean ok = TRUE;
-  gboolean changed = FALSE;
+  GHashTable *saved_params = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) ps_sharding_free);
+  gboolean ok = FALSE;
+  PsComputation *entry = m->entry;
 
-  if (opts->cse_prevention_only)
-    {
-      original = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) ps_sharding_free);
-      FOR_EACH_INSTR (comps, c, i)
-        if (i->sharding)
-          g_hash_table_insert (original, i, ps_sharding_copy (i->sharding));
-    }
-  else
-    FOR_EACH_INSTR (comps, c, i)
-      if (is_cse_prevention (i->sharding))
-        {
-          set_sharding (i, NULL);
-          changed = TRUE;
-        }
+  gboolean changed = prepare_cse_prevention (comps, opts->cse_prevention_only, &original);
   if (opts->propagate_metadata)
     assign_metadata (comps);
   else
     remove_metadata (comps);
-
-  if (!process_sharding_instructions (m, src, comps, !opts->cse_prevention_only, ctx.unspec, &g,
-                                      error))
-    {
-      ok = FALSE;
-      goto out;
-    }
-  PsComputation *entry = m->entry;
-  if (ctx.to_output && entry->root->sharding && ps_shape_is_tuple (entry->root->shape))
-    {
-      saved_root = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_sharding_free);
-      PsSharding *rs = pp_normalize_tuple (entry->root->sharding, entry->root->shape);
-      for (int k = 0; k < entry->root->shape->n_elems; k++)
-        g_ptr_array_add (saved_root, pp_sub_sharding (rs, entry->root->shape, k));
-      ps_sharding_free (rs);
-    }
-  if (ctx.to_params)
-    for (guint k = 0; k < entry->params->len; k++)
-      {
-        PsInstr *p = g_ptr_array_index (entry->params, k);
-        if (p->sharding)
-          g_hash_table_insert (saved_params, p, ps_sharding_copy (p->sharding));
-      }
-
+  if (!process_sharding_instructions (m, src, comps, !opts->cse_prevention_only, ctx.unspec, &g, error))
+    goto out;
+  save_entry_shardings (&ctx, entry, &saved_root, saved_params);
   FOR_EACH_INSTR (comps, c, i)
     if (i->opcode == PS_OP_WHILE && !check_while_devices (i, src, error))
-      {
-        ok = FALSE;
-        goto out;
-      }
-  FOR_EACH_INSTR (comps, c, i)
-    {
-      if (i->opcode != PS_OP_WHILE && i->opcode != PS_OP_CONDITIONAL && i->opcode != PS_OP_CALL)
-        continue;
-      GPtrArray *rel = related_instructions (&ctx, i);
-      PsInstr *sharded = NULL;
-      for (guint k = 0; k < rel->len && !sharded; k++)
-        if (((PsInstr *) g_ptr_array_index (rel, k))->sharding)
-          sharded = g_ptr_array_index (rel, k);
-      if (sharded)
-        {
-          PsSharding *s = ps_sharding_copy (sharded->sharding);
-          for (guint k = 0; k < rel->len; k++)
-            {
-              PsInstr *x = g_ptr_array_index (rel, k);
-              if (x != sharded)
-                set_sharding (x, pp_normalize_tuple (s, x->shape));
-            }
-          ps_sharding_free (s);
-        }
-      g_ptr_array_free (rel, TRUE);
-      for (int k = 0; k < i->n_called; k++)
-        g_hash_table_insert (ctx.comp_map, i->called[k], i);
-    }
-  FOR_EACH_INSTR (comps, c, i)
-    if (i->sharding && i != entry->root && i->opcode != PS_OP_PARAMETER
-        && i->sharding->kind != PS_SHARDING_UNKNOWN)
-      g_hash_table_add (ctx.provided, i);
-  if (!ctx.to_output
-      && (!entry->root->sharding || entry->root->sharding->kind != PS_SHARDING_UNKNOWN))
-    {
-      PsInstr *root = entry->root;
-      if (root->opcode == PS_OP_WHILE)
-        {
-          PsInstr *copy = ps_computation_add_instr (entry, PS_OP_COPY, NULL,
-                                                    ps_shape_copy (root->shape), 1, &root);
-          if (root->sharding)
-            copy->sharding = ps_sharding_copy (root->sharding);
-          entry->root = copy;
-          root = copy;
-          changed = TRUE;
-        }
-      g_hash_table_add (ctx.provided, root);
-    }
-  if (!ctx.to_params)
-    for (guint k = 0; k < entry->params->len; k++)
-      {
-        PsInstr *p = g_ptr_array_index (entry->params, k);
-        if (p->sharding && p->sharding->kind != PS_SHARDING_UNKNOWN)
-          g_hash_table_add (ctx.provided, p);
-      }
-  FOR_EACH_INSTR (comps, c, i)
-    if (i->sharding && i->sharding->kind == PS_SHARDING_UNKNOWN)
-      {
-        PsSharding *r = pp_replicated_like (i->sharding);
-        set_sharding (i, r);
-      }
-
-  Loop loop = { 0 };
-  loop.c = &ctx;
-  loop.g = &g;
-  loop.comps = comps;
-  loop.post_orders = g_new0 (GPtrArray *, comps->len + 1);
-  for (guint k = 0; k < comps->len; k++)
-    loop.post_orders[k] = ps_computation_post_order (g_ptr_array_index (comps, k));
-  {
-    int per = opts->max_iterations > 0 ? opts->max_iterations : 100;
-    loop.budget = per;
-    for (int aggr = 0; aggr < 4; aggr++)
-      run_to_fixpoint (&loop, aggr);
-
-    /* shard_as members end up with one sharding. */
-    for (guint k = 0; k < g.ids->len; k++)
-      {
-        int64_t id = g_array_index (g.ids, int64_t, k);
-        GPtrArray *grp = g_hash_table_lookup (g.as_groups, &id);
-        if (!grp || grp->len == 0)
-          continue;
-        PsSharding *dflt = NULL;
-        GPtrArray *sh = g_ptr_array_new ();
-        for (guint x = 0; x < grp->len; x++)
-          {
-            PsInstr *mbr = g_ptr_array_index (grp, x);
-            if (!mbr->sharding)
-              continue;
-            g_ptr_array_add (sh, mbr->sharding);
-            if (!pp_is_custom_call (mbr, "ShardBarrierFrom") && !dflt
-                && !pp_is_replicated (mbr->sharding))
-              dflt = mbr->sharding;
-          }
-        PsSharding *common;
-        PsSharding *rep = ps_sharding_replicated ();
-        gboolean all_plain = TRUE;
-        for (guint x = 0; x < sh->len; x++)
-          all_plain &= !pp_is_tuple (g_ptr_array_index (sh, x))
-                       && !pp_is_manual (g_ptr_array_index (sh, x));
-        if (sh->len == 0)
-          common = ps_sharding_copy (dflt ? dflt : rep);
-        else if (all_plain)
-          common = pp_find_common ((int) sh->len, (PsSharding **) sh->pdata, dflt ? dflt : rep);
-        else
-          common = ps_sharding_copy (dflt ? dflt : g_ptr_array_index (sh, 0));
-        ps_sharding_free (rep);
-        g_ptr_array_free (sh, TRUE);
-        for (guint x = 0; x < grp->len; x++)
-          {
-            PsInstr *mbr = g_ptr_array_index (grp, x);
-            if (pp_is_custom_call (mbr, "ShardBarrierTo"))
-              continue;
-            set_sharding (mbr, pp_normalize_tuple (common, mbr->shape));
-          }
-        ps_sharding_free (common);
-      }
-    FOR_EACH_INSTR (comps, c, i)
-      {
-        if (!pp_is_custom_call (i, "ShardBarrierFrom") || !i->sharding || !i->operands[0]->sharding)
-          continue;
-        gpointer v = g_hash_table_lookup (g.instr_group, i);
-        gint64 id = v ? GPOINTER_TO_INT (v) - 1 : -1;
-        if (!v || !g_hash_table_lookup (g.as_groups, &id) || pp_is_tuple (i->sharding))
-          continue;
-        PsSharding *mrg = pp_merge_if_compatible (i->operands[0]->sharding,
-                                                  pp_num_tiles (i->sharding), i->sharding);
-        set_sharding (i->operands[0], mrg ? mrg : ps_sharding_copy (i->sharding));
-      }
-    loop.budget += per;
-    run_to_fixpoint (&loop, 3);
-  }
-  for (guint k = 0; k < comps->len; k++)
-    g_ptr_array_free (loop.post_orders[k], TRUE);
-  g_free (loop.post_orders);
-  changed |= loop.changed;
-  if (stats)
-    stats->iterations = (opts->max_iterations > 0 ? opts->max_iterations : 100) * 2
-                        - (int) loop.budget;
+      goto out;
+  link_called_computations (&ctx, comps);
+  changed |= mark_provided (&ctx, comps, entry);
+  int iterations = 0;
+  changed |= propagate_to_fixpoint (&ctx, &g, comps, opts->max_iterations, &iterations);
   remove_barriers (comps, &g);
-
   if (opts->cse_prevention_only)
-    {
-      FOR_EACH_INSTR (comps, c, i)
-        {
-          if (!i->sharding)
-            continue;
-          gboolean target = i->opcode == PS_OP_BROADCAST && i->n_operands == 1
-                            && ps_shape_is_array (i->operands[0]->shape)
-                            && i->operands[0]->shape->rank == 0;
-          PsSharding *orig = g_hash_table_lookup (original, i);
-          if (target)
-            {
-              if (!orig)
-                pp_set_metadata_text (i->sharding, "{op_name=\"_sharding_propagation_cse_prevention\"}");
-              continue;
-            }
-          set_sharding (i, orig ? ps_sharding_copy (orig) : NULL);
-        }
-    }
+    restore_cse_prevention (comps, original);
   restrict_outputs (&ctx, opts, saved_root, saved_params);
   if (stats)
-    stats->changed = changed;
+    {
+      stats->iterations = iterations;
+      stats->changed = changed;
+    }
+  ok = TRUE;
 
 out:
   if (original)

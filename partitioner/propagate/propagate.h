@@ -52,7 +52,7 @@ typedef struct {
    * thread that is not processed passes manual shardings through whole. */
   const char *const *execution_threads;
   /* Names the module's source in error messages ("FILE:LINE:COL: ...");
-   * NULL = the module's name. */
+   * NULL = the module's source_name, or its name for a built one. */
   const char *source_name;
   /* Passes over the module before giving up (0 = default 100). Each pass is
    * O(instructions); the cap guards against cycles that never settle. */

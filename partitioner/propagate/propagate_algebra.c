@@ -8,8 +8,8 @@
 
 #include <string.h>
 
-#include "partitioner/propagate/propagate_internal.h"
-#include "partitioner/ir/sharding_private.h"
+#include "common/ndindex.h"
+#include "partitioner/propagate/propagate_private.h"
 
 /* A tile assignment: dims and the device array (row-major). The array is
  * either borrowed from a sharding (owned FALSE: read only) or owned. On a
@@ -78,7 +78,7 @@ ta_transpose (const Ta *t, const int64_t *perm)
   r.n = t->n;
   for (int j = 0; j < t->nd; j++)
     r.d[j] = t->d[perm[j]];
-  r.v = ps_sharding_transpose_ (t->v, t->nd, t->d, perm);
+  r.v = ps_transpose_row_major (t->v, t->nd, t->d, perm);
   r.owned = TRUE;
   return r;
 }
@@ -126,7 +126,7 @@ sh_from_ta (Ta *t, int nsub, const PsSubgroupKind *kinds, const PsSharding *meta
     }
   else
     v = g_memdup2 (t->v, (gsize) total * sizeof (int64_t));
-  return with_meta (ps_sharding_make_tiled_ (t->nd, t->d, v, nsub, kinds), meta_src);
+  return with_meta (ps_sharding_subgroup_take (t->nd, t->d, v, nsub, kinds), meta_src);
 }
 
 static PsSharding *
@@ -241,7 +241,7 @@ pp_num_tiles (const PsSharding *s)
 {
   if (!pp_is_tiled (s))
     return 1;
-  return ps_sharding_product_ (pp_data_rank (s), s->tile_dims);
+  return ps_product (pp_data_rank (s), s->tile_dims);
 }
 
 int64_t
@@ -651,7 +651,7 @@ pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s
 #define APPEND_T(sz) do { if (inplace) out[nout - 1] *= (sz); else out[nout++] = (sz); inplace = FALSE; } while (0)
 #define SPUSH(sz, p) do { sd[nsd++] = (sz); st[nst++] = (p); src_index--; } while (0)
 #define SPOP() do { nsd--; nst--; src_index++; } while (0)
-  while (nsd > 0 && ntd > 0 && ps_sharding_product_ (nst, st) != 1)
+  while (nsd > 0 && ntd > 0 && ps_product (nst, st) != 1)
     {
       int64_t sp = 1;
       while (nst > 0 && st[nst - 1] == 1)
@@ -710,7 +710,7 @@ pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s
 #undef APPEND_T
 #undef SPUSH
 #undef SPOP
-  if (ps_sharding_product_ (nout, out) == 1)
+  if (ps_product (nout, out) == 1)
     return NULL;
   while (nout < tgt->rank)
     out[nout++] = 1;
@@ -735,7 +735,7 @@ pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s
         kinds[nk++] = sh->subgroup_kinds[i - dr];
     }
   int64_t total = sh->n_devices;
-  int64_t p = ps_sharding_product_ (nout, out);
+  int64_t p = ps_product (nout, out);
   if (p == 0 || total % p != 0)
     {
       ps_sharding_free (sh);
@@ -815,7 +815,7 @@ through_reshape_plain (const PsShape *src, const PsShape *tgt, const PsSharding 
             for (int i = 0; i < tgt->rank; i++)
               rd[nr++] = 1;
           ps_sharding_free (reshaped);
-          int64_t pr = ps_sharding_product_ (nr, rd);
+          int64_t pr = ps_product (nr, rd);
           if (pr == 0 || s->n_devices % pr != 0)
             continue;
           int64_t nrep = s->n_devices / pr;
@@ -950,12 +950,7 @@ pp_reverse (const PsSharding *s, int n, const int64_t *dims)
           off += x * stride[j];
         }
       r.v[k] = t.v[off];
-      for (int j = t.nd - 1; j >= 0; j--)
-        {
-          if (++idx[j] < t.d[j])
-            break;
-          idx[j] = 0;
-        }
+      ps_index_next (t.nd, t.d, idx);
     }
   PsSharding *out = sh_from_ta (&r, s->n_subgroups, s->subgroup_kinds, s);
   ta_clear (&t);
@@ -1008,7 +1003,7 @@ pp_along_dims (const PsSharding *s, int n, const int64_t *src_dims, const int64_
     tiles[nt++] = tr->tile_dims[i];
   Ta t = ta_of (tr);
   PsSharding *out = NULL;
-  if (ps_sharding_product_ (nt, tiles) == t.n)
+  if (ps_product (nt, tiles) == t.n)
     {
       ta_reshape (&t, nt, tiles);
       out = sh_from_ta (&t, tr->n_subgroups, tr->subgroup_kinds, s);

@@ -6,7 +6,8 @@
 
 #include <string.h>
 
-#include "partitioner/propagate/propagate_internal.h"
+#include "common/ndindex.h"
+#include "partitioner/propagate/propagate_private.h"
 
 typedef struct {
   int n;
@@ -70,12 +71,7 @@ iota_dim (const PsInstr *x)
           for (int k = 0; k < r; k++)
             if (v[e] != idx[k])
               is_iota[k] = FALSE;
-          for (int k = r - 1; k >= 0; k--)
-            {
-              if (++idx[k] < x->shape->dims[k])
-                break;
-              idx[k] = 0;
-            }
+          ps_index_next (r, x->shape->dims, idx);
         }
       for (int k = 0; k < r; k++)
         if (is_iota[k] && x->shape->dims[k] > 1)

@@ -8,8 +8,8 @@
 
 #include <string.h>
 
-#include "partitioner/propagate/propagate_internal.h"
-#include "partitioner/ir/sharding_private.h"
+#include "common/ndindex.h"
+#include "partitioner/propagate/propagate_private.h"
 
 /* Metadata lists: a sharding's metadata text is one "{...}" entry or a
  * list "{{...}, {...}}". Merging two shardings keeps the first one's entries
@@ -135,7 +135,7 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
         return NULL;
     }
   int64_t ndev = to_merge->n_devices;
-  int64_t ntiles = ps_sharding_product_ (nm, merged);
+  int64_t ntiles = ps_product (nm, merged);
   if (ndev % ntiles != 0 || ntiles < minimum_tiles)
     return NULL;
   int64_t repl;
@@ -273,7 +273,7 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
       if (repl > 1)
         kinds[nk++] = PS_SUBGROUP_REPLICATED;
       /* `out` holds distinct ids of to_merge's validated assignment. */
-      r = ps_sharding_make_tiled_ (nm, merged, g_steal_pointer (&out), nk, kinds);
+      r = ps_sharding_subgroup_take (nm, merged, g_steal_pointer (&out), nk, kinds);
       g_free (r->metadata);
       r->metadata = meta_union (dst->metadata, to_merge->metadata);
     }
@@ -391,8 +391,8 @@ pp_is_subtiling_or_equal (const PsShape *shape, const PsSharding *p, const PsSha
       int64_t sz = shape->dims[i], pt = p->tile_dims[i], stt = s->tile_dims[i];
       if (pt < stt)
         return FALSE;
-      pbase[i] = (sz + pt - 1) / pt;
-      sbase[i] = (sz + stt - 1) / stt;
+      pbase[i] = ps_ceil_div (sz, pt);
+      sbase[i] = ps_ceil_div (sz, stt);
       if (stt != 1 && (pt % stt != 0 || (pbase[i] && sbase[i] % pbase[i] != 0)
                        || sz <= (pt - 1) * pbase[i] || sz <= (stt - 1) * sbase[i]))
         shortcut = FALSE;
@@ -417,12 +417,7 @@ pp_is_subtiling_or_equal (const PsShape *shape, const PsSharding *p, const PsSha
           for (int i = 0; i < dr; i++)
             soff[d * dr + i] = sbase[i] * idx[i];
         }
-      for (int j = s->n_tile_dims - 1; j >= 0; j--)
-        {
-          if (++idx[j] < s->tile_dims[j])
-            break;
-          idx[j] = 0;
-        }
+      ps_index_next (s->n_tile_dims, s->tile_dims, idx);
     }
   gboolean ok = TRUE;
   memset (idx, 0, sizeof idx);
@@ -439,12 +434,7 @@ pp_is_subtiling_or_equal (const PsShape *shape, const PsSharding *p, const PsSha
           else if (po + pbase[j] <= shape->dims[j] && po + pbase[j] > soff[d * dr + j] + sbase[j])
             ok = FALSE;
         }
-      for (int j = p->n_tile_dims - 1; j >= 0; j--)
-        {
-          if (++idx[j] < p->tile_dims[j])
-            break;
-          idx[j] = 0;
-        }
+      ps_index_next (p->n_tile_dims, p->tile_dims, idx);
     }
   g_free (soff);
   g_free (seen);
@@ -505,28 +495,6 @@ pp_find_common (int n, PsSharding *const *shardings, const PsSharding *dflt)
 }
 
 /* ---- metadata ----------------------------------------------------------- */
-
-char **
-pp_metadata_op_names (const PsSharding *s)
-{
-  GPtrArray *a = g_ptr_array_new ();
-  const char *p = s ? s->metadata : NULL;
-  while (p && (p = strstr (p, "op_name=\"")) != NULL)
-    {
-      p += strlen ("op_name=\"");
-      const char *e = p;
-      while (*e && *e != '"')
-        {
-          if (*e == '\\' && e[1])
-            e++;
-          e++;
-        }
-      g_ptr_array_add (a, g_strndup (p, e - p));
-      p = e;
-    }
-  g_ptr_array_add (a, NULL);
-  return (char **) g_ptr_array_free (a, FALSE);
-}
 
 void
 pp_set_metadata_text (PsSharding *s, const char *text)

@@ -17,7 +17,7 @@
  * devices of that split. */
 #include "config.h"
 
-#include "partitioner/propagate/propagate_internal.h"
+#include "partitioner/propagate/propagate_private.h"
 
 static gboolean
 operand_shaped (PsOpcode op, int k)

@@ -7,7 +7,8 @@
 
 #include <string.h>
 
-#include "partitioner/propagate/propagate_internal.h"
+#include "common/ndindex.h"
+#include "partitioner/propagate/propagate_private.h"
 
 gboolean
 pp_is_custom_call (const PsInstr *i, const char *target)
@@ -1506,7 +1507,7 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
             start += user->operands[k]->shape->dims[cdim];
           }
         int64_t parts = us->tile_dims[cdim];
-        int64_t tile = (user->shape->dims[cdim] + parts - 1) / parts;
+        int64_t tile = ps_ceil_div (user->shape->dims[cdim], parts);
         int64_t lo = start / tile;
         int64_t hi = (start + i->shape->dims[cdim] + tile - 1) / tile;
         if (hi > parts)
@@ -1527,12 +1528,7 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
             for (int k = 0; k < nd; k++)
               off = off * us->tile_dims[k] + idx[k] + (k == cdim ? lo : 0);
             dev[e] = us->devices[off];
-            for (int k = nd - 1; k >= 0; k--)
-              {
-                if (++idx[k] < nd_dims[k])
-                  break;
-                idx[k] = 0;
-              }
+            ps_index_next (nd, nd_dims, idx);
           }
         PsSharding *r = total == 1 ? ps_sharding_maximal (dev[0])
                                    : ps_sharding_tiled (nd, nd_dims, dev);

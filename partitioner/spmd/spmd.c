@@ -40,10 +40,10 @@ ps_spmd_report_clear (PsSpmdReport *report)
 
 /* ---- values and errors ---- */
 
-PsPVal *
+SpPVal *
 sp_pval_new (PsInstr *hlo, const PsSharding *s, const PsShape *full)
 {
-  PsPVal *v = g_new0 (PsPVal, 1);
+  SpPVal *v = g_new0 (SpPVal, 1);
   v->hlo = hlo;
   /* Values share one interned copy of each tiled sharding while the memo
    * is active instead of copying the device array each. */
@@ -55,7 +55,7 @@ sp_pval_new (PsInstr *hlo, const PsSharding *s, const PsShape *full)
 }
 
 void
-sp_pval_free (PsPVal *v)
+sp_pval_free (SpPVal *v)
 {
   if (!v)
     return;
@@ -82,7 +82,7 @@ sp_sharding_of (const PsInstr *src)
   return src->sharding;
 }
 
-PsPVal *
+SpPVal *
 sp_operand (SpComp *c, const PsInstr *src_instr, int i)
 {
   return g_hash_table_lookup (c->vals, src_instr->operands[i]);
@@ -98,8 +98,7 @@ sp_fail (SpComp *c, PsErrorCode code, const char *fmt, ...)
   char *msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
   if (c->cur)
-    c->m->error = g_error_new (PS_ERROR, code, "%d:%d: %s: %s", c->cur->src_line,
-                               c->cur->src_col, c->cur->name, msg);
+    ps_instr_error (&c->m->error, code, c->cur, "%s", msg);
   else
     c->m->error = g_error_new (PS_ERROR, code, "%s", msg);
   g_free (msg);
@@ -216,7 +215,7 @@ sp_clone_with (SpComp *c, const PsInstr *in, PsShape *shape, int n, PsInstr *con
   return ni;
 }
 
-PsPVal *
+SpPVal *
 sp_fallback (SpComp *c, const PsInstr *in)
 {
   int n = in->n_operands;
@@ -227,7 +226,7 @@ sp_fallback (SpComp *c, const PsInstr *in)
                       && !ps_sharding_is_maximal (sp_sharding_of (in));
   for (int i = 0; i < n; i++)
     {
-      PsPVal *v = sp_operand (c, in, i);
+      SpPVal *v = sp_operand (c, in, i);
       if (!ps_sharding_is_replicated (v->sharding) && !ps_sharding_is_maximal (v->sharding))
         degraded = TRUE;
       ops[i] = sp_reshard (c, v, sp_replicated ());
@@ -283,7 +282,7 @@ is_manual (const PsSharding *s)
 
 /* Elementwise ops: every operand in the output's sharding (scalar operands
  * of clamp and friends replicated), the op itself unchanged. */
-static PsPVal *
+static SpPVal *
 handle_elementwise (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
   if (target->kind == PS_SHARDING_TUPLE)
@@ -292,11 +291,11 @@ handle_elementwise (SpComp *c, const PsInstr *in, const PsSharding *target)
   PsInstr *ops[n > 0 ? n : 1];
   for (int i = 0; i < n; i++)
     {
-      PsPVal *v = sp_operand (c, in, i);
+      SpPVal *v = sp_operand (c, in, i);
       const PsSharding *want = v->full->rank == in->shape->rank ? target : sp_replicated ();
       ops[i] = sp_reshard (c, v, want);
     }
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (target, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (target, in->shape);
   PsShape *ls = ps_shape_copy (local);
   ls->etype = in->shape->etype;
   PsInstr *x = sp_clone_with (c, in, ls, n, ops);
@@ -305,7 +304,7 @@ handle_elementwise (SpComp *c, const PsInstr *in, const PsSharding *target)
 
 /* A copy of a tuple: the operand moved to the copy's sharding element by
  * element, then copied. */
-static PsPVal *
+static SpPVal *
 handle_tuple_copy (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
   if (in->n_operands != 1 || !ps_shape_is_tuple (in->shape))
@@ -316,7 +315,7 @@ handle_tuple_copy (SpComp *c, const PsInstr *in, const PsSharding *target)
   return sp_pval_new (sp_copy (c, x), target, in->shape);
 }
 
-static PsPVal *
+static SpPVal *
 handle_tuple (SpComp *c, const PsInstr *in)
 {
   int n = in->n_operands;
@@ -324,7 +323,7 @@ handle_tuple (SpComp *c, const PsInstr *in)
   GPtrArray *leaves = g_ptr_array_new ();
   for (int i = 0; i < n; i++)
     {
-      PsPVal *v = sp_operand (c, in, i);
+      SpPVal *v = sp_operand (c, in, i);
       ops[i] = v->hlo;
       int nl = ps_shape_leaf_count (v->full);
       for (int k = 0; k < nl; k++)
@@ -333,15 +332,15 @@ handle_tuple (SpComp *c, const PsInstr *in)
   PsSharding *ts = ps_sharding_tuple ((int) leaves->len, (PsSharding **) leaves->pdata);
   g_ptr_array_free (leaves, TRUE);
   PsInstr *x = sp_tuple (c, n, ops);
-  PsPVal *r = sp_pval_new (x, ts, in->shape);
+  SpPVal *r = sp_pval_new (x, ts, in->shape);
   ps_sharding_free (ts);
   return r;
 }
 
-static PsPVal *
+static SpPVal *
 handle_gte (SpComp *c, const PsInstr *in)
 {
-  PsPVal *t = sp_operand (c, in, 0);
+  SpPVal *t = sp_operand (c, in, 0);
   int64_t idx = in->tuple_index;
   int first = 0;
   for (int64_t i = 0; i < idx; i++)
@@ -360,7 +359,7 @@ handle_gte (SpComp *c, const PsInstr *in)
       g_free (e);
     }
   PsInstr *x = sp_gte (c, t->hlo, idx);
-  PsPVal *r = sp_pval_new (x, s, es);
+  SpPVal *r = sp_pval_new (x, s, es);
   ps_sharding_free (s);
   return r;
 }
@@ -437,7 +436,7 @@ check_manual_all_reduce (SpComp *c, const PsInstr *in, const PsSharding *target)
 /* Fully manual ops already have local shapes: copy them. Partially manual
  * ones (a manual subgroup) are handled when every operand is laid out
  * like the result, which covers the elementwise ops of such regions. */
-static PsPVal *
+static SpPVal *
 handle_manual (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
   int n = in->n_operands;
@@ -447,7 +446,7 @@ handle_manual (SpComp *c, const PsInstr *in, const PsSharding *target)
     return NULL;
   if (!full && in->opcode == PS_OP_REDUCE)
     {
-      PsPVal *r = sp_handle_manual_reduce (c, in);
+      SpPVal *r = sp_handle_manual_reduce (c, in);
       if (r || sp_failed (c))
         return r;
     }
@@ -461,7 +460,7 @@ handle_manual (SpComp *c, const PsInstr *in, const PsSharding *target)
     }
   for (int i = 0; i < n; i++)
     {
-      PsPVal *v = sp_operand (c, in, i);
+      SpPVal *v = sp_operand (c, in, i);
       ops[i] = v->hlo;
       if (!full && ps_shape_is_array (v->full) && v->full->rank == in->shape->rank
           && ps_shape_is_array (in->shape) && !ps_sharding_equal_layout (v->sharding, target))
@@ -480,13 +479,13 @@ handle_manual (SpComp *c, const PsInstr *in, const PsSharding *target)
   return sp_pval_new (x, target, in->shape);
 }
 
-static PsPVal *
+static SpPVal *
 handle_custom_call (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
   const char *t = in->custom_call_target ? in->custom_call_target : "";
   if (strcmp (t, "Sharding") == 0 && in->n_operands == 1)
     {
-      PsPVal *v = sp_operand (c, in, 0);
+      SpPVal *v = sp_operand (c, in, 0);
       if (is_manual (target) || is_manual (v->sharding))
         return sp_pval_new (sp_copy (c, v->hlo), target, in->shape);
       PsInstr *x = sp_reshard (c, v, target);
@@ -494,7 +493,7 @@ handle_custom_call (SpComp *c, const PsInstr *in, const PsSharding *target)
     }
   if (strcmp (t, "SPMDFullToShardShape") == 0 && in->n_operands == 1)
     {
-      PsPVal *v = sp_operand (c, in, 0);
+      SpPVal *v = sp_operand (c, in, 0);
       PsInstr *x = v->hlo;
       if (!ps_shape_equal (x->shape, in->shape))
         {
@@ -512,8 +511,8 @@ handle_custom_call (SpComp *c, const PsInstr *in, const PsSharding *target)
     return handle_manual (c, in, target);
   if (strcmp (t, "SPMDShardToFullShape") == 0 && in->n_operands == 1)
     {
-      PsPVal *v = sp_operand (c, in, 0);
-      g_autoptr (SpShape) local = ps_sharding_tile_shape (target, in->shape);
+      SpPVal *v = sp_operand (c, in, 0);
+      g_autoptr (PsShape) local = ps_sharding_tile_shape (target, in->shape);
       if (!ps_shape_equal (local, v->hlo->shape))
         {
           sp_fail (c, PS_ERROR_UNSUPPORTED,
@@ -525,10 +524,10 @@ handle_custom_call (SpComp *c, const PsInstr *in, const PsSharding *target)
   return NULL;
 }
 
-static PsPVal *
+static SpPVal *
 handle_while (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
-  PsPVal *init = sp_operand (c, in, 0);
+  SpPVal *init = sp_operand (c, in, 0);
   PsInstr *x = sp_reshard (c, init, target);
   PsSharding *ps[1] = { (PsSharding *) target };
   PsComputation *cond = partition_comp (c->m, in->called[0], ps, sp_replicated ());
@@ -542,7 +541,7 @@ handle_while (SpComp *c, const PsInstr *in, const PsSharding *target)
   return sp_pval_new (w, target, in->shape);
 }
 
-static PsPVal *
+static SpPVal *
 handle_call_like (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
   /* conditional: operand 0 selects, operand i + 1 feeds branch i;
@@ -572,21 +571,21 @@ handle_call_like (SpComp *c, const PsInstr *in, const PsSharding *target)
       if (!called[b])
         return NULL;
     }
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (target, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (target, in->shape);
   PsInstr *x = sp_add (c, in->opcode, ps_shape_copy (local), n, ops);
   sp_copy_attrs (x, in);
   ps_instr_set_called (x, in->n_called, called);
   return sp_pval_new (x, target, in->shape);
 }
 
-static PsPVal *
+static SpPVal *
 handle_constant (SpComp *c, const PsInstr *in)
 {
   PsInstr *x = sp_clone_with (c, in, ps_shape_copy (in->shape), 0, NULL);
   return sp_pval_new (x, sp_replicated (), in->shape);
 }
 
-static PsPVal *
+static SpPVal *
 dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
 {
   /* These only carry values and shardings, manual or not. */
@@ -660,12 +659,12 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
       c.cur = in;
       g_autoptr (PsSharding) target_own = NULL;
       const PsSharding *target = target_view (in, &target_own);
-      PsPVal *r = NULL;
+      SpPVal *r = NULL;
       guint first_new = c.out->instrs->len;
       if (in->opcode == PS_OP_PARAMETER)
         {
           const PsSharding *ps = param_shardings ? param_shardings[in->parameter_number] : target;
-          g_autoptr (SpShape) local = fully_manual (ps) ? ps_shape_copy (in->shape)
+          g_autoptr (PsShape) local = fully_manual (ps) ? ps_shape_copy (in->shape)
                                                         : ps_sharding_tile_shape (ps, in->shape);
           PsInstr *p = ps_computation_add_instr (c.out, PS_OP_PARAMETER, in->name,
                                                  ps_shape_copy (local), 0, NULL);
@@ -683,7 +682,7 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
         break;
       if (!m->error && !ps_sharding_equal_layout (r->sharding, target))
         {
-          PsPVal *t = sp_reshard_pval (&c, r, target);
+          SpPVal *t = sp_reshard_pval (&c, r, target);
           sp_pval_free (r);
           r = t;
         }
@@ -706,7 +705,7 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
       return NULL;
     }
   c.cur = src->root;
-  PsPVal *rv = g_hash_table_lookup (c.vals, src->root);
+  SpPVal *rv = g_hash_table_lookup (c.vals, src->root);
   PsInstr *root = rv->hlo;
   if (root_sharding)
     root = sp_reshard (&c, rv, root_sharding);
@@ -790,21 +789,18 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
             continue;
           if (min_devices (in->sharding, seen) > num_devices)
             {
-              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                           "%d:%d: %s: sharding needs %" G_GINT64_FORMAT
-                           " devices but the program runs on %" G_GINT64_FORMAT,
-                           in->src_line, in->src_col, in->name,
-                           ps_sharding_min_devices (in->sharding), num_devices);
+              ps_instr_error (error, PS_ERROR_INVALID, in,
+                              "sharding needs %" G_GINT64_FORMAT " devices but the program runs on %" G_GINT64_FORMAT,
+                              ps_sharding_min_devices (in->sharding), num_devices);
               return NULL;
             }
           int64_t tiles = tile_assignment_size_mismatch (in->sharding, num_devices);
           if (tiles > 0)
             {
-              g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                           "%d:%d: %s: the sharding's tile assignment names %" G_GINT64_FORMAT
-                           " devices but the program runs on %" G_GINT64_FORMAT
-                           " (every device must appear once)",
-                           in->src_line, in->src_col, in->name, tiles, num_devices);
+              ps_instr_error (error, PS_ERROR_INVALID, in,
+                              "the sharding's tile assignment names %" G_GINT64_FORMAT
+                              " devices but the program runs on %" G_GINT64_FORMAT " (every device must appear once)",
+                              tiles, num_devices);
               return NULL;
             }
         }

@@ -47,63 +47,12 @@ sp_copy_attrs (PsInstr *dst, const PsInstr *src)
 
 /* ---- constants ---- */
 
-static uint16_t
-f32_to_f16_exact (float f)
-{
-  /* Only the values the partitioner needs (0, +-1, +-inf, small integers):
-   * exact conversions, no rounding. */
-  uint32_t b;
-  memcpy (&b, &f, 4);
-  uint16_t sign = (uint16_t) ((b >> 16) & 0x8000);
-  if (isinf (f))
-    return sign | 0x7c00;
-  if (f == 0.0f)
-    return sign;
-  int e = (int) ((b >> 23) & 0xff) - 127 + 15;
-  if (e >= 31)
-    return sign | 0x7c00;
-  if (e <= 0)
-    return sign;
-  return (uint16_t) (sign | (e << 10) | ((b >> 13) & 0x3ff));
-}
-
-static void
-literal_store (PsLiteral *l, int64_t i, double v)
-{
-  switch (l->etype)
-    {
-    case PS_PRED: ((uint8_t *) l->data)[i] = v != 0; break;
-    case PS_S8: ((int8_t *) l->data)[i] = (int8_t) v; break;
-    case PS_S16: ((int16_t *) l->data)[i] = (int16_t) v; break;
-    case PS_S32: ((int32_t *) l->data)[i] = (int32_t) v; break;
-    case PS_S64: ((int64_t *) l->data)[i] = (int64_t) v; break;
-    case PS_U8: ((uint8_t *) l->data)[i] = (uint8_t) v; break;
-    case PS_U16: ((uint16_t *) l->data)[i] = (uint16_t) v; break;
-    case PS_U32: ((uint32_t *) l->data)[i] = (uint32_t) v; break;
-    case PS_U64: ((uint64_t *) l->data)[i] = (uint64_t) v; break;
-    case PS_F16: ((uint16_t *) l->data)[i] = f32_to_f16_exact ((float) v); break;
-    case PS_BF16:
-      {
-        float f = (float) v;
-        uint32_t b;
-        memcpy (&b, &f, 4);
-        ((uint16_t *) l->data)[i] = (uint16_t) (b >> 16);
-        break;
-      }
-    case PS_F32: ((float *) l->data)[i] = (float) v; break;
-    case PS_F64: ((double *) l->data)[i] = v; break;
-    case PS_C64: ((float *) l->data)[2 * i] = (float) v; ((float *) l->data)[2 * i + 1] = 0; break;
-    case PS_C128: ((double *) l->data)[2 * i] = v; ((double *) l->data)[2 * i + 1] = 0; break;
-    default: break;
-    }
-}
-
 PsInstr *
 sp_const_scalar (SpComp *c, PsElemType t, double v)
 {
   PsInstr *k = sp_add (c, PS_OP_CONSTANT, ps_shape_new_scalar (t), 0, NULL);
   k->literal = ps_literal_new (t, 1);
-  literal_store (k->literal, 0, v);
+  ps_literal_set_f64 (k->literal, 0, v);
   return k;
 }
 

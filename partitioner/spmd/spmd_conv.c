@@ -18,22 +18,8 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
-
-static int64_t
-floor_div (int64_t a, int64_t b)
-{
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0)))
-    q--;
-  return q;
-}
-
-static int64_t
-ceil_div_s (int64_t a, int64_t b)
-{
-  return -floor_div (-a, b);
-}
 
 /* A scalar constant whose bytes are all zero (0, +0.0, false). */
 static gboolean
@@ -52,12 +38,12 @@ is_zero_constant (const PsInstr *x)
  * with window `w` turned into padding 0 / base dilation 1 (done by the
  * caller). v's sharding splits dim d into k tiles matching the output's. */
 PsInstr *
-sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64_t out_size,
+sp_halo_exchange (SpComp *c, const SpPVal *v, int d, const PsWindowDim *w, int64_t out_size,
                   int64_t k, PsInstr *fill)
 {
   int64_t n = c->m->n;
   int64_t N = v->full->dims[d];
-  int64_t IS = (N + k - 1) / k, OS = (out_size + k - 1) / k;
+  int64_t IS = ps_ceil_div (N, k), OS = ps_ceil_div (out_size, k);
   int64_t b = w->base_dilation > 0 ? w->base_dilation : 1;
   int64_t wd = w->window_dilation > 0 ? w->window_dilation : 1;
   int64_t span = (w->size - 1) * wd;
@@ -70,8 +56,8 @@ sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w, int64
         continue;
       int64_t P0 = i * OS * w->stride;
       int64_t P1 = ((i + 1) * OS - 1) * w->stride + span;
-      int64_t xl = MAX (ceil_div_s (P0 - w->pad_lo, b), 0);
-      int64_t xh = MIN (floor_div (P1 - w->pad_lo, b), N - 1);
+      int64_t xl = MAX (ps_ceil_div (P0 - w->pad_lo, b), 0);
+      int64_t xh = MIN (ps_floor_div (P1 - w->pad_lo, b), N - 1);
       if (xl > xh)
         continue;
       HL = MAX (HL, i * IS - xl);
@@ -252,14 +238,14 @@ normalise_window_dim (PsWindowDim *w)
  * masked to zero), and one all-reduce over the devices splitting any of
  * those dims adds the partial sums. Replaces gathering both operands by
  * neighbour exchanges and one result-sized all-reduce. */
-static PsPVal *
+static SpPVal *
 conv_split_window (SpComp *c, const PsInstr *in)
 {
   const PsConvDims *cd = &in->conv;
   int64_t fgc = in->feature_group_count > 0 ? in->feature_group_count : 1;
   if (!cd->present || in->window.n != cd->n_spatial)
     return NULL;
-  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   int rl = lhs->full->rank, rr = rhs->full->rank, n = cd->n_spatial;
   /* The operand to follow: the rhs when it splits a contracted dim, else
    * the lhs. A window dim qualifies when the kernel covers it whole
@@ -269,7 +255,7 @@ conv_split_window (SpComp *c, const PsInstr *in)
   const PsSharding *base = NULL;
   for (int side = 0; side < 2 && !base; side++)
     {
-      const PsPVal *v = side == 0 ? rhs : lhs;
+      const SpPVal *v = side == 0 ? rhs : lhs;
       if (v->sharding->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (v->sharding))
         continue;
       gboolean any = FALSE;
@@ -321,8 +307,8 @@ conv_split_window (SpComp *c, const PsInstr *in)
   g_autoptr (PsSharding) rs = sp_sharding_remap (base, rr, rsrc);
   if (!ls || !rs)
     return NULL;
-  PsPVal *lv0 = sp_reshard_pval (c, lhs, ls);
-  PsPVal *rv = sp_reshard_pval (c, rhs, rs);
+  SpPVal *lv0 = sp_reshard_pval (c, lhs, ls);
+  SpPVal *rv = sp_reshard_pval (c, rhs, rs);
   if (!lv0 || !rv)
     {
       if (lv0)
@@ -359,7 +345,7 @@ conv_split_window (SpComp *c, const PsInstr *in)
       tw.pad_lo = ow->pad_lo;
       tw.pad_hi = ow->pad_hi;
       tw.base_dilation = ow->base_dilation > 0 ? ow->base_dilation : 1;
-      PsPVal lv = { l, ls, lhs->full };
+      SpPVal lv = { l, ls, lhs->full };
       l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[q], &tw, W, k,
                             sp_const_zero (c, lhs->full->etype));
       win[q].size = r->shape->dims[cd->k_spatial[q]];
@@ -375,7 +361,7 @@ conv_split_window (SpComp *c, const PsInstr *in)
   g_autoptr (PsSharding) os = sp_sharding_remap (rs, ro, osrc);
   if (!os)
     return NULL;
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (os, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (os, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
   if (n > 0)
     memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) n);
@@ -408,7 +394,7 @@ conv_result_follows_kernel_features (const PsInstr *in, const PsSharding *t)
 
 /* The convolution partitioned so that its result has sharding t, or NULL
  * (nothing emitted) when t splits dims this cannot follow. */
-static PsPVal *
+static SpPVal *
 conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
 {
   if (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t))
@@ -426,7 +412,7 @@ conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
     return NULL;
   if (bgc > 1 && sp_shards (t, (int) cd->out_batch) > 1)
     return NULL;
-  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   int rl = lhs->full->rank, rr = rhs->full->rank;
   int64_t lsrc[rl], rsrc[rr];
   for (int q = 0; q < rl; q++)
@@ -453,13 +439,13 @@ conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
       int64_t k = sp_shards (t, (int) cd->out_spatial[s]);
       if (k <= 1)
         continue;
-      PsPVal lv = { l, ls, lhs->full };
+      SpPVal lv = { l, ls, lhs->full };
       l = sp_halo_exchange (c, &lv, (int) cd->in_spatial[s], &win[s],
                          in->shape->dims[cd->out_spatial[s]], k,
                          sp_const_zero (c, lhs->full->etype));
       normalise_window_dim (&win[s]);
     }
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (t, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (t, in->shape);
   PsInstr *ops[2] = { l, r };
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
   if (cd->n_spatial > 0)
@@ -475,7 +461,7 @@ conv_with (SpComp *c, const PsInstr *in, const PsSharding *t)
  * (batch / grouped batch and spatial dims from the lhs, output features
  * from the rhs), or NULL when nothing would be split. */
 static PsSharding *
-conv_result_from_operand (const PsInstr *in, const PsPVal *v, gboolean is_lhs)
+conv_result_from_operand (const PsInstr *in, const SpPVal *v, gboolean is_lhs)
 {
   const PsConvDims *cd = &in->conv;
   if (v->sharding->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (v->sharding)
@@ -505,21 +491,21 @@ conv_result_from_operand (const PsInstr *in, const PsPVal *v, gboolean is_lhs)
  * sharding the lhs's or the rhs's split dims give the result, which the
  * driver then reshards (an all-to-all, say) instead of the fallback
  * replicating both operands. */
-PsPVal *
+SpPVal *
 sp_handle_convolution (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if ((t->kind == PS_SHARDING_REPLICATED || conv_result_follows_kernel_features (in, t))
       && ps_shape_is_array (in->shape) && in->shape->etype != PS_PRED)
     {
-      PsPVal *r = conv_split_window (c, in);
+      SpPVal *r = conv_split_window (c, in);
       if (r || sp_failed (c))
         return r;
     }
   if (t->kind != PS_SHARDING_REPLICATED
       && (t->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (t)))
     return NULL;
-  PsPVal *r = conv_with (c, in, t);
+  SpPVal *r = conv_with (c, in, t);
   if (r || sp_failed (c) || !in->conv.present)
     return r;
   for (int side = 0; side < 2 && !r; side++)
@@ -531,13 +517,13 @@ sp_handle_convolution (SpComp *c, const PsInstr *in)
   return r;
 }
 
-PsPVal *
+SpPVal *
 sp_handle_reduce_window (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (in->n_operands != 2 || !ps_shape_is_array (in->shape))
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   /* A result that is not tiled: the windows run in the operand's layout
    * and the driver gathers the result. */
   if (t->kind == PS_SHARDING_REPLICATED && op->sharding->kind == PS_SHARDING_TILED)
@@ -564,11 +550,11 @@ sp_handle_reduce_window (SpComp *c, const PsInstr *in)
       int64_t k = sp_shards (t, q);
       if (k <= 1)
         continue;
-      PsPVal xv = { x, s, op->full };
+      SpPVal xv = { x, s, op->full };
       x = sp_halo_exchange (c, &xv, q, &win[q], in->shape->dims[q], k, init);
       normalise_window_dim (&win[q]);
     }
-  g_autoptr (SpShape) local = ps_sharding_tile_shape (t, in->shape);
+  g_autoptr (PsShape) local = ps_sharding_tile_shape (t, in->shape);
   PsInstr *ops[2] = { x, init };
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (local), 2, ops);
   memcpy (y->window.dims, win, sizeof (PsWindowDim) * (gsize) r);

@@ -37,6 +37,7 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
 
 typedef struct {
@@ -131,7 +132,7 @@ plan_make (SpComp *c, const PsInstr *in, const DotSpace *ds, const PsSharding *i
       plan_clear (p);
       return FALSE;
     }
-  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   SpModule *m = c->m;
   p->cost = sp_reshard_cost (m, lhs->full, lhs->sharding, p->lhs)
             + sp_reshard_cost (m, rhs->full, rhs->sharding, p->rhs)
@@ -141,7 +142,7 @@ plan_make (SpComp *c, const PsInstr *in, const DotSpace *ds, const PsSharding *i
     csh *= sp_shards (iter, ds->nb + ds->nl + ds->nr + k);
   if (csh > 1)
     {
-      g_autoptr (SpShape) ls = ps_sharding_tile_shape (p->partial, in->shape);
+      g_autoptr (PsShape) ls = ps_sharding_tile_shape (p->partial, in->shape);
       p->cost += 2.0 * (double) ps_shape_bytes (ls);
     }
   return TRUE;
@@ -179,7 +180,7 @@ local_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, PsInstr *l, PsInstr
  * exactly as many members as *g has shards, and together they hold the
  * block of v each member needs. *bytes: the gathered operand per device. */
 static gboolean
-windowed_gather_dim (const DotSpace *ds, const DotPlan *p, const PsPVal *v, int side, int *g,
+windowed_gather_dim (const DotSpace *ds, const DotPlan *p, const SpPVal *v, int side, int *g,
                      int64_t *bytes)
 {
   const PsSharding *s = v->sharding, *want = side ? p->rhs : p->lhs;
@@ -205,7 +206,7 @@ windowed_gather_dim (const DotSpace *ds, const DotPlan *p, const PsPVal *v, int 
   g_autoptr (PsSharding) u = sp_sharding_remap (s, rank, src);
   if (!u || !ps_sharding_equal_layout (u, want))
     return FALSE;
-  g_autoptr (SpShape) gathered = ps_sharding_tile_shape (want, v->full);
+  g_autoptr (PsShape) gathered = ps_sharding_tile_shape (want, v->full);
   *g = found;
   *bytes = ps_shape_bytes (gathered);
   return TRUE;
@@ -262,7 +263,7 @@ win_step (WinLoop *w, PsInstr *chunk, int64_t shift)
       int64_t dims[ds->ro > 0 ? ds->ro : 1];
       memcpy (dims, y->shape->dims, sizeof (int64_t) * ds->ro);
       dims[w->od] = k * w->cs;
-      g_autoptr (SpShape) as = sp_shape (y->shape->etype, ds->ro, dims);
+      g_autoptr (PsShape) as = sp_shape (y->shape->etype, ds->ro, dims);
       w->acc = sp_broadcast_scalar (c, sp_const_zero (c, y->shape->etype), as);
     }
   PsInstr *starts[ds->ro > 0 ? ds->ro : 1];
@@ -299,7 +300,7 @@ ring_pairs (const int64_t *groups, int ng, int64_t k, int dir)
  * previous round's dots. */
 static PsInstr *
 windowed_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, int side, int g,
-              const PsPVal *gv, PsInstr *l, PsInstr *r)
+              const SpPVal *gv, PsInstr *l, PsInstr *r)
 {
   const PsSharding *s = gv->sharding;
   int64_t k = sp_shards (s, g), full_g = gv->full->dims[g];
@@ -314,7 +315,7 @@ windowed_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, int side, int g,
   g_autofree int64_t *table = g_new0 (int64_t, c->m->n);
   int it = (int) (side ? ds->rhs_iter : ds->lhs_iter)[g];
   WinLoop w = { c, in, ds, side, it >= ds->nb + ds->nl + ds->nr, side ? l : r, -1, k,
-                (full_g + k - 1) / k, ng, groups, table, sp_const_scalar (c, PS_S32, 0), NULL };
+                ps_ceil_div (full_g, k), ng, groups, table, sp_const_scalar (c, PS_S32, 0), NULL };
   if (w.contracting)
     {
       w.od = (int) (side ? ds->iter_lhs : ds->iter_rhs)[it];
@@ -393,7 +394,7 @@ windowed_reduce_scatter (SpComp *c, const PsInstr *in, const DotSpace *ds, int o
   int side = ds->iter_lhs[od] >= 0 ? 0 : 1;
   PsInstr *x = side ? r : l;
   int xd = (int) (side ? ds->iter_rhs : ds->iter_lhs)[od];
-  int64_t full = in->shape->dims[od], cs = (full + k - 1) / k;
+  int64_t full = in->shape->dims[od], cs = ps_ceil_div (full, k);
   int rk = x->shape->rank;
   int64_t lo[rk], hi[rk], sizes[rk];
   memset (lo, 0, sizeof lo);
@@ -422,10 +423,10 @@ windowed_reduce_scatter (SpComp *c, const PsInstr *in, const DotSpace *ds, int o
   return acc;
 }
 
-PsPVal *
+SpPVal *
 sp_handle_dot (SpComp *c, const PsInstr *in)
 {
-  PsPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
+  SpPVal *lhs = sp_operand (c, in, 0), *rhs = sp_operand (c, in, 1);
   const PsSharding *t = sp_sharding_of (in);
   DotSpace ds;
   if (!dot_space (in, lhs->full->rank, rhs->full->rank, &ds))
@@ -524,8 +525,8 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
         lm[d] = ds.lhs_iter[d] >= ds.nb + ds.nl + ds.nr;
       for (int d = 0; d < ds.rr; d++)
         rm[d] = ds.rhs_iter[d] >= ds.nb + ds.nl + ds.nr;
-      PsPVal lv = { l, wside == 0 ? lhs->sharding : (PsSharding *) best.lhs, lhs->full, FALSE };
-      PsPVal rv = { r, wside == 1 ? rhs->sharding : (PsSharding *) best.rhs, rhs->full, FALSE };
+      SpPVal lv = { l, wside == 0 ? lhs->sharding : (PsSharding *) best.lhs, lhs->full, FALSE };
+      SpPVal rv = { r, wside == 1 ? rhs->sharding : (PsSharding *) best.rhs, rhs->full, FALSE };
       l = sp_mask_padding (c, &lv, lm, sp_const_zero (c, l->shape->etype));
       r = sp_mask_padding (c, &rv, rm, sp_const_zero (c, r->shape->etype));
     }
@@ -573,14 +574,14 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
         wrs = (forced_raw >> 4) == 3;
       else if (c->m->opts.windowed_einsum_threshold_bytes >= 0)
         {
-          g_autoptr (SpShape) ps = ps_sharding_tile_shape (best.partial, in->shape);
+          g_autoptr (PsShape) ps = ps_sharding_tile_shape (best.partial, in->shape);
           wrs = ps_shape_bytes (ps) > c->m->opts.windowed_einsum_threshold_bytes;
         }
     }
   if (choices && !c->m->opts.replay_choices)
     g_hash_table_insert (choices, g_strdup (in->name),
                          GINT_TO_POINTER ((chosen + 1) | ((wrs ? 3 : wside + 1) << 4)));
-  PsPVal *res = NULL;
+  SpPVal *res = NULL;
   PsInstr *y = NULL;
   if (wrs)
     {
@@ -597,7 +598,7 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
       int64_t lo[ds.ro], hi[ds.ro];
       memset (lo, 0, sizeof lo);
       memset (hi, 0, sizeof hi);
-      hi[rs_dim] = (n_d + k - 1) / k * k - n_d;
+      hi[rs_dim] = ps_ceil_div (n_d, k) * k - n_d;
       PsInstr *p = sp_pad (c, y, sp_const_zero (c, y->shape->etype), lo, hi);
       PsInstr *z = sp_reduce_scatter (c, p, SP_RED_SUM, rs_dim, ng, gs, groups);
       res = sp_pval_new (z, rs, in->shape);

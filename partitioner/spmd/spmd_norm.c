@@ -87,7 +87,7 @@ inv_sigma (SpComp *c, PsInstr *var, float eps)
 }
 
 static PsInstr *
-expand_training (SpComp *c, const PsInstr *in, const PsPVal *xv, PsInstr *const *feat,
+expand_training (SpComp *c, const PsInstr *in, const SpPVal *xv, PsInstr *const *feat,
                  const gboolean *red, int64_t n, int ng, int gs, const int64_t *groups)
 {
   int r = xv->full->rank;
@@ -115,7 +115,7 @@ expand_training (SpComp *c, const PsInstr *in, const PsPVal *xv, PsInstr *const 
 }
 
 static PsInstr *
-expand_grad (SpComp *c, const PsInstr *in, const PsPVal *xv, const PsPVal *dyv, PsInstr *const *feat,
+expand_grad (SpComp *c, const PsInstr *in, const SpPVal *xv, const SpPVal *dyv, PsInstr *const *feat,
              const gboolean *red, int64_t n, int ng, int gs, const int64_t *groups)
 {
   int r = xv->full->rank;
@@ -148,7 +148,7 @@ expand_grad (SpComp *c, const PsInstr *in, const PsPVal *xv, const PsPVal *dyv, 
   return sp_tuple (c, 3, out);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_batch_norm (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t0 = sp_sharding_of (in);
@@ -164,13 +164,13 @@ sp_handle_batch_norm (SpComp *c, const PsInstr *in)
     return NULL;
   int n = in->n_operands;
   PsInstr *ops[n];
-  PsPVal *xv = NULL, *dyv = NULL;
+  SpPVal *xv = NULL, *dyv = NULL;
   for (int k = 0; k < n; k++)
     {
       gboolean lead = k == 0 || (in->opcode == PS_OP_BATCH_NORM_GRAD && k == 4);
       if (lead)
         {
-          PsPVal *v = sp_reshard_pval (c, sp_operand (c, in, k), s);
+          SpPVal *v = sp_reshard_pval (c, sp_operand (c, in, k), s);
           ops[k] = v->hlo;
           if (k == 0)
             xv = v;

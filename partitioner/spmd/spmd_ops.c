@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
 
 static gboolean
@@ -18,7 +19,7 @@ plain_tiled (const PsSharding *s)
   return s->kind == PS_SHARDING_TILED && !ps_sharding_has_manual_subgroup (s);
 }
 
-static PsPVal *
+static SpPVal *
 finish (const PsInstr *in, PsInstr *x, const PsSharding *s)
 {
   return sp_pval_new (x, s, in->shape);
@@ -30,13 +31,13 @@ local_shape (const PsSharding *s, const PsShape *full)
   return ps_sharding_tile_shape (s, full);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_broadcast (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (!plain_tiled (t))
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   int r = op->full->rank;
   int64_t src[r > 0 ? r : 1];
   for (int i = 0; i < r; i++)
@@ -46,18 +47,18 @@ sp_handle_broadcast (SpComp *c, const PsInstr *in)
   if (!os)
     return NULL;
   PsInstr *x = sp_reshard (c, op, os);
-  g_autoptr (SpShape) ls = local_shape (t, in->shape);
+  g_autoptr (PsShape) ls = local_shape (t, in->shape);
   PsInstr *b = sp_broadcast (c, x, ls, in->dimensions.n, in->dimensions.v);
   return finish (in, b, t);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_transpose (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (!plain_tiled (t))
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   int r = op->full->rank;
   int64_t src[r > 0 ? r : 1];
   for (int i = 0; i < r; i++)
@@ -149,13 +150,13 @@ reshape_major_carries (const PsShape *is, const PsShape *os, const SpReshapeGrou
  * through it (splits it cannot carry are gathered first) and the driver
  * reshards the result (an all-to-all or a local slice, say) instead of
  * the fallback gathering all of the operand. */
-PsPVal *
+SpPVal *
 sp_handle_reshape (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (!plain_tiled (t) && t->kind != PS_SHARDING_REPLICATED)
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   const PsShape *is = op->full, *os = in->shape;
   int ri = is->rank, ro = os->rank;
   SpReshapeGroup gr[ri + ro + 1];
@@ -215,22 +216,22 @@ sp_handle_reshape (SpComp *c, const PsInstr *in)
   if (!osd || !rs)
     return NULL;
   PsInstr *x = sp_reshard (c, op, osd);
-  g_autoptr (SpShape) ls = local_shape (rs, os);
+  g_autoptr (PsShape) ls = local_shape (rs, os);
   PsInstr *y = sp_add1 (c, PS_OP_RESHAPE, ps_shape_copy (ls), x);
   return finish (in, y, rs);
 }
 
-static PsPVal *reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual);
+static SpPVal *reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual);
 
-PsPVal *
+SpPVal *
 sp_handle_reduce (SpComp *c, const PsInstr *in)
 {
   if (in->n_operands > 2)
     return reduce_tiled (c, in, FALSE);
   if (in->n_operands != 2 || !ps_shape_is_array (in->shape))
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
-  PsPVal *init = sp_operand (c, in, 1);
+  SpPVal *op = sp_operand (c, in, 0);
+  SpPVal *init = sp_operand (c, in, 1);
   const PsSharding *s = op->sharding;
   if (s->kind == PS_SHARDING_REPLICATED)
     return NULL; /* the fallback is exactly the local reduce */
@@ -274,14 +275,14 @@ sp_handle_reduce (SpComp *c, const PsInstr *in)
  * all-reduce with the reduce's computation for one operand; for several,
  * all-gathers of the partial results along a new minor dim (in tile order,
  * so the data order is kept) and a second reduce over it, as XLA does. */
-static PsPVal *
+static SpPVal *
 reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual)
 {
   int n = in->n_operands;
   if (n < 2 || n % 2 || in->n_called < 1)
     return NULL;
   int k = n / 2;
-  PsPVal *op0 = sp_operand (c, in, 0);
+  SpPVal *op0 = sp_operand (c, in, 0);
   const PsSharding *s = op0->sharding;
   if (s->kind != PS_SHARDING_TILED || ps_sharding_has_manual_subgroup (s) != manual
       || !ps_shape_is_array (op0->full))
@@ -295,17 +296,17 @@ reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual)
   PsInstr *ops[n];
   for (int j = 0; j < k; j++)
     {
-      PsPVal *iv = sp_operand (c, in, k + j);
+      SpPVal *iv = sp_operand (c, in, k + j);
       if (!ps_shape_is_array (iv->full) || iv->full->rank != 0)
         return NULL;
       ops[k + j] = iv->hlo;
     }
   for (int j = 0; j < k; j++)
     {
-      PsPVal *v = sp_operand (c, in, j);
+      SpPVal *v = sp_operand (c, in, j);
       if (!ps_shape_is_array (v->full) || v->full->rank != r)
         return NULL;
-      PsPVal *rv = sp_reshard_pval (c, v, s);
+      SpPVal *rv = sp_reshard_pval (c, v, s);
       if (sp_failed (c))
         {
           sp_pval_free (rv);
@@ -365,19 +366,19 @@ reduce_tiled (SpComp *c, const PsInstr *in, gboolean manual)
   return finish (in, y, ts);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_manual_reduce (SpComp *c, const PsInstr *in)
 {
   return reduce_tiled (c, in, TRUE);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_iota (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (!plain_tiled (t))
     return NULL;
-  g_autoptr (SpShape) ls = local_shape (t, in->shape);
+  g_autoptr (PsShape) ls = local_shape (t, in->shape);
   int64_t d = in->iota_dimension;
   PsInstr *x = sp_iota (c, in->shape->etype, ls->rank, ls->dims, d);
   if (sp_shards (t, (int) d) > 1)
@@ -420,12 +421,12 @@ passthrough_sharding (const PsInstr *in, const PsShape *opfull, const PsSharding
   return sp_sharding_remap (t, r, src);
 }
 
-static PsPVal *
+static SpPVal *
 local_passthrough_to (SpComp *c, const PsInstr *in, const PsSharding *t)
 {
   if (!plain_tiled (t))
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   g_autoptr (PsSharding) s = passthrough_sharding (in, op->full, t);
   if (!s || s->kind != PS_SHARDING_TILED)
     return NULL;
@@ -435,7 +436,7 @@ local_passthrough_to (SpComp *c, const PsInstr *in, const PsSharding *t)
   ops[0] = x;
   for (int i = 1; i < n; i++)
     ops[i] = sp_reshard (c, sp_operand (c, in, i), sp_replicated ());
-  g_autoptr (SpShape) ls = local_shape (s, in->shape);
+  g_autoptr (PsShape) ls = local_shape (s, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), n, ops);
   if (in->opcode == PS_OP_DYNAMIC_SLICE)
     {
@@ -456,7 +457,7 @@ local_passthrough_to (SpComp *c, const PsInstr *in, const PsSharding *t)
   return finish (in, y, s);
 }
 
-static PsPVal *
+static SpPVal *
 local_passthrough (SpComp *c, const PsInstr *in)
 {
   return local_passthrough_to (c, in, sp_sharding_of (in));
@@ -467,11 +468,11 @@ local_passthrough (SpComp *c, const PsInstr *in)
  * its output tile needs, then a local strided slice picks them. A result
  * that is not tiled is sliced in the operand's layout and the driver
  * gathers the (smaller) result. */
-PsPVal *
+SpPVal *
 sp_handle_slice (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   int r = op->full->rank;
   if (t->kind == PS_SHARDING_REPLICATED && plain_tiled (op->sharding))
     t = op->sharding;
@@ -507,7 +508,7 @@ sp_handle_slice (SpComp *c, const PsInstr *in)
           w.pad_lo = -in->slice_starts.v[d];
           w.base_dilation = 1;
           w.window_dilation = 1;
-          PsPVal xv = { x, (PsSharding *) s, op->full, FALSE };
+          SpPVal xv = { x, (PsSharding *) s, op->full, FALSE };
           x = sp_halo_exchange (c, &xv, d, &w, in->shape->dims[d], k, zero);
           strides[d] = st;
           limits[d] = x->shape->dims[d];
@@ -533,11 +534,11 @@ sp_handle_slice (SpComp *c, const PsInstr *in)
  * base-dilated (interior padding + 1) operand: the halo exchange brings
  * each device exactly its output tile, with the pad value wherever there
  * is no operand element. Dims that are not split are padded locally. */
-PsPVal *
+SpPVal *
 sp_handle_pad (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   int r = op->full->rank;
   gboolean cut_split = FALSE;
   if (plain_tiled (t) && in->n_pad == r)
@@ -573,7 +574,7 @@ sp_handle_pad (SpComp *c, const PsInstr *in)
       w.pad_hi = in->padding[d].hi;
       w.base_dilation = in->padding[d].interior + 1;
       w.window_dilation = 1;
-      PsPVal xv = { x, (PsSharding *) s, op->full, FALSE };
+      SpPVal xv = { x, (PsSharding *) s, op->full, FALSE };
       x = sp_halo_exchange (c, &xv, d, &w, in->shape->dims[d], k, fill);
     }
   if (local_pad)
@@ -610,12 +611,7 @@ reverse_device_order (const PsSharding *s, const gboolean *rev)
       for (int k = 0; k < nt; k++)
         p = p * s->tile_dims[k] + (rev[k] ? s->tile_dims[k] - 1 - idx[k] : idx[k]);
       r->devices[q] = s->devices[p];
-      for (int k = nt - 1; k >= 0; k--)
-        {
-          if (++idx[k] < s->tile_dims[k])
-            break;
-          idx[k] = 0;
-        }
+      ps_index_next (nt, s->tile_dims, idx);
     }
   /* The iota form no longer describes the devices. */
   g_clear_pointer (&r->iota_dims, g_free);
@@ -630,11 +626,11 @@ reverse_device_order (const PsSharding *s, const gboolean *rev)
  * padding (a halo exchange) so that the tiles are full, and each device
  * reverses its tile locally: tile j of the reversed array, padding at the
  * end as the output's layout expects. */
-PsPVal *
+SpPVal *
 sp_handle_reverse (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   int r = op->full->rank;
   if (!plain_tiled (t))
     return local_passthrough (c, in);
@@ -651,7 +647,7 @@ sp_handle_reverse (SpComp *c, const PsInstr *in)
   for (int d = 0; d < r; d++)
     {
       int64_t k = sp_shards (t, d);
-      int64_t n = op->full->dims[d], is = (n + k - 1) / k;
+      int64_t n = op->full->dims[d], is = ps_ceil_div (n, k);
       if (!rev[d] || is * k == n)
         continue;
       PsWindowDim w = { 0 };
@@ -660,14 +656,14 @@ sp_handle_reverse (SpComp *c, const PsInstr *in)
       w.pad_lo = is * k - n;
       w.base_dilation = 1;
       w.window_dilation = 1;
-      PsPVal xv = { x, s, op->full };
+      SpPVal xv = { x, s, op->full };
       x = sp_halo_exchange (c, &xv, d, &w, is * k, k, sp_const_zero (c, op->full->etype));
     }
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (x->shape), 1, &x);
   return sp_pval_new (y, t, in->shape);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_dynamic_slice (SpComp *c, const PsInstr *in)
 {
   return local_passthrough (c, in);
@@ -680,8 +676,8 @@ sp_handle_dynamic_slice (SpComp *c, const PsInstr *in)
  * dynamic-slice whose start T + offset - start stays in range whenever
  * the tile meets the update), and selects it where the position lies in
  * [start, start + update size). Only the update moves. */
-static PsPVal *
-dus_split (SpComp *c, const PsInstr *in, const PsSharding *t, PsPVal *op, PsPVal *upd)
+static SpPVal *
+dus_split (SpComp *c, const PsInstr *in, const PsSharding *t, SpPVal *op, SpPVal *upd)
 {
   int r = op->full->rank;
   int64_t src[r > 0 ? r : 1];
@@ -728,14 +724,14 @@ dus_split (SpComp *c, const PsInstr *in, const PsSharding *t, PsPVal *op, PsPVal
   return sp_pval_new (y, t, in->shape);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_dynamic_update_slice (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (!plain_tiled (t))
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
-  PsPVal *upd = sp_operand (c, in, 1);
+  SpPVal *op = sp_operand (c, in, 0);
+  SpPVal *upd = sp_operand (c, in, 1);
   int r = op->full->rank;
   if (!ps_shape_is_array (op->full) || in->n_operands != 2 + r)
     return NULL;
@@ -765,7 +761,7 @@ sp_handle_dynamic_update_slice (SpComp *c, const PsInstr *in)
   return finish (in, y, s);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_concatenate (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
@@ -790,7 +786,7 @@ sp_handle_concatenate (SpComp *c, const PsInstr *in)
   return finish (in, y, s);
 }
 
-PsPVal *
+SpPVal *
 sp_handle_sort (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t0 = sp_sharding_of (in);
@@ -799,7 +795,7 @@ sp_handle_sort (SpComp *c, const PsInstr *in)
   if (!plain_tiled (t))
     return NULL;
   int64_t dim = in->dimensions.v[0];
-  PsPVal *first = sp_operand (c, in, 0);
+  SpPVal *first = sp_operand (c, in, 0);
   int r = first->full->rank;
   int64_t src[r];
   for (int d = 0; d < r; d++)
@@ -957,8 +953,8 @@ index_component (SpComp *c, PsInstr *x, int64_t ivd, int64_t k)
  * those tile dims adds the pieces (XLA does the same). Operand dims sliced
  * whole keep their sharding; the indices are replicated. Moves the result
  * once instead of the operand. */
-static PsPVal *
-gather_trivial_sliced (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
+static SpPVal *
+gather_trivial_sliced (SpComp *c, const PsInstr *in, SpPVal *op, SpPVal *idx,
                        const int64_t *off_of_op)
 {
   const PsGatherDims *g = &in->gather;
@@ -991,7 +987,7 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
   PsInstr *opx = sp_reshard (c, op, s);
   PsInstr *x = sp_reshard (c, idx, sp_replicated ());
   x = clamp_gather_indices (c, x, in, op->full);
-  g_autoptr (SpShape) ltile = ps_sharding_tile_shape (s, op->full);
+  g_autoptr (PsShape) ltile = ps_sharding_tile_shape (s, op->full);
   PsInstr *pred = NULL;
   gboolean mask[s->n_tile_dims];
   memset (mask, 0, sizeof mask);
@@ -1020,7 +1016,7 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
   if (!rs)
     return NULL;
   PsInstr *ops[2] = { opx, x };
-  g_autoptr (SpShape) ls = ps_sharding_tile_shape (rs, in->shape);
+  g_autoptr (PsShape) ls = ps_sharding_tile_shape (rs, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 2, ops);
   for (int d = 0; d < ro; d++)
     if (off_of_op[d] >= 0)
@@ -1031,7 +1027,7 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
   for (int d = 0; d < rout; d++)
     if (!ps_ints_contains (&g->offset_dims, d))
       bd[nb++] = d;
-  g_autoptr (SpShape) pshape = sp_shape (PS_PRED, rout, y->shape->dims);
+  g_autoptr (PsShape) pshape = sp_shape (PS_PRED, rout, y->shape->dims);
   PsInstr *pb = sp_broadcast (c, pred, pshape, nb, bd);
   PsInstr *zero = sp_broadcast_scalar (c, sp_const_scalar (c, y->shape->etype, 0), y->shape);
   y = sp_select (c, pb, y, zero);
@@ -1052,14 +1048,14 @@ gather_trivial_sliced (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
  * is not (a replicated result, say), from the operand's pass-through and
  * parallel dims, or else from the indices, and the driver then gathers
  * the (smaller) result rather than the fallback gathering the operand. */
-PsPVal *
+SpPVal *
 sp_handle_gather (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (!ps_shape_is_array (in->shape))
     return NULL;
   const PsGatherDims *g = &in->gather;
-  PsPVal *op = sp_operand (c, in, 0), *idx = sp_operand (c, in, 1);
+  SpPVal *op = sp_operand (c, in, 0), *idx = sp_operand (c, in, 1);
   int ro = op->full->rank, ri = idx->full->rank, rout = in->shape->rank;
   int64_t ivd = g->index_vector_dim;
   int64_t osrc[ro > 0 ? ro : 1], isrc[ri > 0 ? ri : 1], keep[rout > 0 ? rout : 1];
@@ -1127,7 +1123,7 @@ sp_handle_gather (SpComp *c, const PsInstr *in)
       gboolean par_split = FALSE;
       for (int d = 0; d < ro; d++)
         par_split = par_split || (par_idx[d] >= 0 && sp_shards (op->sharding, d) > 1);
-      PsPVal *r = par_split ? NULL : gather_trivial_sliced (c, in, op, idx, off_of_op);
+      SpPVal *r = par_split ? NULL : gather_trivial_sliced (c, in, op, idx, off_of_op);
       if (r || sp_failed (c))
         return r;
       int64_t src[rout > 0 ? rout : 1];
@@ -1213,7 +1209,7 @@ sp_handle_gather (SpComp *c, const PsInstr *in)
   for (int od = 0; od < ro; od++)
     if (par_k[od] >= 0 && sp_shards (os, od) > 1)
       ops[1] = shift_index_component (c, ops[1], ivd, par_k[od], sp_offset (c, os, op->full, od));
-  g_autoptr (SpShape) ls = ps_sharding_tile_shape (rs, in->shape);
+  g_autoptr (PsShape) ls = ps_sharding_tile_shape (rs, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 2, ops);
   for (int d = 0; d < ro; d++)
     if (off_of_op[d] >= 0)
@@ -1238,9 +1234,9 @@ is_add_combiner (const PsComputation *f)
  * device scatters its updates into zeros, an all-reduce adds the pieces and
  * the operand is added once. Padding rows of the updates are zeroed. Moves
  * one result-sized all-reduce instead of gathering indices and updates. */
-static PsPVal *
-scatter_index_passthrough_add (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal *idx,
-                               PsPVal *upd, const int64_t *idx_of_upd)
+static SpPVal *
+scatter_index_passthrough_add (SpComp *c, const PsInstr *in, SpPVal *op, SpPVal *idx,
+                               SpPVal *upd, const int64_t *idx_of_upd)
 {
   const PsScatterDims *g = &in->scatter;
   if (in->n_operands != 3 || in->n_called < 1 || !is_add_combiner (in->called[0])
@@ -1278,7 +1274,7 @@ scatter_index_passthrough_add (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal 
   if (!us)
     return NULL;
   PsInstr *x = sp_reshard (c, idx, is);
-  PsPVal *uv = sp_reshard_pval (c, upd, us);
+  SpPVal *uv = sp_reshard_pval (c, upd, us);
   if (!uv)
     return NULL;
   PsInstr *zero = sp_const_scalar (c, op->full->etype, 0);
@@ -1309,7 +1305,7 @@ scatter_index_passthrough_add (SpComp *c, const PsInstr *in, PsPVal *op, PsPVal 
  * skipped, as scatter skips them. The tile dims come from the output's
  * sharding when it is tiled; otherwise from the operand's, the updates'
  * or the indices', in that order. */
-PsPVal *
+SpPVal *
 sp_handle_scatter (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t0 = sp_sharding_of (in);
@@ -1317,8 +1313,8 @@ sp_handle_scatter (SpComp *c, const PsInstr *in)
                                                         : ps_sharding_copy (t0);
   const PsScatterDims *g = &in->scatter;
   int nops = (in->n_operands - 1) / 2;
-  PsPVal *op = sp_operand (c, in, 0), *idx = sp_operand (c, in, nops);
-  PsPVal *upd = sp_operand (c, in, nops + 1);
+  SpPVal *op = sp_operand (c, in, 0), *idx = sp_operand (c, in, nops);
+  SpPVal *upd = sp_operand (c, in, nops + 1);
   if (!ps_shape_is_array (op->full) || !ps_shape_is_array (upd->full))
     return NULL;
   int ro = op->full->rank, ri = idx->full->rank, ru = upd->full->rank;
@@ -1480,13 +1476,13 @@ sp_handle_scatter (SpComp *c, const PsInstr *in)
  * extra minor dim that holds the pieces of a wider element) keep their
  * tiles; the extra dim stays whole. With a result that is not tiled, the
  * operand's tiles carry through and the driver moves the result. */
-PsPVal *
+SpPVal *
 sp_handle_bitcast_convert (SpComp *c, const PsInstr *in)
 {
   const PsSharding *t = sp_sharding_of (in);
   if (!ps_shape_is_array (in->shape))
     return NULL;
-  PsPVal *op = sp_operand (c, in, 0);
+  SpPVal *op = sp_operand (c, in, 0);
   int ri = op->full->rank, ro = in->shape->rank;
   int rmin = MIN (ri, ro);
   const PsSharding *base;
@@ -1506,7 +1502,7 @@ sp_handle_bitcast_convert (SpComp *c, const PsInstr *in)
   if (!is || !rs)
     return NULL;
   PsInstr *x = sp_reshard (c, op, is);
-  g_autoptr (SpShape) ls = local_shape (rs, in->shape);
+  g_autoptr (PsShape) ls = local_shape (rs, in->shape);
   PsInstr *y = sp_clone_with (c, in, ps_shape_copy (ls), 1, &x);
   return sp_pval_new (y, rs, in->shape);
 }

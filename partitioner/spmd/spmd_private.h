@@ -1,14 +1,15 @@
-/* Private to the SPMD partitioner (spmd*.c): the partitioning context, the
+/* Private to spmd*.c (partitioner/spmd/, private prefix sp_ and Sp; see
+ * doc/architecture.md): the partitioning context, the
  * partitioned-value type, instruction builders and the handler entry points.
  *
- * A partitioned value (PsPVal) pairs the local instruction in the output
+ * A partitioned value (SpPVal) pairs the local instruction in the output
  * program with the sharding it is laid out in and the full (logical) shape.
- * Handlers read their operands' PsPVal, reshard them as their strategy needs
+ * Handlers read their operands' SpPVal, reshard them as their strategy needs
  * (spmd_reshard.c), emit local instructions through the sp_* builders and
- * return the PsPVal of the result; the driver (spmd.c) reshards that to the
+ * return the SpPVal of the result; the driver (spmd.c) reshards that to the
  * instruction's own sharding.
  *
- * Ownership: a PsPVal owns its sharding and full shape; builders take
+ * Ownership: a SpPVal owns its sharding and full shape; builders take
  * ownership of the shapes passed to them and borrow operand instructions.
  */
 #ifndef PS_PARTITIONER_SPMD_PRIVATE_H
@@ -20,11 +21,6 @@
 
 G_BEGIN_DECLS
 
-/* ir.h has no autoptr for shapes; an alias keeps ours from clashing with
- * one it may add later. */
-typedef PsShape SpShape;
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (SpShape, ps_shape_free)
-
 typedef struct SpModule SpModule;
 typedef struct SpComp SpComp;
 
@@ -33,7 +29,7 @@ typedef struct {
   PsSharding *sharding;  /* owned unless `shared`, never NULL */
   PsShape *full;         /* owned logical shape */
   gboolean shared;       /* sharding is the memo's interned copy (sp_pval_new) */
-} PsPVal;
+} SpPVal;
 
 struct SpModule {
   const PsModule *src;
@@ -51,16 +47,16 @@ struct SpComp {
   SpModule *m;
   const PsComputation *src;
   PsComputation *out;
-  GHashTable *vals;      /* const PsInstr* (src) -> PsPVal* */
+  GHashTable *vals;      /* const PsInstr* (src) -> SpPVal* */
   PsInstr *pid;          /* s32[] partition id, made on first use */
   /* Set while a handler runs: src instruction, for error messages. */
   const PsInstr *cur;
 };
 
 /* ---- values ---- */
-PsPVal *sp_pval_new (PsInstr *hlo, const PsSharding *s, const PsShape *full);
-void sp_pval_free (PsPVal *v);
-PsPVal *sp_operand (SpComp *c, const PsInstr *src_instr, int i);
+SpPVal *sp_pval_new (PsInstr *hlo, const PsSharding *s, const PsShape *full);
+void sp_pval_free (SpPVal *v);
+SpPVal *sp_operand (SpComp *c, const PsInstr *src_instr, int i);
 /* The sharding the source instruction carries (replicated when none);
  * borrowed from `src` or a static replicated. */
 const PsSharding *sp_sharding_of (const PsInstr *src);
@@ -165,7 +161,7 @@ int64_t *sp_reduced_groups (const PsSharding *s, const gboolean *red, int r, int
                             int *group_size);
 /* Replaces the padding of the local value of `v` in the data dims of
  * `dims_mask` (NULL: all) with the scalar `fill` (s32[]... of v's etype). */
-PsInstr *sp_mask_padding (SpComp *c, const PsPVal *v, const gboolean *dims_mask,
+PsInstr *sp_mask_padding (SpComp *c, const SpPVal *v, const gboolean *dims_mask,
                           PsInstr *fill);
 /* Whether any data dim has padding (size not a multiple of shard count). */
 gboolean sp_has_padding (const PsSharding *s, const PsShape *full);
@@ -191,43 +187,43 @@ double sp_reshard_cost (SpModule *m, const PsShape *full, const PsSharding *from
 
 /* Reshards v to `to`; returns the local instruction (never NULL unless an
  * error was set). v is not modified. */
-PsInstr *sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to);
-/* Same but returns a new PsPVal. */
-PsPVal *sp_reshard_pval (SpComp *c, const PsPVal *v, const PsSharding *to);
+PsInstr *sp_reshard (SpComp *c, const SpPVal *v, const PsSharding *to);
+/* Same but returns a new SpPVal. */
+SpPVal *sp_reshard_pval (SpComp *c, const SpPVal *v, const PsSharding *to);
 
-/* ---- handlers: return the result as a new PsPVal in any sharding, or NULL
+/* ---- handlers: return the result as a new SpPVal in any sharding, or NULL
  * to ask for the fallback (without setting an error). ---- */
-PsPVal *sp_handle_dot (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_convolution (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_reduce_window (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_broadcast (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_transpose (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_reshape (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_reduce (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_manual_reduce (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_iota (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_slice (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_pad (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_concatenate (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_dynamic_slice (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_dynamic_update_slice (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_reverse (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_sort (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_gather (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_scatter (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_bitcast_convert (SpComp *c, const PsInstr *in);
-PsPVal *sp_handle_batch_norm (SpComp *c, const PsInstr *in);   /* spmd_norm.c */
+SpPVal *sp_handle_dot (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_convolution (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_reduce_window (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_broadcast (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_transpose (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_reshape (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_reduce (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_manual_reduce (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_iota (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_slice (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_pad (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_concatenate (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_dynamic_slice (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_dynamic_update_slice (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_reverse (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_sort (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_gather (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_scatter (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_bitcast_convert (SpComp *c, const PsInstr *in);
+SpPVal *sp_handle_batch_norm (SpComp *c, const PsInstr *in);   /* spmd_norm.c */
 
 /* Halo exchange along data dim d of v (split in k tiles like the output of
  * `out_size` elements along that dim): returns, per device, exactly the
  * padded, base-dilated input positions its output tile's windows read, so
  * the windowed op can run with that dim's padding 0 and base dilation 1.
  * `fill` is the scalar pad value. (spmd_conv.c) */
-PsInstr *sp_halo_exchange (SpComp *c, const PsPVal *v, int d, const PsWindowDim *w,
+PsInstr *sp_halo_exchange (SpComp *c, const SpPVal *v, int d, const PsWindowDim *w,
                            int64_t out_size, int64_t k, PsInstr *fill);
 
 /* The fallback: replicate operands, run the op on full shapes. */
-PsPVal *sp_fallback (SpComp *c, const PsInstr *in);
+SpPVal *sp_fallback (SpComp *c, const PsInstr *in);
 /* Clones `in` into c->out with the given local operands and shape. */
 PsInstr *sp_clone_with (SpComp *c, const PsInstr *in, PsShape *shape, int n,
                         PsInstr *const *ops);

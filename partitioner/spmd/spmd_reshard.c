@@ -17,6 +17,7 @@
 
 #include <string.h>
 
+#include "common/ndindex.h"
 #include "partitioner/spmd/spmd_private.h"
 
 /* ---- memo ----
@@ -248,12 +249,6 @@ sp_shards (const PsSharding *s, int d)
   return s->tile_dims[d];
 }
 
-static int64_t
-ceil_div (int64_t a, int64_t b)
-{
-  return (a + b - 1) / b;
-}
-
 /* Tile index along tile dim `td` of the device at linear position pos. */
 static int64_t
 tile_coord (const PsSharding *s, int64_t pos, int td)
@@ -286,7 +281,7 @@ sp_offset_table (SpModule *m, const PsSharding *s, const PsShape *full, int d)
   int64_t k = sp_shards (s, d);
   if (k <= 1)
     return t;
-  int64_t size = ceil_div (full->dims[d], k);
+  int64_t size = ps_ceil_div (full->dims[d], k);
   g_autofree int64_t *pos = positions (s, m->n);
   for (int64_t dev = 0; dev < m->n; dev++)
     if (pos[dev] >= 0)
@@ -383,7 +378,7 @@ sp_reduced_groups (const PsSharding *s, const gboolean *red, int r, int *ng, int
 }
 
 PsInstr *
-sp_mask_padding (SpComp *c, const PsPVal *v, const gboolean *dims_mask, PsInstr *fill)
+sp_mask_padding (SpComp *c, const SpPVal *v, const gboolean *dims_mask, PsInstr *fill)
 {
   const PsSharding *s = v->sharding;
   PsInstr *x = v->hlo;
@@ -439,7 +434,7 @@ remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manu
   gboolean is_manual_dim[nt];
   for (int k = 0; k < nt; k++)
     is_manual_dim[k] = k >= first_sub && s->subgroup_kinds[k - first_sub] == PS_SUBGROUP_MANUAL;
-  int perm[nt];
+  int64_t perm[nt];
   gboolean used[nt];
   memset (used, 0, sizeof used);
   int np = 0;
@@ -450,7 +445,7 @@ remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manu
       if (src_dim[i] >= 0 && src_dim[i] < ps_sharding_data_rank (s) && !used[src_dim[i]])
         {
           used[src_dim[i]] = TRUE;
-          perm[np++] = (int) src_dim[i];
+          perm[np++] = src_dim[i];
           tiles[i] = s->tile_dims[src_dim[i]];
         }
     }
@@ -470,29 +465,7 @@ remap (const PsSharding *s, int rank, const int64_t *src_dim, gboolean keep_manu
         manual_dims[n_manual++] = s->tile_dims[k];
       }
   /* Transpose the tile array by perm, row-major. */
-  int64_t *devs = g_new (int64_t, s->n_devices);
-  int64_t strides[nt];
-  int64_t st = 1;
-  for (int k = nt - 1; k >= 0; k--)
-    {
-      strides[k] = st;
-      st *= s->tile_dims[k];
-    }
-  int64_t idx[nt];
-  memset (idx, 0, sizeof idx);
-  for (int64_t q = 0; q < s->n_devices; q++)
-    {
-      int64_t p = 0;
-      for (int k = 0; k < nt; k++)
-        p += idx[k] * strides[perm[k]];
-      devs[q] = s->devices[p];
-      for (int k = nt - 1; k >= 0; k--)
-        {
-          if (++idx[k] < s->tile_dims[perm[k]])
-            break;
-          idx[k] = 0;
-        }
-    }
+  int64_t *devs = ps_transpose_row_major (s->devices, nt, s->tile_dims, perm);
   PsSharding *r;
   if (n_manual == 0)
     r = sp_make_sharding (rank, tiles, rep, devs);
@@ -583,7 +556,7 @@ maximal_to_replicated (SpComp *c, PsInstr *x, int64_t device)
   PsInstr *pid = sp_partition_id (c);
   PsInstr *is_dev = sp_compare (c, pid, sp_const_scalar (c, PS_S32, (double) device), PS_CMP_EQ);
   PsInstr *zero = sp_broadcast_scalar (c, sp_const_zero (c, x->shape->etype), x->shape);
-  g_autoptr (SpShape) ps = sp_shape (PS_PRED, x->shape->rank, x->shape->dims);
+  g_autoptr (PsShape) ps = sp_shape (PS_PRED, x->shape->rank, x->shape->dims);
   PsInstr *sel = sp_select (c, sp_broadcast_scalar (c, is_dev, ps), x, zero);
   int64_t n = c->m->n;
   g_autofree int64_t *all = g_new (int64_t, n);
@@ -593,7 +566,7 @@ maximal_to_replicated (SpComp *c, PsInstr *x, int64_t device)
 }
 
 static PsInstr *
-tiled_to_replicated (SpComp *c, const PsPVal *v)
+tiled_to_replicated (SpComp *c, const SpPVal *v)
 {
   const PsSharding *s = v->sharding;
   PsInstr *x = v->hlo;
@@ -609,7 +582,7 @@ tiled_to_replicated (SpComp *c, const PsPVal *v)
       for (int d = 0; d < r; d++)
         {
           int64_t k = sp_shards (s, d);
-          pdims[d] = ceil_div (v->full->dims[d], k) * k;
+          pdims[d] = ps_ceil_div (v->full->dims[d], k) * k;
           starts[d] = sp_offset (c, s, v->full, d);
           mask[d] = k > 1;
         }
@@ -654,7 +627,7 @@ local_slice_plan (SpModule *m, const PsShape *full, const PsSharding *from,
     {
       int64_t N = full->dims[d];
       int64_t ks = sp_shards (from, d), kt = sp_shards (to, d);
-      int64_t ss = ceil_div (N, ks), st = ceil_div (N, kt);
+      int64_t ss = ps_ceil_div (N, ks), st = ps_ceil_div (N, kt);
       for (int64_t dev = 0; dev < n && ok; dev++)
         {
           if (pt[dev] < 0)
@@ -687,7 +660,7 @@ local_slice_plan (SpModule *m, const PsShape *full, const PsSharding *from,
  * only on the two layouts and the full dims, and the same reshards recur
  * in every layer, so it is memoised. */
 static PsInstr *
-try_local_slice (SpComp *c, const PsPVal *v, const PsSharding *to)
+try_local_slice (SpComp *c, const SpPVal *v, const PsSharding *to)
 {
   const PsSharding *from = v->sharding;
   int r = v->full->rank;
@@ -738,7 +711,7 @@ try_local_slice (SpComp *c, const PsPVal *v, const PsSharding *to)
       x = sp_pad (c, x, sp_const_zero (c, x->shape->etype), lo, hi);
       for (int d = 0; d < r; d++)
         {
-          sizes[d] = ceil_div (v->full->dims[d], sp_shards (to, d));
+          sizes[d] = ps_ceil_div (v->full->dims[d], sp_shards (to, d));
           starts[d] = sp_table_lookup (c, tables + d * n);
         }
       res = sp_dynamic_slice (c, x, starts, sizes);
@@ -770,7 +743,7 @@ same_structure (const PsSharding *a, const PsSharding *b)
 /* Same tiles, other devices: each target device receives its tile from a
  * source device holding it (replicas paired in order). */
 static PsInstr *
-permute (SpComp *c, const PsPVal *v, const PsSharding *to)
+permute (SpComp *c, const SpPVal *v, const PsSharding *to)
 {
   const PsSharding *from = v->sharding;
   /* Equal tile dims: position p names the same tile (and replica) in
@@ -797,7 +770,7 @@ permute (SpComp *c, const PsPVal *v, const PsSharding *to)
  * j; *mid receives that sharding when it is not `to` yet (the caller goes
  * on from there). Returns NULL when no such pair of dims exists. */
 static PsInstr *
-try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to, PsSharding **mid)
+try_all_to_all (SpComp *c, const SpPVal *v, const PsSharding *to, PsSharding **mid)
 {
   const PsSharding *from = v->sharding;
   *mid = NULL;
@@ -863,7 +836,7 @@ try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to, PsSharding **m
    * into [k, Nj/k] at a new leading dim, exchange along it, then merge
    * the received pieces back into dim i. */
   int64_t Ni = v->full->dims[si], Nj = v->full->dims[dj];
-  int64_t li = ceil_div (Ni, k), lj = ceil_div (Nj, k);
+  int64_t li = ps_ceil_div (Ni, k), lj = ps_ceil_div (Nj, k);
   PsInstr *x = v->hlo;
   int64_t lo[r], hi[r];
   memset (lo, 0, sizeof lo);
@@ -925,13 +898,13 @@ try_all_to_all (SpComp *c, const PsPVal *v, const PsSharding *to, PsSharding **m
   return x;
 }
 
-static PsInstr *reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth);
+static PsInstr *reshard_array (SpComp *c, const SpPVal *v, const PsSharding *to, int depth);
 
 /* All-gathers the data dims d with keep[d] < 0 (each within the devices
  * that differ only in that tile dim, in tile order) and cuts their
  * padding: the result is laid out as sp_sharding_remap (from, keep). */
 static PsInstr *
-gather_dims (SpComp *c, const PsPVal *v, const int64_t *keep)
+gather_dims (SpComp *c, const SpPVal *v, const int64_t *keep)
 {
   const PsSharding *s = v->sharding;
   PsInstr *x = v->hlo;
@@ -963,7 +936,7 @@ replicated_to (SpComp *c, PsInstr *full_local, const PsShape *full, const PsShar
   if (to->kind != PS_SHARDING_TILED)
     return full_local;
   g_autoptr (PsSharding) rep = ps_sharding_replicated ();
-  PsPVal tmp = { full_local, rep, (PsShape *) full };
+  SpPVal tmp = { full_local, rep, (PsShape *) full };
   return try_local_slice (c, &tmp, to);
 }
 
@@ -990,7 +963,7 @@ dims_to_gather (const PsSharding *from, const PsSharding *to, int r, int64_t *ke
 }
 
 static PsInstr *
-reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
+reshard_array (SpComp *c, const SpPVal *v, const PsSharding *to, int depth)
 {
   const PsSharding *from = v->sharding;
   if (ps_sharding_equal_layout (from, to))
@@ -1034,7 +1007,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
   x = depth < 6 ? try_all_to_all (c, v, to, &mid_a2a) : NULL;
   if (x && mid_a2a)
     {
-      PsPVal tmp = { x, mid_a2a, v->full };
+      SpPVal tmp = { x, mid_a2a, v->full };
       PsInstr *y = reshard_array (c, &tmp, to, depth + 1);
       ps_sharding_free (mid_a2a);
       return y;
@@ -1057,7 +1030,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
           if (mid && !ps_sharding_equal_layout (mid, from))
             {
               PsInstr *g = gather_dims (c, v, keep);
-              PsPVal tmp = { g, mid, v->full };
+              SpPVal tmp = { g, mid, v->full };
               return reshard_array (c, &tmp, to, depth + 1);
             }
         }
@@ -1067,7 +1040,7 @@ reshard_array (SpComp *c, const PsPVal *v, const PsSharding *to, int depth)
 }
 
 PsInstr *
-sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
+sp_reshard (SpComp *c, const SpPVal *v, const PsSharding *to)
 {
   if (!to)
     to = sp_replicated ();
@@ -1080,7 +1053,7 @@ sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
       g_autoptr (PsSharding) own_from = ps_sharding_is_tuple (v->sharding)
                                             ? ps_sharding_leaf (v->sharding, 0) : NULL;
       g_autoptr (PsSharding) own_to = ps_sharding_is_tuple (to) ? ps_sharding_leaf (to, 0) : NULL;
-      PsPVal tmp = { v->hlo, own_from ? own_from : v->sharding, v->full };
+      SpPVal tmp = { v->hlo, own_from ? own_from : v->sharding, v->full };
       return reshard_array (c, &tmp, own_to ? own_to : to, 0);
     }
   /* Tuples: element by element, the leaf shardings depth-first. */
@@ -1114,7 +1087,7 @@ sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
           g_free (fe);
           g_free (te);
         }
-      PsPVal sub = { sp_gte (c, v->hlo, i), ef, (PsShape *) es };
+      SpPVal sub = { sp_gte (c, v->hlo, i), ef, (PsShape *) es };
       elems[i] = sp_reshard (c, &sub, et);
       ps_sharding_free (ef);
       ps_sharding_free (et);
@@ -1123,8 +1096,8 @@ sp_reshard (SpComp *c, const PsPVal *v, const PsSharding *to)
   return sp_tuple (c, n, elems);
 }
 
-PsPVal *
-sp_reshard_pval (SpComp *c, const PsPVal *v, const PsSharding *to)
+SpPVal *
+sp_reshard_pval (SpComp *c, const SpPVal *v, const PsSharding *to)
 {
   PsInstr *x = sp_reshard (c, v, to);
   return sp_pval_new (x, to ? to : sp_replicated (), v->full);
@@ -1143,7 +1116,7 @@ local_slice_ok_compute (SpModule *m, const PsShape *full, const PsSharding *from
     {
       int64_t N = full->dims[d];
       int64_t ks = sp_shards (from, d), kt = sp_shards (to, d);
-      int64_t ss = ceil_div (N, ks), st = ceil_div (N, kt);
+      int64_t ss = ps_ceil_div (N, ks), st = ps_ceil_div (N, kt);
       for (int64_t dev = 0; dev < m->n; dev++)
         {
           if (pt[dev] < 0)

@@ -1,15 +1,15 @@
-/* Internal to the propagation pass (partitioner/propagate*.c): the sharding
- * algebra it needs (partial replication, transposes, reshapes, merging of
- * compatible shardings) and the per-opcode rules. Not a public API: other
- * modules use partitioner/propagate.h.
+/* Private to propagate*.c (partitioner/propagate/, private prefix pp_ and
+ * Pp; see doc/architecture.md): the sharding algebra the pass needs
+ * (partial replication, transposes, reshapes, merging of compatible
+ * shardings) and the per-opcode rules. Other modules use propagate.h.
  *
  * Every function returning PsSharding* returns a new sharding (transfer
  * full) or NULL for "no sharding can be derived"; arguments are borrowed.
  * The semantics follow XLA's hlo_sharding_util so that propagation gives the
  * same answers as XLA's pass.
  */
-#ifndef PS_PARTITIONER_PROPAGATE_INTERNAL_H
-#define PS_PARTITIONER_PROPAGATE_INTERNAL_H
+#ifndef PS_PARTITIONER_PROPAGATE_PRIVATE_H
+#define PS_PARTITIONER_PROPAGATE_PRIVATE_H
 
 #include <glib.h>
 #include <stdint.h>
@@ -84,8 +84,7 @@ PsSharding *pp_return_improved (PsSharding *from, const PsSharding *to_improve,
                                 gboolean allow_aggressive);
 PsSharding *pp_find_common (int n, PsSharding *const *shardings, const PsSharding *dflt);
 
-/* Metadata: op names as a NULL-terminated list (transfer full). */
-char **pp_metadata_op_names (const PsSharding *s);
+/* Replaces the sharding's metadata text. */
 void pp_set_metadata_text (PsSharding *s, const char *text);
 
 G_END_DECLS

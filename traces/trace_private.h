@@ -1,6 +1,6 @@
-/* Internals shared by the step-trace files (trace.c, trace_reader.c,
- * trace_writer.c): the checks that both the reader and ps_trace_validate()
- * apply, and the compact-form parsers. Not for use outside traces/.
+/* Private to trace*.c (traces/, private prefix tr_ and Tr; see
+ * doc/architecture.md): the checks that both the reader and
+ * ps_trace_validate() apply, and the compact-form parsers.
  *
  * Checks return NULL when fine, else a message (transfer full) without a
  * location; callers add "FILE:LINE:COL: " or "event N: ". */
@@ -30,52 +30,51 @@ typedef struct {
   guint64 loop_event[PS_TRACE_MAX_LOOP_DEPTH + 1];
   guint64 body[PS_TRACE_MAX_LOOP_DEPTH + 1];
   guint64 next_body;
-} PsTraceChecker;
+} TrChecker;
 
 /* Runs of each event of an event list (product of enclosing trip counts),
  * saturating at G_MAXUINT64; and the totals of the list. */
-void ps_trace_sum_events (const GArray *events, PsTraceTotals *sums);
+void tr_sum_events (const GArray *events, PsTraceTotals *sums);
 
-void ps_trace_checker_init (PsTraceChecker *c, const PsTraceHeader *header);
-void ps_trace_checker_clear (PsTraceChecker *c);
+void tr_checker_init (TrChecker *c, const PsTraceHeader *header);
+void tr_checker_clear (TrChecker *c);
 /* `key` receives the field the problem concerns (static), or NULL. Groups
  * of collectives must be resolved (n_groups/group_size set). */
-char *ps_trace_checker_event (PsTraceChecker *c, const PsTraceEvent *e,
-                              const char **key);
+char *tr_checker_event (TrChecker *c, const PsTraceEvent *e,
+                        const char **key);
 /* At the end: unfinished async collectives; with check_totals, header
  * totals against the sums. */
-char *ps_trace_checker_finish (PsTraceChecker *c, gboolean check_totals);
+char *tr_checker_finish (TrChecker *c, gboolean check_totals);
 
 /* Header consistency (devices vs mesh, order parameters). */
-char *ps_trace_check_header (const PsTraceHeader *h);
+char *tr_check_header (const PsTraceHeader *h);
 /* Fills n_groups/group_size (AXES, ALL) and checks the groups fit. */
-char *ps_trace_groups_resolve (PsTraceGroups *g, const PsTraceHeader *h);
-char *ps_trace_check_pairs (const PsTracePairs *p, const PsTraceHeader *h);
+char *tr_groups_resolve (PsTraceGroups *g, const PsTraceHeader *h);
+char *tr_check_pairs (const PsTracePairs *p, const PsTraceHeader *h);
 
 /* Compact forms. On failure return FALSE and set *why (transfer full);
  * *why_offset is the byte offset in `text` the problem is at. Arrays in the
  * results are g_malloc'ed. */
-gboolean ps_trace_parse_groups (const char *text, PsTraceGroups *out, char **why,
-                                gsize *why_offset);
-gboolean ps_trace_parse_pairs (const char *text, PsTracePairs *out, char **why,
-                               gsize *why_offset);
+gboolean tr_parse_groups (const char *text, PsTraceGroups *out, char **why,
+                          gsize *why_offset);
+gboolean tr_parse_pairs (const char *text, PsTracePairs *out, char **why,
+                         gsize *why_offset);
 /* "arange", "arange_T", "nonpod2d:XxYxC", "list:0,1,..." into mesh->order... */
-gboolean ps_trace_parse_order (const char *text, PsTraceMesh *mesh, char **why,
-                               gsize *why_offset);
-char *ps_trace_order_to_string (const PsTraceMesh *mesh);
-guint64 ps_trace_dims_product (const gint64 *dims, guint n);
+gboolean tr_parse_order (const char *text, PsTraceMesh *mesh, char **why,
+                         gsize *why_offset);
+char *tr_order_to_string (const PsTraceMesh *mesh);
 
 /* Event names: printable ASCII except '%' and space verbatim, the rest %XX. */
-void ps_trace_append_name (GString *out, const char *name);
+void tr_append_name (GString *out, const char *name);
 /* Decodes in place; FALSE on a bad escape. */
-gboolean ps_trace_decode_name (char *name);
+gboolean tr_decode_name (char *name);
 
-void ps_trace_event_clear (PsTraceEvent *e);
-void ps_trace_header_clear (PsTraceHeader *h);
-void ps_trace_header_copy (PsTraceHeader *dst, const PsTraceHeader *src);
+void tr_event_clear (PsTraceEvent *e);
+void tr_header_clear (PsTraceHeader *h);
+void tr_header_copy (PsTraceHeader *dst, const PsTraceHeader *src);
 
 /* Appends one event line (with '\n'). */
-void ps_trace_append_event (GString *out, const PsTraceEvent *e);
+void tr_append_event (GString *out, const PsTraceEvent *e);
 
 G_END_DECLS
 

@@ -1,0 +1,3 @@
+#include "config.h"
+#include "low/a.h"
+#include "mid/m.h"

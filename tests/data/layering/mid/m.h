@@ -1,0 +1,2 @@
+/* floor 1, public */
+#include "low/a.h"

@@ -1,0 +1,4 @@
+#include "config.h"
+#include "low/a.h"
+#include "mid/m.h"
+#include "mid/m_private.h"

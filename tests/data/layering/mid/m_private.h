@@ -1,0 +1,2 @@
+/* private to mid/m*.c */
+#include "mid/m.h"
