@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "models/conv_layers.h"
 #include "models/layers.h"
@@ -129,6 +130,30 @@ ps_conformer_check (const PsConformerConfig *c, GError **error)
   if (c->global_batch % c->data != 0)
     return fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
                  label (c, "mesh", "--data"), c->data, label (c, "global_batch", "--batch"), c->global_batch);
+  /* The largest arrays of the step; the builder refuses arrays over
+   * PS_MAX_ELEMENTS. */
+  const int64_t B = c->global_batch, T = c->frames, F = c->mel_bins, S = T / 4, m = c->model_dim;
+  struct { const char *what; int64_t d[5]; } big[] = {
+    { "[batch, frames, mel bins] input", { B, T, F, 1, 1 } },
+    { "[batch, frames/2, mel bins/2, d] front-end activations", { B, T / 2, F / 2, m, 1 } },
+    { "[batch, heads, frames/4, frames/4] attention scores", { B, c->heads, S, S, 1 } },
+    { "[batch, frames/4, ffn_mult x d] FFN activations", { B, S, c->ffn_mult, m, 1 } },
+    { "[batch, frames/4, vocab] logits", { B, S, c->vocab, 1, 1 } },
+    { "[frames/4, frames/4, rel_buckets] relative positions", { S, S, c->rel_buckets, 1, 1 } },
+    { "[mel bins/4 x d, d] projection weight", { F / 4, m, m, 1, 1 } },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (big); i++)
+    {
+      int64_t n = 1;
+      gboolean ok = TRUE;
+      for (int k = 0; k < 5 && ok; k++)
+        ok = ps_checked_mul_i64 (n, big[i].d[k], &n) && n <= PS_MAX_ELEMENTS;
+      if (!ok)
+        return fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
+                     G_GINT64_FORMAT ", %s %" G_GINT64_FORMAT "; doc/robustness.md)", big[i].what,
+                     label (c, "global_batch", "--batch"), B, label (c, "frames", "--frames"), T,
+                     label (c, "model_dim", "--model-dim"), m);
+    }
   if (c->sharding == PS_CONFORMER_DP && c->global_batch % (c->data * c->model) != 0)
     return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
                  " devices (dp sharding)", label (c, "global_batch", "--batch"), c->global_batch,

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "models/conv_layers.h"
 #include "models/layers.h"
@@ -100,6 +101,19 @@ ps_unet3d_check (const PsUnet3dConfig *c, GError **error)
   if (c->global_batch % c->data != 0)
     return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
                  label (c, "global_batch", "--batch"), c->global_batch, label (c, "data", "--data"), c->data);
+  /* The largest activation: the whole batch at full size with the most
+   * features any level has there or below (the concatenated skip doubles
+   * them); the builder refuses arrays over PS_MAX_ELEMENTS. */
+  int64_t features = MAX (c->in_channels, c->classes);
+  for (int i = 0; i < c->n_filters; i++)
+    features = MAX (features, 2 * c->filters[i]);
+  int64_t n = c->global_batch;
+  if (!ps_checked_mul_i64 (n, c->image[0], &n) || !ps_checked_mul_i64 (n, c->image[1], &n)
+      || !ps_checked_mul_i64 (n, c->image[2], &n) || !ps_checked_mul_i64 (n, features, &n) || n > PS_MAX_ELEMENTS)
+    return fail (error, "%s %" G_GINT64_FORMAT " images of %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%"
+                 G_GINT64_FORMAT " with up to %" G_GINT64_FORMAT " features make arrays of more than 2^40 "
+                 "elements (doc/robustness.md)", label (c, "global_batch", "--batch"), c->global_batch,
+                 label (c, "image", "--image"), c->image[0], c->image[1], c->image[2], features);
   return TRUE;
 }
 

@@ -13,8 +13,8 @@
 #include "models/unet3d.h"
 
 static const PsParamSpec specs[] = {
-  { "model", "image", PS_PARAM_MESH, "16x16x16",
-    "Image size DxHxW in voxels (MLPerf KiTS19: 128x128x128 patches)", 3, 3, NULL, NULL, NULL },
+  { "model", "image", PS_PARAM_STRING, "16x16x16",
+    "Image size DxHxW in voxels (MLPerf KiTS19: 128x128x128 patches)", 0, 0, NULL, NULL, NULL },
   { "model", "in_channels", PS_PARAM_INT, "1", "Input channels (KiTS19 CT: 1)", 1, 1 << 20, NULL, NULL, NULL },
   { "model", "classes", PS_PARAM_INT, "3", "Output classes (KiTS19: 3)", 1, 1 << 20, NULL, NULL, NULL },
   { "model", "filters", PS_PARAM_STRING, "8,16,32",
@@ -66,16 +66,34 @@ parse_filters (const PsParams *p, PsUnet3dConfig *c, GError **error)
   return TRUE;
 }
 
+/* Parses "128x128x128" into c->image. */
+static gboolean
+parse_image (const PsParams *p, PsUnet3dConfig *c, GError **error)
+{
+  const char *text = ps_params_str (p, "image");
+  g_auto (GStrv) parts = g_strsplit (text, "x", -1);
+  gboolean ok = g_strv_length (parts) == 3;
+  for (int d = 0; ok && d < 3; d++)
+    {
+      guint64 v;
+      ok = g_ascii_string_to_unsigned (parts[d], 10, 1, 1 << 20, &v, NULL);
+      c->image[d] = (int64_t) v;
+    }
+  if (!ok)
+    g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s '%s' is not an image size DxHxW (3 dims from 1 to %d)",
+                 ps_params_where (p, "image"), text, 1 << 20);
+  return ok;
+}
+
 static gboolean
 config_from (const PsParams *p, PsUnet3dConfig *c, GError **error)
 {
   ps_unet3d_config_mlperf (c);
   c->name = "unet";
   c->params = p;
+  if (!parse_image (p, c, error))
+    return FALSE;
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
-  ps_params_mesh (p, "image", dims);
-  for (int d = 0; d < 3; d++)
-    c->image[d] = dims[d];
   c->in_channels = ps_params_int (p, "in_channels");
   c->classes = ps_params_int (p, "classes");
   c->global_batch = ps_params_int (p, "global_batch");
@@ -135,7 +153,7 @@ static char *
 describe_model (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
-  g_autofree char *image = ps_params_text (p, "image");
+  const char *image = ps_params_str (p, "image");
   return g_strdup_printf ("3D U-Net, image %s x %" G_GINT64_FORMAT " channel%s, filters %s, %" G_GINT64_FORMAT
                           " classes, batch %" G_GINT64_FORMAT ", %s, %s activations", image,
                           ps_params_int (p, "in_channels"), ps_params_int (p, "in_channels") == 1 ? "" : "s",

@@ -75,7 +75,16 @@ expect_grep "--filters '8,x': level 1 ('x') is not a number of features" "$PS_TM
 expect_status 2 "$PODSIM" run -q unet --image 20x16x16
 expect_grep "--image: D (20) must be a positive multiple of 8" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q unet --image 16x16
-expect_grep "--image: '16x16' has 2 dims, this model takes 3" "$PS_TMP/err"
+expect_grep "--image '16x16' is not an image size DxHxW (3 dims from 1 to 1048576)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q unet --image 16x16x0
+expect_grep "--image '16x16x0' is not an image size DxHxW" "$PS_TMP/err"
+# Sizes whose arrays would pass 2^40 elements are refused before building.
+expect_status 2 "$PODSIM" run -q unet --batch 16777216 --image 1024x1024x1024 --filters 32 --spatial 1 --idle-cores
+expect_grep "--batch 16777216 images of --image 1024x1024x1024 with up to 64 features make arrays of more than 2^40" \
+  "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q conformer --batch 16777216 --model-dim 1048576 --heads 1 --frames 1048576 --mesh 8x1
+expect_grep "would have more than 2^40 elements (--batch 16777216, --frames 1048576, --model-dim 1048576" \
+  "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q unet --batch 3 --data 2 --spatial 2x2
 expect_grep "--batch 3 is not divisible by --data 2" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q unet --spatial 4x4
