@@ -194,12 +194,6 @@ ps_model_options_free (PsModelOptions *mo)
   g_free (mo);
 }
 
-const PsModelFamily *
-ps_model_options_family (const PsModelOptions *mo)
-{
-  return mo->family;
-}
-
 static const char *
 keep (PsModelOptions *mo, char *s)
 {
@@ -444,14 +438,4 @@ ps_model_target (const PsParams *p, PsHardware **hw, PsSlice **slice, PsModelTar
   if (slice)
     *slice = g_steal_pointer (&s);
   return TRUE;
-}
-
-gboolean
-ps_model_check (const PsParams *p, GError **error)
-{
-  PsModelTarget t;
-  if (!ps_model_target (p, NULL, NULL, &t, error))
-    return FALSE;
-  const PsModelFamily *f = ps_params_family (p);
-  return !f->check || f->check (p, &t, error);
 }

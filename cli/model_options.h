@@ -43,9 +43,6 @@ PsModelOptions *ps_model_options_new (int argc, char **argv, const GOptionEntry 
 void ps_model_options_free (PsModelOptions *mo);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsModelOptions, ps_model_options_free)
 
-/* The family the options are for (decided from argv). transfer none. */
-const PsModelFamily *ps_model_options_family (const PsModelOptions *mo);
-
 /* A main group holding the command's entries, then --preset, --config,
  * --set and every parameter's option. */
 GOptionGroup *ps_model_options_group (PsModelOptions *mo);
@@ -69,8 +66,5 @@ char *ps_model_options_name (const PsModelOptions *mo, const PsParams *p, double
  * family builds for. *hw and *slice are transfer full. */
 gboolean ps_model_target (const PsParams *p, PsHardware **hw, PsSlice **slice, PsModelTarget *t,
                           GError **error);
-
-/* Checks the parameters against the family (and the slice). */
-gboolean ps_model_check (const PsParams *p, GError **error);
 
 #endif

@@ -84,12 +84,6 @@ ps_pool_add (PsPool *p, const char *const *argv)
   g_ptr_array_add (p->jobs, j);
 }
 
-guint
-ps_pool_n_jobs (const PsPool *p)
-{
-  return p->jobs->len;
-}
-
 /* Hands back every finished job whose predecessors have been handed back. */
 static void
 emit_ready (PsPool *p)

@@ -48,7 +48,6 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPool, ps_pool_free)
 /* Queues one child: argv[0] is the program ("/proc/self/exe" for podsim
  * itself). Copied. */
 void ps_pool_add (PsPool *pool, const char *const *argv);
-guint ps_pool_n_jobs (const PsPool *pool);
 
 /* Runs every queued job. FALSE (PS_ERROR_IO) when a child cannot be
  * started at all, or when SIGINT or SIGTERM stopped the pool (the running

@@ -52,17 +52,6 @@ ps_dense_lm_config_small (PsDenseLmConfig *out)
   out->physical[2] = 2;
 }
 
-const char *
-ps_sharding_preset_name (PsShardingPreset p)
-{
-  switch (p)
-    {
-    case PS_SHARDING_1D: return "1d";
-    case PS_SHARDING_DP: return "dp";
-    default: return "2d";
-    }
-}
-
 gboolean
 ps_sharding_preset_from_name (const char *name, PsShardingPreset *out)
 {

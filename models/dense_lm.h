@@ -42,7 +42,6 @@ G_BEGIN_DECLS
 
 typedef enum { PS_SHARDING_2D, PS_SHARDING_1D, PS_SHARDING_DP } PsShardingPreset;
 
-const char *ps_sharding_preset_name (PsShardingPreset p);
 gboolean ps_sharding_preset_from_name (const char *name, PsShardingPreset *out);
 
 typedef struct {

@@ -226,8 +226,6 @@ char *ps_params_text (const PsParams *p, const char *key);
 /* Where the value was set: its `where`, or "--option" when it is a default
  * or a preset's. transfer none. */
 const char *ps_params_where (const PsParams *p, const char *key);
-/* Has the value been set since ps_params_new (by a file or an option)? */
-gboolean ps_params_is_set (const PsParams *p, const char *key);
 
 /* For a family's check: a program of n devices must have the slice's
  * cores, or fewer with the idle_cores option. `what` names the setting
