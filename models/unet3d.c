@@ -144,15 +144,35 @@ conv_bn_weights (PsNet *net, const Unet *u, const char *prefix, const char *name
     ps_batch_norm_weights (net, prefix, name, cout, &out->scale, &out->offset);
 }
 
+/* Gives the instructions emitted since `first` the op_name `op_name`
+ * (autodiff and the partitioner carry it to what they derive), so `podsim
+ * run unet` reports the convolutions' and batch norms' share of the step. */
+static void
+tag_since (PsNet *net, guint first, const char *op_name)
+{
+  for (guint i = first; i < net->c->instrs->len; i++)
+    {
+      PsInstr *in = net->c->instrs->pdata[i];
+      if (in->metadata == NULL)
+        in->metadata = g_strdup_printf ("op_name=\"%s\"", op_name);
+    }
+}
+
 /* conv (3x3x3, padding 1, stride s), batch norm, ReLU. */
 static PsInstr *
 conv_bn_relu (PsNet *net, Unet *u, const ConvBn *w, PsInstr *x, int64_t s)
 {
   int64_t st[3] = { s, s, s }, one[3] = { 1, 1, 1 };
+  guint first = net->c->instrs->len;
   PsInstr *y = ps_conv (net, x, w->kernel, st, one, one, NULL, 1);
+  tag_since (net, first, PS_UNET3D_OP_CONV);
   u->flops += ps_conv_flops (y);
   if (w->scale)
-    y = ps_batch_norm (net, y, w->scale, w->offset);
+    {
+      first = net->c->instrs->len;
+      y = ps_batch_norm (net, y, w->scale, w->offset);
+      tag_since (net, first, PS_UNET3D_OP_NORM);
+    }
   return ps_relu (net, y);
 }
 
@@ -162,7 +182,9 @@ static PsInstr *
 up_conv (PsNet *net, Unet *u, const Block *w, PsInstr *x)
 {
   int64_t two[3] = { 2, 2, 2 }, one[3] = { 1, 1, 1 };
+  guint first = net->c->instrs->len;
   PsInstr *y = ps_conv (net, x, w->up_kernel, NULL, one, one, two, 1);
+  tag_since (net, first, PS_UNET3D_OP_CONV);
   /* Every other window position of the dilated input is a hole: half the
    * positions per dim meet data. */
   u->flops += ps_conv_flops (y) / 8;
@@ -261,7 +283,9 @@ ps_unet3d_build (const PsUnet3dConfig *c, PsUnet3dInfo *info, GError **error)
       x = conv_bn_relu (net, &u, &dec[l].conv1, xc, 1);
       x = conv_bn_relu (net, &u, &dec[l].conv2, x, 1);
     }
+  guint first = net->c->instrs->len;
   PsInstr *logits = ps_conv (net, x, out_kernel, NULL, NULL, NULL, NULL, 1);
+  tag_since (net, first, PS_UNET3D_OP_CONV);
   u.flops += ps_conv_flops (logits);
   logits = ps_ad_convert (net->c, ps_add_bias (net, logits, out_bias), PS_F32);
   PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);

@@ -39,6 +39,12 @@ G_BEGIN_DECLS
 
 #define PS_UNET3D_MAX_LEVELS 8
 
+/* The op_names of the step's parts (and of what autodiff and the
+ * partitioner derive from them: gradients, halo exchanges, statistics
+ * all-reduces). */
+#define PS_UNET3D_OP_CONV "unet/conv"
+#define PS_UNET3D_OP_NORM "unet/batch_norm"
+
 typedef struct {
   const char *name;
   int64_t image[3];          /* D, H, W of one input image */

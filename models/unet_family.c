@@ -173,6 +173,13 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
                           ps_params_str (p, "slice"), ps_params_str (p, "optimizer"));
 }
 
+/* Where the step's compute goes, by the op_names the builder tags. */
+static const PsOpGroup op_groups[] = {
+  { "conv", "convolutions", { PS_UNET3D_OP_CONV, NULL } },
+  { "batch_norm", "batch norms", { PS_UNET3D_OP_NORM, NULL } },
+  { NULL, NULL, { NULL } }
+};
+
 const PsModelFamily ps_unet_family = {
   .name = "unet",
   .summary = "The 3D U-Net of MLPerf's KiTS19 reference, spatially partitioned (D, H, W) and/or data parallel",
@@ -184,4 +191,5 @@ const PsModelFamily ps_unet_family = {
   .build = build,
   .describe_model = describe_model,
   .describe_parallelism = describe_parallelism,
+  .op_groups = op_groups,
 };

@@ -21,6 +21,9 @@ for key in "3D U-Net, image 24x16x16" "data 1 x spatial (D, H, W) 4x2x1 (8 devic
            "collective-permute" "all-reduce" " 0 replicate-then-slice fallbacks"; do
   expect_grep "$key" "$PS_TMP/out"
 done
+# The report's parts by op_name: convolutions and batch norms.
+expect_grep "by op_name   convolutions " "$PS_TMP/out"
+expect_grep "batch norms " "$PS_TMP/out"
 expect_status 0 "$PODSIM" verify "$PS_TMP/u.hlo" --devices 8
 expect_grep "outputs agree on 8 devices" "$PS_TMP/out"
 # Batch sharding as the alternative, and data x spatial.
@@ -28,6 +31,8 @@ expect_status 0 "$PODSIM" run -q unet --data 8 --spatial 1 --batch 8 --json
 expect_grep '"family" : "unet"' "$PS_TMP/out"
 expect_grep '"spatial" : "1"' "$PS_TMP/out"
 positive "$(json_num step_time_s "$PS_TMP/out")" || fail "unet data parallel: no step time"
+positive "$(json_num conv_share "$PS_TMP/out")" || fail "unet: conv_share is not positive"
+positive "$(json_num batch_norm_share "$PS_TMP/out")" || fail "unet: batch_norm_share is not positive"
 expect_status 0 "$PODSIM" run -q unet --data 2 --spatial 2x2 --optimizer adafactor --f32-activations --no-batch-norm
 expect_grep "no norm, f32 activations" "$PS_TMP/out"
 # Fewer devices than cores only with --idle-cores.
