@@ -103,6 +103,11 @@ print_text (const PsParams *p, const char *name, double published, const PsPipel
           100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
   printf ("time/core    compute %s, communication %s, exposed communication %s, idle %s\n",
           c1, c2, c3, c4);
+  printf ("schedule     %s: %d collectives overlapped with compute", ps_schedule_policy_name (r->schedule),
+          r->n_async);
+  if (r->n_reverted > 0)
+    printf (" (%d more kept synchronous to stay within HBM)", r->n_reverted);
+  printf ("\n");
   printf ("trace        %" G_GUINT64_FORMAT " compute events, %" G_GUINT64_FORMAT " collectives (%"
           G_GUINT64_FORMAT " distinct); %" G_GINT64_FORMAT " SPMD instructions, %" G_GINT64_FORMAT
           " replicate-then-slice fallbacks\n",
@@ -228,6 +233,8 @@ to_json (const PsParams *p, const char *name, double published, const PsPipeline
           add_member_double (b, "tokens_per_s", r->items_per_s);
           add_member_double (b, "published_tokens_per_s", published);
         }
+      add_member_string (b, "schedule", ps_schedule_policy_name (r->schedule));
+      add_member_int (b, "async_collectives", r->n_async);
       add_member_double (b, "mxu_utilization", r->sim->mxu_utilization);
       add_member_double (b, "model_flops_utilization", r->model_flops_utilization);
       double compute, comm, exposed, idle;
@@ -317,6 +324,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
                               o->timeline || o->report ? tl_devices : NULL, o->timeline || o->report ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
   popts.collectives = coll;
+  ps_schedule_policy_parse (ps_params_str (p, "schedule"), "--schedule", &popts.schedule, NULL);
   popts.idle_cores = ps_params_bool (p, "idle_cores");
   popts.memory_only = o->memory_only;
   popts.op_groups = f->op_groups;

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "models/family.h"
+#include "partitioner/analysis/schedule.h"
 #include "sim/collectives.h"
 #include "topology/hardware.h"
 
@@ -47,6 +48,11 @@ ps_tables_run (const char *const *args, const PsTablesOptions *ro, GError **erro
     {
       g_ptr_array_add (argv, "--collectives");
       g_ptr_array_add (argv, (gpointer) ro->collectives);
+    }
+  if (ro->schedule)
+    {
+      g_ptr_array_add (argv, "--schedule");
+      g_ptr_array_add (argv, (gpointer) ro->schedule);
     }
   g_ptr_array_add (argv, NULL);
   g_autofree char *out = NULL, *err = NULL;
@@ -392,6 +398,7 @@ ps_cmd_tables (int argc, char **argv)
 {
   gboolean opt_csv = FALSE, opt_md = FALSE;
   g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL, *opt_coll = NULL;
+  g_autofree char *opt_sched = NULL;
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
@@ -399,6 +406,8 @@ ps_cmd_tables (int argc, char **argv)
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
     { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
       "Collective algorithm for every row (podsim run --collectives)", "NAME" },
+    { "schedule", 0, 0, G_OPTION_ARG_STRING, &opt_sched,
+      "Schedule for every row (podsim run --schedule)", "NAME" },
     { "plot", 0, 0, G_OPTION_ARG_FILENAME, &opt_plot,
       "Draw each row's step (compute, exposed communication, idle) next to the published step", "FILE.png|svg" },
     { "scaling", 0, 0, G_OPTION_ARG_FILENAME, &opt_scaling,
@@ -455,7 +464,10 @@ ps_cmd_tables (int argc, char **argv)
   PsCollAlgorithm coll;
   if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
     return ps_cli_fail (error);
-  PsTablesOptions ro = { opt_hw, opt_coll };
+  PsSchedulePolicy sched;
+  if (opt_sched && !ps_schedule_policy_parse (opt_sched, "--schedule", &sched, &error))
+    return ps_cli_fail (error);
+  PsTablesOptions ro = { opt_hw, opt_coll, opt_sched };
   if (study && (opt_plot || opt_scaling || opt_only))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--plot, --scaling and --only are for tables of "

@@ -258,9 +258,15 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, &local);
   if (!cost)
     return fail_stage (&clk, error, local), NULL;
-  g_autoptr (PsMemoryReport) mem = ps_memory_analyze (spmd, cost, &local);
-  if (!mem)
+  PsScheduleOptions schopts = { opts->async_collectives ? PS_SCHEDULE_EAGER : opts->schedule,
+                                opts->hw->hbm_bytes_per_core };
+  g_autoptr (PsSchedule) sched = ps_schedule_module (spmd, cost, &schopts, &local);
+  if (!sched)
     return fail_stage (&clk, error, local), NULL;
+  r->schedule = sched->policy;
+  r->n_async = sched->n_async;
+  r->n_reverted = sched->n_reverted;
+  const PsMemoryReport *mem = sched->memory;
   r->peak_hbm_bytes = mem->peak_bytes;
   r->memory_text = ps_memory_report_to_string (mem, 5);
   stage_end (&clk);
@@ -285,15 +291,15 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   for (int i = 0; i < 3; i++)
     lopts.mesh_physical[i] = r->info.mesh.physical[i];
   lopts.slice = slice_name;
-  lopts.async_collectives = opts->async_collectives;
+  lopts.schedule = sched;
   r->trace = ps_lower_module (spmd, &lopts, &local);
   if (!r->trace)
     return fail_stage (&clk, error, local), NULL;
   if (opts->dump_trace && !ps_trace_write (r->trace, opts->dump_trace, &local))
     return fail_stage (&clk, error, local), NULL;
+  g_clear_pointer (&sched, ps_schedule_free);
   g_clear_pointer (&spmd, ps_module_free);
   g_clear_pointer (&cost, ps_cost_analysis_free);
-  g_clear_pointer (&mem, ps_memory_report_free);
   stage_end (&clk);
 
   stage_begin (&clk, PS_STAGE_SIMULATE);

@@ -13,6 +13,7 @@
 #include <glib.h>
 
 #include "models/family.h"
+#include "partitioner/analysis/schedule.h"
 #include "sim/collectives.h"
 #include "sim/results.h"
 #include "topology/hardware.h"
@@ -48,6 +49,7 @@ typedef struct {
    * no trace, no replay. */
   gboolean memory_only;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
+  PsSchedulePolicy schedule;     /* default (0): PS_SCHEDULE_XLA; async_collectives: eager */
   gboolean idle_cores;        /* the program may use fewer devices than the
                                * slice has cores (device d on core d); the
                                * rest idle */
@@ -68,9 +70,12 @@ typedef struct {
   gint64 n_instructions_spmd;
   gint64 n_fallbacks;
   gint64 n_cse_removed;        /* instructions CSE/DCE removed after partitioning */
-  guint64 peak_hbm_bytes;     /* memory analysis of the SPMD program */
+  guint64 peak_hbm_bytes;     /* memory analysis of the SPMD program, scheduled */
   gboolean fits;              /* peak_hbm_bytes <= the core's HBM; when not,
                                * the stages after memory did not run */
+  PsSchedulePolicy schedule;  /* the policy used */
+  int n_async;                /* collectives the schedule runs asynchronously */
+  int n_reverted;             /* ... made synchronous to fit the HBM budget */
   char *memory_text;          /* its report, largest holders */
   PsTrace *trace;             /* the lowered trace */
   PsPlatform *platform;       /* the slice's platform; sim points at it */

@@ -9,7 +9,7 @@
 
 /* Options of `podsim run` that tables passes on to every row. */
 typedef struct {
-  const char *hw, *collectives;
+  const char *hw, *collectives, *schedule;
 } PsTablesOptions;
 
 /* Runs `podsim run ARGS --json -q` (args NULL-terminated) and returns the

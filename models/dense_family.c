@@ -47,6 +47,9 @@ static const PsParamSpec specs[] = {
   { "options", "unroll", PS_PARAM_BOOL, "false",
     "Write the layers one after the other (default: one loop over weights stacked by layer)",
     0, 0, NULL, NULL, NULL },
+  { "options", "separate_update", PS_PARAM_BOOL, "false",
+    "Loop form: update the stacked weights in a loop of their own after the backward loop "
+    "(default: each layer's update in its backward iteration; doc/models.md)", 0, 0, NULL, NULL, NULL },
 };
 
 /* The builder's config from parameters; target gives the physical shape
@@ -78,6 +81,7 @@ config_from (const PsParams *p, const PsModelTarget *t, PsDenseLmConfig *c)
   c->microbatches = (int) ps_params_int (p, "microbatches");
   c->remat = ps_params_bool (p, "remat");
   c->unroll = ps_params_bool (p, "unroll");
+  c->separate_update = ps_params_bool (p, "separate_update");
   c->pipeline_stages = (int) ps_params_int (p, "pipeline_stages");
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;

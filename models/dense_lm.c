@@ -321,7 +321,7 @@ head_loss (PsNet *net, PsInstr *x, PsInstr *final_ln, PsInstr *emb_head, PsInstr
 static gboolean
 microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, PsInstr *emb, int n_layers,
             const PsLayer *layers, gboolean loop, PsInstr *final_ln, PsInstr *ids,
-            PsInstr *labels, GError **error)
+            PsInstr *labels, PsInstr *lr, PsInstr *decay, GError **error)
 {
   PsInstr *mids = ps_net_microbatch (net, ids, u, cfg->microbatches);
   PsInstr *mlabels = ps_net_microbatch (net, labels, u, cfg->microbatches);
@@ -344,8 +344,14 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, PsInstr *emb, int n_l
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx;
   if (!ps_net_vjp (net, loss, seed, top, &gx, 2, head_w, error))
     return FALSE;
-  if (loop ? !ps_layer_loop_backward (net, g_steal_pointer (&lp), gx, &gx, error)
-           : !ps_layer_stack_backward (net, n_layers, layers, xs, gx, cfg->remat, &gx, error))
+  /* In the loop form the last microbatch updates each layer's weights in
+   * its backward iteration, as soon as their gradient is complete (unless
+   * the step is to return the gradients). */
+  gboolean update = loop && !cfg->separate_update && !cfg->outputs_gradients
+                    && u == cfg->microbatches - 1;
+  if (update ? !ps_layer_loop_backward_update (net, g_steal_pointer (&lp), gx, &gx, lr, decay, error)
+      : loop ? !ps_layer_loop_backward (net, g_steal_pointer (&lp), gx, &gx, error)
+             : !ps_layer_stack_backward (net, n_layers, layers, xs, gx, cfg->remat, &gx, error))
     return FALSE;
   return ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, error);
 }
@@ -553,7 +559,8 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   /* Shared by the layers: relative-position buckets and causal mask. */
   ps_attention_context_causal (net, cfg->seq_len, cfg->rel_buckets, &ctx);
   for (int u = 0; u < cfg->microbatches; u++)
-    if (!microbatch (net, cfg, u, emb, n_sets, layers, loop, final_ln, ids, labels, error))
+    if (!microbatch (net, cfg, u, emb, n_sets, layers, loop, final_ln, ids, labels, lr, decay,
+                     error))
       return NULL;
   return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }

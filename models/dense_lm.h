@@ -60,6 +60,10 @@ typedef struct {
   gboolean remat;            /* recompute each layer's forward in backward */
   gboolean unroll;           /* layers one after the other instead of a loop
                               * over stacked weights (the default) */
+  gboolean separate_update;  /* loop form: update the stacked weights in a
+                              * loop of their own after the backward loop
+                              * (default: each layer's update inside its
+                              * backward iteration) */
   int microbatches;          /* gradient accumulation steps (>= 1); with a
                               * pipeline, its microbatches */
   int pipeline_stages;       /* > 1: the layers as a GSPMD pipeline of that

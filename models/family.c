@@ -46,8 +46,13 @@ static const PsParamSpec common_specs[] = {
     "Wrap links: auto (only on dimensions spanning the full pod), on, off", 0, 0, "auto|on|off", NULL, NULL },
   { "slice", "hw", PS_PARAM_PATH, "",
     "Hardware file (empty: the bundled TPU v3, topology/tpu-v3.ini)", 0, 0, NULL, NULL, NULL },
+  { "options", "schedule", PS_PARAM_CHOICE, "xla",
+    "Schedule of the partitioned step (doc/partitioner.md): xla (memory-aware order, "
+    "collective-permutes overlapped), xla-all (every collective kind overlapped), sync, eager",
+    0, 0, "xla|xla-all|sync|eager", NULL, NULL },
   { "options", "async_collectives", PS_PARAM_BOOL, "false",
-    "What if collectives overlapped compute: lower them as start/done pairs", 0, 0, NULL, NULL, "*" },
+    "Same as schedule = eager: every collective overlapped as early and late as data allows",
+    0, 0, NULL, NULL, "*" },
   { "options", "windowed_einsum", PS_PARAM_INT, "-1",
     "Partition dots whose operand would be all-gathered to more than this many bytes per "
     "device as windowed einsums (0: all such dots; -1: off)", -1, G_MAXINT64, NULL, NULL, NULL },

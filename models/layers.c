@@ -499,6 +499,18 @@ ps_layer_loop_backward (PsNet *net, PsLayerLoop *loop, PsInstr *dy, PsInstr **dx
   return ok;
 }
 
+gboolean
+ps_layer_loop_backward_update (PsNet *net, PsLayerLoop *loop, PsInstr *dy, PsInstr **dx,
+                               PsInstr *lr, PsInstr *decay, GError **error)
+{
+  g_return_val_if_fail (loop != NULL && loop->net == net, FALSE);
+  const PsLayer *l = loop->layer;
+  gboolean ok = ps_net_scan_vjp_update (net, loop->scan, l->first_weight, l->n_weights, dy, dx,
+                                        lr, decay, error);
+  ps_layer_loop_free (loop);
+  return ok;
+}
+
 void
 ps_layer_loop_free (PsLayerLoop *loop)
 {

@@ -202,6 +202,11 @@ PsInstr *ps_layer_loop_forward (PsNet *net, const PsLayer *layer, int64_t n, PsI
  * gradient at the input. Frees loop. */
 gboolean ps_layer_loop_backward (PsNet *net, PsLayerLoop *loop, PsInstr *dy, PsInstr **dx,
                                  GError **error);
+/* The same with each layer's optimizer update inside its backward
+ * iteration (ps_net_scan_vjp_update; lr, decay: ps_net_finish's). For the
+ * last microbatch. Frees loop. */
+gboolean ps_layer_loop_backward_update (PsNet *net, PsLayerLoop *loop, PsInstr *dy, PsInstr **dx,
+                                        PsInstr *lr, PsInstr *decay, GError **error);
 void ps_layer_loop_free (PsLayerLoop *loop);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsLayerLoop, ps_layer_loop_free)
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/scan.h"
 #include "partitioner/ir/sharding.h"
 
 struct PsNetPrivate {
@@ -27,6 +28,9 @@ struct PsNetPrivate {
   int8_t stack_axes[PS_NET_MAX_RANK];
   GArray *weight_stack;      /* int per weight: its number of stack dims */
   GArray *weight_stack_split;/* gboolean per weight: a stack dim is split */
+  /* ps_net_scan_vjp_update: weights updated in a backward loop */
+  PsInstr **new_w;           /* per weight, or NULL */
+  PsInstr **new_st;          /* per state, or NULL */
   PsBuilder *builder;        /* ps_net_builder, made on first use */
 };
 
@@ -98,6 +102,8 @@ net_free_keep_module (PsNet *net)
   g_array_free (p->weight_stack_split, TRUE);
   g_free (p->first_state);
   g_free (p->grads);
+  g_free (p->new_w);
+  g_free (p->new_st);
   ps_builder_free (p->builder);
   g_free (p);
   g_ptr_array_free (net->weights, TRUE);
@@ -493,18 +499,26 @@ ps_net_microbatch (PsNet *net, PsInstr *x, int u, int n)
 
 /* ---- backward pass, gradients, loss -------------------------------------------------------- */
 
-void
-ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
+static void
+grow_grads (PsNet *net)
 {
   PsNetPrivate *p = net->priv;
-  int i = GPOINTER_TO_INT (g_hash_table_lookup (p->weight_index, weight)) - 1;
-  g_return_if_fail (i >= 0);
   if (p->n_grads < (int) net->weights->len)
     {
       p->grads = g_renew (PsInstr *, p->grads, net->weights->len);
       memset (p->grads + p->n_grads, 0, (net->weights->len - p->n_grads) * sizeof (PsInstr *));
       p->n_grads = (int) net->weights->len;
     }
+}
+
+void
+ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
+{
+  PsNetPrivate *p = net->priv;
+  int i = GPOINTER_TO_INT (g_hash_table_lookup (p->weight_index, weight)) - 1;
+  g_return_if_fail (i >= 0);
+  g_return_if_fail (p->new_w == NULL || p->new_w[i] == NULL);
+  grow_grads (net);
   g = ps_ad_convert (net->c, g, weight->shape->etype);
   p->grads[i] = p->grads[i] ? ps_ad_binary (net->c, PS_OP_ADD, p->grads[i], g) : g;
 }
@@ -571,6 +585,86 @@ ps_net_add_loss (PsNet *net, PsInstr *loss)
   p->n_losses++;
 }
 
+/* ---- the update inside a layer loop's backward loop ---------------------------------- */
+
+typedef struct {
+  PsOptimizerKind kind;
+  int n;                     /* weights */
+  int n_states;              /* their states: the first extra values */
+  gboolean accumulated;      /* then one gradient stack per weight */
+} LoopUpdate;
+
+/* Iteration t: each weight's layer-t gradient (plus what earlier
+ * microbatches accumulated) updates layer t of the weight and its state in
+ * place. */
+static gboolean
+loop_update (const PsScanUpdateArgs *a, PsInstr **xs_out, PsInstr **extra_out, gpointer user,
+             GError **error)
+{
+  (void) error;
+  const LoopUpdate *u = user;
+  PsComputation *c = a->c;
+  PsOptimizerHyper h;
+  ps_optimizer_hyper_defaults (u->kind, &h);
+  h.lr = a->consts[0];
+  h.decay = a->consts[1];
+  g_autofree PsInstr **g = g_new (PsInstr *, u->n);
+  for (int i = 0; i < u->n; i++)
+    {
+      g_return_val_if_fail (a->dxs[i] != NULL, FALSE);
+      g[i] = ps_ad_convert (c, a->dxs[i], PS_F32);
+      if (u->accumulated)
+        g[i] = ps_ad_binary (c, PS_OP_ADD, g[i],
+                             ps_scan_slice_at (c, a->extra[u->n_states + i], a->index, NULL));
+    }
+  ps_optimizer_apply_layer_at (c, u->kind, &h, u->n, a->xs, g, a->extra, a->index, xs_out,
+                               extra_out);
+  return TRUE;
+}
+
+gboolean
+ps_net_scan_vjp_update (PsNet *net, PsScan *s, int first_weight, int n_weights, PsInstr *dy,
+                        PsInstr **dx, PsInstr *lr, PsInstr *decay, GError **error)
+{
+  PsNetPrivate *p = net->priv;
+  g_return_val_if_fail (p->has_state && first_weight >= 0 && n_weights >= 1
+                        && first_weight + n_weights <= (int) net->weights->len, FALSE);
+  grow_grads (net);
+  if (!p->new_w)
+    {
+      p->new_w = g_new0 (PsInstr *, net->weights->len + 1);
+      p->new_st = g_new0 (PsInstr *, p->states->len + 1);
+    }
+  int s0 = p->first_state[first_weight], ns = p->first_state[first_weight + n_weights] - s0;
+  gboolean acc = p->grads[first_weight] != NULL;
+  g_autoptr (GPtrArray) extra = g_ptr_array_new ();
+  for (int k = 0; k < ns; k++)
+    g_ptr_array_add (extra, p->states->pdata[s0 + k]);
+  for (int i = 0; i < n_weights; i++)
+    {
+      g_return_val_if_fail ((p->grads[first_weight + i] != NULL) == acc
+                            && p->new_w[first_weight + i] == NULL, FALSE);
+      if (acc)
+        {
+          /* the earlier microbatches' sum, laid out as its weight (as the
+           * separate update's loop reads it) */
+          PsInstr *w = net->weights->pdata[first_weight + i], *g = p->grads[first_weight + i];
+          if (w->sharding && !g->sharding)
+            ps_instr_set_sharding (g, w->sharding);
+          g_ptr_array_add (extra, g);
+        }
+    }
+  PsInstr *consts[2] = { lr, decay };
+  LoopUpdate lu = { p->optimizer, n_weights, ns, acc };
+  PsScanUpdate u = { (int) extra->len, (PsInstr **) extra->pdata, 2, consts, loop_update, &lu };
+  g_autofree PsInstr **extra_out = g_new0 (PsInstr *, extra->len + 1);
+  if (!ps_scan_vjp_update (s, &dy, dx, NULL, &u, p->new_w + first_weight, extra_out, error))
+    return FALSE;
+  for (int k = 0; k < ns; k++)
+    p->new_st[s0 + k] = extra_out[k];
+  return TRUE;
+}
+
 /* ---- optimizer step and outputs ------------------------------------------------------------------- */
 
 /* Is weight i updated by the layer loop (one unsplit stack dim)? */
@@ -589,6 +683,8 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   PsComputation *c = net->c;
   GPtrArray *outs = g_ptr_array_new ();
   GPtrArray *new_states = g_ptr_array_new ();
+  /* parameter numbers of the old weights and states, in output order */
+  GArray *donors = g_array_new (FALSE, FALSE, sizeof (int64_t)), *state_donors = g_array_new (FALSE, FALSE, sizeof (int64_t));
   PsInstr *loss = p->loss;
   if (p->n_losses > 1)
     loss = ps_ad_binary (c, PS_OP_MULTIPLY, loss, ps_ad_scalar (c, PS_F32, 1.0 / p->n_losses));
@@ -607,8 +703,13 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
    * over them. */
   GPtrArray *sw = g_ptr_array_new (), *sg = g_ptr_array_new ();
   int first_stacked = -1;
+  if (p->new_w)
+    {
+      memcpy (new_w, p->new_w, sizeof (PsInstr *) * (gsize) nw);
+      memcpy (new_st, p->new_st, sizeof (PsInstr *) * p->states->len);
+    }
   for (int i = 0; i < nw; i++)
-    if (layer_loop (p, i))
+    if (layer_loop (p, i) && !new_w[i])
       {
         if (first_stacked < 0)
           first_stacked = i;
@@ -633,7 +734,7 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   for (int i = 0; i < nw; i++)
     {
       int n_stack = g_array_index (p->weight_stack, int, i);
-      if (n_stack >= 1 && !layer_loop (p, i))
+      if (n_stack >= 1 && !layer_loop (p, i) && !new_w[i])
         ps_optimizer_apply_stacked (c, p->optimizer, &hyper, net->weights->pdata[i], p->grads[i],
                                     (PsInstr **) p->states->pdata + p->first_state[i], n_stack,
                                     &new_w[i], new_st + p->first_state[i]);
@@ -641,7 +742,7 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   for (int i = 0; i < nw; i++)
     {
       PsInstr *w = net->weights->pdata[i];
-      g_return_val_if_fail (p->grads[i] != NULL, NULL);
+      g_return_val_if_fail (p->grads[i] != NULL || new_w[i] != NULL, NULL);
       PsInstr **st = (PsInstr **) p->states->pdata + p->first_state[i];
       if (!new_w[i])
         ps_optimizer_apply (c, p->optimizer, &hyper, w, p->grads[i], st, &new_w[i],
@@ -651,17 +752,30 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
       if (w->sharding)
         ps_instr_set_sharding (new_w[i], w->sharding);
       g_ptr_array_add (outs, new_w[i]);
+      g_array_append_val (donors, w->parameter_number);
       for (int k = p->first_state[i]; k < p->first_state[i + 1]; k++)
         {
           PsInstr *s0 = p->states->pdata[k];
           if (s0->sharding)
             ps_instr_set_sharding (new_st[k], s0->sharding);
           g_ptr_array_add (new_states, new_st[k]);
+          g_array_append_val (state_donors, s0->parameter_number);
         }
     }
   for (guint i = 0; i < new_states->len; i++)
     g_ptr_array_add (outs, new_states->pdata[i]);
   g_ptr_array_free (new_states, TRUE);
+  /* A training loop donates the weights and optimizer state (jax.jit's
+   * donate_argnums; TF's resource variables): each updated value is
+   * written over its old one, input_output_alias in the module. */
+  g_array_append_vals (donors, state_donors->data, state_donors->len);
+  for (guint i = 0; i < donors->len; i++)
+    {
+      int64_t out = 1 + (int64_t) i;
+      ps_module_add_alias (net->m, 1, &out, g_array_index (donors, int64_t, i), 0, NULL, FALSE);
+    }
+  g_array_free (donors, TRUE);
+  g_array_free (state_donors, TRUE);
   PsShape **shapes = g_new (PsShape *, outs->len);
   for (guint i = 0; i < outs->len; i++)
     shapes[i] = ((PsInstr *) outs->pdata[i])->shape;

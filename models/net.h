@@ -52,6 +52,7 @@
 
 #include "partitioner/builder/builder.h"
 #include "partitioner/builder/optimizer.h"
+#include "partitioner/builder/scan.h"
 #include "partitioner/ir/sharding.h"
 #include "partitioner/ir/ir.h"
 
@@ -219,6 +220,21 @@ PsInstr *ps_net_take_layer_aux (PsNet *net);
 /* Loss accumulation over microbatches: sum now, mean at ps_net_finish. */
 void ps_net_add_loss (PsNet *net, PsInstr *loss);
 
+/* The backward loop of scan s (a layer loop over the stacked weights
+ * first_weight .. first_weight + n_weights - 1, its xs in that order) with
+ * each layer's optimizer update in its own iteration (ps_scan_vjp_update):
+ * the gradient of layer t, plus what earlier microbatches accumulated for
+ * it, updates layer t of the weights and of their state in place, as soon
+ * as it exists. XLA sees the same per-layer update, right after the
+ * layer's backward, in an unrolled program (Lingvo's DenseLm); so no stack
+ * of every layer's gradient is live. lr and decay are the f32[] inputs
+ * given to ps_net_finish, which then leaves these weights alone. dy: the
+ * gradient at the top; *dx gets the one at the loop's input. Call it for
+ * the last microbatch (the gradients are complete there). */
+gboolean ps_net_scan_vjp_update (PsNet *net, PsScan *s, int first_weight, int n_weights,
+                                 PsInstr *dy, PsInstr **dx, PsInstr *lr, PsInstr *decay,
+                                 GError **error);
+
 /* ---- optimizer step and outputs ---------------------------------------------------------- */
 
 /* Appends the optimizer update of every weight (kind and hyper-parameter
@@ -226,7 +242,8 @@ void ps_net_add_loss (PsNet *net, PsInstr *loss);
  * makes the root tuple (mean loss, new weights, new optimizer state). New
  * weights and states keep their parameter's sharding (the buffer is
  * donated and overwritten in place). Returns the module (transfer full) and
- * frees the net. Every weight needs a gradient by then. */
+ * frees the net. Every weight needs a gradient by then (or its update,
+ * ps_net_scan_vjp_update). */
 PsModule *ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay);
 /* Instead of the optimizer step: the root tuple is (mean loss, every
  * weight's gradient in weight order); the optimizer state parameters stay

@@ -538,28 +538,66 @@ merge_one_hop (const PsPlatform *p, PsPhase *ph, int *route, int *slot)
   ph->flows = out;
 }
 
-/* Merges one-hop transfers (above) and sums the bytes each link carries. */
+/* Merges one-hop transfers (above), sums the bytes each link carries, and
+ * finds whether any link is ever shared (PsCollPlan.exclusive_links). */
 static void
 plan_finish (PsCollPlan *plan)
 {
   const PsPlatform *p = plan->platform;
   g_autofree int *route = g_new (int, ps_platform_max_route_links (p));
   g_autofree int *slot = g_new (int, p->n_links);
+  g_autofree int *owner = g_new (int, p->n_links);
+  g_autofree int *stamp = g_new (int, p->n_links);
+  g_autofree int *parent = g_new (int, plan->n_groups + 1);
+  for (int g = 0; g < plan->n_groups; g++)
+    parent[g] = g;
+  int phase_id = 0;
+  plan->exclusive_links = TRUE;
   for (int l = 0; l < p->n_links; l++)
-    slot[l] = -1;
+    {
+      slot[l] = -1;
+      owner[l] = -1;
+      stamp[l] = -1;
+    }
   for (int g = 0; g < plan->n_groups; g++)
     for (guint i = 0; i < plan->groups[g].phases->len; i++)
       {
         PsPhase *ph = plan->groups[g].phases->pdata[i];
         merge_one_hop (p, ph, route, slot);
+        phase_id++;
         for (guint f = 0; f < ph->flows->len; f++)
           {
             PsFlow *fl = &g_array_index (ph->flows, PsFlow, f);
             int n = ps_platform_route (p, fl->src_core, fl->dst_core, route, NULL);
             for (int r = 0; r < n; r++)
-              plan->link_bytes[route[r]] += fl->bytes;
+              {
+                int l = route[r];
+                plan->link_bytes[l] += fl->bytes;
+                if ((owner[l] >= 0 && owner[l] != g) || stamp[l] == phase_id)
+                  plan->exclusive_links = FALSE;
+                if (owner[l] >= 0 && owner[l] != g)
+                  {
+                    int a = owner[l], b = g;
+                    while (parent[a] != a)
+                      a = parent[a];
+                    while (parent[b] != b)
+                      b = parent[b];
+                    parent[MAX (a, b)] = MIN (a, b);
+                  }
+                owner[l] = g;
+                stamp[l] = phase_id;
+              }
           }
       }
+  plan->component = g_new (int, plan->n_groups + 1);
+  plan->n_components = 0;
+  for (int g = 0; g < plan->n_groups; g++)
+    {
+      int r = g;
+      while (parent[r] != r)
+        r = parent[r];
+      plan->component[g] = r == g ? plan->n_components++ : plan->component[r];
+    }
 }
 
 PsCollPlan *
@@ -651,6 +689,7 @@ ps_coll_plan_free (PsCollPlan *plan)
   g_free (plan->groups);
   g_free (plan->group_of_core);
   g_free (plan->link_bytes);
+  g_free (plan->component);
   g_free (plan);
 }
 
@@ -726,6 +765,7 @@ static void
 group_actor (void *data)
 {
   GroupRun *r = data;
+  ps_sgnet_sleep (r->start_s - ps_sgnet_clock ());
   ps_coll_run_group (r->net, r->plan, r->group);
   *r->duration_out = ps_sgnet_clock () - r->start_s;
 }
@@ -733,25 +773,85 @@ group_actor (void *data)
 double
 ps_coll_simulate (PsSgNet *net, PsCollPlan *const *plans, int n_plans, double **group_durations_out)
 {
-  double start = ps_sgnet_clock ();
+  return ps_coll_simulate_at (net, plans, n_plans, NULL, group_durations_out);
+}
+
+/* A group of a plan whose links are exclusive, alone: launch, then per
+ * phase the slowest transfer at its route's slowest link (SimGrid moves
+ * round(bytes)) plus the phase's latency. */
+static double
+exclusive_group_duration (const PsCollPlan *plan, int g, int *route)
+{
+  const PsPlatform *p = plan->platform;
+  double t = plan->launch_s;
+  GPtrArray *phases = plan->groups[g].phases;
+  for (guint i = 0; i < phases->len; i++)
+    {
+      const PsPhase *ph = phases->pdata[i];
+      double slowest = 0;
+      for (guint f = 0; f < ph->flows->len; f++)
+        {
+          const PsFlow *fl = &g_array_index (ph->flows, PsFlow, f);
+          int n = ps_platform_route (p, fl->src_core, fl->dst_core, route, NULL);
+          double bw = G_MAXDOUBLE;
+          for (int r = 0; r < n; r++)
+            bw = MIN (bw, ps_platform_link_bw (p, route[r]));
+          if (n > 0)
+            slowest = MAX (slowest, round (fl->bytes) / bw);
+        }
+      t += slowest;
+      t += ph->latency_s;
+    }
+  return t;
+}
+
+double
+ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
+                     const double *const *offsets, double **group_durations_out)
+{
+  if (n_plans == 1 && plans[0]->exclusive_links && !plans[0]->use_network)
+    {
+      const PsCollPlan *plan = plans[0];
+      g_autofree int *route = g_new (int, ps_platform_max_route_links (plan->platform));
+      group_durations_out[0] = g_new0 (double, plan->n_groups);
+      double end = 0;
+      for (int g = 0; g < plan->n_groups; g++)
+        {
+          group_durations_out[0][g] = exclusive_group_duration (plan, g, route);
+          end = MAX (end, (offsets && offsets[0] ? offsets[0][g] : 0) + group_durations_out[0][g]);
+        }
+      return end;
+    }
   int total = 0;
   for (int i = 0; i < n_plans; i++)
-    total += plans[i]->n_groups;
-  g_autofree GroupRun *runs = g_new0 (GroupRun, total > 0 ? total : 1);
-  int r = 0;
-  for (int i = 0; i < n_plans; i++)
     {
+      total += plans[i]->n_groups;
       group_durations_out[i] = g_new0 (double, plans[i]->n_groups);
-      for (int g = 0; g < plans[i]->n_groups; g++, r++)
-        {
-          runs[r] = (GroupRun) { net, plans[i], g, start, &group_durations_out[i][g] };
-          char name[32];
-          g_snprintf (name, sizeof name, "coll%d.g%d", i, g);
-          ps_sgnet_spawn (net, plans[i]->groups[g].first_core, name, group_actor, &runs[r]);
-        }
     }
-  ps_sgnet_run (net);
-  return ps_sgnet_clock () - start;
+  g_autofree GroupRun *runs = g_new0 (GroupRun, total > 0 ? total : 1);
+  /* one plan: each component of link-sharing groups on its own (they never
+   * meet); several plans: all together */
+  int n_runs = n_plans == 1 && plans[0]->n_components > 1 ? plans[0]->n_components : 1;
+  double end = 0;
+  for (int run = 0; run < n_runs; run++)
+    {
+      double start = ps_sgnet_clock ();
+      int r = 0;
+      for (int i = 0; i < n_plans; i++)
+        for (int g = 0; g < plans[i]->n_groups; g++, r++)
+          {
+            if (n_runs > 1 && plans[i]->component[g] != run)
+              continue;
+            double off = offsets && offsets[i] ? offsets[i][g] : 0;
+            runs[r] = (GroupRun) { net, plans[i], g, start + off, &group_durations_out[i][g] };
+            char name[32];
+            g_snprintf (name, sizeof name, "coll%d.g%d", i, g);
+            ps_sgnet_spawn (net, plans[i]->groups[g].first_core, name, group_actor, &runs[r]);
+          }
+      ps_sgnet_run (net);
+      end = MAX (end, ps_sgnet_clock () - start);
+    }
+  return end;
 }
 
 void

@@ -105,6 +105,19 @@ typedef struct {
   PsGroupPlan *groups;
   double launch_s;        /* hardware collective launch overhead */
   double *link_bytes;     /* per platform link id: bytes the plan moves */
+  /* No link is ever shared: every link carries transfers of one group
+   * only, and at most one at a time. Alone on the network, each transfer
+   * then runs at its route's slowest link, which ps_coll_simulate() computes
+   * without running SimGrid (the same numbers); `use_network` forces the
+   * SimGrid run (tests). */
+  gboolean exclusive_links;
+  gboolean use_network;
+  /* Groups that share links, transitively: per group a component index;
+   * different components never share a link, so ps_coll_simulate() runs
+   * each component on its own (SimGrid finishes a transfer in time linear
+   * in the number in flight: smaller runs are much faster). */
+  int *component;
+  int n_components;
 } PsCollPlan;
 
 /* Plans a collective over groups of cores with algorithm `alg`: `cores`
@@ -129,9 +142,15 @@ void ps_coll_run_group (PsSgNet *net, const PsCollPlan *plan, int group);
 /* Simulates several collectives started together on an otherwise idle
  * network (one actor per group) and returns, for each plan, a newly
  * allocated array of per-group durations, plus the time until all finished.
- * Must be called from outside any actor (it runs the engine). */
+ * Must be called from outside any actor (it runs the engine). One plan
+ * with exclusive_links is computed directly (see PsCollPlan). */
 double ps_coll_simulate (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
                          double **group_durations_out);
+/* Same, with group g of plan i starting offsets[i][g] seconds after the
+ * others' common origin (offsets or offsets[i] NULL: 0); each duration is
+ * measured from that group's own start. */
+double ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
+                            const double *const *offsets, double **group_durations_out);
 
 /* Algorithm bandwidth (bytes / time) and bus bandwidth (NCCL's convention:
  * algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter

@@ -352,9 +352,16 @@ typedef struct Replay {
   guint64 iterations_simulated;
   gboolean hung;      /* a member never arrived (cannot happen in SPMD) */
   Dev *devs;
+  int *run_of;        /* per occurrence and parity: which run of the occurrence
+                       * the records hold (counted from 0 as runs begin) */
+  int *runs_begun;    /* per occurrence */
+  struct Contention *contention; /* with the cache: see "contention" below */
   double t0;          /* the step's start */
   GArray *loops;      /* PsLoopStat of the outermost loops */
 } Replay;
+
+static double contention_duration (Replay *rp, int occ, int run, int plan, int g);
+static void contention_record (Replay *rp, int occ, int run, int g, double start, double dur);
 
 typedef struct {
   Replay *rp;
@@ -383,6 +390,7 @@ inst_get (Replay *rp, int occ, int parity, int g)
     {
       const PsCollPlan *plan = rp->prog->plans->pdata[g_array_index (rp->prog->occs, Occurrence, occ).plan];
       rp->insts[k] = g_new0 (Inst, plan->n_groups);
+      rp->run_of[k] = rp->runs_begun[occ]++;
     }
   return &rp->insts[k][g];
 }
@@ -447,7 +455,12 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members, int parity)
   if (++in->arrived == n_members)
     {
       if (rp->cache)
-        inst_complete (rp, in, in->max_arrival + rp->group_dur[oc->plan][g]);
+        {
+          int run = rp->run_of[2 * op->occ + parity];
+          double dur = contention_duration (rp, op->occ, run, oc->plan, g);
+          contention_record (rp, op->occ, run, g, in->max_arrival, dur);
+          inst_complete (rp, in, in->max_arrival + dur);
+        }
       else
         {
           Helper *h = g_new (Helper, 1);
@@ -776,6 +789,383 @@ replay_cached (Replay *rp)
   run_cached_ops (rp, 0, (int) rp->prog->ops->len, &pos);
 }
 
+/* ---- contention with the cache ------------------------------------------
+ *
+ * With the cache a collective takes the duration it had alone on the idle
+ * network. Collectives that are in flight at the same time and cross a
+ * common link slow each other down; the no-cache replay sees that because
+ * it runs every transfer on one shared network. To see it with the cache
+ * too, the replay runs in passes:
+ *
+ *   1. a pass replays the step with the durations known so far and records
+ *      when each group of each run of each collective occurrence started
+ *      and ended (a run: one iteration of the loops around it);
+ *   2. runs whose intervals overlap and whose plans share a link are joined
+ *      (transitively) into clusters;
+ *   3. each cluster is simulated on SimGrid as it ran, every group of every
+ *      member starting at its recorded offset from the cluster's first
+ *      start, and the measured per-group durations replace the cached ones
+ *      for those runs; results are cached by the cluster's members (plans)
+ *      and offsets (to 1 ps), so the same overlap repeated in every layer
+ *      is simulated once;
+ *   4. if the clusters (members and offsets) differ from those behind the
+ *      durations the pass used, another pass follows.
+ *
+ * At the fixed point every run's duration is what the shared network gives
+ * it together with everything that overlapped it, and runs in different
+ * clusters share no link while in flight: the no-cache replay's numbers. A
+ * step without overlapping collectives takes one pass. Loop iterations the
+ * replay does not simulate (they repeat a simulated one exactly) repeat its
+ * overlaps too. */
+
+#define CONTENTION_MAX_PASSES 16
+
+typedef struct {
+  int occ, run;
+  double start, end;
+  double *gstart;        /* per group */
+} OccSpan;
+
+typedef struct Contention {
+  GHashTable *spans;     /* (occ, run) -> OccSpan*, this pass */
+  GHashTable *override;  /* (occ, run) -> per-group durations */
+  guint64 **plan_links;  /* per plan: bitset of the links it uses, lazily */
+  int n_words;
+  GHashTable *cache;     /* cluster key -> double* (members' groups in order) */
+  char *keys;            /* the clusters behind `override` */
+  int passes;
+  int n_overlapping;     /* runs in clusters at the fixed point */
+} Contention;
+
+static gpointer
+run_key (int occ, int run)
+{
+  return GSIZE_TO_POINTER (((gsize) occ << 24) ^ (gsize) run ^ ((gsize) 1 << 62));
+}
+
+static void
+span_free (gpointer data)
+{
+  OccSpan *s = data;
+  g_free (s->gstart);
+  g_free (s);
+}
+
+static Contention *
+contention_new (const Program *p, const PsPlatform *pf)
+{
+  Contention *c = g_new0 (Contention, 1);
+  c->spans = g_hash_table_new_full (NULL, NULL, NULL, span_free);
+  c->override = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  c->plan_links = g_new0 (guint64 *, p->plans->len + 1);
+  c->n_words = (pf->n_links + 63) / 64;
+  c->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  c->keys = g_strdup ("");
+  return c;
+}
+
+static void
+contention_free (Contention *c, guint n_plans)
+{
+  if (!c)
+    return;
+  g_hash_table_unref (c->spans);
+  g_hash_table_unref (c->override);
+  for (guint i = 0; i < n_plans; i++)
+    g_free (c->plan_links[i]);
+  g_free (c->plan_links);
+  g_hash_table_unref (c->cache);
+  g_free (c->keys);
+  g_free (c);
+}
+
+static double
+contention_duration (Replay *rp, int occ, int run, int plan, int g)
+{
+  const double *o = rp->contention ? g_hash_table_lookup (rp->contention->override,
+                                                          run_key (occ, run)) : NULL;
+  return o ? o[g] : rp->group_dur[plan][g];
+}
+
+static void
+contention_record (Replay *rp, int occ, int run, int g, double start, double dur)
+{
+  Contention *c = rp->contention;
+  if (!c)
+    return;
+  OccSpan *s = g_hash_table_lookup (c->spans, run_key (occ, run));
+  if (!s)
+    {
+      const Occurrence *oc = &g_array_index (rp->prog->occs, Occurrence, occ);
+      const PsCollPlan *plan = rp->prog->plans->pdata[oc->plan];
+      s = g_new0 (OccSpan, 1);
+      s->occ = occ;
+      s->run = run;
+      s->gstart = g_new (double, plan->n_groups);
+      for (int i = 0; i < plan->n_groups; i++)
+        s->gstart[i] = start;
+      s->start = start;
+      s->end = start + dur;
+      g_hash_table_insert (c->spans, run_key (occ, run), s);
+    }
+  s->gstart[g] = start;
+  s->start = MIN (s->start, start);
+  s->end = MAX (s->end, start + dur);
+}
+
+static int
+plan_of (const Replay *rp, int occ)
+{
+  return g_array_index (rp->prog->occs, Occurrence, occ).plan;
+}
+
+static const guint64 *
+plan_links (Replay *rp, int plan)
+{
+  Contention *c = rp->contention;
+  if (!c->plan_links[plan])
+    {
+      const PsCollPlan *pl = rp->prog->plans->pdata[plan];
+      guint64 *bits = g_new0 (guint64, c->n_words);
+      for (int l = 0; l < pl->platform->n_links; l++)
+        if (pl->link_bytes[l] > 0)
+          bits[l / 64] |= G_GUINT64_CONSTANT (1) << (l % 64);
+      c->plan_links[plan] = bits;
+    }
+  return c->plan_links[plan];
+}
+
+static gboolean
+links_meet (Replay *rp, int plan_a, int plan_b)
+{
+  const guint64 *a = plan_links (rp, plan_a), *b = plan_links (rp, plan_b);
+  for (int w = 0; w < rp->contention->n_words; w++)
+    if (a[w] & b[w])
+      return TRUE;
+  return FALSE;
+}
+
+static int
+uf_find (int *parent, int i)
+{
+  while (parent[i] != i)
+    i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+static int
+cmp_span (gconstpointer a, gconstpointer b)
+{
+  const OccSpan *x = *(OccSpan *const *) a, *y = *(OccSpan *const *) b;
+  if (x->start != y->start)
+    return x->start < y->start ? -1 : 1;
+  if (x->occ != y->occ)
+    return x->occ < y->occ ? -1 : 1;
+  return (x->run > y->run) - (x->run < y->run);
+}
+
+/* The key of a cluster (members in start order): per member its plan and
+ * its groups' offsets from the cluster's first start, in ps. */
+static char *
+cluster_key (Replay *rp, OccSpan *const *mm, int n)
+{
+  double origin = mm[0]->start;
+  GString *k = g_string_new (NULL);
+  for (int i = 0; i < n; i++)
+    {
+      const PsCollPlan *pl = rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)];
+      const double *gs = mm[i]->gstart;
+      g_string_append_printf (k, "%d:", plan_of (rp, mm[i]->occ));
+      gboolean same = TRUE;
+      for (int g = 1; g < pl->n_groups; g++)
+        same = same && gs[g] == gs[0];
+      for (int g = 0; g < (same ? 1 : pl->n_groups); g++)
+        g_string_append_printf (k, "%s%" G_GINT64_FORMAT, g ? "," : same ? "=" : "",
+                                (gint64) llround ((gs[g] - origin) * 1e12));
+      g_string_append_c (k, ';');
+    }
+  return g_string_free (k, FALSE);
+}
+
+/* Per-group durations of a cluster's members, concatenated, from the cache
+ * or simulated. transfer none (owned by the cache); takes `key`. */
+static const double *
+cluster_durations (Replay *rp, OccSpan *const *mm, int n, char *key)
+{
+  Contention *c = rp->contention;
+  const double *hit = g_hash_table_lookup (c->cache, key);
+  if (hit)
+    {
+      g_free (key);
+      return hit;
+    }
+  double origin = mm[0]->start;
+  g_autofree PsCollPlan **plans = g_new (PsCollPlan *, n);
+  g_autofree double **offsets = g_new (double *, n);
+  g_autofree double **durs = g_new (double *, n);
+  int total = 0;
+  for (int i = 0; i < n; i++)
+    {
+      plans[i] = rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)];
+      offsets[i] = g_new (double, plans[i]->n_groups);
+      for (int g = 0; g < plans[i]->n_groups; g++)
+        offsets[i][g] = mm[i]->gstart[g] - origin;
+      total += plans[i]->n_groups;
+    }
+  ps_coll_simulate_at (rp->net, plans, n, (const double *const *) offsets, durs);
+  double *all = g_new (double, total);
+  for (int i = 0, k = 0; i < n; i++)
+    {
+      memcpy (all + k, durs[i], sizeof (double) * (gsize) plans[i]->n_groups);
+      k += plans[i]->n_groups;
+      g_free (durs[i]);
+      g_free (offsets[i]);
+    }
+  g_hash_table_insert (c->cache, key, all);
+  return all;
+}
+
+/* After a pass: finds the clusters of overlapping runs, sets their
+ * durations for the next pass, and says whether another pass is needed
+ * (the clusters differ from those behind the durations just used). */
+static gboolean
+contention_update (Replay *rp)
+{
+  Contention *c = rp->contention;
+  c->passes++;
+  g_autoptr (GPtrArray) spans = g_ptr_array_sized_new (g_hash_table_size (c->spans));
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, c->spans);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    g_ptr_array_add (spans, v);
+  g_ptr_array_sort (spans, cmp_span);
+  int m = (int) spans->len;
+  g_autofree int *parent = g_new (int, m + 1);
+  for (int i = 0; i < m; i++)
+    parent[i] = i;
+  /* sweep in start order; `active` holds the runs not yet ended */
+  g_autoptr (GArray) active = g_array_new (FALSE, FALSE, sizeof (int));
+  for (int i = 0; i < m; i++)
+    {
+      const OccSpan *si = spans->pdata[i];
+      for (guint a = 0; a < active->len;)
+        {
+          int j = g_array_index (active, int, a);
+          const OccSpan *sj = spans->pdata[j];
+          if (sj->end <= si->start)
+            g_array_remove_index_fast (active, a);
+          else
+            {
+              if (links_meet (rp, plan_of (rp, si->occ), plan_of (rp, sj->occ)))
+                parent[uf_find (parent, i)] = uf_find (parent, j);
+              a++;
+            }
+        }
+      g_array_append_val (active, i);
+    }
+  /* members of each cluster, in start order */
+  g_autoptr (GHashTable) by_root = g_hash_table_new_full (NULL, NULL, NULL,
+                                                          (GDestroyNotify) g_ptr_array_unref);
+  g_autoptr (GArray) roots = g_array_new (FALSE, FALSE, sizeof (int));
+  for (int i = 0; i < m; i++)
+    {
+      int r = uf_find (parent, i);
+      GPtrArray *mem = g_hash_table_lookup (by_root, GINT_TO_POINTER (r + 1));
+      if (!mem)
+        {
+          mem = g_ptr_array_new ();
+          g_hash_table_insert (by_root, GINT_TO_POINTER (r + 1), mem);
+          g_array_append_val (roots, r);
+        }
+      g_ptr_array_add (mem, spans->pdata[i]);
+    }
+  GString *keys = g_string_new (NULL);
+  g_autoptr (GHashTable) next = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  int overlapping = 0;
+  for (guint r = 0; r < roots->len; r++)
+    {
+      GPtrArray *mem = g_hash_table_lookup (by_root,
+                                            GINT_TO_POINTER (g_array_index (roots, int, r) + 1));
+      if (mem->len < 2)
+        continue;
+      OccSpan *const *mm = (OccSpan *const *) mem->pdata;
+      char *key = cluster_key (rp, mm, (int) mem->len);
+      for (guint i = 0; i < mem->len; i++)
+        g_string_append_printf (keys, "%d.%d,", mm[i]->occ, mm[i]->run);
+      g_string_append_printf (keys, "%s|", key);
+      const double *d = cluster_durations (rp, mm, (int) mem->len, key);
+      for (guint i = 0, k = 0; i < mem->len; i++)
+        {
+          int ng = ((const PsCollPlan *) rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)])->n_groups;
+          g_hash_table_insert (next, run_key (mm[i]->occ, mm[i]->run),
+                               g_memdup2 (d + k, sizeof (double) * (gsize) ng));
+          k += (guint) ng;
+        }
+      overlapping += (int) mem->len;
+    }
+  gboolean changed = strcmp (keys->str, c->keys) != 0;
+  g_hash_table_unref (c->override);
+  c->override = g_steal_pointer (&next);
+  g_free (c->keys);
+  c->keys = g_string_free (keys, FALSE);
+  c->n_overlapping = overlapping;
+  return changed;
+}
+
+/* Back to the step's start for another pass. */
+static void
+pass_reset (Replay *rp, double t0)
+{
+  Program *p = rp->prog;
+  for (int d = 0; d < p->n_devices; d++)
+    {
+      Dev *dv = &rp->devs[d];
+      dv->local_s = t0;
+      dv->compute_s = dv->comm_s = dv->exposed_s = 0;
+      if (dv->spans)
+        g_array_set_size (dv->spans, 0);
+    }
+  for (guint i = 0; i < 2 * p->occs->len; i++)
+    {
+      g_free (rp->insts[i]);
+      rp->insts[i] = NULL;
+      rp->occ_passed[i] = 0;
+      rp->occ_dur[i] = 0;
+    }
+  for (guint i = 0; i < p->occs->len; i++)
+    {
+      rp->occ_total[i] = 0;
+      rp->occ_runs[i] = 0;
+      rp->runs_begun[i] = 0;
+    }
+  rp->max_completion = 0;
+  rp->iterations_simulated = 0;
+  for (guint i = 0; i < rp->loops->len; i++)
+    {
+      PsLoopStat *l = &g_array_index (rp->loops, PsLoopStat, i);
+      g_free (l->name);
+      g_free (l->iteration_end_s);
+    }
+  g_array_set_size (rp->loops, 0);
+  g_hash_table_remove_all (rp->contention->spans);
+}
+
+/* The cached replay in passes until overlapping collectives' durations are
+ * consistent with when they overlap (see "contention" above). */
+static void
+replay_with_contention (Replay *rp, double t0)
+{
+  for (;;)
+    {
+      replay_cached (rp);
+      if (rp->hung || !contention_update (rp)
+          || rp->contention->passes >= CONTENTION_MAX_PASSES)
+        break;
+      pass_reset (rp, t0);
+    }
+}
+
 static PsTimeline *
 build_timeline (Replay *rp, const PsPlatform *pf)
 {
@@ -840,6 +1230,10 @@ run (Program *p, GError **error)
   rp.occ_dur = g_new0 (double, 2 * p->occs->len + 1);
   rp.occ_total = g_new0 (double, p->occs->len + 1);
   rp.occ_runs = g_new0 (guint64, p->occs->len + 1);
+  rp.run_of = g_new0 (int, 2 * p->occs->len + 1);
+  rp.runs_begun = g_new0 (int, p->occs->len + 1);
+  if (rp.cache)
+    rp.contention = contention_new (p, pf);
   rp.devs = g_new0 (Dev, p->n_devices);
   double t0 = ps_sgnet_clock ();
   rp.t0 = t0;
@@ -862,7 +1256,7 @@ run (Program *p, GError **error)
       ps_sgnet_spawn (net, dv->core, name, device_actor, dv);
     }
   if (rp.cache)
-    replay_cached (&rp);
+    replay_with_contention (&rp, t0);
   else
     ps_sgnet_run (net);
   if (rp.hung)
@@ -902,6 +1296,11 @@ run (Program *p, GError **error)
   r->n_compute_segments = p->n_segments;
   r->n_collectives = p->n_collectives;
   r->n_unique_collectives = p->plans->len;
+  if (rp.contention)
+    {
+      r->n_overlapping_collectives = (guint64) rp.contention->n_overlapping;
+      r->contention_passes = rp.contention->passes;
+    }
   r->n_loop_iterations = p->n_loop_iterations;
   r->n_iterations_simulated = rp.cache ? rp.iterations_simulated : p->n_loop_iterations;
   r->link_bytes = g_new0 (double, pf->n_links);
@@ -945,6 +1344,9 @@ run (Program *p, GError **error)
   g_free (rp.occ_dur);
   g_free (rp.occ_total);
   g_free (rp.occ_runs);
+  g_free (rp.run_of);
+  g_free (rp.runs_begun);
+  contention_free (rp.contention, p->plans->len);
   for (int i = 0; i < n_plans; i++)
     g_free (rp.group_dur[i]);
   g_free (rp.group_dur);

@@ -9,12 +9,13 @@
  * With the cache (the default), each distinct collective (kind, bytes,
  * groups) is simulated once on an idle network before the step, all its
  * groups together (sim/collectives.h), and the replay reuses the per-group
- * durations: each actor then keeps its own clock and only waits, through
- * SimGrid semaphores, for the last member of its group. Without the cache
- * (`--no-cache`) every collective's transfers run on the shared network at
- * the time its last member arrives, so collectives that overlap in time
- * contend for links. On a trace whose collectives do not overlap both give
- * the same step time (tests/check_replay.c).
+ * durations, each device keeping its own clock. Collectives that are in
+ * flight at the same time and share a link are simulated together, as they
+ * overlapped, and the step replayed again until those overlaps are
+ * consistent (replay.c, "contention"). Without the cache (`--no-cache`)
+ * every collective's transfers run on the shared network at the time its
+ * last member arrives. Both give the same step time, with and without
+ * overlapping collectives (tests/check_replay.c).
  *
  * SimGrid allows one engine per process, so ps_replay_run() runs once per
  * process.

@@ -176,6 +176,8 @@ ps_replay_result_to_json (const PsReplayResult *r)
   INT ("compute_executions", (gint64) r->n_compute_segments);
   INT ("collectives", (gint64) r->n_collectives);
   INT ("distinct_collectives", (gint64) r->n_unique_collectives);
+  INT ("overlapping_collectives", (gint64) r->n_overlapping_collectives);
+  INT ("replay_passes", r->contention_passes);
   INT ("loop_iterations", (gint64) r->n_loop_iterations);
   INT ("iterations_simulated", (gint64) r->n_iterations_simulated);
   DBL ("ici_bytes", total_ici_bytes (r));
@@ -257,6 +259,10 @@ ps_replay_result_to_text (const PsReplayResult *r)
                           " collectives (%" G_GUINT64_FORMAT " distinct)\n",
                           r->n_compute_events, r->n_compute_segments, r->n_collectives,
                           r->n_unique_collectives);
+  if (r->n_overlapping_collectives > 0)
+    g_string_append_printf (out, "overlapping collectives: %" G_GUINT64_FORMAT
+                            " sharing links while in flight (replayed in %d passes)\n",
+                            r->n_overlapping_collectives, r->contention_passes);
   if (r->n_loop_iterations > 0)
     g_string_append_printf (out, "loops:                   %" G_GUINT64_FORMAT " iterations, %"
                             G_GUINT64_FORMAT " simulated (the others repeat one exactly)\n",

@@ -65,6 +65,10 @@ typedef struct {
   double peak_hbm_bytes;
   double hbm_capacity_bytes;
   guint64 n_compute_events, n_compute_segments, n_collectives, n_unique_collectives;
+  /* With the cache: collective occurrences that overlapped another one on
+   * a shared link (simulated together), and the replay passes it took. */
+  guint64 n_overlapping_collectives;
+  int contention_passes;
   /* Loop iterations one step runs, and how many of them the replay
    * simulated (the others repeated a simulated one exactly). */
   guint64 n_loop_iterations, n_iterations_simulated;

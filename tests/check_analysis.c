@@ -7,7 +7,9 @@
 
 #include "partitioner/analysis/cost.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/analysis/lower.h"
 #include "partitioner/analysis/memory.h"
+#include "partitioner/analysis/schedule.h"
 
 static PsModule *
 parse (const char *text)
@@ -361,6 +363,340 @@ START_TEST (test_memory_while)
 }
 END_TEST
 
+/* A small training step (two weights, plain SGD) in its program order
+ * (the post order from the root): forward h = x w1, y = h w2; backward
+ * dh = y w2^T, g1 = x^T dh, g2 = h^T y; updates n_i = w_i - lr g_i. The cost
+ * analysis fuses each update into its gradient's dot, so g1, u1 and g2, u2
+ * are never buffers. Always live: w1, w2 (256 KiB each), x (64 KiB) and
+ * lr (4 B). Temporaries: h, y, dh (64 KiB each); outputs n1, n2 (256 KiB).
+ *  - without donation the peak is at n2: h + y + n1 + n2 = 640 KiB;
+ *  - with w1 and w2 donated (each read last by its own update) n1 and n2
+ *    are written over them, and the peak is h + y + dh = 192 KiB (first
+ *    reached at dh). */
+static const char *step_hlo =
+  "HloModule step%s\n"
+  "ENTRY e {\n"
+  "  w1 = f32[256,256] parameter(0)\n"
+  "  w2 = f32[256,256] parameter(1)\n"
+  "  x = f32[64,256] parameter(2)\n"
+  "  h = f32[64,256] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  y = f32[64,256] dot(h, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  dh = f32[64,256] dot(y, w2), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+  "  g1 = f32[256,256] dot(x, dh), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+  "  lr = f32[] constant(0.01)\n"
+  "  b = f32[256,256] broadcast(lr), dimensions={}\n"
+  "  u1 = f32[256,256] multiply(g1, b)\n"
+  "  n1 = f32[256,256] subtract(w1, u1)\n"
+  "  g2 = f32[256,256] dot(h, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+  "  u2 = f32[256,256] multiply(g2, b)\n"
+  "  n2 = f32[256,256] subtract(w2, u2)\n"
+  "  ROOT t = (f32[256,256], f32[256,256]) tuple(n1, n2)\n"
+  "}\n";
+
+START_TEST (test_memory_donation)
+{
+  const uint64_t KiB = 1024, always = 576 * KiB + 4;
+  static const char *const headers[] = {
+    "", ", input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }",
+  };
+  for (int donate = 0; donate < 2; donate++)
+    {
+      g_autofree char *text = g_strdup_printf (step_hlo, headers[donate]);
+      g_autoptr (PsModule) m = parse (text);
+      g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+      g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, NULL);
+      ck_assert_uint_eq (r->parameter_bytes, always);
+      if (!donate)
+        {
+          ck_assert_uint_eq (r->peak_bytes, always + 640 * KiB);
+          ck_assert_str_eq (r->peak_instr->name, "n2");
+          ck_assert_uint_eq (r->output_bytes, 512 * KiB);
+          ck_assert_uint_eq (r->donated_bytes, 0);
+        }
+      else
+        {
+          ck_assert_uint_eq (r->peak_bytes, always + 192 * KiB);
+          ck_assert_str_eq (r->peak_instr->name, "dh");
+          ck_assert_uint_eq (r->output_bytes, 0);
+          ck_assert_uint_eq (r->donated_bytes, 512 * KiB);
+        }
+    }
+  /* A donated parameter still read after its output is written is copied
+   * first (XLA's copy insertion): no saving. Here w2 is read by n2, then
+   * donated to output 0, which n1 defines earlier. */
+  g_autofree char *late = g_strdup_printf (step_hlo, ", input_output_alias={ {0}: (1, {}) }");
+  g_autoptr (PsModule) m = parse (late);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, NULL);
+  ck_assert_uint_eq (r->donated_bytes, 0);
+  ck_assert_uint_eq (r->peak_bytes, always + 640 * KiB);
+}
+END_TEST
+
+/* Buffer reuse in place: an elementwise fusion writes its result into an
+ * operand's buffer that dies there (XLA's CanShareOperandBufferWithUser).
+ * a = exp(p) is its own fusion (its producer is a parameter); b = -a is too
+ * (a has two users); c = a + b joins b's fusion, reads a for the last time
+ * and overwrites it. Each is 4 KiB: without reuse p + a + c = 12 KiB at c,
+ * with it 8 KiB. */
+START_TEST (test_memory_in_place)
+{
+  static const char text[] =
+    "HloModule ip\n"
+    "ENTRY e {\n"
+    "  p = f32[32,32] parameter(0)\n"
+    "  a = f32[32,32] exponential(p)\n"
+    "  b = f32[32,32] negate(a)\n"
+    "  ROOT c = f32[32,32] add(a, b)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  ck_assert (ps_cost_get (a, ps_module_find_instr (m, "b"))->fused);
+  g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, NULL);
+  ck_assert_uint_eq (r->parameter_bytes, 4096);
+  ck_assert_uint_eq (r->peak_bytes, 2 * 4096);
+  ck_assert_uint_eq (r->output_bytes, 4096);
+}
+END_TEST
+
+/* Latency hiding: a collective-permute and an all-gather with independent
+ * compute (a: 1 MiB, b: 256 KiB) before their first users. */
+static const char *sched_hlo =
+  "HloModule s, num_partitions=2\n"
+  "ENTRY e {\n"
+  "  p = f32[256,256] parameter(0)\n"
+  "  q = f32[256,256] parameter(1)\n"
+  "  r = f32[256,1024] parameter(2)\n"
+  "  cp = f32[256,256] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,0}}\n"
+  "  ag = f32[512,256] all-gather(q), channel_id=2, replica_groups={{0,1}}, dimensions={0}\n"
+  "  a = f32[256,1024] dot(q, r), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  b = f32[256,256] dot(a, r), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+  "  c = f32[256,256] add(b, cp)\n"
+  "  d = f32[512,256] dot(ag, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  ROOT t = (f32[256,256], f32[512,256]) tuple(c, d)\n"
+  "}\n";
+
+static int
+position (const PsSchedule *s, const char *name)
+{
+  for (guint i = 0; i < s->order->len; i++)
+    if (strcmp (((const PsInstr *) g_ptr_array_index (s->order, i))->name, name) == 0)
+      return (int) i;
+  return -1;
+}
+
+START_TEST (test_schedule_policies)
+{
+  g_autoptr (PsModule) m = parse (sched_hlo);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  const PsInstr *cp = ps_module_find_instr (m, "cp"), *ag = ps_module_find_instr (m, "ag");
+  /* xla (2021): only the collective-permute is asynchronous; it starts as
+   * soon as p exists and completes before its first user: the add c
+   * (fused into b's dot, so before that fusion's first member) */
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) x = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (x->n_async, 1);
+  ck_assert (g_hash_table_contains (x->done_before, cp));
+  ck_assert (!g_hash_table_contains (x->done_before, ag));
+  const PsInstr *done = g_hash_table_lookup (x->done_before, cp);
+  ck_assert_ptr_nonnull (done);
+  ck_assert_int_lt (position (x, "cp"), position (x, "a"));
+  ck_assert_int_gt (position (x, done->name), position (x, "a"));
+  /* sync: nothing asynchronous; xla-all and eager: both */
+  o.policy = PS_SCHEDULE_SYNC;
+  g_autoptr (PsSchedule) y = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (y->n_async, 0);
+  o.policy = PS_SCHEDULE_XLA_ALL;
+  g_autoptr (PsSchedule) z = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (z->n_async, 2);
+  ck_assert (g_hash_table_contains (z->done_before, ag));
+  /* async results live longer: the all-gather's 512 KiB is live while a
+   * (1 MiB) is, which is the synchronous peak */
+  ck_assert_uint_eq (z->peak_bytes, y->peak_bytes + 512 * 1024);
+  /* a budget below that peak (but above the synchronous one) makes the
+   * largest collective in flight at the peak synchronous again */
+  o.hbm_budget_bytes = y->peak_bytes;
+  g_autoptr (PsSchedule) w = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_uint_le (w->peak_bytes, y->peak_bytes);
+  ck_assert_int_ge (w->n_reverted, 1);
+  ck_assert_int_eq (w->n_async + w->n_reverted, 2);
+  ck_assert (!g_hash_table_contains (w->done_before, ag));
+  /* names */
+  PsSchedulePolicy pol;
+  for (int i = 0; i < PS_SCHEDULE_POLICY_COUNT; i++)
+    {
+      ck_assert (ps_schedule_policy_parse (ps_schedule_policy_name (i), "--schedule", &pol, NULL));
+      ck_assert_int_eq (pol, i);
+    }
+  GError *error = NULL;
+  ck_assert (!ps_schedule_policy_parse ("lazy", "--schedule", &pol, &error));
+  ck_assert (strstr (error->message, "--schedule: unknown schedule 'lazy'"));
+  g_clear_error (&error);
+}
+END_TEST
+
+/* Two collective-permutes of one kind: at most one in flight (XLA's
+ * SchedulerConfig overlap limit 1), so the first completes by where the
+ * second stands and the second starts after that. */
+START_TEST (test_schedule_overlap_limit)
+{
+  static const char text[] =
+    "HloModule s, num_partitions=2\n"
+    "ENTRY e {\n"
+    "  p = f32[256,256] parameter(0)\n"
+    "  q = f32[256,256] parameter(1)\n"
+    "  c1 = f32[256,256] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,0}}\n"
+    "  a = f32[256,256] dot(q, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  c2 = f32[256,256] collective-permute(q), channel_id=2, source_target_pairs={{0,1},{1,0}}\n"
+    "  b = f32[256,256] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  s1 = f32[256,256] add(b, c1)\n"
+    "  s2 = f32[256,256] add(s1, c2)\n"
+    "  ROOT t = (f32[256,256]) tuple(s2)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) s = ps_schedule_module (m, a, &o, NULL);
+  const PsInstr *c1 = ps_module_find_instr (m, "c1"), *c2 = ps_module_find_instr (m, "c2");
+  /* whatever the order, two in flight never overlap */
+  if (position (s, "c2") < position (s, "c1"))
+    {
+      const PsInstr *t = c1;
+      c1 = c2;
+      c2 = t;
+    }
+  if (g_hash_table_contains (s->done_before, c1))
+    {
+      const PsInstr *d1 = g_hash_table_lookup (s->done_before, c1);
+      ck_assert_ptr_nonnull (d1);
+      ck_assert_int_le (position (s, d1->name), position (s, c2->name));
+    }
+  /* eager has no limit: both start at the beginning */
+  o.policy = PS_SCHEDULE_EAGER;
+  g_autoptr (PsSchedule) e = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (e->n_async, 2);
+  ck_assert_int_lt (position (e, "c2"), position (e, "a"));
+}
+END_TEST
+
+/* The lowered trace follows the schedule: the permute starts, the dots run,
+ * the permute completes, then its user; the trace's peak is the
+ * schedule's. */
+START_TEST (test_schedule_lowering)
+{
+  g_autoptr (PsModule) m = parse (sched_hlo);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) s = ps_schedule_module (m, a, &o, NULL);
+  PsLowerOptions lo;
+  ps_lower_options_init (&lo);
+  lo.schedule = s;
+  lo.memory_events = FALSE;
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, &lo, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (ps_trace_get_header (t)->totals.peak_bytes, s->peak_bytes);
+  GString *seq = g_string_new (NULL);
+  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
+    {
+      const PsTraceEvent *ev = ps_trace_get_event (t, i);
+      if (ev->kind == PS_TRACE_EVENT_COLLECTIVE)
+        g_string_append_printf (seq, "%s%s ", ev->name, ev->collective.async_id ? "(start)" : "");
+      else if (ev->kind == PS_TRACE_EVENT_DONE)
+        g_string_append (seq, "done ");
+      else if (ev->kind == PS_TRACE_EVENT_COMPUTE)
+        g_string_append (seq, "compute ");
+    }
+  /* cp starts first, two compute events (a; b with c fused) follow its
+   * start... the done comes before the fusion that reads it */
+  ck_assert_msg (g_str_has_prefix (seq->str, "cp(start) "), "%s", seq->str);
+  ck_assert_msg (strstr (seq->str, "compute done compute"), "%s", seq->str);
+  g_string_free (seq, TRUE);
+}
+END_TEST
+
+/* Loop bodies are scheduled too: the collective-permute of a while body
+ * starts before the body's dots and completes in the same iteration,
+ * before its user; the lowered trace's loop shows it, and the memory of the
+ * schedule is the trace's. */
+START_TEST (test_schedule_loop_body)
+{
+  static const char text[] =
+    "HloModule l, num_partitions=2\n"
+    "cond {\n  s = (s32[], f32[256,256], f32[256,256]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(s), index=0\n  n = s32[] constant(4)\n"
+    "  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+    "body {\n  s = (s32[], f32[256,256], f32[256,256]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(s), index=0\n  x = f32[256,256] get-tuple-element(s), index=1\n"
+    "  y = f32[256,256] get-tuple-element(s), index=2\n  one = s32[] constant(1)\n"
+    "  j = s32[] add(i, one)\n"
+    "  cp = f32[256,256] collective-permute(x), channel_id=1, source_target_pairs={{0,1},{1,0}}\n"
+    "  a = f32[256,256] dot(y, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  b = f32[256,256] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  e = f32[256,256] exponential(cp)\n"
+    "  c = f32[256,256] multiply(b, e)\n"
+    "  ROOT t = (s32[], f32[256,256], f32[256,256]) tuple(j, c, b)\n}\n"
+    "ENTRY e {\n  x0 = f32[256,256] parameter(0)\n  y0 = f32[256,256] parameter(1)\n"
+    "  z = s32[] constant(0)\n"
+    "  t0 = (s32[], f32[256,256], f32[256,256]) tuple(z, x0, y0)\n"
+    "  w = (s32[], f32[256,256], f32[256,256]) while(t0), condition=cond, body=body, "
+    "backend_config={\"known_trip_count\":{\"n\":\"4\"}}\n"
+    "  ROOT r = f32[256,256] get-tuple-element(w), index=1\n}\n";
+  g_autoptr (PsModule) m = parse (text);
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) s = ps_schedule_module (m, a, &o, NULL);
+  const PsInstr *cp = ps_module_find_instr (m, "cp");
+  const PsComputation *body = cp->parent;
+  GPtrArray *bo = ps_schedule_order_of (s, body);
+  ck_assert_ptr_nonnull (bo);
+  ck_assert_uint_eq (bo->len, body->instrs->len);
+  ck_assert_int_eq (s->n_async, 1);
+  ck_assert (g_hash_table_contains (s->done_before, cp));
+  const PsInstr *done = g_hash_table_lookup (s->done_before, cp);
+  ck_assert_ptr_nonnull (done);
+  ck_assert_ptr_eq (done->parent, body);
+  int at_cp = -1, at_a = -1, at_b = -1, at_done = -1;
+  for (guint i = 0; i < bo->len; i++)
+    {
+      const PsInstr *in = g_ptr_array_index (bo, i);
+      at_cp = in == cp ? (int) i : at_cp;
+      at_a = strcmp (in->name, "a") == 0 ? (int) i : at_a;
+      at_b = strcmp (in->name, "b") == 0 ? (int) i : at_b;
+      at_done = in == done ? (int) i : at_done;
+    }
+  ck_assert_int_lt (at_cp, at_a);
+  ck_assert_int_gt (at_done, at_b);
+  /* the trace: inside the loop, the start, both dots, the done */
+  PsLowerOptions lo;
+  ps_lower_options_init (&lo);
+  lo.schedule = s;
+  lo.memory_events = FALSE;
+  GError *error = NULL;
+  g_autoptr (PsTrace) t = ps_lower_module (m, &lo, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (ps_trace_get_header (t)->totals.peak_bytes, s->peak_bytes);
+  GString *seq = g_string_new (NULL);
+  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
+    {
+      const PsTraceEvent *ev = ps_trace_get_event (t, i);
+      if (ev->kind == PS_TRACE_EVENT_COLLECTIVE)
+        g_string_append_printf (seq, "%s%s ", ev->name, ev->collective.async_id ? "(start)" : "");
+      else if (ev->kind == PS_TRACE_EVENT_DONE)
+        g_string_append (seq, "done ");
+      else if (ev->kind == PS_TRACE_EVENT_COMPUTE)
+        g_string_append (seq, "compute ");
+    }
+  ck_assert_msg (strstr (seq->str, "cp(start) compute compute done"), "%s", seq->str);
+  g_string_free (seq, TRUE);
+  /* synchronous: the permute's result is live only from where it stands */
+  o.policy = PS_SCHEDULE_SYNC;
+  g_autoptr (PsSchedule) y = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_int_eq (y->n_async, 0);
+  ck_assert_uint_le (y->peak_bytes, s->peak_bytes);
+}
+END_TEST
+
 static Suite *
 analysis_suite (void)
 {
@@ -375,6 +711,12 @@ analysis_suite (void)
   tcase_add_test (tc, test_cost_known_trip_count);
   tcase_add_test (tc, test_memory_mlp);
   tcase_add_test (tc, test_memory_while);
+  tcase_add_test (tc, test_memory_donation);
+  tcase_add_test (tc, test_memory_in_place);
+  tcase_add_test (tc, test_schedule_policies);
+  tcase_add_test (tc, test_schedule_overlap_limit);
+  tcase_add_test (tc, test_schedule_lowering);
+  tcase_add_test (tc, test_schedule_loop_body);
   suite_add_tcase (s, tc);
   return s;
 }
@@ -382,6 +724,8 @@ analysis_suite (void)
 int
 main (void)
 {
+  /* a GLib critical (a programmer error) fails the test */
+  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
   SRunner *sr = srunner_create (analysis_suite ());
   srunner_run_all (sr, CK_NORMAL);
   int failed = srunner_ntests_failed (sr);

@@ -389,6 +389,47 @@ START_TEST (test_torus2d_2d_mesh)
 }
 END_TEST
 
+/* A plan whose links are never shared is computed without SimGrid: the
+ * same durations as the SimGrid run (pod rows, the whole pod in 2-D, a
+ * folded mesh row); shared links (two rings per row) keep SimGrid. */
+START_TEST (test_exclusive_links_direct)
+{
+  Fixture f = setup (_i == 2 ? "v3-512" : "v3-2048", PS_WRAP_AUTO);
+  int n = ps_slice_n_cores (f.slice);
+  g_autofree int *all = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    all[i] = i;
+  g_autofree int *rows = y_rows (f.slice, _i == 2);
+  const int *cores = _i == 1 ? all : rows;
+  int groups = _i == 1 ? 1 : f.slice->chips_x, size = _i == 1 ? n : 2 * f.slice->chips_y;
+  PsTraceCollectiveKind kind = _i == 1 ? PS_TRACE_ALL_REDUCE : PS_TRACE_REDUCE_SCATTER;
+  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, kind, 48 * MIB,
+                                                  cores, groups, size, LAUNCH, NULL);
+  ck_assert (plan->exclusive_links);
+  double *d1[1], *d2[1];
+  double direct = ps_coll_simulate (f.net, &plan, 1, d1);
+  plan->use_network = TRUE;
+  double network = ps_coll_simulate (f.net, &plan, 1, d2);
+  ck_assert_msg (fabs (direct - network) <= 1e-12 * network, "direct %.17g, SimGrid %.17g",
+                 direct, network);
+  for (int g = 0; g < plan->n_groups; g++)
+    ck_assert_msg (fabs (d1[0][g] - d2[0][g]) <= 1e-12 * d2[0][g], "group %d", g);
+  g_free (d1[0]);
+  g_free (d2[0]);
+  /* one core per chip along x: the two cores' rings share every link */
+  const PsSlice *s = f.slice;
+  g_autofree int *x = g_new (int, n);
+  for (int y = 0, k = 0; y < s->chips_y; y++)
+    for (int c = 0; c < 2; c++)
+      for (int i = 0; i < s->chips_x; i++)
+        x[k++] = ps_slice_core_index (s, i, y, c);
+  g_autoptr (PsCollPlan) shared = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D,
+                                                    PS_TRACE_ALL_GATHER, MIB, x, 2 * s->chips_y,
+                                                    s->chips_x, LAUNCH, NULL);
+  ck_assert (!shared->exclusive_links);
+}
+END_TEST
+
 START_TEST (test_algorithm_names)
 {
   PsCollAlgorithm a;
@@ -423,6 +464,7 @@ collectives_suite (void)
   tcase_add_test (tc, test_torus2d_pod);
   tcase_add_test (tc, test_torus2d_2d_mesh);
   tcase_add_test (tc, test_algorithm_names);
+  tcase_add_loop_test (tc, test_exclusive_links_direct, 0, 3);
   suite_add_tcase (s, tc);
   return s;
 }

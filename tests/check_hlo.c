@@ -288,6 +288,55 @@ START_TEST (test_errors)
 }
 END_TEST
 
+/* input_output_alias in XLA's three spellings, printed in its current one,
+ * carried by clones; errors as HloInputOutputAliasConfig::Verify. */
+START_TEST (test_input_output_alias)
+{
+  static const char body[] =
+    "\n\nENTRY e {\n  w = f32[4,4] parameter(0)\n  v = (f32[4,4], f32[2]) parameter(1)\n"
+    "  g = f32[4,4] multiply(w, w)\n  nv = f32[4,4] get-tuple-element(v), index=0\n"
+    "  l = f32[] constant(0)\n"
+    "  ROOT t = (f32[], f32[4,4], f32[4,4]) tuple(l, g, nv)\n}\n";
+  static const char *const headers[] = {
+    "HloModule a, input_output_alias={ {1}: (0, {}, may-alias), {2}: (1, {0}, must-alias) }",
+    "HloModule a, input_output_alias={{1}: (0, {}), {2}: (1, {0}, must-alias)}",
+  };
+  for (int i = 0; i < 2; i++)
+    {
+      g_autofree char *text = g_strconcat (headers[i], body, NULL);
+      g_autoptr (PsModule) m = parse_ok (text, "alias.hlo");
+      ck_assert_int_eq (m->n_aliases, 2);
+      ck_assert_int_eq (m->aliases[1].parameter, 1);
+      ck_assert_int_eq (m->aliases[1].param_index.n, 1);
+      ck_assert (m->aliases[1].must_alias && !m->aliases[0].must_alias);
+      g_autofree char *printed = ps_hlo_print (m, NULL);
+      ck_assert_msg (g_str_has_prefix (printed, headers[0]), "%s", printed);
+      g_autoptr (PsModule) c = ps_module_clone (m);
+      g_autofree char *again = ps_hlo_print (c, NULL);
+      ck_assert_str_eq (printed, again);
+    }
+  g_autoptr (PsModule) old = parse_ok ("HloModule o, input_output_alias={ {}: 0 }\n\n"
+                                       "ENTRY e {\n  p = f32[8] parameter(0)\n"
+                                       "  ROOT n = f32[8] negate(p)\n}\n", "old.hlo");
+  ck_assert_int_eq (old->n_aliases, 1);
+  ck_assert_int_eq (old->aliases[0].output_index.n, 0);
+  static const char tail[] = "\n\nENTRY e {\n  p = f32[8] parameter(0)\n  q = f32[2] parameter(1)\n"
+                             "  ROOT t = (f32[8], f32[8]) tuple(p, p)\n}\n";
+  static const struct { const char *attr, *want; } bad[] = {
+    { "{ {2}: (0, {}) }", "t.hlo:1:33: input_output_alias: output {2} is not an element of the entry's result" },
+    { "{ {0}: (2, {}) }", "t.hlo:1:33: input_output_alias: parameter 2 {} is not an element of an entry parameter (2 parameters)" },
+    { "{ {0}: (1, {}) }", "t.hlo:1:33: input_output_alias: output {0} (32 bytes) and parameter 1 {} (8 bytes) differ in size" },
+    { "{ {0}: (0, {}), {1}: (0, {}) }", "t.hlo:1:33: input_output_alias: parameter 0 {} aliased twice" },
+    { "{ {0}: (0, {}, maybe) }", "t.hlo:1:48: input_output_alias: unknown kind 'maybe' (may-alias, must-alias)" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree char *text = g_strconcat ("HloModule b, input_output_alias=", bad[i].attr, tail, NULL);
+      parse_fails (text, bad[i].want);
+    }
+}
+END_TEST
+
 /* The batch-norm ops as XLA prints them: typed epsilon (a float) and
  * feature_index, required, printed back in XLA's order. */
 START_TEST (test_batch_norm)
@@ -473,6 +522,7 @@ hlo_suite (void)
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_example);
   tcase_add_test (tc, test_batch_norm);
+  tcase_add_test (tc, test_input_output_alias);
   tcase_add_test (tc, test_collectives);
   tcase_add_test (tc, test_mutations);
   suite_add_tcase (s, tc);

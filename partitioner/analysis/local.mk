@@ -2,7 +2,8 @@
 # memory analysis (liveness, peak), lowering to step traces; their Check suites.
 libpodsim_partitioner_la_SOURCES += partitioner/analysis/cost.c partitioner/analysis/cost.h \
 	partitioner/analysis/memory.c partitioner/analysis/memory.h \
-	partitioner/analysis/lower.c partitioner/analysis/lower.h
+	partitioner/analysis/lower.c partitioner/analysis/lower.h \
+	partitioner/analysis/schedule.c partitioner/analysis/schedule.h
 check_PROGRAMS += tests/check_analysis
 TESTS += tests/check_analysis
 tests_check_analysis_SOURCES = tests/check_analysis.c

@@ -199,11 +199,12 @@ typedef struct {
   const PsLowerOptions *opts;
   const PsModule *module;
   PsCostAnalysis *cost;
-  PsMemoryReport *memory;
+  const PsMemoryReport *memory;
   PsTrace *trace;
   guint64 next_async;
   GHashTable *pending;     /* collective PsInstr* -> async id */
   GHashTable *step_of;     /* entry PsInstr* -> 1 + index in memory->order */
+  GHashTable *dones_at;    /* schedule: PsInstr* -> GPtrArray of collectives done before it */
   GError **error;
   gboolean failed;
 } Lower;
@@ -498,7 +499,8 @@ emit_collective (Lower *l, const PsInstr *in)
   else
     ps_lower_compress_groups (h, in->n_groups, in->group_size, in->replica_groups, &c.groups);
   finish_reads (l, in);
-  if (l->opts->async_collectives)
+  const PsSchedule *sch = l->opts->schedule;
+  if (sch ? g_hash_table_contains (sch->done_before, in) : l->opts->async_collectives)
     {
       c.async_id = ++l->next_async;
       g_hash_table_insert (l->pending, (gpointer) in, GSIZE_TO_POINTER (c.async_id));
@@ -578,14 +580,32 @@ lower_instr (Lower *l, const PsInstr *in)
     }
 }
 
+/* The scheduled completions due before `in` (with a schedule). */
+static void
+finish_scheduled (Lower *l, const PsInstr *in)
+{
+  GPtrArray *due = l->dones_at ? g_hash_table_lookup (l->dones_at, in) : NULL;
+  for (guint i = 0; due && i < due->len; i++)
+    {
+      gpointer id;
+      if (g_hash_table_lookup_extended (l->pending, g_ptr_array_index (due, i), NULL, &id))
+        {
+          ps_trace_add_done (l->trace, GPOINTER_TO_SIZE (id));
+          g_hash_table_remove (l->pending, g_ptr_array_index (due, i));
+        }
+    }
+}
+
 static void
 lower_computation (Lower *l, const PsComputation *comp)
 {
-  g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
   gboolean entry = comp == l->module->entry;
+  GPtrArray *given = l->opts->schedule ? ps_schedule_order_of (l->opts->schedule, comp) : NULL;
+  g_autoptr (GPtrArray) order = given ? g_ptr_array_ref (given) : ps_computation_post_order (comp);
   for (guint i = 0; i < order->len && !l->failed; i++)
     {
       const PsInstr *in = g_ptr_array_index (order, i);
+      finish_scheduled (l, in);
       guint64 before = ps_trace_n_events (l->trace);
       lower_instr (l, in);
       if (too_many (l))
@@ -681,14 +701,35 @@ ps_lower_module (const PsModule *m, const PsLowerOptions *opts, GError **error)
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (m, &co, error);
   if (!cost)
     return NULL;
-  g_autoptr (PsMemoryReport) memory = ps_memory_analyze (m, cost, error);
+  /* the schedule's own memory analysis: the same order and fusions */
+  g_autoptr (PsMemoryReport) own = opts->schedule ? NULL : ps_memory_analyze (m, cost, error);
+  const PsMemoryReport *memory = opts->schedule ? opts->schedule->memory : own;
   if (!memory)
     return NULL;
+  g_autoptr (GHashTable) dones_at = NULL;
+  if (opts->schedule)
+    {
+      dones_at = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_ptr_array_unref);
+      GHashTableIter it;
+      gpointer k, v;
+      g_hash_table_iter_init (&it, opts->schedule->done_before);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        if (v)
+          {
+            GPtrArray *due = g_hash_table_lookup (dones_at, v);
+            if (!due)
+              {
+                due = g_ptr_array_new ();
+                g_hash_table_insert (dones_at, v, due);
+              }
+            g_ptr_array_add (due, k);
+          }
+    }
   g_autoptr (GHashTable) step_of = g_hash_table_new (NULL, NULL);
   for (guint i = 0; i < memory->order->len; i++)
     g_hash_table_insert (step_of, g_ptr_array_index (memory->order, i), GUINT_TO_POINTER (i + 1));
   Lower l = { opts, m, cost, memory, ps_trace_new (opts->program ? opts->program : m->name),
-              0, g_hash_table_new (NULL, NULL), step_of, error, FALSE };
+              0, g_hash_table_new (NULL, NULL), step_of, dones_at, error, FALSE };
   if (!set_header (&l, m, error))
     {
       ps_trace_free (l.trace);

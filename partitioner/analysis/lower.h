@@ -18,9 +18,14 @@
  *     or the default option; one iteration: condition, then body), or
  *     unrolled with unroll_loops; inlines calls, takes the most expensive
  *     branch of a conditional;
- *   - with async_collectives, starts every collective where it stands and
- *     puts its done just before the first event that reads its result, so
- *     that the compute in between overlaps;
+ *   - with a schedule (schedule.h), lowers the entry computation in the
+ *     schedule's order, starts its asynchronous collectives where they stand
+ *     and completes each where the schedule says (at the latest just before
+ *     the first event that reads its result), and takes the memory figures
+ *     from that schedule;
+ *   - without one, with async_collectives, starts every collective where it
+ *     stands and puts its done just before the first event that reads its
+ *     result, so that the compute in between overlaps;
  *   - with memory_events, writes the memory analysis's live bytes after each
  *     entry instruction that produced events; the header's peak_bytes is the
  *     memory analysis's peak.
@@ -33,6 +38,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "partitioner/analysis/schedule.h"
 #include "partitioner/ir/ir.h"
 #include "traces/trace.h"
 
@@ -51,7 +57,9 @@ typedef struct {
   const char *slice;            /* optional hint for the simulator */
   int64_t default_trip_count;   /* while loops with no known count; 0 = error */
   gboolean memory_events;       /* default TRUE */
-  gboolean async_collectives;   /* default FALSE */
+  gboolean async_collectives;   /* default FALSE; ignored with a schedule */
+  const PsSchedule *schedule;   /* the entry's order and async collectives; borrowed; NULL:
+                                 * post order */
   uint64_t max_events;          /* refuse to write more events (default 10^7) */
   gboolean unroll_loops;        /* repeat a while's events trip-count times
                                  * instead of writing a loop (format version 1) */

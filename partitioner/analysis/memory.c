@@ -8,13 +8,18 @@
 typedef struct {
   const PsInstr *def;      /* defining instruction */
   uint64_t bytes;
+  uint64_t alloc;          /* bytes it adds to the heap: 0 when it lives in
+                            * a donated parameter or an operand's buffer */
   int def_step;            /* -1: parameter or constant */
   int last_use;            /* step; n = live to the end */
+  int rep;                 /* the buffer whose storage it uses (itself) */
 } Buffer;
 
 typedef struct {
   const PsCostAnalysis *cost;
   GHashTable *temp_peak;   /* PsComputation* -> uint64_t* (peak minus parameters) */
+  GHashTable *orders;      /* PsComputation* -> its order, or NULL: post order */
+  GHashTable *done_before; /* async collectives, or NULL */
 } Ctx;
 
 static uint64_t
@@ -77,6 +82,146 @@ callee_temp (Ctx *ctx, const PsInstr *in)
   return t;
 }
 
+/* An asynchronous collective reads its operands until it completes, just
+ * before `done_before` (or at the end). */
+static void
+extend_async_operands (GHashTable *done_before, GPtrArray *order, GHashTable *step_of,
+                       GHashTable *refs, GArray *bufs)
+{
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, done_before);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      const PsInstr *c = k;
+      /* step_of holds 1 + step; the done runs just before that step */
+      int until = v ? GPOINTER_TO_INT (g_hash_table_lookup (step_of, v)) - 2 : (int) order->len - 1;
+      for (int j = 0; j < c->n_operands; j++)
+        {
+          GArray *src = g_hash_table_lookup (refs, c->operands[j]);
+          for (guint b = 0; src && b < src->len; b++)
+            {
+              Buffer *buf = &g_array_index (bufs, Buffer, g_array_index (src, int, b));
+              buf->last_use = MAX (buf->last_use, until);
+            }
+        }
+    }
+}
+
+/* Donation (the module's input_output_alias): an output written over a
+ * donated parameter takes no buffer of its own, provided the parameter has
+ * no use after the output is defined (otherwise XLA copies the parameter
+ * first, which costs the same as the output's own buffer, so nothing is
+ * saved). Honoured for outputs that are the result or one element of it
+ * and for whole parameters. Called before parameters are pinned live to
+ * the end, while their last_use is their real last use. Returns the bytes
+ * donated. */
+static uint64_t
+donate_outputs (const PsComputation *comp, GHashTable *refs, GArray *bufs)
+{
+  const PsModule *m = comp->parent;
+  uint64_t donated = 0;
+  for (int i = 0; i < m->n_aliases; i++)
+    {
+      const PsAlias *a = &m->aliases[i];
+      if (a->param_index.n != 0 || a->output_index.n > 1 || !comp->root || a->parameter < 0
+          || a->parameter >= (int64_t) comp->params->len)
+        continue;
+      const PsInstr *elem = a->output_index.n == 0 ? comp->root
+                            : tuple_element (comp->root, a->output_index.v[0]);
+      GArray *ob = elem ? g_hash_table_lookup (refs, elem) : NULL;
+      GArray *pb = g_hash_table_lookup (refs, g_ptr_array_index (comp->params, a->parameter));
+      if (!ob || ob->len != 1 || !pb || pb->len != 1)
+        continue;
+      Buffer *o = &g_array_index (bufs, Buffer, g_array_index (ob, int, 0));
+      const Buffer *par = &g_array_index (bufs, Buffer, g_array_index (pb, int, 0));
+      if (o->def_step < 0 || o->alloc == 0 || o->bytes != par->bytes || par->last_use > o->def_step)
+        continue;
+      o->alloc = 0;
+      donated += o->bytes;
+    }
+  return donated;
+}
+
+static int
+buffer_rep (GArray *bufs, int k)
+{
+  while (g_array_index (bufs, Buffer, k).rep != k)
+    k = g_array_index (bufs, Buffer, k).rep;
+  return k;
+}
+
+/* Operands whose buffer `in` may write its result into, as XLA's
+ * HloDataflowAnalysis::CanShareOperandBufferWithUser allows: any operand
+ * of a fusion made only of elementwise ops (read at the index it writes),
+ * the buffer operand of scatter (updated in place; dynamic-update-slice is
+ * handled in the walk). */
+static GPtrArray *
+in_place_operands (const Ctx *ctx, const PsInstr *in)
+{
+  GPtrArray *ops = g_ptr_array_new ();
+  const PsCost *c = ctx->cost ? ps_cost_get (ctx->cost, in) : NULL;
+  if (!c || c->fused)
+    return ops;
+  if (in->opcode == PS_OP_SCATTER && in->n_operands > 0)
+    {
+      g_ptr_array_add (ops, in->operands[0]);
+      return ops;
+    }
+  g_autoptr (GPtrArray) members = ps_cost_fusion_members (ctx->cost, in);
+  for (guint i = 0; i < members->len; i++)
+    {
+      const PsCost *mc = ps_cost_get (ctx->cost, g_ptr_array_index (members, i));
+      if (!mc || (mc->klass != PS_COST_ELEMENTWISE && mc->klass != PS_COST_INLINED))
+        return ops;
+    }
+  for (guint i = 0; i < members->len; i++)
+    {
+      const PsInstr *mi = g_ptr_array_index (members, i);
+      for (int j = 0; j < mi->n_operands; j++)
+        {
+          const PsCost *oc = ps_cost_get (ctx->cost, mi->operands[j]);
+          if (!oc || oc->root != in)
+            g_ptr_array_add (ops, mi->operands[j]);
+        }
+    }
+  return ops;
+}
+
+/* Buffer reuse in place: a result written into an operand's buffer that
+ * dies at that instruction, of the same size, adds nothing to the heap and
+ * keeps that buffer alive as long as the result lives. */
+static void
+share_in_place (const Ctx *ctx, GPtrArray *order, GHashTable *refs, GArray *def_buf, GArray *bufs)
+{
+  for (guint s = 0; s < order->len; s++)
+    {
+      int d = g_array_index (def_buf, int, s);
+      if (d < 0)
+        continue;
+      Buffer *D = &g_array_index (bufs, Buffer, d);
+      if (D->def_step < 0 || D->alloc == 0)
+        continue;
+      g_autoptr (GPtrArray) ops = in_place_operands (ctx, g_ptr_array_index (order, s));
+      for (guint i = 0; i < ops->len && D->rep == d; i++)
+        {
+          GArray *src = g_hash_table_lookup (refs, g_ptr_array_index (ops, i));
+          for (guint k = 0; src && k < src->len; k++)
+            {
+              int r = buffer_rep (bufs, g_array_index (src, int, k));
+              Buffer *R = &g_array_index (bufs, Buffer, r);
+              if (R->def_step >= 0 && R->alloc > 0 && R->last_use == (int) s && R->bytes == D->bytes)
+                {
+                  D->rep = r;
+                  D->alloc = 0;
+                  R->last_use = D->last_use;
+                  break;
+                }
+            }
+        }
+    }
+}
+
 /* Is element k of a while's state written by its body (not passed
  * through unchanged)? */
 static gboolean
@@ -136,13 +281,15 @@ static uint64_t
 walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_bytes,
       gboolean state)
 {
-  g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
+  GPtrArray *given = ctx->orders ? g_hash_table_lookup (ctx->orders, comp) : NULL;
+  g_autoptr (GPtrArray) order = given ? g_ptr_array_ref (given) : ps_computation_post_order (comp);
   int n = (int) order->len;
   g_autoptr (GHashTable) step_of = g_hash_table_new (NULL, NULL);
   /* instruction -> GArray of buffer indices it refers to */
   g_autoptr (GHashTable) refs = g_hash_table_new_full (NULL, NULL, NULL,
                                                         (GDestroyNotify) g_array_unref);
   g_autoptr (GArray) bufs = g_array_new (FALSE, TRUE, sizeof (Buffer));
+  g_autoptr (GArray) def_buf = g_array_new (FALSE, TRUE, sizeof (int)); /* per step: buffer or -1 */
   /* while -> GPtrArray of GArray*: the buffers of each state element */
   g_autoptr (GHashTable) while_elems = g_hash_table_new_full (NULL, NULL, NULL,
                                                                (GDestroyNotify) g_ptr_array_unref);
@@ -151,8 +298,9 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
   for (int s = 0; s < n; s++)
     {
       const PsInstr *in = g_ptr_array_index (order, s);
-      g_hash_table_insert (step_of, (gpointer) in, GINT_TO_POINTER (s));
+      g_hash_table_insert (step_of, (gpointer) in, GINT_TO_POINTER (s + 1));
       GArray *mine = g_array_new (FALSE, FALSE, sizeof (int));
+      int defined = -1;
       GPtrArray *welems = in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
                           ? g_hash_table_lookup (while_elems, in->operands[0]) : NULL;
       const PsInstr *elem = !welems && in->opcode == PS_OP_GET_TUPLE_ELEMENT && in->n_operands == 1
@@ -194,7 +342,8 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
                 copy = v->users->len > 1 || !writable (bufs, src, state);
               if (copy)
                 {
-                  Buffer b = { v, bytes_of (v->shape), s, s };
+                  uint64_t size = bytes_of (v->shape);
+                  Buffer b = { v, size, size, s, s, (int) bufs->len };
                   int bi = (int) bufs->len;
                   g_array_append_val (bufs, b);
                   g_array_append_val (e, bi);
@@ -232,8 +381,9 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
       else
         {
           gboolean whole = in->opcode == PS_OP_PARAMETER || in->opcode == PS_OP_CONSTANT;
-          Buffer b = { in, bytes_of (in->shape), whole ? -1 : s, whole ? n : s };
-          int defined = (int) bufs->len;
+          uint64_t size = bytes_of (in->shape);
+          Buffer b = { in, size, size, whole ? -1 : s, whole ? -1 : s, (int) bufs->len };
+          defined = (int) bufs->len;
           g_array_append_val (bufs, b);
           g_array_append_val (mine, defined);
           if (whole)
@@ -241,6 +391,7 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
           if (in->opcode == PS_OP_PARAMETER)
             params_only += b.bytes;
         }
+      g_array_append_val (def_buf, defined);
       g_hash_table_insert (refs, (gpointer) in, mine);
     }
   /* last uses; outputs live to the end */
@@ -257,25 +408,34 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
             }
         }
     }
+  if (given && ctx->done_before)
+    extend_async_operands (ctx->done_before, order, step_of, refs, bufs);
+  uint64_t donated = comp->parent && comp == comp->parent->entry
+                     ? donate_outputs (comp, refs, bufs) : 0;
   GArray *out = comp->root ? g_hash_table_lookup (refs, comp->root) : NULL;
-  uint64_t output_bytes = 0;
-  for (guint k = 0; out && k < out->len; k++)
+  for (guint k = 0; k < bufs->len; k++)
     {
-      Buffer *b = &g_array_index (bufs, Buffer, g_array_index (out, int, k));
-      if (b->def_step >= 0)
-        output_bytes += b->bytes;
-      b->last_use = n;
+      Buffer *b = &g_array_index (bufs, Buffer, k);
+      if (b->def_step < 0)
+        b->last_use = n;
     }
-  /* allocations and frees per step */
+  for (guint k = 0; out && k < out->len; k++)
+    g_array_index (bufs, Buffer, g_array_index (out, int, k)).last_use = n;
+  share_in_place (ctx, order, refs, def_buf, bufs);
+  /* allocations and frees per step; what stays to the end is the outputs'
+   * storage */
   g_autofree uint64_t *freed = g_new0 (uint64_t, n + 1);
   g_autofree uint64_t *born = g_new0 (uint64_t, n + 1);
+  uint64_t output_bytes = 0;
   for (guint k = 0; k < bufs->len; k++)
     {
       const Buffer *b = &g_array_index (bufs, Buffer, k);
       if (b->def_step >= 0)
-        born[b->def_step] += b->bytes;
+        born[b->def_step] += b->alloc;
       if (b->def_step >= 0 && b->last_use < n)
-        freed[b->last_use] += b->bytes;
+        freed[b->last_use] += b->alloc;
+      else if (b->def_step >= 0)
+        output_bytes += b->alloc;
     }
   uint64_t live = always, peak = always;
   int peak_step = -1;
@@ -300,14 +460,15 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
       r->peak_bytes = peak;
       r->parameter_bytes = always;
       r->output_bytes = output_bytes;
+      r->donated_bytes = donated;
       r->temp_peak_bytes = peak - always;
       r->peak_instr = peak_step >= 0 ? g_ptr_array_index (order, peak_step) : NULL;
       for (guint k = 0; k < bufs->len; k++)
         {
           const Buffer *b = &g_array_index (bufs, Buffer, k);
-          if (b->bytes > 0 && b->def_step <= peak_step && b->last_use >= peak_step)
+          if (b->alloc > 0 && b->def_step <= peak_step && b->last_use >= peak_step)
             {
-              PsMemoryHolder h = { b->def, b->bytes };
+              PsMemoryHolder h = { b->def, b->alloc };
               g_array_append_val (r->holders, h);
             }
         }
@@ -344,6 +505,13 @@ cmp_holder (gconstpointer a, gconstpointer b)
 PsMemoryReport *
 ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost, GError **error)
 {
+  return ps_memory_analyze_schedule (m, cost, NULL, NULL, error);
+}
+
+PsMemoryReport *
+ps_memory_analyze_schedule (const PsModule *m, const PsCostAnalysis *cost, GHashTable *orders,
+                            GHashTable *done_before, GError **error)
+{
   g_return_val_if_fail (m != NULL, NULL);
   if (!m->entry)
     {
@@ -351,7 +519,7 @@ ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost, GError **error
                    m->name ? m->name : "?");
       return NULL;
     }
-  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free) };
+  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free), orders, done_before };
   PsMemoryReport *r = g_new0 (PsMemoryReport, 1);
   r->holders = g_array_new (FALSE, FALSE, sizeof (PsMemoryHolder));
   r->order = g_ptr_array_new ();
@@ -360,6 +528,34 @@ ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost, GError **error
   g_array_sort (r->holders, cmp_holder);
   g_hash_table_unref (ctx.temp_peak);
   return r;
+}
+
+/* Is c the body of some while of m (its parameter the loop state)? */
+static gboolean
+is_while_body (const PsModule *m, const PsComputation *c)
+{
+  for (guint i = 0; i < m->computations->len; i++)
+    {
+      const PsComputation *k = g_ptr_array_index (m->computations, i);
+      for (guint j = 0; j < k->instrs->len; j++)
+        {
+          const PsInstr *in = g_ptr_array_index (k->instrs, j);
+          if (in->opcode == PS_OP_WHILE && in->n_called >= 2 && in->called[1] == c)
+            return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+uint64_t
+ps_memory_computation_peak (const PsModule *m, const PsCostAnalysis *cost,
+                            const PsComputation *c, GHashTable *orders, GHashTable *done_before)
+{
+  g_return_val_if_fail (m != NULL && c != NULL, 0);
+  Ctx ctx = { cost, g_hash_table_new_full (NULL, NULL, NULL, g_free), orders, done_before };
+  uint64_t peak = walk (&ctx, c, NULL, NULL, c != m->entry && is_while_body (m, c));
+  g_hash_table_unref (ctx.temp_peak);
+  return peak;
 }
 
 void
@@ -390,11 +586,13 @@ ps_memory_report_to_string (const PsMemoryReport *r, int max_holders)
   g_autofree char *params = ps_format_bytes ((double) r->parameter_bytes);
   g_autofree char *temps = ps_format_bytes ((double) r->temp_peak_bytes);
   g_autofree char *outs = ps_format_bytes ((double) r->output_bytes);
+  g_autofree char *don = ps_format_bytes ((double) r->donated_bytes);
   g_string_append_printf (s, "per-device peak %s (%" G_GUINT64_FORMAT " bytes) at %s: "
-                          "parameters %s, temporaries and outputs %s (outputs %s)\n",
+                          "parameters %s, temporaries and outputs %s (outputs %s; %s more "
+                          "written over donated parameters)\n",
                           peak, (guint64) r->peak_bytes,
                           r->peak_instr ? r->peak_instr->name : "entry",
-                          params, temps, outs);
+                          params, temps, outs, don);
   for (guint i = 0; i < r->holders->len && (int) i < max_holders; i++)
     {
       const PsMemoryHolder *h = &g_array_index (r->holders, PsMemoryHolder, i);

@@ -19,11 +19,21 @@
  *     reads, or one nothing else needs, stays the initial value's buffer;
  *   - a buffer dies after its last use; the program's outputs (the root and
  *     whatever it aliases) live to the end;
+ *   - donation (the module's input_output_alias, XLA's
+ *     HloInputOutputAliasConfig): an output aliased to a whole parameter is
+ *     written over that parameter's buffer and takes none of its own, when
+ *     the parameter is not read after the output is defined (else XLA
+ *     copies it first: no saving);
+ *   - reuse in place (XLA's HloDataflowAnalysis::CanShareOperandBufferWith
+ *     User): a fusion made only of elementwise ops writes into the buffer
+ *     of an operand of the same size that dies there; dynamic-update-slice
+ *     and scatter into their updated operand's;
  *   - while executing an instruction, its operands and its result are live
  *     together; while, call and conditional add the peak temporaries of
  *     their callees (body + condition, the worst branch).
- * Buffers are not shared or reused beyond that: the figure is what a simple
- * allocator needs, an upper bound on what XLA's heap simulator finds.
+ * The peak is the largest sum of live buffers over the order, which is
+ * what XLA's heap simulator reports without fragmentation
+ * (NoFragmentationStatsHeap); a real best-fit heap can need a little more.
  *
  * Ownership: the report borrows the module (instruction pointers) and owns
  * its arrays; free it with ps_memory_report_free().
@@ -47,7 +57,8 @@ typedef struct {
 typedef struct {
   uint64_t peak_bytes;           /* per device */
   uint64_t parameter_bytes;      /* parameters (and constants), live throughout */
-  uint64_t output_bytes;         /* the root's buffers */
+  uint64_t output_bytes;         /* the root's buffers, not counting donated ones */
+  uint64_t donated_bytes;        /* outputs written over donated parameters */
   uint64_t temp_peak_bytes;      /* peak minus parameters */
   const PsInstr *peak_instr;     /* entry instruction running at the peak */
   GArray *holders;               /* PsMemoryHolder, live at the peak, largest first */
@@ -60,6 +71,24 @@ typedef struct {
  * fused. transfer full. */
 PsMemoryReport *ps_memory_analyze (const PsModule *m, const PsCostAnalysis *cost,
                                    GError **error);
+
+/* The same over given orders (`orders`: PsComputation* -> GPtrArray of
+ * its instructions, each once, operands first; borrowed; a computation not
+ * in it runs in post order) with asynchronous collectives: `done_before`
+ * maps a collective that starts where it stands in its computation's order
+ * to the instruction of that computation before which it completes (NULL
+ * value: at the computation's end); its result is live from its start, its
+ * operands until it completes. orders and done_before may be NULL.
+ * transfer full. */
+PsMemoryReport *ps_memory_analyze_schedule (const PsModule *m, const PsCostAnalysis *cost,
+                                            GHashTable *orders, GHashTable *done_before,
+                                            GError **error);
+/* The peak of computation c alone over the same orders (its parameters
+ * and the temporaries of what it calls included): what a scheduler
+ * compares between orders of c. */
+uint64_t ps_memory_computation_peak (const PsModule *m, const PsCostAnalysis *cost,
+                                     const PsComputation *c, GHashTable *orders,
+                                     GHashTable *done_before);
 void ps_memory_report_free (PsMemoryReport *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsMemoryReport, ps_memory_report_free)
 

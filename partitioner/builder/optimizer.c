@@ -284,6 +284,19 @@ typedef struct {
   const int *first_state;   /* n + 1 entries: states of weight i */
 } Layers;
 
+/* Layer t of one stacked weight: w and g are its slices, `states` its
+ * ns stacked states. nv receives the new weight slice and the ns new
+ * state slices. */
+static void
+update_slice (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h, PsInstr *w,
+              PsInstr *g, int ns, PsInstr *const *states, PsInstr *t, PsInstr *zero, PsInstr **nv)
+{
+  PsInstr *slices[2] = { NULL, NULL };
+  for (int j = 0; j < ns; j++)
+    slices[j] = ps_scan_slice_at (c, states[j], t, zero);
+  ps_optimizer_apply (c, k, h, w, g, slices, &nv[0], nv + 1);
+}
+
 /* Carry: every stacked gradient, then every stacked state; xs: the
  * weights; consts: lr, decay. Layer t of each weight is updated from its
  * gradient and state, and written over that gradient (the gradient stack
@@ -303,15 +316,32 @@ layers_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **e
       int ns = L->first_state[i + 1] - L->first_state[i];
       /* carry i: the gradient; carry n + first_state[i] + k: state k */
       int at[3] = { i, L->n + L->first_state[i], L->n + L->first_state[i] + 1 };
-      PsInstr *slices[3] = { NULL, NULL, NULL };
-      for (int k = 0; k <= ns; k++)
-        slices[k] = ps_scan_slice_at (c, a->carry[at[k]], a->index, zero);
-      PsInstr *nv[3];
-      ps_optimizer_apply (c, L->kind, &h, a->xs[i], slices[0], slices + 1, &nv[0], nv + 1);
+      PsInstr *g = ps_scan_slice_at (c, a->carry[i], a->index, zero), *nv[3];
+      update_slice (c, L->kind, &h, a->xs[i], g, ns, a->carry + at[1], a->index, zero, nv);
       for (int k = 0; k <= ns; k++)
         carry_out[at[k]] = ps_scan_update_at (c, a->carry[at[k]], nv[k], a->index, zero);
     }
   return TRUE;
+}
+
+void
+ps_optimizer_apply_layer_at (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
+                             int n, PsInstr *const *weights, PsInstr *const *grads,
+                             PsInstr *const *states, PsInstr *t, PsInstr **new_weights,
+                             PsInstr **new_states)
+{
+  g_return_if_fail (c != NULL && n >= 1);
+  PsInstr *zero = ps_ad_scalar (c, PS_S32, 0);
+  for (int i = 0, first = 0; i < n; i++)
+    {
+      int ns = ps_optimizer_state_shapes_stacked (k, weights[i]->shape, 1, NULL);
+      PsInstr *w = ps_scan_slice_at (c, weights[i], t, zero), *nv[3];
+      update_slice (c, k, h, w, grads[i], ns, states + first, t, zero, nv);
+      new_weights[i] = ps_scan_update_at (c, weights[i], nv[0], t, zero);
+      for (int j = 0; j < ns; j++)
+        new_states[first + j] = ps_scan_update_at (c, states[first + j], nv[1 + j], t, zero);
+      first += ns;
+    }
 }
 
 gboolean

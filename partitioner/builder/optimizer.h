@@ -90,6 +90,16 @@ gboolean ps_optimizer_apply_layers (PsComputation *c, PsOptimizerKind k,
                                     PsInstr *const *grads, PsInstr *const *states,
                                     PsInstr **new_weights, PsInstr **new_states, GError **error);
 
+/* Layer t (an s32[] of c) of n weights stacked by layer updated in place:
+ * `grads` are layer t's gradients (not stacked), `states` the stacked
+ * states as in ps_optimizer_apply_layers. new_weights and new_states
+ * receive the stacks with layer t replaced (dynamic-update-slice). For the
+ * update inside a layer loop's backward iteration (ps_scan_vjp_update). */
+void ps_optimizer_apply_layer_at (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper *h,
+                                  int n, PsInstr *const *weights, PsInstr *const *grads,
+                                  PsInstr *const *states, PsInstr *t, PsInstr **new_weights,
+                                  PsInstr **new_states);
+
 G_END_DECLS
 
 #endif

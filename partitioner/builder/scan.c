@@ -674,9 +674,12 @@ ps_scan_while (const PsScan *s)
   return s->loop;
 }
 
-gboolean
-ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dxs,
-             PsInstr **dconsts, GError **error)
+/* The backward loop; with `u`, the xs gradients of iteration t go to
+ * u->fn instead of stacked accumulators (see ps_scan_vjp_update). */
+static gboolean
+scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dxs,
+          PsInstr **dconsts, const PsScanUpdate *u, PsInstr **xs_out, PsInstr **extra_out,
+          GError **error)
 {
   g_return_val_if_fail (s != NULL, FALSE);
   if (!s->differentiable || s->vjp_done)
@@ -717,7 +720,7 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
     g_ptr_array_add (init, s->stacks[r]);
   int pos_dxs = (int) init->len;
   for (int j = 0; j < s->n_xs; j++)
-    if (s->xs_diff[j])
+    if (s->xs_diff[j] && !u)
       g_ptr_array_add (init, ps_ad_full (c, s->xs[j]->shape, 0.0));
   int pos_dconsts = (int) init->len;
   for (int i = 0; i < s->n_consts; i++)
@@ -728,6 +731,12 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
         g_ptr_array_add (init, ps_ad_full (c, s->consts_grad_f32 ? f32 : cs, 0.0));
         ps_shape_free (f32);
       }
+  int pos_extra = (int) init->len, n_extra = u ? u->n_extra : 0;
+  for (int k = 0; k < n_extra; k++)
+    g_ptr_array_add (init, u->extra[k]);
+  int pos_uconsts = (int) init->len, n_uconsts = u ? u->n_consts : 0;
+  for (int k = 0; k < n_uconsts; k++)
+    g_ptr_array_add (init, u->consts[k]);
   init->pdata[0] = s32 (c, 0);
   g_autofree PsShape **shapes = g_new (PsShape *, init->len);
   for (guint i = 0; i < init->len; i++)
@@ -776,20 +785,44 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
   g_autoptr (GPtrArray) order = ps_computation_post_order (s->scratch);
   copy_marked (B, order, s->bwd_needed, map);
 
+  /* With u: iteration t's xs gradients go to u->fn, which may write the xs
+   * and the extra values. */
+  PsInstr **xs_next = g_newa (PsInstr *, s->n_xs + 1);
+  memcpy (xs_next, xs_full, sizeof (PsInstr *) * (gsize) s->n_xs);
+  PsInstr **extra_next = g_newa (PsInstr *, n_extra + 1);
+  if (u)
+    {
+      PsInstr **g = g_newa (PsInstr *, s->n_xs + 1), **extra = g_newa (PsInstr *, n_extra + 1);
+      PsInstr **uc = g_newa (PsInstr *, n_uconsts + 1);
+      for (int j = 0; j < s->n_xs; j++)
+        g[j] = s->xs_diff[j] ? g_hash_table_lookup (map, s->s_dxs[j]) : NULL;
+      for (int k = 0; k < n_extra; k++)
+        extra[k] = extra_next[k] = ps_ad_get_tuple_element (B, p, pos_extra + k);
+      for (int k = 0; k < n_uconsts; k++)
+        uc[k] = ps_ad_get_tuple_element (B, p, pos_uconsts + k);
+      PsScanUpdateArgs ua = { B, t, xs_full, g, extra, uc };
+      if (!u->fn (&ua, xs_next, extra_next, u->user, error))
+        return FALSE;
+      for (int j = 0; j < s->n_xs; j++)
+        g_return_val_if_fail (ps_shape_equal (xs_next[j]->shape, xs_full[j]->shape), FALSE);
+      for (int k = 0; k < n_extra; k++)
+        g_return_val_if_fail (ps_shape_equal (extra_next[k]->shape, extra[k]->shape), FALSE);
+    }
+
   g_autoptr (GPtrArray) out = g_ptr_array_new ();
   g_ptr_array_add (out, ps_ad_binary (B, PS_OP_ADD, cnt, s32 (B, 1)));
   for (int k = 0; k < s->n_carry; k++)
     if (s->carry_diff[k])
       g_ptr_array_add (out, g_hash_table_lookup (map, s->s_dcarry_in[k]));
   for (int j = 0; j < s->n_xs; j++)
-    g_ptr_array_add (out, xs_full[j]);
+    g_ptr_array_add (out, xs_next[j]);
   for (int i = 0; i < s->n_consts; i++)
     g_ptr_array_add (out, consts[i]);
   for (int r = 0; r < nr; r++)
     g_ptr_array_add (out, stacks[r]);
   int kx = 0;
   for (int j = 0; j < s->n_xs; j++)
-    if (s->xs_diff[j])
+    if (s->xs_diff[j] && !u)
       {
         PsInstr *acc = ps_ad_get_tuple_element (B, p, pos_dxs + kx++);
         PsInstr *g = g_hash_table_lookup (map, s->s_dxs[j]);
@@ -804,6 +837,10 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
         g_ptr_array_add (out, ps_ad_binary (B, PS_OP_ADD, acc,
                                             ps_ad_convert (B, g, acc->shape->etype)));
       }
+  for (int k = 0; k < n_extra; k++)
+    g_ptr_array_add (out, extra_next[k]);
+  for (int k = 0; k < n_uconsts; k++)
+    g_ptr_array_add (out, ps_ad_get_tuple_element (B, p, pos_uconsts + k));
   B->root = ps_ad_tuple (B, (int) out->len, (PsInstr **) out->pdata);
 
   PsComputation *cond = make_cond (s, "grad_cond", state);
@@ -815,10 +852,14 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
       dcarry_init[k] = s->carry_diff[k] ? ps_ad_get_tuple_element (c, w, pos_dcarry + kd++) : NULL;
   for (int j = 0; j < s->n_xs; j++)
     {
-      PsInstr *g = s->xs_diff[j] ? ps_ad_get_tuple_element (c, w, pos_dxs + kx++) : NULL;
+      PsInstr *g = s->xs_diff[j] && !u ? ps_ad_get_tuple_element (c, w, pos_dxs + kx++) : NULL;
       if (dxs)
         dxs[j] = g;
+      if (xs_out)
+        xs_out[j] = ps_ad_get_tuple_element (c, w, pos_xs + j);
     }
+  for (int k = 0; extra_out && k < n_extra; k++)
+    extra_out[k] = ps_ad_get_tuple_element (c, w, pos_extra + k);
   /* the spec's consts only: captured ones have no gradient and no slot */
   for (int i = 0; i < s->n_consts - s->n_captured; i++)
     {
@@ -827,6 +868,22 @@ ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr *
         dconsts[i] = g;
     }
   return TRUE;
+}
+
+gboolean
+ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dxs,
+             PsInstr **dconsts, GError **error)
+{
+  return scan_vjp (s, dcarry, dcarry_init, dxs, dconsts, NULL, NULL, NULL, error);
+}
+
+gboolean
+ps_scan_vjp_update (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init,
+                    PsInstr **dconsts, const PsScanUpdate *u, PsInstr **xs_out,
+                    PsInstr **extra_out, GError **error)
+{
+  g_return_val_if_fail (u != NULL && u->fn != NULL, FALSE);
+  return scan_vjp (s, dcarry, dcarry_init, NULL, dconsts, u, xs_out, extra_out, error);
 }
 
 void

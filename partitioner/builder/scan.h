@@ -127,6 +127,42 @@ PsInstr *ps_scan_while (const PsScan *s);
 gboolean ps_scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init,
                       PsInstr **dxs, PsInstr **dconsts, GError **error);
 
+/* The backward loop with the stacked inputs' gradients consumed where they
+ * are made: iteration t hands the gradients of xs[t] to u->fn instead of
+ * writing them into stacked gradients, and fn may write the xs (the loop
+ * carries them) and extra values of its own. A training step applies each
+ * layer's optimizer update there, as soon as its gradient exists, so no
+ * stack of every layer's gradient is ever live (models/net.c). fn runs
+ * once, building the body; it must write only xs[t] of the xs (the
+ * backward iterations still to come read the others), and its outputs keep
+ * the shapes of its inputs. Fills dcarry_init and dconsts as ps_scan_vjp
+ * does, xs_out[n_xs] with the loop's final xs and extra_out[n_extra] with
+ * the final extra values (each may be NULL). */
+typedef struct {
+  PsComputation *c;          /* the backward body */
+  PsInstr *index;            /* s32[]: t */
+  PsInstr *const *xs;        /* n_xs stacked xs [length, ...], as carried */
+  PsInstr *const *dxs;       /* n_xs gradients of xs[t] (NULL: no gradient) */
+  PsInstr *const *extra;     /* u->n_extra carried values */
+  PsInstr *const *consts;    /* u->n_consts invariants */
+} PsScanUpdateArgs;
+
+typedef gboolean (*PsScanUpdateFn) (const PsScanUpdateArgs *args, PsInstr **xs_out,
+                                    PsInstr **extra_out, gpointer user, GError **error);
+
+typedef struct {
+  int n_extra;
+  PsInstr *const *extra;     /* initial values, instructions of the caller */
+  int n_consts;
+  PsInstr *const *consts;    /* invariants, instructions of the caller */
+  PsScanUpdateFn fn;         /* xs_out/extra_out arrive holding the inputs */
+  gpointer user;
+} PsScanUpdate;
+
+gboolean ps_scan_vjp_update (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init,
+                             PsInstr **dconsts, const PsScanUpdate *u, PsInstr **xs_out,
+                             PsInstr **extra_out, GError **error);
+
 /* Element t (an s32[] of c) of a stacked value [n, ...], as an array of
  * the element's dims: dynamic-slice then reshape. `zero`: an s32[] 0 of c to
  * reuse for the other start indices, or NULL to make one. */

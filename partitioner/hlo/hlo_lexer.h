@@ -28,6 +28,7 @@ typedef struct {
    * instruction stays linear in the text size. */
   gsize lc_off, lc_line_start;
   int lc_line;
+  gsize alias_pos;           /* where input_output_alias was written, or 0 */
 } PsHloReader;
 
 #define FAILED(p) ((p)->err != NULL)

@@ -891,6 +891,106 @@ raw_attr_free (gpointer data)
   g_free (a);
 }
 
+/* { {0}: (0, {}, may-alias), {1}: (1, {}) } or XLA's older { {}: 0 }. */
+static gboolean
+parse_aliases (PsHloReader *p)
+{
+  p->alias_pos = p->pos;
+  if (!ps_hlo_expect (p, '{', "to open input_output_alias"))
+    return FALSE;
+  if (ps_hlo_accept (p, '}'))
+    return TRUE;
+  do
+    {
+      PsInts out = { 0 }, pidx = { 0 };
+      int64_t param = 0;
+      gboolean must = FALSE;
+      if (!ps_hlo_int_list (p, &out) || !ps_hlo_expect (p, ':', "after an output index"))
+        {
+          ps_ints_clear (&out);
+          return FALSE;
+        }
+      if (ps_hlo_accept (p, '('))
+        {
+          if (ps_hlo_int (p, &param, "a parameter number") && ps_hlo_expect (p, ',', "after the parameter number")
+              && ps_hlo_int_list (p, &pidx) && ps_hlo_accept (p, ','))
+            {
+              ps_hlo_skip_ws (p);
+              gsize kpos = p->pos;
+              g_autofree char *kind = ps_hlo_name (p, "may-alias or must-alias");
+              if (kind && strcmp (kind, "must-alias") == 0)
+                must = TRUE;
+              else if (kind && strcmp (kind, "may-alias") != 0)
+                ps_hlo_error (p, kpos, PS_ERROR_PARSE, "input_output_alias: unknown kind '%s' "
+                              "(may-alias, must-alias)", kind);
+            }
+          if (!FAILED (p))
+            ps_hlo_expect (p, ')', "to close an alias");
+        }
+      else
+        ps_hlo_int (p, &param, "a parameter number");
+      if (!FAILED (p))
+        ps_module_add_alias (p->m, out.n, out.v, param, pidx.n, pidx.v, must);
+      ps_ints_clear (&out);
+      ps_ints_clear (&pidx);
+    }
+  while (!FAILED (p) && ps_hlo_accept (p, ','));
+  if (!FAILED (p))
+    ps_hlo_expect (p, '}', "to close input_output_alias");
+  return !FAILED (p);
+}
+
+static const PsShape *
+sub_shape (const PsShape *s, const PsInts *index)
+{
+  for (int i = 0; s && i < index->n; i++)
+    s = s->etype == PS_TUPLE && index->v[i] >= 0 && index->v[i] < s->n_elems
+        ? s->elems[index->v[i]] : NULL;
+  return s;
+}
+
+/* XLA's HloInputOutputAliasConfig::Verify: indices name elements of the
+ * entry's result and parameters, of the same size, each at most once. */
+static void
+check_aliases (PsHloReader *p)
+{
+  const PsModule *m = p->m;
+  const PsComputation *e = m->entry;
+  for (int i = 0; i < m->n_aliases && !FAILED (p); i++)
+    {
+      const PsAlias *a = &m->aliases[i];
+      g_autofree char *oi = ps_ints_to_string (&a->output_index);
+      g_autofree char *pi = ps_ints_to_string (&a->param_index);
+      const PsShape *os = e->root ? sub_shape (e->root->shape, &a->output_index) : NULL;
+      const PsShape *ps = a->parameter >= 0 && a->parameter < (int64_t) e->params->len
+                          ? sub_shape (((PsInstr *) g_ptr_array_index (e->params, a->parameter))->shape,
+                                       &a->param_index)
+                          : NULL;
+      if (!os)
+        ps_hlo_error (p, p->alias_pos, PS_ERROR_INVALID, "input_output_alias: output %s is not "
+                      "an element of the entry's result", oi);
+      else if (!ps)
+        ps_hlo_error (p, p->alias_pos, PS_ERROR_INVALID, "input_output_alias: parameter %"
+                      G_GINT64_FORMAT " %s is not an element of an entry parameter (%u parameters)",
+                      a->parameter, pi, e->params->len);
+      else if (ps_shape_bytes (os) != ps_shape_bytes (ps))
+        ps_hlo_error (p, p->alias_pos, PS_ERROR_INVALID, "input_output_alias: output %s (%"
+                      G_GINT64_FORMAT " bytes) and parameter %" G_GINT64_FORMAT " %s (%"
+                      G_GINT64_FORMAT " bytes) differ in size", oi, ps_shape_bytes (os),
+                      a->parameter, pi, ps_shape_bytes (ps));
+      for (int j = 0; j < i && !FAILED (p); j++)
+        {
+          const PsAlias *b = &m->aliases[j];
+          if (ps_ints_equal (&a->output_index, &b->output_index))
+            ps_hlo_error (p, p->alias_pos, PS_ERROR_INVALID, "input_output_alias: output %s "
+                          "aliased twice", oi);
+          else if (a->parameter == b->parameter && ps_ints_equal (&a->param_index, &b->param_index))
+            ps_hlo_error (p, p->alias_pos, PS_ERROR_INVALID, "input_output_alias: parameter %"
+                          G_GINT64_FORMAT " %s aliased twice", a->parameter, pi);
+        }
+    }
+}
+
 static gboolean
 parse_header (PsHloReader *p)
 {
@@ -918,6 +1018,8 @@ parse_header (PsHloReader *p)
         break;
       if (strcmp (key, "num_partitions") == 0)
         ps_hlo_int (p, &p->m->num_partitions, "a partition count");
+      else if (strcmp (key, "input_output_alias") == 0)
+        parse_aliases (p);
       else if (strcmp (key, "allow_spmd_sharding_propagation_to_output") == 0)
         parse_bool_list (p, &p->m->n_prop_to_output, &p->m->prop_to_output);
       else if (strcmp (key, "allow_spmd_sharding_propagation_to_parameters") == 0)
@@ -978,6 +1080,8 @@ ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error)
         }
       p.m->entry = entry;
       ps_module_validate (p.m, p.file, &p.err);
+      if (!FAILED (&p))
+        check_aliases (&p);
     }
   g_hash_table_destroy (p.scope);
   g_hash_table_destroy (p.scope_pos);

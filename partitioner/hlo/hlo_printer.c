@@ -376,6 +376,22 @@ ps_hlo_print (const PsModule *m, const PsHloPrintOptions *opts)
   const PsHloPrintOptions *o = opts ? opts : &canonical;
   GString *out = g_string_new (NULL);
   g_string_append_printf (out, "HloModule %s", m->name);
+  if (m->n_aliases > 0)
+    {
+      /* XLA's HloInputOutputAliasConfig::ToShortString, inside "{ ... }" */
+      g_string_append (out, ", input_output_alias={ ");
+      for (int i = 0; i < m->n_aliases; i++)
+        {
+          const PsAlias *a = &m->aliases[i];
+          if (i > 0)
+            g_string_append (out, ", ");
+          append_ints (out, &a->output_index);
+          g_string_append_printf (out, ": (%" G_GINT64_FORMAT ", ", a->parameter);
+          append_ints (out, &a->param_index);
+          g_string_append_printf (out, ", %s)", a->must_alias ? "must-alias" : "may-alias");
+        }
+      g_string_append (out, " }");
+    }
   if (m->entry_layout)
     g_string_append_printf (out, ", entry_computation_layout=%s", m->entry_layout);
   if (m->num_partitions != 0)

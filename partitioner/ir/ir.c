@@ -101,6 +101,22 @@ ps_ints_contains (const PsInts *a, int64_t v)
   return FALSE;
 }
 
+gboolean
+ps_ints_equal (const PsInts *a, const PsInts *b)
+{
+  return a->n == b->n && (a->n == 0 || memcmp (a->v, b->v, sizeof (int64_t) * (gsize) a->n) == 0);
+}
+
+char *
+ps_ints_to_string (const PsInts *a)
+{
+  GString *s = g_string_new ("{");
+  for (int i = 0; i < a->n; i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? "," : "", a->v[i]);
+  g_string_append_c (s, '}');
+  return g_string_free (s, FALSE);
+}
+
 static void
 ints_copy (PsInts *dst, const PsInts *src)
 {
@@ -538,6 +554,7 @@ ps_module_free (PsModule *m)
   g_free (m->prop_to_output);
   g_free (m->prop_to_params);
   g_free (m->entry_layout);
+  ps_module_clear_aliases (m);
   if (m->extra_attrs)
     g_ptr_array_free (m->extra_attrs, TRUE);
   g_hash_table_destroy (m->name_index);
@@ -729,6 +746,46 @@ ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src)
   dst->src_col = src->src_col;
 }
 
+void
+ps_module_add_alias (PsModule *m, int n_output_index, const int64_t *output_index,
+                     int64_t parameter, int n_param_index, const int64_t *param_index,
+                     gboolean must_alias)
+{
+  m->aliases = g_renew (PsAlias, m->aliases, m->n_aliases + 1);
+  PsAlias *a = &m->aliases[m->n_aliases++];
+  memset (a, 0, sizeof *a);
+  ps_ints_set (&a->output_index, n_output_index, output_index);
+  a->parameter = parameter;
+  ps_ints_set (&a->param_index, n_param_index, param_index);
+  a->must_alias = must_alias;
+}
+
+void
+ps_module_clear_aliases (PsModule *m)
+{
+  for (int i = 0; i < m->n_aliases; i++)
+    {
+      ps_ints_clear (&m->aliases[i].output_index);
+      ps_ints_clear (&m->aliases[i].param_index);
+    }
+  g_clear_pointer (&m->aliases, g_free);
+  m->n_aliases = 0;
+}
+
+void
+ps_module_copy_aliases (PsModule *dst, const PsModule *src)
+{
+  if (dst == src)
+    return;
+  ps_module_clear_aliases (dst);
+  for (int i = 0; i < src->n_aliases; i++)
+    {
+      const PsAlias *a = &src->aliases[i];
+      ps_module_add_alias (dst, a->output_index.n, a->output_index.v, a->parameter,
+                           a->param_index.n, a->param_index.v, a->must_alias);
+    }
+}
+
 static gboolean
 ints_equal (const PsInts *a, const PsInts *b)
 {
@@ -892,6 +949,7 @@ ps_module_clone (const PsModule *m)
   if (m->n_prop_to_params > 0)
     c->prop_to_params = g_memdup2 (m->prop_to_params, sizeof (gboolean) * (gsize) m->n_prop_to_params);
   c->entry_layout = g_strdup (m->entry_layout);
+  ps_module_copy_aliases (c, m);
   if (m->extra_attrs)
     c->extra_attrs = raw_attrs_copy (m->extra_attrs);
 

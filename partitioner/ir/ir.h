@@ -248,6 +248,18 @@ struct PsComputation {
   char *execution_thread;          /* or NULL */
 };
 
+/* One entry of the module's input_output_alias: the entry result's element
+ * at `output_index` is written into the buffer of parameter `parameter` (at
+ * `param_index` within it), as XLA's HloInputOutputAliasConfig says: the
+ * caller donates that parameter buffer. must-alias makes the aliasing
+ * mandatory; may-alias (the default) lets the compiler decline. */
+typedef struct {
+  PsInts output_index;
+  int64_t parameter;
+  PsInts param_index;
+  gboolean must_alias;
+} PsAlias;
+
 struct PsModule {
   char *name;
   /* The file it was read from ("<stdin>", "<hlo>"...), as error messages
@@ -261,6 +273,8 @@ struct PsModule {
   gboolean *prop_to_output;        /* allow_spmd_sharding_propagation_to_output */
   gboolean *prop_to_params;        /* ..._to_parameters */
   char *entry_layout;              /* entry_computation_layout text, or NULL */
+  int n_aliases;                   /* input_output_alias entries */
+  PsAlias *aliases;                /* owned */
   GPtrArray *extra_attrs;          /* other header attrs, PsRawAttr* */
   int next_id;
   /* Private to ir.c: instruction name -> PsInstr*, kept by the API so that
@@ -274,6 +288,13 @@ void ps_module_free (PsModule *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsModule, ps_module_free)
 /* Deep copy; called computations and operands are remapped. transfer full. */
 PsModule *ps_module_clone (const PsModule *m);
+/* Appends an input_output_alias entry (indices copied). */
+void ps_module_add_alias (PsModule *m, int n_output_index, const int64_t *output_index,
+                          int64_t parameter, int n_param_index, const int64_t *param_index,
+                          gboolean must_alias);
+/* Copies src's input_output_alias entries onto dst (replacing dst's). */
+void ps_module_copy_aliases (PsModule *dst, const PsModule *src);
+void ps_module_clear_aliases (PsModule *m);
 
 PsComputation *ps_computation_new (PsModule *m, const char *name); /* appended */
 /* Removes and frees c (not the entry); nothing may call it any more. */
@@ -322,6 +343,9 @@ gboolean ps_instr_same_value (const PsInstr *a, const PsInstr *b);
 void ps_ints_set (PsInts *dst, int n, const int64_t *v);
 void ps_ints_clear (PsInts *dst);
 gboolean ps_ints_contains (const PsInts *a, int64_t v);
+gboolean ps_ints_equal (const PsInts *a, const PsInts *b);
+/* "{0,1}" ("{}" when empty). transfer full. */
+char *ps_ints_to_string (const PsInts *a);
 PsLiteral *ps_literal_new (PsElemType t, int64_t n);      /* zero-filled */
 PsLiteral *ps_literal_copy (const PsLiteral *l);
 void ps_literal_free (PsLiteral *l);

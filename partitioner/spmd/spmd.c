@@ -815,6 +815,9 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
   m.next_channel = 1;
   m.out = ps_module_new (sharded->name);
   m.out->num_partitions = num_devices;
+  /* Every device's program keeps the entry's parameters and results, so
+   * the donations stay the same. */
+  ps_module_copy_aliases (m.out, sharded);
   m.comp_map = g_hash_table_new (g_direct_hash, g_direct_equal);
   m.reducers = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   m.helper_comps = g_ptr_array_new ();
