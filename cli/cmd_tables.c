@@ -434,7 +434,7 @@ ps_cmd_tables (int argc, char **argv)
     "(K - 1) / (M + K - 1) and the simulated idle fraction.\n"
     "spatial: the 3D U-Net (Unet3d128) over 1, 2, 4, 8 and 16 spatial partitions of a\n"
     "128^3 image (speedup next to the GSPMD paper's 15.7x at 16) and a 256^3 image on\n"
-    "one core and over 32 partitions at batches 1 to 16 (FLOPS utilization relative\n"
+    "one core and over 32 partitions at batches 1 to 32 (FLOPS utilization relative\n"
     "to the 1-partition row, next to the paper's 2x).\n"
     "speech: the Conformer (ConformerL) from 8 to 2048 cores at 8 utterances per core\n"
     "(weak scaling) and at a global batch of 256 (strong scaling): throughput, FLOPS\n"

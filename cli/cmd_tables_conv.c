@@ -185,12 +185,12 @@ ps_tables_spatial (gboolean csv, gboolean markdown, const PsTablesOptions *o)
 {
   /* 128^3 at batch 1 over 1 to 16 partitions (each doubling splits the
    * next dim: D, then H, then W, then D again), and a 256^3 image on one
-   * core and 32-way (4 x 4 x 2) at batches 1 to 16. */
+   * core and 32-way (4 x 4 x 2) at batches 1 to 32. */
   static const SpatialRow rows[] = {
     { 128, 1, { 1, 1, 1 } }, { 128, 1, { 2, 1, 1 } }, { 128, 1, { 2, 2, 1 } }, { 128, 1, { 2, 2, 2 } },
     { 128, 1, { 4, 2, 2 } },
     { 256, 1, { 1, 1, 1 } }, { 256, 1, { 4, 4, 2 } }, { 256, 2, { 4, 4, 2 } }, { 256, 4, { 4, 4, 2 } },
-    { 256, 8, { 4, 4, 2 } }, { 256, 16, { 4, 4, 2 } },
+    { 256, 8, { 4, 4, 2 } }, { 256, 16, { 4, 4, 2 } }, { 256, 32, { 4, 4, 2 } },
   };
   enum { N = G_N_ELEMENTS (rows) };
   Run runs[N];
