@@ -9,6 +9,7 @@
 #include "common/checked.h"
 #include "common/error.h"
 #include "models/dense_lm.h"
+#include "models/pipeline.h"
 
 static const PsParamSpec specs[] = {
   { "model", "layers", PS_PARAM_INT, "2", "Transformer layers", 1, 1024, NULL, NULL, NULL },
@@ -132,14 +133,7 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
           ps_module_free (m);
           return NULL;
         }
-      int64_t n = ps_dense_lm_n_devices (&c);
-      info->mesh.rank = (guint) rank;
-      for (int i = 0; i < rank; i++)
-        info->mesh.dims[i] = dims[i];
-      info->mesh.order = PS_TRACE_ORDER_LIST;
-      info->mesh.devices = g_new (guint32, n);
-      for (int64_t i = 0; i < n; i++)
-        info->mesh.devices[i] = (guint32) ids[i];
+      ps_pipeline_trace_mesh (&info->mesh, rank, dims, ids);
     }
   else
     {

@@ -253,18 +253,7 @@ ps_dense_lm_program_mesh (const PsDenseLmConfig *c, int *rank, int64_t *dims, GE
   dims[0] = c->pipeline_stages;
   dims[1] = c->mesh[0];
   dims[2] = c->mesh[1];
-  int64_t n = ps_dense_lm_n_devices (c);
-  int64_t *ids = NULL;
-  if (c->physical[0] * c->physical[1] * c->physical[2] == n)
-    ids = ps_pipeline_mesh_devices (c->pipeline_stages, (int) c->physical[0], (int) c->physical[1],
-                                    (int) c->physical[2]);
-  if (!ids)
-    {
-      ids = g_new (int64_t, n);
-      for (int64_t i = 0; i < n; i++)
-        ids[i] = i;
-    }
-  return ids;
+  return ps_pipeline_program_devices (c->pipeline_stages, ps_dense_lm_n_devices (c), c->physical);
 }
 
 /* ---- the training step ------------------------------------------------------------ */
@@ -311,7 +300,8 @@ static PsInstr *
 head_loss (PsNet *net, PsInstr *x, PsInstr *final_ln, PsInstr *emb_head, PsInstr *labels)
 {
   PsInstr *h = ps_layer_norm (net, x, final_ln);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", h, emb_head), PS_F32);
+  const char *spec = x->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
   return ps_softmax_cross_entropy (net, logits, labels);
 }
 
@@ -372,35 +362,6 @@ fill_info (const PsDenseLmConfig *cfg, const PsNet *net, PsDenseLmInfo *info)
   info->model_flops = 6.0 * params * (double) (B * S)
                       + 12.0 * cfg->layers * (double) B * (double) S * (double) S
                         * (double) (cfg->heads * cfg->head_dim);
-}
-
-/* x [B, ...] as [M, B/M, ...] (microbatch u is rows u B/M .. (u+1) B/M - 1,
- * as ps_net_microbatch slices them), or back. */
-static PsInstr *
-split_batch (PsNet *net, PsInstr *x, int64_t m)
-{
-  const PsShape *s = x->shape;
-  int64_t dims[PS_NET_MAX_RANK];
-  dims[0] = m;
-  dims[1] = s->dims[0] / m;
-  memcpy (dims + 2, s->dims + 1, sizeof (int64_t) * (gsize) (s->rank - 1));
-  PsShape *r = ps_shape_new_array (s->etype, s->rank + 1, dims);
-  PsInstr *y = ps_ad_reshape (net->c, x, r);
-  ps_shape_free (r);
-  return y;
-}
-
-static PsInstr *
-merge_batch (PsNet *net, PsInstr *x)
-{
-  const PsShape *s = x->shape;
-  int64_t dims[PS_NET_MAX_RANK];
-  dims[0] = s->dims[0] * s->dims[1];
-  memcpy (dims + 1, s->dims + 2, sizeof (int64_t) * (gsize) (s->rank - 2));
-  PsShape *r = ps_shape_new_array (s->etype, s->rank - 1, dims);
-  PsInstr *y = ps_ad_reshape (net->c, x, r);
-  ps_shape_free (r);
-  return y;
 }
 
 /* The net's step: the optimizer update, or (outputs_gradients) the
@@ -472,41 +433,25 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
   ps_attention_context_causal (net, cfg->seq_len, cfg->rel_buckets, &ctx);
 
-  PsInstr *x0 = ps_embed (net, ids, ps_ad_convert (net->c, emb, PS_BF16));
-  /* Outside the loop the stage axis is free: the embedding, the head and
-   * the loss split the batch over it too ([K, B/K] annotated "pb"), when
-   * it divides. */
-  int K = cfg->pipeline_stages;
-  gboolean spread = cfg->global_batch % (K * cfg->mesh[0]) == 0;
-  if (spread)
-    {
-      PsInstr *x04 = split_batch (net, x0, K);
-      ps_net_annotate (net, x04, "pbsm");
-      x0 = merge_batch (net, x04);
-    }
-  PsInstr *inputs = split_batch (net, x0, cfg->microbatches);
-  ps_net_annotate (net, inputs, "ubsm");
+  /* The microbatches [M, B/M, S, M] from the start: embedding, head and
+   * loss split them over the stages (ps_pipeline_enter). */
+  const int M = cfg->microbatches;
+  PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
+  PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, cfg->vocab, PS_BF16),
+                               ps_ad_convert (net->c, emb, PS_BF16));
+  PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
   g_autoptr (PsPipelineRun) run = NULL;
   PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
   if (!outputs)
     return NULL;
-  PsInstr *top = merge_batch (net, outputs);
-  if (spread)
-    {
-      PsInstr *top4 = split_batch (net, top, K);
-      ps_net_annotate (net, top4, "pbsm");
-      top = merge_batch (net, top4);
-    }
-  else
-    ps_net_annotate (net, top, "bsm");
+  PsInstr *top = ps_pipeline_leave (net, &p, outputs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
-  PsInstr *loss = head_loss (net, top, final_ln, emb_head, labels);
+  PsInstr *loss = head_loss (net, top, final_ln, emb_head, labels_u);
   ps_net_add_loss (net, loss);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
-  if (!ps_net_vjp (net, loss, NULL, top, &gx, 2, head_w, error)
-      || !ps_pipeline_backward (net, g_steal_pointer (&run), split_batch (net, gx, cfg->microbatches),
-                                &gin, error)
-      || !ps_net_vjp (net, x0, merge_batch (net, gin), NULL, NULL, 1, &emb, error))
+  if (!ps_net_vjp (net, loss, NULL, outputs, &gx, 2, head_w, error)
+      || !ps_pipeline_backward (net, g_steal_pointer (&run), gx, NULL, &gin, error)
+      || !ps_net_vjp (net, inputs, gin, NULL, NULL, 1, &emb, error))
     return NULL;
   return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }

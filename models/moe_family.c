@@ -2,7 +2,9 @@
  * fields of PsMoeLmConfig), their defaults (the small model of
  * ps_moe_lm_config_small on v3-8) and the adaptor from parameters to the
  * builder. The mesh is not a parameter: GShard's model runs on a 1-D mesh
- * of every core of the slice (experts and groups split over all of them).
+ * of every core of the slice (experts and groups split over all of them),
+ * or pipelined (pipeline_stages K) on [K, cores / K], each stage as that
+ * on its cores.
  * Presets: models/presets/MoE*.ini (GShard Table 3) and GspmdMoE*.ini (the
  * GSPMD paper's expert-scaling series, doc/models.md). */
 #include "config.h"
@@ -13,6 +15,7 @@
 #include "models/family.h"
 #include "models/moe_lm.h"
 #include "models/moe_layer.h"
+#include "models/pipeline.h"
 
 static const PsParamSpec specs[] = {
   { "model", "layers", PS_PARAM_INT, "2", "Transformer layers", 1, 1024, NULL, NULL, NULL },
@@ -46,6 +49,9 @@ static const PsParamSpec specs[] = {
     NULL, NULL, "1|2|4|8" },
   { "parallelism", "remat", PS_PARAM_BOOL, "true",
     "Recompute each layer's forward in backward (keep only layer inputs)", 0, 0, NULL, NULL, "*" },
+  { "parallelism", "pipeline_stages", PS_PARAM_INT, "1",
+    "Pipeline the layers over K stages of cores/K cores each (GSPMD's vectorized stages; microbatches are "
+    "its microbatches; experts and groups over a stage's cores); 1: no pipeline", 1, 1024, NULL, NULL, NULL },
 };
 
 static void
@@ -73,6 +79,9 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
   c->microbatches = (int) ps_params_int (p, "microbatches");
   c->remat = ps_params_bool (p, "remat");
   c->cores = t ? t->n_cores : 8;
+  c->pipeline_stages = (int) ps_params_int (p, "pipeline_stages");
+  for (int i = 0; i < 3; i++)
+    c->physical[i] = t ? t->physical[i] : 0;
   c->params = p;
 }
 
@@ -111,6 +120,15 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
   info->params = mi.params;
   info->model_flops = mi.model_flops;
   info->items_per_step = (double) mi.tokens_per_step;
+  if (c.pipeline_stages > 1)
+    {
+      /* [stages, a stage's cores] in the order the model built it */
+      int rank;
+      int64_t dims[2];
+      g_autofree int64_t *ids = ps_moe_lm_program_mesh (&c, &rank, dims);
+      ps_pipeline_trace_mesh (&info->mesh, rank, dims, ids);
+      return m;
+    }
   info->mesh.rank = 1;
   info->mesh.dims[0] = c.cores;
   ps_trace_mesh_set_order (&info->mesh, "arange", t ? t->physical : NULL);
@@ -136,9 +154,20 @@ static char *
 describe_parallelism (const PsParams *p, const PsModelInfo *info)
 {
   PsMoeLmConfig c;
-  PsModelTarget t = { (int) info->mesh.dims[0], { 0 } };
+  int64_t cores = 1;
+  for (guint i = 0; i < info->mesh.rank; i++)
+    cores *= info->mesh.dims[i];
+  PsModelTarget t = { (int) cores, { 0 } };
   config_from (p, &t, &c);
   int64_t mb = c.microbatches;
+  if (c.pipeline_stages > 1)
+    return g_strdup_printf ("%d-stage pipeline of %" G_GINT64_FORMAT " cores each: experts and %" G_GINT64_FORMAT
+                            " groups of %" G_GINT64_FORMAT " tokens (capacity %" G_GINT64_FORMAT ") over a "
+                            "stage's cores, dense layers data parallel, slice %s; %s, remat %s, %" G_GINT64_FORMAT
+                            " microbatch%s", c.pipeline_stages, c.cores / c.pipeline_stages, ps_moe_lm_groups (&c),
+                            c.global_batch / mb * c.seq_len / ps_moe_lm_groups (&c), ps_moe_lm_capacity (&c),
+                            ps_params_str (p, "slice"), ps_params_str (p, "optimizer"), c.remat ? "on" : "off", mb,
+                            mb == 1 ? "" : "es");
   return g_strdup_printf ("experts and %" G_GINT64_FORMAT " groups of %" G_GINT64_FORMAT " tokens (capacity %"
                           G_GINT64_FORMAT ") over %" G_GINT64_FORMAT " cores, dense layers data parallel, slice %s; "
                           "%s, remat %s, %" G_GINT64_FORMAT " microbatch%s",

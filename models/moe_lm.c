@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "models/layers.h"
 #include "models/moe_layer.h"
+#include "models/pipeline.h"
 #include "partitioner/builder/autodiff.h"
 
 void
@@ -39,7 +40,7 @@ ps_moe_lm_config_small (PsMoeLmConfig *out)
 int64_t
 ps_moe_lm_groups (const PsMoeLmConfig *c)
 {
-  return c->groups > 0 ? c->groups : c->cores;
+  return c->groups > 0 ? c->groups : c->cores / MAX (c->pipeline_stages, 1);
 }
 
 int64_t
@@ -98,10 +99,23 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
   if (c->global_batch % c->microbatches != 0)
     return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %d", batch, c->global_batch, mbs,
                  c->microbatches);
-  int64_t mb = c->global_batch / c->microbatches, tokens = mb * c->seq_len;
-  if (mb % c->cores != 0)
+  int K = MAX (c->pipeline_stages, 1);
+  if (K > 1)
+    {
+      const char *stages = label (c, "pipeline_stages", "--pipeline-stages");
+      const char *layers = label (c, "layers", "--layers"), *every = label (c, "moe_every", "--moe-every");
+      if (K > c->layers || c->layers % K != 0)
+        return fail (error, "%s = %d is not divisible by %s (%d)", layers, c->layers, stages, K);
+      if (c->layers / K % c->moe_every != 0)
+        return fail (error, "%s %d: a stage's %d layers are not a whole number of %s = %d (every stage "
+                     "must run the same layers)", stages, K, c->layers / K, every, c->moe_every);
+      if (c->cores % K != 0)
+        return fail (error, "the %" G_GINT64_FORMAT " cores are not divisible by %s (%d)", c->cores, stages, K);
+    }
+  int64_t mb = c->global_batch / c->microbatches, tokens = mb * c->seq_len, stage_cores = c->cores / K;
+  if (mb % stage_cores != 0)
     return fail (error, "the microbatch (%" G_GINT64_FORMAT " sequences) is not divisible by the %"
-                 G_GINT64_FORMAT " cores (data parallel)", mb, c->cores);
+                 G_GINT64_FORMAT " cores%s (data parallel)", mb, stage_cores, K > 1 ? " of a pipeline stage" : "");
   int64_t G = ps_moe_lm_groups (c);
   if (tokens % G != 0)
     return fail (error, "%s %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
@@ -118,6 +132,7 @@ typedef struct {
   const PsAttentionContext *ctx;
   PsAttention attention;
   gboolean moe;
+  int axis;                  /* the mesh axis of the MoE block's group and expert splits */
   PsFfn ffn;                 /* dense layers */
   PsInstr *ln, *wg, *wi, *wo; /* MoE layers */
 } MoeLmLayer;
@@ -134,7 +149,7 @@ moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
   PsInstr *wg = ps_build_convert (b, L->wg, net->act);
   PsInstr *wi = ps_build_convert (b, L->wi, net->act);
   PsInstr *wo = ps_build_convert (b, L->wo, net->act);
-  PsMoeConfig mc = { cfg->experts, ps_moe_lm_capacity (cfg), cfg->top_k, 0 };
+  PsMoeConfig mc = { cfg->experts, ps_moe_lm_capacity (cfg), cfg->top_k, L->axis };
   PsInstr *aux = NULL;
   PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), wg, wi, wo, &aux);
   y = ps_build_reshape (b, y, 3, bsm);
@@ -162,12 +177,36 @@ moe_lm_layer (PsNet *net, gconstpointer layer, PsInstr *x)
   return moe_ffn (net, L, x1);
 }
 
-static void
-layer_weights (PsNet *net, const PsMoeLmConfig *c, int l, const PsAttentionContext *ctx, MoeLmLayer *out)
+static PsInstr *
+rebound (GHashTable *map, PsInstr *x)
 {
-  g_autofree char *prefix = g_strdup_printf ("layer%d", l);
+  PsInstr *y = x ? g_hash_table_lookup (map, x) : NULL;
+  return y ? y : x;
+}
+
+/* The layer's PsLayerRebindFn (a pipeline stage runs it on its rows of
+ * the stacked weights). */
+static gpointer
+moe_lm_layer_rebind (gconstpointer layer, GHashTable *map)
+{
+  MoeLmLayer *r = g_memdup2 (layer, sizeof *r);
+  PsInstr **f[] = { &r->attention.ln, &r->attention.wq, &r->attention.wk, &r->attention.wv, &r->attention.wo,
+                    &r->attention.rel_bias, &r->ffn.ln, &r->ffn.w1, &r->ffn.w1_gate, &r->ffn.w2,
+                    &r->ln, &r->wg, &r->wi, &r->wo };
+  for (gsize i = 0; i < G_N_ELEMENTS (f); i++)
+    *f[i] = rebound (map, *f[i]);
+  return r;
+}
+
+/* Layer l's weights "<prefix>.*" (l decides whether it is an MoE layer);
+ * the MoE block splits groups and experts over mesh axis `axis`. */
+static void
+layer_weights (PsNet *net, const PsMoeLmConfig *c, int l, const char *prefix, int axis,
+               const PsAttentionContext *ctx, MoeLmLayer *out)
+{
   out->cfg = c;
   out->ctx = ctx;
+  out->axis = axis;
   out->moe = l % c->moe_every == c->moe_every - 1;
   ps_attention_weights (net, prefix, c->model_dim, c->heads, c->head_dim, c->rel_buckets, &out->attention);
   if (!out->moe)
@@ -188,6 +227,17 @@ layer_weights (PsNet *net, const PsMoeLmConfig *c, int l, const PsAttentionConte
   out->wo = ps_net_weight (net, wo, "ehm", 3, ehm);
 }
 
+/* The head: final layer norm, logits against the tied embedding (f32),
+ * softmax cross-entropy. */
+static PsInstr *
+head_loss (PsNet *net, PsInstr *top, PsInstr *final_ln, PsInstr *emb_head, PsInstr *labels)
+{
+  PsInstr *h = ps_layer_norm (net, top, final_ln);
+  const char *spec = top->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
+  return ps_softmax_cross_entropy (net, logits, labels);
+}
+
 /* Forward and backward of microbatch u: the head's loss plus the MoE
  * layers' weighted load-balancing terms. */
 static gboolean
@@ -201,9 +251,7 @@ microbatch (PsNet *net, const PsMoeLmConfig *c, int u, PsInstr *emb, const PsLay
   g_autofree PsInstr **auxs = g_new0 (PsInstr *, c->layers);
   PsInstr *top = ps_layer_stack_forward_aux (net, c->layers, layers, x0, xs, auxs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, net->act);
-  PsInstr *h = ps_layer_norm (net, top, final_ln);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", h, emb_head), PS_F32);
-  PsInstr *ce = ps_softmax_cross_entropy (net, logits, mlabels), *loss = ce;
+  PsInstr *ce = head_loss (net, top, final_ln, emb_head, mlabels), *loss = ce;
   for (int l = 0; l < c->layers; l++)
     if (auxs[l])
       loss = ps_ad_binary (net->c, PS_OP_ADD, loss, auxs[l]);
@@ -218,45 +266,20 @@ microbatch (PsNet *net, const PsMoeLmConfig *c, int u, PsInstr *emb, const PsLay
          && ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, error);
 }
 
-PsModule *
-ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
+int64_t *
+ps_moe_lm_program_mesh (const PsMoeLmConfig *c, int *rank, int64_t *dims)
 {
-  if (!ps_moe_lm_check (c, error))
-    return NULL;
-  g_autofree int64_t *devices = g_new (int64_t, c->cores);
-  for (int64_t i = 0; i < c->cores; i++)
-    devices[i] = i;
-  /* Data parallel over every core; expert weights split on E. */
-  PsShardingPlan plan;
-  ps_sharding_plan_init (&plan);
-  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
-  ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 0);
-  g_autofree char *mname = g_strdup_printf ("moe_lm_%s", c->name);
-  int64_t mesh[1] = { c->cores };
-  g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 1, mesh, devices, &plan);
-  net->act = c->f32_activations ? PS_F32 : PS_BF16;
+  int K = MAX (c->pipeline_stages, 1);
+  *rank = K > 1 ? 2 : 1;
+  dims[0] = K > 1 ? K : c->cores;
+  dims[1] = c->cores / K;
+  return ps_pipeline_program_devices (K, c->cores, K > 1 ? c->physical : NULL);
+}
 
-  PsAttentionContext ctx;
-  PsInstr *emb = ps_embedding_weight (net, "embedding", c->vocab, c->model_dim);
-  g_autofree MoeLmLayer *ml = g_new0 (MoeLmLayer, c->layers);
-  g_autofree PsLayer *layers = g_new0 (PsLayer, c->layers);
-  for (int l = 0; l < c->layers; l++)
-    {
-      int first = ps_net_n_weights (net);
-      layer_weights (net, c, l, &ctx, &ml[l]);
-      layers[l] = ps_layer (net, moe_lm_layer, &ml[l], first);
-    }
-  PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", c->model_dim);
-  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
-  int64_t bs[2] = { c->global_batch, c->seq_len };
-  PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
-  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
-  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
-  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
-  ps_attention_context_causal (net, c->seq_len, c->rel_buckets, &ctx);
-  for (int u = 0; u < c->microbatches; u++)
-    if (!microbatch (net, c, u, emb, layers, final_ln, ids, labels, error))
-      return NULL;
+/* The step's outputs (the optimizer update, or the gradients), info. Takes net. */
+static PsModule *
+finish_step (const PsMoeLmConfig *c, PsNet *net, PsMoeLmInfo *info, PsInstr *lr, PsInstr *decay)
+{
   if (info)
     {
       memset (info, 0, sizeof *info);
@@ -277,8 +300,127 @@ ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
                           + 12.0 * c->layers * (double) c->global_batch * (double) c->seq_len
                             * (double) c->seq_len * (double) (c->heads * c->head_dim);
     }
-  PsModule *m = ps_net_finish (g_steal_pointer (&net), lr, decay);
+  PsModule *m = c->outputs_gradients ? ps_net_finish_gradients (net) : ps_net_finish (net, lr, decay);
   if (info)
     info->n_instructions = m->entry->instrs->len;
   return m;
+}
+
+/* The layers as a GSPMD pipeline (models/pipeline.h) on the mesh
+ * [K, cores / K]: the stage letter p on axis 0; within a stage, as without
+ * a pipeline on its cores (axis 1): activations split on the batch, expert
+ * weights on E, the MoE block's groups and experts. Layer j of every stage
+ * has its own weights [K, ...] ("stages.layer1.moe_wi"); a stage's L/K
+ * layers repeat the MoE pattern, so every stage runs the same function.
+ * The whole batch is embedded and cut into the microbatches
+ * [M, B/M, S, M]; the loss is the head's on the whole batch plus the
+ * layers' load-balancing terms summed by the pipeline over the stages and
+ * the microbatches it ran, divided by M: the same mean over microbatches
+ * as without a pipeline. */
+static PsModule *
+build_pipelined (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
+{
+  int rank;
+  int64_t dims[2];
+  g_autofree int64_t *devices = ps_moe_lm_program_mesh (c, &rank, dims);
+  PsShardingPlan plan;
+  ps_sharding_plan_init (&plan);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 1);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "p", 0);
+  ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 1);
+  g_autofree char *mname = g_strdup_printf ("moe_lm_%s", c->name);
+  g_autoptr (PsNet) net = ps_net_new (mname, "train_step", rank, dims, devices, &plan);
+  net->act = c->f32_activations ? PS_F32 : PS_BF16;
+
+  const int K = c->pipeline_stages, M = c->microbatches;
+  PsPipeline p = { K, M, c->layers / K, 0, 'p', "bsm", c->remat, TRUE };
+  PsAttentionContext ctx;
+  PsInstr *emb = ps_embedding_weight (net, "embedding", c->vocab, c->model_dim);
+  g_autofree MoeLmLayer *ml = g_new0 (MoeLmLayer, p.layers_per_stage);
+  g_autofree PsLayer *layers = g_new0 (PsLayer, p.layers_per_stage);
+  ps_pipeline_stack_weights (net, &p);
+  for (int j = 0; j < p.layers_per_stage; j++)
+    {
+      g_autofree char *prefix = g_strdup_printf ("stages.layer%d", j);
+      int first = ps_net_n_weights (net);
+      layer_weights (net, c, j, prefix, 1, &ctx, &ml[j]);
+      layers[j] = ps_layer (net, moe_lm_layer, &ml[j], first);
+      layers[j].rebind = moe_lm_layer_rebind;
+    }
+  ps_net_stack_weights (net, 0);
+  PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", c->model_dim);
+  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
+  int64_t bs[2] = { c->global_batch, c->seq_len };
+  PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
+  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
+  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  ps_attention_context_causal (net, c->seq_len, c->rel_buckets, &ctx);
+
+  /* The microbatches [M, B/M, S, M] from the start: embedding, head and
+   * loss split them over the stages (ps_pipeline_enter). */
+  PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
+  PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, c->vocab, net->act),
+                               ps_ad_convert (net->c, emb, net->act));
+  PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
+  g_autoptr (PsPipelineRun) run = NULL;
+  PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
+  if (!outputs)
+    return NULL;
+  PsInstr *top = ps_pipeline_leave (net, &p, outputs);
+  PsInstr *emb_head = ps_net_weight_view (net, emb, net->act);
+  PsInstr *ce = head_loss (net, top, final_ln, emb_head, labels_u);
+  PsInstr *per_mb = ps_ad_scalar (net->c, PS_F32, 1.0 / M);
+  ps_net_add_loss (net, ps_ad_binary (net->c, PS_OP_ADD, ce,
+                                      ps_ad_binary (net->c, PS_OP_MULTIPLY, ps_pipeline_aux_loss (run), per_mb)));
+  PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
+  if (!ps_net_vjp (net, ce, NULL, outputs, &gx, 2, head_w, error)
+      || !ps_pipeline_backward (net, g_steal_pointer (&run), gx, per_mb, &gin, error)
+      || !ps_net_vjp (net, inputs, gin, NULL, NULL, 1, &emb, error))
+    return NULL;
+  return finish_step (c, g_steal_pointer (&net), info, lr, decay);
+}
+
+PsModule *
+ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
+{
+  if (!ps_moe_lm_check (c, error))
+    return NULL;
+  if (c->pipeline_stages > 1)
+    return build_pipelined (c, info, error);
+  int rank;
+  int64_t dims[2];
+  g_autofree int64_t *devices = ps_moe_lm_program_mesh (c, &rank, dims);
+  /* Data parallel over every core; expert weights split on E. */
+  PsShardingPlan plan;
+  ps_sharding_plan_init (&plan);
+  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
+  ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 0);
+  g_autofree char *mname = g_strdup_printf ("moe_lm_%s", c->name);
+  g_autoptr (PsNet) net = ps_net_new (mname, "train_step", rank, dims, devices, &plan);
+  net->act = c->f32_activations ? PS_F32 : PS_BF16;
+
+  PsAttentionContext ctx;
+  PsInstr *emb = ps_embedding_weight (net, "embedding", c->vocab, c->model_dim);
+  g_autofree MoeLmLayer *ml = g_new0 (MoeLmLayer, c->layers);
+  g_autofree PsLayer *layers = g_new0 (PsLayer, c->layers);
+  for (int l = 0; l < c->layers; l++)
+    {
+      g_autofree char *prefix = g_strdup_printf ("layer%d", l);
+      int first = ps_net_n_weights (net);
+      layer_weights (net, c, l, prefix, 0, &ctx, &ml[l]);
+      layers[l] = ps_layer (net, moe_lm_layer, &ml[l], first);
+    }
+  PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", c->model_dim);
+  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
+  int64_t bs[2] = { c->global_batch, c->seq_len };
+  PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
+  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
+  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  ps_attention_context_causal (net, c->seq_len, c->rel_buckets, &ctx);
+  for (int u = 0; u < c->microbatches; u++)
+    if (!microbatch (net, c, u, emb, layers, final_ln, ids, labels, error))
+      return NULL;
+  return finish_step (c, g_steal_pointer (&net), info, lr, decay);
 }

@@ -15,7 +15,8 @@
  * Sharding, on a 1-D mesh of every core: activations split on the batch
  * (data parallel, GShard's "replicate the attention and dense layers"),
  * dense weights replicated, expert weights split on E, the MoE block's
- * group and expert splits inside it.
+ * group and expert splits inside it. Pipelined (pipeline_stages), the
+ * same within each stage's cores (models/pipeline.h, doc/models.md).
  *
  * Ownership: the module returned is transfer full; configs are plain
  * values whose strings are static or the caller's.
@@ -51,8 +52,20 @@ typedef struct {
   gboolean f32_activations;  /* GShard trained with f32 activations; else bf16 */
   PsOptimizerKind optimizer;
   gboolean remat;
-  int microbatches;
+  int microbatches;          /* gradient accumulation steps; with a
+                              * pipeline, its microbatches */
   int64_t cores;             /* devices of the 1-D mesh (= the slice's cores) */
+  int pipeline_stages;       /* > 1: the layers as a GSPMD pipeline of that
+                              * many stages (models/pipeline.h) on the mesh
+                              * [stages, cores / stages]: each stage's
+                              * layers data parallel and its experts and
+                              * groups over the stage's cores */
+  int64_t physical[3];       /* chips x, chips y, cores per chip of the
+                              * slice (0: unknown): where the pipeline puts
+                              * its stages (ps_pipeline_mesh_devices) */
+  gboolean outputs_gradients;/* the step returns the loss and every weight's
+                              * gradient instead of the optimizer's update
+                              * (tests compare forms of the model) */
   /* Where the values came from, for error messages (ps_params_where);
    * NULL: errors name the options. */
   const PsParams *params;
@@ -66,7 +79,8 @@ void ps_moe_lm_config_small (PsMoeLmConfig *out);
  * naming the option, or where cfg->params says the value came from. */
 gboolean ps_moe_lm_check (const PsMoeLmConfig *cfg, GError **error);
 
-/* Groups and capacity the config resolves to. */
+/* Groups and capacity the config resolves to (groups: one per core of a
+ * pipeline stage by default). */
 int64_t ps_moe_lm_groups (const PsMoeLmConfig *cfg);
 int64_t ps_moe_lm_capacity (const PsMoeLmConfig *cfg);
 
@@ -78,6 +92,11 @@ typedef struct {
   double model_flops;        /* 6 x active params x tokens + attention */
   int64_t tokens_per_step;
 } PsMoeLmInfo;
+
+/* The program's device mesh: [cores] in arange order, or with a pipeline
+ * [stages, cores / stages] placed by ps_pipeline_program_devices. Fills
+ * rank and dims (at most 2); transfer full. */
+int64_t *ps_moe_lm_program_mesh (const PsMoeLmConfig *cfg, int *rank, int64_t *dims);
 
 /* Builds the training step. transfer full. */
 PsModule *ps_moe_lm_build (const PsMoeLmConfig *cfg, PsMoeLmInfo *info, GError **error);

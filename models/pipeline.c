@@ -16,6 +16,7 @@ struct PsPipelineRun {
   PsInstr **weights;       /* they, in the loop's order */
   PsScan *scan;
   PsInstr *out;           /* the outputs: the last stage's row */
+  PsInstr *aux;           /* the aux terms' sum (aux_loss), else NULL */
 };
 
 void
@@ -104,9 +105,11 @@ stage_sharding (const PsSharding *s, int rank, gpointer user)
 
 /* One stage's layers, written for one stage in a scratch computation and
  * vectorized over the stages into c: stage_in [K, microbatch...] and the
- * layers' weights [K, ...] (consts of the loop), in order. */
+ * layers' weights [K, ...] (consts of the loop), in order. With aux_loss,
+ * *aux gets each stage's sum of its layers' aux terms [K]. */
 static PsInstr *
-run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, GError **error)
+run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, PsInstr **aux,
+            GError **error)
 {
   PsNet *net = b->net;
   const PsPipeline *p = b->p;
@@ -121,7 +124,7 @@ run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, GEr
   g_hash_table_add (batched, x);
   PsComputation *outer = net->c;
   net->c = st;
-  PsInstr *y = x;
+  PsInstr *y = x, *aux_sum = NULL;
   int wi = 0;
   for (int j = 0; j < p->layers_per_stage; j++)
     {
@@ -142,14 +145,47 @@ run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, GEr
         }
       g_autofree gpointer lw = l->rebind (l->weights, map);
       y = l->forward (net, lw, y);
-      g_assert (ps_net_take_layer_aux (net) == NULL);
+      PsInstr *a = ps_net_take_layer_aux (net);
+      g_assert (a == NULL || p->aux_loss);
+      if (a)
+        aux_sum = aux_sum ? ps_ad_binary (st, PS_OP_ADD, aux_sum, a) : a;
     }
+  if (p->aux_loss && !aux_sum)
+    aux_sum = ps_ad_scalar (st, PS_F32, 0.0);
   net->c = outer;
   PsVmapOptions vo = { p->stages, stage_sharding, b };
-  PsInstr *out = NULL;
-  gboolean ok = ps_vmap (c, st, 1, &y, inputs, batched, &vo, &out, error);
+  PsInstr *roots[2] = { y, aux_sum }, *out[2] = { NULL, NULL };
+  gboolean ok = ps_vmap (c, st, p->aux_loss ? 2 : 1, roots, inputs, batched, &vo, out, error);
   ps_module_remove_computation (net->m, st);
-  return ok ? out : NULL;
+  if (aux)
+    *aux = out[1];
+  return ok ? out[0] : NULL;
+}
+
+/* compare (a, b) elementwise: pred of a's shape. */
+static PsInstr *
+compare (PsComputation *c, PsCompareDir dir, PsInstr *a, PsInstr *b)
+{
+  PsInstr *ops[2] = { a, b };
+  PsInstr *r = ps_computation_add_instr (c, PS_OP_COMPARE, NULL,
+                                         ps_shape_new_array (PS_PRED, a->shape->rank, a->shape->dims), 2, ops);
+  r->comparison = dir;
+  return r;
+}
+
+/* 1 where stage k holds a microbatch in iteration i (k <= i < k + M),
+ * else 0: f32 [K]. */
+static PsInstr *
+stage_busy (PsComputation *c, PsInstr *i, int64_t K, int64_t M)
+{
+  PsShape *ks = ps_shape_new_array (PS_S32, 1, &K);
+  PsInstr *k = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ks, 0, NULL);
+  k->iota_dimension = 0;
+  PsInstr *ib = ps_ad_broadcast (c, i, k->shape, 0, NULL);
+  PsInstr *started = ps_ad_convert (c, compare (c, PS_CMP_LE, k, ib), PS_F32);
+  PsInstr *last = ps_ad_binary (c, PS_OP_ADD, k, ps_ad_full (c, k->shape, (double) M));
+  PsInstr *left = ps_ad_convert (c, compare (c, PS_CMP_LT, ib, last), PS_F32);
+  return ps_ad_binary (c, PS_OP_MULTIPLY, started, left);
 }
 
 /* One iteration: shift in the next microbatch, run every stage, keep the
@@ -173,11 +209,7 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
   PsInstr *iota = ps_computation_add_instr (c, PS_OP_IOTA, NULL,
                                             ps_shape_new_array (PS_S32, ss->rank, ss->dims), 0, NULL);
   iota->iota_dimension = 0;
-  PsInstr *zero = ps_ad_full (c, iota->shape, 0.0);
-  PsInstr *cmp[2] = { iota, zero };
-  PsInstr *first = ps_computation_add_instr (c, PS_OP_COMPARE, NULL,
-                                             ps_shape_new_array (PS_PRED, ss->rank, ss->dims), 2, cmp);
-  first->comparison = PS_CMP_EQ;
+  PsInstr *first = compare (c, PS_CMP_EQ, iota, ps_ad_full (c, iota->shape, 0.0));
   int64_t bd[PS_NET_MAX_RANK];
   for (int d = 0; d < x_in->shape->rank; d++)
     bd[d] = d + 1;
@@ -186,9 +218,18 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
   PsInstr *stage_in = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (ss), 3, sel);
   ps_net_annotate (net, stage_in, letters);
 
-  PsInstr *stage_out = run_stages (b, c, stage_in, a->consts, error);
+  PsInstr *aux = NULL;
+  PsInstr *stage_out = run_stages (b, c, stage_in, a->consts, &aux, error);
   if (!stage_out)
     return FALSE;
+  if (p->aux_loss)
+    {
+      /* the bubble's stages computed on no microbatch: their terms drop */
+      static const int64_t d0 = 0;
+      PsInstr *busy = stage_busy (c, a->index, K, p->microbatches);
+      PsInstr *sum = ps_ad_reduce_sum (c, ps_ad_binary (c, PS_OP_MULTIPLY, aux, busy), 1, &d0);
+      carry_out[2] = ps_ad_binary (c, PS_OP_ADD, a->carry[2], sum);
+    }
   ps_net_annotate (net, stage_out, letters);
 
   /* The last stage finished microbatch i - K + 1 (nothing yet before
@@ -239,7 +280,8 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
   od[0] = p->stages;
   memcpy (od + 1, is->dims, sizeof (int64_t) * (gsize) is->rank);
   PsShape *os = ps_shape_new_array (is->etype, is->rank + 1, od);
-  PsInstr *carry[2] = { ps_ad_full (net->c, ss, 0.0), ps_ad_full (net->c, os, 0.0) };
+  PsInstr *carry[3] = { ps_ad_full (net->c, ss, 0.0), ps_ad_full (net->c, os, 0.0),
+                        p->aux_loss ? ps_ad_scalar (net->c, PS_F32, 0.0) : NULL };
   ps_shape_free (ss);
   ps_shape_free (os);
   g_autofree char *letters = g_strdup_printf ("%c%s", p->stage_letter, p->act_letters);
@@ -267,7 +309,7 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
         grad[k - 1] = TRUE;
       }
   Body b = { net, p, layers };
-  PsScanSpec spec = { .name = "pipeline", .length = T, .n_carry = 2, .carry = carry,
+  PsScanSpec spec = { .name = "pipeline", .length = T, .n_carry = p->aux_loss ? 3 : 2, .carry = carry,
                       .n_xs = 1, .xs = &xs, .n_consts = n, .consts = consts,
                       .body = pipeline_body, .user = &b, .differentiable = TRUE,
                       .remat = p->remat, .consts_grad = grad, .consts_grad_f32 = TRUE };
@@ -280,6 +322,7 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
   (*run)->microbatches = p->microbatches;
   (*run)->weights = g_steal_pointer (&weights);
   (*run)->scan = s;
+  (*run)->aux = p->aux_loss ? ps_scan_carry_out (s, 2) : NULL;
   /* the last stage's row: its outputs for the microbatches in order */
   PsInstr *out = row (net->c, ps_scan_carry_out (s, 1), p->stages - 1);
   g_autofree char *ul = g_strdup_printf ("u%s", p->act_letters);
@@ -288,11 +331,19 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
   return out;
 }
 
+PsInstr *
+ps_pipeline_aux_loss (const PsPipelineRun *run)
+{
+  g_return_val_if_fail (run != NULL, NULL);
+  return run->aux;
+}
+
 gboolean
-ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs, PsInstr **d_inputs,
-                      GError **error)
+ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs, PsInstr *d_aux,
+                      PsInstr **d_inputs, GError **error)
 {
   g_return_val_if_fail (run != NULL && run->net == net, FALSE);
+  g_return_val_if_fail ((d_aux != NULL) == (run->aux != NULL), FALSE);
   /* the gradient reaching the outputs buffer through its last row */
   PsInstr *buf = ps_scan_carry_out (run->scan, 1);
   GPtrArray *gb = ps_autodiff_vjp (net->c, run->out, d_outputs, 1, &buf, error);
@@ -301,7 +352,7 @@ ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs, PsInst
       ps_pipeline_run_free (run);
       return FALSE;
     }
-  PsInstr *dcarry[2] = { NULL, gb->pdata[0] };
+  PsInstr *dcarry[3] = { NULL, gb->pdata[0], d_aux };
   g_ptr_array_free (gb, TRUE);
   g_autofree PsInstr **dconsts = g_new0 (PsInstr *, run->n_weights + 1);
   PsInstr *dxs = NULL;
@@ -368,4 +419,90 @@ ps_pipeline_mesh_devices (int stages, int chips_x, int chips_y, int cores)
         ids[k * rest + j] = ((int64_t) x * chips_y + y) * cores + c;
       }
   return ids;
+}
+
+int64_t *
+ps_pipeline_program_devices (int stages, int64_t n, const int64_t *physical)
+{
+  int64_t *ids = NULL;
+  if (physical && physical[0] * physical[1] * physical[2] == n)
+    ids = ps_pipeline_mesh_devices (stages, (int) physical[0], (int) physical[1], (int) physical[2]);
+  if (!ids)
+    {
+      ids = g_new (int64_t, n);
+      for (int64_t i = 0; i < n; i++)
+        ids[i] = i;
+    }
+  return ids;
+}
+
+void
+ps_pipeline_trace_mesh (PsTraceMesh *mesh, int rank, const int64_t *dims, const int64_t *ids)
+{
+  int64_t n = 1;
+  mesh->rank = (guint) rank;
+  for (int i = 0; i < rank; i++)
+    {
+      mesh->dims[i] = dims[i];
+      n *= dims[i];
+    }
+  mesh->order = PS_TRACE_ORDER_LIST;
+  mesh->devices = g_new (guint32, n);
+  for (int64_t i = 0; i < n; i++)
+    mesh->devices[i] = (guint32) ids[i];
+}
+
+/* The outer layout's letters for x [M, microbatch...] (see pipeline.h):
+ * the stage letter on the microbatch dim when K divides M, else on the
+ * sequence dim ('s' of act_letters) when K divides it, else none (the
+ * microbatch dim 'u' replicated). transfer full. */
+static char *
+outer_letters (const PsPipeline *p, const PsInstr *x)
+{
+  char *l = g_strdup_printf ("u%s", p->act_letters);
+  const char *s = strchr (p->act_letters, 's');
+  if (x->shape->dims[0] % p->stages == 0)
+    l[0] = p->stage_letter;
+  else if (s && x->shape->dims[1 + (s - p->act_letters)] % p->stages == 0)
+    l[1 + (s - p->act_letters)] = p->stage_letter;
+  return l;
+}
+
+/* x's copy annotated `letters`: the same value in another layout. */
+static PsInstr *
+relayout (PsNet *net, PsInstr *x, const char *letters)
+{
+  PsInstr *y = ps_ad_unary (net->c, PS_OP_COPY, x);
+  ps_net_annotate (net, y, letters);
+  return y;
+}
+
+PsInstr *
+ps_pipeline_enter (PsNet *net, const PsPipeline *p, PsInstr *x)
+{
+  g_autofree char *outer = outer_letters (p, x);
+  g_autofree char *loop = g_strdup_printf ("u%s", p->act_letters);
+  ps_net_annotate (net, x, outer);
+  return strcmp (outer, loop) == 0 ? x : relayout (net, x, loop);
+}
+
+PsInstr *
+ps_pipeline_leave (PsNet *net, const PsPipeline *p, PsInstr *outputs)
+{
+  g_autofree char *outer = outer_letters (p, outputs);
+  return outer[0] == 'u' && !strchr (outer, p->stage_letter) ? outputs : relayout (net, outputs, outer);
+}
+
+PsInstr *
+ps_pipeline_split_batch (PsNet *net, PsInstr *x, int64_t m)
+{
+  const PsShape *s = x->shape;
+  int64_t dims[PS_NET_MAX_RANK];
+  dims[0] = m;
+  dims[1] = s->dims[0] / m;
+  memcpy (dims + 2, s->dims + 1, sizeof (int64_t) * (gsize) (s->rank - 1));
+  PsShape *r = ps_shape_new_array (s->etype, s->rank + 1, dims);
+  PsInstr *y = ps_ad_reshape (net->c, x, r);
+  ps_shape_free (r);
+  return y;
 }

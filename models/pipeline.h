@@ -33,6 +33,7 @@
 
 #include "models/layers.h"
 #include "models/net.h"
+#include "traces/trace.h"
 
 G_BEGIN_DECLS
 
@@ -44,6 +45,11 @@ typedef struct {
   char stage_letter;      /* the plan letter of the stage dim (mapped to stage_axis) */
   const char *act_letters;/* the layer's activation letters, e.g. "bsm" */
   gboolean remat;
+  /* The layers report auxiliary loss terms (ps_net_layer_aux_loss: an MoE
+   * layer's load balancing): each stage's terms are summed over the
+   * iterations where the stage holds a microbatch (not the bubble's) into
+   * ps_pipeline_aux_loss. FALSE: a layer reporting one is a bug. */
+  gboolean aux_loss;
 } PsPipeline;
 
 typedef struct PsPipelineRun PsPipelineRun;
@@ -61,10 +67,14 @@ void ps_pipeline_stack_weights (PsNet *net, const PsPipeline *p);
  * the outputs [M, microbatch...]; *run keeps what the backward needs. */
 PsInstr *ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers,
                               PsInstr *inputs, PsPipelineRun **run, GError **error);
-/* The backward loop: d_outputs is the gradient of the outputs; the stage
- * weights' gradients are accumulated in the net and *d_inputs gets the
- * inputs' gradient. Frees run. */
-gboolean ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs,
+/* With p->aux_loss: the sum of every layer's auxiliary term over the
+ * stages and microbatches (f32 []); NULL otherwise. transfer none. */
+PsInstr *ps_pipeline_aux_loss (const PsPipelineRun *run);
+/* The backward loop: d_outputs is the gradient of the outputs, d_aux (an
+ * f32 scalar; NULL without aux_loss) the loss's weight of the aux sum; the
+ * stage weights' gradients are accumulated in the net and *d_inputs gets
+ * the inputs' gradient. Frees run. */
+gboolean ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs, PsInstr *d_aux,
                                PsInstr **d_inputs, GError **error);
 void ps_pipeline_run_free (PsPipelineRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPipelineRun, ps_pipeline_run_free)
@@ -78,6 +88,28 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPipelineRun, ps_pipeline_run_free)
  * chip's cores in turn), so a shift is one hop or less when a stage fits
  * on one chip. K must divide the device count. transfer full. */
 int64_t *ps_pipeline_mesh_devices (int stages, int chips_x, int chips_y, int cores);
+/* The devices of a pipelined program of n devices ([stages, rest...]):
+ * ps_pipeline_mesh_devices when `physical` (chips x, chips y, cores per
+ * chip; may be NULL) has n cores, else 0 .. n - 1. transfer full. */
+int64_t *ps_pipeline_program_devices (int stages, int64_t n, const int64_t *physical);
+/* A model's trace mesh (models/family.h PsModelInfo.mesh) for such a
+ * program: rank dims and the device list ids. */
+void ps_pipeline_trace_mesh (PsTraceMesh *mesh, int rank, const int64_t *dims, const int64_t *ids);
+
+/* Outside the loop (embedding, head, loss) the stage axis has nothing to
+ * do: these work on the microbatches [M, B/M, ...] with the microbatch dim
+ * split over the stage axis when K divides M (stage_letter in front of
+ * act_letters), else replicated over it ("u"). ps_pipeline_enter annotates
+ * x [M, B/M, ...] so and returns the loop's input, [M, B/M, ...] with the
+ * microbatch dim replicated (an all-gather over the stage axis);
+ * ps_pipeline_leave takes the outputs of ps_pipeline_forward back to the
+ * outer layout (a slice on each device). */
+PsInstr *ps_pipeline_enter (PsNet *net, const PsPipeline *p, PsInstr *x);
+PsInstr *ps_pipeline_leave (PsNet *net, const PsPipeline *p, PsInstr *outputs);
+
+/* x [B, ...] as [m, B/m, ...] (microbatch u is rows u B/m .. (u+1) B/m - 1,
+ * as ps_net_microbatch slices them). */
+PsInstr *ps_pipeline_split_batch (PsNet *net, PsInstr *x, int64_t m);
 
 G_END_DECLS
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "models/dense_lm.h"
+#include "models/moe_lm.h"
 #include "models/pipeline.h"
 #include "partitioner/interp/interp.h"
 #include "partitioner/interp/verify.h"
@@ -40,15 +41,22 @@ small_config (PsDenseLmConfig *c, int stages)
 #define LAYERS_PER_STAGE 2
 
 /* A parameter's element k as the unpipelined model holds it: the name
- * without its layers. / stages.layerJ. prefix, and the element's index in
- * the stacked form [8, ...] ("stages.layerJ.x" [4, ...] holds layer
- * 2 k + J in row k). */
+ * without its layers. / layerL. / stages.layerJ. prefix, and the
+ * element's index in the stacked form [8, ...] ("layerL.x" is row L,
+ * "stages.layerJ.x" [4, ...] holds layer 2 k + J in row k). */
 static const char *
 logical (const PsInstr *p, int64_t k, int64_t *index)
 {
   *index = k;
   if (g_str_has_prefix (p->name, "layers."))
     return p->name + strlen ("layers.");
+  if (g_str_has_prefix (p->name, "layer") && g_ascii_isdigit (p->name[strlen ("layer")]))
+    {
+      char *end = NULL;
+      int64_t l = g_ascii_strtoll (p->name + strlen ("layer"), &end, 10);
+      *index = l * ps_shape_elements (p->shape) + k;
+      return end + 1;
+    }
   if (!g_str_has_prefix (p->name, "stages.layer"))
     return p->name;
   char *end = NULL;
@@ -103,6 +111,65 @@ run_step (const PsModule *m, int64_t vocab)
   return out;
 }
 
+/* Output e >= 1 is the gradient of weight parameter e - 1: each element
+ * of a pipelined gradient against the unpipelined one of the same layer
+ * and position (within 1e-4 of that gradient's largest element); every
+ * unpipelined element is compared once. */
+static void
+compare_gradients (const PsModule *mu, const PsValue *ou, const PsModule *mp, const PsValue *op, int remat)
+{
+  g_autoptr (GHashTable) unp = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  /* the largest unpipelined element of a name over its layers */
+  g_autoptr (GHashTable) scale = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  int64_t total = 0;
+  for (int e = 1; e < ou->n_elems; e++)
+    {
+      const PsInstr *pu = mu->entry->params->pdata[e - 1];
+      const PsValue *gu = ou->elems[e];
+      int64_t at;
+      const char *name = logical (pu, 0, &at);
+      double *sc = g_hash_table_lookup (scale, name);
+      if (!sc)
+        {
+          sc = g_new0 (double, 1);
+          g_hash_table_insert (scale, (gpointer) name, sc);
+        }
+      for (int64_t k = 0; k < gu->n; k++)
+        {
+          logical (pu, k, &at);
+          double *v = g_new (double, 1);
+          *v = ps_value_get (gu, k);
+          *sc = fmax (*sc, fabs (*v));
+          g_hash_table_insert (unp, g_strdup_printf ("%s@%" G_GINT64_FORMAT, name, at), v);
+        }
+      total += gu->n;
+    }
+  double worst = 0;
+  int64_t compared = 0;
+  for (int e = 1; e < op->n_elems; e++)
+    {
+      const PsInstr *pp = mp->entry->params->pdata[e - 1];
+      const PsValue *gp = op->elems[e];
+      for (int64_t k = 0; k < gp->n; k++)
+        {
+          int64_t at;
+          const char *name = logical (pp, k, &at);
+          g_autofree char *key = g_strdup_printf ("%s@%" G_GINT64_FORMAT, name, at);
+          const double *a = g_hash_table_lookup (unp, key);
+          ck_assert_msg (a != NULL, "no unpipelined gradient for %s [%" G_GINT64_FORMAT "]", pp->name, k);
+          const double *sc = g_hash_table_lookup (scale, name);
+          double b = ps_value_get (gp, k), d = fabs (*a - b) / fmax (*sc, 1e-12);
+          worst = fmax (worst, d);
+          compared++;
+          ck_assert_msg (d <= 1e-4, "remat %d gradient of %s [%" G_GINT64_FORMAT "]: unpipelined "
+                         "%.9g, pipelined %.9g", remat, pp->name, k, *a, b);
+        }
+    }
+  ck_assert_int_eq (compared, total);
+  g_print ("%s remat %d: loss %.9g, largest gradient difference %.3g of the gradient's scale\n",
+           mp->name, remat, ps_value_get (ou->elems[0], 0), worst);
+}
+
 START_TEST (test_pipeline_matches_unpipelined)
 {
   for (int remat = 1; remat >= 0; remat--)
@@ -124,43 +191,7 @@ START_TEST (test_pipeline_matches_unpipelined)
       PsValue *ou = run_step (mu, u.vocab), *op = run_step (mp, p.vocab);
       double lu = ps_value_get (ou->elems[0], 0), lp = ps_value_get (op->elems[0], 0);
       ck_assert_msg (fabs (lu - lp) <= 1e-5 * fabs (lu), "loss: %.9g vs %.9g", lu, lp);
-      /* Output e >= 1 is the gradient of weight parameter e - 1: each
-       * element of a pipelined gradient against the unpipelined one of the
-       * same layer and position. */
-      g_autoptr (GHashTable) unp = g_hash_table_new (g_str_hash, g_str_equal);
-      for (int e = 1; e < ou->n_elems; e++)
-        g_hash_table_insert (unp, (gpointer) logical (mu->entry->params->pdata[e - 1], 0, &(int64_t) { 0 }),
-                             GINT_TO_POINTER (e));
-      double worst = 0;
-      int64_t compared = 0;
-      for (int e = 1; e < op->n_elems; e++)
-        {
-          const PsInstr *pp = mp->entry->params->pdata[e - 1];
-          int64_t at;
-          int eu = GPOINTER_TO_INT (g_hash_table_lookup (unp, logical (pp, 0, &at)));
-          ck_assert_msg (eu > 0, "no unpipelined gradient for %s", pp->name);
-          const PsValue *gu = ou->elems[eu], *gp = op->elems[e];
-          double scale = 0;
-          for (int64_t k = 0; k < gu->n; k++)
-            scale = fmax (scale, fabs (ps_value_get (gu, k)));
-          for (int64_t k = 0; k < gp->n; k++)
-            {
-              logical (pp, k, &at);
-              double a = ps_value_get (gu, at), b = ps_value_get (gp, k);
-              double d = fabs (a - b) / fmax (scale, 1e-12);
-              worst = fmax (worst, d);
-              compared++;
-              ck_assert_msg (d <= 1e-4, "remat %d gradient of %s [%" G_GINT64_FORMAT "]: unpipelined "
-                             "%.9g, pipelined %.9g", remat, pp->name, k, a, b);
-            }
-        }
-      /* every gradient element of the unpipelined model was compared once */
-      int64_t total = 0;
-      for (int e = 1; e < ou->n_elems; e++)
-        total += ou->elems[e]->n;
-      ck_assert_int_eq (compared, total);
-      g_print ("remat %d: loss %.9g, largest gradient difference %.3g of the gradient's scale\n",
-               remat, lu, worst);
+      compare_gradients (mu, ou, mp, op, remat);
       ps_value_free (ou);
       ps_value_free (op);
       ps_module_free (mu);
@@ -215,6 +246,128 @@ START_TEST (test_pipeline_partitioned)
 }
 END_TEST
 
+/* The MoE LM (models/moe_lm.h): 8 layers, every other one an MoE block of
+ * 8 experts, in 4 stages of 2 cores with 3 microbatches of 4 sequences,
+ * 2 groups a microbatch (one per core of a stage), against the same model
+ * unpipelined (2 cores: the same groups). */
+static void
+moe_config (PsMoeLmConfig *c, int stages)
+{
+  ps_moe_lm_config_small (c);
+  c->layers = 8;
+  c->microbatches = 3;
+  c->global_batch = 12;
+  c->groups = 2;
+  c->outputs_gradients = TRUE;
+  c->pipeline_stages = stages;
+  c->cores = stages > 1 ? 8 : 2;
+}
+
+/* Same loss (cross-entropy plus the load-balancing terms, which the
+ * pipeline sums over the stages' non-bubble iterations) and the same
+ * gradient of every weight, the gating's router included. */
+START_TEST (test_moe_pipeline_matches_unpipelined)
+{
+  for (int remat = 1; remat >= 0; remat--)
+    {
+      PsMoeLmConfig u, p;
+      moe_config (&u, 1);
+      moe_config (&p, 4);
+      u.remat = p.remat = remat;
+      GError *error = NULL;
+      PsModule *mu = ps_moe_lm_build (&u, NULL, &error);
+      ck_assert_msg (mu != NULL, "%s", error ? error->message : "");
+      PsModule *mp = ps_moe_lm_build (&p, NULL, &error);
+      ck_assert_msg (mp != NULL, "%s", error ? error->message : "");
+      PsValue *ou = run_step (mu, u.vocab), *op = run_step (mp, p.vocab);
+      double lu = ps_value_get (ou->elems[0], 0), lp = ps_value_get (op->elems[0], 0);
+      ck_assert_msg (fabs (lu - lp) <= 1e-5 * fabs (lu), "loss: %.9g vs %.9g", lu, lp);
+      compare_gradients (mu, ou, mp, op, remat);
+      ps_value_free (ou);
+      ps_value_free (op);
+      ps_module_free (mu);
+      ps_module_free (mp);
+    }
+}
+END_TEST
+
+/* Without its load-balancing terms the loss would differ: the test above
+ * compares a loss that has them. */
+START_TEST (test_moe_pipeline_aux_counts)
+{
+  PsMoeLmConfig p, q;
+  moe_config (&p, 4);
+  moe_config (&q, 4);
+  q.aux_loss_weight = 0;
+  GError *error = NULL;
+  PsModule *mp = ps_moe_lm_build (&p, NULL, &error), *mq = ps_moe_lm_build (&q, NULL, &error);
+  ck_assert_msg (mp && mq, "%s", error ? error->message : "");
+  PsValue *op = run_step (mp, p.vocab), *oq = run_step (mq, q.vocab);
+  double lp = ps_value_get (op->elems[0], 0), lq = ps_value_get (oq->elems[0], 0);
+  /* 4 MoE layers, each term about 1 (balanced) times 0.01 */
+  ck_assert_msg (lp - lq > 0.02 && lp - lq < 0.08, "aux part of the loss %.9g", lp - lq);
+  ps_value_free (op);
+  ps_value_free (oq);
+  ps_module_free (mp);
+  ps_module_free (mq);
+}
+END_TEST
+
+/* Partitioned for its 8 devices, the pipelined MoE step agrees with itself
+ * on the interpreter; the partitioner made the stage shift's
+ * collective-permutes and the MoE block's all-to-alls within a stage. */
+START_TEST (test_moe_pipeline_partitioned)
+{
+  PsMoeLmConfig p;
+  moe_config (&p, 4);
+  p.outputs_gradients = FALSE;
+  GError *error = NULL;
+  PsModule *m = ps_moe_lm_build (&p, NULL, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_int_eq (count_opcode (m, PS_OP_COLLECTIVE_PERMUTE), 0);
+  ck_assert_int_eq (count_opcode (m, PS_OP_ALL_TO_ALL), 0);
+  PsPropagateOptions po;
+  ps_propagate_options_init (&po);
+  ck_assert_msg (ps_propagate (m, &po, &error), "%s", error ? error->message : "");
+  PsSpmdOptions so;
+  ps_spmd_options_init (&so);
+  PsModule *spmd = ps_spmd_partition (m, 8, &so, &error);
+  ck_assert_msg (spmd != NULL, "%s", error ? error->message : "");
+  int permutes = count_opcode (spmd, PS_OP_COLLECTIVE_PERMUTE);
+  ck_assert_msg (permutes >= 2, "%d collective-permutes", permutes);
+  int a2a = count_opcode (spmd, PS_OP_ALL_TO_ALL);
+  ck_assert_msg (a2a >= 2, "%d all-to-alls", a2a);
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  PsVerifyResult r;
+  ck_assert_msg (ps_verify_spmd (m, spmd, 8, &vo, &r, &error), "%s", error ? error->message : "");
+  ck_assert_msg (r.agree, "%s", r.message);
+  ps_verify_result_clear (&r);
+  ps_module_free (spmd);
+  ps_module_free (m);
+}
+END_TEST
+
+/* A stage must run the same layers; option errors name the option. */
+START_TEST (test_moe_pipeline_errors)
+{
+  PsMoeLmConfig p;
+  GError *error = NULL;
+  moe_config (&p, 4);
+  p.layers = 4;            /* one layer a stage, MoE every 2 */
+  ck_assert_ptr_null (ps_moe_lm_build (&p, NULL, &error));
+  ck_assert_msg (strstr (error->message, "--pipeline-stages 4: a stage's 1 layers are not a whole number of "
+                                         "--moe-every = 2"), "%s", error->message);
+  g_clear_error (&error);
+  moe_config (&p, 3);
+  p.layers = 6;
+  ck_assert_ptr_null (ps_moe_lm_build (&p, NULL, &error));
+  ck_assert_msg (strstr (error->message, "the 8 cores are not divisible by --pipeline-stages (3)"), "%s",
+                 error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
 /* Stage neighbours on neighbouring chips: on a 4 x 4 slice with 4 stages,
  * stage k sits on chip column x = k, so every shift is one hop along x;
  * along y when only y fits; otherwise a snake through the chips (4 stages
@@ -255,6 +408,10 @@ main (void)
   tcase_add_test (tc, test_pipeline_matches_unpipelined);
   tcase_add_test (tc, test_pipeline_partitioned);
   tcase_add_test (tc, test_pipeline_mesh_devices);
+  tcase_add_test (tc, test_moe_pipeline_matches_unpipelined);
+  tcase_add_test (tc, test_moe_pipeline_aux_counts);
+  tcase_add_test (tc, test_moe_pipeline_partitioned);
+  tcase_add_test (tc, test_moe_pipeline_errors);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

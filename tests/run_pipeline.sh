@@ -15,7 +15,7 @@ for key in "4-stage pipeline x 2d in-layer sharding on mesh 1x2 (8 devices)" \
 done
 # 4 stages of one chip each on v3-8's 2 x 2 chips: the snake puts
 # neighbouring stages one hop apart.
-expect_grep "permute      shift:0:1: 13 x a step, 6 transfers of 1-1 hops" "$PS_TMP/out"
+expect_grep "permute      shift:0:1: 12 x a step, 6 transfers of 1-1 hops" "$PS_TMP/out"
 # On v3-32 (4 x 4 chips) stage k sits on chip column k: one hop along x.
 expect_status 0 "$PODSIM" run -q --slice v3-32 --pipeline-stages 4 --mesh 2x4 --layers 4 --microbatches 2 --batch 8
 expect_grep "shift:0:1: 10 x a step, 24 transfers of 1-1 hops" "$PS_TMP/out"
@@ -28,6 +28,30 @@ done
 # parallel on axis 0).
 expect_status 0 "$PODSIM" run -q --pipeline-stages 2 --sharding 1d --mesh 2x2 --layers 4 --microbatches 2 --batch 8
 expect_grep "2-stage pipeline x 1d in-layer sharding on mesh 2x2" "$PS_TMP/out"
+
+# The MoE LM pipelined (models/moe_lm.c): 4 layers (MoE every 2) in 2
+# stages of 4 cores on v3-8; within a stage experts and groups over its 4
+# cores, so the partitioner's all-to-alls stay in the stage.
+expect_status 0 "$PODSIM" run -q moe --pipeline-stages 2 --layers 4 --microbatches 2
+for key in "2-stage pipeline of 4 cores each: experts and 4 groups of 16 tokens (capacity 4)" \
+           "2 stages x 2 microbatches: 3 iterations a loop; bubble (K-1)/(M+K-1) = 33.3 %, simulated 33.3 %" \
+           "memory/stage" "  stage 1: fwd" "permute      shift:0:1:" "AllToAll" "2 groups of 4"; do
+  expect_grep "$key" "$PS_TMP/out"
+done
+expect_status 0 "$PODSIM" run -q --json moe --pipeline-stages 2 --layers 4 --microbatches 2 --dump-hlo "$PS_TMP/moe.hlo"
+for key in '"pipeline" : {' '"bubble_formula" : 0.33' '"max_hops" : 1'; do
+  expect_grep "$key" "$PS_TMP/out"
+done
+# The annotated program it partitioned agrees with its partitioned form
+# on the interpreter (a loop body built before the gating's reducers: they
+# are printed first, as callees must be).
+expect_status 0 "$PODSIM" verify "$PS_TMP/moe.hlo" --devices 8
+expect_grep "all 59 outputs agree on 8 devices" "$PS_TMP/out"
+# Every stage must run the same layers; the stages split the cores.
+expect_status 2 "$PODSIM" run -q moe --pipeline-stages 2
+expect_grep "--pipeline-stages 2: a stage's 1 layers are not a whole number of --moe-every = 2" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q moe --pipeline-stages 3 --layers 6
+expect_grep "the 8 cores are not divisible by --pipeline-stages (3)" "$PS_TMP/err"
 
 # The bubble sweep: one stage per core of v3-8 (--idle-cores), K in
 # {1, 2, 4, 8}, M in {1, 4, 32}. Compute per stage is uniform (one layer

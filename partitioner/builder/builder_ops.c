@@ -523,7 +523,12 @@ ps_builder_reducer (PsBuilder *b, PsOpcode op, PsElemType t)
     {
       bd_fail (b, "reducer", "%s", error->message);
       g_error_free (error);
+      return NULL;
     }
+  /* Callees must precede their callers in the module, also when the
+   * caller was created first (a loop body built before its reducers). */
+  g_ptr_array_remove (b->m->computations, c);
+  g_ptr_array_insert (b->m->computations, 0, c);
   return c;
 }
 
