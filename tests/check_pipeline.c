@@ -213,6 +213,37 @@ count_opcode (const PsModule *m, PsOpcode op)
   return n;
 }
 
+/* m, annotated and without collective-permutes, propagated and
+ * partitioned for 8 devices: the partitioned program agrees with m on the
+ * interpreter and shifts the stage buffer with collective-permutes (the
+ * partitioner's: forward and backward loops). Returns its all-to-alls;
+ * frees m. */
+static int
+partition_verified (PsModule *m)
+{
+  GError *error = NULL;
+  ck_assert_int_eq (count_opcode (m, PS_OP_COLLECTIVE_PERMUTE), 0);
+  PsPropagateOptions po;
+  ps_propagate_options_init (&po);
+  ck_assert_msg (ps_propagate (m, &po, &error), "%s", error ? error->message : "");
+  PsSpmdOptions so;
+  ps_spmd_options_init (&so);
+  PsModule *spmd = ps_spmd_partition (m, 8, &so, &error);
+  ck_assert_msg (spmd != NULL, "%s", error ? error->message : "");
+  int permutes = count_opcode (spmd, PS_OP_COLLECTIVE_PERMUTE);
+  ck_assert_msg (permutes >= 2, "%d collective-permutes", permutes);
+  int a2a = count_opcode (spmd, PS_OP_ALL_TO_ALL);
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  PsVerifyResult r;
+  ck_assert_msg (ps_verify_spmd (m, spmd, 8, &vo, &r, &error), "%s", error ? error->message : "");
+  ck_assert_msg (r.agree, "%s", r.message);
+  ps_verify_result_clear (&r);
+  ps_module_free (spmd);
+  ps_module_free (m);
+  return a2a;
+}
+
 /* Partitioned for its 8 devices (4 stages x 2 in-layer shards), the
  * pipelined step agrees with itself on the interpreter; the program the
  * partitioner gets has no collective-permute, the partitioned one shifts
@@ -225,24 +256,7 @@ START_TEST (test_pipeline_partitioned)
   GError *error = NULL;
   PsModule *m = ps_dense_lm_build (&p, NULL, &error);
   ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-  ck_assert_int_eq (count_opcode (m, PS_OP_COLLECTIVE_PERMUTE), 0);
-  PsPropagateOptions po;
-  ps_propagate_options_init (&po);
-  ck_assert_msg (ps_propagate (m, &po, &error), "%s", error ? error->message : "");
-  PsSpmdOptions so;
-  ps_spmd_options_init (&so);
-  PsModule *spmd = ps_spmd_partition (m, 8, &so, &error);
-  ck_assert_msg (spmd != NULL, "%s", error ? error->message : "");
-  int permutes = count_opcode (spmd, PS_OP_COLLECTIVE_PERMUTE);
-  ck_assert_msg (permutes >= 2, "%d collective-permutes", permutes);
-  PsVerifyOptions vo;
-  ps_verify_options_init (&vo);
-  PsVerifyResult r;
-  ck_assert_msg (ps_verify_spmd (m, spmd, 8, &vo, &r, &error), "%s", error ? error->message : "");
-  ck_assert_msg (r.agree, "%s", r.message);
-  ps_verify_result_clear (&r);
-  ps_module_free (spmd);
-  ps_module_free (m);
+  partition_verified (m);
 }
 END_TEST
 
@@ -324,27 +338,9 @@ START_TEST (test_moe_pipeline_partitioned)
   GError *error = NULL;
   PsModule *m = ps_moe_lm_build (&p, NULL, &error);
   ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-  ck_assert_int_eq (count_opcode (m, PS_OP_COLLECTIVE_PERMUTE), 0);
   ck_assert_int_eq (count_opcode (m, PS_OP_ALL_TO_ALL), 0);
-  PsPropagateOptions po;
-  ps_propagate_options_init (&po);
-  ck_assert_msg (ps_propagate (m, &po, &error), "%s", error ? error->message : "");
-  PsSpmdOptions so;
-  ps_spmd_options_init (&so);
-  PsModule *spmd = ps_spmd_partition (m, 8, &so, &error);
-  ck_assert_msg (spmd != NULL, "%s", error ? error->message : "");
-  int permutes = count_opcode (spmd, PS_OP_COLLECTIVE_PERMUTE);
-  ck_assert_msg (permutes >= 2, "%d collective-permutes", permutes);
-  int a2a = count_opcode (spmd, PS_OP_ALL_TO_ALL);
+  int a2a = partition_verified (m);
   ck_assert_msg (a2a >= 2, "%d all-to-alls", a2a);
-  PsVerifyOptions vo;
-  ps_verify_options_init (&vo);
-  PsVerifyResult r;
-  ck_assert_msg (ps_verify_spmd (m, spmd, 8, &vo, &r, &error), "%s", error ? error->message : "");
-  ck_assert_msg (r.agree, "%s", r.message);
-  ps_verify_result_clear (&r);
-  ps_module_free (spmd);
-  ps_module_free (m);
 }
 END_TEST
 
