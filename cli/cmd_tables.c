@@ -432,13 +432,21 @@ ps_cmd_tables (int argc, char **argv)
     "bubble: a Transformer with one pipeline stage per core, stages K in {1, 2, 4, 8}\n"
     "and microbatches M in {1, 4, 32}: relative throughput, the bubble formula\n"
     "(K - 1) / (M + K - 1) and the simulated idle fraction.\n"
+    "spatial: the 3D U-Net (Unet3d128) over 1, 2, 4, 8 and 16 spatial partitions of a\n"
+    "128^3 image (speedup next to the GSPMD paper's 15.7x at 16) and a 256^3 image on\n"
+    "one core and over 32 partitions at batches 1 to 32 (FLOPS utilization relative\n"
+    "to the 1-partition row, next to the paper's 2x).\n"
+    "speech: the Conformer (ConformerL) from 8 to 2048 cores at 8 utterances per core\n"
+    "(weak scaling) and at a global batch of 256 (strong scaling): throughput, FLOPS\n"
+    "utilization and scaling efficiency.\n"
     "Each row is a child 'podsim run --json'. See doc/validation.md.\n");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   GError *error = NULL;
   g_autofree char *presets = known_tables ();
-  g_autofree char *known = g_strdup_printf ("%s, pipeline, bubble", presets);
-  gboolean study = argc == 2 && (strcmp (argv[1], "pipeline") == 0 || strcmp (argv[1], "bubble") == 0);
+  g_autofree char *known = g_strdup_printf ("%s, pipeline, bubble, spatial, speech", presets);
+  static const char *const studies[] = { "pipeline", "bubble", "spatial", "speech", NULL };
+  gboolean study = argc == 2 && g_strv_contains (studies, argv[1]);
   g_autoptr (GPtrArray) names = argc == 2 && !study ? table_presets (argv[1]) : NULL;
   if (argc != 2 || (!study && names->len == 0))
     {
@@ -470,5 +478,9 @@ ps_cmd_tables (int argc, char **argv)
     return ps_tables_pipeline (opt_csv, opt_md, &ro);
   if (strcmp (argv[1], "bubble") == 0)
     return ps_tables_bubble (opt_csv, opt_md, &ro);
+  if (strcmp (argv[1], "spatial") == 0)
+    return ps_tables_spatial (opt_csv, opt_md, &ro);
+  if (strcmp (argv[1], "speech") == 0)
+    return ps_tables_speech (opt_csv, opt_md, &ro);
   return print_table (names, opt_csv, opt_md, &ro, opt_only, argv[1], opt_plot, opt_scaling);
 }

@@ -58,9 +58,8 @@ valid (const Config *c, int layers, int64_t model_dim, int64_t ffn, int64_t head
   return ps_dense_lm_check (&d, NULL);
 }
 
-/* "... per-core peak 70.12 GiB exceeds ..." -> bytes; 0 when absent. */
-static double
-peak_of_message (const char *msg)
+double
+ps_tables_peak_of_message (const char *msg)
 {
   const char *p = strstr (msg, "peak ");
   if (!p)
@@ -112,7 +111,7 @@ run_config (const char *const *base, Config *c, const PsTablesOptions *o, GError
           return FALSE;
         }
       c->fits = FALSE;
-      c->peak_bytes = peak_of_message (local->message);
+      c->peak_bytes = ps_tables_peak_of_message (local->message);
       g_error_free (local);
       return TRUE;
     }

@@ -5,7 +5,7 @@ podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/pipeline.c cli/pipelin
 	cli/model_options.c cli/model_options.h \
 	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \
 	cli/cmd_partition.c cli/cmd_verify.c cli/cmd_simulate.c cli/cmd_bench.c \
-	cli/cmd_run.c cli/cmd_tables.c cli/cmd_tables_pipeline.c cli/tables.h \
+	cli/cmd_run.c cli/cmd_tables.c cli/cmd_tables_pipeline.c cli/cmd_tables_conv.c cli/tables.h \
 	cli/cmd_bench_matmul.c cli/cmd_bench_conv.c cli/cmd_bench_collective.c \
 	cli/cmd_conformance_propagation.c cli/cmd_conformance_partitioner.c
 podsim_CFLAGS = $(AM_CFLAGS) $(SIMGRID_CFLAGS) $(CAIRO_CFLAGS)
@@ -15,9 +15,9 @@ PS_ALL_LIBS = $(PS_LIB_MODELS) $(PS_LIB_PARTITIONER) $(PS_LIB_SIM) \
 PS_EXT_LIBS = $(SIMGRID_LIBS) $(JSONGLIB_LIBS) $(GLIB_LIBS) $(ZLIB_LIBS) $(CAIRO_LIBS) -lm
 podsim_LDADD = $(PS_ALL_LIBS) $(PS_EXT_LIBS)
 TESTS += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh \
-	tests/report_html.sh tests/run_pipeline.sh tests/run_moe.sh
+	tests/report_html.sh tests/run_pipeline.sh tests/run_moe.sh tests/run_convnets.sh
 EXTRA_DIST += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh \
-	tests/report_html.sh tests/run_pipeline.sh tests/run_moe.sh
+	tests/report_html.sh tests/run_pipeline.sh tests/run_moe.sh tests/run_convnets.sh
 bench_scripts += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh tests/bench_moe.sh
 EXTRA_DIST += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh tests/bench_moe.sh doc/sweeps.md
 podsim_SOURCES += cli/op_times.c cli/op_times.h

@@ -19,8 +19,15 @@ JsonParser *ps_tables_run (const char *const *args, const PsTablesOptions *o, GE
 /* A number member of a run's JSON object, 0 when missing. */
 double ps_tables_member_double (JsonObject *o, const char *name);
 
-/* The tables of cli/cmd_tables_pipeline.c; exit statuses. */
+/* The peak a "does not fit" message of a run names ("... per-core peak
+ * 70.12 GiB exceeds ..."), in bytes; 0 when absent. */
+double ps_tables_peak_of_message (const char *msg);
+
+/* The tables of cli/cmd_tables_pipeline.c and cli/cmd_tables_conv.c;
+ * exit statuses. */
 int ps_tables_pipeline (gboolean csv, gboolean markdown, const PsTablesOptions *o);
 int ps_tables_bubble (gboolean csv, gboolean markdown, const PsTablesOptions *o);
+int ps_tables_spatial (gboolean csv, gboolean markdown, const PsTablesOptions *o);
+int ps_tables_speech (gboolean csv, gboolean markdown, const PsTablesOptions *o);
 
 #endif

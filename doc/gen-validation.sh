@@ -6,7 +6,8 @@
 # unpublished constant or one modelling choice changed at a time (about a
 # minute of CPU here).
 # Usage: doc/gen-validation.sh [PODSIM [NAME...]] (default: dense; the
-# pipeline table takes about 5 minutes, bubble half a minute).
+# pipeline table takes about 5 minutes, bubble half a minute, spatial under 10 s,
+# speech 1.5 to 4 minutes).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 podsim=${1:-$here/../build/podsim}

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "models/conv_layers.h"
 #include "models/layers.h"
@@ -93,32 +94,70 @@ fail (GError **error, const char *fmt, ...)
   return FALSE;
 }
 
+/* How errors name a value: "--heads" or "FILE:LINE:COL: heads". */
+static const char *
+label (const PsConformerConfig *c, const char *key, const char *option)
+{
+  return c->params ? ps_params_where (c->params, key) : option;
+}
+
 gboolean
 ps_conformer_check (const PsConformerConfig *c, GError **error)
 {
   struct { const char *opt; int64_t v; } pos[] = {
-    { "--layers", c->layers }, { "--model-dim", c->model_dim }, { "--heads", c->heads },
-    { "--ffn-mult", c->ffn_mult }, { "--conv-kernel", c->conv_kernel }, { "--frames", c->frames },
-    { "--mel-bins", c->mel_bins }, { "--vocab", c->vocab }, { "--batch", c->global_batch },
-    { "--data", c->data }, { "--model", c->model },
+    { label (c, "layers", "--layers"), c->layers }, { label (c, "model_dim", "--model-dim"), c->model_dim },
+    { label (c, "heads", "--heads"), c->heads }, { label (c, "ffn_mult", "--ffn-mult"), c->ffn_mult },
+    { label (c, "conv_kernel", "--conv-kernel"), c->conv_kernel }, { label (c, "frames", "--frames"), c->frames },
+    { label (c, "mel_bins", "--mel-bins"), c->mel_bins }, { label (c, "vocab", "--vocab"), c->vocab },
+    { label (c, "global_batch", "--batch"), c->global_batch }, { label (c, "mesh", "--data"), c->data },
+    { label (c, "mesh", "--model"), c->model },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
       return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
   if (c->rel_buckets < 2)
-    return fail (error, "--rel-buckets must be at least 2 (got %d)", c->rel_buckets);
+    return fail (error, "%s must be at least 2 (got %d)", label (c, "rel_buckets", "--rel-buckets"),
+                 c->rel_buckets);
   if (c->model_dim % c->heads != 0)
-    return fail (error, "--heads %" G_GINT64_FORMAT " does not divide --model-dim %" G_GINT64_FORMAT,
-                 c->heads, c->model_dim);
-  if (c->frames % 4 != 0 || c->mel_bins % 4 != 0)
-    return fail (error, "--frames (%" G_GINT64_FORMAT ") and --mel-bins (%" G_GINT64_FORMAT ") must be "
-                 "multiples of 4 (the front end sub-samples both by 4)", c->frames, c->mel_bins);
+    return fail (error, "%s %" G_GINT64_FORMAT " does not divide %s %" G_GINT64_FORMAT,
+                 label (c, "heads", "--heads"), c->heads, label (c, "model_dim", "--model-dim"), c->model_dim);
+  if (c->frames % 4 != 0)
+    return fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "time by 4)", label (c, "frames", "--frames"), c->frames);
+  if (c->mel_bins % 4 != 0)
+    return fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "frequency by 4)", label (c, "mel_bins", "--mel-bins"), c->mel_bins);
   if (c->global_batch % c->data != 0)
-    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --data %" G_GINT64_FORMAT,
-                 c->global_batch, c->data);
+    return fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
+                 label (c, "mesh", "--data"), c->data, label (c, "global_batch", "--batch"), c->global_batch);
+  /* The largest arrays of the step; the builder refuses arrays over
+   * PS_MAX_ELEMENTS. */
+  const int64_t B = c->global_batch, T = c->frames, F = c->mel_bins, S = T / 4, m = c->model_dim;
+  struct { const char *what; int64_t d[5]; } big[] = {
+    { "[batch, frames, mel bins] input", { B, T, F, 1, 1 } },
+    { "[batch, frames/2, mel bins/2, d] front-end activations", { B, T / 2, F / 2, m, 1 } },
+    { "[batch, heads, frames/4, frames/4] attention scores", { B, c->heads, S, S, 1 } },
+    { "[batch, frames/4, ffn_mult x d] FFN activations", { B, S, c->ffn_mult, m, 1 } },
+    { "[batch, frames/4, vocab] logits", { B, S, c->vocab, 1, 1 } },
+    { "[frames/4, frames/4, rel_buckets] relative positions", { S, S, c->rel_buckets, 1, 1 } },
+    { "[mel bins/4 x d, d] projection weight", { F / 4, m, m, 1, 1 } },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (big); i++)
+    {
+      int64_t n = 1;
+      gboolean ok = TRUE;
+      for (int k = 0; k < 5 && ok; k++)
+        ok = ps_checked_mul_i64 (n, big[i].d[k], &n) && n <= PS_MAX_ELEMENTS;
+      if (!ok)
+        return fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
+                     G_GINT64_FORMAT ", %s %" G_GINT64_FORMAT "; doc/robustness.md)", big[i].what,
+                     label (c, "global_batch", "--batch"), B, label (c, "frames", "--frames"), T,
+                     label (c, "model_dim", "--model-dim"), m);
+    }
   if (c->sharding == PS_CONFORMER_DP && c->global_batch % (c->data * c->model) != 0)
-    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
-                 " devices (dp sharding)", c->global_batch, c->data * c->model);
+    return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
+                 " devices (dp sharding)", label (c, "global_batch", "--batch"), c->global_batch,
+                 c->data * c->model);
   return TRUE;
 }
 

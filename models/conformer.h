@@ -38,6 +38,7 @@
 
 #include "partitioner/builder/optimizer.h"
 #include "partitioner/ir/ir.h"
+#include "models/family.h"
 
 G_BEGIN_DECLS
 
@@ -60,6 +61,9 @@ typedef struct {
   gboolean f32_activations;
   int64_t data, model;       /* mesh [data, model] */
   PsConformerSharding sharding;
+  /* Where the values came from, for error messages (ps_params_where);
+   * NULL: errors name the options. */
+  const PsParams *params;
 } PsConformerConfig;
 
 /* Conformer L of the paper's Table 1 (17 layers, d 512, 8 heads, kernel
@@ -74,7 +78,8 @@ void ps_conformer_config_tiny (PsConformerConfig *out);
 
 /* Checks dims and divisibility (heads and channels by the model ways, the
  * batch by the data ways, frames and mel bins by the 4x sub-sampling).
- * PS_ERROR_OPTION errors naming the option. */
+ * PS_ERROR_OPTION errors naming the option (or where cfg->params says the
+ * value came from). */
 gboolean ps_conformer_check (const PsConformerConfig *cfg, GError **error);
 
 typedef struct {

@@ -96,20 +96,13 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
   /* The model's own checks first (bounds, divisibility), then the slice. */
   if (!ps_dense_lm_check (&c, error))
     return FALSE;
-  int64_t n = ps_dense_lm_n_devices (&c);
-  gboolean idle = ps_params_bool (p, "idle_cores");
-  if (t && (n > t->n_cores || (n < t->n_cores && !idle)))
-    {
-      g_autofree char *stages = c.pipeline_stages > 1
-        ? g_strdup_printf ("%s %d x ", ps_params_where (p, "pipeline_stages"), c.pipeline_stages)
-        : g_strdup ("");
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                   "%s%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores%s", stages, ps_params_where (p, "mesh"), c.mesh[0],
-                   c.mesh[1], n, ps_params_str (p, "slice"), t->n_cores,
-                   n < t->n_cores ? " (--idle-cores leaves the rest idle)" : "");
-      return FALSE;
-    }
+  g_autofree char *stages = c.pipeline_stages > 1
+    ? g_strdup_printf ("%s %d x ", ps_params_where (p, "pipeline_stages"), c.pipeline_stages)
+    : g_strdup ("");
+  g_autofree char *what = g_strdup_printf ("%s%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, stages,
+                                           ps_params_where (p, "mesh"), c.mesh[0], c.mesh[1]);
+  if (!ps_params_check_devices (p, t, ps_dense_lm_n_devices (&c), what, error))
+    return FALSE;
   g_autofree int64_t *devices = ps_dense_lm_mesh_devices (&c, error);
   return devices != NULL;
 }

@@ -382,9 +382,9 @@ finish_step (const PsDenseLmConfig *cfg, PsNet *net, PsDenseLmInfo *info, PsInst
  * axes 1 and 2, the 2d plan or (1d) the batch on axis 1 and the weights'
  * heads, hidden and vocabulary on axis 2: model parallel within the stage
  * along axis 2, data parallel along axis 1 with the weights replicated
- * over it. The whole batch is embedded, split into the
- * microbatches [M, B/M, S, M], run through the pipeline, and the loss is
- * taken on the whole batch (the mean of the microbatches' means). */
+ * over it. Ids and labels are cut into the microbatches [M, B/M, S] and
+ * embedded so (ps_pipeline_enter), run through the pipeline, and the loss
+ * is taken on all of them (the mean of the microbatches' means). */
 static PsModule *
 build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error)
 {

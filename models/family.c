@@ -11,14 +11,29 @@
 
 /* ---- the registry ------------------------------------------------------------- */
 
+gboolean
+ps_params_check_devices (const PsParams *p, const PsModelTarget *t, int64_t n, const char *what, GError **error)
+{
+  if (!t || n == t->n_cores || (n < t->n_cores && ps_params_bool (p, "idle_cores")))
+    return TRUE;
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s has %" G_GINT64_FORMAT " devices but slice %s has %d cores%s",
+               what, n, ps_params_str (p, "slice"), t->n_cores,
+               n < t->n_cores ? " (--idle-cores leaves the rest idle)" : "");
+  return FALSE;
+}
+
 /* One line per family; each lives in its own models/<name>_family.c. */
 extern const PsModelFamily ps_dense_family;
 extern const PsModelFamily ps_hlo_family;
 extern const PsModelFamily ps_moe_family;
+extern const PsModelFamily ps_unet_family;
+extern const PsModelFamily ps_conformer_family;
 
 static const PsModelFamily *const families[] = {
   &ps_dense_family,
   &ps_moe_family,
+  &ps_unet_family,
+  &ps_conformer_family,
   &ps_hlo_family,
   NULL
 };

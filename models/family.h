@@ -227,6 +227,13 @@ char *ps_params_text (const PsParams *p, const char *key);
  * or a preset's. transfer none. */
 const char *ps_params_where (const PsParams *p, const char *key);
 
+/* For a family's check: a program of n devices must have the slice's
+ * cores, or fewer with the idle_cores option. `what` names the setting
+ * in the error ("--mesh 2x4 has 8 devices but slice v3-32 has 32 cores").
+ * NULL t: nothing to check. */
+gboolean ps_params_check_devices (const PsParams *p, const PsModelTarget *t, int64_t n, const char *what,
+                                  GError **error);
+
 /* The file for these parameters: a comment line per `comment` line (may
  * be NULL), then every section and key with its doc as a comment, then
  * the [published] section of the published run p equals, if any.

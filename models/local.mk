@@ -6,7 +6,8 @@ libpodsim_models_la_SOURCES = models/family.c models/family.h \
 	models/net.c models/net.h models/layers.c models/layers.h \
 	models/moe_layer.c models/moe_layer.h models/moe_lm.c models/moe_lm.h \
 	models/pipeline.c models/pipeline.h models/conv_layers.c models/conv_layers.h \
-	models/unet3d.c models/unet3d.h models/conformer.c models/conformer.h models/moe_family.c
+	models/unet3d.c models/unet3d.h models/conformer.c models/conformer.h models/moe_family.c \
+	models/unet_family.c models/conformer_family.c
 nodist_libpodsim_models_la_SOURCES = models/presets.c
 CLEANFILES += models/presets.c
 libpodsim_models_la_LIBADD = libpodsim_partitioner.la $(PS_LIB_TRACES) libpodsim_common.la $(GLIB_LIBS) -lm
@@ -27,7 +28,13 @@ PS_MODEL_PRESETS = \
 	models/presets/MoE2048E12L.ini \
 	models/presets/MoE2048E36L.ini \
 	models/presets/GspmdMoE32E.ini \
-	models/presets/GspmdMoE128E.ini
+	models/presets/GspmdMoE128E.ini \
+	models/presets/Unet3d128.ini \
+	models/presets/Unet3d128S16.ini \
+	models/presets/Unet3d256S32.ini \
+	models/presets/ConformerS.ini \
+	models/presets/ConformerM.ini \
+	models/presets/ConformerL.ini
 presetsdir = $(pkgdatadir)/presets
 dist_presets_DATA = $(PS_MODEL_PRESETS)
 models/presets.c: $(PS_MODEL_PRESETS:%=$(top_srcdir)/%) $(top_srcdir)/models/local.mk

@@ -276,6 +276,26 @@ ps_moe_lm_program_mesh (const PsMoeLmConfig *c, int *rank, int64_t *dims)
   return ps_pipeline_program_devices (K, c->cores, K > 1 ? c->physical : NULL);
 }
 
+/* What the step takes after the layers' weights. */
+typedef struct {
+  PsInstr *final_ln, *ids, *labels, *lr, *decay;
+} StepInputs;
+
+/* The final layer norm's weight, the optimizer state, the data and the
+ * scalars, then the attention context the layers share. */
+static void
+step_inputs (PsNet *net, const PsMoeLmConfig *c, PsAttentionContext *ctx, StepInputs *in)
+{
+  in->final_ln = ps_layer_norm_weight (net, NULL, "final_ln", c->model_dim);
+  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
+  int64_t bs[2] = { c->global_batch, c->seq_len };
+  in->ids = ps_net_input (net, "ids", PS_S32, 2, bs);
+  in->labels = ps_net_input (net, "labels", PS_S32, 2, bs);
+  in->lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
+  in->decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+  ps_attention_context_causal (net, c->seq_len, c->rel_buckets, ctx);
+}
+
 /* The step's outputs (the optimizer update, or the gradients), info. Takes net. */
 static PsModule *
 finish_step (const PsMoeLmConfig *c, PsNet *net, PsMoeLmInfo *info, PsInstr *lr, PsInstr *decay)
@@ -312,8 +332,8 @@ finish_step (const PsMoeLmConfig *c, PsNet *net, PsMoeLmInfo *info, PsInstr *lr,
  * weights on E, the MoE block's groups and experts. Layer j of every stage
  * has its own weights [K, ...] ("stages.layer1.moe_wi"); a stage's L/K
  * layers repeat the MoE pattern, so every stage runs the same function.
- * The whole batch is embedded and cut into the microbatches
- * [M, B/M, S, M]; the loss is the head's on the whole batch plus the
+ * Ids and labels are cut into the microbatches [M, B/M, S] and embedded
+ * so (ps_pipeline_enter); the loss is the head's on all of them plus the
  * layers' load-balancing terms summed by the pipeline over the stages and
  * the microbatches it ran, divided by M: the same mean over microbatches
  * as without a pipeline. */
@@ -348,18 +368,12 @@ build_pipelined (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
       layers[j].rebind = moe_lm_layer_rebind;
     }
   ps_net_stack_weights (net, 0);
-  PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", c->model_dim);
-  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
-  int64_t bs[2] = { c->global_batch, c->seq_len };
-  PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
-  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
-  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
-  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
-  ps_attention_context_causal (net, c->seq_len, c->rel_buckets, &ctx);
+  StepInputs in;
+  step_inputs (net, c, &ctx, &in);
 
   /* The microbatches [M, B/M, S, M] from the start: embedding, head and
    * loss split them over the stages (ps_pipeline_enter). */
-  PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
+  PsInstr *ids_u = ps_pipeline_split_batch (net, in.ids, M), *labels_u = ps_pipeline_split_batch (net, in.labels, M);
   PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, c->vocab, net->act),
                                ps_ad_convert (net->c, emb, net->act));
   PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
@@ -369,16 +383,16 @@ build_pipelined (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
     return NULL;
   PsInstr *top = ps_pipeline_leave (net, &p, outputs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, net->act);
-  PsInstr *ce = head_loss (net, top, final_ln, emb_head, labels_u);
+  PsInstr *ce = head_loss (net, top, in.final_ln, emb_head, labels_u);
   PsInstr *per_mb = ps_ad_scalar (net->c, PS_F32, 1.0 / M);
   ps_net_add_loss (net, ps_ad_binary (net->c, PS_OP_ADD, ce,
                                       ps_ad_binary (net->c, PS_OP_MULTIPLY, ps_pipeline_aux_loss (run), per_mb)));
-  PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
+  PsInstr *head_w[2] = { in.final_ln, emb_head }, *gx, *gin;
   if (!ps_net_vjp (net, ce, NULL, outputs, &gx, 2, head_w, error)
       || !ps_pipeline_backward (net, g_steal_pointer (&run), gx, per_mb, &gin, error)
       || !ps_net_vjp (net, inputs, gin, NULL, NULL, 1, &emb, error))
     return NULL;
-  return finish_step (c, g_steal_pointer (&net), info, lr, decay);
+  return finish_step (c, g_steal_pointer (&net), info, in.lr, in.decay);
 }
 
 PsModule *
@@ -411,16 +425,10 @@ ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
       layer_weights (net, c, l, prefix, 0, &ctx, &ml[l]);
       layers[l] = ps_layer (net, moe_lm_layer, &ml[l], first);
     }
-  PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", c->model_dim);
-  ps_net_add_optimizer_state (net, c->optimizer, PS_AXIS_NONE);
-  int64_t bs[2] = { c->global_batch, c->seq_len };
-  PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
-  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
-  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
-  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
-  ps_attention_context_causal (net, c->seq_len, c->rel_buckets, &ctx);
+  StepInputs in;
+  step_inputs (net, c, &ctx, &in);
   for (int u = 0; u < c->microbatches; u++)
-    if (!microbatch (net, c, u, emb, layers, final_ln, ids, labels, error))
+    if (!microbatch (net, c, u, emb, layers, in.final_ln, in.ids, in.labels, error))
       return NULL;
-  return finish_step (c, g_steal_pointer (&net), info, lr, decay);
+  return finish_step (c, g_steal_pointer (&net), info, in.lr, in.decay);
 }

@@ -490,7 +490,8 @@ PsInstr *
 ps_pipeline_leave (PsNet *net, const PsPipeline *p, PsInstr *outputs)
 {
   g_autofree char *outer = outer_letters (p, outputs);
-  return outer[0] == 'u' && !strchr (outer, p->stage_letter) ? outputs : relayout (net, outputs, outer);
+  g_autofree char *loop = g_strdup_printf ("u%s", p->act_letters);
+  return strcmp (outer, loop) == 0 ? outputs : relayout (net, outputs, outer);
 }
 
 PsInstr *

@@ -99,7 +99,8 @@ void ps_pipeline_trace_mesh (PsTraceMesh *mesh, int rank, const int64_t *dims, c
 /* Outside the loop (embedding, head, loss) the stage axis has nothing to
  * do: these work on the microbatches [M, B/M, ...] with the microbatch dim
  * split over the stage axis when K divides M (stage_letter in front of
- * act_letters), else replicated over it ("u"). ps_pipeline_enter annotates
+ * act_letters), else the sequence dim ('s' of act_letters) when K divides
+ * it, else neither ("u" + act_letters). ps_pipeline_enter annotates
  * x [M, B/M, ...] so and returns the loop's input, [M, B/M, ...] with the
  * microbatch dim replicated (an all-gather over the stage axis);
  * ps_pipeline_leave takes the outputs of ps_pipeline_forward back to the

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "models/conv_layers.h"
 #include "models/layers.h"
@@ -59,33 +60,60 @@ fail (GError **error, const char *fmt, ...)
   return FALSE;
 }
 
+/* How errors name a value: "--data" or "FILE:LINE:COL: data". */
+static const char *
+label (const PsUnet3dConfig *c, const char *key, const char *option)
+{
+  return c->params ? ps_params_where (c->params, key) : option;
+}
+
 gboolean
 ps_unet3d_check (const PsUnet3dConfig *c, GError **error)
 {
+  const char *filters = label (c, "filters", "--filters");
   if (c->n_filters < 1 || c->n_filters > PS_UNET3D_MAX_LEVELS - 1)
-    return fail (error, "--filters needs 1 to %d levels (got %d)", PS_UNET3D_MAX_LEVELS - 1,
+    return fail (error, "%s needs 1 to %d levels (got %d)", filters, PS_UNET3D_MAX_LEVELS - 1,
                  c->n_filters);
   for (int i = 0; i < c->n_filters; i++)
     if (c->filters[i] <= 0)
-      return fail (error, "--filters: level %d has %" G_GINT64_FORMAT " features", i, c->filters[i]);
+      return fail (error, "%s: level %d has %" G_GINT64_FORMAT " features", filters, i, c->filters[i]);
   struct { const char *opt; int64_t v; } pos[] = {
-    { "--in-channels", c->in_channels }, { "--classes", c->classes }, { "--batch", c->global_batch },
-    { "--data", c->data }, { "--spatial (D)", c->spatial[0] }, { "--spatial (H)", c->spatial[1] },
-    { "--spatial (W)", c->spatial[2] },
+    { label (c, "in_channels", "--in-channels"), c->in_channels },
+    { label (c, "classes", "--classes"), c->classes },
+    { label (c, "global_batch", "--batch"), c->global_batch },
+    { label (c, "data", "--data"), c->data },
+    { label (c, "spatial", "--spatial"), c->spatial[0] },
+    { label (c, "spatial", "--spatial"), c->spatial[1] },
+    { label (c, "spatial", "--spatial"), c->spatial[2] },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
       return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
   /* n_filters - 1 down-sampling blocks and the bottleneck halve each dim. */
   int64_t halvings = c->n_filters;
+  static const char dim_names[] = "DHW";
   for (int d = 0; d < 3; d++)
     if (c->image[d] <= 0 || c->image[d] % ((int64_t) 1 << halvings) != 0)
-      return fail (error, "--image: dim %d (%" G_GINT64_FORMAT ") must be a positive multiple of "
-                   "%" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " stride-2 halvings)", d, c->image[d],
-                   (int64_t) 1 << halvings, halvings);
+      return fail (error, "%s: %c (%" G_GINT64_FORMAT ") must be a positive multiple of "
+                   "%" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " stride-2 halvings of %d levels)",
+                   label (c, "image", "--image"), dim_names[d], c->image[d], (int64_t) 1 << halvings,
+                   halvings, c->n_filters);
   if (c->global_batch % c->data != 0)
-    return fail (error, "--batch %" G_GINT64_FORMAT " is not divisible by --data %" G_GINT64_FORMAT,
-                 c->global_batch, c->data);
+    return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
+                 label (c, "global_batch", "--batch"), c->global_batch, label (c, "data", "--data"), c->data);
+  /* The largest activation: the whole batch at full size with the most
+   * features any level has there or below (the concatenated skip doubles
+   * them); the builder refuses arrays over PS_MAX_ELEMENTS. */
+  int64_t features = MAX (c->in_channels, c->classes);
+  for (int i = 0; i < c->n_filters; i++)
+    features = MAX (features, 2 * c->filters[i]);
+  int64_t n = c->global_batch;
+  if (!ps_checked_mul_i64 (n, c->image[0], &n) || !ps_checked_mul_i64 (n, c->image[1], &n)
+      || !ps_checked_mul_i64 (n, c->image[2], &n) || !ps_checked_mul_i64 (n, features, &n) || n > PS_MAX_ELEMENTS)
+    return fail (error, "%s %" G_GINT64_FORMAT " images of %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%"
+                 G_GINT64_FORMAT " with up to %" G_GINT64_FORMAT " features make arrays of more than 2^40 "
+                 "elements (doc/robustness.md)", label (c, "global_batch", "--batch"), c->global_batch,
+                 label (c, "image", "--image"), c->image[0], c->image[1], c->image[2], features);
   return TRUE;
 }
 
@@ -116,15 +144,35 @@ conv_bn_weights (PsNet *net, const Unet *u, const char *prefix, const char *name
     ps_batch_norm_weights (net, prefix, name, cout, &out->scale, &out->offset);
 }
 
+/* Gives the instructions emitted since `first` the op_name `op_name`
+ * (autodiff and the partitioner carry it to what they derive), so `podsim
+ * run unet` reports the convolutions' and batch norms' share of the step. */
+static void
+tag_since (PsNet *net, guint first, const char *op_name)
+{
+  for (guint i = first; i < net->c->instrs->len; i++)
+    {
+      PsInstr *in = net->c->instrs->pdata[i];
+      if (in->metadata == NULL)
+        in->metadata = g_strdup_printf ("op_name=\"%s\"", op_name);
+    }
+}
+
 /* conv (3x3x3, padding 1, stride s), batch norm, ReLU. */
 static PsInstr *
 conv_bn_relu (PsNet *net, Unet *u, const ConvBn *w, PsInstr *x, int64_t s)
 {
   int64_t st[3] = { s, s, s }, one[3] = { 1, 1, 1 };
+  guint first = net->c->instrs->len;
   PsInstr *y = ps_conv (net, x, w->kernel, st, one, one, NULL, 1);
+  tag_since (net, first, PS_UNET3D_OP_CONV);
   u->flops += ps_conv_flops (y);
   if (w->scale)
-    y = ps_batch_norm (net, y, w->scale, w->offset);
+    {
+      first = net->c->instrs->len;
+      y = ps_batch_norm (net, y, w->scale, w->offset);
+      tag_since (net, first, PS_UNET3D_OP_NORM);
+    }
   return ps_relu (net, y);
 }
 
@@ -134,7 +182,9 @@ static PsInstr *
 up_conv (PsNet *net, Unet *u, const Block *w, PsInstr *x)
 {
   int64_t two[3] = { 2, 2, 2 }, one[3] = { 1, 1, 1 };
+  guint first = net->c->instrs->len;
   PsInstr *y = ps_conv (net, x, w->up_kernel, NULL, one, one, two, 1);
+  tag_since (net, first, PS_UNET3D_OP_CONV);
   /* Every other window position of the dilated input is a hole: half the
    * positions per dim meet data. */
   u->flops += ps_conv_flops (y) / 8;
@@ -233,7 +283,9 @@ ps_unet3d_build (const PsUnet3dConfig *c, PsUnet3dInfo *info, GError **error)
       x = conv_bn_relu (net, &u, &dec[l].conv1, xc, 1);
       x = conv_bn_relu (net, &u, &dec[l].conv2, x, 1);
     }
+  guint first = net->c->instrs->len;
   PsInstr *logits = ps_conv (net, x, out_kernel, NULL, NULL, NULL, NULL, 1);
+  tag_since (net, first, PS_UNET3D_OP_CONV);
   u.flops += ps_conv_flops (logits);
   logits = ps_ad_convert (net->c, ps_add_bias (net, logits, out_bias), PS_F32);
   PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);

@@ -33,10 +33,17 @@
 
 #include "partitioner/builder/optimizer.h"
 #include "partitioner/ir/ir.h"
+#include "models/family.h"
 
 G_BEGIN_DECLS
 
 #define PS_UNET3D_MAX_LEVELS 8
+
+/* The op_names of the step's parts (and of what autodiff and the
+ * partitioner derive from them: gradients, halo exchanges, statistics
+ * all-reduces). */
+#define PS_UNET3D_OP_CONV "unet/conv"
+#define PS_UNET3D_OP_NORM "unet/batch_norm"
 
 typedef struct {
   const char *name;
@@ -53,6 +60,9 @@ typedef struct {
   PsOptimizerKind optimizer;
   int64_t data;              /* data-parallel ways (mesh axis 0) */
   int64_t spatial[3];        /* spatial partitions of D, H, W (mesh axes 1-3) */
+  /* Where the values came from, for error messages (ps_params_where);
+   * NULL: errors name the options. */
+  const PsParams *params;
 } PsUnet3dConfig;
 
 /* MLPerf's 3D U-Net on 128^3 images, batch 1, one core. */
@@ -62,7 +72,8 @@ void ps_unet3d_config_small (PsUnet3dConfig *out);
 
 /* Checks sizes: every level's spatial dims are even so that stride-2
  * convolutions and the transposed convolutions meet; the batch divides by
- * the data-parallel ways. PS_ERROR_OPTION errors naming the option. */
+ * the data-parallel ways. PS_ERROR_OPTION errors naming the option (or
+ * where cfg->params says the value came from). */
 gboolean ps_unet3d_check (const PsUnet3dConfig *cfg, GError **error);
 
 typedef struct {

@@ -75,5 +75,5 @@ expect_status 2 "$PODSIM" run -q --pipeline-stages 2 --sharding dp --mesh 2x2
 expect_grep "the in-layer sharding of a stage is 2d or 1d" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q --pipeline-stages 2 --unroll --mesh 2x2
 expect_status 2 "$PODSIM" tables nosuch
-expect_grep "unknown table 'nosuch' (known: dense, moe, pipeline, bubble)" "$PS_TMP/err"
+expect_grep "unknown table 'nosuch' (known: dense, moe, pipeline, bubble, spatial, speech)" "$PS_TMP/err"
 finish
