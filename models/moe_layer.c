@@ -10,7 +10,9 @@ ps_moe_capacity (int64_t group_size, int64_t experts, double capacity_factor)
 {
   g_return_val_if_fail (group_size > 0 && experts > 0 && capacity_factor > 0, 1);
   double c = ceil (capacity_factor * (double) group_size / (double) experts - 1e-9);
-  return c < 1 ? 1 : (int64_t) c;
+  /* Bounded before the conversion (a double past INT64_MAX does not
+   * convert); the model's check refuses any capacity this large. */
+  return c < 1 ? 1 : c > 0x1p62 ? INT64_C (1) << 62 : (int64_t) c;
 }
 
 /* x broadcast into like's dims, operand dim i landing on dims[i]. */

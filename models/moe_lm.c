@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "models/layers.h"
 #include "models/moe_layer.h"
@@ -123,6 +124,24 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
   if (c->moe_every > c->layers)
     return fail (error, "%s %d exceeds %s %d: no MoE layer", label (c, "moe_every", "--moe-every"), c->moe_every,
                  label (c, "layers", "--layers"), c->layers);
+  /* The largest arrays of a microbatch's step: the builder refuses arrays
+   * over PS_MAX_ELEMENTS, so they are refused here, naming the options. */
+  const int64_t S = c->seq_len, T = tokens / G, E = c->experts, C = ps_moe_lm_capacity (c), F = c->ffn_dim;
+  struct { const char *what; int64_t d[4]; } big[] = {
+    { "[batch, seq, ffn] FFN activations", { mb, S, F, 1 } },
+    { "[batch, heads, seq, seq] attention scores", { mb, c->heads, S, S } },
+    { "[batch, seq, vocab] logits", { mb, S, c->vocab, 1 } },
+    { "[groups, group tokens, experts, capacity] dispatch tensor", { G, T, E, C } },
+    { "[experts, groups, capacity, ffn] expert activations", { E, G, C, F } },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (big); i++)
+    {
+      int64_t n;
+      if (!ps_checked_product (4, big[i].d, PS_MAX_ELEMENTS, &n))
+        return fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
+                     G_GINT64_FORMAT ", %s %" G_GINT64_FORMAT "; doc/robustness.md)", big[i].what, batch,
+                     c->global_batch, label (c, "seq_len", "--seq-len"), S, label (c, "experts", "--experts"), E);
+    }
   return TRUE;
 }
 

@@ -73,6 +73,10 @@ expect_status 2 "$PODSIM" run -q moe --groups 7
 expect_grep "--groups 7 does not divide the 128 tokens" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q moe --batch 12
 expect_grep "not divisible by the 8 cores" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q moe --batch 16777216 --seq-len 16777216
+expect_grep "FFN activations would have more than 2^40 elements (--batch 16777216" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q moe --batch 8 --seq-len 65536 --capacity-factor 1000000
+expect_grep "dispatch tensor would have more than 2^40 elements" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q moe --rel-buckets 1
 expect_grep "--rel-buckets must be 0 (no bias) or at least 2" "$PS_TMP/err"
 printf '[model]\nfamily = moe\ncapacity_factor = two\n' >"$PS_TMP/bad.ini"
