@@ -76,7 +76,7 @@ axis_values (const PsParamSpec *s, const PsParams *base, const PsModelTarget *t)
   GPtrArray *v = g_ptr_array_new_with_free_func (g_free);
   if (strcmp (s->search, "*") != 0)
     {
-      g_auto (GStrv) parts = g_strsplit (s->search, "|", -1);
+      g_auto (GStrv) parts = g_strsplit (s->search + (s->search[0] == '+'), "|", -1);
       for (int i = 0; parts[i]; i++)
         g_ptr_array_add (v, g_strdup (parts[i]));
       return v;
@@ -117,6 +117,55 @@ typedef struct {
   GPtrArray *values;
 } Axis;
 
+/* A pipelined family's mesh is one stage's (pipeline_stages x mesh = the
+ * slice's cores): a searched mesh takes the factorizations of cores / K
+ * for every stage count K searched (or the base's K when stages are not
+ * searched), so each K meets the meshes that fit it. */
+static void
+meshes_per_stage_count (GPtrArray *axes, const PsParams *base, const PsModelTarget *t)
+{
+  Axis *mesh = NULL, *stages = NULL;
+  for (guint i = 0; i < axes->len; i++)
+    {
+      Axis *a = axes->pdata[i];
+      if (a->spec->type == PS_PARAM_MESH && strcmp (a->spec->search, "*") == 0)
+        mesh = a;
+      else if (strcmp (a->spec->key, "pipeline_stages") == 0)
+        stages = a;
+    }
+  if (mesh == NULL || (stages == NULL && !ps_model_family_find_spec (ps_params_family (base), "pipeline_stages")))
+    return;
+  g_autoptr (GPtrArray) ks = g_ptr_array_new_with_free_func (g_free);
+  if (stages)
+    for (guint i = 0; i < stages->values->len; i++)
+      g_ptr_array_add (ks, g_strdup (stages->values->pdata[i]));
+  else
+    g_ptr_array_add (ks, ps_params_text (base, "pipeline_stages"));
+  int64_t dims[PS_PARAM_MESH_MAX_RANK];
+  int rank = ps_params_mesh (base, mesh->spec->key, dims);
+  if (rank < 1)
+    rank = (int) MAX (mesh->spec->min, 1);
+  GPtrArray *values = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; i < ks->len; i++)
+    {
+      int64_t k = g_ascii_strtoll (ks->pdata[i], NULL, 10);
+      if (k < 1 || t->n_cores % k != 0)
+        continue;
+      g_autoptr (GPtrArray) v = g_ptr_array_new_with_free_func (g_free);
+      factorizations (t->n_cores / k, rank, dims, 0, v);
+      for (guint j = 0; j < v->len; j++)
+        if (!g_ptr_array_find_with_equal_func (values, v->pdata[j], g_str_equal, NULL))
+          g_ptr_array_add (values, g_strdup (v->pdata[j]));
+    }
+  if (values->len == 0)
+    {
+      g_ptr_array_free (values, TRUE);
+      return;
+    }
+  g_ptr_array_free (mesh->values, TRUE);
+  mesh->values = values;
+}
+
 static void
 axis_free (gpointer p)
 {
@@ -153,7 +202,7 @@ search_axes (const SearchOptions *o, const PsParams *base, const PsModelTarget *
     for (int i = 0; i < ps_model_family_n_specs (f); i++)
       {
         const PsParamSpec *s = ps_model_family_spec (f, i);
-        if (!s->search)
+        if (!s->search || s->search[0] == '+')
           continue;
         Axis *a = g_new0 (Axis, 1);
         a->spec = s;
@@ -165,6 +214,7 @@ search_axes (const SearchOptions *o, const PsParams *base, const PsModelTarget *
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "family %s has no search axes", f->name);
       return NULL;
     }
+  meshes_per_stage_count (axes, base, t);
   return g_steal_pointer (&axes);
 }
 
@@ -599,7 +649,8 @@ ps_cmd_search (int argc, char **argv)
     { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "Strategies to list (default 10)", "K" },
     { "csv", 0, 0, G_OPTION_ARG_NONE, &o.csv, "Every strategy as CSV: rank, settings, status, figures, why", NULL },
     { "axes", 0, 0, G_OPTION_ARG_STRING, &o.axes,
-      "Only these search axes, comma-separated (default: every axis of the family)", "KEY,..." },
+      "Only these search axes, comma-separated (default: every axis of the family but pipeline_stages, "
+      "which multiplies the search: name it to try pipelines)", "KEY,..." },
     { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Strategies run at once (default: the number of processors)", "N" },
     { "dry-run", 0, 0, G_OPTION_ARG_NONE, &o.dry_run, "Count the strategies and the runs they need; run nothing", NULL },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress on stderr", NULL },
@@ -612,11 +663,14 @@ ps_cmd_search (int argc, char **argv)
     "The model and slice come from the model options (as for podsim run); the\n"
     "strategies are every combination of the family's search axes (dense: mesh\n"
     "factorizations of the slice, device order, sharding, weight-update sharding,\n"
-    "microbatches, remat, and the overlap option async_collectives). Strategies\n"
-    "that cannot be built are dropped, memory is checked exactly (one check per\n"
-    "group that differs only in device order or overlap), the rest are simulated,\n"
-    "one process each, and ranked by step time (ties: enumeration order).\n"
+    "microbatches, remat, and the overlap option async_collectives; pipeline\n"
+    "stages 1, 2, 4 when --axes names pipeline_stages, the mesh then being one\n"
+    "stage's). Strategies that cannot be built are dropped, memory is checked\n"
+    "exactly (one check per group that differs only in device order), the rest\n"
+    "are simulated, one process each, and ranked by step time (ties:\n"
+    "enumeration order).\n"
     "Example: podsim search --preset DenseLm128B8x8\n"
+    "         podsim search --preset DenseLm128B8x8 --axes mesh,microbatches,pipeline_stages\n"
     "Walk-through: doc/manual.md, 'What if'.\n");
   int rc = PS_EXIT_USAGE;
   if (ps_cli_parse (ctx, &argc, &argv))

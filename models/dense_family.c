@@ -44,7 +44,7 @@ static const PsParamSpec specs[] = {
     "Recompute each layer's forward in backward (keep only layer inputs)", 0, 0, NULL, NULL, "*" },
   { "parallelism", "pipeline_stages", PS_PARAM_INT, "1",
     "Pipeline the layers over K stages (GSPMD's vectorized stages; microbatches are its microbatches, "
-    "mesh the in-layer mesh of one stage); 1: no pipeline", 1, 1024, NULL, NULL, NULL },
+    "mesh the in-layer mesh of one stage); 1: no pipeline", 1, 1024, NULL, NULL, "+1|2|4" },
   { "options", "unroll", PS_PARAM_BOOL, "false",
     "Write the layers one after the other (default: one loop over weights stacked by layer)",
     0, 0, NULL, NULL, NULL },

@@ -60,7 +60,9 @@ typedef enum {
 /* One parameter. `search` makes it an axis of `podsim search`: "*" tries
  * every value (both booleans, every choice, every factorization of the
  * slice's cores into a mesh of this rank), otherwise a '|'-separated list
- * of values ("1|2|4|8"); NULL: not searched. */
+ * of values ("1|2|4|8"); a list that starts with '+' ("+1|2|4") is an
+ * axis only when --axes names it (a costly one: pipelined strategies
+ * multiply the search); NULL: not searched. */
 typedef struct {
   const char *section;   /* "model", "parallelism", "slice" or "options" */
   const char *key;       /* lower_case; unique across sections */

@@ -28,6 +28,14 @@ expect_grep "2x4,1d,false,duplicate,,,,,,,the same run as 2" j2.csv
 [ "$(grep -c ',simulated,' j2.csv)" = 8 ] || fail "8 strategies should be simulated"
 grep -q '^1,.*,best$' j2.csv || fail "no strategy ranked 1 as best"
 grep -q '^8,.*,slower by ' j2.csv || fail "rank 8 does not say how much slower"
+# Pipeline stages only when --axes names them; the mesh is then one stage's
+# (factorizations of 8, 4 and 2 cores for K = 1, 2, 4: 9 meshes x 3).
+expect_status 0 "$PODSIM" search --layers 2 --microbatches 2 --axes mesh,pipeline_stages -q -j 2 --csv
+[ "$(wc -l <out)" = 28 ] || fail "9 meshes x 3 stage counts should give 28 CSV lines"
+grep -q '^[0-9]*,16,2x2,2,simulated,' out || fail "2 stages x 2x2 (8 cores) was not simulated"
+grep -q '^,4,2x4,2,invalid,.*has 16 devices but slice v3-8 has 8 cores' out || fail "2 stages x 2x4 (16 devices on 8 cores) was not refused"
+expect_status 0 "$PODSIM" search --layers 2 --axes mesh,remat --dry-run
+expect_grep "8 strategies" out
 # Memory: a batch too large for remat off and on alike does not fit.
 expect_status 0 "$PODSIM" search --seq-len 1024 --batch 8192 --axes remat -q
 expect_grep "did not fit in HBM: 2" out
