@@ -51,7 +51,7 @@ static const PsParamSpec specs[] = {
     "Recompute each layer's forward in backward (keep only layer inputs)", 0, 0, NULL, NULL, "*" },
   { "parallelism", "pipeline_stages", PS_PARAM_INT, "1",
     "Pipeline the layers over K stages of cores/K cores each (GSPMD's vectorized stages; microbatches are "
-    "its microbatches; experts and groups over a stage's cores); 1: no pipeline", 1, 1024, NULL, NULL, NULL },
+    "its microbatches; experts and groups over a stage's cores); 1: no pipeline", 1, 1024, NULL, NULL, "+1|2|4" },
 };
 
 static void

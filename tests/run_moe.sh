@@ -89,6 +89,11 @@ printf '[model]\nfamily = moe\n[published]\nstep_time = -1\n' >"$PS_TMP/bad.ini"
 expect_status 2 "$PODSIM" run --config "$PS_TMP/bad.ini"
 expect_grep "bad.ini:4:13: step_time: '-1' is not a positive number" "$PS_TMP/err"
 
+# Pipelined MoE strategies in a search (an axis only when --axes names it).
+expect_status 0 "$PODSIM" search moe --layers 4 --microbatches 4 --axes pipeline_stages,remat -q -j 2
+expect_grep "moe on v3-8: 6 strategies = pipeline_stages (3) x remat (2)" "$PS_TMP/out"
+grep -q "^ *1 .*pipeline_stages=2 remat=" "$PS_TMP/out" || fail "search moe: the best strategy is not a 2-stage pipeline"
+
 # Every MoE preset fits in HBM (issue 12).
 for p in MoE128E12L MoE128E36L MoE512E12L MoE512E36L MoE2048E12L MoE2048E36L GspmdMoE32E GspmdMoE128E; do
   expect_status 0 "$PODSIM" run -q --preset "$p" --memory-only --json
