@@ -34,6 +34,7 @@
 #include <json-glib/json-glib.h>
 
 #include "cli/commands.h"
+#include "driver/driver.h"
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/propagate/propagate.h"
@@ -355,7 +356,7 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
   if (!co->no_propagate)
     {
       PsPropagateOptions po;
-      ps_cli_propagate_options (&po, m, FALSE, FALSE);
+      ps_driver_propagate_options (&po, m, FALSE, FALSE);
       if (!ps_propagate (m, &po, &error))
         {
           *reason = g_strdup_printf ("propagation: %s", error->message);
@@ -550,7 +551,7 @@ count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
   if (!co->no_propagate)
     {
       PsPropagateOptions po;
-      ps_cli_propagate_options (&po, m, FALSE, FALSE);
+      ps_driver_propagate_options (&po, m, FALSE, FALSE);
       if (!ps_propagate (m, &po, NULL))
         return;
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "driver/driver.h"
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
@@ -108,7 +109,7 @@ ps_cmd_partition (int argc, char **argv)
         goto out;
       }
     PsPropagateOptions popts;
-    ps_cli_propagate_options (&popts, m, to_output, to_params);
+    ps_driver_propagate_options (&popts, m, to_output, to_params);
     if (!ps_propagate (m, &popts, &error))
       {
         status = ps_cli_fail (error);

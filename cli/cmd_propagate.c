@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "driver/driver.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/propagate/propagate.h"
@@ -56,7 +57,7 @@ ps_cmd_propagate (int argc, char **argv)
   if (!m)
     return ps_cli_fail (error);
   PsPropagateOptions o;
-  ps_cli_propagate_options (&o, m, to_output, to_params);
+  ps_driver_propagate_options (&o, m, to_output, to_params);
   o.is_spmd = !mpmd;
   o.propagate_metadata = metadata;
   PsPropagateStats st;

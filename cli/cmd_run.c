@@ -10,7 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/picture.h"
-#include "cli/pipeline.h"
+#include "driver/driver.h"
 #include "cli/pipelining.h"
 #include "cli/report.h"
 #include "common/error.h"

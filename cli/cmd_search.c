@@ -17,8 +17,8 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "cli/pool.h"
-#include "cli/study.h"
+#include "driver/pool.h"
+#include "driver/study.h"
 #include "common/error.h"
 
 typedef struct {

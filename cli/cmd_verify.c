@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "driver/driver.h"
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
@@ -82,7 +83,7 @@ ps_cmd_verify (int argc, char **argv)
   if (!m)
     return ps_cli_fail (error);
   PsPropagateOptions popts;
-  ps_cli_propagate_options (&popts, m, to_output, to_params);
+  ps_driver_propagate_options (&popts, m, to_output, to_params);
   if (!ps_propagate (m, &popts, &error))
     return ps_cli_fail (error);
   g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);

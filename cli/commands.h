@@ -73,12 +73,4 @@ GString *ps_cli_run_isolated (PsIsolatedFn fn, gpointer data, gint64 timeout_s, 
  * located error when `line` (line line_no of file) nests deeper than
  * PS_MAX_NESTING; call it before parsing the line. */
 gboolean ps_cli_json_depth_ok (const char *line, const char *file, int line_no, GError **error);
-/* Propagation options for a module read from a file: may propagation change
- * the entry root's and parameters' shardings? Yes where the flag says so;
- * otherwise what the module header says
- * (allow_spmd_sharding_propagation_to_output/_parameters); otherwise no, as
- * XLA's default, so written entry shardings are kept. `m` must outlive `o`. */
-void ps_cli_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
-                               gboolean to_parameters);
-
 #endif

@@ -18,7 +18,7 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
-#include "cli/pipeline.h"
+#include "driver/driver.h"
 
 typedef struct {
   char *pairs;             /* the trace's form, "shift:0:1" */

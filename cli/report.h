@@ -13,7 +13,7 @@
 
 #include <glib.h>
 
-#include "cli/pipeline.h"
+#include "driver/driver.h"
 #include "models/family.h"
 #include "topology/hardware.h"
 

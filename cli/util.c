@@ -181,28 +181,6 @@ ps_cli_read_input (const char *path, char **out, gsize *len, GError **error)
   return ps_read_text_file (path, PS_MAX_TEXT_BYTES, out, len, error);
 }
 
-void
-ps_cli_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
-                          gboolean to_parameters)
-{
-  static const gboolean yes = TRUE, no = FALSE;
-  ps_propagate_options_init (o);
-  o->n_to_output = 1;
-  o->to_output = to_output ? &yes : &no;
-  if (!to_output && m->n_prop_to_output > 0)
-    {
-      o->n_to_output = m->n_prop_to_output;
-      o->to_output = m->prop_to_output;
-    }
-  o->n_to_parameters = 1;
-  o->to_parameters = to_parameters ? &yes : &no;
-  if (!to_parameters && m->n_prop_to_params > 0)
-    {
-      o->n_to_parameters = m->n_prop_to_params;
-      o->to_parameters = m->prop_to_params;
-    }
-}
-
 gboolean
 ps_cli_json_depth_ok (const char *line, const char *file, int line_no, GError **error)
 {

@@ -6,7 +6,7 @@
 #include <check.h>
 #include <math.h>
 
-#include "cli/op_times.h"
+#include "driver/op_times.h"
 #include "sim/compute.h"
 
 static PsTraceCompute

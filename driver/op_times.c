@@ -1,7 +1,7 @@
 /* Compute time by op_name: see op_times.h. */
 #include "config.h"
 
-#include "cli/op_times.h"
+#include "driver/op_times.h"
 
 #include <string.h>
 

@@ -1,9 +1,8 @@
 /* The end-to-end pipeline: see pipeline.h. */
 #include "config.h"
 
-#include "cli/pipeline.h"
-#include "cli/commands.h"
-#include "cli/op_times.h"
+#include "driver/driver.h"
+#include "driver/op_times.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +27,28 @@ const char *
 ps_stage_name (PsStage s)
 {
   return stage_names[s];
+}
+
+void
+ps_driver_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
+                             gboolean to_parameters)
+{
+  static const gboolean yes = TRUE, no = FALSE;
+  ps_propagate_options_init (o);
+  o->n_to_output = 1;
+  o->to_output = to_output ? &yes : &no;
+  if (!to_output && m->n_prop_to_output > 0)
+    {
+      o->n_to_output = m->n_prop_to_output;
+      o->to_output = m->prop_to_output;
+    }
+  o->n_to_parameters = 1;
+  o->to_parameters = to_parameters ? &yes : &no;
+  if (!to_parameters && m->n_prop_to_params > 0)
+    {
+      o->n_to_parameters = m->n_prop_to_params;
+      o->to_parameters = m->prop_to_params;
+    }
 }
 
 void
@@ -223,7 +244,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   stage_begin (&clk, PS_STAGE_PROPAGATE);
   PsPropagateOptions popts;
   if (r->info.keep_entry_shardings)
-    ps_cli_propagate_options (&popts, m, FALSE, FALSE);
+    ps_driver_propagate_options (&popts, m, FALSE, FALSE);
   else
     ps_propagate_options_init (&popts);
   if (!ps_propagate (m, &popts, &local))

@@ -16,8 +16,8 @@
  * Ownership: PsPool is transfer full; the PsPoolResult passed to on_done is
  * borrowed for the call.
  */
-#ifndef PS_CLI_POOL_H
-#define PS_CLI_POOL_H
+#ifndef PS_DRIVER_POOL_H
+#define PS_DRIVER_POOL_H
 
 #include <glib.h>
 

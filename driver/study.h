@@ -10,12 +10,12 @@
  * Ownership: PsStudy and PsStudyRow are transfer full from their
  * constructors; the PsParams given to ps_study_new is copied.
  */
-#ifndef PS_CLI_STUDY_H
-#define PS_CLI_STUDY_H
+#ifndef PS_DRIVER_STUDY_H
+#define PS_DRIVER_STUDY_H
 
 #include <glib.h>
 
-#include "cli/pool.h"
+#include "driver/pool.h"
 #include "models/family.h"
 
 typedef enum { PS_STUDY_CSV, PS_STUDY_JSONL } PsStudyFormat;

@@ -7,12 +7,13 @@
  * Ownership: PsPipelineResult is transfer full (ps_pipeline_result_free);
  * the options, hardware and build data are borrowed.
  */
-#ifndef PS_CLI_PIPELINE_H
-#define PS_CLI_PIPELINE_H
+#ifndef PS_DRIVER_DRIVER_H
+#define PS_DRIVER_DRIVER_H
 
 #include <glib.h>
 
 #include "models/family.h"
+#include "partitioner/propagate/propagate.h"
 #include "partitioner/analysis/schedule.h"
 #include "sim/collectives.h"
 #include "sim/results.h"
@@ -108,5 +109,13 @@ PsPipelineResult *ps_pipeline_run (PsPipelineBuildFn build, gpointer data,
 /* PS_ERROR_NO_FIT naming the peak and the capacity, for a result that
  * does not fit. */
 void ps_pipeline_no_fit_error (const PsPipelineResult *r, const PsHardware *hw, GError **error);
+
+/* Propagation options for a module read from a file: may propagation change
+ * the entry root's and parameters' shardings? Yes where the flag says so;
+ * otherwise what the module header says
+ * (allow_spmd_sharding_propagation_to_output/_parameters); otherwise no, as
+ * XLA's default, so written entry shardings are kept. `m` must outlive `o`. */
+void ps_driver_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
+                                  gboolean to_parameters);
 
 #endif

@@ -1,7 +1,7 @@
 /* Studies of many configurations: see study.h. */
 #include "config.h"
 
-#include "cli/study.h"
+#include "driver/study.h"
 
 #include <json-glib/json-glib.h>
 #include <stdio.h>

@@ -12,8 +12,8 @@
  * Ownership: the table is transfer full (g_hash_table_unref); it owns its
  * strings.
  */
-#ifndef PS_CLI_OP_TIMES_H
-#define PS_CLI_OP_TIMES_H
+#ifndef PS_DRIVER_OP_TIMES_H
+#define PS_DRIVER_OP_TIMES_H
 
 #include <glib.h>
 

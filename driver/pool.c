@@ -1,7 +1,7 @@
 /* The child-process pool: see pool.h. */
 #include "config.h"
 
-#include "cli/pool.h"
+#include "driver/pool.h"
 
 #include <gio/gio.h>
 #include <glib-unix.h>
