@@ -37,7 +37,6 @@
 #include "driver/driver.h"
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
-#include "partitioner/propagate/propagate.h"
 #include "partitioner/ir/sharding.h"
 #include "partitioner/interp/shrink.h"
 #include "partitioner/spmd/spmd.h"
@@ -353,24 +352,29 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
                                  PS_VERIFY_MAX_DEVICES);
       return FALSE;
     }
-  if (!co->no_propagate)
-    {
-      PsPropagateOptions po;
-      ps_driver_propagate_options (&po, m, FALSE, FALSE);
-      if (!ps_propagate (m, &po, &error))
-        {
-          *reason = g_strdup_printf ("propagation: %s", error->message);
-          g_error_free (error);
-          return FALSE;
-        }
-    }
   /* The partitioner's cost-based decisions are recorded so that a scaled
    * copy (below) can be partitioned the same way. */
   g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   PsSpmdOptions so;
   case_spmd_options (c, &so);
   so.choices = choices;
-  g_autoptr (PsModule) part = ps_spmd_partition (m, nd, &so, &error);
+  PsDriverOptions dopts;
+  ps_driver_options_init (&dopts);
+  dopts.module = m;
+  dopts.n_devices = nd;
+  dopts.skip_propagate = co->no_propagate;
+  dopts.spmd = &so;
+  dopts.stop_after = PS_STAGE_PARTITION;
+  dopts.keep_spmd = TRUE;
+  PsStage failed = PS_STAGE_BUILD;
+  g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, &failed, &error);
+  if (!r && failed == PS_STAGE_PROPAGATE)
+    {
+      *reason = g_strdup_printf ("propagation: %s", error->message);
+      g_error_free (error);
+      return FALSE;
+    }
+  const PsModule *part = r ? r->spmd : NULL;
   g_autofree char *want_error = NULL;
   gboolean want_fail = expects_failure (c, &want_error);
   if (!part)
@@ -548,26 +552,25 @@ count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
   gint64 nd = case_devices (c, m);
   if (nd < 1)
     return;
-  if (!co->no_propagate)
-    {
-      PsPropagateOptions po;
-      ps_driver_propagate_options (&po, m, FALSE, FALSE);
-      if (!ps_propagate (m, &po, NULL))
-        return;
-    }
-  PsSpmdReport rep;
-  ps_spmd_report_init (&rep);
   PsSpmdOptions so;
   case_spmd_options (c, &so);
-  so.report = &rep;
-  g_autoptr (PsModule) part = ps_spmd_partition (m, nd, &so, NULL);
-  if (part && rep.n_fallbacks > 0 && rep.fallback_ops)
+  PsDriverOptions dopts;
+  ps_driver_options_init (&dopts);
+  dopts.module = m;
+  dopts.n_devices = nd;
+  dopts.skip_propagate = co->no_propagate;
+  dopts.spmd = &so;
+  dopts.stop_after = PS_STAGE_PARTITION;
+  g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, NULL, NULL);
+  const PsSpmdReport *rep = r ? &r->spmd_report : NULL;
+  gboolean part = r != NULL;
+  if (part && rep->n_fallbacks > 0 && rep->fallback_ops)
     {
       t->n_modules++;
-      t->n_instrs += rep.n_fallbacks;
+      t->n_instrs += rep->n_fallbacks;
       GHashTableIter it;
       gpointer k, v;
-      g_hash_table_iter_init (&it, rep.fallback_ops);
+      g_hash_table_iter_init (&it, rep->fallback_ops);
       while (g_hash_table_iter_next (&it, &k, &v))
         {
           g_hash_table_insert (t->instrs, k, GINT_TO_POINTER (
@@ -576,7 +579,6 @@ count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
             GPOINTER_TO_INT (g_hash_table_lookup (t->modules, k)) + 1));
         }
     }
-  ps_spmd_report_clear (&rep);
 }
 
 static int

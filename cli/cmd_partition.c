@@ -13,10 +13,8 @@
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
-#include "partitioner/analysis/lower.h"
-#include "partitioner/analysis/memory.h"
-#include "partitioner/propagate/propagate.h"
 #include "partitioner/spmd/spmd.h"
+#include "topology/hardware.h"
 
 static int
 compare_names (gconstpointer a, gconstpointer b)
@@ -108,68 +106,61 @@ ps_cmd_partition (int argc, char **argv)
         status = ps_cli_fail (error);
         goto out;
       }
-    PsPropagateOptions popts;
-    ps_driver_propagate_options (&popts, m, to_output, to_params);
-    if (!ps_propagate (m, &popts, &error))
+    /* The same sequence as podsim run (driver/driver.h): the trace and the
+     * peak come from the one schedule run would make of this program on the
+     * bundled hardware's HBM budget. */
+    g_autoptr (PsHardware) hw = NULL;
+    if (trace_path || memory)
       {
-        status = ps_cli_fail (error);
-        goto out;
+        hw = ps_hardware_load_or_default (NULL, &error);
+        if (!hw)
+          {
+            status = ps_cli_fail (error);
+            goto out;
+          }
       }
     PsSpmdOptions sopts;
     ps_spmd_options_init (&sopts);
     sopts.use_all_gather = !no_all_gather;
     sopts.windowed_einsum_threshold_bytes = windowed;
     sopts.windowed_einsum_bidirectional = bidi;
-    PsSpmdReport report;
-    ps_spmd_report_init (&report);
-    sopts.report = &report;
-    g_autoptr (PsModule) part = ps_spmd_partition (m, devices, &sopts, &error);
-    if (!part)
+    PsDriverOptions dopts;
+    ps_driver_options_init (&dopts);
+    dopts.module = m;
+    dopts.n_devices = devices;
+    dopts.to_output = to_output;
+    dopts.to_parameters = to_params;
+    dopts.spmd = &sopts;
+    dopts.hw = hw;
+    dopts.async_collectives = async;
+    dopts.stop_after = trace_path ? PS_STAGE_LOWER : memory ? PS_STAGE_MEMORY : PS_STAGE_PARTITION;
+    dopts.lower_past_no_fit = TRUE;
+    dopts.memory_holders = 10;
+    dopts.keep_spmd = TRUE;
+    PsStage failed = PS_STAGE_BUILD;
+    g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, &failed, &error);
+    if (!r)
       {
-        ps_spmd_report_clear (&report);
+        /* Everything that can fail runs before any output is written. */
+        if (failed == PS_STAGE_LOWER)
+          g_prefix_error (&error, "%s: --trace: ", path);
+        else if (failed == PS_STAGE_MEMORY)
+          g_prefix_error (&error, "%s: --memory: ", path);
         status = ps_cli_fail (error);
         goto out;
       }
+    const PsModule *part = r->spmd;
     if (stats)
       {
-        g_autofree char *fb = fallback_summary (&report);
+        g_autofree char *fb = fallback_summary (&r->spmd_report);
         fprintf (stderr, "collectives: %" G_GINT64_FORMAT "\nfallbacks: %" G_GINT64_FORMAT,
-                 report.n_collectives, report.n_fallbacks);
+                 r->spmd_report.n_collectives, r->spmd_report.n_fallbacks);
         if (*fb)
           fprintf (stderr, " (%s)", fb);
         fputc ('\n', stderr);
       }
-    ps_spmd_report_clear (&report);
-    /* Everything that can fail runs before any output is written. */
-    g_autoptr (PsTrace) trace = NULL;
-    if (trace_path)
-      {
-        PsLowerOptions lopts;
-        ps_lower_options_init (&lopts);
-        lopts.async_collectives = async;
-        trace = ps_lower_module (part, &lopts, &error);
-        if (!trace)
-          {
-            g_prefix_error (&error, "%s: --trace: ", path);
-            status = ps_cli_fail (error);
-            goto out;
-          }
-      }
-    g_autofree char *memory_text = NULL;
-    if (memory)
-      {
-        PsCostOptions copts;
-        ps_cost_options_init (&copts);
-        g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (part, &copts, &error);
-        g_autoptr (PsMemoryReport) mr = cost ? ps_memory_analyze (part, cost, &error) : NULL;
-        if (!mr)
-          {
-            g_prefix_error (&error, "%s: --memory: ", path);
-            status = ps_cli_fail (error);
-            goto out;
-          }
-        memory_text = ps_memory_report_to_string (mr, 10);
-      }
+    const PsTrace *trace = r->trace;
+    const char *memory_text = memory ? r->memory_text : NULL;
     g_autofree char *printed = ps_hlo_print (part, NULL);
     gsize plen = strlen (printed);
     g_autofree char *text = plen > 0 && printed[plen - 1] != '\n'

@@ -40,7 +40,7 @@ build_family (gpointer data, PsModelInfo *info, GError **error)
 /* The pipelining report of a run, when its family pipelines (a
  * `pipeline_stages` key above 1). transfer full. */
 static PsPipeliningReport *
-pipelining (const PsParams *p, const PsPipelineResult *r)
+pipelining (const PsParams *p, const PsDriverResult *r)
 {
   const PsModelFamily *f = ps_params_family (p);
   const PsParamSpec *k = ps_model_family_find_spec (f, "pipeline_stages");
@@ -69,7 +69,7 @@ describe_section (const PsParams *p, const char *section)
 }
 
 static void
-print_text (const PsParams *p, const char *name, double published, const PsPipelineResult *r,
+print_text (const PsParams *p, const char *name, double published, const PsDriverResult *r,
             const PsHardware *hw, gboolean stats)
 {
   const PsModelFamily *f = ps_params_family (p);
@@ -196,7 +196,7 @@ add_config (JsonBuilder *b, const PsParams *p)
  * that does not fit) the timing members are left out; `error` says why a
  * run that does not fit stopped. */
 static char *
-to_json (const PsParams *p, const char *name, double published, const PsPipelineResult *r,
+to_json (const PsParams *p, const char *name, double published, const PsDriverResult *r,
          const PsHardware *hw, const char *error)
 {
   const PsModelFamily *f = ps_params_family (p);
@@ -319,23 +319,38 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
   gint64 windowed = ps_params_int (p, "windowed_einsum");
   PsCollAlgorithm coll = PS_COLL_TORUS2D;
   ps_coll_algorithm_parse (ps_params_str (p, "collectives"), "--collectives", &coll, NULL);
-  PsPipelineOptions popts = { name, hw, ps_params_str (p, "slice"), wrap, !ps_params_bool (p, "cache"),
-                              ps_params_bool (p, "async_collectives"), !o->quiet && isatty (2),
-                              o->timeline || o->report ? tl_devices : NULL, o->timeline || o->report ? 2 : 0,
-                              o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
-  popts.collectives = coll;
-  ps_schedule_policy_parse (ps_params_str (p, "schedule"), "--schedule", &popts.schedule, NULL);
-  popts.idle_cores = ps_params_bool (p, "idle_cores");
-  popts.memory_only = o->memory_only;
-  popts.op_groups = f->op_groups;
-  g_autoptr (PsPipelineResult) r = ps_pipeline_run (build_family, &fb, &popts, &error);
+  PsDriverOptions dopts;
+  ps_driver_options_init (&dopts);
+  dopts.build = build_family;
+  dopts.build_data = &fb;
+  dopts.stop_after = o->memory_only ? PS_STAGE_MEMORY : PS_STAGE_SIMULATE;
+  dopts.program = name;
+  dopts.hw = hw;
+  dopts.slice = ps_params_str (p, "slice");
+  dopts.wrap = wrap;
+  dopts.idle_cores = ps_params_bool (p, "idle_cores");
+  dopts.collectives = coll;
+  ps_schedule_policy_parse (ps_params_str (p, "schedule"), "--schedule", &dopts.schedule, NULL);
+  dopts.async_collectives = ps_params_bool (p, "async_collectives");
+  dopts.no_cache = !ps_params_bool (p, "cache");
+  dopts.windowed_einsum = windowed >= 0;
+  dopts.windowed_einsum_threshold_bytes = windowed;
+  dopts.dump_hlo = o->dump_hlo;
+  dopts.dump_spmd = o->dump_spmd;
+  dopts.dump_trace = o->dump_trace;
+  dopts.name_stage_in_errors = TRUE;
+  dopts.progress = !o->quiet && isatty (2);
+  dopts.timeline_devices = o->timeline || o->report ? tl_devices : NULL;
+  dopts.n_timeline_devices = o->timeline || o->report ? 2 : 0;
+  dopts.op_groups = f->op_groups;
+  g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, NULL, &error);
   if (!r)
     return ps_cli_fail (error);
   if (!r->fits)
     {
       /* With --json the figures of the memory check are still printed, so
        * sweeps and searches can say by how much it did not fit. */
-      ps_pipeline_no_fit_error (r, hw, &error);
+      ps_driver_no_fit_error (r, hw, &error);
       if (o->json)
         {
           g_autofree char *j = to_json (p, name, published, r, hw, error->message);

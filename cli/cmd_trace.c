@@ -153,33 +153,21 @@ trace_dump (int argc, char **argv)
 }
 
 static gboolean
-parse_mesh (const char *text, PsLowerOptions *o, GError **error)
-{
-  PsTraceMesh m = { 0 };
-  if (!ps_trace_mesh_parse_dims (text, "--mesh", &m, error))
-    return FALSE;
-  o->mesh_rank = m.rank;
-  for (guint i = 0; i < m.rank; i++)
-    o->mesh_dims[i] = m.dims[i];
-  return TRUE;
-}
-
-static gboolean
-parse_order (const char *text, PsLowerOptions *o, GError **error)
+parse_order (const char *text, PsTraceMesh *m, GError **error)
 {
   gint64 x, y, c;
   char tail;
   if (strcmp (text, "arange") == 0)
-    o->mesh_order = PS_TRACE_ORDER_ARANGE;
+    m->order = PS_TRACE_ORDER_ARANGE;
   else if (strcmp (text, "arange_T") == 0)
-    o->mesh_order = PS_TRACE_ORDER_ARANGE_T;
+    m->order = PS_TRACE_ORDER_ARANGE_T;
   else if (sscanf (text, "nonpod2d:%" G_GINT64_MODIFIER "dx%" G_GINT64_MODIFIER "dx%"
                    G_GINT64_MODIFIER "d%c", &x, &y, &c, &tail) == 3)
     {
-      o->mesh_order = PS_TRACE_ORDER_NONPOD2D;
-      o->mesh_physical[0] = x;
-      o->mesh_physical[1] = y;
-      o->mesh_physical[2] = c;
+      m->order = PS_TRACE_ORDER_NONPOD2D;
+      m->physical[0] = x;
+      m->physical[1] = y;
+      m->physical[2] = c;
     }
   else
     {
@@ -242,8 +230,11 @@ trace_lower (int argc, char **argv)
   GError *error = NULL;
   PsLowerOptions o;
   ps_lower_options_init (&o);
-  if ((mesh && !parse_mesh (mesh, &o, &error)) || (order && !parse_order (order, &o, &error)))
+  PsTraceMesh lmesh = { 0 };
+  if ((mesh && !ps_trace_mesh_parse_dims (mesh, "--mesh", &lmesh, &error))
+      || (order && !parse_order (order, &lmesh, &error)))
     return ps_cli_fail (error);
+  o.mesh = &lmesh;
   if (devices < 0 || devices > PS_MAX_DEVICES || trip < 0)
     {
       fprintf (stderr, "podsim trace lower: --devices must be 1 .. %d and --trip-count positive\n",

@@ -17,7 +17,6 @@
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
-#include "partitioner/propagate/propagate.h"
 #include "partitioner/interp/shrink.h"
 #include "partitioner/spmd/spmd.h"
 #include "partitioner/interp/verify.h"
@@ -82,17 +81,23 @@ ps_cmd_verify (int argc, char **argv)
   g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
   if (!m)
     return ps_cli_fail (error);
-  PsPropagateOptions popts;
-  ps_driver_propagate_options (&popts, m, to_output, to_params);
-  if (!ps_propagate (m, &popts, &error))
-    return ps_cli_fail (error);
   g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   PsSpmdOptions so;
   ps_spmd_options_init (&so);
   so.choices = choices;
-  g_autoptr (PsModule) part = ps_spmd_partition (m, devices, &so, &error);
-  if (!part)
+  PsDriverOptions dopts;
+  ps_driver_options_init (&dopts);
+  dopts.module = m;
+  dopts.n_devices = devices;
+  dopts.to_output = to_output;
+  dopts.to_parameters = to_params;
+  dopts.spmd = &so;
+  dopts.stop_after = PS_STAGE_PARTITION;
+  dopts.keep_spmd = TRUE;
+  g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, NULL, &error);
+  if (!r)
     return ps_cli_fail (error);
+  const PsModule *part = r->spmd;
   PsVerifyOptions vopts;
   ps_verify_options_init (&vopts);
   vopts.seed = (guint64) seed;

@@ -42,7 +42,7 @@ ici_hops (const PsPlatform *pf, int src, int dst, int *links)
 
 /* Every collective-permute of the trace, grouped by its pairs. */
 static GArray *
-permute_hops (const PsPipelineResult *r)
+permute_hops (const PsDriverResult *r)
 {
   GArray *out = g_array_new (FALSE, TRUE, sizeof (PsPermuteHops));
   const PsTrace *t = r->trace;
@@ -96,7 +96,7 @@ permute_hops (const PsPipelineResult *r)
 }
 
 PsPipeliningReport *
-ps_pipelining_report (int stages, int microbatches, const PsPipelineResult *r)
+ps_pipelining_report (int stages, int microbatches, const PsDriverResult *r)
 {
   if (stages <= 1 || !r->sim || !r->sim->loops)
     return NULL;

@@ -42,7 +42,7 @@ typedef struct {
 
 /* The report of a run pipelined over `stages` stages with `microbatches`
  * microbatches; NULL when stages <= 1 or the replay has no pipeline loops. */
-PsPipeliningReport *ps_pipelining_report (int stages, int microbatches, const PsPipelineResult *r);
+PsPipeliningReport *ps_pipelining_report (int stages, int microbatches, const PsDriverResult *r);
 void ps_pipelining_report_free (PsPipeliningReport *rep);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPipeliningReport, ps_pipelining_report_free)
 

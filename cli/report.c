@@ -82,7 +82,7 @@ static const char *style =
 gboolean
 ps_report_write (const char *dir, const PsReportInput *in, GError **error)
 {
-  const PsPipelineResult *r = in->result;
+  const PsDriverResult *r = in->result;
   const PsReplayResult *s = r->sim;
   g_return_val_if_fail (s != NULL && s->timeline != NULL, FALSE);
   if (g_mkdir_with_parents (dir, 0755) != 0)

@@ -21,7 +21,7 @@ typedef struct {
   const char *name;          /* the run's name */
   const PsParams *params;
   double published;          /* published throughput, 0: none */
-  const PsPipelineResult *result;
+  const PsDriverResult *result;
   const PsHardware *hw;
   const char *command;       /* the command line that made it, for the page */
 } PsReportInput;

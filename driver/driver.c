@@ -1,4 +1,4 @@
-/* The end-to-end pipeline: see pipeline.h. */
+/* The stage sequence: see driver.h. */
 #include "config.h"
 
 #include "driver/driver.h"
@@ -30,34 +30,24 @@ ps_stage_name (PsStage s)
 }
 
 void
-ps_driver_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
-                             gboolean to_parameters)
+ps_driver_options_init (PsDriverOptions *o)
 {
-  static const gboolean yes = TRUE, no = FALSE;
-  ps_propagate_options_init (o);
-  o->n_to_output = 1;
-  o->to_output = to_output ? &yes : &no;
-  if (!to_output && m->n_prop_to_output > 0)
-    {
-      o->n_to_output = m->n_prop_to_output;
-      o->to_output = m->prop_to_output;
-    }
-  o->n_to_parameters = 1;
-  o->to_parameters = to_parameters ? &yes : &no;
-  if (!to_parameters && m->n_prop_to_params > 0)
-    {
-      o->n_to_parameters = m->n_prop_to_params;
-      o->to_parameters = m->prop_to_params;
-    }
+  memset (o, 0, sizeof *o);
+  o->stop_after = PS_STAGE_SIMULATE;
 }
 
 void
-ps_pipeline_result_free (PsPipelineResult *r)
+ps_driver_result_free (PsDriverResult *r)
 {
   if (!r)
     return;
   g_free (r->memory_text);
   g_free (r->info.mesh.devices);
+  if (r->module)
+    ps_module_free (r->module);
+  if (r->spmd)
+    ps_module_free (r->spmd);
+  ps_spmd_report_clear (&r->spmd_report);
   if (r->trace)
     ps_trace_free (r->trace);
   if (r->sim)
@@ -93,11 +83,12 @@ reset_peak_rss (void)
 }
 
 typedef struct {
-  const PsPipelineOptions *opts;
-  PsPipelineResult *r;
+  const PsDriverOptions *opts;
+  PsDriverResult *r;
   gint64 t0;
   double cpu0;
   PsStage stage;
+  PsStage *failed;
 } Clock;
 
 /* User + system CPU seconds of the process so far. */
@@ -139,12 +130,21 @@ stage_end (Clock *c)
     }
 }
 
-static gboolean
-fail_stage (Clock *c, GError **error, GError *local)
+static void
+end_progress (Clock *c)
 {
   if (c->opts->progress)
     fputs ("\r\033[K", stderr);
-  if (local->domain == PS_ERROR && (local->code == PS_ERROR_OPTION || local->code == PS_ERROR_NO_FIT))
+}
+
+static gboolean
+fail_stage (Clock *c, GError **error, GError *local)
+{
+  end_progress (c);
+  if (c->failed)
+    *c->failed = c->stage;
+  if (!c->opts->name_stage_in_errors
+      || (local->domain == PS_ERROR && (local->code == PS_ERROR_OPTION || local->code == PS_ERROR_NO_FIT)))
     g_propagate_error (error, local);
   else
     {
@@ -179,13 +179,85 @@ dump_annotated (PsModule *m, gboolean propagate_entry, const char *path, GError 
 }
 
 void
-ps_pipeline_no_fit_error (const PsPipelineResult *r, const PsHardware *hw, GError **error)
+ps_driver_no_fit_error (const PsDriverResult *r, const PsHardware *hw, GError **error)
 {
   g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
   g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
   g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
                "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
                "(try more --microbatches, --remat or a larger slice)", peak, cap);
+}
+
+/* ---- the stages ------------------------------------------------------------------- */
+
+void
+ps_driver_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_output,
+                             gboolean to_parameters)
+{
+  static const gboolean yes = TRUE, no = FALSE;
+  ps_propagate_options_init (o);
+  o->n_to_output = 1;
+  o->to_output = to_output ? &yes : &no;
+  if (!to_output && m->n_prop_to_output > 0)
+    {
+      o->n_to_output = m->n_prop_to_output;
+      o->to_output = m->prop_to_output;
+    }
+  o->n_to_parameters = 1;
+  o->to_parameters = to_parameters ? &yes : &no;
+  if (!to_parameters && m->n_prop_to_params > 0)
+    {
+      o->n_to_parameters = m->n_prop_to_params;
+      o->to_parameters = m->prop_to_params;
+    }
+}
+
+gboolean
+ps_driver_propagate (PsModule *m, gboolean keep_entry, gboolean to_output, gboolean to_parameters,
+                     GError **error)
+{
+  PsPropagateOptions popts;
+  if (keep_entry)
+    ps_driver_propagate_options (&popts, m, to_output, to_parameters);
+  else
+    ps_propagate_options_init (&popts);
+  return ps_propagate (m, &popts, error);
+}
+
+PsModule *
+ps_driver_partition (const PsModule *m, int64_t n_devices, const PsSpmdOptions *opts, GError **error)
+{
+  return ps_spmd_partition (m, n_devices, opts, error);
+}
+
+PsSchedule *
+ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_budget_bytes,
+                    PsCostAnalysis **cost_out, GError **error)
+{
+  PsCostOptions copts;
+  ps_cost_options_init (&copts);
+  g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, error);
+  if (!cost)
+    return NULL;
+  PsScheduleOptions schopts = { policy, hbm_budget_bytes };
+  PsSchedule *sched = ps_schedule_module (spmd, cost, &schopts, error);
+  if (sched && cost_out)
+    *cost_out = g_steal_pointer (&cost);
+  return sched;
+}
+
+PsTrace *
+ps_driver_lower (const PsModule *spmd, const PsSchedule *schedule, const PsTraceMesh *mesh,
+                 int64_t n_devices, const char *program, const char *slice, GError **error)
+{
+  PsLowerOptions lopts;
+  ps_lower_options_init (&lopts);
+  lopts.program = program;
+  lopts.n_devices = n_devices;
+  lopts.mesh = mesh;
+  lopts.slice = slice;
+  lopts.schedule = schedule;
+  return ps_lower_module (spmd, &lopts, error);
 }
 
 /* The replay runs in a thread of its own. SimGrid walks lists of its
@@ -210,135 +282,24 @@ replay_thread (gpointer data)
   return NULL;
 }
 
-PsPipelineResult *
-ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions *opts,
-                 GError **error)
+PsReplayResult *
+ps_driver_simulate (const PsTrace *trace, const PsReplayOptions *opts, GError **error)
 {
-  g_autoptr (PsPipelineResult) r = g_new0 (PsPipelineResult, 1);
-  Clock clk = { opts, r, 0, 0, PS_STAGE_BUILD };
-  GError *local = NULL;
-  const char *slice_name = opts->slice;
-  g_autoptr (PsSlice) slice = ps_slice_new (slice_name, opts->wrap, opts->hw->tensorcores_per_chip, error);
-  if (!slice)
-    return NULL;
-
-  stage_begin (&clk, PS_STAGE_BUILD);
-  g_autoptr (PsModule) m = build (data, &r->info, &local);
-  if (!m)
-    return fail_stage (&clk, error, local), NULL;
-  stage_end (&clk);
-  int64_t n_devices = 1;
-  for (guint i = 0; i < r->info.mesh.rank; i++)
-    n_devices *= r->info.mesh.dims[i];
-  int cores = ps_slice_n_cores (slice);
-  if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores%s", n_devices, slice_name, cores,
-                   n_devices < cores ? " (--idle-cores leaves the rest idle)" : "");
-      return NULL;
-    }
-  if (opts->dump_hlo && !dump_annotated (m, !r->info.keep_entry_shardings, opts->dump_hlo, error))
-    return NULL;
-
-  stage_begin (&clk, PS_STAGE_PROPAGATE);
-  PsPropagateOptions popts;
-  if (r->info.keep_entry_shardings)
-    ps_driver_propagate_options (&popts, m, FALSE, FALSE);
-  else
-    ps_propagate_options_init (&popts);
-  if (!ps_propagate (m, &popts, &local))
-    return fail_stage (&clk, error, local), NULL;
-  stage_end (&clk);
-
-  stage_begin (&clk, PS_STAGE_PARTITION);
-  PsSpmdOptions sopts;
-  ps_spmd_options_init (&sopts);
-  PsSpmdReport report;
-  ps_spmd_report_init (&report);
-  sopts.report = &report;
-  if (opts->windowed_einsum)
-    sopts.windowed_einsum_threshold_bytes = opts->windowed_einsum_threshold_bytes;
-  g_autoptr (PsModule) spmd = ps_spmd_partition (m, n_devices, &sopts, &local);
-  r->n_fallbacks = report.n_fallbacks;
-  r->n_cse_removed = report.n_cse_removed;
-  ps_spmd_report_clear (&report);
-  if (!spmd)
-    return fail_stage (&clk, error, local), NULL;
-  r->n_instructions_spmd = spmd->entry->instrs->len;
-  /* Instruction -> op_name, while the partitioned module is alive. */
-  g_autoptr (GHashTable) op_names = opts->op_groups ? ps_op_names_table (spmd) : NULL;
-  if (opts->dump_spmd && !dump_module (spmd, opts->dump_spmd, error))
-    return NULL;
-  g_clear_pointer (&m, ps_module_free);
-  stage_end (&clk);
-
-  stage_begin (&clk, PS_STAGE_MEMORY);
-  PsCostOptions copts;
-  ps_cost_options_init (&copts);
-  g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, &local);
-  if (!cost)
-    return fail_stage (&clk, error, local), NULL;
-  PsScheduleOptions schopts = { opts->async_collectives ? PS_SCHEDULE_EAGER : opts->schedule,
-                                opts->hw->hbm_bytes_per_core };
-  g_autoptr (PsSchedule) sched = ps_schedule_module (spmd, cost, &schopts, &local);
-  if (!sched)
-    return fail_stage (&clk, error, local), NULL;
-  r->schedule = sched->policy;
-  r->n_async = sched->n_async;
-  r->n_reverted = sched->n_reverted;
-  const PsMemoryReport *mem = sched->memory;
-  r->peak_hbm_bytes = mem->peak_bytes;
-  r->memory_text = ps_memory_report_to_string (mem, 5);
-  stage_end (&clk);
-  r->fits = (double) mem->peak_bytes <= (double) opts->hw->hbm_bytes_per_core;
-  if (!r->fits || opts->memory_only)
-    {
-      if (opts->progress)
-        fputs ("\r\033[K", stderr);
-      return g_steal_pointer (&r);
-    }
-
-  stage_begin (&clk, PS_STAGE_LOWER);
-  PsLowerOptions lopts;
-  ps_lower_options_init (&lopts);
-  lopts.program = opts->program;
-  lopts.n_devices = n_devices;
-  lopts.mesh_rank = r->info.mesh.rank;
-  for (guint i = 0; i < r->info.mesh.rank; i++)
-    lopts.mesh_dims[i] = r->info.mesh.dims[i];
-  lopts.mesh_order = r->info.mesh.order;
-  lopts.mesh_devices = r->info.mesh.devices;
-  for (int i = 0; i < 3; i++)
-    lopts.mesh_physical[i] = r->info.mesh.physical[i];
-  lopts.slice = slice_name;
-  lopts.schedule = sched;
-  r->trace = ps_lower_module (spmd, &lopts, &local);
-  if (!r->trace)
-    return fail_stage (&clk, error, local), NULL;
-  if (opts->dump_trace && !ps_trace_write (r->trace, opts->dump_trace, &local))
-    return fail_stage (&clk, error, local), NULL;
-  g_clear_pointer (&sched, ps_schedule_free);
-  g_clear_pointer (&spmd, ps_module_free);
-  g_clear_pointer (&cost, ps_cost_analysis_free);
-  stage_end (&clk);
-
-  stage_begin (&clk, PS_STAGE_SIMULATE);
-  r->platform = ps_platform_new (slice, opts->hw, &local);
-  if (!r->platform)
-    return fail_stage (&clk, error, local), NULL;
-  PsReplayOptions ropts = { opts->hw, r->platform, opts->no_cache, opts->timeline_devices,
-                            opts->n_timeline_devices, opts->collectives };
-  ReplayJob job = { r->trace, &ropts, NULL, NULL };
+  ReplayJob job = { trace, opts, NULL, NULL };
   g_thread_join (g_thread_new ("replay", replay_thread, &job));
-  r->sim = job.result;
-  if (!r->sim)
-    return fail_stage (&clk, error, job.error), NULL;
-  stage_end (&clk);
-  if (opts->progress)
-    fputs ("\r\033[K", stderr);
+  if (!job.result)
+    g_propagate_error (error, job.error);
+  return job.result;
+}
 
-  for (int g = 0; opts->op_groups && g < PS_PIPELINE_MAX_OP_GROUPS && opts->op_groups[g].key; g++)
+/* ---- the sequence ----------------------------------------------------------------- */
+
+/* What ps_driver_run computes after the replay: the family's parts of the
+ * step, the all-to-all time, throughput and utilization. */
+static void
+summarize (PsDriverResult *r, const PsDriverOptions *opts, GHashTable *op_names)
+{
+  for (int g = 0; opts->op_groups && g < PS_DRIVER_MAX_OP_GROUPS && opts->op_groups[g].key; g++)
     {
       r->op_group_s[g] = ps_op_times_compute (r->trace, opts->hw, op_names, opts->op_groups[g].prefixes);
       r->n_op_groups = g + 1;
@@ -354,7 +315,176 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
     }
   double step = r->sim->step_time_s;
   r->items_per_s = step > 0 ? r->info.items_per_step / step : 0;
-  double peak = ps_hardware_peak_flops_per_core (opts->hw) * (double) n_devices;
+  double peak = ps_hardware_peak_flops_per_core (opts->hw) * (double) r->n_devices;
   r->model_flops_utilization = step > 0 ? r->info.model_flops / (peak * step) : 0;
+}
+
+PsDriverResult *
+ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
+{
+  g_return_val_if_fail ((opts->build != NULL) != (opts->module != NULL), NULL);
+  g_return_val_if_fail (opts->hw || opts->stop_after < PS_STAGE_MEMORY, NULL);
+  g_autoptr (PsDriverResult) r = g_new0 (PsDriverResult, 1);
+  ps_spmd_report_init (&r->spmd_report);
+  Clock clk = { opts, r, 0, 0, PS_STAGE_BUILD, failed };
+  GError *local = NULL;
+  g_autoptr (PsSlice) slice = NULL;
+  if (opts->slice)
+    {
+      slice = ps_slice_new (opts->slice, opts->wrap, opts->hw->tensorcores_per_chip, error);
+      if (!slice)
+        {
+          if (failed)
+            *failed = PS_STAGE_BUILD;
+          return NULL;
+        }
+    }
+
+  stage_begin (&clk, PS_STAGE_BUILD);
+  g_autoptr (PsModule) built = NULL;
+  PsModule *m = opts->module;
+  if (opts->build)
+    {
+      m = built = opts->build (opts->build_data, &r->info, &local);
+      if (!m)
+        return fail_stage (&clk, error, local), NULL;
+    }
+  else
+    r->info.keep_entry_shardings = TRUE;
+  stage_end (&clk);
+  int64_t n_devices = opts->n_devices;
+  if (opts->build)
+    {
+      n_devices = 1;
+      for (guint i = 0; i < r->info.mesh.rank; i++)
+        n_devices *= r->info.mesh.dims[i];
+    }
+  r->n_devices = n_devices;
+  if (slice)
+    {
+      int cores = ps_slice_n_cores (slice);
+      if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
+                       " devices but slice %s has %d cores%s", n_devices, opts->slice, cores,
+                       n_devices < cores ? " (--idle-cores leaves the rest idle)" : "");
+          if (failed)
+            *failed = PS_STAGE_BUILD;
+          end_progress (&clk);
+          return NULL;
+        }
+    }
+  if (opts->dump_hlo && !dump_annotated (m, !r->info.keep_entry_shardings, opts->dump_hlo, error))
+    return NULL;
+
+  if (!opts->skip_propagate)
+    {
+      stage_begin (&clk, PS_STAGE_PROPAGATE);
+      if (!ps_driver_propagate (m, r->info.keep_entry_shardings, opts->to_output, opts->to_parameters,
+                                &local))
+        return fail_stage (&clk, error, local), NULL;
+      stage_end (&clk);
+    }
+  if (opts->stop_after < PS_STAGE_PARTITION)
+    {
+      end_progress (&clk);
+      if (opts->keep_module)
+        r->module = built ? g_steal_pointer (&built) : NULL;
+      return g_steal_pointer (&r);
+    }
+
+  stage_begin (&clk, PS_STAGE_PARTITION);
+  PsSpmdOptions sopts;
+  if (opts->spmd)
+    sopts = *opts->spmd;
+  else
+    ps_spmd_options_init (&sopts);
+  sopts.report = &r->spmd_report;
+  if (opts->windowed_einsum)
+    sopts.windowed_einsum_threshold_bytes = opts->windowed_einsum_threshold_bytes;
+  g_autoptr (PsModule) spmd = ps_driver_partition (m, n_devices, &sopts, &local);
+  r->n_fallbacks = r->spmd_report.n_fallbacks;
+  r->n_cse_removed = r->spmd_report.n_cse_removed;
+  if (!spmd)
+    return fail_stage (&clk, error, local), NULL;
+  r->n_instructions_spmd = spmd->entry->instrs->len;
+  /* Instruction -> op_name, while the partitioned module is alive. */
+  g_autoptr (GHashTable) op_names = opts->op_groups ? ps_op_names_table (spmd) : NULL;
+  if (opts->dump_spmd && !dump_module (spmd, opts->dump_spmd, error))
+    {
+      end_progress (&clk);
+      return NULL;
+    }
+  /* The single-device module is not needed past here: a large build frees
+   * its memory before the memory stage's peak. */
+  if (opts->keep_module)
+    r->module = built ? g_steal_pointer (&built) : NULL;
+  else
+    g_clear_pointer (&built, ps_module_free);
+  stage_end (&clk);
+  if (opts->stop_after < PS_STAGE_MEMORY)
+    {
+      end_progress (&clk);
+      if (opts->keep_spmd)
+        r->spmd = g_steal_pointer (&spmd);
+      return g_steal_pointer (&r);
+    }
+
+  stage_begin (&clk, PS_STAGE_MEMORY);
+  g_autoptr (PsCostAnalysis) cost = NULL;
+  g_autoptr (PsSchedule) sched = ps_driver_schedule (spmd, opts->async_collectives ? PS_SCHEDULE_EAGER
+                                                                                  : opts->schedule,
+                                                     opts->hw->hbm_bytes_per_core, &cost, &local);
+  if (!sched)
+    return fail_stage (&clk, error, local), NULL;
+  r->schedule = sched->policy;
+  r->n_async = sched->n_async;
+  r->n_reverted = sched->n_reverted;
+  const PsMemoryReport *mem = sched->memory;
+  r->peak_hbm_bytes = mem->peak_bytes;
+  r->memory_text = ps_memory_report_to_string (mem, opts->memory_holders > 0 ? opts->memory_holders : 5);
+  stage_end (&clk);
+  r->fits = (double) mem->peak_bytes <= (double) opts->hw->hbm_bytes_per_core;
+  if ((!r->fits && !opts->lower_past_no_fit) || opts->stop_after < PS_STAGE_LOWER)
+    {
+      end_progress (&clk);
+      g_clear_pointer (&sched, ps_schedule_free);
+      if (opts->keep_spmd)
+        r->spmd = g_steal_pointer (&spmd);
+      return g_steal_pointer (&r);
+    }
+
+  stage_begin (&clk, PS_STAGE_LOWER);
+  r->trace = ps_driver_lower (spmd, sched, &r->info.mesh, n_devices, opts->program, opts->slice, &local);
+  if (!r->trace)
+    return fail_stage (&clk, error, local), NULL;
+  if (opts->dump_trace && !ps_trace_write (r->trace, opts->dump_trace, &local))
+    return fail_stage (&clk, error, local), NULL;
+  g_clear_pointer (&sched, ps_schedule_free);
+  if (opts->keep_spmd)
+    r->spmd = g_steal_pointer (&spmd);
+  else
+    g_clear_pointer (&spmd, ps_module_free);
+  g_clear_pointer (&cost, ps_cost_analysis_free);
+  stage_end (&clk);
+  if (opts->stop_after < PS_STAGE_SIMULATE)
+    {
+      end_progress (&clk);
+      return g_steal_pointer (&r);
+    }
+
+  stage_begin (&clk, PS_STAGE_SIMULATE);
+  g_return_val_if_fail (slice != NULL, NULL);
+  r->platform = ps_platform_new (slice, opts->hw, &local);
+  if (!r->platform)
+    return fail_stage (&clk, error, local), NULL;
+  PsReplayOptions ropts = { opts->hw, r->platform, opts->no_cache, opts->timeline_devices,
+                            opts->n_timeline_devices, opts->collectives };
+  r->sim = ps_driver_simulate (r->trace, &ropts, &local);
+  if (!r->sim)
+    return fail_stage (&clk, error, local), NULL;
+  stage_end (&clk);
+  end_progress (&clk);
+  summarize (r, opts, op_names);
   return g_steal_pointer (&r);
 }

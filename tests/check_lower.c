@@ -43,13 +43,14 @@ static const char *spmd_hlo =
   "  ROOT out = f32[8,32] negate(a2a)\n"
   "}\n";
 
+static PsTraceMesh mesh_2x4_m;
+
 static void
 mesh_2x4 (PsLowerOptions *o)
 {
   ps_lower_options_init (o);
-  o->mesh_rank = 2;
-  o->mesh_dims[0] = 2;
-  o->mesh_dims[1] = 4;
+  mesh_2x4_m = (PsTraceMesh) { .rank = 2, .dims = { 2, 4 } };
+  o->mesh = &mesh_2x4_m;
   o->slice = "v3-8";
 }
 
@@ -354,7 +355,7 @@ START_TEST (test_lower_errors)
   g_autoptr (PsModule) m = parse (spmd_hlo);
   PsLowerOptions o;
   mesh_2x4 (&o);
-  o.mesh_dims[1] = 2;
+  mesh_2x4_m.dims[1] = 2;
   GError *error = NULL;
   ck_assert_ptr_null (ps_lower_module (m, &o, &error));
   ck_assert_msg (g_error_matches (error, PS_ERROR, PS_ERROR_OPTION), "%s", error->message);

@@ -631,32 +631,33 @@ set_header (Lower *l, const PsModule *m, GError **error)
                    "many for a trace", n);
       return FALSE;
     }
-  if (o->mesh_rank == 0)
+  const PsTraceMesh *mesh = o->mesh;
+  if (!mesh || mesh->rank == 0)
     {
       gint64 d = n;
       ps_trace_set_mesh (l->trace, 1, &d, PS_TRACE_ORDER_ARANGE, NULL);
     }
   else
     {
-      if (o->mesh_rank > PS_TRACE_MAX_RANK)
+      if (mesh->rank > PS_TRACE_MAX_RANK)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "mesh rank %u above %d",
-                       o->mesh_rank, PS_TRACE_MAX_RANK);
+                       mesh->rank, PS_TRACE_MAX_RANK);
           return FALSE;
         }
       gint64 p = 1;
-      for (guint i = 0; i < o->mesh_rank; i++)
-        p *= o->mesh_dims[i] > 0 ? o->mesh_dims[i] : 0;
+      for (guint i = 0; i < mesh->rank; i++)
+        p *= mesh->dims[i] > 0 ? mesh->dims[i] : 0;
       if (p != n)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the mesh holds %" G_GINT64_FORMAT
                        " devices but the program runs on %" G_GINT64_FORMAT, p, n);
           return FALSE;
         }
-      ps_trace_set_mesh (l->trace, o->mesh_rank, o->mesh_dims, o->mesh_order, o->mesh_devices);
+      ps_trace_set_mesh (l->trace, mesh->rank, mesh->dims, mesh->order, mesh->devices);
       PsTraceHeader *h = ps_trace_header (l->trace);
-      memcpy (h->mesh.physical, o->mesh_physical, sizeof h->mesh.physical);
-      if (o->mesh_order == PS_TRACE_ORDER_LIST && !o->mesh_devices)
+      memcpy (h->mesh.physical, mesh->physical, sizeof h->mesh.physical);
+      if (mesh->order == PS_TRACE_ORDER_LIST && !mesh->devices)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "mesh order list without devices");
           return FALSE;

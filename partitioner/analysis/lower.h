@@ -47,13 +47,10 @@ G_BEGIN_DECLS
 typedef struct {
   const char *program;          /* NULL: the module's name */
   int64_t n_devices;            /* 0: the module's num_partitions (1 if unset) */
-  /* The logical mesh written to the trace and used to compress groups.
-   * mesh_rank 0: a 1-D mesh [n_devices] in arange order. */
-  guint mesh_rank;
-  gint64 mesh_dims[PS_TRACE_MAX_RANK];
-  PsTraceDeviceOrder mesh_order;
-  const guint32 *mesh_devices;  /* PS_TRACE_ORDER_LIST; borrowed */
-  gint64 mesh_physical[3];      /* PS_TRACE_ORDER_NONPOD2D */
+  /* The logical mesh written to the trace and used to compress groups,
+   * as a model's build describes it (models/family.h PsModelInfo.mesh);
+   * borrowed. NULL or rank 0: a 1-D mesh [n_devices] in arange order. */
+  const PsTraceMesh *mesh;
   const char *slice;            /* optional hint for the simulator */
   int64_t default_trip_count;   /* while loops with no known count; 0 = error */
   gboolean memory_events;       /* default TRUE */
