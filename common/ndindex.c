@@ -113,3 +113,25 @@ ps_transpose_row_major (const int64_t *in, int rank, const int64_t *dims, const 
     transpose_into (in, out, rank, dims, perm);
   return out;
 }
+
+gboolean
+ps_parse_shape (const char *text, int max_rank, uint64_t max_product, int64_t *dims, int *rank)
+{
+  g_auto (GStrv) parts = g_strsplit (text, "x", -1);
+  int n = (int) g_strv_length (parts);
+  if (n < 1 || n > max_rank)
+    return FALSE;
+  uint64_t total = 1;
+  for (int i = 0; i < n; i++)
+    {
+      guint64 v;
+      if (!g_ascii_string_to_unsigned (parts[i], 10, 1, max_product, &v, NULL))
+        return FALSE;
+      total *= v;
+      if (total > max_product)
+        return FALSE;
+      dims[i] = (int64_t) v;
+    }
+  *rank = n;
+  return TRUE;
+}

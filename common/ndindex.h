@@ -47,6 +47,13 @@ ps_index_next (int rank, const int64_t *dims, int64_t *idx)
 int64_t *ps_transpose_row_major (const int64_t *in, int rank, const int64_t *dims,
                                  const int64_t *perm);
 
+/* A shape as users write it, "32x64" or "4x4x8": 1 .. max_rank dims of at
+ * least 1 whose product is at most max_product. Fills dims and *rank;
+ * FALSE (nothing said: callers word the error for their option) when the
+ * text is not such a shape. The one dims parser of meshes on the command
+ * line, in model files and in trace options. */
+gboolean ps_parse_shape (const char *text, int max_rank, uint64_t max_product, int64_t *dims, int *rank);
+
 G_END_DECLS
 
 #endif

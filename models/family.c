@@ -40,31 +40,30 @@ static const PsModelFamily *const families[] = {
 
 /* [slice] and [options]: the same for every family, appended to its specs. */
 static const PsParamSpec common_specs[] = {
-  { "slice", "slice", PS_PARAM_STRING, "v3-8",
-    "Pod slice: v3-8, v3-32, v3-128, v3-256, v3-512, v3-1024 or v3-2048", 0, 0, NULL, NULL, NULL },
-  { "slice", "wrap", PS_PARAM_CHOICE, "auto",
-    "Wrap links: auto (only on dimensions spanning the full pod), on, off", 0, 0, "auto|on|off", NULL, NULL },
-  { "slice", "hw", PS_PARAM_PATH, "",
-    "Hardware file (empty: the bundled TPU v3, topology/tpu-v3.ini)", 0, 0, NULL, NULL, NULL },
-  { "options", "schedule", PS_PARAM_CHOICE, "xla",
-    "Schedule of the partitioned step (doc/partitioner.md): xla (memory-aware order, "
-    "collective-permutes overlapped), xla-all (every collective kind overlapped), sync, eager",
-    0, 0, "xla|xla-all|sync|eager", NULL, NULL },
-  { "options", "async_collectives", PS_PARAM_BOOL, "false",
-    "Same as schedule = eager: every collective overlapped as early and late as data allows",
-    0, 0, NULL, NULL, "*" },
-  { "options", "windowed_einsum", PS_PARAM_INT, "-1",
-    "Partition dots whose operand would be all-gathered to more than this many bytes per "
-    "device as windowed einsums (0: all such dots; -1: off)", -1, G_MAXINT64, NULL, NULL, NULL },
-  { "options", "collectives", PS_PARAM_CHOICE, "torus2d",
-    "Collective algorithms (doc/collectives.md): torus2d, dim-by-dim, ring", 0, 0,
-    "torus2d|dim-by-dim|ring", NULL, NULL },
-  { "options", "idle_cores", PS_PARAM_BOOL, "false",
-    "Let the program use fewer devices than the slice has cores (device d on core d; the rest idle)",
-    0, 0, NULL, NULL, NULL },
-  { "options", "cache", PS_PARAM_BOOL, "true",
-    "Replay identical collectives on an idle network from a cache (false: simulate each)",
-    0, 0, NULL, NULL, NULL },
+  { .section = "slice", .key = "slice", .type = PS_PARAM_STRING, .def = "v3-8",
+    .doc = "Pod slice: v3-8, v3-32, v3-128, v3-256, v3-512, v3-1024 or v3-2048" },
+  { .section = "slice", .key = "wrap", .type = PS_PARAM_CHOICE, .def = "auto",
+    .doc = "Wrap links: auto (only on dimensions spanning the full pod), on, off",
+    .choices = "auto|on|off" },
+  { .section = "slice", .key = "hw", .type = PS_PARAM_PATH, .def = "",
+    .doc = "Hardware file (empty: the bundled TPU v3, topology/tpu-v3.ini)" },
+  { .section = "options", .key = "schedule", .type = PS_PARAM_CHOICE, .def = "xla",
+    .doc = "Schedule of the partitioned step (doc/partitioner.md): xla (memory-aware order, collective-permutes overlapped), xla-all (every collective kind overlapped), sync, eager",
+    .choices = "xla|xla-all|sync|eager" },
+  { .section = "options", .key = "async_collectives", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Same as schedule = eager: every collective overlapped as early and late as data allows",
+    .search = "*" },
+  { .section = "options", .key = "windowed_einsum", .type = PS_PARAM_INT, .def = "-1",
+    .doc = "Partition dots whose operand would be all-gathered to more than this many bytes per device as windowed einsums (0: all such dots; -1: off)",
+    .min = -1,
+    .max = G_MAXINT64 },
+  { .section = "options", .key = "collectives", .type = PS_PARAM_CHOICE, .def = "torus2d",
+    .doc = "Collective algorithms (doc/collectives.md): torus2d, dim-by-dim, ring",
+    .choices = "torus2d|dim-by-dim|ring" },
+  { .section = "options", .key = "idle_cores", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Let the program use fewer devices than the slice has cores (device d on core d; the rest idle)" },
+  { .section = "options", .key = "cache", .type = PS_PARAM_BOOL, .def = "true",
+    .doc = "Replay identical collectives on an idle network from a cache (false: simulate each)" },
 };
 
 static const char *const sections[] = { "model", "parallelism", "slice", "options", NULL };
@@ -102,40 +101,6 @@ ps_model_family_spec (const PsModelFamily *f, int i)
   return i < f->n_specs ? &f->specs[i] : &common_specs[i - f->n_specs];
 }
 
-/* Option names are derived once per spec and kept for the program's life. */
-const char *
-ps_param_option (const PsParamSpec *s)
-{
-  static GHashTable *options;
-  static GMutex lock;
-  if (s->option)
-    return s->option;
-  g_mutex_lock (&lock);
-  if (!options)
-    options = g_hash_table_new (NULL, NULL);
-  char *o = g_hash_table_lookup (options, s);
-  if (!o)
-    {
-      o = g_strdelimit (g_strdup (s->key), "_", '-');
-      g_hash_table_insert (options, (gpointer) s, o);
-    }
-  g_mutex_unlock (&lock);
-  return o;
-}
-
-/* Keys and options match with '-' and '_' alike. */
-static gboolean
-name_equal (const char *a, const char *b)
-{
-  for (; *a && *b; a++, b++)
-    {
-      char x = *a == '-' ? '_' : *a, y = *b == '-' ? '_' : *b;
-      if (x != y)
-        return FALSE;
-    }
-  return *a == *b;
-}
-
 static int
 spec_index (const PsModelFamily *f, const char *name)
 {
@@ -143,7 +108,7 @@ spec_index (const PsModelFamily *f, const char *name)
   for (int i = 0; i < n; i++)
     {
       const PsParamSpec *s = ps_model_family_spec (f, i);
-      if (name_equal (name, s->key) || name_equal (name, ps_param_option (s)))
+      if (ps_param_name_equal (name, s->key) || ps_param_name_equal (name, ps_param_option (s)))
         return i;
     }
   return -1;
@@ -156,21 +121,36 @@ ps_model_family_find_spec (const PsModelFamily *f, const char *name)
   return i < 0 ? NULL : ps_model_family_spec (f, i);
 }
 
+/* A family's specs as the list a store holds: its own, then the common
+ * ones; made once per family. */
+static const PsParamSpec *const *
+family_spec_list (const PsModelFamily *f)
+{
+  static GHashTable *lists;
+  static GMutex lock;
+  g_mutex_lock (&lock);
+  if (!lists)
+    lists = g_hash_table_new (NULL, NULL);
+  const PsParamSpec **l = g_hash_table_lookup (lists, f);
+  if (!l)
+    {
+      int n = ps_model_family_n_specs (f);
+      l = g_new (const PsParamSpec *, n);
+      for (int i = 0; i < n; i++)
+        l[i] = ps_model_family_spec (f, i);
+      g_hash_table_insert (lists, (gpointer) f, l);
+    }
+  g_mutex_unlock (&lock);
+  return l;
+}
+
 /* ---- values ------------------------------------------------------------------- */
 
-typedef struct {
-  int64_t i;                 /* INT; BOOL 0/1; CHOICE: index in choices */
-  double d;                  /* FLOAT */
-  int rank;                  /* MESH */
-  int64_t dims[PS_PARAM_MESH_MAX_RANK];
-  char *s;                   /* STRING, PATH */
-  char *where;               /* "--option" or "FILE:LINE:COL: key" */
-} Value;
-
+/* A run's parameters: the family's typed values (common/params.h) and the
+ * [published] section of the file they came from. */
 struct PsParams {
   const PsModelFamily *family;
-  int n;
-  Value *v;
+  PsParamStore *st;
   double published;          /* [published] throughput, 0 when none */
   char *published_table;
   char *published_source;
@@ -185,204 +165,13 @@ ps_params_family (const PsParams *p)
   return p->family;
 }
 
-/* Index of `text` among the '|'-separated choices, or -1. */
-static int
-choice_index (const char *choices, const char *text)
-{
-  g_auto (GStrv) c = g_strsplit (choices, "|", -1);
-  for (int i = 0; c[i]; i++)
-    if (strcmp (c[i], text) == 0)
-      return i;
-  return -1;
-}
-
-static char *
-choice_name (const char *choices, int64_t i)
-{
-  g_auto (GStrv) c = g_strsplit (choices, "|", -1);
-  g_return_val_if_fail (i >= 0 && i < (int64_t) g_strv_length (c), g_strdup (""));
-  return g_strdup (c[i]);
-}
-
-/* Parses `text` for spec s into *v. The error message is the problem only;
- * the caller says where. */
-static gboolean
-parse_value (const PsParamSpec *s, const char *text, Value *v, char **problem)
-{
-  switch (s->type)
-    {
-    case PS_PARAM_INT:
-      {
-        gint64 x;
-        GError *e = NULL;
-        if (!g_ascii_string_to_signed (text, 10, G_MININT64, G_MAXINT64, &x, &e))
-          {
-            gboolean range = g_error_matches (e, G_NUMBER_PARSER_ERROR, G_NUMBER_PARSER_ERROR_OUT_OF_BOUNDS);
-            g_error_free (e);
-            *problem = range ? g_strdup_printf ("must be at most %" G_GINT64_FORMAT " (got %s)", s->max, text)
-                             : g_strdup_printf ("'%s' is not an integer", text);
-            return FALSE;
-          }
-        if (x < s->min)
-          {
-            if (s->min == 1)
-              *problem = g_strdup_printf ("must be positive (got %" G_GINT64_FORMAT ")", x);
-            else
-              *problem = g_strdup_printf ("must be at least %" G_GINT64_FORMAT " (got %" G_GINT64_FORMAT ")",
-                                          s->min, x);
-            return FALSE;
-          }
-        if (x > s->max)
-          {
-            *problem = g_strdup_printf ("must be at most %" G_GINT64_FORMAT " (got %" G_GINT64_FORMAT ")",
-                                        s->max, x);
-            return FALSE;
-          }
-        v->i = x;
-        return TRUE;
-      }
-    case PS_PARAM_FLOAT:
-      {
-        char *end = NULL;
-        double x = g_ascii_strtod (text, &end);
-        if (end == text || *end != '\0' || !isfinite (x))
-          {
-            *problem = g_strdup_printf ("'%s' is not a number", text);
-            return FALSE;
-          }
-        if (x < (double) s->min || x > (double) s->max)
-          {
-            *problem = g_strdup_printf ("must be between %" G_GINT64_FORMAT " and %" G_GINT64_FORMAT " (got %s)",
-                                        s->min, s->max, text);
-            return FALSE;
-          }
-        v->d = x;
-        return TRUE;
-      }
-    case PS_PARAM_BOOL:
-      {
-        static const char *yes[] = { "true", "1", "yes", "on" }, *no[] = { "false", "0", "no", "off" };
-        for (gsize k = 0; k < G_N_ELEMENTS (yes); k++)
-          if (g_ascii_strcasecmp (text, yes[k]) == 0 || g_ascii_strcasecmp (text, no[k]) == 0)
-            {
-              v->i = g_ascii_strcasecmp (text, yes[k]) == 0;
-              return TRUE;
-            }
-        *problem = g_strdup_printf ("'%s' is not true or false", text);
-        return FALSE;
-      }
-    case PS_PARAM_CHOICE:
-      {
-        int k = choice_index (s->choices, text);
-        if (k < 0)
-          {
-            g_autofree char *list = g_strdup (s->choices);
-            g_strdelimit (list, "|", ',');
-            g_autofree char *pretty = NULL;
-            g_auto (GStrv) parts = g_strsplit (list, ",", -1);
-            pretty = g_strjoinv (", ", parts);
-            *problem = g_strdup_printf ("'%s' is not one of %s", text, pretty);
-            return FALSE;
-          }
-        v->i = k;
-        return TRUE;
-      }
-    case PS_PARAM_MESH:
-      {
-        if (*text == '\0' && s->min == 0)
-          {
-            v->rank = 0;
-            return TRUE;
-          }
-        PsTraceMesh m = { 0 };
-        if (!ps_trace_mesh_parse_dims (text, s->key, &m, NULL) || m.rank > PS_PARAM_MESH_MAX_RANK)
-          {
-            *problem = g_strdup_printf ("'%s' is not a mesh like 8x16 (dims of 1 or more, separated by 'x')", text);
-            return FALSE;
-          }
-        int rank = (int) m.rank;
-        int64_t dims[PS_PARAM_MESH_MAX_RANK] = { 0 };
-        for (int k = 0; k < rank; k++)
-          dims[k] = m.dims[k];
-        if (rank < s->min || rank > s->max)
-          {
-            if (s->min == s->max)
-              *problem = g_strdup_printf ("'%s' has %d dims, this model takes %" G_GINT64_FORMAT, text, rank, s->min);
-            else
-              *problem = g_strdup_printf ("'%s' has %d dims, this model takes %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT,
-                                          text, rank, s->min, s->max);
-            return FALSE;
-          }
-        v->rank = rank;
-        memcpy (v->dims, dims, sizeof dims);
-        return TRUE;
-      }
-    case PS_PARAM_STRING:
-    case PS_PARAM_PATH:
-    case PS_PARAM_LIST:
-      g_free (v->s);
-      v->s = g_strdup (text);
-      return TRUE;
-    }
-  g_assert_not_reached ();
-}
-
-static char *
-value_text (const PsParamSpec *s, const Value *v)
-{
-  switch (s->type)
-    {
-    case PS_PARAM_INT:
-      return g_strdup_printf ("%" G_GINT64_FORMAT, v->i);
-    case PS_PARAM_FLOAT:
-      {
-        /* The shortest text that reads back to the same number. */
-        char buf[G_ASCII_DTOSTR_BUF_SIZE];
-        g_ascii_formatd (buf, sizeof buf, "%.15g", v->d);
-        if (g_ascii_strtod (buf, NULL) != v->d)
-          g_ascii_formatd (buf, sizeof buf, "%.17g", v->d);
-        return g_strdup (buf);
-      }
-    case PS_PARAM_BOOL:
-      return g_strdup (v->i ? "true" : "false");
-    case PS_PARAM_CHOICE:
-      return choice_name (s->choices, v->i);
-    case PS_PARAM_MESH:
-      {
-        GString *g = g_string_new (NULL);
-        for (int k = 0; k < v->rank; k++)
-          g_string_append_printf (g, "%s%" G_GINT64_FORMAT, k ? "x" : "", v->dims[k]);
-        return g_string_free (g, FALSE);
-      }
-    case PS_PARAM_STRING:
-    case PS_PARAM_PATH:
-    case PS_PARAM_LIST:
-      return g_strdup (v->s ? v->s : "");
-    }
-  g_assert_not_reached ();
-}
-
-static char *
-option_where (const PsParamSpec *s)
-{
-  return g_strdup_printf ("--%s", ps_param_option (s));
-}
-
 PsParams *
 ps_params_new (const PsModelFamily *f)
 {
   PsParams *p = g_new0 (PsParams, 1);
   p->family = f;
-  p->n = ps_model_family_n_specs (f);
-  p->v = g_new0 (Value, p->n);
-  for (int i = 0; i < p->n; i++)
-    {
-      const PsParamSpec *s = ps_model_family_spec (f, i);
-      g_autofree char *problem = NULL;
-      if (!parse_value (s, s->def, &p->v[i], &problem))
-        g_error ("model family %s: the default of %s: %s", f->name, s->key, problem);
-      p->v[i].where = option_where (s);
-    }
+  g_autofree char *owner = g_strdup_printf ("model family %s", f->name);
+  p->st = ps_param_store_new (family_spec_list (f), ps_model_family_n_specs (f), owner);
   return p;
 }
 
@@ -391,13 +180,7 @@ ps_params_copy (const PsParams *p)
 {
   PsParams *c = g_new0 (PsParams, 1);
   *c = *p;
-  c->v = g_new0 (Value, p->n);
-  for (int i = 0; i < p->n; i++)
-    {
-      c->v[i] = p->v[i];
-      c->v[i].s = g_strdup (p->v[i].s);
-      c->v[i].where = g_strdup (p->v[i].where);
-    }
+  c->st = ps_param_store_copy (p->st);
   c->published_table = g_strdup (p->published_table);
   c->published_source = g_strdup (p->published_source);
   c->published_step_s = p->published_step_s;
@@ -410,165 +193,101 @@ ps_params_free (PsParams *p)
 {
   if (!p)
     return;
-  for (int i = 0; i < p->n; i++)
-    {
-      g_free (p->v[i].s);
-      g_free (p->v[i].where);
-    }
-  g_free (p->v);
+  ps_param_store_free (p->st);
   g_free (p->published_table);
   g_free (p->published_source);
   g_free (p->published_series);
   g_free (p);
 }
 
-/* Sets value i from text; `where` is "--option" (PS_ERROR_OPTION) or a file
- * position "FILE:LINE:COL" (PS_ERROR_PARSE). */
-static gboolean
-set_index (PsParams *p, int i, const char *text, const char *where, GError **error)
-{
-  const PsParamSpec *s = ps_model_family_spec (p->family, i);
-  gboolean is_option = g_str_has_prefix (where, "--");
-  g_autofree char *problem = NULL;
-  Value v = p->v[i];
-  v.s = NULL;
-  if (!parse_value (s, text, &v, &problem))
-    {
-      g_free (v.s);
-      /* "--layers must be positive (got 0)", "--layers: 'x' is not an integer". */
-      const char *sep = g_str_has_prefix (problem, "must ") ? " " : ": ";
-      if (is_option)
-        g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s%s%s", where, sep, problem);
-      else
-        g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "%s: %s%s%s", where, s->key, sep, problem);
-      return FALSE;
-    }
-  if (s->type != PS_PARAM_STRING && s->type != PS_PARAM_PATH && s->type != PS_PARAM_LIST)
-    v.s = g_strdup (p->v[i].s);
-  g_free (p->v[i].s);
-  g_free (p->v[i].where);
-  p->v[i] = v;
-  p->v[i].where = is_option ? g_strdup (where) : g_strdup_printf ("%s: %s", where, s->key);
-  return TRUE;
-}
-
 gboolean
 ps_params_set (PsParams *p, const char *key, const char *text, const char *where, GError **error)
 {
-  int i = spec_index (p->family, key);
+  int i = ps_param_store_find (p->st, key);
   if (i < 0)
     {
       g_set_error (error, PS_ERROR, g_str_has_prefix (where, "--") ? PS_ERROR_OPTION : PS_ERROR_PARSE,
                    "%s: '%s' is not a parameter of model family %s", where, key, p->family->name);
       return FALSE;
     }
-  return set_index (p, i, text, where, error);
+  return ps_param_store_set (p->st, i, text, where, error);
 }
 
 gboolean
 ps_params_append (PsParams *p, const char *key, const char *text, const char *where, GError **error)
 {
-  int i = spec_index (p->family, key);
-  g_return_val_if_fail (i >= 0 && ps_model_family_spec (p->family, i)->type == PS_PARAM_LIST, FALSE);
+  int i = ps_param_store_find (p->st, key);
+  g_return_val_if_fail (i >= 0 && ps_param_store_spec (p->st, i)->type == PS_PARAM_LIST, FALSE);
   if (strchr (text, ';'))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: '%s': one item at a time (no ';')", where, text);
       return FALSE;
     }
-  const char *old = p->v[i].s ? p->v[i].s : "";
+  const char *old = ps_param_store_str (p->st, i);
+  old = old ? old : "";
   g_autofree char *joined = *old ? g_strconcat (old, ";", text, NULL) : g_strdup (text);
-  return set_index (p, i, joined, where, error);
+  return ps_param_store_set (p->st, i, joined, where, error);
 }
 
-static const Value *
-get (const PsParams *p, const char *key, PsParamType type)
+static int
+index_of (const PsParams *p, const char *key)
 {
-  int i = spec_index (p->family, key);
+  int i = ps_param_store_find (p->st, key);
   g_assert (i >= 0);
-  const PsParamSpec *s = ps_model_family_spec (p->family, i);
-  g_assert (s->type == type || (type == PS_PARAM_STRING && (s->type == PS_PARAM_CHOICE
-                                                            || s->type == PS_PARAM_PATH
-                                                            || s->type == PS_PARAM_LIST)));
-  return &p->v[i];
+  return i;
 }
 
 int64_t
 ps_params_int (const PsParams *p, const char *key)
 {
-  return get (p, key, PS_PARAM_INT)->i;
+  return ps_param_store_int (p->st, index_of (p, key));
 }
 
 double
 ps_params_double (const PsParams *p, const char *key)
 {
-  return get (p, key, PS_PARAM_FLOAT)->d;
+  return ps_param_store_double (p->st, index_of (p, key));
 }
 
 gboolean
 ps_params_bool (const PsParams *p, const char *key)
 {
-  return get (p, key, PS_PARAM_BOOL)->i != 0;
+  return ps_param_store_bool (p->st, index_of (p, key));
 }
 
 const char *
 ps_params_str (const PsParams *p, const char *key)
 {
-  int i = spec_index (p->family, key);
-  g_assert (i >= 0);
-  const PsParamSpec *s = ps_model_family_spec (p->family, i);
-  if (s->type == PS_PARAM_CHOICE)
-    {
-      /* Choices are returned from static storage: the spec's own string
-       * split once per spec. */
-      static GHashTable *split;
-      static GMutex lock;
-      g_mutex_lock (&lock);
-      if (!split)
-        split = g_hash_table_new (NULL, NULL);
-      char **c = g_hash_table_lookup (split, s);
-      if (!c)
-        {
-          c = g_strsplit (s->choices, "|", -1);
-          g_hash_table_insert (split, (gpointer) s, c);
-        }
-      g_mutex_unlock (&lock);
-      return c[p->v[i].i];
-    }
-  return get (p, key, PS_PARAM_STRING)->s;
+  return ps_param_store_str (p->st, index_of (p, key));
 }
 
 int
 ps_params_mesh (const PsParams *p, const char *key, int64_t *dims)
 {
-  const Value *v = get (p, key, PS_PARAM_MESH);
-  memcpy (dims, v->dims, sizeof v->dims);
-  return v->rank;
+  return ps_param_store_mesh (p->st, index_of (p, key), dims);
 }
 
 int64_t
 ps_params_mesh_size (const PsParams *p, const char *key)
 {
-  const Value *v = get (p, key, PS_PARAM_MESH);
+  int64_t dims[PS_PARAM_MESH_MAX_RANK];
+  int rank = ps_params_mesh (p, key, dims);
   int64_t n = 1;
-  for (int k = 0; k < v->rank; k++)
-    n *= v->dims[k];
+  for (int k = 0; k < rank; k++)
+    n *= dims[k];
   return n;
 }
 
 char *
 ps_params_text (const PsParams *p, const char *key)
 {
-  int i = spec_index (p->family, key);
-  g_assert (i >= 0);
-  return value_text (ps_model_family_spec (p->family, i), &p->v[i]);
+  return ps_param_store_text (p->st, index_of (p, key));
 }
 
 const char *
 ps_params_where (const PsParams *p, const char *key)
 {
-  int i = spec_index (p->family, key);
-  g_assert (i >= 0);
-  return p->v[i].where;
+  return ps_param_store_where (p->st, index_of (p, key));
 }
 
 double
@@ -591,129 +310,26 @@ ps_params_published (const PsParams *p, const char **table, const char **source)
 
 /* ---- model files ---------------------------------------------------------------- */
 
-static gboolean
-is_key_char (char c)
-{
-  return g_ascii_isalnum (c) || c == '_' || c == '-';
-}
-
-typedef struct {
-  const char *path;
-  const char *text;
-  const char *line;          /* start of the current line */
-  int lineno;
-  const char *const *extra;  /* more sections a caller reads (NULL-terminated) */
-} Reader;
-
-static void G_GNUC_PRINTF (4, 5)
-reader_error (Reader *r, GError **error, const char *at, const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
-  va_end (ap);
-  ps_set_error_at (error, PS_ERROR_PARSE, r->path, r->lineno, (int) (at - r->line) + 1, "%s", msg);
-}
-
-/* Calls fn for each "key = value" line with its section; syntax errors
- * stop the walk. Values are trimmed; keys are [A-Za-z0-9_-]+. */
-typedef gboolean (*EntryFn) (Reader *r, const char *section, const char *key, const char *value,
-                             const char *key_at, const char *value_at, gpointer data, GError **error);
+/* The sections a model file may have. */
+static const char *const file_sections[] = { "model", "parallelism", "slice", "options", "published", NULL };
 
 static gboolean
-walk (Reader *r, EntryFn fn, gpointer data, GError **error)
-{
-  g_autofree char *section = NULL;
-  const char *p = r->text;
-  r->lineno = 0;
-  while (*p)
-    {
-      const char *eol = strchr (p, '\n');
-      if (!eol)
-        eol = p + strlen (p);
-      r->line = p;
-      r->lineno++;
-      const char *q = p;
-      while (q < eol && (*q == ' ' || *q == '\t'))
-        q++;
-      const char *end = eol;
-      while (end > q && g_ascii_isspace (end[-1]))
-        end--;
-      if (q == end || *q == '#')
-        ;
-      else if (*q == '[')
-        {
-          const char *close = memchr (q, ']', (size_t) (end - q));
-          if (!close || close + 1 != end)
-            {
-              reader_error (r, error, q, "a section header is '[name]' on its own line");
-              return FALSE;
-            }
-          g_free (section);
-          section = g_strndup (q + 1, (gsize) (close - q - 1));
-          gboolean known = strcmp (section, "published") == 0;
-          for (int i = 0; sections[i]; i++)
-            known |= strcmp (section, sections[i]) == 0;
-          for (int i = 0; r->extra && r->extra[i]; i++)
-            known |= strcmp (section, r->extra[i]) == 0;
-          if (!known)
-            {
-              g_autofree char *more = r->extra ? g_strjoinv (", ", (char **) r->extra) : NULL;
-              reader_error (r, error, q + 1,
-                            "unknown section [%s] (known: model, parallelism, slice, options, published%s%s)",
-                            section, more ? ", " : "", more ? more : "");
-              return FALSE;
-            }
-        }
-      else
-        {
-          const char *k = q;
-          while (q < end && is_key_char (*q))
-            q++;
-          const char *kend = q;
-          while (q < end && (*q == ' ' || *q == '\t'))
-            q++;
-          if (kend == k || q == end || *q != '=')
-            {
-              reader_error (r, error, k, "expected 'key = value', '[section]' or a '#' comment");
-              return FALSE;
-            }
-          q++;
-          while (q < end && (*q == ' ' || *q == '\t'))
-            q++;
-          if (!section)
-            {
-              reader_error (r, error, k, "a key before the first [section]");
-              return FALSE;
-            }
-          g_autofree char *key = g_strndup (k, (gsize) (kend - k));
-          g_autofree char *value = g_strndup (q, (gsize) (end - q));
-          if (!fn (r, section, key, value, k, q, data, error))
-            return FALSE;
-        }
-      p = *eol ? eol + 1 : eol;
-    }
-  return TRUE;
-}
-
-static gboolean
-find_family (Reader *r, const char *section, const char *key, const char *value,
-             const char *key_at, const char *value_at, gpointer data, GError **error)
+find_family (const char *section, const char *key, const char *value, const PsIniPos *at, gpointer data,
+             GError **error)
 {
   const PsModelFamily **f = data;
-  (void) key_at;
   if (strcmp (section, "model") != 0 || strcmp (key, "family") != 0)
     return TRUE;
   if (*f)
     {
-      reader_error (r, error, key_at, "family is set twice");
+      ps_set_error_at (error, PS_ERROR_PARSE, at->path, at->line, at->key_col, "family is set twice");
       return FALSE;
     }
   GError *local = NULL;
   *f = ps_model_family_find (value, &local);
   if (!*f)
     {
-      reader_error (r, error, value_at, "%s", local->message);
+      ps_set_error_at (error, PS_ERROR_PARSE, at->path, at->line, at->value_col, "%s", local->message);
       g_error_free (local);
       return FALSE;
     }
@@ -722,14 +338,14 @@ find_family (Reader *r, const char *section, const char *key, const char *value,
 
 typedef struct {
   PsParams *p;
+  const char *const *extra;
   gboolean *seen;            /* per spec */
   guint published_seen;      /* bit per [published] key */
   char *dir;                 /* the file's folder, for relative paths */
 } Load;
 
 static gboolean
-set_published (Reader *r, Load *l, const char *key, const char *value, const char *key_at,
-               const char *value_at, GError **error)
+set_published (Load *l, const char *key, const char *value, const PsIniPos *at, GError **error)
 {
   static const char *keys[] = { "throughput", "table", "source", "step_time", "series" };
   int k = -1;
@@ -738,13 +354,13 @@ set_published (Reader *r, Load *l, const char *key, const char *value, const cha
       k = i;
   if (k < 0)
     {
-      reader_error (r, error, key_at, "unknown key '%s' in [published] (known: throughput, table, source, "
-                    "step_time, series)", key);
+      ps_set_error_at (error, PS_ERROR_PARSE, at->path, at->line, at->key_col,
+                       "unknown key '%s' in [published] (known: throughput, table, source, step_time, series)", key);
       return FALSE;
     }
   if (l->published_seen & (1u << k))
     {
-      reader_error (r, error, key_at, "'%s' is set twice", key);
+      ps_set_error_at (error, PS_ERROR_PARSE, at->path, at->line, at->key_col, "'%s' is set twice", key);
       return FALSE;
     }
   l->published_seen |= 1u << k;
@@ -754,7 +370,8 @@ set_published (Reader *r, Load *l, const char *key, const char *value, const cha
       double x = g_ascii_strtod (value, &end);
       if (end == value || *end != '\0' || !(x > 0) || x > 1e18)
         {
-          reader_error (r, error, value_at, "%s: '%s' is not a positive number", key, value);
+          ps_set_error_at (error, PS_ERROR_PARSE, at->path, at->line, at->value_col,
+                           "%s: '%s' is not a positive number", key, value);
           return FALSE;
         }
       if (k == 0)
@@ -772,44 +389,46 @@ set_published (Reader *r, Load *l, const char *key, const char *value, const cha
 }
 
 static gboolean
-set_entry (Reader *r, const char *section, const char *key, const char *value,
-           const char *key_at, const char *value_at, gpointer data, GError **error)
+set_entry (const char *section, const char *key, const char *value, const PsIniPos *at, gpointer data,
+           GError **error)
 {
   Load *l = data;
-  for (int i = 0; r->extra && r->extra[i]; i++)
-    if (strcmp (section, r->extra[i]) == 0)
+  for (int i = 0; l->extra && l->extra[i]; i++)
+    if (strcmp (section, l->extra[i]) == 0)
       return TRUE;
   if (strcmp (section, "published") == 0)
-    return set_published (r, l, key, value, key_at, value_at, error);
+    return set_published (l, key, value, at, error);
   if (strcmp (section, "model") == 0 && strcmp (key, "family") == 0)
     return TRUE;
-  int i = -1, n = l->p->n;
+  int i = -1, n = ps_param_store_n (l->p->st);
   for (int k = 0; k < n && i < 0; k++)
-    if (strcmp (ps_model_family_spec (l->p->family, k)->key, key) == 0)
+    if (strcmp (ps_param_store_spec (l->p->st, k)->key, key) == 0)
       i = k;
   if (i < 0)
     {
-      reader_error (r, error, key_at, "unknown key '%s' for model family %s (podsim run %s --print-config "
-                    "lists them)", key, l->p->family->name, l->p->family->name);
+      ps_set_error_at (error, PS_ERROR_PARSE, at->path, at->line, at->key_col,
+                       "unknown key '%s' for model family %s (podsim run %s --print-config lists them)", key,
+                       l->p->family->name, l->p->family->name);
       return FALSE;
     }
-  const PsParamSpec *s = ps_model_family_spec (l->p->family, i);
+  const PsParamSpec *s = ps_param_store_spec (l->p->st, i);
   if (strcmp (s->section, section) != 0)
     {
-      reader_error (r, error, key_at, "'%s' belongs in [%s], not [%s]", key, s->section, section);
+      ps_set_error_at (error, PS_ERROR_PARSE, at->path, at->line, at->key_col, "'%s' belongs in [%s], not [%s]",
+                       key, s->section, section);
       return FALSE;
     }
   if (l->seen[i])
     {
-      reader_error (r, error, key_at, "'%s' is set twice", key);
+      ps_set_error_at (error, PS_ERROR_PARSE, at->path, at->line, at->key_col, "'%s' is set twice", key);
       return FALSE;
     }
   l->seen[i] = TRUE;
-  g_autofree char *where = g_strdup_printf ("%s:%d:%d", r->path, r->lineno, (int) (value_at - r->line) + 1);
+  g_autofree char *where = g_strdup_printf ("%s:%d:%d", at->path, at->line, at->value_col);
   g_autofree char *resolved = NULL;
   if (s->type == PS_PARAM_PATH && *value && !g_path_is_absolute (value) && l->dir)
     resolved = g_build_filename (l->dir, value, NULL);
-  return set_index (l->p, i, resolved ? resolved : value, where, error);
+  return ps_param_store_set (l->p->st, i, resolved ? resolved : value, where, error);
 }
 
 PsParams *
@@ -821,9 +440,8 @@ ps_params_read (const char *path, const char *text, GError **error)
 PsParams *
 ps_params_read_extra (const char *path, const char *text, const char *const *extra, GError **error)
 {
-  Reader r = { path, text, text, 0, extra };
   const PsModelFamily *f = NULL;
-  if (!walk (&r, find_family, &f, error))
+  if (!ps_ini_walk (path, text, file_sections, extra, find_family, &f, error))
     return NULL;
   if (!f)
     {
@@ -836,97 +454,19 @@ ps_params_read_extra (const char *path, const char *text, const char *const *ext
       return NULL;
     }
   g_autoptr (PsParams) p = ps_params_new (f);
-  g_autofree gboolean *seen = g_new0 (gboolean, p->n);
+  g_autofree gboolean *seen = g_new0 (gboolean, ps_param_store_n (p->st));
   g_autofree char *dir = strchr (path, '/') ? g_path_get_dirname (path) : NULL;
-  Load l = { p, seen, 0, dir };
-  if (!walk (&r, set_entry, &l, error))
+  Load l = { p, extra, seen, 0, dir };
+  if (!ps_ini_walk (path, text, file_sections, extra, set_entry, &l, error))
     return NULL;
   return g_steal_pointer (&p);
-}
-
-void
-ps_ini_entry_free (PsIniEntry *e)
-{
-  if (!e)
-    return;
-  g_free (e->key);
-  g_free (e->value);
-  g_free (e->where);
-  g_free (e->key_where);
-  g_free (e);
-}
-
-typedef struct {
-  const char *section;
-  GPtrArray *entries;
-  gboolean found;
-} Collect;
-
-static gboolean
-collect_entry (Reader *r, const char *section, const char *key, const char *value,
-               const char *key_at, const char *value_at, gpointer data, GError **error)
-{
-  Collect *c = data;
-  (void) error;
-  if (strcmp (section, c->section) != 0)
-    return TRUE;
-  PsIniEntry *e = g_new0 (PsIniEntry, 1);
-  e->key = g_strdup (key);
-  e->value = g_strdup (value);
-  e->where = g_strdup_printf ("%s:%d:%d", r->path, r->lineno, (int) (value_at - r->line) + 1);
-  e->key_where = g_strdup_printf ("%s:%d:%d", r->path, r->lineno, (int) (key_at - r->line) + 1);
-  g_ptr_array_add (c->entries, e);
-  return TRUE;
-}
-
-/* A section header alone, without keys, still counts as present. */
-static gboolean
-has_section (const char *text, const char *section)
-{
-  g_autofree char *hdr = g_strdup_printf ("[%s]", section);
-  for (const char *p = text; (p = strstr (p, hdr)); p += strlen (hdr))
-    {
-      const char *b = p;
-      while (b > text && (b[-1] == ' ' || b[-1] == '\t'))
-        b--;
-      if (b == text || b[-1] == '\n')
-        return TRUE;
-    }
-  return FALSE;
 }
 
 GPtrArray *
 ps_ini_read_section (const char *path, const char *text, const char *const *extra, const char *section,
                      gboolean *found, GError **error)
 {
-  Reader r = { path, text, text, 0, extra };
-  g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_ini_entry_free);
-  Collect c = { section, entries, FALSE };
-  if (!walk (&r, collect_entry, &c, error))
-    return NULL;
-  if (found)
-    *found = has_section (text, section);
-  return g_steal_pointer (&entries);
-}
-
-char *
-ps_ini_load_text (const char *path, GError **error)
-{
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &text, &len, &local))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
-  if (strlen (text) != len)
-    {
-      ps_set_error_at (error, PS_ERROR_PARSE, path, 0, 0, "not a text file (NUL byte)");
-      return NULL;
-    }
-  return g_steal_pointer (&text);
+  return ps_ini_collect_section (path, text, file_sections, extra, section, found, error);
 }
 
 PsParams *
@@ -934,21 +474,6 @@ ps_params_load (const char *path, GError **error)
 {
   g_autofree char *text = ps_ini_load_text (path, error);
   return text ? ps_params_read (path, text, error) : NULL;
-}
-
-static void
-append_doc (GString *out, const PsParamSpec *s)
-{
-  g_string_append_printf (out, "# %s", s->doc);
-  if ((s->type == PS_PARAM_INT || s->type == PS_PARAM_FLOAT) && s->max != G_MAXINT64)
-    g_string_append_printf (out, " (%" G_GINT64_FORMAT " .. %" G_GINT64_FORMAT ")", s->min, s->max);
-  else if (s->type == PS_PARAM_CHOICE)
-    {
-      g_autofree char *c = g_strdup (s->choices);
-      g_strdelimit (c, "|", ' ');
-      g_string_append_printf (out, " (%s)", c);
-    }
-  g_string_append (out, "\n");
 }
 
 char *
@@ -966,12 +491,12 @@ ps_params_print (const PsParams *p, const char *comment)
       g_string_append_printf (out, "%s[%s]\n", out->len ? "\n" : "", sections[k]);
       if (k == 0)
         g_string_append_printf (out, "# %s\nfamily = %s\n", p->family->summary, p->family->name);
-      for (int i = 0; i < p->n; i++)
+      for (int i = 0; i < ps_param_store_n (p->st); i++)
         {
-          const PsParamSpec *s = ps_model_family_spec (p->family, i);
+          const PsParamSpec *s = ps_param_store_spec (p->st, i);
           if (strcmp (s->section, sections[k]) != 0)
             continue;
-          g_autofree char *v = value_text (s, &p->v[i]);
+          g_autofree char *v = ps_param_store_text (p->st, i);
           if (s->type == PS_PARAM_PATH && *v && !g_path_is_absolute (v))
             {
               /* The file may be saved anywhere: name paths absolutely. */
@@ -979,7 +504,7 @@ ps_params_print (const PsParams *p, const char *comment)
               g_free (v);
               v = abs;
             }
-          append_doc (out, s);
+          ps_param_append_doc (out, s);
           g_string_append_printf (out, "%s =%s%s\n", s->key, *v ? " " : "", v);
         }
     }
@@ -1009,10 +534,10 @@ char *
 ps_params_key (const PsParams *p)
 {
   GString *out = g_string_new (NULL);
-  for (int i = 0; i < p->n; i++)
+  for (int i = 0; i < ps_param_store_n (p->st); i++)
     {
-      g_autofree char *v = value_text (ps_model_family_spec (p->family, i), &p->v[i]);
-      g_string_append_printf (out, "%s=%s\n", ps_model_family_spec (p->family, i)->key, v);
+      g_autofree char *v = ps_param_store_text (p->st, i);
+      g_string_append_printf (out, "%s=%s\n", ps_param_store_spec (p->st, i)->key, v);
     }
   return g_string_free (out, FALSE);
 }
@@ -1022,13 +547,13 @@ ps_params_diff (const PsParams *a, const PsParams *b)
 {
   g_return_val_if_fail (a->family == b->family, g_strdup ("family"));
   GString *out = g_string_new (NULL);
-  for (int i = 0; i < a->n; i++)
+  for (int i = 0; i < ps_param_store_n (a->st); i++)
     {
-      const PsParamSpec *s = ps_model_family_spec (a->family, i);
+      const PsParamSpec *s = ps_param_store_spec (a->st, i);
       if (strcmp (s->section, "options") == 0)
         continue;
-      g_autofree char *x = value_text (s, &a->v[i]);
-      g_autofree char *y = value_text (s, &b->v[i]);
+      g_autofree char *x = ps_param_store_text (a->st, i);
+      g_autofree char *y = ps_param_store_text (b->st, i);
       if (strcmp (x, y) != 0)
         g_string_append_printf (out, "%s%s", out->len ? ", " : "", ps_param_option (s));
     }
@@ -1059,11 +584,8 @@ ps_model_preset_load (const char *name, GError **error)
           g_error ("compiled-in preset %s", local->message);
         /* A preset's values are the run's starting point: checks name the
          * option that changes them, not a line of a compiled-in file. */
-        for (int i = 0; i < p->n; i++)
-          {
-            g_free (p->v[i].where);
-            p->v[i].where = option_where (ps_model_family_spec (p->family, i));
-          }
+        for (int i = 0; i < ps_param_store_n (p->st); i++)
+          ps_param_store_reset_where (p->st, i);
         return p;
       }
   GString *known = g_string_new (NULL);

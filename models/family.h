@@ -27,6 +27,10 @@
  * messages that name where the value came from: "FILE:LINE:COL: key ..."
  * for files, "--option ..." for the command line.
  *
+ * The values themselves live in a typed store (common/params.h: the spec
+ * type, value checks, the ini syntax), which this registry fills with a
+ * family's specs and the common [slice] and [options] ones.
+ *
  * Ownership: PsParams is transfer full from its constructors
  * (ps_params_free); families and specs are static (transfer none).
  */
@@ -36,44 +40,11 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "common/params.h"
 #include "partitioner/ir/ir.h"
 #include "traces/trace.h"
 
 G_BEGIN_DECLS
-
-typedef enum {
-  PS_PARAM_INT,    /* a 64-bit integer in [min, max] */
-  PS_PARAM_FLOAT,  /* a finite number in [min, max] ("2", "1.25", "1e-2") */
-  PS_PARAM_BOOL,   /* true | false (also 1/0, yes/no, on/off when read) */
-  PS_PARAM_CHOICE, /* one of `choices` ("2d|1d|dp") */
-  PS_PARAM_MESH,   /* AxB..., `min` to `max` dims (rank), each >= 1; with
-                    * min 0 the empty text is rank 0 (no mesh) */
-  PS_PARAM_STRING, /* free text; "" allowed */
-  PS_PARAM_PATH,   /* a file name; relative ones in a model file are
-                    * relative to that file's folder; "" allowed */
-  PS_PARAM_LIST,   /* items separated by ';' ("" = none); its option
-                    * adds one item each time it is given */
-} PsParamType;
-
-#define PS_PARAM_MESH_MAX_RANK 4
-
-/* One parameter. `search` makes it an axis of `podsim search`: "*" tries
- * every value (both booleans, every choice, every factorization of the
- * slice's cores into a mesh of this rank), otherwise a '|'-separated list
- * of values ("1|2|4|8"); a list that starts with '+' ("+1|2|4") is an
- * axis only when --axes names it (a costly one: pipelined strategies
- * multiply the search); NULL: not searched. */
-typedef struct {
-  const char *section;   /* "model", "parallelism", "slice" or "options" */
-  const char *key;       /* lower_case; unique across sections */
-  PsParamType type;
-  const char *def;       /* default, as written in a file */
-  const char *doc;       /* one line, for --help, --print-config and doc/ */
-  int64_t min, max;      /* INT, FLOAT: value range; MESH: rank range */
-  const char *choices;   /* CHOICE */
-  const char *option;    /* command-line option without "--"; NULL: key with '-' for '_' */
-  const char *search;
-} PsParamSpec;
 
 typedef struct PsParams PsParams;
 typedef struct PsModelFamily PsModelFamily;
@@ -147,10 +118,6 @@ const PsParamSpec *ps_model_family_spec (const PsModelFamily *f, int i);
 int ps_model_family_n_specs (const PsModelFamily *f);
 /* A spec by key or option name ('-' and '_' alike); NULL when unknown. */
 const PsParamSpec *ps_model_family_find_spec (const PsModelFamily *f, const char *name);
-/* The option of a spec without "--" ("model-dim"). transfer none (static
- * storage per spec, valid for the program's life). */
-const char *ps_param_option (const PsParamSpec *s);
-
 /* ---- presets ---------------------------------------------------------------- */
 
 typedef struct {
@@ -187,21 +154,11 @@ PsParams *ps_params_load (const char *path, GError **error);
 PsParams *ps_params_read_extra (const char *path, const char *text, const char *const *extra,
                                 GError **error);
 
-/* One `key = value` of a section, with where its key and value start. */
-typedef struct {
-  char *key, *value;
-  char *where;               /* "FILE:LINE:COL" of the value */
-  char *key_where;           /* "FILE:LINE:COL" of the key */
-} PsIniEntry;
-void ps_ini_entry_free (PsIniEntry *e);
 /* Checks a whole file's syntax (sections: the model file's and `extra`)
  * and returns the entries of [section] in file order (PsIniEntry, transfer
  * full); *found (may be NULL) says whether the section is there at all. */
 GPtrArray *ps_ini_read_section (const char *path, const char *text, const char *const *extra,
                                 const char *section, gboolean *found, GError **error);
-/* A whole text file (PS_ERROR_IO; a NUL byte is PS_ERROR_PARSE). transfer full. */
-char *ps_ini_load_text (const char *path, GError **error);
-
 /* Sets one value from text. `where` says where the text came from for
  * error messages and later checks ("--layers", "run.ini:4:10"); copied.
  * Errors: PS_ERROR_OPTION (or PS_ERROR_PARSE when `where` is a file

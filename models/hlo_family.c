@@ -19,18 +19,16 @@
 #include "partitioner/ir/sharding.h"
 
 static const PsParamSpec specs[] = {
-  { "model", "file", PS_PARAM_PATH, "", "The HLO text module (podsim run FILE.hlo sets it)",
-    0, 0, NULL, NULL, NULL },
-  { "model", "shard", PS_PARAM_LIST, "",
-    "Extra annotations NAME=SHARDING, ';'-separated (each --shard adds one): a parameter or "
-    "instruction by name and XLA sharding text or a dims mapping [0,-1] over the mesh",
-    0, 0, NULL, NULL, NULL },
-  { "parallelism", "mesh", PS_PARAM_MESH, "",
-    "Logical device mesh for dims mappings and the trace (empty: one axis of all cores)",
-    0, PS_PARAM_MESH_MAX_RANK, NULL, NULL, NULL },
-  { "parallelism", "device_order", PS_PARAM_CHOICE, "arange",
-    "Device order of the mesh: np.arange, its transpose, or Lingvo's non-pod 2D mesh", 0, 0,
-    "arange|arange_T|nonpod2d", NULL, NULL },
+  { .section = "model", .key = "file", .type = PS_PARAM_PATH, .def = "",
+    .doc = "The HLO text module (podsim run FILE.hlo sets it)" },
+  { .section = "model", .key = "shard", .type = PS_PARAM_LIST, .def = "",
+    .doc = "Extra annotations NAME=SHARDING, ';'-separated (each --shard adds one): a parameter or instruction by name and XLA sharding text or a dims mapping [0,-1] over the mesh" },
+  { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "",
+    .doc = "Logical device mesh for dims mappings and the trace (empty: one axis of all cores)",
+    .max = PS_PARAM_MESH_MAX_RANK },
+  { .section = "parallelism", .key = "device_order", .type = PS_PARAM_CHOICE, .def = "arange",
+    .doc = "Device order of the mesh: np.arange, its transpose, or Lingvo's non-pod 2D mesh",
+    .choices = "arange|arange_T|nonpod2d" },
 };
 
 /* The mesh of the run as the trace writes it. */

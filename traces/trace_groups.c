@@ -424,19 +424,9 @@ tr_parse_pairs (const char *text, PsTracePairs *out, char **why,
 gboolean
 ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh, GError **error)
 {
-  g_auto (GStrv) parts = g_strsplit (text, "x", -1);
-  guint n = g_strv_length (parts);
-  gint64 dims[PS_TRACE_MAX_RANK];
-  guint64 total = 1;
-  gboolean ok = n >= 1 && n <= PS_TRACE_MAX_RANK;
-  for (guint i = 0; ok && i < n; i++)
-    {
-      guint64 v;
-      ok = g_ascii_string_to_unsigned (parts[i], 10, 1, PS_TRACE_MAX_DEVICES, &v, NULL);
-      dims[i] = (gint64) v;
-      total *= ok ? v : 1;
-      ok = ok && total <= PS_TRACE_MAX_DEVICES;
-    }
+  int64_t dims[PS_TRACE_MAX_RANK];
+  int n = 0;
+  gboolean ok = ps_parse_shape (text, PS_TRACE_MAX_RANK, PS_TRACE_MAX_DEVICES, dims, &n);
   if (!ok)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
@@ -444,8 +434,8 @@ ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh,
                    PS_TRACE_MAX_RANK, PS_TRACE_MAX_DEVICES);
       return FALSE;
     }
-  mesh->rank = n;
-  for (guint i = 0; i < n; i++)
+  mesh->rank = (guint) n;
+  for (int i = 0; i < n; i++)
     mesh->dims[i] = dims[i];
   return TRUE;
 }
