@@ -89,7 +89,7 @@ axis_values (const PsParamSpec *s, const PsParams *base, const PsModelTarget *t)
       break;
     case PS_PARAM_CHOICE:
       {
-        g_auto (GStrv) parts = g_strsplit (s->choices, "|", -1);
+        g_auto (GStrv) parts = g_strsplit (ps_param_choices (s), "|", -1);
         for (int i = 0; parts[i]; i++)
           g_ptr_array_add (v, g_strdup (parts[i]));
         break;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "driver/target.h"
 #include "common/error.h"
 
 static const PsCommand commands[] = {
@@ -77,6 +78,7 @@ main (int argc, char **argv)
     }
   if (argc >= 2 && strcmp (argv[1], "help") == 0)
     argv[1] = (char *) "--help";
+  ps_target_init ();
   command_status = ps_cli_dispatch (&podsim, argc, argv);
   return command_status;
 }

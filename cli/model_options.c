@@ -270,13 +270,13 @@ ps_model_options_group (PsModelOptions *mo)
                         : s->type == PS_PARAM_FLOAT ? "X"
                         : s->type == PS_PARAM_MESH ? "AxB"
                         : s->type == PS_PARAM_PATH ? "FILE"
-                        : s->type == PS_PARAM_CHOICE ? keep (mo, g_strdelimit (g_strdup (s->choices), "|", ','))
+                        : s->type == PS_PARAM_CHOICE ? keep (mo, g_strdelimit (g_strdup (ps_param_choices (s)), "|", ','))
                         : s->type == PS_PARAM_LIST ? "ITEM" 
                         : "TEXT";
       const char *doc = s->type == PS_PARAM_BOOL
-        ? keep (mo, g_strdup_printf ("%s (default %s; --no-%s: %s)", s->doc, s->def, ps_param_option (s),
+        ? keep (mo, g_strdup_printf ("%s (default %s; --no-%s: %s)", ps_param_doc (s), s->def, ps_param_option (s),
                                      strcmp (s->def, "true") == 0 ? "off" : "off, the default"))
-        : keep (mo, g_strdup_printf ("%s (default %s)", s->doc, *s->def ? s->def : "none"));
+        : keep (mo, g_strdup_printf ("%s (default %s)", ps_param_doc (s), *s->def ? s->def : "none"));
       if (s->type == PS_PARAM_BOOL)
         {
           mo->entries[k++] = (GOptionEntry) { ps_param_option (s), 0, G_OPTION_FLAG_NO_ARG,

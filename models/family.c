@@ -38,33 +38,18 @@ static const PsModelFamily *const families[] = {
   NULL
 };
 
-/* [slice] and [options]: the same for every family, appended to its specs. */
-static const PsParamSpec common_specs[] = {
-  { .section = "slice", .key = "slice", .type = PS_PARAM_STRING, .def = "v3-8",
-    .doc = "Pod slice: v3-8, v3-32, v3-128, v3-256, v3-512, v3-1024 or v3-2048" },
-  { .section = "slice", .key = "wrap", .type = PS_PARAM_CHOICE, .def = "auto",
-    .doc = "Wrap links: auto (only on dimensions spanning the full pod), on, off",
-    .choices = "auto|on|off" },
-  { .section = "slice", .key = "hw", .type = PS_PARAM_PATH, .def = "",
-    .doc = "Hardware file (empty: the bundled TPU v3, topology/tpu-v3.ini)" },
-  { .section = "options", .key = "schedule", .type = PS_PARAM_CHOICE, .def = "xla",
-    .doc = "Schedule of the partitioned step (doc/partitioner.md): xla (memory-aware order, collective-permutes overlapped), xla-all (every collective kind overlapped), sync, eager",
-    .choices = "xla|xla-all|sync|eager" },
-  { .section = "options", .key = "async_collectives", .type = PS_PARAM_BOOL, .def = "false",
-    .doc = "Same as schedule = eager: every collective overlapped as early and late as data allows",
-    .search = "*" },
-  { .section = "options", .key = "windowed_einsum", .type = PS_PARAM_INT, .def = "-1",
-    .doc = "Partition dots whose operand would be all-gathered to more than this many bytes per device as windowed einsums (0: all such dots; -1: off)",
-    .min = -1,
-    .max = G_MAXINT64 },
-  { .section = "options", .key = "collectives", .type = PS_PARAM_CHOICE, .def = "torus2d",
-    .doc = "Collective algorithms (doc/collectives.md): torus2d, dim-by-dim, ring",
-    .choices = "torus2d|dim-by-dim|ring" },
-  { .section = "options", .key = "idle_cores", .type = PS_PARAM_BOOL, .def = "false",
-    .doc = "Let the program use fewer devices than the slice has cores (device d on core d; the rest idle)" },
-  { .section = "options", .key = "cache", .type = PS_PARAM_BOOL, .def = "true",
-    .doc = "Replay identical collectives on an idle network from a cache (false: simulate each)" },
-};
+/* [slice] and [options]: the same for every family, appended to its specs.
+ * They are declared by the modules that read them, below this floor or
+ * above it, and registered by the driver (driver/target.h). */
+static const PsParamSpec *const *common_specs;
+static int n_common_specs;
+
+void
+ps_model_family_set_common_specs (const PsParamSpec *const *specs, int n)
+{
+  common_specs = specs;
+  n_common_specs = n;
+}
 
 static const char *const sections[] = { "model", "parallelism", "slice", "options", NULL };
 
@@ -91,14 +76,16 @@ ps_model_family_find (const char *name, GError **error)
 int
 ps_model_family_n_specs (const PsModelFamily *f)
 {
-  return f->n_specs + (int) G_N_ELEMENTS (common_specs);
+  if (!common_specs)
+    g_error ("model families: no [slice] and [options] specs registered (ps_target_init)");
+  return f->n_specs + n_common_specs;
 }
 
 const PsParamSpec *
 ps_model_family_spec (const PsModelFamily *f, int i)
 {
   g_return_val_if_fail (i >= 0 && i < ps_model_family_n_specs (f), NULL);
-  return i < f->n_specs ? &f->specs[i] : &common_specs[i - f->n_specs];
+  return i < f->n_specs ? &f->specs[i] : common_specs[i - f->n_specs];
 }
 
 static int

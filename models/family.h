@@ -113,6 +113,10 @@ struct PsModelFamily {
 const PsModelFamily *const *ps_model_families (void);
 /* By name (case-insensitive); NULL with PS_ERROR_OPTION listing the known ones. */
 const PsModelFamily *ps_model_family_find (const char *name, GError **error);
+/* The [slice] and [options] specs every family has, declared by the modules
+ * that read them (driver/target.h registers them: ps_target_init). The
+ * array is borrowed for the program's life. */
+void ps_model_family_set_common_specs (const PsParamSpec *const *specs, int n);
 /* Every spec of a family: its own, then [slice] and [options]. transfer none. */
 const PsParamSpec *ps_model_family_spec (const PsModelFamily *f, int i);
 int ps_model_family_n_specs (const PsModelFamily *f);

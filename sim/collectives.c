@@ -7,10 +7,16 @@
 
 #include "sim/collectives.h"
 
-static const char *const algorithm_names[PS_COLL_ALGORITHM_COUNT] = {
+static const char *const algorithm_names[PS_COLL_ALGORITHM_COUNT + 1] = {
   [PS_COLL_TORUS2D] = "torus2d",
   [PS_COLL_DIM_BY_DIM] = "dim-by-dim",
   [PS_COLL_RING] = "ring",
+  [PS_COLL_ALGORITHM_COUNT] = NULL,
+};
+
+const PsParamSpec ps_coll_param_algorithm = {
+  .section = "options", .key = "collectives", .type = PS_PARAM_CHOICE, .def = "torus2d",
+  .doc = "Collective algorithms (doc/collectives.md)", .choice_names = algorithm_names
 };
 
 const char *

@@ -57,6 +57,7 @@
 #define PS_SIM_COLLECTIVES_H
 
 #include <glib.h>
+#include "common/params.h"
 
 #include "sim/sgnet.h"
 #include "topology/platform.h"
@@ -72,6 +73,10 @@ typedef enum {
 } PsCollAlgorithm;
 
 /* "torus2d", "dim-by-dim", "ring". transfer none. */
+/* The option choosing the algorithms ([options] collectives;
+ * common/params.h): its choices are this module's names. */
+extern const PsParamSpec ps_coll_param_algorithm;
+
 const char *ps_coll_algorithm_name (PsCollAlgorithm alg);
 /* The name -> algorithm; a PS_ERROR_OPTION error naming `option` and the
  * known names otherwise. */

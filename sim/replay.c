@@ -1416,3 +1416,8 @@ ps_replay_trace (const PsTrace *trace, const PsReplayOptions *opt, GError **erro
   program_clear (&p);
   return r;
 }
+
+const PsParamSpec ps_replay_param_cache = {
+  .section = "options", .key = "cache", .type = PS_PARAM_BOOL, .def = "true",
+  .doc = "Replay identical collectives on an idle network from a cache (false: simulate each)"
+};

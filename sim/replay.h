@@ -46,6 +46,9 @@ typedef struct {
   PsCollAlgorithm collectives;  /* default (0): PS_COLL_TORUS2D */
 } PsReplayOptions;
 
+/* The option behind no_cache ([options] cache; common/params.h). */
+extern const PsParamSpec ps_replay_param_cache;
+
 /* Replays a trace file, streaming it. Errors: the reader's (FILE:LINE:COL),
  * a mesh that does not fit the slice, a peak HBM above the capacity
  * (PS_ERROR_NO_FIT naming both). transfer full. */

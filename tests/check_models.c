@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/target.h"
 #include "models/dense_lm.h"
 #include "models/family.h"
 #include "partitioner/analysis/memory.h"
@@ -575,6 +576,8 @@ END_TEST
 int
 main (void)
 {
+  /* Every family's [slice] and [options] come from the driver's registry. */
+  ps_target_init ();
   Suite *s = suite_create ("models");
   TCase *tc = tcase_create ("dense_lm");
   tcase_set_timeout (tc, 300);

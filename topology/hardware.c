@@ -443,6 +443,11 @@ ps_hardware_default (void)
   return hw;
 }
 
+const PsParamSpec ps_hardware_param_hw = {
+  .section = "slice", .key = "hw", .type = PS_PARAM_PATH, .def = "",
+  .doc = "Hardware file (empty: the bundled TPU v3, topology/tpu-v3.ini)"
+};
+
 PsHardware *
 ps_hardware_load_or_default (const char *path, GError **error)
 {

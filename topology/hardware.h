@@ -25,6 +25,7 @@
 #define PS_TOPOLOGY_HARDWARE_H
 
 #include <glib.h>
+#include "common/params.h"
 
 G_BEGIN_DECLS
 
@@ -85,6 +86,9 @@ PsHardware *ps_hardware_load_data (const char *text, gsize len,
 /* The bundled TPU v3 model (parsed from the embedded copy of tpu-v3.ini).
  * Never fails. transfer full. */
 PsHardware *ps_hardware_default (void);
+
+/* The option naming the hardware file ([slice] hw; common/params.h). */
+extern const PsParamSpec ps_hardware_param_hw;
 
 /* `path` NULL means the bundled default; otherwise ps_hardware_load().
  * transfer full. */

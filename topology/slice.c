@@ -46,6 +46,20 @@ ps_wrap_mode_parse (const char *text, PsWrapMode *out, GError **error)
   return TRUE;
 }
 
+/* In PsWrapMode order. */
+static const char *const wrap_names[] = { "auto", "on", "off", NULL };
+static const char *const wrap_docs[] = { "only on dimensions spanning the full pod", NULL, NULL };
+
+const PsParamSpec ps_slice_param_slice = {
+  .section = "slice", .key = "slice", .type = PS_PARAM_STRING, .def = "v3-8",
+  .doc = "Pod slice: v3-8, v3-32, v3-128, v3-256, v3-512, v3-1024 or v3-2048"
+};
+
+const PsParamSpec ps_slice_param_wrap = {
+  .section = "slice", .key = "wrap", .type = PS_PARAM_CHOICE, .def = "auto",
+  .doc = "Wrap links", .choice_names = wrap_names, .choice_docs = wrap_docs
+};
+
 const char *
 ps_wrap_mode_name (PsWrapMode mode)
 {

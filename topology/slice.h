@@ -25,6 +25,7 @@
 #define PS_TOPOLOGY_SLICE_H
 
 #include <glib.h>
+#include "common/params.h"
 
 #include "common/error.h"
 
@@ -47,6 +48,11 @@ typedef struct {
 } PsSlice;
 
 /* "auto" | "on" | "off". FALSE with a PS_ERROR_OPTION error otherwise. */
+/* The options this module reads, as a run's model file and command line
+ * declare them (common/params.h): [slice] slice and wrap. */
+extern const PsParamSpec ps_slice_param_slice;
+extern const PsParamSpec ps_slice_param_wrap;
+
 gboolean ps_wrap_mode_parse (const char *text, PsWrapMode *out, GError **error);
 const char *ps_wrap_mode_name (PsWrapMode mode);
 

@@ -7,11 +7,29 @@
 #include "partitioner/analysis/memory.h"
 #include "partitioner/analysis/schedule.h"
 
-static const char *const policy_names[PS_SCHEDULE_POLICY_COUNT] = {
+static const char *const policy_names[PS_SCHEDULE_POLICY_COUNT + 1] = {
   [PS_SCHEDULE_XLA] = "xla",
   [PS_SCHEDULE_XLA_ALL] = "xla-all",
   [PS_SCHEDULE_SYNC] = "sync",
   [PS_SCHEDULE_EAGER] = "eager",
+  [PS_SCHEDULE_POLICY_COUNT] = NULL,
+};
+
+static const char *const policy_docs[PS_SCHEDULE_POLICY_COUNT] = {
+  [PS_SCHEDULE_XLA] = "memory-aware order, collective-permutes overlapped",
+  [PS_SCHEDULE_XLA_ALL] = "every collective kind overlapped",
+};
+
+const PsParamSpec ps_schedule_param_policy = {
+  .section = "options", .key = "schedule", .type = PS_PARAM_CHOICE, .def = "xla",
+  .doc = "Schedule of the partitioned step (doc/partitioner.md)",
+  .choice_names = policy_names, .choice_docs = policy_docs
+};
+
+const PsParamSpec ps_schedule_param_async = {
+  .section = "options", .key = "async_collectives", .type = PS_PARAM_BOOL, .def = "false",
+  .doc = "Same as schedule = eager: every collective overlapped as early and late as data allows",
+  .search = "*"
 };
 
 const char *

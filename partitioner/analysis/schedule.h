@@ -42,6 +42,7 @@
 #define PS_PARTITIONER_SCHEDULE_H
 
 #include <glib.h>
+#include "common/params.h"
 #include <stdint.h>
 
 #include "partitioner/analysis/cost.h"
@@ -63,6 +64,11 @@ const char *ps_schedule_policy_name (PsSchedulePolicy p);
 /* A PS_ERROR_OPTION error naming `option` and the known names otherwise. */
 gboolean ps_schedule_policy_parse (const char *name, const char *option, PsSchedulePolicy *out,
                                    GError **error);
+
+/* The options this module reads ([options] schedule and
+ * async_collectives, the eager policy's older name; common/params.h). */
+extern const PsParamSpec ps_schedule_param_policy;
+extern const PsParamSpec ps_schedule_param_async;
 
 typedef struct {
   PsSchedulePolicy policy;

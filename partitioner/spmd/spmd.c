@@ -23,6 +23,13 @@ ps_spmd_options_init (PsSpmdOptions *opts)
   opts->cse = TRUE;
 }
 
+const PsParamSpec ps_spmd_param_windowed_einsum = {
+  .section = "options", .key = "windowed_einsum", .type = PS_PARAM_INT, .def = "-1",
+  .doc = "Partition dots whose operand would be all-gathered to more than this many bytes per "
+         "device as windowed einsums (0: all such dots; -1: off)",
+  .min = -1, .max = G_MAXINT64
+};
+
 void
 ps_spmd_report_init (PsSpmdReport *report)
 {

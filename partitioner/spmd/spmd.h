@@ -28,6 +28,7 @@
 #define PS_PARTITIONER_SPMD_H
 
 #include <glib.h>
+#include "common/params.h"
 #include <stdint.h>
 
 #include "common/error.h"
@@ -98,6 +99,10 @@ typedef struct {
 } PsSpmdOptions;
 
 void ps_spmd_options_init (PsSpmdOptions *opts);
+/* The option of a run that sets windowed_einsum_threshold_bytes
+ * ([options] windowed_einsum; -1: off; common/params.h). */
+extern const PsParamSpec ps_spmd_param_windowed_einsum;
+
 void ps_spmd_report_init (PsSpmdReport *report);
 void ps_spmd_report_clear (PsSpmdReport *report);
 

@@ -1,0 +1,116 @@
+/* The target and the registry of its options: see target.h. */
+#include "config.h"
+
+#include "driver/target.h"
+
+#include <string.h>
+
+#include "common/error.h"
+#include "partitioner/spmd/spmd.h"
+#include "sim/replay.h"
+
+const PsParamSpec ps_target_param_idle_cores = {
+  .section = "options", .key = "idle_cores", .type = PS_PARAM_BOOL, .def = "false",
+  .doc = "Let the program use fewer devices than the slice has cores (device d on core d; the rest idle)"
+};
+
+/* Model-file order: [slice], then [options]. */
+static const PsParamSpec *const target_specs[] = {
+  &ps_slice_param_slice,
+  &ps_slice_param_wrap,
+  &ps_hardware_param_hw,
+  &ps_schedule_param_policy,
+  &ps_schedule_param_async,
+  &ps_spmd_param_windowed_einsum,
+  &ps_coll_param_algorithm,
+  &ps_target_param_idle_cores,
+  &ps_replay_param_cache,
+};
+
+const PsParamSpec *const *
+ps_target_specs (int *n)
+{
+  *n = (int) G_N_ELEMENTS (target_specs);
+  return target_specs;
+}
+
+void
+ps_target_init (void)
+{
+  ps_model_family_set_common_specs (target_specs, (int) G_N_ELEMENTS (target_specs));
+}
+
+void
+ps_target_free (PsTarget *t)
+{
+  if (!t)
+    return;
+  if (t->hw)
+    ps_hardware_free (t->hw);
+  if (t->slice)
+    ps_slice_free (t->slice);
+  g_free (t);
+}
+
+/* The slice and what a family builds for. */
+static gboolean
+set_slice (PsTarget *t, const char *name, GError **error)
+{
+  t->slice = ps_slice_new (name, t->wrap, t->hw->tensorcores_per_chip, error);
+  if (!t->slice)
+    return FALSE;
+  t->model.n_cores = ps_slice_n_cores (t->slice);
+  t->model.physical[0] = t->slice->chips_x;
+  t->model.physical[1] = t->slice->chips_y;
+  t->model.physical[2] = t->slice->cores_per_chip;
+  return TRUE;
+}
+
+PsTarget *
+ps_target_from_params (const PsParams *p, GError **error)
+{
+  g_autoptr (PsTarget) t = g_new0 (PsTarget, 1);
+  const char *hw_path = ps_params_str (p, "hw");
+  t->hw = ps_hardware_load_or_default (*hw_path ? hw_path : NULL, error);
+  if (!t->hw)
+    return NULL;
+  /* Choices were checked as they were set: these parse. */
+  ps_wrap_mode_parse (ps_params_str (p, "wrap"), &t->wrap, NULL);
+  ps_coll_algorithm_parse (ps_params_str (p, "collectives"), "--collectives", &t->collectives, NULL);
+  ps_schedule_policy_parse (ps_params_str (p, "schedule"), "--schedule", &t->schedule, NULL);
+  t->async_collectives = ps_params_bool (p, "async_collectives");
+  if (t->async_collectives)
+    t->schedule = PS_SCHEDULE_EAGER;
+  t->cache = ps_params_bool (p, "cache");
+  t->idle_cores = ps_params_bool (p, "idle_cores");
+  t->windowed_einsum = ps_params_int (p, "windowed_einsum");
+  GError *local = NULL;
+  if (!set_slice (t, ps_params_str (p, "slice"), &local))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: %s", ps_params_where (p, "slice"), local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  return g_steal_pointer (&t);
+}
+
+PsTarget *
+ps_target_new (const char *hw, const char *slice, const char *wrap, const char *collectives,
+               const char *schedule, GError **error)
+{
+  g_autoptr (PsTarget) t = g_new0 (PsTarget, 1);
+  t->cache = TRUE;
+  t->windowed_einsum = -1;
+  if (wrap && !ps_wrap_mode_parse (wrap, &t->wrap, error))
+    return NULL;
+  if (collectives && !ps_coll_algorithm_parse (collectives, "--collectives", &t->collectives, error))
+    return NULL;
+  if (schedule && !ps_schedule_policy_parse (schedule, "--schedule", &t->schedule, error))
+    return NULL;
+  t->hw = ps_hardware_load_or_default (hw && *hw ? hw : NULL, error);
+  if (!t->hw)
+    return NULL;
+  if (slice && !set_slice (t, slice, error))
+    return NULL;
+  return g_steal_pointer (&t);
+}
