@@ -14,7 +14,6 @@
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/spmd/spmd.h"
-#include "topology/hardware.h"
 
 static int
 compare_names (gconstpointer a, gconstpointer b)
@@ -109,11 +108,11 @@ ps_cmd_partition (int argc, char **argv)
     /* The same sequence as podsim run (driver/driver.h): the trace and the
      * peak come from the one schedule run would make of this program on the
      * bundled hardware's HBM budget. */
-    g_autoptr (PsHardware) hw = NULL;
+    g_autoptr (PsTarget) target = NULL;
     if (trace_path || memory)
       {
-        hw = ps_hardware_load_or_default (NULL, &error);
-        if (!hw)
+        target = ps_target_new (NULL, NULL, NULL, NULL, async ? "eager" : NULL, &error);
+        if (!target)
           {
             status = ps_cli_fail (error);
             goto out;
@@ -131,8 +130,7 @@ ps_cmd_partition (int argc, char **argv)
     dopts.to_output = to_output;
     dopts.to_parameters = to_params;
     dopts.spmd = &sopts;
-    dopts.hw = hw;
-    dopts.async_collectives = async;
+    dopts.target = target;
     dopts.stop_after = trace_path ? PS_STAGE_LOWER : memory ? PS_STAGE_MEMORY : PS_STAGE_PARTITION;
     dopts.lower_past_no_fit = TRUE;
     dopts.memory_holders = 10;

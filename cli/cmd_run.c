@@ -23,20 +23,6 @@ typedef struct {
   gboolean json, stats, quiet, print_config, memory_only;
 } RunOptions;
 
-/* What the pipeline's build stage needs for a model family. */
-typedef struct {
-  const PsParams *params;
-  PsModelTarget target;
-} FamilyBuild;
-
-static PsModule *
-build_family (gpointer data, PsModelInfo *info, GError **error)
-{
-  FamilyBuild *b = data;
-  const PsModelFamily *f = ps_params_family (b->params);
-  return f->build (b->params, &b->target, info, error);
-}
-
 /* The pipelining report of a run, when its family pipelines (a
  * `pipeline_stages` key above 1). transfer full. */
 static PsPipeliningReport *
@@ -305,36 +291,20 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
       fputs (text, stdout);
       return 0;
     }
-  g_autoptr (PsHardware) hw = NULL;
-  g_autoptr (PsSlice) slice = NULL;
-  FamilyBuild fb = { p, { 0 } };
-  if (!ps_model_target (p, &hw, &slice, &fb.target, &error))
+  g_autoptr (PsTarget) target = ps_target_from_params (p, &error);
+  if (!target)
     return ps_cli_fail (error);
+  const PsHardware *hw = target->hw;
   const PsModelFamily *f = ps_params_family (p);
-  if (f->check && !f->check (p, &fb.target, &error))
-    return ps_cli_fail (error);
   int tl_devices[2] = { 0, 1 };
-  PsWrapMode wrap = PS_WRAP_AUTO;
-  ps_wrap_mode_parse (ps_params_str (p, "wrap"), &wrap, NULL);
-  gint64 windowed = ps_params_int (p, "windowed_einsum");
-  PsCollAlgorithm coll = PS_COLL_TORUS2D;
-  ps_coll_algorithm_parse (ps_params_str (p, "collectives"), "--collectives", &coll, NULL);
+  PsDriverFamily fb = { p, target };
   PsDriverOptions dopts;
   ps_driver_options_init (&dopts);
-  dopts.build = build_family;
+  dopts.build = ps_driver_build_family;
   dopts.build_data = &fb;
   dopts.stop_after = o->memory_only ? PS_STAGE_MEMORY : PS_STAGE_SIMULATE;
   dopts.program = name;
-  dopts.hw = hw;
-  dopts.slice = ps_params_str (p, "slice");
-  dopts.wrap = wrap;
-  dopts.idle_cores = ps_params_bool (p, "idle_cores");
-  dopts.collectives = coll;
-  ps_schedule_policy_parse (ps_params_str (p, "schedule"), "--schedule", &dopts.schedule, NULL);
-  dopts.async_collectives = ps_params_bool (p, "async_collectives");
-  dopts.no_cache = !ps_params_bool (p, "cache");
-  dopts.windowed_einsum = windowed >= 0;
-  dopts.windowed_einsum_threshold_bytes = windowed;
+  dopts.target = target;
   dopts.dump_hlo = o->dump_hlo;
   dopts.dump_spmd = o->dump_spmd;
   dopts.dump_trace = o->dump_trace;

@@ -19,6 +19,7 @@
 #include "cli/model_options.h"
 #include "driver/pool.h"
 #include "driver/study.h"
+#include "driver/target.h"
 #include "common/error.h"
 
 typedef struct {
@@ -405,11 +406,11 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
     return ps_cli_fail (error);
   double published = 0;
   g_autofree char *name = ps_model_options_name (mo, base, &published);
-  PsModelTarget t;
-  if (!ps_model_target (base, NULL, NULL, &t, &error))
+  g_autoptr (PsTarget) target = ps_target_from_params (base, &error);
+  if (!target)
     return ps_cli_fail (error);
   const PsModelFamily *f = ps_params_family (base);
-  g_autoptr (GPtrArray) axes = search_axes (o, base, &t, &error);
+  g_autoptr (GPtrArray) axes = search_axes (o, base, &target->model, &error);
   if (!axes)
     return ps_cli_fail (error);
 
@@ -444,7 +445,7 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
     {
       g_autoptr (PsParams) p = ps_study_params (study, id);
       if (f->canonicalize)
-        f->canonicalize (p, &t);
+        f->canonicalize (p, &target->model);
       char *key = ps_params_key (p);
       gpointer prev;
       if (g_hash_table_lookup_extended (seen, key, NULL, &prev))
@@ -457,7 +458,7 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
         }
       g_hash_table_insert (seen, key, GUINT_TO_POINTER (id));
       GError *local = NULL;
-      if (f->check && !f->check (p, &t, &local))
+      if (f->check && !f->check (p, &target->model, &local))
         {
           st[id].status = ST_INVALID;
           st[id].why = g_strdup (local->message);

@@ -409,33 +409,3 @@ ps_model_options_name (const PsModelOptions *mo, const PsParams *p, double *publ
     return g_strdup_printf ("%s modified (%s)", base_name, diff);
   return g_steal_pointer (&base_name);
 }
-
-gboolean
-ps_model_target (const PsParams *p, PsHardware **hw, PsSlice **slice, PsModelTarget *t, GError **error)
-{
-  const char *hw_path = ps_params_str (p, "hw");
-  g_autoptr (PsHardware) h = ps_hardware_load_or_default (*hw_path ? hw_path : NULL, error);
-  if (!h)
-    return FALSE;
-  PsWrapMode wrap;
-  if (!ps_wrap_mode_parse (ps_params_str (p, "wrap"), &wrap, error))
-    return FALSE;
-  GError *local = NULL;
-  g_autoptr (PsSlice) s = ps_slice_new (ps_params_str (p, "slice"), wrap, h->tensorcores_per_chip, &local);
-  if (!s)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: %s", ps_params_where (p, "slice"), local->message);
-      g_error_free (local);
-      return FALSE;
-    }
-  memset (t, 0, sizeof *t);
-  t->n_cores = ps_slice_n_cores (s);
-  t->physical[0] = s->chips_x;
-  t->physical[1] = s->chips_y;
-  t->physical[2] = s->cores_per_chip;
-  if (hw)
-    *hw = g_steal_pointer (&h);
-  if (slice)
-    *slice = g_steal_pointer (&s);
-  return TRUE;
-}

@@ -62,9 +62,4 @@ PsParams *ps_model_options_params_argv (PsModelOptions *mo, int argc, char **arg
  * else the family's. transfer full. */
 char *ps_model_options_name (const PsModelOptions *mo, const PsParams *p, double *published);
 
-/* The hardware file and the slice the parameters name, and the target a
- * family builds for. *hw and *slice are transfer full. */
-gboolean ps_model_target (const PsParams *p, PsHardware **hw, PsSlice **slice, PsModelTarget *t,
-                          GError **error);
-
 #endif

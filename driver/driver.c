@@ -188,6 +188,16 @@ ps_driver_no_fit_error (const PsDriverResult *r, const PsHardware *hw, GError **
                "(try more --microbatches, --remat or a larger slice)", peak, cap);
 }
 
+PsModule *
+ps_driver_build_family (gpointer family, PsModelInfo *info, GError **error)
+{
+  const PsDriverFamily *b = family;
+  const PsModelFamily *f = ps_params_family (b->params);
+  if (f->check && !f->check (b->params, &b->target->model, error))
+    return NULL;
+  return f->build (b->params, &b->target->model, info, error);
+}
+
 /* ---- the stages ------------------------------------------------------------------- */
 
 void
@@ -301,7 +311,7 @@ summarize (PsDriverResult *r, const PsDriverOptions *opts, GHashTable *op_names)
 {
   for (int g = 0; opts->op_groups && g < PS_DRIVER_MAX_OP_GROUPS && opts->op_groups[g].key; g++)
     {
-      r->op_group_s[g] = ps_op_times_compute (r->trace, opts->hw, op_names, opts->op_groups[g].prefixes);
+      r->op_group_s[g] = ps_op_times_compute (r->trace, opts->target->hw, op_names, opts->op_groups[g].prefixes);
       r->n_op_groups = g + 1;
     }
   for (guint i = 0; i < r->sim->collectives->len; i++)
@@ -315,7 +325,7 @@ summarize (PsDriverResult *r, const PsDriverOptions *opts, GHashTable *op_names)
     }
   double step = r->sim->step_time_s;
   r->items_per_s = step > 0 ? r->info.items_per_step / step : 0;
-  double peak = ps_hardware_peak_flops_per_core (opts->hw) * (double) r->n_devices;
+  double peak = ps_hardware_peak_flops_per_core (opts->target->hw) * (double) r->n_devices;
   r->model_flops_utilization = step > 0 ? r->info.model_flops / (peak * step) : 0;
 }
 
@@ -323,22 +333,13 @@ PsDriverResult *
 ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
 {
   g_return_val_if_fail ((opts->build != NULL) != (opts->module != NULL), NULL);
-  g_return_val_if_fail (opts->hw || opts->stop_after < PS_STAGE_MEMORY, NULL);
+  const PsTarget *target = opts->target;
+  g_return_val_if_fail ((target && target->hw) || opts->stop_after < PS_STAGE_MEMORY, NULL);
+  const PsSlice *slice = target ? target->slice : NULL;
   g_autoptr (PsDriverResult) r = g_new0 (PsDriverResult, 1);
   ps_spmd_report_init (&r->spmd_report);
   Clock clk = { opts, r, 0, 0, PS_STAGE_BUILD, failed };
   GError *local = NULL;
-  g_autoptr (PsSlice) slice = NULL;
-  if (opts->slice)
-    {
-      slice = ps_slice_new (opts->slice, opts->wrap, opts->hw->tensorcores_per_chip, error);
-      if (!slice)
-        {
-          if (failed)
-            *failed = PS_STAGE_BUILD;
-          return NULL;
-        }
-    }
 
   stage_begin (&clk, PS_STAGE_BUILD);
   g_autoptr (PsModule) built = NULL;
@@ -363,10 +364,10 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   if (slice)
     {
       int cores = ps_slice_n_cores (slice);
-      if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
+      if (n_devices > cores || (n_devices < cores && !target->idle_cores))
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
-                       " devices but slice %s has %d cores%s", n_devices, opts->slice, cores,
+                       " devices but slice %s has %d cores%s", n_devices, slice->name, cores,
                        n_devices < cores ? " (--idle-cores leaves the rest idle)" : "");
           if (failed)
             *failed = PS_STAGE_BUILD;
@@ -400,8 +401,8 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   else
     ps_spmd_options_init (&sopts);
   sopts.report = &r->spmd_report;
-  if (opts->windowed_einsum)
-    sopts.windowed_einsum_threshold_bytes = opts->windowed_einsum_threshold_bytes;
+  if (target && target->windowed_einsum >= 0)
+    sopts.windowed_einsum_threshold_bytes = target->windowed_einsum;
   g_autoptr (PsModule) spmd = ps_driver_partition (m, n_devices, &sopts, &local);
   r->n_fallbacks = r->spmd_report.n_fallbacks;
   r->n_cse_removed = r->spmd_report.n_cse_removed;
@@ -432,9 +433,9 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
 
   stage_begin (&clk, PS_STAGE_MEMORY);
   g_autoptr (PsCostAnalysis) cost = NULL;
-  g_autoptr (PsSchedule) sched = ps_driver_schedule (spmd, opts->async_collectives ? PS_SCHEDULE_EAGER
-                                                                                  : opts->schedule,
-                                                     opts->hw->hbm_bytes_per_core, &cost, &local);
+  const PsHardware *hw = target->hw;
+  g_autoptr (PsSchedule) sched = ps_driver_schedule (spmd, target->schedule, hw->hbm_bytes_per_core, &cost,
+                                                     &local);
   if (!sched)
     return fail_stage (&clk, error, local), NULL;
   r->schedule = sched->policy;
@@ -444,7 +445,7 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   r->peak_hbm_bytes = mem->peak_bytes;
   r->memory_text = ps_memory_report_to_string (mem, opts->memory_holders > 0 ? opts->memory_holders : 5);
   stage_end (&clk);
-  r->fits = (double) mem->peak_bytes <= (double) opts->hw->hbm_bytes_per_core;
+  r->fits = (double) mem->peak_bytes <= (double) hw->hbm_bytes_per_core;
   if ((!r->fits && !opts->lower_past_no_fit) || opts->stop_after < PS_STAGE_LOWER)
     {
       end_progress (&clk);
@@ -455,7 +456,8 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
     }
 
   stage_begin (&clk, PS_STAGE_LOWER);
-  r->trace = ps_driver_lower (spmd, sched, &r->info.mesh, n_devices, opts->program, opts->slice, &local);
+  r->trace = ps_driver_lower (spmd, sched, &r->info.mesh, n_devices, opts->program, slice ? slice->name : NULL,
+                              &local);
   if (!r->trace)
     return fail_stage (&clk, error, local), NULL;
   if (opts->dump_trace && !ps_trace_write (r->trace, opts->dump_trace, &local))
@@ -475,11 +477,11 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
 
   stage_begin (&clk, PS_STAGE_SIMULATE);
   g_return_val_if_fail (slice != NULL, NULL);
-  r->platform = ps_platform_new (slice, opts->hw, &local);
+  r->platform = ps_platform_new (slice, hw, &local);
   if (!r->platform)
     return fail_stage (&clk, error, local), NULL;
-  PsReplayOptions ropts = { opts->hw, r->platform, opts->no_cache, opts->timeline_devices,
-                            opts->n_timeline_devices, opts->collectives };
+  PsReplayOptions ropts = { hw, r->platform, !target->cache, opts->timeline_devices, opts->n_timeline_devices,
+                            target->collectives };
   r->sim = ps_driver_simulate (r->trace, &ropts, &local);
   if (!r->sim)
     return fail_stage (&clk, error, local), NULL;

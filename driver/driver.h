@@ -28,6 +28,7 @@
 
 #include <glib.h>
 
+#include "driver/target.h"
 #include "models/family.h"
 #include "partitioner/analysis/cost.h"
 #include "partitioner/analysis/schedule.h"
@@ -74,25 +75,16 @@ typedef struct {
   PsStage stop_after;            /* the last stage to run (PS_STAGE_SIMULATE: all) */
   const char *program;           /* the run's name, written to the trace */
 
-  /* The target. hw is needed from the memory stage on (its HBM is the
-   * schedule's budget); slice (a name, with wrap) from the simulate stage,
-   * and when set, the program's devices are checked against its cores. */
-  const PsHardware *hw;
-  const char *slice;
-  PsWrapMode wrap;
-  gboolean idle_cores;           /* the program may use fewer devices than the
-                                  * slice has cores (device d on core d) */
-  PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
-  PsSchedulePolicy schedule;     /* default (0): PS_SCHEDULE_XLA */
-  gboolean async_collectives;    /* overrides schedule with PS_SCHEDULE_EAGER */
-  gboolean no_cache;
+  /* What the program runs on (driver/target.h; borrowed): its hardware is
+   * needed from the memory stage on (its HBM is the schedule's budget), its
+   * slice from the simulate stage, and when there is one, the program's
+   * devices are checked against its cores. Its schedule, collective
+   * algorithms, cache and windowed_einsum apply. */
+  const PsTarget *target;
 
   /* The partitioner's options (borrowed, may be NULL: defaults); the driver
-   * sets its report. windowed_einsum applies windowed_einsum_threshold_bytes
-   * over them. */
+   * sets its report, and the target's windowed_einsum when that is on. */
   const PsSpmdOptions *spmd;
-  gboolean windowed_einsum;
-  gint64 windowed_einsum_threshold_bytes;
 
   /* A program that does not fit in HBM stops after the memory stage
    * (fits FALSE) unless lower_past_no_fit. */
@@ -167,6 +159,14 @@ PsDriverResult *ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GEr
 /* PS_ERROR_NO_FIT naming the peak and the capacity, for a result that
  * does not fit. */
 void ps_driver_no_fit_error (const PsDriverResult *r, const PsHardware *hw, GError **error);
+
+/* The build stage of a model family: f->build of p for the target's slice
+ * (after f->check), as PsDriverOptions.build with PsDriverFamily as data. */
+typedef struct {
+  const PsParams *params;
+  const PsTarget *target;
+} PsDriverFamily;
+PsModule *ps_driver_build_family (gpointer family, PsModelInfo *info, GError **error);
 
 /* ---- the stage entry points ----------------------------------------------------- */
 
