@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/target_options.h"
 #include "cli/picture.h"
 #include "common/error.h"
 #include "common/ndindex.h"
@@ -235,23 +236,19 @@ mesh_groups (const PsSlice *s, const char *mesh_text, const char *order, const c
 int
 ps_cmd_bench_collective (int argc, char **argv)
 {
-  g_autofree char *opt_slice = NULL, *opt_op = NULL, *opt_bytes = NULL, *opt_groups = NULL;
-  g_autofree char *opt_wrap = NULL, *opt_hw = NULL, *opt_coll = NULL;
+  g_autofree char *opt_op = NULL, *opt_bytes = NULL, *opt_groups = NULL;
+  static const char *const target_keys[] = { "slice", "wrap", "hw", "collectives", NULL };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
   g_autofree char *opt_picture = NULL, *opt_groups_picture = NULL, *opt_mesh = NULL, *opt_order = NULL;
   g_autofree char *opt_axes = NULL;
   gboolean opt_json = FALSE;
   GOptionEntry entries[] = {
-    { "slice", 0, 0, G_OPTION_ARG_STRING, &opt_slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },
     { "op", 0, 0, G_OPTION_ARG_STRING, &opt_op,
       "all-reduce, all-gather, reduce-scatter, all-to-all or collective-permute", "OP" },
     { "bytes", 0, 0, G_OPTION_ARG_STRING, &opt_bytes,
       "Per-device buffer (64MiB, 1GB, 4096)", "SIZE" },
     { "groups", 0, 0, G_OPTION_ARG_STRING, &opt_groups,
       "x, y, xy, all (default) or device lists 0,1;2,3", "GROUPS" },
-    { "wrap", 0, 0, G_OPTION_ARG_STRING, &opt_wrap, "Wrap links: auto (default), on, off", "MODE" },
-    { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
-    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
-      "Collective algorithm: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
     { "mesh", 0, 0, G_OPTION_ARG_STRING, &opt_mesh,
       "Groups from a logical mesh of the slice's cores (with --axes)", "AxB" },
     { "device-order", 0, 0, G_OPTION_ARG_STRING, &opt_order,
@@ -266,7 +263,7 @@ ps_cmd_bench_collective (int argc, char **argv)
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- time one collective on a slice");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   g_option_context_set_description (ctx,
     "Simulates the collective on an idle slice with SimGrid and prints the\n"
     "simulated time, algorithm bandwidth (bytes / time) and bus bandwidth\n"
@@ -279,7 +276,7 @@ ps_cmd_bench_collective (int argc, char **argv)
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "unexpected argument '%s'", argv[1]);
       return ps_cli_fail (error);
     }
-  if (!opt_slice || !opt_op || !opt_bytes)
+  if (!ps_target_options_given (to, "slice") || !opt_op || !opt_bytes)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
                    "--slice, --op and --bytes are required (see 'podsim bench collective --help')");
@@ -296,18 +293,12 @@ ps_cmd_bench_collective (int argc, char **argv)
   guint64 bytes;
   if (!ps_parse_bytes (opt_bytes, "--bytes", &bytes, &error))
     return ps_cli_fail (error);
-  PsWrapMode wrap = PS_WRAP_AUTO;
-  if (opt_wrap && !ps_wrap_mode_parse (opt_wrap, &wrap, &error))
+  g_autoptr (PsTarget) target = ps_target_options_target (to, TRUE, &error);
+  if (!target)
     return ps_cli_fail (error);
-  PsCollAlgorithm coll = PS_COLL_TORUS2D;
-  if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
-    return ps_cli_fail (error);
-  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (opt_hw, &error);
-  if (!hw)
-    return ps_cli_fail (error);
-  g_autoptr (PsSlice) slice = ps_slice_new (opt_slice, wrap, hw->tensorcores_per_chip, &error);
-  if (!slice)
-    return ps_cli_fail (error);
+  const PsHardware *hw = target->hw;
+  const PsSlice *slice = target->slice;
+  PsCollAlgorithm coll = target->collectives;
   g_autoptr (PsPlatform) platform = ps_platform_new (slice, hw, &error);
   if (!platform)
     return ps_cli_fail (error);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/target_options.h"
 #include "common/error.h"
 #include "sim/compute.h"
 #include "topology/hardware.h"
@@ -277,7 +278,7 @@ print_text (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const P
 int
 ps_cmd_bench_conv (int argc, char **argv)
 {
-  char *opt_dtype = NULL, *opt_precision = NULL, *opt_hw = NULL, *opt_kernel = NULL,
+  char *opt_dtype = NULL, *opt_precision = NULL, *opt_kernel = NULL,
        *opt_stride = NULL, *opt_padding = NULL, *opt_groups = NULL, *opt_mapping = NULL;
   gboolean opt_json = FALSE;
   GOptionEntry entries[] = {
@@ -293,7 +294,6 @@ ps_cmd_bench_conv (int argc, char **argv)
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &opt_dtype, "operand type: bf16 (default) or f32", "TYPE" },
     { "precision", 0, 0, G_OPTION_ARG_STRING, &opt_precision,
       "f32 precision: default (1 bf16 pass), high (3) or highest (6)", "P" },
-    { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "hardware file (default: the bundled TPU v3)", "FILE" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json, "print one JSON object (keys in doc/compute-model.md)", NULL },
     { NULL }
   };
@@ -303,9 +303,11 @@ ps_cmd_bench_conv (int argc, char **argv)
     "(SPATIAL as 128x128x128) on one TensorCore with podsim's compute model:\n"
     "how the window and the feature depths meet the MXU, what padding the depths\n"
     "to the array wastes, cycles, time, MXU utilization and the bound.");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  static const char *const target_keys[] = { "hw", NULL };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
+  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   gboolean parsed = ps_cli_parse (ctx, &argc, &argv);
-  g_autofree char *dtype_s = opt_dtype, *precision_s = opt_precision, *hw_path = opt_hw,
+  g_autofree char *dtype_s = opt_dtype, *precision_s = opt_precision,
                   *kernel_s = opt_kernel, *stride_s = opt_stride, *padding_s = opt_padding,
                   *groups_s = opt_groups, *mapping_s = opt_mapping;
   if (!parsed)
@@ -358,9 +360,10 @@ ps_cmd_bench_conv (int argc, char **argv)
     }
   if (!shape_conv (&cv, &error))
     return ps_cli_fail (error);
-  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
-  if (!hw)
+  g_autoptr (PsTarget) target = ps_target_options_target (to, FALSE, &error);
+  if (!target)
     return ps_cli_fail (error);
+  const PsHardware *hw = target->hw;
 
   gint64 in_elems = cv.batch * cv.cin;
   for (int i = 0; i < cv.n; i++)

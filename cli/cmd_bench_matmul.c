@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/target_options.h"
 #include "common/error.h"
 #include "sim/compute.h"
 #include "topology/hardware.h"
@@ -107,14 +108,13 @@ print_text (const PsHardware *hw, const PsComputeOp *op, const PsComputeCost *c)
 int
 ps_cmd_bench_matmul (int argc, char **argv)
 {
-  char *opt_dtype = NULL, *opt_precision = NULL, *opt_hw = NULL, *opt_batch = NULL;
+  char *opt_dtype = NULL, *opt_precision = NULL, *opt_batch = NULL;
   gboolean opt_json = FALSE;
   GOptionEntry entries[] = {
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &opt_dtype, "operand type: bf16 (default) or f32", "TYPE" },
     { "precision", 0, 0, G_OPTION_ARG_STRING, &opt_precision,
       "f32 matmul precision: default (1 bf16 pass), high (3) or highest (6)", "P" },
     { "batch", 0, 0, G_OPTION_ARG_STRING, &opt_batch, "batch dimension (default 1)", "B" },
-    { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "hardware file (default: the bundled TPU v3)", "FILE" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json, "print one JSON object (keys in doc/compute-model.md)", NULL },
     { NULL }
   };
@@ -123,9 +123,11 @@ ps_cmd_bench_matmul (int argc, char **argv)
     "Time one matrix multiplication out[M,N] = lhs[M,K] x rhs[K,N] on one\n"
     "TensorCore with podsim's compute model: cycles, time, MXU utilization\n"
     "and which unit (mxu, vector, hbm, overhead) bounds it.");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  static const char *const target_keys[] = { "hw", NULL };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
+  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   gboolean parsed = ps_cli_parse (ctx, &argc, &argv);
-  g_autofree char *dtype_s = opt_dtype, *precision_s = opt_precision, *hw_path = opt_hw,
+  g_autofree char *dtype_s = opt_dtype, *precision_s = opt_precision,
                   *batch_s = opt_batch;
   if (!parsed)
     return PS_EXIT_USAGE;
@@ -157,9 +159,10 @@ ps_cmd_bench_matmul (int argc, char **argv)
                    "--precision '%s' is not default, high or highest", precision_s);
       return ps_cli_fail (error);
     }
-  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
-  if (!hw)
+  g_autoptr (PsTarget) target = ps_target_options_target (to, FALSE, &error);
+  if (!target)
     return ps_cli_fail (error);
+  const PsHardware *hw = target->hw;
 
   PsComputeOp op = ps_compute_matmul_op (batch, m, k, n, dtype, precision);
   PsComputeCost cost = ps_compute_op (hw, &op);

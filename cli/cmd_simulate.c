@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/target_options.h"
 #include "common/error.h"
 #include "sim/replay.h"
 #include "sim/results.h"
@@ -42,14 +43,11 @@ parse_devices (const char *text, int n_devices, int *n_out, GError **error)
 int
 ps_cmd_simulate (int argc, char **argv)
 {
-  g_autofree char *opt_slice = NULL, *opt_hw = NULL, *opt_wrap = NULL;
   g_autofree char *opt_timeline = NULL, *opt_links = NULL, *opt_tl_devices = NULL;
-  g_autofree char *opt_coll = NULL;
-  gboolean opt_json = FALSE, opt_no_cache = FALSE;
+  gboolean opt_json = FALSE;
+  static const char *const target_keys[] = { "slice", "wrap", "hw", "collectives", "cache", NULL };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
   GOptionEntry entries[] = {
-    { "slice", 0, 0, G_OPTION_ARG_STRING, &opt_slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },
-    { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
-    { "wrap", 0, 0, G_OPTION_ARG_STRING, &opt_wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json, "Print one JSON object", NULL },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &opt_timeline,
       "Write a Chrome trace-event timeline (Perfetto)", "OUT.json" },
@@ -57,13 +55,10 @@ ps_cmd_simulate (int argc, char **argv)
       "Devices on the timeline (default 0,1)", "LIST" },
     { "links", 0, 0, G_OPTION_ARG_FILENAME, &opt_links, "Write per-link bytes and utilization",
       "OUT.csv" },
-    { "no-cache", 0, 0, G_OPTION_ARG_NONE, &opt_no_cache,
-      "Simulate every collective on the shared network instead of replaying cached ones", NULL },
-    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll, "Collective algorithms: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TRACE - replay a step trace on a slice");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   g_option_context_set_description (ctx,
     "Replays TRACE (.pst or .pst.gz) with one SimGrid actor per TensorCore and\n"
     "prints the step time, per-core compute / communication / exposed\n"
@@ -79,23 +74,17 @@ ps_cmd_simulate (int argc, char **argv)
                             : "expected one TRACE (see 'podsim simulate --help')");
       return ps_cli_fail (error);
     }
-  if (!opt_slice)
+  /* A trace names no slice it must run on: the user says which. */
+  if (!ps_target_options_given (to, "slice"))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--slice is required (e.g. --slice v3-512)");
       return ps_cli_fail (error);
     }
-  PsWrapMode wrap = PS_WRAP_AUTO;
-  if (opt_wrap && !ps_wrap_mode_parse (opt_wrap, &wrap, &error))
+  g_autoptr (PsTarget) target = ps_target_options_target (to, TRUE, &error);
+  if (!target)
     return ps_cli_fail (error);
-  PsCollAlgorithm coll = PS_COLL_TORUS2D;
-  if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
-    return ps_cli_fail (error);
-  g_autoptr (PsHardware) hw = ps_hardware_load_or_default (opt_hw, &error);
-  if (!hw)
-    return ps_cli_fail (error);
-  g_autoptr (PsSlice) slice = ps_slice_new (opt_slice, wrap, hw->tensorcores_per_chip, &error);
-  if (!slice)
-    return ps_cli_fail (error);
+  const PsHardware *hw = target->hw;
+  const PsSlice *slice = target->slice;
   g_autoptr (PsPlatform) platform = ps_platform_new (slice, hw, &error);
   if (!platform)
     return ps_cli_fail (error);
@@ -108,7 +97,7 @@ ps_cmd_simulate (int argc, char **argv)
       if (!tl_devices)
         return ps_cli_fail (error);
     }
-  PsReplayOptions opt = { hw, platform, opt_no_cache, tl_devices, n_tl, coll };
+  PsReplayOptions opt = { hw, platform, !target->cache, tl_devices, n_tl, target->collectives };
   g_autoptr (PsReplayResult) r = ps_replay_file (argv[1], &opt, &error);
   if (!r)
     return ps_cli_fail (error);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/target_options.h"
 #include "cli/picture.h"
 #include "cli/tables.h"
 #include <json-glib/json-glib.h>
@@ -397,17 +398,14 @@ int
 ps_cmd_tables (int argc, char **argv)
 {
   gboolean opt_csv = FALSE, opt_md = FALSE;
-  g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL, *opt_coll = NULL;
-  g_autofree char *opt_sched = NULL;
+  g_autofree char *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL;
+  /* Applied to every row: each row's `podsim run` gets the options given. */
+  static const char *const target_keys[] = { "hw", "collectives", "schedule", NULL };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
-    { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
-    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
-      "Collective algorithm for every row (podsim run --collectives)", "NAME" },
-    { "schedule", 0, 0, G_OPTION_ARG_STRING, &opt_sched,
-      "Schedule for every row (podsim run --schedule)", "NAME" },
     { "plot", 0, 0, G_OPTION_ARG_FILENAME, &opt_plot,
       "Draw each row's step (compute, exposed communication, idle) next to the published step", "FILE.png|svg" },
     { "scaling", 0, 0, G_OPTION_ARG_FILENAME, &opt_scaling,
@@ -415,7 +413,7 @@ ps_cmd_tables (int argc, char **argv)
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TABLE - a table of runs, simulated");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   g_option_context_set_description (ctx,
     "A table of published runs: one row per preset whose [published] table is TABLE\n"
     "(dense: the GSPMD paper's dense Transformer runs, ../shared/reference/published.tsv):\n"
@@ -439,7 +437,8 @@ ps_cmd_tables (int argc, char **argv)
     "speech: the Conformer (ConformerL) from 8 to 2048 cores at 8 utterances per core\n"
     "(weak scaling) and at a global batch of 256 (strong scaling): throughput, FLOPS\n"
     "utilization and scaling efficiency.\n"
-    "Each row is a child 'podsim run --json'. See doc/validation.md.\n");
+    "Each row is a child 'podsim run --json'; --hw, --collectives and --schedule\n"
+    "apply to every row. See doc/validation.md.\n");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   GError *error = NULL;
@@ -461,13 +460,14 @@ ps_cmd_tables (int argc, char **argv)
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--csv and --markdown exclude each other");
       return ps_cli_fail (error);
     }
-  PsCollAlgorithm coll;
-  if (opt_coll && !ps_coll_algorithm_parse (opt_coll, "--collectives", &coll, &error))
+  /* Checked here once (the hardware file read), so that a bad value is one
+   * error, not one per row. */
+  g_autoptr (PsTarget) target = ps_target_options_target (to, FALSE, &error);
+  if (!target)
     return ps_cli_fail (error);
-  PsSchedulePolicy sched;
-  if (opt_sched && !ps_schedule_policy_parse (opt_sched, "--schedule", &sched, &error))
-    return ps_cli_fail (error);
-  PsTablesOptions ro = { opt_hw, opt_coll, opt_sched };
+  PsTablesOptions ro = { ps_target_options_given (to, "hw") ? ps_target_options_str (to, "hw") : NULL,
+                         ps_target_options_given (to, "collectives") ? ps_target_options_str (to, "collectives") : NULL,
+                         ps_target_options_given (to, "schedule") ? ps_target_options_str (to, "schedule") : NULL };
   if (study && (opt_plot || opt_scaling || opt_only))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--plot, --scaling and --only are for tables of "

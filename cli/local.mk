@@ -2,7 +2,7 @@ bin_PROGRAMS += podsim
 podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/pipelining.c cli/pipelining.h \
 	cli/cmd_sweep.c cli/cmd_search.c \
 	cli/picture.c cli/picture.h cli/report.c cli/report.h \
-	cli/model_options.c cli/model_options.h \
+	cli/model_options.c cli/model_options.h cli/target_options.c cli/target_options.h \
 	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \
 	cli/cmd_partition.c cli/cmd_verify.c cli/cmd_simulate.c cli/cmd_bench.c \
 	cli/cmd_run.c cli/cmd_tables.c cli/cmd_tables_pipeline.c cli/cmd_tables_conv.c cli/tables.h \

@@ -194,10 +194,11 @@ ps_model_options_free (PsModelOptions *mo)
   g_free (mo);
 }
 
+/* Strings the entries point at live as long as `keep`. */
 static const char *
-keep (PsModelOptions *mo, char *s)
+kept (GPtrArray *keep, char *s)
 {
-  g_ptr_array_add (mo->strings, s);
+  g_ptr_array_add (keep, s);
   return s;
 }
 
@@ -205,17 +206,14 @@ static gboolean
 on_option (const char *name, const char *value, gpointer data, GError **error)
 {
   PsModelOptions *mo = data;
-  const char *opt = name + 2;
   int n = ps_model_family_n_specs (mo->family);
   for (int i = 0; i < n; i++)
     {
       const PsParamSpec *s = ps_model_family_spec (mo->family, i);
-      const char *o = ps_param_option (s);
-      gboolean negated = s->type == PS_PARAM_BOOL && g_str_has_prefix (opt, "no-") && strcmp (opt + 3, o) == 0;
-      if (strcmp (opt, o) != 0 && !negated)
+      const char *text;
+      if (!ps_cli_param_option_value (s, name, value, &text))
         continue;
-      Override ov = { i, g_strdup (s->type == PS_PARAM_BOOL ? (negated ? "false" : "true") : value),
-                      g_strdup (name), s->type == PS_PARAM_LIST };
+      Override ov = { i, g_strdup (text), g_strdup (name), s->type == PS_PARAM_LIST };
       g_array_append_val (mo->overrides, ov);
       return TRUE;
     }
@@ -264,33 +262,48 @@ ps_model_options_group (PsModelOptions *mo)
   mo->entries[k++] = (GOptionEntry) { "set", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) on_set,
     "Set any parameter by its model-file key (repeatable)", "KEY=VALUE" };
   for (int i = 0; i < n; i++)
-    {
-      const PsParamSpec *s = ps_model_family_spec (mo->family, i);
-      const char *arg = s->type == PS_PARAM_INT ? "N"
-                        : s->type == PS_PARAM_FLOAT ? "X"
-                        : s->type == PS_PARAM_MESH ? "AxB"
-                        : s->type == PS_PARAM_PATH ? "FILE"
-                        : s->type == PS_PARAM_CHOICE ? keep (mo, g_strdelimit (g_strdup (ps_param_choices (s)), "|", ','))
-                        : s->type == PS_PARAM_LIST ? "ITEM" 
-                        : "TEXT";
-      const char *doc = s->type == PS_PARAM_BOOL
-        ? keep (mo, g_strdup_printf ("%s (default %s; --no-%s: %s)", ps_param_doc (s), s->def, ps_param_option (s),
-                                     strcmp (s->def, "true") == 0 ? "off" : "off, the default"))
-        : keep (mo, g_strdup_printf ("%s (default %s)", ps_param_doc (s), *s->def ? s->def : "none"));
-      if (s->type == PS_PARAM_BOOL)
-        {
-          mo->entries[k++] = (GOptionEntry) { ps_param_option (s), 0, G_OPTION_FLAG_NO_ARG,
-                                              G_OPTION_ARG_CALLBACK, (gpointer) on_option, doc, NULL };
-          mo->entries[k++] = (GOptionEntry) { keep (mo, g_strdup_printf ("no-%s", ps_param_option (s))), 0,
-                                              G_OPTION_FLAG_NO_ARG | G_OPTION_FLAG_HIDDEN,
-                                              G_OPTION_ARG_CALLBACK, (gpointer) on_option, NULL, NULL };
-        }
-      else
-        mo->entries[k++] = (GOptionEntry) { ps_param_option (s), 0, 0, G_OPTION_ARG_CALLBACK,
-                                            (gpointer) on_option, doc, arg };
-    }
+    k += ps_cli_param_entries (ps_model_family_spec (mo->family, i), on_option, mo->strings, mo->entries + k);
   g_option_group_add_entries (g, mo->entries);
   return g;
+}
+
+int
+ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *keep, GOptionEntry *out)
+{
+  const char *arg = s->type == PS_PARAM_INT ? "N"
+                    : s->type == PS_PARAM_FLOAT ? "X"
+                    : s->type == PS_PARAM_MESH ? "AxB"
+                    : s->type == PS_PARAM_PATH ? "FILE"
+                    : s->type == PS_PARAM_CHOICE ? kept (keep, g_strdelimit (g_strdup (ps_param_choices (s)), "|", ','))
+                    : s->type == PS_PARAM_LIST ? "ITEM"
+                    : "TEXT";
+  const char *doc = s->type == PS_PARAM_BOOL
+    ? kept (keep, g_strdup_printf ("%s (default %s; --no-%s: %s)", ps_param_doc (s), s->def, ps_param_option (s),
+                                   strcmp (s->def, "true") == 0 ? "off" : "off, the default"))
+    : kept (keep, g_strdup_printf ("%s (default %s)", ps_param_doc (s), *s->def ? s->def : "none"));
+  if (s->type != PS_PARAM_BOOL)
+    {
+      out[0] = (GOptionEntry) { ps_param_option (s), 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) cb, doc, arg };
+      return 1;
+    }
+  out[0] = (GOptionEntry) { ps_param_option (s), 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer) cb,
+                            doc, NULL };
+  out[1] = (GOptionEntry) { kept (keep, g_strdup_printf ("no-%s", ps_param_option (s))), 0,
+                            G_OPTION_FLAG_NO_ARG | G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_CALLBACK, (gpointer) cb,
+                            NULL, NULL };
+  return 2;
+}
+
+gboolean
+ps_cli_param_option_value (const PsParamSpec *s, const char *name, const char *value, const char **text)
+{
+  const char *opt = name + 2;
+  const char *o = ps_param_option (s);
+  gboolean negated = s->type == PS_PARAM_BOOL && g_str_has_prefix (opt, "no-") && strcmp (opt + 3, o) == 0;
+  if (strcmp (opt, o) != 0 && !negated)
+    return FALSE;
+  *text = s->type == PS_PARAM_BOOL ? (negated ? "false" : "true") : value;
+  return TRUE;
 }
 
 PsParams *

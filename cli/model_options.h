@@ -62,4 +62,15 @@ PsParams *ps_model_options_params_argv (PsModelOptions *mo, int argc, char **arg
  * else the family's. transfer full. */
 char *ps_model_options_name (const PsModelOptions *mo, const PsParams *p, double *published);
 
+/* The command-line option of parameter s, as every command that takes
+ * parameters declares them: `--key VALUE` with the spec's doc, default and
+ * choices in --help, or for a boolean `--key` and a hidden `--no-key`.
+ * Writes 1 or 2 entries to out (returns how many), each calling cb with
+ * its group's user data; strings they need are added to keep. */
+int ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *keep, GOptionEntry *out);
+
+/* In cb: when option `name` ("--cache", "--no-cache") is s's, *text gets
+ * the value to set ("false" for --no-key) and TRUE is returned. */
+gboolean ps_cli_param_option_value (const PsParamSpec *s, const char *name, const char *value, const char **text);
+
 #endif

@@ -76,7 +76,7 @@ done
 awk -v a="$(cat "$PS_TMP/t.torus2d")" -v b="$(cat "$PS_TMP/t.dim-by-dim")" 'BEGIN { exit !(a < 0.5 * b) }' \
   || fail "torus2d ($(cat "$PS_TMP/t.torus2d") s) not under half of dim-by-dim ($(cat "$PS_TMP/t.dim-by-dim") s) on v3-32"
 expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --collectives tree
-expect_grep "--collectives: unknown collective algorithm 'tree' (torus2d, dim-by-dim, ring)" "$PS_TMP/err"
+expect_grep "--collectives: 'tree' is not one of torus2d, dim-by-dim, ring" "$PS_TMP/err"
 [ "$(wc -l <"$PS_TMP/err")" = 1 ] || fail "a bad --collectives printed more than one line"
 expect_status 0 "$PODSIM" simulate "$T" --slice v3-32 --json --collectives dim-by-dim
 expect_status 2 "$PODSIM" simulate "$T" --slice v3-32 --collectives tree
