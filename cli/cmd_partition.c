@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/target_options.h"
 #include "driver/driver.h"
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
@@ -45,7 +46,7 @@ ps_cmd_partition (int argc, char **argv)
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
   gint64 windowed = -1;
-  gboolean async = FALSE, bidi = FALSE, to_output = FALSE, to_params = FALSE;
+  gboolean bidi = FALSE, to_output = FALSE, to_params = FALSE;
   GOptionEntry entries[] = {
     { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
     { "to-output", 0, 0, G_OPTION_ARG_NONE, &to_output,
@@ -57,9 +58,6 @@ ps_cmd_partition (int argc, char **argv)
       "Write the SPMD program to FILE (atomically) instead of standard output", "FILE" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path,
       "Also lower the program to a step trace (.pst.gz)", "FILE" },
-    { "async-collectives", 0, 0, G_OPTION_ARG_NONE, &async,
-      "In the --trace, lower collectives as start/done pairs that overlap the compute "
-      "in between (as podsim run --async-collectives)", NULL },
     { "memory", 0, 0, G_OPTION_ARG_NONE, &memory,
       "Print the per-device peak memory and its largest holders", NULL },
     { "stats", 0, 0, G_OPTION_ARG_NONE, &stats,
@@ -81,7 +79,11 @@ ps_cmd_partition (int argc, char **argv)
   g_option_context_set_summary (ctx,
     "Propagates shardings through FILE.hlo, partitions it for N devices and prints the\n"
     "per-device (SPMD) program as HLO text: local shapes, collectives, partition-id offsets.");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  /* --trace and --memory schedule the program as podsim run does, with
+   * run's options for it. */
+  static const char *const target_keys[] = { "hw", "schedule", "async_collectives", NULL };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
+  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   int status = PS_EXIT_USAGE;
   if (!ps_cli_parse (ctx, &argc, &argv))
     goto out;
@@ -111,7 +113,7 @@ ps_cmd_partition (int argc, char **argv)
     g_autoptr (PsTarget) target = NULL;
     if (trace_path || memory)
       {
-        target = ps_target_new (NULL, NULL, NULL, NULL, async ? "eager" : NULL, &error);
+        target = ps_target_options_target (to, FALSE, &error);
         if (!target)
           {
             status = ps_cli_fail (error);

@@ -66,28 +66,37 @@ set_slice (PsTarget *t, const char *name, GError **error)
   return TRUE;
 }
 
+static int
+key (const PsParamStore *st, const char *name)
+{
+  int i = ps_param_store_find (st, name);
+  g_assert (i >= 0);
+  return i;
+}
+
 PsTarget *
-ps_target_from_params (const PsParams *p, GError **error)
+ps_target_from_store (const PsParamStore *st, gboolean with_slice, GError **error)
 {
   g_autoptr (PsTarget) t = g_new0 (PsTarget, 1);
-  const char *hw_path = ps_params_str (p, "hw");
+  const char *hw_path = ps_param_store_str (st, key (st, "hw"));
   t->hw = ps_hardware_load_or_default (*hw_path ? hw_path : NULL, error);
   if (!t->hw)
     return NULL;
   /* Choices were checked as they were set: these parse. */
-  ps_wrap_mode_parse (ps_params_str (p, "wrap"), &t->wrap, NULL);
-  ps_coll_algorithm_parse (ps_params_str (p, "collectives"), "--collectives", &t->collectives, NULL);
-  ps_schedule_policy_parse (ps_params_str (p, "schedule"), "--schedule", &t->schedule, NULL);
-  t->async_collectives = ps_params_bool (p, "async_collectives");
+  ps_wrap_mode_parse (ps_param_store_str (st, key (st, "wrap")), &t->wrap, NULL);
+  ps_coll_algorithm_parse (ps_param_store_str (st, key (st, "collectives")), "--collectives", &t->collectives, NULL);
+  ps_schedule_policy_parse (ps_param_store_str (st, key (st, "schedule")), "--schedule", &t->schedule, NULL);
+  t->async_collectives = ps_param_store_bool (st, key (st, "async_collectives"));
   if (t->async_collectives)
     t->schedule = PS_SCHEDULE_EAGER;
-  t->cache = ps_params_bool (p, "cache");
-  t->idle_cores = ps_params_bool (p, "idle_cores");
-  t->windowed_einsum = ps_params_int (p, "windowed_einsum");
+  t->cache = ps_param_store_bool (st, key (st, "cache"));
+  t->idle_cores = ps_param_store_bool (st, key (st, "idle_cores"));
+  t->windowed_einsum = ps_param_store_int (st, key (st, "windowed_einsum"));
   GError *local = NULL;
-  if (!set_slice (t, ps_params_str (p, "slice"), &local))
+  int k = key (st, "slice");
+  if (with_slice && !set_slice (t, ps_param_store_str (st, k), &local))
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: %s", ps_params_where (p, "slice"), local->message);
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: %s", ps_param_store_where (st, k), local->message);
       g_error_free (local);
       return NULL;
     }
@@ -95,22 +104,7 @@ ps_target_from_params (const PsParams *p, GError **error)
 }
 
 PsTarget *
-ps_target_new (const char *hw, const char *slice, const char *wrap, const char *collectives,
-               const char *schedule, GError **error)
+ps_target_from_params (const PsParams *p, GError **error)
 {
-  g_autoptr (PsTarget) t = g_new0 (PsTarget, 1);
-  t->cache = TRUE;
-  t->windowed_einsum = -1;
-  if (wrap && !ps_wrap_mode_parse (wrap, &t->wrap, error))
-    return NULL;
-  if (collectives && !ps_coll_algorithm_parse (collectives, "--collectives", &t->collectives, error))
-    return NULL;
-  if (schedule && !ps_schedule_policy_parse (schedule, "--schedule", &t->schedule, error))
-    return NULL;
-  t->hw = ps_hardware_load_or_default (hw && *hw ? hw : NULL, error);
-  if (!t->hw)
-    return NULL;
-  if (slice && !set_slice (t, slice, error))
-    return NULL;
-  return g_steal_pointer (&t);
+  return ps_target_from_store (ps_params_store (p), TRUE, error);
 }

@@ -2,8 +2,9 @@
  * and built once per command: the hardware file, the slice (with its wrap
  * links), the collective algorithms, the schedule policy, the collective
  * cache and whether the program may leave cores idle. run, search and
- * sweep build it from a run's parameters; simulate, bench and tables from
- * their command-line options; the driver (driver.h) reads everything from
+ * sweep build it from a run's parameters; simulate, bench, tables and
+ * partition from their command-line options (cli/target_options.h, a
+ * store of the same specs); the driver (driver.h) reads everything from
  * it.
  *
  * The options behind it are declared by the modules that read them
@@ -57,10 +58,9 @@ void ps_target_init (void);
  * position the bad value came from. transfer full. */
 PsTarget *ps_target_from_params (const PsParams *p, GError **error);
 
-/* The target of command-line options, each as its spec's text (NULL: the
- * spec's default; slice NULL: no slice). Errors name the option. */
-PsTarget *ps_target_new (const char *hw, const char *slice, const char *wrap, const char *collectives,
-                         const char *schedule, GError **error);
+/* The same from a store of the target's specs (cli/target_options.h);
+ * without a slice when with_slice is FALSE. */
+PsTarget *ps_target_from_store (const PsParamStore *st, gboolean with_slice, GError **error);
 
 void ps_target_free (PsTarget *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsTarget, ps_target_free)

@@ -152,6 +152,12 @@ ps_params_family (const PsParams *p)
   return p->family;
 }
 
+const PsParamStore *
+ps_params_store (const PsParams *p)
+{
+  return p->st;
+}
+
 PsParams *
 ps_params_new (const PsModelFamily *f)
 {

@@ -144,6 +144,8 @@ void ps_params_free (PsParams *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsParams, ps_params_free)
 
 const PsModelFamily *ps_params_family (const PsParams *p);
+/* The typed values themselves (common/params.h). transfer none. */
+const PsParamStore *ps_params_store (const PsParams *p);
 
 /* Reads a model file (`path` names it in errors; text is its content). The
  * [model] family key chooses the family; unknown sections or keys, values
