@@ -15,3 +15,10 @@ TESTS += tests/check_op_times
 tests_check_op_times_SOURCES = tests/check_op_times.c driver/op_times.c driver/op_times.h
 tests_check_op_times_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS)
 tests_check_op_times_LDADD = $(PS_SIM_TEST_LIBS) -lstdc++
+
+check_PROGRAMS += tests/check_driver
+TESTS += tests/check_driver
+tests_check_driver_SOURCES = tests/check_driver.c
+tests_check_driver_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS)
+tests_check_driver_LDADD = $(PS_LIB_DRIVER) $(PS_LIB_MODELS) $(PS_LIB_SIM) $(PS_PARTITIONER_TEST_LIBS) \
+	$(PS_LIB_TOPOLOGY) $(SIMGRID_LIBS) -lstdc++

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/params.h"
 #include "common/checked.h"
 #include "common/error.h"
 #include "common/float16.h"
@@ -233,6 +234,106 @@ START_TEST (test_parse_name)
 }
 END_TEST
 
+/* A spec whose choices are a module's name table gets its choice list
+ * and its doc from that table. */
+static const char *const colours[] = { "red", "green", "blue", NULL };
+static const char *const colour_docs[] = { "warm", NULL, "cold" };
+static const PsParamSpec colour_spec = {
+  .section = "options", .key = "colour_mode", .type = PS_PARAM_CHOICE, .def = "green",
+  .doc = "Colour", .choice_names = colours, .choice_docs = colour_docs
+};
+static const PsParamSpec count_spec = {
+  .section = "model", .key = "count", .type = PS_PARAM_INT, .def = "2", .doc = "How many",
+  .min = 1, .max = 10
+};
+static const PsParamSpec mesh_spec = {
+  .section = "model", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4", .doc = "Mesh",
+  .min = 1, .max = 2
+};
+static const PsParamSpec *const test_specs[] = { &count_spec, &colour_spec, &mesh_spec };
+
+START_TEST (test_params_choices_from_names)
+{
+  ck_assert_str_eq (ps_param_choices (&colour_spec), "red|green|blue");
+  ck_assert_str_eq (ps_param_doc (&colour_spec), "Colour: red (warm), green, blue (cold)");
+  ck_assert_str_eq (ps_param_option (&colour_spec), "colour-mode");
+  g_autoptr (GString) doc = g_string_new (NULL);
+  ps_param_append_doc (doc, &colour_spec);
+  ck_assert_str_eq (doc->str, "# Colour: red (warm), green, blue (cold) (red green blue)\n");
+}
+END_TEST
+
+START_TEST (test_params_store_checks_values)
+{
+  g_autoptr (PsParamStore) st = ps_param_store_new (test_specs, 3, "test");
+  int c = ps_param_store_find (st, "colour-mode"), n = ps_param_store_find (st, "count");
+  ck_assert_int_eq (c, 1);
+  ck_assert_int_eq (ps_param_store_find (st, "colour_mode"), 1);
+  ck_assert_int_eq (ps_param_store_find (st, "nope"), -1);
+  ck_assert_str_eq (ps_param_store_str (st, c), "green");
+  ck_assert_str_eq (ps_param_store_where (st, c), "--colour-mode");
+  GError *error = NULL;
+  ck_assert (ps_param_store_set (st, c, "blue", "run.ini:3:9", &error));
+  ck_assert_str_eq (ps_param_store_str (st, c), "blue");
+  ck_assert_str_eq (ps_param_store_where (st, c), "run.ini:3:9: colour_mode");
+  ck_assert (!ps_param_store_set (st, c, "pink", "--colour-mode", &error));
+  ck_assert_str_eq (error->message, "--colour-mode: 'pink' is not one of red, green, blue");
+  g_clear_error (&error);
+  ck_assert (!ps_param_store_set (st, n, "0", "--count", &error));
+  ck_assert_str_eq (error->message, "--count must be positive (got 0)");
+  g_clear_error (&error);
+  ck_assert (!ps_param_store_set (st, n, "11", "f.ini:1:9", &error));
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_PARSE));
+  ck_assert_str_eq (error->message, "f.ini:1:9: count must be at most 10 (got 11)");
+  g_clear_error (&error);
+  int m = ps_param_store_find (st, "mesh");
+  int64_t dims[PS_PARAM_MESH_MAX_RANK];
+  ck_assert_int_eq (ps_param_store_mesh (st, m, dims), 2);
+  ck_assert_int_eq (dims[1], 4);
+  ck_assert (!ps_param_store_set (st, m, "2x2x2", "--mesh", &error));
+  ck_assert_str_eq (error->message, "--mesh: '2x2x2' has 3 dims, this model takes 1 to 2");
+  g_clear_error (&error);
+  /* A copy is independent of the original. */
+  g_autoptr (PsParamStore) cp = ps_param_store_copy (st);
+  ck_assert (ps_param_store_set (cp, c, "red", "--colour-mode", NULL));
+  ck_assert_str_eq (ps_param_store_str (st, c), "blue");
+  g_autofree char *text = ps_param_store_text (cp, c);
+  ck_assert_str_eq (text, "red");
+}
+END_TEST
+
+static gboolean
+count_entry (const char *section, const char *key, const char *value, const PsIniPos *at, gpointer data,
+             GError **error)
+{
+  GString *seen = data;
+  (void) error;
+  g_string_append_printf (seen, "%s.%s=%s@%d:%d:%d;", section, key, value, at->line, at->key_col, at->value_col);
+  return TRUE;
+}
+
+START_TEST (test_ini_walk_positions_and_errors)
+{
+  static const char *const known[] = { "model", "options", NULL };
+  static const char *const extra[] = { "vary", NULL };
+  g_autoptr (GString) seen = g_string_new (NULL);
+  GError *error = NULL;
+  ck_assert (ps_ini_walk ("a.ini", "# c\n[model]\n  k =  v  \n[vary]\nx=1", known, extra, count_entry, seen,
+                          &error));
+  ck_assert_str_eq (seen->str, "model.k=v@3:3:8;vary.x=1@5:1:3;");
+  ck_assert (!ps_ini_walk ("a.ini", "[model]\n[other]\n", known, extra, count_entry, seen, &error));
+  ck_assert_str_eq (error->message, "a.ini:2:2: unknown section [other] (known: model, options, vary)");
+  g_clear_error (&error);
+  ck_assert (!ps_ini_walk ("a.ini", "k = v\n", known, NULL, count_entry, seen, &error));
+  ck_assert_str_eq (error->message, "a.ini:1:1: a key before the first [section]");
+  g_clear_error (&error);
+  gboolean found = FALSE;
+  g_autoptr (GPtrArray) e = ps_ini_collect_section ("a.ini", "[model]\n[vary]\n", known, extra, "vary", &found,
+                                                    &error);
+  ck_assert (e && e->len == 0 && found);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -247,6 +348,11 @@ main (void)
   tcase_add_test (tc, test_ndindex);
   tcase_add_test (tc, test_parse_name);
   suite_add_tcase (s, tc);
+  TCase *params = tcase_create ("params");
+  tcase_add_test (params, test_params_choices_from_names);
+  tcase_add_test (params, test_params_store_checks_values);
+  tcase_add_test (params, test_ini_walk_positions_and_errors);
+  suite_add_tcase (s, params);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);
   int failed = srunner_ntests_failed (sr);

@@ -1,0 +1,159 @@
+/* The driver's stage sequence (driver/driver.h): every stop gives what the
+ * stages so far made, the trace and the peak come from one schedule
+ * whichever command asks, the partitioned program agrees with the original
+ * on the interpreter, and a program that does not match the slice is an
+ * option error. */
+#include "config.h"
+
+#include <check.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "driver/driver.h"
+#include "driver/target.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/interp/verify.h"
+
+static const char *mlp =
+  "HloModule mlp\n\n"
+  "ENTRY main {\n"
+  "  x = f32[8,16] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+  "  w = f32[16,32] parameter(1), sharding={devices=[1,4]0,1,2,3}\n"
+  "  d = f32[8,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "  ROOT r = f32[8,32] negate(d), sharding={devices=[4,1]0,1,2,3}\n"
+  "}\n";
+
+static PsModule *
+parse (void)
+{
+  GError *error = NULL;
+  PsModule *m = ps_hlo_parse (mlp, strlen (mlp), "mlp.hlo", &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  return m;
+}
+
+/* The target of a run's defaults with some keys set. */
+static PsTarget *
+target_with (const char *const *kv)
+{
+  int n = 0;
+  const PsParamSpec *const *specs = ps_target_specs (&n);
+  g_autoptr (PsParamStore) st = ps_param_store_new (specs, n, "test");
+  for (int i = 0; kv && kv[i]; i += 2)
+    ck_assert (ps_param_store_set (st, ps_param_store_find (st, kv[i]), kv[i + 1], "--test", NULL));
+  GError *error = NULL;
+  PsTarget *t = ps_target_from_store (st, TRUE, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  return t;
+}
+
+static PsDriverResult *
+run_to (PsModule *m, const PsTarget *t, PsStage stop, GError **error)
+{
+  PsDriverOptions o;
+  ps_driver_options_init (&o);
+  o.module = m;
+  o.n_devices = 4;
+  o.target = t;
+  o.stop_after = stop;
+  o.keep_spmd = TRUE;
+  return ps_driver_run (&o, NULL, error);
+}
+
+START_TEST (test_driver_stops_after_each_stage)
+{
+  static const char *const idle[] = { "idle_cores", "true", NULL };
+  g_autoptr (PsTarget) t = target_with (idle);
+  g_autoptr (PsModule) m1 = parse ();
+  g_autoptr (PsDriverResult) part = run_to (m1, t, PS_STAGE_PARTITION, NULL);
+  ck_assert (part && part->spmd && !part->memory_text && !part->trace);
+  ck_assert_int_gt (part->spmd_report.n_collectives, 0);
+  g_autoptr (PsModule) m2 = parse ();
+  g_autoptr (PsDriverResult) mem = run_to (m2, t, PS_STAGE_MEMORY, NULL);
+  ck_assert (mem && mem->memory_text && mem->peak_hbm_bytes > 0 && mem->fits && !mem->trace);
+  g_autoptr (PsModule) m3 = parse ();
+  g_autoptr (PsDriverResult) low = run_to (m3, t, PS_STAGE_LOWER, NULL);
+  ck_assert (low && low->trace && !low->sim);
+  g_autoptr (PsModule) m4 = parse ();
+  g_autoptr (PsDriverResult) all = run_to (m4, t, PS_STAGE_SIMULATE, NULL);
+  ck_assert (all && all->sim && all->sim->step_time_s > 0);
+}
+END_TEST
+
+/* The peak the memory stage reports is the one the trace carries, and
+ * lowering the kept program with the stage entry points gives the trace
+ * the sequence wrote: one schedule decides both. */
+START_TEST (test_driver_one_schedule_for_trace_and_peak)
+{
+  static const char *const idle[] = { "idle_cores", "true", NULL };
+  g_autoptr (PsTarget) t = target_with (idle);
+  g_autoptr (PsModule) m = parse ();
+  g_autoptr (PsDriverResult) r = run_to (m, t, PS_STAGE_LOWER, NULL);
+  ck_assert (r && r->trace);
+  ck_assert_uint_eq (ps_trace_get_header (r->trace)->totals.peak_bytes, r->peak_hbm_bytes);
+  GError *error = NULL;
+  g_autoptr (PsSchedule) s = ps_driver_schedule (r->spmd, PS_SCHEDULE_XLA, t->hw->hbm_bytes_per_core, NULL,
+                                                 &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (s->peak_bytes, r->peak_hbm_bytes);
+  g_autoptr (PsTrace) again = ps_driver_lower (r->spmd, s, NULL, 4, NULL, t->slice->name, &error);
+  ck_assert (again != NULL);
+  gsize n1, n2;
+  g_autofree char *a = ps_trace_to_text (r->trace, &n1), *b = ps_trace_to_text (again, &n2);
+  ck_assert_str_eq (a, b);
+}
+END_TEST
+
+START_TEST (test_driver_partition_agrees_on_interpreter)
+{
+  g_autoptr (PsModule) m = parse ();
+  g_autoptr (PsDriverResult) r = run_to (m, NULL, PS_STAGE_PARTITION, NULL);
+  ck_assert (r && r->spmd);
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  PsVerifyResult res;
+  GError *error = NULL;
+  ck_assert_msg (ps_verify_spmd (m, r->spmd, 4, &vo, &res, &error), "%s", error ? error->message : "");
+  ck_assert_msg (res.agree, "%s", res.message);
+  ps_verify_result_clear (&res);
+}
+END_TEST
+
+START_TEST (test_driver_devices_must_match_slice)
+{
+  g_autoptr (PsTarget) t = target_with (NULL);
+  g_autoptr (PsModule) m = parse ();
+  GError *error = NULL;
+  PsStage failed = PS_STAGE_SIMULATE;
+  PsDriverOptions o;
+  ps_driver_options_init (&o);
+  o.module = m;
+  o.n_devices = 4;
+  o.target = t;
+  ck_assert_ptr_null (ps_driver_run (&o, &failed, &error));
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_OPTION));
+  ck_assert_msg (strstr (error->message, "4 devices but slice v3-8 has 8 cores") != NULL, "%s", error->message);
+  ck_assert_int_eq (failed, PS_STAGE_BUILD);
+  g_clear_error (&error);
+}
+END_TEST
+
+int
+main (void)
+{
+  ps_target_init ();
+  Suite *s = suite_create ("driver");
+  TCase *seq = tcase_create ("sequence");
+  tcase_add_test (seq, test_driver_stops_after_each_stage);
+  tcase_add_test (seq, test_driver_one_schedule_for_trace_and_peak);
+  tcase_add_test (seq, test_driver_partition_agrees_on_interpreter);
+  suite_add_tcase (s, seq);
+  TCase *errs = tcase_create ("errors");
+  tcase_add_test (errs, test_driver_devices_must_match_slice);
+  suite_add_tcase (s, errs);
+  SRunner *sr = srunner_create (s);
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
+}
