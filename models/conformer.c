@@ -80,56 +80,35 @@ ps_conformer_config_tiny (PsConformerConfig *out)
   out->model = 2;
 }
 
-static gboolean
-fail (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-fail (GError **error, const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
-  va_end (ap);
-  g_set_error_literal (error, PS_ERROR, PS_ERROR_OPTION, msg);
-  return FALSE;
-}
-
-/* How errors name a value: "--heads" or "FILE:LINE:COL: heads". */
-static const char *
-label (const PsConformerConfig *c, const char *key, const char *option)
-{
-  return c->params ? ps_params_where (c->params, key) : option;
-}
-
 gboolean
 ps_conformer_check (const PsConformerConfig *c, GError **error)
 {
   struct { const char *opt; int64_t v; } pos[] = {
-    { label (c, "layers", "--layers"), c->layers }, { label (c, "model_dim", "--model-dim"), c->model_dim },
-    { label (c, "heads", "--heads"), c->heads }, { label (c, "ffn_mult", "--ffn-mult"), c->ffn_mult },
-    { label (c, "conv_kernel", "--conv-kernel"), c->conv_kernel }, { label (c, "frames", "--frames"), c->frames },
-    { label (c, "mel_bins", "--mel-bins"), c->mel_bins }, { label (c, "vocab", "--vocab"), c->vocab },
-    { label (c, "global_batch", "--batch"), c->global_batch }, { label (c, "mesh", "--data"), c->data },
-    { label (c, "mesh", "--model"), c->model },
+    { ps_model_label (c->params, "layers", "--layers"), c->layers }, { ps_model_label (c->params, "model_dim", "--model-dim"), c->model_dim },
+    { ps_model_label (c->params, "heads", "--heads"), c->heads }, { ps_model_label (c->params, "ffn_mult", "--ffn-mult"), c->ffn_mult },
+    { ps_model_label (c->params, "conv_kernel", "--conv-kernel"), c->conv_kernel }, { ps_model_label (c->params, "frames", "--frames"), c->frames },
+    { ps_model_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins }, { ps_model_label (c->params, "vocab", "--vocab"), c->vocab },
+    { ps_model_label (c->params, "global_batch", "--batch"), c->global_batch }, { ps_model_label (c->params, "mesh", "--data"), c->data },
+    { ps_model_label (c->params, "mesh", "--model"), c->model },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
-      return fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
+      return ps_model_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
   if (c->rel_buckets < 2)
-    return fail (error, "%s must be at least 2 (got %d)", label (c, "rel_buckets", "--rel-buckets"),
+    return ps_model_fail (error, "%s must be at least 2 (got %d)", ps_model_label (c->params, "rel_buckets", "--rel-buckets"),
                  c->rel_buckets);
   if (c->model_dim % c->heads != 0)
-    return fail (error, "%s %" G_GINT64_FORMAT " does not divide %s %" G_GINT64_FORMAT,
-                 label (c, "heads", "--heads"), c->heads, label (c, "model_dim", "--model-dim"), c->model_dim);
+    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " does not divide %s %" G_GINT64_FORMAT,
+                 ps_model_label (c->params, "heads", "--heads"), c->heads, ps_model_label (c->params, "model_dim", "--model-dim"), c->model_dim);
   if (c->frames % 4 != 0)
-    return fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
-                 "time by 4)", label (c, "frames", "--frames"), c->frames);
+    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "time by 4)", ps_model_label (c->params, "frames", "--frames"), c->frames);
   if (c->mel_bins % 4 != 0)
-    return fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
-                 "frequency by 4)", label (c, "mel_bins", "--mel-bins"), c->mel_bins);
+    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "frequency by 4)", ps_model_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins);
   if (c->global_batch % c->data != 0)
-    return fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
-                 label (c, "mesh", "--data"), c->data, label (c, "global_batch", "--batch"), c->global_batch);
+    return ps_model_fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
+                 ps_model_label (c->params, "mesh", "--data"), c->data, ps_model_label (c->params, "global_batch", "--batch"), c->global_batch);
   /* The largest arrays of the step; the builder refuses arrays over
    * PS_MAX_ELEMENTS. */
   const int64_t B = c->global_batch, T = c->frames, F = c->mel_bins, S = T / 4, m = c->model_dim;
@@ -149,14 +128,14 @@ ps_conformer_check (const PsConformerConfig *c, GError **error)
       for (int k = 0; k < 5 && ok; k++)
         ok = ps_checked_mul_i64 (n, big[i].d[k], &n) && n <= PS_MAX_ELEMENTS;
       if (!ok)
-        return fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
+        return ps_model_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
                      G_GINT64_FORMAT ", %s %" G_GINT64_FORMAT "; doc/robustness.md)", big[i].what,
-                     label (c, "global_batch", "--batch"), B, label (c, "frames", "--frames"), T,
-                     label (c, "model_dim", "--model-dim"), m);
+                     ps_model_label (c->params, "global_batch", "--batch"), B, ps_model_label (c->params, "frames", "--frames"), T,
+                     ps_model_label (c->params, "model_dim", "--model-dim"), m);
     }
   if (c->sharding == PS_CONFORMER_DP && c->global_batch % (c->data * c->model) != 0)
-    return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
-                 " devices (dp sharding)", label (c, "global_batch", "--batch"), c->global_batch,
+    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
+                 " devices (dp sharding)", ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
                  c->data * c->model);
   return TRUE;
 }

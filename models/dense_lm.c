@@ -66,14 +66,6 @@ ps_sharding_preset_from_name (const char *name, PsShardingPreset *out)
   return TRUE;
 }
 
-/* The name of a setting in messages: where the config's parameters say
- * it came from ("--heads", "run.ini:5:9: heads"), else its option. */
-static const char *
-label (const PsDenseLmConfig *c, const char *key, const char *option)
-{
-  return c->params ? ps_params_where (c->params, key) : option;
-}
-
 static gboolean
 require_div (int64_t value, int64_t by, const char *what, const char *axis, GError **error)
 {
@@ -110,20 +102,20 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
       if (pos[i].v <= 0)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %" G_GINT64_FORMAT ")",
-                       label (c, pos[i].key, pos[i].opt), pos[i].v);
+                       ps_model_label (c->params, pos[i].key, pos[i].opt), pos[i].v);
           return FALSE;
         }
       if (pos[i].v > pos[i].max)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be at most %" G_GINT64_FORMAT
-                       " (got %" G_GINT64_FORMAT ")", label (c, pos[i].key, pos[i].opt), pos[i].max, pos[i].v);
+                       " (got %" G_GINT64_FORMAT ")", ps_model_label (c->params, pos[i].key, pos[i].opt), pos[i].max, pos[i].v);
           return FALSE;
         }
     }
   if (c->mesh[0] * c->mesh[1] > PS_MAX_DEVICES)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                   " has more than %d devices", label (c, "mesh", "--mesh"), c->mesh[0], c->mesh[1],
+                   " has more than %d devices", ps_model_label (c->params, "mesh", "--mesh"), c->mesh[0], c->mesh[1],
                    PS_MAX_DEVICES);
       return FALSE;
     }
@@ -131,13 +123,13 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
   if (c->rel_buckets < 2 || c->rel_buckets > 254)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 2 .. 254 (got %d)",
-                   label (c, "rel_buckets", "--rel-buckets"), c->rel_buckets);
+                   ps_model_label (c->params, "rel_buckets", "--rel-buckets"), c->rel_buckets);
       return FALSE;
     }
-  const char *batch = label (c, "global_batch", "--batch"), *mbs = label (c, "microbatches", "--microbatches");
+  const char *batch = ps_model_label (c->params, "global_batch", "--batch"), *mbs = ps_model_label (c->params, "microbatches", "--microbatches");
   if (c->global_batch % c->microbatches != 0)
     return require_div (c->global_batch, c->microbatches, batch, mbs, error);
-  const char *stages = label (c, "pipeline_stages", "--pipeline-stages");
+  const char *stages = ps_model_label (c->params, "pipeline_stages", "--pipeline-stages");
   if (c->pipeline_stages < 0 || c->pipeline_stages > c->layers)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. --layers (%d), got %d", stages,
@@ -157,7 +149,7 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s and --unroll: a pipeline is a loop", stages);
           return FALSE;
         }
-      if (!require_div (c->layers, c->pipeline_stages, label (c, "layers", "--layers"), stages, error))
+      if (!require_div (c->layers, c->pipeline_stages, ps_model_label (c->params, "layers", "--layers"), stages, error))
         return FALSE;
       if (c->mesh[0] * c->mesh[1] * c->pipeline_stages > PS_MAX_DEVICES)
         {
@@ -169,8 +161,8 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   int64_t b = c->global_batch / c->microbatches;
   int64_t all = c->mesh[0] * c->mesh[1];
-  const char *md = label (c, "model_dim", "--model-dim"), *heads = label (c, "heads", "--heads");
-  const char *ffn = label (c, "ffn_dim", "--ffn-dim"), *vocab = label (c, "vocab", "--vocab");
+  const char *md = ps_model_label (c->params, "model_dim", "--model-dim"), *heads = ps_model_label (c->params, "heads", "--heads");
+  const char *ffn = ps_model_label (c->params, "ffn_dim", "--ffn-dim"), *vocab = ps_model_label (c->params, "vocab", "--vocab");
   const char *mb = "the microbatch size (global batch / microbatches)";
   if (c->pipeline_stages > 1 && c->sharding == PS_SHARDING_1D)
     return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
@@ -214,7 +206,7 @@ ps_dense_lm_mesh_devices (const PsDenseLmConfig *c, GError **error)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
                    "%s nonpod2d: the slice has %" G_GINT64_FORMAT " cores but the mesh %" G_GINT64_FORMAT
-                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT, label (c, "device_order", "--device-order"),
+                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT, ps_model_label (c->params, "device_order", "--device-order"),
                    c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1], c->mesh[0] * c->mesh[1]);
       return NULL;
     }

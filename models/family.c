@@ -4,6 +4,7 @@
 #include "models/family.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +21,23 @@ ps_params_check_devices (const PsParams *p, const PsModelTarget *t, int64_t n, c
                what, n, ps_params_str (p, "slice"), t->n_cores,
                n < t->n_cores ? " (--idle-cores leaves the rest idle)" : "");
   return FALSE;
+}
+
+gboolean
+ps_model_fail (GError **error, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error_literal (error, PS_ERROR, PS_ERROR_OPTION, msg);
+  return FALSE;
+}
+
+const char *
+ps_model_label (const PsParams *p, const char *key, const char *option)
+{
+  return p ? ps_params_where (p, key) : option;
 }
 
 /* One line per family; each lives in its own models/<name>_family.c. */
