@@ -452,6 +452,54 @@ ps_param_store_where (const PsParamStore *st, int i)
 }
 
 void
+ps_param_store_fill (const PsParamStore *st, gpointer config)
+{
+  for (int i = 0; i < st->n; i++)
+    {
+      const PsParamSpec *s = st->specs[i];
+      if (!s->field_offset)
+        continue;
+      char *at = (char *) config + s->field_offset - 1;
+      const Value *v = &st->v[i];
+      switch (s->type)
+        {
+        case PS_PARAM_INT:
+          if (s->field_size == sizeof (int))
+            *(int *) at = (int) v->i;
+          else
+            {
+              g_assert (s->field_size == sizeof (int64_t));
+              *(int64_t *) at = v->i;
+            }
+          break;
+        case PS_PARAM_BOOL:
+          g_assert (s->field_size == sizeof (gboolean));
+          *(gboolean *) at = v->i != 0;
+          break;
+        case PS_PARAM_FLOAT:
+          g_assert (s->field_size == sizeof (double));
+          *(double *) at = v->d;
+          break;
+        case PS_PARAM_MESH:
+          {
+            size_t n = s->field_size / sizeof (int64_t);
+            g_assert (n * sizeof (int64_t) == s->field_size && (size_t) v->rank <= n);
+            for (size_t k = 0; k < n; k++)
+              ((int64_t *) at)[k] = (int) k < v->rank ? v->dims[k] : 0;
+            break;
+          }
+        case PS_PARAM_CHOICE:
+        case PS_PARAM_STRING:
+        case PS_PARAM_PATH:
+        case PS_PARAM_LIST:
+          g_assert (s->field_size == sizeof (const char *));
+          *(const char **) at = ps_param_store_str (st, i);
+          break;
+        }
+    }
+}
+
+void
 ps_param_append_doc (GString *out, const PsParamSpec *s)
 {
   g_string_append_printf (out, "# %s", ps_param_doc (s));

@@ -25,6 +25,7 @@
 #define PS_COMMON_PARAMS_H
 
 #include <glib.h>
+#include <stddef.h>
 #include <stdint.h>
 
 G_BEGIN_DECLS
@@ -72,7 +73,17 @@ typedef struct {
    * "DOC: name (what), name, name". */
   const char *const *choice_names;
   const char *const *choice_docs;
+  /* Where a config struct keeps the value (PS_PARAM_FIELD), for
+   * ps_param_store_fill(); 0: nowhere, its reader takes it itself. */
+  size_t field_offset;       /* offsetof + 1 */
+  size_t field_size;
 } PsParamSpec;
+
+/* In a spec: the value goes to field f of struct T: an INT to an int or
+ * int64_t, a FLOAT to a double, a BOOL to a gboolean, a CHOICE, STRING,
+ * PATH or LIST to a const char * (the store's, valid while it lives), a
+ * MESH to an int64_t array (its dims; the rest zero). */
+#define PS_PARAM_FIELD(T, f) .field_offset = offsetof (T, f) + 1, .field_size = sizeof (((T *) 0)->f)
 
 /* The option of a spec without "--" ("model-dim"). */
 const char *ps_param_option (const PsParamSpec *s);
@@ -122,6 +133,11 @@ int ps_param_store_mesh (const PsParamStore *st, int i, int64_t *dims);
 char *ps_param_store_text (const PsParamStore *st, int i);
 /* Where value i was set ("--option" for a default). transfer none. */
 const char *ps_param_store_where (const PsParamStore *st, int i);
+
+/* Copies every value whose spec names a field (PS_PARAM_FIELD) into the
+ * struct at `config`: a family's config_from is this one loop, plus the
+ * values that need a conversion. */
+void ps_param_store_fill (const PsParamStore *st, gpointer config);
 
 /* "# DOC (range or choices)\n": a spec's comment in a written file. */
 void ps_param_append_doc (GString *out, const PsParamSpec *s);

@@ -15,36 +15,47 @@
 static const PsParamSpec specs[] = {
   { .section = "model", .key = "layers", .type = PS_PARAM_INT, .def = "2",
     .doc = "Conformer blocks (paper: S 16, M 16, L 17)",
-    .min = 1, .max = 1024 },
+    .min = 1, .max = 1024,
+    PS_PARAM_FIELD (PsConformerConfig, layers) },
   { .section = "model", .key = "model_dim", .type = PS_PARAM_INT, .def = "16",
     .doc = "Model dim d (paper: S 144, M 256, L 512)",
-    .min = 1, .max = 1 << 20 },
+    .min = 1, .max = 1 << 20,
+    PS_PARAM_FIELD (PsConformerConfig, model_dim) },
   { .section = "model", .key = "heads", .type = PS_PARAM_INT, .def = "4",
     .doc = "Attention heads (paper: S 4, M 4, L 8)",
-    .min = 1, .max = 1 << 20 },
+    .min = 1, .max = 1 << 20,
+    PS_PARAM_FIELD (PsConformerConfig, heads) },
   { .section = "model", .key = "ffn_mult", .type = PS_PARAM_INT, .def = "2",
     .doc = "FFN hidden units per model dim (paper: 4)",
-    .min = 1, .max = 1024 },
+    .min = 1, .max = 1024,
+    PS_PARAM_FIELD (PsConformerConfig, ffn_mult) },
   { .section = "model", .key = "conv_kernel", .type = PS_PARAM_INT, .def = "5",
     .doc = "Depthwise conv kernel in frames (paper: 32)",
-    .min = 1, .max = 1 << 16 },
+    .min = 1, .max = 1 << 16,
+    PS_PARAM_FIELD (PsConformerConfig, conv_kernel) },
   { .section = "model", .key = "frames", .type = PS_PARAM_INT, .def = "24",
     .doc = "Input frames per utterance, 10 ms each (a multiple of 4)",
-    .min = 4, .max = 1 << 20 },
+    .min = 4, .max = 1 << 20,
+    PS_PARAM_FIELD (PsConformerConfig, frames) },
   { .section = "model", .key = "mel_bins", .type = PS_PARAM_INT, .def = "8",
     .doc = "Log-mel filterbank bins per frame (paper: 80; a multiple of 4)",
-    .min = 4, .max = 1 << 16 },
+    .min = 4, .max = 1 << 16,
+    PS_PARAM_FIELD (PsConformerConfig, mel_bins) },
   { .section = "model", .key = "vocab", .type = PS_PARAM_INT, .def = "12",
     .doc = "Output classes of the frame-level loss",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsConformerConfig, vocab) },
   { .section = "model", .key = "rel_buckets", .type = PS_PARAM_INT, .def = "6",
     .doc = "Relative-position buckets of the attention bias",
-    .min = 2, .max = 254 },
+    .min = 2, .max = 254,
+    PS_PARAM_FIELD (PsConformerConfig, rel_buckets) },
   { .section = "model", .key = "global_batch", .type = PS_PARAM_INT, .def = "4",
     .doc = "Global batch (utterances per step)",
-    .min = 1, .max = 1 << 24, .option = "batch" },
+    .min = 1, .max = 1 << 24, .option = "batch",
+    PS_PARAM_FIELD (PsConformerConfig, global_batch) },
   { .section = "model", .key = "f32_activations", .type = PS_PARAM_BOOL, .def = "true",
-    .doc = "Activations in float32; false: bfloat16" },
+    .doc = "Activations in float32; false: bfloat16",
+    PS_PARAM_FIELD (PsConformerConfig, f32_activations) },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adam",
     .doc = "Optimizer (the paper: Adam)",
     .choices = "adam|adafactor" },
@@ -56,7 +67,8 @@ static const PsParamSpec specs[] = {
     .choices = "2d|1d|dp", .search = "*" },
   { .section = "parallelism", .key = "remat", .type = PS_PARAM_BOOL, .def = "true",
     .doc = "Recompute each block's forward in backward (keep only block inputs)",
-    .search = "*" },
+    .search = "*",
+    PS_PARAM_FIELD (PsConformerConfig, remat) },
 };
 
 static void
@@ -65,17 +77,7 @@ config_from (const PsParams *p, PsConformerConfig *c)
   ps_conformer_config_tiny (c);
   c->name = "conformer";
   c->params = p;
-  c->layers = (int) ps_params_int (p, "layers");
-  c->model_dim = ps_params_int (p, "model_dim");
-  c->heads = ps_params_int (p, "heads");
-  c->ffn_mult = ps_params_int (p, "ffn_mult");
-  c->conv_kernel = ps_params_int (p, "conv_kernel");
-  c->frames = ps_params_int (p, "frames");
-  c->mel_bins = ps_params_int (p, "mel_bins");
-  c->vocab = ps_params_int (p, "vocab");
-  c->rel_buckets = (int) ps_params_int (p, "rel_buckets");
-  c->global_batch = ps_params_int (p, "global_batch");
-  c->f32_activations = ps_params_bool (p, "f32_activations");
+  ps_params_fill (p, c);
   ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
   ps_params_mesh (p, "mesh", dims);
@@ -84,7 +86,6 @@ config_from (const PsParams *p, PsConformerConfig *c)
   const char *s = ps_params_str (p, "sharding");
   c->sharding = strcmp (s, "dp") == 0 ? PS_CONFORMER_DP : strcmp (s, "1d") == 0 ? PS_CONFORMER_1D
                                                                                  : PS_CONFORMER_2D;
-  c->remat = ps_params_bool (p, "remat");
 }
 
 static gboolean

@@ -14,61 +14,79 @@
 static const PsParamSpec specs[] = {
   { .section = "model", .key = "layers", .type = PS_PARAM_INT, .def = "2",
     .doc = "Transformer layers",
-    .min = 1, .max = 1024 },
+    .min = 1, .max = 1024,
+    PS_PARAM_FIELD (PsDenseLmConfig, layers) },
   { .section = "model", .key = "model_dim", .type = PS_PARAM_INT, .def = "32",
     .doc = "Model dim M",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsDenseLmConfig, model_dim) },
   { .section = "model", .key = "ffn_dim", .type = PS_PARAM_INT, .def = "64",
     .doc = "Feed-forward dim H",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsDenseLmConfig, ffn_dim) },
   { .section = "model", .key = "heads", .type = PS_PARAM_INT, .def = "4",
     .doc = "Attention heads N",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsDenseLmConfig, heads) },
   { .section = "model", .key = "head_dim", .type = PS_PARAM_INT, .def = "8",
     .doc = "Attention head dim D (128 in every published run)",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsDenseLmConfig, head_dim) },
   { .section = "model", .key = "seq_len", .type = PS_PARAM_INT, .def = "16",
     .doc = "Sequence length S",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsDenseLmConfig, seq_len) },
   { .section = "model", .key = "global_batch", .type = PS_PARAM_INT, .def = "8",
     .doc = "Global batch B (sequences per step)",
-    .min = 1, .max = 1 << 24, .option = "batch" },
+    .min = 1, .max = 1 << 24, .option = "batch",
+    PS_PARAM_FIELD (PsDenseLmConfig, global_batch) },
   { .section = "model", .key = "vocab", .type = PS_PARAM_INT, .def = "64",
     .doc = "Vocabulary size V (32000 in every published run)",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsDenseLmConfig, vocab) },
   { .section = "model", .key = "rel_buckets", .type = PS_PARAM_INT, .def = "8",
     .doc = "Relative-position buckets of the attention bias (32 in every published run)",
-    .min = 2, .max = 254 },
+    .min = 2, .max = 254,
+    PS_PARAM_FIELD (PsDenseLmConfig, rel_buckets) },
   { .section = "model", .key = "gated_gelu", .type = PS_PARAM_BOOL, .def = "true",
-    .doc = "Gated GELU feed-forward (the DenseLm128B runs); false: ReLU (DenseLm175B32x32)" },
+    .doc = "Gated GELU feed-forward (the DenseLm128B runs); false: ReLU (DenseLm175B32x32)",
+    PS_PARAM_FIELD (PsDenseLmConfig, gated_gelu) },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer",
     .choices = "adafactor|adam" },
   { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4",
     .doc = "Logical device mesh AxB; A*B must be the slice's core count",
-    .min = 2, .max = 2, .search = "*" },
+    .min = 2, .max = 2, .search = "*",
+    PS_PARAM_FIELD (PsDenseLmConfig, mesh) },
   { .section = "parallelism", .key = "device_order", .type = PS_PARAM_CHOICE, .def = "arange",
     .doc = "Device order of the mesh: np.arange, its transpose, or Lingvo's non-pod 2D mesh",
-    .choices = "arange|arange_T|nonpod2d", .search = "*" },
+    .choices = "arange|arange_T|nonpod2d", .search = "*",
+    PS_PARAM_FIELD (PsDenseLmConfig, device_order) },
   { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "2d",
     .doc = "Sharding preset: 2d (the paper's), 1d (model parallel), dp (data parallel)",
     .choices = "2d|1d|dp", .search = "*" },
   { .section = "parallelism", .key = "weight_update_sharding", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Shard optimizer state and the update over the data-parallel axis",
-    .search = "*" },
+    .search = "*",
+    PS_PARAM_FIELD (PsDenseLmConfig, weight_update_sharding) },
   { .section = "parallelism", .key = "microbatches", .type = PS_PARAM_INT, .def = "1",
     .doc = "Gradient accumulation steps",
-    .min = 1, .max = 1024, .search = "1|2|4|8" },
+    .min = 1, .max = 1024, .search = "1|2|4|8",
+    PS_PARAM_FIELD (PsDenseLmConfig, microbatches) },
   { .section = "parallelism", .key = "remat", .type = PS_PARAM_BOOL, .def = "true",
     .doc = "Recompute each layer's forward in backward (keep only layer inputs)",
-    .search = "*" },
+    .search = "*",
+    PS_PARAM_FIELD (PsDenseLmConfig, remat) },
   { .section = "parallelism", .key = "pipeline_stages", .type = PS_PARAM_INT, .def = "1",
     .doc = "Pipeline the layers over K stages (GSPMD's vectorized stages; microbatches are its microbatches, mesh the in-layer mesh of one stage); 1: no pipeline",
-    .min = 1, .max = 1024, .search = "+1|2|4" },
+    .min = 1, .max = 1024, .search = "+1|2|4",
+    PS_PARAM_FIELD (PsDenseLmConfig, pipeline_stages) },
   { .section = "options", .key = "unroll", .type = PS_PARAM_BOOL, .def = "false",
-    .doc = "Write the layers one after the other (default: one loop over weights stacked by layer)" },
+    .doc = "Write the layers one after the other (default: one loop over weights stacked by layer)",
+    PS_PARAM_FIELD (PsDenseLmConfig, unroll) },
   { .section = "options", .key = "separate_update", .type = PS_PARAM_BOOL, .def = "false",
-    .doc = "Loop form: update the stacked weights in a loop of their own after the backward loop (default: each layer's update in its backward iteration; doc/models.md)" },
+    .doc = "Loop form: update the stacked weights in a loop of their own after the backward loop (default: each layer's update in its backward iteration; doc/models.md)",
+    PS_PARAM_FIELD (PsDenseLmConfig, separate_update) },
 };
 
 /* The builder's config from parameters; target gives the physical shape
@@ -79,29 +97,9 @@ config_from (const PsParams *p, const PsModelTarget *t, PsDenseLmConfig *c)
   ps_dense_lm_config_small (c);
   c->name = "dense";
   c->params = p;
-  c->layers = (int) ps_params_int (p, "layers");
-  c->model_dim = ps_params_int (p, "model_dim");
-  c->ffn_dim = ps_params_int (p, "ffn_dim");
-  c->heads = ps_params_int (p, "heads");
-  c->head_dim = ps_params_int (p, "head_dim");
-  c->seq_len = ps_params_int (p, "seq_len");
-  c->global_batch = ps_params_int (p, "global_batch");
-  c->vocab = ps_params_int (p, "vocab");
-  c->rel_buckets = (int) ps_params_int (p, "rel_buckets");
-  c->gated_gelu = ps_params_bool (p, "gated_gelu");
+  ps_params_fill (p, c);
   ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
-  int64_t dims[PS_PARAM_MESH_MAX_RANK];
-  ps_params_mesh (p, "mesh", dims);
-  c->mesh[0] = dims[0];
-  c->mesh[1] = dims[1];
-  c->device_order = ps_params_str (p, "device_order");
   ps_sharding_preset_from_name (ps_params_str (p, "sharding"), &c->sharding);
-  c->weight_update_sharding = ps_params_bool (p, "weight_update_sharding");
-  c->microbatches = (int) ps_params_int (p, "microbatches");
-  c->remat = ps_params_bool (p, "remat");
-  c->unroll = ps_params_bool (p, "unroll");
-  c->separate_update = ps_params_bool (p, "separate_update");
-  c->pipeline_stages = (int) ps_params_int (p, "pipeline_stages");
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
 }

@@ -272,6 +272,12 @@ ps_params_str (const PsParams *p, const char *key)
   return ps_param_store_str (p->st, index_of (p, key));
 }
 
+void
+ps_params_fill (const PsParams *p, gpointer config)
+{
+  ps_param_store_fill (p->st, config);
+}
+
 int
 ps_params_mesh (const PsParams *p, const char *key, int64_t *dims)
 {

@@ -182,6 +182,9 @@ int64_t ps_params_int (const PsParams *p, const char *key);
 double ps_params_double (const PsParams *p, const char *key);
 gboolean ps_params_bool (const PsParams *p, const char *key);
 const char *ps_params_str (const PsParams *p, const char *key);
+/* Copies every value whose spec names a field of the family's config
+ * struct (PS_PARAM_FIELD) into *config (ps_param_store_fill). */
+void ps_params_fill (const PsParams *p, gpointer config);
 /* MESH: returns the rank, fills dims (PS_PARAM_MESH_MAX_RANK entries). */
 int ps_params_mesh (const PsParams *p, const char *key, int64_t *dims);
 /* Product of a MESH value's dims. */

@@ -20,63 +20,82 @@
 static const PsParamSpec specs[] = {
   { .section = "model", .key = "layers", .type = PS_PARAM_INT, .def = "2",
     .doc = "Transformer layers",
-    .min = 1, .max = 1024 },
+    .min = 1, .max = 1024,
+    PS_PARAM_FIELD (PsMoeLmConfig, layers) },
   { .section = "model", .key = "moe_every", .type = PS_PARAM_INT, .def = "2",
     .doc = "Every this many layers the feed-forward block is an MoE block (GShard: 2, every other layer)",
-    .min = 1, .max = 1024 },
+    .min = 1, .max = 1024,
+    PS_PARAM_FIELD (PsMoeLmConfig, moe_every) },
   { .section = "model", .key = "model_dim", .type = PS_PARAM_INT, .def = "16",
     .doc = "Model dim M",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, model_dim) },
   { .section = "model", .key = "ffn_dim", .type = PS_PARAM_INT, .def = "32",
     .doc = "Feed-forward and expert hidden dim H",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, ffn_dim) },
   { .section = "model", .key = "heads", .type = PS_PARAM_INT, .def = "2",
     .doc = "Attention heads N",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, heads) },
   { .section = "model", .key = "head_dim", .type = PS_PARAM_INT, .def = "8",
     .doc = "Attention key/value dim D",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, head_dim) },
   { .section = "model", .key = "seq_len", .type = PS_PARAM_INT, .def = "8",
     .doc = "Sequence length S",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, seq_len) },
   { .section = "model", .key = "global_batch", .type = PS_PARAM_INT, .def = "16",
     .doc = "Global batch B (sequences per step)",
-    .min = 1, .max = 1 << 24, .option = "batch" },
+    .min = 1, .max = 1 << 24, .option = "batch",
+    PS_PARAM_FIELD (PsMoeLmConfig, global_batch) },
   { .section = "model", .key = "vocab", .type = PS_PARAM_INT, .def = "64",
     .doc = "Vocabulary size V",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, vocab) },
   { .section = "model", .key = "rel_buckets", .type = PS_PARAM_INT, .def = "4",
     .doc = "Relative-position buckets of the attention bias (0: none)",
-    .max = 254 },
+    .max = 254,
+    PS_PARAM_FIELD (PsMoeLmConfig, rel_buckets) },
   { .section = "model", .key = "experts", .type = PS_PARAM_INT, .def = "8",
     .doc = "Experts E per MoE layer (GShard: one per core)",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, experts) },
   { .section = "model", .key = "top_k", .type = PS_PARAM_INT, .def = "2",
     .doc = "Experts each token is sent to (GShard: 2)",
-    .min = 1, .max = 1 << 24 },
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, top_k) },
   { .section = "model", .key = "capacity_factor", .type = PS_PARAM_FLOAT, .def = "2",
     .doc = "Expert capacity C = ceil(capacity_factor x group size / E) (GShard: 2)",
-    .max = 1000000 },
+    .max = 1000000,
+    PS_PARAM_FIELD (PsMoeLmConfig, capacity_factor) },
   { .section = "model", .key = "aux_loss_weight", .type = PS_PARAM_FLOAT, .def = "0.01",
     .doc = "Weight of the load-balancing loss",
-    .max = 1000000 },
+    .max = 1000000,
+    PS_PARAM_FIELD (PsMoeLmConfig, aux_loss_weight) },
   { .section = "model", .key = "f32_activations", .type = PS_PARAM_BOOL, .def = "true",
-    .doc = "Activations in float32 (GShard's runs); false: bfloat16" },
+    .doc = "Activations in float32 (GShard's runs); false: bfloat16",
+    PS_PARAM_FIELD (PsMoeLmConfig, f32_activations) },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer",
     .choices = "adafactor|adam" },
   { .section = "parallelism", .key = "groups", .type = PS_PARAM_INT, .def = "0",
     .doc = "Token groups G of the gating (0: one per core, Lingvo's default)",
-    .max = 1 << 24 },
+    .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, groups) },
   { .section = "parallelism", .key = "microbatches", .type = PS_PARAM_INT, .def = "1",
     .doc = "Gradient accumulation steps",
-    .min = 1, .max = 1024, .search = "1|2|4|8" },
+    .min = 1, .max = 1024, .search = "1|2|4|8",
+    PS_PARAM_FIELD (PsMoeLmConfig, microbatches) },
   { .section = "parallelism", .key = "remat", .type = PS_PARAM_BOOL, .def = "true",
     .doc = "Recompute each layer's forward in backward (keep only layer inputs)",
-    .search = "*" },
+    .search = "*",
+    PS_PARAM_FIELD (PsMoeLmConfig, remat) },
   { .section = "parallelism", .key = "pipeline_stages", .type = PS_PARAM_INT, .def = "1",
     .doc = "Pipeline the layers over K stages of cores/K cores each (GSPMD's vectorized stages; microbatches are its microbatches; experts and groups over a stage's cores); 1: no pipeline",
-    .min = 1, .max = 1024, .search = "+1|2|4" },
+    .min = 1, .max = 1024, .search = "+1|2|4",
+    PS_PARAM_FIELD (PsMoeLmConfig, pipeline_stages) },
 };
 
 static void
@@ -84,27 +103,9 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
 {
   ps_moe_lm_config_small (c);
   c->name = "moe";
-  c->layers = (int) ps_params_int (p, "layers");
-  c->moe_every = (int) ps_params_int (p, "moe_every");
-  c->model_dim = ps_params_int (p, "model_dim");
-  c->ffn_dim = ps_params_int (p, "ffn_dim");
-  c->heads = ps_params_int (p, "heads");
-  c->head_dim = ps_params_int (p, "head_dim");
-  c->seq_len = ps_params_int (p, "seq_len");
-  c->global_batch = ps_params_int (p, "global_batch");
-  c->vocab = ps_params_int (p, "vocab");
-  c->rel_buckets = (int) ps_params_int (p, "rel_buckets");
-  c->experts = ps_params_int (p, "experts");
-  c->top_k = (int) ps_params_int (p, "top_k");
-  c->capacity_factor = ps_params_double (p, "capacity_factor");
-  c->aux_loss_weight = ps_params_double (p, "aux_loss_weight");
-  c->f32_activations = ps_params_bool (p, "f32_activations");
+  ps_params_fill (p, c);
   ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
-  c->groups = ps_params_int (p, "groups");
-  c->microbatches = (int) ps_params_int (p, "microbatches");
-  c->remat = ps_params_bool (p, "remat");
   c->cores = t ? t->n_cores : 8;
-  c->pipeline_stages = (int) ps_params_int (p, "pipeline_stages");
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
   c->params = p;

@@ -17,25 +17,31 @@ static const PsParamSpec specs[] = {
     .doc = "Image size DxHxW in voxels (MLPerf KiTS19: 128x128x128 patches)" },
   { .section = "model", .key = "in_channels", .type = PS_PARAM_INT, .def = "1",
     .doc = "Input channels (KiTS19 CT: 1)",
-    .min = 1, .max = 1 << 20 },
+    .min = 1, .max = 1 << 20,
+    PS_PARAM_FIELD (PsUnet3dConfig, in_channels) },
   { .section = "model", .key = "classes", .type = PS_PARAM_INT, .def = "3",
     .doc = "Output classes (KiTS19: 3)",
-    .min = 1, .max = 1 << 20 },
+    .min = 1, .max = 1 << 20,
+    PS_PARAM_FIELD (PsUnet3dConfig, classes) },
   { .section = "model", .key = "filters", .type = PS_PARAM_STRING, .def = "8,16,32",
     .doc = "Features of the input block and each down-sampling level, comma-separated (MLPerf: 32,64,128,256,320); the bottleneck repeats the last" },
   { .section = "model", .key = "global_batch", .type = PS_PARAM_INT, .def = "2",
     .doc = "Global batch (images per step)",
-    .min = 1, .max = 1 << 24, .option = "batch" },
+    .min = 1, .max = 1 << 24, .option = "batch",
+    PS_PARAM_FIELD (PsUnet3dConfig, global_batch) },
   { .section = "model", .key = "batch_norm", .type = PS_PARAM_BOOL, .def = "true",
-    .doc = "Batch norm after every 3x3x3 conv, statistics over every device (MLPerf's syncbatchnorm); false: none" },
+    .doc = "Batch norm after every 3x3x3 conv, statistics over every device (MLPerf's syncbatchnorm); false: none",
+    PS_PARAM_FIELD (PsUnet3dConfig, batch_norm) },
   { .section = "model", .key = "f32_activations", .type = PS_PARAM_BOOL, .def = "false",
-    .doc = "Activations in float32; false: bfloat16 (MLPerf's --amp), norms and loss in f32" },
+    .doc = "Activations in float32; false: bfloat16 (MLPerf's --amp), norms and loss in f32",
+    PS_PARAM_FIELD (PsUnet3dConfig, f32_activations) },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adam",
     .doc = "Optimizer",
     .choices = "adam|adafactor" },
   { .section = "parallelism", .key = "data", .type = PS_PARAM_INT, .def = "1",
     .doc = "Data-parallel ways (the batch split)",
-    .min = 1, .max = 1 << 20 },
+    .min = 1, .max = 1 << 20,
+    PS_PARAM_FIELD (PsUnet3dConfig, data) },
   { .section = "parallelism", .key = "spatial", .type = PS_PARAM_MESH, .def = "2x2x2",
     .doc = "Spatial partitions of the image's D, H, W (DxHxW; fewer dims leave the rest whole: 16 = D only); data x D x H x W devices",
     .min = 1, .max = 3 },
@@ -100,13 +106,8 @@ config_from (const PsParams *p, PsUnet3dConfig *c, GError **error)
   if (!parse_image (p, c, error))
     return FALSE;
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
-  c->in_channels = ps_params_int (p, "in_channels");
-  c->classes = ps_params_int (p, "classes");
-  c->global_batch = ps_params_int (p, "global_batch");
-  c->batch_norm = ps_params_bool (p, "batch_norm");
-  c->f32_activations = ps_params_bool (p, "f32_activations");
+  ps_params_fill (p, c);
   ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
-  c->data = ps_params_int (p, "data");
   int rank = ps_params_mesh (p, "spatial", dims);
   for (int d = 0; d < 3; d++)
     c->spatial[d] = d < rank ? dims[d] : 1;

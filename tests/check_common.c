@@ -334,6 +334,52 @@ START_TEST (test_ini_walk_positions_and_errors)
 }
 END_TEST
 
+typedef struct {
+  int count;
+  int64_t big;
+  double x;
+  gboolean on;
+  const char *mode;
+  int64_t mesh[3];
+} FillConfig;
+
+static const PsParamSpec fill_specs[] = {
+  { .section = "model", .key = "count", .type = PS_PARAM_INT, .def = "3", .doc = "c", .min = 0, .max = 9,
+    PS_PARAM_FIELD (FillConfig, count) },
+  { .section = "model", .key = "big", .type = PS_PARAM_INT, .def = "5000000000", .doc = "b", .max = G_MAXINT64,
+    PS_PARAM_FIELD (FillConfig, big) },
+  { .section = "model", .key = "x", .type = PS_PARAM_FLOAT, .def = "0.5", .doc = "x", .max = 1,
+    PS_PARAM_FIELD (FillConfig, x) },
+  { .section = "model", .key = "on", .type = PS_PARAM_BOOL, .def = "true", .doc = "o",
+    PS_PARAM_FIELD (FillConfig, on) },
+  { .section = "model", .key = "mode", .type = PS_PARAM_CHOICE, .def = "b", .doc = "m", .choices = "a|b",
+    PS_PARAM_FIELD (FillConfig, mode) },
+  { .section = "model", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4", .doc = "m", .min = 1, .max = 3,
+    PS_PARAM_FIELD (FillConfig, mesh) },
+  { .section = "model", .key = "unbound", .type = PS_PARAM_INT, .def = "7", .doc = "u", .max = 9 },
+};
+
+/* A config_from is one loop: every value lands in its field, in its type. */
+START_TEST (test_params_fill_config_fields)
+{
+  const PsParamSpec *list[G_N_ELEMENTS (fill_specs)];
+  for (gsize i = 0; i < G_N_ELEMENTS (fill_specs); i++)
+    list[i] = &fill_specs[i];
+  g_autoptr (PsParamStore) st = ps_param_store_new (list, G_N_ELEMENTS (fill_specs), "test");
+  FillConfig c;
+  memset (&c, 0xff, sizeof c);
+  ps_param_store_fill (st, &c);
+  ck_assert_int_eq (c.count, 3);
+  ck_assert_int_eq (c.big, 5000000000);
+  ck_assert (c.x == 0.5);
+  ck_assert (c.on == TRUE);
+  ck_assert_str_eq (c.mode, "b");
+  ck_assert_int_eq (c.mesh[0], 2);
+  ck_assert_int_eq (c.mesh[1], 4);
+  ck_assert_int_eq (c.mesh[2], 0);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -352,6 +398,7 @@ main (void)
   tcase_add_test (params, test_params_choices_from_names);
   tcase_add_test (params, test_params_store_checks_values);
   tcase_add_test (params, test_ini_walk_positions_and_errors);
+  tcase_add_test (params, test_params_fill_config_fields);
   suite_add_tcase (s, params);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);
