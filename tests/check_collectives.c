@@ -392,6 +392,20 @@ END_TEST
 /* A plan whose links are never shared is computed without SimGrid: the
  * same durations as the SimGrid run (pod rows, the whole pod in 2-D, a
  * folded mesh row); shared links (two rings per row) keep SimGrid. */
+/* One all-to-all of D per device over every core of the fixture's slice. */
+static PsCollPlan *
+all_cores_a2a (Fixture *f, PsCollAlgorithm alg, double D)
+{
+  int n = ps_slice_n_cores (f->slice);
+  g_autofree int *cores = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    cores[i] = i;
+  PsCollPlan *plan = ps_coll_plan_new (f->platform, alg, PS_TRACE_ALL_TO_ALL, D, cores, 1, n, LAUNCH,
+                                       NULL);
+  ck_assert_ptr_nonnull (plan);
+  return plan;
+}
+
 /* The default all-to-all: one-shot, routed in dimension order straight
  * along each dimension (no wrap link). On X x Y chips with c cores each the
  * middle x link of a row carries (X/2)^2 chip pairs x c (sources) x c Y
@@ -411,13 +425,8 @@ START_TEST (test_all_to_all_mesh_routed)
 {
   static const char *const slices[] = { "v3-32", "v3-64", "v3-512", "v3-2048", "v3-2048" };
   Fixture f = setup (slices[_i], _i == 4 ? PS_WRAP_OFF : PS_WRAP_AUTO);
-  int n = ps_slice_n_cores (f.slice);
-  g_autofree int *cores = g_new (int, n);
-  for (int i = 0; i < n; i++)
-    cores[i] = i;
   double D = 32e6;
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_ALL_TO_ALL, D,
-                                                  cores, 1, n, LAUNCH, NULL);
+  g_autoptr (PsCollPlan) plan = all_cores_a2a (&f, PS_COLL_TORUS2D, D);
   ck_assert (plan->exclusive_links);
   double t = simulate_one (&f, plan);
   char what[64];
@@ -428,8 +437,7 @@ START_TEST (test_all_to_all_mesh_routed)
   double network = simulate_one (&f, plan);
   ck_assert_msg (fabs (network - t) <= 1e-9 * t, "SimGrid %g, direct %g", network, t);
   /* the dim-by-dim and ring algorithms run the same all-to-all */
-  g_autoptr (PsCollPlan) other = ps_coll_plan_new (f.platform, PS_COLL_RING, PS_TRACE_ALL_TO_ALL, D,
-                                                   cores, 1, n, LAUNCH, NULL);
+  g_autoptr (PsCollPlan) other = all_cores_a2a (&f, PS_COLL_RING, D);
   ck_assert_double_eq_tol (simulate_one (&f, other), t, 1e-12);
 }
 END_TEST
@@ -444,12 +452,8 @@ START_TEST (test_all_to_all_pairs_on_simgrid)
 {
   Fixture f = setup (_i == 0 ? "v3-32" : "v3-64", PS_WRAP_AUTO);
   int n = ps_slice_n_cores (f.slice);
-  g_autofree int *cores = g_new (int, n);
-  for (int i = 0; i < n; i++)
-    cores[i] = i;
   double D = 32e6;
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_ALL_TO_ALL, D,
-                                                  cores, 1, n, LAUNCH, NULL);
+  g_autoptr (PsCollPlan) plan = all_cores_a2a (&f, PS_COLL_TORUS2D, D);
   double merged = simulate_one (&f, plan);
   PsPhase *ph = plan->groups[0].phases->pdata[0];
   g_array_set_size (ph->flows, 0);

@@ -29,18 +29,28 @@ matmul (guint64 m, guint64 k, guint64 n)
   return c;
 }
 
+/* A collective of `bytes` over mesh axis `axis`, or over both axes when
+ * axis < 0. */
 static PsTraceCollective
-all_reduce (guint64 bytes, guint axis, guint64 async_id)
+collective (PsTraceCollectiveKind kind, guint64 bytes, int axis, guint64 async_id)
 {
   PsTraceCollective c = { 0 };
-  c.kind = PS_TRACE_ALL_REDUCE;
+  c.kind = kind;
   c.dtype = PS_TRACE_BF16;
   c.in_bytes = c.out_bytes = bytes;
   c.groups.form = PS_TRACE_GROUPS_AXES;
-  c.groups.n_axes = 1;
-  c.groups.axes[0] = axis;
+  c.groups.n_axes = axis < 0 ? 2 : 1;
+  c.groups.axes[0] = axis < 0 ? 0 : (guint) axis;
+  if (axis < 0)
+    c.groups.axes[1] = 1;
   c.async_id = async_id;
   return c;
+}
+
+static PsTraceCollective
+all_reduce (guint64 bytes, guint axis, guint64 async_id)
+{
+  return collective (PS_TRACE_ALL_REDUCE, bytes, (int) axis, async_id);
 }
 
 static PsTrace *
@@ -194,16 +204,7 @@ step_time_no_cache_in_child (Setup *s, PsTrace *t)
 static PsTraceCollective
 all_to_all (guint64 bytes, guint64 async_id)
 {
-  PsTraceCollective c = { 0 };
-  c.kind = PS_TRACE_ALL_TO_ALL;
-  c.dtype = PS_TRACE_BF16;
-  c.in_bytes = c.out_bytes = bytes;
-  c.groups.form = PS_TRACE_GROUPS_AXES;
-  c.groups.n_axes = 2;
-  c.groups.axes[0] = 0;
-  c.groups.axes[1] = 1;
-  c.async_id = async_id;
-  return c;
+  return collective (PS_TRACE_ALL_TO_ALL, bytes, -1, async_id);
 }
 
 START_TEST (test_all_to_all)
