@@ -643,7 +643,7 @@ load_cases (const char *path, const char *only)
         l++;
       if (!*l)
         continue;
-      if (!ps_cli_json_depth_ok (lines[i], path, i + 1, &error))
+      if (!ps_json_depth_ok (lines[i], path, i + 1, &error))
         {
           ps_cli_fail (error);
           g_ptr_array_free (cases, TRUE);

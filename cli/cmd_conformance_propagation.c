@@ -552,7 +552,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
     {
       if (!*g_strstrip (lines[ln]))
         continue;
-      if (!ps_cli_json_depth_ok (lines[ln], argv[1], ln + 1, &error))
+      if (!ps_json_depth_ok (lines[ln], argv[1], ln + 1, &error))
         {
           g_free (filter);
           return ps_cli_fail (error);

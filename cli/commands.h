@@ -68,9 +68,4 @@ gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **e
  * it cannot fork or make a pipe. */
 typedef GString *(*PsIsolatedFn) (gpointer data);
 GString *ps_cli_run_isolated (PsIsolatedFn fn, gpointer data, gint64 timeout_s, char **why);
-/* JSON Lines inputs (conformance files): json-glib's parser recurses once
- * per nesting level, so 300,000 '[' overflowed the stack. FALSE with a
- * located error when `line` (line line_no of file) nests deeper than
- * PS_MAX_NESTING; call it before parsing the line. */
-gboolean ps_cli_json_depth_ok (const char *line, const char *file, int line_no, GError **error);
 #endif

@@ -181,33 +181,3 @@ ps_cli_read_input (const char *path, char **out, gsize *len, GError **error)
   return ps_read_text_file (path, PS_MAX_TEXT_BYTES, out, len, error);
 }
 
-gboolean
-ps_cli_json_depth_ok (const char *line, const char *file, int line_no, GError **error)
-{
-  int depth = 0;
-  gboolean in_string = FALSE;
-  for (const char *c = line; *c; c++)
-    {
-      if (in_string)
-        {
-          if (*c == '\\' && c[1])
-            c++;
-          else if (*c == '"')
-            in_string = FALSE;
-        }
-      else if (*c == '"')
-        in_string = TRUE;
-      else if (*c == '[' || *c == '{')
-        {
-          if (++depth > PS_MAX_NESTING)
-            {
-              ps_set_error_at (error, PS_ERROR_LIMIT, file, line_no, (int) (c - line) + 1,
-                               "JSON nested more than %d deep (doc/robustness.md)", PS_MAX_NESTING);
-              return FALSE;
-            }
-        }
-      else if (*c == ']' || *c == '}')
-        depth--;
-    }
-  return TRUE;
-}

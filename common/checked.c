@@ -127,3 +127,34 @@ ps_read_text_file (const char *path, guint64 max_bytes, char **out, gsize *len,
   *out = g_string_free (buf, FALSE);
   return TRUE;
 }
+
+gboolean
+ps_json_depth_ok (const char *line, const char *file, int line_no, GError **error)
+{
+  int depth = 0;
+  gboolean in_string = FALSE;
+  for (const char *c = line; *c; c++)
+    {
+      if (in_string)
+        {
+          if (*c == '\\' && c[1])
+            c++;
+          else if (*c == '"')
+            in_string = FALSE;
+        }
+      else if (*c == '"')
+        in_string = TRUE;
+      else if (*c == '[' || *c == '{')
+        {
+          if (++depth > PS_MAX_NESTING)
+            {
+              ps_set_error_at (error, PS_ERROR_LIMIT, file, line_no, (int) (c - line) + 1,
+                               "JSON nested more than %d deep (doc/robustness.md)", PS_MAX_NESTING);
+              return FALSE;
+            }
+        }
+      else if (*c == ']' || *c == '}')
+        depth--;
+    }
+  return TRUE;
+}

@@ -53,6 +53,12 @@ gboolean ps_checked_product (int n, const int64_t *dims, int64_t limit, int64_t 
 gboolean ps_read_text_file (const char *path, guint64 max_bytes, char **out, gsize *len,
                             GError **error);
 
+/* JSON Lines inputs (conformance files, study rows): json-glib's parser recurses once
+ * per nesting level, so 300,000 '[' overflowed the stack. FALSE with a
+ * located error when `line` (line line_no of file) nests deeper than
+ * PS_MAX_NESTING; call it before parsing the line. */
+gboolean ps_json_depth_ok (const char *line, const char *file, int line_no, GError **error);
+
 G_END_DECLS
 
 #endif
