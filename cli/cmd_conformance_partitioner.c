@@ -652,7 +652,7 @@ load_cases (const char *path, const char *only)
       g_autoptr (JsonParser) jp = json_parser_new ();
       if (!json_parser_load_from_data (jp, lines[i], -1, &error) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (jp)))
         {
-          fprintf (stderr, "podsim: %s:%d: %s\n", path, i + 1, error ? error->message : "a case must be a JSON object");
+          ps_cli_failf ("%s:%d: %s", path, i + 1, error ? error->message : "a case must be a JSON object");
           g_clear_error (&error);
           g_ptr_array_free (cases, TRUE);
           return NULL;
@@ -660,7 +660,7 @@ load_cases (const char *path, const char *only)
       JsonObject *o = json_node_get_object (json_parser_get_root (jp));
       if (!json_object_has_member (o, "name") || !json_object_has_member (o, "hlo"))
         {
-          fprintf (stderr, "podsim: %s:%d: a case needs \"name\" and \"hlo\"\n", path, i + 1);
+          ps_cli_failf ("%s:%d: a case needs \"name\" and \"hlo\"", path, i + 1);
           g_ptr_array_free (cases, TRUE);
           return NULL;
         }
@@ -834,15 +834,13 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
     return PS_EXIT_USAGE;
   if (argc != 2)
     {
-      fprintf (stderr, "podsim: conformance partitioner needs exactly one .jsonl file\n");
       g_free (only);
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("conformance partitioner needs exactly one .jsonl file");
     }
   if (co.timeout_s < 1 || co.max_work < 0)
     {
-      fprintf (stderr, "podsim: --timeout must be at least 1 and --max-work not negative\n");
       g_free (only);
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("--timeout must be at least 1 and --max-work not negative");
     }
   g_autoptr (GPtrArray) cases = load_cases (argv[1], only);
   g_free (only);

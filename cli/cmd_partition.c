@@ -89,13 +89,12 @@ ps_cmd_partition (int argc, char **argv)
     goto out;
   if (argc != 2)
     {
-      fprintf (stderr, "podsim: partition needs exactly one HLO file (see 'podsim partition --help')\n");
+      status = ps_cli_failf ("partition needs exactly one HLO file (see 'podsim partition --help')");
       goto out;
     }
   if (devices < 1 || devices > PS_MAX_DEVICES)
     {
-      fprintf (stderr, "podsim: --devices N is required and must be between 1 and %d\n",
-               PS_MAX_DEVICES);
+      status = ps_cli_failf ("--devices N is required and must be between 1 and %d", PS_MAX_DEVICES);
       goto out;
     }
   {

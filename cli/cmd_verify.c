@@ -60,21 +60,17 @@ ps_cmd_verify (int argc, char **argv)
     return PS_EXIT_USAGE;
   if (argc != 2)
     {
-      fprintf (stderr, "podsim: verify needs exactly one HLO file (see 'podsim verify --help')\n");
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("verify needs exactly one HLO file (see 'podsim verify --help')");
     }
   /* The interpreter runs every device: 65536 devices of a tiny module took
    * 25 s and 2.9 GB (doc/robustness.md). */
   if (devices < 1 || devices > PS_VERIFY_MAX_DEVICES)
     {
-      fprintf (stderr, "podsim: --devices N is required and must be between 1 and %d\n",
-               PS_VERIFY_MAX_DEVICES);
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("--devices N is required and must be between 1 and %d", PS_VERIFY_MAX_DEVICES);
     }
   if (seed < 0 || max_work < 0)
     {
-      fprintf (stderr, "podsim: --seed and --max-work must not be negative\n");
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("--seed and --max-work must not be negative");
     }
   const char *path = argv[1];
   GError *error = NULL;

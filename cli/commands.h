@@ -55,6 +55,9 @@ int ps_cmd_conformance_partitioner (int argc, char **argv);
 /* Shared helpers (cli/util.c). */
 /* Prints "podsim: <error message>" and returns PS_EXIT_USAGE. Frees error. */
 int ps_cli_fail (GError *error);
+/* The same for a message of the command's own: every error a command
+ * reports goes through these two. */
+int ps_cli_failf (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
 /* Parses options; on error prints it and returns FALSE (exit 2). */
 gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 /* Reads a whole file or, for "-", standard input. */

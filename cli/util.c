@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/select.h>
@@ -19,6 +20,16 @@ ps_cli_fail (GError *error)
   if (error)
     g_error_free (error);
   return PS_EXIT_USAGE;
+}
+
+int
+ps_cli_failf (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  return ps_cli_fail (g_error_new_literal (PS_ERROR, PS_ERROR_OPTION, msg));
 }
 
 static void
