@@ -323,6 +323,19 @@ expects_failure (JsonObject *c, char **substr)
   return fails;
 }
 
+/* A case runs through the driver as `podsim partition` does, up to the
+ * partitioned program (propagation first unless --no-propagate). */
+static void
+case_driver_options (PsDriverOptions *o, PsModule *m, gint64 nd, const CaseOptions *co, const PsSpmdOptions *so)
+{
+  ps_driver_options_init (o);
+  o->module = m;
+  o->n_devices = nd;
+  o->skip_propagate = co->no_propagate;
+  o->spmd = so;
+  o->stop_after = PS_STAGE_PARTITION;
+}
+
 /* Runs one case. On success *how says whether the values were checked on a
  * scaled copy (the original being over the interpreter's limits) and
  * whether they agree only in f64 arithmetic (verify.h). */
@@ -359,12 +372,7 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
   case_spmd_options (c, &so);
   so.choices = choices;
   PsDriverOptions dopts;
-  ps_driver_options_init (&dopts);
-  dopts.module = m;
-  dopts.n_devices = nd;
-  dopts.skip_propagate = co->no_propagate;
-  dopts.spmd = &so;
-  dopts.stop_after = PS_STAGE_PARTITION;
+  case_driver_options (&dopts, m, nd, co, &so);
   dopts.keep_spmd = TRUE;
   PsStage failed = PS_STAGE_BUILD;
   g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, &failed, &error);
@@ -555,12 +563,7 @@ count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
   PsSpmdOptions so;
   case_spmd_options (c, &so);
   PsDriverOptions dopts;
-  ps_driver_options_init (&dopts);
-  dopts.module = m;
-  dopts.n_devices = nd;
-  dopts.skip_propagate = co->no_propagate;
-  dopts.spmd = &so;
-  dopts.stop_after = PS_STAGE_PARTITION;
+  case_driver_options (&dopts, m, nd, co, &so);
   g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, NULL, NULL);
   const PsSpmdReport *rep = r ? &r->spmd_report : NULL;
   gboolean part = r != NULL;
