@@ -23,6 +23,21 @@ ps_cli_fail (GError *error)
 }
 
 int
+ps_cli_module_entries (PsCliModuleOptions *o, gboolean with_devices, GOptionEntry *out)
+{
+  int k = 0;
+  if (with_devices)
+    out[k++] = (GOptionEntry) { "devices", 'n', 0, G_OPTION_ARG_INT64, &o->devices,
+                                "Number of devices (partitions)", "N" };
+  out[k++] = (GOptionEntry) { "to-output", 0, 0, G_OPTION_ARG_NONE, &o->to_output,
+                              "Let propagation choose (or refine) the entry root's sharding (else the module "
+                              "header decides; default: keep what the file says)", NULL };
+  out[k++] = (GOptionEntry) { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &o->to_parameters,
+                              "Let propagation choose (or refine) the entry parameters' shardings", NULL };
+  return k;
+}
+
+int
 ps_cli_failf (const char *fmt, ...)
 {
   va_list ap;
