@@ -173,10 +173,10 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
                        "or 1d (got %s)", stages, label (c, "sharding", "--sharding"));
           return FALSE;
         }
-      if (c->position == PS_POSITION_LEARNED || c->untied_embeddings)
+      if (c->untied_embeddings)
         {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: a pipeline has tied embeddings and no "
-                       "learned position table", stages);
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: a pipeline has tied embeddings "
+                       "(got %s false)", stages, label (c, "tie_embeddings", "--tie-embeddings"));
           return FALSE;
         }
       if (c->unroll)
@@ -532,6 +532,8 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsBlockOptions bo;
   block_options (cfg, &bo);
   PsInstr *emb = ps_embedding_weight (net, "embedding", ps_dense_lm_padded_vocab (cfg), cfg->model_dim);
+  PsInstr *positions = cfg->position != PS_POSITION_LEARNED ? NULL
+    : ps_net_weight (net, "position_embedding", "sm", 2, (int64_t[]) { cfg->seq_len, cfg->model_dim });
   /* layer j of every stage: "stages.layer3.wq" [K, M, N, D] */
   g_autofree PsTransformerLayer *tl = g_new0 (PsTransformerLayer, p.layers_per_stage);
   g_autofree PsLayer *layers = g_new0 (PsLayer, p.layers_per_stage);
@@ -561,6 +563,12 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
   PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, emb->shape->dims[0], PS_BF16),
                                ps_ad_convert (net->c, emb, PS_BF16));
+  if (positions)
+    {
+      int64_t sm[2] = { 2, 3 };
+      PsInstr *pos = ps_ad_convert (net->c, positions, PS_BF16);
+      x0 = ps_ad_binary (net->c, PS_OP_ADD, x0, ps_ad_broadcast (net->c, pos, x0->shape, 2, sm));
+    }
   PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
   g_autoptr (PsPipelineRun) run = NULL;
   PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
@@ -573,7 +581,8 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
   if (!ps_net_vjp (net, loss, NULL, outputs, &gx, 2, head_w, error)
       || !ps_pipeline_backward (net, g_steal_pointer (&run), gx, NULL, &gin, error)
-      || !ps_net_vjp (net, inputs, gin, NULL, NULL, 1, &emb, error))
+      || !ps_net_vjp (net, inputs, gin, NULL, NULL, positions ? 2 : 1, (PsInstr *[]) { emb, positions },
+                      error))
     return NULL;
   return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }

@@ -32,6 +32,17 @@ PS_MODEL_PRESETS = \
 	models/presets/Unet3d128.ini \
 	models/presets/Unet3d128S16.ini \
 	models/presets/Unet3d256S32.ini \
+	models/presets/Gpt3Small.ini \
+	models/presets/Gpt3Medium.ini \
+	models/presets/Gpt3Large.ini \
+	models/presets/Gpt3XL.ini \
+	models/presets/Gpt3_2B7.ini \
+	models/presets/Gpt3_6B7.ini \
+	models/presets/Gpt3_175B.ini \
+	models/presets/Llama2_7B.ini \
+	models/presets/Llama2_13B.ini \
+	models/presets/Llama2_70B.ini \
+	models/presets/GptJ6B.ini \
 	models/presets/ConformerS.ini \
 	models/presets/ConformerM.ini \
 	models/presets/ConformerL.ini

@@ -376,6 +376,7 @@ START_TEST (test_dense_options_partition)
     int rel_buckets;
     PsShardingPreset sharding;
     const char *want[3];       /* collectives the program must contain */
+    int stages;                /* > 1: pipelined, in-layer mesh 2x2 */
   } cases[] = {
     { "rope, parallel, rms, swiglu, gqa, untied (2d)", PS_POSITION_ROPE, PS_BLOCK_PARALLEL, PS_NORM_RMS,
       PS_FFN_SWIGLU, 4, TRUE, 0, PS_SHARDING_2D, { "all-reduce(" } },
@@ -387,6 +388,8 @@ START_TEST (test_dense_options_partition)
       PS_SHARDING_MEGATRON_SP, { "all-gather(", "reduce-scatter(" } },
     { "fsdp, relative, swiglu, rms", PS_POSITION_RELATIVE, PS_BLOCK_SEQUENTIAL, PS_NORM_RMS, PS_FFN_SWIGLU,
       0, FALSE, 8, PS_SHARDING_FSDP, { "all-gather(", "reduce-scatter(" } },
+    { "pipeline, learned, parallel, rms, swiglu, gqa", PS_POSITION_LEARNED, PS_BLOCK_PARALLEL, PS_NORM_RMS,
+      PS_FFN_SWIGLU, 2, FALSE, 0, PS_SHARDING_2D, { "collective-permute(" }, 2 },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -403,6 +406,12 @@ START_TEST (test_dense_options_partition)
       c.untied_embeddings = cases[i].untied;
       c.rel_buckets = cases[i].rel_buckets;
       c.sharding = cases[i].sharding;
+      if (cases[i].stages > 1)
+        {
+          c.pipeline_stages = cases[i].stages;
+          c.microbatches = 2;
+          c.mesh[0] = c.mesh[1] = 2;
+        }
       GError *error = NULL;
       g_autoptr (PsModule) m = ps_dense_lm_build (&c, NULL, &error);
       ck_assert_msg (m != NULL, "%s: %s", cases[i].what, error ? error->message : "");
