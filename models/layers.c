@@ -18,8 +18,10 @@
 
 /* ---- elementwise and normalisation ------------------------------------------------------ */
 
-PsInstr *
-ps_layer_norm (PsNet *net, PsInstr *x, PsInstr *scale)
+/* Layer norm (centre: subtract the mean first) or RMS norm over the last
+ * dim, in f32. */
+static PsInstr *
+norm_last_dim (PsNet *net, PsInstr *x, PsInstr *scale, gboolean centre)
 {
   PsInstr *xf = ly_convert (net, x, PS_F32);
   int r = xf->shape->rank;
@@ -27,16 +29,27 @@ ps_layer_norm (PsNet *net, PsInstr *x, PsInstr *scale)
   for (int i = 0; i < r - 1; i++)
     keep[i] = i;
   double inv_m = 1.0 / (double) xf->shape->dims[r - 1];
-  PsInstr *sum = ps_ad_reduce_sum (net->c, xf, 1, &last);
-  PsInstr *mean = ly_bin (net, PS_OP_MULTIPLY, sum, ly_full (net, sum->shape, inv_m));
-  PsInstr *xc = ly_bin (net, PS_OP_SUBTRACT, xf, ly_bcast (net, mean, xf->shape, r - 1, keep));
+  g_autoptr (PsShape) rows = ps_shape_new_array (PS_F32, r - 1, xf->shape->dims);
+  PsInstr *xc = xf;
+  if (centre)
+    {
+      PsInstr *sum = ps_ad_reduce_sum (net->c, xf, 1, &last);
+      PsInstr *mean = ly_bin (net, PS_OP_MULTIPLY, sum, ly_full (net, rows, inv_m));
+      xc = ly_bin (net, PS_OP_SUBTRACT, xf, ly_bcast (net, mean, xf->shape, r - 1, keep));
+    }
   PsInstr *sq = ly_bin (net, PS_OP_MULTIPLY, xc, xc);
-  PsInstr *inv_m_full = ly_full (net, sum->shape, inv_m);
+  PsInstr *inv_m_full = ly_full (net, rows, inv_m);
   PsInstr *var = ly_bin (net, PS_OP_MULTIPLY, ps_ad_reduce_sum (net->c, sq, 1, &last), inv_m_full);
   PsInstr *rs = ly_un (net, PS_OP_RSQRT, ly_bin (net, PS_OP_ADD, var, ly_full (net, var->shape, 1e-6)));
   PsInstr *n = ly_bin (net, PS_OP_MULTIPLY, xc, ly_bcast (net, rs, xf->shape, r - 1, keep));
   PsInstr *sc = ly_bcast (net, scale, xf->shape, 1, &last);
   return ly_convert (net, ly_bin (net, PS_OP_MULTIPLY, n, sc), x->shape->etype);
+}
+
+PsInstr *
+ps_layer_norm (PsNet *net, PsInstr *x, PsInstr *scale)
+{
+  return norm_last_dim (net, x, scale, TRUE);
 }
 
 PsInstr *
@@ -48,19 +61,7 @@ ps_layer_norm_weight (PsNet *net, const char *prefix, const char *name, int64_t 
 PsInstr *
 ps_rms_norm (PsNet *net, PsInstr *x, PsInstr *scale)
 {
-  PsInstr *xf = ly_convert (net, x, PS_F32);
-  int r = xf->shape->rank;
-  int64_t last = r - 1, keep[PS_NET_MAX_RANK];
-  for (int i = 0; i < r - 1; i++)
-    keep[i] = i;
-  double inv_m = 1.0 / (double) xf->shape->dims[r - 1];
-  PsInstr *sq = ly_bin (net, PS_OP_MULTIPLY, xf, xf);
-  PsInstr *sum = ps_ad_reduce_sum (net->c, sq, 1, &last);
-  PsInstr *ms = ly_bin (net, PS_OP_MULTIPLY, sum, ly_full (net, sum->shape, inv_m));
-  PsInstr *rs = ly_un (net, PS_OP_RSQRT, ly_bin (net, PS_OP_ADD, ms, ly_full (net, ms->shape, 1e-6)));
-  PsInstr *n = ly_bin (net, PS_OP_MULTIPLY, xf, ly_bcast (net, rs, xf->shape, r - 1, keep));
-  PsInstr *sc = ly_bcast (net, scale, xf->shape, 1, &last);
-  return ly_convert (net, ly_bin (net, PS_OP_MULTIPLY, n, sc), x->shape->etype);
+  return norm_last_dim (net, x, scale, FALSE);
 }
 
 PsInstr *
