@@ -321,11 +321,11 @@ ps_dense_lm_program_mesh (const PsDenseLmConfig *c, int *rank, int64_t *dims, GE
 /* ---- the training step ------------------------------------------------------------ */
 
 /* The presets as plans over the 2-D mesh (doc/models.md has the table). */
-static void
-sharding_plan (const PsDenseLmConfig *cfg, PsShardingPlan *plan)
+void
+ps_sharding_preset_plan (PsShardingPreset preset, PsShardingPlan *plan)
 {
   ps_sharding_plan_init (plan);
-  switch (cfg->sharding)
+  switch (preset)
     {
     case PS_SHARDING_2D:
       /* Axis 0 splits the batch and the weights' M; axis 1 the
@@ -598,7 +598,7 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   if (!devices)
     return NULL;
   PsShardingPlan plan;
-  sharding_plan (cfg, &plan);
+  ps_sharding_preset_plan (cfg->sharding, &plan);
   g_autofree char *mname = g_strdup_printf ("dense_lm_%s", cfg->name);
   g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 2, cfg->mesh, devices, &plan);
 

@@ -60,6 +60,9 @@ typedef enum {
 } PsShardingPreset;
 
 gboolean ps_sharding_preset_from_name (const char *name, PsShardingPreset *out);
+/* The preset as a plan over a 2-D mesh of the letters of layers.h (the
+ * dense LM's, also the encoder-decoder's). */
+void ps_sharding_preset_plan (PsShardingPreset preset, PsShardingPlan *plan);
 
 typedef struct {
   const char *name;          /* names the built module ("dense_lm_NAME") */

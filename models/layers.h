@@ -153,6 +153,11 @@ void ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, 
  * head_dim (position rope; head_dim even). */
 void ps_attention_context_causal_opts (PsNet *net, int64_t seq_len, int64_t head_dim, const PsBlockOptions *o,
                                        PsAttentionContext *out);
+/* T5's bidirectional relative buckets [s, s] (s32): half the buckets for
+ * keys after the query, each half exact below its half, then logarithmic
+ * up to 128 (Raffel et al. 2020, section 2.1; the Conformer and the
+ * encoder-decoder's encoder use it). */
+PsInstr *ps_relative_buckets_bidirectional (PsNet *net, int64_t seq_len, int buckets);
 /* The bf16 casts of w's projections (the norm scale stays f32), in the
  * order wq wk wv wo rel_bias. */
 void ps_attention_cast (PsNet *net, const PsAttention *w, PsAttention *out);
@@ -164,6 +169,10 @@ PsInstr *ps_attention (PsNet *net, const PsAttention *w, const PsAttentionContex
 /* Its branch without norm and residual: h is the normed input; q and k
  * get the rotary embedding when ctx has it. Returns [b, s, m]. */
 PsInstr *ps_attention_core (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *h);
+/* The same with keys and values from kv [b, t, m] (cross-attention: the
+ * encoder's output; ctx then usually has no bias, mask or rotary). */
+PsInstr *ps_attention_core_kv (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *h,
+                               PsInstr *kv);
 
 /* ---- feed-forward ------------------------------------------------------------------- */
 

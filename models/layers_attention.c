@@ -74,6 +74,40 @@ relative_buckets (PsNet *net, int64_t S, int buckets)
   return ly_select3 (net, small, dist, ly_convert (net, large, PS_S32));
 }
 
+PsInstr *
+ps_relative_buckets_bidirectional (PsNet *net, int64_t S, int buckets)
+{
+  PsComputation *c = net->c;
+  int64_t st[2] = { S, S };
+  PsInstr *qi = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
+  qi->iota_dimension = 0;
+  PsInstr *ki = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
+  ki->iota_dimension = 1;
+  PsInstr *rel = ps_ad_binary (c, PS_OP_SUBTRACT, ki, qi);
+  int half = buckets / 2, exact = MAX (half / 2, 1);
+  PsInstr *zero = ps_ad_full (c, rel->shape, 0);
+  PsInstr *ops[2] = { rel, zero };
+  PsInstr *after = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, ops);
+  after->comparison = PS_CMP_GT;
+  PsInstr *n = ps_ad_unary (c, PS_OP_ABS, rel);
+  PsInstr *nf = ps_ad_convert (c, n, PS_F32);
+  /* One freshly emitted operand per call: argument order is unspecified. */
+  PsInstr *at_least_1 = ps_ad_binary (c, PS_OP_MAXIMUM, nf, ps_ad_full (c, nf->shape, 1.0));
+  PsInstr *ratio = ps_ad_binary (c, PS_OP_DIVIDE, at_least_1, ps_ad_full (c, nf->shape, (double) exact));
+  double k = (double) (half - exact) / log (128.0 / exact);
+  PsInstr *lg = ps_ad_unary (c, PS_OP_LOG, ratio);
+  PsInstr *large = ps_ad_binary (c, PS_OP_MULTIPLY, lg, ps_ad_full (c, nf->shape, k));
+  large = ps_ad_unary (c, PS_OP_FLOOR, ps_ad_binary (c, PS_OP_ADD, large, ps_ad_full (c, nf->shape, (double) exact)));
+  large = ps_ad_binary (c, PS_OP_MINIMUM, large, ps_ad_full (c, nf->shape, (double) (half - 1)));
+  PsInstr *lops[2] = { n, ps_ad_full (c, n->shape, exact) };
+  PsInstr *small = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, lops);
+  small->comparison = PS_CMP_LT;
+  PsInstr *s1[3] = { small, n, ps_ad_convert (c, large, PS_S32) };
+  PsInstr *b = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (n->shape), 3, s1);
+  PsInstr *s2[3] = { after, ps_ad_binary (c, PS_OP_ADD, b, ps_ad_full (c, b->shape, half)), b };
+  return ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (b->shape), 3, s2);
+}
+
 /* -1e9 where t > s, else 0, f32 [s, t]. */
 static PsInstr *
 causal_mask (PsNet *net, int64_t S)
@@ -174,12 +208,19 @@ rope (PsNet *net, const PsAttentionContext *ctx, PsInstr *x)
 PsInstr *
 ps_attention_core (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *h)
 {
+  return ps_attention_core_kv (net, w, ctx, h, h);
+}
+
+PsInstr *
+ps_attention_core_kv (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *h, PsInstr *kv)
+{
   /* Multi-head ("bsnd") or grouped-query ("bsnqd": n kv heads, q queries
    * per kv head); the einsums differ only by the q letter. */
   const gboolean gq = w->wq->shape->rank == 4;
   PsInstr *q = ps_net_einsum (net, gq ? "bsm,mnqd->bsnqd" : "bsm,mnd->bsnd", h, w->wq);
-  PsInstr *k = ps_net_einsum (net, "bsm,mnd->bsnd", h, w->wk);
-  PsInstr *v = ps_net_einsum (net, "bsm,mnd->bsnd", h, w->wv);
+  /* Letters are local to an einsum: here s is kv's own length. */
+  PsInstr *k = ps_net_einsum (net, "bsm,mnd->bsnd", kv, w->wk);
+  PsInstr *v = ps_net_einsum (net, "bsm,mnd->bsnd", kv, w->wv);
   double head_dim = (double) w->wq->shape->dims[w->wq->shape->rank - 1];
   if (ctx->rope_rot)
     {

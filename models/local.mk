@@ -7,7 +7,8 @@ libpodsim_models_la_SOURCES = models/family.c models/family.h \
 	models/moe_layer.c models/moe_layer.h models/moe_lm.c models/moe_lm.h \
 	models/pipeline.c models/pipeline.h models/conv_layers.c models/conv_layers.h \
 	models/unet3d.c models/unet3d.h models/conformer.c models/conformer.h models/moe_family.c \
-	models/unet_family.c models/conformer_family.c
+	models/unet_family.c models/conformer_family.c \
+	models/encdec.c models/encdec.h models/encdec_family.c
 nodist_libpodsim_models_la_SOURCES = models/presets.c
 CLEANFILES += models/presets.c
 libpodsim_models_la_LIBADD = libpodsim_partitioner.la $(PS_LIB_TRACES) libpodsim_common.la $(GLIB_LIBS) -lm
@@ -43,6 +44,8 @@ PS_MODEL_PRESETS = \
 	models/presets/Llama2_13B.ini \
 	models/presets/Llama2_70B.ini \
 	models/presets/GptJ6B.ini \
+	models/presets/T5Base.ini \
+	models/presets/T5Large.ini \
 	models/presets/ConformerS.ini \
 	models/presets/ConformerM.ini \
 	models/presets/ConformerL.ini

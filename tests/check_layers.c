@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "models/dense_lm.h"
+#include "models/encdec.h"
 #include "models/layers.h"
 #include "models/net.h"
 #include "partitioner/builder/autodiff.h"
@@ -428,6 +429,48 @@ START_TEST (test_dense_options_partition)
 }
 END_TEST
 
+/* The encoder-decoder step (T5-shaped: RMS norm, GEGLU, untied, relative
+ * buckets; then rotary, SwiGLU and grouped-query attention under the
+ * megatron preset; layer norm and tied embeddings under fsdp): partitioned,
+ * it agrees with the original on the reference interpreter (loss, every
+ * updated weight and optimizer state, encoder ones included). */
+START_TEST (test_encdec_partitions)
+{
+  for (int k = 0; k < 3; k++)
+    {
+      PsEncDecConfig c;
+      ps_encdec_config_small (&c);
+      c.vocab = 60;
+      if (k == 1)
+        {
+          c.position = PS_POSITION_ROPE;
+          c.ffn = PS_FFN_SWIGLU;
+          c.kv_heads = 4;
+          c.heads = 8;
+          c.head_dim = 2;
+          c.sharding = PS_SHARDING_MEGATRON;
+        }
+      if (k == 2)
+        {
+          c.sharding = PS_SHARDING_FSDP;
+          c.norm = PS_NORM_LAYER;
+          c.untied_embeddings = FALSE;
+        }
+      GError *error = NULL;
+      PsModelInfo info;
+      g_autoptr (PsModule) m = ps_encdec_build (&c, &info, &error);
+      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+      ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
+      ck_assert (info.params > 0 && info.model_flops > 0);
+      ck_assert (ps_propagate (m, NULL, &error));
+      PsSpmdOptions opts;
+      ps_spmd_options_init (&opts);
+      ck_assert_msg (spmd_test_verify (m, 8, &opts, 21 + (guint32) k, NULL, &error), "case %d: %s", k,
+                     error ? error->message : "");
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -441,6 +484,7 @@ main (void)
   tcase_add_test (tc, test_composed_model_partitions);
   tcase_add_test (tc, test_block_gradients_finite_differences);
   tcase_add_test (tc, test_dense_options_partition);
+  tcase_add_test (tc, test_encdec_partitions);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

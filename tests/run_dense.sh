@@ -190,4 +190,14 @@ expect_grep "block = parallel" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run --preset Llama2_70B --print-config
 expect_grep "kv_heads = 8" "$PS_TMP/out"
 expect_grep "ffn = swiglu" "$PS_TMP/out"
+
+# The encoder-decoder family: the small step runs, T5 v1.1 fits on v3-32.
+expect_status 0 "$PODSIM" run encdec -q --json
+expect_grep '"fits" : true' "$PS_TMP/out"
+for preset in T5Base T5Large; do
+  expect_status 0 "$PODSIM" run --preset "$preset" --memory-only
+  expect_grep "fits" "$PS_TMP/out"
+done
+expect_status 2 "$PODSIM" run encdec -q --sharding megatron-sp --tgt-len 6
+expect_grep "--tgt-len = 6 is not divisible by mesh axis 1 (4)" "$PS_TMP/err"
 finish
