@@ -255,6 +255,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   stage_begin (&clk, PS_STAGE_MEMORY);
   PsCostOptions copts;
   ps_cost_options_init (&copts);
+  copts.fusion = opts->fusion;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, &local);
   if (!cost)
     return fail_stage (&clk, error, local), NULL;
@@ -292,6 +293,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
     lopts.mesh_physical[i] = r->info.mesh.physical[i];
   lopts.slice = slice_name;
   lopts.schedule = sched;
+  lopts.fusion = opts->fusion;
   r->trace = ps_lower_module (spmd, &lopts, &local);
   if (!r->trace)
     return fail_stage (&clk, error, local), NULL;

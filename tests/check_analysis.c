@@ -111,6 +111,101 @@ END_TEST
 
 /* Convolution FLOPs count only taps on real input: a 1-D conv of 8
  * positions, window 3, padding 1 on both sides, has 8*3 - 2 = 22 taps. */
+/* XLA's producer duplication (fusion.h): a cheap producer read by two
+ * fusible consumers is copied into both; an expensive one (exp) is not. */
+static const char *dup_hlo =
+  "HloModule dup\n"
+  "ENTRY e {\n"
+  "  p0 = f32[1024] parameter(0)\n"
+  "  p1 = f32[1024] parameter(1)\n"
+  "  neg = f32[1024] negate(p0)\n"
+  "  a = f32[1024] add(neg, p1)\n"
+  "  m = f32[1024] multiply(neg, p1)\n"
+  "  ex = f32[1024] exponential(p1)\n"
+  "  s = f32[1024] subtract(ex, p0)\n"
+  "  d = f32[1024] divide(ex, p0)\n"
+  "  ROOT t = (f32[1024], f32[1024], f32[1024], f32[1024]) tuple(a, m, s, d)\n"
+  "}\n";
+
+static PsCostAnalysis *
+analyze_with (const PsModule *m, PsFusionMode mode)
+{
+  PsCostOptions o;
+  ps_cost_options_init (&o);
+  o.fusion = mode;
+  GError *error = NULL;
+  PsCostAnalysis *a = ps_cost_analyze (m, &o, &error);
+  ck_assert_msg (a != NULL, "%s", error ? error->message : "");
+  return a;
+}
+
+START_TEST (test_fusion_duplicates_cheap_producers)
+{
+  g_autoptr (PsModule) m = parse (dup_hlo);
+  PsInstr *neg = ps_module_find_instr (m, "neg"), *a_ = ps_module_find_instr (m, "a");
+  PsInstr *mul = ps_module_find_instr (m, "m"), *ex = ps_module_find_instr (m, "ex");
+  PsInstr *s_ = ps_module_find_instr (m, "s");
+  ck_assert (!ps_fusion_is_expensive (neg));
+  ck_assert (ps_fusion_is_expensive (ex));
+  ck_assert (ps_fusion_is_expensive (ps_module_find_instr (m, "d")));
+  ck_assert (ps_fusion_duplicates (neg));
+  ck_assert (!ps_fusion_duplicates (ex));
+
+  /* xla: neg is computed inside a and inside m, each reading p0 and p1
+   * (8192 B), writing 4096 B, doing 2 x 1024 vector ops; exp is a kernel
+   * of its own (read 4096, write 4096) that s and d read. */
+  g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_XLA);
+  const PsCost *cn = ps_cost_get (x, neg);
+  ck_assert (cn->duplicated);
+  ck_assert_int_eq (cn->klass, PS_COST_INLINED);
+  ck_assert_uint_eq (cn->own.vector_ops, 0);
+  PsCostCounts fa = ps_cost_fusion (x, a_), fm = ps_cost_fusion (x, mul);
+  ck_assert_uint_eq (fa.read_bytes, 8192);
+  ck_assert_uint_eq (fa.write_bytes, 4096);
+  ck_assert_uint_eq (fa.vector_ops, 2048);
+  ck_assert_uint_eq (fm.read_bytes, 8192);
+  ck_assert_uint_eq (fm.vector_ops, 2048);
+  ck_assert (!ps_cost_get (x, ex)->duplicated);
+  PsCostCounts fe = ps_cost_fusion (x, ex), fs = ps_cost_fusion (x, s_);
+  ck_assert_uint_eq (fe.read_bytes + fe.write_bytes, 8192);
+  ck_assert_uint_eq (fs.read_bytes, 8192);
+  /* entry total: a, m 12288 each; ex 8192; s, d 12288 each */
+  PsCostCounts tx = ps_cost_computation (x, m->entry);
+  ck_assert_uint_eq (tx.read_bytes + tx.write_bytes, 4 * 12288 + 8192);
+
+  /* producer (the old rule): neg has two users, so it is a kernel too */
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_PRODUCER);
+  ck_assert (!ps_cost_get (p, neg)->duplicated);
+  ck_assert_int_eq (ps_cost_get (p, neg)->klass, PS_COST_ELEMENTWISE);
+  PsCostCounts tp = ps_cost_computation (p, m->entry);
+  ck_assert_uint_eq (tp.read_bytes + tp.write_bytes, 4 * 12288 + 2 * 8192);
+  /* the copy of neg is work done twice */
+  ck_assert_uint_eq (tx.vector_ops, tp.vector_ops + 1024);
+}
+END_TEST
+
+/* none: the relu of mlp_hlo stays out of the dot; producer and xla fuse it. */
+START_TEST (test_fusion_none)
+{
+  g_autoptr (PsModule) m = parse (mlp_hlo);
+  g_autoptr (PsCostAnalysis) n = analyze_with (m, PS_FUSION_NONE);
+  PsInstr *dot = ps_module_find_instr (m, "dot");
+  ck_assert (!ps_cost_get (n, dot)->fused);
+  /* dot reads 8x16 + 16x32 f32, writes 8x32 */
+  PsCostCounts fd = ps_cost_fusion (n, dot);
+  ck_assert_uint_eq (fd.read_bytes, (8 * 16 + 16 * 32) * 4);
+  ck_assert_uint_eq (fd.write_bytes, 8 * 32 * 4);
+  g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_XLA);
+  ck_assert (ps_cost_get (x, dot)->fused);
+  PsFusionMode mode;
+  ck_assert (ps_fusion_mode_parse ("producer", "--fusion", &mode, NULL) && mode == PS_FUSION_PRODUCER);
+  GError *error = NULL;
+  ck_assert (!ps_fusion_mode_parse ("all", "--fusion", &mode, &error));
+  ck_assert (strstr (error->message, "--fusion 'all'") != NULL);
+  g_error_free (error);
+}
+END_TEST
+
 START_TEST (test_cost_conv)
 {
   g_autoptr (PsModule) m = parse (
@@ -696,6 +791,8 @@ analysis_suite (void)
   TCase *tc = tcase_create ("core");
   tcase_add_test (tc, test_cost_mlp);
   tcase_add_test (tc, test_cost_input_fusion);
+  tcase_add_test (tc, test_fusion_duplicates_cheap_producers);
+  tcase_add_test (tc, test_fusion_none);
   tcase_add_test (tc, test_cost_conv);
   tcase_add_test (tc, test_cost_conv_windows);
   tcase_add_test (tc, test_cost_while);

@@ -523,7 +523,9 @@ static void
 fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
 {
   const PsComputation *comp = in->parent;
-  if (c->klass == PS_COST_ELEMENTWISE)
+  /* none keeps rule 4: an in-place update is how the buffer is written,
+   * not a fusion choice */
+  if (c->klass == PS_COST_ELEMENTWISE && a->opts.fusion != PS_FUSION_NONE)
     {
       for (int i = 0; i < in->n_operands; i++)
         {
@@ -552,7 +554,7 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
           && single_user (p) && ps_shape_is_array (p->shape) && p->opcode != PS_OP_PARAMETER)
         join_chain (a, in, p, chain, nc);
     }
-  else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1)
+  else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1 && a->opts.fusion != PS_FUSION_NONE)
     {
       PsInstr *p = in->operands[0];
       PsCost *pc = cost_of (a, p);
@@ -567,6 +569,19 @@ static uint64_t
 value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
 {
   const PsCost *c = cost_of (a, v);
+  if (c && c->duplicated)
+    {
+      uint64_t n = 0;
+      for (int i = 0; i < v->n_operands; i++)
+        {
+          gboolean again = FALSE;
+          for (int j = 0; j < i; j++)
+            again = again || v->operands[j] == v->operands[i];
+          if (!again)
+            n += value_read_bytes (a, v->operands[i]);
+        }
+      return n;
+    }
   if (c && c->klass == PS_COST_INLINED)
     {
       if (v->opcode == PS_OP_DYNAMIC_SLICE && v->n_operands >= 1)
@@ -575,6 +590,26 @@ value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
              ? value_read_bytes (a, v->operands[0]) : 0;
     }
   return bytes_of (v->shape);
+}
+
+/* Bytes a fusion reads for outside value `o` that it has not read yet
+ * (`seen`); a duplicated producer is computed inside the fusion, from its
+ * own operands, and its work is charged to the fusion's root `rc`. */
+static uint64_t
+outside_read (PsCostAnalysis *a, const PsInstr *o, GHashTable *seen, PsCost *rc, int depth)
+{
+  if (g_hash_table_contains (seen, o))
+    return 0;
+  g_hash_table_add (seen, (gpointer) o);
+  const PsCost *oc = cost_of (a, o);
+  if (!oc || !oc->duplicated || depth > 64)
+    return value_read_bytes (a, o);
+  rc->own.flops += oc->dup.flops;
+  rc->own.vector_ops += oc->dup.vector_ops;
+  uint64_t n = 0;
+  for (int i = 0; i < o->n_operands; i++)
+    n += outside_read (a, o->operands[i], seen, rc, depth + 1);
+  return n;
 }
 
 static void
@@ -607,10 +642,7 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
               read += MIN (bytes_of (m->shape), value_read_bytes (a, o));
               continue;
             }
-          if (g_hash_table_contains (seen, o))
-            continue;
-          g_hash_table_add (seen, (gpointer) o);
-          read += value_read_bytes (a, o);
+          read += outside_read (a, o, seen, rc, 0);
         }
     }
   uint64_t write;
@@ -645,10 +677,30 @@ totals_of (PsCostAnalysis *a, const PsComputation *c)
   return g_hash_table_lookup (a->totals, c);
 }
 
+/* XLA mode: the producers copied into their consumers (fusion.h), users
+ * first, so that a producer whose single user is copied goes with it. */
+static GHashTable *
+duplicated_set (const PsCostAnalysis *a, GPtrArray *order)
+{
+  GHashTable *dup = g_hash_table_new (NULL, NULL);
+  if (a->opts.fusion != PS_FUSION_XLA)
+    return dup;
+  for (guint i = order->len; i-- > 0;)
+    {
+      const PsInstr *in = g_ptr_array_index (order, i);
+      if (ps_fusion_duplicates (in)
+          || (ps_fusion_duplicable (in) && single_user (in)
+              && g_hash_table_contains (dup, g_ptr_array_index (in->users, 0))))
+        g_hash_table_add (dup, (gpointer) in);
+    }
+  return dup;
+}
+
 static gboolean
 analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **error)
 {
   g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
+  g_autoptr (GHashTable) dup = duplicated_set (a, order);
   for (guint i = 0; i < order->len; i++)
     {
       PsInstr *in = g_ptr_array_index (order, i);
@@ -656,6 +708,13 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
       c->klass = classify (in);
       c->root = c->head = in;
       own_work (in, c->klass, &c->own);
+      if (c->klass == PS_COST_ELEMENTWISE && g_hash_table_contains (dup, in))
+        {
+          c->klass = PS_COST_INLINED;
+          c->duplicated = TRUE;
+          c->dup = c->own;
+          memset (&c->own, 0, sizeof c->own);
+        }
       g_hash_table_insert (a->costs, in, c);
       GPtrArray *g = g_ptr_array_new ();
       g_ptr_array_add (g, in);
