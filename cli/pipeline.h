@@ -78,6 +78,11 @@ typedef struct {
   int n_async;                /* collectives the schedule runs asynchronously */
   int n_reverted;             /* ... made synchronous to fit the HBM budget */
   char *memory_text;          /* its report, largest holders */
+  /* The peak's breakdown, for the no-fit advice: parameters (weights,
+   * optimizer state, inputs: live throughout), temporaries, and the
+   * largest temporary buffer (its instruction's name, owned). */
+  guint64 parameter_bytes, temp_peak_bytes, largest_temp_bytes;
+  char *largest_temp;
   PsTrace *trace;             /* the lowered trace */
   PsPlatform *platform;       /* the slice's platform; sim points at it */
   PsReplayResult *sim;        /* the replay */
