@@ -288,6 +288,67 @@ START_TEST (test_errors)
 }
 END_TEST
 
+/* XLA's fusion instruction as optimized dumps print it: kind= and calls=
+ * typed, the shape inferred from the fused computation's root, printed in
+ * XLA's order (kind, then calls) as a fixed point; bad kinds, missing
+ * attributes and operand counts are located errors. */
+START_TEST (test_fusion)
+{
+  static const char text[] =
+    "HloModule f\n"
+    "%fused_computation (param_0: f32[4], param_1: f32[4]) -> f32[4] {\n"
+    "  %param_0 = f32[4]{0} parameter(0)\n"
+    "  %param_1 = f32[4]{0} parameter(1)\n"
+    "  %add = f32[4]{0} add(f32[4]{0} %param_0, f32[4]{0} %param_1)\n"
+    "  ROOT %exp = f32[4]{0} exponential(%add)\n"
+    "}\n"
+    "ENTRY %main (a: f32[4], b: f32[4]) -> f32[4] {\n"
+    "  %a = f32[4]{0} parameter(0)\n"
+    "  %b = f32[4]{0} parameter(1)\n"
+    "  ROOT %fusion = fusion(%a, %b), kind=kLoop, calls=%fused_computation, metadata={op_name=\"exp\"}\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "fusion");
+  PsInstr *f = m->entry->root;
+  ck_assert_int_eq (f->opcode, PS_OP_FUSION);
+  ck_assert_int_eq (f->fusion_kind, PS_FUSION_LOOP);
+  ck_assert_int_eq (f->n_called, 1);
+  ck_assert_str_eq (f->called[0]->name, "fused_computation");
+  g_autofree char *shape = ps_shape_to_string (f->shape, FALSE);
+  ck_assert_str_eq (shape, "f32[4]");
+  g_autofree char *p1 = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (p1, "  ROOT %fusion = f32[4]{0} fusion(%a, %b), kind=kLoop, calls=%fused_computation, "
+                         "metadata={op_name=\"exp\"}\n") != NULL, "%s", p1);
+  g_autoptr (PsModule) m2 = parse_ok (p1, "fusion2");
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (p1, p2);
+  /* the other kinds */
+  static const char *const kinds[] = { "kInput", "kOutput", "kCustom" };
+  for (gsize k = 0; k < G_N_ELEMENTS (kinds); k++)
+    {
+      g_autofree char *t = g_strdup_printf ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+                                            "ENTRY e {\n x = f32[2] parameter(0)\n"
+                                            " ROOT f = f32[2] fusion(x), kind=%s, calls=fc\n}\n", kinds[k]);
+      g_autoptr (PsModule) mk = parse_ok (t, kinds[k]);
+      ck_assert_int_eq (mk->entry->root->fusion_kind, PS_FUSION_INPUT + (int) k);
+      g_autofree char *pk = ps_hlo_print (mk, NULL);
+      g_autofree char *want = g_strdup_printf ("kind=%s, calls=%%fc", kinds[k]);
+      ck_assert_msg (strstr (pk, want) != NULL, "%s", pk);
+    }
+  parse_fails ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+               "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[2] fusion(x), kind=kFast, calls=fc\n}\n",
+               "t.hlo:7:34: unknown fusion kind 'kFast' (kLoop, kInput, kOutput, kCustom)");
+  parse_fails ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+               "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[2] fusion(x), kind=kLoop\n}\n",
+               "t.hlo:7:18: fusion 'f' needs attribute 'calls'");
+  parse_fails ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+               "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[2] fusion(x, x), kind=kLoop, calls=fc\n}\n",
+               "t.hlo:7:7: fusion 'f' passes 2 operands to 'fc', which takes 1");
+  parse_fails ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+               "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[3] fusion(x), kind=kLoop, calls=fc\n}\n",
+               "t.hlo:7:11: shape f32[3] of 'f' does not match f32[2], the shape its fusion produces");
+}
+END_TEST
+
 /* input_output_alias in XLA's three spellings, printed in its current one,
  * carried by clones; errors as HloInputOutputAliasConfig::Verify. */
 START_TEST (test_input_output_alias)
@@ -525,6 +586,7 @@ hlo_suite (void)
   tcase_add_test (tc, test_input_output_alias);
   tcase_add_test (tc, test_collectives);
   tcase_add_test (tc, test_mutations);
+  tcase_add_test (tc, test_fusion);
   suite_add_tcase (s, tc);
   TCase *tcc = tcase_create ("corpus");
   tcase_set_timeout (tcc, 600);

@@ -438,6 +438,35 @@ START_TEST (test_while_and_conditional)
 }
 END_TEST
 
+START_TEST (test_fusion)
+{
+  /* A kOutput fusion (dot) feeding a kLoop fusion (add, then max with 0)
+   * and a kInput fusion (row sums): [[1,2],[3,4]] x [[1,0],[0,-1]] =
+   * [[1,-2],[3,-4]]; + itself = [[2,-4],[6,-8]]; relu [[2,0],[6,0]];
+   * row sums [2, 6]. */
+  static const char text[] =
+    "HloModule m\n"
+    "fd {\n p0 = f32[2,2] parameter(0)\n p1 = f32[2,2] parameter(1)\n"
+    " ROOT d = f32[2,2] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"
+    "fl {\n q0 = f32[2,2] parameter(0)\n a = f32[2,2] add(q0, q0)\n z = f32[] constant(0)\n"
+    " zb = f32[2,2] broadcast(z), dimensions={}\n ROOT r = f32[2,2] maximum(a, zb)\n}\n"
+    "sum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+    "fr {\n r0 = f32[2,2] parameter(0)\n z = f32[] constant(0)\n"
+    " ROOT s = f32[2] reduce(r0, z), dimensions={1}, to_apply=sum\n}\n"
+    "ENTRY e {\n a = f32[2,2] parameter(0)\n b = f32[2,2] parameter(1)\n"
+    " d = f32[2,2] fusion(a, b), kind=kOutput, calls=fd\n"
+    " l = f32[2,2] fusion(d), kind=kLoop, calls=fl\n"
+    " ROOT s = f32[2] fusion(l), kind=kInput, calls=fr\n}\n";
+  static const int64_t d2[2] = { 2, 2 };
+  PsValue *args[2] = { arr (PS_F32, 2, d2, (const double[]) { 1, 2, 3, 4 }),
+                       arr (PS_F32, 2, d2, (const double[]) { 1, 0, 0, -1 }) };
+  PsValue *r = run1 (text, 2, args);
+  expect_values (r, 2, (const double[]) { 2, 6 });
+  ps_value_free (r);
+  free_args (2, args);
+}
+END_TEST
+
 START_TEST (test_unsupported_op_error)
 {
   PsModule *m = parse ("HloModule m\nENTRY e {\n a = f32[4] constant({1, 0, 1, 2})\n"
@@ -1067,6 +1096,7 @@ interp_suite (void)
   tcase_add_test (tc, test_reduce_variants);
   tcase_add_test (tc, test_reduce_window_and_select_and_scatter);
   tcase_add_test (tc, test_while_and_conditional);
+  tcase_add_test (tc, test_fusion);
   tcase_add_test (tc, test_unsupported_op_error);
   tcase_add_test (tc, test_work_limit);
   tcase_add_test (tc, test_bitcast_sizes_and_complex);

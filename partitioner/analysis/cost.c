@@ -37,6 +37,7 @@ slice_read_in_place (const PsInstr *in, int depth)
     {
       const PsInstr *u = g_ptr_array_index (in->users, i);
       if (u->opcode == PS_OP_TUPLE || u->opcode == PS_OP_WHILE || u->opcode == PS_OP_CALL
+          || u->opcode == PS_OP_FUSION
           || u->opcode == PS_OP_CONDITIONAL || u->opcode == PS_OP_DYNAMIC_UPDATE_SLICE)
         return FALSE;
       if ((u->opcode == PS_OP_RESHAPE || u->opcode == PS_OP_BITCAST)
@@ -89,7 +90,7 @@ classify (const PsInstr *in)
     case PS_OP_GATHER: case PS_OP_SCATTER: case PS_OP_REVERSE: case PS_OP_DYNAMIC_RESHAPE:
     case PS_OP_BITCAST_CONVERT:
       return PS_COST_DATA_MOVEMENT;
-    case PS_OP_WHILE: case PS_OP_CALL: case PS_OP_CONDITIONAL:
+    case PS_OP_WHILE: case PS_OP_CALL: case PS_OP_FUSION: case PS_OP_CONDITIONAL:
       return PS_COST_CONTROL;
     default:
       if (ps_opcode_is_collective (in->opcode))
@@ -683,7 +684,7 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
                 if (totals_of (a, in->called[k]))
                   add_counts (&c->own, totals_of (a, in->called[k]), (uint64_t) n);
             }
-          else if (in->opcode == PS_OP_CALL)
+          else if (in->opcode == PS_OP_CALL || in->opcode == PS_OP_FUSION)
             {
               if (in->n_called > 0 && totals_of (a, in->called[0]))
                 add_counts (&c->own, totals_of (a, in->called[0]), 1);

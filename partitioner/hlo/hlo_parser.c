@@ -48,6 +48,8 @@ takes_computation (PsOpcode op, const char *key)
     return op == PS_OP_SELECT_AND_SCATTER;
   if (strcmp (key, "called_computations") == 0)
     return op == PS_OP_CUSTOM_CALL;
+  if (strcmp (key, "calls") == 0)
+    return op == PS_OP_FUSION;
   return FALSE;
 }
 
@@ -56,7 +58,7 @@ is_computation_key (const char *key)
 {
   static const char *const keys[] = { "to_apply", "condition", "body", "true_computation",
                                       "false_computation", "branch_computations", "select",
-                                      "scatter", "called_computations" };
+                                      "scatter", "called_computations", "calls" };
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
     if (strcmp (key, keys[i]) == 0)
       return TRUE;
@@ -222,6 +224,20 @@ parse_attr (PsHloReader *p, PsInstr *in, Called *cl, GHashTable *seen)
     return parse_epsilon (p, in);
   if (IS ("is_stable") && op == PS_OP_SORT)
     return ps_hlo_bool (p, &in->is_stable);
+  if (IS ("kind") && op == PS_OP_FUSION)
+    {
+      ps_hlo_skip_ws (p);
+      gsize vpos = p->pos;
+      g_autofree char *k = ps_hlo_name (p, "a fusion kind");
+      if (!k)
+        return FALSE;
+      if (!ps_fusion_kind_from_name (k, &in->fusion_kind))
+        {
+          ps_hlo_error (p, vpos, PS_ERROR_PARSE, "unknown fusion kind '%s' (kLoop, kInput, kOutput, kCustom)", k);
+          return FALSE;
+        }
+      return TRUE;
+    }
   if (IS ("custom_call_target") && op == PS_OP_CUSTOM_CALL)
     return (in->custom_call_target = ps_hlo_string (p)) != NULL;
   if (IS ("custom_call_has_side_effect") && op == PS_OP_CUSTOM_CALL)
@@ -241,7 +257,7 @@ parse_attr (PsHloReader *p, PsInstr *in, Called *cl, GHashTable *seen)
       PsComputation *c = ps_hlo_computation_ref (p);
       if (!c)
         return FALSE;
-      if (IS ("to_apply")) cl->to_apply = c;
+      if (IS ("to_apply") || IS ("calls")) cl->to_apply = c;
       else if (IS ("condition")) cl->condition = c;
       else if (IS ("body")) cl->body = c;
       else if (IS ("true_computation")) cl->on_true = c;
@@ -280,7 +296,8 @@ missing_attr (const PsInstr *in, GHashTable *seen)
     { PS_OP_REDUCE_WINDOW, "to_apply" }, { PS_OP_MAP, "to_apply" },
     { PS_OP_ALL_REDUCE, "to_apply" }, { PS_OP_REDUCE_SCATTER, "to_apply" },
     { PS_OP_REDUCE_SCATTER, "dimensions" }, { PS_OP_ALL_GATHER, "dimensions" },
-    { PS_OP_CALL, "to_apply" }, { PS_OP_CALL_START, "to_apply" }, { PS_OP_SORT, "to_apply" },
+    { PS_OP_CALL, "to_apply" }, { PS_OP_CALL_START, "to_apply" },
+    { PS_OP_FUSION, "kind" }, { PS_OP_FUSION, "calls" }, { PS_OP_SORT, "to_apply" },
     { PS_OP_SELECT_AND_SCATTER, "select" }, { PS_OP_SELECT_AND_SCATTER, "scatter" },
     { PS_OP_SELECT_AND_SCATTER, "window" },
     { PS_OP_BATCH_NORM_TRAINING, "epsilon" }, { PS_OP_BATCH_NORM_TRAINING, "feature_index" },

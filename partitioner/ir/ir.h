@@ -58,7 +58,7 @@ typedef struct {
   X (DYNAMIC_SLICE, "dynamic-slice") \
   X (DYNAMIC_UPDATE_SLICE, "dynamic-update-slice") X (ERF, "erf") \
   X (EXP, "exponential") X (EXPM1, "exponential-minus-one") X (FFT, "fft") \
-  X (FLOOR, "floor") X (GATHER, "gather") \
+  X (FLOOR, "floor") X (FUSION, "fusion") X (GATHER, "gather") \
   X (GET_TUPLE_ELEMENT, "get-tuple-element") X (IMAG, "imag") \
   X (INFEED, "infeed") X (IOTA, "iota") X (IS_FINITE, "is-finite") \
   X (LOG, "log") X (LOG1P, "log-plus-one") X (LOGISTIC, "logistic") \
@@ -149,6 +149,19 @@ typedef enum {
   PS_CMP_NONE, PS_CMP_EQ, PS_CMP_NE, PS_CMP_LT, PS_CMP_LE, PS_CMP_GT, PS_CMP_GE
 } PsCompareDir;
 
+/* A fusion's kind= (XLA's HloInstruction::FusionKind): how XLA's fusion
+ * passes formed it. kLoop: elementwise ops fused into one loop; kInput: a
+ * reduction fused with its producers; kOutput: a dot or convolution fused
+ * with its consumers; kCustom: a backend-specific fusion (backend_config
+ * says which). Cost models may read it; the interpreter ignores it. */
+typedef enum {
+  PS_FUSION_NONE, PS_FUSION_LOOP, PS_FUSION_INPUT, PS_FUSION_OUTPUT, PS_FUSION_CUSTOM
+} PsFusionKind;
+
+/* "kLoop", ... ("?" for PS_FUSION_NONE); FALSE when `s` names no kind. */
+const char *ps_fusion_kind_name (PsFusionKind k);
+gboolean ps_fusion_kind_from_name (const char *s, PsFusionKind *out);
+
 typedef enum { PS_PRECISION_DEFAULT, PS_PRECISION_HIGH, PS_PRECISION_HIGHEST } PsPrecision;
 
 /* A constant's value: `n` elements of `etype` in row-major order, stored in
@@ -186,6 +199,7 @@ struct PsInstr {
   /* Called computations, in the order the opcode defines:
    *   reduce, reduce-window, scatter, sort, map, all-reduce, reduce-scatter,
    *   call, custom-call (called_computations), call-start: [to_apply]
+   *   fusion: [calls] (the fused computation)
    *   while: [condition, body]
    *   conditional: branches in order; with a pred selector [true, false]
    *   select-and-scatter: [select, scatter] */
@@ -219,6 +233,7 @@ struct PsInstr {
   PsCompareDir comparison;         /* compare "direction" */
   char *compare_type;              /* compare "type" (TOTALORDER...), or NULL */
   gboolean is_stable;              /* sort */
+  PsFusionKind fusion_kind;        /* fusion "kind" */
   /* Collectives. replica_groups: n_groups groups of group_size ids each
    * (XLA allows ragged groups; podsim requires equal sizes). */
   int n_groups, group_size;

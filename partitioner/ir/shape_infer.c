@@ -982,6 +982,7 @@ infer_unchecked (const PsInstr *in, GError **error)
     case PS_OP_CONDITIONAL:
       return root_shape_of (in, 0, error);
     case PS_OP_CALL:
+    case PS_OP_FUSION:
       return root_shape_of (in, 0, error);
     case PS_OP_AFTER_ALL:
     case PS_OP_OUTFEED:
@@ -1091,9 +1092,10 @@ check_called (const PsInstr *in, const char *file, GError **error)
                       in->name, in->n_called, in->n_operands - 1);
       break;
     case PS_OP_CALL:
+    case PS_OP_FUSION:
       if (nparams0 != in->n_operands)
-        return vfail (error, PS_ERROR_INVALID, file, in, "call '%s' passes %d operands to '%s', which takes %d",
-                      in->name, in->n_operands, in->called[0]->name, nparams0);
+        return vfail (error, PS_ERROR_INVALID, file, in, "%s '%s' passes %d operands to '%s', which takes %d",
+                      ps_opcode_name (in->opcode), in->name, in->n_operands, in->called[0]->name, nparams0);
       break;
     case PS_OP_REDUCE: case PS_OP_REDUCE_WINDOW:
       if (in->n_called == 1 && nparams0 != in->n_operands)
