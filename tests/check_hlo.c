@@ -349,6 +349,83 @@ START_TEST (test_fusion)
 }
 END_TEST
 
+/* Reads a file of tests/data/hlo/, prints it, reads the print back and
+ * checks the second print is the same. transfer full: the first print. */
+static char *
+data_fixed_point (const char *file)
+{
+  g_autofree char *rel = g_build_filename ("tests/data/hlo", file, NULL);
+  g_autofree char *path = src_path (rel);
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
+  ck_assert_msg (m != NULL, "%s: %s", file, error ? error->message : "");
+  char *p1 = ps_hlo_print (m, NULL);
+  g_autoptr (PsModule) m2 = parse_ok (p1, file);
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_msg (strcmp (p1, p2) == 0, "%s: printing is not a fixed point", file);
+  return p1;
+}
+
+/* XLA's asynchronous collectives and variadic collectives: read with their
+ * shapes checked (or inferred), printed as written, a fixed point. */
+START_TEST (test_async_and_variadic)
+{
+  g_autofree char *p = data_fixed_point ("async_collectives.hlo");
+  ck_assert (strstr (p, "all-gather-start(%param), dimensions={0}") != NULL);
+  ck_assert (strstr (p, "%rs-done = f32[4,8]{1,0} async-done(%rs-update)") != NULL);
+  /* shapes of the -done and the starts inferred */
+  g_autoptr (PsModule) m = parse_ok (
+    "HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+    "ENTRY e {\n p = f32[2] parameter(0)\n q = f32[3] parameter(1)\n"
+    " s = all-gather-start(p, q), replica_groups={{0,1}}, dimensions={0}\n"
+    " d = all-gather-done(s)\n"
+    " c = collective-permute-start(p), source_target_pairs={{0,1},{1,0}}\n"
+    " cd = collective-permute-done(c)\n"
+    " r = reduce-scatter(p, p), replica_groups={{0,1}}, dimensions={0}, to_apply=sum\n"
+    " ROOT t = tuple(d, cd, r)\n}\n", "infer");
+  g_autofree char *ts = ps_shape_to_string (m->entry->root->shape, FALSE);
+  ck_assert_str_eq (ts, "((f32[4], f32[6]), f32[2], (f32[1], f32[1]))");
+  g_autofree char *cs = ps_shape_to_string (ps_module_find_instr (m, "c")->shape, FALSE);
+  ck_assert_str_eq (cs, "(f32[2], f32[2], u32[], u32[])");
+  parse_fails ("ENTRY e {\n p = f32[2] parameter(0)\n"
+               " s = (f32[3], f32[4]) all-gather-start(p), replica_groups={{0,1}}, dimensions={0}\n"
+               " ROOT d = f32[4] all-gather-done(s)\n}\n",
+               "t.hlo:3:23: all-gather-start: the first element of its shape is f32[3], not its operands' f32[2]");
+  parse_fails ("ENTRY e {\n p = f32[2] parameter(0)\n ROOT d = f32[4] all-gather-done(p)\n}\n",
+               "t.hlo:3:18: all-gather-done takes the tuple its -start returns");
+}
+END_TEST
+
+/* A file of several modules: the first by default, any by name, and an
+ * unknown name lists those there are. */
+START_TEST (test_multiple_modules)
+{
+  static const char text[] =
+    "HloModule first\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n\n"
+    "HloModule second, num_partitions=2\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n";
+  g_autoptr (PsModule) a = parse_ok (text, "two");
+  ck_assert_str_eq (a->name, "first");
+  GError *error = NULL;
+  g_autoptr (PsModule) b = ps_hlo_parse_module (text, strlen (text), "t.hlo", "second", &error);
+  ck_assert_msg (b != NULL, "%s", error ? error->message : "");
+  ck_assert_str_eq (b->name, "second");
+  ck_assert_int_eq (b->num_partitions, 2);
+  ck_assert_str_eq (b->entry->root->name, "n");
+  PsModule *c = ps_hlo_parse_module (text, strlen (text), "t.hlo", "third", &error);
+  ck_assert_ptr_null (c);
+  ck_assert_str_eq (error->message, "t.hlo: --module third: no such module (the text has first, second)");
+  g_clear_error (&error);
+  /* errors in the second module keep the file's line numbers */
+  static const char bad[] =
+    "HloModule first\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    "HloModule second\nENTRY e {\n  ROOT p = f32[2] nope(p)\n}\n";
+  c = ps_hlo_parse_module (bad, strlen (bad), "t.hlo", "second", &error);
+  ck_assert_ptr_null (c);
+  ck_assert_str_eq (error->message, "t.hlo:7:19: unknown opcode 'nope'");
+  g_clear_error (&error);
+}
+END_TEST
+
 /* input_output_alias in XLA's three spellings, printed in its current one,
  * carried by clones; errors as HloInputOutputAliasConfig::Verify. */
 START_TEST (test_input_output_alias)
@@ -587,6 +664,8 @@ hlo_suite (void)
   tcase_add_test (tc, test_collectives);
   tcase_add_test (tc, test_mutations);
   tcase_add_test (tc, test_fusion);
+  tcase_add_test (tc, test_async_and_variadic);
+  tcase_add_test (tc, test_multiple_modules);
   suite_add_tcase (s, tc);
   TCase *tcc = tcase_create ("corpus");
   tcase_set_timeout (tcc, 600);

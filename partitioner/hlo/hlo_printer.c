@@ -116,7 +116,8 @@ static gboolean
 always_has_dimensions (PsOpcode op)
 {
   return op == PS_OP_BROADCAST || op == PS_OP_REDUCE || op == PS_OP_TRANSPOSE || op == PS_OP_CONCATENATE
-         || op == PS_OP_REVERSE || op == PS_OP_ALL_GATHER || op == PS_OP_REDUCE_SCATTER;
+         || op == PS_OP_REVERSE || op == PS_OP_ALL_GATHER || op == PS_OP_REDUCE_SCATTER
+         || op == PS_OP_ALL_GATHER_START;
 }
 
 static void
@@ -148,7 +149,7 @@ append_called (GString *out, const PsInstr *in)
     case PS_OP_CUSTOM_CALL:
       comp_list (out, "called_computations", in);
       break;
-    case PS_OP_FUSION:
+    case PS_OP_FUSION: case PS_OP_ASYNC_START: case PS_OP_ASYNC_UPDATE: case PS_OP_ASYNC_DONE:
       comp_ref (out, "calls", in->called[0]);
       break;
     default:

@@ -197,6 +197,7 @@ ps_literal_copy (const PsLiteral *l)
   gsize bytes = (gsize) l->n * (gsize) ps_etype_size_bytes (l->etype);
   if (bytes > 0)
     memcpy (c->data, l->data, bytes);
+  c->splat = l->splat;
   return c;
 }
 
