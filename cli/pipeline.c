@@ -236,7 +236,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   for (guint i = 0; i < r->info.mesh.rank; i++)
     n_devices *= r->info.mesh.dims[i];
   int cores = ps_slice_n_cores (slice);
-  if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
+  if (n_devices > cores || (n_devices < cores && !opts->idle_cores && !r->info.uses_first_cores))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
                    " devices but slice %s has %d cores%s", n_devices, slice_name, cores,
@@ -252,7 +252,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
     ps_cli_propagate_options (&popts, m, FALSE, FALSE);
   else
     ps_propagate_options_init (&popts);
-  if (!ps_propagate (m, &popts, &local))
+  if (!r->info.already_partitioned && !ps_propagate (m, &popts, &local))
     return fail_stage (&clk, error, local), NULL;
   stage_end (&clk);
 
@@ -264,7 +264,9 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   sopts.report = &report;
   if (opts->windowed_einsum)
     sopts.windowed_einsum_threshold_bytes = opts->windowed_einsum_threshold_bytes;
-  g_autoptr (PsModule) spmd = ps_spmd_partition (m, n_devices, &sopts, &local);
+  /* A per-device program from a file is lowered as it is. */
+  g_autoptr (PsModule) spmd = r->info.already_partitioned ? g_steal_pointer (&m)
+                              : ps_spmd_partition (m, n_devices, &sopts, &local);
   r->n_fallbacks = report.n_fallbacks;
   r->n_cse_removed = report.n_cse_removed;
   ps_spmd_report_clear (&report);

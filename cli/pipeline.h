@@ -50,7 +50,7 @@ typedef struct {
   gboolean memory_only;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
   PsSchedulePolicy schedule;     /* default (0): PS_SCHEDULE_XLA; async_collectives: eager */
-  PsFusionMode fusion;           /* default (0): PS_FUSION_XLA (partitioner/analysis/fusion.h) */
+  PsFusionMode fusion;           /* default (0): PS_FUSION_MODE_XLA (partitioner/analysis/fusion.h) */
   gboolean idle_cores;        /* the program may use fewer devices than the
                                * slice has cores (device d on core d); the
                                * rest idle */

@@ -154,7 +154,7 @@ START_TEST (test_fusion_duplicates_cheap_producers)
   /* xla: neg is computed inside a and inside m, each reading p0 and p1
    * (8192 B), writing 4096 B, doing 2 x 1024 vector ops; exp is a kernel
    * of its own (read 4096, write 4096) that s and d read. */
-  g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_XLA);
+  g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_MODE_XLA);
   const PsCost *cn = ps_cost_get (x, neg);
   ck_assert (cn->duplicated);
   ck_assert_int_eq (cn->klass, PS_COST_INLINED);
@@ -174,7 +174,7 @@ START_TEST (test_fusion_duplicates_cheap_producers)
   ck_assert_uint_eq (tx.read_bytes + tx.write_bytes, 4 * 12288 + 8192);
 
   /* producer (the old rule): neg has two users, so it is a kernel too */
-  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_PRODUCER);
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
   ck_assert (!ps_cost_get (p, neg)->duplicated);
   ck_assert_int_eq (ps_cost_get (p, neg)->klass, PS_COST_ELEMENTWISE);
   PsCostCounts tp = ps_cost_computation (p, m->entry);
@@ -188,17 +188,17 @@ END_TEST
 START_TEST (test_fusion_none)
 {
   g_autoptr (PsModule) m = parse (mlp_hlo);
-  g_autoptr (PsCostAnalysis) n = analyze_with (m, PS_FUSION_NONE);
+  g_autoptr (PsCostAnalysis) n = analyze_with (m, PS_FUSION_MODE_NONE);
   PsInstr *dot = ps_module_find_instr (m, "dot");
   ck_assert (!ps_cost_get (n, dot)->fused);
   /* dot reads 8x16 + 16x32 f32, writes 8x32 */
   PsCostCounts fd = ps_cost_fusion (n, dot);
   ck_assert_uint_eq (fd.read_bytes, (8 * 16 + 16 * 32) * 4);
   ck_assert_uint_eq (fd.write_bytes, 8 * 32 * 4);
-  g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_XLA);
+  g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_MODE_XLA);
   ck_assert (ps_cost_get (x, dot)->fused);
   PsFusionMode mode;
-  ck_assert (ps_fusion_mode_parse ("producer", "--fusion", &mode, NULL) && mode == PS_FUSION_PRODUCER);
+  ck_assert (ps_fusion_mode_parse ("producer", "--fusion", &mode, NULL) && mode == PS_FUSION_MODE_PRODUCER);
   GError *error = NULL;
   ck_assert (!ps_fusion_mode_parse ("all", "--fusion", &mode, &error));
   ck_assert (strstr (error->message, "--fusion 'all'") != NULL);

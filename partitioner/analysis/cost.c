@@ -37,6 +37,7 @@ slice_read_in_place (const PsInstr *in, int depth)
     {
       const PsInstr *u = g_ptr_array_index (in->users, i);
       if (u->opcode == PS_OP_TUPLE || u->opcode == PS_OP_WHILE || u->opcode == PS_OP_CALL
+          || u->opcode == PS_OP_FUSION
           || u->opcode == PS_OP_CONDITIONAL || u->opcode == PS_OP_DYNAMIC_UPDATE_SLICE)
         return FALSE;
       if ((u->opcode == PS_OP_RESHAPE || u->opcode == PS_OP_BITCAST)
@@ -89,7 +90,7 @@ classify (const PsInstr *in)
     case PS_OP_GATHER: case PS_OP_SCATTER: case PS_OP_REVERSE: case PS_OP_DYNAMIC_RESHAPE:
     case PS_OP_BITCAST_CONVERT:
       return PS_COST_DATA_MOVEMENT;
-    case PS_OP_WHILE: case PS_OP_CALL: case PS_OP_CONDITIONAL:
+    case PS_OP_WHILE: case PS_OP_CALL: case PS_OP_FUSION: case PS_OP_CONDITIONAL:
       return PS_COST_CONTROL;
     default:
       if (ps_opcode_is_collective (in->opcode))
@@ -525,7 +526,7 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
   const PsComputation *comp = in->parent;
   /* none keeps rule 4: an in-place update is how the buffer is written,
    * not a fusion choice */
-  if (c->klass == PS_COST_ELEMENTWISE && a->opts.fusion != PS_FUSION_NONE)
+  if (c->klass == PS_COST_ELEMENTWISE && a->opts.fusion != PS_FUSION_MODE_NONE)
     {
       for (int i = 0; i < in->n_operands; i++)
         {
@@ -554,7 +555,7 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
           && single_user (p) && ps_shape_is_array (p->shape) && p->opcode != PS_OP_PARAMETER)
         join_chain (a, in, p, chain, nc);
     }
-  else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1 && a->opts.fusion != PS_FUSION_NONE)
+  else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1 && a->opts.fusion != PS_FUSION_MODE_NONE)
     {
       PsInstr *p = in->operands[0];
       PsCost *pc = cost_of (a, p);
@@ -683,7 +684,7 @@ static GHashTable *
 duplicated_set (const PsCostAnalysis *a, GPtrArray *order)
 {
   GHashTable *dup = g_hash_table_new (NULL, NULL);
-  if (a->opts.fusion != PS_FUSION_XLA)
+  if (a->opts.fusion != PS_FUSION_MODE_XLA)
     return dup;
   for (guint i = order->len; i-- > 0;)
     {
@@ -742,7 +743,7 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
                 if (totals_of (a, in->called[k]))
                   add_counts (&c->own, totals_of (a, in->called[k]), (uint64_t) n);
             }
-          else if (in->opcode == PS_OP_CALL)
+          else if (in->opcode == PS_OP_CALL || in->opcode == PS_OP_FUSION)
             {
               if (in->n_called > 0 && totals_of (a, in->called[0]))
                 add_counts (&c->own, totals_of (a, in->called[0]), 1);

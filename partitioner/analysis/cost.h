@@ -19,8 +19,8 @@
  *     counters and conditions, offsets: the TensorCore's scalar unit
  *     computes them alongside the vector and matrix units).
  *
- * Fusion rule (what pays HBM traffic; opts->fusion PS_FUSION_PRODUCER is
- * rules 1-4, PS_FUSION_XLA adds 5, PS_FUSION_NONE keeps only rule 1):
+ * Fusion rule (what pays HBM traffic; opts->fusion PS_FUSION_MODE_PRODUCER is
+ * rules 1-4, PS_FUSION_MODE_XLA adds 5, PS_FUSION_MODE_NONE keeps only rule 1):
  *   1. broadcast and iota are fused into every consumer: they write
  *      nothing, and a consumer reading them reads the broadcast's operand
  *      (iota: nothing) instead. So is a dynamic-slice whose users (through
@@ -110,7 +110,7 @@ typedef struct PsCostAnalysis PsCostAnalysis;
 
 /* Options: trip count to assume for a while loop whose count cannot be
  * found (0 = such a loop is an error); the fusion rules (fusion.h;
- * default, 0: PS_FUSION_XLA). */
+ * default, 0: PS_FUSION_MODE_XLA). */
 typedef struct {
   int64_t default_trip_count;
   PsFusionMode fusion;

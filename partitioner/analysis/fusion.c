@@ -9,8 +9,8 @@ ps_fusion_mode_name (PsFusionMode m)
 {
   switch (m)
     {
-    case PS_FUSION_PRODUCER: return "producer";
-    case PS_FUSION_NONE: return "none";
+    case PS_FUSION_MODE_PRODUCER: return "producer";
+    case PS_FUSION_MODE_NONE: return "none";
     default: return "xla";
     }
 }
@@ -18,7 +18,7 @@ ps_fusion_mode_name (PsFusionMode m)
 gboolean
 ps_fusion_mode_parse (const char *name, const char *what, PsFusionMode *out, GError **error)
 {
-  static const PsFusionMode modes[] = { PS_FUSION_XLA, PS_FUSION_PRODUCER, PS_FUSION_NONE };
+  static const PsFusionMode modes[] = { PS_FUSION_MODE_XLA, PS_FUSION_MODE_PRODUCER, PS_FUSION_MODE_NONE };
   for (guint i = 0; name && i < G_N_ELEMENTS (modes); i++)
     if (g_ascii_strcasecmp (name, ps_fusion_mode_name (modes[i])) == 0)
       {

@@ -7,13 +7,13 @@
  *
  * Three modes, selectable for comparisons (`--fusion` of podsim run, the
  * model files' [options] fusion key):
- *   - PS_FUSION_XLA (the default): producer-consumer fusion into a
+ *   - PS_FUSION_MODE_XLA (the default): producer-consumer fusion into a
  *     single user, plus duplication of cheap producers into every
  *     consumer when all of them can fuse it (XLA's may_duplicate with
  *     IsExpensive and "fusible on all paths").
- *   - PS_FUSION_PRODUCER: podsim's rule before issue 21: an elementwise
+ *   - PS_FUSION_MODE_PRODUCER: podsim's rule before issue 21: an elementwise
  *     op joins its producer only when it is that producer's single user.
- *   - PS_FUSION_NONE: every op is a kernel of its own (broadcast, iota and
+ *   - PS_FUSION_MODE_NONE: every op is a kernel of its own (broadcast, iota and
  *     slices read in place are still folded into their consumers: they
  *     are never kernels).
  *
@@ -29,9 +29,9 @@
 G_BEGIN_DECLS
 
 typedef enum {
-  PS_FUSION_XLA = 0,
-  PS_FUSION_PRODUCER,
-  PS_FUSION_NONE,
+  PS_FUSION_MODE_XLA = 0,
+  PS_FUSION_MODE_PRODUCER,
+  PS_FUSION_MODE_NONE,
 } PsFusionMode;
 
 const char *ps_fusion_mode_name (PsFusionMode m);            /* "xla", "producer", "none" */

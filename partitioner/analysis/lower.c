@@ -562,7 +562,7 @@ lower_instr (Lower *l, const PsInstr *in)
           lower_computation (l, in->called[1]);
           ps_trace_add_end_loop (l->trace);
         }
-      else if (in->opcode == PS_OP_CALL)
+      else if (in->opcode == PS_OP_CALL || in->opcode == PS_OP_FUSION)
         {
           if (in->n_called > 0)
             lower_computation (l, in->called[0]);

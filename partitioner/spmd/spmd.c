@@ -604,7 +604,7 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
     case PS_OP_GET_TUPLE_ELEMENT: return handle_gte (c, in);
     case PS_OP_WHILE: return handle_while (c, in, target);
     case PS_OP_CONDITIONAL:
-    case PS_OP_CALL: return handle_call_like (c, in, target);
+    case PS_OP_CALL: case PS_OP_FUSION: return handle_call_like (c, in, target);
     case PS_OP_CUSTOM_CALL: return handle_custom_call (c, in, target);
     case PS_OP_COPY:
       if (target->kind == PS_SHARDING_TUPLE)
