@@ -206,6 +206,82 @@ START_TEST (test_fusion_none)
 }
 END_TEST
 
+/* A module read already fused (an HLO dump after XLA's optimizations):
+ * each fusion instruction is one kernel, and podsim fuses nothing more. */
+static const char *fused_hlo =
+  "HloModule jit_step\n"
+  "fused_add_tanh {\n"
+  "  param_0 = f32[8,4] parameter(0)\n"
+  "  param_1 = f32[8,4] parameter(1)\n"
+  "  add.0 = f32[8,4] add(param_0, param_1)\n"
+  "  ROOT tanh.0 = f32[8,4] tanh(add.0)\n"
+  "}\n"
+  "fused_dot {\n"
+  "  p0 = f32[8,16] parameter(0)\n"
+  "  p1 = f32[16,4] parameter(1)\n"
+  "  ROOT dot.1 = f32[8,4] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "}\n"
+  "add_f32 {\n"
+  "  x = f32[] parameter(0)\n"
+  "  y = f32[] parameter(1)\n"
+  "  ROOT s = f32[] add(x, y)\n"
+  "}\n"
+  "fused_reduce {\n"
+  "  q0 = f32[8,4] parameter(0)\n"
+  "  zero = f32[] constant(0)\n"
+  "  ROOT r = f32[8] reduce(q0, zero), dimensions={1}, to_apply=add_f32\n"
+  "}\n"
+  "ENTRY main {\n"
+  "  a = f32[8,16] parameter(0)\n"
+  "  b = f32[16,4] parameter(1)\n"
+  "  dot_fusion = f32[8,4] fusion(a, b), kind=kOutput, calls=fused_dot\n"
+  "  neg = f32[8,4] negate(dot_fusion)\n"
+  "  loop_fusion = f32[8,4] fusion(neg, dot_fusion), kind=kLoop, calls=fused_add_tanh\n"
+  "  input_fusion = f32[8] fusion(loop_fusion), kind=kInput, calls=fused_reduce\n"
+  "  ROOT t = (f32[8,4], f32[8]) tuple(loop_fusion, input_fusion)\n"
+  "}\n";
+
+START_TEST (test_fusion_from_file)
+{
+  g_autoptr (PsModule) m = parse (fused_hlo);
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
+  ck_assert (ps_cost_prefused (a));
+  PsInstr *df = ps_module_find_instr (m, "dot_fusion"), *lf = ps_module_find_instr (m, "loop_fusion");
+  PsInstr *in = ps_module_find_instr (m, "input_fusion"), *neg = ps_module_find_instr (m, "neg");
+  /* the dot kernel: 2 x 8 x 4 x 16 FLOPs, reads 8x16 + 16x4 f32, writes 8x4 */
+  const PsCost *cd = ps_cost_get (a, df);
+  ck_assert_int_eq (cd->klass, PS_COST_MATMUL);
+  ck_assert (!cd->fused);
+  ck_assert_ptr_eq (ps_cost_mxu_op (df), ps_module_find_instr (m, "dot.1"));
+  PsCostCounts fd = ps_cost_fusion (a, df);
+  ck_assert_uint_eq (fd.flops, 1024);
+  ck_assert_uint_eq (fd.read_bytes, (8 * 16 + 16 * 4) * 4);
+  ck_assert_uint_eq (fd.write_bytes, 8 * 4 * 4);
+  /* neg is an unfused op of the dump: its own kernel, not joined into the
+   * dot's (the xla rules would duplicate it into the loop fusion) */
+  ck_assert (!ps_cost_get (a, neg)->fused && !ps_cost_get (a, neg)->duplicated);
+  ck_assert_uint_eq (ps_cost_fusion (a, neg).read_bytes, 128);
+  /* add + tanh over 32 elements, reading neg and dot_fusion */
+  PsCostCounts fl = ps_cost_fusion (a, lf);
+  ck_assert_int_eq (ps_cost_get (a, lf)->klass, PS_COST_ELEMENTWISE);
+  ck_assert_uint_eq (fl.vector_ops, 64);
+  ck_assert_uint_eq (fl.read_bytes, 256);
+  ck_assert_uint_eq (fl.write_bytes, 128);
+  PsCostCounts fr = ps_cost_fusion (a, in);
+  ck_assert_int_eq (ps_cost_get (a, in)->klass, PS_COST_REDUCE);
+  ck_assert_uint_eq (fr.read_bytes, 128);
+  ck_assert_uint_eq (fr.write_bytes, 32);
+  /* lowering: three kernels and neg, the dot's with its MXU dims */
+  GError *error = NULL;
+  g_autoptr (PsMemoryReport) mr = ps_memory_analyze (m, a, &error);
+  ck_assert_msg (mr != NULL, "%s", error ? error->message : "");
+  /* an unfused module is not prefused */
+  g_autoptr (PsModule) m2 = parse (mlp_hlo);
+  g_autoptr (PsCostAnalysis) a2 = analyze_with (m2, PS_FUSION_MODE_XLA);
+  ck_assert (!ps_cost_prefused (a2));
+}
+END_TEST
+
 START_TEST (test_cost_conv)
 {
   g_autoptr (PsModule) m = parse (
@@ -793,6 +869,7 @@ analysis_suite (void)
   tcase_add_test (tc, test_cost_input_fusion);
   tcase_add_test (tc, test_fusion_duplicates_cheap_producers);
   tcase_add_test (tc, test_fusion_none);
+  tcase_add_test (tc, test_fusion_from_file);
   tcase_add_test (tc, test_cost_conv);
   tcase_add_test (tc, test_cost_conv_windows);
   tcase_add_test (tc, test_cost_while);

@@ -47,3 +47,6 @@ fuzz-property: tests/spmd_property
 # gradient accumulation: peak HBM against the microbatch count (issue 21)
 TESTS += tests/run_microbatches.sh
 EXTRA_DIST += tests/run_microbatches.sh
+# an HLO dump after XLA's optimizations costed with its own fusions (issue 21)
+TESTS += tests/run_fused_hlo.sh
+EXTRA_DIST += tests/run_fused_hlo.sh

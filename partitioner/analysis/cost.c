@@ -13,6 +13,7 @@ struct PsCostAnalysis {
   GHashTable *costs;       /* PsInstr* -> PsCost* (owned) */
   GHashTable *members;     /* root PsInstr* -> GPtrArray of members (owned) */
   GHashTable *totals;      /* PsComputation* -> PsCostCounts* (owned) */
+  gboolean prefused;       /* the module came fused (fusion instructions) */
 };
 
 void
@@ -63,6 +64,59 @@ scalar_unit_op (const PsInstr *in)
              || in->opcode == PS_OP_CONVERT);
 }
 
+static PsCostClass classify (const PsInstr *in);
+
+/* A fusion instruction read from a file (XLA's own fusion decision) is one
+ * kernel: of the kind of its most telling member (dot > convolution >
+ * reduce > data movement > other > elementwise, as the lowering ranks a
+ * fusion's members). */
+static PsCostClass
+fusion_class (const PsInstr *in)
+{
+  static const int rank[] = {
+    [PS_COST_MATMUL] = 6, [PS_COST_CONV] = 5, [PS_COST_REDUCE] = 4,
+    [PS_COST_DATA_MOVEMENT] = 3, [PS_COST_OTHER] = 2, [PS_COST_ELEMENTWISE] = 1,
+  };
+  PsCostClass best = PS_COST_ELEMENTWISE;
+  const PsComputation *c = in->n_called > 0 ? in->called[0] : NULL;
+  for (guint i = 0; c && i < c->instrs->len; i++)
+    {
+      const PsInstr *x = g_ptr_array_index (c->instrs, i);
+      if (x->opcode == PS_OP_FUSION)
+        continue;
+      PsCostClass k = classify (x);
+      if (k < G_N_ELEMENTS (rank) && rank[k] > rank[best])
+        best = k;
+    }
+  return best;
+}
+
+/* The dot or convolution of a fusion (the one with the most FLOPs: its
+ * first when several), or the instruction itself when it is not a fusion;
+ * NULL when a fusion has none. */
+const PsInstr *
+ps_cost_mxu_op (const PsInstr *in)
+{
+  if (in->opcode != PS_OP_FUSION)
+    return in->opcode == PS_OP_DOT || in->opcode == PS_OP_CONVOLUTION ? in : NULL;
+  const PsComputation *c = in->n_called > 0 ? in->called[0] : NULL;
+  const PsInstr *best = NULL;
+  int64_t best_e = -1;
+  for (guint i = 0; c && i < c->instrs->len; i++)
+    {
+      const PsInstr *x = g_ptr_array_index (c->instrs, i);
+      if (x->opcode != PS_OP_DOT && x->opcode != PS_OP_CONVOLUTION)
+        continue;
+      int64_t e = ps_shape_elements (x->shape) * MAX (ps_shape_elements (x->operands[0]->shape), 1);
+      if (e > best_e)
+        {
+          best = x;
+          best_e = e;
+        }
+    }
+  return best;
+}
+
 static PsCostClass
 classify (const PsInstr *in)
 {
@@ -90,7 +144,9 @@ classify (const PsInstr *in)
     case PS_OP_GATHER: case PS_OP_SCATTER: case PS_OP_REVERSE: case PS_OP_DYNAMIC_RESHAPE:
     case PS_OP_BITCAST_CONVERT:
       return PS_COST_DATA_MOVEMENT;
-    case PS_OP_WHILE: case PS_OP_CALL: case PS_OP_FUSION: case PS_OP_CONDITIONAL:
+    case PS_OP_FUSION:
+      return fusion_class (in);
+    case PS_OP_WHILE: case PS_OP_CALL: case PS_OP_CONDITIONAL:
       return PS_COST_CONTROL;
     default:
       if (ps_opcode_is_collective (in->opcode))
@@ -743,7 +799,7 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
                 if (totals_of (a, in->called[k]))
                   add_counts (&c->own, totals_of (a, in->called[k]), (uint64_t) n);
             }
-          else if (in->opcode == PS_OP_CALL || in->opcode == PS_OP_FUSION)
+          else if (in->opcode == PS_OP_CALL)
             {
               if (in->n_called > 0 && totals_of (a, in->called[0]))
                 add_counts (&c->own, totals_of (a, in->called[0]), 1);
@@ -762,6 +818,17 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
                 }
               if (best)
                 add_counts (&c->own, best, 1);
+            }
+        }
+      else if (in->opcode == PS_OP_FUSION)
+        {
+          /* one kernel: the work of its body; the HBM traffic of its
+           * operands and result (fusion_traffic, as any root) */
+          const PsCostCounts *t = in->n_called > 0 ? totals_of (a, in->called[0]) : NULL;
+          if (t)
+            {
+              c->own.flops = t->flops;
+              c->own.vector_ops = t->vector_ops;
             }
         }
       else
@@ -795,6 +862,20 @@ ps_cost_analyze (const PsModule *m, const PsCostOptions *opts, GError **error)
   a->costs = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   a->members = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_ptr_array_unref);
   a->totals = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  /* A module that holds fusion instructions (a dump taken after XLA's
+   * optimizations) is costed with XLA's own fusion decisions: podsim
+   * makes none of its own (in-place updates aside). */
+  for (guint i = 0; i < m->computations->len && a->opts.fusion != PS_FUSION_MODE_NONE; i++)
+    {
+      const PsComputation *c = g_ptr_array_index (m->computations, i);
+      for (guint j = 0; j < c->instrs->len; j++)
+        if (((const PsInstr *) g_ptr_array_index (c->instrs, j))->opcode == PS_OP_FUSION)
+          {
+            a->opts.fusion = PS_FUSION_MODE_NONE;
+            a->prefused = TRUE;
+            break;
+          }
+    }
   /* callees come before callers in the module */
   for (guint i = 0; i < m->computations->len; i++)
     if (!analyze_computation (a, g_ptr_array_index (m->computations, i), error))
@@ -814,6 +895,12 @@ ps_cost_analysis_free (PsCostAnalysis *a)
   g_hash_table_unref (a->members);
   g_hash_table_unref (a->totals);
   g_free (a);
+}
+
+gboolean
+ps_cost_prefused (const PsCostAnalysis *a)
+{
+  return a->prefused;
 }
 
 const PsCost *

@@ -126,6 +126,16 @@ PsCostAnalysis *ps_cost_analyze (const PsModule *m, const PsCostOptions *opts,
 void ps_cost_analysis_free (PsCostAnalysis *a);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsCostAnalysis, ps_cost_analysis_free)
 
+/* TRUE when the module held fusion instructions (an HLO dump after XLA's
+ * optimizations): each is one kernel (the work of its body, the traffic
+ * of its operands and result), and the analysis made no fusion of its own
+ * (in-place updates aside), whatever opts->fusion asked. */
+gboolean ps_cost_prefused (const PsCostAnalysis *a);
+/* The dot or convolution whose MXU work a fusion instruction's kernel
+ * does (the largest), or `in` itself when it is a dot or convolution;
+ * NULL otherwise. transfer none. */
+const PsInstr *ps_cost_mxu_op (const PsInstr *in);
+
 /* transfer none; NULL for an instruction the analysis did not see. */
 const PsCost *ps_cost_get (const PsCostAnalysis *a, const PsInstr *instr);
 
