@@ -21,6 +21,7 @@ struct PsNetPrivate {
   int *grad_microbatch;      /* per weight: the microbatch its gradient so far ends with */
   int n_grads;               /* allocated entries of grads */
   int microbatch;            /* the microbatch being built (ps_net_microbatch) */
+  int n_microbatches;        /* of how many (1 until ps_net_microbatch says) */
   PsInstr *loss;
   int n_losses;
   PsInstr *layer_aux;        /* ps_net_layer_aux_loss, until taken */
@@ -498,6 +499,7 @@ ps_net_microbatch (PsNet *net, PsInstr *x, int u, int n)
   g_assert (n >= 1 && u >= 0 && u < n && x->shape->dims[0] % n == 0);
   int64_t size = x->shape->dims[0] / n;
   net->priv->microbatch = u;
+  net->priv->n_microbatches = n;
   return ps_net_slice_batch (net, x, u * size, size);
 }
 
@@ -536,6 +538,15 @@ ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
        * microbatch's gradient alive until then. */
       prev = ps_computation_add_instr (net->c, PS_OP_OPTIMIZATION_BARRIER, NULL,
                                        ps_shape_copy (prev->shape), 1, &prev);
+    }
+  else if (!prev && p->n_microbatches > 1)
+    {
+      /* The first microbatch adds into the zeroed accumulator, as a loop's
+       * first iteration does: the sum is a buffer of its own, not an
+       * element of the op that made the gradient (a batch-norm gradient's
+       * tuple would otherwise stay live, whole, until the next
+       * microbatch's gradient arrives). */
+      prev = ps_ad_full (net->c, g->shape, 0.0);
     }
   p->grads[i] = prev ? ps_ad_binary (net->c, PS_OP_ADD, prev, g) : g;
   p->grad_microbatch[i] = p->microbatch;
