@@ -173,19 +173,6 @@ fusible_producer (const PsInstr *p, PsCostClass k)
     }
 }
 
-/* TRUE when every use of `p` is by one instruction (it may use p twice).
- * Linear, since a value may have thousands of users. */
-static gboolean
-single_user (const PsInstr *p)
-{
-  if (p->users->len == 0)
-    return FALSE;
-  gpointer first = g_ptr_array_index (p->users, 0);
-  for (guint i = 1; i < p->users->len; i++)
-    if (g_ptr_array_index (p->users, i) != first)
-      return FALSE;
-  return TRUE;
-}
 
 static uint64_t
 bytes_of (const PsShape *s)
@@ -552,7 +539,7 @@ through_bitcasts (PsCostAnalysis *a, PsInstr *p, PsInstr **chain, int *n)
 {
   *n = 0;
   while (*n < 8 && (p->opcode == PS_OP_RESHAPE || p->opcode == PS_OP_BITCAST)
-         && p->n_operands == 1 && single_user (p) && p != p->parent->root)
+         && p->n_operands == 1 && ps_fusion_single_user (p) && p != p->parent->root)
     {
       PsCost *rc = cost_of (a, p);
       if (!rc || rc->fused)
@@ -591,7 +578,7 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
           PsInstr *p = through_bitcasts (a, in->operands[i], chain, &nc);
           PsCost *pc = cost_of (a, p);
           if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
-              || !single_user (p) || elems_of (p->shape) != elems_of (in->shape)
+              || !ps_fusion_single_user (p) || elems_of (p->shape) != elems_of (in->shape)
               || !ps_shape_is_array (p->shape))
             continue;
           join_chain (a, in, p, chain, nc);
@@ -608,14 +595,14 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
       PsInstr *p = through_bitcasts (a, in->operands[1], chain, &nc);
       PsCost *pc = cost_of (a, p);
       if (pc && !pc->fused && fusible_producer (p, pc->klass) && p != comp->root
-          && single_user (p) && ps_shape_is_array (p->shape) && p->opcode != PS_OP_PARAMETER)
+          && ps_fusion_single_user (p) && ps_shape_is_array (p->shape) && p->opcode != PS_OP_PARAMETER)
         join_chain (a, in, p, chain, nc);
     }
   else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1 && a->opts.fusion != PS_FUSION_MODE_NONE)
     {
       PsInstr *p = in->operands[0];
       PsCost *pc = cost_of (a, p);
-      if (pc && !pc->fused && p != comp->root && single_user (p)
+      if (pc && !pc->fused && p != comp->root && ps_fusion_single_user (p)
           && group_all_elementwise (a, p))
         join (a, in, p);
     }
@@ -746,7 +733,7 @@ duplicated_set (const PsCostAnalysis *a, GPtrArray *order)
     {
       const PsInstr *in = g_ptr_array_index (order, i);
       if (ps_fusion_duplicates (in)
-          || (ps_fusion_duplicable (in) && single_user (in)
+          || (ps_fusion_duplicable (in) && ps_fusion_single_user (in)
               && g_hash_table_contains (dup, g_ptr_array_index (in->users, 0))))
         g_hash_table_add (dup, (gpointer) in);
     }

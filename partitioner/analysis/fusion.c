@@ -138,9 +138,17 @@ ps_fusion_duplicates (const PsInstr *p)
    * only when it has several (one user: the producer-consumer rule) */
   if (ps_fusion_widening_convert (p))
     return TRUE;
+  return !ps_fusion_single_user (p);
+}
+
+gboolean
+ps_fusion_single_user (const PsInstr *p)
+{
+  if (p->users->len == 0)
+    return FALSE;
   gpointer first = g_ptr_array_index (p->users, 0);
   for (guint i = 1; i < p->users->len; i++)
     if (g_ptr_array_index (p->users, i) != first)
-      return TRUE;
-  return FALSE;
+      return FALSE;
+  return TRUE;
 }

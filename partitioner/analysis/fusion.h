@@ -69,6 +69,9 @@ gboolean ps_fusion_duplicates (const PsInstr *p);
  * user, then copies the fusion into the user's consumers): the cost
  * analysis applies that over the computation, consumers first. */
 gboolean ps_fusion_duplicable (const PsInstr *p);
+/* TRUE when every use of `p` is by one instruction (which may use it
+ * twice); linear, since a value may have thousands of users. */
+gboolean ps_fusion_single_user (const PsInstr *p);
 /* A convert to a wider element type (bf16 -> f32). */
 gboolean ps_fusion_widening_convert (const PsInstr *p);
 
