@@ -396,6 +396,74 @@ START_TEST (test_async_and_variadic)
 }
 END_TEST
 
+/* Inputs that are not HLO text say what they look like; XLA's splat
+ * constants and scalar broadcasts without dimensions= read and print back
+ * as written; an unbounded dim is a clear error. */
+START_TEST (test_other_formats_and_forms)
+{
+  parse_fails ("module @jit_f attributes {mhlo.num_partitions = 1 : i32} {\n}\n",
+               "t.hlo:1:1: this is MLIR text (StableHLO or MHLO: 'module @...', 'func.func'), not HLO "
+               "text; JAX prints HLO text with jax.jit(f).lower(...).as_text(dialect=\"hlo\") (doc/models.md)");
+  parse_fails ("// a comment\n  func.func @main() {\n}\n",
+               "t.hlo:2:3: this is MLIR text (StableHLO or MHLO: 'module @...', 'func.func'), not HLO "
+               "text; JAX prints HLO text with jax.jit(f).lower(...).as_text(dialect=\"hlo\") (doc/models.md)");
+  parse_fails ("name: \"jit_f\"\nentry_computation_name: \"main\"\n",
+               "t.hlo:1:1: this looks like a text protocol buffer ('name: ...'; an HloModuleProto or "
+               "HloProto?), not HLO text; XLA writes HLO text with --xla_dump_hlo_as_text (doc/models.md)");
+  parse_fails ("# RUN: hlo-opt %s\nHloModule m\n",
+               "t.hlo:1:1: a line starting with '#' (a lit test's RUN line, a script or an MLIR alias?) "
+               "is not HLO text; HLO comments are // and /* */");
+  parse_fails ("{\"hlo\": \"...\"}\n",
+               "t.hlo:1:1: this looks like JSON, not HLO text (podsim reads the text XLA prints: "
+               "'HloModule NAME' then computations)");
+  parse_fails ("ENTRY e {\n  ROOT x = f32[1,?] parameter(0)\n}\n",
+               "t.hlo:2:18: unbounded dynamic dimension '?': podsim needs every dimension's size (a "
+               "bounded one is written <=N; give the program concrete shapes when lowering it)");
+  /* a lit test's // RUN and // CHECK lines are comments */
+  g_autoptr (PsModule) lit = parse_ok ("// RUN: hlo-opt %s | FileCheck %s\nHloModule m\nENTRY e {\n"
+                                       "  ROOT p = f32[2] parameter(0)\n}\n// CHECK: parameter\n", "lit");
+  static const char forms[] =
+    "ENTRY e {\n  x = f32[] parameter(0)\n  b = f32[4,8] broadcast(x)\n  c = s8[10] constant(1)\n"
+    "  ROOT t = (f32[4,8], s8[10]) tuple(b, c)\n}\n";
+  g_autoptr (PsModule) m = parse_ok (forms, "forms");
+  PsInstr *c = ps_module_find_instr (m, "c");
+  ck_assert_int_eq (c->literal->n, 10);
+  ck_assert (c->literal->splat);
+  ck_assert_int_eq (((const int8_t *) c->literal->data)[9], 1);
+  g_autofree char *p1 = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (p1, "%c = s8[10] constant(1)\n") != NULL, "%s", p1);
+  ck_assert_msg (strstr (p1, "%b = f32[4,8] broadcast(%x), dimensions={}\n") != NULL, "%s", p1);
+  g_autoptr (PsModule) m2 = parse_ok (p1, "forms2");
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (p1, p2);
+  /* a broadcast of a non-scalar still needs its dimensions */
+  parse_fails ("ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT b = f32[4,8] broadcast(x)\n}\n",
+               "t.hlo:3:21: broadcast 'b' needs attribute 'dimensions'");
+}
+END_TEST
+
+/* The narrow element types of quantized and fp8 programs: ranges checked,
+ * fp8 values rounded to the type, printed so they read back to the same
+ * codes. */
+START_TEST (test_narrow_types)
+{
+  static const char text[] =
+    "ENTRY e {\n  a = s4[4] constant({-8, -1, 0, 7})\n  b = u4[3] constant({0, 9, 15})\n"
+    "  c = f8e4m3fn[4] constant({0.1, 448, -3.5, nan})\n  d = f8e5m2[3] constant({0.1, 57344, -inf})\n"
+    "  ROOT t = (s4[4], u4[3], f8e4m3fn[4], f8e5m2[3]) tuple(a, b, c, d)\n}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "narrow");
+  g_autofree char *p1 = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (p1, "%c = f8e4m3fn[4] constant({0.1, 448, -3.5, nan})") != NULL, "%s", p1);
+  ck_assert_msg (strstr (p1, "%d = f8e5m2[3] constant({0.09, 57344, -inf})") != NULL, "%s", p1);
+  ck_assert_int_eq (((const uint8_t *) ps_module_find_instr (m, "c")->literal->data)[0], 0x1d); /* 0.0011.101: 1.625 * 2^-4 */
+  g_autoptr (PsModule) m2 = parse_ok (p1, "narrow2");
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (p1, p2);
+  parse_fails ("ENTRY e {\n  ROOT a = s4[1] constant({8})\n}\n", "t.hlo:2:28: 8 is out of range for s4");
+  parse_fails ("ENTRY e {\n  ROOT a = u4[1] constant({16})\n}\n", "t.hlo:2:28: 16 is out of range for u4");
+}
+END_TEST
+
 /* A file of several modules: the first by default, any by name, and an
  * unknown name lists those there are. */
 START_TEST (test_multiple_modules)
@@ -666,6 +734,8 @@ hlo_suite (void)
   tcase_add_test (tc, test_fusion);
   tcase_add_test (tc, test_async_and_variadic);
   tcase_add_test (tc, test_multiple_modules);
+  tcase_add_test (tc, test_other_formats_and_forms);
+  tcase_add_test (tc, test_narrow_types);
   suite_add_tcase (s, tc);
   TCase *tcc = tcase_create ("corpus");
   tcase_set_timeout (tcc, 600);

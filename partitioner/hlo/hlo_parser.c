@@ -601,9 +601,11 @@ parse_instruction (PsHloReader *p, PsComputation *c, PsInstr **root, gsize *root
   if (!ps_opcode_from_name (p->text + p->pos, q - p->pos, &op))
     {
       /* "f31[8]" is a misspelt shape, not an opcode. */
-      const char *what = q < p->len && p->text[q] == '[' ? "element type" : "opcode";
-      ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "unknown %s '%.*s'", what, (int) MIN (q - p->pos, 60),
-                    p->text + p->pos);
+      gboolean etype = q < p->len && p->text[q] == '[';
+      ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "unknown %s '%.*s'%s", etype ? "element type" : "opcode",
+                    (int) MIN (q - p->pos, 60), p->text + p->pos,
+                    etype ? " (podsim reads pred, s4, s8, s16, s32, s64, u4, u8, u16, u32, u64, "
+                    "f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64, c128, token)" : "");
       ps_shape_free (shape);
       return FALSE;
     }
@@ -1137,6 +1139,64 @@ refuse_other_formats (PsHloReader *p)
   return !FAILED (p);
 }
 
+/* The source-location tables newer XLA prints after the computations
+ * (FileNames, FunctionNames, FileLocations, StackFrames: lines of
+ * `ID "text"` or `ID {key=value ...}`, which metadata's stack_frame_id
+ * points into). podsim keeps op_name and source_file of metadata but not
+ * these tables: they are read, checked for that form, and dropped. A
+ * computation of such a name (followed by '(' or '{') is not a table. */
+static gboolean
+at_stack_table (PsHloReader *p)
+{
+  static const char *const tables[] = { "FileNames", "FunctionNames", "FileLocations", "StackFrames" };
+  ps_hlo_skip_ws (p);
+  for (gsize k = 0; k < G_N_ELEMENTS (tables); k++)
+    if (ps_hlo_at_keyword (p, tables[k]))
+      {
+        gsize save = p->pos;
+        p->pos += strlen (tables[k]);
+        char c = ps_hlo_peek (p);
+        p->pos = save;
+        if (c != '(' && c != '{' && c != '%')
+          return TRUE;
+      }
+  return FALSE;
+}
+
+static gboolean
+skip_stack_table (PsHloReader *p)
+{
+  g_autofree char *table = ps_hlo_name (p, "a table name");
+  if (!table)
+    return FALSE;
+  while (!FAILED (p) && g_ascii_isdigit (ps_hlo_peek (p)))
+    {
+      int64_t id;
+      if (!ps_hlo_int (p, &id, "an entry id"))
+        return FALSE;
+      char c = ps_hlo_peek (p);
+      if (c == '"')
+        {
+          g_autofree char *s = ps_hlo_string (p);
+          if (!s)
+            return FALSE;
+        }
+      else if (c == '{')
+        {
+          if (!ps_hlo_skip_balanced (p))
+            return FALSE;
+        }
+      else
+        {
+          g_autofree char *found = ps_hlo_describe (p, p->pos);
+          ps_hlo_error (p, p->pos, PS_ERROR_PARSE, "%s: expected a \"string\" or {...} after entry %"
+                        G_GINT64_FORMAT ", found %s", table, id, found);
+          return FALSE;
+        }
+    }
+  return !FAILED (p);
+}
+
 /* Where each module of a text starts: offsets of "HloModule" at the start
  * of a line (after blanks), followed by a blank. */
 static GArray *
@@ -1246,7 +1306,12 @@ ps_hlo_parse_module (const char *text, gsize len, const char *filename, const ch
   PsComputation *entry = NULL;
   gsize entry_pos = 0;
   while (!FAILED (&p) && ps_hlo_peek (&p) != '\0')
-    parse_computation (&p, &entry, &entry_pos);
+    {
+      if (at_stack_table (&p))
+        skip_stack_table (&p);
+      else
+        parse_computation (&p, &entry, &entry_pos);
+    }
   if (!FAILED (&p) && p.m->computations->len == 0)
     ps_hlo_error (&p, p.pos, PS_ERROR_PARSE, "no computation in the module");
   if (!FAILED (&p))

@@ -275,7 +275,7 @@ ps_async_module_is_partitioned (const PsModule *m)
           if (in->sharding)
             sharded = TRUE;
           if (in->opcode == PS_OP_PARTITION_ID
-              || (ps_opcode_is_collective (in->opcode) && (in->channel_id != 0 || in->use_global_device_ids))
+              || ps_opcode_is_collective (in->opcode)
               || in->opcode == PS_OP_ALL_GATHER_START || in->opcode == PS_OP_ALL_REDUCE_START
               || in->opcode == PS_OP_COLLECTIVE_PERMUTE_START)
             spmd_ops = TRUE;
