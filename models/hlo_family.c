@@ -71,8 +71,9 @@ run_mesh (const PsParams *p, const PsModelTarget *t, int64_t n_default, PsTraceM
     {
       g_autofree char *text = ps_params_text (p, "mesh");
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores", ps_params_where (p, "mesh"), text, n,
-                   ps_params_str (p, "slice"), t->n_cores);
+                   " devices but slice %s has %d cores%s", ps_params_where (p, "mesh"), text, n,
+                   ps_params_str (p, "slice"), t->n_cores,
+                   n < t->n_cores ? " (--idle-cores runs it on the first cores, the rest idle)" : "");
       return FALSE;
     }
   const char *order = ps_params_str (p, "device_order");

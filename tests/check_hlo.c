@@ -436,6 +436,19 @@ START_TEST (test_other_formats_and_forms)
   g_autoptr (PsModule) m2 = parse_ok (p1, "forms2");
   g_autofree char *p2 = ps_hlo_print (m2, NULL);
   ck_assert_str_eq (p1, p2);
+  /* iota replica groups: 0..7 as [4,2], transposed, as 2 groups of 4 */
+  g_autoptr (PsModule) io = parse_ok ("s {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT z = f32[] add(x, y)\n}\n"
+                                      "ENTRY e {\n p = f32[2] parameter(0)\n ROOT a = f32[2] all-reduce(p), "
+                                      "replica_groups=[2,4]<=[4,2]T(1,0), to_apply=s\n}\n", "iota");
+  g_autofree char *iop = ps_hlo_print (io, NULL);
+  ck_assert_msg (strstr (iop, "replica_groups={{0,2,4,6},{1,3,5,7}}") != NULL, "%s", iop);
+  g_autoptr (PsModule) io1 = parse_ok ("ENTRY e {\n p = s32[4] parameter(0)\n ROOT a = s32[32] all-gather(p), "
+                                       "dimensions={0}, replica_groups=[1,8]<=[8]\n}\n", "iota1");
+  ck_assert_int_eq (io1->entry->root->group_size, 8);
+  parse_fails ("ENTRY e {\n p = s32[4] parameter(0)\n ROOT a = s32[32] all-gather(p), "
+               "dimensions={0}, replica_groups=[2,8]<=[8]\n}\n",
+               "t.hlo:3:65: iota replica groups: [G,S] must hold the 8 ids of the dims after '<=' (and T(...) "
+               "name each of those dims once)");
   /* a broadcast of a non-scalar still needs its dimensions */
   parse_fails ("ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT b = f32[4,8] broadcast(x)\n}\n",
                "t.hlo:3:21: broadcast 'b' needs attribute 'dimensions'");

@@ -74,6 +74,12 @@ expect_grep "mesh 4 (arange), slice v3-8" "$PS_TMP/out"
 sed 's/HloModule mm/HloModule mm, num_partitions=16/' "$PS_TMP/mm.hlo" >"$PS_TMP/mm16.hlo"
 expect_status 2 "$PODSIM" run "$PS_TMP/mm16.hlo"
 expect_grep "num_partitions=16 but slice v3-8 has 8 cores" "$PS_TMP/err"
+# --idle-cores places a smaller mesh on the first cores; without it the
+# error says so.
+expect_status 0 "$PODSIM" run "$PS_SRCDIR/tests/data/hlo/fusion.hlo" --mesh 2 --idle-cores
+expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+expect_status 2 "$PODSIM" run "$PS_SRCDIR/tests/data/hlo/fusion.hlo" --mesh 2
+expect_grep "(--idle-cores runs it on the first cores, the rest idle)" "$PS_TMP/err"
 # A loop whose trip count cannot be found: an error naming it, located in
 # the file, unless --trip-count gives one (run and partition alike).
 WL="$PS_SRCDIR/tests/data/hlo/while_unknown_trip.hlo"

@@ -160,6 +160,11 @@ parse_attr (PsHloReader *p, PsInstr *in, Called *cl, GHashTable *seen)
       in->has_replica_groups = TRUE;
       return ps_hlo_groups (p, &in->n_groups, &in->group_size, &in->replica_groups, 0);
     }
+  if (IS ("replica_groups") && ps_hlo_peek (p) == '[')
+    {
+      in->has_replica_groups = TRUE;
+      return ps_hlo_iota_groups (p, &in->n_groups, &in->group_size, &in->replica_groups);
+    }
   if (IS ("use_global_device_ids"))
     return ps_hlo_bool (p, &in->use_global_device_ids);
   if (IS ("source_target_pairs"))
