@@ -796,11 +796,13 @@ START_TEST (test_unsimulatable_ops_refused)
     " a = f32[4,8] parameter(0)\n b = f32[2,8,3] parameter(1)\n g = s32[2] parameter(2)\n"
     " ROOT r = f32[4,3] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
     " lhs_ragged_dims={0}, rhs_group_dims={0}\n",
+    " p = f32[2] parameter(0)\n s = (f32[2], f32[2], u32[]) copy-start(p)\n ROOT n = f32[2] negate(p)\n",
   };
   static const char *const want[] = {
     "test.hlo:3:7: g: get-dimension-size cannot be simulated",
     "test.hlo:2:7: s: rng-get-and-update-state cannot be simulated",
     "test.hlo:5:7: r: ragged-dot cannot be simulated",
+    "test.hlo:3:2: s: copy-start has no matching -done",
   };
   for (gsize i = 0; i < G_N_ELEMENTS (bodies); i++)
     {

@@ -17,6 +17,19 @@ for f in "$D"/*.hlo; do
   expect_status 0 "$PODSIM" run "$f" -q $extra
   expect_grep "step time" "$PS_TMP/out"
 done
+# StableHLO (JAX's default text) reads into the IR of the HLO text of the
+# same program, verifies and simulates.
+S="$PS_SRCDIR/tests/data/stablehlo"
+expect_status 0 "$PODSIM" hlo "$S/mlp_step.mlir"
+cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
+expect_status 0 "$PODSIM" hlo "$S/mlp_step.hlo"
+cmp -s "$PS_TMP/out" "$PS_TMP/from_mlir.hlo" || fail "mlp_step.mlir and mlp_step.hlo read differently"
+expect_status 0 "$PODSIM" verify -n 2 "$S/mlp_step.mlir"
+expect_grep "agrees on 2 devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$S/mlp_step.mlir" -q
+expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+expect_status 0 "$PODSIM" propagate "$S/mlp_step.mlir" -o "$PS_TMP/prop.hlo"
+expect_status 0 "$PODSIM" hlo "$PS_TMP/prop.hlo"
 # Single-device programs: the partitioned program agrees with the original.
 for f in fusion.hlo narrow_types.hlo several_modules.hlo; do
   expect_status 0 "$PODSIM" verify -n 2 "$D/$f"

@@ -13,6 +13,7 @@
 #include "partitioner/hlo/hlo_private.h"
 #include "partitioner/hlo/hlo_lexer.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/stablehlo.h"
 #include "partitioner/ir/async.h"
 #include "partitioner/ir/sharding.h"
 
@@ -1108,7 +1109,7 @@ parse_header (PsHloReader *p)
 /* Inputs that are not HLO text, told apart by how they begin, so the error
  * says what the file looks like instead of what token was expected. The
  * checks only fire where HLO text cannot stand (a computation is never
- * followed by ':' or '@', and HLO has no '#' comments). */
+ * followed by ':', and HLO has no '#' comments). */
 static gboolean
 refuse_other_formats (PsHloReader *p)
 {
@@ -1125,13 +1126,9 @@ refuse_other_formats (PsHloReader *p)
   while (after < left && (t[after] == ' ' || t[after] == '\t'))
     after++;
   char next = after < left ? t[after] : 0;
-  if ((w == 6 && memcmp (t, "module", 6) == 0 && (next == '@' || (left - after >= 10
-                                                                  && memcmp (t + after, "attributes", 10) == 0)))
-      || (w == 9 && memcmp (t, "func.func", 9) == 0))
-    ps_hlo_error (p, at, PS_ERROR_PARSE, "this is MLIR text (StableHLO or MHLO: 'module @...', "
-                  "'func.func'), not HLO text; JAX prints HLO text with "
-                  "jax.jit(f).lower(...).as_text(dialect=\"hlo\") (doc/models.md)");
-  else if (w > 0 && next == ':' && !(after + 1 < left && t[after + 1] == ':'))
+  /* MLIR (module @..., func.func) never gets here: the StableHLO reader
+   * takes it (ps_hlo_parse_module). */
+  if (w > 0 && next == ':' && !(after + 1 < left && t[after + 1] == ':'))
     ps_hlo_error (p, at, PS_ERROR_PARSE, "this looks like a text protocol buffer ('%.*s: ...'; an "
                   "HloModuleProto or HloProto?), not HLO text; XLA writes HLO text with "
                   "--xla_dump_hlo_as_text (doc/models.md)", (int) MIN (w, 40), t);
@@ -1253,6 +1250,9 @@ ps_hlo_parse_module (const char *text, gsize len, const char *filename, const ch
                      GError **error)
 {
   g_return_val_if_fail (text != NULL || len == 0, NULL);
+  /* JAX's default text is StableHLO (MLIR): its reader makes the same IR. */
+  if (text && ps_stablehlo_looks_like (text, len) && !memchr (text, 0, len))
+    return ps_stablehlo_parse (text, len, filename ? filename : "<hlo>", error);
   PsHloReader p = { 0 };
   p.file = filename ? filename : "<hlo>";
   p.len = len;
