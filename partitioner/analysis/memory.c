@@ -75,8 +75,8 @@ static uint64_t
 callee_temp (Ctx *ctx, const PsInstr *in)
 {
   uint64_t t = 0;
-  if (in->opcode != PS_OP_WHILE && in->opcode != PS_OP_CALL && in->opcode != PS_OP_FUSION
-      && in->opcode != PS_OP_CONDITIONAL)
+  /* a fusion is one kernel: its body's values stay on chip */
+  if (in->opcode != PS_OP_WHILE && in->opcode != PS_OP_CALL && in->opcode != PS_OP_CONDITIONAL)
     return 0;
   for (int k = 0; k < in->n_called; k++)
     t = MAX (t, comp_temp_peak (ctx, in->called[k], in->opcode == PS_OP_WHILE && k == 1));
