@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/ir/async.h"
 #include "partitioner/spmd/spmd.h"
 
 static int
@@ -42,13 +43,13 @@ fallback_summary (const PsSpmdReport *r)
 int
 ps_cmd_partition (int argc, char **argv)
 {
-  PsCliModuleOptions mod = { 0 };
+  g_auto (PsCliModuleOptions) mod = { 0 };
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
-  gint64 windowed = -1;
+  gint64 windowed = -1, trip = 0;
   gboolean bidi = FALSE;
   GOptionEntry entries[] = {
-    { 0 }, { 0 }, { 0 },       /* ps_cli_module_entries */
+    { 0 }, { 0 }, { 0 }, { 0 }, /* ps_cli_module_entries */
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out_path,
       "Write the SPMD program to FILE (atomically) instead of standard output", "FILE" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path,
@@ -65,6 +66,8 @@ ps_cmd_partition (int argc, char **argv)
       "Partition a dot whose operand would be all-gathered to more than BYTES per device "
       "as a windowed einsum (one local dot per shard, the operand passed around a ring of "
       "collective-permutes); 0 windows every such dot, < 0 never (default)", "BYTES" },
+    { "trip-count", 0, 0, G_OPTION_ARG_INT64, &trip, "For --memory and --trace: iterations of a "
+      "while loop whose trip count cannot be found (default: such a loop is an error)", "N" },
     { "windowed-einsum-bidirectional", 0, 0, G_OPTION_ARG_NONE, &bidi,
       "Windowed einsums send chunks both ways around the ring (k/2 rounds instead of k-1)",
       NULL },
@@ -90,6 +93,11 @@ ps_cmd_partition (int argc, char **argv)
       goto out;
     }
   devices = mod.devices;
+  if (trip < 0)
+    {
+      status = ps_cli_failf ("--trip-count must not be negative");
+      goto out;
+    }
   if (devices < 1 || devices > PS_MAX_DEVICES)
     {
       status = ps_cli_failf ("--devices N is required and must be between 1 and %d", PS_MAX_DEVICES);
@@ -98,7 +106,14 @@ ps_cmd_partition (int argc, char **argv)
   {
     const char *path = argv[1];
     GError *error = NULL;
-    g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
+    g_autoptr (PsModule) m = ps_hlo_load (path, mod.module_name, &error);
+    if (m && ps_async_module_is_partitioned (m))
+      {
+        g_set_error (&error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s: the module is already partitioned (a per-device SPMD program: entry "
+                   "'%s', no shardings, partition-id or collectives); 'podsim run %s' "
+                   "lowers and simulates it as it is", path, m->entry->name, path);
+        g_clear_pointer (&m, ps_module_free);
+      }
     if (!m)
       {
         status = ps_cli_fail (error);
@@ -126,6 +141,7 @@ ps_cmd_partition (int argc, char **argv)
     ps_driver_options_init (&dopts);
     dopts.module = m;
     dopts.n_devices = devices;
+    dopts.default_trip_count = trip;
     dopts.to_output = mod.to_output;
     dopts.to_parameters = mod.to_parameters;
     dopts.spmd = &sopts;
@@ -139,7 +155,9 @@ ps_cmd_partition (int argc, char **argv)
     if (!r)
       {
         /* Everything that can fail runs before any output is written. */
-        if (failed == PS_STAGE_LOWER)
+        if (g_str_has_prefix (error->message, path))
+          ;
+        else if (failed == PS_STAGE_LOWER)
           g_prefix_error (&error, "%s: --trace: ", path);
         else if (failed == PS_STAGE_MEMORY)
           g_prefix_error (&error, "%s: --memory: ", path);

@@ -14,12 +14,12 @@
 int
 ps_cmd_propagate (int argc, char **argv)
 {
-  PsCliModuleOptions mod = { 0 };
+  g_auto (PsCliModuleOptions) mod = { 0 };
   gboolean mpmd = FALSE, metadata = FALSE;
   gboolean stats = FALSE;
   char *output = NULL;
   GOptionEntry entries[] = {
-    { 0 }, { 0 },              /* ps_cli_module_entries */
+    { 0 }, { 0 }, { 0 },       /* ps_cli_module_entries */
     { "mpmd", 0, 0, G_OPTION_ARG_NONE, &mpmd,
       "Non-SPMD mode (XLA's is_spmd=false): more conservative rules", NULL },
     { "metadata", 0, 0, G_OPTION_ARG_NONE, &metadata,
@@ -52,7 +52,7 @@ ps_cmd_propagate (int argc, char **argv)
       return PS_EXIT_USAGE;
     }
   GError *error = NULL;
-  g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
+  g_autoptr (PsModule) m = ps_hlo_load (argv[1], mod.module_name, &error);
   if (!m)
     return ps_cli_fail (error);
   PsPropagateOptions o;

@@ -9,6 +9,7 @@
  * error, too large to check). */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,22 +17,42 @@
 #include "driver/driver.h"
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/async.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/interp/shrink.h"
 #include "partitioner/spmd/spmd.h"
 #include "partitioner/interp/verify.h"
+
+/* --max-work takes a count as its help writes it: 2000000000, 2e9, 1.5e8. */
+static gint64 max_work_value;
+
+static gboolean
+parse_max_work (const char *name, const char *value, gpointer data, GError **error)
+{
+  (void) data;
+  char *end = NULL;
+  double v = g_ascii_strtod (value, &end);
+  if (!end || end == value || *end || !(v >= 0) || v > 4.6e18 || v != floor (v))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s %s: expected a whole number "
+                   ">= 0 such as 2000000000 or 2e9", name, value);
+      return FALSE;
+    }
+  max_work_value = (gint64) v;
+  return TRUE;
+}
 
 int
 ps_cmd_verify (int argc, char **argv)
 {
   gint64 seed = 1, max_work = 0;
   gboolean no_scale = FALSE;
-  PsCliModuleOptions mod = { 0 };
+  g_auto (PsCliModuleOptions) mod = { 0 };
   char *dump_scaled = NULL;
   GOptionEntry entries[] = {
-    { 0 }, { 0 }, { 0 },       /* ps_cli_module_entries */
+    { 0 }, { 0 }, { 0 }, { 0 }, /* ps_cli_module_entries */
     { "seed", 's', 0, G_OPTION_ARG_INT64, &seed, "Seed of the random inputs (default 1)", "S" },
-    { "max-work", 0, 0, G_OPTION_ARG_INT64, &max_work,
+    { "max-work", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_max_work,
       "Give up after this many interpreted element operations (default 2e9)", "OPS" },
     { "no-scale", 0, 0, G_OPTION_ARG_NONE, &no_scale,
       "Fail when the module is over the interpreter's limits instead of checking a scaled copy", NULL },
@@ -66,13 +87,21 @@ ps_cmd_verify (int argc, char **argv)
     {
       return ps_cli_failf ("--devices N is required and must be between 1 and %d", PS_VERIFY_MAX_DEVICES);
     }
+  max_work = max_work_value;
   if (seed < 0 || max_work < 0)
     {
       return ps_cli_failf ("--seed and --max-work must not be negative");
     }
   const char *path = argv[1];
   GError *error = NULL;
-  g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
+  g_autoptr (PsModule) m = ps_hlo_load (path, mod.module_name, &error);
+  if (m && ps_async_module_is_partitioned (m))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s: the module is already partitioned (a per-device SPMD program: entry "
+                   "'%s', no shardings, partition-id or collectives); 'podsim run %s' "
+                   "lowers and simulates it as it is", path, m->entry->name, path);
+      return ps_cli_fail (error);
+    }
   if (!m)
     return ps_cli_fail (error);
   g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);

@@ -61,9 +61,16 @@ int ps_cmd_conformance_partitioner (int argc, char **argv);
 typedef struct {
   gint64 devices;
   gboolean to_output, to_parameters;
+  char *module_name;         /* --module; g_free it */
 } PsCliModuleOptions;
-/* Writes the entries to out (with_devices: 3, else 2); returns how many. */
+/* Writes the entries to out (with_devices: 4, else 3: --devices, --to-output,
+ * --to-parameters, --module); returns how many. */
 int ps_cli_module_entries (PsCliModuleOptions *o, gboolean with_devices, GOptionEntry *out);
+/* --module NAME: which module of a file holding several (every command
+ * that reads an HLO file). */
+GOptionEntry ps_cli_module_name_entry (char **name);
+void ps_cli_module_options_clear (PsCliModuleOptions *o);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (PsCliModuleOptions, ps_cli_module_options_clear)
 /* Prints "podsim: <error message>" and returns PS_EXIT_USAGE. Frees error. */
 int ps_cli_fail (GError *error);
 /* The same for a message of the command's own: every error a command

@@ -34,7 +34,21 @@ ps_cli_module_entries (PsCliModuleOptions *o, gboolean with_devices, GOptionEntr
                               "header decides; default: keep what the file says)", NULL };
   out[k++] = (GOptionEntry) { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &o->to_parameters,
                               "Let propagation choose (or refine) the entry parameters' shardings", NULL };
+  out[k++] = ps_cli_module_name_entry (&o->module_name);
   return k;
+}
+
+void
+ps_cli_module_options_clear (PsCliModuleOptions *o)
+{
+  g_clear_pointer (&o->module_name, g_free);
+}
+
+GOptionEntry
+ps_cli_module_name_entry (char **name)
+{
+  return (GOptionEntry) { "module", 0, 0, G_OPTION_ARG_STRING, name,
+                          "Read the module NAME of a file holding several (default: the first)", "NAME" };
 }
 
 int

@@ -42,6 +42,7 @@ ps_driver_result_free (PsDriverResult *r)
   if (!r)
     return;
   g_free (r->memory_text);
+  g_free (r->largest_temp);
   g_free (r->info.mesh.devices);
   if (r->module)
     ps_module_free (r->module);
@@ -183,9 +184,34 @@ ps_driver_no_fit_error (const PsDriverResult *r, const PsHardware *hw, GError **
 {
   g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
   g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
+  g_autofree char *params = ps_format_bytes ((double) r->parameter_bytes);
+  g_autofree char *temps = ps_format_bytes ((double) r->temp_peak_bytes);
+  double over = (double) r->peak_hbm_bytes - (double) hw->hbm_bytes_per_core;
+  g_autofree char *excess = ps_format_bytes (over > 0 ? over : 0);
+  /* What would help follows from where the peak's bytes are: parameters
+   * (weights, optimizer state) only shrink by spreading them over more
+   * cores; temporaries (activations, gradients, their accumulators) by
+   * smaller microbatches, rematerialization or more cores. */
+  g_autofree char *advice = NULL;
+  if ((double) r->parameter_bytes >= (double) hw->hbm_bytes_per_core)
+    advice = g_strdup_printf ("the parameters alone take %s: only spreading the weights and "
+                              "optimizer state over more cores helps (a larger slice, or "
+                              "sharding them over more mesh axes); microbatches and remat "
+                              "shrink temporaries only", params);
+  else
+    {
+      g_autofree char *big = ps_format_bytes ((double) r->largest_temp_bytes);
+      g_autofree char *largest = r->largest_temp
+                                 ? g_strdup_printf ("; the largest is %s, %s", r->largest_temp, big)
+                                 : g_strdup ("");
+      advice = g_strdup_printf ("parameters %s, temporaries %s at the peak%s: the temporaries "
+                                "must shrink by %s (more --microbatches or --remat where the "
+                                "model has them shrink activations; more cores shrink both)",
+                                params, temps, largest, excess);
+    }
   g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
                "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
-               "(try more --microbatches, --remat or a larger slice)", peak, cap);
+               "(%s)", peak, cap, advice);
 }
 
 PsModule *
@@ -242,10 +268,12 @@ ps_driver_partition (const PsModule *m, int64_t n_devices, const PsSpmdOptions *
 
 PsSchedule *
 ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_budget_bytes,
-                    PsCostAnalysis **cost_out, GError **error)
+                    PsFusionMode fusion, int64_t default_trip_count, PsCostAnalysis **cost_out, GError **error)
 {
   PsCostOptions copts;
   ps_cost_options_init (&copts);
+  copts.default_trip_count = default_trip_count;
+  copts.fusion = fusion;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, error);
   if (!cost)
     return NULL;
@@ -258,10 +286,13 @@ ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_
 
 PsTrace *
 ps_driver_lower (const PsModule *spmd, const PsSchedule *schedule, const PsTraceMesh *mesh,
-                 int64_t n_devices, const char *program, const char *slice, GError **error)
+                 int64_t n_devices, const char *program, const char *slice, PsFusionMode fusion,
+                 int64_t default_trip_count, GError **error)
 {
   PsLowerOptions lopts;
   ps_lower_options_init (&lopts);
+  lopts.default_trip_count = default_trip_count;
+  lopts.fusion = fusion;
   lopts.program = program;
   lopts.n_devices = n_devices;
   lopts.mesh = mesh;
@@ -364,7 +395,7 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   if (slice)
     {
       int cores = ps_slice_n_cores (slice);
-      if (n_devices > cores || (n_devices < cores && !target->idle_cores))
+      if (n_devices > cores || (n_devices < cores && !target->idle_cores && !r->info.uses_first_cores))
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
                        " devices but slice %s has %d cores%s", n_devices, slice->name, cores,
@@ -378,7 +409,11 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   if (opts->dump_hlo && !dump_annotated (m, !r->info.keep_entry_shardings, opts->dump_hlo, error))
     return NULL;
 
-  if (!opts->skip_propagate)
+  int64_t trips = opts->build ? r->info.default_trip_count : opts->default_trip_count;
+  /* A per-device program from a file is lowered as it is. */
+  gboolean partitioned = r->info.already_partitioned;
+  g_return_val_if_fail (!partitioned || built, NULL);
+  if (!opts->skip_propagate && !partitioned)
     {
       stage_begin (&clk, PS_STAGE_PROPAGATE);
       if (!ps_driver_propagate (m, r->info.keep_entry_shardings, opts->to_output, opts->to_parameters,
@@ -403,7 +438,8 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   sopts.report = &r->spmd_report;
   if (target && target->windowed_einsum >= 0)
     sopts.windowed_einsum_threshold_bytes = target->windowed_einsum;
-  g_autoptr (PsModule) spmd = ps_driver_partition (m, n_devices, &sopts, &local);
+  g_autoptr (PsModule) spmd = partitioned ? g_steal_pointer (&built)
+                              : ps_driver_partition (m, n_devices, &sopts, &local);
   r->n_fallbacks = r->spmd_report.n_fallbacks;
   r->n_cse_removed = r->spmd_report.n_cse_removed;
   if (!spmd)
@@ -434,8 +470,8 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   stage_begin (&clk, PS_STAGE_MEMORY);
   g_autoptr (PsCostAnalysis) cost = NULL;
   const PsHardware *hw = target->hw;
-  g_autoptr (PsSchedule) sched = ps_driver_schedule (spmd, target->schedule, hw->hbm_bytes_per_core, &cost,
-                                                     &local);
+  g_autoptr (PsSchedule) sched = ps_driver_schedule (spmd, target->schedule, hw->hbm_bytes_per_core,
+                                                     target->fusion, trips, &cost, &local);
   if (!sched)
     return fail_stage (&clk, error, local), NULL;
   r->schedule = sched->policy;
@@ -444,6 +480,17 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   const PsMemoryReport *mem = sched->memory;
   r->peak_hbm_bytes = mem->peak_bytes;
   r->memory_text = ps_memory_report_to_string (mem, opts->memory_holders > 0 ? opts->memory_holders : 5);
+  r->parameter_bytes = mem->parameter_bytes;
+  r->temp_peak_bytes = mem->temp_peak_bytes;
+  for (guint i = 0; i < mem->holders->len && !r->largest_temp; i++)
+    {
+      const PsMemoryHolder *h = &g_array_index (mem->holders, PsMemoryHolder, i);
+      if (h->instr && h->instr->opcode != PS_OP_PARAMETER)
+        {
+          r->largest_temp = g_strdup (h->instr->name);
+          r->largest_temp_bytes = h->bytes;
+        }
+    }
   stage_end (&clk);
   r->fits = (double) mem->peak_bytes <= (double) hw->hbm_bytes_per_core;
   if ((!r->fits && !opts->lower_past_no_fit) || opts->stop_after < PS_STAGE_LOWER)
@@ -457,7 +504,7 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
 
   stage_begin (&clk, PS_STAGE_LOWER);
   r->trace = ps_driver_lower (spmd, sched, &r->info.mesh, n_devices, opts->program, slice ? slice->name : NULL,
-                              &local);
+                              target->fusion, trips, &local);
   if (!r->trace)
     return fail_stage (&clk, error, local), NULL;
   if (opts->dump_trace && !ps_trace_write (r->trace, opts->dump_trace, &local))

@@ -71,6 +71,9 @@ typedef struct {
   gboolean skip_propagate;       /* the module's shardings are complete already */
   int64_t n_devices;             /* module input: devices to partition for; a
                                   * build's comes from its mesh */
+  int64_t default_trip_count;    /* module input: iterations of a while loop whose
+                                  * trip count cannot be found (0: an error); a
+                                  * build's comes from its PsModelInfo */
 
   PsStage stop_after;            /* the last stage to run (PS_STAGE_SIMULATE: all) */
   const char *program;           /* the run's name, written to the trace */
@@ -132,6 +135,11 @@ typedef struct {
   int n_async;                /* collectives the schedule runs asynchronously */
   int n_reverted;             /* ... made synchronous to fit the HBM budget */
   char *memory_text;          /* its report, largest holders */
+  /* The peak's breakdown, for the no-fit advice: parameters (weights,
+   * optimizer state, inputs: live throughout), temporaries, and the
+   * largest temporary buffer (its instruction's name, owned). */
+  guint64 parameter_bytes, temp_peak_bytes, largest_temp_bytes;
+  char *largest_temp;
   PsTrace *trace;             /* the lowered trace */
   PsPlatform *platform;       /* the slice's platform; sim points at it */
   PsReplayResult *sim;        /* the replay */
@@ -193,14 +201,17 @@ PsModule *ps_driver_partition (const PsModule *m, int64_t n_devices, const PsSpm
  * *cost (may be NULL) gets the cost analysis it was made from, which the
  * schedule's fusions refer to (transfer full). transfer full. */
 PsSchedule *ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_budget_bytes,
-                                PsCostAnalysis **cost, GError **error);
+                                PsFusionMode fusion, int64_t default_trip_count, PsCostAnalysis **cost,
+                                GError **error);
 
 /* The step trace of an SPMD program in the schedule's order (NULL: post
  * order, collectives synchronous), over `mesh` (NULL: 1-D), named
  * `program` (NULL: the module's name), with the slice hint `slice` (may
- * be NULL). transfer full. */
+ * be NULL), its fusions and trip counts as the schedule's cost analysis
+ * had them. transfer full. */
 PsTrace *ps_driver_lower (const PsModule *spmd, const PsSchedule *schedule, const PsTraceMesh *mesh,
-                          int64_t n_devices, const char *program, const char *slice, GError **error);
+                          int64_t n_devices, const char *program, const char *slice, PsFusionMode fusion,
+                          int64_t default_trip_count, GError **error);
 
 /* Replays a trace (ps_replay_trace) in a thread of its own: see driver.c
  * for why. transfer full. */

@@ -1,7 +1,7 @@
 /* Studies of many configurations (`podsim sweep`, `podsim search`): each
  * configuration is the study's base model file plus a few settings, run as
  * its own `podsim run --config BASE --set KEY=VALUE ... --json` through the
- * process pool (cli/pool.h), and read back as one row: inputs, step time,
+ * process pool (driver/pool.h), and read back as one row: inputs, step time,
  * throughput, peak HBM, whether it fits, the error if any.
  *
  * Rows are written as CSV (a header line, then one line per row) or JSONL

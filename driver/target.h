@@ -10,7 +10,8 @@
  * The options behind it are declared by the modules that read them
  * (common/params.h specs: slice and wrap in topology/slice.h, hw in
  * topology/hardware.h, collectives and cache in sim/, schedule and
- * async_collectives in partitioner/analysis/schedule.h, windowed_einsum in
+ * async_collectives in partitioner/analysis/schedule.h, fusion in
+ * partitioner/analysis/fusion.h, windowed_einsum in
  * partitioner/spmd/spmd.h, idle_cores here); ps_target_specs() lists them
  * in model-file order and ps_target_init() hands the list to the model
  * families (models/family.h) as every family's [slice] and [options]
@@ -26,6 +27,7 @@
 
 #include "common/params.h"
 #include "models/family.h"
+#include "partitioner/analysis/fusion.h"
 #include "partitioner/analysis/schedule.h"
 #include "sim/collectives.h"
 #include "topology/hardware.h"
@@ -37,6 +39,7 @@ typedef struct {
   PsWrapMode wrap;
   PsCollAlgorithm collectives;
   PsSchedulePolicy schedule;     /* async_collectives already applied (eager) */
+  PsFusionMode fusion;           /* the cost analysis's fusion rules */
   gboolean async_collectives;    /* as set: reports say which option chose eager */
   gboolean cache;                /* replay identical collectives from a cache */
   gboolean idle_cores;           /* the program may use fewer devices than the slice has cores */

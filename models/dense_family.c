@@ -45,26 +45,43 @@ static const PsParamSpec specs[] = {
     .min = 1, .max = 1 << 24,
     PS_PARAM_FIELD (PsDenseLmConfig, vocab) },
   { .section = "model", .key = "rel_buckets", .type = PS_PARAM_INT, .def = "8",
-    .doc = "Relative-position buckets of the attention bias (32 in every published run)",
-    .min = 2, .max = 254,
+    .doc = "Relative-position buckets of the attention bias (32 in every published run; 0: none)",
+    .max = 254,
     PS_PARAM_FIELD (PsDenseLmConfig, rel_buckets) },
   { .section = "model", .key = "gated_gelu", .type = PS_PARAM_BOOL, .def = "true",
-    .doc = "Gated GELU feed-forward (the DenseLm128B runs); false: ReLU (DenseLm175B32x32)",
+    .doc = "Gated GELU feed-forward (the DenseLm128B runs); false: ReLU (DenseLm175B32x32); an alias kept for ffn = geglu",
     PS_PARAM_FIELD (PsDenseLmConfig, gated_gelu) },
+  { .section = "model", .key = "position", .type = PS_PARAM_CHOICE, .def = "relative",
+    .doc = "Positions: T5's relative bias (rel_buckets), rotary (GPT-J, Llama), a learned table (GPT-3) or none",
+    .choices = "relative|rope|learned|none" },
+  { .section = "model", .key = "block", .type = PS_PARAM_CHOICE, .def = "sequential",
+    .doc = "Block: attention then FFN, or both from one norm and summed (parallel: GPT-J, PaLM)",
+    .choices = "sequential|parallel" },
+  { .section = "model", .key = "norm", .type = PS_PARAM_CHOICE, .def = "layer",
+    .doc = "Normalisation: layer norm or RMS norm (T5, Llama)",
+    .choices = "layer|rms" },
+  { .section = "model", .key = "ffn", .type = PS_PARAM_CHOICE, .def = "geglu",
+    .doc = "Feed-forward: relu, gelu, geglu (gated GELU; with gated_gelu = false: relu) or swiglu (Llama)",
+    .choices = "relu|gelu|geglu|swiglu" },
+  { .section = "model", .key = "kv_heads", .type = PS_PARAM_INT, .def = "0",
+    .doc = "Key/value heads: 0 = heads (multi-head), 1 = multi-query, else grouped-query (divides heads)",
+    .max = 1 << 24,
+    PS_PARAM_FIELD (PsDenseLmConfig, kv_heads) },
+  { .section = "model", .key = "tie_embeddings", .type = PS_PARAM_BOOL, .def = "true",
+    .doc = "Softmax weights are the embedding's (false: a softmax weight of their own)" },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer",
     .choices = "adafactor|adam" },
   { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4",
     .doc = "Logical device mesh AxB; A*B must be the slice's core count",
-    .min = 2, .max = 2, .search = "*",
-    PS_PARAM_FIELD (PsDenseLmConfig, mesh) },
+    .min = 2, .max = 2, .search = "*" },
   { .section = "parallelism", .key = "device_order", .type = PS_PARAM_CHOICE, .def = "arange",
     .doc = "Device order of the mesh: np.arange, its transpose, or Lingvo's non-pod 2D mesh",
     .choices = "arange|arange_T|nonpod2d", .search = "*",
     PS_PARAM_FIELD (PsDenseLmConfig, device_order) },
   { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "2d",
-    .doc = "Sharding preset: 2d (the paper's), 1d (model parallel), dp (data parallel)",
-    .choices = "2d|1d|dp", .search = "*" },
+    .doc = "Sharding preset: 2d (the paper's), 1d (model parallel), dp (data parallel), megatron (tensor parallel over mesh axis 1, data over axis 0), megatron-sp (plus sequence parallelism), fsdp (weights and optimizer state over every device)",
+    .choices = "2d|1d|dp|megatron|megatron-sp|fsdp", .search = "*" },
   { .section = "parallelism", .key = "weight_update_sharding", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Shard optimizer state and the update over the data-parallel axis",
     .search = "*",
@@ -98,7 +115,16 @@ config_from (const PsParams *p, const PsModelTarget *t, PsDenseLmConfig *c)
   c->name = "dense";
   c->params = p;
   ps_params_fill (p, c);
+  c->position = ps_layer_choice (ps_position_names, ps_params_str (p, "position"));
+  c->block = ps_layer_choice (ps_block_names, ps_params_str (p, "block"));
+  c->norm = ps_layer_choice (ps_norm_names, ps_params_str (p, "norm"));
+  c->ffn = ps_layer_choice (ps_ffn_names, ps_params_str (p, "ffn"));
+  c->untied_embeddings = !ps_params_bool (p, "tie_embeddings");
   ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
+  int64_t dims[PS_PARAM_MESH_MAX_RANK];
+  ps_params_mesh (p, "mesh", dims);
+  c->mesh[0] = dims[0];
+  c->mesh[1] = dims[1];
   ps_sharding_preset_from_name (ps_params_str (p, "sharding"), &c->sharding);
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
@@ -165,13 +191,23 @@ static char *
 describe_model (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
+  g_autoptr (GString) extra = g_string_new ("");
+  const char *keys[] = { "position", "block", "norm", "ffn" }, *defs[] = { "relative", "sequential", "layer", "geglu" };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    if (strcmp (ps_params_str (p, keys[i]), defs[i]) != 0)
+      g_string_append_printf (extra, ", %s %s", keys[i], ps_params_str (p, keys[i]));
+  if (ps_params_int (p, "kv_heads") > 0)
+    g_string_append_printf (extra, ", %" G_GINT64_FORMAT " kv heads", ps_params_int (p, "kv_heads"));
+  if (!ps_params_bool (p, "tie_embeddings"))
+    g_string_append (extra, ", untied embeddings");
   return g_strdup_printf ("%d layers, M=%" G_GINT64_FORMAT " H=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
-                          " D=%" G_GINT64_FORMAT ", S=%" G_GINT64_FORMAT ", batch %" G_GINT64_FORMAT "%s",
+                          " D=%" G_GINT64_FORMAT ", S=%" G_GINT64_FORMAT ", batch %" G_GINT64_FORMAT "%s%s",
                           (int) ps_params_int (p, "layers"), ps_params_int (p, "model_dim"),
                           ps_params_int (p, "ffn_dim"), ps_params_int (p, "heads"),
                           ps_params_int (p, "head_dim"), ps_params_int (p, "seq_len"),
                           ps_params_int (p, "global_batch"),
-                          ps_params_bool (p, "gated_gelu") ? ", gated GELU" : "");
+                          ps_params_bool (p, "gated_gelu") && strcmp (ps_params_str (p, "ffn"), "geglu") == 0
+                          ? ", gated GELU" : "", extra->str);
 }
 
 static char *
@@ -196,12 +232,14 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
                           ps_params_bool (p, "unroll") ? "layers unrolled" : "layers as a loop");
 }
 
-/* 1d and dp shard over the flattened mesh: in arange order that is devices
+/* 1d, dp and fsdp shard over the flattened mesh: in arange order that is devices
  * 0..N-1 whatever the mesh's shape, so every shape is the same run. */
 static void
 canonicalize (PsParams *p, const PsModelTarget *t)
 {
-  if (strcmp (ps_params_str (p, "sharding"), "2d") == 0 || strcmp (ps_params_str (p, "device_order"), "arange") != 0)
+  const char *sh = ps_params_str (p, "sharding");
+  gboolean flat = strcmp (sh, "1d") == 0 || strcmp (sh, "dp") == 0 || strcmp (sh, "fsdp") == 0;
+  if (!flat || strcmp (ps_params_str (p, "device_order"), "arange") != 0)
     return;
   g_autofree char *mesh = g_strdup_printf ("1x%d", t->n_cores);
   ps_params_set (p, "mesh", mesh, "--mesh", NULL);

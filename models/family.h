@@ -79,6 +79,16 @@ typedef struct {
    * header allows changing them (XLA's default for a module from a file);
    * FALSE: propagation may choose the entry's shardings (built models). */
   gboolean keep_entry_shardings;
+  /* The program asks for fewer devices than the slice has cores (an HLO
+   * module's num_partitions): it runs on the first cores, the rest idle,
+   * without --idle-cores. */
+  gboolean uses_first_cores;
+  /* The program is already per device (an HLO module after XLA's SPMD
+   * partitioner): propagation and partitioning are skipped. */
+  gboolean already_partitioned;
+  /* Iterations of a while loop whose trip count cannot be found (a
+   * module's --trip-count); 0: such a loop is an error. */
+  int64_t default_trip_count;
 } PsModelInfo;
 
 struct PsModelFamily {

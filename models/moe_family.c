@@ -58,6 +58,19 @@ static const PsParamSpec specs[] = {
     .doc = "Relative-position buckets of the attention bias (0: none)",
     .max = 254,
     PS_PARAM_FIELD (PsMoeLmConfig, rel_buckets) },
+  { .section = "model", .key = "position", .type = PS_PARAM_CHOICE, .def = "relative",
+    .doc = "Positions: relative bias (rel_buckets), rotary (RoPE) or none",
+    .choices = "relative|rope|none" },
+  { .section = "model", .key = "norm", .type = PS_PARAM_CHOICE, .def = "layer",
+    .doc = "Normalisation: layer norm or RMS norm",
+    .choices = "layer|rms" },
+  { .section = "model", .key = "ffn", .type = PS_PARAM_CHOICE, .def = "relu",
+    .doc = "Feed-forward of the dense layers: relu, gelu, geglu or swiglu",
+    .choices = "relu|gelu|geglu|swiglu" },
+  { .section = "model", .key = "kv_heads", .type = PS_PARAM_INT, .def = "0",
+    .doc = "Key/value heads: 0 = heads (multi-head), 1 = multi-query, else grouped-query (divides heads)",
+    .max = 1 << 24,
+    PS_PARAM_FIELD (PsMoeLmConfig, kv_heads) },
   { .section = "model", .key = "experts", .type = PS_PARAM_INT, .def = "8",
     .doc = "Experts E per MoE layer (GShard: one per core)",
     .min = 1, .max = 1 << 24,
@@ -104,6 +117,9 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
   ps_moe_lm_config_small (c);
   c->name = "moe";
   ps_params_fill (p, c);
+  c->position = ps_layer_choice (ps_position_names, ps_params_str (p, "position"));
+  c->norm = ps_layer_choice (ps_norm_names, ps_params_str (p, "norm"));
+  c->ffn = ps_layer_choice (ps_ffn_names, ps_params_str (p, "ffn"));
   ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
   c->cores = t ? t->n_cores : 8;
   for (int i = 0; i < 3; i++)

@@ -92,11 +92,11 @@ START_TEST (test_driver_one_schedule_for_trace_and_peak)
   ck_assert (r && r->trace);
   ck_assert_uint_eq (ps_trace_get_header (r->trace)->totals.peak_bytes, r->peak_hbm_bytes);
   GError *error = NULL;
-  g_autoptr (PsSchedule) s = ps_driver_schedule (r->spmd, PS_SCHEDULE_XLA, t->hw->hbm_bytes_per_core, NULL,
+  g_autoptr (PsSchedule) s = ps_driver_schedule (r->spmd, PS_SCHEDULE_XLA, t->hw->hbm_bytes_per_core, t->fusion, 0, NULL,
                                                  &error);
   ck_assert_msg (s != NULL, "%s", error ? error->message : "");
   ck_assert_uint_eq (s->peak_bytes, r->peak_hbm_bytes);
-  g_autoptr (PsTrace) again = ps_driver_lower (r->spmd, s, NULL, 4, NULL, t->slice->name, &error);
+  g_autoptr (PsTrace) again = ps_driver_lower (r->spmd, s, NULL, 4, NULL, t->slice->name, t->fusion, 0, &error);
   ck_assert (again != NULL);
   gsize n1, n2;
   g_autofree char *a = ps_trace_to_text (r->trace, &n1), *b = ps_trace_to_text (again, &n2);

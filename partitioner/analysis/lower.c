@@ -246,6 +246,12 @@ trace_dtype (const PsShape *s)
     case PS_F64: return PS_TRACE_F64;
     case PS_C64: return PS_TRACE_C64;
     case PS_C128: return PS_TRACE_C128;
+    /* The trace has no 4-bit or fp8 types; the bytes come from the shape.
+     * TPU v3's MXU multiplies bf16 (shared/reference/tpuv3.md), so fp8
+     * operands are costed as bf16 ones would be. */
+    case PS_S4: return PS_TRACE_S8;
+    case PS_U4: return PS_TRACE_U8;
+    case PS_F8E4M3FN: case PS_F8E5M2: return PS_TRACE_BF16;
     default: return PS_TRACE_F32;
     }
 }
@@ -445,11 +451,14 @@ emit_compute (Lower *l, const PsInstr *root)
          : k == PS_COST_REDUCE ? PS_TRACE_OP_REDUCE
          : k == PS_COST_DATA_MOVEMENT ? PS_TRACE_OP_DATA_MOVEMENT
          : k == PS_COST_ELEMENTWISE ? PS_TRACE_OP_ELEMENTWISE : PS_TRACE_OP_OTHER;
-  if (k == PS_COST_MATMUL || k == PS_COST_CONV)
+  const PsInstr *mx = k == PS_COST_MATMUL || k == PS_COST_CONV ? ps_cost_mxu_op (main_op) : NULL;
+  if (mx)
     {
-      c.dtype = trace_dtype (main_op->operands[0]->shape);
-      c.precision = precision_of (main_op);
-      mxu_dims (main_op, &c);
+      /* a fusion read from a file: its dot or convolution */
+      c.op = mx->opcode == PS_OP_DOT ? PS_TRACE_OP_MATMUL : PS_TRACE_OP_CONV;
+      c.dtype = trace_dtype (mx->operands[0]->shape);
+      c.precision = precision_of (mx);
+      mxu_dims (mx, &c);
     }
   else
     c.dtype = trace_dtype (root->shape);
@@ -489,10 +498,9 @@ emit_collective (Lower *l, const PsInstr *in)
   else if ((guint64) in->n_groups * (guint64) in->group_size != h->n_devices)
     {
       if (!l->failed)
-        g_set_error (l->error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s (line %d:%d): replica "
-                     "groups {%d x %d} do not cover the %" G_GUINT64_FORMAT " devices of "
-                     "the trace", in->name, in->src_line, in->src_col, in->n_groups,
-                     in->group_size, h->n_devices);
+        ps_instr_error (l->error, PS_ERROR_UNSUPPORTED, in, "replica groups {%d x %d} do not "
+                        "cover the %" G_GUINT64_FORMAT " devices of the trace", in->n_groups,
+                        in->group_size, h->n_devices);
       l->failed = TRUE;
       return;
     }
@@ -699,6 +707,7 @@ ps_lower_module (const PsModule *m, const PsLowerOptions *opts, GError **error)
   PsCostOptions co;
   ps_cost_options_init (&co);
   co.default_trip_count = opts->default_trip_count;
+  co.fusion = opts->fusion;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (m, &co, error);
   if (!cost)
     return NULL;

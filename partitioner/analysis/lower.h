@@ -53,6 +53,8 @@ typedef struct {
   const PsTraceMesh *mesh;
   const char *slice;            /* optional hint for the simulator */
   int64_t default_trip_count;   /* while loops with no known count; 0 = error */
+  PsFusionMode fusion;          /* the cost analysis's fusion rules (default 0: XLA's);
+                                 * give the schedule's when there is one */
   gboolean memory_events;       /* default TRUE */
   gboolean async_collectives;   /* default FALSE; ignored with a schedule */
   const PsSchedule *schedule;   /* the entry's order and async collectives; borrowed; NULL:

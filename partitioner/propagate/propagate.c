@@ -249,6 +249,13 @@ process_sharding_instructions (PsModule *m, const char *src, GPtrArray *comps,
               char *name = g_strdup (i->name);
               PsInstr *copy = ps_computation_add_instr (c, PS_OP_COPY, NULL,
                                                         ps_shape_copy (i->shape), 1, &op);
+              /* In i's place, so the printed module defines it before its
+               * users (appended, it would follow the ROOT). */
+              g_ptr_array_remove_index (c->instrs, c->instrs->len - 1);
+              guint at = 0;
+              while (at < c->instrs->len && g_ptr_array_index (c->instrs, at) != i)
+                at++;
+              g_ptr_array_insert (c->instrs, (gint) at, copy);
               copy->sharding = i->sharding;
               i->sharding = NULL;
               copy->src_line = i->src_line;
@@ -423,7 +430,7 @@ related_instructions (PpCtx *c, PsInstr *i)
         if (i->called[k]->root)
           g_ptr_array_add (r, i->called[k]->root);
     }
-  else if (i->opcode == PS_OP_CALL && i->n_called > 0)
+  else if ((i->opcode == PS_OP_CALL || i->opcode == PS_OP_FUSION) && i->n_called > 0)
     {
       g_ptr_array_add (r, i);
       if (i->called[0]->root)
@@ -442,7 +449,8 @@ related_instructions (PpCtx *c, PsInstr *i)
                 break;
               }
         }
-      else if (caller && caller->opcode == PS_OP_CALL && i->parameter_number < caller->n_operands)
+      else if (caller && (caller->opcode == PS_OP_CALL || caller->opcode == PS_OP_FUSION)
+               && i->parameter_number < caller->n_operands)
         {
           g_ptr_array_add (r, i);
           g_ptr_array_add (r, caller->operands[i->parameter_number]);
@@ -480,7 +488,8 @@ computation_propagation (PpCtx *c, PsInstr *i, GPtrArray *changed, int depth)
 {
   if (depth > 64)
     return;
-  if (i->opcode == PS_OP_CONDITIONAL || i->opcode == PS_OP_WHILE || i->opcode == PS_OP_CALL)
+  if (i->opcode == PS_OP_CONDITIONAL || i->opcode == PS_OP_WHILE || i->opcode == PS_OP_CALL
+      || i->opcode == PS_OP_FUSION)
     propagate_to_related (c, i, i, changed, depth);
   if (i->opcode == PS_OP_PARAMETER || i->parent->root == i)
     {
@@ -489,7 +498,8 @@ computation_propagation (PpCtx *c, PsInstr *i, GPtrArray *changed, int depth)
         {
           propagate_to_related (c, caller, i, changed, depth);
           if (i->opcode == PS_OP_PARAMETER
-              && (caller->opcode == PS_OP_CONDITIONAL || caller->opcode == PS_OP_CALL))
+              && (caller->opcode == PS_OP_CONDITIONAL || caller->opcode == PS_OP_CALL
+                  || caller->opcode == PS_OP_FUSION))
             propagate_to_related (c, i, i, changed, depth);
         }
     }
@@ -1188,7 +1198,8 @@ link_called_computations (PpCtx *ctx, GPtrArray *comps)
 {
   FOR_EACH_INSTR (comps, c, i)
     {
-      if (i->opcode != PS_OP_WHILE && i->opcode != PS_OP_CONDITIONAL && i->opcode != PS_OP_CALL)
+      if (i->opcode != PS_OP_WHILE && i->opcode != PS_OP_CONDITIONAL && i->opcode != PS_OP_CALL
+          && i->opcode != PS_OP_FUSION)
         continue;
       GPtrArray *rel = related_instructions (ctx, i);
       PsInstr *sharded = NULL;

@@ -611,7 +611,7 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
     case PS_OP_GET_TUPLE_ELEMENT: return handle_gte (c, in);
     case PS_OP_WHILE: return handle_while (c, in, target);
     case PS_OP_CONDITIONAL:
-    case PS_OP_CALL: return handle_call_like (c, in, target);
+    case PS_OP_CALL: case PS_OP_FUSION: return handle_call_like (c, in, target);
     case PS_OP_CUSTOM_CALL: return handle_custom_call (c, in, target);
     case PS_OP_COPY:
       if (target->kind == PS_SHARDING_TUPLE)
@@ -637,6 +637,11 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
     case PS_OP_BITCAST_CONVERT: return sp_handle_bitcast_convert (c, in);
     case PS_OP_BATCH_NORM_TRAINING: case PS_OP_BATCH_NORM_INFERENCE: case PS_OP_BATCH_NORM_GRAD:
       return sp_handle_batch_norm (c, in);
+    case PS_OP_OPTIMIZATION_BARRIER:
+      /* one array through the barrier: its shards, as an identity */
+      if (ps_shape_is_array (in->shape) && in->n_operands == 1)
+        return handle_elementwise (c, in, target);
+      break;
     default:
       break;
     }
@@ -822,6 +827,8 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
   m.next_channel = 1;
   m.out = ps_module_new (sharded->name);
   m.out->num_partitions = num_devices;
+  /* Errors of later stages (memory, lowering) name the file it came from. */
+  m.out->source_name = g_strdup (sharded->source_name);
   /* Every device's program keeps the entry's parameters and results, so
    * the donations stay the same. */
   ps_module_copy_aliases (m.out, sharded);

@@ -1,0 +1,163 @@
+/* The encoder-decoder Transformer as a model family (`podsim run encdec`):
+ * its parameters (the fields of PsEncDecConfig), their defaults (the small
+ * test model on a 2x4 mesh of v3-8) and the adaptor to the builder.
+ * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). */
+#include "config.h"
+
+#include <string.h>
+
+#include "common/error.h"
+#include "models/encdec.h"
+#include "models/family.h"
+
+static const PsParamSpec specs[] = {
+  { .section = "model", .key = "enc_layers", .type = PS_PARAM_INT, .def = "2",
+    .doc = "Encoder layers",
+    .min = 1, .max = 1024,
+    PS_PARAM_FIELD (PsEncDecConfig, enc_layers) },
+  { .section = "model", .key = "dec_layers", .type = PS_PARAM_INT, .def = "2",
+    .doc = "Decoder layers",
+    .min = 1, .max = 1024,
+    PS_PARAM_FIELD (PsEncDecConfig, dec_layers) },
+  { .section = "model", .key = "model_dim", .type = PS_PARAM_INT, .def = "16",
+    .doc = "Model dim M",
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, model_dim) },
+  { .section = "model", .key = "ffn_dim", .type = PS_PARAM_INT, .def = "32",
+    .doc = "Feed-forward dim H",
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, ffn_dim) },
+  { .section = "model", .key = "heads", .type = PS_PARAM_INT, .def = "4",
+    .doc = "Attention heads N",
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, heads) },
+  { .section = "model", .key = "head_dim", .type = PS_PARAM_INT, .def = "4",
+    .doc = "Attention head dim D",
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, head_dim) },
+  { .section = "model", .key = "kv_heads", .type = PS_PARAM_INT, .def = "0",
+    .doc = "Key/value heads: 0 = heads (multi-head), 1 = multi-query, else grouped-query (divides heads)",
+    .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, kv_heads) },
+  { .section = "model", .key = "src_len", .type = PS_PARAM_INT, .def = "8",
+    .doc = "Source (encoder) length",
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, src_len) },
+  { .section = "model", .key = "tgt_len", .type = PS_PARAM_INT, .def = "4",
+    .doc = "Target (decoder) length",
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, tgt_len) },
+  { .section = "model", .key = "global_batch", .type = PS_PARAM_INT, .def = "8",
+    .doc = "Global batch B (sequence pairs per step)",
+    .min = 1, .max = 1 << 24, .option = "batch",
+    PS_PARAM_FIELD (PsEncDecConfig, global_batch) },
+  { .section = "model", .key = "vocab", .type = PS_PARAM_INT, .def = "64",
+    .doc = "Vocabulary size V (shared by source and target)",
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, vocab) },
+  { .section = "model", .key = "rel_buckets", .type = PS_PARAM_INT, .def = "8",
+    .doc = "Relative-position buckets (T5: 32; bidirectional in the encoder, causal in the decoder; 0: none)",
+    .max = 254,
+    PS_PARAM_FIELD (PsEncDecConfig, rel_buckets) },
+  { .section = "model", .key = "position", .type = PS_PARAM_CHOICE, .def = "relative",
+    .doc = "Positions: relative bias, rotary or none",
+    .choices = "relative|rope|none" },
+  { .section = "model", .key = "norm", .type = PS_PARAM_CHOICE, .def = "rms",
+    .doc = "Normalisation: RMS norm (T5) or layer norm",
+    .choices = "layer|rms" },
+  { .section = "model", .key = "ffn", .type = PS_PARAM_CHOICE, .def = "geglu",
+    .doc = "Feed-forward: relu (T5 v1.0), gelu, geglu (T5 v1.1), swiglu",
+    .choices = "relu|gelu|geglu|swiglu" },
+  { .section = "model", .key = "tie_embeddings", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Softmax weights are the embedding's (T5 v1.0); false: their own (T5 v1.1)" },
+  { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
+    .doc = "Optimizer (T5: Adafactor)",
+    .choices = "adafactor|adam" },
+  { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4",
+    .doc = "Logical device mesh AxB (arange order); A*B must be the slice's core count",
+    .min = 2, .max = 2, .search = "*" },
+  { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "2d",
+    .doc = "Sharding preset, as in the dense family: 2d, 1d, dp, megatron, megatron-sp, fsdp",
+    .choices = "2d|1d|dp|megatron|megatron-sp|fsdp", .search = "*" },
+  { .section = "parallelism", .key = "weight_update_sharding", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Shard optimizer state and the update over the data-parallel axis",
+    .search = "*",
+    PS_PARAM_FIELD (PsEncDecConfig, weight_update_sharding) },
+};
+
+static void
+config_from (const PsParams *p, PsEncDecConfig *c)
+{
+  ps_encdec_config_small (c);
+  c->params = p;
+  ps_params_fill (p, c);
+  c->position = ps_layer_choice (ps_position_names, ps_params_str (p, "position"));
+  c->norm = ps_layer_choice (ps_norm_names, ps_params_str (p, "norm"));
+  c->ffn = ps_layer_choice (ps_ffn_names, ps_params_str (p, "ffn"));
+  c->untied_embeddings = !ps_params_bool (p, "tie_embeddings");
+  ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
+  int64_t dims[PS_PARAM_MESH_MAX_RANK];
+  ps_params_mesh (p, "mesh", dims);
+  c->mesh[0] = dims[0];
+  c->mesh[1] = dims[1];
+  ps_sharding_preset_from_name (ps_params_str (p, "sharding"), &c->sharding);
+}
+
+static gboolean
+check (const PsParams *p, const PsModelTarget *t, GError **error)
+{
+  PsEncDecConfig c;
+  config_from (p, &c);
+  if (!ps_encdec_check (&c, error))
+    return FALSE;
+  g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, ps_params_where (p, "mesh"),
+                                           c.mesh[0], c.mesh[1]);
+  return ps_params_check_devices (p, t, c.mesh[0] * c.mesh[1], what, error);
+}
+
+static PsModule *
+build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **error)
+{
+  (void) t;
+  PsEncDecConfig c;
+  config_from (p, &c);
+  return ps_encdec_build (&c, info, error);
+}
+
+static char *
+describe_model (const PsParams *p, const PsModelInfo *info)
+{
+  (void) info;
+  return g_strdup_printf ("%d + %d layers, M=%" G_GINT64_FORMAT " H=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
+                          " D=%" G_GINT64_FORMAT ", source %" G_GINT64_FORMAT ", target %" G_GINT64_FORMAT
+                          ", batch %" G_GINT64_FORMAT ", %s norm, %s, positions %s",
+                          (int) ps_params_int (p, "enc_layers"), (int) ps_params_int (p, "dec_layers"),
+                          ps_params_int (p, "model_dim"), ps_params_int (p, "ffn_dim"), ps_params_int (p, "heads"),
+                          ps_params_int (p, "head_dim"), ps_params_int (p, "src_len"), ps_params_int (p, "tgt_len"),
+                          ps_params_int (p, "global_batch"), ps_params_str (p, "norm"), ps_params_str (p, "ffn"),
+                          ps_params_str (p, "position"));
+}
+
+static char *
+describe_parallelism (const PsParams *p, const PsModelInfo *info)
+{
+  (void) info;
+  g_autofree char *mesh = ps_params_text (p, "mesh");
+  return g_strdup_printf ("%s sharding%s on mesh %s, slice %s; %s, whole-step backward (no remat)",
+                          ps_params_str (p, "sharding"),
+                          ps_params_bool (p, "weight_update_sharding") ? " + weight-update sharding" : "", mesh,
+                          ps_params_str (p, "slice"), ps_params_str (p, "optimizer"));
+}
+
+const PsModelFamily ps_encdec_family = {
+  .name = "encdec",
+  .summary = "The encoder-decoder Transformer (T5), with cross-attention and the dense family's block options",
+  .doc = "doc/models.md",
+  .item_unit = "tokens",      /* target tokens (doc/models.md) */
+  .specs = specs,
+  .n_specs = G_N_ELEMENTS (specs),
+  .check = check,
+  .build = build,
+  .describe_model = describe_model,
+  .describe_parallelism = describe_parallelism,
+};
