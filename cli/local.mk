@@ -44,3 +44,5 @@ check_PROGRAMS += tests/png_stats
 tests_png_stats_SOURCES = tests/png_stats.c
 tests_png_stats_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
 tests_png_stats_LDADD = $(CAIRO_LIBS) $(GLIB_LIBS)
+TESTS += tests/progress_cli.sh
+EXTRA_DIST += tests/progress_cli.sh

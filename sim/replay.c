@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "sim/collectives.h"
@@ -1268,10 +1269,28 @@ pass_reset (Replay *rp, double t0)
 /* The cached replay in passes until overlapping collectives' durations are
  * consistent with when they overlap (see "contention" above). */
 static void
+replay_progress (Replay *rp, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+static void
+replay_progress (Replay *rp, const char *fmt, ...)
+{
+  const PsReplayOptions *opt = rp->prog->opt;
+  if (!opt->progress)
+    return;
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *text = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  opt->progress (text, opt->progress_data);
+}
+
+static void
 replay_with_contention (Replay *rp, double t0)
 {
   for (;;)
     {
+      replay_progress (rp, "replay pass %d, %u overlapping clusters simulated",
+                       rp->contention->passes + 1, g_hash_table_size (rp->contention->cache));
       replay_cached (rp);
       if (rp->hung || !contention_update (rp)
           || rp->contention->stalled >= CONTENTION_MAX_STALLED
@@ -1338,6 +1357,7 @@ run (Program *p, GError **error)
     for (int i = 0; i < n_plans; i++)
       {
         PsCollPlan *plan = p->plans->pdata[i];
+        replay_progress (&rp, "collective %d/%d on the idle network", i + 1, n_plans);
         ps_coll_simulate (net, &plan, 1, &rp.group_dur[i]);
       }
   rp.insts = g_new0 (Inst *, 2 * p->occs->len + 1);
