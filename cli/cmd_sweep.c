@@ -214,8 +214,9 @@ on_progress (guint done, guint total, double elapsed_s, gpointer user)
 }
 
 /* --resume: the ids already in `path` (whole rows, in order from `first`);
- * with `cut`, a partial last line is cut off the file. *next is the next id
- * to run. */
+ * with `cut`, a partial last line is cut off the file, and so is every row
+ * from the first one that is no result (an interrupted child's: it runs
+ * again). *next is the next id to run. */
 static gboolean
 resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint last, gboolean cut,
              guint *next, GError **error)
@@ -236,15 +237,10 @@ resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint l
   gsize whole = len;
   while (whole > 0 && text[whole - 1] != '\n')
     whole--;
-  if (cut && whole < len && truncate (path, (off_t) whole) != 0)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "--resume: cannot cut the partial last row of %s: %s",
-                   path, g_strerror (errno));
-      return FALSE;
-    }
   text[whole] = '\0';
   g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
   int l = 0;
+  gsize keep = 0;            /* bytes of the rows kept */
   g_autofree char *header = ps_study_header (s, f);
   if (*header)
     {
@@ -258,18 +254,40 @@ resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint l
           return FALSE;
         }
       l = 1;
+      keep = strlen (lines[0]) + 1;
     }
   for (; lines[l] && *lines[l]; l++)
     {
       guint id;
-      if (!ps_study_parse_row (s, lines[l], f, &id, &local) || id != *next || id >= last)
+      g_autofree char *no_result = NULL;
+      if (!ps_study_parse_row (s, lines[l], f, &id, &no_result, &local))
         {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--resume: %s:%d is not row %u of this sweep%s%s",
-                       path, l + 1, *next, local ? ": " : "", local ? local->message : "");
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--resume: %s:%d is not row %u of this sweep: %s", path,
+                       l + 1, *next, local->message);
           g_clear_error (&local);
           return FALSE;
         }
+      if (id != *next || id >= last)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--resume: %s:%d is not row %u of this sweep", path,
+                       l + 1, *next);
+          return FALSE;
+        }
+      if (no_result)
+        {
+          if (cut)
+            fprintf (stderr, "podsim: --resume: %s:%d: row %u is no result (%s): it and the rows after it "
+                     "run again\n", path, l + 1, id, no_result);
+          break;
+        }
+      keep += strlen (lines[l]) + 1;
       (*next)++;
+    }
+  if (cut && keep < len && truncate (path, (off_t) keep) != 0)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "--resume: cannot cut %s after its last whole row: %s",
+                   path, g_strerror (errno));
+      return FALSE;
     }
   return TRUE;
 }
@@ -338,8 +356,25 @@ run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, gui
     fclose (out);
   g_unlink (base_path);
   g_rmdir (tmp);
+  if (!ok && ps_pool_interrupted (pool))
+    {
+      /* Rows are the first N configurations (the pool hands back a prefix):
+       * say how many, off the progress line. */
+      int sig = ps_pool_interrupted (pool);
+      if (run.progress)
+        fputs ("\r\033[K", stderr);
+      fprintf (stderr, "podsim: sweep interrupted by signal %d (%s): %u of %u configurations have a row%s%s%s\n",
+               sig, g_strsignal (sig), next - first + ps_pool_n_done (pool), last - first,
+               o->output ? " in " : "", o->output ? o->output : "", o->output ? "; --resume continues" : "");
+      g_error_free (error);
+      return 128 + sig;
+    }
   if (!ok)
-    return ps_cli_fail (error);
+    {
+      if (run.progress)
+        fputs ("\r\033[K", stderr);
+      return ps_cli_fail (error);
+    }
   if (!o->quiet)
     {
       g_autofree char *t = ps_format_duration ((double) (g_get_monotonic_time () - t0) / 1e6);

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "common/error.h"
 
@@ -19,6 +22,7 @@ typedef struct {
   PsPoolResult r;
   GBytes *out, *err;
   gint64 t0;
+  gboolean stopped;          /* the pool sent it SIGTERM when it was stopped */
 } Job;
 
 struct PsPool {
@@ -32,6 +36,7 @@ struct PsPool {
   GError *error;
   GMainContext *ctx;
   int interrupted;           /* the signal that stopped the pool, or 0 */
+  gboolean cut;              /* an interrupted job was reached: nothing after it is handed back */
 };
 
 static void
@@ -91,8 +96,15 @@ emit_ready (PsPool *p)
   while (p->next_emit < p->jobs->len)
     {
       Job *j = p->jobs->pdata[p->next_emit];
-      if (!j->finished)
+      if (!j->finished || p->cut)
         return;
+      /* Results are handed back as a prefix of the jobs, so that what a
+       * caller kept is "the first N": an interrupted job ends it. */
+      if (j->r.interrupted)
+        {
+          p->cut = TRUE;
+          return;
+        }
       gsize n = 0;
       j->r.out = j->out ? g_bytes_get_data (j->out, &n) : "";
       j->r.out_len = n;
@@ -121,6 +133,26 @@ terminated (GBytes *b)
 }
 
 static void start_next (PsPool *p);
+
+/* In the child, before exec: its own process group, so that a terminal's
+ * Ctrl-C (SIGINT to the whole foreground group) reaches only the pool,
+ * which then stops the children itself and knows that it did. Otherwise a
+ * child's own SIGINT handler (SimGrid installs one that exits with status
+ * 1) races the pool's and its death looks like a failed configuration.
+ * On Linux the child also dies with the pool if the pool is killed. */
+static void
+child_setup (gpointer data)
+{
+  pid_t parent = (pid_t) GPOINTER_TO_INT (data);
+  setpgid (0, 0);
+#ifdef __linux__
+  prctl (PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid () != parent)
+    _exit (127);
+#else
+  (void) parent;
+#endif
+}
 
 typedef struct {
   PsPool *pool;
@@ -153,7 +185,9 @@ on_communicated (GObject *src, GAsyncResult *res, gpointer data)
   j->r.exit_status = j->r.exited ? g_subprocess_get_exit_status (sp) : -1;
   j->r.term_signal = g_subprocess_get_if_signaled (sp) ? g_subprocess_get_term_sig (sp) : 0;
   j->r.wall_s = (double) (g_get_monotonic_time () - j->t0) / 1e6;
-  j->r.interrupted = p->interrupted && !j->r.exited;
+  /* A child the pool stopped has no result unless it managed to finish
+   * cleanly; whatever it printed while dying is not a row. */
+  j->r.interrupted = j->stopped && !(j->r.exited && j->r.exit_status == 0);
   j->finished = TRUE;
   j->running = NULL;
   p->running--;
@@ -170,9 +204,10 @@ start_next (PsPool *p)
     {
       Job *j = p->jobs->pdata[p->next_start++];
       j->t0 = g_get_monotonic_time ();
-      GSubprocess *sp = g_subprocess_newv ((const char *const *) j->argv,
-                                           G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
-                                           &p->error);
+      g_autoptr (GSubprocessLauncher) l
+        = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+      g_subprocess_launcher_set_child_setup (l, child_setup, GINT_TO_POINTER ((int) getpid ()), NULL);
+      GSubprocess *sp = g_subprocess_launcher_spawnv (l, (const char *const *) j->argv, &p->error);
       if (!sp)
         {
           g_prefix_error (&p->error, "cannot start %s: ", j->argv[0]);
@@ -197,8 +232,11 @@ on_signal (gpointer data, int sig)
   for (guint i = 0; i < p->jobs->len; i++)
     {
       Job *j = p->jobs->pdata[i];
-      if (j->running)
-        g_subprocess_send_signal (j->running, SIGTERM);
+      if (j->running && !j->stopped)
+        {
+          j->stopped = TRUE;
+          g_subprocess_send_signal (j->running, SIGTERM);
+        }
     }
   return G_SOURCE_CONTINUE;
 }
@@ -213,6 +251,18 @@ static gboolean
 on_sigterm (gpointer data)
 {
   return on_signal (data, SIGTERM);
+}
+
+int
+ps_pool_interrupted (const PsPool *p)
+{
+  return p->interrupted;
+}
+
+guint
+ps_pool_n_done (const PsPool *p)
+{
+  return p->next_emit;
 }
 
 gboolean
@@ -244,8 +294,8 @@ ps_pool_run (PsPool *p, GError **error)
     }
   if (p->interrupted)
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "interrupted by signal %d after %u of %u jobs",
-                   p->interrupted, p->next_emit, p->jobs->len);
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "interrupted by signal %d (%s) after %u of %u jobs",
+                   p->interrupted, g_strsignal (p->interrupted), p->next_emit, p->jobs->len);
       return FALSE;
     }
   return TRUE;

@@ -31,7 +31,8 @@ typedef struct {
   gsize out_len;
   const char *err;           /* standard error */
   double wall_s;             /* the child's wall time */
-  gboolean interrupted;      /* the pool was stopped and ended this child: no result */
+  gboolean interrupted;      /* the pool was stopped and ended this child: no result
+                              * (never handed to on_done) */
 } PsPoolResult;
 
 typedef void (*PsPoolDoneFn) (const PsPoolResult *r, gpointer user);
@@ -52,8 +53,14 @@ void ps_pool_add (PsPool *pool, const char *const *argv);
 /* Runs every queued job. FALSE (PS_ERROR_IO) when a child cannot be
  * started at all, or when SIGINT or SIGTERM stopped the pool (the running
  * children are sent SIGTERM; results handed back so far stay handed back);
- * a child that fails is a result like any other. */
+ * a child that fails is a result like any other. Children run in their own
+ * process groups, so a signal to the pool's group reaches only the pool. */
 gboolean ps_pool_run (PsPool *pool, GError **error);
+/* After ps_pool_run: the signal that stopped it (0: none), and how many
+ * results were handed back (always the first N jobs: a job the pool
+ * stopped is not handed back, nor is any job after it). */
+int ps_pool_interrupted (const PsPool *pool);
+guint ps_pool_n_done (const PsPool *pool);
 
 /* The default number of parallel jobs: the processors this process may use. */
 int ps_pool_default_jobs (void);

@@ -4,10 +4,12 @@
 #include "cli/study.h"
 
 #include <json-glib/json-glib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/commands.h"
 #include "common/error.h"
 
 struct PsStudy {
@@ -456,21 +458,54 @@ csv_split (const char *line, guint n)
   return (char **) g_ptr_array_free (f, FALSE);
 }
 
+/* The error text a sweep records for a child that died without a result
+ * from an interruption (a signal that stops runs, or a child's own SIGINT
+ * handler exiting): such a row is not a result of its configuration. */
+static gboolean
+interruption_like (const char *err)
+{
+  if (g_str_has_prefix (err, "exit status ") && g_str_has_suffix (err, " without a result"))
+    return TRUE;
+  static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+  for (gsize i = 0; i < G_N_ELEMENTS (sigs); i++)
+    {
+      g_autofree char *t = g_strdup_printf ("killed by signal %d", sigs[i]);
+      if (strcmp (err, t) == 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
 gboolean
-ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *id, GError **error)
+ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *id, char **no_result,
+                    GError **error)
 {
   guint64 i = G_MAXUINT64;
   g_auto (GStrv) fields = NULL;
   g_autoptr (JsonParser) parser = NULL;
   JsonObject *inputs = NULL;
+  const char *err = NULL;
+  gboolean ran = FALSE;
+  guint n_fields = 1 + s->keys->len + (guint) (G_N_ELEMENTS (result_columns) - 1);
   if (f == PS_STUDY_CSV)
     {
-      fields = csv_split (line, 1 + s->keys->len);
-      if (g_strv_length (fields) == 1 + s->keys->len)
-        g_ascii_string_to_unsigned (fields[0], 10, 0, G_MAXUINT32, &i, NULL);
+      fields = csv_split (line, n_fields);
+      if (g_strv_length (fields) == n_fields)
+        {
+          g_ascii_string_to_unsigned (fields[0], 10, 0, G_MAXUINT32, &i, NULL);
+          ran = *fields[1 + s->keys->len + 1] != '\0';
+          err = fields[n_fields - 1];
+        }
     }
   else
     {
+      /* json-glib recurses per level: a deep row would overflow the stack. */
+      if (!ps_cli_json_depth_ok (line, "row", 1, NULL))
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_LIMIT, "JSON nested more than %d deep (doc/robustness.md)",
+                       PS_MAX_NESTING);
+          return FALSE;
+        }
       parser = json_parser_new ();
       if (json_parser_load_from_data (parser, line, -1, NULL)
           && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
@@ -478,11 +513,18 @@ ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *
           JsonObject *o = json_node_get_object (json_parser_get_root (parser));
           JsonNode *n = json_object_get_member (o, "id");
           JsonNode *in = json_object_get_member (o, "inputs");
-          if (n && JSON_NODE_HOLDS_VALUE (n) && in && JSON_NODE_HOLDS_OBJECT (in))
+          /* Only an integer id, as the sweep writes it ("0", 0.5 and true are not). */
+          if (n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_INT64
+              && json_node_get_int (n) >= 0 && in && JSON_NODE_HOLDS_OBJECT (in))
             {
               i = (guint64) json_node_get_int (n);
               inputs = json_node_get_object (in);
             }
+          JsonNode *fits = json_object_get_member (o, "fits");
+          ran = fits && JSON_NODE_HOLDS_VALUE (fits) && json_node_get_value_type (fits) == G_TYPE_BOOLEAN;
+          JsonNode *e = json_object_get_member (o, "error");
+          if (e && JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING)
+            err = json_node_get_string (e);
         }
     }
   if (i >= s->values->len)
@@ -495,14 +537,26 @@ ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *
       const char *have = NULL;
       if (fields)
         have = fields[1 + k];
-      else if (json_object_has_member (inputs, s->keys->pdata[k]))
-        have = json_object_get_string_member (inputs, s->keys->pdata[k]);
+      else
+        {
+          JsonNode *v = json_object_get_member (inputs, s->keys->pdata[k]);
+          if (v && JSON_NODE_HOLDS_VALUE (v) && json_node_get_value_type (v) == G_TYPE_STRING)
+            have = json_node_get_string (v);
+        }
       if (g_strcmp0 (have, ps_study_value (s, (guint) i, k)) != 0)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "row %" G_GUINT64_FORMAT " has %s = %s, this study %s",
                        i, (char *) s->keys->pdata[k], have ? have : "nothing", ps_study_value (s, (guint) i, k));
           return FALSE;
         }
+    }
+  if (no_result)
+    {
+      *no_result = NULL;
+      if (err && *err && interruption_like (err))
+        *no_result = g_strdup_printf ("its error '%s' is an interruption's", err);
+      else if (!ran && !(err && *err))
+        *no_result = g_strdup ("it has neither a result nor an error");
     }
   *id = (guint) i;
   return TRUE;

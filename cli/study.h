@@ -83,9 +83,13 @@ PsStudyRow *ps_study_row_from_result (const PsPoolResult *r, guint id);
 char *ps_study_header (const PsStudy *s, PsStudyFormat f);
 char *ps_study_format_row (const PsStudy *s, const PsStudyRow *r, PsStudyFormat f);
 /* Reads rows written by ps_study_format_row back (for resume and merge):
- * the id and whether its inputs equal configuration id's. */
+ * the id (an integer, nothing else) and whether its inputs equal
+ * configuration id's; JSON nested deeper than PS_MAX_NESTING is refused.
+ * no_result (may be NULL) is set to why the row is no result of its
+ * configuration (an interrupted child's error, or neither figures nor an
+ * error), else NULL; transfer full. */
 gboolean ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *id,
-                             GError **error);
+                             char **no_result, GError **error);
 
 /* Appends a CSV field: a comma first unless `out` is empty or ends a
  * line; quoted when it holds a comma, quote or newline; NULL: empty. */

@@ -32,6 +32,11 @@ EXTRA_DIST += tests/data/conformance/README.md tests/data/conformance/HLO_SYNTAX
 TESTS += tests/robust_cli.sh
 EXTRA_DIST += tests/robust_cli.sh
 
+# Reliability (issue 27, doc/robustness.md): a sweep's process group
+# signalled mid-run, resume's checks of the rows it keeps.
+TESTS += tests/sweep_interrupt.sh
+EXTRA_DIST += tests/sweep_interrupt.sh
+
 # Property test of the partitioner (doc/robustness.md): random programs with
 # random shardings, partitioned and verified on the interpreter. make check
 # runs 500 fixed seeds; make fuzz-property PROPERTY_CASES=N PROPERTY_SEED=S more.
