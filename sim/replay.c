@@ -1176,7 +1176,11 @@ contention_update (Replay *rp)
     {
       OccSpan *const *mm = cl_mm[k];
       int n = cl_n[k];
-      const double *d = cl_d[k];
+      /* an earlier cluster of this pass may have simulated the same key
+       * (the same overlap in the next layer) */
+      const double *d = cl_d[k] ? cl_d[k] : g_hash_table_lookup (c->cache, cl_key[k]);
+      if (d && !cl_d[k])
+        horizon = MIN (horizon, change_horizon (rp, mm, n, d));
       for (int i = 0; i < n; i++)
         g_string_append_printf (keys, "%d.%d,", mm[i]->occ, mm[i]->run);
       if (!d && simulated && mm[0]->start >= horizon)
