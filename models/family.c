@@ -50,6 +50,11 @@ static const PsParamSpec common_specs[] = {
     "Schedule of the partitioned step (doc/partitioner.md): xla (memory-aware order, "
     "collective-permutes overlapped), xla-all (every collective kind overlapped), sync, eager",
     0, 0, "xla|xla-all|sync|eager", NULL, NULL },
+  { "options", "fusion", PS_PARAM_CHOICE, "xla",
+    "Fusion of the partitioned step before its cost (doc/compute-model.md): xla (XLA's rules: "
+    "single-user producers, cheap producers duplicated into all their consumers), producer "
+    "(an elementwise op joins its single-use producer only), none (every op its own kernel)",
+    0, 0, "xla|producer|none", NULL, NULL },
   { "options", "async_collectives", PS_PARAM_BOOL, "false",
     "Same as schedule = eager: every collective overlapped as early and late as data allows",
     0, 0, NULL, NULL, "*" },
