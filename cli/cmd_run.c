@@ -309,7 +309,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
   dopts.dump_spmd = o->dump_spmd;
   dopts.dump_trace = o->dump_trace;
   dopts.name_stage_in_errors = TRUE;
-  dopts.progress = !o->quiet && isatty (2);
+  dopts.progress = ps_progress_on (o->quiet);
   dopts.timeline_devices = o->timeline || o->report ? tl_devices : NULL;
   dopts.n_timeline_devices = o->timeline || o->report ? 2 : 0;
   dopts.op_groups = f->op_groups;

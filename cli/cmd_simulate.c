@@ -16,6 +16,13 @@
 #include "topology/platform.h"
 #include "topology/slice.h"
 
+static void
+show_progress (const char *text, gpointer data)
+{
+  (void) data;
+  ps_progress (TRUE, "podsim simulate: %s", text);
+}
+
 static int *
 parse_devices (const char *text, int n_devices, int *n_out, GError **error)
 {
@@ -44,7 +51,7 @@ int
 ps_cmd_simulate (int argc, char **argv)
 {
   g_autofree char *opt_timeline = NULL, *opt_links = NULL, *opt_tl_devices = NULL;
-  gboolean opt_json = FALSE;
+  gboolean opt_json = FALSE, opt_quiet = FALSE;
   static const char *const target_keys[] = { "slice", "wrap", "hw", "collectives", "cache", NULL };
   g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
   GOptionEntry entries[] = {
@@ -55,6 +62,8 @@ ps_cmd_simulate (int argc, char **argv)
       "Devices on the timeline (default 0,1)", "LIST" },
     { "links", 0, 0, G_OPTION_ARG_FILENAME, &opt_links, "Write per-link bytes and utilization",
       "OUT.csv" },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &opt_quiet,
+      "No progress on stderr (shown on a terminal: reading, collectives simulated, replay passes)", NULL },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TRACE - replay a step trace on a slice");
@@ -97,8 +106,12 @@ ps_cmd_simulate (int argc, char **argv)
       if (!tl_devices)
         return ps_cli_fail (error);
     }
-  PsReplayOptions opt = { hw, platform, !target->cache, tl_devices, n_tl, target->collectives };
+  gboolean progress = ps_progress_on (opt_quiet);
+  PsReplayOptions opt = { hw, platform, !target->cache, tl_devices, n_tl, target->collectives,
+                          progress ? show_progress : NULL, NULL };
+  ps_progress (progress, "podsim simulate: reading %s ...", argv[1]);
   g_autoptr (PsReplayResult) r = ps_replay_file (argv[1], &opt, &error);
+  ps_progress (progress, NULL);
   if (!r)
     return ps_cli_fail (error);
   /* Render everything before writing anything. */

@@ -37,3 +37,7 @@ check_PROGRAMS += tests/png_stats
 tests_png_stats_SOURCES = tests/png_stats.c
 tests_png_stats_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
 tests_png_stats_LDADD = $(CAIRO_LIBS) $(GLIB_LIBS)
+TESTS += tests/progress_cli.sh
+EXTRA_DIST += tests/progress_cli.sh
+bench_scripts += tests/bench_overlap.sh tests/bench_events.sh tests/bench_tables.sh
+EXTRA_DIST += tests/bench_overlap.sh tests/bench_events.sh tests/bench_tables.sh

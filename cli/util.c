@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>

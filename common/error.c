@@ -2,8 +2,10 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 G_DEFINE_QUARK (podsim-error-quark, ps_error)
 
@@ -172,4 +174,39 @@ ps_gcd64 (int64_t a, int64_t b)
       b = t;
     }
   return a;
+}
+
+gboolean
+ps_progress_on (gboolean quiet)
+{
+  if (quiet)
+    return FALSE;
+  const char *env = g_getenv ("PODSIM_PROGRESS");
+  return isatty (2) || (env && strcmp (env, "1") == 0);
+}
+
+void
+ps_progress (gboolean on, const char *fmt, ...)
+{
+  /* a terminal redraws the line; a log would fill with every update */
+  static gint64 last_us;
+  if (!on)
+    return;
+  if (!fmt)
+    {
+      fputs ("\r\033[K", stderr);
+      fflush (stderr);
+      last_us = 0;
+      return;
+    }
+  gint64 now = g_get_monotonic_time ();
+  if (last_us && now - last_us < 200000)
+    return;
+  last_us = now;
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *text = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  fprintf (stderr, "\r\033[K%s", text);
+  fflush (stderr);
 }

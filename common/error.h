@@ -69,6 +69,14 @@ int64_t ps_gcd64 (int64_t a, int64_t b);
 gboolean ps_write_file_atomic (const char *path, const char *data, gsize len,
                                GError **error);
 
+/* Whether a command shows its progress line on stderr: never with -q,
+ * otherwise when stderr is a terminal, or when the environment sets
+ * PODSIM_PROGRESS=1 (logs that want it, and the tests that check -q). */
+gboolean ps_progress_on (gboolean quiet);
+/* When on: overwrites the progress line with the formatted text, at most
+ * 5 times a second (NULL: clears it, always). */
+void ps_progress (gboolean on, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
 G_END_DECLS
 
 #endif

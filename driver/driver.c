@@ -103,6 +103,14 @@ cpu_seconds (void)
          + (double) u.ru_stime.tv_sec + (double) u.ru_stime.tv_usec / 1e6;
 }
 
+/* From the replay thread; the main thread only waits for it meanwhile. */
+static void
+replay_progress (const char *text, gpointer data)
+{
+  (void) data;
+  ps_progress (TRUE, "podsim: simulate: %s", text);
+}
+
 static void
 stage_begin (Clock *c, PsStage s)
 {
@@ -528,7 +536,7 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   if (!r->platform)
     return fail_stage (&clk, error, local), NULL;
   PsReplayOptions ropts = { hw, r->platform, !target->cache, opts->timeline_devices, opts->n_timeline_devices,
-                            target->collectives };
+                            target->collectives, opts->progress ? replay_progress : NULL, NULL };
   r->sim = ps_driver_simulate (r->trace, &ropts, &local);
   if (!r->sim)
     return fail_stage (&clk, error, local), NULL;

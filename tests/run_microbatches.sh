@@ -23,6 +23,28 @@ non_increasing () {
   done
 }
 non_increasing "--preset DenseLm128B8x8 --batch 64" 2 4 8
+# From 1 to 2 microbatches the dense loop form gains one accumulator per
+# weight and no more (doc/models.md, "Gradient accumulation": Lingvo's
+# Accumulator and optax's MultiSteps hold the same buffers, and only when
+# accumulating): the rise is bounded by the step's parameter bytes, which
+# hold the weights once (one accumulator per microbatch would exceed it).
+text_peak () { sed -n 's/.*per-device peak [^(]*(\([0-9]*\) bytes).*/\1/p' "$PS_TMP/out"; }
+text_params () {
+  sed -n 's/.*: parameters \([0-9.]*\) \([GM]\)iB.*/\1 \2/p' "$PS_TMP/out" \
+    | awk '{ printf "%.0f\n", $1 * ($2 == "G" ? 1073741824 : 1048576) }'
+}
+expect_status 0 "$PODSIM" run -q --memory-only --preset DenseLm128B8x8 --batch 64 --microbatches 1
+p1=$(text_peak); params=$(text_params)
+expect_status 0 "$PODSIM" run -q --memory-only --preset DenseLm128B8x8 --batch 64 --microbatches 2
+p2=$(text_peak)
+if [ -z "$p1" ] || [ -z "$p2" ] || [ -z "$params" ]; then
+  fail "DenseLm128B8x8: no peak or parameter bytes in the memory line"
+else
+  echo "DenseLm128B8x8 --batch 64: peak $p1 B (M=1), $p2 B (M=2), parameters $params B"
+  [ "$p2" -ge "$p1" ] || fail "the rise from M=1 to M=2 is gone: update doc/models.md ($p1 -> $p2)"
+  [ $((p2 - p1)) -le "$params" ] \
+    || fail "M=2 adds $((p2 - p1)) bytes, more than one accumulator per weight ($params)"
+fi
 non_increasing "--preset MoE128E12L" 1 2 4 8
 non_increasing "--layers 2" 2 4
 non_increasing "--preset Unet3d128 --batch 4 --slice v3-8 --idle-cores" 1 2 4
