@@ -15,6 +15,7 @@
 #include "cli/model_options.h"
 #include "cli/pool.h"
 #include "cli/study.h"
+#include "common/checked.h"
 #include "common/error.h"
 
 typedef struct {
@@ -225,13 +226,12 @@ resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint l
   g_autofree char *text = NULL;
   gsize len = 0;
   GError *local = NULL;
-  if (!g_file_get_contents (path, &text, &len, &local))
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    return TRUE;
+  if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, &local))
     {
-      gboolean missing = g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+      g_set_error (error, PS_ERROR, local->code, "--resume: %s", local->message);
       g_error_free (local);
-      if (missing)
-        return TRUE;
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "--resume: cannot read %s", path);
       return FALSE;
     }
   gsize whole = len;
@@ -495,8 +495,15 @@ merge (const SweepOptions *o, PsStudy *s, int tasks)
       task_range (n, tasks, t, &first, &last);
       g_autofree char *path = g_strdup_printf ("%s/part-%04d.%s", o->merge, t, ext);
       g_autofree char *text = NULL;
-      if (!g_file_get_contents (path, &text, NULL, NULL))
+      gsize len;
+      if (!g_file_test (path, G_FILE_TEST_EXISTS))
         text = g_strdup ("");
+      else if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, &error))
+        {
+          g_string_free (missing, TRUE);
+          g_prefix_error (&error, "--merge: ");
+          return ps_cli_fail (error);
+        }
       /* resume_from checks every row against the grid. */
       if (!resume_from (s, f, path, first, last, FALSE, &next, &error))
         {

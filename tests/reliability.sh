@@ -1,0 +1,54 @@
+#!/bin/sh
+# Reliability (issue 27, doc/robustness.md): every text input through the
+# capped reader, counters bounded before allocation, options that crashed
+# or wrapped; each refused with exit 2 and one clear line, under a 1 GiB
+# address-space limit so that a large allocation fails the test.
+. "$PS_SRCDIR/tests/lib.sh"
+bad="$PS_SRCDIR/tests/data/bad"
+cd "$PS_TMP" || exit 1
+
+# ---- readers: one capped reader for every text input -------------------------
+refused "podsim: /dev/zero: not a text file (NUL byte at offset 0)" "$PODSIM" run --config /dev/zero
+refused "podsim: /dev/zero: not a text file (NUL byte at offset 0)" "$PODSIM" sweep --grid /dev/zero
+refused "podsim: --resume: /dev/zero: not a text file (NUL byte at offset 0)" \
+  "$PODSIM" sweep --vary layers=1,2 -o /dev/zero --resume
+yes '# a comment' | head -c 1100000 >big.ini
+refused "podsim: big.ini: larger than 1.0" "$PODSIM" run --config big.ini
+expect_grep "MiB, the limit for this input (doc/robustness.md)" "$PS_TMP/err"
+# --config is read once: a FIFO works.
+"$PODSIM" run --layers 1 --print-config >model.ini
+"$PODSIM" run --config model.ini -q --json >want.json
+mkfifo fifo.ini
+cat model.ini >fifo.ini &
+expect_status 0 timeout 60 "$PODSIM" run --config fifo.ini -q --json
+kill $! 2>/dev/null; wait
+grep '"step_time_s"' want.json >want.step
+grep '"step_time_s"' out >got.step
+[ -s got.step ] && cmp -s got.step want.step || fail "run --config FIFO differs from the file"
+
+# ---- loop trip counts bounded before the per-iteration arrays --------------
+refused "trace-huge-loop.pst:7: loop big has 1000000000000 trips, more than the 1048576 podsim simulates" \
+  "$PODSIM" simulate "$bad/trace-huge-loop.pst" --slice v3-8
+refused "while loop while.14 (line 24:3): 1000000000000 trips, more than the 1048576 podsim simulates" \
+  "$PODSIM" run "$bad/while-huge-trips.hlo"
+# known_trip_count past int64: checked, not wrapped.
+refused "while loop while.14 (line 24:3): 9223372036854775807 trips, more than the 1048576" \
+  "$PODSIM" run "$bad/while-trips-overflow.hlo"
+
+# ---- --shard: a tuple sharding whose leaves do not match -----------------------
+w="$bad/while-huge-trips.hlo"
+refused "podsim: --shard t={{replicated}}: the tuple sharding has 1 elements but 't' has 2 leaves" \
+  "$PODSIM" run "$w" --shard 't={{replicated}}'
+refused "element 1 of the sharding has 1 data dims but leaf 1 of 't' has 2" \
+  "$PODSIM" run "$w" --shard 't={{replicated}, {devices=[8]<=[8]}}'
+refused "podsim: --shard x={{replicated}}: a tuple sharding, but 'x' is not a tuple" \
+  "$PODSIM" run "$w" --shard 'x={{replicated}}'
+
+# ---- trace lower --order nonpod2d:XxYxC: each extent checked ------------------
+hlo="$PS_SRCDIR/examples/transformer_layer.hlo"
+refused "--order nonpod2d:4611686018427387906x2x2: '4611686018427387906' is not an extent 1 .. 65536" \
+  "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:4611686018427387906x2x2 -o o.pst
+refused "'-2' is not an extent" "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x-2x2 -o o.pst
+[ -e o.pst ] && fail "trace lower wrote a trace for a refused --order"
+expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x2x2 -o o.pst
+finish
