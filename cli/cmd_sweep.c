@@ -9,6 +9,7 @@
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -17,6 +18,7 @@
 #include "cli/study.h"
 #include "common/checked.h"
 #include "common/error.h"
+#include "common/output.h"
 
 typedef struct {
   char **vary;
@@ -185,9 +187,11 @@ typedef struct {
   PsStudy *study;
   PsStudyFormat format;
   FILE *out;
+  const char *out_name;      /* -o, or "-" */
   const guint *ids;          /* pool job -> configuration id */
   gboolean progress;
   guint n_errors;
+  GError *write_error;       /* the first failed write: no row after it is written */
 } Run;
 
 static void
@@ -195,15 +199,14 @@ on_done (const PsPoolResult *r, gpointer user)
 {
   Run *run = user;
   /* A run the sweep itself stopped has no row: --resume runs it again. */
-  if (r->interrupted)
+  if (r->interrupted || run->write_error)
     return;
   g_autoptr (PsStudyRow) row = ps_study_row_from_result (r, run->ids[r->index]);
   run->n_errors += row->error != NULL;
   g_autofree char *line = ps_study_format_row (run->study, row, run->format);
   /* One write per row, flushed: an interrupted sweep leaves whole rows (and
    * at most one partial last line, which --resume drops). */
-  fputs (line, run->out);
-  fflush (run->out);
+  ps_output_stream_put (run->out, run->out_name, line, &run->write_error);
 }
 
 static void
@@ -309,40 +312,51 @@ run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, gui
   PsStudyFormat f = format_of (o, o->output);
   guint next = first;
   gboolean resuming = FALSE;
-  if (o->output && o->resume)
-    {
-      if (!resume_from (s, f, o->output, first, last, TRUE, &next, &error))
-        return ps_cli_fail (error);
-      resuming = g_file_test (o->output, G_FILE_TEST_EXISTS);
-    }
-  else if (o->output && g_file_test (o->output, G_FILE_TEST_EXISTS))
+  const char *out_name = o->output ? o->output : "-";
+  GStatBuf st;
+  if (o->output && !o->resume && g_stat (o->output, &st) == 0 && S_ISREG (st.st_mode))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "-o %s exists: --resume continues it, or remove it",
                    o->output);
       return ps_cli_fail (error);
     }
+  /* Opened (and locked) before --resume reads it, so a second sweep on the
+   * same file is refused before it reads, cuts or appends anything. */
+  FILE *out = ps_output_stream_open (out_name, o->resume, &error);
+  if (!out)
+    {
+      g_prefix_error (&error, "-o: ");
+      return ps_cli_fail (error);
+    }
+  if (o->output && o->resume)
+    {
+      if (!resume_from (s, f, o->output, first, last, TRUE, &next, &error))
+        {
+          ps_output_stream_close (out, out_name, NULL);
+          return ps_cli_fail (error);
+        }
+      resuming = g_stat (o->output, &st) == 0 && S_ISREG (st.st_mode) && st.st_size > 0;
+    }
   g_autofree char *tmp = g_dir_make_tmp ("podsim-sweep-XXXXXX", &error);
   const char *base_path = tmp ? ps_study_write_base (s, tmp, name, &error) : NULL;
   if (!base_path)
-    return ps_cli_fail (error);
-  FILE *out = stdout;
-  if (o->output)
     {
-      out = fopen (o->output, resuming ? "a" : "w");
-      if (!out)
-        {
-          g_set_error (&error, PS_ERROR, PS_ERROR_IO, "-o %s: %s", o->output, g_strerror (errno));
-          return ps_cli_fail (error);
-        }
+      ps_output_stream_close (out, out_name, NULL);
+      return ps_cli_fail (error);
     }
   if (!resuming)
     {
       g_autofree char *header = ps_study_header (s, f);
-      fputs (header, out);
-      fflush (out);
+      if (*header && !ps_output_stream_put (out, out_name, header, &error))
+        {
+          ps_output_stream_close (out, out_name, NULL);
+          g_unlink (base_path);
+          g_rmdir (tmp);
+          return ps_cli_fail (error);
+        }
     }
   g_autofree guint *ids = g_new0 (guint, last > next ? last - next : 1);
-  Run run = { s, f, out, ids, !o->quiet && isatty (2), 0 };
+  Run run = { s, f, out, out_name, ids, !o->quiet && isatty (2), 0, NULL };
   g_autoptr (PsPool) pool = ps_pool_new (o->jobs, on_done, on_progress, &run);
   for (guint id = next; id < last; id++)
     {
@@ -352,10 +366,20 @@ run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, gui
     }
   gint64 t0 = g_get_monotonic_time ();
   gboolean ok = ps_pool_run (pool, &error);
-  if (out != stdout)
-    fclose (out);
+  GError *close_error = NULL;
+  gboolean closed = ps_output_stream_close (out, out_name, &close_error);
   g_unlink (base_path);
   g_rmdir (tmp);
+  if (run.write_error || !closed)
+    {
+      /* Rows lost on a full disk are a failure, not a 0-byte success. */
+      if (run.progress)
+        fputs ("\r\033[K", stderr);
+      g_clear_error (&error);
+      if (run.write_error)
+        g_clear_error (&close_error);
+      return ps_cli_fail (run.write_error ? run.write_error : close_error);
+    }
   if (!ok && ps_pool_interrupted (pool))
     {
       /* Rows are the first N configurations (the pool hands back a prefix):

@@ -51,4 +51,46 @@ refused "--order nonpod2d:4611686018427387906x2x2: '4611686018427387906' is not 
 refused "'-2' is not an extent" "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x-2x2 -o o.pst
 [ -e o.pst ] && fail "trace lower wrote a trace for a refused --order"
 expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x2x2 -o o.pst
+
+# ---- outputs that behave like files ------------------------------------------
+# A FIFO is written through (not replaced by a regular file).
+mkfifo links.fifo
+timeout 60 cat links.fifo >links.got &
+expect_status 0 timeout 60 "$PODSIM" run --layers 1 -q --links links.fifo
+wait
+[ -p links.fifo ] || fail "--links FIFO: the FIFO was replaced"
+expect_grep "link" links.got
+# Devices likewise, tried only when the FIFO was kept (a binary that
+# replaces outputs would replace /dev/null itself when run as root).
+if [ -p links.fifo ]; then
+  expect_status 0 "$PODSIM" run --layers 1 -q --links /dev/null --trace /dev/null
+  [ -c /dev/null ] || fail "/dev/null is no longer a device"
+  expect_status 2 "$PODSIM" run --layers 1 -q --links /dev/full
+  expect_grep "cannot write /dev/full: No space left on device" "$PS_TMP/err"
+  expect_status 2 "$PODSIM" sweep --vary layers=1,2 -q -o /dev/full
+  expect_grep "cannot write /dev/full: No space left on device" "$PS_TMP/err"
+  [ -c /dev/full ] || fail "/dev/full is no longer a device"
+fi
+# A symlink is followed: the target is written, the link stays.
+ln -s links-target.csv links-link.csv
+expect_status 0 "$PODSIM" run --layers 1 -q --links links-link.csv
+[ -L links-link.csv ] || fail "--links through a symlink replaced the link"
+expect_grep "link" links-target.csv
+# A report either appears complete or not at all; errors name the output.
+mkdir -p rep/index.html
+expect_status 2 "$PODSIM" run --layers 1 -q --report rep
+expect_grep "podsim: --report: cannot write rep/index.html: Is a directory" "$PS_TMP/err"
+[ -e rep/timeline.json ] || [ -e rep/config.ini ] && fail "a failed --report left part of the report"
+ls -a | grep -q podsim- && fail "a failed --report left its staging directory"
+expect_status 0 "$PODSIM" run --layers 1 -q --report newrep
+[ -s newrep/index.html ] && [ -s newrep/config.ini ] && [ -s newrep/timeline.json ] || fail "--report is incomplete"
+# A second sweep on the same -o is refused while the first runs.
+TMPDIR="$PS_TMP" "$PODSIM" sweep --vary layers=1,2,3,4,5,6 -j 1 -q -o locked.csv &
+pid=$!
+i=0
+while [ ! -s locked.csv ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+expect_status 2 "$PODSIM" sweep --vary layers=1,2,3,4,5,6 -q -o locked.csv --resume
+expect_grep "podsim: -o: locked.csv is being written by another podsim" "$PS_TMP/err"
+wait $pid || fail "the first sweep failed"
+[ "$(wc -l <locked.csv)" = 7 ] || fail "the locked sweep has $(wc -l <locked.csv) lines, not 7"
 finish
