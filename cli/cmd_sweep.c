@@ -85,7 +85,15 @@ add_axis (GPtrArray *axes, const PsParams *base, const char *key, const char *va
   a->values = g_ptr_array_new_with_free_func (g_free);
   a->where = g_strdup (where);
   g_ptr_array_add (axes, a);
-  return split_values (values, where, a->values, error);
+  if (!split_values (values, where, a->values, error))
+    return FALSE;
+  if (a->values->len == 0)
+    {
+      /* g_strsplit of "" gives no items: a sweep of nothing would exit 0. */
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: no values (expected %s=V1,V2,...)", where, s->key);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* The axes of the grid file's [vary] section, then of --vary; the grid
@@ -571,6 +579,22 @@ sweep (SweepOptions *o, PsModelOptions *mo, int argc, char **argv)
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--format: '%s' is not csv or jsonl", o->format);
       return ps_cli_fail (error);
     }
+  /* 0 means the default; a negative count is a mistake, not a default. */
+  struct { const char *name; int v; } counts[] = {
+    { "--jobs", o->jobs }, { "--tasks", o->tasks }, { "--cpus-per-task", o->cpus_per_task }
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (counts); i++)
+    if (counts[i].v < 0)
+      {
+        g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %d)", counts[i].name,
+                     counts[i].v);
+        return ps_cli_fail (error);
+      }
+  if (o->task < -1)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--task must be 0 or more (got %d)", o->task);
+      return ps_cli_fail (error);
+    }
   if (o->resume && !o->output)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--resume needs -o FILE");
@@ -643,7 +667,7 @@ ps_cmd_sweep (int argc, char **argv)
     { "tasks", 0, 0, G_OPTION_ARG_INT, &o.tasks, "With --slurm: array tasks (default: one per configuration, at most 100)", "N" },
     { "cpus-per-task", 0, 0, G_OPTION_ARG_INT, &o.cpus_per_task, "With --slurm: cores per task, its --jobs (default 1)", "N" },
     { "merge", 0, 0, G_OPTION_ARG_FILENAME, &o.merge, "Merge the part files of a --slurm sweep in DIR into one table", "DIR" },
-    { "task", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o.task, "Run only array task T's share (the Slurm script does)", "T" },
+    { "task", 0, 0, G_OPTION_ARG_INT, &o.task, "Run only array task T's share of --tasks (0 .. N-1; the Slurm script does)", "T" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress or summary on stderr", NULL },
     { NULL }
   };

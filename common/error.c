@@ -111,6 +111,10 @@ char *
 ps_format_seconds (double s)
 {
   double a = fabs (s);
+  /* Less than the last digit shown is "0 s", not "0.0 ns" (which reads as a
+   * measured value; idle times are means that rounding leaves at 1e-14). */
+  if (a < 0.05e-9)
+    return g_strdup ("0 s");
   if (a >= 1.0)
     return g_strdup_printf ("%.3f s", s);
   if (a >= 1e-3)

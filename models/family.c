@@ -433,6 +433,14 @@ set_index (PsParams *p, int i, const char *text, const char *where, GError **err
   g_autofree char *problem = NULL;
   Value v = p->v[i];
   v.s = NULL;
+  /* A value is one line of a model file: a newline would inject lines
+   * (sections, keys) into the files and CSV rows it is written to. */
+  if (strpbrk (text, "\n\r"))
+    {
+      g_set_error (error, PS_ERROR, is_option ? PS_ERROR_OPTION : PS_ERROR_PARSE,
+                   "%s%s%s: a value cannot hold a line break", where, is_option ? "" : ": ", is_option ? "" : s->key);
+      return FALSE;
+    }
   if (!parse_value (s, text, &v, &problem))
     {
       g_free (v.s);

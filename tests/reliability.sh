@@ -93,4 +93,35 @@ expect_status 2 "$PODSIM" sweep --vary layers=1,2,3,4,5,6 -q -o locked.csv --res
 expect_grep "podsim: -o: locked.csv is being written by another podsim" "$PS_TMP/err"
 wait $pid || fail "the first sweep failed"
 [ "$(wc -l <locked.csv)" = 7 ] || fail "the locked sweep has $(wc -l <locked.csv) lines, not 7"
+
+# ---- the first hour, and smaller reader items ----------------------------------
+refused "podsim: --vary layers=: no values (expected layers=V1,V2,...)" "$PODSIM" sweep --vary layers=
+refused "podsim: --jobs must be positive (got -3)" "$PODSIM" sweep --vary layers=1,2 -j -3
+refused "podsim: --tasks must be positive (got -2)" "$PODSIM" sweep --vary layers=1,2 --slurm sl --tasks -2
+refused "podsim: --cpus-per-task must be positive (got -1)" "$PODSIM" sweep --vary layers=1,2 --slurm sl --cpus-per-task -1
+[ -e sl ] && fail "--slurm wrote a directory for refused options"
+refused "podsim: --jobs must be positive (got -1)" "$PODSIM" search -j -1
+# A value with a line break would inject lines into model files and CSV rows.
+nl='
+'
+expect_status 2 "$PODSIM" sweep --vary "mesh=2x4${nl}[vary]" -q -o nl.csv
+expect_grep "a value cannot hold a line break" "$PS_TMP/err"
+[ -e nl.csv ] && fail "a refused sweep wrote its -o"
+expect_status 2 "$PODSIM" run --set "mesh=2x4${nl}layers = 3"
+expect_grep "a value cannot hold a line break" "$PS_TMP/err"
+# run --json is the same for the same run (wall times only with --stats).
+"$PODSIM" run --layers 1 -q --json >j1.json
+"$PODSIM" run --layers 1 -q --json >j2.json
+cmp -s j1.json j2.json || fail "run --json differs between identical runs"
+grep -q stages_s j1.json && fail "run --json prints wall times without --stats"
+"$PODSIM" run --layers 1 -q --json --stats >j3.json 2>/dev/null
+expect_grep '"stages_s"' j3.json
+# Wording: one group is "1 group"; an idle time that rounds to nothing is "0 s".
+"$PODSIM" run --layers 1 >text.out
+expect_grep "1 group of 8" text.out
+grep -q "1 groups" text.out && fail "'1 groups' is still printed"
+expect_grep "idle 0 s" text.out
+# --task is documented where the other Slurm options are.
+"$PODSIM" sweep --help >help.out
+expect_grep "--task=T" help.out
 finish
