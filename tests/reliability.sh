@@ -124,4 +124,13 @@ expect_grep "idle 0 s" text.out
 # --task is documented where the other Slurm options are.
 "$PODSIM" sweep --help >help.out
 expect_grep "--task=T" help.out
+# The README's pipeline example runs as written.
+cmd=$(grep '^podsim run --pipeline-stages 4 ' "$PS_SRCDIR/README.md" | sed 's/   .*//; s/^podsim //')
+[ -n "$cmd" ] || fail "the README has no pipeline example"
+expect_status 0 "$PODSIM" $cmd -q
+expect_grep "4 stages x 16 microbatches" "$PS_TMP/out"
+# A mesh of the wrong size says so first, not a divisibility error about the model.
+refused "podsim: --mesh 3x5 has 15 devices but slice v3-8 has 8 cores" "$PODSIM" run --mesh 3x5
+# Pipelining a preset whose device order is nonpod2d: the message names the way out.
+refused "--device-order arange places the stages" "$PODSIM" run --preset DenseLm128B8x8 --pipeline-stages 2 --mesh 4x16
 finish
