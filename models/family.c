@@ -42,7 +42,7 @@ static const PsModelFamily *const families[] = {
 /* [slice] and [options]: the same for every family, appended to its specs. */
 static const PsParamSpec common_specs[] = {
   { "slice", "slice", PS_PARAM_STRING, "v3-8",
-    "Pod slice: v3-8, v3-32, v3-128, v3-256, v3-512, v3-1024 or v3-2048", 0, 0, NULL, NULL, NULL },
+    "Pod slice: v3-8, v3-32, v3-64, v3-128, v3-256, v3-512, v3-1024 or v3-2048", 0, 0, NULL, NULL, NULL },
   { "slice", "wrap", PS_PARAM_CHOICE, "auto",
     "Wrap links: auto (only on dimensions spanning the full pod), on, off", 0, 0, "auto|on|off", NULL, NULL },
   { "slice", "hw", PS_PARAM_PATH, "",

@@ -133,4 +133,7 @@ expect_grep "4 stages x 16 microbatches" "$PS_TMP/out"
 refused "podsim: --mesh 3x5 has 15 devices but slice v3-8 has 8 cores" "$PODSIM" run --mesh 3x5
 # Pipelining a preset whose device order is nonpod2d: the message names the way out.
 refused "--device-order arange places the stages" "$PODSIM" run --preset DenseLm128B8x8 --pipeline-stages 2 --mesh 4x16
+# Every slice that works is listed (v3-64 was not).
+"$PODSIM" run --help >run-help.out
+expect_grep "v3-32, v3-64, v3-128" run-help.out
 finish
