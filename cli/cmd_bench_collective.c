@@ -251,7 +251,7 @@ ps_cmd_bench_collective (int argc, char **argv)
     { "wrap", 0, 0, G_OPTION_ARG_STRING, &opt_wrap, "Wrap links: auto (default), on, off", "MODE" },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll,
-      "Collective algorithm: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
+      "Collective algorithm: torus2d (default), dim-by-dim, ring, torus2d-wrap-a2a (doc/collectives.md)", "NAME" },
     { "mesh", 0, 0, G_OPTION_ARG_STRING, &opt_mesh,
       "Groups from a logical mesh of the slice's cores (with --axes)", "AxB" },
     { "device-order", 0, 0, G_OPTION_ARG_STRING, &opt_order,

@@ -52,6 +52,12 @@ to_json (const PsHardware *hw, const PsComputeOp *op, const PsComputeCost *c)
   INT ("tile_passes", c->tile_passes);
   INT ("stream_rows", c->stream_rows);
   STR ("stationary", c->lhs_stationary ? "lhs" : "rhs");
+  STR ("mapping_asked", ps_dot_mapping_name (op->dot_mapping));
+  STR ("mapping", c->dot_on_vector ? "vector" : "mxu");
+  json_builder_set_member_name (b, "strength_reduced");
+  json_builder_add_boolean_value (b, c->dot_strength_reduced);
+  DBL ("mxu_mapping_cycles", c->dot_mxu_cycles);
+  DBL ("vector_mapping_ops", c->dot_vector_ops);
   DBL ("mxu_cycles", c->mxu_cycles);
   DBL ("vector_cycles", c->vector_cycles);
   DBL ("hbm_cycles", c->hbm_cycles);
@@ -90,12 +96,19 @@ print_text (const PsHardware *hw, const PsComputeOp *op, const PsComputeCost *c)
           c->cycles, c->mxu_cycles, c->vector_cycles, c->hbm_cycles, c->overhead_cycles);
   printf ("  time             %s\n", time);
   printf ("  bound by         %s\n", ps_compute_bound_name (c->bound));
-  printf ("  MXU work         %" G_GINT64_FORMAT " weight-tile passes of %dx%d over %d MXUs"
-          " (%s stationary, %" G_GINT64_FORMAT " rows streamed each, %" G_GINT64_FORMAT
-          " bf16 pass%s)\n",
-          c->tile_passes, hw->mxu_rows, hw->mxu_cols, hw->mxus_per_core,
-          c->lhs_stationary ? "LHS" : "RHS", c->stream_rows, c->mxu_passes,
-          c->mxu_passes == 1 ? "" : "es");
+  if (c->dot_on_vector)
+    printf ("  runs on          the vector unit as multiply + reduce (%s; %.0f vector ops;"
+            " on the MXU: %.0f cycles)\n",
+            c->dot_strength_reduced ? "XLA's dot strength reduction"
+            : op->dot_mapping == PS_DOT_MAPPING_VECTOR ? "as asked" : "cheaper than the MXU",
+            c->dot_vector_ops, c->dot_mxu_cycles);
+  else
+    printf ("  MXU work         %" G_GINT64_FORMAT " weight-tile passes of %dx%d over %d MXUs"
+            " (%s stationary, %" G_GINT64_FORMAT " rows streamed each, %" G_GINT64_FORMAT
+            " bf16 pass%s)\n",
+            c->tile_passes, hw->mxu_rows, hw->mxu_cols, hw->mxus_per_core,
+            c->lhs_stationary ? "LHS" : "RHS", c->stream_rows, c->mxu_passes,
+            c->mxu_passes == 1 ? "" : "es");
   printf ("  HBM traffic      %s\n", bytes);
   printf ("  useful FLOPs     %.6g\n", c->flops);
   printf ("  achieved         %.2f TFLOP/s of %.2f TFLOP/s peak\n",
@@ -107,13 +120,16 @@ print_text (const PsHardware *hw, const PsComputeOp *op, const PsComputeCost *c)
 int
 ps_cmd_bench_matmul (int argc, char **argv)
 {
-  char *opt_dtype = NULL, *opt_precision = NULL, *opt_hw = NULL, *opt_batch = NULL;
+  char *opt_dtype = NULL, *opt_precision = NULL, *opt_hw = NULL, *opt_batch = NULL,
+       *opt_mapping = NULL;
   gboolean opt_json = FALSE;
   GOptionEntry entries[] = {
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &opt_dtype, "operand type: bf16 (default) or f32", "TYPE" },
     { "precision", 0, 0, G_OPTION_ARG_STRING, &opt_precision,
       "f32 matmul precision: default (1 bf16 pass), high (3) or highest (6)", "P" },
     { "batch", 0, 0, G_OPTION_ARG_STRING, &opt_batch, "batch dimension (default 1)", "B" },
+    { "mapping", 0, 0, G_OPTION_ARG_STRING, &opt_mapping,
+      "auto (default: XLA's dot strength reduction, else the cheaper unit), mxu or vector", "M" },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "hardware file (default: the bundled TPU v3)", "FILE" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json, "print one JSON object (keys in doc/compute-model.md)", NULL },
     { NULL }
@@ -126,7 +142,7 @@ ps_cmd_bench_matmul (int argc, char **argv)
   g_option_context_add_main_entries (ctx, entries, NULL);
   gboolean parsed = ps_cli_parse (ctx, &argc, &argv);
   g_autofree char *dtype_s = opt_dtype, *precision_s = opt_precision, *hw_path = opt_hw,
-                  *batch_s = opt_batch;
+                  *batch_s = opt_batch, *mapping_s = opt_mapping;
   if (!parsed)
     return PS_EXIT_USAGE;
 
@@ -157,11 +173,19 @@ ps_cmd_bench_matmul (int argc, char **argv)
                    "--precision '%s' is not default, high or highest", precision_s);
       return ps_cli_fail (error);
     }
+  PsDotMapping mapping = PS_DOT_MAPPING_AUTO;
+  if (mapping_s && !ps_dot_mapping_parse (mapping_s, &mapping))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
+                   "--mapping '%s' is not auto, mxu or vector", mapping_s);
+      return ps_cli_fail (error);
+    }
   g_autoptr (PsHardware) hw = ps_hardware_load_or_default (hw_path, &error);
   if (!hw)
     return ps_cli_fail (error);
 
   PsComputeOp op = ps_compute_matmul_op (batch, m, k, n, dtype, precision);
+  op.dot_mapping = mapping;
   PsComputeCost cost = ps_compute_op (hw, &op);
   if (opt_json)
     {

@@ -11,11 +11,14 @@
 int
 ps_cmd_hlo (int argc, char **argv)
 {
+  g_autofree char *module_name = NULL;
   gboolean no_shardings = FALSE, no_metadata = FALSE, no_layouts = FALSE;
   GOptionEntry entries[] = {
     { "no-shardings", 0, 0, G_OPTION_ARG_NONE, &no_shardings, "Leave out sharding= attributes", NULL },
     { "no-metadata", 0, 0, G_OPTION_ARG_NONE, &no_metadata, "Leave out metadata= attributes", NULL },
     { "no-layouts", 0, 0, G_OPTION_ARG_NONE, &no_layouts, "Print shapes without layouts", NULL },
+    { "module", 0, 0, G_OPTION_ARG_STRING, &module_name,
+      "Read the module NAME of a file holding several (default: the first)", "NAME" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE");
@@ -33,7 +36,7 @@ ps_cmd_hlo (int argc, char **argv)
       return PS_EXIT_USAGE;
     }
   GError *error = NULL;
-  g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
+  g_autoptr (PsModule) m = ps_hlo_parse_file_module (argv[1], module_name, &error);
   if (!m)
     return ps_cli_fail (error);
   PsHloPrintOptions opts = { no_shardings, no_metadata, no_layouts };

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
+#include "partitioner/ir/async.h"
 #include "partitioner/analysis/lower.h"
 #include "partitioner/analysis/memory.h"
 #include "partitioner/propagate/propagate.h"
@@ -43,6 +44,7 @@ fallback_summary (const PsSpmdReport *r)
 int
 ps_cmd_partition (int argc, char **argv)
 {
+  g_autofree char *module_name = NULL;
   gint64 devices = 0;
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
@@ -77,6 +79,8 @@ ps_cmd_partition (int argc, char **argv)
     { "windowed-einsum-bidirectional", 0, 0, G_OPTION_ARG_NONE, &bidi,
       "Windowed einsums send chunks both ways around the ring (k/2 rounds instead of k-1)",
       NULL },
+    { "module", 0, 0, G_OPTION_ARG_STRING, &module_name,
+      "Read the module NAME of a file holding several (default: the first)", "NAME" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - partition an HLO module");
@@ -101,7 +105,14 @@ ps_cmd_partition (int argc, char **argv)
   {
     const char *path = argv[1];
     GError *error = NULL;
-    g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
+    g_autoptr (PsModule) m = ps_hlo_load (path, module_name, &error);
+    if (m && ps_async_module_is_partitioned (m))
+      {
+        g_set_error (&error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s: the module is already partitioned (a per-device SPMD program: entry "
+                   "'%s', no shardings, partition-id or collectives); 'podsim run %s' "
+                   "lowers and simulates it as it is", path, m->entry->name, path);
+        g_clear_pointer (&m, ps_module_free);
+      }
     if (!m)
       {
         status = ps_cli_fail (error);

@@ -13,6 +13,7 @@
 int
 ps_cmd_propagate (int argc, char **argv)
 {
+  g_autofree char *module_name = NULL;
   gboolean to_output = FALSE, to_params = FALSE, mpmd = FALSE, metadata = FALSE;
   gboolean stats = FALSE;
   char *output = NULL;
@@ -29,6 +30,8 @@ ps_cmd_propagate (int argc, char **argv)
       "Print how many instructions have a sharding and the passes run, on stderr", NULL },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the module to FILE (default: stdout)",
       "FILE" },
+    { "module", 0, 0, G_OPTION_ARG_STRING, &module_name,
+      "Read the module NAME of a file holding several (default: the first)", "NAME" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo");
@@ -52,7 +55,7 @@ ps_cmd_propagate (int argc, char **argv)
       return PS_EXIT_USAGE;
     }
   GError *error = NULL;
-  g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
+  g_autoptr (PsModule) m = ps_hlo_load (argv[1], module_name, &error);
   if (!m)
     return ps_cli_fail (error);
   PsPropagateOptions o;

@@ -330,6 +330,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
                               o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
   popts.collectives = coll;
   ps_schedule_policy_parse (ps_params_str (p, "schedule"), "--schedule", &popts.schedule, NULL);
+  ps_fusion_mode_parse (ps_params_str (p, "fusion"), "--fusion", &popts.fusion, NULL);
   popts.idle_cores = ps_params_bool (p, "idle_cores");
   popts.memory_only = o->memory_only;
   popts.op_groups = f->op_groups;

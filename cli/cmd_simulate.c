@@ -59,7 +59,7 @@ ps_cmd_simulate (int argc, char **argv)
       "OUT.csv" },
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &opt_no_cache,
       "Simulate every collective on the shared network instead of replaying cached ones", NULL },
-    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll, "Collective algorithms: torus2d (default), dim-by-dim, ring (doc/collectives.md)", "NAME" },
+    { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll, "Collective algorithms: torus2d (default), dim-by-dim, ring, torus2d-wrap-a2a (doc/collectives.md)", "NAME" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TRACE - replay a step trace on a slice");

@@ -201,6 +201,7 @@ parse_order (const char *text, PsLowerOptions *o, GError **error)
 static int
 trace_lower (int argc, char **argv)
 {
+  g_autofree char *module_name = NULL;
   char *output = NULL, *mesh = NULL, *order = NULL, *slice = NULL;
   gint64 devices = 0, trip = 0;
   gboolean async = FALSE, no_memory = FALSE, cost_report = FALSE, memory_report = FALSE;
@@ -227,6 +228,8 @@ trace_lower (int argc, char **argv)
       NULL },
     { "memory", 0, 0, G_OPTION_ARG_NONE, &memory_report, "Print the per-device peak and "
       "its largest holders", NULL },
+    { "module", 0, 0, G_OPTION_ARG_STRING, &module_name,
+      "Read the module NAME of a file holding several (default: the first)", "NAME" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - lower an SPMD program "
@@ -264,7 +267,7 @@ trace_lower (int argc, char **argv)
   o.async_collectives = async;
   o.memory_events = !no_memory;
   o.unroll_loops = unroll;
-  g_autoptr (PsModule) m = ps_hlo_parse_file (argv[1], &error);
+  g_autoptr (PsModule) m = ps_hlo_load (argv[1], module_name, &error);
   if (!m)
     return ps_cli_fail (error);
   g_autoptr (PsTrace) t = ps_lower_module (m, &o, &error);

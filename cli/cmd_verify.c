@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/async.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/propagate/propagate.h"
 #include "partitioner/interp/shrink.h"
@@ -24,6 +25,7 @@
 int
 ps_cmd_verify (int argc, char **argv)
 {
+  g_autofree char *module_name = NULL;
   gint64 devices = 0, seed = 1, max_work = 0;
   gboolean no_scale = FALSE, to_output = FALSE, to_params = FALSE;
   char *dump_scaled = NULL;
@@ -42,6 +44,8 @@ ps_cmd_verify (int argc, char **argv)
     { "dump-scaled", 0, 0, G_OPTION_ARG_FILENAME, &dump_scaled,
       "Write a scaled copy of the (propagated) module to OUT.hlo and check the module "
       "through that copy", "OUT.hlo" },
+    { "module", 0, 0, G_OPTION_ARG_STRING, &module_name,
+      "Read the module NAME of a file holding several (default: the first)", "NAME" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - check a partitioning by running it");
@@ -78,7 +82,14 @@ ps_cmd_verify (int argc, char **argv)
     }
   const char *path = argv[1];
   GError *error = NULL;
-  g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
+  g_autoptr (PsModule) m = ps_hlo_load (path, module_name, &error);
+  if (m && ps_async_module_is_partitioned (m))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s: the module is already partitioned (a per-device SPMD program: entry "
+                   "'%s', no shardings, partition-id or collectives); 'podsim run %s' "
+                   "lowers and simulates it as it is", path, m->entry->name, path);
+      return ps_cli_fail (error);
+    }
   if (!m)
     return ps_cli_fail (error);
   PsPropagateOptions popts;

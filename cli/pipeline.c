@@ -36,6 +36,7 @@ ps_pipeline_result_free (PsPipelineResult *r)
   if (!r)
     return;
   g_free (r->memory_text);
+  g_free (r->largest_temp);
   g_free (r->info.mesh.devices);
   if (r->trace)
     ps_trace_free (r->trace);
@@ -162,9 +163,34 @@ ps_pipeline_no_fit_error (const PsPipelineResult *r, const PsHardware *hw, GErro
 {
   g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
   g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
+  g_autofree char *params = ps_format_bytes ((double) r->parameter_bytes);
+  g_autofree char *temps = ps_format_bytes ((double) r->temp_peak_bytes);
+  double over = (double) r->peak_hbm_bytes - (double) hw->hbm_bytes_per_core;
+  g_autofree char *excess = ps_format_bytes (over > 0 ? over : 0);
+  /* What would help follows from where the peak's bytes are: parameters
+   * (weights, optimizer state) only shrink by spreading them over more
+   * cores; temporaries (activations, gradients, their accumulators) by
+   * smaller microbatches, rematerialization or more cores. */
+  g_autofree char *advice = NULL;
+  if ((double) r->parameter_bytes >= (double) hw->hbm_bytes_per_core)
+    advice = g_strdup_printf ("the parameters alone take %s: only spreading the weights and "
+                              "optimizer state over more cores helps (a larger slice, or "
+                              "sharding them over more mesh axes); microbatches and remat "
+                              "shrink temporaries only", params);
+  else
+    {
+      g_autofree char *big = ps_format_bytes ((double) r->largest_temp_bytes);
+      g_autofree char *largest = r->largest_temp
+                                 ? g_strdup_printf ("; the largest is %s, %s", r->largest_temp, big)
+                                 : g_strdup ("");
+      advice = g_strdup_printf ("parameters %s, temporaries %s at the peak%s: the temporaries "
+                                "must shrink by %s (more --microbatches or --remat where the "
+                                "model has them shrink activations; more cores shrink both)",
+                                params, temps, largest, excess);
+    }
   g_set_error (error, PS_ERROR, PS_ERROR_NO_FIT,
                "the model does not fit: per-core peak %s exceeds the HBM capacity of %s "
-               "(try more --microbatches, --remat or a larger slice)", peak, cap);
+               "(%s)", peak, cap, advice);
 }
 
 /* The replay runs in a thread of its own. SimGrid walks lists of its
@@ -210,7 +236,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   for (guint i = 0; i < r->info.mesh.rank; i++)
     n_devices *= r->info.mesh.dims[i];
   int cores = ps_slice_n_cores (slice);
-  if (n_devices > cores || (n_devices < cores && !opts->idle_cores))
+  if (n_devices > cores || (n_devices < cores && !opts->idle_cores && !r->info.uses_first_cores))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "the program's mesh has %" G_GINT64_FORMAT
                    " devices but slice %s has %d cores%s", n_devices, slice_name, cores,
@@ -226,7 +252,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
     ps_cli_propagate_options (&popts, m, FALSE, FALSE);
   else
     ps_propagate_options_init (&popts);
-  if (!ps_propagate (m, &popts, &local))
+  if (!r->info.already_partitioned && !ps_propagate (m, &popts, &local))
     return fail_stage (&clk, error, local), NULL;
   stage_end (&clk);
 
@@ -238,7 +264,9 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   sopts.report = &report;
   if (opts->windowed_einsum)
     sopts.windowed_einsum_threshold_bytes = opts->windowed_einsum_threshold_bytes;
-  g_autoptr (PsModule) spmd = ps_spmd_partition (m, n_devices, &sopts, &local);
+  /* A per-device program from a file is lowered as it is. */
+  g_autoptr (PsModule) spmd = r->info.already_partitioned ? g_steal_pointer (&m)
+                              : ps_spmd_partition (m, n_devices, &sopts, &local);
   r->n_fallbacks = report.n_fallbacks;
   r->n_cse_removed = report.n_cse_removed;
   ps_spmd_report_clear (&report);
@@ -255,6 +283,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   stage_begin (&clk, PS_STAGE_MEMORY);
   PsCostOptions copts;
   ps_cost_options_init (&copts);
+  copts.fusion = opts->fusion;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, &local);
   if (!cost)
     return fail_stage (&clk, error, local), NULL;
@@ -269,6 +298,17 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   const PsMemoryReport *mem = sched->memory;
   r->peak_hbm_bytes = mem->peak_bytes;
   r->memory_text = ps_memory_report_to_string (mem, 5);
+  r->parameter_bytes = mem->parameter_bytes;
+  r->temp_peak_bytes = mem->temp_peak_bytes;
+  for (guint i = 0; i < mem->holders->len && !r->largest_temp; i++)
+    {
+      const PsMemoryHolder *h = &g_array_index (mem->holders, PsMemoryHolder, i);
+      if (h->instr && h->instr->opcode != PS_OP_PARAMETER)
+        {
+          r->largest_temp = g_strdup (h->instr->name);
+          r->largest_temp_bytes = h->bytes;
+        }
+    }
   stage_end (&clk);
   r->fits = (double) mem->peak_bytes <= (double) opts->hw->hbm_bytes_per_core;
   if (!r->fits || opts->memory_only)
@@ -292,6 +332,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
     lopts.mesh_physical[i] = r->info.mesh.physical[i];
   lopts.slice = slice_name;
   lopts.schedule = sched;
+  lopts.fusion = opts->fusion;
   r->trace = ps_lower_module (spmd, &lopts, &local);
   if (!r->trace)
     return fail_stage (&clk, error, local), NULL;

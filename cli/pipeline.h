@@ -50,6 +50,7 @@ typedef struct {
   gboolean memory_only;
   PsCollAlgorithm collectives;   /* default (0): PS_COLL_TORUS2D */
   PsSchedulePolicy schedule;     /* default (0): PS_SCHEDULE_XLA; async_collectives: eager */
+  PsFusionMode fusion;           /* default (0): PS_FUSION_MODE_XLA (partitioner/analysis/fusion.h) */
   gboolean idle_cores;        /* the program may use fewer devices than the
                                * slice has cores (device d on core d); the
                                * rest idle */
@@ -77,6 +78,11 @@ typedef struct {
   int n_async;                /* collectives the schedule runs asynchronously */
   int n_reverted;             /* ... made synchronous to fit the HBM budget */
   char *memory_text;          /* its report, largest holders */
+  /* The peak's breakdown, for the no-fit advice: parameters (weights,
+   * optimizer state, inputs: live throughout), temporaries, and the
+   * largest temporary buffer (its instruction's name, owned). */
+  guint64 parameter_bytes, temp_peak_bytes, largest_temp_bytes;
+  char *largest_temp;
   PsTrace *trace;             /* the lowered trace */
   PsPlatform *platform;       /* the slice's platform; sim points at it */
   PsReplayResult *sim;        /* the replay */

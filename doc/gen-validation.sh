@@ -4,7 +4,8 @@
 # table, between <!-- NAME:begin --> and <!-- NAME:end --> table NAME.
 # NAME `sensitivity` is the dense rows' simulated/published with one
 # unpublished constant or one modelling choice changed at a time (about a
-# minute of CPU here).
+# minute of CPU here); `moe-sensitivity` the MoE rows' all-to-all share and
+# step with the choices that move all-to-alls (about a minute).
 # Usage: doc/gen-validation.sh [PODSIM [NAME...]] (default: dense; the
 # pipeline table takes about 5 minutes, bubble half a minute, spatial under 10 s,
 # speech 1.5 to 4 minutes).
@@ -62,6 +63,34 @@ sensitivity () {
     row "--schedule $s" --schedule "$s"
   done
   row "--collectives dim-by-dim" --collectives dim-by-dim
+  row "ICI link 65.6 GB/s (656 Gbit/s as an 8b/10b line rate)" --hw "$(hw ici link_bw_bytes_per_s 65.6e9)"
+  for n in 1 16; do
+    row "transcendental $n vector ops" --hw "$(hw vector transcendental_ops "$n")"
+  done
+  row "MXU weights not double-buffered" --hw "$(hw mxu weight_double_buffered false)"
+}
+
+# moe_row LABEL ARGS...: "| LABEL | share / step | ... | 2048 vs 32 |" of
+# `podsim tables moe ARGS`: each row's all-to-all share and step time, and
+# the GSPMD series' MoE2048E36L step over GspmdMoE32E's
+moe_row () {
+  label=$1; shift
+  "$podsim" tables moe --csv "$@" > "$tmp/csv"
+  awk -F, -v l="$label" 'NR > 1 { r = r sprintf(" | %.1f %% / %.3f s", 100 * $8, $5)
+                                  if ($1 == "MoE2048E36L") g = sprintf("%.2f", $16) }
+    END { print "| " l r " | " g " |" }' "$tmp/csv"
+}
+
+moe_sensitivity () {
+  "$podsim" tables moe --csv > "$tmp/csv"
+  awk -F, 'NR > 1 { h = h " | " $1; d = d "|---" }
+    END { print "| variant (all-to-all share / step)" h " | MoE2048E36L vs GspmdMoE32E (published 1.54) |"
+          print "|---" d "|---|" }' "$tmp/csv"
+  moe_row "defaults: all-to-all straight along each dimension (torus2d)"
+  moe_row "--collectives torus2d-wrap-a2a (through the wrap links)" --collectives torus2d-wrap-a2a
+  moe_row "ICI link 65.6 GB/s" --hw "$(hw ici link_bw_bytes_per_s 65.6e9)"
+  moe_row "ICI hop latency 2 us" --hw "$(hw ici hop_latency_s 2e-6)"
+  moe_row "collective launch 5 us" --hw "$(hw overhead collective_launch_s 5e-6)"
 }
 
 for name in "$@"; do
@@ -69,6 +98,8 @@ for name in "$@"; do
   [ "$name" = dense ] && marker=table
   if [ "$name" = sensitivity ]; then
     sensitivity > "$table"
+  elif [ "$name" = moe-sensitivity ]; then
+    moe_sensitivity > "$table"
   else
     "$podsim" tables "$name" --markdown > "$table"
   fi

@@ -51,6 +51,11 @@ static const PsParamSpec common_specs[] = {
     "Schedule of the partitioned step (doc/partitioner.md): xla (memory-aware order, "
     "collective-permutes overlapped), xla-all (every collective kind overlapped), sync, eager",
     0, 0, "xla|xla-all|sync|eager", NULL, NULL },
+  { "options", "fusion", PS_PARAM_CHOICE, "xla",
+    "Fusion of the partitioned step before its cost (doc/compute-model.md): xla (XLA's rules: "
+    "single-user producers, cheap producers duplicated into all their consumers), producer "
+    "(an elementwise op joins its single-use producer only), none (every op its own kernel)",
+    0, 0, "xla|producer|none", NULL, NULL },
   { "options", "async_collectives", PS_PARAM_BOOL, "false",
     "Same as schedule = eager: every collective overlapped as early and late as data allows",
     0, 0, NULL, NULL, "*" },
@@ -58,8 +63,9 @@ static const PsParamSpec common_specs[] = {
     "Partition dots whose operand would be all-gathered to more than this many bytes per "
     "device as windowed einsums (0: all such dots; -1: off)", -1, G_MAXINT64, NULL, NULL, NULL },
   { "options", "collectives", PS_PARAM_CHOICE, "torus2d",
-    "Collective algorithms (doc/collectives.md): torus2d, dim-by-dim, ring", 0, 0,
-    "torus2d|dim-by-dim|ring", NULL, NULL },
+    "Collective algorithms (doc/collectives.md): torus2d, dim-by-dim, ring, torus2d-wrap-a2a "
+    "(torus2d with the all-to-all through the wrap links)", 0, 0,
+    "torus2d|dim-by-dim|ring|torus2d-wrap-a2a", NULL, NULL },
   { "options", "idle_cores", PS_PARAM_BOOL, "false",
     "Let the program use fewer devices than the slice has cores (device d on core d; the rest idle)",
     0, 0, NULL, NULL, NULL },

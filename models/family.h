@@ -108,6 +108,13 @@ typedef struct {
    * header allows changing them (XLA's default for a module from a file);
    * FALSE: propagation may choose the entry's shardings (built models). */
   gboolean keep_entry_shardings;
+  /* The program asks for fewer devices than the slice has cores (an HLO
+   * module's num_partitions): it runs on the first cores, the rest idle,
+   * without --idle-cores. */
+  gboolean uses_first_cores;
+  /* The program is already per device (an HLO module after XLA's SPMD
+   * partitioner): propagation and partitioning are skipped. */
+  gboolean already_partitioned;
 } PsModelInfo;
 
 struct PsModelFamily {

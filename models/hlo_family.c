@@ -7,8 +7,14 @@
  * dims mapping "[0,-1]": the GSPMD paper's mesh_split over the mesh of
  * `--mesh` in the order of `--device-order` (tensor dim i split over mesh
  * axis mapping[i], -1 not split). Without --mesh the mesh is one axis of
- * all the slice's cores. The mesh is also the one the trace is written with,
- * so collectives along its axes are recognised as such. */
+ * all the module's devices: its num_partitions when written (a module for
+ * fewer devices than the slice has runs on the slice's first cores, the
+ * rest idle), else the slice's cores. The mesh is also the one the trace is
+ * written with, so collectives along its axes are recognised as such.
+ *
+ * A module that is already a per-device program (XLA's partitioner output:
+ * entry `..._spmd`, partition-id or collectives and no shardings; see
+ * partitioner/ir/async.h) is lowered as it is, not partitioned again. */
 #include "config.h"
 
 #include <string.h>
@@ -16,11 +22,14 @@
 #include "common/error.h"
 #include "models/family.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/async.h"
 #include "partitioner/ir/sharding.h"
 
 static const PsParamSpec specs[] = {
   { "model", "file", PS_PARAM_PATH, "", "The HLO text module (podsim run FILE.hlo sets it)",
     0, 0, NULL, NULL, NULL },
+  { "model", "module", PS_PARAM_STRING, "",
+    "The module NAME of a file holding several (empty: the first)", 0, 0, NULL, NULL, NULL },
   { "model", "shard", PS_PARAM_LIST, "",
     "Extra annotations NAME=SHARDING, ';'-separated (each --shard adds one): a parameter or "
     "instruction by name and XLA sharding text or a dims mapping [0,-1] over the mesh",
@@ -35,15 +44,16 @@ static const PsParamSpec specs[] = {
 
 /* The mesh of the run as the trace writes it. */
 static gboolean
-run_mesh (const PsParams *p, const PsModelTarget *t, PsTraceMesh *mesh, GError **error)
+run_mesh (const PsParams *p, const PsModelTarget *t, int64_t n_default, PsTraceMesh *mesh, GError **error)
 {
   memset (mesh, 0, sizeof *mesh);
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
   int rank = ps_params_mesh (p, "mesh", dims);
+  gboolean given = rank > 0;
   if (rank == 0)
     {
       rank = 1;
-      dims[0] = t->n_cores;
+      dims[0] = n_default;
     }
   int64_t n = 1;
   mesh->rank = (guint) rank;
@@ -52,7 +62,9 @@ run_mesh (const PsParams *p, const PsModelTarget *t, PsTraceMesh *mesh, GError *
       mesh->dims[i] = dims[i];
       n *= dims[i];
     }
-  if (n != t->n_cores)
+  if (given && n < t->n_cores && ps_params_bool (p, "idle_cores"))
+    ;
+  else if (n != (given ? t->n_cores : n_default))
     {
       g_autofree char *text = ps_params_text (p, "mesh");
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s has %" G_GINT64_FORMAT
@@ -80,7 +92,7 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
       return FALSE;
     }
   PsTraceMesh mesh;
-  return run_mesh (p, t, &mesh, error);
+  return run_mesh (p, t, t->n_cores, &mesh, error);
 }
 
 /* "[0,-1]" as a dims mapping of `rank` entries. */
@@ -241,20 +253,45 @@ static PsModule *
 build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **error)
 {
   memset (info, 0, sizeof *info);
-  if (!check (p, t, error) || !run_mesh (p, t, &info->mesh, error))
+  if (!check (p, t, error))
     return NULL;
   const char *path = ps_params_str (p, "file");
-  g_autoptr (PsModule) m = ps_hlo_parse_file (path, error);
+  g_autoptr (PsModule) m = ps_hlo_load (path, ps_params_str (p, "module"), error);
   if (!m)
     return NULL;
-  if (m->num_partitions > 0 && m->num_partitions != t->n_cores)
+  if (m->num_partitions > t->n_cores)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: the module is written for num_partitions=%"
-                   G_GINT64_FORMAT " but slice %s has %d cores", path, m->num_partitions,
-                   ps_params_str (p, "slice"), t->n_cores);
+                   G_GINT64_FORMAT " but slice %s has %d cores (a larger --slice runs it)", path,
+                   m->num_partitions, ps_params_str (p, "slice"), t->n_cores);
       return NULL;
     }
-  m->num_partitions = t->n_cores;
+  /* A module for fewer devices runs on the slice's first cores. */
+  int64_t n_dev = m->num_partitions > 0 ? m->num_partitions : t->n_cores;
+  int64_t given_dims[PS_PARAM_MESH_MAX_RANK];
+  if (ps_params_mesh (p, "mesh", given_dims) > 0 && m->num_partitions > 0
+      && ps_params_mesh_size (p, "mesh") != m->num_partitions)
+    {
+      g_autofree char *text = ps_params_text (p, "mesh");
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s has %" G_GINT64_FORMAT " devices but %s is "
+                   "written for num_partitions=%" G_GINT64_FORMAT, ps_params_where (p, "mesh"), text,
+                   ps_params_mesh_size (p, "mesh"), path, m->num_partitions);
+      return NULL;
+    }
+  if (!run_mesh (p, t, n_dev, &info->mesh, error))
+    return NULL;
+  n_dev = 1;
+  for (guint i = 0; i < info->mesh.rank; i++)
+    n_dev *= info->mesh.dims[i];
+  m->num_partitions = n_dev;
+  info->uses_first_cores = n_dev < t->n_cores;
+  info->already_partitioned = ps_async_module_is_partitioned (m);
+  if (info->already_partitioned && *ps_params_str (p, "shard"))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: %s is already partitioned (a per-device "
+                   "program), so it takes no annotations", ps_params_where (p, "shard"), path);
+      return NULL;
+    }
   guint64 n = 0;
   g_autofree guint32 *ids = ps_trace_mesh_device_ids (&info->mesh, &n);
   g_autofree int64_t *devices = g_new (int64_t, n);
@@ -275,8 +312,10 @@ static char *
 describe_model (const PsParams *p, const PsModelInfo *info)
 {
   g_autofree char *base = g_path_get_basename (ps_params_str (p, "file"));
-  return g_strdup_printf ("HLO module %s, %" G_GINT64_FORMAT " entry instructions", base,
-                          info->n_instructions);
+  return g_strdup_printf ("HLO module %s, %" G_GINT64_FORMAT " entry instructions%s", base,
+                          info->n_instructions,
+                          info->already_partitioned ? "; already partitioned: lowered as written, "
+                          "not partitioned again" : "");
 }
 
 static char *

@@ -491,10 +491,10 @@ ps_layer_loop_backward (PsNet *net, PsLayerLoop *loop, PsInstr *dy, PsInstr **dx
 {
   g_return_val_if_fail (loop != NULL && loop->net == net, FALSE);
   const PsLayer *l = loop->layer;
-  g_autofree PsInstr **dw = g_new0 (PsInstr *, l->n_weights + 1);
-  gboolean ok = ps_scan_vjp (loop->scan, &dy, dx, dw, NULL, error);
-  for (int i = 0; ok && i < l->n_weights; i++)
-    ps_net_add_grad (net, net->weights->pdata[l->first_weight + i], dw[i]);
+  /* the layers' gradients go straight into one carried accumulator per
+   * weight: no stack of this microbatch's gradients next to the sum */
+  gboolean ok = ps_net_scan_vjp_accumulate (net, loop->scan, l->first_weight, l->n_weights, dy,
+                                            dx, error);
   ps_layer_loop_free (loop);
   return ok;
 }

@@ -18,7 +18,10 @@ struct PsNetPrivate {
   GPtrArray *states;         /* PsInstr*, every weight's state in order */
   int *first_state;          /* per weight, + 1 at the end */
   PsInstr **grads;           /* per weight, NULL until the first gradient */
+  int *grad_microbatch;      /* per weight: the microbatch its gradient so far ends with */
   int n_grads;               /* allocated entries of grads */
+  int microbatch;            /* the microbatch being built (ps_net_microbatch) */
+  int n_microbatches;        /* of how many (1 until ps_net_microbatch says) */
   PsInstr *loss;
   int n_losses;
   PsInstr *layer_aux;        /* ps_net_layer_aux_loss, until taken */
@@ -102,6 +105,7 @@ net_free_keep_module (PsNet *net)
   g_array_free (p->weight_stack_split, TRUE);
   g_free (p->first_state);
   g_free (p->grads);
+  g_free (p->grad_microbatch);
   g_free (p->new_w);
   g_free (p->new_st);
   ps_builder_free (p->builder);
@@ -494,6 +498,8 @@ ps_net_microbatch (PsNet *net, PsInstr *x, int u, int n)
 {
   g_assert (n >= 1 && u >= 0 && u < n && x->shape->dims[0] % n == 0);
   int64_t size = x->shape->dims[0] / n;
+  net->priv->microbatch = u;
+  net->priv->n_microbatches = n;
   return ps_net_slice_batch (net, x, u * size, size);
 }
 
@@ -507,6 +513,8 @@ grow_grads (PsNet *net)
     {
       p->grads = g_renew (PsInstr *, p->grads, net->weights->len);
       memset (p->grads + p->n_grads, 0, (net->weights->len - p->n_grads) * sizeof (PsInstr *));
+      p->grad_microbatch = g_renew (int, p->grad_microbatch, net->weights->len);
+      memset (p->grad_microbatch + p->n_grads, 0, (net->weights->len - p->n_grads) * sizeof (int));
       p->n_grads = (int) net->weights->len;
     }
 }
@@ -520,7 +528,28 @@ ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
   g_return_if_fail (p->new_w == NULL || p->new_w[i] == NULL);
   grow_grads (net);
   g = ps_ad_convert (net->c, g, weight->shape->etype);
-  p->grads[i] = p->grads[i] ? ps_ad_binary (net->c, PS_OP_ADD, p->grads[i], g) : g;
+  PsInstr *prev = p->grads[i];
+  if (prev && p->grad_microbatch[i] != p->microbatch)
+    {
+      /* The sum so far crosses into a new microbatch as a loop's carried
+       * accumulator would (Lingvo and JAX accumulate in a loop): kept as
+       * a buffer of its own, so the additions of successive microbatches
+       * are not fused into one kernel at the end that would keep every
+       * microbatch's gradient alive until then. */
+      prev = ps_computation_add_instr (net->c, PS_OP_OPTIMIZATION_BARRIER, NULL,
+                                       ps_shape_copy (prev->shape), 1, &prev);
+    }
+  else if (!prev && p->n_microbatches > 1)
+    {
+      /* The first microbatch adds into the zeroed accumulator, as a loop's
+       * first iteration does: the sum is a buffer of its own, not an
+       * element of the op that made the gradient (a batch-norm gradient's
+       * tuple would otherwise stay live, whole, until the next
+       * microbatch's gradient arrives). */
+      prev = ps_ad_full (net->c, g->shape, 0.0);
+    }
+  p->grads[i] = prev ? ps_ad_binary (net->c, PS_OP_ADD, prev, g) : g;
+  p->grad_microbatch[i] = p->microbatch;
 }
 
 gboolean
@@ -662,6 +691,56 @@ ps_net_scan_vjp_update (PsNet *net, PsScan *s, int first_weight, int n_weights, 
     return FALSE;
   for (int k = 0; k < ns; k++)
     p->new_st[s0 + k] = extra_out[k];
+  return TRUE;
+}
+
+/* Iteration t: accumulator i gets the gradient of layer t added in place. */
+static gboolean
+loop_accumulate (const PsScanUpdateArgs *a, PsInstr **xs_out, PsInstr **extra_out,
+                 gpointer user, GError **error)
+{
+  (void) xs_out;
+  (void) error;
+  int n = GPOINTER_TO_INT (user);
+  PsComputation *c = a->c;
+  for (int i = 0; i < n; i++)
+    {
+      if (!a->dxs[i])
+        continue;
+      PsInstr *acc = a->extra[i];
+      PsInstr *g = ps_ad_convert (c, a->dxs[i], acc->shape->etype);
+      PsInstr *sum = ps_ad_binary (c, PS_OP_ADD, ps_scan_slice_at (c, acc, a->index, NULL), g);
+      extra_out[i] = ps_scan_update_at (c, acc, sum, a->index, NULL);
+    }
+  return TRUE;
+}
+
+gboolean
+ps_net_scan_vjp_accumulate (PsNet *net, PsScan *s, int first_weight, int n_weights, PsInstr *dy,
+                            PsInstr **dx, GError **error)
+{
+  PsNetPrivate *p = net->priv;
+  g_return_val_if_fail (first_weight >= 0 && n_weights >= 1
+                        && first_weight + n_weights <= (int) net->weights->len, FALSE);
+  grow_grads (net);
+  g_autofree PsInstr **acc = g_new0 (PsInstr *, n_weights + 1);
+  for (int i = 0; i < n_weights; i++)
+    {
+      PsInstr *w = net->weights->pdata[first_weight + i];
+      g_return_val_if_fail (p->new_w == NULL || p->new_w[first_weight + i] == NULL, FALSE);
+      acc[i] = p->grads[first_weight + i] ? p->grads[first_weight + i]
+                                           : ps_ad_full (net->c, w->shape, 0.0);
+      /* laid out as its weight, as the update reads it */
+      if (w->sharding && !acc[i]->sharding)
+        ps_instr_set_sharding (acc[i], w->sharding);
+    }
+  PsScanUpdate u = { n_weights, acc, 0, NULL, loop_accumulate, GINT_TO_POINTER (n_weights) };
+  g_autofree PsInstr **xs_out = g_new0 (PsInstr *, n_weights + 1);
+  g_autofree PsInstr **acc_out = g_new0 (PsInstr *, n_weights + 1);
+  if (!ps_scan_vjp_update (s, &dy, dx, NULL, &u, xs_out, acc_out, error))
+    return FALSE;
+  for (int i = 0; i < n_weights; i++)
+    p->grads[first_weight + i] = acc_out[i];
   return TRUE;
 }
 

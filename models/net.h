@@ -231,6 +231,15 @@ void ps_net_add_loss (PsNet *net, PsInstr *loss);
  * given to ps_net_finish, which then leaves these weights alone. dy: the
  * gradient at the top; *dx gets the one at the loop's input. Call it for
  * the last microbatch (the gradients are complete there). */
+/* The backward loop of a layer scan for a microbatch that does not
+ * update: each weight's layer-t gradient is added, in iteration t, into
+ * one accumulator per weight carried through the loop (the earlier
+ * microbatches' sum, or zeros for the first), which becomes the weight's
+ * gradient so far. As Lingvo and JAX accumulate gradients: one buffer
+ * per weight, updated in place, whatever the number of microbatches.
+ * *dx gets the gradient at the loop's input. */
+gboolean ps_net_scan_vjp_accumulate (PsNet *net, PsScan *s, int first_weight, int n_weights,
+                                     PsInstr *dy, PsInstr **dx, GError **error);
 gboolean ps_net_scan_vjp_update (PsNet *net, PsScan *s, int first_weight, int n_weights,
                                  PsInstr *dy, PsInstr **dx, PsInstr *lr, PsInstr *decay,
                                  GError **error);

@@ -24,6 +24,7 @@ ps_unet3d_config_mlperf (PsUnet3dConfig *out)
   out->n_filters = G_N_ELEMENTS (f);
   memcpy (out->filters, f, sizeof f);
   out->global_batch = 1;
+  out->microbatches = 1;
   out->batch_norm = TRUE;
   out->optimizer = PS_OPTIMIZER_ADAM;
   out->data = 1;
@@ -42,6 +43,7 @@ ps_unet3d_config_small (PsUnet3dConfig *out)
   out->filters[0] = 4;
   out->filters[1] = 6;
   out->global_batch = 2;
+  out->microbatches = 1;
   out->f32_activations = TRUE;
   out->spatial[0] = out->spatial[1] = out->spatial[2] = 2;
 }
@@ -98,9 +100,19 @@ ps_unet3d_check (const PsUnet3dConfig *c, GError **error)
                    "%" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " stride-2 halvings of %d levels)",
                    label (c, "image", "--image"), dim_names[d], c->image[d], (int64_t) 1 << halvings,
                    halvings, c->n_filters);
-  if (c->global_batch % c->data != 0)
+  int64_t mb = MAX (c->microbatches, 1);
+  if (c->global_batch % mb != 0)
+    return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
+                 label (c, "global_batch", "--batch"), c->global_batch,
+                 label (c, "microbatches", "--microbatches"), mb);
+  if (mb == 1 && c->global_batch % c->data != 0)
     return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
                  label (c, "global_batch", "--batch"), c->global_batch, label (c, "data", "--data"), c->data);
+  if ((c->global_batch / mb) % c->data != 0)
+    return fail (error, "the microbatch size (%s / %s) %" G_GINT64_FORMAT " is not divisible by %s %"
+                 G_GINT64_FORMAT, label (c, "global_batch", "--batch"),
+                 label (c, "microbatches", "--microbatches"), c->global_batch / mb,
+                 label (c, "data", "--data"), c->data);
   /* The largest activation: the whole batch at full size with the most
    * features any level has there or below (the concatenated skip doubles
    * them); the builder refuses arrays over PS_MAX_ELEMENTS. */
@@ -191,6 +203,52 @@ up_conv (PsNet *net, Unet *u, const Block *w, PsInstr *x)
   return ps_add_bias (net, y, w->up_bias);
 }
 
+/* Forward, loss and backward of one microbatch (image, labels: its
+ * slices); the gradients accumulate in the net (ps_net_add_grad), one
+ * accumulator per weight, and batch norm takes its statistics over the
+ * microbatch, as gradient accumulation does in the reference. */
+static gboolean
+microbatch (PsNet *net, const PsUnet3dConfig *c, Unet *u_, Block *enc, Block *dec,
+            PsInstr *out_kernel, PsInstr *out_bias, PsInstr *image, PsInstr *labels, GError **error)
+{
+  Unet u = *u_;
+  int L = c->n_filters;
+  /* Encoder: level 0 at full size, each next level halved. */
+  PsInstr *skips[PS_UNET3D_MAX_LEVELS];
+  PsInstr *x = image;
+  for (int l = 0; l <= L; l++)
+    {
+      x = conv_bn_relu (net, &u, &enc[l].conv1, x, l == 0 ? 1 : 2);
+      x = conv_bn_relu (net, &u, &enc[l].conv2, x, 1);
+      if (l < L)
+        skips[l] = x;
+    }
+  /* Decoder: up-sample, concatenate the skip along the features, two convs. */
+  for (int l = L - 1; l >= 0; l--)
+    {
+      PsInstr *up = up_conv (net, &u, &dec[l], x);
+      PsInstr *cat[2] = { up, skips[l] };
+      PsShape *cs = ps_shape_copy (up->shape);
+      cs->dims[4] += skips[l]->shape->dims[4];
+      PsInstr *xc = ps_computation_add_instr (net->c, PS_OP_CONCATENATE, NULL, cs, 2, cat);
+      int64_t fdim = 4;
+      ps_ints_set (&xc->dimensions, 1, &fdim);
+      x = conv_bn_relu (net, &u, &dec[l].conv1, xc, 1);
+      x = conv_bn_relu (net, &u, &dec[l].conv2, x, 1);
+    }
+  guint first = net->c->instrs->len;
+  PsInstr *logits = ps_conv (net, x, out_kernel, NULL, NULL, NULL, NULL, 1);
+  tag_since (net, first, PS_UNET3D_OP_CONV);
+  u.flops += ps_conv_flops (logits);
+  logits = ps_ad_convert (net->c, ps_add_bias (net, logits, out_bias), PS_F32);
+  PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
+  ps_net_add_loss (net, loss);
+  u_->flops = u.flops;
+  /* the loss is the mean of the microbatches' means */
+  return ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0 / (double) MAX (c->microbatches, 1)),
+                     NULL, NULL, (int) net->weights->len, (PsInstr **) net->weights->pdata, error);
+}
+
 PsModule *
 ps_unet3d_build (const PsUnet3dConfig *c, PsUnet3dInfo *info, GError **error)
 {
@@ -260,39 +318,14 @@ ps_unet3d_build (const PsUnet3dConfig *c, PsUnet3dInfo *info, GError **error)
   ps_net_annotate (net, image, "bxyzc");
   ps_net_annotate (net, labels, "bxyz");
 
-  /* Encoder: level 0 at full size, each next level halved. */
-  PsInstr *skips[PS_UNET3D_MAX_LEVELS];
-  PsInstr *x = image;
-  for (int l = 0; l <= L; l++)
+  for (int mbi = 0; mbi < MAX (c->microbatches, 1); mbi++)
     {
-      x = conv_bn_relu (net, &u, &enc[l].conv1, x, l == 0 ? 1 : 2);
-      x = conv_bn_relu (net, &u, &enc[l].conv2, x, 1);
-      if (l < L)
-        skips[l] = x;
+      int M = (int) MAX (c->microbatches, 1);
+      PsInstr *img = M > 1 ? ps_net_microbatch (net, image, mbi, M) : image;
+      PsInstr *lbl = M > 1 ? ps_net_microbatch (net, labels, mbi, M) : labels;
+      if (!microbatch (net, c, &u, enc, dec, out_kernel, out_bias, img, lbl, error))
+        return NULL;
     }
-  /* Decoder: up-sample, concatenate the skip along the features, two convs. */
-  for (int l = L - 1; l >= 0; l--)
-    {
-      PsInstr *up = up_conv (net, &u, &dec[l], x);
-      PsInstr *cat[2] = { up, skips[l] };
-      PsShape *cs = ps_shape_copy (up->shape);
-      cs->dims[4] += skips[l]->shape->dims[4];
-      PsInstr *xc = ps_computation_add_instr (net->c, PS_OP_CONCATENATE, NULL, cs, 2, cat);
-      int64_t fdim = 4;
-      ps_ints_set (&xc->dimensions, 1, &fdim);
-      x = conv_bn_relu (net, &u, &dec[l].conv1, xc, 1);
-      x = conv_bn_relu (net, &u, &dec[l].conv2, x, 1);
-    }
-  guint first = net->c->instrs->len;
-  PsInstr *logits = ps_conv (net, x, out_kernel, NULL, NULL, NULL, NULL, 1);
-  tag_since (net, first, PS_UNET3D_OP_CONV);
-  u.flops += ps_conv_flops (logits);
-  logits = ps_ad_convert (net->c, ps_add_bias (net, logits, out_bias), PS_F32);
-  PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
-  ps_net_add_loss (net, loss);
-  if (!ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL,
-                   (int) net->weights->len, (PsInstr **) net->weights->pdata, error))
-    return NULL;
   if (info)
     {
       memset (info, 0, sizeof *info);

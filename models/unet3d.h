@@ -55,6 +55,7 @@ typedef struct {
   int n_filters;
   int64_t filters[PS_UNET3D_MAX_LEVELS];
   int64_t global_batch;      /* images per step */
+  int64_t microbatches;      /* gradient accumulation steps (>= 1; batch norm per microbatch) */
   gboolean batch_norm;       /* else no normalization */
   gboolean f32_activations;  /* else bf16 activations (norms and loss in f32) */
   PsOptimizerKind optimizer;

@@ -30,6 +30,9 @@ static const PsParamSpec specs[] = {
   { "model", "optimizer", PS_PARAM_CHOICE, "adam", "Optimizer", 0, 0, "adam|adafactor", NULL, NULL },
   { "parallelism", "data", PS_PARAM_INT, "1", "Data-parallel ways (the batch split)", 1, 1 << 20,
     NULL, NULL, NULL },
+  { "parallelism", "microbatches", PS_PARAM_INT, "1",
+    "Gradient accumulation steps (one accumulator per weight; batch norm per microbatch)", 1, 1024,
+    NULL, NULL, NULL },
   { "parallelism", "spatial", PS_PARAM_MESH, "2x2x2",
     "Spatial partitions of the image's D, H, W (DxHxW; fewer dims leave the rest whole: 16 = D only); "
     "data x D x H x W devices", 1, 3, NULL, NULL, NULL },
@@ -97,6 +100,7 @@ config_from (const PsParams *p, PsUnet3dConfig *c, GError **error)
   c->in_channels = ps_params_int (p, "in_channels");
   c->classes = ps_params_int (p, "classes");
   c->global_batch = ps_params_int (p, "global_batch");
+  c->microbatches = ps_params_int (p, "microbatches");
   c->batch_norm = ps_params_bool (p, "batch_norm");
   c->f32_activations = ps_params_bool (p, "f32_activations");
   ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/collectives.h"
@@ -11,6 +12,7 @@ static const char *const algorithm_names[PS_COLL_ALGORITHM_COUNT] = {
   [PS_COLL_TORUS2D] = "torus2d",
   [PS_COLL_DIM_BY_DIM] = "dim-by-dim",
   [PS_COLL_RING] = "ring",
+  [PS_COLL_TORUS2D_WRAP_A2A] = "torus2d-wrap-a2a",
 };
 
 const char *
@@ -385,22 +387,45 @@ plan_ring_group (const PsPlatform *p, PsCollAlgorithm alg, PsTraceCollectiveKind
   gboolean regular = gs.product && (gs.k == 1 || gs.k == 2);
   if (alg == PS_COLL_DIM_BY_DIM && regular)
     plan_dim_by_dim (p, &gs, kind, D, gp, route);
-  else if (alg == PS_COLL_TORUS2D && regular && gs.nx > 1 && gs.ny > 1)
+  else if ((alg == PS_COLL_TORUS2D || alg == PS_COLL_TORUS2D_WRAP_A2A) && regular && gs.nx > 1
+           && gs.ny > 1)
     plan_torus2d (p, &gs, kind, D, gp, route);
   else
     g_ptr_array_add (gp->phases, listed_ring_phase (p, kind, D, members, m, route));
   group_shape_clear (&gs);
 }
 
-/* All-to-all: every member sends D/m to every other. Routed here rather than
- * pair by pair in SimGrid; each loaded link becomes one transfer between its
- * ends. A dimension-ordered route is its x part along the source's row,
- * then its y part along the target's column, so the x links of row y carry,
- * for each (xa, xb), the members of (xa, y) times the members of column xb,
- * and the y links of column x, for each (ya, yb), the members of row ya
- * times those of (x, yb): O(X^2 Y + Y^2 X) routes instead of O(chips^2). */
+/* The links from `from` to `to` along one dimension (x when along_x, in row
+ * `fixed`; else y in column `fixed`) without wrap links: straight along the
+ * line, as on a mesh, even where the slice has wrap links. */
+static int
+line_route (const PsPlatform *p, gboolean along_x, int fixed, int from, int to, int *links)
+{
+  const PsSlice *s = &p->slice;
+  int sign = to > from ? 1 : -1;
+  int steps = abs (to - from);
+  for (int i = 0, c = from; i < steps; i++, c += sign)
+    {
+      int chip = along_x ? ps_slice_chip_index (s, c, fixed) : ps_slice_chip_index (s, fixed, c);
+      links[i] = chip * PS_LINKS_PER_CHIP
+                 + (along_x ? (sign > 0 ? PS_LINK_X_PLUS : PS_LINK_X_MINUS)
+                            : (sign > 0 ? PS_LINK_Y_PLUS : PS_LINK_Y_MINUS));
+    }
+  return steps;
+}
+
+/* All-to-all: every member sends D/m to every other, all at once. Routed
+ * here rather than pair by pair in SimGrid; each loaded link becomes one
+ * transfer between its ends. A dimension-ordered route is its x part along
+ * the source's row, then its y part along the target's column, so the x
+ * links of row y carry, for each (xa, xb), the members of (xa, y) times the
+ * members of column xb, and the y links of column x, for each (ya, yb), the
+ * members of row ya times those of (x, yb): O(X^2 Y + Y^2 X) routes instead
+ * of O(chips^2). With `wrap` routes take the shorter way round where the
+ * slice has wrap links; without, they run straight along each dimension
+ * (doc/collectives.md says why that is the default). */
 static void
-plan_all_to_all_group (const PsPlatform *p, double D, const int *members, int m,
+plan_all_to_all_group (const PsPlatform *p, double D, const int *members, int m, gboolean wrap,
                        PsGroupPlan *gp, double *load, int *route)
 {
   const PsSlice *s = &p->slice;
@@ -427,7 +452,8 @@ plan_all_to_all_group (const PsPlatform *p, double D, const int *members, int m,
           {
             if (xb == xa || col[xb] == 0)
               continue;
-            int n = ps_platform_dim_route (p, TRUE, y, xa, xb, route);
+            int n = wrap ? ps_platform_dim_route (p, TRUE, y, xa, xb, route)
+                         : line_route (p, TRUE, y, xa, xb, route);
             max_dx = MAX (max_dx, n);
             for (int i = 0; i < n; i++)
               load[route[i]] += (double) na * col[xb] * piece;
@@ -443,7 +469,8 @@ plan_all_to_all_group (const PsPlatform *p, double D, const int *members, int m,
           {
             if (ya == yb || row[ya] == 0)
               continue;
-            int n = ps_platform_dim_route (p, FALSE, x, ya, yb, route);
+            int n = wrap ? ps_platform_dim_route (p, FALSE, x, ya, yb, route)
+                         : line_route (p, FALSE, x, ya, yb, route);
             max_dy = MAX (max_dy, n);
             for (int i = 0; i < n; i++)
               load[route[i]] += (double) row[ya] * nb * piece;
@@ -634,7 +661,8 @@ ps_coll_plan_new (const PsPlatform *p, PsCollAlgorithm alg, PsTraceCollectiveKin
       if (group_size < 2)
         continue;
       if (kind == PS_TRACE_ALL_TO_ALL)
-        plan_all_to_all_group (p, bytes, members, group_size, &plan->groups[g], load, route);
+        plan_all_to_all_group (p, bytes, members, group_size, alg == PS_COLL_TORUS2D_WRAP_A2A,
+                               &plan->groups[g], load, route);
       else
         plan_ring_group (p, alg, kind, bytes, members, group_size, &plan->groups[g], route);
     }

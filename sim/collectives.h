@@ -32,8 +32,13 @@
  *  (c0, c1 of each chip in turn) and folds them on a mesh (core 0 out along
  *  the dimension, core 1 back), as Lingvo's GetNonPod2dMesh orders devices.
  *  Groups of other shapes run the listed-order ring under every algorithm.
- *  - all-to-all: direct transfers between every pair of members, routed on
- *    the torus (dimension order, shorter way round).
+ *  - all-to-all (every algorithm but the last): one-shot direct transfers
+ *    between every pair of members, routed in dimension order as on a mesh,
+ *    never through a wrap link, so its time grows as sqrt(devices) up to the
+ *    full pod as GShard (Lepikhin et al. 2020) reports for TPU v3.
+ *  - PS_COLL_TORUS2D_WRAP_A2A: torus2d, but the all-to-all takes the shorter
+ *    way round through the wrap links where the slice has them (podsim's
+ *    all-to-all until 2026-12; teaching: what the wrap links could give).
  *  - collective-permute: one direct transfer per source -> target pair.
  *
  * A pipelined ring phase of S steps is not simulated step by step (far too
@@ -68,10 +73,11 @@ typedef enum {
   PS_COLL_TORUS2D = 0,   /* default */
   PS_COLL_DIM_BY_DIM,
   PS_COLL_RING,
+  PS_COLL_TORUS2D_WRAP_A2A,  /* torus2d, all-to-all through the wrap links (until 2026-12) */
   PS_COLL_ALGORITHM_COUNT
 } PsCollAlgorithm;
 
-/* "torus2d", "dim-by-dim", "ring". transfer none. */
+/* "torus2d", "dim-by-dim", "ring", "torus2d-wrap-a2a". transfer none. */
 const char *ps_coll_algorithm_name (PsCollAlgorithm alg);
 /* The name -> algorithm; a PS_ERROR_OPTION error naming `option` and the
  * known names otherwise. */

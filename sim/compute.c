@@ -190,9 +190,32 @@ ps_compute_op (const PsHardware *hw, const PsComputeOp *op)
       if (op->window >= 1)
         conv_mxu (hw, op, passes, ceil (vector_ops / per_cycle), &c);
       else
-        c.mxu_cycles = ps_compute_mxu_cycles (hw, op->batch, op->m, op->k, op->n, passes,
-                                              &c.tile_passes, &c.stream_rows,
-                                              &c.lhs_stationary, &c.array_fill);
+        {
+          c.mxu_cycles = ps_compute_mxu_cycles (hw, op->batch, op->m, op->k, op->n, passes,
+                                                &c.tile_passes, &c.stream_rows,
+                                                &c.lhs_stationary, &c.array_fill);
+          c.dot_mxu_cycles = c.mxu_cycles;
+          c.dot_vector_ops = ps_compute_dot_vector_ops (hw, op->batch, op->m, op->k, op->n);
+          c.dot_strength_reduced = ps_compute_dot_strength_reduced (op->m, op->k, op->n);
+          /* XLA's simplifier rewrites vector dots whatever they cost; for the
+           * other shapes the TPU compiler's choice is not public: the
+           * cheaper unit, as for convolutions (doc/compute-model.md). */
+          double on_mxu = MAX (c.mxu_cycles, ceil (vector_ops / per_cycle));
+          double on_vector = ceil ((vector_ops + c.dot_vector_ops) / per_cycle);
+          gboolean vec = op->dot_mapping == PS_DOT_MAPPING_VECTOR
+                         || (op->dot_mapping == PS_DOT_MAPPING_AUTO
+                             && op->m > 0 && op->k > 0 && op->n > 0 && op->batch > 0
+                             && (c.dot_strength_reduced || on_vector < on_mxu));
+          if (vec)
+            {
+              c.dot_on_vector = TRUE;
+              c.relayout_ops = c.dot_vector_ops;
+              c.mxu_cycles = 0;
+              c.mxu_passes = 0;
+              c.tile_passes = 0;
+              c.stream_rows = 0;
+            }
+        }
     }
   c.vector_cycles = ceil ((vector_ops + c.relayout_ops) / per_cycle);
 
@@ -262,6 +285,56 @@ ps_compute_bound_name (PsComputeBound bound)
       return "overhead";
     }
   return "?";
+}
+
+double
+ps_compute_dot_vector_ops (const PsHardware *hw, gint64 batch, gint64 m, gint64 k, gint64 n)
+{
+  g_return_val_if_fail (hw != NULL, 0);
+  double b = (double) clamp0 (batch), dm = (double) clamp0 (m), dk = (double) clamp0 (k),
+         dn = (double) clamp0 (n);
+  if (b == 0 || dm == 0 || dk == 0 || dn == 0)
+    return 0;
+  double lanes = MAX (hw->vector_lanes, 1);
+  double tree = log2 ((double) hw->vector_lanes * MAX (hw->vector_sublanes, 1));
+  /* No contracting dim: a broadcast multiply, one op per output. */
+  double per_mac = dk == 1 ? 1 : 2;
+  /* Layout 1: the larger free dim runs along the lanes (padded to them);
+   * each step of k is a multiply-add of whole registers, so the reduction
+   * over k needs no cross-lane work. */
+  double big = MAX (dm, dn), small = MIN (dm, dn);
+  double free_minor = per_mac * b * dk * small * ceil (big / lanes) * lanes;
+  if (dk == 1)
+    return free_minor;
+  /* Layout 2: k along the lanes (padded), then a tree across one register
+   * per output, as a reduce does. The compiler takes the cheaper. */
+  double k_minor = per_mac * b * dm * dn * ceil (dk / lanes) * lanes + b * dm * dn * tree;
+  return MIN (free_minor, k_minor);
+}
+
+gboolean
+ps_compute_dot_strength_reduced (gint64 m, gint64 k, gint64 n)
+{
+  return m == 1 || n == 1 || k == 1;
+}
+
+const char *
+ps_dot_mapping_name (PsDotMapping m)
+{
+  static const char *const names[] = { "auto", "mxu", "vector" };
+  return m >= PS_DOT_MAPPING_AUTO && m <= PS_DOT_MAPPING_VECTOR ? names[m] : "auto";
+}
+
+gboolean
+ps_dot_mapping_parse (const char *name, PsDotMapping *out)
+{
+  for (int i = PS_DOT_MAPPING_AUTO; i <= PS_DOT_MAPPING_VECTOR; i++)
+    if (g_ascii_strcasecmp (name, ps_dot_mapping_name ((PsDotMapping) i)) == 0)
+      {
+        *out = (PsDotMapping) i;
+        return TRUE;
+      }
+  return FALSE;
 }
 
 PsComputeOp

@@ -52,6 +52,14 @@ typedef enum {
   PS_CONV_MAPPING_VECTOR,     /* multiply-adds on the vector unit (depthwise convolutions) */
 } PsConvMapping;
 
+/* Where a matmul (a dot; not a convolution) runs (doc/compute-model.md,
+ * "Degenerate dots"). */
+typedef enum {
+  PS_DOT_MAPPING_AUTO,    /* XLA's strength reduction, else the cheaper unit */
+  PS_DOT_MAPPING_MXU,     /* on the systolic array whatever its shape */
+  PS_DOT_MAPPING_VECTOR,  /* multiply + reduce on the vector unit */
+} PsDotMapping;
+
 typedef struct {
   /* Matmul part: out[batch, m, n] = sum_k lhs[batch, m, k] * rhs[batch, k, n].
    * has_mxu FALSE for ops that do not use the MXU. A convolution adds a
@@ -62,6 +70,7 @@ typedef struct {
   gint64 batch, m, k, n;
   gint64 window;               /* convolution: kernel window positions (>= 1); 0: not a convolution */
   PsConvMapping mapping;       /* convolution: AUTO unless asked otherwise */
+  PsDotMapping dot_mapping;    /* matmul (window 0): AUTO unless asked otherwise */
   PsComputeDtype dtype;
   PsMxuPrecision precision;       /* only matters for f32 operands */
 
@@ -103,6 +112,13 @@ typedef struct {
    * in vector_cycles). */
   PsConvMapping conv_mapping;
   double relayout_ops;
+  /* Matmuls: TRUE when the dot runs as multiply + reduce on the vector unit
+   * (mxu_cycles then 0); the MXU cycles it would have cost on the array and
+   * the vector ops of the multiply-reduce form, whichever was taken. */
+  gboolean dot_on_vector;
+  gboolean dot_strength_reduced;  /* XLA's algebraic simplifier rewrites it (m, n or k is 1) */
+  double dot_mxu_cycles;
+  double dot_vector_ops;
 } PsComputeCost;
 
 /* Cost of one op on one TensorCore. Never fails; negative counts are
@@ -115,6 +131,19 @@ double ps_compute_mxu_cycles (const PsHardware *hw, gint64 batch, gint64 m, gint
                               gint64 n, int passes, gint64 *tile_passes_out,
                               gint64 *stream_rows_out, gboolean *lhs_stationary_out,
                               double *array_fill_out);
+
+/* Vector ops of a matmul done as multiply + reduce on the vector unit
+ * (the strength-reduced form): 2 per multiply-add over the layout's padded
+ * tiles, the largest of m, k, n in the lanes and the next in the sublanes,
+ * plus a cross-lane tree per output when k is the lane dim. */
+double ps_compute_dot_vector_ops (const PsHardware *hw, gint64 batch, gint64 m, gint64 k,
+                                  gint64 n);
+/* TRUE when XLA's algebraic simplifier rewrites the dot as multiply (+
+ * reduce): an operand with only batch and contracting dims (m or n is 1
+ * once size-1 dims are removed) or no contracting dim (k is 1). */
+gboolean ps_compute_dot_strength_reduced (gint64 m, gint64 k, gint64 n);
+const char *ps_dot_mapping_name (PsDotMapping m);           /* "auto", "mxu", "vector" */
+gboolean ps_dot_mapping_parse (const char *name, PsDotMapping *out);
 
 /* A plain matmul: flops 2*b*m*k*n, HBM bytes = both operands read + result
  * written, all in `dtype`. */

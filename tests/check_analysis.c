@@ -111,6 +111,177 @@ END_TEST
 
 /* Convolution FLOPs count only taps on real input: a 1-D conv of 8
  * positions, window 3, padding 1 on both sides, has 8*3 - 2 = 22 taps. */
+/* XLA's producer duplication (fusion.h): a cheap producer read by two
+ * fusible consumers is copied into both; an expensive one (exp) is not. */
+static const char *dup_hlo =
+  "HloModule dup\n"
+  "ENTRY e {\n"
+  "  p0 = f32[1024] parameter(0)\n"
+  "  p1 = f32[1024] parameter(1)\n"
+  "  neg = f32[1024] negate(p0)\n"
+  "  a = f32[1024] add(neg, p1)\n"
+  "  m = f32[1024] multiply(neg, p1)\n"
+  "  ex = f32[1024] exponential(p1)\n"
+  "  s = f32[1024] subtract(ex, p0)\n"
+  "  d = f32[1024] divide(ex, p0)\n"
+  "  ROOT t = (f32[1024], f32[1024], f32[1024], f32[1024]) tuple(a, m, s, d)\n"
+  "}\n";
+
+static PsCostAnalysis *
+analyze_with (const PsModule *m, PsFusionMode mode)
+{
+  PsCostOptions o;
+  ps_cost_options_init (&o);
+  o.fusion = mode;
+  GError *error = NULL;
+  PsCostAnalysis *a = ps_cost_analyze (m, &o, &error);
+  ck_assert_msg (a != NULL, "%s", error ? error->message : "");
+  return a;
+}
+
+START_TEST (test_fusion_duplicates_cheap_producers)
+{
+  g_autoptr (PsModule) m = parse (dup_hlo);
+  PsInstr *neg = ps_module_find_instr (m, "neg"), *a_ = ps_module_find_instr (m, "a");
+  PsInstr *mul = ps_module_find_instr (m, "m"), *ex = ps_module_find_instr (m, "ex");
+  PsInstr *s_ = ps_module_find_instr (m, "s");
+  ck_assert (!ps_fusion_is_expensive (neg));
+  ck_assert (ps_fusion_is_expensive (ex));
+  ck_assert (ps_fusion_is_expensive (ps_module_find_instr (m, "d")));
+  ck_assert (ps_fusion_duplicates (neg));
+  ck_assert (!ps_fusion_duplicates (ex));
+
+  /* xla: neg is computed inside a and inside m, each reading p0 and p1
+   * (8192 B), writing 4096 B, doing 2 x 1024 vector ops; exp is a kernel
+   * of its own (read 4096, write 4096) that s and d read. */
+  g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_MODE_XLA);
+  const PsCost *cn = ps_cost_get (x, neg);
+  ck_assert (cn->duplicated);
+  ck_assert_int_eq (cn->klass, PS_COST_INLINED);
+  ck_assert_uint_eq (cn->own.vector_ops, 0);
+  PsCostCounts fa = ps_cost_fusion (x, a_), fm = ps_cost_fusion (x, mul);
+  ck_assert_uint_eq (fa.read_bytes, 8192);
+  ck_assert_uint_eq (fa.write_bytes, 4096);
+  ck_assert_uint_eq (fa.vector_ops, 2048);
+  ck_assert_uint_eq (fm.read_bytes, 8192);
+  ck_assert_uint_eq (fm.vector_ops, 2048);
+  ck_assert (!ps_cost_get (x, ex)->duplicated);
+  PsCostCounts fe = ps_cost_fusion (x, ex), fs = ps_cost_fusion (x, s_);
+  ck_assert_uint_eq (fe.read_bytes + fe.write_bytes, 8192);
+  ck_assert_uint_eq (fs.read_bytes, 8192);
+  /* entry total: a, m 12288 each; ex 8192; s, d 12288 each */
+  PsCostCounts tx = ps_cost_computation (x, m->entry);
+  ck_assert_uint_eq (tx.read_bytes + tx.write_bytes, 4 * 12288 + 8192);
+
+  /* producer (the old rule): neg has two users, so it is a kernel too */
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
+  ck_assert (!ps_cost_get (p, neg)->duplicated);
+  ck_assert_int_eq (ps_cost_get (p, neg)->klass, PS_COST_ELEMENTWISE);
+  PsCostCounts tp = ps_cost_computation (p, m->entry);
+  ck_assert_uint_eq (tp.read_bytes + tp.write_bytes, 4 * 12288 + 2 * 8192);
+  /* the copy of neg is work done twice */
+  ck_assert_uint_eq (tx.vector_ops, tp.vector_ops + 1024);
+}
+END_TEST
+
+/* none: the relu of mlp_hlo stays out of the dot; producer and xla fuse it. */
+START_TEST (test_fusion_none)
+{
+  g_autoptr (PsModule) m = parse (mlp_hlo);
+  g_autoptr (PsCostAnalysis) n = analyze_with (m, PS_FUSION_MODE_NONE);
+  PsInstr *dot = ps_module_find_instr (m, "dot");
+  ck_assert (!ps_cost_get (n, dot)->fused);
+  /* dot reads 8x16 + 16x32 f32, writes 8x32 */
+  PsCostCounts fd = ps_cost_fusion (n, dot);
+  ck_assert_uint_eq (fd.read_bytes, (8 * 16 + 16 * 32) * 4);
+  ck_assert_uint_eq (fd.write_bytes, 8 * 32 * 4);
+  g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_MODE_XLA);
+  ck_assert (ps_cost_get (x, dot)->fused);
+  PsFusionMode mode;
+  ck_assert (ps_fusion_mode_parse ("producer", "--fusion", &mode, NULL) && mode == PS_FUSION_MODE_PRODUCER);
+  GError *error = NULL;
+  ck_assert (!ps_fusion_mode_parse ("all", "--fusion", &mode, &error));
+  ck_assert (strstr (error->message, "--fusion 'all'") != NULL);
+  g_error_free (error);
+}
+END_TEST
+
+/* A module read already fused (an HLO dump after XLA's optimizations):
+ * each fusion instruction is one kernel, and podsim fuses nothing more. */
+static const char *fused_hlo =
+  "HloModule jit_step\n"
+  "fused_add_tanh {\n"
+  "  param_0 = f32[8,4] parameter(0)\n"
+  "  param_1 = f32[8,4] parameter(1)\n"
+  "  add.0 = f32[8,4] add(param_0, param_1)\n"
+  "  ROOT tanh.0 = f32[8,4] tanh(add.0)\n"
+  "}\n"
+  "fused_dot {\n"
+  "  p0 = f32[8,16] parameter(0)\n"
+  "  p1 = f32[16,4] parameter(1)\n"
+  "  ROOT dot.1 = f32[8,4] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+  "}\n"
+  "add_f32 {\n"
+  "  x = f32[] parameter(0)\n"
+  "  y = f32[] parameter(1)\n"
+  "  ROOT s = f32[] add(x, y)\n"
+  "}\n"
+  "fused_reduce {\n"
+  "  q0 = f32[8,4] parameter(0)\n"
+  "  zero = f32[] constant(0)\n"
+  "  ROOT r = f32[8] reduce(q0, zero), dimensions={1}, to_apply=add_f32\n"
+  "}\n"
+  "ENTRY main {\n"
+  "  a = f32[8,16] parameter(0)\n"
+  "  b = f32[16,4] parameter(1)\n"
+  "  dot_fusion = f32[8,4] fusion(a, b), kind=kOutput, calls=fused_dot\n"
+  "  neg = f32[8,4] negate(dot_fusion)\n"
+  "  loop_fusion = f32[8,4] fusion(neg, dot_fusion), kind=kLoop, calls=fused_add_tanh\n"
+  "  input_fusion = f32[8] fusion(loop_fusion), kind=kInput, calls=fused_reduce\n"
+  "  ROOT t = (f32[8,4], f32[8]) tuple(loop_fusion, input_fusion)\n"
+  "}\n";
+
+START_TEST (test_fusion_from_file)
+{
+  g_autoptr (PsModule) m = parse (fused_hlo);
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
+  ck_assert (ps_cost_prefused (a));
+  PsInstr *df = ps_module_find_instr (m, "dot_fusion"), *lf = ps_module_find_instr (m, "loop_fusion");
+  PsInstr *in = ps_module_find_instr (m, "input_fusion"), *neg = ps_module_find_instr (m, "neg");
+  /* the dot kernel: 2 x 8 x 4 x 16 FLOPs, reads 8x16 + 16x4 f32, writes 8x4 */
+  const PsCost *cd = ps_cost_get (a, df);
+  ck_assert_int_eq (cd->klass, PS_COST_MATMUL);
+  ck_assert (!cd->fused);
+  ck_assert_ptr_eq (ps_cost_mxu_op (df), ps_module_find_instr (m, "dot.1"));
+  PsCostCounts fd = ps_cost_fusion (a, df);
+  ck_assert_uint_eq (fd.flops, 1024);
+  ck_assert_uint_eq (fd.read_bytes, (8 * 16 + 16 * 4) * 4);
+  ck_assert_uint_eq (fd.write_bytes, 8 * 4 * 4);
+  /* neg is an unfused op of the dump: its own kernel, not joined into the
+   * dot's (the xla rules would duplicate it into the loop fusion) */
+  ck_assert (!ps_cost_get (a, neg)->fused && !ps_cost_get (a, neg)->duplicated);
+  ck_assert_uint_eq (ps_cost_fusion (a, neg).read_bytes, 128);
+  /* add + tanh over 32 elements, reading neg and dot_fusion */
+  PsCostCounts fl = ps_cost_fusion (a, lf);
+  ck_assert_int_eq (ps_cost_get (a, lf)->klass, PS_COST_ELEMENTWISE);
+  ck_assert_uint_eq (fl.vector_ops, 64);
+  ck_assert_uint_eq (fl.read_bytes, 256);
+  ck_assert_uint_eq (fl.write_bytes, 128);
+  PsCostCounts fr = ps_cost_fusion (a, in);
+  ck_assert_int_eq (ps_cost_get (a, in)->klass, PS_COST_REDUCE);
+  ck_assert_uint_eq (fr.read_bytes, 128);
+  ck_assert_uint_eq (fr.write_bytes, 32);
+  /* lowering: three kernels and neg, the dot's with its MXU dims */
+  GError *error = NULL;
+  g_autoptr (PsMemoryReport) mr = ps_memory_analyze (m, a, &error);
+  ck_assert_msg (mr != NULL, "%s", error ? error->message : "");
+  /* an unfused module is not prefused */
+  g_autoptr (PsModule) m2 = parse (mlp_hlo);
+  g_autoptr (PsCostAnalysis) a2 = analyze_with (m2, PS_FUSION_MODE_XLA);
+  ck_assert (!ps_cost_prefused (a2));
+}
+END_TEST
+
 START_TEST (test_cost_conv)
 {
   g_autoptr (PsModule) m = parse (
@@ -696,6 +867,9 @@ analysis_suite (void)
   TCase *tc = tcase_create ("core");
   tcase_add_test (tc, test_cost_mlp);
   tcase_add_test (tc, test_cost_input_fusion);
+  tcase_add_test (tc, test_fusion_duplicates_cheap_producers);
+  tcase_add_test (tc, test_fusion_none);
+  tcase_add_test (tc, test_fusion_from_file);
   tcase_add_test (tc, test_cost_conv);
   tcase_add_test (tc, test_cost_conv_windows);
   tcase_add_test (tc, test_cost_while);

@@ -86,12 +86,18 @@ END_TEST
 
 START_TEST (test_small_matmul_overhead_bound)
 {
-  PsComputeCost tiny = matmul (1, 1, 1, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  /* On the MXU (the auto mapping strength-reduces a 1 x 1 x 1 dot) */
+  PsComputeOp op = ps_compute_matmul_op (1, 1, 1, 1, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  op.dot_mapping = PS_DOT_MAPPING_MXU;
+  PsComputeCost tiny = ps_compute_op (hw, &op);
   PsComputeCost small = matmul (128, 128, 128, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
   ck_assert_int_eq (tiny.bound, PS_BOUND_OVERHEAD);
   ck_assert_int_eq (small.bound, PS_BOUND_OVERHEAD);
   /* Both occupy one full tile pass: padding makes them cost the same. */
   ck_assert_double_eq_tol (tiny.time_s, small.time_s, 1e-15);
+  PsComputeCost reduced = matmul (1, 1, 1, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  ck_assert (reduced.dot_on_vector);
+  ck_assert_int_eq (reduced.bound, PS_BOUND_OVERHEAD);
   ck_assert_double_ge (tiny.time_s, hw->per_op_overhead_s);
   ck_assert_double_lt (small.mxu_utilization, 0.1);
   /* Utilization grows with size. */
@@ -228,6 +234,68 @@ START_TEST (test_reduce)
   PsComputeOp op = ps_compute_reduce_op (hw, 1 << 20, 1024, PS_COMPUTE_F32);
   ck_assert_double_eq_tol (op.vector_ops, (1 << 20) + 1024 * 10.0, 0.5);
   ck_assert_double_eq_tol (op.hbm_bytes, ((1 << 20) + 1024) * 4.0, 0.5);
+}
+END_TEST
+
+/* The issue's degenerate dot: 4M x 8 x 2 streams 4M rows through one
+ * mostly empty weight tile on the MXU; as multiply + reduce on the vector
+ * unit (m in the lanes, k accumulated across registers) it costs
+ * 2 x 4M x 8 x 2 / 2048 = 65,536 cycles and is HBM-bound (80 MiB). */
+START_TEST (test_degenerate_dot_on_vector_unit)
+{
+  PsComputeCost c = matmul (4194304, 8, 2, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  ck_assert (c.dot_on_vector);
+  ck_assert (!c.dot_strength_reduced);
+  ck_assert_double_eq (c.mxu_cycles, 0);
+  ck_assert_double_eq_tol (c.dot_mxu_cycles, 4194304.0 + 256 + 128, 0.5);
+  ck_assert_double_eq_tol (c.dot_vector_ops, 2.0 * 4194304 * 8 * 2, 0.5);
+  ck_assert_double_eq_tol (c.vector_cycles, 65536, 0.5);
+  double hbm = (4194304.0 * 8 + 16 + 4194304.0 * 2) * 2;
+  ck_assert_double_eq_tol (c.hbm_cycles, hbm / hw->hbm_bw_bytes_per_s * hw->clock_hz, 1e-3);
+  ck_assert_int_eq (c.bound, PS_BOUND_HBM);
+  /* within 2x of the HBM bound (the criterion) */
+  ck_assert_double_le (c.time_s, 2 * hbm / hw->hbm_bw_bytes_per_s);
+  /* asked to stay on the MXU: the old cost */
+  PsComputeOp op = ps_compute_matmul_op (1, 4194304, 8, 2, PS_COMPUTE_BF16,
+                                         PS_MXU_PRECISION_DEFAULT);
+  op.dot_mapping = PS_DOT_MAPPING_MXU;
+  PsComputeCost m = ps_compute_op (hw, &op);
+  ck_assert (!m.dot_on_vector);
+  ck_assert_double_eq_tol (m.mxu_cycles, c.dot_mxu_cycles, 0.5);
+  ck_assert_int_eq (m.bound, PS_BOUND_MXU);
+}
+END_TEST
+
+/* XLA's algebraic simplifier rewrites a dot with a vector operand (m or n
+ * 1) or no contracting dim (k 1) whatever the MXU would cost; the
+ * vector-form closed form pads the lane dim to 128. */
+START_TEST (test_dot_strength_reduction_rules)
+{
+  ck_assert (ps_compute_dot_strength_reduced (1, 4096, 4096));
+  ck_assert (ps_compute_dot_strength_reduced (4096, 4096, 1));
+  ck_assert (ps_compute_dot_strength_reduced (4096, 1, 4096));
+  ck_assert (!ps_compute_dot_strength_reduced (2, 2, 2));
+  /* matrix-vector: n = 1, 2 ops per MAC, m in the lanes */
+  PsComputeCost mv = matmul (8192, 8192, 1, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  ck_assert (mv.dot_on_vector && mv.dot_strength_reduced);
+  ck_assert_double_eq_tol (mv.dot_vector_ops, 2.0 * 8192 * 8192, 0.5);
+  /* outer product (k = 1): one multiply per output */
+  ck_assert_double_eq_tol (ps_compute_dot_vector_ops (hw, 1, 1000, 1, 300), 300.0 * 1024, 0.5);
+  /* free dims of 8 and 2: the lanes are padded to 128 (k in the lanes is
+   * cheaper: 2 x 16 x 128 + 16 x 10 tree) */
+  ck_assert_double_eq_tol (ps_compute_dot_vector_ops (hw, 1, 8, 100, 2),
+                           MIN (2.0 * 100 * 2 * 128, 2.0 * 16 * 128 + 16 * 10), 0.5);
+  ck_assert_double_eq_tol (ps_compute_dot_vector_ops (hw, 3, 8, 1000, 2),
+                           3 * (2.0 * 16 * 1024 + 16 * 10), 0.5);
+  /* large matmuls stay on the MXU */
+  PsComputeCost big = matmul (8192, 8192, 8192, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  ck_assert (!big.dot_on_vector);
+  PsComputeCost small = matmul (128, 128, 128, PS_COMPUTE_BF16, PS_MXU_PRECISION_DEFAULT);
+  ck_assert (!small.dot_on_vector);
+  PsDotMapping dm;
+  ck_assert (ps_dot_mapping_parse ("vector", &dm) && dm == PS_DOT_MAPPING_VECTOR);
+  ck_assert (!ps_dot_mapping_parse ("gpu", &dm));
+  ck_assert_str_eq (ps_dot_mapping_name (PS_DOT_MAPPING_MXU), "mxu");
 }
 END_TEST
 
@@ -403,6 +471,8 @@ main (void)
   tcase_add_test (tc, test_vector_bound_transcendentals);
   tcase_add_test (tc, test_matmul_with_fused_epilogue);
   tcase_add_test (tc, test_reduce);
+  tcase_add_test (tc, test_degenerate_dot_on_vector_unit);
+  tcase_add_test (tc, test_dot_strength_reduction_rules);
   tcase_add_test (tc, test_what_if_hardware);
   tcase_add_test (tc, test_from_trace);
   tcase_add_test (tc, test_conv_small_features);

@@ -7,11 +7,13 @@
 #include "config.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "models/conformer.h"
 #include "models/unet3d.h"
+#include "partitioner/interp/interp.h"
 #include "partitioner/interp/verify.h"
 #include "partitioner/propagate/propagate.h"
 #include "partitioner/spmd/spmd.h"
@@ -108,6 +110,62 @@ START_TEST (test_unet_data_and_spatial)
 }
 END_TEST
 
+/* Gradient accumulation in the U-Net: two microbatches partition without
+ * fallbacks and verify 2x2x2-split against the original; without batch
+ * norm (whose statistics are per microbatch) the step equals the
+ * one-microbatch step on the interpreter. */
+START_TEST (test_unet_microbatches)
+{
+  PsUnet3dConfig c;
+  ps_unet3d_config_small (&c);
+  c.microbatches = 2;
+  check_unet (&c);
+  c.batch_norm = FALSE;
+  c.spatial[0] = c.spatial[1] = c.spatial[2] = 1;
+  PsValue *outs[2];
+  for (int v = 0; v < 2; v++)
+    {
+      c.microbatches = v + 1;
+      GError *error = NULL;
+      g_autoptr (PsModule) m = ps_unet3d_build (&c, NULL, &error);
+      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+      int n = (int) m->entry->params->len;
+      PsValue **args = g_new0 (PsValue *, n);
+      for (int i = 0; i < n; i++)
+        {
+          PsInstr *p = m->entry->params->pdata[i];
+          args[i] = ps_value_new (p->shape);
+          guint32 st = g_str_hash (p->name);
+          for (int64_t k = 0; k < args[i]->n; k++)
+            {
+              st = st * 1664525u + 1013904223u;
+              double r = (double) (st >> 8) / (double) (1u << 24);
+              double val = strcmp (p->name, "labels") == 0 ? (double) ((st >> 8) % 3)
+                           : strcmp (p->name, "learning_rate") == 0 ? 0.01
+                           : strcmp (p->name, "decay") == 0 ? 0.9
+                           : g_str_has_suffix (p->name, ".opt1") ? 1e-3 * (1 + r) : (r - 0.5) * 0.2;
+              ps_value_set (args[i], k, val);
+            }
+        }
+      outs[v] = ps_interp_run (m, n, args, NULL, &error);
+      ck_assert_msg (outs[v] != NULL, "interp: %s", error ? error->message : "");
+      for (int i = 0; i < n; i++)
+        ps_value_free (args[i]);
+      g_free (args);
+    }
+  ck_assert_int_eq (outs[0]->n_elems, outs[1]->n_elems);
+  for (int e = 0; e < outs[0]->n_elems; e++)
+    for (int64_t k = 0; k < outs[0]->elems[e]->n; k++)
+      {
+        double a = ps_value_get (outs[0]->elems[e], k), b = ps_value_get (outs[1]->elems[e], k);
+        ck_assert_msg (fabs (a - b) <= 1e-4 * fmax (fabs (a), 1e-2),
+                       "output %d[%" G_GINT64_FORMAT "]: 1 microbatch %.9g, 2: %.9g", e, k, a, b);
+      }
+  ps_value_free (outs[0]);
+  ps_value_free (outs[1]);
+}
+END_TEST
+
 START_TEST (test_unet_mlperf_shape)
 {
   PsUnet3dConfig c;
@@ -180,6 +238,7 @@ main (void)
   tcase_add_test (tc, test_unet_spatial_2x2x2);
   tcase_add_test (tc, test_unet_spatial_uneven);
   tcase_add_test (tc, test_unet_data_and_spatial);
+  tcase_add_test (tc, test_unet_microbatches);
   tcase_add_test (tc, test_unet_mlperf_shape);
   tcase_add_loop_test (tc, test_conformer_data_and_model, PS_CONFORMER_2D, PS_CONFORMER_DP + 1);
   tcase_add_test (tc, test_conformer_large_shape);

@@ -288,6 +288,144 @@ START_TEST (test_errors)
 }
 END_TEST
 
+/* XLA's fusion instruction as optimized dumps print it: kind= and calls=
+ * typed, the shape inferred from the fused computation's root, printed in
+ * XLA's order (kind, then calls) as a fixed point; bad kinds, missing
+ * attributes and operand counts are located errors. */
+START_TEST (test_fusion)
+{
+  static const char text[] =
+    "HloModule f\n"
+    "%fused_computation (param_0: f32[4], param_1: f32[4]) -> f32[4] {\n"
+    "  %param_0 = f32[4]{0} parameter(0)\n"
+    "  %param_1 = f32[4]{0} parameter(1)\n"
+    "  %add = f32[4]{0} add(f32[4]{0} %param_0, f32[4]{0} %param_1)\n"
+    "  ROOT %exp = f32[4]{0} exponential(%add)\n"
+    "}\n"
+    "ENTRY %main (a: f32[4], b: f32[4]) -> f32[4] {\n"
+    "  %a = f32[4]{0} parameter(0)\n"
+    "  %b = f32[4]{0} parameter(1)\n"
+    "  ROOT %fusion = fusion(%a, %b), kind=kLoop, calls=%fused_computation, metadata={op_name=\"exp\"}\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "fusion");
+  PsInstr *f = m->entry->root;
+  ck_assert_int_eq (f->opcode, PS_OP_FUSION);
+  ck_assert_int_eq (f->fusion_kind, PS_FUSION_LOOP);
+  ck_assert_int_eq (f->n_called, 1);
+  ck_assert_str_eq (f->called[0]->name, "fused_computation");
+  g_autofree char *shape = ps_shape_to_string (f->shape, FALSE);
+  ck_assert_str_eq (shape, "f32[4]");
+  g_autofree char *p1 = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (p1, "  ROOT %fusion = f32[4]{0} fusion(%a, %b), kind=kLoop, calls=%fused_computation, "
+                         "metadata={op_name=\"exp\"}\n") != NULL, "%s", p1);
+  g_autoptr (PsModule) m2 = parse_ok (p1, "fusion2");
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (p1, p2);
+  /* the other kinds */
+  static const char *const kinds[] = { "kInput", "kOutput", "kCustom" };
+  for (gsize k = 0; k < G_N_ELEMENTS (kinds); k++)
+    {
+      g_autofree char *t = g_strdup_printf ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+                                            "ENTRY e {\n x = f32[2] parameter(0)\n"
+                                            " ROOT f = f32[2] fusion(x), kind=%s, calls=fc\n}\n", kinds[k]);
+      g_autoptr (PsModule) mk = parse_ok (t, kinds[k]);
+      ck_assert_int_eq (mk->entry->root->fusion_kind, PS_FUSION_INPUT + (int) k);
+      g_autofree char *pk = ps_hlo_print (mk, NULL);
+      g_autofree char *want = g_strdup_printf ("kind=%s, calls=%%fc", kinds[k]);
+      ck_assert_msg (strstr (pk, want) != NULL, "%s", pk);
+    }
+  parse_fails ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+               "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[2] fusion(x), kind=kFast, calls=fc\n}\n",
+               "t.hlo:7:34: unknown fusion kind 'kFast' (kLoop, kInput, kOutput, kCustom)");
+  parse_fails ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+               "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[2] fusion(x), kind=kLoop\n}\n",
+               "t.hlo:7:18: fusion 'f' needs attribute 'calls'");
+  parse_fails ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+               "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[2] fusion(x, x), kind=kLoop, calls=fc\n}\n",
+               "t.hlo:7:7: fusion 'f' passes 2 operands to 'fc', which takes 1");
+  parse_fails ("fc {\n p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p)\n}\n"
+               "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[3] fusion(x), kind=kLoop, calls=fc\n}\n",
+               "t.hlo:7:11: shape f32[3] of 'f' does not match f32[2], the shape its fusion produces");
+}
+END_TEST
+
+/* Reads a file of tests/data/hlo/, prints it, reads the print back and
+ * checks the second print is the same. transfer full: the first print. */
+static char *
+data_fixed_point (const char *file)
+{
+  g_autofree char *rel = g_build_filename ("tests/data/hlo", file, NULL);
+  g_autofree char *path = src_path (rel);
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_hlo_parse_file (path, &error);
+  ck_assert_msg (m != NULL, "%s: %s", file, error ? error->message : "");
+  char *p1 = ps_hlo_print (m, NULL);
+  g_autoptr (PsModule) m2 = parse_ok (p1, file);
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_msg (strcmp (p1, p2) == 0, "%s: printing is not a fixed point", file);
+  return p1;
+}
+
+/* XLA's asynchronous collectives and variadic collectives: read with their
+ * shapes checked (or inferred), printed as written, a fixed point. */
+START_TEST (test_async_and_variadic)
+{
+  g_autofree char *p = data_fixed_point ("async_collectives.hlo");
+  ck_assert (strstr (p, "all-gather-start(%param), dimensions={0}") != NULL);
+  ck_assert (strstr (p, "%rs-done = f32[4,8]{1,0} async-done(%rs-update)") != NULL);
+  /* shapes of the -done and the starts inferred */
+  g_autoptr (PsModule) m = parse_ok (
+    "HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+    "ENTRY e {\n p = f32[2] parameter(0)\n q = f32[3] parameter(1)\n"
+    " s = all-gather-start(p, q), replica_groups={{0,1}}, dimensions={0}\n"
+    " d = all-gather-done(s)\n"
+    " c = collective-permute-start(p), source_target_pairs={{0,1},{1,0}}\n"
+    " cd = collective-permute-done(c)\n"
+    " r = reduce-scatter(p, p), replica_groups={{0,1}}, dimensions={0}, to_apply=sum\n"
+    " ROOT t = tuple(d, cd, r)\n}\n", "infer");
+  g_autofree char *ts = ps_shape_to_string (m->entry->root->shape, FALSE);
+  ck_assert_str_eq (ts, "((f32[4], f32[6]), f32[2], (f32[1], f32[1]))");
+  g_autofree char *cs = ps_shape_to_string (ps_module_find_instr (m, "c")->shape, FALSE);
+  ck_assert_str_eq (cs, "(f32[2], f32[2], u32[], u32[])");
+  parse_fails ("ENTRY e {\n p = f32[2] parameter(0)\n"
+               " s = (f32[3], f32[4]) all-gather-start(p), replica_groups={{0,1}}, dimensions={0}\n"
+               " ROOT d = f32[4] all-gather-done(s)\n}\n",
+               "t.hlo:3:23: all-gather-start: the first element of its shape is f32[3], not its operands' f32[2]");
+  parse_fails ("ENTRY e {\n p = f32[2] parameter(0)\n ROOT d = f32[4] all-gather-done(p)\n}\n",
+               "t.hlo:3:18: all-gather-done takes the tuple its -start returns");
+}
+END_TEST
+
+/* A file of several modules: the first by default, any by name, and an
+ * unknown name lists those there are. */
+START_TEST (test_multiple_modules)
+{
+  static const char text[] =
+    "HloModule first\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n\n"
+    "HloModule second, num_partitions=2\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n";
+  g_autoptr (PsModule) a = parse_ok (text, "two");
+  ck_assert_str_eq (a->name, "first");
+  GError *error = NULL;
+  g_autoptr (PsModule) b = ps_hlo_parse_module (text, strlen (text), "t.hlo", "second", &error);
+  ck_assert_msg (b != NULL, "%s", error ? error->message : "");
+  ck_assert_str_eq (b->name, "second");
+  ck_assert_int_eq (b->num_partitions, 2);
+  ck_assert_str_eq (b->entry->root->name, "n");
+  PsModule *c = ps_hlo_parse_module (text, strlen (text), "t.hlo", "third", &error);
+  ck_assert_ptr_null (c);
+  ck_assert_str_eq (error->message, "t.hlo: --module third: no such module (the text has first, second)");
+  g_clear_error (&error);
+  /* errors in the second module keep the file's line numbers */
+  static const char bad[] =
+    "HloModule first\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    "HloModule second\nENTRY e {\n  ROOT p = f32[2] nope(p)\n}\n";
+  c = ps_hlo_parse_module (bad, strlen (bad), "t.hlo", "second", &error);
+  ck_assert_ptr_null (c);
+  ck_assert_str_eq (error->message, "t.hlo:7:19: unknown opcode 'nope'");
+  g_clear_error (&error);
+}
+END_TEST
+
 /* input_output_alias in XLA's three spellings, printed in its current one,
  * carried by clones; errors as HloInputOutputAliasConfig::Verify. */
 START_TEST (test_input_output_alias)
@@ -525,6 +663,9 @@ hlo_suite (void)
   tcase_add_test (tc, test_input_output_alias);
   tcase_add_test (tc, test_collectives);
   tcase_add_test (tc, test_mutations);
+  tcase_add_test (tc, test_fusion);
+  tcase_add_test (tc, test_async_and_variadic);
+  tcase_add_test (tc, test_multiple_modules);
   suite_add_tcase (s, tc);
   TCase *tcc = tcase_create ("corpus");
   tcase_set_timeout (tcc, 600);

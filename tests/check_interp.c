@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/async.h"
 #include "partitioner/interp/interp.h"
 #include "partitioner/ir/sharding.h"
 #include "partitioner/interp/verify.h"
@@ -438,6 +439,35 @@ START_TEST (test_while_and_conditional)
 }
 END_TEST
 
+START_TEST (test_fusion)
+{
+  /* A kOutput fusion (dot) feeding a kLoop fusion (add, then max with 0)
+   * and a kInput fusion (row sums): [[1,2],[3,4]] x [[1,0],[0,-1]] =
+   * [[1,-2],[3,-4]]; + itself = [[2,-4],[6,-8]]; relu [[2,0],[6,0]];
+   * row sums [2, 6]. */
+  static const char text[] =
+    "HloModule m\n"
+    "fd {\n p0 = f32[2,2] parameter(0)\n p1 = f32[2,2] parameter(1)\n"
+    " ROOT d = f32[2,2] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"
+    "fl {\n q0 = f32[2,2] parameter(0)\n a = f32[2,2] add(q0, q0)\n z = f32[] constant(0)\n"
+    " zb = f32[2,2] broadcast(z), dimensions={}\n ROOT r = f32[2,2] maximum(a, zb)\n}\n"
+    "sum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+    "fr {\n r0 = f32[2,2] parameter(0)\n z = f32[] constant(0)\n"
+    " ROOT s = f32[2] reduce(r0, z), dimensions={1}, to_apply=sum\n}\n"
+    "ENTRY e {\n a = f32[2,2] parameter(0)\n b = f32[2,2] parameter(1)\n"
+    " d = f32[2,2] fusion(a, b), kind=kOutput, calls=fd\n"
+    " l = f32[2,2] fusion(d), kind=kLoop, calls=fl\n"
+    " ROOT s = f32[2] fusion(l), kind=kInput, calls=fr\n}\n";
+  static const int64_t d2[2] = { 2, 2 };
+  PsValue *args[2] = { arr (PS_F32, 2, d2, (const double[]) { 1, 2, 3, 4 }),
+                       arr (PS_F32, 2, d2, (const double[]) { 1, 0, 0, -1 }) };
+  PsValue *r = run1 (text, 2, args);
+  expect_values (r, 2, (const double[]) { 2, 6 });
+  ps_value_free (r);
+  free_args (2, args);
+}
+END_TEST
+
 START_TEST (test_unsupported_op_error)
 {
   PsModule *m = parse ("HloModule m\nENTRY e {\n a = f32[4] constant({1, 0, 1, 2})\n"
@@ -678,6 +708,110 @@ START_TEST (test_collective_permute_and_partition_id)
   free_results (n, r);
   g_free (text);
   g_string_free (pairs, TRUE);
+}
+END_TEST
+
+/* An optimized dump's asynchronous pairs, async-start wrapping, variadic
+ * collectives and add-dependency, made synchronous (partitioner/ir/async.h),
+ * compute on 4 devices exactly what the same program written with
+ * synchronous single-operand collectives computes. */
+START_TEST (test_async_pairs_as_synchronous)
+{
+  static const char head[] =
+    "HloModule m, num_partitions=4\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+    " ROOT s = f32[] add(x, y)\n}\n"
+    "wrapped {\n w = f32[8] parameter(0)\n ROOT r = f32[2] reduce-scatter(w), channel_id=9, replica_groups={},"
+    " dimensions={0}, use_global_device_ids=true, to_apply=sum\n}\n";
+  g_autofree char *async = g_strconcat (head,
+    "ENTRY e {\n p = f32[2] parameter(0)\n"
+    " ags = (f32[2], f32[8]) all-gather-start(p), channel_id=1, replica_groups={}, dimensions={0}, use_global_device_ids=true\n"
+    " ars = f32[2] all-reduce-start(p), channel_id=2, replica_groups={}, use_global_device_ids=true, to_apply=sum\n"
+    " cps = (f32[2], f32[2], u32[], u32[]) collective-permute-start(p), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}\n"
+    " cs = (f32[2], f32[2], u32[]) copy-start(p)\n"
+    " ag = f32[8] all-gather-done(ags)\n"
+    " rss = ((f32[8]), f32[2], s32[]) async-start(ag), calls=wrapped\n"
+    " rsu = ((f32[8]), f32[2], s32[]) async-update(rss)\n"
+    " ar = f32[2] all-reduce-done(ars)\n cp = f32[2] collective-permute-done(cps)\n c = f32[2] copy-done(cs)\n"
+    " rs = f32[2] async-done(rsu)\n"
+    " v = (f32[2], f32[2]) all-reduce(p, c), channel_id=4, replica_groups={}, use_global_device_ids=true, to_apply=sum\n"
+    " g = (f32[8], f32[8]) all-gather(p, c), channel_id=5, replica_groups={}, dimensions={0}, use_global_device_ids=true\n"
+    " tok = token[] after-all()\n d = f32[2] add-dependency(cp, tok)\n"
+    " ROOT t = (f32[8], f32[2], f32[2], f32[2], f32[2], (f32[2], f32[2]), (f32[8], f32[8])) tuple(ag, ar, d, c, rs, v, g)\n}\n",
+    NULL);
+  g_autofree char *sync = g_strconcat (head,
+    "ENTRY e {\n p = f32[2] parameter(0)\n"
+    " ag = f32[8] all-gather(p), channel_id=1, replica_groups={}, dimensions={0}, use_global_device_ids=true\n"
+    " ar = f32[2] all-reduce(p), channel_id=2, replica_groups={}, use_global_device_ids=true, to_apply=sum\n"
+    " cp = f32[2] collective-permute(p), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}\n"
+    " c = f32[2] copy(p)\n"
+    " rs = f32[2] reduce-scatter(ag), channel_id=9, replica_groups={}, dimensions={0}, use_global_device_ids=true, to_apply=sum\n"
+    " v0 = f32[2] all-reduce(p), channel_id=4, replica_groups={}, use_global_device_ids=true, to_apply=sum\n"
+    " v1 = f32[2] all-reduce(c), channel_id=6, replica_groups={}, use_global_device_ids=true, to_apply=sum\n"
+    " v = (f32[2], f32[2]) tuple(v0, v1)\n"
+    " g0 = f32[8] all-gather(p), channel_id=5, replica_groups={}, dimensions={0}, use_global_device_ids=true\n"
+    " g1 = f32[8] all-gather(c), channel_id=7, replica_groups={}, dimensions={0}, use_global_device_ids=true\n"
+    " g = (f32[8], f32[8]) tuple(g0, g1)\n"
+    " ROOT t = (f32[8], f32[2], f32[2], f32[2], f32[2], (f32[2], f32[2]), (f32[8], f32[8])) tuple(ag, ar, cp, c, rs, v, g)\n}\n",
+    NULL);
+  PsModule *ma = parse (async);
+  PsAsyncStats st;
+  GError *error = NULL;
+  ck_assert_msg (ps_async_make_synchronous (ma, &st, &error), "%s", error ? error->message : "");
+  ck_assert_int_eq (st.pairs, 5);
+  ck_assert_int_eq (st.split, 2);
+  ck_assert_int_eq (st.dependencies, 1);
+  GError *ve = NULL;
+  ck_assert_msg (ps_module_validate (ma, "async", &ve), "%s", ve ? ve->message : "");
+  PsModule *ms = parse (sync);
+  PsValue *args[4], *ra[4], *rsy[4];
+  for (int d = 0; d < 4; d++)
+    {
+      static const int64_t dims[1] = { 2 };
+      args[d] = arr (PS_F32, 1, dims, (const double[]) { 2 * d, 2 * d + 1 });
+    }
+  ck_assert_msg (ps_interp_run_spmd (ma, 4, 1, args, ra, NULL, &error), "%s", error ? error->message : "");
+  ck_assert_msg (ps_interp_run_spmd (ms, 4, 1, args, rsy, NULL, &error), "%s", error ? error->message : "");
+  for (int d = 0; d < 4; d++)
+    {
+      g_autofree char *a = ps_value_to_string (ra[d], 100);
+      g_autofree char *b = ps_value_to_string (rsy[d], 100);
+      ck_assert_str_eq (a, b);
+    }
+  /* device 1: the permute brings device 0's {0, 1} */
+  ck_assert (ra[1]->elems[2]->f[0] == 0 && ra[1]->elems[2]->f[1] == 1);
+  free_args (4, args);
+  free_args (4, ra);
+  free_args (4, rsy);
+  ps_module_free (ma);
+  ps_module_free (ms);
+}
+END_TEST
+
+/* Instructions podsim has no rule for are refused where they stand. */
+START_TEST (test_unsimulatable_ops_refused)
+{
+  static const char *const bodies[] = {
+    " p = f32[4] parameter(0)\n ROOT g = s32[] get-dimension-size(p), dimensions={0}\n",
+    " ROOT s = u64[2] rng-get-and-update-state(), delta=1\n",
+    " a = f32[4,8] parameter(0)\n b = f32[2,8,3] parameter(1)\n g = s32[2] parameter(2)\n"
+    " ROOT r = f32[4,3] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+    " lhs_ragged_dims={0}, rhs_group_dims={0}\n",
+  };
+  static const char *const want[] = {
+    "test.hlo:3:7: g: get-dimension-size cannot be simulated",
+    "test.hlo:2:7: s: rng-get-and-update-state cannot be simulated",
+    "test.hlo:5:7: r: ragged-dot cannot be simulated",
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (bodies); i++)
+    {
+      g_autofree char *t = g_strconcat ("ENTRY e {\n", bodies[i], "}\n", NULL);
+      PsModule *m = parse (t);
+      GError *error = NULL;
+      ck_assert (!ps_async_make_synchronous (m, NULL, &error));
+      ck_assert_msg (g_str_has_prefix (error->message, want[i]), "%s", error->message);
+      g_error_free (error);
+      ps_module_free (m);
+    }
 }
 END_TEST
 
@@ -1067,6 +1201,7 @@ interp_suite (void)
   tcase_add_test (tc, test_reduce_variants);
   tcase_add_test (tc, test_reduce_window_and_select_and_scatter);
   tcase_add_test (tc, test_while_and_conditional);
+  tcase_add_test (tc, test_fusion);
   tcase_add_test (tc, test_unsupported_op_error);
   tcase_add_test (tc, test_work_limit);
   tcase_add_test (tc, test_bitcast_sizes_and_complex);
@@ -1079,6 +1214,8 @@ interp_suite (void)
   tcase_add_loop_test (spmd, test_all_gather_reduce_scatter_all_to_all, 0, 3);
   tcase_add_loop_test (spmd, test_collective_permute_and_partition_id, 0, 3);
   tcase_add_test (spmd, test_divergent_loop_with_collective);
+  tcase_add_test (spmd, test_async_pairs_as_synchronous);
+  tcase_add_test (spmd, test_unsimulatable_ops_refused);
   tcase_add_test (spmd, test_replicas_and_tuple_all_to_all);
   tcase_add_test (spmd, test_divergent_conditional_without_collective);
   suite_add_tcase (s, spmd);

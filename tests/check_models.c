@@ -535,6 +535,66 @@ START_TEST (test_loop_matches_unrolled)
 }
 END_TEST
 
+/* Gradient accumulation does not change the step: the same global batch
+ * in 1, 2 or 4 microbatches (the loss the mean of the microbatches' means,
+ * each microbatch's gradients added into one accumulator per weight)
+ * gives the same loss and the same new weights and optimizer states on
+ * the interpreter, in the loop form and unrolled. */
+START_TEST (test_microbatches_same_step)
+{
+  for (int unroll = 0; unroll < 2; unroll++)
+    {
+      PsValue *outs[3];
+      const int mbs[3] = { 1, 2, 4 };
+      for (int v = 0; v < 3; v++)
+        {
+          PsDenseLmConfig c;
+          ps_dense_lm_config_small (&c);
+          c.layers = 2;
+          c.unroll = unroll;
+          c.microbatches = mbs[v];
+          GError *error = NULL;
+          g_autoptr (PsModule) m = ps_dense_lm_build (&c, NULL, &error);
+          ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+          int n = (int) m->entry->params->len;
+          PsValue **args = g_new0 (PsValue *, n);
+          for (int i = 0; i < n; i++)
+            {
+              PsInstr *p = m->entry->params->pdata[i];
+              args[i] = ps_value_new (p->shape);
+              for (int64_t k = 0; k < args[i]->n; k++)
+                ps_value_set (args[i], k, init_value (p->name, k, c.vocab));
+            }
+          outs[v] = ps_interp_run (m, n, args, NULL, &error);
+          ck_assert_msg (outs[v] != NULL, "interp: %s", error ? error->message : "");
+          for (int i = 0; i < n; i++)
+            ps_value_free (args[i]);
+          g_free (args);
+        }
+      for (int v = 1; v < 3; v++)
+        {
+          ck_assert_int_eq (outs[v]->n_elems, outs[0]->n_elems);
+          int64_t compared = 0;
+          for (int e = 0; e < outs[0]->n_elems; e++)
+            for (int64_t k = 0; k < outs[0]->elems[e]->n; k++)
+              {
+                double a = ps_value_get (outs[0]->elems[e], k), b = ps_value_get (outs[v]->elems[e], k);
+                /* bf16 activations rounded per microbatch, f32 sums in another
+                 * order: 2e-3 relative (the optimizer normalizes the update, so a
+                 * lost microbatch changes its direction: O(1) per element) */
+                ck_assert_msg (fabs (a - b) <= 2e-3 * fmax (fabs (a), 1e-3),
+                               "unroll %d, %d microbatches, output %d[%" G_GINT64_FORMAT "]: %.9g vs %.9g",
+                               unroll, mbs[v], e, k, a, b);
+                compared++;
+              }
+          ck_assert_int_gt (compared, 1000);
+        }
+      for (int v = 0; v < 3; v++)
+        ps_value_free (outs[v]);
+    }
+}
+END_TEST
+
 /* The update inside the backward loop (the default) never holds a stack
  * of every layer's gradient: against the update in a loop of its own, the
  * peak is lower by about the stacked weights' bytes (the gradient stack,
@@ -587,6 +647,7 @@ main (void)
   tcase_add_test (tc, test_build_small_is_valid);
   tcase_add_test (tc, test_small_step_runs);
   tcase_add_test (tc, test_loop_matches_unrolled);
+  tcase_add_test (tc, test_microbatches_same_step);
   tcase_add_test (tc, test_loop_update_memory);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);

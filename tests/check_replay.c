@@ -29,18 +29,28 @@ matmul (guint64 m, guint64 k, guint64 n)
   return c;
 }
 
+/* A collective of `bytes` over mesh axis `axis`, or over both axes when
+ * axis < 0. */
 static PsTraceCollective
-all_reduce (guint64 bytes, guint axis, guint64 async_id)
+collective (PsTraceCollectiveKind kind, guint64 bytes, int axis, guint64 async_id)
 {
   PsTraceCollective c = { 0 };
-  c.kind = PS_TRACE_ALL_REDUCE;
+  c.kind = kind;
   c.dtype = PS_TRACE_BF16;
   c.in_bytes = c.out_bytes = bytes;
   c.groups.form = PS_TRACE_GROUPS_AXES;
-  c.groups.n_axes = 1;
-  c.groups.axes[0] = axis;
+  c.groups.n_axes = axis < 0 ? 2 : 1;
+  c.groups.axes[0] = axis < 0 ? 0 : (guint) axis;
+  if (axis < 0)
+    c.groups.axes[1] = 1;
   c.async_id = async_id;
   return c;
+}
+
+static PsTraceCollective
+all_reduce (guint64 bytes, guint axis, guint64 async_id)
+{
+  return collective (PS_TRACE_ALL_REDUCE, bytes, (int) axis, async_id);
 }
 
 static PsTrace *
@@ -186,6 +196,55 @@ step_time_no_cache_in_child (Setup *s, PsTrace *t)
   close (fds[1]);
   return v;
 }
+
+/* All-to-all over all 32 devices of v3-32 (4 x 4 chips, 2 cores each). The
+ * default routes it straight along each dimension: the middle x link of a
+ * row carries 2 x 2 chip pairs x 2 x 8 cores x D/32 = 2 D
+ * (doc/collectives.md). */
+static PsTraceCollective
+all_to_all (guint64 bytes, guint64 async_id)
+{
+  return collective (PS_TRACE_ALL_TO_ALL, bytes, -1, async_id);
+}
+
+START_TEST (test_all_to_all)
+{
+  /* _i: 0 the default on the mesh; 1 torus2d-wrap-a2a on a 4 x 4 torus
+   * (--wrap on), where each row's cut has two links: half the load; 2 two
+   * overlapping all-to-alls, which share every loaded link */
+  Setup s = setup ("v3-32");
+  if (_i == 1)
+    {
+      ps_platform_free (s.platform);
+      ps_slice_free (s.slice);
+      s.slice = ps_slice_new ("v3-32", PS_WRAP_ON, 2, NULL);
+      s.platform = ps_platform_new (s.slice, s.hw, NULL);
+    }
+  g_autoptr (PsTrace) t = new_trace (4, 8);
+  double D = 8 << 20;
+  PsTraceCollective a = all_to_all ((guint64) D, _i == 2 ? 1 : 0);
+  ps_trace_add_collective (t, "a2a", &a);
+  if (_i == 2)
+    {
+      PsTraceCollective b = all_to_all ((guint64) D, 2);
+      ps_trace_add_collective (t, "a2a", &b);
+      ps_trace_add_done (t, 1);
+      ps_trace_add_done (t, 2);
+    }
+  int tl[2] = { 0, 1 };
+  PsReplayOptions opt = { s.hw, s.platform, FALSE, tl, 2,
+                          _i == 1 ? PS_COLL_TORUS2D_WRAP_A2A : PS_COLL_TORUS2D };
+  GError *error = NULL;
+  g_autoptr (PsReplayResult) r = ps_replay_trace (t, &opt, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  double B = s.hw->ici_link_bw_bytes_per_s, alpha = s.hw->ici_hop_latency_s;
+  double L = s.hw->collective_launch_overhead_s;
+  double want = _i == 1 ? L + D / B + 4 * alpha
+                : L + (_i == 2 ? 2 : 1) * 2 * D / B + 6 * alpha;
+  ck_assert_msg (fabs (r->step_time_s - want) / want < 0.02, "case %d: step %g s, closed form %g s",
+                 _i, r->step_time_s, want);
+}
+END_TEST
 
 START_TEST (test_cache_matches_no_cache)
 {
@@ -527,6 +586,7 @@ replay_suite (void)
   tcase_add_test (tc, test_sync_collective);
   tcase_add_test (tc, test_async_overlap);
   tcase_add_test (tc, test_cache_matches_no_cache);
+  tcase_add_loop_test (tc, test_all_to_all, 0, 3);
   tcase_add_test (tc, test_cache_sees_overlapping_collectives);
   tcase_add_test (tc, test_loops_match_unrolled);
   tcase_add_test (tc, test_loop_overlapping_collectives);

@@ -577,6 +577,31 @@ START_TEST (test_conv_uses_permutes)
 }
 END_TEST
 
+/* A fused module (XLA's optimized dumps) partitions like calls: each fused
+ * computation is partitioned for its operands' shardings, and the result
+ * agrees with the unpartitioned module on the interpreter. */
+START_TEST (test_fusion_partitions)
+{
+  const char *hlo =
+    "HloModule m\n"
+    "fd {\n p0 = f32[8,6] parameter(0)\n p1 = f32[6,4] parameter(1)\n"
+    " ROOT d = f32[8,4] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"
+    "fl {\n q0 = f32[8,4] parameter(0)\n q1 = f32[8,4] parameter(1)\n"
+    " a = f32[8,4] add(q0, q1)\n ROOT t = f32[8,4] tanh(a)\n}\n"
+    "ENTRY e {\n"
+    "  x = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  w = f32[6,4] parameter(1), sharding={replicated}\n"
+    "  d = f32[8,4] fusion(x, w), kind=kOutput, calls=fd\n"
+    "  ROOT l = f32[8,4] fusion(d, d), kind=kLoop, calls=fl, sharding={devices=[4,1]<=[4]}\n}\n";
+  GError *error = NULL;
+  g_autofree char *text = NULL;
+  ck_assert_msg (spmd_test_verify_text (hlo, 4, TRUE, NULL, &text, &error), "%s",
+                 error ? error->message : "");
+  ck_assert_msg (strstr (text, "f32[2,4] fusion(") != NULL, "%s", text);
+  ck_assert_msg (strstr (text, "all-gather") == NULL, "%s", text);
+}
+END_TEST
+
 /* The fallback is counted and still correct. */
 START_TEST (test_fallback_reported)
 {
@@ -694,6 +719,7 @@ spmd_suite (void)
   tcase_add_loop_test (tc, test_case, 0, G_N_ELEMENTS (cases));
   tcase_add_test (tc, test_conv_uses_permutes);
   tcase_add_test (tc, test_fallback_reported);
+  tcase_add_test (tc, test_fusion_partitions);
   tcase_add_test (tc, test_deterministic);
   tcase_add_test (tc, test_manual_all_reduce_across_tiles_rejected);
   tcase_add_test (tc, test_global_view_catches_mistakes);

@@ -50,3 +50,9 @@ PROPERTY_SEED = 100000
 .PHONY: fuzz-property
 fuzz-property: tests/spmd_property
 	./tests/spmd_property --seed $(PROPERTY_SEED) --cases $(PROPERTY_CASES)
+# gradient accumulation: peak HBM against the microbatch count (issue 21)
+TESTS += tests/run_microbatches.sh
+EXTRA_DIST += tests/run_microbatches.sh
+# an HLO dump after XLA's optimizations costed with its own fusions (issue 21)
+TESTS += tests/run_fused_hlo.sh
+EXTRA_DIST += tests/run_fused_hlo.sh

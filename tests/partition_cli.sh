@@ -19,9 +19,12 @@ expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4
 expect_grep "f32[2,16]" "$PS_TMP/out"
 expect_grep "num_partitions=4" "$PS_TMP/out"
 expect_grep "use_global_device_ids=true" "$PS_TMP/out"
-# The printed program reads back.
+# The printed program reads back; partitioning it again is refused (it is
+# a per-device program: podsim run simulates it as it is).
 cp "$PS_TMP/out" "$PS_TMP/spmd.hlo"
-expect_status 0 "$PODSIM" partition "$PS_TMP/spmd.hlo" --devices 1
+expect_status 0 "$PODSIM" hlo "$PS_TMP/spmd.hlo"
+expect_status 2 "$PODSIM" partition "$PS_TMP/spmd.hlo" --devices 1
+expect_grep "spmd.hlo: the module is already partitioned" "$PS_TMP/err"
 # Same input, same bytes.
 expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 -o "$PS_TMP/a.hlo"
 expect_status 0 "$PODSIM" partition "$PS_TMP/mlp.hlo" --devices 4 -o "$PS_TMP/b.hlo"

@@ -31,7 +31,12 @@ for opts in "" "--microbatches 2 --optimizer adam" "--sharding 1d --heads 8 --la
   loop=$(step_of)
   expect_status 0 "$PODSIM" run -q --json --hw "$PS_TMP/no-op.ini" --unroll $opts
   unrolled=$(step_of)
-  awk -v a="$loop" -v b="$unrolled" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.001 * b) }' \
+  # 0.5 %: XLA's fusion duplicates a cheap producer only when every user
+  # can fuse it, and the two forms give some producers different users (a
+  # value saved for the backward pass is a stack update in the loop, a
+  # plain operand unrolled): 0.23 % on '--sharding 1d --heads 8 --layers 3',
+  # 0.02 % with --fusion producer
+  awk -v a="$loop" -v b="$unrolled" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.005 * b) }' \
     || fail "step time with '$opts': loop $loop s, unrolled $unrolled s"
 done
 # Without remat the loop saves what the backward reads and that partitions

@@ -66,9 +66,14 @@ expect_grep "nosuch.hlo" "$PS_TMP/err"
 printf 'HloModule bad\n\nENTRY main {\n  x = f32[4] parameter(0)\n  ROOT y = f32[4] frobnicate(x)\n}\n' >"$PS_TMP/bad.hlo"
 expect_status 2 "$PODSIM" run "$PS_TMP/bad.hlo"
 expect_grep "bad.hlo:5:" "$PS_TMP/err"
+# A module for fewer devices than the slice has runs on its first cores;
+# one for more is refused.
 sed 's/HloModule mm/HloModule mm, num_partitions=4/' "$PS_TMP/mm.hlo" >"$PS_TMP/mm4.hlo"
-expect_status 2 "$PODSIM" run "$PS_TMP/mm4.hlo"
-expect_grep "num_partitions=4 but slice v3-8 has 8 cores" "$PS_TMP/err"
+expect_status 0 "$PODSIM" run "$PS_TMP/mm4.hlo"
+expect_grep "mesh 4 (arange), slice v3-8" "$PS_TMP/out"
+sed 's/HloModule mm/HloModule mm, num_partitions=16/' "$PS_TMP/mm.hlo" >"$PS_TMP/mm16.hlo"
+expect_status 2 "$PODSIM" run "$PS_TMP/mm16.hlo"
+expect_grep "num_partitions=16 but slice v3-8 has 8 cores" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run --preset DenseLm128B8x8 "$PS_TMP/mm.hlo"
 expect_grep "a file only for hlo runs" "$PS_TMP/err"
 finish

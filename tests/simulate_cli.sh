@@ -76,8 +76,22 @@ done
 awk -v a="$(cat "$PS_TMP/t.torus2d")" -v b="$(cat "$PS_TMP/t.dim-by-dim")" 'BEGIN { exit !(a < 0.5 * b) }' \
   || fail "torus2d ($(cat "$PS_TMP/t.torus2d") s) not under half of dim-by-dim ($(cat "$PS_TMP/t.dim-by-dim") s) on v3-32"
 expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --collectives tree
-expect_grep "--collectives: unknown collective algorithm 'tree' (torus2d, dim-by-dim, ring)" "$PS_TMP/err"
+expect_grep "--collectives: unknown collective algorithm 'tree' (torus2d, dim-by-dim, ring, torus2d-wrap-a2a)" "$PS_TMP/err"
 [ "$(wc -l <"$PS_TMP/err")" = 1 ] || fail "a bad --collectives printed more than one line"
+# All-to-all grows as sqrt(devices) up to the full pod, wrap links or not
+# (doc/collectives.md); through the wrap links (torus2d-wrap-a2a) the pod's
+# costs what v3-512's does.
+a2a_time () {
+  expect_status 0 "$PODSIM" bench collective --op all-to-all --bytes 32MB --json "$@"
+  sed -n 's/.*"time_s":\([^,]*\),.*/\1/p' "$PS_TMP/out"
+}
+t512=$(a2a_time --slice v3-512)
+t2048=$(a2a_time --slice v3-2048)
+t2048off=$(a2a_time --slice v3-2048 --wrap off)
+t2048wrap=$(a2a_time --slice v3-2048 --collectives torus2d-wrap-a2a)
+awk -v a="$t512" -v b="$t2048" -v c="$t2048off" -v d="$t2048wrap" \
+  'BEGIN { exit !(b > 1.9 * a && b < 2.1 * a && b == c && d > 0.95 * a && d < 1.05 * a) }' \
+  || fail "all-to-all 32MB: v3-512 $t512 s, v3-2048 $t2048 s, --wrap off $t2048off s, torus2d-wrap-a2a $t2048wrap s"
 expect_status 0 "$PODSIM" simulate "$T" --slice v3-32 --json --collectives dim-by-dim
 expect_status 2 "$PODSIM" simulate "$T" --slice v3-32 --collectives tree
 # Groups from a logical mesh, and the pictures of links and groups.

@@ -15,6 +15,7 @@ struct PsCostAnalysis {
   GHashTable *costs;       /* PsInstr* -> PsCost* (owned) */
   GHashTable *members;     /* root PsInstr* -> GPtrArray of members (owned) */
   GHashTable *totals;      /* PsComputation* -> PsCostCounts* (owned) */
+  gboolean prefused;       /* the module came fused (fusion instructions) */
 };
 
 void
@@ -39,6 +40,7 @@ slice_read_in_place (const PsInstr *in, int depth)
     {
       const PsInstr *u = g_ptr_array_index (in->users, i);
       if (u->opcode == PS_OP_TUPLE || u->opcode == PS_OP_WHILE || u->opcode == PS_OP_CALL
+          || u->opcode == PS_OP_FUSION
           || u->opcode == PS_OP_CONDITIONAL || u->opcode == PS_OP_DYNAMIC_UPDATE_SLICE)
         return FALSE;
       if ((u->opcode == PS_OP_RESHAPE || u->opcode == PS_OP_BITCAST)
@@ -62,6 +64,59 @@ scalar_unit_op (const PsInstr *in)
          && (ps_etype_is_integral (s->etype) || s->etype == PS_PRED)
          && (ps_opcode_is_elementwise (in->opcode) || in->opcode == PS_OP_COMPARE
              || in->opcode == PS_OP_CONVERT);
+}
+
+static PsCostClass classify (const PsInstr *in);
+
+/* A fusion instruction read from a file (XLA's own fusion decision) is one
+ * kernel: of the kind of its most telling member (dot > convolution >
+ * reduce > data movement > other > elementwise, as the lowering ranks a
+ * fusion's members). */
+static PsCostClass
+fusion_class (const PsInstr *in)
+{
+  static const int rank[] = {
+    [PS_COST_MATMUL] = 6, [PS_COST_CONV] = 5, [PS_COST_REDUCE] = 4,
+    [PS_COST_DATA_MOVEMENT] = 3, [PS_COST_OTHER] = 2, [PS_COST_ELEMENTWISE] = 1,
+  };
+  PsCostClass best = PS_COST_ELEMENTWISE;
+  const PsComputation *c = in->n_called > 0 ? in->called[0] : NULL;
+  for (guint i = 0; c && i < c->instrs->len; i++)
+    {
+      const PsInstr *x = g_ptr_array_index (c->instrs, i);
+      if (x->opcode == PS_OP_FUSION)
+        continue;
+      PsCostClass k = classify (x);
+      if (k < G_N_ELEMENTS (rank) && rank[k] > rank[best])
+        best = k;
+    }
+  return best;
+}
+
+/* The dot or convolution of a fusion (the one with the most FLOPs: its
+ * first when several), or the instruction itself when it is not a fusion;
+ * NULL when a fusion has none. */
+const PsInstr *
+ps_cost_mxu_op (const PsInstr *in)
+{
+  if (in->opcode != PS_OP_FUSION)
+    return in->opcode == PS_OP_DOT || in->opcode == PS_OP_CONVOLUTION ? in : NULL;
+  const PsComputation *c = in->n_called > 0 ? in->called[0] : NULL;
+  const PsInstr *best = NULL;
+  int64_t best_e = -1;
+  for (guint i = 0; c && i < c->instrs->len; i++)
+    {
+      const PsInstr *x = g_ptr_array_index (c->instrs, i);
+      if (x->opcode != PS_OP_DOT && x->opcode != PS_OP_CONVOLUTION)
+        continue;
+      int64_t e = ps_shape_elements (x->shape) * MAX (ps_shape_elements (x->operands[0]->shape), 1);
+      if (e > best_e)
+        {
+          best = x;
+          best_e = e;
+        }
+    }
+  return best;
 }
 
 static PsCostClass
@@ -91,6 +146,8 @@ classify (const PsInstr *in)
     case PS_OP_GATHER: case PS_OP_SCATTER: case PS_OP_REVERSE: case PS_OP_DYNAMIC_RESHAPE:
     case PS_OP_BITCAST_CONVERT:
       return PS_COST_DATA_MOVEMENT;
+    case PS_OP_FUSION:
+      return fusion_class (in);
     case PS_OP_WHILE: case PS_OP_CALL: case PS_OP_CONDITIONAL:
       return PS_COST_CONTROL;
     default:
@@ -118,19 +175,6 @@ fusible_producer (const PsInstr *p, PsCostClass k)
     }
 }
 
-/* TRUE when every use of `p` is by one instruction (it may use p twice).
- * Linear, since a value may have thousands of users. */
-static gboolean
-single_user (const PsInstr *p)
-{
-  if (p->users->len == 0)
-    return FALSE;
-  gpointer first = g_ptr_array_index (p->users, 0);
-  for (guint i = 1; i < p->users->len; i++)
-    if (g_ptr_array_index (p->users, i) != first)
-      return FALSE;
-  return TRUE;
-}
 
 static uint64_t
 bytes_of (const PsShape *s)
@@ -501,7 +545,7 @@ through_bitcasts (PsCostAnalysis *a, PsInstr *p, PsInstr **chain, int *n)
 {
   *n = 0;
   while (*n < 8 && (p->opcode == PS_OP_RESHAPE || p->opcode == PS_OP_BITCAST)
-         && p->n_operands == 1 && single_user (p) && p != p->parent->root)
+         && p->n_operands == 1 && ps_fusion_single_user (p) && p != p->parent->root)
     {
       PsCost *rc = cost_of (a, p);
       if (!rc || rc->fused)
@@ -529,7 +573,9 @@ static void
 fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
 {
   const PsComputation *comp = in->parent;
-  if (c->klass == PS_COST_ELEMENTWISE)
+  /* none keeps rule 4: an in-place update is how the buffer is written,
+   * not a fusion choice */
+  if (c->klass == PS_COST_ELEMENTWISE && a->opts.fusion != PS_FUSION_MODE_NONE)
     {
       for (int i = 0; i < in->n_operands; i++)
         {
@@ -538,7 +584,7 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
           PsInstr *p = through_bitcasts (a, in->operands[i], chain, &nc);
           PsCost *pc = cost_of (a, p);
           if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
-              || !single_user (p) || elems_of (p->shape) != elems_of (in->shape)
+              || !ps_fusion_single_user (p) || elems_of (p->shape) != elems_of (in->shape)
               || !ps_shape_is_array (p->shape))
             continue;
           join_chain (a, in, p, chain, nc);
@@ -555,14 +601,14 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
       PsInstr *p = through_bitcasts (a, in->operands[1], chain, &nc);
       PsCost *pc = cost_of (a, p);
       if (pc && !pc->fused && fusible_producer (p, pc->klass) && p != comp->root
-          && single_user (p) && ps_shape_is_array (p->shape) && p->opcode != PS_OP_PARAMETER)
+          && ps_fusion_single_user (p) && ps_shape_is_array (p->shape) && p->opcode != PS_OP_PARAMETER)
         join_chain (a, in, p, chain, nc);
     }
-  else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1)
+  else if (in->opcode == PS_OP_REDUCE && in->n_operands >= 1 && a->opts.fusion != PS_FUSION_MODE_NONE)
     {
       PsInstr *p = in->operands[0];
       PsCost *pc = cost_of (a, p);
-      if (pc && !pc->fused && p != comp->root && single_user (p)
+      if (pc && !pc->fused && p != comp->root && ps_fusion_single_user (p)
           && group_all_elementwise (a, p))
         join (a, in, p);
     }
@@ -573,6 +619,19 @@ static uint64_t
 value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
 {
   const PsCost *c = cost_of (a, v);
+  if (c && c->duplicated)
+    {
+      uint64_t n = 0;
+      for (int i = 0; i < v->n_operands; i++)
+        {
+          gboolean again = FALSE;
+          for (int j = 0; j < i; j++)
+            again = again || v->operands[j] == v->operands[i];
+          if (!again)
+            n += value_read_bytes (a, v->operands[i]);
+        }
+      return n;
+    }
   if (c && c->klass == PS_COST_INLINED)
     {
       if (v->opcode == PS_OP_DYNAMIC_SLICE && v->n_operands >= 1)
@@ -581,6 +640,26 @@ value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
              ? value_read_bytes (a, v->operands[0]) : 0;
     }
   return bytes_of (v->shape);
+}
+
+/* Bytes a fusion reads for outside value `o` that it has not read yet
+ * (`seen`); a duplicated producer is computed inside the fusion, from its
+ * own operands, and its work is charged to the fusion's root `rc`. */
+static uint64_t
+outside_read (PsCostAnalysis *a, const PsInstr *o, GHashTable *seen, PsCost *rc, int depth)
+{
+  if (g_hash_table_contains (seen, o))
+    return 0;
+  g_hash_table_add (seen, (gpointer) o);
+  const PsCost *oc = cost_of (a, o);
+  if (!oc || !oc->duplicated || depth > 64)
+    return value_read_bytes (a, o);
+  rc->own.flops += oc->dup.flops;
+  rc->own.vector_ops += oc->dup.vector_ops;
+  uint64_t n = 0;
+  for (int i = 0; i < o->n_operands; i++)
+    n += outside_read (a, o->operands[i], seen, rc, depth + 1);
+  return n;
 }
 
 static void
@@ -613,10 +692,7 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
               read += MIN (bytes_of (m->shape), value_read_bytes (a, o));
               continue;
             }
-          if (g_hash_table_contains (seen, o))
-            continue;
-          g_hash_table_add (seen, (gpointer) o);
-          read += value_read_bytes (a, o);
+          read += outside_read (a, o, seen, rc, 0);
         }
     }
   uint64_t write;
@@ -651,10 +727,30 @@ totals_of (PsCostAnalysis *a, const PsComputation *c)
   return g_hash_table_lookup (a->totals, c);
 }
 
+/* XLA mode: the producers copied into their consumers (fusion.h), users
+ * first, so that a producer whose single user is copied goes with it. */
+static GHashTable *
+duplicated_set (const PsCostAnalysis *a, GPtrArray *order)
+{
+  GHashTable *dup = g_hash_table_new (NULL, NULL);
+  if (a->opts.fusion != PS_FUSION_MODE_XLA)
+    return dup;
+  for (guint i = order->len; i-- > 0;)
+    {
+      const PsInstr *in = g_ptr_array_index (order, i);
+      if (ps_fusion_duplicates (in)
+          || (ps_fusion_duplicable (in) && ps_fusion_single_user (in)
+              && g_hash_table_contains (dup, g_ptr_array_index (in->users, 0))))
+        g_hash_table_add (dup, (gpointer) in);
+    }
+  return dup;
+}
+
 static gboolean
 analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **error)
 {
   g_autoptr (GPtrArray) order = ps_computation_post_order (comp);
+  g_autoptr (GHashTable) dup = duplicated_set (a, order);
   for (guint i = 0; i < order->len; i++)
     {
       PsInstr *in = g_ptr_array_index (order, i);
@@ -662,6 +758,13 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
       c->klass = classify (in);
       c->root = c->head = in;
       own_work (in, c->klass, &c->own);
+      if (c->klass == PS_COST_ELEMENTWISE && g_hash_table_contains (dup, in))
+        {
+          c->klass = PS_COST_INLINED;
+          c->duplicated = TRUE;
+          c->dup = c->own;
+          memset (&c->own, 0, sizeof c->own);
+        }
       g_hash_table_insert (a->costs, in, c);
       GPtrArray *g = g_ptr_array_new ();
       g_ptr_array_add (g, in);
@@ -717,6 +820,17 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
                 add_counts (&c->own, best, 1);
             }
         }
+      else if (in->opcode == PS_OP_FUSION)
+        {
+          /* one kernel: the work of its body; the HBM traffic of its
+           * operands and result (fusion_traffic, as any root) */
+          const PsCostCounts *t = in->n_called > 0 ? totals_of (a, in->called[0]) : NULL;
+          if (t)
+            {
+              c->own.flops = t->flops;
+              c->own.vector_ops = t->vector_ops;
+            }
+        }
       else
         fuse (a, in, c);
     }
@@ -748,6 +862,20 @@ ps_cost_analyze (const PsModule *m, const PsCostOptions *opts, GError **error)
   a->costs = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   a->members = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_ptr_array_unref);
   a->totals = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  /* A module that holds fusion instructions (a dump taken after XLA's
+   * optimizations) is costed with XLA's own fusion decisions: podsim
+   * makes none of its own (in-place updates aside). */
+  for (guint i = 0; i < m->computations->len && a->opts.fusion != PS_FUSION_MODE_NONE; i++)
+    {
+      const PsComputation *c = g_ptr_array_index (m->computations, i);
+      for (guint j = 0; j < c->instrs->len; j++)
+        if (((const PsInstr *) g_ptr_array_index (c->instrs, j))->opcode == PS_OP_FUSION)
+          {
+            a->opts.fusion = PS_FUSION_MODE_NONE;
+            a->prefused = TRUE;
+            break;
+          }
+    }
   /* callees come before callers in the module */
   for (guint i = 0; i < m->computations->len; i++)
     if (!analyze_computation (a, g_ptr_array_index (m->computations, i), error))
@@ -767,6 +895,12 @@ ps_cost_analysis_free (PsCostAnalysis *a)
   g_hash_table_unref (a->members);
   g_hash_table_unref (a->totals);
   g_free (a);
+}
+
+gboolean
+ps_cost_prefused (const PsCostAnalysis *a)
+{
+  return a->prefused;
 }
 
 const PsCost *

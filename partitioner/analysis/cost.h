@@ -19,7 +19,8 @@
  *     counters and conditions, offsets: the TensorCore's scalar unit
  *     computes them alongside the vector and matrix units).
  *
- * Fusion rule (what pays HBM traffic):
+ * Fusion rule (what pays HBM traffic; opts->fusion PS_FUSION_MODE_PRODUCER is
+ * rules 1-4, PS_FUSION_MODE_XLA adds 5, PS_FUSION_MODE_NONE keeps only rule 1):
  *   1. broadcast and iota are fused into every consumer: they write
  *      nothing, and a consumer reading them reads the broadcast's operand
  *      (iota: nothing) instead. So is a dynamic-slice whose users (through
@@ -39,6 +40,10 @@
  *      (through reshapes) when that producer is a compute op whose only
  *      user it is: the update is computed straight into the buffer (XLA's
  *      in-place dynamic-update-slice fusion), writing the update's bytes.
+ *   5. (XLA) a cheap elementwise producer with several users, all of
+ *      which can fuse it (fusion.h: ps_fusion_duplicates), is copied into
+ *      each of them, as XLA's InstructionFusion duplicates producers: a
+ *      fusion reading it reads its operands instead and does its work.
  *   A fusion reads every value it takes from outside once (slice,
  *   dynamic-slice and gather read only what they output; dynamic-update-
  *   slice and scatter update in place, reading and writing the update) and
@@ -62,6 +67,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "partitioner/analysis/fusion.h"
 #include "partitioner/ir/ir.h"
 
 G_BEGIN_DECLS
@@ -93,14 +99,21 @@ typedef struct {
   const PsInstr *root;   /* root of its fusion (itself when not fused) */
   const PsInstr *head;   /* first instruction of its fusion (decides the kind) */
   int64_t trip_count;    /* while: iterations used; else 0 */
+  /* XLA fusion: a cheap producer fused (copied) into each of its
+   * consumers (klass PS_COST_INLINED, own all zero): dup is its work, added
+   * to every fusion that reads it. */
+  gboolean duplicated;
+  PsCostCounts dup;
 } PsCost;
 
 typedef struct PsCostAnalysis PsCostAnalysis;
 
 /* Options: trip count to assume for a while loop whose count cannot be
- * found (0 = such a loop is an error). */
+ * found (0 = such a loop is an error); the fusion rules (fusion.h;
+ * default, 0: PS_FUSION_MODE_XLA). */
 typedef struct {
   int64_t default_trip_count;
+  PsFusionMode fusion;
 } PsCostOptions;
 
 void ps_cost_options_init (PsCostOptions *opts);
@@ -112,6 +125,16 @@ PsCostAnalysis *ps_cost_analyze (const PsModule *m, const PsCostOptions *opts,
                                  GError **error);
 void ps_cost_analysis_free (PsCostAnalysis *a);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsCostAnalysis, ps_cost_analysis_free)
+
+/* TRUE when the module held fusion instructions (an HLO dump after XLA's
+ * optimizations): each is one kernel (the work of its body, the traffic
+ * of its operands and result), and the analysis made no fusion of its own
+ * (in-place updates aside), whatever opts->fusion asked. */
+gboolean ps_cost_prefused (const PsCostAnalysis *a);
+/* The dot or convolution whose MXU work a fusion instruction's kernel
+ * does (the largest), or `in` itself when it is a dot or convolution;
+ * NULL otherwise. transfer none. */
+const PsInstr *ps_cost_mxu_op (const PsInstr *in);
 
 /* transfer none; NULL for an instruction the analysis did not see. */
 const PsCost *ps_cost_get (const PsCostAnalysis *a, const PsInstr *instr);

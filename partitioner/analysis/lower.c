@@ -445,11 +445,14 @@ emit_compute (Lower *l, const PsInstr *root)
          : k == PS_COST_REDUCE ? PS_TRACE_OP_REDUCE
          : k == PS_COST_DATA_MOVEMENT ? PS_TRACE_OP_DATA_MOVEMENT
          : k == PS_COST_ELEMENTWISE ? PS_TRACE_OP_ELEMENTWISE : PS_TRACE_OP_OTHER;
-  if (k == PS_COST_MATMUL || k == PS_COST_CONV)
+  const PsInstr *mx = k == PS_COST_MATMUL || k == PS_COST_CONV ? ps_cost_mxu_op (main_op) : NULL;
+  if (mx)
     {
-      c.dtype = trace_dtype (main_op->operands[0]->shape);
-      c.precision = precision_of (main_op);
-      mxu_dims (main_op, &c);
+      /* a fusion read from a file: its dot or convolution */
+      c.op = mx->opcode == PS_OP_DOT ? PS_TRACE_OP_MATMUL : PS_TRACE_OP_CONV;
+      c.dtype = trace_dtype (mx->operands[0]->shape);
+      c.precision = precision_of (mx);
+      mxu_dims (mx, &c);
     }
   else
     c.dtype = trace_dtype (root->shape);
@@ -698,6 +701,7 @@ ps_lower_module (const PsModule *m, const PsLowerOptions *opts, GError **error)
   PsCostOptions co;
   ps_cost_options_init (&co);
   co.default_trip_count = opts->default_trip_count;
+  co.fusion = opts->fusion;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (m, &co, error);
   if (!cost)
     return NULL;

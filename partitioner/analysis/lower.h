@@ -56,6 +56,8 @@ typedef struct {
   gint64 mesh_physical[3];      /* PS_TRACE_ORDER_NONPOD2D */
   const char *slice;            /* optional hint for the simulator */
   int64_t default_trip_count;   /* while loops with no known count; 0 = error */
+  PsFusionMode fusion;          /* the cost analysis's fusion rules (default 0: XLA's);
+                                 * give the schedule's when there is one */
   gboolean memory_events;       /* default TRUE */
   gboolean async_collectives;   /* default FALSE; ignored with a schedule */
   const PsSchedule *schedule;   /* the entry's order and async collectives; borrowed; NULL:

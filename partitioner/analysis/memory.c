@@ -75,6 +75,7 @@ static uint64_t
 callee_temp (Ctx *ctx, const PsInstr *in)
 {
   uint64_t t = 0;
+  /* a fusion is one kernel: its body's values stay on chip */
   if (in->opcode != PS_OP_WHILE && in->opcode != PS_OP_CALL && in->opcode != PS_OP_CONDITIONAL)
     return 0;
   for (int k = 0; k < in->n_called; k++)

@@ -752,7 +752,7 @@ collect_comps (const PsComputation *c, GHashTable *seen, GPtrArray *out, int dep
       const PsInstr *in = g_ptr_array_index (c->instrs, i);
       if (in->opcode == PS_OP_WHILE && in->n_called >= 2)
         collect_comps (in->called[1], seen, out, depth + 1);
-      else if (in->opcode == PS_OP_CALL || in->opcode == PS_OP_CONDITIONAL)
+      else if (in->opcode == PS_OP_CALL || in->opcode == PS_OP_FUSION || in->opcode == PS_OP_CONDITIONAL)
         for (int k = 0; k < in->n_called; k++)
           collect_comps (in->called[k], seen, out, depth + 1);
     }

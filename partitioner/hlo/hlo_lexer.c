@@ -496,6 +496,13 @@ shape_at (PsHloReader *p, int depth)
               d = any_dyn = TRUE;
             }
           gsize dpos = p->pos;
+          if (CUR (p) == '?')
+            {
+              ps_hlo_error (p, dpos, PS_ERROR_UNSUPPORTED, "unbounded dynamic dimension '?': podsim "
+                            "needs every dimension's size (a bounded one is written <=N; give "
+                            "the program concrete shapes when lowering it)");
+              break;
+            }
           int64_t v;
           if (!ps_hlo_int (p, &v, "a dimension size"))
             break;

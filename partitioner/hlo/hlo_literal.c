@@ -263,6 +263,11 @@ hl_literal_append (GString *out, const PsLiteral *lit, const PsShape *shape)
 {
   if (!lit)
     return;
+  if (lit->splat && lit->n > 0)
+    {
+      hl_literal_append_elem (out, lit, 0);
+      return;
+    }
   if (!shape || shape->etype == PS_TUPLE || shape->rank == 0 || ps_shape_elements (shape) != lit->n)
     {
       /* A shape that does not match (hand-built IR): print a flat list. */

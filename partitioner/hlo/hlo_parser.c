@@ -13,9 +13,15 @@
 #include "partitioner/hlo/hlo_private.h"
 #include "partitioner/hlo/hlo_lexer.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/async.h"
 #include "partitioner/ir/sharding.h"
 
 
+
+/* A splat constant is stored dense: at most this many elements (64 MiB of
+ * f32), far above what a dump's splats hold (scalars broadcast by XLA are
+ * small; large zeros are broadcasts). */
+#define PS_MAX_SPLAT_ELEMENTS (1 << 24)
 
 /* Called-computation references an instruction wrote, by key. */
 typedef struct {
@@ -34,7 +40,7 @@ takes_computation (PsOpcode op, const char *key)
       {
       case PS_OP_REDUCE: case PS_OP_REDUCE_WINDOW: case PS_OP_SCATTER: case PS_OP_SORT:
       case PS_OP_MAP: case PS_OP_ALL_REDUCE: case PS_OP_REDUCE_SCATTER: case PS_OP_CALL:
-      case PS_OP_CALL_START:
+      case PS_OP_CALL_START: case PS_OP_ALL_REDUCE_START:
         return TRUE;
       default:
         return FALSE;
@@ -48,6 +54,9 @@ takes_computation (PsOpcode op, const char *key)
     return op == PS_OP_SELECT_AND_SCATTER;
   if (strcmp (key, "called_computations") == 0)
     return op == PS_OP_CUSTOM_CALL;
+  if (strcmp (key, "calls") == 0)
+    return op == PS_OP_FUSION || op == PS_OP_ASYNC_START || op == PS_OP_ASYNC_UPDATE
+           || op == PS_OP_ASYNC_DONE;
   return FALSE;
 }
 
@@ -56,7 +65,7 @@ is_computation_key (const char *key)
 {
   static const char *const keys[] = { "to_apply", "condition", "body", "true_computation",
                                       "false_computation", "branch_computations", "select",
-                                      "scatter", "called_computations" };
+                                      "scatter", "called_computations", "calls" };
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
     if (strcmp (key, keys[i]) == 0)
       return TRUE;
@@ -222,6 +231,20 @@ parse_attr (PsHloReader *p, PsInstr *in, Called *cl, GHashTable *seen)
     return parse_epsilon (p, in);
   if (IS ("is_stable") && op == PS_OP_SORT)
     return ps_hlo_bool (p, &in->is_stable);
+  if (IS ("kind") && op == PS_OP_FUSION)
+    {
+      ps_hlo_skip_ws (p);
+      gsize vpos = p->pos;
+      g_autofree char *k = ps_hlo_name (p, "a fusion kind");
+      if (!k)
+        return FALSE;
+      if (!ps_fusion_kind_from_name (k, &in->fusion_kind))
+        {
+          ps_hlo_error (p, vpos, PS_ERROR_PARSE, "unknown fusion kind '%s' (kLoop, kInput, kOutput, kCustom)", k);
+          return FALSE;
+        }
+      return TRUE;
+    }
   if (IS ("custom_call_target") && op == PS_OP_CUSTOM_CALL)
     return (in->custom_call_target = ps_hlo_string (p)) != NULL;
   if (IS ("custom_call_has_side_effect") && op == PS_OP_CUSTOM_CALL)
@@ -241,7 +264,7 @@ parse_attr (PsHloReader *p, PsInstr *in, Called *cl, GHashTable *seen)
       PsComputation *c = ps_hlo_computation_ref (p);
       if (!c)
         return FALSE;
-      if (IS ("to_apply")) cl->to_apply = c;
+      if (IS ("to_apply") || IS ("calls")) cl->to_apply = c;
       else if (IS ("condition")) cl->condition = c;
       else if (IS ("body")) cl->body = c;
       else if (IS ("true_computation")) cl->on_true = c;
@@ -280,7 +303,9 @@ missing_attr (const PsInstr *in, GHashTable *seen)
     { PS_OP_REDUCE_WINDOW, "to_apply" }, { PS_OP_MAP, "to_apply" },
     { PS_OP_ALL_REDUCE, "to_apply" }, { PS_OP_REDUCE_SCATTER, "to_apply" },
     { PS_OP_REDUCE_SCATTER, "dimensions" }, { PS_OP_ALL_GATHER, "dimensions" },
-    { PS_OP_CALL, "to_apply" }, { PS_OP_CALL_START, "to_apply" }, { PS_OP_SORT, "to_apply" },
+    { PS_OP_CALL, "to_apply" }, { PS_OP_CALL_START, "to_apply" },
+    { PS_OP_FUSION, "kind" }, { PS_OP_FUSION, "calls" }, { PS_OP_ASYNC_START, "calls" },
+    { PS_OP_ALL_REDUCE_START, "to_apply" }, { PS_OP_ALL_GATHER_START, "dimensions" }, { PS_OP_SORT, "to_apply" },
     { PS_OP_SELECT_AND_SCATTER, "select" }, { PS_OP_SELECT_AND_SCATTER, "scatter" },
     { PS_OP_SELECT_AND_SCATTER, "window" },
     { PS_OP_BATCH_NORM_TRAINING, "epsilon" }, { PS_OP_BATCH_NORM_TRAINING, "feature_index" },
@@ -289,7 +314,13 @@ missing_attr (const PsInstr *in, GHashTable *seen)
   };
   for (gsize i = 0; i < G_N_ELEMENTS (req); i++)
     if (req[i].op == in->opcode && !g_hash_table_contains (seen, req[i].key))
-      return req[i].key;
+      {
+        /* XLA's parser takes a scalar's broadcast without dimensions=. */
+        if (in->opcode == PS_OP_BROADCAST && strcmp (req[i].key, "dimensions") == 0
+            && in->n_operands == 1 && in->operands[0]->shape && in->operands[0]->shape->rank == 0)
+          continue;
+        return req[i].key;
+      }
   if (in->opcode == PS_OP_CONDITIONAL && !g_hash_table_contains (seen, "branch_computations")
       && !(g_hash_table_contains (seen, "true_computation") && g_hash_table_contains (seen, "false_computation")))
     return "branch_computations";
@@ -408,8 +439,29 @@ parse_literal (PsHloReader *p, PsInstr *in, gsize oppos)
   int64_t cap = MIN (n, (int64_t) (p->len - p->pos));
   in->literal = ps_literal_new (in->shape->etype, cap);
   int64_t idx = 0;
+  gboolean braced = CUR (p) == '{';
   if (!parse_literal_elems (p, in->literal, &idx, 0))
     return FALSE;
+  if (idx == 1 && n > 1 && !braced)
+    {
+      /* XLA's splat form: one value for every element. Stored dense, so
+       * its size is bounded like every other allocation a text can ask
+       * for (doc/robustness.md). */
+      if (n > PS_MAX_SPLAT_ELEMENTS)
+        {
+          ps_hlo_error (p, start, PS_ERROR_LIMIT, "splat constant of %" G_GINT64_FORMAT " elements is "
+                        "over podsim's limit of %d (doc/robustness.md)", n, PS_MAX_SPLAT_ELEMENTS);
+          return FALSE;
+        }
+      PsLiteral *full = ps_literal_new (in->shape->etype, n);
+      int sz = ps_etype_size_bytes (in->shape->etype);
+      for (int64_t i = 0; i < n; i++)
+        memcpy ((char *) full->data + i * sz, in->literal->data, (gsize) sz);
+      full->splat = TRUE;
+      ps_literal_free (in->literal);
+      in->literal = full;
+      return TRUE;
+    }
   if (idx != n)
     {
       g_autofree char *shape = ps_shape_to_string (in->shape, FALSE);
@@ -1046,8 +1098,94 @@ parse_header (PsHloReader *p)
   return !FAILED (p);
 }
 
+/* Inputs that are not HLO text, told apart by how they begin, so the error
+ * says what the file looks like instead of what token was expected. The
+ * checks only fire where HLO text cannot stand (a computation is never
+ * followed by ':' or '@', and HLO has no '#' comments). */
+static gboolean
+refuse_other_formats (PsHloReader *p)
+{
+  ps_hlo_skip_ws (p);
+  if (FAILED (p))
+    return FALSE;
+  gsize at = p->pos;
+  const char *t = p->text + at;
+  gsize left = p->len - at;
+  gsize w = 0;
+  while (w < left && (g_ascii_isalnum (t[w]) || t[w] == '_' || t[w] == '.'))
+    w++;
+  gsize after = w;
+  while (after < left && (t[after] == ' ' || t[after] == '\t'))
+    after++;
+  char next = after < left ? t[after] : 0;
+  if ((w == 6 && memcmp (t, "module", 6) == 0 && (next == '@' || (left - after >= 10
+                                                                  && memcmp (t + after, "attributes", 10) == 0)))
+      || (w == 9 && memcmp (t, "func.func", 9) == 0))
+    ps_hlo_error (p, at, PS_ERROR_PARSE, "this is MLIR text (StableHLO or MHLO: 'module @...', "
+                  "'func.func'), not HLO text; JAX prints HLO text with "
+                  "jax.jit(f).lower(...).as_text(dialect=\"hlo\") (doc/models.md)");
+  else if (w > 0 && next == ':' && !(after + 1 < left && t[after + 1] == ':'))
+    ps_hlo_error (p, at, PS_ERROR_PARSE, "this looks like a text protocol buffer ('%.*s: ...'; an "
+                  "HloModuleProto or HloProto?), not HLO text; XLA writes HLO text with "
+                  "--xla_dump_hlo_as_text (doc/models.md)", (int) MIN (w, 40), t);
+  else if (w == 0 && left > 0 && t[0] == '#')
+    ps_hlo_error (p, at, PS_ERROR_PARSE, "a line starting with '#' (a lit test's RUN line, a "
+                  "script or an MLIR alias?) is not HLO text; HLO comments are // and /* */");
+  else if (w == 0 && left > 0 && (t[0] == '{' || t[0] == '['))
+    ps_hlo_error (p, at, PS_ERROR_PARSE, "this looks like JSON, not HLO text (podsim reads the text "
+                  "XLA prints: 'HloModule NAME' then computations)");
+  return !FAILED (p);
+}
+
+/* Where each module of a text starts: offsets of "HloModule" at the start
+ * of a line (after blanks), followed by a blank. */
+static GArray *
+module_starts (const char *t, gsize len)
+{
+  GArray *a = g_array_new (FALSE, FALSE, sizeof (gsize));
+  gboolean line_start = TRUE;
+  for (gsize i = 0; i < len; i++)
+    {
+      char c = t[i];
+      if (c == '\n')
+        {
+          line_start = TRUE;
+          continue;
+        }
+      if (line_start && (c == ' ' || c == '\t' || c == '\r'))
+        continue;
+      if (line_start && len - i > 10 && memcmp (t + i, "HloModule", 9) == 0
+          && (t[i + 9] == ' ' || t[i + 9] == '\t'))
+        g_array_append_val (a, i);
+      line_start = FALSE;
+    }
+  return a;
+}
+
+/* The name after "HloModule " at `at` (without '%'). transfer full. */
+static char *
+module_name_at (const char *t, gsize len, gsize at)
+{
+  gsize s = at + 9;
+  while (s < len && (t[s] == ' ' || t[s] == '\t'))
+    s++;
+  if (s < len && t[s] == '%')
+    s++;
+  gsize e = s;
+  while (e < len && ps_hlo_is_ident_char (t[e]))
+    e++;
+  return g_strndup (t + s, e - s);
+}
+
 PsModule *
 ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error)
+{
+  return ps_hlo_parse_module (text, len, filename, NULL, error);
+}
+
+PsModule *
+ps_hlo_parse_module (const char *text, gsize len, const char *filename, const char *module,
+                     GError **error)
 {
   g_return_val_if_fail (text != NULL || len == 0, NULL);
   PsHloReader p = { 0 };
@@ -1057,7 +1195,48 @@ ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error)
   p.text = copy;
   const char *nul = memchr (text ? text : "", 0, len);
   if (nul)
-    ps_hlo_error (&p, (gsize) (nul - text), PS_ERROR_PARSE, "NUL byte in the text");
+    ps_hlo_error (&p, (gsize) (nul - text), PS_ERROR_PARSE, "NUL byte in the text (a binary file, "
+                  "such as a serialized HloModuleProto? podsim reads HLO text)");
+  /* Several modules: read the one asked for (the first by default) as if
+   * the text ended before the next; positions stay those of the file. */
+  GArray *starts = FAILED (&p) ? g_array_new (FALSE, FALSE, sizeof (gsize)) : module_starts (copy, len);
+  if (starts->len > 1 || (module && !FAILED (&p)))
+    {
+      guint k = 0;
+      if (module)
+        {
+          GString *names = g_string_new (NULL);
+          for (k = 0; k < starts->len; k++)
+            {
+              g_autofree char *nm = module_name_at (copy, len, g_array_index (starts, gsize, k));
+              if (strcmp (nm, module) == 0)
+                break;
+              g_string_append_printf (names, "%s%s", names->len ? ", " : "", nm);
+            }
+          if (k == starts->len)
+            {
+              if (starts->len == 0)
+                ps_set_error_at (&p.err, PS_ERROR_OPTION, p.file, 0, 0, "--module %s: the text has no "
+                                 "HloModule line", module);
+              else
+                ps_set_error_at (&p.err, PS_ERROR_OPTION, p.file, 0, 0, "--module %s: no such module "
+                                 "(the text has %s)", module, names->str);
+            }
+          g_string_free (names, TRUE);
+        }
+      if (!FAILED (&p))
+        {
+          p.pos = g_array_index (starts, gsize, k);
+          if (k + 1 < starts->len)
+            {
+              p.len = g_array_index (starts, gsize, k + 1);
+              copy[p.len] = '\0';
+            }
+        }
+    }
+  g_array_free (starts, TRUE);
+  if (!FAILED (&p))
+    refuse_other_formats (&p);
   p.m = ps_module_new ("module");
   p.m->source_name = g_strdup (p.file);
   p.scope = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -1098,9 +1277,25 @@ ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error)
 PsModule *
 ps_hlo_parse_file (const char *path, GError **error)
 {
+  return ps_hlo_parse_file_module (path, NULL, error);
+}
+
+PsModule *
+ps_hlo_parse_file_module (const char *path, const char *module, GError **error)
+{
   g_autofree char *text = NULL;
   gsize len = 0;
   if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, error))
     return NULL;
-  return ps_hlo_parse (text, len, strcmp (path, "-") == 0 ? "<stdin>" : path, error);
+  return ps_hlo_parse_module (text, len, strcmp (path, "-") == 0 ? "<stdin>" : path,
+                              module && *module ? module : NULL, error);
+}
+
+PsModule *
+ps_hlo_load (const char *path, const char *module, GError **error)
+{
+  g_autoptr (PsModule) m = ps_hlo_parse_file_module (path, module, error);
+  if (!m || !ps_async_make_synchronous (m, NULL, error))
+    return NULL;
+  return g_steal_pointer (&m);
 }

@@ -24,11 +24,26 @@
 
 G_BEGIN_DECLS
 
-/* `filename` only names the text in error messages (NULL = "<hlo>"). */
+/* `filename` only names the text in error messages (NULL = "<hlo>").
+ * A text of several modules (XLA's dumps and tests concatenate them, each
+ * starting with an `HloModule NAME` line) gives its first. */
 PsModule *ps_hlo_parse (const char *text, gsize len, const char *filename, GError **error);
+/* The module called `module` (NULL: the first) of a text of one or more
+ * modules; an error lists the names when there is none of that name. */
+PsModule *ps_hlo_parse_module (const char *text, gsize len, const char *filename,
+                               const char *module, GError **error);
 
 /* Reads a file ("-" = standard input) and parses it. transfer full. */
 PsModule *ps_hlo_parse_file (const char *path, GError **error);
+PsModule *ps_hlo_parse_file_module (const char *path, const char *module, GError **error);
+
+/* What the stages after reading take: the file's module `module` (NULL:
+ * the first), made synchronous by ps_async_make_synchronous
+ * (partitioner/ir/async.h: asynchronous pairs and variadic collectives of
+ * an optimized dump in the forms the interpreter, partitioner and lowering
+ * know; instructions podsim cannot simulate are an error here).
+ * transfer full. */
+PsModule *ps_hlo_load (const char *path, const char *module, GError **error);
 
 G_END_DECLS
 

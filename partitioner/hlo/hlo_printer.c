@@ -116,7 +116,8 @@ static gboolean
 always_has_dimensions (PsOpcode op)
 {
   return op == PS_OP_BROADCAST || op == PS_OP_REDUCE || op == PS_OP_TRANSPOSE || op == PS_OP_CONCATENATE
-         || op == PS_OP_REVERSE || op == PS_OP_ALL_GATHER || op == PS_OP_REDUCE_SCATTER;
+         || op == PS_OP_REVERSE || op == PS_OP_ALL_GATHER || op == PS_OP_REDUCE_SCATTER
+         || op == PS_OP_ALL_GATHER_START;
 }
 
 static void
@@ -147,6 +148,9 @@ append_called (GString *out, const PsInstr *in)
       break;
     case PS_OP_CUSTOM_CALL:
       comp_list (out, "called_computations", in);
+      break;
+    case PS_OP_FUSION: case PS_OP_ASYNC_START: case PS_OP_ASYNC_UPDATE: case PS_OP_ASYNC_DONE:
+      comp_ref (out, "calls", in->called[0]);
       break;
     default:
       comp_ref (out, "to_apply", in->called[0]);
@@ -263,6 +267,8 @@ append_attrs (GString *out, const PsInstr *in, const PsHloPrintOptions *o)
     }
   if (op == PS_OP_SORT && in->is_stable)
     g_string_append (out, ", is_stable=true");
+  if (op == PS_OP_FUSION)
+    g_string_append_printf (out, ", kind=%s", ps_fusion_kind_name (in->fusion_kind));
   append_called (out, in);
   if (in->custom_call_target)
     g_string_append_printf (out, ", custom_call_target=\"%s\"", in->custom_call_target);

@@ -487,6 +487,7 @@ eval_comp (IpCtx *ctx, const PsComputation *c, Lanes lanes, int n_args,
           ok = eval_conditional (ctx, ins, lanes, ops, res, error);
           break;
         case PS_OP_CALL:
+        case PS_OP_FUSION:
         case PS_OP_CALL_START:
           ok = eval_call (ctx, ins, lanes, ops, res, error);
           break;

@@ -594,6 +594,7 @@ sk_constrain (SkShrink *sh, const PsInstr *in)
         return;
       }
     case PS_OP_CALL:
+    case PS_OP_FUSION:
       if (in->n_called != 1)
         break;
       unite_params (sh, in->called[0], 0, in);

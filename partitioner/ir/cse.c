@@ -23,6 +23,7 @@ has_side_effects (const PsInstr *in)
     case PS_OP_WHILE:
     case PS_OP_CONDITIONAL:
     case PS_OP_CALL:
+    case PS_OP_FUSION:
     case PS_OP_CALL_START:
     case PS_OP_CALL_DONE:
     case PS_OP_AFTER_ALL:

@@ -74,6 +74,26 @@ ps_opcode_is_collective (PsOpcode op)
          || op == PS_OP_COLLECTIVE_PERMUTE || op == PS_OP_REDUCE_SCATTER;
 }
 
+static const char *const fusion_kind_names[] = { "?", "kLoop", "kInput", "kOutput", "kCustom" };
+
+const char *
+ps_fusion_kind_name (PsFusionKind k)
+{
+  return (int) k >= 0 && k <= PS_FUSION_CUSTOM ? fusion_kind_names[k] : "?";
+}
+
+gboolean
+ps_fusion_kind_from_name (const char *s, PsFusionKind *out)
+{
+  for (int k = PS_FUSION_LOOP; k <= PS_FUSION_CUSTOM; k++)
+    if (strcmp (s, fusion_kind_names[k]) == 0)
+      {
+        *out = (PsFusionKind) k;
+        return TRUE;
+      }
+  return FALSE;
+}
+
 /* ---- small helpers ------------------------------------------------------ */
 
 void
@@ -177,6 +197,7 @@ ps_literal_copy (const PsLiteral *l)
   gsize bytes = (gsize) l->n * (gsize) ps_etype_size_bytes (l->etype);
   if (bytes > 0)
     memcpy (c->data, l->data, bytes);
+  c->splat = l->splat;
   return c;
 }
 
@@ -729,6 +750,7 @@ ps_instr_copy_attrs (PsInstr *dst, const PsInstr *src)
   dst->comparison = src->comparison;
   dst->compare_type = g_strdup (src->compare_type);
   dst->is_stable = src->is_stable;
+  dst->fusion_kind = src->fusion_kind;
   dst->n_groups = src->n_groups;
   dst->group_size = src->group_size;
   dst->replica_groups = i64_dup (src->replica_groups, (int64_t) src->n_groups * src->group_size);
@@ -910,6 +932,7 @@ attrs_equal (const PsInstr *a, const PsInstr *b)
          && a->iota_dimension == b->iota_dimension && a->feature_index == b->feature_index
          && memcmp (&a->epsilon, &b->epsilon, sizeof a->epsilon) == 0 && a->comparison == b->comparison
          && g_strcmp0 (a->compare_type, b->compare_type) == 0 && !a->is_stable == !b->is_stable
+         && a->fusion_kind == b->fusion_kind
          && !a->has_replica_groups == !b->has_replica_groups && a->n_groups == b->n_groups
          && a->group_size == b->group_size
          && i64_equal (a->replica_groups, b->replica_groups, (int64_t) a->n_groups * a->group_size)

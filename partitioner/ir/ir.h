@@ -39,8 +39,13 @@ typedef struct {
 /* ---- opcodes ------------------------------------------------------------ */
 
 #define PS_OPCODE_LIST(X) \
-  X (ABS, "abs") X (ADD, "add") X (AFTER_ALL, "after-all") \
-  X (ALL_GATHER, "all-gather") X (ALL_REDUCE, "all-reduce") \
+  X (ABS, "abs") X (ADD, "add") X (ADD_DEPENDENCY, "add-dependency") \
+  X (AFTER_ALL, "after-all") \
+  X (ALL_GATHER, "all-gather") X (ALL_GATHER_START, "all-gather-start") \
+  X (ALL_GATHER_DONE, "all-gather-done") X (ALL_REDUCE, "all-reduce") \
+  X (ALL_REDUCE_START, "all-reduce-start") X (ALL_REDUCE_DONE, "all-reduce-done") \
+  X (ASYNC_START, "async-start") X (ASYNC_UPDATE, "async-update") \
+  X (ASYNC_DONE, "async-done") \
   X (ALL_TO_ALL, "all-to-all") X (AND, "and") X (ATAN2, "atan2") \
   X (BATCH_NORM_GRAD, "batch-norm-grad") \
   X (BATCH_NORM_INFERENCE, "batch-norm-inference") \
@@ -49,16 +54,20 @@ typedef struct {
   X (BROADCAST, "broadcast") X (CALL, "call") X (CALL_DONE, "call-done") \
   X (CALL_START, "call-start") X (CBRT, "cbrt") X (CEIL, "ceil") \
   X (CHOLESKY, "cholesky") X (CLAMP, "clamp") X (CLZ, "count-leading-zeros") \
-  X (COLLECTIVE_PERMUTE, "collective-permute") X (COMPARE, "compare") \
+  X (COLLECTIVE_PERMUTE, "collective-permute") \
+  X (COLLECTIVE_PERMUTE_START, "collective-permute-start") \
+  X (COLLECTIVE_PERMUTE_DONE, "collective-permute-done") X (COMPARE, "compare") \
   X (COMPLEX, "complex") X (CONCATENATE, "concatenate") \
   X (CONDITIONAL, "conditional") X (CONSTANT, "constant") \
   X (CONVERT, "convert") X (CONVOLUTION, "convolution") X (COPY, "copy") \
+  X (COPY_START, "copy-start") X (COPY_DONE, "copy-done") \
   X (COSINE, "cosine") X (CUSTOM_CALL, "custom-call") X (DIVIDE, "divide") \
   X (DOMAIN, "domain") X (DOT, "dot") X (DYNAMIC_RESHAPE, "dynamic-reshape") \
   X (DYNAMIC_SLICE, "dynamic-slice") \
   X (DYNAMIC_UPDATE_SLICE, "dynamic-update-slice") X (ERF, "erf") \
   X (EXP, "exponential") X (EXPM1, "exponential-minus-one") X (FFT, "fft") \
-  X (FLOOR, "floor") X (GATHER, "gather") \
+  X (FLOOR, "floor") X (FUSION, "fusion") X (GATHER, "gather") \
+  X (GET_DIMENSION_SIZE, "get-dimension-size") \
   X (GET_TUPLE_ELEMENT, "get-tuple-element") X (IMAG, "imag") \
   X (INFEED, "infeed") X (IOTA, "iota") X (IS_FINITE, "is-finite") \
   X (LOG, "log") X (LOG1P, "log-plus-one") X (LOGISTIC, "logistic") \
@@ -67,17 +76,20 @@ typedef struct {
   X (OPTIMIZATION_BARRIER, "opt-barrier") X (OR, "or") \
   X (OUTFEED, "outfeed") X (PAD, "pad") X (PARAMETER, "parameter") \
   X (PARTITION_ID, "partition-id") X (POPCNT, "popcnt") X (POWER, "power") \
+  X (RAGGED_DOT, "ragged-dot") \
   X (REAL, "real") X (RECV, "recv") X (RECV_DONE, "recv-done") \
   X (REDUCE, "reduce") X (REDUCE_PRECISION, "reduce-precision") \
   X (REDUCE_SCATTER, "reduce-scatter") X (REDUCE_WINDOW, "reduce-window") \
   X (REMAINDER, "remainder") X (REPLICA_ID, "replica-id") \
   X (RESHAPE, "reshape") X (REVERSE, "reverse") X (RNG, "rng") \
   X (RNG_BIT_GENERATOR, "rng-bit-generator") \
+  X (RNG_GET_AND_UPDATE_STATE, "rng-get-and-update-state") \
   X (ROUND_NEAREST_AFZ, "round-nearest-afz") \
   X (ROUND_NEAREST_EVEN, "round-nearest-even") X (RSQRT, "rsqrt") \
   X (SCATTER, "scatter") X (SELECT, "select") \
   X (SELECT_AND_SCATTER, "select-and-scatter") X (SEND, "send") \
-  X (SEND_DONE, "send-done") X (SHIFT_LEFT, "shift-left") \
+  X (SEND_DONE, "send-done") X (SET_DIMENSION_SIZE, "set-dimension-size") \
+  X (SHIFT_LEFT, "shift-left") \
   X (SHIFT_RIGHT_ARITHMETIC, "shift-right-arithmetic") \
   X (SHIFT_RIGHT_LOGICAL, "shift-right-logical") X (SIGN, "sign") \
   X (SINE, "sine") X (SLICE, "slice") X (SORT, "sort") X (SQRT, "sqrt") \
@@ -149,6 +161,19 @@ typedef enum {
   PS_CMP_NONE, PS_CMP_EQ, PS_CMP_NE, PS_CMP_LT, PS_CMP_LE, PS_CMP_GT, PS_CMP_GE
 } PsCompareDir;
 
+/* A fusion's kind= (XLA's HloInstruction::FusionKind): how XLA's fusion
+ * passes formed it. kLoop: elementwise ops fused into one loop; kInput: a
+ * reduction fused with its producers; kOutput: a dot or convolution fused
+ * with its consumers; kCustom: a backend-specific fusion (backend_config
+ * says which). Cost models may read it; the interpreter ignores it. */
+typedef enum {
+  PS_FUSION_NONE, PS_FUSION_LOOP, PS_FUSION_INPUT, PS_FUSION_OUTPUT, PS_FUSION_CUSTOM
+} PsFusionKind;
+
+/* "kLoop", ... ("?" for PS_FUSION_NONE); FALSE when `s` names no kind. */
+const char *ps_fusion_kind_name (PsFusionKind k);
+gboolean ps_fusion_kind_from_name (const char *s, PsFusionKind *out);
+
 typedef enum { PS_PRECISION_DEFAULT, PS_PRECISION_HIGH, PS_PRECISION_HIGHEST } PsPrecision;
 
 /* A constant's value: `n` elements of `etype` in row-major order, stored in
@@ -158,6 +183,9 @@ typedef struct {
   PsElemType etype;
   int64_t n;
   void *data;               /* owned, n * ps_etype_size_bytes(etype) bytes */
+  /* Written as one value for every element (XLA's splat form,
+   * "s8[10] constant(1)"), and printed so; the data holds all n. */
+  gboolean splat;
 } PsLiteral;
 
 /* An attribute kept verbatim: key=value as written (value text exact). */
@@ -186,6 +214,9 @@ struct PsInstr {
   /* Called computations, in the order the opcode defines:
    *   reduce, reduce-window, scatter, sort, map, all-reduce, reduce-scatter,
    *   call, custom-call (called_computations), call-start: [to_apply]
+   *   fusion: [calls] (the fused computation)
+   *   async-start, -update, -done: [calls] (the wrapped computation; the
+   *     -update and -done of newer dumps do not write it)
    *   while: [condition, body]
    *   conditional: branches in order; with a pred selector [true, false]
    *   select-and-scatter: [select, scatter] */
@@ -219,6 +250,7 @@ struct PsInstr {
   PsCompareDir comparison;         /* compare "direction" */
   char *compare_type;              /* compare "type" (TOTALORDER...), or NULL */
   gboolean is_stable;              /* sort */
+  PsFusionKind fusion_kind;        /* fusion "kind" */
   /* Collectives. replica_groups: n_groups groups of group_size ids each
    * (XLA allows ragged groups; podsim requires equal sizes). */
   int n_groups, group_size;

@@ -5,7 +5,8 @@ libpodsim_partitioner_la_SOURCES += partitioner/ir/shape.c partitioner/ir/shape.
 	partitioner/ir/shape_infer.c \
 	partitioner/ir/sharding.c partitioner/ir/sharding.h partitioner/ir/sharding_text.c \
 	partitioner/ir/sharding_private.h \
-	partitioner/ir/cse.c partitioner/ir/cse.h
+	partitioner/ir/cse.c partitioner/ir/cse.h \
+	partitioner/ir/async.c partitioner/ir/async.h
 
 check_PROGRAMS += tests/check_ir tests/check_sharding
 TESTS += tests/check_ir tests/check_sharding

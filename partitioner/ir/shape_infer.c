@@ -729,6 +729,8 @@ group_size (const PsInstr *in)
   return in->has_replica_groups && in->n_groups > 0 ? in->group_size : 0;
 }
 
+static PsShape *same_as_operands (const PsInstr *in, GError **error);
+
 static PsShape *
 infer_all_gather_scatter (const PsInstr *in, GError **error)
 {
@@ -765,6 +767,111 @@ infer_all_gather_scatter (const PsInstr *in, GError **error)
   PsShape *r = ps_shape_new_array (a->etype, a->rank, dims);
   g_free (dims);
   return r;
+}
+
+/* A variadic (coalesced) all-gather or reduce-scatter, as XLA's combiner
+ * passes make them: one result per operand, a tuple of them. Each is
+ * inferred as the single-operand collective with the same attributes. */
+static PsShape *
+infer_variadic_gather_scatter (const PsInstr *in, GError **error)
+{
+  if (in->n_operands <= 1)
+    return infer_all_gather_scatter (in, error);
+  const PsShape *w = in->shape;
+  if (w && (!ps_shape_is_tuple (w) || w->n_elems != in->n_operands))
+    return fail (error, PS_ERROR_INVALID, "%s of %d operands returns a tuple of %d results", OPNAME (in),
+                 in->n_operands, in->n_operands);
+  GPtrArray *shapes = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_shape_free);
+  for (int i = 0; i < in->n_operands; i++)
+    {
+      PsInstr one = *in;
+      one.n_operands = 1;
+      one.operands = &in->operands[i];
+      one.shape = w ? w->elems[i] : NULL;
+      PsShape *s = infer_all_gather_scatter (&one, error);
+      if (!s)
+        {
+          g_ptr_array_free (shapes, TRUE);
+          return NULL;
+        }
+      g_ptr_array_add (shapes, s);
+    }
+  PsShape *r = ps_shape_new_tuple ((int) shapes->len, (PsShape *const *) shapes->pdata);
+  g_ptr_array_free (shapes, TRUE);
+  return r;
+}
+
+/* The operands' shapes: the one shape, or a tuple of them. */
+static PsShape *
+operands_shape (const PsInstr *in)
+{
+  if (in->n_operands == 1)
+    return ps_shape_copy (in->operands[0]->shape);
+  PsShape *v[in->n_operands > 0 ? in->n_operands : 1];
+  for (int i = 0; i < in->n_operands; i++)
+    v[i] = in->operands[i]->shape;
+  return ps_shape_new_tuple (in->n_operands, v);
+}
+
+/* The -start of an asynchronous pair, as XLA's shape inference defines it:
+ * all-gather-start (operands, results); collective-permute-start (operand,
+ * result, u32[], u32[]); copy-start (operand, operand, u32[]). The
+ * collective's own result is inferred as its synchronous form's; a written
+ * shape with more context elements (older XLA versions wrote fewer or
+ * more) is taken as it is once its first two elements check. */
+static PsShape *
+infer_async_start (const PsInstr *in, PsOpcode sync, int n_context, GError **error)
+{
+  if (in->n_operands < 1)
+    return fail (error, PS_ERROR_INVALID, "%s needs an operand", OPNAME (in));
+  const PsShape *w = in->shape;
+  if (w && (!ps_shape_is_tuple (w) || w->n_elems < 2))
+    return fail (error, PS_ERROR_INVALID, "%s returns a tuple (operands, results, context...)", OPNAME (in));
+  PsInstr one = *in;
+  one.opcode = sync;
+  one.shape = w ? w->elems[1] : NULL;
+  PsShape *res = sync == PS_OP_ALL_GATHER ? infer_variadic_gather_scatter (&one, error)
+                 : sync == PS_OP_COPY ? ps_shape_copy (in->operands[0]->shape)
+                 : same_as_operands (&one, error);
+  if (!res)
+    return NULL;
+  g_autoptr (PsShape) ops = operands_shape (in);
+  if (w && !ps_shape_equal (w->elems[0], ops))
+    {
+      ps_shape_free (res);
+      g_autofree char *a = shape_str (w->elems[0]);
+      g_autofree char *b = shape_str (ops);
+      return fail (error, PS_ERROR_INVALID, "%s: the first element of its shape is %s, not its operands' %s",
+                   OPNAME (in), a, b);
+    }
+  if (w && w->n_elems != 2 + n_context)
+    {
+      ps_shape_free (res);
+      return ps_shape_copy (w);
+    }
+  PsShape *v[4] = { ops, res, NULL, NULL };
+  for (int i = 0; i < n_context; i++)
+    v[2 + i] = ps_shape_new_scalar (PS_U32);
+  PsShape *r = ps_shape_new_tuple (2 + n_context, v);
+  for (int i = 0; i < n_context; i++)
+    ps_shape_free (v[2 + i]);
+  ps_shape_free (res);
+  return r;
+}
+
+/* The -done (and async-update) of a pair: element k of the -start's tuple
+ * (async-update: the whole tuple). */
+static PsShape *
+infer_async_done (const PsInstr *in, int k, GError **error)
+{
+  if (!count_ok (in, 1, error))
+    return NULL;
+  const PsShape *t = in->operands[0]->shape;
+  if (k < 0)
+    return ps_shape_copy (t);
+  if (!ps_shape_is_tuple (t) || t->n_elems <= k)
+    return fail (error, PS_ERROR_INVALID, "%s takes the tuple its -start returns", OPNAME (in));
+  return ps_shape_copy (t->elems[k]);
 }
 
 static PsShape *
@@ -897,7 +1004,29 @@ infer_unchecked (const PsInstr *in, GError **error)
     case PS_OP_RESHAPE: case PS_OP_BITCAST: return infer_reshape (in, error);
     case PS_OP_DYNAMIC_SLICE: return infer_dynamic_slice (in, error);
     case PS_OP_DYNAMIC_UPDATE_SLICE: return infer_dynamic_update_slice (in, error);
-    case PS_OP_ALL_GATHER: case PS_OP_REDUCE_SCATTER: return infer_all_gather_scatter (in, error);
+    case PS_OP_ALL_GATHER: case PS_OP_REDUCE_SCATTER: return infer_variadic_gather_scatter (in, error);
+    case PS_OP_ALL_GATHER_START: return infer_async_start (in, PS_OP_ALL_GATHER, 0, error);
+    case PS_OP_COLLECTIVE_PERMUTE_START:
+      if (in->n_operands != 1)
+        return written (in, error);
+      return infer_async_start (in, PS_OP_COLLECTIVE_PERMUTE, 2, error);
+    case PS_OP_COPY_START:
+      if (!count_ok (in, 1, error))
+        return NULL;
+      return infer_async_start (in, PS_OP_COPY, 1, error);
+    case PS_OP_ALL_REDUCE_START: return same_as_operands (in, error);
+    case PS_OP_ALL_REDUCE_DONE: case PS_OP_ASYNC_UPDATE: return infer_async_done (in, -1, error);
+    case PS_OP_ALL_GATHER_DONE: case PS_OP_COLLECTIVE_PERMUTE_DONE: case PS_OP_ASYNC_DONE:
+      return infer_async_done (in, 1, error);
+    case PS_OP_COPY_DONE: return infer_async_done (in, 0, error);
+    case PS_OP_ADD_DEPENDENCY:
+      if (!count_ok (in, 2, error))
+        return NULL;
+      return ps_shape_copy (in->operands[0]->shape);
+    case PS_OP_GET_DIMENSION_SIZE:
+      if (!count_ok (in, 1, error))
+        return NULL;
+      return ps_shape_new_scalar (PS_S32);
     case PS_OP_REVERSE:
       if (!count_ok (in, 1, error) || !arrays_ok (in, error))
         return NULL;
@@ -982,6 +1111,7 @@ infer_unchecked (const PsInstr *in, GError **error)
     case PS_OP_CONDITIONAL:
       return root_shape_of (in, 0, error);
     case PS_OP_CALL:
+    case PS_OP_FUSION:
       return root_shape_of (in, 0, error);
     case PS_OP_AFTER_ALL:
     case PS_OP_OUTFEED:
@@ -1091,9 +1221,11 @@ check_called (const PsInstr *in, const char *file, GError **error)
                       in->name, in->n_called, in->n_operands - 1);
       break;
     case PS_OP_CALL:
+    case PS_OP_FUSION:
+    case PS_OP_ASYNC_START:
       if (nparams0 != in->n_operands)
-        return vfail (error, PS_ERROR_INVALID, file, in, "call '%s' passes %d operands to '%s', which takes %d",
-                      in->name, in->n_operands, in->called[0]->name, nparams0);
+        return vfail (error, PS_ERROR_INVALID, file, in, "%s '%s' passes %d operands to '%s', which takes %d",
+                      ps_opcode_name (in->opcode), in->name, in->n_operands, in->called[0]->name, nparams0);
       break;
     case PS_OP_REDUCE: case PS_OP_REDUCE_WINDOW:
       if (in->n_called == 1 && nparams0 != in->n_operands)
@@ -1105,7 +1237,7 @@ check_called (const PsInstr *in, const char *file, GError **error)
         return vfail (error, PS_ERROR_INVALID, file, in, "comparator '%s' of '%s' takes %d parameters, expected %d",
                       in->called[0]->name, in->name, nparams0, 2 * in->n_operands);
       break;
-    case PS_OP_ALL_REDUCE: case PS_OP_REDUCE_SCATTER:
+    case PS_OP_ALL_REDUCE: case PS_OP_REDUCE_SCATTER: case PS_OP_ALL_REDUCE_START:
       if (in->n_called == 1 && nparams0 != 2)
         return vfail (error, PS_ERROR_INVALID, file, in, "reducer '%s' of '%s' takes %d parameters, expected 2",
                       in->called[0]->name, in->name, nparams0);

@@ -423,7 +423,7 @@ related_instructions (PpCtx *c, PsInstr *i)
         if (i->called[k]->root)
           g_ptr_array_add (r, i->called[k]->root);
     }
-  else if (i->opcode == PS_OP_CALL && i->n_called > 0)
+  else if ((i->opcode == PS_OP_CALL || i->opcode == PS_OP_FUSION) && i->n_called > 0)
     {
       g_ptr_array_add (r, i);
       if (i->called[0]->root)
@@ -442,7 +442,8 @@ related_instructions (PpCtx *c, PsInstr *i)
                 break;
               }
         }
-      else if (caller && caller->opcode == PS_OP_CALL && i->parameter_number < caller->n_operands)
+      else if (caller && (caller->opcode == PS_OP_CALL || caller->opcode == PS_OP_FUSION)
+               && i->parameter_number < caller->n_operands)
         {
           g_ptr_array_add (r, i);
           g_ptr_array_add (r, caller->operands[i->parameter_number]);
@@ -480,7 +481,8 @@ computation_propagation (PpCtx *c, PsInstr *i, GPtrArray *changed, int depth)
 {
   if (depth > 64)
     return;
-  if (i->opcode == PS_OP_CONDITIONAL || i->opcode == PS_OP_WHILE || i->opcode == PS_OP_CALL)
+  if (i->opcode == PS_OP_CONDITIONAL || i->opcode == PS_OP_WHILE || i->opcode == PS_OP_CALL
+      || i->opcode == PS_OP_FUSION)
     propagate_to_related (c, i, i, changed, depth);
   if (i->opcode == PS_OP_PARAMETER || i->parent->root == i)
     {
@@ -489,7 +491,8 @@ computation_propagation (PpCtx *c, PsInstr *i, GPtrArray *changed, int depth)
         {
           propagate_to_related (c, caller, i, changed, depth);
           if (i->opcode == PS_OP_PARAMETER
-              && (caller->opcode == PS_OP_CONDITIONAL || caller->opcode == PS_OP_CALL))
+              && (caller->opcode == PS_OP_CONDITIONAL || caller->opcode == PS_OP_CALL
+                  || caller->opcode == PS_OP_FUSION))
             propagate_to_related (c, i, i, changed, depth);
         }
     }
@@ -1188,7 +1191,8 @@ link_called_computations (PpCtx *ctx, GPtrArray *comps)
 {
   FOR_EACH_INSTR (comps, c, i)
     {
-      if (i->opcode != PS_OP_WHILE && i->opcode != PS_OP_CONDITIONAL && i->opcode != PS_OP_CALL)
+      if (i->opcode != PS_OP_WHILE && i->opcode != PS_OP_CONDITIONAL && i->opcode != PS_OP_CALL
+          && i->opcode != PS_OP_FUSION)
         continue;
       GPtrArray *rel = related_instructions (ctx, i);
       PsInstr *sharded = NULL;

@@ -163,7 +163,7 @@ pp_can_propagate_at (const PsInstr *i, int aggr)
     return TRUE;
   switch (i->opcode)
     {
-    case PS_OP_CALL: case PS_OP_CONCATENATE: case PS_OP_COPY: case PS_OP_DYNAMIC_SLICE:
+    case PS_OP_CALL: case PS_OP_FUSION: case PS_OP_CONCATENATE: case PS_OP_COPY: case PS_OP_DYNAMIC_SLICE:
     case PS_OP_DYNAMIC_UPDATE_SLICE: case PS_OP_GET_TUPLE_ELEMENT:
     case PS_OP_OPTIMIZATION_BARRIER: case PS_OP_RESHAPE: case PS_OP_TUPLE:
     case PS_OP_TRANSPOSE: case PS_OP_WHILE:
@@ -261,7 +261,7 @@ pick_representative (const PsInstr *i)
       return i->operands[0]->sharding ? i->operands[0] : NULL;
     case PS_OP_CUSTOM_CALL:
       return is_passthrough_custom (i) && i->n_operands > 0 ? i->operands[0] : NULL;
-    case PS_OP_BROADCAST: case PS_OP_CALL: case PS_OP_CONDITIONAL: case PS_OP_CONSTANT:
+    case PS_OP_BROADCAST: case PS_OP_CALL: case PS_OP_FUSION: case PS_OP_CONDITIONAL: case PS_OP_CONSTANT:
     case PS_OP_CONVOLUTION: case PS_OP_DOT: case PS_OP_DYNAMIC_SLICE:
     case PS_OP_DYNAMIC_UPDATE_SLICE: case PS_OP_GATHER: case PS_OP_GET_TUPLE_ELEMENT:
     case PS_OP_INFEED: case PS_OP_IOTA: case PS_OP_OUTFEED: case PS_OP_PARAMETER:
@@ -1192,7 +1192,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
                 }
             return FALSE;
           }
-        if (caller->opcode == PS_OP_CALL)
+        if (caller->opcode == PS_OP_CALL || caller->opcode == PS_OP_FUSION)
           {
             int64_t k = i->parameter_number;
             if (k < caller->n_operands && caller->operands[k]->sharding)

@@ -604,7 +604,7 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
     case PS_OP_GET_TUPLE_ELEMENT: return handle_gte (c, in);
     case PS_OP_WHILE: return handle_while (c, in, target);
     case PS_OP_CONDITIONAL:
-    case PS_OP_CALL: return handle_call_like (c, in, target);
+    case PS_OP_CALL: case PS_OP_FUSION: return handle_call_like (c, in, target);
     case PS_OP_CUSTOM_CALL: return handle_custom_call (c, in, target);
     case PS_OP_COPY:
       if (target->kind == PS_SHARDING_TUPLE)
@@ -630,6 +630,11 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
     case PS_OP_BITCAST_CONVERT: return sp_handle_bitcast_convert (c, in);
     case PS_OP_BATCH_NORM_TRAINING: case PS_OP_BATCH_NORM_INFERENCE: case PS_OP_BATCH_NORM_GRAD:
       return sp_handle_batch_norm (c, in);
+    case PS_OP_OPTIMIZATION_BARRIER:
+      /* one array through the barrier: its shards, as an identity */
+      if (ps_shape_is_array (in->shape) && in->n_operands == 1)
+        return handle_elementwise (c, in, target);
+      break;
     default:
       break;
     }
