@@ -103,7 +103,7 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
                                            ps_params_where (p, "mesh"), c.mesh[0], c.mesh[1]);
   gboolean stages_ok = c.pipeline_stages <= 1
                       || (c.pipeline_stages <= c.layers && c.layers % c.pipeline_stages == 0);
-  if (c.pipeline_stages >= 0 && stages_ok
+  if (c.pipeline_stages >= 0 && stages_ok && ps_dense_lm_n_devices (&c) <= PS_MAX_DEVICES
       && !ps_params_check_devices (p, t, ps_dense_lm_n_devices (&c), what, error))
     return FALSE;
   if (!ps_dense_lm_check (&c, error))
