@@ -283,6 +283,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   stage_begin (&clk, PS_STAGE_MEMORY);
   PsCostOptions copts;
   ps_cost_options_init (&copts);
+  copts.default_trip_count = r->info.default_trip_count;
   copts.fusion = opts->fusion;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, &local);
   if (!cost)
@@ -321,6 +322,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   stage_begin (&clk, PS_STAGE_LOWER);
   PsLowerOptions lopts;
   ps_lower_options_init (&lopts);
+  lopts.default_trip_count = r->info.default_trip_count;
   lopts.program = opts->program;
   lopts.n_devices = n_devices;
   lopts.mesh_rank = r->info.mesh.rank;

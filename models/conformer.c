@@ -275,43 +275,6 @@ block (PsNet *net, gconstpointer weights, PsInstr *x)
   return ps_layer_norm (net, x, w->final_ln);
 }
 
-/* T5's bidirectional relative-position buckets of (s, t), s32 [s, t]:
- * half the buckets for t after s; within each half, distances below a
- * quarter of the buckets exactly, then logarithmically up to 128. */
-static PsInstr *
-bidirectional_buckets (PsNet *net, int64_t S, int buckets)
-{
-  PsComputation *c = net->c;
-  int64_t st[2] = { S, S };
-  PsInstr *qi = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
-  qi->iota_dimension = 0;
-  PsInstr *ki = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
-  ki->iota_dimension = 1;
-  PsInstr *rel = ps_ad_binary (c, PS_OP_SUBTRACT, ki, qi);
-  int half = buckets / 2, exact = MAX (half / 2, 1);
-  PsInstr *zero = ps_ad_full (c, rel->shape, 0);
-  PsInstr *ops[2] = { rel, zero };
-  PsInstr *after = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, ops);
-  after->comparison = PS_CMP_GT;
-  PsInstr *n = ps_ad_unary (c, PS_OP_ABS, rel);
-  PsInstr *nf = ps_ad_convert (c, n, PS_F32);
-  /* One freshly emitted operand per call: argument order is unspecified. */
-  PsInstr *at_least_1 = ps_ad_binary (c, PS_OP_MAXIMUM, nf, ps_ad_full (c, nf->shape, 1.0));
-  PsInstr *ratio = ps_ad_binary (c, PS_OP_DIVIDE, at_least_1, ps_ad_full (c, nf->shape, (double) exact));
-  double k = (double) (half - exact) / log (128.0 / exact);
-  PsInstr *lg = ps_ad_unary (c, PS_OP_LOG, ratio);
-  PsInstr *large = ps_ad_binary (c, PS_OP_MULTIPLY, lg, ps_ad_full (c, nf->shape, k));
-  large = ps_ad_unary (c, PS_OP_FLOOR, ps_ad_binary (c, PS_OP_ADD, large, ps_ad_full (c, nf->shape, (double) exact)));
-  large = ps_ad_binary (c, PS_OP_MINIMUM, large, ps_ad_full (c, nf->shape, (double) (half - 1)));
-  PsInstr *lops[2] = { n, ps_ad_full (c, n->shape, exact) };
-  PsInstr *small = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, lops);
-  small->comparison = PS_CMP_LT;
-  PsInstr *s1[3] = { small, n, ps_ad_convert (c, large, PS_S32) };
-  PsInstr *b = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (n->shape), 3, s1);
-  PsInstr *s2[3] = { after, ps_ad_binary (c, PS_OP_ADD, b, ps_ad_full (c, b->shape, half)), b };
-  return ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (b->shape), 3, s2);
-}
-
 PsModule *
 ps_conformer_build (const PsConformerConfig *c, PsConformerInfo *info, GError **error)
 {
@@ -372,7 +335,7 @@ ps_conformer_build (const PsConformerConfig *c, PsConformerInfo *info, GError **
   PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
   ps_net_annotate (net, feats, "btf");
   ps_net_annotate (net, labels, "bs");
-  ctx.rel_onehot = ps_net_one_hot (net, bidirectional_buckets (net, S, c->rel_buckets),
+  ctx.rel_onehot = ps_net_one_hot (net, ps_relative_buckets_bidirectional (net, S, c->rel_buckets),
                                    c->rel_buckets, net->act);
 
   /* Front end: [B, T, F, 1] -> two stride-2 3x3 convs -> [B, S, F/4, m]

@@ -24,9 +24,27 @@ static const PsParamSpec specs[] = {
   { "model", "vocab", PS_PARAM_INT, "64", "Vocabulary size V (32000 in every published run)",
     1, 1 << 24, NULL, NULL, NULL },
   { "model", "rel_buckets", PS_PARAM_INT, "8",
-    "Relative-position buckets of the attention bias (32 in every published run)", 2, 254, NULL, NULL, NULL },
+    "Relative-position buckets of the attention bias (32 in every published run; 0: none)", 0, 254,
+    NULL, NULL, NULL },
   { "model", "gated_gelu", PS_PARAM_BOOL, "true",
-    "Gated GELU feed-forward (the DenseLm128B runs); false: ReLU (DenseLm175B32x32)", 0, 0, NULL, NULL, NULL },
+    "Gated GELU feed-forward (the DenseLm128B runs); false: ReLU (DenseLm175B32x32); "
+    "an alias kept for ffn = geglu", 0, 0, NULL, NULL, NULL },
+  { "model", "position", PS_PARAM_CHOICE, "relative",
+    "Positions: T5's relative bias (rel_buckets), rotary (GPT-J, Llama), a learned table (GPT-3) or none",
+    0, 0, "relative|rope|learned|none", NULL, NULL },
+  { "model", "block", PS_PARAM_CHOICE, "sequential",
+    "Block: attention then FFN, or both from one norm and summed (parallel: GPT-J, PaLM)", 0, 0,
+    "sequential|parallel", NULL, NULL },
+  { "model", "norm", PS_PARAM_CHOICE, "layer", "Normalisation: layer norm or RMS norm (T5, Llama)", 0, 0,
+    "layer|rms", NULL, NULL },
+  { "model", "ffn", PS_PARAM_CHOICE, "geglu",
+    "Feed-forward: relu, gelu, geglu (gated GELU; with gated_gelu = false: relu) or swiglu (Llama)",
+    0, 0, "relu|gelu|geglu|swiglu", NULL, NULL },
+  { "model", "kv_heads", PS_PARAM_INT, "0",
+    "Key/value heads: 0 = heads (multi-head), 1 = multi-query, else grouped-query (divides heads)",
+    0, 1 << 24, NULL, NULL, NULL },
+  { "model", "tie_embeddings", PS_PARAM_BOOL, "true",
+    "Softmax weights are the embedding's (false: a softmax weight of their own)", 0, 0, NULL, NULL, NULL },
   { "model", "optimizer", PS_PARAM_CHOICE, "adafactor", "Optimizer", 0, 0, "adafactor|adam", NULL, NULL },
   { "parallelism", "mesh", PS_PARAM_MESH, "2x4",
     "Logical device mesh AxB; A*B must be the slice's core count", 2, 2, NULL, NULL, "*" },
@@ -34,8 +52,10 @@ static const PsParamSpec specs[] = {
     "Device order of the mesh: np.arange, its transpose, or Lingvo's non-pod 2D mesh", 0, 0,
     "arange|arange_T|nonpod2d", NULL, "*" },
   { "parallelism", "sharding", PS_PARAM_CHOICE, "2d",
-    "Sharding preset: 2d (the paper's), 1d (model parallel), dp (data parallel)", 0, 0,
-    "2d|1d|dp", NULL, "*" },
+    "Sharding preset: 2d (the paper's), 1d (model parallel), dp (data parallel), megatron (tensor "
+    "parallel over mesh axis 1, data over axis 0), megatron-sp (plus sequence parallelism), fsdp "
+    "(weights and optimizer state over every device)", 0, 0,
+    "2d|1d|dp|megatron|megatron-sp|fsdp", NULL, "*" },
   { "parallelism", "weight_update_sharding", PS_PARAM_BOOL, "false",
     "Shard optimizer state and the update over the data-parallel axis", 0, 0, NULL, NULL, "*" },
   { "parallelism", "microbatches", PS_PARAM_INT, "1", "Gradient accumulation steps", 1, 1024,
@@ -71,6 +91,12 @@ config_from (const PsParams *p, const PsModelTarget *t, PsDenseLmConfig *c)
   c->vocab = ps_params_int (p, "vocab");
   c->rel_buckets = (int) ps_params_int (p, "rel_buckets");
   c->gated_gelu = ps_params_bool (p, "gated_gelu");
+  c->position = ps_layer_choice (ps_position_names, ps_params_str (p, "position"));
+  c->block = ps_layer_choice (ps_block_names, ps_params_str (p, "block"));
+  c->norm = ps_layer_choice (ps_norm_names, ps_params_str (p, "norm"));
+  c->ffn = ps_layer_choice (ps_ffn_names, ps_params_str (p, "ffn"));
+  c->kv_heads = ps_params_int (p, "kv_heads");
+  c->untied_embeddings = !ps_params_bool (p, "tie_embeddings");
   ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
   ps_params_mesh (p, "mesh", dims);
@@ -154,13 +180,23 @@ static char *
 describe_model (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
+  g_autoptr (GString) extra = g_string_new ("");
+  const char *keys[] = { "position", "block", "norm", "ffn" }, *defs[] = { "relative", "sequential", "layer", "geglu" };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    if (strcmp (ps_params_str (p, keys[i]), defs[i]) != 0)
+      g_string_append_printf (extra, ", %s %s", keys[i], ps_params_str (p, keys[i]));
+  if (ps_params_int (p, "kv_heads") > 0)
+    g_string_append_printf (extra, ", %" G_GINT64_FORMAT " kv heads", ps_params_int (p, "kv_heads"));
+  if (!ps_params_bool (p, "tie_embeddings"))
+    g_string_append (extra, ", untied embeddings");
   return g_strdup_printf ("%d layers, M=%" G_GINT64_FORMAT " H=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
-                          " D=%" G_GINT64_FORMAT ", S=%" G_GINT64_FORMAT ", batch %" G_GINT64_FORMAT "%s",
+                          " D=%" G_GINT64_FORMAT ", S=%" G_GINT64_FORMAT ", batch %" G_GINT64_FORMAT "%s%s",
                           (int) ps_params_int (p, "layers"), ps_params_int (p, "model_dim"),
                           ps_params_int (p, "ffn_dim"), ps_params_int (p, "heads"),
                           ps_params_int (p, "head_dim"), ps_params_int (p, "seq_len"),
                           ps_params_int (p, "global_batch"),
-                          ps_params_bool (p, "gated_gelu") ? ", gated GELU" : "");
+                          ps_params_bool (p, "gated_gelu") && strcmp (ps_params_str (p, "ffn"), "geglu") == 0
+                          ? ", gated GELU" : "", extra->str);
 }
 
 static char *
@@ -185,12 +221,14 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
                           ps_params_bool (p, "unroll") ? "layers unrolled" : "layers as a loop");
 }
 
-/* 1d and dp shard over the flattened mesh: in arange order that is devices
+/* 1d, dp and fsdp shard over the flattened mesh: in arange order that is devices
  * 0..N-1 whatever the mesh's shape, so every shape is the same run. */
 static void
 canonicalize (PsParams *p, const PsModelTarget *t)
 {
-  if (strcmp (ps_params_str (p, "sharding"), "2d") == 0 || strcmp (ps_params_str (p, "device_order"), "arange") != 0)
+  const char *sh = ps_params_str (p, "sharding");
+  gboolean flat = strcmp (sh, "1d") == 0 || strcmp (sh, "dp") == 0 || strcmp (sh, "fsdp") == 0;
+  if (!flat || strcmp (ps_params_str (p, "device_order"), "arange") != 0)
     return;
   g_autofree char *mesh = g_strdup_printf ("1x%d", t->n_cores);
   ps_params_set (p, "mesh", mesh, "--mesh", NULL);

@@ -23,6 +23,7 @@ config_defaults (PsDenseLmConfig *c)
   c->head_dim = 128;
   c->vocab = 32000;
   c->rel_buckets = 32;
+  c->ffn = PS_FFN_GEGLU;
   c->optimizer = PS_OPTIMIZER_ADAFACTOR;
   c->remat = TRUE;
   c->microbatches = 1;
@@ -61,6 +62,12 @@ ps_sharding_preset_from_name (const char *name, PsShardingPreset *out)
     *out = PS_SHARDING_1D;
   else if (strcmp (name, "dp") == 0)
     *out = PS_SHARDING_DP;
+  else if (strcmp (name, "megatron") == 0)
+    *out = PS_SHARDING_MEGATRON;
+  else if (strcmp (name, "megatron-sp") == 0)
+    *out = PS_SHARDING_MEGATRON_SP;
+  else if (strcmp (name, "fsdp") == 0)
+    *out = PS_SHARDING_FSDP;
   else
     return FALSE;
   return TRUE;
@@ -127,11 +134,25 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
                    PS_MAX_DEVICES);
       return FALSE;
     }
-  /* Half the buckets are exact distances, the rest logarithmic up to 128. */
-  if (c->rel_buckets < 2 || c->rel_buckets > 254)
+  /* Half the buckets are exact distances, the rest logarithmic up to 128;
+   * 0: no relative bias. */
+  if (c->rel_buckets != 0 && (c->rel_buckets < 2 || c->rel_buckets > 254))
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 2 .. 254 (got %d)",
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 0 (none) or 2 .. 254 (got %d)",
                    label (c, "rel_buckets", "--rel-buckets"), c->rel_buckets);
+      return FALSE;
+    }
+  const char *kvs = label (c, "kv_heads", "--kv-heads");
+  if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must divide --heads (%" G_GINT64_FORMAT
+                   "), got %" G_GINT64_FORMAT, kvs, c->heads, c->kv_heads);
+      return FALSE;
+    }
+  if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")",
+                   label (c, "position", "--position"), label (c, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
   const char *batch = label (c, "global_batch", "--batch"), *mbs = label (c, "microbatches", "--microbatches");
@@ -146,10 +167,16 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   if (c->pipeline_stages > 1)
     {
-      if (c->sharding == PS_SHARDING_DP)
+      if (c->sharding != PS_SHARDING_2D && c->sharding != PS_SHARDING_1D)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: the in-layer sharding of a stage is 2d "
-                       "or 1d (got --sharding dp)", stages);
+                       "or 1d (got %s)", stages, label (c, "sharding", "--sharding"));
+          return FALSE;
+        }
+      if (c->untied_embeddings)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: a pipeline has tied embeddings "
+                       "(got %s false)", stages, label (c, "tie_embeddings", "--tie-embeddings"));
           return FALSE;
         }
       if (c->unroll)
@@ -169,31 +196,66 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   int64_t b = c->global_batch / c->microbatches;
   int64_t all = c->mesh[0] * c->mesh[1];
-  const char *md = label (c, "model_dim", "--model-dim"), *heads = label (c, "heads", "--heads");
-  const char *ffn = label (c, "ffn_dim", "--ffn-dim"), *vocab = label (c, "vocab", "--vocab");
+  const char *md = label (c, "model_dim", "--model-dim");
+  const char *ffn = label (c, "ffn_dim", "--ffn-dim");
   const char *mb = "the microbatch size (global batch / microbatches)";
+  /* Heads are split as kv heads (grouped-query attention keeps the query
+   * groups of a kv head together); the vocabulary is padded instead. */
+  const gboolean gq = c->kv_heads > 0 && c->kv_heads != c->heads;
+  const int64_t hsplit = gq ? c->kv_heads : c->heads;
+  const char *heads = gq ? kvs : label (c, "heads", "--heads");
   if (c->pipeline_stages > 1 && c->sharding == PS_SHARDING_1D)
     return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
-           && require_div (c->heads, c->mesh[1], heads, "mesh axis 1", error)
-           && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error)
-           && require_div (c->vocab, c->mesh[1], vocab, "mesh axis 1", error);
+           && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
+           && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error);
   switch (c->sharding)
     {
     case PS_SHARDING_2D:
       return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
              && require_div (c->model_dim, c->mesh[0], md, "mesh axis 0", error)
              && require_div (c->model_dim, c->mesh[1], md, "mesh axis 1", error)
-             && require_div (c->heads, c->mesh[1], heads, "mesh axis 1", error)
-             && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error)
-             && require_div (c->vocab, c->mesh[1], vocab, "mesh axis 1", error);
+             && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
+             && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error);
+    case PS_SHARDING_MEGATRON_SP:
+      if (!require_div (c->seq_len, c->mesh[1], label (c, "seq_len", "--seq-len"), "mesh axis 1", error))
+        return FALSE;
+      /* fall through */
+    case PS_SHARDING_MEGATRON:
+      return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
+             && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
+             && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error);
     case PS_SHARDING_1D:
-      return require_div (c->heads, all, heads, "the device count", error)
-             && require_div (c->ffn_dim, all, ffn, "the device count", error)
-             && require_div (c->vocab, all, vocab, "the device count", error);
+      return require_div (hsplit, all, heads, "the device count", error)
+             && require_div (c->ffn_dim, all, ffn, "the device count", error);
     case PS_SHARDING_DP:
       return require_div (b, all, mb, "the device count", error);
+    case PS_SHARDING_FSDP:
+      return require_div (b, all, mb, "the device count", error)
+             && require_div (c->model_dim, all, md, "the device count", error);
     }
   return TRUE;
+}
+
+int64_t
+ps_dense_lm_padded_vocab (const PsDenseLmConfig *c)
+{
+  int64_t by = 1;
+  switch (c->sharding)
+    {
+    case PS_SHARDING_2D:
+    case PS_SHARDING_MEGATRON:
+    case PS_SHARDING_MEGATRON_SP:
+      by = c->mesh[1];
+      break;
+    case PS_SHARDING_1D:
+      by = c->pipeline_stages > 1 ? c->mesh[1] : c->mesh[0] * c->mesh[1];
+      break;
+    case PS_SHARDING_DP:
+    case PS_SHARDING_FSDP:
+      by = 1;
+      break;
+    }
+  return by > 1 ? (c->vocab + by - 1) / by * by : c->vocab;
 }
 
 int64_t *
@@ -262,11 +324,11 @@ ps_dense_lm_program_mesh (const PsDenseLmConfig *c, int *rank, int64_t *dims, GE
 /* ---- the training step ------------------------------------------------------------ */
 
 /* The presets as plans over the 2-D mesh (doc/models.md has the table). */
-static void
-sharding_plan (const PsDenseLmConfig *cfg, PsShardingPlan *plan)
+void
+ps_sharding_preset_plan (PsShardingPreset preset, PsShardingPlan *plan)
 {
   ps_sharding_plan_init (plan);
-  switch (cfg->sharding)
+  switch (preset)
     {
     case PS_SHARDING_2D:
       /* Axis 0 splits the batch and the weights' M; axis 1 the
@@ -285,7 +347,42 @@ sharding_plan (const PsDenseLmConfig *cfg, PsShardingPlan *plan)
       /* Data parallel; weights left to propagation. */
       ps_sharding_plan_split (plan, PS_ACTIVATIONS, "b", PS_AXIS_ALL);
       break;
+    case PS_SHARDING_MEGATRON_SP:
+      /* Sequence parallelism: the layer input (the norm and residual
+       * region) split by sequence over the tensor-parallel axis, so
+       * propagation turns Megatron's all-reduces into an all-gather
+       * before the block and a reduce-scatter after it. */
+      ps_sharding_plan_split (plan, PS_ACTIVATIONS, "s", 1);
+      /* fall through */
+    case PS_SHARDING_MEGATRON:
+      /* Tensor parallel over axis 1 (the 1d plan within a row of the mesh),
+       * data parallel over axis 0; the weights' m is never split, so each
+       * row holds a whole replica. */
+      ps_sharding_plan_split (plan, PS_ACTIVATIONS, "b", 0);
+      ps_sharding_plan_split (plan, PS_WEIGHTS, "nhv", 1);
+      break;
+    case PS_SHARDING_FSDP:
+      /* Every weight split along its model dim over every device, batch
+       * over every device: the dots need the whole weight, so propagation
+       * gathers it where each layer uses it and reduce-scatters its
+       * gradient; the optimizer state follows the weight. */
+      ps_sharding_plan_split (plan, PS_ACTIVATIONS, "b", PS_AXIS_ALL);
+      ps_sharding_plan_split (plan, PS_WEIGHTS, "m", PS_AXIS_ALL);
+      break;
     }
+}
+
+/* The block options of the config; gated_gelu FALSE turns the default
+ * GEGLU into ReLU (the older option's meaning). */
+static void
+block_options (const PsDenseLmConfig *cfg, PsBlockOptions *o)
+{
+  ps_block_options_init (o, cfg->rel_buckets, cfg->gated_gelu);
+  o->position = cfg->position;
+  o->block = cfg->block;
+  o->norm = cfg->norm;
+  o->ffn = cfg->ffn == PS_FFN_GEGLU && !cfg->gated_gelu ? PS_FFN_RELU : cfg->ffn;
+  o->kv_heads = cfg->kv_heads;
 }
 
 /* Weight-update sharding splits optimizer state over the data-parallel
@@ -295,14 +392,23 @@ wus_axis (const PsDenseLmConfig *cfg)
 {
   if (!cfg->weight_update_sharding)
     return PS_AXIS_NONE;
-  return cfg->sharding == PS_SHARDING_2D ? 0 : PS_AXIS_ALL;
+  switch (cfg->sharding)
+    {
+    case PS_SHARDING_2D:
+    case PS_SHARDING_MEGATRON:
+    case PS_SHARDING_MEGATRON_SP:
+      return 0;
+    default:
+      return PS_AXIS_ALL;
+    }
 }
 
 /* Final layer norm, logits against the tied embedding, cross-entropy. */
 static PsInstr *
-head_loss (PsNet *net, PsInstr *x, PsInstr *final_ln, PsInstr *emb_head, PsInstr *labels)
+head_loss (PsNet *net, const PsDenseLmConfig *cfg, PsInstr *x, PsInstr *final_ln, PsInstr *emb_head,
+           PsInstr *labels)
 {
-  PsInstr *h = ps_layer_norm (net, x, final_ln);
+  PsInstr *h = ps_norm (net, cfg->norm, x, final_ln);
   const char *spec = x->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
   PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
   return ps_softmax_cross_entropy (net, logits, labels);
@@ -311,14 +417,27 @@ head_loss (PsNet *net, PsInstr *x, PsInstr *final_ln, PsInstr *emb_head, PsInstr
 /* Forward and backward of microbatch u, gradients accumulated in the net.
  * n_layers layers, or (loop) one layer over stacked weights run as a loop
  * of cfg->layers iterations. */
+/* The embedding weights of the step: the table, then the softmax weight
+ * (untied) and the learned position table, NULL where absent. */
+typedef struct {
+  PsInstr *table, *softmax, *positions;
+} Embeddings;
+
 static gboolean
-microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, PsInstr *emb, int n_layers,
+microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, const Embeddings *e, int n_layers,
             const PsLayer *layers, gboolean loop, PsInstr *final_ln, PsInstr *ids,
             PsInstr *labels, PsInstr *lr, PsInstr *decay, GError **error)
 {
   PsInstr *mids = ps_net_microbatch (net, ids, u, cfg->microbatches);
   PsInstr *mlabels = ps_net_microbatch (net, labels, u, cfg->microbatches);
-  PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, emb, PS_BF16));
+  PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, e->table, PS_BF16));
+  if (e->positions)
+    {
+      /* GPT-2/3's learned absolute positions, added to the token embedding. */
+      int64_t sm[2] = { 1, 2 };
+      PsInstr *pos = ps_ad_convert (net->c, e->positions, PS_BF16);
+      x0 = ps_ad_binary (net->c, PS_OP_ADD, x0, ps_ad_broadcast (net->c, pos, x0->shape, 2, sm));
+    }
   g_autofree PsInstr **xs = g_new (PsInstr *, n_layers + 1);
   g_autoptr (PsLayerLoop) lp = NULL;
   PsInstr *top = loop ? ps_layer_loop_forward (net, &layers[0], cfg->layers, x0, cfg->remat, &lp, error)
@@ -327,8 +446,8 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, PsInstr *emb, int n_l
     return FALSE;
   /* The head gets its own cast of the tied embedding, a view of it for
    * the backward pass (see ps_net_weight_view). */
-  PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
-  PsInstr *loss = head_loss (net, top, final_ln, emb_head, mlabels);
+  PsInstr *emb_head = ps_net_weight_view (net, e->softmax ? e->softmax : e->table, PS_BF16);
+  PsInstr *loss = head_loss (net, cfg, top, final_ln, emb_head, mlabels);
   ps_net_add_loss (net, loss);
 
   /* Backward: head, layers from the top, embedding. The loss is averaged
@@ -346,7 +465,8 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, PsInstr *emb, int n_l
       : loop ? !ps_layer_loop_backward (net, g_steal_pointer (&lp), gx, &gx, error)
              : !ps_layer_stack_backward (net, n_layers, layers, xs, gx, cfg->remat, &gx, error))
     return FALSE;
-  return ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, error);
+  PsInstr *in_w[2] = { e->table, e->positions };
+  return ps_net_vjp (net, x0, gx, NULL, NULL, e->positions ? 2 : 1, in_w, error);
 }
 
 static void
@@ -412,7 +532,11 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsPipeline p = { cfg->pipeline_stages, cfg->microbatches, cfg->layers / cfg->pipeline_stages,
                    0, 'p', "bsm", cfg->remat };
   PsAttentionContext ctx;
-  PsInstr *emb = ps_embedding_weight (net, "embedding", cfg->vocab, cfg->model_dim);
+  PsBlockOptions bo;
+  block_options (cfg, &bo);
+  PsInstr *emb = ps_embedding_weight (net, "embedding", ps_dense_lm_padded_vocab (cfg), cfg->model_dim);
+  PsInstr *positions = cfg->position != PS_POSITION_LEARNED ? NULL
+    : ps_net_weight (net, "position_embedding", "sm", 2, (int64_t[]) { cfg->seq_len, cfg->model_dim });
   /* layer j of every stage: "stages.layer3.wq" [K, M, N, D] */
   g_autofree PsTransformerLayer *tl = g_new0 (PsTransformerLayer, p.layers_per_stage);
   g_autofree PsLayer *layers = g_new0 (PsLayer, p.layers_per_stage);
@@ -421,8 +545,8 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
     {
       g_autofree char *prefix = g_strdup_printf ("stages.layer%d", j);
       int first = ps_net_n_weights (net);
-      ps_transformer_layer_weights (net, prefix, cfg->model_dim, cfg->ffn_dim, cfg->heads,
-                                    cfg->head_dim, cfg->rel_buckets, cfg->gated_gelu, &ctx, &tl[j]);
+      ps_transformer_layer_weights_opts (net, prefix, cfg->model_dim, cfg->ffn_dim, cfg->heads,
+                                         cfg->head_dim, &bo, &ctx, &tl[j]);
       layers[j] = ps_layer (net, ps_transformer_layer, &tl[j], first);
       layers[j].rebind = ps_transformer_layer_rebind;
     }
@@ -434,14 +558,20 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bs);
   PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
   PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
-  ps_attention_context_causal (net, cfg->seq_len, cfg->rel_buckets, &ctx);
+  ps_attention_context_causal_opts (net, cfg->seq_len, cfg->head_dim, &bo, &ctx);
 
   /* The microbatches [M, B/M, S, M] from the start: embedding, head and
    * loss split them over the stages (ps_pipeline_enter). */
   const int M = cfg->microbatches;
   PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
-  PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, cfg->vocab, PS_BF16),
+  PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, emb->shape->dims[0], PS_BF16),
                                ps_ad_convert (net->c, emb, PS_BF16));
+  if (positions)
+    {
+      int64_t sm[2] = { 2, 3 };
+      PsInstr *pos = ps_ad_convert (net->c, positions, PS_BF16);
+      x0 = ps_ad_binary (net->c, PS_OP_ADD, x0, ps_ad_broadcast (net->c, pos, x0->shape, 2, sm));
+    }
   PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
   g_autoptr (PsPipelineRun) run = NULL;
   PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
@@ -449,12 +579,13 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
     return NULL;
   PsInstr *top = ps_pipeline_leave (net, &p, outputs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
-  PsInstr *loss = head_loss (net, top, final_ln, emb_head, labels_u);
+  PsInstr *loss = head_loss (net, cfg, top, final_ln, emb_head, labels_u);
   ps_net_add_loss (net, loss);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
   if (!ps_net_vjp (net, loss, NULL, outputs, &gx, 2, head_w, error)
       || !ps_pipeline_backward (net, g_steal_pointer (&run), gx, NULL, &gin, error)
-      || !ps_net_vjp (net, inputs, gin, NULL, NULL, 1, &emb, error))
+      || !ps_net_vjp (net, inputs, gin, NULL, NULL, positions ? 2 : 1, (PsInstr *[]) { emb, positions },
+                      error))
     return NULL;
   return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }
@@ -470,13 +601,19 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   if (!devices)
     return NULL;
   PsShardingPlan plan;
-  sharding_plan (cfg, &plan);
+  ps_sharding_preset_plan (cfg->sharding, &plan);
   g_autofree char *mname = g_strdup_printf ("dense_lm_%s", cfg->name);
   g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 2, cfg->mesh, devices, &plan);
 
   /* Parameters: weights, optimizer state, data, scalars. */
   PsAttentionContext ctx;
-  PsInstr *emb = ps_embedding_weight (net, "embedding", cfg->vocab, cfg->model_dim);
+  PsBlockOptions bo;
+  block_options (cfg, &bo);
+  Embeddings e = { ps_embedding_weight (net, "embedding", ps_dense_lm_padded_vocab (cfg), cfg->model_dim),
+                   NULL, NULL };
+  if (cfg->position == PS_POSITION_LEARNED)
+    e.positions = ps_net_weight (net, "position_embedding", "sm", 2,
+                                 (int64_t[]) { cfg->seq_len, cfg->model_dim });
   /* Unrolled: one set of weights per layer ("layer3.wq"). As a loop (the
    * default): each weight stacked over the layers ("layers.wq"
    * [L, M, N, D]) and one layer run L times (doc/models.md). */
@@ -490,13 +627,15 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
     {
       g_autofree char *prefix = loop ? g_strdup ("layers") : g_strdup_printf ("layer%d", l);
       int first = ps_net_n_weights (net);
-      ps_transformer_layer_weights (net, prefix, cfg->model_dim, cfg->ffn_dim, cfg->heads, cfg->head_dim,
-                                    cfg->rel_buckets, cfg->gated_gelu, &ctx, &tl[l]);
+      ps_transformer_layer_weights_opts (net, prefix, cfg->model_dim, cfg->ffn_dim, cfg->heads,
+                                         cfg->head_dim, &bo, &ctx, &tl[l]);
       layers[l] = ps_layer (net, ps_transformer_layer, &tl[l], first);
       layers[l].rebind = ps_transformer_layer_rebind;
     }
   ps_net_stack_weights (net, 0);
   PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", cfg->model_dim);
+  if (cfg->untied_embeddings)
+    e.softmax = ps_embedding_weight (net, "softmax", e.table->shape->dims[0], cfg->model_dim);
   ps_net_add_optimizer_state (net, cfg->optimizer, wus_axis (cfg));
   int64_t bs[2] = { cfg->global_batch, cfg->seq_len };
   PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
@@ -504,10 +643,11 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
   PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
 
-  /* Shared by the layers: relative-position buckets and causal mask. */
-  ps_attention_context_causal (net, cfg->seq_len, cfg->rel_buckets, &ctx);
+  /* Shared by the layers: relative-position buckets, causal mask, rotary
+   * tables. */
+  ps_attention_context_causal_opts (net, cfg->seq_len, cfg->head_dim, &bo, &ctx);
   for (int u = 0; u < cfg->microbatches; u++)
-    if (!microbatch (net, cfg, u, emb, n_sets, layers, loop, final_ln, ids, labels, lr, decay,
+    if (!microbatch (net, cfg, u, &e, n_sets, layers, loop, final_ln, ids, labels, lr, decay,
                      error))
       return NULL;
   return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);

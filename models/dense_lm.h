@@ -22,6 +22,14 @@
  *       position bias).
  *   1d: model parallel on all devices (H and N split; batch replicated).
  *   dp: data parallel (batch split, weights replicated).
+ *   megatron: Megatron-LM's tensor parallelism (Shoeybi et al. 2019): heads,
+ *       hidden and vocabulary of the weights over axis 1, batch over axis 0,
+ *       weights replicated over axis 0.
+ *   megatron-sp: plus sequence parallelism (Korthikanti et al. 2022): each
+ *       layer's input split by sequence over axis 1.
+ *   fsdp: ZeRO-3 / FSDP (Rajbhandari et al. 2020): batch over every device,
+ *       each weight split over every device along its model dim, so it is
+ *       gathered where a layer uses it; optimizer state follows.
  *   weight-update sharding (wus): optimizer state and the update sharded over
  *       the data-parallel axis, on top of any preset.
  *
@@ -37,12 +45,24 @@
 #include "partitioner/ir/ir.h"
 #include "partitioner/builder/optimizer.h"
 #include "models/family.h"
+#include "models/layers.h"
 
 G_BEGIN_DECLS
 
-typedef enum { PS_SHARDING_2D, PS_SHARDING_1D, PS_SHARDING_DP } PsShardingPreset;
+typedef enum {
+  PS_SHARDING_2D, PS_SHARDING_1D, PS_SHARDING_DP,
+  PS_SHARDING_MEGATRON,      /* heads, hidden, vocabulary over axis 1, batch over
+                              * axis 0, weights replicated over axis 0 */
+  PS_SHARDING_MEGATRON_SP,   /* megatron plus the activations between blocks
+                              * split by sequence over axis 1 */
+  PS_SHARDING_FSDP,          /* batch over every device, every weight's model
+                              * dim (and its optimizer state) over every device */
+} PsShardingPreset;
 
 gboolean ps_sharding_preset_from_name (const char *name, PsShardingPreset *out);
+/* The preset as a plan over a 2-D mesh of the letters of layers.h (the
+ * dense LM's, also the encoder-decoder's). */
+void ps_sharding_preset_plan (PsShardingPreset preset, PsShardingPlan *plan);
 
 typedef struct {
   const char *name;          /* names the built module ("dense_lm_NAME") */
@@ -53,9 +73,20 @@ typedef struct {
   int64_t head_dim;          /* D (128 in every published run) */
   int64_t seq_len;           /* S */
   int64_t global_batch;      /* B (sequences per step) */
-  int64_t vocab;             /* 32000 */
-  int rel_buckets;           /* 32 */
-  gboolean gated_gelu;
+  int64_t vocab;             /* 32000; padded up to a multiple of the devices
+                              * that split it (Megatron-LM's padding) */
+  int rel_buckets;           /* 32; 0: no relative bias */
+  gboolean gated_gelu;       /* with ffn GEGLU (the default): FALSE means ReLU
+                              * (the older option, kept as an alias) */
+  /* The block (layers.h, PsBlockOptions): position, block, norm, ffn and
+   * kv_heads (0: heads). */
+  PsPositionKind position;
+  PsBlockKind block;
+  PsNormKind norm;
+  PsFfnKind ffn;
+  int64_t kv_heads;
+  gboolean untied_embeddings;/* a softmax weight of its own instead of the
+                              * embedding's transpose */
   PsOptimizerKind optimizer;
   gboolean remat;            /* recompute each layer's forward in backward */
   gboolean unroll;           /* layers one after the other instead of a loop
@@ -110,6 +141,9 @@ int64_t *ps_dense_lm_mesh_devices (const PsDenseLmConfig *cfg, GError **error);
  * (at most 3) and returns the ids, row-major. transfer full. */
 int64_t *ps_dense_lm_program_mesh (const PsDenseLmConfig *cfg, int *rank, int64_t *dims,
                                    GError **error);
+/* The vocabulary as built: cfg->vocab rounded up to a multiple of the
+ * devices that split it under the sharding preset. */
+int64_t ps_dense_lm_padded_vocab (const PsDenseLmConfig *cfg);
 /* Devices of the program (the product of its mesh). */
 int64_t ps_dense_lm_n_devices (const PsDenseLmConfig *cfg);
 

@@ -29,12 +29,14 @@ extern const PsModelFamily ps_hlo_family;
 extern const PsModelFamily ps_moe_family;
 extern const PsModelFamily ps_unet_family;
 extern const PsModelFamily ps_conformer_family;
+extern const PsModelFamily ps_encdec_family;
 
 static const PsModelFamily *const families[] = {
   &ps_dense_family,
   &ps_moe_family,
   &ps_unet_family,
   &ps_conformer_family,
+  &ps_encdec_family,
   &ps_hlo_family,
   NULL
 };

@@ -14,121 +14,82 @@
 #include <math.h>
 
 #include "partitioner/builder/autodiff.h"
-
-/* Shorthands over net->c. */
-static PsInstr *
-bin (PsNet *net, PsOpcode op, PsInstr *x, PsInstr *y)
-{
-  return ps_ad_binary (net->c, op, x, y);
-}
-
-static PsInstr *
-un (PsNet *net, PsOpcode op, PsInstr *x)
-{
-  return ps_ad_unary (net->c, op, x);
-}
-
-static PsInstr *
-full (PsNet *net, const PsShape *like, double v)
-{
-  return ps_ad_full (net->c, like, v);
-}
-
-static PsInstr *
-bcast (PsNet *net, PsInstr *x, const PsShape *to, int n, const int64_t *dims)
-{
-  return ps_ad_broadcast (net->c, x, to, n, dims);
-}
-
-static PsInstr *
-convert (PsNet *net, PsInstr *x, PsElemType t)
-{
-  return ps_ad_convert (net->c, x, t);
-}
-
-static PsInstr *
-iota (PsNet *net, PsElemType t, int rank, const int64_t *dims, int64_t dim)
-{
-  PsInstr *i = ps_computation_add_instr (net->c, PS_OP_IOTA, NULL, ps_shape_new_array (t, rank, dims), 0, NULL);
-  i->iota_dimension = dim;
-  return i;
-}
-
-static PsInstr *
-compare (PsNet *net, PsCompareDir dir, PsInstr *x, PsInstr *y)
-{
-  PsInstr *ops[2] = { x, y };
-  PsInstr *c = ps_computation_add_instr (net->c, PS_OP_COMPARE, NULL,
-                                         ps_shape_new_array (PS_PRED, x->shape->rank, x->shape->dims), 2, ops);
-  c->comparison = dir;
-  return c;
-}
-
-static PsInstr *
-select3 (PsNet *net, PsInstr *pred, PsInstr *on_true, PsInstr *on_false)
-{
-  PsInstr *ops[3] = { pred, on_true, on_false };
-  return ps_computation_add_instr (net->c, PS_OP_SELECT, NULL, ps_shape_copy (on_true->shape), 3, ops);
-}
-
-/* "<prefix>.<name>", or name alone without a prefix (transfer full). */
-static char *
-weight_name (const char *prefix, const char *name)
-{
-  return prefix ? g_strdup_printf ("%s.%s", prefix, name) : g_strdup (name);
-}
-
-static PsInstr *
-weight (PsNet *net, const char *prefix, const char *name, const char *letters, int rank,
-        const int64_t *dims)
-{
-  g_autofree char *full_name = weight_name (prefix, name);
-  return ps_net_weight (net, full_name, letters, rank, dims);
-}
+#include "models/layers_private.h"
 
 /* ---- elementwise and normalisation ------------------------------------------------------ */
 
-PsInstr *
-ps_layer_norm (PsNet *net, PsInstr *x, PsInstr *scale)
+/* Layer norm (centre: subtract the mean first) or RMS norm over the last
+ * dim, in f32. */
+static PsInstr *
+norm_last_dim (PsNet *net, PsInstr *x, PsInstr *scale, gboolean centre)
 {
-  PsInstr *xf = convert (net, x, PS_F32);
+  PsInstr *xf = ly_convert (net, x, PS_F32);
   int r = xf->shape->rank;
   int64_t last = r - 1, keep[PS_NET_MAX_RANK];
   for (int i = 0; i < r - 1; i++)
     keep[i] = i;
   double inv_m = 1.0 / (double) xf->shape->dims[r - 1];
-  PsInstr *sum = ps_ad_reduce_sum (net->c, xf, 1, &last);
-  PsInstr *mean = bin (net, PS_OP_MULTIPLY, sum, full (net, sum->shape, inv_m));
-  PsInstr *xc = bin (net, PS_OP_SUBTRACT, xf, bcast (net, mean, xf->shape, r - 1, keep));
-  PsInstr *sq = bin (net, PS_OP_MULTIPLY, xc, xc);
-  PsInstr *inv_m_full = full (net, sum->shape, inv_m);
-  PsInstr *var = bin (net, PS_OP_MULTIPLY, ps_ad_reduce_sum (net->c, sq, 1, &last), inv_m_full);
-  PsInstr *rs = un (net, PS_OP_RSQRT, bin (net, PS_OP_ADD, var, full (net, var->shape, 1e-6)));
-  PsInstr *n = bin (net, PS_OP_MULTIPLY, xc, bcast (net, rs, xf->shape, r - 1, keep));
-  PsInstr *sc = bcast (net, scale, xf->shape, 1, &last);
-  return convert (net, bin (net, PS_OP_MULTIPLY, n, sc), x->shape->etype);
+  g_autoptr (PsShape) rows = ps_shape_new_array (PS_F32, r - 1, xf->shape->dims);
+  PsInstr *xc = xf;
+  if (centre)
+    {
+      PsInstr *sum = ps_ad_reduce_sum (net->c, xf, 1, &last);
+      PsInstr *mean = ly_bin (net, PS_OP_MULTIPLY, sum, ly_full (net, rows, inv_m));
+      xc = ly_bin (net, PS_OP_SUBTRACT, xf, ly_bcast (net, mean, xf->shape, r - 1, keep));
+    }
+  PsInstr *sq = ly_bin (net, PS_OP_MULTIPLY, xc, xc);
+  PsInstr *inv_m_full = ly_full (net, rows, inv_m);
+  PsInstr *var = ly_bin (net, PS_OP_MULTIPLY, ps_ad_reduce_sum (net->c, sq, 1, &last), inv_m_full);
+  PsInstr *rs = ly_un (net, PS_OP_RSQRT, ly_bin (net, PS_OP_ADD, var, ly_full (net, var->shape, 1e-6)));
+  PsInstr *n = ly_bin (net, PS_OP_MULTIPLY, xc, ly_bcast (net, rs, xf->shape, r - 1, keep));
+  PsInstr *sc = ly_bcast (net, scale, xf->shape, 1, &last);
+  return ly_convert (net, ly_bin (net, PS_OP_MULTIPLY, n, sc), x->shape->etype);
+}
+
+PsInstr *
+ps_layer_norm (PsNet *net, PsInstr *x, PsInstr *scale)
+{
+  return norm_last_dim (net, x, scale, TRUE);
 }
 
 PsInstr *
 ps_layer_norm_weight (PsNet *net, const char *prefix, const char *name, int64_t dim)
 {
-  return weight (net, prefix, name, NULL, 1, &dim);
+  return ly_weight (net, prefix, name, NULL, 1, &dim);
+}
+
+PsInstr *
+ps_rms_norm (PsNet *net, PsInstr *x, PsInstr *scale)
+{
+  return norm_last_dim (net, x, scale, FALSE);
+}
+
+PsInstr *
+ps_norm (PsNet *net, PsNormKind kind, PsInstr *x, PsInstr *scale)
+{
+  return kind == PS_NORM_RMS ? ps_rms_norm (net, x, scale) : ps_layer_norm (net, x, scale);
+}
+
+PsInstr *
+ps_silu (PsNet *net, PsInstr *x)
+{
+  return ly_bin (net, PS_OP_MULTIPLY, x, ly_un (net, PS_OP_LOGISTIC, x));
 }
 
 PsInstr *
 ps_gelu (PsNet *net, PsInstr *x)
 {
-  PsInstr *x3 = bin (net, PS_OP_MULTIPLY, bin (net, PS_OP_MULTIPLY, x, x), x);
-  PsInstr *in = bin (net, PS_OP_ADD, x, bin (net, PS_OP_MULTIPLY, full (net, x->shape, 0.044715), x3));
-  PsInstr *t = un (net, PS_OP_TANH, bin (net, PS_OP_MULTIPLY, full (net, x->shape, sqrt (2.0 / G_PI)), in));
-  PsInstr *h = bin (net, PS_OP_ADD, full (net, x->shape, 1.0), t);
-  return bin (net, PS_OP_MULTIPLY, bin (net, PS_OP_MULTIPLY, full (net, x->shape, 0.5), x), h);
+  PsInstr *x3 = ly_bin (net, PS_OP_MULTIPLY, ly_bin (net, PS_OP_MULTIPLY, x, x), x);
+  PsInstr *in = ly_bin (net, PS_OP_ADD, x, ly_bin (net, PS_OP_MULTIPLY, ly_full (net, x->shape, 0.044715), x3));
+  PsInstr *t = ly_un (net, PS_OP_TANH, ly_bin (net, PS_OP_MULTIPLY, ly_full (net, x->shape, sqrt (2.0 / G_PI)), in));
+  PsInstr *h = ly_bin (net, PS_OP_ADD, ly_full (net, x->shape, 1.0), t);
+  return ly_bin (net, PS_OP_MULTIPLY, ly_bin (net, PS_OP_MULTIPLY, ly_full (net, x->shape, 0.5), x), h);
 }
 
 PsInstr *
 ps_relu (PsNet *net, PsInstr *x)
 {
-  return bin (net, PS_OP_MAXIMUM, x, full (net, x->shape, 0.0));
+  return ly_bin (net, PS_OP_MAXIMUM, x, ly_full (net, x->shape, 0.0));
 }
 
 PsInstr *
@@ -139,9 +100,36 @@ ps_softmax (PsNet *net, PsInstr *x)
   for (int i = 0; i < r - 1; i++)
     keep[i] = i;
   PsInstr *mx = ps_ad_reduce (net->c, x, PS_OP_MAXIMUM, -1e30, 1, &last);
-  PsInstr *e = un (net, PS_OP_EXP, bin (net, PS_OP_SUBTRACT, x, bcast (net, mx, x->shape, r - 1, keep)));
+  PsInstr *e = ly_un (net, PS_OP_EXP, ly_bin (net, PS_OP_SUBTRACT, x, ly_bcast (net, mx, x->shape, r - 1, keep)));
   PsInstr *se = ps_ad_reduce_sum (net->c, e, 1, &last);
-  return bin (net, PS_OP_DIVIDE, e, bcast (net, se, e->shape, r - 1, keep));
+  return ly_bin (net, PS_OP_DIVIDE, e, ly_bcast (net, se, e->shape, r - 1, keep));
+}
+
+/* ---- block options ---------------------------------------------------------------------- */
+
+const char *const ps_position_names[] = { "relative", "rope", "learned", "none", NULL };
+const char *const ps_block_names[] = { "sequential", "parallel", NULL };
+const char *const ps_norm_names[] = { "layer", "rms", NULL };
+const char *const ps_ffn_names[] = { "relu", "gelu", "geglu", "swiglu", NULL };
+
+int
+ps_layer_choice (const char *const *names, const char *name)
+{
+  for (int i = 0; names[i]; i++)
+    if (g_strcmp0 (names[i], name) == 0)
+      return i;
+  return -1;
+}
+
+void
+ps_block_options_init (PsBlockOptions *o, int rel_buckets, gboolean gated_gelu)
+{
+  o->position = rel_buckets > 0 ? PS_POSITION_RELATIVE : PS_POSITION_NONE;
+  o->rel_buckets = rel_buckets;
+  o->block = PS_BLOCK_SEQUENTIAL;
+  o->norm = PS_NORM_LAYER;
+  o->ffn = gated_gelu ? PS_FFN_GEGLU : PS_FFN_RELU;
+  o->kv_heads = 0;
 }
 
 /* ---- embedding and loss ------------------------------------------------------------------ */
@@ -169,120 +157,14 @@ ps_softmax_cross_entropy (PsNet *net, PsInstr *logits, PsInstr *labels)
   for (int i = 0; i < r; i++)
     keep[i] = all[i] = i;
   PsInstr *mx = ps_ad_reduce (net->c, logits, PS_OP_MAXIMUM, -1e30, 1, &last);
-  PsInstr *xs = bin (net, PS_OP_SUBTRACT, logits, bcast (net, mx, logits->shape, r - 1, keep));
-  PsInstr *se = ps_ad_reduce_sum (net->c, un (net, PS_OP_EXP, xs), 1, &last);
-  PsInstr *lse = un (net, PS_OP_LOG, se);
-  PsInstr *logp = bin (net, PS_OP_SUBTRACT, xs, bcast (net, lse, xs->shape, r - 1, keep));
+  PsInstr *xs = ly_bin (net, PS_OP_SUBTRACT, logits, ly_bcast (net, mx, logits->shape, r - 1, keep));
+  PsInstr *se = ps_ad_reduce_sum (net->c, ly_un (net, PS_OP_EXP, xs), 1, &last);
+  PsInstr *lse = ly_un (net, PS_OP_LOG, se);
+  PsInstr *logp = ly_bin (net, PS_OP_SUBTRACT, xs, ly_bcast (net, lse, xs->shape, r - 1, keep));
   PsInstr *oh = ps_net_one_hot (net, labels, logits->shape->dims[r - 1], logits->shape->etype);
-  PsInstr *tot = ps_ad_reduce_sum (net->c, bin (net, PS_OP_MULTIPLY, logp, oh), r, all);
+  PsInstr *tot = ps_ad_reduce_sum (net->c, ly_bin (net, PS_OP_MULTIPLY, logp, oh), r, all);
   double n = (double) ps_shape_elements (labels->shape);
-  return bin (net, PS_OP_MULTIPLY, tot, ps_ad_scalar (net->c, logits->shape->etype, -1.0 / n));
-}
-
-/* ---- self-attention ---------------------------------------------------------------------- */
-
-void
-ps_attention_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t heads,
-                      int64_t head_dim, int rel_buckets, PsAttention *out)
-{
-  int64_t mnd[3] = { model_dim, heads, head_dim }, kn[2] = { rel_buckets, heads };
-  out->ln = ps_layer_norm_weight (net, prefix, "ln1", model_dim);
-  out->wq = weight (net, prefix, "wq", "mnd", 3, mnd);
-  out->wk = weight (net, prefix, "wk", "mnd", 3, mnd);
-  out->wv = weight (net, prefix, "wv", "mnd", 3, mnd);
-  out->wo = weight (net, prefix, "wo", "mnd", 3, mnd);
-  out->rel_bias = rel_buckets > 0 ? weight (net, prefix, "rel_bias", "kn", 2, kn) : NULL;
-}
-
-/* The bucket of each (s, t) as s32 [s, t]. */
-static PsInstr *
-relative_buckets (PsNet *net, int64_t S, int buckets)
-{
-  int64_t st[2] = { S, S };
-  PsInstr *qi = iota (net, PS_S32, 2, st, 0);
-  PsInstr *ki = iota (net, PS_S32, 2, st, 1);
-  PsInstr *dist = bin (net, PS_OP_SUBTRACT, qi, ki);
-  dist = bin (net, PS_OP_MAXIMUM, dist, full (net, dist->shape, 0));
-  int exact = buckets / 2;
-  PsInstr *df = convert (net, dist, PS_F32);
-  /* exact + log(n / exact) / log(128 / exact) * (buckets - exact) */
-  PsInstr *exact_f = full (net, df->shape, (double) exact);
-  PsInstr *ratio = bin (net, PS_OP_DIVIDE, bin (net, PS_OP_MAXIMUM, df, full (net, df->shape, 1.0)), exact_f);
-  PsInstr *lg = un (net, PS_OP_LOG, ratio);
-  double k = (double) (buckets - exact) / log (128.0 / exact);
-  PsInstr *scaled = bin (net, PS_OP_MULTIPLY, lg, full (net, df->shape, k));
-  PsInstr *large = bin (net, PS_OP_ADD, full (net, df->shape, (double) exact), scaled);
-  large = un (net, PS_OP_FLOOR, large);
-  large = bin (net, PS_OP_MINIMUM, large, full (net, large->shape, (double) (buckets - 1)));
-  PsInstr *small = compare (net, PS_CMP_LT, dist, full (net, dist->shape, exact));
-  return select3 (net, small, dist, convert (net, large, PS_S32));
-}
-
-/* -1e9 where t > s, else 0, f32 [s, t]. */
-static PsInstr *
-causal_mask (PsNet *net, int64_t S)
-{
-  int64_t st[2] = { S, S };
-  PsInstr *qi = iota (net, PS_S32, 2, st, 0);
-  PsInstr *ki = iota (net, PS_S32, 2, st, 1);
-  PsInstr *future = compare (net, PS_CMP_GT, ki, qi);
-  g_autoptr (PsShape) fs = ps_shape_new_array (PS_F32, 2, st);
-  PsInstr *masked = ps_ad_full (net->c, fs, -1e9);
-  PsInstr *open = ps_ad_full (net->c, fs, 0.0);
-  return select3 (net, future, masked, open);
-}
-
-void
-ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAttentionContext *out)
-{
-  out->rel_onehot = NULL;
-  if (rel_buckets > 0)
-    out->rel_onehot = ps_net_one_hot (net, relative_buckets (net, seq_len, rel_buckets), rel_buckets, net->act);
-  out->mask = causal_mask (net, seq_len);
-}
-
-void
-ps_attention_cast (PsNet *net, const PsAttention *w, PsAttention *out)
-{
-  out->ln = w->ln;
-  out->wq = convert (net, w->wq, net->act);
-  out->wk = convert (net, w->wk, net->act);
-  out->wv = convert (net, w->wv, net->act);
-  out->wo = convert (net, w->wo, net->act);
-  out->rel_bias = w->rel_bias ? convert (net, w->rel_bias, net->act) : NULL;
-}
-
-PsInstr *
-ps_attention (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *x)
-{
-  PsInstr *h = ps_layer_norm (net, x, w->ln);
-  PsInstr *q = ps_net_einsum (net, "bsm,mnd->bsnd", h, w->wq);
-  PsInstr *k = ps_net_einsum (net, "bsm,mnd->bsnd", h, w->wk);
-  PsInstr *v = ps_net_einsum (net, "bsm,mnd->bsnd", h, w->wv);
-  double head_dim = (double) w->wq->shape->dims[2];
-  q = bin (net, PS_OP_MULTIPLY, q, full (net, q->shape, 1.0 / sqrt (head_dim)));
-  PsInstr *logits = ps_net_einsum (net, "bsnd,btnd->bnst", q, k);
-  PsInstr *lf;
-  if (w->rel_bias)
-    {
-      /* Relative position bias [n, s, t] from the bucket one-hot. */
-      PsInstr *bias = ps_net_einsum (net, "stk,kn->nst", ctx->rel_onehot, w->rel_bias);
-      int64_t nst[3] = { 1, 2, 3 };
-      lf = convert (net, logits, PS_F32);
-      PsInstr *bf = convert (net, bias, PS_F32);
-      lf = bin (net, PS_OP_ADD, lf, bcast (net, bf, lf->shape, 3, nst));
-    }
-  else
-    lf = convert (net, logits, PS_F32);
-  if (ctx->mask)
-    {
-      int64_t st[2] = { 2, 3 };
-      lf = bin (net, PS_OP_ADD, lf, bcast (net, ctx->mask, lf->shape, 2, st));
-    }
-  PsInstr *p = convert (net, ps_softmax (net, lf), net->act);
-  PsInstr *c = ps_net_einsum (net, "bnst,btnd->bsnd", p, v);
-  PsInstr *out = ps_net_einsum (net, "bsnd,mnd->bsm", c, w->wo);
-  return bin (net, PS_OP_ADD, x, out);
+  return ly_bin (net, PS_OP_MULTIPLY, tot, ps_ad_scalar (net->c, logits->shape->etype, -1.0 / n));
 }
 
 /* ---- feed-forward ------------------------------------------------------------------------ */
@@ -291,36 +173,64 @@ void
 ps_ffn_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim, gboolean gated_gelu,
                 PsFfn *out)
 {
+  ps_ffn_weights_kind (net, prefix, model_dim, ffn_dim, gated_gelu ? PS_FFN_GEGLU : PS_FFN_RELU,
+                       PS_NORM_LAYER, TRUE, out);
+}
+
+void
+ps_ffn_weights_kind (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim, PsFfnKind kind,
+                     PsNormKind norm, gboolean pre_norm, PsFfn *out)
+{
   int64_t mh[2] = { model_dim, ffn_dim }, hm[2] = { ffn_dim, model_dim };
-  out->ln = ps_layer_norm_weight (net, prefix, "ln2", model_dim);
-  out->w1 = weight (net, prefix, "w1", "mh", 2, mh);
-  out->w1_gate = gated_gelu ? weight (net, prefix, "w1_gate", "mh", 2, mh) : NULL;
-  out->w2 = weight (net, prefix, "w2", "hm", 2, hm);
+  const gboolean gated = kind == PS_FFN_GEGLU || kind == PS_FFN_SWIGLU;
+  out->kind = kind;
+  out->norm = norm;
+  out->ln = pre_norm ? ps_layer_norm_weight (net, prefix, "ln2", model_dim) : NULL;
+  out->w1 = ly_weight (net, prefix, "w1", "mh", 2, mh);
+  out->w1_gate = gated ? ly_weight (net, prefix, "w1_gate", "mh", 2, mh) : NULL;
+  out->w2 = ly_weight (net, prefix, "w2", "hm", 2, hm);
 }
 
 void
 ps_ffn_cast (PsNet *net, const PsFfn *w, PsFfn *out)
 {
+  out->kind = w->kind;
+  out->norm = w->norm;
   out->ln = w->ln;
-  out->w1 = convert (net, w->w1, net->act);
-  out->w1_gate = w->w1_gate ? convert (net, w->w1_gate, net->act) : NULL;
-  out->w2 = convert (net, w->w2, net->act);
+  out->w1 = ly_convert (net, w->w1, net->act);
+  out->w1_gate = w->w1_gate ? ly_convert (net, w->w1_gate, net->act) : NULL;
+  out->w2 = ly_convert (net, w->w2, net->act);
+}
+
+PsInstr *
+ps_ffn_core (PsNet *net, const PsFfn *w, PsInstr *h)
+{
+  PsInstr *f = ps_net_einsum (net, "bsm,mh->bsh", h, w->w1);
+  switch (w->kind)
+    {
+    case PS_FFN_GEGLU:
+    case PS_FFN_SWIGLU:
+      {
+        PsInstr *gate = ps_net_einsum (net, "bsm,mh->bsh", h, w->w1_gate);
+        f = ly_bin (net, PS_OP_MULTIPLY, w->kind == PS_FFN_GEGLU ? ps_gelu (net, f) : ps_silu (net, f), gate);
+        break;
+      }
+    case PS_FFN_GELU:
+      f = ps_gelu (net, f);
+      break;
+    case PS_FFN_RELU:
+      f = ps_relu (net, f);
+      break;
+    }
+  return ps_net_einsum (net, "bsh,hm->bsm", f, w->w2);
 }
 
 PsInstr *
 ps_ffn (PsNet *net, const PsFfn *w, PsInstr *x)
 {
-  PsInstr *h = ps_layer_norm (net, x, w->ln);
-  PsInstr *f = ps_net_einsum (net, "bsm,mh->bsh", h, w->w1);
-  if (w->w1_gate)
-    {
-      PsInstr *gate = ps_net_einsum (net, "bsm,mh->bsh", h, w->w1_gate);
-      f = bin (net, PS_OP_MULTIPLY, ps_gelu (net, f), gate);
-    }
-  else
-    f = ps_relu (net, f);
-  PsInstr *out = ps_net_einsum (net, "bsh,hm->bsm", f, w->w2);
-  return bin (net, PS_OP_ADD, x, out);
+  PsInstr *h = ps_norm (net, w->norm, x, w->ln);
+  PsInstr *out = ps_ffn_core (net, w, h);
+  return ly_bin (net, PS_OP_ADD, x, out);
 }
 
 /* ---- the Transformer layer ----------------------------------------------------------------- */
@@ -330,9 +240,24 @@ ps_transformer_layer_weights (PsNet *net, const char *prefix, int64_t model_dim,
                               int64_t heads, int64_t head_dim, int rel_buckets, gboolean gated_gelu,
                               const PsAttentionContext *ctx, PsTransformerLayer *out)
 {
-  ps_attention_weights (net, prefix, model_dim, heads, head_dim, rel_buckets, &out->attention);
-  ps_ffn_weights (net, prefix, model_dim, ffn_dim, gated_gelu, &out->ffn);
+  PsBlockOptions o;
+  ps_block_options_init (&o, rel_buckets, gated_gelu);
+  ps_transformer_layer_weights_opts (net, prefix, model_dim, ffn_dim, heads, head_dim, &o, ctx, out);
+}
+
+void
+ps_transformer_layer_weights_opts (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim,
+                                   int64_t heads, int64_t head_dim, const PsBlockOptions *o,
+                                   const PsAttentionContext *ctx, PsTransformerLayer *out)
+{
+  int buckets = o->position == PS_POSITION_RELATIVE ? o->rel_buckets : 0;
+  int64_t kv = o->kv_heads > 0 ? o->kv_heads : heads;
+  ps_attention_weights_kv (net, prefix, model_dim, heads, head_dim, kv, buckets, o->norm, &out->attention);
+  /* A parallel block (GPT-J, PaLM) has one norm for both branches. */
+  ps_ffn_weights_kind (net, prefix, model_dim, ffn_dim, o->ffn, o->norm, o->block == PS_BLOCK_SEQUENTIAL,
+                       &out->ffn);
   out->ctx = ctx;
+  out->block = o->block;
 }
 
 PsInstr *
@@ -344,7 +269,13 @@ ps_transformer_layer (PsNet *net, gconstpointer layer, PsInstr *x)
   PsFfn ffn;
   ps_attention_cast (net, &L->attention, &att);
   ps_ffn_cast (net, &L->ffn, &ffn);
-  return ps_ffn (net, &ffn, ps_attention (net, &att, L->ctx, x));
+  if (L->block == PS_BLOCK_SEQUENTIAL)
+    return ps_ffn (net, &ffn, ps_attention (net, &att, L->ctx, x));
+  /* Parallel (GPT-J's and PaLM's formulation): x + attn(norm x) + ffn(norm x). */
+  PsInstr *h = ps_norm (net, att.norm, x, att.ln);
+  PsInstr *a = ps_attention_core (net, &att, L->ctx, h);
+  PsInstr *f = ps_ffn_core (net, &ffn, h);
+  return ly_bin (net, PS_OP_ADD, ly_bin (net, PS_OP_ADD, x, a), f);
 }
 
 static PsInstr *

@@ -44,12 +44,61 @@ PsInstr *ps_layer_norm (PsNet *net, PsInstr *x, PsInstr *scale);
 /* The f32 scale of a layer norm over dim `dim`: weight "<prefix>.<name>",
  * not annotated (propagation replicates it). */
 PsInstr *ps_layer_norm_weight (PsNet *net, const char *prefix, const char *name, int64_t dim);
+/* RMS norm (Zhang and Sennrich 2019; T5, Llama): x * rsqrt(mean(x^2) +
+ * 1e-6) * scale over the last dim, in f32, returned in x's type. */
+PsInstr *ps_rms_norm (PsNet *net, PsInstr *x, PsInstr *scale);
+/* The norm of `kind` (PsNormKind below). */
+typedef enum { PS_NORM_LAYER, PS_NORM_RMS } PsNormKind;
+PsInstr *ps_norm (PsNet *net, PsNormKind kind, PsInstr *x, PsInstr *scale);
+/* SiLU (swish): x * logistic(x), the activation of SwiGLU. */
+PsInstr *ps_silu (PsNet *net, PsInstr *x);
 /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 PsInstr *ps_gelu (PsNet *net, PsInstr *x);
 /* max(x, 0). */
 PsInstr *ps_relu (PsNet *net, PsInstr *x);
 /* Softmax over the last dim (x f32): exp(x - max) / sum. */
 PsInstr *ps_softmax (PsNet *net, PsInstr *x);
+
+/* ---- block options ------------------------------------------------------------------- */
+
+/* How a Transformer block is written; the models' papers name them
+ * (doc/models.md, "Block options"):
+ *   position: T5/Lingvo relative bias (rel_buckets buckets), rotary (RoPE:
+ *     GPT-J, Llama), a learned absolute table added to the embedding
+ *     (GPT-2/3; the model adds it, see ps_embed), or none;
+ *   block: sequential (attention then FFN, each pre-norm with residual) or
+ *     parallel (GPT-J, PaLM: x + attn(norm x) + ffn(norm x), one norm);
+ *   norm: layer norm or RMS norm;
+ *   ffn: ReLU, GELU, gated GELU (GEGLU, the DenseLm128B runs and T5 v1.1)
+ *     or gated SiLU (SwiGLU, PaLM and Llama), Shazeer 2020;
+ *   kv_heads: key/value heads; 0 or heads: multi-head, 1: multi-query
+ *     (Shazeer 2019), else grouped-query (Ainslie et al. 2023), dividing
+ *     heads. */
+typedef enum { PS_POSITION_RELATIVE, PS_POSITION_ROPE, PS_POSITION_LEARNED, PS_POSITION_NONE } PsPositionKind;
+typedef enum { PS_BLOCK_SEQUENTIAL, PS_BLOCK_PARALLEL } PsBlockKind;
+typedef enum { PS_FFN_RELU, PS_FFN_GELU, PS_FFN_GEGLU, PS_FFN_SWIGLU } PsFfnKind;
+
+typedef struct {
+  PsPositionKind position;
+  int rel_buckets;           /* position relative: buckets (0: no bias) */
+  PsBlockKind block;
+  PsNormKind norm;
+  PsFfnKind ffn;
+  int64_t kv_heads;          /* 0: heads */
+} PsBlockOptions;
+
+/* The names of each choice, in enum order, NULL-terminated (the model-file
+ * values). */
+extern const char *const ps_position_names[];
+extern const char *const ps_block_names[];
+extern const char *const ps_norm_names[];
+extern const char *const ps_ffn_names[];
+/* The index of `name` in `names`, or -1. */
+int ps_layer_choice (const char *const *names, const char *name);
+/* The block every preset before the options had: relative bias of
+ * rel_buckets buckets (none for 0), sequential, layer norm, gated GELU or
+ * ReLU, multi-head. */
+void ps_block_options_init (PsBlockOptions *o, int rel_buckets, gboolean gated_gelu);
 
 /* ---- embedding and loss ------------------------------------------------------------ */
 
@@ -66,9 +115,13 @@ PsInstr *ps_softmax_cross_entropy (PsNet *net, PsInstr *logits, PsInstr *labels)
 /* ---- self-attention ---------------------------------------------------------------- */
 
 typedef struct {
+  PsNormKind norm;
   PsInstr *ln;               /* pre-norm scale [m] ("<prefix>.ln1") */
-  PsInstr *wq, *wk, *wv, *wo; /* [m, n, d] ("mnd") */
-  PsInstr *rel_bias;         /* [k, n] ("kn"); NULL: no relative position bias */
+  PsInstr *wq, *wk, *wv, *wo; /* [m, n, d] ("mnd"); grouped-query: wq and wo
+                              * [m, n, q, d] ("mnqd"), n the kv heads, q the
+                              * query heads of each */
+  PsInstr *rel_bias;         /* [k, n] ("kn") or [k, n, q]; NULL: no relative
+                              * position bias */
 } PsAttention;
 
 /* What every attention layer of a causal LM shares: the relative-position
@@ -77,17 +130,34 @@ typedef struct {
 typedef struct {
   PsInstr *rel_onehot;       /* NULL without relative position bias */
   PsInstr *mask;             /* NULL: not causal */
+  PsInstr *rope_cos, *rope_sin; /* [s, d] (activation type); NULL: no rotary */
+  PsInstr *rope_rot;         /* [d, d]: rotate_half as a signed permutation */
 } PsAttentionContext;
 
 /* Weights "<prefix>.ln1, wq, wk, wv, wo, rel_bias" (rel_bias only when
  * rel_buckets > 0). */
 void ps_attention_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t heads,
                            int64_t head_dim, int rel_buckets, PsAttention *out);
+/* The same with kv_heads key/value heads (dividing heads) and the norm
+ * of the block. */
+void ps_attention_weights_kv (PsNet *net, const char *prefix, int64_t model_dim, int64_t heads,
+                              int64_t head_dim, int64_t kv_heads, int rel_buckets, PsNormKind norm,
+                              PsAttention *out);
 /* The relative buckets of a causal LM with `buckets` buckets (T5/Lingvo:
  * distance n = max(s - t, 0); exact below buckets/2, then logarithmic up
  * to 128), computed from iota so it is not a huge constant; then the
  * causal mask. rel_buckets 0: no bucket one-hot. */
 void ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAttentionContext *out);
+/* The context for a block of options o: the bucket one-hot (position
+ * relative), the causal mask, then the rotary tables for heads of
+ * head_dim (position rope; head_dim even). */
+void ps_attention_context_causal_opts (PsNet *net, int64_t seq_len, int64_t head_dim, const PsBlockOptions *o,
+                                       PsAttentionContext *out);
+/* T5's bidirectional relative buckets [s, s] (s32): half the buckets for
+ * keys after the query, each half exact below its half, then logarithmic
+ * up to 128 (Raffel et al. 2020, section 2.1; the Conformer and the
+ * encoder-decoder's encoder use it). */
+PsInstr *ps_relative_buckets_bidirectional (PsNet *net, int64_t seq_len, int buckets);
 /* The bf16 casts of w's projections (the norm scale stays f32), in the
  * order wq wk wv wo rel_bias. */
 void ps_attention_cast (PsNet *net, const PsAttention *w, PsAttention *out);
@@ -96,24 +166,41 @@ void ps_attention_cast (PsNet *net, const PsAttention *w, PsAttention *out);
  * scores in f32 plus the relative position bias and the mask, softmax over
  * t, context, output projection, x + output. */
 PsInstr *ps_attention (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *x);
+/* Its branch without norm and residual: h is the normed input; q and k
+ * get the rotary embedding when ctx has it. Returns [b, s, m]. */
+PsInstr *ps_attention_core (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *h);
+/* The same with keys and values from kv [b, t, m] (cross-attention: the
+ * encoder's output; ctx then usually has no bias, mask or rotary). */
+PsInstr *ps_attention_core_kv (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *h,
+                               PsInstr *kv);
 
 /* ---- feed-forward ------------------------------------------------------------------- */
 
 typedef struct {
-  PsInstr *ln;               /* pre-norm scale [m] ("<prefix>.ln2") */
+  PsFfnKind kind;
+  PsNormKind norm;
+  PsInstr *ln;               /* pre-norm scale [m] ("<prefix>.ln2"); NULL in a
+                              * parallel block */
   PsInstr *w1;               /* [m, h] ("mh") */
-  PsInstr *w1_gate;          /* [m, h] ("mh"); NULL: ReLU instead of gated GELU */
+  PsInstr *w1_gate;          /* [m, h] ("mh"); gated kinds only */
   PsInstr *w2;               /* [h, m] ("hm") */
 } PsFfn;
 
 /* Weights "<prefix>.ln2, w1, w1_gate (gated only), w2". */
 void ps_ffn_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim,
                      gboolean gated_gelu, PsFfn *out);
+/* The same for any kind; pre_norm FALSE: no "ln2" (a parallel block). */
+void ps_ffn_weights_kind (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim, PsFfnKind kind,
+                          PsNormKind norm, gboolean pre_norm, PsFfn *out);
 /* The bf16 casts of w1, w1_gate, w2 (the norm scale stays f32). */
 void ps_ffn_cast (PsNet *net, const PsFfn *w, PsFfn *out);
 /* Pre-norm FFN with residual on x [b, s, m]: gated GELU
  * (gelu(h w1) * (h w1_gate)) or ReLU, then w2; x + output. */
 PsInstr *ps_ffn (PsNet *net, const PsFfn *w, PsInstr *x);
+/* Its branch on the normed input h, without residual: w1, the activation
+ * (gelu(h w1) * (h w1_gate), silu(h w1) * (h w1_gate), gelu or relu of h w1),
+ * w2. */
+PsInstr *ps_ffn_core (PsNet *net, const PsFfn *w, PsInstr *h);
 
 /* ---- the Transformer layer ----------------------------------------------------------- */
 
@@ -121,6 +208,7 @@ typedef struct {
   PsAttention attention;
   PsFfn ffn;
   const PsAttentionContext *ctx;   /* borrowed, shared by the layers */
+  PsBlockKind block;
 } PsTransformerLayer;
 
 /* Weights of one layer "<prefix>.*": attention, then FFN. */
@@ -128,6 +216,11 @@ void ps_transformer_layer_weights (PsNet *net, const char *prefix, int64_t model
                                    int64_t heads, int64_t head_dim, int rel_buckets,
                                    gboolean gated_gelu, const PsAttentionContext *ctx,
                                    PsTransformerLayer *out);
+/* The same for a block of options o (kv_heads, norm, ffn, block; the
+ * position only decides whether there is a relative bias). */
+void ps_transformer_layer_weights_opts (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim,
+                                        int64_t heads, int64_t head_dim, const PsBlockOptions *o,
+                                        const PsAttentionContext *ctx, PsTransformerLayer *out);
 
 /* ---- layer stacks: forward, backward, remat ----------------------------------------------- */
 

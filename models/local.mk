@@ -3,11 +3,12 @@ noinst_LTLIBRARIES += libpodsim_models.la
 PS_LIB_MODELS = libpodsim_models.la
 libpodsim_models_la_SOURCES = models/family.c models/family.h \
 	models/dense_lm.c models/dense_lm.h models/dense_family.c models/hlo_family.c \
-	models/net.c models/net.h models/layers.c models/layers.h \
+	models/net.c models/net.h models/layers.c models/layers_attention.c models/layers.h models/layers_private.h \
 	models/moe_layer.c models/moe_layer.h models/moe_lm.c models/moe_lm.h \
 	models/pipeline.c models/pipeline.h models/conv_layers.c models/conv_layers.h \
 	models/unet3d.c models/unet3d.h models/conformer.c models/conformer.h models/moe_family.c \
-	models/unet_family.c models/conformer_family.c
+	models/unet_family.c models/conformer_family.c \
+	models/encdec.c models/encdec.h models/encdec_family.c
 nodist_libpodsim_models_la_SOURCES = models/presets.c
 CLEANFILES += models/presets.c
 libpodsim_models_la_LIBADD = libpodsim_partitioner.la $(PS_LIB_TRACES) libpodsim_common.la $(GLIB_LIBS) -lm
@@ -32,6 +33,19 @@ PS_MODEL_PRESETS = \
 	models/presets/Unet3d128.ini \
 	models/presets/Unet3d128S16.ini \
 	models/presets/Unet3d256S32.ini \
+	models/presets/Gpt3Small.ini \
+	models/presets/Gpt3Medium.ini \
+	models/presets/Gpt3Large.ini \
+	models/presets/Gpt3XL.ini \
+	models/presets/Gpt3_2B7.ini \
+	models/presets/Gpt3_6B7.ini \
+	models/presets/Gpt3_175B.ini \
+	models/presets/Llama2_7B.ini \
+	models/presets/Llama2_13B.ini \
+	models/presets/Llama2_70B.ini \
+	models/presets/GptJ6B.ini \
+	models/presets/T5Base.ini \
+	models/presets/T5Large.ini \
 	models/presets/ConformerS.ini \
 	models/presets/ConformerM.ini \
 	models/presets/ConformerL.ini

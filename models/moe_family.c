@@ -32,6 +32,15 @@ static const PsParamSpec specs[] = {
   { "model", "vocab", PS_PARAM_INT, "64", "Vocabulary size V", 1, 1 << 24, NULL, NULL, NULL },
   { "model", "rel_buckets", PS_PARAM_INT, "4",
     "Relative-position buckets of the attention bias (0: none)", 0, 254, NULL, NULL, NULL },
+  { "model", "position", PS_PARAM_CHOICE, "relative",
+    "Positions: relative bias (rel_buckets), rotary (RoPE) or none", 0, 0, "relative|rope|none", NULL, NULL },
+  { "model", "norm", PS_PARAM_CHOICE, "layer", "Normalisation: layer norm or RMS norm", 0, 0, "layer|rms",
+    NULL, NULL },
+  { "model", "ffn", PS_PARAM_CHOICE, "relu", "Feed-forward of the dense layers: relu, gelu, geglu or swiglu",
+    0, 0, "relu|gelu|geglu|swiglu", NULL, NULL },
+  { "model", "kv_heads", PS_PARAM_INT, "0",
+    "Key/value heads: 0 = heads (multi-head), 1 = multi-query, else grouped-query (divides heads)",
+    0, 1 << 24, NULL, NULL, NULL },
   { "model", "experts", PS_PARAM_INT, "8", "Experts E per MoE layer (GShard: one per core)", 1, 1 << 24,
     NULL, NULL, NULL },
   { "model", "top_k", PS_PARAM_INT, "2", "Experts each token is sent to (GShard: 2)", 1, 1 << 24,
@@ -69,6 +78,10 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
   c->global_batch = ps_params_int (p, "global_batch");
   c->vocab = ps_params_int (p, "vocab");
   c->rel_buckets = (int) ps_params_int (p, "rel_buckets");
+  c->position = ps_layer_choice (ps_position_names, ps_params_str (p, "position"));
+  c->norm = ps_layer_choice (ps_norm_names, ps_params_str (p, "norm"));
+  c->ffn = ps_layer_choice (ps_ffn_names, ps_params_str (p, "ffn"));
+  c->kv_heads = ps_params_int (p, "kv_heads");
   c->experts = ps_params_int (p, "experts");
   c->top_k = (int) ps_params_int (p, "top_k");
   c->capacity_factor = ps_params_double (p, "capacity_factor");

@@ -100,6 +100,12 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
   if (c->global_batch % c->microbatches != 0)
     return fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %d", batch, c->global_batch, mbs,
                  c->microbatches);
+  if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
+    return fail (error, "%s must divide %s (%" G_GINT64_FORMAT "), got %" G_GINT64_FORMAT,
+                 label (c, "kv_heads", "--kv-heads"), label (c, "heads", "--heads"), c->heads, c->kv_heads);
+  if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
+    return fail (error, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")", label (c, "position", "--position"),
+                 label (c, "head_dim", "--head-dim"), c->head_dim);
   int K = MAX (c->pipeline_stages, 1);
   if (K > 1)
     {
@@ -162,7 +168,7 @@ moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
   const PsMoeLmConfig *cfg = L->cfg;
   const int64_t B = x->shape->dims[0], S = x->shape->dims[1], M = x->shape->dims[2];
   const int64_t G = ps_moe_lm_groups (cfg), T = B * S / G;
-  PsInstr *h = ps_layer_norm (net, x, L->ln);
+  PsInstr *h = ps_norm (net, cfg->norm, x, L->ln);
   PsBuilder *b = ps_net_builder (net);
   int64_t gsm[3] = { G, T, M }, bsm[3] = { B, S, M };
   PsInstr *wg = ps_build_convert (b, L->wg, net->act);
@@ -227,10 +233,12 @@ layer_weights (PsNet *net, const PsMoeLmConfig *c, int l, const char *prefix, in
   out->ctx = ctx;
   out->axis = axis;
   out->moe = l % c->moe_every == c->moe_every - 1;
-  ps_attention_weights (net, prefix, c->model_dim, c->heads, c->head_dim, c->rel_buckets, &out->attention);
+  int buckets = c->position == PS_POSITION_RELATIVE ? c->rel_buckets : 0;
+  ps_attention_weights_kv (net, prefix, c->model_dim, c->heads, c->head_dim, c->kv_heads > 0 ? c->kv_heads : c->heads,
+                           buckets, c->norm, &out->attention);
   if (!out->moe)
     {
-      ps_ffn_weights (net, prefix, c->model_dim, c->ffn_dim, FALSE, &out->ffn);
+      ps_ffn_weights_kind (net, prefix, c->model_dim, c->ffn_dim, c->ffn, c->norm, TRUE, &out->ffn);
       return;
     }
   /* The router's expert dim is "r": replicated (GShard's replicate(wg)),
@@ -249,9 +257,9 @@ layer_weights (PsNet *net, const PsMoeLmConfig *c, int l, const char *prefix, in
 /* The head: final layer norm, logits against the tied embedding (f32),
  * softmax cross-entropy. */
 static PsInstr *
-head_loss (PsNet *net, PsInstr *top, PsInstr *final_ln, PsInstr *emb_head, PsInstr *labels)
+head_loss (PsNet *net, PsNormKind norm, PsInstr *top, PsInstr *final_ln, PsInstr *emb_head, PsInstr *labels)
 {
-  PsInstr *h = ps_layer_norm (net, top, final_ln);
+  PsInstr *h = ps_norm (net, norm, top, final_ln);
   const char *spec = top->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
   PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
   return ps_softmax_cross_entropy (net, logits, labels);
@@ -270,7 +278,7 @@ microbatch (PsNet *net, const PsMoeLmConfig *c, int u, PsInstr *emb, const PsLay
   g_autofree PsInstr **auxs = g_new0 (PsInstr *, c->layers);
   PsInstr *top = ps_layer_stack_forward_aux (net, c->layers, layers, x0, xs, auxs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, net->act);
-  PsInstr *ce = head_loss (net, top, final_ln, emb_head, mlabels), *loss = ce;
+  PsInstr *ce = head_loss (net, c->norm, top, final_ln, emb_head, mlabels), *loss = ce;
   for (int l = 0; l < c->layers; l++)
     if (auxs[l])
       loss = ps_ad_binary (net->c, PS_OP_ADD, loss, auxs[l]);
@@ -312,7 +320,10 @@ step_inputs (PsNet *net, const PsMoeLmConfig *c, PsAttentionContext *ctx, StepIn
   in->labels = ps_net_input (net, "labels", PS_S32, 2, bs);
   in->lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
   in->decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
-  ps_attention_context_causal (net, c->seq_len, c->rel_buckets, ctx);
+  PsBlockOptions o;
+  ps_block_options_init (&o, c->rel_buckets, FALSE);
+  o.position = c->position == PS_POSITION_RELATIVE && c->rel_buckets == 0 ? PS_POSITION_NONE : c->position;
+  ps_attention_context_causal_opts (net, c->seq_len, c->head_dim, &o, ctx);
 }
 
 /* The step's outputs (the optimizer update, or the gradients), info. Takes net. */
@@ -402,7 +413,7 @@ build_pipelined (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
     return NULL;
   PsInstr *top = ps_pipeline_leave (net, &p, outputs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, net->act);
-  PsInstr *ce = head_loss (net, top, in.final_ln, emb_head, labels_u);
+  PsInstr *ce = head_loss (net, c->norm, top, in.final_ln, emb_head, labels_u);
   PsInstr *per_mb = ps_ad_scalar (net->c, PS_F32, 1.0 / M);
   ps_net_add_loss (net, ps_ad_binary (net->c, PS_OP_ADD, ce,
                                       ps_ad_binary (net->c, PS_OP_MULTIPLY, ps_pipeline_aux_loss (run), per_mb)));

@@ -30,6 +30,7 @@
 #include "partitioner/builder/optimizer.h"
 #include "partitioner/ir/ir.h"
 #include "models/family.h"
+#include "models/layers.h"
 
 G_BEGIN_DECLS
 
@@ -44,6 +45,13 @@ typedef struct {
   int64_t global_batch;      /* sequences per step */
   int64_t vocab;
   int rel_buckets;           /* relative-position bias buckets; 0: none */
+  /* Block options (models/layers.h; zero: GShard's block): relative, rope
+   * or no positions, layer or RMS norm, the dense layers' FFN (ReLU
+   * default), key/value heads (0: heads). */
+  PsPositionKind position;
+  PsNormKind norm;
+  PsFfnKind ffn;
+  int64_t kv_heads;
   int64_t experts;           /* E */
   int64_t groups;            /* G; 0: one per core */
   double capacity_factor;    /* GShard: 2 */

@@ -9,11 +9,16 @@
 #include <check.h>
 #include <string.h>
 
+#include <math.h>
+
+#include "models/dense_lm.h"
+#include "models/encdec.h"
 #include "models/layers.h"
 #include "models/net.h"
 #include "partitioner/builder/autodiff.h"
 #include "partitioner/builder/builder.h"
 #include "partitioner/ir/sharding.h"
+#include "partitioner/interp/interp.h"
 #include "partitioner/propagate/propagate.h"
 #include "tests/spmd_testutil.h"
 
@@ -245,6 +250,227 @@ START_TEST (test_composed_model_partitions)
 }
 END_TEST
 
+
+/* ---- block options --------------------------------------------------------------- */
+
+/* One layer of block options o in f32 (so finite differences are exact
+ * enough), unsharded: loss = mean(layer(x)^2 * r) with a fixed r, returning
+ * (loss, every weight's gradient). */
+static PsModule *
+build_block_grad (const PsBlockOptions *o)
+{
+  PsShardingPlan plan;
+  ps_sharding_plan_init (&plan);
+  static const int64_t one[2] = { 1, 1 }, dev0[1] = { 0 };
+  g_autoptr (PsNet) net = ps_net_new ("block", "main", 2, one, dev0, &plan);
+  net->act = PS_F32;
+  const int64_t B = 2, S = 4, M = 8, H = 12, N = 4, D = 4;
+  PsAttentionContext ctx;
+  PsTransformerLayer tl;
+  ps_transformer_layer_weights_opts (net, "l", M, H, N, D, o, &ctx, &tl);
+  PsLayer layer = ps_layer (net, ps_transformer_layer, &tl, 0);
+  ps_net_add_optimizer_state (net, PS_OPTIMIZER_ADAM, PS_AXIS_NONE);
+  int64_t bsm[3] = { B, S, M };
+  PsInstr *x = ps_net_input (net, "x", PS_F32, 3, bsm);
+  PsInstr *r = ps_net_input (net, "r", PS_F32, 3, bsm);
+  ps_attention_context_causal_opts (net, S, D, o, &ctx);
+  PsInstr *y = ps_transformer_layer (net, &tl, x);
+  PsInstr *yy = ps_ad_binary (net->c, PS_OP_MULTIPLY, ps_ad_binary (net->c, PS_OP_MULTIPLY, y, y), r);
+  int64_t all[3] = { 0, 1, 2 };
+  PsInstr *loss = ps_ad_reduce_sum (net->c, yy, 3, all);
+  ps_net_add_loss (net, loss);
+  GError *error = NULL;
+  PsInstr **w = (PsInstr **) net->weights->pdata;
+  ck_assert_msg (ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, layer.n_weights, w,
+                             &error), "%s", error ? error->message : "");
+  return ps_net_finish_gradients (g_steal_pointer (&net));
+}
+
+static double
+block_value (const char *name, int64_t k)
+{
+  guint32 st = g_str_hash (name) ^ (guint32) (k * 2654435761u);
+  st = st * 1664525u + 1013904223u;
+  double u = (double) (st >> 8) / (double) (1u << 24) - 0.5;
+  if (g_str_has_suffix (name, "ln1") || g_str_has_suffix (name, "ln2"))
+    return 1.0 + 0.2 * u;
+  return strcmp (name, "x") == 0 || strcmp (name, "r") == 0 ? 2 * u : 0.6 * u;
+}
+
+/* Gradients of the new blocks (RMS norm, rotary positions, grouped-query
+ * and multi-query attention, the parallel block, SwiGLU, GELU) against
+ * central finite differences of the loss, a few elements of every weight. */
+START_TEST (test_block_gradients_finite_differences)
+{
+  PsBlockOptions cases[4];
+  for (int i = 0; i < 4; i++)
+    ps_block_options_init (&cases[i], 0, TRUE);
+  cases[0].position = PS_POSITION_ROPE, cases[0].norm = PS_NORM_RMS, cases[0].ffn = PS_FFN_SWIGLU;
+  cases[0].kv_heads = 2, cases[0].block = PS_BLOCK_PARALLEL;
+  cases[1].position = PS_POSITION_ROPE, cases[1].kv_heads = 1, cases[1].ffn = PS_FFN_GELU;
+  cases[2].position = PS_POSITION_RELATIVE, cases[2].rel_buckets = 4, cases[2].kv_heads = 2;
+  cases[2].norm = PS_NORM_RMS;
+  cases[3].block = PS_BLOCK_PARALLEL, cases[3].ffn = PS_FFN_RELU;
+  for (int c = 0; c < 4; c++)
+    {
+      g_autoptr (PsModule) m = build_block_grad (&cases[c]);
+      GError *error = NULL;
+      ck_assert_msg (ps_module_validate (m, "block", &error), "%s", error ? error->message : "");
+      int n = (int) m->entry->params->len;
+      g_autofree PsValue **args = g_new0 (PsValue *, n);
+      for (int i = 0; i < n; i++)
+        {
+          PsInstr *p = m->entry->params->pdata[i];
+          args[i] = ps_value_new (p->shape);
+          for (int64_t k = 0; k < args[i]->n; k++)
+            ps_value_set (args[i], k, block_value (p->name, k));
+        }
+      PsValue *out = ps_interp_run (m, n, args, NULL, &error);
+      ck_assert_msg (out != NULL, "%s", error ? error->message : "");
+      int checked = 0;
+      for (int e = 1; e < out->n_elems; e++)
+        {
+          PsValue *g = out->elems[e];
+          int wi = e - 1;      /* weights are the first parameters */
+          for (int64_t k = 0; k < g->n; k += 1 + g->n / 5)
+            {
+              const double eps = 1e-3, x0 = ps_value_get (args[wi], k);
+              double lf[2];
+              for (int sgn = 0; sgn < 2; sgn++)
+                {
+                  ps_value_set (args[wi], k, x0 + (sgn ? -eps : eps));
+                  PsValue *o = ps_interp_run (m, n, args, NULL, &error);
+                  ck_assert (o != NULL);
+                  lf[sgn] = ps_value_get (o->elems[0], 0);
+                  ps_value_free (o);
+                }
+              ps_value_set (args[wi], k, x0);
+              double fd = (lf[0] - lf[1]) / (2 * eps), an = ps_value_get (g, k);
+              ck_assert_msg (fabs (fd - an) <= 2e-3 + 2e-2 * fabs (fd), "case %d, %s[%" G_GINT64_FORMAT
+                             "]: autodiff %g, finite differences %g", c,
+                             ((PsInstr *) m->entry->params->pdata[wi])->name, k, an, fd);
+              checked++;
+            }
+        }
+      ck_assert_int_gt (checked, 8);
+      ps_value_free (out);
+      for (int i = 0; i < n; i++)
+        ps_value_free (args[i]);
+    }
+}
+END_TEST
+
+/* The dense LM with the block options and sharding presets: the
+ * partitioned step agrees with the original on the reference interpreter,
+ * and each sharding preset makes the collectives its design implies (from
+ * its annotations only; doc/models.md counts them). */
+START_TEST (test_dense_options_partition)
+{
+  struct {
+    const char *what;
+    PsPositionKind position;
+    PsBlockKind block;
+    PsNormKind norm;
+    PsFfnKind ffn;
+    int64_t kv_heads;
+    gboolean untied;
+    int rel_buckets;
+    PsShardingPreset sharding;
+    const char *want[3];       /* collectives the program must contain */
+    int stages;                /* > 1: pipelined, in-layer mesh 2x2 */
+  } cases[] = {
+    { "rope, parallel, rms, swiglu, gqa, untied (2d)", PS_POSITION_ROPE, PS_BLOCK_PARALLEL, PS_NORM_RMS,
+      PS_FFN_SWIGLU, 4, TRUE, 0, PS_SHARDING_2D, { "all-reduce(" } },
+    { "learned, gelu, mqa (dp)", PS_POSITION_LEARNED, PS_BLOCK_SEQUENTIAL, PS_NORM_LAYER, PS_FFN_GELU, 1,
+      FALSE, 0, PS_SHARDING_DP, { "all-reduce(" } },
+    { "megatron, no positions, relu", PS_POSITION_NONE, PS_BLOCK_SEQUENTIAL, PS_NORM_LAYER, PS_FFN_RELU, 0,
+      FALSE, 0, PS_SHARDING_MEGATRON, { "all-reduce(" } },
+    { "megatron-sp, rope", PS_POSITION_ROPE, PS_BLOCK_SEQUENTIAL, PS_NORM_LAYER, PS_FFN_GEGLU, 0, FALSE, 8,
+      PS_SHARDING_MEGATRON_SP, { "all-gather(", "reduce-scatter(" } },
+    { "fsdp, relative, swiglu, rms", PS_POSITION_RELATIVE, PS_BLOCK_SEQUENTIAL, PS_NORM_RMS, PS_FFN_SWIGLU,
+      0, FALSE, 8, PS_SHARDING_FSDP, { "all-gather(", "reduce-scatter(" } },
+    { "pipeline, learned, parallel, rms, swiglu, gqa", PS_POSITION_LEARNED, PS_BLOCK_PARALLEL, PS_NORM_RMS,
+      PS_FFN_SWIGLU, 2, FALSE, 0, PS_SHARDING_2D, { "collective-permute(" }, 2 },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      PsDenseLmConfig c;
+      ps_dense_lm_config_small (&c);
+      c.heads = 8;
+      c.head_dim = 4;
+      c.vocab = 60;            /* not a multiple of 8: padded where split */
+      c.position = cases[i].position;
+      c.block = cases[i].block;
+      c.norm = cases[i].norm;
+      c.ffn = cases[i].ffn;
+      c.kv_heads = cases[i].kv_heads;
+      c.untied_embeddings = cases[i].untied;
+      c.rel_buckets = cases[i].rel_buckets;
+      c.sharding = cases[i].sharding;
+      if (cases[i].stages > 1)
+        {
+          c.pipeline_stages = cases[i].stages;
+          c.microbatches = 2;
+          c.mesh[0] = c.mesh[1] = 2;
+        }
+      GError *error = NULL;
+      g_autoptr (PsModule) m = ps_dense_lm_build (&c, NULL, &error);
+      ck_assert_msg (m != NULL, "%s: %s", cases[i].what, error ? error->message : "");
+      ck_assert_msg (ps_module_validate (m, "dense", &error), "%s: %s", cases[i].what, error->message);
+      ck_assert (ps_propagate (m, NULL, &error));
+      PsSpmdOptions opts;
+      ps_spmd_options_init (&opts);
+      g_autofree char *text = NULL;
+      ck_assert_msg (spmd_test_verify (m, 8, &opts, 11 + (guint32) i, &text, &error), "%s: %s",
+                     cases[i].what, error ? error->message : "");
+      for (int k = 0; k < 3 && cases[i].want[k]; k++)
+        ck_assert_msg (strstr (text, cases[i].want[k]) != NULL, "%s: no %s", cases[i].what, cases[i].want[k]);
+    }
+}
+END_TEST
+
+/* The encoder-decoder step (T5-shaped: RMS norm, GEGLU, untied, relative
+ * buckets; then rotary, SwiGLU and grouped-query attention under the
+ * megatron preset; layer norm and tied embeddings under fsdp): partitioned,
+ * it agrees with the original on the reference interpreter (loss, every
+ * updated weight and optimizer state, encoder ones included). */
+START_TEST (test_encdec_partitions)
+{
+  for (int k = 0; k < 3; k++)
+    {
+      PsEncDecConfig c;
+      ps_encdec_config_small (&c);
+      c.vocab = 60;
+      if (k == 1)
+        {
+          c.position = PS_POSITION_ROPE;
+          c.ffn = PS_FFN_SWIGLU;
+          c.kv_heads = 4;
+          c.heads = 8;
+          c.head_dim = 2;
+          c.sharding = PS_SHARDING_MEGATRON;
+        }
+      if (k == 2)
+        {
+          c.sharding = PS_SHARDING_FSDP;
+          c.norm = PS_NORM_LAYER;
+          c.untied_embeddings = FALSE;
+        }
+      GError *error = NULL;
+      PsModelInfo info;
+      g_autoptr (PsModule) m = ps_encdec_build (&c, &info, &error);
+      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+      ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
+      ck_assert (info.params > 0 && info.model_flops > 0);
+      ck_assert (ps_propagate (m, NULL, &error));
+      PsSpmdOptions opts;
+      ps_spmd_options_init (&opts);
+      ck_assert_msg (spmd_test_verify (m, 8, &opts, 21 + (guint32) k, NULL, &error), "case %d: %s", k,
+                     error ? error->message : "");
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -256,6 +482,9 @@ main (void)
   tcase_add_test (tc, test_view_gradient_accumulates);
   tcase_add_test (tc, test_builder_block_in_net);
   tcase_add_test (tc, test_composed_model_partitions);
+  tcase_add_test (tc, test_block_gradients_finite_differences);
+  tcase_add_test (tc, test_dense_options_partition);
+  tcase_add_test (tc, test_encdec_partitions);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

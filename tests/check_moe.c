@@ -332,6 +332,26 @@ START_TEST (test_capacity)
 }
 END_TEST
 
+/* Partitions the MoE LM step m for `cores` devices and checks it agrees
+ * with the single-device step; one MoE layer makes at least 4 AllToAlls
+ * (dispatch and combine forward, in the rematerialised forward, and their
+ * transposes backward). */
+static void
+verify_moe_lm (const PsModule *m, int64_t cores, guint32 seed)
+{
+  GError *error = NULL;
+  g_autoptr (PsModule) part = ps_spmd_partition (m, cores, NULL, &error);
+  ck_assert_msg (part != NULL, "%s", error ? error->message : "");
+  ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 4);
+  PsVerifyOptions vo;
+  ps_verify_options_init (&vo);
+  vo.seed = seed;
+  PsVerifyResult res = { 0 };
+  ck_assert_msg (ps_verify_spmd (m, part, cores, &vo, &res, &error), "%s", error ? error->message : "");
+  ck_assert_msg (res.agree && res.n_compared > 0, "%s", res.message);
+  ps_verify_result_clear (&res);
+}
+
 /* The small MoE LM training step: valid, its initial loss near log(V)
  * on the interpreter, and partitioned for 8 cores it agrees with the
  * single-device step (the AllToAlls derived from the annotations). */
@@ -348,18 +368,27 @@ START_TEST (test_moe_lm_step_verifies)
   ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
   ck_assert (info.active_params < info.params);
   ck_assert_msg (ps_propagate (m, NULL, &error), "%s", error ? error->message : "");
-  g_autoptr (PsModule) part = ps_spmd_partition (m, c.cores, NULL, &error);
-  ck_assert_msg (part != NULL, "%s", error ? error->message : "");
-  /* One MoE layer: dispatch and combine forward, in the rematerialised
-   * forward, and their transposes backward. */
-  ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 4);
-  PsVerifyOptions vo;
-  ps_verify_options_init (&vo);
-  vo.seed = 3;
-  PsVerifyResult res = { 0 };
-  ck_assert_msg (ps_verify_spmd (m, part, c.cores, &vo, &res, &error), "%s", error ? error->message : "");
-  ck_assert_msg (res.agree && res.n_compared > 0, "%s", res.message);
-  ps_verify_result_clear (&res);
+  verify_moe_lm (m, c.cores, 3);
+}
+END_TEST
+
+/* The MoE LM with the block options of the layer library (rotary
+ * positions, RMS norm, SwiGLU dense layers, multi-query attention):
+ * partitioned for 8 cores it agrees with the single-device step. */
+START_TEST (test_moe_lm_block_options_verify)
+{
+  PsMoeLmConfig c;
+  ps_moe_lm_config_small (&c);
+  c.position = PS_POSITION_ROPE;
+  c.norm = PS_NORM_RMS;
+  c.ffn = PS_FFN_SWIGLU;
+  c.kv_heads = 1;
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_moe_lm_build (&c, NULL, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_msg (ps_module_validate (m, "moe_lm", &error), "%s", error ? error->message : "");
+  ck_assert_msg (ps_propagate (m, NULL, &error), "%s", error ? error->message : "");
+  verify_moe_lm (m, c.cores, 5);
 }
 END_TEST
 
@@ -375,6 +404,7 @@ main (void)
   tcase_add_test (tc, test_op_names_survive_partitioning);
   tcase_add_test (tc, test_gradients_match_finite_differences);
   tcase_add_test (tc, test_moe_lm_step_verifies);
+  tcase_add_test (tc, test_moe_lm_block_options_verify);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -174,4 +174,35 @@ expect_status 2 "$PODSIM" run -q resnet
 expect_grep "unknown model family 'resnet'" "$PS_TMP/err"
 expect_status 2 "$PODSIM" tables nosuch
 expect_status 2 "$PODSIM" run -q --mesh 2x4 --device-order nonpod2d --slice v3-32
+expect_status 2 "$PODSIM" run -q --kv-heads 3
+expect_grep "--kv-heads must divide --heads (4), got 3" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --rel-buckets 1
+expect_grep "--rel-buckets must be 0 (none) or 2 .. 254 (got 1)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --position rope --head-dim 7
+expect_grep "--position rope needs an even --head-dim (got 7)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --sharding megatron-sp --seq-len 6
+expect_grep "--seq-len = 6 is not divisible by mesh axis 1 (4)" "$PS_TMP/err"
+
+# The public configurations (models/presets: GPT-3 sizes, Llama 2, GPT-J-sized)
+# fit at full size on their slices and print their block options.
+for preset in Gpt3Small Gpt3Medium Gpt3Large Gpt3XL Gpt3_2B7 Gpt3_6B7 Gpt3_175B Llama2_7B Llama2_13B \
+              Llama2_70B GptJ6B; do
+  expect_status 0 "$PODSIM" run --preset "$preset" --memory-only
+  expect_grep "fits" "$PS_TMP/out"
+done
+expect_status 0 "$PODSIM" run --preset GptJ6B --print-config
+expect_grep "block = parallel" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run --preset Llama2_70B --print-config
+expect_grep "kv_heads = 8" "$PS_TMP/out"
+expect_grep "ffn = swiglu" "$PS_TMP/out"
+
+# The encoder-decoder family: the small step runs, T5 v1.1 fits on v3-32.
+expect_status 0 "$PODSIM" run encdec -q --json
+expect_grep '"fits" : true' "$PS_TMP/out"
+for preset in T5Base T5Large; do
+  expect_status 0 "$PODSIM" run --preset "$preset" --memory-only
+  expect_grep "fits" "$PS_TMP/out"
+done
+expect_status 2 "$PODSIM" run encdec -q --sharding megatron-sp --tgt-len 6
+expect_grep "--tgt-len = 6 is not divisible by mesh axis 1 (4)" "$PS_TMP/err"
 finish

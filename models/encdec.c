@@ -1,0 +1,270 @@
+/* The encoder-decoder training step: see encdec.h. */
+#include "config.h"
+
+#include "models/encdec.h"
+
+#include <string.h>
+
+#include "models/net.h"
+#include "partitioner/builder/autodiff.h"
+
+void
+ps_encdec_config_small (PsEncDecConfig *out)
+{
+  memset (out, 0, sizeof *out);
+  out->enc_layers = out->dec_layers = 2;
+  out->model_dim = 16;
+  out->ffn_dim = 32;
+  out->heads = 4;
+  out->head_dim = 4;
+  out->src_len = 8;
+  out->tgt_len = 4;
+  out->global_batch = 8;
+  out->vocab = 64;
+  out->rel_buckets = 8;
+  out->position = PS_POSITION_RELATIVE;
+  out->norm = PS_NORM_RMS;
+  out->ffn = PS_FFN_GEGLU;
+  out->untied_embeddings = TRUE;
+  out->optimizer = PS_OPTIMIZER_ADAFACTOR;
+  out->mesh[0] = 2;
+  out->mesh[1] = 4;
+  out->sharding = PS_SHARDING_2D;
+}
+
+static const char *
+label (const PsEncDecConfig *c, const char *key, const char *option)
+{
+  return c->params ? ps_params_where (c->params, key) : option;
+}
+
+static gboolean
+divides (const PsEncDecConfig *c, int64_t v, const char *key, const char *opt, int64_t by, const char *axis,
+         GError **error)
+{
+  if (by <= 1 || v % by == 0)
+    return TRUE;
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%"
+               G_GINT64_FORMAT ")", label (c, key, opt), v, axis, by);
+  return FALSE;
+}
+
+gboolean
+ps_encdec_check (const PsEncDecConfig *c, GError **error)
+{
+  if (c->mesh[0] < 1 || c->mesh[1] < 1 || c->mesh[0] * c->mesh[1] > PS_MAX_DEVICES)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. %d devices", label (c, "mesh", "--mesh"),
+                   PS_MAX_DEVICES);
+      return FALSE;
+    }
+  if (c->rel_buckets == 1)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 0 (none) or 2 .. 254 (got 1)",
+                   label (c, "rel_buckets", "--rel-buckets"));
+      return FALSE;
+    }
+  if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must divide %s (%" G_GINT64_FORMAT "), got %"
+                   G_GINT64_FORMAT, label (c, "kv_heads", "--kv-heads"), label (c, "heads", "--heads"), c->heads,
+                   c->kv_heads);
+      return FALSE;
+    }
+  if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")",
+                   label (c, "position", "--position"), label (c, "head_dim", "--head-dim"), c->head_dim);
+      return FALSE;
+    }
+  const int64_t all = c->mesh[0] * c->mesh[1], a0 = c->mesh[0], a1 = c->mesh[1];
+  const gboolean gq = c->kv_heads > 0 && c->kv_heads != c->heads;
+  const int64_t hs = gq ? c->kv_heads : c->heads;
+  const char *hk = gq ? "kv_heads" : "heads", *ho = gq ? "--kv-heads" : "--heads";
+  switch (c->sharding)
+    {
+    case PS_SHARDING_2D:
+      return divides (c, c->global_batch, "global_batch", "--batch", a0, "mesh axis 0", error)
+             && divides (c, c->model_dim, "model_dim", "--model-dim", a0, "mesh axis 0", error)
+             && divides (c, c->model_dim, "model_dim", "--model-dim", a1, "mesh axis 1", error)
+             && divides (c, hs, hk, ho, a1, "mesh axis 1", error)
+             && divides (c, c->ffn_dim, "ffn_dim", "--ffn-dim", a1, "mesh axis 1", error);
+    case PS_SHARDING_MEGATRON_SP:
+      if (!divides (c, c->src_len, "src_len", "--src-len", a1, "mesh axis 1", error)
+          || !divides (c, c->tgt_len, "tgt_len", "--tgt-len", a1, "mesh axis 1", error))
+        return FALSE;
+      /* fall through */
+    case PS_SHARDING_MEGATRON:
+      return divides (c, c->global_batch, "global_batch", "--batch", a0, "mesh axis 0", error)
+             && divides (c, hs, hk, ho, a1, "mesh axis 1", error)
+             && divides (c, c->ffn_dim, "ffn_dim", "--ffn-dim", a1, "mesh axis 1", error);
+    case PS_SHARDING_1D:
+      return divides (c, hs, hk, ho, all, "the device count", error)
+             && divides (c, c->ffn_dim, "ffn_dim", "--ffn-dim", all, "the device count", error);
+    case PS_SHARDING_DP:
+      return divides (c, c->global_batch, "global_batch", "--batch", all, "the device count", error);
+    case PS_SHARDING_FSDP:
+      return divides (c, c->global_batch, "global_batch", "--batch", all, "the device count", error)
+             && divides (c, c->model_dim, "model_dim", "--model-dim", all, "the device count", error);
+    }
+  return TRUE;
+}
+
+/* One decoder layer: causal self-attention, cross-attention to the
+ * encoder's output, FFN. */
+typedef struct {
+  PsAttention self, cross;
+  PsFfn ffn;
+} DecoderLayer;
+
+static PsInstr *
+decoder_layer (PsNet *net, const DecoderLayer *L, const PsAttentionContext *self_ctx,
+               const PsAttentionContext *cross_ctx, PsInstr *y, PsInstr *enc)
+{
+  ps_net_annotate (net, y, "bsm");
+  PsAttention self, cross;
+  PsFfn ffn;
+  ps_attention_cast (net, &L->self, &self);
+  ps_attention_cast (net, &L->cross, &cross);
+  ps_ffn_cast (net, &L->ffn, &ffn);
+  y = ps_attention (net, &self, self_ctx, y);
+  PsInstr *h = ps_norm (net, cross.norm, y, cross.ln);
+  PsInstr *c = ps_attention_core_kv (net, &cross, cross_ctx, h, enc);
+  y = ps_ad_binary (net->c, PS_OP_ADD, y, c);
+  return ps_ffn (net, &ffn, y);
+}
+
+/* Trainable parameters of weights [from, to). */
+static double
+count_params (const PsNet *net, int from, int to)
+{
+  double n = 0;
+  for (int i = from; i < to; i++)
+    n += (double) ps_shape_elements (((PsInstr *) net->weights->pdata[i])->shape);
+  return n;
+}
+
+PsModule *
+ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
+{
+  if (!ps_encdec_check (cfg, error))
+    return NULL;
+  const int64_t n = cfg->mesh[0] * cfg->mesh[1];
+  g_autofree int64_t *devices = g_new (int64_t, n);
+  for (int64_t i = 0; i < n; i++)
+    devices[i] = i;
+  PsShardingPlan plan;
+  ps_sharding_preset_plan (cfg->sharding, &plan);
+  g_autoptr (PsNet) net = ps_net_new ("encdec", "train_step", 2, cfg->mesh, devices, &plan);
+
+  PsDenseLmConfig view;
+  memset (&view, 0, sizeof view);
+  view.vocab = cfg->vocab;
+  view.sharding = cfg->sharding;
+  view.mesh[0] = cfg->mesh[0];
+  view.mesh[1] = cfg->mesh[1];
+  PsBlockOptions bo;
+  ps_block_options_init (&bo, cfg->rel_buckets, TRUE);
+  bo.position = cfg->position == PS_POSITION_RELATIVE && cfg->rel_buckets == 0 ? PS_POSITION_NONE : cfg->position;
+  bo.norm = cfg->norm;
+  bo.ffn = cfg->ffn;
+  bo.kv_heads = cfg->kv_heads;
+  const int64_t M = cfg->model_dim, kv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
+
+  /* Parameters: embedding, encoder, decoder, head, state, data. */
+  PsInstr *emb = ps_embedding_weight (net, "embedding", ps_dense_lm_padded_vocab (&view), M);
+  PsAttentionContext enc_ctx = { 0 }, dec_ctx = { 0 }, cross_ctx = { 0 };
+  g_autofree PsTransformerLayer *enc = g_new0 (PsTransformerLayer, cfg->enc_layers);
+  g_autofree DecoderLayer *dec = g_new0 (DecoderLayer, cfg->dec_layers);
+  const int enc_first = ps_net_n_weights (net);
+  for (int l = 0; l < cfg->enc_layers; l++)
+    {
+      g_autofree char *prefix = g_strdup_printf ("encoder.layer%d", l);
+      ps_transformer_layer_weights_opts (net, prefix, M, cfg->ffn_dim, cfg->heads, cfg->head_dim, &bo, &enc_ctx,
+                                         &enc[l]);
+    }
+  PsInstr *enc_ln = ps_layer_norm_weight (net, NULL, "encoder.final_ln", M);
+  const int dec_first = ps_net_n_weights (net);
+  const int buckets = bo.position == PS_POSITION_RELATIVE ? cfg->rel_buckets : 0;
+  for (int l = 0; l < cfg->dec_layers; l++)
+    {
+      g_autofree char *prefix = g_strdup_printf ("decoder.layer%d", l);
+      g_autofree char *cross = g_strdup_printf ("decoder.layer%d.cross", l);
+      ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, buckets, cfg->norm, &dec[l].self);
+      ps_attention_weights_kv (net, cross, M, cfg->heads, cfg->head_dim, kv, 0, cfg->norm, &dec[l].cross);
+      ps_ffn_weights_kind (net, prefix, M, cfg->ffn_dim, cfg->ffn, cfg->norm, TRUE, &dec[l].ffn);
+    }
+  PsInstr *dec_ln = ps_layer_norm_weight (net, NULL, "decoder.final_ln", M);
+  const int dec_end = ps_net_n_weights (net);
+  PsInstr *softmax = cfg->untied_embeddings ? ps_embedding_weight (net, "softmax", emb->shape->dims[0], M) : emb;
+  const int n_weights = ps_net_n_weights (net);
+  int wus = PS_AXIS_NONE;
+  if (cfg->weight_update_sharding)
+    wus = cfg->sharding == PS_SHARDING_2D || cfg->sharding == PS_SHARDING_MEGATRON
+          || cfg->sharding == PS_SHARDING_MEGATRON_SP ? 0 : PS_AXIS_ALL;
+  ps_net_add_optimizer_state (net, cfg->optimizer, wus);
+  int64_t bs[2] = { cfg->global_batch, cfg->src_len }, bt[2] = { cfg->global_batch, cfg->tgt_len };
+  PsInstr *src = ps_net_input (net, "src_ids", PS_S32, 2, bs);
+  PsInstr *tgt = ps_net_input (net, "tgt_ids", PS_S32, 2, bt);
+  PsInstr *labels = ps_net_input (net, "labels", PS_S32, 2, bt);
+  PsInstr *lr = ps_net_input (net, "learning_rate", PS_F32, 0, NULL);
+  PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
+
+  /* Contexts: the encoder's bidirectional buckets (or rotary tables, no
+   * mask), the decoder's causal ones; cross-attention has neither. */
+  if (buckets > 0)
+    enc_ctx.rel_onehot = ps_net_one_hot (net, ps_relative_buckets_bidirectional (net, cfg->src_len, buckets),
+                                         buckets, net->act);
+  if (bo.position == PS_POSITION_ROPE)
+    {
+      PsAttentionContext tables;
+      PsBlockOptions ro = bo;
+      ps_attention_context_causal_opts (net, cfg->src_len, cfg->head_dim, &ro, &tables);
+      enc_ctx.rope_cos = tables.rope_cos;
+      enc_ctx.rope_sin = tables.rope_sin;
+      enc_ctx.rope_rot = tables.rope_rot;
+    }
+  ps_attention_context_causal_opts (net, cfg->tgt_len, cfg->head_dim, &bo, &dec_ctx);
+
+  /* Forward. */
+  PsInstr *x = ps_embed (net, src, ps_ad_convert (net->c, emb, net->act));
+  for (int l = 0; l < cfg->enc_layers; l++)
+    x = ps_transformer_layer (net, &enc[l], x);
+  PsInstr *enc_out = ps_norm (net, cfg->norm, x, enc_ln);
+  PsInstr *y = ps_embed (net, tgt, ps_ad_convert (net->c, emb, net->act));
+  for (int l = 0; l < cfg->dec_layers; l++)
+    y = decoder_layer (net, &dec[l], &dec_ctx, &cross_ctx, y, enc_out);
+  PsInstr *top = ps_norm (net, cfg->norm, y, dec_ln);
+  PsInstr *head = ps_ad_convert (net->c, softmax, net->act);
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", top, head), PS_F32);
+  PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
+  ps_net_add_loss (net, loss);
+  /* Backward: the whole step at once (encdec.h says why). */
+  if (!ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, n_weights,
+                   (PsInstr **) net->weights->pdata, error))
+    return NULL;
+
+  if (info)
+    {
+      memset (info, 0, sizeof *info);
+      info->n_annotations = net->n_annotations;
+      info->params = count_params (net, 0, n_weights);
+      const double B = (double) cfg->global_batch, S = (double) cfg->src_len, T = (double) cfg->tgt_len;
+      const double nd = (double) (cfg->heads * cfg->head_dim);
+      /* 6 flops per parameter per token it acts on (the encoder's on the
+       * source, the decoder's and the head's on the target), plus the
+       * attention scores and context (self: S^2, T^2; cross: T S). */
+      info->model_flops = 6.0 * (count_params (net, enc_first, dec_first) * B * S
+                                 + (count_params (net, dec_first, dec_end) + (double) (emb->shape->dims[0] * M)) * B * T)
+                          + 12.0 * nd * B * (cfg->enc_layers * S * S + cfg->dec_layers * (T * T + T * S));
+      info->items_per_step = B * T;
+      info->mesh.rank = 2;
+      info->mesh.dims[0] = cfg->mesh[0];
+      info->mesh.dims[1] = cfg->mesh[1];
+      ps_trace_mesh_set_order (&info->mesh, "arange", NULL);
+    }
+  PsModule *m = ps_net_finish (g_steal_pointer (&net), lr, decay);
+  if (info)
+    info->n_instructions = m->entry->instrs->len;
+  return m;
+}

@@ -1,0 +1,67 @@
+/* The encoder-decoder Transformer (T5, Raffel et al. 2020), as a
+ * single-device training step with sharding annotations.
+ *
+ * ps_encdec_build() composes the layer library (models/layers.h): the
+ * shared token embedding; an encoder stack of pre-norm Transformer layers
+ * over the source (bidirectional self-attention with T5's bidirectional
+ * relative buckets, or rotary positions, no mask) and its final norm; a
+ * decoder stack over the target whose layers are causal self-attention,
+ * cross-attention (queries from the decoder, keys and values from the
+ * encoder's output, no position bias) and the FFN, each pre-norm with
+ * residual; the decoder's final norm, the logits against the embedding or
+ * an untied softmax weight, and softmax cross-entropy over the target.
+ * The block options (norm, FFN, kv heads) are the dense family's; the
+ * sharding presets are its plans over the same letters
+ * (ps_sharding_preset_plan). The backward pass is one vector-Jacobian
+ * product of the whole step (no rematerialisation: the decoder's layers
+ * read the encoder's output, which a per-layer backward would not reach).
+ *
+ * Ownership: the built module is transfer full; configs are plain values.
+ */
+#ifndef PS_MODELS_ENCDEC_H
+#define PS_MODELS_ENCDEC_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "models/dense_lm.h"
+#include "models/family.h"
+#include "models/layers.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  int enc_layers, dec_layers;
+  int64_t model_dim, ffn_dim, heads, head_dim;
+  int64_t kv_heads;          /* 0: heads */
+  int64_t src_len, tgt_len;  /* source and target lengths */
+  int64_t global_batch;      /* sequence pairs per step */
+  int64_t vocab;             /* padded like the dense LM's */
+  int rel_buckets;           /* position relative: buckets (0: none) */
+  PsPositionKind position;   /* relative, rope or none */
+  PsNormKind norm;
+  PsFfnKind ffn;
+  gboolean untied_embeddings;
+  PsOptimizerKind optimizer;
+  int64_t mesh[2];
+  PsShardingPreset sharding;
+  gboolean weight_update_sharding;
+  const PsParams *params;    /* where values came from, for errors; NULL: options */
+} PsEncDecConfig;
+
+/* The encoder-decoder family (models/encdec_family.c): `podsim run encdec`;
+ * presets models/presets/T5*.ini. */
+extern const PsModelFamily ps_encdec_family;
+
+/* A small config for tests (2 + 2 layers, tiny dims, mesh 2x4). */
+void ps_encdec_config_small (PsEncDecConfig *out);
+/* Divisibility of the dims by the mesh axes the preset splits them over;
+ * PS_ERROR_OPTION naming the option or file position. */
+gboolean ps_encdec_check (const PsEncDecConfig *cfg, GError **error);
+/* Builds the training step; info gets the counts for reports (may be
+ * NULL). transfer full. */
+PsModule *ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,261 @@
+/* The layer library's attention blocks: see layers.h. Split from layers.c
+ * along the seam between attention (its weights, contexts: positions and
+ * masks, the block) and everything else; the emission-order rule of
+ * layers.c holds here too. */
+#include "config.h"
+
+#include <math.h>
+
+#include "models/layers.h"
+#include "models/layers_private.h"
+#include "partitioner/builder/autodiff.h"
+
+/* ---- self-attention ---------------------------------------------------------------------- */
+
+void
+ps_attention_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t heads,
+                      int64_t head_dim, int rel_buckets, PsAttention *out)
+{
+  ps_attention_weights_kv (net, prefix, model_dim, heads, head_dim, heads, rel_buckets, PS_NORM_LAYER, out);
+}
+
+void
+ps_attention_weights_kv (PsNet *net, const char *prefix, int64_t model_dim, int64_t heads,
+                         int64_t head_dim, int64_t kv_heads, int rel_buckets, PsNormKind norm,
+                         PsAttention *out)
+{
+  g_return_if_fail (kv_heads >= 1 && heads % kv_heads == 0);
+  out->norm = norm;
+  out->ln = ps_layer_norm_weight (net, prefix, "ln1", model_dim);
+  if (kv_heads == heads)
+    {
+      int64_t mnd[3] = { model_dim, heads, head_dim }, kn[2] = { rel_buckets, heads };
+      out->wq = ly_weight (net, prefix, "wq", "mnd", 3, mnd);
+      out->wk = ly_weight (net, prefix, "wk", "mnd", 3, mnd);
+      out->wv = ly_weight (net, prefix, "wv", "mnd", 3, mnd);
+      out->wo = ly_weight (net, prefix, "wo", "mnd", 3, mnd);
+      out->rel_bias = rel_buckets > 0 ? ly_weight (net, prefix, "rel_bias", "kn", 2, kn) : NULL;
+      return;
+    }
+  /* Grouped-query attention: the query heads as [kv heads n, group q],
+   * so every einsum keeps n (the letter the plans split) and no reshape
+   * of a split dim is needed; K and V have only the n kv heads. */
+  const int64_t g = heads / kv_heads;
+  int64_t mnqd[4] = { model_dim, kv_heads, g, head_dim }, mnd[3] = { model_dim, kv_heads, head_dim };
+  int64_t knq[3] = { rel_buckets, kv_heads, g };
+  out->wq = ly_weight (net, prefix, "wq", "mnqd", 4, mnqd);
+  out->wk = ly_weight (net, prefix, "wk", "mnd", 3, mnd);
+  out->wv = ly_weight (net, prefix, "wv", "mnd", 3, mnd);
+  out->wo = ly_weight (net, prefix, "wo", "mnqd", 4, mnqd);
+  out->rel_bias = rel_buckets > 0 ? ly_weight (net, prefix, "rel_bias", "knq", 3, knq) : NULL;
+}
+
+/* The bucket of each (s, t) as s32 [s, t]. */
+static PsInstr *
+relative_buckets (PsNet *net, int64_t S, int buckets)
+{
+  int64_t st[2] = { S, S };
+  PsInstr *qi = ly_iota (net, PS_S32, 2, st, 0);
+  PsInstr *ki = ly_iota (net, PS_S32, 2, st, 1);
+  PsInstr *dist = ly_bin (net, PS_OP_SUBTRACT, qi, ki);
+  dist = ly_bin (net, PS_OP_MAXIMUM, dist, ly_full (net, dist->shape, 0));
+  int exact = buckets / 2;
+  PsInstr *df = ly_convert (net, dist, PS_F32);
+  /* exact + log(n / exact) / log(128 / exact) * (buckets - exact) */
+  PsInstr *exact_f = ly_full (net, df->shape, (double) exact);
+  PsInstr *ratio = ly_bin (net, PS_OP_DIVIDE, ly_bin (net, PS_OP_MAXIMUM, df, ly_full (net, df->shape, 1.0)), exact_f);
+  PsInstr *lg = ly_un (net, PS_OP_LOG, ratio);
+  double k = (double) (buckets - exact) / log (128.0 / exact);
+  PsInstr *scaled = ly_bin (net, PS_OP_MULTIPLY, lg, ly_full (net, df->shape, k));
+  PsInstr *large = ly_bin (net, PS_OP_ADD, ly_full (net, df->shape, (double) exact), scaled);
+  large = ly_un (net, PS_OP_FLOOR, large);
+  large = ly_bin (net, PS_OP_MINIMUM, large, ly_full (net, large->shape, (double) (buckets - 1)));
+  PsInstr *small = ly_compare (net, PS_CMP_LT, dist, ly_full (net, dist->shape, exact));
+  return ly_select3 (net, small, dist, ly_convert (net, large, PS_S32));
+}
+
+PsInstr *
+ps_relative_buckets_bidirectional (PsNet *net, int64_t S, int buckets)
+{
+  PsComputation *c = net->c;
+  int64_t st[2] = { S, S };
+  PsInstr *qi = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
+  qi->iota_dimension = 0;
+  PsInstr *ki = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
+  ki->iota_dimension = 1;
+  PsInstr *rel = ps_ad_binary (c, PS_OP_SUBTRACT, ki, qi);
+  int half = buckets / 2, exact = MAX (half / 2, 1);
+  PsInstr *zero = ps_ad_full (c, rel->shape, 0);
+  PsInstr *ops[2] = { rel, zero };
+  PsInstr *after = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, ops);
+  after->comparison = PS_CMP_GT;
+  PsInstr *n = ps_ad_unary (c, PS_OP_ABS, rel);
+  PsInstr *nf = ps_ad_convert (c, n, PS_F32);
+  /* One freshly emitted operand per call: argument order is unspecified. */
+  PsInstr *at_least_1 = ps_ad_binary (c, PS_OP_MAXIMUM, nf, ps_ad_full (c, nf->shape, 1.0));
+  PsInstr *ratio = ps_ad_binary (c, PS_OP_DIVIDE, at_least_1, ps_ad_full (c, nf->shape, (double) exact));
+  double k = (double) (half - exact) / log (128.0 / exact);
+  PsInstr *lg = ps_ad_unary (c, PS_OP_LOG, ratio);
+  PsInstr *large = ps_ad_binary (c, PS_OP_MULTIPLY, lg, ps_ad_full (c, nf->shape, k));
+  large = ps_ad_unary (c, PS_OP_FLOOR, ps_ad_binary (c, PS_OP_ADD, large, ps_ad_full (c, nf->shape, (double) exact)));
+  large = ps_ad_binary (c, PS_OP_MINIMUM, large, ps_ad_full (c, nf->shape, (double) (half - 1)));
+  PsInstr *lops[2] = { n, ps_ad_full (c, n->shape, exact) };
+  PsInstr *small = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, lops);
+  small->comparison = PS_CMP_LT;
+  PsInstr *s1[3] = { small, n, ps_ad_convert (c, large, PS_S32) };
+  PsInstr *b = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (n->shape), 3, s1);
+  PsInstr *s2[3] = { after, ps_ad_binary (c, PS_OP_ADD, b, ps_ad_full (c, b->shape, half)), b };
+  return ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (b->shape), 3, s2);
+}
+
+/* -1e9 where t > s, else 0, f32 [s, t]. */
+static PsInstr *
+causal_mask (PsNet *net, int64_t S)
+{
+  int64_t st[2] = { S, S };
+  PsInstr *qi = ly_iota (net, PS_S32, 2, st, 0);
+  PsInstr *ki = ly_iota (net, PS_S32, 2, st, 1);
+  PsInstr *future = ly_compare (net, PS_CMP_GT, ki, qi);
+  g_autoptr (PsShape) fs = ps_shape_new_array (PS_F32, 2, st);
+  PsInstr *masked = ps_ad_full (net->c, fs, -1e9);
+  PsInstr *open = ps_ad_full (net->c, fs, 0.0);
+  return ly_select3 (net, future, masked, open);
+}
+
+void
+ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAttentionContext *out)
+{
+  PsBlockOptions o;
+  ps_block_options_init (&o, rel_buckets, FALSE);
+  ps_attention_context_causal_opts (net, seq_len, 0, &o, out);
+}
+
+/* Rotary position embedding (RoFormer, Su et al. 2021, eq. 34; GPT-J and
+ * Llama use it on q and k): the pair (x_j, x_{j+d/2}) of a head rotated
+ * by the angle pos * 10000^(-2j/d), j < d/2, the half-split pairing of
+ * GPT-NeoX and Llama's Hugging Face port. cos and sin [s, d] are computed
+ * from iota; rotate_half(x) = concat(-x[d/2:], x[:d/2]) is an einsum with
+ * the signed permutation R [d, d] (from iota too), so it needs no slices
+ * and partitions like every other einsum (d is never split). */
+static void
+rope_tables (PsNet *net, int64_t S, int64_t D, PsAttentionContext *out)
+{
+  int64_t sd[2] = { S, D }, dd[2] = { D, D };
+  const int64_t half = D / 2;
+  PsInstr *pos = ly_iota (net, PS_F32, 2, sd, 0);
+  PsInstr *j = ly_iota (net, PS_S32, 2, sd, 1);
+  PsInstr *upper = ly_compare (net, PS_CMP_GE, j, ly_full (net, j->shape, (double) half));
+  PsInstr *j_low = ly_bin (net, PS_OP_SUBTRACT, j, ly_full (net, j->shape, (double) half));
+  PsInstr *jj = ly_convert (net, ly_select3 (net, upper, j_low, j), PS_F32);
+  /* 10000^(-2j/d) = exp(j * (-2 ln(10000) / d)) */
+  PsInstr *expo = ly_bin (net, PS_OP_MULTIPLY, jj, ly_full (net, jj->shape, -2.0 * log (10000.0) / (double) D));
+  PsInstr *angle = ly_bin (net, PS_OP_MULTIPLY, pos, ly_un (net, PS_OP_EXP, expo));
+  out->rope_cos = ly_convert (net, ly_un (net, PS_OP_COSINE, angle), net->act);
+  out->rope_sin = ly_convert (net, ly_un (net, PS_OP_SINE, angle), net->act);
+  /* R[i, e]: -1 where i = e + d/2, +1 where i = e - d/2. */
+  PsInstr *ri = ly_iota (net, PS_S32, 2, dd, 0);
+  PsInstr *re = ly_iota (net, PS_S32, 2, dd, 1);
+  PsInstr *diff = ly_bin (net, PS_OP_SUBTRACT, ri, re);
+  PsInstr *neg = ly_compare (net, PS_CMP_EQ, diff, ly_full (net, diff->shape, (double) half));
+  PsInstr *posi = ly_compare (net, PS_CMP_EQ, diff, ly_full (net, diff->shape, (double) -half));
+  g_autoptr (PsShape) fs = ps_shape_new_array (PS_F32, 2, dd);
+  PsInstr *m1 = ps_ad_full (net->c, fs, -1.0), *p1 = ps_ad_full (net->c, fs, 1.0), *z = ps_ad_full (net->c, fs, 0.0);
+  PsInstr *r = ly_select3 (net, neg, m1, ly_select3 (net, posi, p1, z));
+  out->rope_rot = ly_convert (net, r, net->act);
+}
+
+void
+ps_attention_context_causal_opts (PsNet *net, int64_t seq_len, int64_t head_dim, const PsBlockOptions *o,
+                                  PsAttentionContext *out)
+{
+  out->rel_onehot = NULL;
+  out->rope_cos = out->rope_sin = out->rope_rot = NULL;
+  int buckets = o->position == PS_POSITION_RELATIVE ? o->rel_buckets : 0;
+  if (buckets > 0)
+    out->rel_onehot = ps_net_one_hot (net, relative_buckets (net, seq_len, buckets), buckets, net->act);
+  out->mask = causal_mask (net, seq_len);
+  if (o->position == PS_POSITION_ROPE)
+    {
+      g_return_if_fail (head_dim >= 2 && head_dim % 2 == 0);
+      rope_tables (net, seq_len, head_dim, out);
+    }
+}
+
+void
+ps_attention_cast (PsNet *net, const PsAttention *w, PsAttention *out)
+{
+  out->norm = w->norm;
+  out->ln = w->ln;
+  out->wq = ly_convert (net, w->wq, net->act);
+  out->wk = ly_convert (net, w->wk, net->act);
+  out->wv = ly_convert (net, w->wv, net->act);
+  out->wo = ly_convert (net, w->wo, net->act);
+  out->rel_bias = w->rel_bias ? ly_convert (net, w->rel_bias, net->act) : NULL;
+}
+
+/* x [b, s, n, (q,) d] with rotary embedding: x cos + rotate_half(x) sin. */
+static PsInstr *
+rope (PsNet *net, const PsAttentionContext *ctx, PsInstr *x)
+{
+  const int r = x->shape->rank;
+  int64_t sd[2] = { 1, r - 1 };
+  PsInstr *xr = ps_net_einsum (net, r == 4 ? "bsnd,de->bsne" : "bsnqd,de->bsnqe", x, ctx->rope_rot);
+  PsInstr *c = ly_bin (net, PS_OP_MULTIPLY, x, ly_bcast (net, ctx->rope_cos, x->shape, 2, sd));
+  PsInstr *s = ly_bin (net, PS_OP_MULTIPLY, xr, ly_bcast (net, ctx->rope_sin, xr->shape, 2, sd));
+  return ly_bin (net, PS_OP_ADD, c, s);
+}
+
+PsInstr *
+ps_attention_core (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *h)
+{
+  return ps_attention_core_kv (net, w, ctx, h, h);
+}
+
+PsInstr *
+ps_attention_core_kv (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *h, PsInstr *kv)
+{
+  /* Multi-head ("bsnd") or grouped-query ("bsnqd": n kv heads, q queries
+   * per kv head); the einsums differ only by the q letter. */
+  const gboolean gq = w->wq->shape->rank == 4;
+  PsInstr *q = ps_net_einsum (net, gq ? "bsm,mnqd->bsnqd" : "bsm,mnd->bsnd", h, w->wq);
+  /* Letters are local to an einsum: here s is kv's own length. */
+  PsInstr *k = ps_net_einsum (net, "bsm,mnd->bsnd", kv, w->wk);
+  PsInstr *v = ps_net_einsum (net, "bsm,mnd->bsnd", kv, w->wv);
+  double head_dim = (double) w->wq->shape->dims[w->wq->shape->rank - 1];
+  if (ctx->rope_rot)
+    {
+      q = rope (net, ctx, q);
+      k = rope (net, ctx, k);
+    }
+  q = ly_bin (net, PS_OP_MULTIPLY, q, ly_full (net, q->shape, 1.0 / sqrt (head_dim)));
+  PsInstr *logits = ps_net_einsum (net, gq ? "bsnqd,btnd->bnqst" : "bsnd,btnd->bnst", q, k);
+  const int lr = logits->shape->rank;
+  PsInstr *lf;
+  if (w->rel_bias)
+    {
+      /* Relative position bias [n, (q,) s, t] from the bucket one-hot. */
+      PsInstr *bias = ps_net_einsum (net, gq ? "stk,knq->nqst" : "stk,kn->nst", ctx->rel_onehot, w->rel_bias);
+      int64_t nst[4] = { 1, 2, 3, 4 };
+      lf = ly_convert (net, logits, PS_F32);
+      PsInstr *bf = ly_convert (net, bias, PS_F32);
+      lf = ly_bin (net, PS_OP_ADD, lf, ly_bcast (net, bf, lf->shape, lr - 1, nst));
+    }
+  else
+    lf = ly_convert (net, logits, PS_F32);
+  if (ctx->mask)
+    {
+      int64_t st[2] = { lr - 2, lr - 1 };
+      lf = ly_bin (net, PS_OP_ADD, lf, ly_bcast (net, ctx->mask, lf->shape, 2, st));
+    }
+  PsInstr *p = ly_convert (net, ps_softmax (net, lf), net->act);
+  PsInstr *c = ps_net_einsum (net, gq ? "bnqst,btnd->bsnqd" : "bnst,btnd->bsnd", p, v);
+  return ps_net_einsum (net, gq ? "bsnqd,mnqd->bsm" : "bsnd,mnd->bsm", c, w->wo);
+}
+
+PsInstr *
+ps_attention (PsNet *net, const PsAttention *w, const PsAttentionContext *ctx, PsInstr *x)
+{
+  PsInstr *h = ps_norm (net, w->norm, x, w->ln);
+  PsInstr *out = ps_attention_core (net, w, ctx, h);
+  return ly_bin (net, PS_OP_ADD, x, out);
+}
