@@ -1,7 +1,8 @@
 /* The encoder-decoder Transformer as a model family (`podsim run encdec`):
  * its parameters (the fields of PsEncDecConfig), their defaults (the small
  * test model on a 2x4 mesh of v3-8) and the adaptor to the builder.
- * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). */
+ * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). The MoE keys
+ * (experts .. groups) are the moe family's, for GShard's block in both stacks. */
 #include "config.h"
 
 #include <string.h>
@@ -151,7 +152,7 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
 
 const PsModelFamily ps_encdec_family = {
   .name = "encdec",
-  .summary = "The encoder-decoder Transformer (T5), with cross-attention and the dense family's block options",
+  .summary = "The encoder-decoder Transformer (T5, Switch), with cross-attention, the dense family's block options and MoE FFNs",
   .doc = "doc/models.md",
   .item_unit = "tokens",      /* target tokens (doc/models.md) */
   .specs = specs,
