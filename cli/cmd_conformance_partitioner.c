@@ -49,6 +49,7 @@ typedef struct {
   gboolean no_propagate;
   gboolean no_scale;
   gint64 seed;
+  gboolean progress;     /* "case i/N: name" on stderr (ps_cli_progress_on) */
 } CaseOptions;
 
 /* ---- expectations ----------------------------------------------------------- */
@@ -685,6 +686,7 @@ run_cases (GPtrArray *cases, const CaseOptions *co, Tally *t)
       const char *name = json_object_get_string_member_with_default (c, "name", "?");
       g_autofree char *reason = NULL;
       int how = 0;
+      ps_cli_progress (co->progress, "podsim conformance: case %u/%u: %s", i + 1, cases->len, name);
       gboolean ok = run_case_isolated (c, co, &reason, &how);
       g_autofree char *r1 = one_line (reason);
       if (ok)
@@ -699,7 +701,10 @@ run_cases (GPtrArray *cases, const CaseOptions *co, Tally *t)
           if (strstr (r1, "interpreter's limit") || strstr (r1, "work limit of"))
             t->too_large++;
           if (!t->jb)
-            printf ("FAIL %s: %s\n", name, r1);
+            {
+              ps_cli_progress (co->progress, NULL);
+              printf ("FAIL %s: %s\n", name, r1);
+            }
         }
       if (t->jb)
         {
@@ -722,6 +727,7 @@ run_cases (GPtrArray *cases, const CaseOptions *co, Tally *t)
         }
       fflush (stdout);
     }
+  ps_cli_progress (co->progress, NULL);
 }
 
 /* Ends the JSON document begun by the driver and prints it. */
@@ -792,12 +798,13 @@ print_text_report (const Tally *t, const FallbackTotals *fbt)
 int
 ps_cmd_conformance_partitioner (int argc, char **argv)
 {
-  gboolean json = FALSE, fallbacks = FALSE;
-  CaseOptions co = { 1000000000, 120, FALSE, FALSE, FALSE, 1 };
+  gboolean json = FALSE, fallbacks = FALSE, quiet = FALSE;
+  CaseOptions co = { 1000000000, 120, FALSE, FALSE, FALSE, 1, FALSE };
   char *only = NULL;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the results as one JSON document", NULL },
     { "case", 0, 0, G_OPTION_ARG_STRING, &only, "Run only the case with this name", "NAME" },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress on stderr (shown on a terminal: the case being run)", NULL },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &co.seed, "Seed of the random inputs (default 1)", "S" },
     { "max-work", 0, 0, G_OPTION_ARG_INT64, &co.max_work,
       "Interpreter budget per case in element operations (default 1e9)", "OPS" },
@@ -855,6 +862,7 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
       json_builder_set_member_name (t.jb, "cases");
       json_builder_begin_array (t.jb);
     }
+  co.progress = ps_cli_progress_on (quiet);
   run_cases (cases, &co, &t);
   FallbackTotals fbt = { NULL, NULL, 0, 0 };
   if (fallbacks)

@@ -505,11 +505,12 @@ typedef struct {
 int
 ps_cmd_conformance_propagation (int argc, char **argv)
 {
-  gboolean json = FALSE, in_process = FALSE;
+  gboolean json = FALSE, in_process = FALSE, quiet = FALSE;
   char *filter = NULL;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the result of every expectation as JSON", NULL },
     { "match", 0, 0, G_OPTION_ARG_STRING, &filter, "Only run cases whose name contains TEXT", "TEXT" },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress on stderr (shown on a terminal: the case being run)", NULL },
     { "in-process", 0, 0, G_OPTION_ARG_NONE, &in_process,
       "Run cases in this process (no crash or time-limit isolation; for debuggers)", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
@@ -543,6 +544,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
       return ps_cli_fail (error);
     }
   g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  gboolean progress = ps_cli_progress_on (quiet);
   Totals t = { 0 };
   g_autoptr (JsonBuilder) jb = json_builder_new ();
   json_builder_begin_object (jb);
@@ -579,6 +581,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
           g_free (filter);
           return PS_EXIT_USAGE;
         }
+      ps_cli_progress (progress, "podsim conformance: line %d: %s", ln + 1, name);
       GString *res = in_process ? run_case (cs) : run_isolated (cs);
       g_auto (GStrv) rl = g_strsplit (res->str, "\n", -1);
       gboolean run_ok = TRUE;
@@ -637,10 +640,15 @@ ps_cmd_conformance_propagation (int argc, char **argv)
       t.runs_n++;
       t.runs_ok += run_ok;
       if (!run_ok && !json)
-        printf ("FAIL %s: %s\n", name, why->str);
+        {
+          ps_cli_progress (progress, NULL);
+          printf ("FAIL %s: %s\n", name, why->str);
+          fflush (stdout);
+        }
       g_string_free (why, TRUE);
       g_string_free (res, TRUE);
     }
+  ps_cli_progress (progress, NULL);
   json_builder_end_array (jb);
   json_builder_set_member_name (jb, "summary");
   json_builder_begin_object (jb);

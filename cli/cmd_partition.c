@@ -48,7 +48,7 @@ ps_cmd_partition (int argc, char **argv)
   gint64 devices = 0;
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
-  gint64 windowed = -1;
+  gint64 windowed = -1, trip = 0;
   gboolean async = FALSE, bidi = FALSE, to_output = FALSE, to_params = FALSE;
   GOptionEntry entries[] = {
     { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
@@ -64,6 +64,8 @@ ps_cmd_partition (int argc, char **argv)
     { "async-collectives", 0, 0, G_OPTION_ARG_NONE, &async,
       "In the --trace, lower collectives as start/done pairs that overlap the compute "
       "in between (as podsim run --async-collectives)", NULL },
+    { "trip-count", 0, 0, G_OPTION_ARG_INT64, &trip, "For --memory and --trace: iterations of a "
+      "while loop whose trip count cannot be found (default: such a loop is an error)", "N" },
     { "memory", 0, 0, G_OPTION_ARG_NONE, &memory,
       "Print the per-device peak memory and its largest holders", NULL },
     { "stats", 0, 0, G_OPTION_ARG_NONE, &stats,
@@ -94,6 +96,11 @@ ps_cmd_partition (int argc, char **argv)
   if (argc != 2)
     {
       fprintf (stderr, "podsim: partition needs exactly one HLO file (see 'podsim partition --help')\n");
+      goto out;
+    }
+  if (trip < 0)
+    {
+      fprintf (stderr, "podsim: --trip-count must not be negative\n");
       goto out;
     }
   if (devices < 1 || devices > PS_MAX_DEVICES)
@@ -157,10 +164,12 @@ ps_cmd_partition (int argc, char **argv)
         PsLowerOptions lopts;
         ps_lower_options_init (&lopts);
         lopts.async_collectives = async;
+        lopts.default_trip_count = trip;
         trace = ps_lower_module (part, &lopts, &error);
         if (!trace)
           {
-            g_prefix_error (&error, "%s: --trace: ", path);
+            if (!g_str_has_prefix (error->message, path))
+              g_prefix_error (&error, "%s: --trace: ", path);
             status = ps_cli_fail (error);
             goto out;
           }
@@ -170,11 +179,13 @@ ps_cmd_partition (int argc, char **argv)
       {
         PsCostOptions copts;
         ps_cost_options_init (&copts);
+        copts.default_trip_count = trip;
         g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (part, &copts, &error);
         g_autoptr (PsMemoryReport) mr = cost ? ps_memory_analyze (part, cost, &error) : NULL;
         if (!mr)
           {
-            g_prefix_error (&error, "%s: --memory: ", path);
+            if (!g_str_has_prefix (error->message, path))
+              g_prefix_error (&error, "%s: --memory: ", path);
             status = ps_cli_fail (error);
             goto out;
           }

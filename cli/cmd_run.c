@@ -320,7 +320,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
   PsCollAlgorithm coll = PS_COLL_TORUS2D;
   ps_coll_algorithm_parse (ps_params_str (p, "collectives"), "--collectives", &coll, NULL);
   PsPipelineOptions popts = { name, hw, ps_params_str (p, "slice"), wrap, !ps_params_bool (p, "cache"),
-                              ps_params_bool (p, "async_collectives"), !o->quiet && isatty (2),
+                              ps_params_bool (p, "async_collectives"), ps_cli_progress_on (o->quiet),
                               o->timeline || o->report ? tl_devices : NULL, o->timeline || o->report ? 2 : 0,
                               o->dump_hlo, o->dump_spmd, o->dump_trace, windowed >= 0, windowed };
   popts.collectives = coll;

@@ -502,7 +502,7 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
   const char *base_path = tmp ? ps_study_write_base (study, tmp, name, &error) : NULL;
   if (!base_path)
     return ps_cli_fail (error);
-  gboolean tty = !o->quiet && isatty (2);
+  gboolean tty = ps_cli_progress_on (o->quiet);
   gint64 t0 = g_get_monotonic_time ();
   /* First each group's representative, in full: its run stops at the
    * memory check when it does not fit, which then stands for the group;

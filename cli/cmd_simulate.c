@@ -15,6 +15,13 @@
 #include "topology/platform.h"
 #include "topology/slice.h"
 
+static void
+show_progress (const char *text, gpointer data)
+{
+  (void) data;
+  ps_cli_progress (TRUE, "podsim simulate: %s", text);
+}
+
 static int *
 parse_devices (const char *text, int n_devices, int *n_out, GError **error)
 {
@@ -45,7 +52,7 @@ ps_cmd_simulate (int argc, char **argv)
   g_autofree char *opt_slice = NULL, *opt_hw = NULL, *opt_wrap = NULL;
   g_autofree char *opt_timeline = NULL, *opt_links = NULL, *opt_tl_devices = NULL;
   g_autofree char *opt_coll = NULL;
-  gboolean opt_json = FALSE, opt_no_cache = FALSE;
+  gboolean opt_json = FALSE, opt_no_cache = FALSE, opt_quiet = FALSE;
   GOptionEntry entries[] = {
     { "slice", 0, 0, G_OPTION_ARG_STRING, &opt_slice, "Pod slice (v3-8 .. v3-2048)", "SLICE" },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
@@ -60,6 +67,8 @@ ps_cmd_simulate (int argc, char **argv)
     { "no-cache", 0, 0, G_OPTION_ARG_NONE, &opt_no_cache,
       "Simulate every collective on the shared network instead of replaying cached ones", NULL },
     { "collectives", 0, 0, G_OPTION_ARG_STRING, &opt_coll, "Collective algorithms: torus2d (default), dim-by-dim, ring, torus2d-wrap-a2a (doc/collectives.md)", "NAME" },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &opt_quiet,
+      "No progress on stderr (shown on a terminal: reading, collectives simulated, replay passes)", NULL },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TRACE - replay a step trace on a slice");
@@ -108,8 +117,12 @@ ps_cmd_simulate (int argc, char **argv)
       if (!tl_devices)
         return ps_cli_fail (error);
     }
-  PsReplayOptions opt = { hw, platform, opt_no_cache, tl_devices, n_tl, coll };
+  gboolean progress = ps_cli_progress_on (opt_quiet);
+  PsReplayOptions opt = { hw, platform, opt_no_cache, tl_devices, n_tl, coll,
+                          progress ? show_progress : NULL, NULL };
+  ps_cli_progress (progress, "podsim simulate: reading %s ...", argv[1]);
   g_autoptr (PsReplayResult) r = ps_replay_file (argv[1], &opt, &error);
+  ps_cli_progress (progress, NULL);
   if (!r)
     return ps_cli_fail (error);
   /* Render everything before writing anything. */

@@ -342,7 +342,7 @@ run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, gui
       fflush (out);
     }
   g_autofree guint *ids = g_new0 (guint, last > next ? last - next : 1);
-  Run run = { s, f, out, ids, !o->quiet && isatty (2), 0 };
+  Run run = { s, f, out, ids, ps_cli_progress_on (o->quiet), 0 };
   g_autoptr (PsPool) pool = ps_pool_new (o->jobs, on_done, on_progress, &run);
   for (guint id = next; id < last; id++)
     {

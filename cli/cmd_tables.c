@@ -296,15 +296,14 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const PsTablesOp
       moe = strcmp (ps_params_family (p)->name, "moe") == 0;
       int64_t cores = preset_devices (p);
       g_autofree char *mesh = preset_cores (p) ? ps_params_text (p, "mesh") : g_strdup ("");
-      if (isatty (2))
-        fprintf (stderr, "\r\033[Kpodsim tables: %s ...", name);
+      ps_cli_progress (ro->progress, NULL);
+      ps_cli_progress (ro->progress, "podsim tables: %s ...", name);
       /* SimGrid allows one engine per process: each row runs in a child
        * `podsim run --json`, which is also exactly what a user can rerun. */
       Row row = { 0 };
       if (!run_row (name, ro, &row, &error))
         {
-          if (isatty (2))
-            fputs ("\r\033[K", stderr);
+          ps_cli_progress (ro->progress, NULL);
           g_prefix_error (&error, "%s: ", name);
           g_ptr_array_free (rows, TRUE);
           return ps_cli_fail (error);
@@ -351,8 +350,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const PsTablesOp
                                 100 * row.mxu_utilization, gib, published, ratio);
       g_ptr_array_add (rows, line);
     }
-  if (isatty (2))
-    fputs ("\r\033[K", stderr);
+  ps_cli_progress (ro->progress, NULL);
   if (rows->len == 0 && moe_rows->len == 0)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--only: unknown preset '%s'", only);
@@ -396,11 +394,12 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const PsTablesOp
 int
 ps_cmd_tables (int argc, char **argv)
 {
-  gboolean opt_csv = FALSE, opt_md = FALSE;
+  gboolean opt_csv = FALSE, opt_md = FALSE, opt_quiet = FALSE;
   g_autofree char *opt_hw = NULL, *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL, *opt_coll = NULL;
   g_autofree char *opt_sched = NULL;
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &opt_quiet, "No progress on stderr (shown on a terminal: the row being run)", NULL },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &opt_md, "A Markdown table (doc/validation.md)", NULL },
     { "hw", 0, 0, G_OPTION_ARG_FILENAME, &opt_hw, "Hardware file (default: bundled TPU v3)", "FILE" },
     { "only", 0, 0, G_OPTION_ARG_STRING, &opt_only, "Only this preset", "NAME" },
@@ -467,7 +466,7 @@ ps_cmd_tables (int argc, char **argv)
   PsSchedulePolicy sched;
   if (opt_sched && !ps_schedule_policy_parse (opt_sched, "--schedule", &sched, &error))
     return ps_cli_fail (error);
-  PsTablesOptions ro = { opt_hw, opt_coll, opt_sched };
+  PsTablesOptions ro = { opt_hw, opt_coll, opt_sched, ps_cli_progress_on (opt_quiet) };
   if (study && (opt_plot || opt_scaling || opt_only))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--plot, --scaling and --only are for tables of "

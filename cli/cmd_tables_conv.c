@@ -81,16 +81,15 @@ run_all (Run *runs, int n, const PsTablesOptions *o, GError **error)
     {
       Run *r = &runs[i];
       g_autofree char *cmd = run_text (r);
-      if (isatty (2))
-        fprintf (stderr, "\r\033[Kpodsim tables: %d/%d: %s ...", i + 1, n, cmd);
+      ps_cli_progress (o->progress, NULL);
+      ps_cli_progress (o->progress, "podsim tables: %d/%d: %s ...", i + 1, n, cmd);
       g_ptr_array_add (r->args, NULL);
       GError *local = NULL;
       g_autoptr (JsonParser) parser = ps_tables_run ((const char *const *) r->args->pdata, o, &local);
       g_ptr_array_remove_index (r->args, r->args->len - 1);
       if (!parser && !g_error_matches (local, PS_ERROR, PS_ERROR_NO_FIT))
         {
-          if (isatty (2))
-            fputs ("\r\033[K", stderr);
+          ps_cli_progress (o->progress, NULL);
           g_propagate_prefixed_error (error, local, "%s: ", cmd);
           return FALSE;
         }
@@ -108,8 +107,7 @@ run_all (Run *runs, int n, const PsTablesOptions *o, GError **error)
       r->mxu = ps_tables_member_double (j, "mxu_utilization");
       r->peak_bytes = ps_tables_member_double (j, "peak_hbm_bytes");
     }
-  if (isatty (2))
-    fputs ("\r\033[K", stderr);
+  ps_cli_progress (o->progress, NULL);
   return TRUE;
 }
 

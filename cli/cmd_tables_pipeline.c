@@ -130,21 +130,19 @@ run_config (const char *const *base, Config *c, const PsTablesOptions *o, GError
 }
 
 static void
-progress (int i, int n, const Config *c)
+progress (gboolean on, int i, int n, const Config *c)
 {
-  if (!isatty (2))
-    return;
-  fprintf (stderr, "\r\033[Kpodsim tables: %d/%d: %d stage%s, %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+  ps_cli_progress (on, NULL);
+  ps_cli_progress (on, "podsim tables: %d/%d: %d stage%s, %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
            ", %d microbatch%s, remat %s ...", i + 1, n, c->stages, c->stages == 1 ? "" : "s",
            c->sharding, c->mesh[0], c->mesh[1], c->microbatches, c->microbatches == 1 ? "" : "es",
            c->remat ? "on" : "off");
 }
 
 static void
-progress_done (void)
+progress_done (gboolean on)
 {
-  if (isatty (2))
-    fputs ("\r\033[K", stderr);
+  ps_cli_progress (on, NULL);
 }
 
 static int
@@ -195,17 +193,17 @@ ps_tables_pipeline (gboolean csv, gboolean markdown, const PsTablesOptions *o)
   for (guint i = 0; i < cfgs->len; i++)
     {
       Config *c = &g_array_index (cfgs, Config, i);
-      progress ((int) i, (int) cfgs->len, c);
+      progress (o->progress, (int) i, (int) cfgs->len, c);
       if (!run_config (model_args, c, o, &error))
         {
-          progress_done ();
+          progress_done (o->progress);
           g_autofree char *name = config_name (c);
           g_prefix_error (&error, "%s, %d microbatches: ", name, c->microbatches);
           g_array_unref (cfgs);
           return ps_cli_fail (error);
         }
     }
-  progress_done ();
+  progress_done (o->progress);
   g_array_sort (cfgs, by_step);
   /* the reference: the fastest 2D row */
   double ref = 0;
@@ -313,16 +311,16 @@ ps_tables_bubble (gboolean csv, gboolean markdown, const PsTablesOptions *o)
       {
         Config c = { stages[k], "2d", { 1, 1 }, micro[m], TRUE };
         rows[n] = c;
-        progress (n, 12, &rows[n]);
+        progress (o->progress, n, 12, &rows[n]);
         if (!run_config (bubble_args, &rows[n], o, &error))
           {
-            progress_done ();
+            progress_done (o->progress);
             g_prefix_error (&error, "%d stages, %d microbatches: ", c.stages, c.microbatches);
             return ps_cli_fail (error);
           }
         n++;
       }
-  progress_done ();
+  progress_done (o->progress);
   /* against K times one core's throughput with the whole batch at once */
   const Config *one = &rows[0];
   if (!one->fits)

@@ -9,6 +9,7 @@
  * error, too large to check). */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,11 +23,31 @@
 #include "partitioner/spmd/spmd.h"
 #include "partitioner/interp/verify.h"
 
+/* --max-work takes a count as its help writes it: 2000000000, 2e9, 1.5e8. */
+static gint64 max_work_value;
+
+static gboolean
+parse_max_work (const char *name, const char *value, gpointer data, GError **error)
+{
+  (void) data;
+  char *end = NULL;
+  double v = g_ascii_strtod (value, &end);
+  if (!end || end == value || *end || !(v >= 0) || v > 4.6e18 || v != floor (v))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s %s: expected a whole number "
+                   ">= 0 such as 2000000000 or 2e9", name, value);
+      return FALSE;
+    }
+  max_work_value = (gint64) v;
+  return TRUE;
+}
+
 int
 ps_cmd_verify (int argc, char **argv)
 {
   g_autofree char *module_name = NULL;
   gint64 devices = 0, seed = 1, max_work = 0;
+  max_work_value = 0;
   gboolean no_scale = FALSE, to_output = FALSE, to_params = FALSE;
   char *dump_scaled = NULL;
   GOptionEntry entries[] = {
@@ -37,7 +58,7 @@ ps_cmd_verify (int argc, char **argv)
     { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &to_params,
       "Let propagation choose (or refine) the entry parameters' shardings", NULL },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &seed, "Seed of the random inputs (default 1)", "S" },
-    { "max-work", 0, 0, G_OPTION_ARG_INT64, &max_work,
+    { "max-work", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_max_work,
       "Give up after this many interpreted element operations (default 2e9)", "OPS" },
     { "no-scale", 0, 0, G_OPTION_ARG_NONE, &no_scale,
       "Fail when the module is over the interpreter's limits instead of checking a scaled copy", NULL },
@@ -75,6 +96,7 @@ ps_cmd_verify (int argc, char **argv)
                PS_VERIFY_MAX_DEVICES);
       return PS_EXIT_USAGE;
     }
+  max_work = max_work_value;
   if (seed < 0 || max_work < 0)
     {
       fprintf (stderr, "podsim: --seed and --max-work must not be negative\n");

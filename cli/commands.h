@@ -68,6 +68,14 @@ gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **e
  * it cannot fork or make a pipe. */
 typedef GString *(*PsIsolatedFn) (gpointer data);
 GString *ps_cli_run_isolated (PsIsolatedFn fn, gpointer data, gint64 timeout_s, char **why);
+/* Whether a command shows its progress line on stderr: never with -q,
+ * otherwise when stderr is a terminal, or when the environment sets
+ * PODSIM_PROGRESS=1 (logs that want it, and the tests that check -q). */
+gboolean ps_cli_progress_on (gboolean quiet);
+/* When on: overwrites the progress line with the formatted text, at most
+ * 5 times a second (NULL: clears it, always). */
+void ps_cli_progress (gboolean on, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
 /* JSON Lines inputs (conformance files): json-glib's parser recurses once
  * per nesting level, so 300,000 '[' overflowed the stack. FALSE with a
  * located error when `line` (line line_no of file) nests deeper than

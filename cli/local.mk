@@ -14,9 +14,9 @@ PS_ALL_LIBS = $(PS_LIB_MODELS) $(PS_LIB_PARTITIONER) $(PS_LIB_SIM) \
 	$(PS_LIB_TRACES) $(PS_LIB_TOPOLOGY) libpodsim_common.la
 PS_EXT_LIBS = $(SIMGRID_LIBS) $(JSONGLIB_LIBS) $(GLIB_LIBS) $(ZLIB_LIBS) $(CAIRO_LIBS) -lm
 podsim_LDADD = $(PS_ALL_LIBS) $(PS_EXT_LIBS)
-TESTS += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh \
+TESTS += tests/run_dense.sh tests/run_hlo.sh tests/hlo_corpus.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh \
 	tests/report_html.sh tests/run_pipeline.sh tests/run_moe.sh tests/run_convnets.sh
-EXTRA_DIST += tests/run_dense.sh tests/run_hlo.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh \
+EXTRA_DIST += tests/run_dense.sh tests/run_hlo.sh tests/hlo_corpus.sh tests/sweep_cli.sh tests/search_cli.sh tests/slurm.sh \
 	tests/report_html.sh tests/run_pipeline.sh tests/run_moe.sh tests/run_convnets.sh
 bench_scripts += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh tests/bench_moe.sh
 EXTRA_DIST += tests/bench_run.sh tests/bench_sweep.sh tests/bench_search.sh tests/bench_moe.sh doc/sweeps.md
@@ -44,3 +44,7 @@ check_PROGRAMS += tests/png_stats
 tests_png_stats_SOURCES = tests/png_stats.c
 tests_png_stats_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
 tests_png_stats_LDADD = $(CAIRO_LIBS) $(GLIB_LIBS)
+TESTS += tests/progress_cli.sh
+EXTRA_DIST += tests/progress_cli.sh
+bench_scripts += tests/bench_overlap.sh tests/bench_events.sh tests/bench_tables.sh
+EXTRA_DIST += tests/bench_overlap.sh tests/bench_events.sh tests/bench_tables.sh

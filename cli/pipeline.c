@@ -91,6 +91,14 @@ cpu_seconds (void)
          + (double) u.ru_stime.tv_sec + (double) u.ru_stime.tv_usec / 1e6;
 }
 
+/* From the replay thread; the main thread only waits for it meanwhile. */
+static void
+replay_progress (const char *text, gpointer data)
+{
+  (void) data;
+  ps_cli_progress (TRUE, "podsim: simulate: %s", text);
+}
+
 static void
 stage_begin (Clock *c, PsStage s)
 {
@@ -283,6 +291,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   stage_begin (&clk, PS_STAGE_MEMORY);
   PsCostOptions copts;
   ps_cost_options_init (&copts);
+  copts.default_trip_count = r->info.default_trip_count;
   copts.fusion = opts->fusion;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, &local);
   if (!cost)
@@ -321,6 +330,7 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   stage_begin (&clk, PS_STAGE_LOWER);
   PsLowerOptions lopts;
   ps_lower_options_init (&lopts);
+  lopts.default_trip_count = r->info.default_trip_count;
   lopts.program = opts->program;
   lopts.n_devices = n_devices;
   lopts.mesh_rank = r->info.mesh.rank;
@@ -348,7 +358,8 @@ ps_pipeline_run (PsPipelineBuildFn build, gpointer data, const PsPipelineOptions
   if (!r->platform)
     return fail_stage (&clk, error, local), NULL;
   PsReplayOptions ropts = { opts->hw, r->platform, opts->no_cache, opts->timeline_devices,
-                            opts->n_timeline_devices, opts->collectives };
+                            opts->n_timeline_devices, opts->collectives,
+                            opts->progress ? replay_progress : NULL, NULL };
   ReplayJob job = { r->trace, &ropts, NULL, NULL };
   g_thread_join (g_thread_new ("replay", replay_thread, &job));
   r->sim = job.result;

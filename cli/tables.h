@@ -10,6 +10,7 @@
 /* Options of `podsim run` that tables passes on to every row. */
 typedef struct {
   const char *hw, *collectives, *schedule;
+  gboolean progress;   /* a progress line on stderr (ps_cli_progress_on) */
 } PsTablesOptions;
 
 /* Runs `podsim run ARGS --json -q` (args NULL-terminated) and returns the

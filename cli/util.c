@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -201,6 +202,41 @@ ps_cli_propagate_options (PsPropagateOptions *o, const PsModule *m, gboolean to_
       o->n_to_parameters = m->n_prop_to_params;
       o->to_parameters = m->prop_to_params;
     }
+}
+
+gboolean
+ps_cli_progress_on (gboolean quiet)
+{
+  if (quiet)
+    return FALSE;
+  const char *env = g_getenv ("PODSIM_PROGRESS");
+  return isatty (2) || (env && strcmp (env, "1") == 0);
+}
+
+void
+ps_cli_progress (gboolean on, const char *fmt, ...)
+{
+  /* a terminal redraws the line; a log would fill with every update */
+  static gint64 last_us;
+  if (!on)
+    return;
+  if (!fmt)
+    {
+      fputs ("\r\033[K", stderr);
+      fflush (stderr);
+      last_us = 0;
+      return;
+    }
+  gint64 now = g_get_monotonic_time ();
+  if (last_us && now - last_us < 200000)
+    return;
+  last_us = now;
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *text = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  fprintf (stderr, "\r\033[K%s", text);
+  fflush (stderr);
 }
 
 gboolean

@@ -115,6 +115,9 @@ typedef struct {
   /* The program is already per device (an HLO module after XLA's SPMD
    * partitioner): propagation and partitioning are skipped. */
   gboolean already_partitioned;
+  /* Iterations of a while loop whose trip count cannot be found (a
+   * module's --trip-count); 0: such a loop is an error. */
+  int64_t default_trip_count;
 } PsModelInfo;
 
 struct PsModelFamily {

@@ -30,6 +30,9 @@ static const PsParamSpec specs[] = {
     0, 0, NULL, NULL, NULL },
   { "model", "module", PS_PARAM_STRING, "",
     "The module NAME of a file holding several (empty: the first)", 0, 0, NULL, NULL, NULL },
+  { "model", "trip_count", PS_PARAM_INT, "0",
+    "Iterations of a while loop whose trip count cannot be found (0: such a loop is an error)",
+    0, G_MAXINT32, NULL, NULL, NULL },
   { "model", "shard", PS_PARAM_LIST, "",
     "Extra annotations NAME=SHARDING, ';'-separated (each --shard adds one): a parameter or "
     "instruction by name and XLA sharding text or a dims mapping [0,-1] over the mesh",
@@ -68,8 +71,9 @@ run_mesh (const PsParams *p, const PsModelTarget *t, int64_t n_default, PsTraceM
     {
       g_autofree char *text = ps_params_text (p, "mesh");
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s has %" G_GINT64_FORMAT
-                   " devices but slice %s has %d cores", ps_params_where (p, "mesh"), text, n,
-                   ps_params_str (p, "slice"), t->n_cores);
+                   " devices but slice %s has %d cores%s", ps_params_where (p, "mesh"), text, n,
+                   ps_params_str (p, "slice"), t->n_cores,
+                   n < t->n_cores ? " (--idle-cores runs it on the first cores, the rest idle)" : "");
       return FALSE;
     }
   const char *order = ps_params_str (p, "device_order");
@@ -252,6 +256,7 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
   m->num_partitions = n_dev;
   info->uses_first_cores = n_dev < t->n_cores;
   info->already_partitioned = ps_async_module_is_partitioned (m);
+  info->default_trip_count = ps_params_int (p, "trip_count");
   if (info->already_partitioned && *ps_params_str (p, "shard"))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: %s is already partitioned (a per-device "

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "sim/collectives.h"
@@ -818,7 +819,11 @@ replay_cached (Replay *rp)
  * replay does not simulate (they repeat a simulated one exactly) repeat its
  * overlaps too. */
 
-#define CONTENTION_MAX_PASSES 16
+/* A pass that simulates no new cluster only moves durations already
+ * known; 16 of those in a row mean the passes cycle. Every other pass adds
+ * a cluster to the cache, and CONTENTION_MAX_PASSES bounds those. */
+#define CONTENTION_MAX_STALLED 16
+#define CONTENTION_MAX_PASSES 4096
 
 typedef struct {
   int occ, run;
@@ -835,12 +840,27 @@ typedef struct Contention {
   char *keys;            /* the clusters behind `override` */
   int passes;
   int n_overlapping;     /* runs in clusters at the fixed point */
+  int stalled;           /* passes in a row that simulated no new cluster */
 } Contention;
 
 static gpointer
 run_key (int occ, int run)
 {
   return GSIZE_TO_POINTER (((gsize) occ << 24) ^ (gsize) run ^ ((gsize) 1 << 62));
+}
+
+/* GLib's direct hash keeps the low 32 bits of a pointer, which drops all
+ * but the low 8 bits of the occurrence from a run key: with 200,000
+ * occurrences (tests/gen_trace's 1 M-event trace) the tables degenerated
+ * into long chains and their lookups took 40% of the replay. */
+static guint
+run_key_hash (gconstpointer key)
+{
+  guint64 v = (guint64) GPOINTER_TO_SIZE (key);
+  v ^= v >> 33;
+  v *= G_GUINT64_CONSTANT (0xff51afd7ed558ccd);
+  v ^= v >> 33;
+  return (guint) v;
 }
 
 static void
@@ -855,8 +875,8 @@ static Contention *
 contention_new (const Program *p, const PsPlatform *pf)
 {
   Contention *c = g_new0 (Contention, 1);
-  c->spans = g_hash_table_new_full (NULL, NULL, NULL, span_free);
-  c->override = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  c->spans = g_hash_table_new_full (run_key_hash, NULL, NULL, span_free);
+  c->override = g_hash_table_new_full (run_key_hash, NULL, NULL, g_free);
   c->plan_links = g_new0 (guint64 *, p->plans->len + 1);
   c->n_words = (pf->n_links + 63) / 64;
   c->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
@@ -1025,6 +1045,30 @@ cluster_durations (Replay *rp, OccSpan *const *mm, int n, char *key)
   return all;
 }
 
+/* The earliest time from which the durations d (per member, per group,
+ * concatenated; NULL: the idle ones) would change this pass's replay: the
+ * first group whose duration differs ends no earlier than its start plus
+ * the smaller of the two. G_MAXDOUBLE when nothing differs. */
+static double
+change_horizon (Replay *rp, OccSpan *const *mm, int n, const double *d)
+{
+  double h = G_MAXDOUBLE;
+  for (int i = 0, j = 0; i < n; i++)
+    {
+      int plan = plan_of (rp, mm[i]->occ);
+      int ng = ((const PsCollPlan *) rp->prog->plans->pdata[plan])->n_groups;
+      for (int g = 0; g < ng; g++)
+        {
+          double used = contention_duration (rp, mm[i]->occ, mm[i]->run, plan, g);
+          double now = d ? d[j + g] : rp->group_dur[plan][g];
+          if (now != used)
+            h = MIN (h, mm[i]->gstart[g] + MIN (now, used));
+        }
+      j += ng;
+    }
+  return h;
+}
+
 /* After a pass: finds the clusters of overlapping runs, sets their
  * durations for the next pass, and says whether another pass is needed
  * (the clusters differ from those behind the durations just used). */
@@ -1080,31 +1124,106 @@ contention_update (Replay *rp)
         }
       g_ptr_array_add (mem, spans->pdata[i]);
     }
-  GString *keys = g_string_new (NULL);
-  g_autoptr (GHashTable) next = g_hash_table_new_full (NULL, NULL, NULL, g_free);
-  int overlapping = 0;
+  /* Clusters in the order of their first start. A cluster's offsets depend
+   * only on what happened before it, so a duration that changes now moves
+   * everything after its earliest possible end. Simulating a new cluster
+   * that starts after that horizon would use offsets the next pass changes
+   * anyway (replaying every layer's overlaps once per pass while a change
+   * ripples through the step, the 30B async replay's 662 s, issue 26), so
+   * such a cluster keeps the durations it had and waits for a later pass.
+   * Clusters found in the cache cost nothing and always apply. The fixed
+   * point is the same: the step is only accepted when every cluster's
+   * durations are the simulated ones for the offsets it ran with. */
+  int n_cl = 0;
+  g_autofree OccSpan *const **cl_mm = g_new (OccSpan *const *, roots->len + 1);
+  g_autofree int *cl_n = g_new (int, roots->len + 1);
+  g_autofree char **cl_key = g_new (char *, roots->len + 1);
+  g_autofree const double **cl_d = g_new (const double *, roots->len + 1);
+  g_autoptr (GHashTable) in_cluster = g_hash_table_new (run_key_hash, NULL);
   for (guint r = 0; r < roots->len; r++)
     {
       GPtrArray *mem = g_hash_table_lookup (by_root,
                                             GINT_TO_POINTER (g_array_index (roots, int, r) + 1));
       if (mem->len < 2)
         continue;
-      OccSpan *const *mm = (OccSpan *const *) mem->pdata;
-      char *key = cluster_key (rp, mm, (int) mem->len);
+      cl_mm[n_cl] = (OccSpan *const *) mem->pdata;
+      cl_n[n_cl] = (int) mem->len;
+      cl_key[n_cl] = cluster_key (rp, cl_mm[n_cl], cl_n[n_cl]);
+      cl_d[n_cl] = g_hash_table_lookup (c->cache, cl_key[n_cl]);
       for (guint i = 0; i < mem->len; i++)
+        g_hash_table_add (in_cluster, run_key (cl_mm[n_cl][i]->occ, cl_mm[n_cl][i]->run));
+      n_cl++;
+    }
+  double horizon = G_MAXDOUBLE;
+  for (int k = 0; k < n_cl; k++)
+    if (cl_d[k])
+      horizon = MIN (horizon, change_horizon (rp, cl_mm[k], cl_n[k], cl_d[k]));
+  /* runs that overlapped nothing this pass fall back to their idle durations */
+  GHashTableIter oit;
+  gpointer okey;
+  g_hash_table_iter_init (&oit, c->override);
+  while (g_hash_table_iter_next (&oit, &okey, NULL))
+    {
+      OccSpan *sp = g_hash_table_lookup (c->spans, okey);
+      if (sp && !g_hash_table_contains (in_cluster, okey))
+        horizon = MIN (horizon, change_horizon (rp, &sp, 1, NULL));
+    }
+  GString *keys = g_string_new (NULL);
+  g_autoptr (GHashTable) next = g_hash_table_new_full (run_key_hash, NULL, NULL, g_free);
+  int overlapping = 0;
+  gboolean deferred = FALSE, simulated = FALSE;
+  for (int k = 0; k < n_cl; k++)
+    {
+      OccSpan *const *mm = cl_mm[k];
+      int n = cl_n[k];
+      /* an earlier cluster of this pass may have simulated the same key
+       * (the same overlap in the next layer) */
+      const double *d = cl_d[k] ? cl_d[k] : g_hash_table_lookup (c->cache, cl_key[k]);
+      if (d && !cl_d[k])
+        horizon = MIN (horizon, change_horizon (rp, mm, n, d));
+      for (int i = 0; i < n; i++)
         g_string_append_printf (keys, "%d.%d,", mm[i]->occ, mm[i]->run);
-      g_string_append_printf (keys, "%s|", key);
-      const double *d = cluster_durations (rp, mm, (int) mem->len, key);
-      for (guint i = 0, k = 0; i < mem->len; i++)
+      if (!d && simulated && mm[0]->start >= horizon)
+        {
+          /* keep what this pass used; "?" matches no key, so another pass follows */
+          g_string_append (keys, "?|");
+          g_free (cl_key[k]);
+          for (int i = 0; i < n; i++)
+            {
+              const double *o = g_hash_table_lookup (c->override,
+                                                     run_key (mm[i]->occ, mm[i]->run));
+              int ng = ((const PsCollPlan *) rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)])->n_groups;
+              if (o)
+                g_hash_table_insert (next, run_key (mm[i]->occ, mm[i]->run),
+                                     g_memdup2 (o, sizeof (double) * (gsize) ng));
+            }
+          deferred = TRUE;
+          overlapping += n;
+          continue;
+        }
+      g_string_append_printf (keys, "%s|", cl_key[k]);
+      if (!d)
+        {
+          d = cluster_durations (rp, mm, n, cl_key[k]);
+          simulated = TRUE;
+          horizon = MIN (horizon, change_horizon (rp, mm, n, d));
+        }
+      else
+        g_free (cl_key[k]);
+      for (int i = 0, j = 0; i < n; i++)
         {
           int ng = ((const PsCollPlan *) rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)])->n_groups;
           g_hash_table_insert (next, run_key (mm[i]->occ, mm[i]->run),
-                               g_memdup2 (d + k, sizeof (double) * (gsize) ng));
-          k += (guint) ng;
+                               g_memdup2 (d + j, sizeof (double) * (gsize) ng));
+          j += ng;
         }
-      overlapping += (int) mem->len;
+      overlapping += n;
     }
-  gboolean changed = strcmp (keys->str, c->keys) != 0;
+  if (simulated)
+    c->stalled = 0;
+  else
+    c->stalled++;
+  gboolean changed = deferred || strcmp (keys->str, c->keys) != 0;
   g_hash_table_unref (c->override);
   c->override = g_steal_pointer (&next);
   g_free (c->keys);
@@ -1154,12 +1273,31 @@ pass_reset (Replay *rp, double t0)
 /* The cached replay in passes until overlapping collectives' durations are
  * consistent with when they overlap (see "contention" above). */
 static void
+replay_progress (Replay *rp, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+static void
+replay_progress (Replay *rp, const char *fmt, ...)
+{
+  const PsReplayOptions *opt = rp->prog->opt;
+  if (!opt->progress)
+    return;
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *text = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  opt->progress (text, opt->progress_data);
+}
+
+static void
 replay_with_contention (Replay *rp, double t0)
 {
   for (;;)
     {
+      replay_progress (rp, "replay pass %d, %u overlapping clusters simulated",
+                       rp->contention->passes + 1, g_hash_table_size (rp->contention->cache));
       replay_cached (rp);
       if (rp->hung || !contention_update (rp)
+          || rp->contention->stalled >= CONTENTION_MAX_STALLED
           || rp->contention->passes >= CONTENTION_MAX_PASSES)
         break;
       pass_reset (rp, t0);
@@ -1223,6 +1361,7 @@ run (Program *p, GError **error)
     for (int i = 0; i < n_plans; i++)
       {
         PsCollPlan *plan = p->plans->pdata[i];
+        replay_progress (&rp, "collective %d/%d on the idle network", i + 1, n_plans);
         ps_coll_simulate (net, &plan, 1, &rp.group_dur[i]);
       }
   rp.insts = g_new0 (Inst *, 2 * p->occs->len + 1);

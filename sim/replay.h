@@ -44,6 +44,11 @@ typedef struct {
   const int *timeline_devices;
   int n_timeline_devices;
   PsCollAlgorithm collectives;  /* default (0): PS_COLL_TORUS2D */
+  /* Where a long replay is, for a progress display (NULL: none): called
+   * with a short text ("replay pass 3, 12 clusters simulated") as the
+   * replay goes on; the text is only valid during the call. */
+  void (*progress) (const char *text, gpointer data);
+  gpointer progress_data;
 } PsReplayOptions;
 
 /* Replays a trace file, streaming it. Errors: the reader's (FILE:LINE:COL),

@@ -164,6 +164,44 @@ END_TEST
 
 /* The decision (float16.h): narrowing gives the canonical quiet NaN with
  * the input's sign, payload dropped; widening keeps every bit. */
+/* The fp8 formats, codes worked out from the OCP FP8 layout: e4m3fn
+ * 1.0 = 0.0111.000 (0x38), largest 448 = 0.1111.110 (0x7e), NaN 0x7f,
+ * smallest subnormal 2^-9 (0x01); e5m2 1.0 = 0.01111.00 (0x3c), largest
+ * 57344 (0x7b), infinity 0x7c. Ties go to the even code. */
+START_TEST (test_f8_rounding)
+{
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (1.0f), 0x38);
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (-1.0f), 0xb8);
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (448.0f), 0x7e);
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (460.0f), 0x7e);   /* below 448 + 16 */
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (464.0f), 0x7f);   /* rounds past: NaN */
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (1e9f), 0x7f);
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (NAN), 0x7f);
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (0x1p-9f), 0x01);
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (1.0625f), 0x38);  /* tie: even */
+  ck_assert_uint_eq (ps_f32_to_f8e4m3fn (1.1875f), 0x3a);  /* tie: even */
+  ck_assert (ps_f8e4m3fn_to_f32 (0x7e) == 448.0f);
+  ck_assert (isnan (ps_f8e4m3fn_to_f32 (0xff)));
+  ck_assert (ps_f8e4m3fn_to_f32 (0x01) == 0x1p-9f);
+  ck_assert_uint_eq (ps_f32_to_f8e5m2 (1.0f), 0x3c);
+  ck_assert_uint_eq (ps_f32_to_f8e5m2 (57344.0f), 0x7b);
+  ck_assert_uint_eq (ps_f32_to_f8e5m2 (61440.0f), 0x7c);   /* 57344 + 4096: infinity */
+  ck_assert_uint_eq (ps_f32_to_f8e5m2 (-INFINITY), 0xfc);
+  ck_assert_uint_eq (ps_f32_to_f8e5m2 (0x1p-16f), 0x01);
+  ck_assert (isinf (ps_f8e5m2_to_f32 (0x7c)));
+  ck_assert (isnan (ps_f8e5m2_to_f32 (0x7e)));
+  /* every finite code reads back to itself */
+  for (int c = 0; c < 256; c++)
+    {
+      float a = ps_f8e4m3fn_to_f32 ((uint8_t) c), b = ps_f8e5m2_to_f32 ((uint8_t) c);
+      if (!isnan (a))
+        ck_assert_uint_eq (ps_f32_to_f8e4m3fn (a), (uint8_t) c);
+      if (!isnan (b))
+        ck_assert_uint_eq (ps_f32_to_f8e5m2 (b), (uint8_t) c);
+    }
+}
+END_TEST
+
 START_TEST (test_nan_handling)
 {
   float qnan = from_bits (0x7fc00000u), snan = from_bits (0x7f800001u);
@@ -244,6 +282,7 @@ main (void)
   tcase_add_test (tc, test_bf16_rounding);
   tcase_add_test (tc, test_f16_rounding);
   tcase_add_test (tc, test_nan_handling);
+  tcase_add_test (tc, test_f8_rounding);
   tcase_add_test (tc, test_ndindex);
   tcase_add_test (tc, test_parse_name);
   suite_add_tcase (s, tc);

@@ -396,6 +396,112 @@ START_TEST (test_async_and_variadic)
 }
 END_TEST
 
+/* Inputs that are not HLO text say what they look like; XLA's splat
+ * constants and scalar broadcasts without dimensions= read and print back
+ * as written; an unbounded dim is a clear error. */
+START_TEST (test_other_formats_and_forms)
+{
+  /* MLIR text goes to the StableHLO reader (test_stablehlo) */
+  parse_fails ("module @jit_f attributes {mhlo.num_partitions = 1 : i32} {\n}\n", "t.hlo:1:1: no function @main");
+  parse_fails ("name: \"jit_f\"\nentry_computation_name: \"main\"\n",
+               "t.hlo:1:1: this looks like a text protocol buffer ('name: ...'; an HloModuleProto or "
+               "HloProto?), not HLO text; XLA writes HLO text with --xla_dump_hlo_as_text (doc/models.md)");
+  parse_fails ("# RUN: hlo-opt %s\nHloModule m\n",
+               "t.hlo:1:1: a line starting with '#' (a lit test's RUN line, a script or an MLIR alias?) "
+               "is not HLO text; HLO comments are // and /* */");
+  parse_fails ("{\"hlo\": \"...\"}\n",
+               "t.hlo:1:1: this looks like JSON, not HLO text (podsim reads the text XLA prints: "
+               "'HloModule NAME' then computations)");
+  parse_fails ("ENTRY e {\n  ROOT x = f32[1,?] parameter(0)\n}\n",
+               "t.hlo:2:18: unbounded dynamic dimension '?': podsim needs every dimension's size (a "
+               "bounded one is written <=N; give the program concrete shapes when lowering it)");
+  /* a lit test's // RUN and // CHECK lines are comments */
+  g_autoptr (PsModule) lit = parse_ok ("// RUN: hlo-opt %s | FileCheck %s\nHloModule m\nENTRY e {\n"
+                                       "  ROOT p = f32[2] parameter(0)\n}\n// CHECK: parameter\n", "lit");
+  static const char forms[] =
+    "ENTRY e {\n  x = f32[] parameter(0)\n  b = f32[4,8] broadcast(x)\n  c = s8[10] constant(1)\n"
+    "  ROOT t = (f32[4,8], s8[10]) tuple(b, c)\n}\n";
+  g_autoptr (PsModule) m = parse_ok (forms, "forms");
+  PsInstr *c = ps_module_find_instr (m, "c");
+  ck_assert_int_eq (c->literal->n, 10);
+  ck_assert (c->literal->splat);
+  ck_assert_int_eq (((const int8_t *) c->literal->data)[9], 1);
+  g_autofree char *p1 = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (p1, "%c = s8[10] constant(1)\n") != NULL, "%s", p1);
+  ck_assert_msg (strstr (p1, "%b = f32[4,8] broadcast(%x), dimensions={}\n") != NULL, "%s", p1);
+  g_autoptr (PsModule) m2 = parse_ok (p1, "forms2");
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (p1, p2);
+  /* iota replica groups: 0..7 as [4,2], transposed, as 2 groups of 4 */
+  g_autoptr (PsModule) io = parse_ok ("s {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT z = f32[] add(x, y)\n}\n"
+                                      "ENTRY e {\n p = f32[2] parameter(0)\n ROOT a = f32[2] all-reduce(p), "
+                                      "replica_groups=[2,4]<=[4,2]T(1,0), to_apply=s\n}\n", "iota");
+  g_autofree char *iop = ps_hlo_print (io, NULL);
+  ck_assert_msg (strstr (iop, "replica_groups={{0,2,4,6},{1,3,5,7}}") != NULL, "%s", iop);
+  g_autoptr (PsModule) io1 = parse_ok ("ENTRY e {\n p = s32[4] parameter(0)\n ROOT a = s32[32] all-gather(p), "
+                                       "dimensions={0}, replica_groups=[1,8]<=[8]\n}\n", "iota1");
+  ck_assert_int_eq (io1->entry->root->group_size, 8);
+  parse_fails ("ENTRY e {\n p = s32[4] parameter(0)\n ROOT a = s32[32] all-gather(p), "
+               "dimensions={0}, replica_groups=[2,8]<=[8]\n}\n",
+               "t.hlo:3:65: iota replica groups: [G,S] must hold the 8 ids of the dims after '<=' (and T(...) "
+               "name each of those dims once)");
+  /* a broadcast of a non-scalar still needs its dimensions */
+  parse_fails ("ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT b = f32[4,8] broadcast(x)\n}\n",
+               "t.hlo:3:21: broadcast 'b' needs attribute 'dimensions'");
+}
+END_TEST
+
+/* The narrow element types of quantized and fp8 programs: ranges checked,
+ * fp8 values rounded to the type, printed so they read back to the same
+ * codes. */
+START_TEST (test_narrow_types)
+{
+  static const char text[] =
+    "ENTRY e {\n  a = s4[4] constant({-8, -1, 0, 7})\n  b = u4[3] constant({0, 9, 15})\n"
+    "  c = f8e4m3fn[4] constant({0.1, 448, -3.5, nan})\n  d = f8e5m2[3] constant({0.1, 57344, -inf})\n"
+    "  ROOT t = (s4[4], u4[3], f8e4m3fn[4], f8e5m2[3]) tuple(a, b, c, d)\n}\n";
+  g_autoptr (PsModule) m = parse_ok (text, "narrow");
+  g_autofree char *p1 = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (p1, "%c = f8e4m3fn[4] constant({0.1, 448, -3.5, nan})") != NULL, "%s", p1);
+  ck_assert_msg (strstr (p1, "%d = f8e5m2[3] constant({0.09, 57344, -inf})") != NULL, "%s", p1);
+  ck_assert_int_eq (((const uint8_t *) ps_module_find_instr (m, "c")->literal->data)[0], 0x1d); /* 0.0011.101: 1.625 * 2^-4 */
+  g_autoptr (PsModule) m2 = parse_ok (p1, "narrow2");
+  g_autofree char *p2 = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (p1, p2);
+  parse_fails ("ENTRY e {\n  ROOT a = s4[1] constant({8})\n}\n", "t.hlo:2:28: 8 is out of range for s4");
+  parse_fails ("ENTRY e {\n  ROOT a = u4[1] constant({16})\n}\n", "t.hlo:2:28: 16 is out of range for u4");
+}
+END_TEST
+
+/* StableHLO text (JAX's default) reads into the same IR as the HLO text of
+ * the same program: tests/data/stablehlo/mlp_step.mlir and .hlo, written by
+ * hand from the StableHLO spec, print the same; what the reader does not
+ * take is refused where it stands. */
+START_TEST (test_stablehlo)
+{
+  g_autofree char *a = data_fixed_point ("../stablehlo/mlp_step.mlir");
+  g_autofree char *b = data_fixed_point ("../stablehlo/mlp_step.hlo");
+  ck_assert_str_eq (a, b);
+  g_autofree char *n = data_fixed_point ("../stablehlo/negate.mlir");
+  ck_assert_msg (strstr (n, "ROOT %v0 = f32[8] negate(%arg0)") != NULL, "%s", n);
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+               "    %0 = stablehlo.while(%iterArg = %arg0) : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:3:10: operation stablehlo.while is not read yet (doc/hlo.md lists what the StableHLO "
+               "reader takes)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"x\"}]>}) "
+               "-> tensor<4xf32> {\n    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:2:48: Shardy shardings (sdy.sharding) are not read yet; lower with GSPMD shardings "
+               "(mhlo.sharding)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<?x4xf32>) -> tensor<4xf32> {\n"
+               "    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:2:33: dynamic dimension '?': podsim needs every dimension's size");
+  /* an error the HLO reader finds maps back to the StableHLO position */
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<8xf32>) -> tensor<4xf32> {\n"
+               "    %0 = stablehlo.add %arg0, %arg1 : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:3:5: add operands have different shapes f32[4] and f32[8]");
+}
+END_TEST
+
 /* A file of several modules: the first by default, any by name, and an
  * unknown name lists those there are. */
 START_TEST (test_multiple_modules)
@@ -666,6 +772,9 @@ hlo_suite (void)
   tcase_add_test (tc, test_fusion);
   tcase_add_test (tc, test_async_and_variadic);
   tcase_add_test (tc, test_multiple_modules);
+  tcase_add_test (tc, test_other_formats_and_forms);
+  tcase_add_test (tc, test_narrow_types);
+  tcase_add_test (tc, test_stablehlo);
   suite_add_tcase (s, tc);
   TCase *tcc = tcase_create ("corpus");
   tcase_set_timeout (tcc, 600);

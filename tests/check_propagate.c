@@ -5,9 +5,11 @@
 #include "config.h"
 
 #include <check.h>
+#include <json-glib/json-glib.h>
 #include <string.h>
 
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/propagate/propagate.h"
 #include "partitioner/ir/sharding.h"
 
@@ -36,6 +38,50 @@ propagate (const char *text, gboolean spmd, gboolean to_output)
                  error ? error->message : "?");
   return m;
 }
+
+/* What `podsim propagate` prints reads back (JAX's with_sharding_constraint
+ * is a Sharding custom-call, replaced by a copy in its place), for every
+ * module of XLA's sharding test vectors that propagates. */
+START_TEST (test_propagated_reads_back)
+{
+  static const char *const files[] = { "xla-propagation.jsonl", "xla-propagation_expanded.jsonl",
+                                       "xla-partitioner.jsonl" };
+  const char *src = g_getenv ("PS_SRCDIR");
+  g_autofree char *path = g_build_filename (src ? src : PS_SRCDIR, "tests/data/conformance", files[_i], NULL);
+  g_autofree char *text = NULL;
+  ck_assert_msg (g_file_get_contents (path, &text, NULL, NULL), "cannot read %s", path);
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  JsonParser *jp = json_parser_new ();
+  int n = 0, propagated = 0;
+  for (int i = 0; lines[i]; i++)
+    {
+      if (!lines[i][0])
+        continue;
+      ck_assert (json_parser_load_from_data (jp, lines[i], -1, NULL));
+      JsonObject *o = json_node_get_object (json_parser_get_root (jp));
+      const char *name = json_object_get_string_member (o, "name");
+      const char *hlo = json_object_get_string_member (o, "hlo");
+      GError *error = NULL;
+      PsModule *m = ps_hlo_parse (hlo, strlen (hlo), name, &error);
+      ck_assert_msg (m != NULL, "%s: %s", name, error ? error->message : "");
+      n++;
+      if (ps_propagate (m, NULL, &error))
+        {
+          propagated++;
+          g_autofree char *out = ps_hlo_print (m, NULL);
+          PsModule *back = ps_hlo_parse (out, strlen (out), name, &error);
+          ck_assert_msg (back != NULL, "%s: propagated module does not read back: %s\n%s", name,
+                         error ? error->message : "", out);
+          ps_module_free (back);
+        }
+      g_clear_error (&error);
+      ps_module_free (m);
+    }
+  g_object_unref (jp);
+  ck_assert_int_gt (n, 100);
+  ck_assert_int_gt (propagated, n / 2);
+}
+END_TEST
 
 static void
 expect_sharding (const PsModule *m, const char *name, const char *want)
@@ -578,6 +624,10 @@ propagate_suite (void)
   tcase_add_test (tc, test_to_parameters_and_output);
   tcase_add_test (tc, test_conditional_branches);
   suite_add_tcase (s, tc);
+  TCase *tcr = tcase_create ("read back");
+  tcase_set_timeout (tcr, 600);
+  tcase_add_loop_test (tcr, test_propagated_reads_back, 0, 3);
+  suite_add_tcase (s, tcr);
   return s;
 }
 

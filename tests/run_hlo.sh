@@ -74,6 +74,24 @@ expect_grep "mesh 4 (arange), slice v3-8" "$PS_TMP/out"
 sed 's/HloModule mm/HloModule mm, num_partitions=16/' "$PS_TMP/mm.hlo" >"$PS_TMP/mm16.hlo"
 expect_status 2 "$PODSIM" run "$PS_TMP/mm16.hlo"
 expect_grep "num_partitions=16 but slice v3-8 has 8 cores" "$PS_TMP/err"
+# --idle-cores places a smaller mesh on the first cores; without it the
+# error says so.
+expect_status 0 "$PODSIM" run "$PS_SRCDIR/tests/data/hlo/fusion.hlo" --mesh 2 --idle-cores
+expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+expect_status 2 "$PODSIM" run "$PS_SRCDIR/tests/data/hlo/fusion.hlo" --mesh 2
+expect_grep "(--idle-cores runs it on the first cores, the rest idle)" "$PS_TMP/err"
+# A loop whose trip count cannot be found: an error naming it, located in
+# the file, unless --trip-count gives one (run and partition alike).
+WL="$PS_SRCDIR/tests/data/hlo/while_unknown_trip.hlo"
+expect_status 2 "$PODSIM" run "$WL"
+expect_grep "while_unknown_trip.hlo:28:3: while.16: while loop: trip count unknown" "$PS_TMP/err"
+expect_grep "give one with --trip-count N" "$PS_TMP/err"
+expect_status 0 "$PODSIM" run "$WL" --trip-count 3
+expect_grep "step time" "$PS_TMP/out"
+expect_status 2 "$PODSIM" partition -n 8 --memory "$WL"
+expect_grep "while_unknown_trip.hlo:28:3" "$PS_TMP/err"
+expect_status 0 "$PODSIM" partition -n 8 --memory --trip-count 3 "$WL"
+expect_status 0 "$PODSIM" partition -n 8 --trace "$PS_TMP/wl.pst.gz" --trip-count 3 "$WL"
 expect_status 2 "$PODSIM" run --preset DenseLm128B8x8 "$PS_TMP/mm.hlo"
 expect_grep "a file only for hlo runs" "$PS_TMP/err"
 finish

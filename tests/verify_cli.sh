@@ -135,4 +135,9 @@ expect_grep "fallbacks: 0 modules, 0 instructions" "$PS_TMP/out"
 printf '{"name": "x", "hlo": "HloModule m"}\nnot json\n' > "$PS_TMP/bad.jsonl"
 expect_status 2 "$PODSIM" conformance partitioner "$PS_TMP/bad.jsonl"
 expect_grep "bad.jsonl:2:" "$PS_TMP/err"
+# --max-work takes a count as its help writes it (2e9, 1e8).
+expect_status 0 "$PODSIM" verify -n 2 --max-work 1e8 "$PS_SRCDIR/tests/data/hlo/fusion.hlo"
+expect_grep "all 2 outputs agree on 2 devices" "$PS_TMP/out"
+expect_status 2 "$PODSIM" verify -n 2 --max-work 1.5 "$PS_SRCDIR/tests/data/hlo/fusion.hlo"
+expect_grep "expected a whole number" "$PS_TMP/err"
 finish

@@ -772,11 +772,9 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
                 {
                   if (a->opts.default_trip_count <= 0)
                     {
-                      g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
-                                   "while loop %s (line %d:%d): trip count unknown (no "
-                                   "known_trip_count and no counter pattern); give "
-                                   "a default trip count", in->name, in->src_line,
-                                   in->src_col);
+                      ps_instr_error (error, PS_ERROR_UNSUPPORTED, in,
+                                      "while loop: trip count unknown (no known_trip_count "
+                                      "and no counter pattern); give one with --trip-count N");
                       return FALSE;
                     }
                   n = a->opts.default_trip_count;

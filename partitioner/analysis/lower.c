@@ -246,6 +246,12 @@ trace_dtype (const PsShape *s)
     case PS_F64: return PS_TRACE_F64;
     case PS_C64: return PS_TRACE_C64;
     case PS_C128: return PS_TRACE_C128;
+    /* The trace has no 4-bit or fp8 types; the bytes come from the shape.
+     * TPU v3's MXU multiplies bf16 (shared/reference/tpuv3.md), so fp8
+     * operands are costed as bf16 ones would be. */
+    case PS_S4: return PS_TRACE_S8;
+    case PS_U4: return PS_TRACE_U8;
+    case PS_F8E4M3FN: case PS_F8E5M2: return PS_TRACE_BF16;
     default: return PS_TRACE_F32;
     }
 }
@@ -492,10 +498,9 @@ emit_collective (Lower *l, const PsInstr *in)
   else if ((guint64) in->n_groups * (guint64) in->group_size != h->n_devices)
     {
       if (!l->failed)
-        g_set_error (l->error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s (line %d:%d): replica "
-                     "groups {%d x %d} do not cover the %" G_GUINT64_FORMAT " devices of "
-                     "the trace", in->name, in->src_line, in->src_col, in->n_groups,
-                     in->group_size, h->n_devices);
+        ps_instr_error (l->error, PS_ERROR_UNSUPPORTED, in, "replica groups {%d x %d} do not "
+                        "cover the %" G_GUINT64_FORMAT " devices of the trace", in->n_groups,
+                        in->group_size, h->n_devices);
       l->failed = TRUE;
       return;
     }

@@ -78,6 +78,118 @@ ps_hlo_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids, in
   return !FAILED (p);
 }
 
+/* [a,b,...] of non-negative ints, at most `max` of them. */
+static gboolean
+bracket_ints (PsHloReader *p, GArray *out, int max, const char *what)
+{
+  if (!ps_hlo_expect (p, '[', what))
+    return FALSE;
+  do
+    {
+      ps_hlo_skip_ws (p);
+      gsize vpos = p->pos;
+      int64_t v;
+      if (!ps_hlo_int (p, &v, "a size"))
+        return FALSE;
+      if (v < 0 || (int) out->len >= max)
+        {
+          ps_hlo_error (p, vpos, PS_ERROR_PARSE, "%s", v < 0 ? "negative size in iota replica groups"
+                        : "too many dims in iota replica groups");
+          return FALSE;
+        }
+      g_array_append_val (out, v);
+    }
+  while (ps_hlo_accept (p, ','));
+  return ps_hlo_expect (p, ']', "to close the list");
+}
+
+gboolean
+ps_hlo_iota_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids)
+{
+  ps_hlo_skip_ws (p);
+  gsize start = p->pos;
+  g_autoptr (GArray) gs = g_array_new (FALSE, FALSE, sizeof (int64_t));
+  g_autoptr (GArray) dims = g_array_new (FALSE, FALSE, sizeof (int64_t));
+  g_autoptr (GArray) perm = g_array_new (FALSE, FALSE, sizeof (int64_t));
+  if (!bracket_ints (p, gs, 2, "to open iota replica groups [G,S]"))
+    return FALSE;
+  ps_hlo_skip_ws (p);
+  if (!(CUR (p) == '<' && p->pos + 1 < p->len && p->text[p->pos + 1] == '='))
+    {
+      g_autofree char *found = ps_hlo_describe (p, p->pos);
+      ps_hlo_error (p, p->pos, PS_ERROR_PARSE, "expected '<=' in iota replica groups, found %s", found);
+      return FALSE;
+    }
+  p->pos += 2;
+  if (!bracket_ints (p, dims, PS_MAX_RANK, "after '<='"))
+    return FALSE;
+  ps_hlo_skip_ws (p);
+  if (CUR (p) == 'T')
+    {
+      p->pos++;
+      if (!ps_hlo_expect (p, '(', "after T"))
+        return FALSE;
+      do
+        {
+          int64_t v;
+          if (!ps_hlo_int (p, &v, "a dimension"))
+            return FALSE;
+          g_array_append_val (perm, v);
+        }
+      while (ps_hlo_accept (p, ','));
+      if (!ps_hlo_expect (p, ')', "to close T(...)"))
+        return FALSE;
+    }
+  int k = (int) dims->len;
+  const int64_t *d = (const int64_t *) dims->data;
+  int64_t n = 1;
+  for (int i = 0; i < k; i++)
+    if (!ps_checked_mul_i64 (n, d[i], &n) || n > (1 << 20))
+      {
+        ps_hlo_error (p, start, PS_ERROR_LIMIT, "iota replica groups over 2^20 devices");
+        return FALSE;
+      }
+  int64_t g = g_array_index (gs, int64_t, 0), s = gs->len > 1 ? g_array_index (gs, int64_t, 1) : 1;
+  if (gs->len != 2 || g * s != n || (perm->len > 0 && (int) perm->len != k))
+    {
+      ps_hlo_error (p, start, PS_ERROR_PARSE, "iota replica groups: [G,S] must hold the %" G_GINT64_FORMAT
+                    " ids of the dims after '<=' (and T(...) name each of those dims once)", n);
+      return FALSE;
+    }
+  int64_t t[PS_MAX_RANK];
+  gboolean used[PS_MAX_RANK] = { 0 };
+  for (int i = 0; i < k; i++)
+    {
+      t[i] = perm->len > 0 ? g_array_index (perm, int64_t, i) : i;
+      if (t[i] < 0 || t[i] >= k || used[t[i]])
+        {
+          ps_hlo_error (p, start, PS_ERROR_PARSE, "iota replica groups: T(...) is not a permutation of %d dims", k);
+          return FALSE;
+        }
+      used[t[i]] = TRUE;
+    }
+  /* Element j (row-major over the transposed dims d[t[m]]) is the iota value
+   * at the index i with i[t[m]] = j[m]. */
+  int64_t *v = g_new (int64_t, n > 0 ? n : 1);
+  for (int64_t f = 0; f < n; f++)
+    {
+      int64_t rest = f, idx[PS_MAX_RANK];
+      for (int m = k - 1; m >= 0; m--)
+        {
+          idx[t[m]] = rest % d[t[m]];
+          rest /= d[t[m]];
+        }
+      int64_t val = 0;
+      for (int i = 0; i < k; i++)
+        val = val * d[i] + idx[i];
+      v[f] = val;
+    }
+  *n_groups = (int) g;
+  *group_size = (int) s;
+  *ids = v;
+  return TRUE;
+}
+
 /* A token of letters, digits and the punctuation of window/padding forms. */
 gboolean
 ps_hlo_token (PsHloReader *p, const char *extra, gsize *s, gsize *e)

@@ -57,6 +57,10 @@ gboolean ps_hlo_at_shape (PsHloReader *p);
 PsShape *ps_hlo_shape (PsHloReader *p);
 gboolean ps_hlo_int_list (PsHloReader *p, PsInts *out);
 gboolean ps_hlo_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids, int want_size);
+/* XLA's iota form of replica groups, [G,S]<=[d0,d1,...] optionally followed
+ * by T(p0,p1,...): the ids 0..N-1 laid out as dims d, transposed by p, read
+ * row-major as G groups of S (what newer XLA prints). */
+gboolean ps_hlo_iota_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids);
 gboolean ps_hlo_token (PsHloReader *p, const char *extra, gsize *s, gsize *e);
 gboolean ps_hlo_window (PsHloReader *p, PsWindow *w);
 gboolean ps_hlo_dim_labels (PsHloReader *p, PsConvDims *c);

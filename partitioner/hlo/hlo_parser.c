@@ -13,6 +13,7 @@
 #include "partitioner/hlo/hlo_private.h"
 #include "partitioner/hlo/hlo_lexer.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/stablehlo.h"
 #include "partitioner/ir/async.h"
 #include "partitioner/ir/sharding.h"
 
@@ -159,6 +160,11 @@ parse_attr (PsHloReader *p, PsInstr *in, Called *cl, GHashTable *seen)
     {
       in->has_replica_groups = TRUE;
       return ps_hlo_groups (p, &in->n_groups, &in->group_size, &in->replica_groups, 0);
+    }
+  if (IS ("replica_groups") && ps_hlo_peek (p) == '[')
+    {
+      in->has_replica_groups = TRUE;
+      return ps_hlo_iota_groups (p, &in->n_groups, &in->group_size, &in->replica_groups);
     }
   if (IS ("use_global_device_ids"))
     return ps_hlo_bool (p, &in->use_global_device_ids);
@@ -601,9 +607,11 @@ parse_instruction (PsHloReader *p, PsComputation *c, PsInstr **root, gsize *root
   if (!ps_opcode_from_name (p->text + p->pos, q - p->pos, &op))
     {
       /* "f31[8]" is a misspelt shape, not an opcode. */
-      const char *what = q < p->len && p->text[q] == '[' ? "element type" : "opcode";
-      ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "unknown %s '%.*s'", what, (int) MIN (q - p->pos, 60),
-                    p->text + p->pos);
+      gboolean etype = q < p->len && p->text[q] == '[';
+      ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "unknown %s '%.*s'%s", etype ? "element type" : "opcode",
+                    (int) MIN (q - p->pos, 60), p->text + p->pos,
+                    etype ? " (podsim reads pred, s4, s8, s16, s32, s64, u4, u8, u16, u32, u64, "
+                    "f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64, c128, token)" : "");
       ps_shape_free (shape);
       return FALSE;
     }
@@ -1101,7 +1109,7 @@ parse_header (PsHloReader *p)
 /* Inputs that are not HLO text, told apart by how they begin, so the error
  * says what the file looks like instead of what token was expected. The
  * checks only fire where HLO text cannot stand (a computation is never
- * followed by ':' or '@', and HLO has no '#' comments). */
+ * followed by ':', and HLO has no '#' comments). */
 static gboolean
 refuse_other_formats (PsHloReader *p)
 {
@@ -1118,13 +1126,9 @@ refuse_other_formats (PsHloReader *p)
   while (after < left && (t[after] == ' ' || t[after] == '\t'))
     after++;
   char next = after < left ? t[after] : 0;
-  if ((w == 6 && memcmp (t, "module", 6) == 0 && (next == '@' || (left - after >= 10
-                                                                  && memcmp (t + after, "attributes", 10) == 0)))
-      || (w == 9 && memcmp (t, "func.func", 9) == 0))
-    ps_hlo_error (p, at, PS_ERROR_PARSE, "this is MLIR text (StableHLO or MHLO: 'module @...', "
-                  "'func.func'), not HLO text; JAX prints HLO text with "
-                  "jax.jit(f).lower(...).as_text(dialect=\"hlo\") (doc/models.md)");
-  else if (w > 0 && next == ':' && !(after + 1 < left && t[after + 1] == ':'))
+  /* MLIR (module @..., func.func) never gets here: the StableHLO reader
+   * takes it (ps_hlo_parse_module). */
+  if (w > 0 && next == ':' && !(after + 1 < left && t[after + 1] == ':'))
     ps_hlo_error (p, at, PS_ERROR_PARSE, "this looks like a text protocol buffer ('%.*s: ...'; an "
                   "HloModuleProto or HloProto?), not HLO text; XLA writes HLO text with "
                   "--xla_dump_hlo_as_text (doc/models.md)", (int) MIN (w, 40), t);
@@ -1134,6 +1138,64 @@ refuse_other_formats (PsHloReader *p)
   else if (w == 0 && left > 0 && (t[0] == '{' || t[0] == '['))
     ps_hlo_error (p, at, PS_ERROR_PARSE, "this looks like JSON, not HLO text (podsim reads the text "
                   "XLA prints: 'HloModule NAME' then computations)");
+  return !FAILED (p);
+}
+
+/* The source-location tables newer XLA prints after the computations
+ * (FileNames, FunctionNames, FileLocations, StackFrames: lines of
+ * `ID "text"` or `ID {key=value ...}`, which metadata's stack_frame_id
+ * points into). podsim keeps op_name and source_file of metadata but not
+ * these tables: they are read, checked for that form, and dropped. A
+ * computation of such a name (followed by '(' or '{') is not a table. */
+static gboolean
+at_stack_table (PsHloReader *p)
+{
+  static const char *const tables[] = { "FileNames", "FunctionNames", "FileLocations", "StackFrames" };
+  ps_hlo_skip_ws (p);
+  for (gsize k = 0; k < G_N_ELEMENTS (tables); k++)
+    if (ps_hlo_at_keyword (p, tables[k]))
+      {
+        gsize save = p->pos;
+        p->pos += strlen (tables[k]);
+        char c = ps_hlo_peek (p);
+        p->pos = save;
+        if (c != '(' && c != '{' && c != '%')
+          return TRUE;
+      }
+  return FALSE;
+}
+
+static gboolean
+skip_stack_table (PsHloReader *p)
+{
+  g_autofree char *table = ps_hlo_name (p, "a table name");
+  if (!table)
+    return FALSE;
+  while (!FAILED (p) && g_ascii_isdigit (ps_hlo_peek (p)))
+    {
+      int64_t id;
+      if (!ps_hlo_int (p, &id, "an entry id"))
+        return FALSE;
+      char c = ps_hlo_peek (p);
+      if (c == '"')
+        {
+          g_autofree char *s = ps_hlo_string (p);
+          if (!s)
+            return FALSE;
+        }
+      else if (c == '{')
+        {
+          if (!ps_hlo_skip_balanced (p))
+            return FALSE;
+        }
+      else
+        {
+          g_autofree char *found = ps_hlo_describe (p, p->pos);
+          ps_hlo_error (p, p->pos, PS_ERROR_PARSE, "%s: expected a \"string\" or {...} after entry %"
+                        G_GINT64_FORMAT ", found %s", table, id, found);
+          return FALSE;
+        }
+    }
   return !FAILED (p);
 }
 
@@ -1188,6 +1250,9 @@ ps_hlo_parse_module (const char *text, gsize len, const char *filename, const ch
                      GError **error)
 {
   g_return_val_if_fail (text != NULL || len == 0, NULL);
+  /* JAX's default text is StableHLO (MLIR): its reader makes the same IR. */
+  if (text && ps_stablehlo_looks_like (text, len) && !memchr (text, 0, len))
+    return ps_stablehlo_parse (text, len, filename ? filename : "<hlo>", error);
   PsHloReader p = { 0 };
   p.file = filename ? filename : "<hlo>";
   p.len = len;
@@ -1246,7 +1311,12 @@ ps_hlo_parse_module (const char *text, gsize len, const char *filename, const ch
   PsComputation *entry = NULL;
   gsize entry_pos = 0;
   while (!FAILED (&p) && ps_hlo_peek (&p) != '\0')
-    parse_computation (&p, &entry, &entry_pos);
+    {
+      if (at_stack_table (&p))
+        skip_stack_table (&p);
+      else
+        parse_computation (&p, &entry, &entry_pos);
+    }
   if (!FAILED (&p) && p.m->computations->len == 0)
     ps_hlo_error (&p, p.pos, PS_ERROR_PARSE, "no computation in the module");
   if (!FAILED (&p))

@@ -3,7 +3,8 @@
 libpodsim_partitioner_la_SOURCES += partitioner/hlo/hlo_parser.c partitioner/hlo/hlo_parser.h \
 	partitioner/hlo/hlo_lexer.c partitioner/hlo/hlo_attrs.c partitioner/hlo/hlo_lexer.h \
 	partitioner/hlo/hlo_printer.c partitioner/hlo/hlo_printer.h \
-	partitioner/hlo/hlo_literal.c partitioner/hlo/hlo_private.h
+	partitioner/hlo/hlo_literal.c partitioner/hlo/hlo_private.h \
+	partitioner/hlo/stablehlo.h partitioner/hlo/stablehlo_reader.c
 
 check_PROGRAMS += tests/check_hlo
 TESTS += tests/check_hlo tests/hlo_bad.sh tests/hlo_cli.sh

@@ -24,8 +24,7 @@ ip_fail (GError **error, PsErrorCode code, const PsInstr *ins, const char *fmt, 
   char *msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
   if (ins && ins->src_line > 0)
-    g_set_error (error, PS_ERROR, code, "interpreter: %s (%s, line %d): %s", ins->name,
-                 ps_opcode_name (ins->opcode), ins->src_line, msg);
+    ps_instr_error (error, code, ins, "interpreter (%s): %s", ps_opcode_name (ins->opcode), msg);
   else if (ins)
     g_set_error (error, PS_ERROR, code, "interpreter: %s (%s): %s", ins->name,
                  ps_opcode_name (ins->opcode), msg);

@@ -35,6 +35,8 @@ double_to_int (PsElemType t, double x)
   double lo, hi;
   switch (t)
     {
+    case PS_S4: lo = -8; hi = 7; break;
+    case PS_U4: lo = 0; hi = 15; break;
     case PS_S8: lo = -128; hi = 127; break;
     case PS_S16: lo = -32768; hi = 32767; break;
     case PS_S32: lo = -2147483648.0; hi = 2147483647.0; break;
@@ -70,6 +72,8 @@ ps_etype_round (PsElemType t, double x)
     case PS_F32: case PS_C64: return (double) (float) x;
     case PS_BF16: return ps_bf16_to_f32 (ps_f32_to_bf16 ((float) x));
     case PS_F16: return ps_f16_to_f32 (ps_f32_to_f16 ((float) x));
+    case PS_F8E4M3FN: return ps_f8e4m3fn_to_f32 (ps_f32_to_f8e4m3fn ((float) x));
+    case PS_F8E5M2: return ps_f8e5m2_to_f32 (ps_f32_to_f8e5m2 ((float) x));
     case PS_C128: return x;
     default: return (double) double_to_int (t, x);
     }
@@ -189,7 +193,10 @@ literal_get (const PsLiteral *l, int64_t i, double *im)
   switch (l->etype)
     {
     case PS_PRED: return ((const uint8_t *) d)[i] != 0;
-    case PS_S8: return ((const int8_t *) d)[i];
+    case PS_S8: case PS_S4: return ((const int8_t *) d)[i];
+    case PS_U4: return ((const uint8_t *) d)[i];
+    case PS_F8E4M3FN: return ps_f8e4m3fn_to_f32 (((const uint8_t *) d)[i]);
+    case PS_F8E5M2: return ps_f8e5m2_to_f32 (((const uint8_t *) d)[i]);
     case PS_S16: return ((const int16_t *) d)[i];
     case PS_S32: return ((const int32_t *) d)[i];
     case PS_U8: return ((const uint8_t *) d)[i];

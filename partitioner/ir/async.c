@@ -47,8 +47,15 @@ take_place (PsComputation *c, PsInstr *old, PsInstr *x)
     ps_instr_set_sharding (x, old->sharding);
   ps_instr_replace_all_uses (old, x);
   ps_computation_remove_instr (c, old);
+  /* Renamed in the module's name index too, so that a fresh name made
+   * later cannot repeat it. */
+  PsModule *m = c->parent;
+  if (m && m->name_index && g_hash_table_lookup (m->name_index, x->name) == x)
+    g_hash_table_remove (m->name_index, x->name);
   g_free (x->name);
   x->name = g_steal_pointer (&name);
+  if (m && m->name_index)
+    g_hash_table_replace (m->name_index, g_strdup (x->name), x);
 }
 
 /* The instruction the async-start's computation wraps, when its operands
@@ -247,9 +254,8 @@ ps_async_make_synchronous (PsModule *m, PsAsyncStats *stats, GError **error)
               || in->opcode == PS_OP_COLLECTIVE_PERMUTE_START || in->opcode == PS_OP_COPY_START
               || in->opcode == PS_OP_ASYNC_START || in->opcode == PS_OP_ASYNC_UPDATE)
             {
-              ps_instr_error (error, PS_ERROR_UNSUPPORTED, in, "%s '%s' has no matching -done; podsim "
-                              "simulates asynchronous pairs only as a whole", ps_opcode_name (in->opcode),
-                              in->name);
+              ps_instr_error (error, PS_ERROR_UNSUPPORTED, in, "%s has no matching -done; podsim "
+                              "simulates asynchronous pairs only as a whole", ps_opcode_name (in->opcode));
               return FALSE;
             }
         }
@@ -275,7 +281,7 @@ ps_async_module_is_partitioned (const PsModule *m)
           if (in->sharding)
             sharded = TRUE;
           if (in->opcode == PS_OP_PARTITION_ID
-              || (ps_opcode_is_collective (in->opcode) && (in->channel_id != 0 || in->use_global_device_ids))
+              || ps_opcode_is_collective (in->opcode)
               || in->opcode == PS_OP_ALL_GATHER_START || in->opcode == PS_OP_ALL_REDUCE_START
               || in->opcode == PS_OP_COLLECTIVE_PERMUTE_START)
             spmd_ops = TRUE;

@@ -13,14 +13,15 @@ static const char *const etype_names[PS_ETYPE_COUNT] = {
   [PS_S64] = "s64", [PS_U8] = "u8", [PS_U16] = "u16", [PS_U32] = "u32",
   [PS_U64] = "u64", [PS_F16] = "f16", [PS_BF16] = "bf16", [PS_F32] = "f32",
   [PS_F64] = "f64", [PS_C64] = "c64", [PS_C128] = "c128", [PS_TOKEN] = "token",
-  [PS_TUPLE] = "tuple",
+  [PS_TUPLE] = "tuple", [PS_S4] = "s4", [PS_U4] = "u4", [PS_F8E4M3FN] = "f8e4m3fn",
+  [PS_F8E5M2] = "f8e5m2",
 };
 
 static const int etype_sizes[PS_ETYPE_COUNT] = {
   [PS_PRED] = 1, [PS_S8] = 1, [PS_S16] = 2, [PS_S32] = 4, [PS_S64] = 8,
   [PS_U8] = 1, [PS_U16] = 2, [PS_U32] = 4, [PS_U64] = 8, [PS_F16] = 2,
   [PS_BF16] = 2, [PS_F32] = 4, [PS_F64] = 8, [PS_C64] = 8, [PS_C128] = 16,
-  [PS_TOKEN] = 0, [PS_TUPLE] = 0,
+  [PS_TOKEN] = 0, [PS_TUPLE] = 0, [PS_S4] = 1, [PS_U4] = 1, [PS_F8E4M3FN] = 1, [PS_F8E5M2] = 1,
 };
 
 const char *
@@ -56,7 +57,8 @@ ps_etype_size_bytes (PsElemType t)
 gboolean
 ps_etype_is_float (PsElemType t)
 {
-  return t == PS_F16 || t == PS_BF16 || t == PS_F32 || t == PS_F64;
+  return t == PS_F16 || t == PS_BF16 || t == PS_F32 || t == PS_F64 || t == PS_F8E4M3FN
+         || t == PS_F8E5M2;
 }
 
 gboolean
@@ -68,13 +70,13 @@ ps_etype_is_complex (PsElemType t)
 gboolean
 ps_etype_is_integral (PsElemType t)
 {
-  return (t >= PS_S8 && t <= PS_U64);
+  return (t >= PS_S8 && t <= PS_U64) || t == PS_S4 || t == PS_U4;
 }
 
 gboolean
 ps_etype_is_signed (PsElemType t)
 {
-  return (t >= PS_S8 && t <= PS_S64) || ps_etype_is_float (t) || ps_etype_is_complex (t);
+  return (t >= PS_S8 && t <= PS_S64) || t == PS_S4 || ps_etype_is_float (t) || ps_etype_is_complex (t);
 }
 
 /* ---- shapes ------------------------------------------------------------- */

@@ -21,6 +21,10 @@ G_BEGIN_DECLS
 typedef enum {
   PS_PRED, PS_S8, PS_S16, PS_S32, PS_S64, PS_U8, PS_U16, PS_U32, PS_U64,
   PS_F16, PS_BF16, PS_F32, PS_F64, PS_C64, PS_C128, PS_TOKEN,
+  /* Narrow types of quantized and fp8 programs. s4/u4 take one byte each
+   * here (XLA packs two per byte in memory: their HBM bytes are counted
+   * twice over); f8e4m3fn and f8e5m2 as in common/float16.h. */
+  PS_S4, PS_U4, PS_F8E4M3FN, PS_F8E5M2,
   PS_TUPLE,            /* not an element type: marks a tuple shape */
   PS_ETYPE_COUNT
 } PsElemType;
@@ -28,7 +32,7 @@ typedef enum {
 const char *ps_etype_name (PsElemType t);            /* "f32" */
 gboolean ps_etype_from_name (const char *s, gsize len, PsElemType *out);
 int ps_etype_size_bytes (PsElemType t);              /* pred = 1, token = 0 */
-gboolean ps_etype_is_float (PsElemType t);           /* f16 bf16 f32 f64 */
+gboolean ps_etype_is_float (PsElemType t);           /* f8e4m3fn f8e5m2 f16 bf16 f32 f64 */
 gboolean ps_etype_is_complex (PsElemType t);
 gboolean ps_etype_is_integral (PsElemType t);        /* signed and unsigned, not pred */
 gboolean ps_etype_is_signed (PsElemType t);

@@ -249,6 +249,13 @@ process_sharding_instructions (PsModule *m, const char *src, GPtrArray *comps,
               char *name = g_strdup (i->name);
               PsInstr *copy = ps_computation_add_instr (c, PS_OP_COPY, NULL,
                                                         ps_shape_copy (i->shape), 1, &op);
+              /* In i's place, so the printed module defines it before its
+               * users (appended, it would follow the ROOT). */
+              g_ptr_array_remove_index (c->instrs, c->instrs->len - 1);
+              guint at = 0;
+              while (at < c->instrs->len && g_ptr_array_index (c->instrs, at) != i)
+                at++;
+              g_ptr_array_insert (c->instrs, (gint) at, copy);
               copy->sharding = i->sharding;
               i->sharding = NULL;
               copy->src_line = i->src_line;

@@ -820,6 +820,8 @@ ps_spmd_partition (const PsModule *sharded, int64_t num_devices, const PsSpmdOpt
   m.next_channel = 1;
   m.out = ps_module_new (sharded->name);
   m.out->num_partitions = num_devices;
+  /* Errors of later stages (memory, lowering) name the file it came from. */
+  m.out->source_name = g_strdup (sharded->source_name);
   /* Every device's program keeps the entry's parameters and results, so
    * the donations stay the same. */
   ps_module_copy_aliases (m.out, sharded);

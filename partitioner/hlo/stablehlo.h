@@ -1,0 +1,43 @@
+/* StableHLO text in: the MLIR form JAX prints by default
+ * (jax.jit(f).lower(...).as_text()), read into the same IR as the HLO
+ * text of the same program.
+ *
+ * The reader translates each func.func into an HLO computation, one HLO
+ * instruction per StableHLO operation, and reads the result with the HLO
+ * reader (ps_hlo_parse), so shapes, attributes and shardings are checked by
+ * the same code as HLO text's. It takes the pretty forms JAX prints for the
+ * ops of a training step (doc/hlo.md, "StableHLO text" lists them):
+ * elementwise math, constant, convert, reshape, transpose, broadcast_in_dim,
+ * dot_general, compare, select, iota, reduce with a one-op reducer,
+ * custom_call @Sharding, func.call and return; mhlo.sharding on arguments,
+ * results and custom calls; mhlo.num_partitions on the module. An
+ * operation it does not take is an error naming it at its FILE:LINE:COL;
+ * so is Shardy's sdy.sharding.
+ *
+ * Names: a parameter takes its argument's name (%arg0 -> arg0), a result
+ * its SSA name (%0 -> v0, %cst -> cst), a function its symbol (@main).
+ *
+ * Ownership: the text is borrowed; the module is returned transfer full.
+ */
+#ifndef PS_PARTITIONER_STABLEHLO_H
+#define PS_PARTITIONER_STABLEHLO_H
+
+#include <glib.h>
+
+#include "partitioner/ir/ir.h"
+
+G_BEGIN_DECLS
+
+/* Whether the text begins like MLIR (module @... / func.func), after
+ * blanks and // comments. */
+gboolean ps_stablehlo_looks_like (const char *text, gsize len);
+
+PsModule *ps_stablehlo_parse (const char *text, gsize len, const char *filename, GError **error);
+
+/* The HLO text the reader makes of `text` (for tests and --dump). transfer
+ * full; NULL with an error. */
+char *ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,1027 @@
+/* StableHLO (MLIR) text to HLO text to the IR: see stablehlo.h. */
+#include "config.h"
+
+#include <string.h>
+
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/stablehlo.h"
+
+typedef struct {
+  const char *t;
+  gsize len, pos;
+  const char *file;
+  GError *err;
+  GString *callees;          /* finished non-entry computations, reducers first */
+  GString *entry;            /* the entry computation */
+  GPtrArray *body;           /* the function being read: one HLO line each (char*) */
+  GHashTable *line_of;       /* SSA name (HLO) -> 1 + its index in body */
+  GHashTable *shapes;        /* SSA name (HLO) -> HLO shape text, per function */
+  int64_t num_partitions;
+  char *module_name;
+  int n_reducers;
+} Sh;
+
+#define FAILED(s) ((s)->err != NULL)
+#define CUR(s) ((s)->pos < (s)->len ? (s)->t[(s)->pos] : '\0')
+
+static void G_GNUC_PRINTF (3, 4)
+sh_error (Sh *s, gsize off, const char *fmt, ...)
+{
+  if (s->err)
+    return;
+  int line = 1, col = 1;
+  for (gsize i = 0; i < off && i < s->len; i++)
+    {
+      if (s->t[i] == '\n')
+        line++, col = 1;
+      else
+        col++;
+    }
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  ps_set_error_at (&s->err, PS_ERROR_PARSE, s->file, line, col, "%s", msg);
+}
+
+/* Blanks, // comments, #alias lines and loc(...) locations. */
+static void
+skip_ws (Sh *s)
+{
+  for (;;)
+    {
+      while (s->pos < s->len && g_ascii_isspace (s->t[s->pos]))
+        s->pos++;
+      const char *p = s->t + s->pos;
+      gsize left = s->len - s->pos;
+      if (left >= 2 && p[0] == '/' && p[1] == '/')
+        {
+          while (s->pos < s->len && s->t[s->pos] != '\n')
+            s->pos++;
+          continue;
+        }
+      if (left >= 4 && memcmp (p, "loc(", 4) == 0)
+        {
+          int depth = 0;
+          for (; s->pos < s->len; s->pos++)
+            {
+              if (s->t[s->pos] == '"')
+                {
+                  for (s->pos++; s->pos < s->len && s->t[s->pos] != '"'; s->pos++)
+                    if (s->t[s->pos] == '\\')
+                      s->pos++;
+                }
+              else if (s->t[s->pos] == '(')
+                depth++;
+              else if (s->t[s->pos] == ')' && --depth == 0)
+                {
+                  s->pos++;
+                  break;
+                }
+            }
+          /* an unclosed string or location ends at the end of the text */
+          if (s->pos > s->len)
+            s->pos = s->len;
+          continue;
+        }
+      return;
+    }
+}
+
+static gboolean
+accept (Sh *s, const char *tok)
+{
+  skip_ws (s);
+  gsize n = strlen (tok);
+  if (s->pos + n <= s->len && memcmp (s->t + s->pos, tok, n) == 0)
+    {
+      s->pos += n;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+static char *
+describe (Sh *s)
+{
+  skip_ws (s);
+  if (s->pos >= s->len)
+    return g_strdup ("the end of the text");
+  gsize e = s->pos;
+  while (e < s->len && e - s->pos < 24 && !g_ascii_isspace (s->t[e]))
+    e++;
+  return g_strdup_printf ("'%.*s'", (int) (e - s->pos), s->t + s->pos);
+}
+
+static gboolean
+expect (Sh *s, const char *tok, const char *why)
+{
+  if (FAILED (s))
+    return FALSE;
+  if (accept (s, tok))
+    return TRUE;
+  g_autofree char *found = describe (s);
+  sh_error (s, s->pos, "expected '%s' %s, found %s", tok, why, found);
+  return FALSE;
+}
+
+static gboolean
+ident_char (char c)
+{
+  return g_ascii_isalnum (c) || c == '_' || c == '.' || c == '$' || c == '-';
+}
+
+/* A bare word (op names, keywords). transfer full; NULL at none. */
+static char *
+word (Sh *s)
+{
+  skip_ws (s);
+  gsize b = s->pos;
+  while (s->pos < s->len && ident_char (s->t[s->pos]))
+    s->pos++;
+  return s->pos > b ? g_strndup (s->t + b, s->pos - b) : NULL;
+}
+
+/* %name as an HLO name: %0 -> v0, %cst_1 -> cst_1, %arg0 -> arg0. */
+static char *
+ssa (Sh *s, const char *what)
+{
+  skip_ws (s);
+  gsize at = s->pos;
+  if (CUR (s) != '%')
+    {
+      g_autofree char *found = describe (s);
+      sh_error (s, at, "expected %s (%%name), found %s", what, found);
+      return NULL;
+    }
+  s->pos++;
+  gsize b = s->pos;
+  while (s->pos < s->len && (g_ascii_isalnum (s->t[s->pos]) || s->t[s->pos] == '_'))
+    s->pos++;
+  if (s->pos == b)
+    {
+      sh_error (s, at, "expected a name after '%%'");
+      return NULL;
+    }
+  if (CUR (s) == '#' || CUR (s) == ':')
+    {
+      if (CUR (s) == ':' && s->pos + 1 < s->len && g_ascii_isdigit (s->t[s->pos + 1]))
+        {
+          sh_error (s, at, "operations with several results are not read yet");
+          return NULL;
+        }
+      if (CUR (s) == '#')
+        {
+          sh_error (s, at, "results of operations with several results are not read yet");
+          return NULL;
+        }
+    }
+  char *n = g_strndup (s->t + b, s->pos - b);
+  if (g_ascii_isdigit (n[0]))
+    {
+      char *v = g_strconcat ("v", n, NULL);
+      g_free (n);
+      return v;
+    }
+  return n;
+}
+
+static const char *
+etype_of (const char *m)
+{
+  static const char *const map[][2] = {
+    { "f32", "f32" }, { "f16", "f16" }, { "bf16", "bf16" }, { "f64", "f64" }, { "i1", "pred" },
+    { "i8", "s8" }, { "i16", "s16" }, { "i32", "s32" }, { "i64", "s64" }, { "ui8", "u8" },
+    { "ui16", "u16" }, { "ui32", "u32" }, { "ui64", "u64" }, { "i4", "s4" }, { "ui4", "u4" },
+    { "f8E4M3FN", "f8e4m3fn" }, { "f8E5M2", "f8e5m2" }, { "complex<f32>", "c64" },
+    { "complex<f64>", "c128" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (map); i++)
+    if (strcmp (m, map[i][0]) == 0)
+      return map[i][1];
+  return NULL;
+}
+
+/* tensor<8x16xf32> -> "f32[8,16]". transfer full. */
+static char *
+tensor_type (Sh *s)
+{
+  skip_ws (s);
+  gsize at = s->pos;
+  if (!accept (s, "tensor<"))
+    {
+      g_autofree char *found = describe (s);
+      sh_error (s, at, "expected a tensor<...> type, found %s", found);
+      return NULL;
+    }
+  gsize b = s->pos;
+  int depth = 1;
+  while (s->pos < s->len && depth > 0 && s->t[s->pos] != '\n')
+    {
+      if (s->t[s->pos] == '<')
+        depth++;
+      else if (s->t[s->pos] == '>')
+        depth--;
+      s->pos++;
+    }
+  if (depth > 0)
+    {
+      sh_error (s, at, "tensor type is not closed with '>'");
+      return NULL;
+    }
+  g_autofree char *inner = g_strndup (s->t + b, s->pos - 1 - b);
+  if (strchr (inner, ','))
+    {
+      sh_error (s, at, "tensor types with an encoding are not read");
+      return NULL;
+    }
+  GString *dims = g_string_new (NULL);
+  const char *e = inner;
+  for (;;)
+    {
+      const char *x = e;
+      while (*x && (g_ascii_isdigit (*x) || *x == '?'))
+        x++;
+      if (x == e || *x != 'x')
+        break;
+      if (memchr (e, '?', (gsize) (x - e)))
+        {
+          g_string_free (dims, TRUE);
+          sh_error (s, at, "dynamic dimension '?': podsim needs every dimension's size");
+          return NULL;
+        }
+      g_string_append_printf (dims, "%s%.*s", dims->len ? "," : "", (int) (x - e), e);
+      e = x + 1;
+    }
+  const char *et = etype_of (e);
+  if (!et)
+    {
+      g_string_free (dims, TRUE);
+      sh_error (s, at, "element type '%.*s' is not read", (int) MIN (strlen (e), 40), e);
+      return NULL;
+    }
+  char *r = g_strdup_printf ("%s[%s]", et, dims->str);
+  g_string_free (dims, TRUE);
+  return r;
+}
+
+/* ": T" or ": (T, ...) -> T" (or "-> (T, ...)"): the result type. */
+static char *
+result_type (Sh *s)
+{
+  if (!expect (s, ":", "before the types"))
+    return NULL;
+  skip_ws (s);
+  if (CUR (s) != '(')
+    {
+      /* select writes ": tensor<i1>, tensor<f32>": the last is the result's */
+      char *t = tensor_type (s);
+      while (t && accept (s, ","))
+        {
+          g_free (t);
+          t = tensor_type (s);
+        }
+      return t;
+    }
+  s->pos++;
+  if (!accept (s, ")"))
+    {
+      do
+        {
+          g_autofree char *t = tensor_type (s);
+          if (!t)
+            return NULL;
+        }
+      while (accept (s, ","));
+      if (!expect (s, ")", "to close the operand types"))
+        return NULL;
+    }
+  if (!expect (s, "->", "before the result type"))
+    return NULL;
+  return tensor_type (s);
+}
+
+/* [1, 0] -> "1,0" (into out). */
+static gboolean
+int_list (Sh *s, GString *out)
+{
+  if (!expect (s, "[", "to open a list"))
+    return FALSE;
+  if (accept (s, "]"))
+    return TRUE;
+  do
+    {
+      skip_ws (s);
+      gsize b = s->pos;
+      if (CUR (s) == '-')
+        s->pos++;
+      while (s->pos < s->len && g_ascii_isdigit (s->t[s->pos]))
+        s->pos++;
+      if (s->pos == b)
+        {
+          g_autofree char *found = describe (s);
+          sh_error (s, b, "expected a number, found %s", found);
+          return FALSE;
+        }
+      g_string_append_printf (out, "%s%.*s", out->len && out->str[out->len - 1] != '{' ? "," : "",
+                              (int) (s->pos - b), s->t + b);
+    }
+  while (accept (s, ","));
+  return expect (s, "]", "to close a list");
+}
+
+/* A quoted string's contents. transfer full. */
+static char *
+string_lit (Sh *s)
+{
+  if (!expect (s, "\"", "to open a string"))
+    return NULL;
+  GString *g = g_string_new (NULL);
+  while (s->pos < s->len && s->t[s->pos] != '"')
+    {
+      if (s->t[s->pos] == '\\' && s->pos + 1 < s->len)
+        s->pos++;
+      g_string_append_c (g, s->t[s->pos++]);
+    }
+  if (!expect (s, "\"", "to close a string"))
+    {
+      g_string_free (g, TRUE);
+      return NULL;
+    }
+  return g_string_free (g, FALSE);
+}
+
+/* {key = value, ...}: the mhlo.sharding value (transfer full, or NULL);
+ * other entries are skipped; sdy.sharding is refused. */
+static gboolean
+attr_dict (Sh *s, char **sharding)
+{
+  *sharding = NULL;
+  if (!accept (s, "{"))
+    return TRUE;
+  if (accept (s, "}"))
+    return TRUE;
+  do
+    {
+      skip_ws (s);
+      gsize kat = s->pos;
+      g_autofree char *key = word (s);
+      if (!key)
+        {
+          g_autofree char *found = describe (s);
+          sh_error (s, kat, "expected an attribute name, found %s", found);
+          return FALSE;
+        }
+      if (strcmp (key, "sdy.sharding") == 0)
+        {
+          sh_error (s, kat, "Shardy shardings (sdy.sharding) are not read yet; lower with GSPMD "
+                    "shardings (mhlo.sharding)");
+          return FALSE;
+        }
+      if (!expect (s, "=", "after the attribute name"))
+        return FALSE;
+      skip_ws (s);
+      if (strcmp (key, "mhlo.sharding") == 0)
+        {
+          g_free (*sharding);
+          if (!(*sharding = string_lit (s)))
+            return FALSE;
+          continue;
+        }
+      /* skip one value: a string, or text up to ',' or '}' at depth 0 */
+      int depth = 0;
+      while (s->pos < s->len)
+        {
+          char c = s->t[s->pos];
+          if (c == '"')
+            {
+              g_autofree char *ignored = string_lit (s);
+              if (!ignored)
+                return FALSE;
+              continue;
+            }
+          if ((c == ',' || c == '}') && depth == 0)
+            break;
+          if (c == '{' || c == '[' || c == '(' || c == '<')
+            depth++;
+          else if (c == '}' || c == ']' || c == ')' || c == '>')
+            depth--;
+          s->pos++;
+        }
+    }
+  while (accept (s, ","));
+  return expect (s, "}", "to close the attributes");
+}
+
+/* One HLO instruction line, with the StableHLO offset in a comment so an
+ * error the HLO reader finds maps back to the StableHLO text. */
+static void
+emit (Sh *s, gsize at, const char *name, const char *shape, const char *rest, const char *sharding)
+{
+  g_ptr_array_add (s->body, g_strdup_printf ("%s = %s %s%s%s /*@%" G_GSIZE_FORMAT "*/", name, shape, rest,
+                                             sharding ? ", sharding=" : "", sharding ? sharding : "", at));
+  g_hash_table_replace (s->shapes, g_strdup (name), g_strdup (shape));
+  g_hash_table_replace (s->line_of, g_strdup (name), GUINT_TO_POINTER (s->body->len));
+}
+
+static const char *
+elementwise_name (const char *op)
+{
+  static const char *const map[][2] = {
+    { "add", "add" }, { "subtract", "subtract" }, { "multiply", "multiply" }, { "divide", "divide" },
+    { "maximum", "maximum" }, { "minimum", "minimum" }, { "power", "power" }, { "remainder", "remainder" },
+    { "and", "and" }, { "or", "or" }, { "xor", "xor" }, { "atan2", "atan2" }, { "abs", "abs" },
+    { "negate", "negate" }, { "exponential", "exponential" }, { "log", "log" }, { "tanh", "tanh" },
+    { "sqrt", "sqrt" }, { "rsqrt", "rsqrt" }, { "logistic", "logistic" }, { "sine", "sine" },
+    { "cosine", "cosine" }, { "floor", "floor" }, { "ceil", "ceil" }, { "sign", "sign" },
+    { "not", "not" }, { "log_plus_one", "log-plus-one" }, { "exponential_minus_one", "exponential-minus-one" },
+    { "cbrt", "cbrt" }, { "tan", "tan" }, { "round_nearest_even", "round-nearest-even" },
+    { "round_nearest_afz", "round-nearest-afz" }, { "is_finite", "is-finite" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (map); i++)
+    if (strcmp (op, map[i][0]) == 0)
+      return map[i][1];
+  return NULL;
+}
+
+/* Operands %a, %b, ... (at least one) into "a, b". */
+static gboolean
+operands (Sh *s, GString *out, int *n)
+{
+  *n = 0;
+  do
+    {
+      g_autofree char *o = ssa (s, "an operand");
+      if (!o)
+        return FALSE;
+      if (!g_hash_table_contains (s->shapes, o))
+        {
+          sh_error (s, s->pos, "undefined value %%%s", o[0] == 'v' && g_ascii_isdigit (o[1]) ? o + 1 : o);
+          return FALSE;
+        }
+      g_string_append_printf (out, "%s%s", *n ? ", " : "", o);
+      (*n)++;
+      /* a ',' before something other than an operand belongs to what follows */
+      gsize save = s->pos;
+      if (!accept (s, ","))
+        break;
+      skip_ws (s);
+      if (CUR (s) != '%')
+        {
+          s->pos = save;
+          break;
+        }
+    }
+  while (TRUE);
+  return TRUE;
+}
+
+/* dense<...>: a scalar (a splat) or nested [...] lists, as HLO's constant
+ * text. Booleans and hex floats are refused. */
+static char *
+dense_value (Sh *s)
+{
+  if (!expect (s, "dense<", "after stablehlo.constant"))
+    return NULL;
+  GString *g = g_string_new (NULL);
+  while (s->pos < s->len && s->t[s->pos] != '>')
+    {
+      char c = s->t[s->pos++];
+      if (c == '[')
+        g_string_append_c (g, '{');
+      else if (c == ']')
+        g_string_append_c (g, '}');
+      else if (c == '"')
+        {
+          g_string_free (g, TRUE);
+          sh_error (s, s->pos - 1, "hexadecimal or string constants are not read");
+          return NULL;
+        }
+      else if (!g_ascii_isspace (c))
+        g_string_append_c (g, c);
+    }
+  if (!expect (s, ">", "to close dense<...>"))
+    {
+      g_string_free (g, TRUE);
+      return NULL;
+    }
+  return g_string_free (g, FALSE);
+}
+
+/* A one-op reducer region (applies stablehlo.OP) as an HLO computation. */
+static char *
+reducer (Sh *s, const char *op, const char *scalar)
+{
+  char *name = g_strdup_printf ("reducer_%s_%d", op, s->n_reducers++);
+  g_string_append_printf (s->callees, "%s {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  ROOT r = %s %s(x, y)\n}\n\n",
+                          name, scalar, scalar, scalar, op);
+  return name;
+}
+
+static gboolean
+operation (Sh *s, char **returned, char **returned_shape)
+{
+  skip_ws (s);
+  gsize at = s->pos;
+  if (accept (s, "return") || accept (s, "func.return") || accept (s, "stablehlo.return"))
+    {
+      GString *ops = g_string_new (NULL);
+      int n;
+      gboolean ok = operands (s, ops, &n);
+      if (ok && n != 1)
+        {
+          sh_error (s, at, "functions returning %d values are not read yet (one result)", n);
+          ok = FALSE;
+        }
+      g_autofree char *t = ok ? (expect (s, ":", "before the result types") ? tensor_type (s) : NULL) : NULL;
+      if (!t)
+        {
+          g_string_free (ops, TRUE);
+          return FALSE;
+        }
+      *returned = g_string_free (ops, FALSE);
+      *returned_shape = g_steal_pointer (&t);
+      return TRUE;
+    }
+  g_autofree char *name = ssa (s, "a result name or return");
+  if (!name || !expect (s, "=", "after the result name"))
+    return FALSE;
+  skip_ws (s);
+  gsize opat = s->pos;
+  g_autofree char *op = word (s);
+  if (!op)
+    {
+      g_autofree char *found = describe (s);
+      sh_error (s, opat, "expected an operation, found %s", found);
+      return FALSE;
+    }
+  const char *bare = g_str_has_prefix (op, "stablehlo.") ? op + 10 : g_str_has_prefix (op, "chlo.") ? op + 5 : op;
+  g_autoptr (GString) ops = g_string_new (NULL);
+  g_autoptr (GString) rest = g_string_new (NULL);
+  int n = 0;
+  g_autofree char *shape = NULL;
+  g_autofree char *sharding = NULL;
+  const char *ew = g_str_has_prefix (op, "stablehlo.") ? elementwise_name (bare) : NULL;
+  if (ew)
+    {
+      if (!operands (s, ops, &n) || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "%s(%s)", ew, ops->str);
+    }
+  else if (strcmp (op, "stablehlo.convert") == 0 || strcmp (op, "stablehlo.reshape") == 0)
+    {
+      if (!operands (s, ops, &n) || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "%s(%s)", bare, ops->str);
+    }
+  else if (strcmp (op, "stablehlo.transpose") == 0 || strcmp (op, "stablehlo.broadcast_in_dim") == 0)
+    {
+      GString *dims = g_string_new ("{");
+      gboolean ok = operands (s, ops, &n) && expect (s, ",", "before dims") && expect (s, "dims", "(dims = [...])")
+                    && expect (s, "=", "after dims") && int_list (s, dims);
+      g_string_append_c (dims, '}');
+      if (ok)
+        shape = result_type (s);
+      g_string_printf (rest, "%s(%s), dimensions=%s", bare[0] == 't' ? "transpose" : "broadcast",
+                       ops->str, dims->str);
+      g_string_free (dims, TRUE);
+      if (!shape)
+        return FALSE;
+    }
+  else if (strcmp (op, "stablehlo.dot_general") == 0)
+    {
+      if (!operands (s, ops, &n))
+        return FALSE;
+      g_string_printf (rest, "dot(%s)", ops->str);
+      while (accept (s, ","))
+        {
+          skip_ws (s);
+          gsize kat = s->pos;
+          g_autofree char *key = word (s);
+          if (!key || !expect (s, "=", "after the attribute name"))
+            return FALSE;
+          if (strcmp (key, "batching_dims") == 0 || strcmp (key, "contracting_dims") == 0)
+            {
+              GString *l = g_string_new ("{"), *r = g_string_new ("{");
+              gboolean ok = int_list (s, l) && expect (s, "x", "between the lhs and rhs dims") && int_list (s, r);
+              const char *k = key[0] == 'b' ? "batch" : "contracting";
+              g_string_append_printf (rest, ", lhs_%s_dims=%s}, rhs_%s_dims=%s}", k, l->str, k, r->str);
+              g_string_free (l, TRUE);
+              g_string_free (r, TRUE);
+              if (!ok)
+                return FALSE;
+            }
+          else if (strcmp (key, "precision") == 0)
+            {
+              /* [DEFAULT, HIGHEST] */
+              if (!expect (s, "[", "to open the precisions"))
+                return FALSE;
+              GString *pr = g_string_new (NULL);
+              do
+                {
+                  g_autofree char *w = word (s);
+                  if (!w)
+                    break;
+                  g_string_append_printf (pr, "%s%s", pr->len ? "," : "", w);
+                }
+              while (accept (s, ","));
+              gboolean ok = expect (s, "]", "to close the precisions");
+              if (strcmp (pr->str, "DEFAULT,DEFAULT") != 0)
+                g_string_append_printf (rest, ", operand_precision={%s}", pr->str);
+              g_string_free (pr, TRUE);
+              if (!ok)
+                return FALSE;
+            }
+          else
+            {
+              sh_error (s, kat, "dot_general attribute '%s' is not read", key);
+              return FALSE;
+            }
+        }
+      if (!(shape = result_type (s)))
+        return FALSE;
+    }
+  else if (strcmp (op, "stablehlo.constant") == 0)
+    {
+      g_autofree char *v = dense_value (s);
+      if (!v || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "constant(%s)", v);
+    }
+  else if (strcmp (op, "stablehlo.iota") == 0)
+    {
+      skip_ws (s);
+      g_autofree char *k = word (s);
+      gsize dat = s->pos;
+      if (!k || strcmp (k, "dim") != 0 || !expect (s, "=", "after dim"))
+        {
+          sh_error (s, dat, "expected 'dim = N' after stablehlo.iota");
+          return FALSE;
+        }
+      g_autofree char *d = word (s);
+      if (!d || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "iota(), iota_dimension=%s", d);
+    }
+  else if (strcmp (op, "stablehlo.compare") == 0)
+    {
+      g_autofree char *dir = word (s);
+      if (!dir || !expect (s, ",", "after the direction") || !operands (s, ops, &n))
+        return FALSE;
+      /* the comparison type (FLOAT, SIGNED, ...) follows */
+      g_autofree char *ty = NULL;
+      if (accept (s, ","))
+        ty = word (s);
+      if (!(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "compare(%s), direction=%s", ops->str, dir);
+      if (ty && strcmp (ty, "TOTALORDER") == 0)
+        g_string_append (rest, ", type=TOTALORDER");
+    }
+  else if (strcmp (op, "stablehlo.select") == 0)
+    {
+      if (!operands (s, ops, &n) || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "select(%s)", ops->str);
+    }
+  else if (strcmp (op, "stablehlo.reduce") == 0)
+    {
+      /* stablehlo.reduce(%x init: %c) applies stablehlo.add across dimensions = [1] */
+      if (!expect (s, "(", "after stablehlo.reduce"))
+        return FALSE;
+      g_autofree char *x = ssa (s, "the reduced operand");
+      if (!x || !expect (s, "init", "(init: %value)") || !expect (s, ":", "after init"))
+        return FALSE;
+      g_autofree char *c = ssa (s, "the initial value");
+      if (!c || !expect (s, ")", "to close the operands") || !expect (s, "applies", "(applies stablehlo.OP)"))
+        {
+          if (!FAILED (s))
+            sh_error (s, s->pos, "reduce with a region body is not read yet (the applies form is)");
+          return FALSE;
+        }
+      skip_ws (s);
+      gsize rat = s->pos;
+      g_autofree char *rop = word (s);
+      const char *hop = rop && g_str_has_prefix (rop, "stablehlo.") ? elementwise_name (rop + 10) : NULL;
+      if (!hop)
+        {
+          sh_error (s, rat, "reducer '%s' is not read", rop ? rop : "?");
+          return FALSE;
+        }
+      GString *dims = g_string_new ("{");
+      gboolean ok = expect (s, "across", "after the reducer") && expect (s, "dimensions", "after across")
+                    && expect (s, "=", "after dimensions") && int_list (s, dims);
+      g_string_append_c (dims, '}');
+      if (ok)
+        shape = result_type (s);
+      const char *cs = g_hash_table_lookup (s->shapes, c);
+      if (shape && !cs)
+        sh_error (s, at, "undefined value %%%s", c);
+      if (!shape || !cs)
+        {
+          g_string_free (dims, TRUE);
+          return FALSE;
+        }
+      g_autofree char *scalar = g_strndup (cs, (gsize) (strchr (cs, '[') - cs));
+      g_autofree char *sc = g_strconcat (scalar, "[]", NULL);
+      g_autofree char *red = reducer (s, hop, sc);
+      g_string_printf (rest, "reduce(%s, %s), dimensions=%s, to_apply=%s", x, c, dims->str, red);
+      g_string_free (dims, TRUE);
+    }
+  else if (strcmp (op, "stablehlo.custom_call") == 0)
+    {
+      skip_ws (s);
+      gsize tat = s->pos;
+      if (!accept (s, "@"))
+        {
+          sh_error (s, tat, "expected @target after stablehlo.custom_call");
+          return FALSE;
+        }
+      g_autofree char *target = word (s);
+      if (!target || !expect (s, "(", "after the target") || !operands (s, ops, &n)
+          || !expect (s, ")", "to close the operands") || !attr_dict (s, &sharding)
+          || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "custom-call(%s), custom_call_target=\"%s\"", ops->str, target);
+    }
+  else if (strcmp (op, "call") == 0 || strcmp (op, "func.call") == 0)
+    {
+      skip_ws (s);
+      if (!expect (s, "@", "before the callee"))
+        return FALSE;
+      g_autofree char *callee = word (s);
+      if (!callee || !expect (s, "(", "after the callee"))
+        return FALSE;
+      if (!accept (s, ")"))
+        {
+          if (!operands (s, ops, &n) || !expect (s, ")", "to close the arguments"))
+            return FALSE;
+        }
+      if (!(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "call(%s), to_apply=%s", ops->str, callee);
+    }
+  else
+    {
+      sh_error (s, opat, "operation %s is not read yet (doc/hlo.md lists what the StableHLO reader takes)", op);
+      return FALSE;
+    }
+  emit (s, at, name, shape, rest->str, sharding);
+  return TRUE;
+}
+
+/* func.func [public|private] @name(%arg: T {attrs}, ...) -> (T {attrs}) { ... } */
+static gboolean
+function (Sh *s)
+{
+  skip_ws (s);
+  gsize at = s->pos;
+  (void) (accept (s, "public") || accept (s, "private"));
+  if (!expect (s, "@", "before the function name"))
+    return FALSE;
+  g_autofree char *fname = word (s);
+  if (!fname || !expect (s, "(", "to open the arguments"))
+    return FALSE;
+  g_hash_table_remove_all (s->shapes);
+  g_hash_table_remove_all (s->line_of);
+  s->body = g_ptr_array_new_with_free_func (g_free);
+  int k = 0;
+  if (!accept (s, ")"))
+    {
+      do
+        {
+          skip_ws (s);
+          gsize aat = s->pos;
+          g_autofree char *arg = ssa (s, "an argument");
+          g_autofree char *t = NULL, *sh = NULL;
+          if (!arg || !expect (s, ":", "after the argument name") || !(t = tensor_type (s))
+              || !attr_dict (s, &sh))
+            break;
+          g_autofree char *rest = g_strdup_printf ("parameter(%d)", k++);
+          emit (s, aat, arg, t, rest, sh);
+        }
+      while (accept (s, ","));
+      expect (s, ")", "to close the arguments");
+    }
+  /* results: -> T, -> (T {attrs}, ...) */
+  g_autofree char *out_sharding = NULL;
+  if (!FAILED (s) && accept (s, "->"))
+    {
+      gboolean paren = accept (s, "(");
+      g_autofree char *t = tensor_type (s);
+      if (t && paren)
+        attr_dict (s, &out_sharding); /* unparenthesized, a '{' opens the body */
+      if (t && paren && accept (s, ","))
+        sh_error (s, s->pos, "functions returning several values are not read yet (one result)");
+      if (t && paren && !FAILED (s))
+        expect (s, ")", "to close the result types");
+    }
+  /* attributes {...} of the function itself */
+  if (!FAILED (s) && accept (s, "attributes"))
+    {
+      g_autofree char *ignored = NULL;
+      attr_dict (s, &ignored);
+    }
+  if (!FAILED (s))
+    expect (s, "{", "to open the function body");
+  char *ret = NULL, *ret_shape = NULL;
+  while (!FAILED (s) && !ret)
+    {
+      skip_ws (s);
+      if (CUR (s) == '}' || CUR (s) == '\0')
+        {
+          sh_error (s, at, "function @%s has no return", fname);
+          break;
+        }
+      operation (s, &ret, &ret_shape);
+    }
+  if (!FAILED (s))
+    expect (s, "}", "to close the function body");
+  gboolean is_main = strcmp (fname, "main") == 0;
+  if (!FAILED (s))
+    {
+      /* The returned value is the root; the result's sharding is its
+       * sharding (XLA's HLO of the program puts it there), unless it has
+       * another one: then a copy with the result's sharding is the root. */
+      guint li = GPOINTER_TO_UINT (g_hash_table_lookup (s->line_of, ret));
+      char **line = (char **) &g_ptr_array_index (s->body, li - 1);
+      gboolean sharded = strstr (*line, ", sharding=") != NULL;
+      if (out_sharding && sharded)
+        {
+          g_autofree char *r = g_strdup_printf ("copy(%s)", ret);
+          g_autofree char *nm = g_strconcat (ret, ".result", NULL);
+          emit (s, at, nm, ret_shape, r, out_sharding);
+          line = (char **) &g_ptr_array_index (s->body, s->body->len - 1);
+        }
+      else if (out_sharding)
+        {
+          char *c = strstr (*line, " /*@");
+          char *nl = g_strdup_printf ("%.*s, sharding=%s%s", (int) (c - *line), *line, out_sharding, c);
+          g_free (*line);
+          *line = nl;
+        }
+      char *rl = g_strconcat ("ROOT ", *line, NULL);
+      g_free (*line);
+      *line = rl;
+      GString *dst = is_main ? s->entry : s->callees;
+      g_string_append_printf (dst, "%s%s {\n", is_main ? "ENTRY " : "", fname);
+      for (guint i = 0; i < s->body->len; i++)
+        g_string_append_printf (dst, "  %s\n", (const char *) g_ptr_array_index (s->body, i));
+      g_string_append (dst, "}\n\n");
+    }
+  g_free (ret);
+  g_free (ret_shape);
+  g_ptr_array_free (s->body, TRUE);
+  s->body = NULL;
+  return !FAILED (s);
+}
+
+gboolean
+ps_stablehlo_looks_like (const char *text, gsize len)
+{
+  Sh s = { .t = text, .len = len };
+  skip_ws (&s);
+  return accept (&s, "module @") || accept (&s, "module attributes") || accept (&s, "module {")
+         || accept (&s, "func.func");
+}
+
+char *
+ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GError **error)
+{
+  Sh s = { .t = text, .len = len, .file = filename ? filename : "<stablehlo>" };
+  s.callees = g_string_new (NULL);
+  s.entry = g_string_new (NULL);
+  s.shapes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  s.line_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  gboolean wrapped = accept (&s, "module");
+  if (wrapped)
+    {
+      if (accept (&s, "@"))
+        s.module_name = word (&s);
+      if (accept (&s, "attributes"))
+        {
+          /* mhlo.num_partitions = 2 : i32 */
+          if (expect (&s, "{", "to open the module attributes") && !accept (&s, "}"))
+            do
+              {
+                g_autofree char *key = word (&s);
+                if (!key || !expect (&s, "=", "after the attribute name"))
+                  break;
+                skip_ws (&s);
+                gsize vb = s.pos;
+                int depth = 0;
+                while (s.pos < s.len && !((s.t[s.pos] == ',' || s.t[s.pos] == '}') && depth == 0))
+                  {
+                    char c = s.t[s.pos++];
+                    if (c == '{' || c == '[' || c == '<' || c == '(')
+                      depth++;
+                    else if (c == '}' || c == ']' || c == '>' || c == ')')
+                      depth--;
+                  }
+                if (strcmp (key, "mhlo.num_partitions") == 0)
+                  s.num_partitions = g_ascii_strtoll (s.t + vb, NULL, 10);
+              }
+            while (!FAILED (&s) && accept (&s, ","));
+          if (!FAILED (&s))
+            expect (&s, "}", "to close the module attributes");
+        }
+      if (!FAILED (&s))
+        expect (&s, "{", "to open the module");
+    }
+  int n_funcs = 0;
+  while (!FAILED (&s))
+    {
+      skip_ws (&s);
+      if (CUR (&s) == '\0' || (wrapped && CUR (&s) == '}'))
+        break;
+      if (CUR (&s) == '#')
+        {
+          while (s.pos < s.len && s.t[s.pos] != '\n')
+            s.pos++;
+          continue;
+        }
+      if (!expect (&s, "func.func", "(a function)"))
+        break;
+      if (function (&s))
+        n_funcs++;
+    }
+  if (!FAILED (&s) && wrapped)
+    expect (&s, "}", "to close the module");
+  if (!FAILED (&s) && s.entry->len == 0)
+    sh_error (&s, 0, "no function @main");
+  char *out = NULL;
+  if (!FAILED (&s))
+    {
+      GString *h = g_string_new (NULL);
+      g_string_append_printf (h, "HloModule %s", s.module_name ? s.module_name : "stablehlo");
+      if (s.num_partitions > 0)
+        g_string_append_printf (h, ", num_partitions=%" G_GINT64_FORMAT, s.num_partitions);
+      g_string_append_printf (h, "\n\n%s%s", s.callees->str, s.entry->str);
+      out = g_string_free (h, FALSE);
+    }
+  else
+    g_propagate_error (error, s.err);
+  g_string_free (s.callees, TRUE);
+  g_string_free (s.entry, TRUE);
+  g_hash_table_destroy (s.shapes);
+  g_hash_table_destroy (s.line_of);
+  g_free (s.module_name);
+  return out;
+}
+
+/* An error of the HLO reader at line L of the made text, back at the
+ * StableHLO offset that line's comment names. */
+static void
+map_error (GError **error, GError *e, const char *hlo, const char *text, gsize len, const char *file)
+{
+  const char *msg = e->message;
+  const char *p = strstr (msg, "<made>:");
+  long line = p ? strtol (p + 7, NULL, 10) : 0;
+  const char *colon = p ? strchr (p + 7, ':') : NULL;
+  const char *what = colon ? strchr (colon + 1, ':') : NULL;
+  what = what ? what + 2 : msg;
+  const char *l = hlo;
+  for (long i = 1; l && i < line; i++)
+    {
+      l = strchr (l, '\n');
+      if (l)
+        l++;
+    }
+  const char *at = l ? strstr (l, "/*@") : NULL;
+  const char *eol = l ? strchr (l, '\n') : NULL;
+  if (at && (!eol || at < eol))
+    {
+      gsize off = (gsize) g_ascii_strtoull (at + 3, NULL, 10);
+      int ln = 1, col = 1;
+      for (gsize i = 0; i < off && i < len; i++)
+        {
+          if (text[i] == '\n')
+            ln++, col = 1;
+          else
+            col++;
+        }
+      ps_set_error_at (error, e->code, file, ln, col, "%s", what);
+    }
+  else
+    ps_set_error_at (error, e->code, file, 0, 0, "%s", what);
+  g_error_free (e);
+}
+
+PsModule *
+ps_stablehlo_parse (const char *text, gsize len, const char *filename, GError **error)
+{
+  const char *file = filename ? filename : "<stablehlo>";
+  g_autofree char *hlo = ps_stablehlo_to_hlo_text (text, len, file, error);
+  if (!hlo)
+    return NULL;
+  GError *e = NULL;
+  PsModule *m = ps_hlo_parse (hlo, strlen (hlo), "<made>", &e);
+  if (!m)
+    {
+      map_error (error, e, hlo, text, len, file);
+      return NULL;
+    }
+  g_free (m->source_name);
+  m->source_name = g_strdup (file);
+  return m;
+}

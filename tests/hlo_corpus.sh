@@ -1,0 +1,51 @@
+#!/bin/sh
+# The corpus of dumps of tests/data/hlo/ (README.md there): every file reads,
+# prints as a fixed point, is checked on the interpreter where it is a
+# single-device program, and simulates; several_modules.hlo's second module
+# too (--module). Errors for what is not HLO text are in tests/data/bad/
+# (hlo_bad.sh).
+. "$PS_SRCDIR/tests/lib.sh"
+D="$PS_SRCDIR/tests/data/hlo"
+for f in "$D"/*.hlo; do
+  b=$(basename "$f")
+  expect_status 0 "$PODSIM" hlo "$f"
+  cp "$PS_TMP/out" "$PS_TMP/once.hlo"
+  expect_status 0 "$PODSIM" hlo "$PS_TMP/once.hlo"
+  cmp -s "$PS_TMP/out" "$PS_TMP/once.hlo" || fail "$b: printing is not a fixed point"
+  extra=
+  case "$b" in while_unknown_trip.hlo) extra="--trip-count 3" ;; esac
+  expect_status 0 "$PODSIM" run "$f" -q $extra
+  expect_grep "step time" "$PS_TMP/out"
+done
+# StableHLO (JAX's default text) reads into the IR of the HLO text of the
+# same program, verifies and simulates.
+S="$PS_SRCDIR/tests/data/stablehlo"
+expect_status 0 "$PODSIM" hlo "$S/mlp_step.mlir"
+cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
+expect_status 0 "$PODSIM" hlo "$S/mlp_step.hlo"
+cmp -s "$PS_TMP/out" "$PS_TMP/from_mlir.hlo" || fail "mlp_step.mlir and mlp_step.hlo read differently"
+expect_status 0 "$PODSIM" verify -n 2 "$S/mlp_step.mlir"
+expect_grep "agrees on 2 devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$S/mlp_step.mlir" -q
+expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+expect_status 0 "$PODSIM" propagate "$S/mlp_step.mlir" -o "$PS_TMP/prop.hlo"
+expect_status 0 "$PODSIM" hlo "$PS_TMP/prop.hlo"
+# Single-device programs: the partitioned program agrees with the original.
+for f in fusion.hlo narrow_types.hlo several_modules.hlo; do
+  expect_status 0 "$PODSIM" verify -n 2 "$D/$f"
+  expect_grep "agree" "$PS_TMP/out"
+done
+expect_status 0 "$PODSIM" verify -n 2 --module second_module "$D/several_modules.hlo"
+expect_grep "the output agrees on 2 devices (32 elements compared)" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$D/several_modules.hlo" --module second_module -q
+expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+# Per-device programs are simulated as written, with their own device count.
+expect_status 0 "$PODSIM" run "$D/async_collectives.hlo" -q
+expect_grep "already partitioned: lowered as written" "$PS_TMP/out"
+expect_grep "mesh 4 (arange), slice v3-8" "$PS_TMP/out"
+expect_grep "4 collectives" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$D/pytorch_xla_coalesced.hlo" -q
+expect_grep "already partitioned" "$PS_TMP/out"
+expect_status 2 "$PODSIM" verify -n 4 "$D/async_collectives.hlo"
+expect_grep "already partitioned" "$PS_TMP/err"
+finish
