@@ -1,7 +1,8 @@
 /* The encoder-decoder Transformer as a model family (`podsim run encdec`):
  * its parameters (the fields of PsEncDecConfig), their defaults (the small
  * test model on a 2x4 mesh of v3-8) and the adaptor to the builder.
- * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). */
+ * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). The MoE keys
+ * (experts .. groups) are the moe family's, for GShard's block in both stacks. */
 #include "config.h"
 
 #include <string.h>
@@ -39,6 +40,21 @@ static const PsParamSpec specs[] = {
     "Softmax weights are the embedding's (T5 v1.0); false: their own (T5 v1.1)", 0, 0, NULL, NULL, NULL },
   { "model", "optimizer", PS_PARAM_CHOICE, "adafactor", "Optimizer (T5: Adafactor)", 0, 0, "adafactor|adam",
     NULL, NULL },
+  { "model", "experts", PS_PARAM_INT, "0",
+    "Experts E of the MoE FFNs (0: every FFN dense; GShard, Switch: one or more per core)", 0, 1 << 24,
+    NULL, NULL, NULL },
+  { "model", "moe_every", PS_PARAM_INT, "2",
+    "Every this many layers of each stack the FFN is an MoE block (GShard, Switch: 2)", 1, 1024,
+    NULL, NULL, NULL },
+  { "model", "top_k", PS_PARAM_INT, "2", "Experts each token is sent to (GShard: 2, Switch: 1)", 1, 1 << 24,
+    NULL, NULL, NULL },
+  { "model", "capacity_factor", PS_PARAM_FLOAT, "2",
+    "Expert capacity C = ceil(capacity_factor x group size / E) (GShard: 2)", 0, 1000000, NULL, NULL, NULL },
+  { "model", "aux_loss_weight", PS_PARAM_FLOAT, "0.01", "Weight of the MoE load-balancing loss", 0, 1000000,
+    NULL, NULL, NULL },
+  { "parallelism", "groups", PS_PARAM_INT, "0",
+    "Token groups G of the MoE gating, in each stack (0: one per device); split over mesh axis 0 with the experts",
+    0, 1 << 24, NULL, NULL, NULL },
   { "parallelism", "mesh", PS_PARAM_MESH, "2x4",
     "Logical device mesh AxB (arange order); A*B must be the slice's core count", 2, 2, NULL, NULL, "*" },
   { "parallelism", "sharding", PS_PARAM_CHOICE, "2d",
@@ -76,6 +92,12 @@ config_from (const PsParams *p, PsEncDecConfig *c)
   c->mesh[1] = dims[1];
   ps_sharding_preset_from_name (ps_params_str (p, "sharding"), &c->sharding);
   c->weight_update_sharding = ps_params_bool (p, "weight_update_sharding");
+  c->experts = ps_params_int (p, "experts");
+  c->moe_every = (int) ps_params_int (p, "moe_every");
+  c->top_k = (int) ps_params_int (p, "top_k");
+  c->capacity_factor = ps_params_double (p, "capacity_factor");
+  c->aux_loss_weight = ps_params_double (p, "aux_loss_weight");
+  c->groups = ps_params_int (p, "groups");
 }
 
 static gboolean
@@ -103,14 +125,18 @@ static char *
 describe_model (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
+  g_autofree char *moe = ps_params_int (p, "experts") == 0 ? g_strdup ("")
+    : g_strdup_printf (", MoE every %d layers (%" G_GINT64_FORMAT " experts, top-%d)",
+                       (int) ps_params_int (p, "moe_every"), ps_params_int (p, "experts"),
+                       (int) ps_params_int (p, "top_k"));
   return g_strdup_printf ("%d + %d layers, M=%" G_GINT64_FORMAT " H=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
                           " D=%" G_GINT64_FORMAT ", source %" G_GINT64_FORMAT ", target %" G_GINT64_FORMAT
-                          ", batch %" G_GINT64_FORMAT ", %s norm, %s, positions %s",
+                          ", batch %" G_GINT64_FORMAT ", %s norm, %s, positions %s%s",
                           (int) ps_params_int (p, "enc_layers"), (int) ps_params_int (p, "dec_layers"),
                           ps_params_int (p, "model_dim"), ps_params_int (p, "ffn_dim"), ps_params_int (p, "heads"),
                           ps_params_int (p, "head_dim"), ps_params_int (p, "src_len"), ps_params_int (p, "tgt_len"),
                           ps_params_int (p, "global_batch"), ps_params_str (p, "norm"), ps_params_str (p, "ffn"),
-                          ps_params_str (p, "position"));
+                          ps_params_str (p, "position"), moe);
 }
 
 static char *
@@ -126,7 +152,7 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
 
 const PsModelFamily ps_encdec_family = {
   .name = "encdec",
-  .summary = "The encoder-decoder Transformer (T5), with cross-attention and the dense family's block options",
+  .summary = "The encoder-decoder Transformer (T5, Switch), with cross-attention, the dense family's block options and MoE FFNs",
   .doc = "doc/models.md",
   .item_unit = "tokens",      /* target tokens (doc/models.md) */
   .specs = specs,
