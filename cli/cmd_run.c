@@ -183,7 +183,7 @@ add_config (JsonBuilder *b, const PsParams *p)
  * run that does not fit stopped. */
 static char *
 to_json (const PsParams *p, const char *name, double published, const PsDriverResult *r,
-         const PsHardware *hw, const char *error)
+         const PsHardware *hw, const char *error, gboolean stats)
 {
   const PsModelFamily *f = ps_params_family (p);
   g_autoptr (JsonBuilder) b = json_builder_new ();
@@ -258,11 +258,16 @@ to_json (const PsParams *p, const char *name, double published, const PsDriverRe
       if (pipe)
         ps_pipelining_report_json (pipe, b);
     }
-  json_builder_set_member_name (b, "stages_s");
-  json_builder_begin_object (b);
-  for (int i = 0; i < PS_STAGE_COUNT; i++)
-    add_member_double (b, ps_stage_name (i), r->stage_s[i]);
-  json_builder_end_object (b);
+  /* Wall times differ from run to run: only asked for, so that identical
+   * runs print identical results. */
+  if (stats)
+    {
+      json_builder_set_member_name (b, "stages_s");
+      json_builder_begin_object (b);
+      for (int i = 0; i < PS_STAGE_COUNT; i++)
+        add_member_double (b, ps_stage_name (i), r->stage_s[i]);
+      json_builder_end_object (b);
+    }
   add_config (b, p);
   json_builder_end_object (b);
   g_autoptr (JsonGenerator) gen = json_generator_new ();
@@ -323,7 +328,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
       ps_driver_no_fit_error (r, hw, &error);
       if (o->json)
         {
-          g_autofree char *j = to_json (p, name, published, r, hw, error->message);
+          g_autofree char *j = to_json (p, name, published, r, hw, error->message, o->stats);
           printf ("%s\n", j);
         }
       return ps_cli_fail (error);
@@ -332,7 +337,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
     {
       if (o->json)
         {
-          g_autofree char *j = to_json (p, name, published, r, hw, NULL);
+          g_autofree char *j = to_json (p, name, published, r, hw, NULL, o->stats);
           printf ("%s\n", j);
         }
       else
@@ -388,7 +393,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
     return ps_cli_fail (error);
   if (o->json)
     {
-      g_autofree char *j = to_json (p, name, published, r, hw, NULL);
+      g_autofree char *j = to_json (p, name, published, r, hw, NULL, o->stats);
       printf ("%s\n", j);
     }
   else
@@ -418,7 +423,7 @@ ps_cmd_run (int argc, char **argv)
     { "dump-hlo", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_hlo, "Write the annotated single-device program (HLO text)", "OUT.hlo" },
     { "dump-spmd", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_spmd, "Write the partitioned SPMD program (HLO text)", "OUT.hlo" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o.dump_trace, "Write the step trace (replay it with podsim simulate)", "OUT.pst.gz" },
-    { "stats", 0, 0, G_OPTION_ARG_NONE, &o.stats, "Print each stage's wall time and peak memory", NULL },
+    { "stats", 0, 0, G_OPTION_ARG_NONE, &o.stats, "Print each stage's wall time and peak memory (with --json: a stages_s object)", NULL },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress display on stderr", NULL },
     { NULL }
   };

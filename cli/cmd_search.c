@@ -401,6 +401,12 @@ static int
 search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
 {
   GError *error = NULL;
+  if (o->jobs < 0 || o->top < 0)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %d)", o->jobs < 0 ? "--jobs" : "--top",
+                   o->jobs < 0 ? o->jobs : o->top);
+      return ps_cli_fail (error);
+    }
   g_autoptr (PsParams) base = ps_model_options_params_argv (mo, argc, argv, &error);
   if (!base)
     return ps_cli_fail (error);

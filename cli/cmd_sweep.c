@@ -9,13 +9,16 @@
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "driver/pool.h"
 #include "driver/study.h"
+#include "common/checked.h"
 #include "common/error.h"
+#include "common/output.h"
 
 typedef struct {
   char **vary;
@@ -82,7 +85,15 @@ add_axis (GPtrArray *axes, const PsParams *base, const char *key, const char *va
   a->values = g_ptr_array_new_with_free_func (g_free);
   a->where = g_strdup (where);
   g_ptr_array_add (axes, a);
-  return split_values (values, where, a->values, error);
+  if (!split_values (values, where, a->values, error))
+    return FALSE;
+  if (a->values->len == 0)
+    {
+      /* g_strsplit of "" gives no items: a sweep of nothing would exit 0. */
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: no values (expected %s=V1,V2,...)", where, s->key);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* The axes of the grid file's [vary] section, then of --vary; the grid
@@ -184,9 +195,11 @@ typedef struct {
   PsStudy *study;
   PsStudyFormat format;
   FILE *out;
+  const char *out_name;      /* -o, or "-" */
   const guint *ids;          /* pool job -> configuration id */
   gboolean progress;
   guint n_errors;
+  GError *write_error;       /* the first failed write: no row after it is written */
 } Run;
 
 static void
@@ -194,15 +207,14 @@ on_done (const PsPoolResult *r, gpointer user)
 {
   Run *run = user;
   /* A run the sweep itself stopped has no row: --resume runs it again. */
-  if (r->interrupted)
+  if (r->interrupted || run->write_error)
     return;
   g_autoptr (PsStudyRow) row = ps_study_row_from_result (r, run->ids[r->index]);
   run->n_errors += row->error != NULL;
   g_autofree char *line = ps_study_format_row (run->study, row, run->format);
   /* One write per row, flushed: an interrupted sweep leaves whole rows (and
    * at most one partial last line, which --resume drops). */
-  fputs (line, run->out);
-  fflush (run->out);
+  ps_output_stream_put (run->out, run->out_name, line, &run->write_error);
 }
 
 static void
@@ -225,13 +237,12 @@ resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint l
   g_autofree char *text = NULL;
   gsize len = 0;
   GError *local = NULL;
-  if (!g_file_get_contents (path, &text, &len, &local))
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    return TRUE;
+  if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, &local))
     {
-      gboolean missing = g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+      g_set_error (error, PS_ERROR, local->code, "--resume: %s", local->message);
       g_error_free (local);
-      if (missing)
-        return TRUE;
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "--resume: cannot read %s", path);
       return FALSE;
     }
   gsize whole = len;
@@ -309,40 +320,51 @@ run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, gui
   PsStudyFormat f = format_of (o, o->output);
   guint next = first;
   gboolean resuming = FALSE;
-  if (o->output && o->resume)
-    {
-      if (!resume_from (s, f, o->output, first, last, TRUE, &next, &error))
-        return ps_cli_fail (error);
-      resuming = g_file_test (o->output, G_FILE_TEST_EXISTS);
-    }
-  else if (o->output && g_file_test (o->output, G_FILE_TEST_EXISTS))
+  const char *out_name = o->output ? o->output : "-";
+  GStatBuf st;
+  if (o->output && !o->resume && g_stat (o->output, &st) == 0 && S_ISREG (st.st_mode))
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "-o %s exists: --resume continues it, or remove it",
                    o->output);
       return ps_cli_fail (error);
     }
+  /* Opened (and locked) before --resume reads it, so a second sweep on the
+   * same file is refused before it reads, cuts or appends anything. */
+  FILE *out = ps_output_stream_open (out_name, o->resume, &error);
+  if (!out)
+    {
+      g_prefix_error (&error, "-o: ");
+      return ps_cli_fail (error);
+    }
+  if (o->output && o->resume)
+    {
+      if (!resume_from (s, f, o->output, first, last, TRUE, &next, &error))
+        {
+          ps_output_stream_close (out, out_name, NULL);
+          return ps_cli_fail (error);
+        }
+      resuming = g_stat (o->output, &st) == 0 && S_ISREG (st.st_mode) && st.st_size > 0;
+    }
   g_autofree char *tmp = g_dir_make_tmp ("podsim-sweep-XXXXXX", &error);
   const char *base_path = tmp ? ps_study_write_base (s, tmp, name, &error) : NULL;
   if (!base_path)
-    return ps_cli_fail (error);
-  FILE *out = stdout;
-  if (o->output)
     {
-      out = fopen (o->output, resuming ? "a" : "w");
-      if (!out)
-        {
-          g_set_error (&error, PS_ERROR, PS_ERROR_IO, "-o %s: %s", o->output, g_strerror (errno));
-          return ps_cli_fail (error);
-        }
+      ps_output_stream_close (out, out_name, NULL);
+      return ps_cli_fail (error);
     }
   if (!resuming)
     {
       g_autofree char *header = ps_study_header (s, f);
-      fputs (header, out);
-      fflush (out);
+      if (*header && !ps_output_stream_put (out, out_name, header, &error))
+        {
+          ps_output_stream_close (out, out_name, NULL);
+          g_unlink (base_path);
+          g_rmdir (tmp);
+          return ps_cli_fail (error);
+        }
     }
   g_autofree guint *ids = g_new0 (guint, last > next ? last - next : 1);
-  Run run = { s, f, out, ids, ps_progress_on (o->quiet), 0 };
+  Run run = { s, f, out, out_name, ids, ps_progress_on (o->quiet), 0, NULL };
   g_autoptr (PsPool) pool = ps_pool_new (o->jobs, on_done, on_progress, &run);
   for (guint id = next; id < last; id++)
     {
@@ -352,10 +374,20 @@ run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, gui
     }
   gint64 t0 = g_get_monotonic_time ();
   gboolean ok = ps_pool_run (pool, &error);
-  if (out != stdout)
-    fclose (out);
+  GError *close_error = NULL;
+  gboolean closed = ps_output_stream_close (out, out_name, &close_error);
   g_unlink (base_path);
   g_rmdir (tmp);
+  if (run.write_error || !closed)
+    {
+      /* Rows lost on a full disk are a failure, not a 0-byte success. */
+      if (run.progress)
+        fputs ("\r\033[K", stderr);
+      g_clear_error (&error);
+      if (run.write_error)
+        g_clear_error (&close_error);
+      return ps_cli_fail (run.write_error ? run.write_error : close_error);
+    }
   if (!ok && ps_pool_interrupted (pool))
     {
       /* Rows are the first N configurations (the pool hands back a prefix):
@@ -495,8 +527,15 @@ merge (const SweepOptions *o, PsStudy *s, int tasks)
       task_range (n, tasks, t, &first, &last);
       g_autofree char *path = g_strdup_printf ("%s/part-%04d.%s", o->merge, t, ext);
       g_autofree char *text = NULL;
-      if (!g_file_get_contents (path, &text, NULL, NULL))
+      gsize len;
+      if (!g_file_test (path, G_FILE_TEST_EXISTS))
         text = g_strdup ("");
+      else if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, &error))
+        {
+          g_string_free (missing, TRUE);
+          g_prefix_error (&error, "--merge: ");
+          return ps_cli_fail (error);
+        }
       /* resume_from checks every row against the grid. */
       if (!resume_from (s, f, path, first, last, FALSE, &next, &error))
         {
@@ -538,6 +577,22 @@ sweep (SweepOptions *o, PsModelOptions *mo, int argc, char **argv)
   if (o->format && strcmp (o->format, "csv") != 0 && strcmp (o->format, "jsonl") != 0)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--format: '%s' is not csv or jsonl", o->format);
+      return ps_cli_fail (error);
+    }
+  /* 0 means the default; a negative count is a mistake, not a default. */
+  struct { const char *name; int v; } counts[] = {
+    { "--jobs", o->jobs }, { "--tasks", o->tasks }, { "--cpus-per-task", o->cpus_per_task }
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (counts); i++)
+    if (counts[i].v < 0)
+      {
+        g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %d)", counts[i].name,
+                     counts[i].v);
+        return ps_cli_fail (error);
+      }
+  if (o->task < -1)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--task must be 0 or more (got %d)", o->task);
       return ps_cli_fail (error);
     }
   if (o->resume && !o->output)
@@ -612,7 +667,7 @@ ps_cmd_sweep (int argc, char **argv)
     { "tasks", 0, 0, G_OPTION_ARG_INT, &o.tasks, "With --slurm: array tasks (default: one per configuration, at most 100)", "N" },
     { "cpus-per-task", 0, 0, G_OPTION_ARG_INT, &o.cpus_per_task, "With --slurm: cores per task, its --jobs (default 1)", "N" },
     { "merge", 0, 0, G_OPTION_ARG_FILENAME, &o.merge, "Merge the part files of a --slurm sweep in DIR into one table", "DIR" },
-    { "task", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o.task, "Run only array task T's share (the Slurm script does)", "T" },
+    { "task", 0, 0, G_OPTION_ARG_INT, &o.task, "Run only array task T's share of --tasks (0 .. N-1; the Slurm script does)", "T" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress or summary on stderr", NULL },
     { NULL }
   };

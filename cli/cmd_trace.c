@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "common/checked.h"
 #include "partitioner/analysis/cost.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/analysis/lower.h"
@@ -155,19 +156,26 @@ trace_dump (int argc, char **argv)
 static gboolean
 parse_order (const char *text, PsTraceMesh *m, GError **error)
 {
-  gint64 x, y, c;
-  char tail;
+  g_auto (GStrv) xyc = g_str_has_prefix (text, "nonpod2d:") ? g_strsplit (text + 9, "x", -1) : NULL;
+  guint64 v[3];
   if (strcmp (text, "arange") == 0)
     m->order = PS_TRACE_ORDER_ARANGE;
   else if (strcmp (text, "arange_T") == 0)
     m->order = PS_TRACE_ORDER_ARANGE_T;
-  else if (sscanf (text, "nonpod2d:%" G_GINT64_MODIFIER "dx%" G_GINT64_MODIFIER "dx%"
-                   G_GINT64_MODIFIER "d%c", &x, &y, &c, &tail) == 3)
+  else if (xyc && g_strv_length (xyc) == 3)
     {
+      /* Each extent checked on its own (sscanf's %ld wrapped on overflow);
+       * the trace header checks that the product holds the devices. */
+      for (int i = 0; i < 3; i++)
+        if (!g_ascii_string_to_unsigned (xyc[i], 10, 1, PS_MAX_DEVICES, &v[i], NULL))
+          {
+            g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--order %s: '%s' is not an extent 1 .. %d",
+                         text, xyc[i], PS_MAX_DEVICES);
+            return FALSE;
+          }
       m->order = PS_TRACE_ORDER_NONPOD2D;
-      m->physical[0] = x;
-      m->physical[1] = y;
-      m->physical[2] = c;
+      for (int i = 0; i < 3; i++)
+        m->physical[i] = (gint64) v[i];
     }
   else
     {

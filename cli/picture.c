@@ -475,8 +475,9 @@ ps_picture_groups (const PsPlatform *p, const PsCollPlan *plan, const int *devic
       text (cr, x, y + fs * 0.35, fs, id, 0.5);
     }
   cairo_set_source_rgb (cr, 0.1, 0.1, 0.1);
-  g_autofree char *legend = g_strdup_printf ("%d groups of %d; colors: groups; arrows: the transfers "
-                                             "the simulator plans (rings)", plan->n_groups, plan->group_size);
+  g_autofree char *legend = g_strdup_printf ("%d group%s of %d; colors: groups; arrows: the transfers "
+                                             "the simulator plans (rings)", plan->n_groups,
+                                             plan->n_groups == 1 ? "" : "s", plan->group_size);
   text (cr, 10, l.height - 14, 11, legend, 0);
   return canvas_end (&c, error);
 }

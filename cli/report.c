@@ -9,6 +9,7 @@
 
 #include "cli/picture.h"
 #include "common/error.h"
+#include "common/output.h"
 
 char *
 ps_report_inline_svg (const char *svg, const char *prefix)
@@ -85,11 +86,6 @@ ps_report_write (const char *dir, const PsReportInput *in, GError **error)
   const PsDriverResult *r = in->result;
   const PsReplayResult *s = r->sim;
   g_return_val_if_fail (s != NULL && s->timeline != NULL, FALSE);
-  if (g_mkdir_with_parents (dir, 0755) != 0)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "--report %s: %s", dir, g_strerror (errno));
-      return FALSE;
-    }
   const PsModelFamily *f = ps_params_family (in->params);
   const char *slice = ps_params_str (in->params, "slice");
 
@@ -209,12 +205,27 @@ ps_report_write (const char *dir, const PsReportInput *in, GError **error)
                       "<code>https://ui.perfetto.dev</code> or <code>chrome://tracing</code>.</p>\n"
                       "</body></html>\n");
 
-  g_autofree char *index = g_build_filename (dir, "index.html", NULL);
-  g_autofree char *cfg = g_build_filename (dir, "config.ini", NULL);
-  g_autofree char *tl = g_build_filename (dir, "timeline.json", NULL);
+  /* Staged beside DIR: the report appears complete or not at all. */
+  g_autoptr (PsOutputDir) out = ps_output_dir_begin (dir, error);
+  if (!out)
+    {
+      g_string_free (h, TRUE);
+      g_prefix_error (error, "--report: ");
+      return FALSE;
+    }
+  g_autofree char *index = ps_output_dir_file (out, "index.html");
+  g_autofree char *cfg = ps_output_dir_file (out, "config.ini");
+  g_autofree char *tl = ps_output_dir_file (out, "timeline.json");
   gboolean ok = ps_timeline_write (s->timeline, tl, error)
                 && ps_write_file_atomic (cfg, config, strlen (config), error)
-                && ps_write_file_atomic (index, h->str, h->len, error);
+                && ps_write_file_atomic (index, h->str, h->len, error)
+                && ps_output_dir_commit (out, error);
   g_string_free (h, TRUE);
+  if (!ok && error && *error)
+    {
+      /* Name the report, not its staging directory. */
+      ps_output_dir_name_error (out, *error);
+      g_prefix_error (error, "--report: ");
+    }
   return ok;
 }

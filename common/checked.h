@@ -31,10 +31,19 @@ G_BEGIN_DECLS
 /* Input sizes: HLO text (and other whole-file text inputs) and hardware files. */
 #define PS_MAX_TEXT_BYTES (G_GUINT64_CONSTANT (256) << 20)
 #define PS_MAX_HW_FILE_BYTES (G_GUINT64_CONSTANT (1) << 20)
+/* Model files (--config) and sweep grids (--grid): 1 MiB, a thousand times
+ * the largest preset. */
+#define PS_MAX_CONFIG_BYTES (G_GUINT64_CONSTANT (1) << 20)
 /* Logical devices of a partitioned program (partition, trace lower, run's
  * mesh, a sharding's tile assignment): 2^16, 32 times a v3-2048 pod's
  * cores. verify, which runs every device, allows fewer (verify.h). */
 #define PS_MAX_DEVICES 65536
+/* Trips of one loop that podsim simulates (a step trace's loop, an HLO
+ * while's trip count): 2^20. A training step's loops run over layers,
+ * microbatches and pipeline ticks, thousands at most; the replay keeps one
+ * time per iteration of the outermost loops (8 bytes a trip), so a larger
+ * count would allocate without a useful bound. */
+#define PS_MAX_LOOP_TRIPS (G_GUINT64_CONSTANT (1) << 20)
 
 gboolean ps_checked_add_i64 (int64_t a, int64_t b, int64_t *out);
 gboolean ps_checked_mul_i64 (int64_t a, int64_t b, int64_t *out);

@@ -1,4 +1,5 @@
 #include "common/error.h"
+#include "common/output.h"
 
 #include <errno.h>
 #include <math.h>
@@ -112,6 +113,10 @@ char *
 ps_format_seconds (double s)
 {
   double a = fabs (s);
+  /* Less than the last digit shown is "0 s", not "0.0 ns" (which reads as a
+   * measured value; idle times are means that rounding leaves at 1e-14). */
+  if (a < 0.05e-9)
+    return g_strdup ("0 s");
   if (a >= 1.0)
     return g_strdup_printf ("%.3f s", s);
   if (a >= 1e-3)
@@ -125,24 +130,7 @@ gboolean
 ps_write_file_atomic (const char *path, const char *data, gsize len,
                       GError **error)
 {
-  if (strcmp (path, "-") == 0)
-    {
-      if (fwrite (data, 1, len, stdout) != len || fflush (stdout) != 0)
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_IO, "cannot write standard output: %s",
-                       g_strerror (errno));
-          return FALSE;
-        }
-      return TRUE;
-    }
-  GError *local = NULL;
-  if (!g_file_set_contents (path, data, (gssize) len, &local))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return FALSE;
-    }
-  return TRUE;
+  return ps_output_write (path, data, len, error);
 }
 
 gboolean

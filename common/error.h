@@ -64,8 +64,10 @@ gboolean ps_parse_name (const char *text, const char *const *names, int n, const
 /* Greatest common divisor of two non-negative integers (gcd (0, b) = b). */
 int64_t ps_gcd64 (int64_t a, int64_t b);
 
-/* Writes `len` bytes to `path` atomically (temporary file then rename), so a
- * failed run never leaves a partial output file. `-` writes standard output. */
+/* Writes `len` bytes as the output `path`: ps_output_write (output.h), which
+ * renames a temporary over a regular file (a failed run never leaves a
+ * partial one), writes through devices and FIFOs, follows symlinks and
+ * checks every write. `-` writes standard output. */
 gboolean ps_write_file_atomic (const char *path, const char *data, gsize len,
                                GError **error);
 

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "common/ndindex.h"
 
@@ -367,6 +368,14 @@ ps_param_store_set (PsParamStore *st, int i, const char *text, const char *where
   g_autofree char *problem = NULL;
   Value v = st->v[i];
   v.s = NULL;
+  /* A value is one line of a model file: a newline would inject lines
+   * (sections, keys) into the files and CSV rows it is written to. */
+  if (strpbrk (text, "\n\r"))
+    {
+      g_set_error (error, PS_ERROR, is_option ? PS_ERROR_OPTION : PS_ERROR_PARSE,
+                   "%s%s%s: a value cannot hold a line break", where, is_option ? "" : ": ", is_option ? "" : s->key);
+      return FALSE;
+    }
   if (!parse_value (s, text, &v, &problem))
     {
       g_free (v.s);
@@ -675,19 +684,26 @@ ps_ini_collect_section (const char *path, const char *text, const char *const *k
 char *
 ps_ini_load_text (const char *path, GError **error)
 {
-  g_autofree char *text = NULL;
+  /* Capped, and stopped at a NUL byte: /dev/zero or a FIFO fed forever
+   * fails at once instead of growing without bound. Each path is read once
+   * per process (the option parser looks at --config more than once), so
+   * a FIFO or standard input works and every reader sees the same text. */
+  G_LOCK_DEFINE_STATIC (loaded);
+  static GHashTable *loaded;
+  G_LOCK (loaded);
+  const char *seen = loaded ? g_hash_table_lookup (loaded, path) : NULL;
+  char *copy = seen ? g_strdup (seen) : NULL;
+  G_UNLOCK (loaded);
+  if (copy)
+    return copy;
+  char *text = NULL;
   gsize len = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &text, &len, &local))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
-  if (strlen (text) != len)
-    {
-      ps_set_error_at (error, PS_ERROR_PARSE, path, 0, 0, "not a text file (NUL byte)");
-      return NULL;
-    }
-  return g_steal_pointer (&text);
+  if (!ps_read_text_file (path, PS_MAX_CONFIG_BYTES, &text, &len, error))
+    return NULL;
+  G_LOCK (loaded);
+  if (!loaded)
+    loaded = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_hash_table_replace (loaded, g_strdup (path), g_strdup (text));
+  G_UNLOCK (loaded);
+  return text;
 }

@@ -177,7 +177,9 @@ GPtrArray *ps_ini_collect_section (const char *path, const char *text, const cha
                                    const char *const *extra, const char *section, gboolean *found,
                                    GError **error);
 
-/* A whole text file (PS_ERROR_IO; a NUL byte is PS_ERROR_PARSE). transfer full. */
+/* A whole text file, capped at PS_MAX_CONFIG_BYTES (common/checked.h) and
+ * read once per process and path (PS_ERROR_IO; a NUL byte is an error).
+ * transfer full. */
 char *ps_ini_load_text (const char *path, GError **error);
 
 G_END_DECLS

@@ -135,15 +135,20 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
 {
   PsDenseLmConfig c;
   config_from (p, t, &c);
-  /* The model's own checks first (bounds, divisibility), then the slice. */
-  if (!ps_dense_lm_check (&c, error))
-    return FALSE;
+  /* A mesh of the wrong size first (a divisibility error about the model
+   * would hide it), when the stage count makes the device count
+   * meaningful; then the model's own checks (bounds, divisibility). */
   g_autofree char *stages = c.pipeline_stages > 1
     ? g_strdup_printf ("%s %d x ", ps_params_where (p, "pipeline_stages"), c.pipeline_stages)
     : g_strdup ("");
   g_autofree char *what = g_strdup_printf ("%s%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, stages,
                                            ps_params_where (p, "mesh"), c.mesh[0], c.mesh[1]);
-  if (!ps_params_check_devices (p, t, ps_dense_lm_n_devices (&c), what, error))
+  gboolean stages_ok = c.pipeline_stages <= 1
+                      || (c.pipeline_stages <= c.layers && c.layers % c.pipeline_stages == 0);
+  if (c.pipeline_stages >= 0 && stages_ok && ps_dense_lm_n_devices (&c) <= PS_MAX_DEVICES
+      && !ps_params_check_devices (p, t, ps_dense_lm_n_devices (&c), what, error))
+    return FALSE;
+  if (!ps_dense_lm_check (&c, error))
     return FALSE;
   g_autofree int64_t *devices = ps_dense_lm_mesh_devices (&c, error);
   return devices != NULL;

@@ -268,8 +268,11 @@ ps_dense_lm_mesh_devices (const PsDenseLmConfig *c, GError **error)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
                    "%s nonpod2d: the slice has %" G_GINT64_FORMAT " cores but the mesh %" G_GINT64_FORMAT
-                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT, ps_model_label (c->params, "device_order", "--device-order"),
-                   c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1], c->mesh[0] * c->mesh[1]);
+                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT "%s", ps_model_label (c->params, "device_order", "--device-order"),
+                   c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1], c->mesh[0] * c->mesh[1],
+                   /* nonpod2d orders a whole slice; a stage's mesh is part of one. */
+                   c->pipeline_stages > 1 ? " (a pipeline stage's mesh is part of the slice: --device-order arange "
+                                            "places the stages)" : "");
       return NULL;
     }
   guint64 n = 0;

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "models/moe_layer.h"
 #include "models/net.h"
 #include "partitioner/builder/autodiff.h"
 
@@ -30,6 +31,16 @@ ps_encdec_config_small (PsEncDecConfig *out)
   out->mesh[0] = 2;
   out->mesh[1] = 4;
   out->sharding = PS_SHARDING_2D;
+  out->moe_every = 2;
+  out->top_k = 2;
+  out->capacity_factor = 2.0;
+  out->aux_loss_weight = 0.01;
+}
+
+int64_t
+ps_encdec_groups (const PsEncDecConfig *c)
+{
+  return c->groups > 0 ? c->groups : c->mesh[0] * c->mesh[1];
 }
 
 static gboolean
@@ -41,6 +52,42 @@ divides (const PsEncDecConfig *c, int64_t v, const char *key, const char *opt, i
   g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%"
                G_GINT64_FORMAT ")", ps_model_label (c->params, key, opt), v, axis, by);
   return FALSE;
+}
+
+/* The MoE blocks' checks: top-k, capacity factor, and groups and experts
+ * over mesh axis 0 (encdec.h), groups dividing each stack's tokens. */
+static gboolean
+check_moe (const PsEncDecConfig *c, GError **error)
+{
+  if (c->experts == 0)
+    return TRUE;
+  const char *e = ps_model_label (c->params, "experts", "--experts"), *g = ps_model_label (c->params, "groups", "--groups");
+  if (c->moe_every < 1 || c->top_k < 1 || c->top_k > c->experts)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s and %s must be at least 1, and %s at most %s (%"
+                   G_GINT64_FORMAT ")", ps_model_label (c->params, "moe_every", "--moe-every"), ps_model_label (c->params, "top_k", "--top-k"),
+                   ps_model_label (c->params, "top_k", "--top-k"), e, c->experts);
+      return FALSE;
+    }
+  if (!(c->capacity_factor > 0) || c->capacity_factor > 1e6)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %g)",
+                   ps_model_label (c->params, "capacity_factor", "--capacity-factor"), c->capacity_factor);
+      return FALSE;
+    }
+  const int64_t G = ps_encdec_groups (c);
+  if (!divides (c, c->experts, "experts", "--experts", c->mesh[0], "mesh axis 0", error)
+      || !divides (c, G, "groups", "--groups", c->mesh[0], "mesh axis 0", error))
+    return FALSE;
+  const int64_t tokens[2] = { c->global_batch * c->src_len, c->global_batch * c->tgt_len };
+  for (int i = 0; i < 2; i++)
+    if (tokens[i] % G != 0)
+      {
+        g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %" G_GINT64_FORMAT " does not divide the %"
+                     G_GINT64_FORMAT " %s tokens of a step", g, G, tokens[i], i == 0 ? "source" : "target");
+        return FALSE;
+      }
+  return TRUE;
 }
 
 gboolean
@@ -71,6 +118,8 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
                    ps_model_label (c->params, "position", "--position"), ps_model_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
+  if (!check_moe (c, error))
+    return FALSE;
   const int64_t all = c->mesh[0] * c->mesh[1], a0 = c->mesh[0], a1 = c->mesh[1];
   const gboolean gq = c->kv_heads > 0 && c->kv_heads != c->heads;
   const int64_t hs = gq ? c->kv_heads : c->heads;
@@ -104,37 +153,104 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
   return TRUE;
 }
 
+/* An MoE FFN's weights (wg NULL: the layer's FFN is dense). */
+typedef struct {
+  PsInstr *ln, *wg, *wi, *wo;
+} MoeFfn;
+
+/* Layer l's MoE weights "<prefix>.moe_*", or none when l is dense. The
+ * router's expert dim "r" is replicated; the experts' "e" is split by the
+ * plan (ps_encdec_build); their k (M) and f (H) are never split. */
+static void
+moe_weights (PsNet *net, const PsEncDecConfig *c, int l, const char *prefix, MoeFfn *out)
+{
+  memset (out, 0, sizeof *out);
+  if (c->experts == 0 || l % c->moe_every != c->moe_every - 1)
+    return;
+  int64_t me[2] = { c->model_dim, c->experts }, emh[3] = { c->experts, c->model_dim, c->ffn_dim };
+  int64_t ehm[3] = { c->experts, c->ffn_dim, c->model_dim };
+  g_autofree char *wg = g_strdup_printf ("%s.moe_wg", prefix);
+  g_autofree char *wi = g_strdup_printf ("%s.moe_wi", prefix);
+  g_autofree char *wo = g_strdup_printf ("%s.moe_wo", prefix);
+  out->ln = ps_layer_norm_weight (net, prefix, "moe_ln", c->model_dim);
+  out->wg = ps_net_weight (net, wg, "mr", 2, me);
+  out->wi = ps_net_weight (net, wi, "ekf", 3, emh);
+  out->wo = ps_net_weight (net, wo, "efk", 3, ehm);
+}
+
+/* x + moe(norm x) over the step's tokens in groups; the weighted
+ * load-balancing loss is added to *aux. */
+static PsInstr *
+moe_ffn (PsNet *net, const PsEncDecConfig *c, const MoeFfn *w, PsInstr *x, PsInstr **aux)
+{
+  const int64_t B = x->shape->dims[0], S = x->shape->dims[1], M = x->shape->dims[2];
+  const int64_t G = ps_encdec_groups (c);
+  PsInstr *h = ps_norm (net, c->norm, x, w->ln);
+  PsBuilder *b = ps_net_builder (net);
+  int64_t gsm[3] = { G, B * S / G, M }, bsm[3] = { B, S, M };
+  PsMoeConfig mc = { c->experts, ps_moe_capacity (B * S / G, c->experts, c->capacity_factor), c->top_k, 0 };
+  PsInstr *a = NULL;
+  PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), ps_build_convert (b, w->wg, net->act),
+                             ps_build_convert (b, w->wi, net->act), ps_build_convert (b, w->wo, net->act), &a);
+  y = ps_build_reshape (b, y, 3, bsm);
+  a = ps_build_mul (b, a, ps_build_scalar (b, PS_F32, c->aux_loss_weight));
+  /* Shapes come from a checked config: a builder error is a bug here. */
+  g_assert (ps_builder_ok (b));
+  *aux = *aux ? ps_ad_binary (net->c, PS_OP_ADD, *aux, a) : a;
+  return ps_ad_binary (net->c, PS_OP_ADD, x, y);
+}
+
+/* An MoE encoder layer: self-attention, then the MoE FFN. */
+static PsInstr *
+encoder_moe_layer (PsNet *net, const PsEncDecConfig *c, const PsAttention *w, const MoeFfn *moe,
+                   const PsAttentionContext *ctx, PsInstr *x, PsInstr **aux)
+{
+  ps_net_annotate (net, x, "bsm");
+  PsAttention att;
+  ps_attention_cast (net, w, &att);
+  return moe_ffn (net, c, moe, ps_attention (net, &att, ctx, x), aux);
+}
+
 /* One decoder layer: causal self-attention, cross-attention to the
- * encoder's output, FFN. */
+ * encoder's output, FFN (dense or MoE). */
 typedef struct {
   PsAttention self, cross;
   PsFfn ffn;
+  MoeFfn moe;
 } DecoderLayer;
 
 static PsInstr *
-decoder_layer (PsNet *net, const DecoderLayer *L, const PsAttentionContext *self_ctx,
-               const PsAttentionContext *cross_ctx, PsInstr *y, PsInstr *enc)
+decoder_layer (PsNet *net, const PsEncDecConfig *cfg, const DecoderLayer *L, const PsAttentionContext *self_ctx,
+               const PsAttentionContext *cross_ctx, PsInstr *y, PsInstr *enc, PsInstr **aux)
 {
   ps_net_annotate (net, y, "bsm");
   PsAttention self, cross;
   PsFfn ffn;
   ps_attention_cast (net, &L->self, &self);
   ps_attention_cast (net, &L->cross, &cross);
-  ps_ffn_cast (net, &L->ffn, &ffn);
+  if (!L->moe.wg)
+    ps_ffn_cast (net, &L->ffn, &ffn);
   y = ps_attention (net, &self, self_ctx, y);
   PsInstr *h = ps_norm (net, cross.norm, y, cross.ln);
   PsInstr *c = ps_attention_core_kv (net, &cross, cross_ctx, h, enc);
   y = ps_ad_binary (net->c, PS_OP_ADD, y, c);
-  return ps_ffn (net, &ffn, y);
+  return L->moe.wg ? moe_ffn (net, cfg, &L->moe, y, aux) : ps_ffn (net, &ffn, y);
 }
 
-/* Trainable parameters of weights [from, to). */
+/* Trainable parameters of weights [from, to); with `active`, an expert
+ * weight counts top_k / E of its size (the parameters a token meets). */
 static double
-count_params (const PsNet *net, int from, int to)
+count_params (const PsNet *net, const PsEncDecConfig *c, gboolean active, int from, int to)
 {
   double n = 0;
   for (int i = from; i < to; i++)
-    n += (double) ps_shape_elements (((PsInstr *) net->weights->pdata[i])->shape);
+    {
+      const PsInstr *w = net->weights->pdata[i];
+      double k = (double) ps_shape_elements (w->shape);
+      if (active && (strstr (w->name, ".moe_wi") || strstr (w->name, ".moe_wo")))
+        k *= (double) c->top_k / (double) c->experts;
+      n += k;
+    }
   return n;
 }
 
@@ -149,6 +265,8 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
     devices[i] = i;
   PsShardingPlan plan;
   ps_sharding_preset_plan (cfg->sharding, &plan);
+  if (cfg->experts > 0)
+    ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 0);
   g_autoptr (PsNet) net = ps_net_new ("encdec", "train_step", 2, cfg->mesh, devices, &plan);
 
   PsDenseLmConfig view;
@@ -169,24 +287,34 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
   PsInstr *emb = ps_embedding_weight (net, "embedding", ps_dense_lm_padded_vocab (&view), M);
   PsAttentionContext enc_ctx = { 0 }, dec_ctx = { 0 }, cross_ctx = { 0 };
   g_autofree PsTransformerLayer *enc = g_new0 (PsTransformerLayer, cfg->enc_layers);
+  g_autofree MoeFfn *enc_moe = g_new0 (MoeFfn, cfg->enc_layers);
   g_autofree DecoderLayer *dec = g_new0 (DecoderLayer, cfg->dec_layers);
   const int enc_first = ps_net_n_weights (net);
+  const int buckets = bo.position == PS_POSITION_RELATIVE ? cfg->rel_buckets : 0;
   for (int l = 0; l < cfg->enc_layers; l++)
     {
       g_autofree char *prefix = g_strdup_printf ("encoder.layer%d", l);
-      ps_transformer_layer_weights_opts (net, prefix, M, cfg->ffn_dim, cfg->heads, cfg->head_dim, &bo, &enc_ctx,
-                                         &enc[l]);
+      if (cfg->experts > 0 && l % cfg->moe_every == cfg->moe_every - 1)
+        {
+          ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, buckets, cfg->norm,
+                                   &enc[l].attention);
+          moe_weights (net, cfg, l, prefix, &enc_moe[l]);
+        }
+      else
+        ps_transformer_layer_weights_opts (net, prefix, M, cfg->ffn_dim, cfg->heads, cfg->head_dim, &bo, &enc_ctx,
+                                           &enc[l]);
     }
   PsInstr *enc_ln = ps_layer_norm_weight (net, NULL, "encoder.final_ln", M);
   const int dec_first = ps_net_n_weights (net);
-  const int buckets = bo.position == PS_POSITION_RELATIVE ? cfg->rel_buckets : 0;
   for (int l = 0; l < cfg->dec_layers; l++)
     {
       g_autofree char *prefix = g_strdup_printf ("decoder.layer%d", l);
       g_autofree char *cross = g_strdup_printf ("decoder.layer%d.cross", l);
       ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, buckets, cfg->norm, &dec[l].self);
       ps_attention_weights_kv (net, cross, M, cfg->heads, cfg->head_dim, kv, 0, cfg->norm, &dec[l].cross);
-      ps_ffn_weights_kind (net, prefix, M, cfg->ffn_dim, cfg->ffn, cfg->norm, TRUE, &dec[l].ffn);
+      moe_weights (net, cfg, l, prefix, &dec[l].moe);
+      if (!dec[l].moe.wg)
+        ps_ffn_weights_kind (net, prefix, M, cfg->ffn_dim, cfg->ffn, cfg->norm, TRUE, &dec[l].ffn);
     }
   PsInstr *dec_ln = ps_layer_norm_weight (net, NULL, "decoder.final_ln", M);
   const int dec_end = ps_net_n_weights (net);
@@ -221,17 +349,21 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
   ps_attention_context_causal_opts (net, cfg->tgt_len, cfg->head_dim, &bo, &dec_ctx);
 
   /* Forward. */
+  PsInstr *aux = NULL;
   PsInstr *x = ps_embed (net, src, ps_ad_convert (net->c, emb, net->act));
   for (int l = 0; l < cfg->enc_layers; l++)
-    x = ps_transformer_layer (net, &enc[l], x);
+    x = enc_moe[l].wg ? encoder_moe_layer (net, cfg, &enc[l].attention, &enc_moe[l], &enc_ctx, x, &aux)
+                      : ps_transformer_layer (net, &enc[l], x);
   PsInstr *enc_out = ps_norm (net, cfg->norm, x, enc_ln);
   PsInstr *y = ps_embed (net, tgt, ps_ad_convert (net->c, emb, net->act));
   for (int l = 0; l < cfg->dec_layers; l++)
-    y = decoder_layer (net, &dec[l], &dec_ctx, &cross_ctx, y, enc_out);
+    y = decoder_layer (net, cfg, &dec[l], &dec_ctx, &cross_ctx, y, enc_out, &aux);
   PsInstr *top = ps_norm (net, cfg->norm, y, dec_ln);
   PsInstr *head = ps_ad_convert (net->c, softmax, net->act);
   PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", top, head), PS_F32);
   PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
+  if (aux)
+    loss = ps_ad_binary (net->c, PS_OP_ADD, loss, aux);
   ps_net_add_loss (net, loss);
   /* Backward: the whole step at once (encdec.h says why). */
   if (!ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, n_weights,
@@ -242,14 +374,14 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
     {
       memset (info, 0, sizeof *info);
       info->n_annotations = net->n_annotations;
-      info->params = count_params (net, 0, n_weights);
+      info->params = count_params (net, cfg, FALSE, 0, n_weights);
       const double B = (double) cfg->global_batch, S = (double) cfg->src_len, T = (double) cfg->tgt_len;
       const double nd = (double) (cfg->heads * cfg->head_dim);
-      /* 6 flops per parameter per token it acts on (the encoder's on the
+      /* 6 flops per active parameter per token it acts on (the encoder's on the
        * source, the decoder's and the head's on the target), plus the
        * attention scores and context (self: S^2, T^2; cross: T S). */
-      info->model_flops = 6.0 * (count_params (net, enc_first, dec_first) * B * S
-                                 + (count_params (net, dec_first, dec_end) + (double) (emb->shape->dims[0] * M)) * B * T)
+      info->model_flops = 6.0 * (count_params (net, cfg, TRUE, enc_first, dec_first) * B * S
+                                 + (count_params (net, cfg, TRUE, dec_first, dec_end) + (double) (emb->shape->dims[0] * M)) * B * T)
                           + 12.0 * nd * B * (cfg->enc_layers * S * S + cfg->dec_layers * (T * T + T * S));
       info->items_per_step = B * T;
       info->mesh.rank = 2;

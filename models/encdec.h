@@ -16,6 +16,15 @@
  * product of the whole step (no rematerialisation: the decoder's layers
  * read the encoder's output, which a per-layer backward would not reach).
  *
+ * With experts > 0, every moe_every-th FFN of each stack (layers
+ * moe_every-1, 2 moe_every-1, ...; GShard and Switch: every other one) is
+ * the MoE block of models/moe_layer.h over that stack's tokens in `groups`
+ * groups, its load-balancing loss added to the step's with
+ * aux_loss_weight. The expert layout comes from the plan: expert weights
+ * split on E over mesh axis 0 (the data axis of every preset), and the
+ * block splits its groups and experts over that axis, so the partitioner
+ * turns each dispatch and combine into an AllToAll there.
+ *
  * Ownership: the built module is transfer full; configs are plain values.
  */
 #ifndef PS_MODELS_ENCDEC_H
@@ -46,6 +55,11 @@ typedef struct {
   int64_t mesh[2];
   PsShardingPreset sharding;
   gboolean weight_update_sharding;
+  /* MoE FFNs (experts 0: all dense). */
+  int64_t experts;
+  int moe_every, top_k;
+  double capacity_factor, aux_loss_weight;
+  int64_t groups;            /* token groups per stack (0: one per device) */
   const PsParams *params;    /* where values came from, for errors; NULL: options */
 } PsEncDecConfig;
 
@@ -55,6 +69,8 @@ extern const PsModelFamily ps_encdec_family;
 
 /* A small config for tests (2 + 2 layers, tiny dims, mesh 2x4). */
 void ps_encdec_config_small (PsEncDecConfig *out);
+/* Token groups of the MoE blocks (groups, or one per device). */
+int64_t ps_encdec_groups (const PsEncDecConfig *cfg);
 /* Divisibility of the dims by the mesh axes the preset splits them over;
  * PS_ERROR_OPTION naming the option or file position. */
 gboolean ps_encdec_check (const PsEncDecConfig *cfg, GError **error);

@@ -1,7 +1,8 @@
 /* The encoder-decoder Transformer as a model family (`podsim run encdec`):
  * its parameters (the fields of PsEncDecConfig), their defaults (the small
  * test model on a 2x4 mesh of v3-8) and the adaptor to the builder.
- * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). */
+ * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). The MoE keys
+ * (experts .. groups) are the moe family's, for GShard's block in both stacks. */
 #include "config.h"
 
 #include <string.h>
@@ -73,6 +74,30 @@ static const PsParamSpec specs[] = {
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer (T5: Adafactor)",
     .choices = "adafactor|adam" },
+  { .section = "model", .key = "experts", .type = PS_PARAM_INT, .def = "0",
+    .doc = "Experts E of the MoE FFNs (0: every FFN dense; GShard, Switch: one or more per core)",
+    .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, experts) },
+  { .section = "model", .key = "moe_every", .type = PS_PARAM_INT, .def = "2",
+    .doc = "Every this many layers of each stack the FFN is an MoE block (GShard, Switch: 2)",
+    .min = 1, .max = 1024,
+    PS_PARAM_FIELD (PsEncDecConfig, moe_every) },
+  { .section = "model", .key = "top_k", .type = PS_PARAM_INT, .def = "2",
+    .doc = "Experts each token is sent to (GShard: 2, Switch: 1)",
+    .min = 1, .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, top_k) },
+  { .section = "model", .key = "capacity_factor", .type = PS_PARAM_FLOAT, .def = "2",
+    .doc = "Expert capacity C = ceil(capacity_factor x group size / E) (GShard: 2)",
+    .max = 1000000,
+    PS_PARAM_FIELD (PsEncDecConfig, capacity_factor) },
+  { .section = "model", .key = "aux_loss_weight", .type = PS_PARAM_FLOAT, .def = "0.01",
+    .doc = "Weight of the MoE load-balancing loss",
+    .max = 1000000,
+    PS_PARAM_FIELD (PsEncDecConfig, aux_loss_weight) },
+  { .section = "parallelism", .key = "groups", .type = PS_PARAM_INT, .def = "0",
+    .doc = "Token groups G of the MoE gating, in each stack (0: one per device); split over mesh axis 0 with the experts",
+    .max = 1 << 24,
+    PS_PARAM_FIELD (PsEncDecConfig, groups) },
   { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4",
     .doc = "Logical device mesh AxB (arange order); A*B must be the slice's core count",
     .min = 2, .max = 2, .search = "*" },
@@ -128,14 +153,18 @@ static char *
 describe_model (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
+  g_autofree char *moe = ps_params_int (p, "experts") == 0 ? g_strdup ("")
+    : g_strdup_printf (", MoE every %d layers (%" G_GINT64_FORMAT " experts, top-%d)",
+                       (int) ps_params_int (p, "moe_every"), ps_params_int (p, "experts"),
+                       (int) ps_params_int (p, "top_k"));
   return g_strdup_printf ("%d + %d layers, M=%" G_GINT64_FORMAT " H=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
                           " D=%" G_GINT64_FORMAT ", source %" G_GINT64_FORMAT ", target %" G_GINT64_FORMAT
-                          ", batch %" G_GINT64_FORMAT ", %s norm, %s, positions %s",
+                          ", batch %" G_GINT64_FORMAT ", %s norm, %s, positions %s%s",
                           (int) ps_params_int (p, "enc_layers"), (int) ps_params_int (p, "dec_layers"),
                           ps_params_int (p, "model_dim"), ps_params_int (p, "ffn_dim"), ps_params_int (p, "heads"),
                           ps_params_int (p, "head_dim"), ps_params_int (p, "src_len"), ps_params_int (p, "tgt_len"),
                           ps_params_int (p, "global_batch"), ps_params_str (p, "norm"), ps_params_str (p, "ffn"),
-                          ps_params_str (p, "position"));
+                          ps_params_str (p, "position"), moe);
 }
 
 static char *
@@ -151,7 +180,7 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
 
 const PsModelFamily ps_encdec_family = {
   .name = "encdec",
-  .summary = "The encoder-decoder Transformer (T5), with cross-attention and the dense family's block options",
+  .summary = "The encoder-decoder Transformer (T5, Switch), with cross-attention, the dense family's block options and MoE FFNs",
   .doc = "doc/models.md",
   .item_unit = "tokens",      /* target tokens (doc/models.md) */
   .specs = specs,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 
 /* ---- the registry ------------------------------------------------------------- */

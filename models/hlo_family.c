@@ -191,6 +191,40 @@ apply_shard (PsModule *m, const char *item, const PsTraceMesh *mesh, const int64
                    ps_sharding_min_devices (s) - 1, n);
       return FALSE;
     }
+  if (ps_sharding_is_tuple (s))
+    {
+      /* What the HLO reader checks of a tuple sharding in a file (shape_infer's check_sharding). */
+      int leaves = ps_shape_is_tuple (x->shape) ? ps_shape_leaf_count (x->shape) : 0;
+      if (!ps_shape_is_tuple (x->shape))
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: a tuple sharding, but '%s' is not a tuple",
+                       where, item, name);
+          return FALSE;
+        }
+      if (s->n_elems != leaves)
+        {
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: the tuple sharding has %d elements but '%s' has "
+                       "%d leaves", where, item, s->n_elems, name, leaves);
+          return FALSE;
+        }
+      g_autoptr (GPtrArray) lv = ps_shape_leaves (x->shape);
+      for (int i = 0; i < s->n_elems; i++)
+        if (s->elems[i]->kind == PS_SHARDING_TILED
+            && ps_sharding_data_rank (s->elems[i]) != ((PsShape *) lv->pdata[i])->rank)
+          {
+            g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %s: element %d of the sharding has %d data dims but "
+                         "leaf %d of '%s' has %d", where, item, i, ps_sharding_data_rank (s->elems[i]), i, name,
+                         ((PsShape *) lv->pdata[i])->rank);
+            return FALSE;
+          }
+    }
+  else if (ps_shape_is_tuple (x->shape))
+    {
+      /* One sharding on a tuple applies to every leaf, as in a file. */
+      PsSharding *t = ps_sharding_expand_to_shape (s, x->shape);
+      ps_sharding_free (s);
+      s = t;
+    }
   if (!ps_sharding_is_tuple (s) && !ps_sharding_is_replicated (s) && !ps_sharding_is_maximal (s)
       && !ps_sharding_is_manual (s)
       && (ps_shape_is_tuple (x->shape) || ps_sharding_data_rank (s) != x->shape->rank))

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "sim/collectives.h"
 #include "sim/compute.h"
 #include "sim/replay.h"
@@ -227,6 +228,14 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
       }
     case PS_TRACE_EVENT_LOOP:
       {
+        /* Bounded before the per-iteration times are allocated. */
+        if (ev->trips > PS_MAX_LOOP_TRIPS)
+          {
+            ps_set_error_at (error, PS_ERROR_LIMIT, p->path, (int) line, 0, "loop %s has %" G_GUINT64_FORMAT
+                             " trips, more than the %" G_GUINT64_FORMAT " podsim simulates (doc/robustness.md)",
+                             ev->name ? ev->name : "loop", ev->trips, PS_MAX_LOOP_TRIPS);
+            return FALSE;
+          }
         /* compute before and after a loop boundary are separate segments */
         p->in_segment = FALSE;
         Op o = { OP_LOOP, (int) p->occs->len, 0, g_strdup (ev->name ? ev->name : "loop"),

@@ -65,8 +65,8 @@ ps_replay_result_top_collectives_text (const PsReplayResult *r, int n)
       g_autofree char *each = ps_format_seconds (cs->count ? cs->total_s / (double) cs->count : 0);
       g_autofree char *bytes = ps_format_bytes (cs->bytes);
       g_string_append_printf (out, "  %-10s %4" G_GUINT64_FORMAT " x %-10s %-18s %10s per device, "
-                              "%d groups of %d  (%s)\n", tot, cs->count, each, cs->kind, bytes,
-                              cs->n_groups, cs->group_size, cs->name);
+                              "%d group%s of %d  (%s)\n", tot, cs->count, each, cs->kind, bytes,
+                              cs->n_groups, cs->n_groups == 1 ? "" : "s", cs->group_size, cs->name);
     }
   return g_string_free (out, FALSE);
 }

@@ -471,6 +471,58 @@ START_TEST (test_encdec_partitions)
 }
 END_TEST
 
+/* MoE FFNs in both stacks (every 2nd layer of 2 + 2): the input has no
+ * AllToAll, the partitioned step does (dispatch and combine of each block,
+ * forward and backward), and it agrees with the original on the
+ * interpreter; under 2d (experts and groups over axis 0 of 2x4) and
+ * megatron with top-1, 16 groups and a small capacity that drops tokens. */
+START_TEST (test_encdec_moe_partitions)
+{
+  for (int k = 0; k < 2; k++)
+    {
+      PsEncDecConfig c;
+      ps_encdec_config_small (&c);
+      c.experts = 4;
+      if (k == 1)
+        {
+          c.sharding = PS_SHARDING_MEGATRON;
+          c.top_k = 1;
+          c.groups = 16;
+          c.capacity_factor = 0.5;
+          c.ffn = PS_FFN_RELU;
+        }
+      GError *error = NULL;
+      PsModelInfo info;
+      g_autoptr (PsModule) m = ps_encdec_build (&c, &info, &error);
+      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+      ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
+      ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
+      ck_assert (ps_propagate (m, NULL, &error));
+      g_autoptr (PsModule) part = ps_spmd_partition (m, 8, NULL, &error);
+      ck_assert_msg (part != NULL, "%s", error ? error->message : "");
+      /* 2 blocks x (dispatch + combine) x (forward + backward). */
+      ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 8);
+      PsSpmdOptions opts;
+      ps_spmd_options_init (&opts);
+      ck_assert_msg (spmd_test_verify (m, 8, &opts, 41 + (guint32) k, NULL, &error), "case %d: %s", k,
+                     error ? error->message : "");
+    }
+  /* Groups and experts must split over mesh axis 0; groups divide the tokens. */
+  PsEncDecConfig c;
+  ps_encdec_config_small (&c);
+  c.experts = 3;
+  GError *error = NULL;
+  ck_assert (!ps_encdec_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "--experts"), "%s", error->message);
+  g_clear_error (&error);
+  c.experts = 4;
+  c.groups = 6;
+  ck_assert (!ps_encdec_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "--groups"), "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -485,6 +537,7 @@ main (void)
   tcase_add_test (tc, test_block_gradients_finite_differences);
   tcase_add_test (tc, test_dense_options_partition);
   tcase_add_test (tc, test_encdec_partitions);
+  tcase_add_test (tc, test_encdec_moe_partitions);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -34,8 +34,9 @@ EXTRA_DIST += tests/robust_cli.sh
 
 # Reliability (issue 27, doc/robustness.md): a sweep's process group
 # signalled mid-run, resume's checks of the rows it keeps.
-TESTS += tests/sweep_interrupt.sh
-EXTRA_DIST += tests/sweep_interrupt.sh
+TESTS += tests/sweep_interrupt.sh tests/reliability.sh
+EXTRA_DIST += tests/sweep_interrupt.sh tests/reliability.sh tests/data/bad/trace-huge-loop.pst \
+	tests/data/bad/while-huge-trips.hlo tests/data/bad/while-trips-overflow.hlo
 
 # Property test of the partitioner (doc/robustness.md): random programs with
 # random shardings, partitioned and verified on the interpreter. make check

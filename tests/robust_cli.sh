@@ -9,20 +9,6 @@
 . "$PS_SRCDIR/tests/lib.sh"
 bad="$PS_SRCDIR/tests/data/bad"
 example="$PS_SRCDIR/tests/data/traces/example.pst"
-limit=""
-sh -c "ulimit -v 1048576 && \"\$1\" --version" sh "$PODSIM" >/dev/null 2>&1 && limit="ulimit -v 1048576;"
-
-# refused WANT-SUBSTRING CMD...: exit 2, exactly one line on stderr holding
-# WANT, nothing on stdout; a guard (not a measurement) stops a hang.
-refused () {
-  want=$1; shift
-  sh -c "$limit exec timeout 120 \"\$@\"" sh "$@" >"$PS_TMP/out" 2>"$PS_TMP/err"; st=$?
-  [ "$st" = 2 ] || fail "'$*' exited $st, expected 2"
-  [ "$(wc -l <"$PS_TMP/err")" = 1 ] || { fail "'$*': stderr is not one line"; head -3 "$PS_TMP/err" >&2; }
-  expect_grep "$want" "$PS_TMP/err"
-  [ -s "$PS_TMP/out" ] && fail "'$*' wrote to standard output"
-}
-
 cd "$bad" || exit 1
 # A shape whose element count overflows, through every command that reads it.
 f=bad_parameter_overflow.hlo
@@ -50,7 +36,7 @@ done
 # A convolution whose window and output both have a billion positions: its
 # cost (lowering, memory) counted every pair and ran for hours.
 f=big-conv-window.hlo
-sh -c "$limit exec timeout 120 \"\$@\"" sh "$PODSIM" partition $f --devices 1 --trace "$PS_TMP/c.pst.gz" \
+sh -c "$ps_limit exec timeout 120 \"\$@\"" sh "$PODSIM" partition $f --devices 1 --trace "$PS_TMP/c.pst.gz" \
   >"$PS_TMP/out" 2>"$PS_TMP/err" || fail "partition --trace of $f: $(cat "$PS_TMP/err")"
 
 # JSON nested deeper than json-glib's recursion can take (300,000 levels

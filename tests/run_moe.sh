@@ -45,7 +45,7 @@ expect_grep "AllToAll " "$PS_TMP/out"
 expect_status 0 "$PODSIM" run -q --preset MoE512E36L --layers 2
 expect_grep "MoE512E36L modified (layers)" "$PS_TMP/out"
 expect_grep "512 groups of 2048 tokens (capacity 8)" "$PS_TMP/out"
-expect_grep "1 groups of 512" "$PS_TMP/out"
+expect_grep "1 group of 512" "$PS_TMP/out"
 if grep -q "published" "$PS_TMP/out"; then fail "a modified preset shows a published ratio"; fi
 
 # Model files: a preset prints with its [published] section (GShard's

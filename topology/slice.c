@@ -52,7 +52,7 @@ static const char *const wrap_docs[] = { "only on dimensions spanning the full p
 
 const PsParamSpec ps_slice_param_slice = {
   .section = "slice", .key = "slice", .type = PS_PARAM_STRING, .def = "v3-8",
-  .doc = "Pod slice: v3-8, v3-32, v3-128, v3-256, v3-512, v3-1024 or v3-2048"
+  .doc = "Pod slice: v3-8, v3-32, v3-64, v3-128, v3-256, v3-512, v3-1024 or v3-2048"
 };
 
 const PsParamSpec ps_slice_param_wrap = {

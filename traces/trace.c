@@ -146,8 +146,9 @@ tr_check_header (const PsTraceHeader *h)
         return g_strdup ("order nonpod2d needs a 2-D mesh");
       if (m->physical[2] != 2)
         return g_strdup ("order nonpod2d needs 2 cores per chip (XxYx2)");
+      int64_t cores;
       if (m->physical[0] < 1 || m->physical[1] < 1
-          || (guint64) (m->physical[0] * m->physical[1] * m->physical[2]) != n)
+          || !ps_checked_product (3, m->physical, PS_MAX_DEVICES, &cores) || (guint64) cores != n)
         return g_strdup_printf ("nonpod2d physical shape %" G_GINT64_FORMAT "x%"
                                 G_GINT64_FORMAT "x%" G_GINT64_FORMAT " does not hold the "
                                 "%" G_GUINT64_FORMAT " devices", m->physical[0],

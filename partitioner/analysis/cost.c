@@ -2,10 +2,12 @@
  * cost.h, and the HBM traffic of each fusion. */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "partitioner/analysis/cost.h"
+#include "common/checked.h"
 
 struct PsCostAnalysis {
   const PsModule *module;
@@ -417,7 +419,11 @@ ps_while_trip_count (const PsInstr *w, int64_t *out)
         np++;
       if (g_ascii_isdigit (*np))
         {
+          /* Out of range saturates, so the caller's bound refuses it. */
+          errno = 0;
           *out = g_ascii_strtoll (np, NULL, 10);
+          if (errno == ERANGE)
+            *out = G_MAXINT64;
           return TRUE;
         }
     }
@@ -778,6 +784,13 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
                       return FALSE;
                     }
                   n = a->opts.default_trip_count;
+                }
+              if ((guint64) n > PS_MAX_LOOP_TRIPS)
+                {
+                  g_set_error (error, PS_ERROR, PS_ERROR_LIMIT, "while loop %s (line %d:%d): %" G_GINT64_FORMAT
+                               " trips, more than the %" G_GUINT64_FORMAT " podsim simulates (doc/robustness.md)",
+                               in->name, in->src_line, in->src_col, n, PS_MAX_LOOP_TRIPS);
+                  return FALSE;
                 }
               c->trip_count = n;
               for (int k = 0; k < in->n_called; k++)

@@ -1,0 +1,281 @@
+/* Outputs that behave like files: see output.h. */
+#include "config.h"
+
+#include "common/output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+static gboolean
+io_error (GError **error, const char *what, const char *path, int e)
+{
+  g_set_error (error, PS_ERROR, PS_ERROR_IO, "cannot %s %s: %s", what, path, g_strerror (e));
+  return FALSE;
+}
+
+static gboolean
+write_all (int fd, const char *data, gsize len, const char *path, GError **error)
+{
+  while (len > 0)
+    {
+      ssize_t n = write (fd, data, len);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return io_error (error, "write", path, n < 0 ? errno : EIO);
+      data += n;
+      len -= (gsize) n;
+    }
+  return TRUE;
+}
+
+/* The file a path finally names: symlinks followed (also a dangling one,
+ * which then creates its target), so the rename replaces the target and
+ * keeps the link. At most 40 links, as the kernel allows. */
+static char *
+resolve (const char *path)
+{
+  char *p = g_strdup (path);
+  for (int i = 0; i < 40; i++)
+    {
+      GStatBuf st;
+      if (g_lstat (p, &st) != 0 || !S_ISLNK (st.st_mode))
+        break;
+      char *link = g_file_read_link (p, NULL);
+      if (!link)
+        break;
+      if (!g_path_is_absolute (link))
+        {
+          g_autofree char *dir = g_path_get_dirname (p);
+          char *joined = g_build_filename (dir, link, NULL);
+          g_free (link);
+          link = joined;
+        }
+      g_free (p);
+      p = link;
+    }
+  return p;
+}
+
+gboolean
+ps_output_write (const char *path, const char *data, gsize len, GError **error)
+{
+  if (strcmp (path, "-") == 0)
+    {
+      if (fwrite (data, 1, len, stdout) != len || fflush (stdout) != 0)
+        return io_error (error, "write", "standard output", errno);
+      return TRUE;
+    }
+  struct stat st;
+  gboolean exists = stat (path, &st) == 0;
+  if (exists && S_ISDIR (st.st_mode))
+    return io_error (error, "write", path, EISDIR);
+  if (exists && !S_ISREG (st.st_mode))
+    {
+      /* A device, FIFO or socket: written through like a redirection. */
+      int fd = open (path, O_WRONLY | O_CLOEXEC);
+      if (fd < 0)
+        return io_error (error, "open", path, errno);
+      gboolean ok = write_all (fd, data, len, path, error);
+      if (close (fd) != 0 && ok)
+        return io_error (error, "write", path, errno);
+      return ok;
+    }
+  g_autofree char *target = resolve (path);
+  g_autofree char *dir = g_path_get_dirname (target);
+  g_autofree char *base = g_path_get_basename (target);
+  g_autofree char *name = g_strdup_printf (".%s.podsim-XXXXXX", base);
+  g_autofree char *tmp = g_build_filename (dir, name, NULL);
+  int fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return io_error (error, "create", path, errno);
+  /* mkstemp makes 0600: give the file the mode a plain create (or the
+   * file it replaces) would have. */
+  mode_t mode;
+  if (exists)
+    mode = st.st_mode & 07777;
+  else
+    {
+      mode_t mask = umask (022);
+      umask (mask);
+      mode = 0666 & ~mask;
+    }
+  gboolean ok = write_all (fd, data, len, path, error);
+  if (ok && fchmod (fd, mode) != 0)
+    ok = io_error (error, "write", path, errno);
+  if (close (fd) != 0 && ok)
+    ok = io_error (error, "write", path, errno);
+  if (ok && g_rename (tmp, target) != 0)
+    ok = io_error (error, "write", path, errno);
+  if (!ok)
+    g_unlink (tmp);
+  return ok;
+}
+
+FILE *
+ps_output_stream_open (const char *path, gboolean append, GError **error)
+{
+  if (strcmp (path, "-") == 0)
+    return stdout;
+  /* Not truncated before the lock is held: a second writer must not cut
+   * the first one's rows before it is refused. */
+  int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : 0), 0666);
+  if (fd < 0)
+    {
+      io_error (error, "open", path, errno);
+      return NULL;
+    }
+  struct stat st;
+  gboolean regular = fstat (fd, &st) == 0 && S_ISREG (st.st_mode);
+  if (regular && flock (fd, LOCK_EX | LOCK_NB) != 0)
+    {
+      int e = errno;
+      close (fd);
+      if (e == EWOULDBLOCK)
+        g_set_error (error, PS_ERROR, PS_ERROR_IO, "%s is being written by another podsim (it holds the lock)",
+                     path);
+      else
+        io_error (error, "lock", path, e);
+      return NULL;
+    }
+  if (regular && !append && ftruncate (fd, 0) != 0)
+    {
+      io_error (error, "write", path, errno);
+      close (fd);
+      return NULL;
+    }
+  FILE *f = fdopen (fd, append ? "a" : "w");
+  if (!f)
+    {
+      io_error (error, "open", path, errno);
+      close (fd);
+    }
+  return f;
+}
+
+gboolean
+ps_output_stream_put (FILE *f, const char *path, const char *text, GError **error)
+{
+  if (fputs (text, f) == EOF || fflush (f) != 0)
+    return io_error (error, "write", strcmp (path, "-") == 0 ? "standard output" : path, errno);
+  return TRUE;
+}
+
+gboolean
+ps_output_stream_close (FILE *f, const char *path, GError **error)
+{
+  const char *name = strcmp (path, "-") == 0 ? "standard output" : path;
+  if (f == stdout)
+    return fflush (f) == 0 || io_error (error, "write", name, errno);
+  /* The lock goes with the descriptor. */
+  return fclose (f) == 0 || io_error (error, "write", name, errno);
+}
+
+struct PsOutputDir {
+  char *dir, *stage;
+  GPtrArray *names;          /* char*, files written into stage */
+  gboolean committed;
+};
+
+PsOutputDir *
+ps_output_dir_begin (const char *dir, GError **error)
+{
+  GStatBuf st;
+  if (g_stat (dir, &st) == 0 && !S_ISDIR (st.st_mode))
+    {
+      io_error (error, "write", dir, ENOTDIR);
+      return NULL;
+    }
+  g_autofree char *parent = g_path_get_dirname (dir);
+  g_autofree char *base = g_path_get_basename (dir);
+  if (g_mkdir_with_parents (parent, 0755) != 0)
+    {
+      io_error (error, "create", dir, errno);
+      return NULL;
+    }
+  g_autofree char *name = g_strdup_printf (".%s.podsim-XXXXXX", base);
+  char *stage = g_build_filename (parent, name, NULL);
+  if (!g_mkdtemp_full (stage, 0755))
+    {
+      io_error (error, "create", dir, errno);
+      g_free (stage);
+      return NULL;
+    }
+  PsOutputDir *d = g_new0 (PsOutputDir, 1);
+  d->dir = g_strdup (dir);
+  d->stage = stage;
+  d->names = g_ptr_array_new_with_free_func (g_free);
+  return d;
+}
+
+char *
+ps_output_dir_file (PsOutputDir *d, const char *name)
+{
+  g_ptr_array_add (d->names, g_strdup (name));
+  return g_build_filename (d->stage, name, NULL);
+}
+
+gboolean
+ps_output_dir_commit (PsOutputDir *d, GError **error)
+{
+  /* A new directory appears whole, by one rename. */
+  if (!g_file_test (d->dir, G_FILE_TEST_EXISTS))
+    {
+      if (g_rename (d->stage, d->dir) != 0)
+        return io_error (error, "write", d->dir, errno);
+      d->committed = TRUE;
+      return TRUE;
+    }
+  /* An existing one (it may hold other files) gets each file by rename:
+   * nothing is left half written. */
+  for (guint i = 0; i < d->names->len; i++)
+    {
+      g_autofree char *from = g_build_filename (d->stage, (char *) d->names->pdata[i], NULL);
+      g_autofree char *to = g_build_filename (d->dir, (char *) d->names->pdata[i], NULL);
+      if (g_rename (from, to) != 0)
+        return io_error (error, "write", to, errno);
+    }
+  g_rmdir (d->stage);
+  d->committed = TRUE;
+  return TRUE;
+}
+
+void
+ps_output_dir_name_error (const PsOutputDir *d, GError *e)
+{
+  if (!e)
+    return;
+  char *at = strstr (e->message, d->stage);
+  if (!at)
+    return;
+  char *m = g_strdup_printf ("%.*s%s%s", (int) (at - e->message), e->message, d->dir, at + strlen (d->stage));
+  g_free (e->message);
+  e->message = m;
+}
+
+void
+ps_output_dir_free (PsOutputDir *d)
+{
+  if (!d)
+    return;
+  if (!d->committed)
+    {
+      for (guint i = 0; i < d->names->len; i++)
+        {
+          g_autofree char *p = g_build_filename (d->stage, (char *) d->names->pdata[i], NULL);
+          g_unlink (p);
+        }
+      g_rmdir (d->stage);
+    }
+  g_ptr_array_free (d->names, TRUE);
+  g_free (d->dir);
+  g_free (d->stage);
+  g_free (d);
+}

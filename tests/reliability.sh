@@ -1,0 +1,139 @@
+#!/bin/sh
+# Reliability (issue 27, doc/robustness.md): every text input through the
+# capped reader, counters bounded before allocation, options that crashed
+# or wrapped; each refused with exit 2 and one clear line, under a 1 GiB
+# address-space limit so that a large allocation fails the test.
+. "$PS_SRCDIR/tests/lib.sh"
+bad="$PS_SRCDIR/tests/data/bad"
+cd "$PS_TMP" || exit 1
+
+# ---- readers: one capped reader for every text input -------------------------
+refused "podsim: /dev/zero: not a text file (NUL byte at offset 0)" "$PODSIM" run --config /dev/zero
+refused "podsim: /dev/zero: not a text file (NUL byte at offset 0)" "$PODSIM" sweep --grid /dev/zero
+refused "podsim: --resume: /dev/zero: not a text file (NUL byte at offset 0)" \
+  "$PODSIM" sweep --vary layers=1,2 -o /dev/zero --resume
+yes '# a comment' | head -c 1100000 >big.ini
+refused "podsim: big.ini: larger than 1.0" "$PODSIM" run --config big.ini
+expect_grep "MiB, the limit for this input (doc/robustness.md)" "$PS_TMP/err"
+# --config is read once: a FIFO works.
+"$PODSIM" run --layers 1 --print-config >model.ini
+"$PODSIM" run --config model.ini -q --json >want.json
+mkfifo fifo.ini
+cat model.ini >fifo.ini &
+expect_status 0 timeout 60 "$PODSIM" run --config fifo.ini -q --json
+kill $! 2>/dev/null; wait
+grep '"step_time_s"' want.json >want.step
+grep '"step_time_s"' out >got.step
+[ -s got.step ] && cmp -s got.step want.step || fail "run --config FIFO differs from the file"
+
+# ---- loop trip counts bounded before the per-iteration arrays --------------
+refused "trace-huge-loop.pst:7: loop big has 1000000000000 trips, more than the 1048576 podsim simulates" \
+  "$PODSIM" simulate "$bad/trace-huge-loop.pst" --slice v3-8
+refused "while loop while.14 (line 24:3): 1000000000000 trips, more than the 1048576 podsim simulates" \
+  "$PODSIM" run "$bad/while-huge-trips.hlo"
+# known_trip_count past int64: checked, not wrapped.
+refused "while loop while.14 (line 24:3): 9223372036854775807 trips, more than the 1048576" \
+  "$PODSIM" run "$bad/while-trips-overflow.hlo"
+
+# ---- --shard: a tuple sharding whose leaves do not match -----------------------
+w="$bad/while-huge-trips.hlo"
+refused "podsim: --shard t={{replicated}}: the tuple sharding has 1 elements but 't' has 2 leaves" \
+  "$PODSIM" run "$w" --shard 't={{replicated}}'
+refused "element 1 of the sharding has 1 data dims but leaf 1 of 't' has 2" \
+  "$PODSIM" run "$w" --shard 't={{replicated}, {devices=[8]<=[8]}}'
+refused "podsim: --shard x={{replicated}}: a tuple sharding, but 'x' is not a tuple" \
+  "$PODSIM" run "$w" --shard 'x={{replicated}}'
+
+# ---- trace lower --order nonpod2d:XxYxC: each extent checked ------------------
+hlo="$PS_SRCDIR/examples/transformer_layer.hlo"
+refused "--order nonpod2d:4611686018427387906x2x2: '4611686018427387906' is not an extent 1 .. 65536" \
+  "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:4611686018427387906x2x2 -o o.pst
+refused "'-2' is not an extent" "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x-2x2 -o o.pst
+[ -e o.pst ] && fail "trace lower wrote a trace for a refused --order"
+expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x2x2 -o o.pst
+
+# ---- outputs that behave like files ------------------------------------------
+# A FIFO is written through (not replaced by a regular file).
+mkfifo links.fifo
+timeout 60 cat links.fifo >links.got &
+expect_status 0 timeout 60 "$PODSIM" run --layers 1 -q --links links.fifo
+wait
+[ -p links.fifo ] || fail "--links FIFO: the FIFO was replaced"
+expect_grep "link" links.got
+# Devices likewise, tried only when the FIFO was kept (a binary that
+# replaces outputs would replace /dev/null itself when run as root).
+if [ -p links.fifo ]; then
+  expect_status 0 "$PODSIM" run --layers 1 -q --links /dev/null --trace /dev/null
+  [ -c /dev/null ] || fail "/dev/null is no longer a device"
+  expect_status 2 "$PODSIM" run --layers 1 -q --links /dev/full
+  expect_grep "cannot write /dev/full: No space left on device" "$PS_TMP/err"
+  expect_status 2 "$PODSIM" sweep --vary layers=1,2 -q -o /dev/full
+  expect_grep "cannot write /dev/full: No space left on device" "$PS_TMP/err"
+  [ -c /dev/full ] || fail "/dev/full is no longer a device"
+fi
+# A symlink is followed: the target is written, the link stays.
+ln -s links-target.csv links-link.csv
+expect_status 0 "$PODSIM" run --layers 1 -q --links links-link.csv
+[ -L links-link.csv ] || fail "--links through a symlink replaced the link"
+expect_grep "link" links-target.csv
+# A report either appears complete or not at all; errors name the output.
+mkdir -p rep/index.html
+expect_status 2 "$PODSIM" run --layers 1 -q --report rep
+expect_grep "podsim: --report: cannot write rep/index.html: Is a directory" "$PS_TMP/err"
+[ -e rep/timeline.json ] || [ -e rep/config.ini ] && fail "a failed --report left part of the report"
+ls -a | grep -q podsim- && fail "a failed --report left its staging directory"
+expect_status 0 "$PODSIM" run --layers 1 -q --report newrep
+[ -s newrep/index.html ] && [ -s newrep/config.ini ] && [ -s newrep/timeline.json ] || fail "--report is incomplete"
+# A second sweep on the same -o is refused while the first runs.
+TMPDIR="$PS_TMP" "$PODSIM" sweep --vary layers=1,2,3,4,5,6 -j 1 -q -o locked.csv &
+pid=$!
+i=0
+while [ ! -s locked.csv ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+expect_status 2 "$PODSIM" sweep --vary layers=1,2,3,4,5,6 -q -o locked.csv --resume
+expect_grep "podsim: -o: locked.csv is being written by another podsim" "$PS_TMP/err"
+wait $pid || fail "the first sweep failed"
+[ "$(wc -l <locked.csv)" = 7 ] || fail "the locked sweep has $(wc -l <locked.csv) lines, not 7"
+
+# ---- the first hour, and smaller reader items ----------------------------------
+refused "podsim: --vary layers=: no values (expected layers=V1,V2,...)" "$PODSIM" sweep --vary layers=
+refused "podsim: --jobs must be positive (got -3)" "$PODSIM" sweep --vary layers=1,2 -j -3
+refused "podsim: --tasks must be positive (got -2)" "$PODSIM" sweep --vary layers=1,2 --slurm sl --tasks -2
+refused "podsim: --cpus-per-task must be positive (got -1)" "$PODSIM" sweep --vary layers=1,2 --slurm sl --cpus-per-task -1
+[ -e sl ] && fail "--slurm wrote a directory for refused options"
+refused "podsim: --jobs must be positive (got -1)" "$PODSIM" search -j -1
+# A value with a line break would inject lines into model files and CSV rows.
+nl='
+'
+expect_status 2 "$PODSIM" sweep --vary "mesh=2x4${nl}[vary]" -q -o nl.csv
+expect_grep "a value cannot hold a line break" "$PS_TMP/err"
+[ -e nl.csv ] && fail "a refused sweep wrote its -o"
+expect_status 2 "$PODSIM" run --set "mesh=2x4${nl}layers = 3"
+expect_grep "a value cannot hold a line break" "$PS_TMP/err"
+# run --json is the same for the same run (wall times only with --stats).
+"$PODSIM" run --layers 1 -q --json >j1.json
+"$PODSIM" run --layers 1 -q --json >j2.json
+cmp -s j1.json j2.json || fail "run --json differs between identical runs"
+grep -q stages_s j1.json && fail "run --json prints wall times without --stats"
+"$PODSIM" run --layers 1 -q --json --stats >j3.json 2>/dev/null
+expect_grep '"stages_s"' j3.json
+# Wording: one group is "1 group"; an idle time that rounds to nothing is "0 s".
+"$PODSIM" run --layers 1 >text.out
+expect_grep "1 group of 8" text.out
+grep -q "1 groups" text.out && fail "'1 groups' is still printed"
+expect_grep "idle 0 s" text.out
+# --task is documented where the other Slurm options are.
+"$PODSIM" sweep --help >help.out
+expect_grep "--task=T" help.out
+# The README's pipeline example runs as written.
+cmd=$(grep '^podsim run --pipeline-stages 4 ' "$PS_SRCDIR/README.md" | sed 's/   .*//; s/^podsim //')
+[ -n "$cmd" ] || fail "the README has no pipeline example"
+expect_status 0 "$PODSIM" $cmd -q
+expect_grep "4 stages x 16 microbatches" "$PS_TMP/out"
+# A mesh of the wrong size says so first, not a divisibility error about the model.
+refused "podsim: --mesh 3x5 has 15 devices but slice v3-8 has 8 cores" "$PODSIM" run --mesh 3x5
+# Pipelining a preset whose device order is nonpod2d: the message names the way out.
+refused "--device-order arange places the stages" "$PODSIM" run --preset DenseLm128B8x8 --pipeline-stages 2 --mesh 4x16
+# Every slice that works is listed (v3-64 was not).
+"$PODSIM" run --help >run-help.out
+expect_grep "v3-32, v3-64, v3-128" run-help.out
+finish
