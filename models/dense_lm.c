@@ -61,6 +61,8 @@ ps_sharding_preset_from_name (const char *name, PsShardingPreset *out)
     *out = PS_SHARDING_1D;
   else if (strcmp (name, "dp") == 0)
     *out = PS_SHARDING_DP;
+  else if (strcmp (name, "none") == 0)
+    *out = PS_SHARDING_NONE;
   else
     return FALSE;
   return TRUE;
@@ -138,10 +140,10 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   if (c->pipeline_stages > 1)
     {
-      if (c->sharding == PS_SHARDING_DP)
+      if (c->sharding == PS_SHARDING_DP || c->sharding == PS_SHARDING_NONE)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: the in-layer sharding of a stage is 2d "
-                       "or 1d (got --sharding dp)", stages);
+                       "or 1d (got --sharding %s)", stages, c->sharding == PS_SHARDING_DP ? "dp" : "none");
           return FALSE;
         }
       if (c->unroll)
@@ -184,6 +186,8 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
              && require_div (c->vocab, all, vocab, "the device count", error);
     case PS_SHARDING_DP:
       return require_div (b, all, mb, "the device count", error);
+    case PS_SHARDING_NONE:
+      return TRUE;
     }
   return TRUE;
 }
@@ -273,6 +277,10 @@ sharding_plan (const PsDenseLmConfig *cfg, PsShardingPlan *plan)
     case PS_SHARDING_DP:
       /* Data parallel; weights left to propagation. */
       ps_sharding_plan_split (plan, PS_ACTIVATIONS, "b", PS_AXIS_ALL);
+      break;
+    case PS_SHARDING_NONE:
+      /* No annotation at all: the program a user brings to podsim
+       * autoshard, to compare what it finds with the presets. */
       break;
     }
 }

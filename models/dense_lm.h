@@ -40,7 +40,7 @@
 
 G_BEGIN_DECLS
 
-typedef enum { PS_SHARDING_2D, PS_SHARDING_1D, PS_SHARDING_DP } PsShardingPreset;
+typedef enum { PS_SHARDING_2D, PS_SHARDING_1D, PS_SHARDING_DP, PS_SHARDING_NONE } PsShardingPreset;
 
 gboolean ps_sharding_preset_from_name (const char *name, PsShardingPreset *out);
 
