@@ -18,13 +18,14 @@ typedef struct {
   gboolean json, quiet;
   int top;
   gint64 limit;
+  int jobs;
 } AutoshardOptions;
 
 /* The command line as podsim run's: autoshard's own options dropped. */
 static char **
 run_argv (int argc, char **argv)
 {
-  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", NULL };
+  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", NULL };
   static const char *const alone[] = { "--json", "-q", "--quiet", NULL };
   GPtrArray *out = g_ptr_array_new ();
   for (int i = 1; i < argc; i++)
@@ -66,6 +67,7 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
   PsAutoshardOptions ao = { 0 };
   ao.progress = !o->quiet;
   ao.max_exhaustive = o->limit;
+  ao.jobs = o->jobs;
   g_autoptr (PsAutoshardResult) r = ps_autoshard_search (p, base, &ao, &error);
   if (!r)
     return ps_cli_fail (error);
@@ -170,6 +172,7 @@ ps_cmd_autoshard (int argc, char **argv)
     { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print the ranking as one JSON object", NULL },
     { "top", 0, 0, G_OPTION_ARG_INT, &o.top, "Rows of the ranking to print (default 10)", "N" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress lines on stderr", NULL },
+    { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Pipeline runs in parallel (default: the processors)", "N" },
     { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many, else coordinate descent (default 256; 1: always descent)", "N" },
     { NULL }
   };

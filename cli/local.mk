@@ -40,4 +40,5 @@ tests_png_stats_LDADD = $(CAIRO_LIBS) $(GLIB_LIBS)
 
 # podsim autoshard (driver/autoshard.h): the search against an enumeration.
 TESTS += tests/autoshard_cli.sh
+bench_scripts += tests/bench_autoshard.sh
 EXTRA_DIST += tests/autoshard_cli.sh tests/data/autoshard_matmul.hlo tests/bench_autoshard.sh
