@@ -323,6 +323,19 @@ expects_failure (JsonObject *c, char **substr)
   return fails;
 }
 
+/* A case runs through the driver as `podsim partition` does, up to the
+ * partitioned program (propagation first unless --no-propagate). */
+static void
+case_driver_options (PsDriverOptions *o, PsModule *m, gint64 nd, const CaseOptions *co, const PsSpmdOptions *so)
+{
+  ps_driver_options_init (o);
+  o->module = m;
+  o->n_devices = nd;
+  o->skip_propagate = co->no_propagate;
+  o->spmd = so;
+  o->stop_after = PS_STAGE_PARTITION;
+}
+
 /* Runs one case. On success *how says whether the values were checked on a
  * scaled copy (the original being over the interpreter's limits) and
  * whether they agree only in f64 arithmetic (verify.h). */
@@ -359,12 +372,7 @@ run_case (JsonObject *c, const CaseOptions *co, char **reason, int *how)
   case_spmd_options (c, &so);
   so.choices = choices;
   PsDriverOptions dopts;
-  ps_driver_options_init (&dopts);
-  dopts.module = m;
-  dopts.n_devices = nd;
-  dopts.skip_propagate = co->no_propagate;
-  dopts.spmd = &so;
-  dopts.stop_after = PS_STAGE_PARTITION;
+  case_driver_options (&dopts, m, nd, co, &so);
   dopts.keep_spmd = TRUE;
   PsStage failed = PS_STAGE_BUILD;
   g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, &failed, &error);
@@ -555,12 +563,7 @@ count_fallbacks (JsonObject *c, const CaseOptions *co, FallbackTotals *t)
   PsSpmdOptions so;
   case_spmd_options (c, &so);
   PsDriverOptions dopts;
-  ps_driver_options_init (&dopts);
-  dopts.module = m;
-  dopts.n_devices = nd;
-  dopts.skip_propagate = co->no_propagate;
-  dopts.spmd = &so;
-  dopts.stop_after = PS_STAGE_PARTITION;
+  case_driver_options (&dopts, m, nd, co, &so);
   g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, NULL, NULL);
   const PsSpmdReport *rep = r ? &r->spmd_report : NULL;
   gboolean part = r != NULL;
@@ -652,7 +655,7 @@ load_cases (const char *path, const char *only)
       g_autoptr (JsonParser) jp = json_parser_new ();
       if (!json_parser_load_from_data (jp, lines[i], -1, &error) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (jp)))
         {
-          fprintf (stderr, "podsim: %s:%d: %s\n", path, i + 1, error ? error->message : "a case must be a JSON object");
+          ps_cli_failf ("%s:%d: %s", path, i + 1, error ? error->message : "a case must be a JSON object");
           g_clear_error (&error);
           g_ptr_array_free (cases, TRUE);
           return NULL;
@@ -660,7 +663,7 @@ load_cases (const char *path, const char *only)
       JsonObject *o = json_node_get_object (json_parser_get_root (jp));
       if (!json_object_has_member (o, "name") || !json_object_has_member (o, "hlo"))
         {
-          fprintf (stderr, "podsim: %s:%d: a case needs \"name\" and \"hlo\"\n", path, i + 1);
+          ps_cli_failf ("%s:%d: a case needs \"name\" and \"hlo\"", path, i + 1);
           g_ptr_array_free (cases, TRUE);
           return NULL;
         }
@@ -834,15 +837,13 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
     return PS_EXIT_USAGE;
   if (argc != 2)
     {
-      fprintf (stderr, "podsim: conformance partitioner needs exactly one .jsonl file\n");
       g_free (only);
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("conformance partitioner needs exactly one .jsonl file");
     }
   if (co.timeout_s < 1 || co.max_work < 0)
     {
-      fprintf (stderr, "podsim: --timeout must be at least 1 and --max-work not negative\n");
       g_free (only);
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("--timeout must be at least 1 and --max-work not negative");
     }
   g_autoptr (GPtrArray) cases = load_cases (argv[1], only);
   g_free (only);

@@ -565,8 +565,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
                                                   error ? error->message : "wrong type");
           g_clear_error (&error);
           g_free (filter);
-          fprintf (stderr, "podsim: %s\n", msg);
-          return PS_EXIT_USAGE;
+          return ps_cli_failf ("%s", msg);
         }
       JsonObject *cs = json_node_get_object (json_parser_get_root (p));
       const char *name = json_object_has_member (cs, "name")
@@ -575,9 +574,8 @@ ps_cmd_conformance_propagation (int argc, char **argv)
         continue;
       if (!json_object_has_member (cs, "hlo"))
         {
-          fprintf (stderr, "podsim: %s:%d: case has no 'hlo'\n", argv[1], ln + 1);
           g_free (filter);
-          return PS_EXIT_USAGE;
+          return ps_cli_failf ("%s:%d: case has no 'hlo'", argv[1], ln + 1);
         }
       GString *res = in_process ? run_case (cs) : run_isolated (cs);
       g_auto (GStrv) rl = g_strsplit (res->str, "\n", -1);

@@ -42,18 +42,13 @@ fallback_summary (const PsSpmdReport *r)
 int
 ps_cmd_partition (int argc, char **argv)
 {
-  gint64 devices = 0;
+  PsCliModuleOptions mod = { 0 };
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
   gint64 windowed = -1;
-  gboolean bidi = FALSE, to_output = FALSE, to_params = FALSE;
+  gboolean bidi = FALSE;
   GOptionEntry entries[] = {
-    { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
-    { "to-output", 0, 0, G_OPTION_ARG_NONE, &to_output,
-      "Let propagation choose (or refine) the entry root's sharding (else the module "
-      "header decides; default: keep what the file says)", NULL },
-    { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &to_params,
-      "Let propagation choose (or refine) the entry parameters' shardings", NULL },
+    { 0 }, { 0 }, { 0 },       /* ps_cli_module_entries */
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out_path,
       "Write the SPMD program to FILE (atomically) instead of standard output", "FILE" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path,
@@ -75,6 +70,8 @@ ps_cmd_partition (int argc, char **argv)
       NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
+  ps_cli_module_entries (&mod, TRUE, entries);
+  gint64 devices;
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - partition an HLO module");
   g_option_context_set_summary (ctx,
     "Propagates shardings through FILE.hlo, partitions it for N devices and prints the\n"
@@ -89,13 +86,13 @@ ps_cmd_partition (int argc, char **argv)
     goto out;
   if (argc != 2)
     {
-      fprintf (stderr, "podsim: partition needs exactly one HLO file (see 'podsim partition --help')\n");
+      status = ps_cli_failf ("partition needs exactly one HLO file (see 'podsim partition --help')");
       goto out;
     }
+  devices = mod.devices;
   if (devices < 1 || devices > PS_MAX_DEVICES)
     {
-      fprintf (stderr, "podsim: --devices N is required and must be between 1 and %d\n",
-               PS_MAX_DEVICES);
+      status = ps_cli_failf ("--devices N is required and must be between 1 and %d", PS_MAX_DEVICES);
       goto out;
     }
   {
@@ -129,8 +126,8 @@ ps_cmd_partition (int argc, char **argv)
     ps_driver_options_init (&dopts);
     dopts.module = m;
     dopts.n_devices = devices;
-    dopts.to_output = to_output;
-    dopts.to_parameters = to_params;
+    dopts.to_output = mod.to_output;
+    dopts.to_parameters = mod.to_parameters;
     dopts.spmd = &sopts;
     dopts.target = target;
     dopts.stop_after = trace_path ? PS_STAGE_LOWER : memory ? PS_STAGE_MEMORY : PS_STAGE_PARTITION;

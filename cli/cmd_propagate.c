@@ -14,14 +14,12 @@
 int
 ps_cmd_propagate (int argc, char **argv)
 {
-  gboolean to_output = FALSE, to_params = FALSE, mpmd = FALSE, metadata = FALSE;
+  PsCliModuleOptions mod = { 0 };
+  gboolean mpmd = FALSE, metadata = FALSE;
   gboolean stats = FALSE;
   char *output = NULL;
   GOptionEntry entries[] = {
-    { "to-output", 0, 0, G_OPTION_ARG_NONE, &to_output,
-      "Let propagation choose (or refine) the entry root's sharding", NULL },
-    { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &to_params,
-      "Let propagation choose (or refine) the entry parameters' shardings", NULL },
+    { 0 }, { 0 },              /* ps_cli_module_entries */
     { "mpmd", 0, 0, G_OPTION_ARG_NONE, &mpmd,
       "Non-SPMD mode (XLA's is_spmd=false): more conservative rules", NULL },
     { "metadata", 0, 0, G_OPTION_ARG_NONE, &metadata,
@@ -32,6 +30,7 @@ ps_cmd_propagate (int argc, char **argv)
       "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
+  ps_cli_module_entries (&mod, FALSE, entries);
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo");
   g_option_context_set_summary (
       ctx, "Reads an HLO text module (FILE, or - for standard input) whose shardings are\n"
@@ -57,7 +56,7 @@ ps_cmd_propagate (int argc, char **argv)
   if (!m)
     return ps_cli_fail (error);
   PsPropagateOptions o;
-  ps_driver_propagate_options (&o, m, to_output, to_params);
+  ps_driver_propagate_options (&o, m, mod.to_output, mod.to_parameters);
   o.is_spmd = !mpmd;
   o.propagate_metadata = metadata;
   PsPropagateStats st;

@@ -24,63 +24,6 @@ typedef struct {
   double alltoall_share, gating_share, dispatch_combine_share;   /* moe */
 } Row;
 
-double
-ps_tables_member_double (JsonObject *o, const char *name)
-{
-  return json_object_has_member (o, name) ? json_object_get_double_member (o, name) : 0;
-}
-
-JsonParser *
-ps_tables_run (const char *const *args, const PsTablesOptions *ro, GError **error)
-{
-  GPtrArray *argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, "/proc/self/exe");
-  g_ptr_array_add (argv, "run");
-  for (int i = 0; args[i]; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, "--json");
-  g_ptr_array_add (argv, "-q");
-  if (ro->hw)
-    {
-      g_ptr_array_add (argv, "--hw");
-      g_ptr_array_add (argv, (gpointer) ro->hw);
-    }
-  if (ro->collectives)
-    {
-      g_ptr_array_add (argv, "--collectives");
-      g_ptr_array_add (argv, (gpointer) ro->collectives);
-    }
-  if (ro->schedule)
-    {
-      g_ptr_array_add (argv, "--schedule");
-      g_ptr_array_add (argv, (gpointer) ro->schedule);
-    }
-  g_ptr_array_add (argv, NULL);
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  gboolean spawned = g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                                   &out, &err, &status, error);
-  g_ptr_array_free (argv, TRUE);
-  if (!spawned)
-    return NULL;
-  if (!g_spawn_check_wait_status (status, NULL))
-    {
-      g_strstrip (err);
-      const char *msg = g_str_has_prefix (err, "podsim: ") ? err + 8 : err;
-      g_set_error (error, PS_ERROR,
-                   g_str_has_prefix (msg, "the model does not fit") ? PS_ERROR_NO_FIT : PS_ERROR_INVALID,
-                   "%s", *msg ? msg : "podsim run failed");
-      return NULL;
-    }
-  JsonParser *parser = json_parser_new ();
-  if (!json_parser_load_from_data (parser, out, -1, error))
-    {
-      g_object_unref (parser);
-      return NULL;
-    }
-  return parser;
-}
-
 static gboolean
 run_row (const char *preset, const PsTablesOptions *ro, Row *row, GError **error)
 {

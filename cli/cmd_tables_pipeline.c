@@ -58,25 +58,6 @@ valid (const Config *c, int layers, int64_t model_dim, int64_t ffn, int64_t head
   return ps_dense_lm_check (&d, NULL);
 }
 
-double
-ps_tables_peak_of_message (const char *msg)
-{
-  const char *p = strstr (msg, "peak ");
-  if (!p)
-    return 0;
-  char *end = NULL;
-  double v = g_ascii_strtod (p + 5, &end);
-  while (end && *end == ' ')
-    end++;
-  if (!end)
-    return 0;
-  static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-  for (int u = 4; u >= 0; u--)
-    if (g_str_has_prefix (end, units[u]))
-      return v * pow (1024.0, u);
-  return 0;
-}
-
 /* Runs one config (model args + its own); FALSE on an error other than
  * not fitting. */
 static gboolean

@@ -24,16 +24,12 @@
 int
 ps_cmd_verify (int argc, char **argv)
 {
-  gint64 devices = 0, seed = 1, max_work = 0;
-  gboolean no_scale = FALSE, to_output = FALSE, to_params = FALSE;
+  gint64 seed = 1, max_work = 0;
+  gboolean no_scale = FALSE;
+  PsCliModuleOptions mod = { 0 };
   char *dump_scaled = NULL;
   GOptionEntry entries[] = {
-    { "devices", 'n', 0, G_OPTION_ARG_INT64, &devices, "Number of devices (partitions)", "N" },
-    { "to-output", 0, 0, G_OPTION_ARG_NONE, &to_output,
-      "Let propagation choose (or refine) the entry root's sharding (else the module "
-      "header decides; default: keep what the file says)", NULL },
-    { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &to_params,
-      "Let propagation choose (or refine) the entry parameters' shardings", NULL },
+    { 0 }, { 0 }, { 0 },       /* ps_cli_module_entries */
     { "seed", 's', 0, G_OPTION_ARG_INT64, &seed, "Seed of the random inputs (default 1)", "S" },
     { "max-work", 0, 0, G_OPTION_ARG_INT64, &max_work,
       "Give up after this many interpreted element operations (default 2e9)", "OPS" },
@@ -44,6 +40,7 @@ ps_cmd_verify (int argc, char **argv)
       "through that copy", "OUT.hlo" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
+  ps_cli_module_entries (&mod, TRUE, entries);
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - check a partitioning by running it");
   g_option_context_set_summary (ctx,
     "Propagates shardings through FILE.hlo and partitions it for N devices, then runs the\n"
@@ -60,21 +57,18 @@ ps_cmd_verify (int argc, char **argv)
     return PS_EXIT_USAGE;
   if (argc != 2)
     {
-      fprintf (stderr, "podsim: verify needs exactly one HLO file (see 'podsim verify --help')\n");
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("verify needs exactly one HLO file (see 'podsim verify --help')");
     }
   /* The interpreter runs every device: 65536 devices of a tiny module took
    * 25 s and 2.9 GB (doc/robustness.md). */
+  gint64 devices = mod.devices;
   if (devices < 1 || devices > PS_VERIFY_MAX_DEVICES)
     {
-      fprintf (stderr, "podsim: --devices N is required and must be between 1 and %d\n",
-               PS_VERIFY_MAX_DEVICES);
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("--devices N is required and must be between 1 and %d", PS_VERIFY_MAX_DEVICES);
     }
   if (seed < 0 || max_work < 0)
     {
-      fprintf (stderr, "podsim: --seed and --max-work must not be negative\n");
-      return PS_EXIT_USAGE;
+      return ps_cli_failf ("--seed and --max-work must not be negative");
     }
   const char *path = argv[1];
   GError *error = NULL;
@@ -89,8 +83,8 @@ ps_cmd_verify (int argc, char **argv)
   ps_driver_options_init (&dopts);
   dopts.module = m;
   dopts.n_devices = devices;
-  dopts.to_output = to_output;
-  dopts.to_parameters = to_params;
+  dopts.to_output = mod.to_output;
+  dopts.to_parameters = mod.to_parameters;
   dopts.spmd = &so;
   dopts.stop_after = PS_STAGE_PARTITION;
   dopts.keep_spmd = TRUE;

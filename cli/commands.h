@@ -54,8 +54,22 @@ int ps_cmd_conformance_propagation (int argc, char **argv);
 int ps_cmd_conformance_partitioner (int argc, char **argv);
 
 /* Shared helpers (cli/util.c). */
+
+/* How a module read from a file enters the driver (driver/driver.h
+ * PsDriverOptions: n_devices, to_output, to_parameters): the options
+ * --devices/-n, --to-output and --to-parameters, declared here once for
+ * partition, verify and propagate. */
+typedef struct {
+  gint64 devices;
+  gboolean to_output, to_parameters;
+} PsCliModuleOptions;
+/* Writes the entries to out (with_devices: 3, else 2); returns how many. */
+int ps_cli_module_entries (PsCliModuleOptions *o, gboolean with_devices, GOptionEntry *out);
 /* Prints "podsim: <error message>" and returns PS_EXIT_USAGE. Frees error. */
 int ps_cli_fail (GError *error);
+/* The same for a message of the command's own: every error a command
+ * reports goes through these two. */
+int ps_cli_failf (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
 /* Parses options; on error prints it and returns FALSE (exit 2). */
 gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 /* Reads a whole file or, for "-", standard input. */

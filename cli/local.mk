@@ -5,7 +5,7 @@ podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/pipelining.c cli/pipel
 	cli/model_options.c cli/model_options.h cli/target_options.c cli/target_options.h \
 	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \
 	cli/cmd_partition.c cli/cmd_verify.c cli/cmd_simulate.c cli/cmd_bench.c \
-	cli/cmd_run.c cli/cmd_tables.c cli/cmd_tables_pipeline.c cli/cmd_tables_conv.c cli/tables.h \
+	cli/cmd_run.c cli/cmd_tables.c cli/cmd_tables_pipeline.c cli/cmd_tables_conv.c cli/tables.c cli/tables.h \
 	cli/cmd_bench_matmul.c cli/cmd_bench_conv.c cli/cmd_bench_collective.c \
 	cli/cmd_conformance_propagation.c cli/cmd_conformance_partitioner.c
 podsim_CFLAGS = $(AM_CFLAGS) $(SIMGRID_CFLAGS) $(CAIRO_CFLAGS)

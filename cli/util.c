@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/select.h>
@@ -19,6 +20,31 @@ ps_cli_fail (GError *error)
   if (error)
     g_error_free (error);
   return PS_EXIT_USAGE;
+}
+
+int
+ps_cli_module_entries (PsCliModuleOptions *o, gboolean with_devices, GOptionEntry *out)
+{
+  int k = 0;
+  if (with_devices)
+    out[k++] = (GOptionEntry) { "devices", 'n', 0, G_OPTION_ARG_INT64, &o->devices,
+                                "Number of devices (partitions)", "N" };
+  out[k++] = (GOptionEntry) { "to-output", 0, 0, G_OPTION_ARG_NONE, &o->to_output,
+                              "Let propagation choose (or refine) the entry root's sharding (else the module "
+                              "header decides; default: keep what the file says)", NULL };
+  out[k++] = (GOptionEntry) { "to-parameters", 0, 0, G_OPTION_ARG_NONE, &o->to_parameters,
+                              "Let propagation choose (or refine) the entry parameters' shardings", NULL };
+  return k;
+}
+
+int
+ps_cli_failf (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  return ps_cli_fail (g_error_new_literal (PS_ERROR, PS_ERROR_OPTION, msg));
 }
 
 static void

@@ -693,7 +693,7 @@ static Suite *
 analysis_suite (void)
 {
   Suite *s = suite_create ("analysis");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("cost_memory_schedule");
   tcase_add_test (tc, test_cost_mlp);
   tcase_add_test (tc, test_cost_input_fusion);
   tcase_add_test (tc, test_cost_conv);

@@ -449,7 +449,7 @@ int
 main (void)
 {
   Suite *s = suite_create ("autodiff");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("gradients_match_finite_differences");
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_mlp);
   tcase_add_test (tc, test_batched_dot_transposed);

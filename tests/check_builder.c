@@ -724,7 +724,7 @@ static Suite *
 builder_suite (void)
 {
   Suite *s = suite_create ("builder");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("builds_and_checks_programs");
   tcase_add_test (tc, test_ffn);
   tcase_add_test (tc, test_einsum_forms);
   tcase_add_loop_test (tc, test_einsum_errors, 0, G_N_ELEMENTS (einsum_bad));

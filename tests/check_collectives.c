@@ -528,7 +528,7 @@ static Suite *
 collectives_suite (void)
 {
   Suite *s = suite_create ("collectives");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("collective_plans_and_times");
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_plans);
   tcase_add_test (tc, test_ring_all_reduce_wrapped);

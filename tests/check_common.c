@@ -384,7 +384,7 @@ int
 main (void)
 {
   Suite *s = suite_create ("common");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("helpers");
   tcase_add_test (tc, test_checked_arithmetic);
   tcase_add_test (tc, test_checked_product);
   tcase_add_test (tc, test_read_text_file);

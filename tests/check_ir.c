@@ -601,7 +601,7 @@ static Suite *
 ir_suite (void)
 {
   Suite *s = suite_create ("ir");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("ir_structure_and_validation");
   tcase_add_test (tc, test_etypes);
   tcase_add_test (tc, test_opcodes);
   tcase_add_test (tc, test_shapes);

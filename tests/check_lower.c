@@ -377,7 +377,7 @@ static Suite *
 lower_suite (void)
 {
   Suite *s = suite_create ("lower");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("lowering_to_traces");
   tcase_add_test (tc, test_lower_collectives);
   tcase_add_test (tc, test_lower_default_mesh);
   tcase_add_test (tc, test_lower_async);

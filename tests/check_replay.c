@@ -580,7 +580,7 @@ static Suite *
 replay_suite (void)
 {
   Suite *s = suite_create ("replay");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("replay_timing");
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_compute_only);
   tcase_add_test (tc, test_sync_collective);

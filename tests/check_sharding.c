@@ -874,7 +874,7 @@ static Suite *
 sharding_suite (void)
 {
   Suite *s = suite_create ("sharding");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("sharding_forms_and_queries");
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_corpus);
   tcase_add_test (tc, test_iota_equals_list);

@@ -353,7 +353,7 @@ static Suite *
 shrink_suite (void)
 {
   Suite *s = suite_create ("shrink");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("scaled_copies_partition_alike");
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_shrink_sizes);
   tcase_add_test (tc, test_shrink_pins);

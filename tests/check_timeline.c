@@ -123,7 +123,7 @@ static Suite *
 timeline_suite (void)
 {
   Suite *s = suite_create ("timeline");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("timeline_export");
   tcase_add_test (tc, test_structure);
   tcase_add_test (tc, test_deterministic);
   tcase_add_test (tc, test_write);

@@ -140,7 +140,7 @@ static Suite *
 topology_suite (void)
 {
   Suite *s = suite_create ("topology");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("slices_and_routes");
   tcase_add_test (tc, test_slices);
   tcase_add_test (tc, test_core_numbering);
   tcase_add_test (tc, test_assignment);

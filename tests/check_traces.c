@@ -912,7 +912,7 @@ static Suite *
 traces_suite (void)
 {
   Suite *s = suite_create ("traces");
-  TCase *tc = tcase_create ("core");
+  TCase *tc = tcase_create ("trace_format_round_trips");
   tcase_add_test (tc, test_round_trip_gz);
   tcase_add_test (tc, test_mesh_parse_dims);
   tcase_add_test (tc, test_round_trip_plain);

@@ -404,9 +404,15 @@ carries_gradient (const PsInstr *x)
   return x->shape->n_elems > 0;
 }
 
-static gboolean
-backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
+/* Whether a rule group handled an instruction: done, failed (error set), or
+ * not an op of the group (or one it has no rule for). */
+typedef enum { RULE_NONE, RULE_DONE, RULE_FAILED } Rule;
+
+/* Elementwise ops, select and the ops without a gradient: the chain rule per element. */
+static Rule
+backprop_elementwise (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
 {
+  (void) error;
   PsComputation *c = ad->c;
   PsInstr *a = x->n_operands > 0 ? x->operands[0] : NULL;
   PsInstr *b = x->n_operands > 1 ? x->operands[1] : NULL;
@@ -416,57 +422,57 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
     case PS_OP_CONSTANT:
     case PS_OP_IOTA:
     case PS_OP_COMPARE:
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_ADD:
       accumulate (ad, a, g);
       accumulate (ad, b, g);
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_SUBTRACT:
       accumulate (ad, a, g);
       accumulate (ad, b, ps_ad_unary (c, PS_OP_NEGATE, g));
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_MULTIPLY:
       accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, b));
       accumulate (ad, b, ps_ad_binary (c, PS_OP_MULTIPLY, g, a));
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_DIVIDE:
       {
         /* d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b */
         accumulate (ad, a, ps_ad_binary (c, PS_OP_DIVIDE, g, b));
         PsInstr *gb = ps_ad_binary (c, PS_OP_DIVIDE, ps_ad_binary (c, PS_OP_MULTIPLY, g, x), b);
         accumulate (ad, b, ps_ad_unary (c, PS_OP_NEGATE, gb));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_NEGATE:
       accumulate (ad, a, ps_ad_unary (c, PS_OP_NEGATE, g));
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_COPY:
       accumulate (ad, a, g);
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_CONVERT:
       if (is_float (a))
         accumulate (ad, a, ps_ad_convert (c, g, a->shape->etype));
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_EXP:
       accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, x));
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_LOG:
       accumulate (ad, a, ps_ad_binary (c, PS_OP_DIVIDE, g, a));
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_TANH:
       {
         PsInstr *one = ps_ad_full (c, x->shape, 1.0);
         PsInstr *sq = ps_ad_binary (c, PS_OP_MULTIPLY, x, x);
         PsInstr *d = ps_ad_binary (c, PS_OP_SUBTRACT, one, sq);
         accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_LOGISTIC:
       {
         PsInstr *one = ps_ad_full (c, x->shape, 1.0);
         PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, x, ps_ad_binary (c, PS_OP_SUBTRACT, one, x));
         accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_RSQRT:
       {
@@ -474,14 +480,14 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         PsInstr *h = ps_ad_full (c, x->shape, -0.5);
         PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, h, ps_ad_binary (c, PS_OP_DIVIDE, x, a));
         accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_SQRT:
       {
         PsInstr *h = ps_ad_full (c, x->shape, 0.5);
         PsInstr *d = ps_ad_binary (c, PS_OP_DIVIDE, h, x);
         accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_ERF:
       {
@@ -490,13 +496,13 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         PsInstr *e = ps_ad_unary (c, PS_OP_EXP, ps_ad_unary (c, PS_OP_NEGATE, sq));
         PsInstr *k = ps_ad_full (c, x->shape, 2.0 / sqrt (G_PI));
         accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, ps_ad_binary (c, PS_OP_MULTIPLY, k, e)));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_ABS:
       {
         PsInstr *s = ps_ad_unary (c, PS_OP_SIGN, a);
         accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, s));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_POWER:
       {
@@ -506,7 +512,7 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         /* g * b * a^(b-1) = g * b * x / a */
         PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, b, ps_ad_binary (c, PS_OP_DIVIDE, x, a));
         accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_MAXIMUM:
     case PS_OP_MINIMUM:
@@ -519,7 +525,7 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         PsInstr *s1[3] = { pick_a, g, zero }, *s2[3] = { pick_a, zero, g };
         accumulate (ad, a, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s1));
         accumulate (ad, b, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s2));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_SELECT:
       {
@@ -533,8 +539,23 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
           accumulate (ad, t, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s1));
         if (is_float (f))
           accumulate (ad, f, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s2));
-        return TRUE;
+        return RULE_DONE;
       }
+    default:
+      break;
+    }
+  return RULE_NONE;
+}
+
+/* Ops that move data without arithmetic (broadcast, reshape, transpose, slices, pads, concatenation, tuples, sharding annotations): the inverse movement. */
+static Rule
+backprop_structural (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
+{
+  (void) error;
+  PsComputation *c = ad->c;
+  PsInstr *a = x->n_operands > 0 ? x->operands[0] : NULL;
+  switch (x->opcode)
+    {
     case PS_OP_BROADCAST:
       {
         /* Sum over the output dims the operand does not map to; what remains
@@ -558,12 +579,12 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
             perm[i] = pos;
           }
         accumulate (ad, a, emit_transpose (c, s, perm));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_RESHAPE:
     case PS_OP_BITCAST:
       accumulate (ad, a, emit_reshape (c, g, a->shape));
-      return TRUE;
+      return RULE_DONE;
     case PS_OP_TRANSPOSE:
       {
         int r = x->shape->rank;
@@ -571,72 +592,13 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         for (int i = 0; i < r; i++)
           inv[x->dimensions.v[i]] = i;
         accumulate (ad, a, emit_transpose (c, g, inv));
-        return TRUE;
-      }
-    case PS_OP_REDUCE:
-      {
-        if (x->n_operands != 2 || ps_shape_is_tuple (x->shape))
-          break;
-        int r = a->shape->rank;
-        int64_t kept[64];
-        int nk = 0;
-        for (int d = 0; d < r; d++)
-          if (!ps_ints_contains (&x->dimensions, d))
-            kept[nk++] = d;
-        PsInstr *gb = ps_ad_broadcast (c, g, a->shape, nk, kept);
-        if (reducer_is (x, PS_OP_ADD))
-          {
-            accumulate (ad, a, gb);
-            return TRUE;
-          }
-        if (reducer_is (x, PS_OP_MAXIMUM) || reducer_is (x, PS_OP_MINIMUM))
-          {
-            PsInstr *xb = ps_ad_broadcast (c, x, a->shape, nk, kept);
-            PsInstr *ops[2] = { a, xb };
-            PsInstr *eq = ps_computation_add_instr (c, PS_OP_COMPARE, NULL,
-                                                    ps_shape_new_array (PS_PRED, r, a->shape->dims), 2, ops);
-            eq->comparison = PS_CMP_EQ;
-            PsInstr *zero = ps_ad_full (c, gb->shape, 0.0);
-            PsInstr *s[3] = { eq, gb, zero };
-            accumulate (ad, a, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (gb->shape), 3, s));
-            return TRUE;
-          }
-        break;
-      }
-    case PS_OP_DOT:
-      accumulate (ad, a, dot_operand_grad (ad, x, g, 0));
-      accumulate (ad, b, dot_operand_grad (ad, x, g, 1));
-      return TRUE;
-    case PS_OP_CONVOLUTION:
-      {
-        if (!x->conv.present || x->batch_group_count > 1 || x->window.n != x->conv.n_spatial)
-          break;
-        PsInstr *da = ps_ad_conv_input_grad (c, x, g);
-        PsInstr *db = ps_ad_conv_kernel_grad (c, x, g);
-        if (x->has_precision)
-          for (int i = 0; i < 2; i++)
-            {
-              PsInstr *y = i ? db : da;
-              y->has_precision = TRUE;
-              y->precision[0] = y->precision[1] = MAX (x->precision[0], x->precision[1]);
-            }
-        accumulate (ad, a, da);
-        accumulate (ad, b, db);
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_GET_TUPLE_ELEMENT:
       if (!ps_shape_is_tuple (a->shape))
         break;
       accumulate_part (ad, a, x->tuple_index, g);
-      return TRUE;
-    case PS_OP_BATCH_NORM_INFERENCE:
-      {
-        PsInstr *grads[5];
-        ps_ad_batch_norm_inference_grad (c, x, g, grads);
-        for (int i = 0; i < 5; i++)
-          accumulate (ad, x->operands[i], grads[i]);
-        return TRUE;
-      }
+      return RULE_DONE;
     case PS_OP_SLICE:
       {
         gboolean strided = FALSE;
@@ -655,7 +617,7 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
             p->padding[d].hi = a->shape->dims[d] - x->slice_limits.v[d];
           }
         accumulate (ad, a, p);
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_PAD:
       {
@@ -664,7 +626,7 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         for (int d = 0; d < r; d++)
           {
             if (x->padding[d].interior != 0 || x->padding[d].lo < 0 || x->padding[d].hi < 0)
-              goto unsupported;
+              return RULE_NONE;
             st[d] = x->padding[d].lo;
             li[d] = x->padding[d].lo + a->shape->dims[d];
             one[d] = 1;
@@ -674,7 +636,7 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         ps_ints_set (&s->slice_limits, r, li);
         ps_ints_set (&s->slice_strides, r, one);
         accumulate (ad, a, s);
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_DYNAMIC_SLICE:
       {
@@ -682,7 +644,7 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
          * indices are clamped the same way by both ops). */
         PsInstr *zero = ps_ad_full (c, a->shape, 0.0);
         accumulate (ad, a, ps_ad_dynamic_update_slice (c, zero, g, x->operands + 1));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_DYNAMIC_UPDATE_SLICE:
       {
@@ -693,7 +655,7 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
                                                          starts));
         if (is_float (upd))
           accumulate (ad, upd, ps_ad_dynamic_slice (c, g, starts, upd->shape->dims));
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_CUSTOM_CALL:
       {
@@ -709,7 +671,7 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         if (x->sharding)
           ps_instr_set_sharding (s, x->sharding);
         accumulate (ad, a, s);
-        return TRUE;
+        return RULE_DONE;
       }
     case PS_OP_CONCATENATE:
       {
@@ -733,12 +695,99 @@ backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
             if (is_float (op))
               accumulate (ad, op, s);
           }
-        return TRUE;
+        return RULE_DONE;
       }
     default:
       break;
     }
-unsupported:
+  return RULE_NONE;
+}
+
+/* Reductions and contractions (reduce, dot, convolution, batch norm): the transposed contraction. */
+static Rule
+backprop_contraction (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
+{
+  (void) error;
+  PsComputation *c = ad->c;
+  PsInstr *a = x->n_operands > 0 ? x->operands[0] : NULL;
+  PsInstr *b = x->n_operands > 1 ? x->operands[1] : NULL;
+  switch (x->opcode)
+    {
+    case PS_OP_REDUCE:
+      {
+        if (x->n_operands != 2 || ps_shape_is_tuple (x->shape))
+          break;
+        int r = a->shape->rank;
+        int64_t kept[64];
+        int nk = 0;
+        for (int d = 0; d < r; d++)
+          if (!ps_ints_contains (&x->dimensions, d))
+            kept[nk++] = d;
+        PsInstr *gb = ps_ad_broadcast (c, g, a->shape, nk, kept);
+        if (reducer_is (x, PS_OP_ADD))
+          {
+            accumulate (ad, a, gb);
+            return RULE_DONE;
+          }
+        if (reducer_is (x, PS_OP_MAXIMUM) || reducer_is (x, PS_OP_MINIMUM))
+          {
+            PsInstr *xb = ps_ad_broadcast (c, x, a->shape, nk, kept);
+            PsInstr *ops[2] = { a, xb };
+            PsInstr *eq = ps_computation_add_instr (c, PS_OP_COMPARE, NULL,
+                                                    ps_shape_new_array (PS_PRED, r, a->shape->dims), 2, ops);
+            eq->comparison = PS_CMP_EQ;
+            PsInstr *zero = ps_ad_full (c, gb->shape, 0.0);
+            PsInstr *s[3] = { eq, gb, zero };
+            accumulate (ad, a, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (gb->shape), 3, s));
+            return RULE_DONE;
+          }
+        break;
+      }
+    case PS_OP_DOT:
+      accumulate (ad, a, dot_operand_grad (ad, x, g, 0));
+      accumulate (ad, b, dot_operand_grad (ad, x, g, 1));
+      return RULE_DONE;
+    case PS_OP_CONVOLUTION:
+      {
+        if (!x->conv.present || x->batch_group_count > 1 || x->window.n != x->conv.n_spatial)
+          break;
+        PsInstr *da = ps_ad_conv_input_grad (c, x, g);
+        PsInstr *db = ps_ad_conv_kernel_grad (c, x, g);
+        if (x->has_precision)
+          for (int i = 0; i < 2; i++)
+            {
+              PsInstr *y = i ? db : da;
+              y->has_precision = TRUE;
+              y->precision[0] = y->precision[1] = MAX (x->precision[0], x->precision[1]);
+            }
+        accumulate (ad, a, da);
+        accumulate (ad, b, db);
+        return RULE_DONE;
+      }
+    case PS_OP_BATCH_NORM_INFERENCE:
+      {
+        PsInstr *grads[5];
+        ps_ad_batch_norm_inference_grad (c, x, g, grads);
+        for (int i = 0; i < 5; i++)
+          accumulate (ad, x->operands[i], grads[i]);
+        return RULE_DONE;
+      }
+    default:
+      break;
+    }
+  return RULE_NONE;
+}
+
+static gboolean
+backprop_one (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
+{
+  Rule r = backprop_elementwise (ad, x, g, error);
+  if (r == RULE_NONE)
+    r = backprop_structural (ad, x, g, error);
+  if (r == RULE_NONE)
+    r = backprop_contraction (ad, x, g, error);
+  if (r != RULE_NONE)
+    return r == RULE_DONE;
   g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED,
                "autodiff: no gradient rule for '%s' (instruction %s)",
                ps_opcode_name (x->opcode), x->name);

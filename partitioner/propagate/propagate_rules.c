@@ -977,6 +977,117 @@ infer_slice_like (PsInstr *i, int operand, gboolean mc)
                            pp_non_root_users (i) == 1);
 }
 
+/* Manual shardings spread to an instruction of manual operands, before any
+ * other rule. TRUE when this decided (*changed says whether the sharding
+ * changed); FALSE: no operand is manual, the other rules apply. */
+static gboolean
+infer_manual (PpCtx *c, PsInstr *i, int aggr, gboolean *changed)
+{
+  *changed = FALSE;
+  if (!((!i->sharding || pp_is_tile_maximal (i->sharding))
+        && (ps_shape_is_array (i->shape) || i->opcode == PS_OP_REDUCE || i->opcode == PS_OP_SORT
+            || i->opcode == PS_OP_REDUCE_WINDOW
+            || (i->opcode == PS_OP_CUSTOM_CALL && ps_shape_is_tuple (i->shape))
+            || async_outside (c, i))))
+    return FALSE;
+  for (int k = 0; k < i->n_operands; k++)
+    {
+      const PsInstr *op = i->operands[k];
+      if (!op->sharding || !pp_is_manual (op->sharding))
+        continue;
+      if (pp_is_custom_call (i, "SPMDShardToFullShape"))
+        return TRUE;
+      if (aggr == 0 && (i->opcode == PS_OP_CONCATENATE || i->opcode == PS_OP_DYNAMIC_SLICE))
+        return TRUE;
+      /* A tuple sharding carries no metadata of its own. */
+      PsSharding *m = pp_manual_like (pp_is_tuple (op->sharding) ? NULL : op->sharding);
+      ps_sharding_free (i->sharding);
+      i->sharding = pp_normalize_tuple (m, i->shape);
+      ps_sharding_free (m);
+      *changed = TRUE;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* An op without spatial rules: only a maximal sharding (one device) of an
+ * operand passes through. */
+static gboolean
+infer_without_spatial (PsInstr *i, gboolean mc)
+{
+  if (ps_shape_is_tuple (i->shape) || i->n_operands == 0 || i == i->parent->root
+      || has_side_effect (i))
+    return FALSE;
+  for (int k = 0; k < i->n_operands; k++)
+    {
+      const PsSharding *s = i->operands[k]->sharding;
+      if (s && !pp_is_tuple (s) && pp_is_tile_maximal (s) && !pp_has_unique_device (s, NULL))
+        return maybe_improve_from (s, i, mc, FALSE);
+    }
+  return FALSE;
+}
+
+/* A tuple: each leaf from the operand it comes from, where that is more
+ * specific than what the tuple has. */
+static gboolean
+infer_tuple (PsInstr *i)
+{
+  gboolean any = FALSE;
+  for (int k = 0; k < i->n_operands; k++)
+    any |= spatial (i->operands[k]);
+  if (!any)
+    return FALSE;
+  int nl = ps_shape_leaf_count (i->shape);
+  PsSharding **subs = g_new0 (PsSharding *, nl > 0 ? nl : 1);
+  for (int k = 0; k < nl; k++)
+    subs[k] = i->sharding && pp_is_tuple (i->sharding) && k < i->sharding->n_elems
+                  ? ps_sharding_copy (i->sharding->elems[k])
+                  : ps_sharding_replicated ();
+  int idx = 0;
+  for (int k = 0; k < i->n_operands; k++)
+    {
+      const PsInstr *op = i->operands[k];
+      int cnt = ps_shape_leaf_count (op->shape);
+      if (op->sharding)
+        {
+          if (ps_shape_is_tuple (op->shape))
+            {
+              PsSharding *os = pp_normalize_tuple (op->sharding, op->shape);
+              for (int j = 0; j < cnt && j < os->n_elems && idx + j < nl; j++)
+                if (!i->sharding || pp_is_more_specific (os->elems[j], subs[idx + j]))
+                  {
+                    ps_sharding_free (subs[idx + j]);
+                    subs[idx + j] = ps_sharding_copy (os->elems[j]);
+                  }
+              ps_sharding_free (os);
+            }
+          else
+            {
+              const PsSharding *os = op->sharding;
+              if (op->opcode == PS_OP_OUTFEED && pp_is_tuple (os) && os->n_elems > 0)
+                os = os->elems[os->n_elems - 1];
+              if (idx < nl && !pp_is_tuple (os)
+                  && (!i->sharding || pp_is_more_specific (os, subs[idx])))
+                {
+                  ps_sharding_free (subs[idx]);
+                  subs[idx] = ps_sharding_copy (os);
+                }
+            }
+        }
+      idx += cnt;
+    }
+  PsSharding *ns = ps_sharding_tuple (nl, subs);
+  g_free (subs);
+  if (!i->sharding || !ps_sharding_equal (ns, i->sharding))
+    {
+      ps_sharding_free (i->sharding);
+      i->sharding = ns;
+      return TRUE;
+    }
+  ps_sharding_free (ns);
+  return FALSE;
+}
+
 gboolean
 pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
 {
@@ -985,44 +1096,13 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
   if (i->sharding && pp_is_manual (i->sharding))
     return FALSE;
   gboolean mc = c->is_spmd && aggr > 0;
-  if ((!i->sharding || pp_is_tile_maximal (i->sharding))
-      && (ps_shape_is_array (i->shape) || i->opcode == PS_OP_REDUCE || i->opcode == PS_OP_SORT
-          || i->opcode == PS_OP_REDUCE_WINDOW
-          || (i->opcode == PS_OP_CUSTOM_CALL && ps_shape_is_tuple (i->shape))
-          || async_outside (c, i)))
-    {
-      for (int k = 0; k < i->n_operands; k++)
-        {
-          const PsInstr *op = i->operands[k];
-          if (!op->sharding || !pp_is_manual (op->sharding))
-            continue;
-          if (pp_is_custom_call (i, "SPMDShardToFullShape"))
-            return FALSE;
-          if (aggr == 0 && (i->opcode == PS_OP_CONCATENATE || i->opcode == PS_OP_DYNAMIC_SLICE))
-            return FALSE;
-          /* A tuple sharding carries no metadata of its own. */
-          PsSharding *m = pp_manual_like (pp_is_tuple (op->sharding) ? NULL : op->sharding);
-          ps_sharding_free (i->sharding);
-          i->sharding = pp_normalize_tuple (m, i->shape);
-          ps_sharding_free (m);
-          return TRUE;
-        }
-    }
+  gboolean changed;
+  if (infer_manual (c, i, aggr, &changed))
+    return changed;
   if (pp_is_custom_call (i, "ShardBarrierFrom"))
     return FALSE;
   if (!pp_support_spatial (c, i, c->to_output, FALSE))
-    {
-      if (ps_shape_is_tuple (i->shape) || i->n_operands == 0 || i == i->parent->root
-          || has_side_effect (i))
-        return FALSE;
-      for (int k = 0; k < i->n_operands; k++)
-        {
-          const PsSharding *s = i->operands[k]->sharding;
-          if (s && !pp_is_tuple (s) && pp_is_tile_maximal (s) && !pp_has_unique_device (s, NULL))
-            return maybe_improve_from (s, i, mc, FALSE);
-        }
-      return FALSE;
-    }
+    return infer_without_spatial (i, mc);
   gboolean aggressive = pp_non_root_users (i) == 1;
   switch (i->opcode)
     {
@@ -1043,62 +1123,7 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
         return pp_maybe_improve (ns, i, mc, aggressive);
       }
     case PS_OP_TUPLE:
-      {
-        gboolean any = FALSE;
-        for (int k = 0; k < i->n_operands; k++)
-          any |= spatial (i->operands[k]);
-        if (!any)
-          return FALSE;
-        int nl = ps_shape_leaf_count (i->shape);
-        PsSharding **subs = g_new0 (PsSharding *, nl > 0 ? nl : 1);
-        for (int k = 0; k < nl; k++)
-          subs[k] = i->sharding && pp_is_tuple (i->sharding) && k < i->sharding->n_elems
-                        ? ps_sharding_copy (i->sharding->elems[k])
-                        : ps_sharding_replicated ();
-        int idx = 0;
-        for (int k = 0; k < i->n_operands; k++)
-          {
-            const PsInstr *op = i->operands[k];
-            int cnt = ps_shape_leaf_count (op->shape);
-            if (op->sharding)
-              {
-                if (ps_shape_is_tuple (op->shape))
-                  {
-                    PsSharding *os = pp_normalize_tuple (op->sharding, op->shape);
-                    for (int j = 0; j < cnt && j < os->n_elems && idx + j < nl; j++)
-                      if (!i->sharding || pp_is_more_specific (os->elems[j], subs[idx + j]))
-                        {
-                          ps_sharding_free (subs[idx + j]);
-                          subs[idx + j] = ps_sharding_copy (os->elems[j]);
-                        }
-                    ps_sharding_free (os);
-                  }
-                else
-                  {
-                    const PsSharding *os = op->sharding;
-                    if (op->opcode == PS_OP_OUTFEED && pp_is_tuple (os) && os->n_elems > 0)
-                      os = os->elems[os->n_elems - 1];
-                    if (idx < nl && !pp_is_tuple (os)
-                        && (!i->sharding || pp_is_more_specific (os, subs[idx])))
-                      {
-                        ps_sharding_free (subs[idx]);
-                        subs[idx] = ps_sharding_copy (os);
-                      }
-                  }
-              }
-            idx += cnt;
-          }
-        PsSharding *ns = ps_sharding_tuple (nl, subs);
-        g_free (subs);
-        if (!i->sharding || !ps_sharding_equal (ns, i->sharding))
-          {
-            ps_sharding_free (i->sharding);
-            i->sharding = ns;
-            return TRUE;
-          }
-        ps_sharding_free (ns);
-        return FALSE;
-      }
+      return infer_tuple (i);
     case PS_OP_REDUCE:
       return infer_reduce (c, i, mc);
     case PS_OP_BROADCAST:
