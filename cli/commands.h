@@ -46,6 +46,7 @@ int ps_cmd_run (int argc, char **argv);
 int ps_cmd_tables (int argc, char **argv);
 int ps_cmd_sweep (int argc, char **argv);
 int ps_cmd_search (int argc, char **argv);
+int ps_cmd_autoshard (int argc, char **argv);
 int ps_cmd_bench_matmul (int argc, char **argv);
 int ps_cmd_bench_conv (int argc, char **argv);
 int ps_cmd_bench_collective (int argc, char **argv);

@@ -1,6 +1,6 @@
 bin_PROGRAMS += podsim
 podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/pipelining.c cli/pipelining.h \
-	cli/cmd_sweep.c cli/cmd_search.c \
+	cli/cmd_sweep.c cli/cmd_search.c cli/cmd_autoshard.c \
 	cli/picture.c cli/picture.h cli/report.c cli/report.h \
 	cli/model_options.c cli/model_options.h cli/target_options.c cli/target_options.h \
 	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \
@@ -41,3 +41,8 @@ TESTS += tests/progress_cli.sh
 EXTRA_DIST += tests/progress_cli.sh
 bench_scripts += tests/bench_overlap.sh tests/bench_events.sh tests/bench_tables.sh
 EXTRA_DIST += tests/bench_overlap.sh tests/bench_events.sh tests/bench_tables.sh
+
+# podsim autoshard (driver/autoshard.h): the search against an enumeration.
+TESTS += tests/autoshard_cli.sh
+bench_scripts += tests/bench_autoshard.sh
+EXTRA_DIST += tests/autoshard_cli.sh tests/data/autoshard_matmul.hlo tests/bench_autoshard.sh

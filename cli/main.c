@@ -24,6 +24,7 @@ static const PsCommand commands[] = {
   { "run", "build, partition and simulate a model training step", ps_cmd_run },
   { "tables", "published runs next to simulated ones (dense, moe, pipeline, ...)", ps_cmd_tables },
   { "search", "rank the strategies (meshes, shardings, ...) for a model on a slice", ps_cmd_search },
+  { "autoshard", "find the annotations of an HLO program: shortest simulated step under HBM", ps_cmd_autoshard },
   { "sweep", "run a grid of configurations in parallel (CSV/JSONL rows; Slurm arrays)", ps_cmd_sweep },
 };
 

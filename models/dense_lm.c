@@ -68,6 +68,8 @@ ps_sharding_preset_from_name (const char *name, PsShardingPreset *out)
     *out = PS_SHARDING_MEGATRON_SP;
   else if (strcmp (name, "fsdp") == 0)
     *out = PS_SHARDING_FSDP;
+  else if (strcmp (name, "none") == 0)
+    *out = PS_SHARDING_NONE;
   else
     return FALSE;
   return TRUE;
@@ -224,6 +226,8 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     case PS_SHARDING_FSDP:
       return require_div (b, all, mb, "the device count", error)
              && require_div (c->model_dim, all, md, "the device count", error);
+    case PS_SHARDING_NONE:
+      return TRUE;
     }
   return TRUE;
 }
@@ -244,6 +248,7 @@ ps_dense_lm_padded_vocab (const PsDenseLmConfig *c)
       break;
     case PS_SHARDING_DP:
     case PS_SHARDING_FSDP:
+    case PS_SHARDING_NONE:
       by = 1;
       break;
     }
@@ -360,6 +365,10 @@ ps_sharding_preset_plan (PsShardingPreset preset, PsShardingPlan *plan)
        * gradient; the optimizer state follows the weight. */
       ps_sharding_plan_split (plan, PS_ACTIVATIONS, "b", PS_AXIS_ALL);
       ps_sharding_plan_split (plan, PS_WEIGHTS, "m", PS_AXIS_ALL);
+      break;
+    case PS_SHARDING_NONE:
+      /* No annotation at all: the program a user brings to podsim
+       * autoshard, to compare what it finds with the presets. */
       break;
     }
 }

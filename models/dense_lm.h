@@ -57,6 +57,7 @@ typedef enum {
                               * split by sequence over axis 1 */
   PS_SHARDING_FSDP,          /* batch over every device, every weight's model
                               * dim (and its optimizer state) over every device */
+  PS_SHARDING_NONE,          /* no annotation at all (podsim autoshard's input) */
 } PsShardingPreset;
 
 gboolean ps_sharding_preset_from_name (const char *name, PsShardingPreset *out);

@@ -149,6 +149,8 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
     case PS_SHARDING_FSDP:
       return divides (c, c->global_batch, "global_batch", "--batch", all, "the device count", error)
              && divides (c, c->model_dim, "model_dim", "--model-dim", all, "the device count", error);
+    case PS_SHARDING_NONE:
+      return TRUE;
     }
   return TRUE;
 }

@@ -1,0 +1,196 @@
+/* podsim autoshard: the annotations for a user's HLO program that give the
+ * shortest simulated step under the HBM limit (driver/autoshard.h). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-glib/json-glib.h>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "common/error.h"
+#include "driver/autoshard.h"
+#include "driver/driver.h"
+#include "driver/target.h"
+
+typedef struct {
+  char *out;
+  gboolean json, quiet;
+  int top;
+  gint64 limit;
+  int jobs;
+} AutoshardOptions;
+
+/* The command line as podsim run's: autoshard's own options dropped. */
+static char **
+run_argv (int argc, char **argv)
+{
+  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", NULL };
+  static const char *const alone[] = { "--json", "-q", "--quiet", NULL };
+  GPtrArray *out = g_ptr_array_new ();
+  for (int i = 1; i < argc; i++)
+    {
+      gboolean drop = FALSE;
+      for (int k = 0; with_value[k]; k++)
+        {
+          size_t n = strlen (with_value[k]);
+          if (strcmp (argv[i], with_value[k]) == 0)
+            {
+              drop = TRUE;
+              i++;
+            }
+          else if (strncmp (argv[i], with_value[k], n) == 0 && (argv[i][n] == '=' || (n == 2 && argv[i][n])))
+            drop = TRUE;
+        }
+      for (int k = 0; alone[k]; k++)
+        drop = drop || strcmp (argv[i], alone[k]) == 0;
+      if (!drop && i < argc)
+        g_ptr_array_add (out, g_strdup (argv[i]));
+    }
+  g_ptr_array_add (out, NULL);
+  return (char **) g_ptr_array_free (out, FALSE);
+}
+
+static int
+autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char **base)
+{
+  GError *error = NULL;
+  g_autoptr (PsParams) p = ps_model_options_params_argv (mo, argc, argv, &error);
+  if (!p)
+    return ps_cli_fail (error);
+  if (strcmp (ps_params_family (p)->name, "hlo") != 0 || !*ps_params_str (p, "file"))
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "podsim autoshard FILE.hlo: give an HLO module "
+                   "(a model family's unannotated program: podsim run FAMILY --sharding none --dump-hlo F)");
+      return ps_cli_fail (error);
+    }
+  PsAutoshardOptions ao = { 0 };
+  ao.progress = !o->quiet;
+  ao.max_exhaustive = o->limit;
+  ao.jobs = o->jobs;
+  g_autoptr (PsAutoshardResult) r = ps_autoshard_search (p, base, &ao, &error);
+  if (!r)
+    return ps_cli_fail (error);
+  PsAutoshardCandidate *best = r->ranked->len ? r->ranked->pdata[0] : NULL;
+  if (!best || !best->ok)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_NO_FIT, "autoshard: no candidate of %" G_GINT64_FORMAT
+                   " ran and fit: %s", r->space, best && best->why ? best->why : "no parameters to shard");
+      return ps_cli_fail (error);
+    }
+  if (o->out)
+    {
+      /* The best annotations run once more, writing the annotated module. */
+      g_autoptr (PsParams) q = ps_params_copy (p);
+      g_autoptr (PsTarget) target = NULL;
+      if (!ps_params_set (q, "shard", best->shard, "autoshard", &error)
+          || !(target = ps_target_from_params (q, &error)))
+        return ps_cli_fail (error);
+      PsDriverFamily fb = { q, target };
+      PsDriverOptions d;
+      ps_driver_options_init (&d);
+      d.build = ps_driver_build_family;
+      d.build_data = &fb;
+      d.target = target;
+      d.stop_after = PS_STAGE_PROPAGATE;
+      d.dump_hlo = o->out;
+      g_autoptr (PsDriverResult) dr = ps_driver_run (&d, NULL, &error);
+      if (!dr)
+        return ps_cli_fail (error);
+    }
+  int top = o->top > 0 ? o->top : 10;
+  if (o->json)
+    {
+      g_autoptr (JsonBuilder) b = json_builder_new ();
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "params");
+      json_builder_add_int_value (b, r->n_params);
+      json_builder_set_member_name (b, "space");
+      json_builder_add_int_value (b, r->space);
+      json_builder_set_member_name (b, "solver");
+      json_builder_add_string_value (b, r->exhaustive ? "exhaustive" : "coordinate-descent");
+      json_builder_set_member_name (b, "evaluated");
+      json_builder_add_int_value (b, r->n_evaluated);
+      json_builder_set_member_name (b, "ranking");
+      json_builder_begin_array (b);
+      for (guint i = 0; i < r->ranked->len && (int) i < top; i++)
+        {
+          PsAutoshardCandidate *c = r->ranked->pdata[i];
+          json_builder_begin_object (b);
+          json_builder_set_member_name (b, "shard");
+          json_builder_add_string_value (b, c->shard);
+          json_builder_set_member_name (b, "ok");
+          json_builder_add_boolean_value (b, c->ok);
+          json_builder_set_member_name (b, "step_time_s");
+          json_builder_add_double_value (b, c->step_time_s);
+          json_builder_set_member_name (b, "peak_hbm_bytes");
+          json_builder_add_int_value (b, (gint64) c->peak_hbm_bytes);
+          if (c->why)
+            {
+              json_builder_set_member_name (b, "why");
+              json_builder_add_string_value (b, c->why);
+            }
+          json_builder_end_object (b);
+        }
+      json_builder_end_array (b);
+      json_builder_end_object (b);
+      g_autoptr (JsonGenerator) gen = json_generator_new ();
+      g_autoptr (JsonNode) root = json_builder_get_root (b);
+      json_generator_set_root (gen, root);
+      json_generator_set_pretty (gen, TRUE);
+      g_autofree char *text = json_generator_to_data (gen, NULL);
+      printf ("%s\n", text);
+      return 0;
+    }
+  g_autofree char *space = r->space == G_MAXINT64 ? g_strdup ("over 9e18")
+                                                  : g_strdup_printf ("%" G_GINT64_FORMAT, r->space);
+  printf ("autoshard: %d parameters, %s combinations, %s, %d run through the pipeline\n", r->n_params, space, r->exhaustive ? "every one enumerated" : "coordinate descent",
+          r->n_evaluated);
+  for (guint i = 0; i < r->ranked->len && (int) i < top; i++)
+    {
+      PsAutoshardCandidate *c = r->ranked->pdata[i];
+      const char *text = *c->shard ? c->shard : "(no annotation)";
+      if (c->ok)
+        printf ("%2u  step %10.6f ms  peak %12" G_GUINT64_FORMAT " B  %s%s\n", i + 1, c->step_time_s * 1e3,
+                c->peak_hbm_bytes, text,
+                i == 0 ? "" : c->step_time_s == best->step_time_s ? "  (same step; higher peak or more annotations)"
+                                                                    : "  (slower)");
+      else
+        printf ("%2u  lost: %s  %s\n", i + 1, c->why ? c->why : "did not run", text);
+    }
+  if (o->out)
+    printf ("wrote %s (podsim run %s --slice ... --mesh ... runs it)\n", o->out, o->out);
+  return 0;
+}
+
+int
+ps_cmd_autoshard (int argc, char **argv)
+{
+  AutoshardOptions o = { 0 };
+  GOptionEntry entries[] = {
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the module with the best annotations", "OUT.hlo" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print the ranking as one JSON object", NULL },
+    { "top", 0, 0, G_OPTION_ARG_INT, &o.top, "Rows of the ranking to print (default 10)", "N" },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress lines on stderr", NULL },
+    { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Pipeline runs in parallel (default: the processors)", "N" },
+    { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many, else coordinate descent (default 256; 1: always descent)", "N" },
+    { NULL }
+  };
+  g_auto (GStrv) base = run_argv (argc, argv);
+  g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries, NULL);
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo --slice S --mesh AxB - find the annotations");
+  g_option_context_set_main_group (ctx, ps_model_options_group (mo));
+  g_option_context_set_description (ctx,
+    "Enumerates candidate shardings of every entry parameter (replicated, one dimension\n"
+    "over one mesh axis, two dimensions over two axes), runs each combination through\n"
+    "propagation, partitioning, the exact memory analysis and the replay on the slice,\n"
+    "and ranks them by simulated step time among those that fit in HBM. Every\n"
+    "combination is run when there are at most 256; otherwise coordinate descent.\n"
+    "Example: podsim autoshard prog.hlo --slice v3-8 --mesh 2x4 -o best.hlo\n"
+    "See doc/manual.md (Automatic sharding).\n");
+  int rc = PS_EXIT_USAGE;
+  if (ps_cli_parse (ctx, &argc, &argv))
+    rc = autoshard (&o, mo, argc, argv, base);
+  g_free (o.out);
+  return rc;
+}

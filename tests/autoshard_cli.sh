@@ -1,0 +1,51 @@
+#!/bin/sh
+# podsim autoshard on a program whose optimum is known by enumerating every
+# combination here, independently of the search: both solvers must find it,
+# the module written must run to the same step and partition correctly on
+# the interpreter; bad input fails with a located error.
+. "$PS_SRCDIR/tests/lib.sh"
+prog="$PS_SRCDIR/tests/data/autoshard_matmul.hlo"
+opts="--slice v3-8 --mesh 2x4"
+# Every dims mapping of a rank-2 array over a 2-axis mesh (all dims divide).
+maps='[-1,-1] [0,-1] [1,-1] [-1,0] [-1,1] [0,1] [1,0]'
+best=
+for mx in $maps; do
+  for mw in $maps; do
+    shard=
+    [ "$mx" != "[-1,-1]" ] && shard="x=$mx"
+    [ "$mw" != "[-1,-1]" ] && shard="${shard:+$shard;}w=$mw"
+    "$PODSIM" run "$prog" $opts ${shard:+--shard=$shard} --json -q >"$PS_TMP/one" 2>/dev/null || continue
+    s=$(sed -n 's/.*"step_time_s" *: *\([0-9.e+-]*\).*/\1/p' "$PS_TMP/one" | head -1)
+    [ -n "$s" ] || continue
+    best=$(awk -v a="$s" -v b="$best" 'BEGIN { print (b == "" || a < b) ? a : b }')
+  done
+done
+[ -n "$best" ] || fail "no combination ran"
+for limit in 256 1; do
+  expect_status 0 "$PODSIM" autoshard "$prog" $opts --json -q --exhaustive-limit $limit
+  found=$(sed -n 's/.*"step_time_s" *: *\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out" | head -1)
+  awk -v a="$found" -v b="$best" 'BEGIN { exit !(a - b <= 1e-9 * b && b - a <= 1e-9 * b) }' \
+    || fail "limit $limit: found $found, enumeration's optimum $best"
+  [ -s "$PS_TMP/err" ] && fail "-q: stderr not empty"
+done
+expect_grep '"solver" : "coordinate-descent"' "$PS_TMP/out"
+# The written module runs to the same step and partitions correctly.
+expect_status 0 "$PODSIM" autoshard "$prog" $opts -o "$PS_TMP/best.hlo"
+expect_grep "combinations run; best so far" "$PS_TMP/err"
+expect_grep "every one enumerated" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$PS_TMP/best.hlo" $opts --json -q
+ran=$(sed -n 's/.*"step_time_s" *: *\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out" | head -1)
+awk -v a="$ran" -v b="$best" 'BEGIN { exit !(a - b <= 1e-9 * b && b - a <= 1e-9 * b) }' \
+  || fail "podsim run of the written module: $ran, the search's $best"
+expect_status 0 "$PODSIM" verify "$PS_TMP/best.hlo" -n 8
+expect_grep "agrees on 8 devices" "$PS_TMP/out"
+# Bad input.
+expect_status 2 "$PODSIM" autoshard "$PS_TMP/none.hlo" $opts -q
+expect_grep "cannot open" "$PS_TMP/err"
+expect_status 2 "$PODSIM" autoshard "$PS_SRCDIR/tests/data/bad/bad_rank.hlo" $opts -q
+expect_grep "bad_rank.hlo:4:80:" "$PS_TMP/err"
+expect_status 2 "$PODSIM" autoshard "$prog" --slice v3-8 -q
+expect_grep "--mesh: autoshard needs a mesh" "$PS_TMP/err"
+expect_status 2 "$PODSIM" autoshard dense -q
+expect_grep "give an HLO module" "$PS_TMP/err"
+finish
