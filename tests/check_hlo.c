@@ -482,6 +482,16 @@ START_TEST (test_stablehlo)
   g_autofree char *a = data_fixed_point ("../stablehlo/mlp_step.mlir");
   g_autofree char *b = data_fixed_point ("../stablehlo/mlp_step.hlo");
   ck_assert_str_eq (a, b);
+  g_autofree char *sa = data_fixed_point ("../stablehlo/slices.mlir");
+  g_autofree char *sb = data_fixed_point ("../stablehlo/slices.hlo");
+  ck_assert_str_eq (sa, sb);
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<f32>) -> tensor<6xf32> {\n"
+               "    %0 = stablehlo.pad %arg0, %arg1, low = [1], high = [1, 0], interior = [0] : "
+               "(tensor<4xf32>, tensor<f32>) -> tensor<6xf32>\n    return %0 : tensor<6xf32>\n  }\n}\n",
+               "t.hlo:3:5: pad's low, high and interior lists differ in length");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<2xf32> {\n"
+               "    %0 = stablehlo.slice %arg0 [1:] : (tensor<4xf32>) -> tensor<2xf32>\n    return %0 : tensor<2xf32>\n  }\n}\n",
+               "t.hlo:3:35: expected a number, found ']'");
   g_autofree char *n = data_fixed_point ("../stablehlo/negate.mlir");
   ck_assert_msg (strstr (n, "ROOT %v0 = f32[8] negate(%arg0)") != NULL, "%s", n);
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"

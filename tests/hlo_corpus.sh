@@ -28,6 +28,14 @@ expect_status 0 "$PODSIM" verify -n 2 "$S/mlp_step.mlir"
 expect_grep "agrees on 2 devices" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$S/mlp_step.mlir" -q
 expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+expect_status 0 "$PODSIM" hlo "$S/slices.mlir"
+cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
+expect_status 0 "$PODSIM" hlo "$S/slices.hlo"
+cmp -s "$PS_TMP/out" "$PS_TMP/from_mlir.hlo" || fail "slices.mlir and slices.hlo read differently"
+expect_status 0 "$PODSIM" verify -n 2 "$S/slices.mlir"
+expect_grep "agrees on 2 devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$S/slices.mlir" -q
+expect_grep "step time" "$PS_TMP/out"
 expect_status 0 "$PODSIM" propagate "$S/mlp_step.mlir" -o "$PS_TMP/prop.hlo"
 expect_status 0 "$PODSIM" hlo "$PS_TMP/prop.hlo"
 # Single-device programs: the partitioned program agrees with the original.

@@ -508,6 +508,30 @@ dense_value (Sh *s)
   return g_string_free (g, FALSE);
 }
 
+/* ", key = [..]" into out as "a,b" (the list's numbers). */
+static gboolean
+keyed_list (Sh *s, const char *key, GString *out)
+{
+  return expect (s, ",", key) && expect (s, key, "(KEY = [...])") && expect (s, "=", key) && int_list (s, out);
+}
+
+/* One number (dim = 0). transfer full; NULL after an error. */
+static char *
+number (Sh *s)
+{
+  skip_ws (s);
+  gsize b = s->pos;
+  while (s->pos < s->len && g_ascii_isdigit (s->t[s->pos]))
+    s->pos++;
+  if (s->pos == b)
+    {
+      g_autofree char *found = describe (s);
+      sh_error (s, b, "expected a number, found %s", found);
+      return NULL;
+    }
+  return g_strndup (s->t + b, s->pos - b);
+}
+
 /* A one-op reducer region (applies stablehlo.OP) as an HLO computation. */
 static char *
 reducer (Sh *s, const char *op, const char *scalar)
@@ -727,6 +751,76 @@ operation (Sh *s, char **returned, char **returned_shape)
       g_autofree char *red = reducer (s, hop, sc);
       g_string_printf (rest, "reduce(%s, %s), dimensions=%s, to_apply=%s", x, c, dims->str, red);
       g_string_free (dims, TRUE);
+    }
+  else if (strcmp (op, "stablehlo.concatenate") == 0)
+    {
+      /* stablehlo.concatenate %a, %b, dim = 0 */
+      g_autofree char *d = NULL;
+      if (!operands (s, ops, &n) || !expect (s, ",", "before dim") || !expect (s, "dim", "(dim = N)")
+          || !expect (s, "=", "after dim") || !(d = number (s)) || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "concatenate(%s), dimensions={%s}", ops->str, d);
+    }
+  else if (strcmp (op, "stablehlo.slice") == 0)
+    {
+      /* stablehlo.slice %a [1:3, 0:4:2]: HLO's slice={[1:3], [0:4:2]} */
+      if (!operands (s, ops, &n) || !expect (s, "[", "to open the slice ranges"))
+        return FALSE;
+      GString *r = g_string_new (NULL);
+      if (!accept (s, "]"))
+        {
+          do
+            {
+              g_autofree char *a = number (s);
+              g_autofree char *b = a && expect (s, ":", "in a range") ? number (s) : NULL;
+              g_autofree char *st = b && accept (s, ":") ? number (s) : NULL;
+              if (!b || FAILED (s))
+                break;
+              g_string_append_printf (r, "%s[%s:%s%s%s]", r->len ? ", " : "", a, b, st ? ":" : "", st ? st : "");
+            }
+          while (accept (s, ","));
+          expect (s, "]", "to close the slice ranges");
+        }
+      if (!FAILED (s))
+        shape = result_type (s);
+      g_string_printf (rest, "slice(%s), slice={%s}", ops->str, r->str);
+      g_string_free (r, TRUE);
+      if (!shape)
+        return FALSE;
+    }
+  else if (strcmp (op, "stablehlo.pad") == 0)
+    {
+      /* low = [..], high = [..], interior = [..]: HLO's padding=l_h_ixl_h_i */
+      g_autoptr (GString) lo = g_string_new (NULL);
+      g_autoptr (GString) hi = g_string_new (NULL);
+      g_autoptr (GString) in = g_string_new (NULL);
+      if (!operands (s, ops, &n) || !keyed_list (s, "low", lo) || !keyed_list (s, "high", hi)
+          || !keyed_list (s, "interior", in) || !(shape = result_type (s)))
+        return FALSE;
+      g_auto (GStrv) l = g_strsplit (lo->str, ",", -1), h = g_strsplit (hi->str, ",", -1),
+                     i = g_strsplit (in->str, ",", -1);
+      guint nd = g_strv_length (l);
+      if (g_strv_length (h) != nd || g_strv_length (i) != nd)
+        {
+          sh_error (s, at, "pad's low, high and interior lists differ in length");
+          return FALSE;
+        }
+      g_string_printf (rest, "pad(%s), padding=", ops->str);
+      for (guint k = 0; k < nd; k++)
+        g_string_append_printf (rest, "%s%s_%s_%s", k ? "x" : "", l[k], h[k], i[k]);
+    }
+  else if (strcmp (op, "stablehlo.dynamic_slice") == 0)
+    {
+      g_autoptr (GString) sz = g_string_new (NULL);
+      if (!operands (s, ops, &n) || !keyed_list (s, "sizes", sz) || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "dynamic-slice(%s), dynamic_slice_sizes={%s}", ops->str, sz->str);
+    }
+  else if (strcmp (op, "stablehlo.dynamic_update_slice") == 0)
+    {
+      if (!operands (s, ops, &n) || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "dynamic-update-slice(%s)", ops->str);
     }
   else if (strcmp (op, "stablehlo.custom_call") == 0)
     {
