@@ -492,6 +492,20 @@ START_TEST (test_stablehlo)
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<2xf32> {\n"
                "    %0 = stablehlo.slice %arg0 [1:] : (tensor<4xf32>) -> tensor<2xf32>\n    return %0 : tensor<2xf32>\n  }\n}\n",
                "t.hlo:3:35: expected a number, found ']'");
+  g_autofree char *ra = data_fixed_point ("../stablehlo/reduce_region.mlir");
+  g_autofree char *rb = data_fixed_point ("../stablehlo/reduce_region.hlo");
+  ck_assert_str_eq (ra, rb);
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<f32>) -> tensor<f32> {\n"
+               "    %0 = stablehlo.reduce(%arg0 init: %arg1) across dimensions = [0] : (tensor<4xf32>, tensor<f32>) -> tensor<f32>\n"
+               "     reducer(%a: tensor<f32>, %b: tensor<f32>) {\n      %1 = stablehlo.add %a, %b : tensor<f32>\n    }\n"
+               "    return %0 : tensor<f32>\n  }\n}\n",
+               "t.hlo:4:13: region has no stablehlo.return");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+               "    %0 = \"stablehlo.negate\"(%arg0) : (tensor<4xf32>) -> tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:3:10: the generic form of stablehlo.negate is not read (only its pretty form)");
+  parse_fails ("module @m {\n  func.func public @main() -> tensor<f32> {\n"
+               "    %0 = stablehlo.constant dense<0xFF80> : tensor<f32>\n    return %0 : tensor<f32>\n  }\n}\n",
+               "t.hlo:3:5: hexadecimal constant 0xFF80 is not read for f32");
   g_autofree char *n = data_fixed_point ("../stablehlo/negate.mlir");
   ck_assert_msg (strstr (n, "ROOT %v0 = f32[8] negate(%arg0)") != NULL, "%s", n);
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"

@@ -1,6 +1,7 @@
 /* StableHLO (MLIR) text to HLO text to the IR: see stablehlo.h. */
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "partitioner/hlo/hlo_parser.h"
@@ -532,6 +533,57 @@ number (Sh *s)
   return g_strndup (s->t + b, s->pos - b);
 }
 
+/* MLIR prints a float that decimal would not round-trip (inf, nan, -inf as
+ * JAX's max-reduction init) as its bits, 0xFF800000: rewritten as the
+ * decimal or inf/nan HLO's constant text takes, by the element type. */
+static char *
+hex_floats (Sh *s, gsize at, const char *v, const char *shape)
+{
+  int bits = g_str_has_prefix (shape, "f32[") ? 32 : g_str_has_prefix (shape, "f64[") ? 64
+             : g_str_has_prefix (shape, "bf16[") ? 16 : 0;
+  GString *g = g_string_new (NULL);
+  for (const char *p = v; *p;)
+    {
+      if (!(p[0] == '0' && (p[1] == 'x' || p[1] == 'X')))
+        {
+          g_string_append_c (g, *p++);
+          continue;
+        }
+      const char *b = p + 2, *e = b;
+      while (g_ascii_isxdigit (*e))
+        e++;
+      if (bits == 0 || e - b != bits / 4)
+        {
+          sh_error (s, at, "hexadecimal constant %.*s is not read for %.*s", (int) MIN (e - p, 20), p,
+                    (int) (strchr (shape, '[') - shape), shape);
+          g_string_free (g, TRUE);
+          return NULL;
+        }
+      guint64 u = g_ascii_strtoull (b, NULL, 16);
+      double d;
+      if (bits == 64)
+        memcpy (&d, &u, sizeof d);
+      else
+        {
+          guint32 w = bits == 32 ? (guint32) u : (guint32) u << 16;
+          float f;
+          memcpy (&f, &w, sizeof f);
+          d = f;
+        }
+      if (isnan (d))
+        g_string_append (g, "nan");
+      else if (isinf (d))
+        g_string_append (g, d < 0 ? "-inf" : "inf");
+      else
+        {
+          char buf[G_ASCII_DTOSTR_BUF_SIZE];
+          g_string_append (g, g_ascii_formatd (buf, sizeof buf, bits == 64 ? "%.17g" : "%.9g", d));
+        }
+      p = e;
+    }
+  return g_string_free (g, FALSE);
+}
+
 /* A one-op reducer region (applies stablehlo.OP) as an HLO computation. */
 static char *
 reducer (Sh *s, const char *op, const char *scalar)
@@ -540,6 +592,151 @@ reducer (Sh *s, const char *op, const char *scalar)
   g_string_append_printf (s->callees, "%s {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  ROOT r = %s %s(x, y)\n}\n\n",
                           name, scalar, scalar, scalar, op);
   return name;
+}
+
+/* Whether the reduce at the cursor is followed by "across" (the region
+ * form) rather than "applies": looked at without moving. */
+static gboolean
+reduce_is_pretty_region (Sh *s)
+{
+  gsize save = s->pos;
+  int depth = 0;
+  while (s->pos < s->len)
+    {
+      char c = s->t[s->pos++];
+      if (c == '(')
+        depth++;
+      else if (c == ')' && --depth <= 0)
+        break;
+      else if (c == '\n')
+        break;
+    }
+  gboolean across = accept (s, "across");
+  s->pos = save;
+  return across;
+}
+
+static gboolean operation (Sh *s, char **returned, char **returned_shape);
+
+/* A region as an HLO computation `name`, added to callees: the pretty form
+ * "(%a: T, %b: T) { ... stablehlo.return %r : T }" (after "reducer") or the
+ * generic "{ ^bb0(%a: T, %b: T): ... }". Its values are its own (the
+ * enclosing function's tables are put aside meanwhile); several results
+ * are refused where they stand. */
+static gboolean
+region (Sh *s, const char *name, gboolean generic)
+{
+  GPtrArray *obody = s->body;
+  GHashTable *oshapes = s->shapes, *oline = s->line_of;
+  s->body = g_ptr_array_new_with_free_func (g_free);
+  s->shapes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  s->line_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  skip_ws (s);
+  gsize at = s->pos;
+  if (generic && expect (s, "{", "to open the region") && expect (s, "^", "before the block name"))
+    {
+      g_autofree char *bb = word (s);
+      if (!bb)
+        sh_error (s, s->pos, "expected a block name after '^'");
+    }
+  if (expect (s, "(", "to open the region's arguments") && !accept (s, ")"))
+    {
+      int k = 0;
+      do
+        {
+          skip_ws (s);
+          gsize aat = s->pos;
+          g_autofree char *arg = ssa (s, "a region argument");
+          g_autofree char *t = NULL;
+          if (!arg || !expect (s, ":", "after the argument name") || !(t = tensor_type (s)))
+            break;
+          g_autofree char *rest = g_strdup_printf ("parameter(%d)", k++);
+          emit (s, aat, arg, t, rest, NULL);
+        }
+      while (accept (s, ","));
+      expect (s, ")", "to close the region's arguments");
+    }
+  if (!FAILED (s))
+    expect (s, generic ? ":" : "{", generic ? "after the block's arguments" : "to open the region");
+  char *ret = NULL, *ret_shape = NULL;
+  while (!FAILED (s) && !ret)
+    {
+      skip_ws (s);
+      if (CUR (s) == '}' || CUR (s) == '\0')
+        {
+          sh_error (s, at, "region has no stablehlo.return");
+          break;
+        }
+      operation (s, &ret, &ret_shape);
+    }
+  if (!FAILED (s))
+    expect (s, "}", "to close the region");
+  if (!FAILED (s))
+    {
+      guint li = GPOINTER_TO_UINT (g_hash_table_lookup (s->line_of, ret));
+      char **line = (char **) &g_ptr_array_index (s->body, li - 1);
+      char *rl = g_strconcat ("ROOT ", *line, NULL);
+      g_free (*line);
+      *line = rl;
+      g_string_append_printf (s->callees, "%s {\n", name);
+      for (guint i = 0; i < s->body->len; i++)
+        g_string_append_printf (s->callees, "  %s\n", (const char *) g_ptr_array_index (s->body, i));
+      g_string_append (s->callees, "}\n\n");
+    }
+  g_free (ret);
+  g_free (ret_shape);
+  g_ptr_array_free (s->body, TRUE);
+  g_hash_table_destroy (s->shapes);
+  g_hash_table_destroy (s->line_of);
+  s->body = obody;
+  s->shapes = oshapes;
+  s->line_of = oline;
+  return !FAILED (s);
+}
+
+/* {dimensions = array<i64: 0, 1>} or the older dense<[0, 1]> : tensor<2xi64>
+ * into out as "0,1". */
+static gboolean
+dims_attr (Sh *s, GString *out)
+{
+  if (!expect (s, "{", "to open the attributes") || !expect (s, "dimensions", "(the reduced dimensions)")
+      || !expect (s, "=", "after dimensions"))
+    return FALSE;
+  if (accept (s, "array<i64"))
+    {
+      if (accept (s, ":"))
+        do
+          {
+            g_autofree char *d = number (s);
+            if (!d)
+              return FALSE;
+            g_string_append_printf (out, "%s%s", out->len ? "," : "", d);
+          }
+        while (accept (s, ","));
+      if (!expect (s, ">", "to close array<i64: ...>"))
+        return FALSE;
+    }
+  else
+    {
+      g_autofree char *t = NULL;
+      if (!expect (s, "dense<", "(array<i64: ...> or dense<[...]>)") || !int_list (s, out)
+          || !expect (s, ">", "to close dense<...>") || !expect (s, ":", "before the type")
+          || !(t = tensor_type (s)))
+        return FALSE;
+    }
+  return expect (s, "}", "to close the attributes");
+}
+
+/* The reduce of one operand with a region: HLO's reduce with the region as
+ * to_apply. */
+static gboolean
+reduce_with_region (Sh *s, const char *x, const char *c, const char *dims, gboolean generic, GString *rest)
+{
+  g_autofree char *red = g_strdup_printf ("region_%d", s->n_reducers++);
+  if (!region (s, red, generic))
+    return FALSE;
+  g_string_printf (rest, "reduce(%s, %s), dimensions={%s}, to_apply=%s", x, c, dims, red);
+  return TRUE;
 }
 
 static gboolean
@@ -567,12 +764,43 @@ operation (Sh *s, char **returned, char **returned_shape)
       *returned_shape = g_steal_pointer (&t);
       return TRUE;
     }
+  if (accept (s, "\"stablehlo.return\""))
+    {
+      /* the generic form: "stablehlo.return"(%r) : (T) -> () */
+      GString *ops = g_string_new (NULL);
+      int n = 0;
+      g_autofree char *t = NULL;
+      gboolean ok = expect (s, "(", "to open the returned values") && operands (s, ops, &n)
+                    && expect (s, ")", "to close the returned values");
+      if (ok && n != 1)
+        {
+          sh_error (s, at, "regions returning %d values are not read yet (one result)", n);
+          ok = FALSE;
+        }
+      ok = ok && expect (s, ":", "before the types") && expect (s, "(", "to open the types") && (t = tensor_type (s))
+           && expect (s, ")", "to close the types") && expect (s, "->", "before the result types")
+           && expect (s, "(", "(no results)") && expect (s, ")", "(no results)");
+      if (!ok)
+        {
+          g_string_free (ops, TRUE);
+          return FALSE;
+        }
+      *returned = g_string_free (ops, FALSE);
+      *returned_shape = g_steal_pointer (&t);
+      return TRUE;
+    }
   g_autofree char *name = ssa (s, "a result name or return");
   if (!name || !expect (s, "=", "after the result name"))
     return FALSE;
   skip_ws (s);
   gsize opat = s->pos;
-  g_autofree char *op = word (s);
+  gboolean generic = CUR (s) == '"';
+  g_autofree char *op = generic ? string_lit (s) : word (s);
+  if (generic && op && strcmp (op, "stablehlo.reduce") != 0)
+    {
+      sh_error (s, opat, "the generic form of %s is not read (only its pretty form)", op);
+      return FALSE;
+    }
   if (!op)
     {
       g_autofree char *found = describe (s);
@@ -670,7 +898,10 @@ operation (Sh *s, char **returned, char **returned_shape)
       g_autofree char *v = dense_value (s);
       if (!v || !(shape = result_type (s)))
         return FALSE;
-      g_string_printf (rest, "constant(%s)", v);
+      g_autofree char *dec = hex_floats (s, at, v, shape);
+      if (!dec)
+        return FALSE;
+      g_string_printf (rest, "constant(%s)", dec);
     }
   else if (strcmp (op, "stablehlo.iota") == 0)
     {
@@ -707,6 +938,47 @@ operation (Sh *s, char **returned, char **returned_shape)
       if (!operands (s, ops, &n) || !(shape = result_type (s)))
         return FALSE;
       g_string_printf (rest, "select(%s)", ops->str);
+    }
+  else if (generic)
+    {
+      /* "stablehlo.reduce"(%x, %c) ({ ^bb0(...): ... }) {dimensions = ...} : T */
+      g_autoptr (GString) dims = g_string_new (NULL);
+      if (!expect (s, "(", "to open the operands") || !operands (s, ops, &n) || !expect (s, ")", "to close the operands"))
+        return FALSE;
+      if (n != 2)
+        {
+          sh_error (s, at, "reduce of %d operands (several results) is not read yet", n / 2);
+          return FALSE;
+        }
+      g_auto (GStrv) xc = g_strsplit (ops->str, ", ", 2);
+      if (!expect (s, "(", "to open the region") || !reduce_with_region (s, xc[0], xc[1], "", TRUE, rest)
+          || !expect (s, ")", "to close the region") || !dims_attr (s, dims) || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "reduce(%s, %s), dimensions={%s}, to_apply=region_%d", xc[0], xc[1], dims->str,
+                       s->n_reducers - 1);
+    }
+  else if (strcmp (op, "stablehlo.reduce") == 0 && reduce_is_pretty_region (s))
+    {
+      /* stablehlo.reduce(%x init: %c) across dimensions = [..] : T reducer(%a: T, %b: T) { ... } */
+      g_autoptr (GString) dims = g_string_new (NULL);
+      g_autofree char *x = NULL, *c = NULL;
+      if (!expect (s, "(", "after stablehlo.reduce") || !(x = ssa (s, "the reduced operand"))
+          || !expect (s, "init", "(init: %value)") || !expect (s, ":", "after init") || !(c = ssa (s, "the initial value")))
+        return FALSE;
+      if (accept (s, ")") == FALSE)
+        {
+          sh_error (s, s->pos, "reduce of several operands (several results) is not read yet");
+          return FALSE;
+        }
+      if (!g_hash_table_contains (s->shapes, x) || !g_hash_table_contains (s->shapes, c))
+        {
+          sh_error (s, at, "undefined operand of stablehlo.reduce");
+          return FALSE;
+        }
+      if (!expect (s, "across", "after the operands") || !expect (s, "dimensions", "after across")
+          || !expect (s, "=", "after dimensions") || !int_list (s, dims) || !(shape = result_type (s))
+          || !expect (s, "reducer", "to open the reducer region") || !reduce_with_region (s, x, c, dims->str, FALSE, rest))
+        return FALSE;
     }
   else if (strcmp (op, "stablehlo.reduce") == 0)
     {
