@@ -506,6 +506,14 @@ START_TEST (test_stablehlo)
   parse_fails ("module @m {\n  func.func public @main() -> tensor<f32> {\n"
                "    %0 = stablehlo.constant dense<0xFF80> : tensor<f32>\n    return %0 : tensor<f32>\n  }\n}\n",
                "t.hlo:3:5: hexadecimal constant 0xFF80 is not read for f32");
+  g_autofree char *ca = data_fixed_point ("../stablehlo/callees.mlir");
+  g_autofree char *cb = data_fixed_point ("../stablehlo/callees.hlo");
+  ck_assert_str_eq (ca, cb);
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+               "    %0 = call @f(%arg0) : (tensor<4xf32>) -> tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n"
+               "  func.func private @f(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+               "    %0 = call @f(%arg0) : (tensor<4xf32>) -> tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:6:13: function @f calls itself (directly or through others): HLO has no recursion");
   g_autofree char *n = data_fixed_point ("../stablehlo/negate.mlir");
   ck_assert_msg (strstr (n, "ROOT %v0 = f32[8] negate(%arg0)") != NULL, "%s", n);
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"

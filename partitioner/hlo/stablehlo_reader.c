@@ -12,7 +12,7 @@ typedef struct {
   gsize len, pos;
   const char *file;
   GError *err;
-  GString *callees;          /* finished non-entry computations, reducers first */
+  GString *callees;          /* the non-entry computations, each after its callees */
   GString *entry;            /* the entry computation */
   GPtrArray *body;           /* the function being read: one HLO line each (char*) */
   GHashTable *line_of;       /* SSA name (HLO) -> 1 + its index in body */
@@ -20,7 +20,28 @@ typedef struct {
   int64_t num_partitions;
   char *module_name;
   int n_reducers;
+  GPtrArray *funcs;          /* the private functions read (Func*), in file order */
+  GPtrArray *calls;          /* the callees of the function being read (char*) */
 } Sh;
+
+/* A non-entry function's HLO text and what it calls: HLO wants a
+ * computation before its callers, MLIR takes them in any order. */
+typedef struct {
+  char *name, *text;
+  GPtrArray *calls;
+  int state;                 /* 0 not placed, 1 being placed, 2 placed */
+  gsize at;
+} Func;
+
+static void
+func_free (gpointer p)
+{
+  Func *f = p;
+  g_free (f->name);
+  g_free (f->text);
+  g_ptr_array_unref (f->calls);
+  g_free (f);
+}
 
 #define FAILED(s) ((s)->err != NULL)
 #define CUR(s) ((s)->pos < (s)->len ? (s)->t[(s)->pos] : '\0')
@@ -533,6 +554,19 @@ number (Sh *s)
   return g_strndup (s->t + b, s->pos - b);
 }
 
+/* Keeps a computation that is not the entry; text is taken (transfer full),
+ * calls too (NULL: none). */
+static void
+add_func (Sh *s, const char *name, char *text, GPtrArray *calls, gsize at)
+{
+  Func *f = g_new0 (Func, 1);
+  f->name = g_strdup (name);
+  f->text = text;
+  f->calls = calls ? calls : g_ptr_array_new_with_free_func (g_free);
+  f->at = at;
+  g_ptr_array_add (s->funcs, f);
+}
+
 /* MLIR prints a float that decimal would not round-trip (inf, nan, -inf as
  * JAX's max-reduction init) as its bits, 0xFF800000: rewritten as the
  * decimal or inf/nan HLO's constant text takes, by the element type. */
@@ -589,8 +623,10 @@ static char *
 reducer (Sh *s, const char *op, const char *scalar)
 {
   char *name = g_strdup_printf ("reducer_%s_%d", op, s->n_reducers++);
-  g_string_append_printf (s->callees, "%s {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  ROOT r = %s %s(x, y)\n}\n\n",
-                          name, scalar, scalar, scalar, op);
+  add_func (s, name,
+            g_strdup_printf ("%s {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  ROOT r = %s %s(x, y)\n}\n\n",
+                             name, scalar, scalar, scalar, op),
+            NULL, 0);
   return name;
 }
 
@@ -678,10 +714,12 @@ region (Sh *s, const char *name, gboolean generic)
       char *rl = g_strconcat ("ROOT ", *line, NULL);
       g_free (*line);
       *line = rl;
-      g_string_append_printf (s->callees, "%s {\n", name);
+      GString *g = g_string_new (NULL);
+      g_string_append_printf (g, "%s {\n", name);
       for (guint i = 0; i < s->body->len; i++)
-        g_string_append_printf (s->callees, "  %s\n", (const char *) g_ptr_array_index (s->body, i));
-      g_string_append (s->callees, "}\n\n");
+        g_string_append_printf (g, "  %s\n", (const char *) g_ptr_array_index (s->body, i));
+      g_string_append (g, "}\n\n");
+      add_func (s, name, g_string_free (g, FALSE), NULL, at);
     }
   g_free (ret);
   g_free (ret_shape);
@@ -1126,6 +1164,8 @@ operation (Sh *s, char **returned, char **returned_shape)
       if (!(shape = result_type (s)))
         return FALSE;
       g_string_printf (rest, "call(%s), to_apply=%s", ops->str, callee);
+      if (s->calls)
+        g_ptr_array_add (s->calls, g_strdup (callee));
     }
   else
     {
@@ -1151,6 +1191,7 @@ function (Sh *s)
   g_hash_table_remove_all (s->shapes);
   g_hash_table_remove_all (s->line_of);
   s->body = g_ptr_array_new_with_free_func (g_free);
+  s->calls = g_ptr_array_new_with_free_func (g_free);
   int k = 0;
   if (!accept (s, ")"))
     {
@@ -1229,17 +1270,47 @@ function (Sh *s)
       char *rl = g_strconcat ("ROOT ", *line, NULL);
       g_free (*line);
       *line = rl;
-      GString *dst = is_main ? s->entry : s->callees;
+      GString *dst = is_main ? s->entry : g_string_new (NULL);
       g_string_append_printf (dst, "%s%s {\n", is_main ? "ENTRY " : "", fname);
       for (guint i = 0; i < s->body->len; i++)
         g_string_append_printf (dst, "  %s\n", (const char *) g_ptr_array_index (s->body, i));
       g_string_append (dst, "}\n\n");
+      if (!is_main)
+        {
+          add_func (s, fname, g_string_free (dst, FALSE), g_steal_pointer (&s->calls), at);
+        }
     }
+  g_clear_pointer (&s->calls, g_ptr_array_unref);
   g_free (ret);
   g_free (ret_shape);
   g_ptr_array_free (s->body, TRUE);
   s->body = NULL;
   return !FAILED (s);
+}
+
+/* Appends f after the functions it calls (depth first, in file order, so
+ * the output is the same for the same text); a cycle is refused, as HLO
+ * has no recursion. */
+static void
+place (Sh *s, Func *f, GString *out)
+{
+  if (f->state == 2 || FAILED (s))
+    return;
+  if (f->state == 1)
+    {
+      sh_error (s, f->at, "function @%s calls itself (directly or through others): HLO has no recursion", f->name);
+      return;
+    }
+  f->state = 1;
+  for (guint i = 0; i < f->calls->len; i++)
+    for (guint j = 0; j < s->funcs->len; j++)
+      {
+        Func *g = g_ptr_array_index (s->funcs, j);
+        if (strcmp (g->name, g_ptr_array_index (f->calls, i)) == 0)
+          place (s, g, out);
+      }
+  f->state = 2;
+  g_string_append (out, f->text);
 }
 
 gboolean
@@ -1259,6 +1330,7 @@ ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GEr
   s.entry = g_string_new (NULL);
   s.shapes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   s.line_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  s.funcs = g_ptr_array_new_with_free_func (func_free);
   gboolean wrapped = accept (&s, "module");
   if (wrapped)
     {
@@ -1315,6 +1387,8 @@ ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GEr
     expect (&s, "}", "to close the module");
   if (!FAILED (&s) && s.entry->len == 0)
     sh_error (&s, 0, "no function @main");
+  for (guint i = 0; i < s.funcs->len; i++)
+    place (&s, g_ptr_array_index (s.funcs, i), s.callees);
   char *out = NULL;
   if (!FAILED (&s))
     {
@@ -1331,6 +1405,7 @@ ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GEr
   g_string_free (s.entry, TRUE);
   g_hash_table_destroy (s.shapes);
   g_hash_table_destroy (s.line_of);
+  g_ptr_array_unref (s.funcs);
   g_free (s.module_name);
   return out;
 }
