@@ -520,10 +520,24 @@ START_TEST (test_stablehlo)
                "    %0 = stablehlo.while(%iterArg = %arg0) : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
                "t.hlo:3:10: operation stablehlo.while is not read yet (doc/hlo.md lists what the StableHLO "
                "reader takes)");
+  /* Shardy shardings read as the GSPMD shardings of the same meaning */
+  g_autofree char *ya = data_fixed_point ("../stablehlo/sdy.mlir");
+  g_autofree char *yb = data_fixed_point ("../stablehlo/sdy_mhlo.mlir");
+  ck_assert_str_eq (ya, yb);
+  ck_assert_msg (strstr (ya, "sharding={devices=[8,1]<=[2,4]T(1,0)}") != NULL, "%s", ya);
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"x\"}]>}) "
                "-> tensor<4xf32> {\n    return %arg0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:2:48: Shardy shardings (sdy.sharding) are not read yet; lower with GSPMD shardings "
-               "(mhlo.sharding)");
+               "t.hlo:2:77: unknown mesh @mesh (declare it with sdy.mesh before its use)");
+  parse_fails ("module @m {\n  sdy.mesh @mesh = <[\"x\"=2]>\n  func.func public @main(%arg0: tensor<4xf32> {sdy.sharding = "
+               "#sdy.sharding<@mesh, [{\"z\"}]>}) -> tensor<4xf32> {\n    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:3:86: mesh @mesh has no axis \"z\"");
+  parse_fails ("module @m {\n  sdy.mesh @mesh = <[\"x\"=2]>\n  func.func public @main(%arg0: tensor<4x4xf32> {sdy.sharding = "
+               "#sdy.sharding<@mesh, [{\"x\"}, {\"x\"}]>}) -> tensor<4x4xf32> {\n    return %arg0 : tensor<4x4xf32>\n  }\n}\n",
+               "t.hlo:3:95: mesh @mesh's axis \"x\" is used twice");
+  parse_fails ("module @m {\n  sdy.mesh @mesh = <[\"x\"=4]>\n  func.func public @main(%arg0: tensor<4xf32> {sdy.sharding = "
+               "#sdy.sharding<@mesh, [{\"x\":(1)2}]>}) -> tensor<4xf32> {\n    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:3:86: sub-axes (\"x\":(k)n) are not read yet");
+  parse_fails ("module @m {\n  sdy.mesh @mesh = <[\"x\"=0]>\n}\n", "t.hlo:2:12: mesh axis \"x\" has size 0 (1 to 65536)");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<?x4xf32>) -> tensor<4xf32> {\n"
                "    return %arg0 : tensor<4xf32>\n  }\n}\n",
                "t.hlo:2:33: dynamic dimension '?': podsim needs every dimension's size");

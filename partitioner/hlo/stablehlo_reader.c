@@ -22,7 +22,23 @@ typedef struct {
   int n_reducers;
   GPtrArray *funcs;          /* the private functions read (Func*), in file order */
   GPtrArray *calls;          /* the callees of the function being read (char*) */
+  GHashTable *meshes;        /* sdy.mesh name -> Mesh* */
 } Sh;
+
+/* A Shardy mesh: named axes, major to minor, over devices 0..n-1 in order. */
+typedef struct {
+  GPtrArray *axes;           /* char* */
+  GArray *sizes;             /* int64_t */
+} Mesh;
+
+static void
+mesh_free (gpointer p)
+{
+  Mesh *m = p;
+  g_ptr_array_unref (m->axes);
+  g_array_unref (m->sizes);
+  g_free (m);
+}
 
 /* A non-entry function's HLO text and what it calls: HLO wants a
  * computation before its callers, MLIR takes them in any order. */
@@ -373,8 +389,238 @@ string_lit (Sh *s)
   return g_string_free (g, FALSE);
 }
 
-/* {key = value, ...}: the mhlo.sharding value (transfer full, or NULL);
- * other entries are skipped; sdy.sharding is refused. */
+static char *number (Sh *s);
+
+/* sdy.mesh @name = <["x"=2, "y"=4]> (older texts leave out the brackets). */
+static gboolean
+sdy_mesh (Sh *s)
+{
+  skip_ws (s);
+  gsize at = s->pos;
+  g_autofree char *name = NULL;
+  if (!expect (s, "@", "before the mesh name") || !(name = word (s)) || !expect (s, "=", "after the mesh name")
+      || !expect (s, "<", "to open the mesh"))
+    return FALSE;
+  gboolean br = accept (s, "[");
+  Mesh *m = g_new0 (Mesh, 1);
+  m->axes = g_ptr_array_new_with_free_func (g_free);
+  m->sizes = g_array_new (FALSE, FALSE, sizeof (int64_t));
+  skip_ws (s);
+  if (CUR (s) == '"')
+    do
+      {
+        char *ax = string_lit (s);
+        if (!ax)
+          break;
+        g_ptr_array_add (m->axes, ax);
+        g_autofree char *n = expect (s, "=", "after the axis name") ? number (s) : NULL;
+        if (!n)
+          break;
+        int64_t v = g_ascii_strtoll (n, NULL, 10);
+        if (v < 1 || v > 65536)
+          {
+            sh_error (s, at, "mesh axis \"%s\" has size %s (1 to 65536)", ax, n);
+            break;
+          }
+        g_array_append_val (m->sizes, v);
+      }
+    while (accept (s, ","));
+  if (!FAILED (s) && br)
+    expect (s, "]", "to close the mesh axes");
+  if (!FAILED (s) && accept (s, ","))
+    sh_error (s, s->pos, "meshes with device_ids are not read yet (devices in order are)");
+  if (!FAILED (s))
+    expect (s, ">", "to close the mesh");
+  if (FAILED (s))
+    {
+      mesh_free (m);
+      return FALSE;
+    }
+  g_hash_table_replace (s->meshes, g_steal_pointer (&name), m);
+  return TRUE;
+}
+
+/* "@mesh, [{"x"}, {}], replicated={"y"}" (the inside of #sdy.sharding<...>)
+ * as the HLO sharding of the same meaning: each dimension tiled over its
+ * axes (major first), the axes no dimension uses replicated; the devices are
+ * the mesh's, so the tile assignment is the mesh transposed to the axes'
+ * order of use. transfer full. */
+static char *
+sdy_body (Sh *s)
+{
+  skip_ws (s);
+  gsize at = s->pos;
+  g_autofree char *mname = NULL;
+  if (!accept (s, "@"))
+    {
+      sh_error (s, at, "inline meshes in sdy.sharding are not read yet (a named sdy.mesh is)");
+      return NULL;
+    }
+  if (!(mname = word (s)))
+    return NULL;
+  Mesh *m = g_hash_table_lookup (s->meshes, mname);
+  if (!m)
+    {
+      sh_error (s, at, "unknown mesh @%s (declare it with sdy.mesh before its use)", mname);
+      return NULL;
+    }
+  guint na = m->axes->len;
+  g_autofree int *used = g_new0 (int, na + 1);
+  g_autoptr (GArray) order = g_array_new (FALSE, FALSE, sizeof (int));
+  g_autoptr (GArray) tiles = g_array_new (FALSE, FALSE, sizeof (int64_t));
+  if (!expect (s, ",", "after the mesh") || !expect (s, "[", "to open the dimension shardings"))
+    return NULL;
+  if (!accept (s, "]"))
+    {
+      do
+        {
+          int64_t t = 1;
+          if (!expect (s, "{", "to open a dimension's axes"))
+            return NULL;
+          skip_ws (s);
+          while (!FAILED (s) && CUR (s) != '}')
+            {
+              skip_ws (s);
+              gsize aat = s->pos;
+              if (accept (s, "?"))
+                ;
+              else
+                {
+                  g_autofree char *ax = string_lit (s);
+                  if (!ax)
+                    return NULL;
+                  if (CUR (s) == ':')
+                    {
+                      sh_error (s, aat, "sub-axes (\"%s\":(k)n) are not read yet", ax);
+                      return NULL;
+                    }
+                  guint k = 0;
+                  while (k < na && strcmp (g_ptr_array_index (m->axes, k), ax) != 0)
+                    k++;
+                  if (k == na || used[k])
+                    {
+                      sh_error (s, aat, k == na ? "mesh @%s has no axis \"%s\"" : "mesh @%s's axis \"%s\" is used twice",
+                                mname, ax);
+                      return NULL;
+                    }
+                  used[k] = 1;
+                  int ki = (int) k;
+                  g_array_append_val (order, ki);
+                  t *= g_array_index (m->sizes, int64_t, k);
+                }
+              if (!accept (s, ","))
+                break;
+            }
+          if (!expect (s, "}", "to close a dimension's axes"))
+            return NULL;
+          /* a priority, {"x"}p1, does not change the sharding */
+          if (CUR (s) == 'p' && s->pos + 1 < s->len && g_ascii_isdigit (s->t[s->pos + 1]))
+            for (s->pos++; s->pos < s->len && g_ascii_isdigit (s->t[s->pos]); s->pos++)
+              ;
+          g_array_append_val (tiles, t);
+        }
+      while (accept (s, ","));
+      if (!expect (s, "]", "to close the dimension shardings"))
+        return NULL;
+    }
+  /* replicated={...} says what is already so; unreduced is another meaning */
+  gsize save = s->pos;
+  if (accept (s, ","))
+    {
+      skip_ws (s);
+      gsize kat = s->pos;
+      g_autofree char *key = word (s);
+      if (key && strcmp (key, "replicated") == 0 && expect (s, "=", "after replicated"))
+        {
+          int depth = 0;
+          while (s->pos < s->len && !(s->t[s->pos] == '}' && depth == 1))
+            {
+              if (s->t[s->pos] == '{')
+                depth++;
+              s->pos++;
+            }
+          expect (s, "}", "to close replicated={...}");
+        }
+      else if (!FAILED (s))
+        {
+          sh_error (s, kat, "sdy.sharding's '%s' is not read yet", key ? key : "?");
+          return NULL;
+        }
+    }
+  else
+    s->pos = save;
+  if (FAILED (s))
+    return NULL;
+  int64_t rep = 1, total = 1;
+  for (guint k = 0; k < na; k++)
+    {
+      total *= g_array_index (m->sizes, int64_t, k);
+      if (!used[k])
+        {
+          rep *= g_array_index (m->sizes, int64_t, k);
+          int ki = (int) k;
+          g_array_append_val (order, ki);
+        }
+    }
+  if (rep == total)
+    return g_strdup ("{replicated}");
+  GString *g = g_string_new ("{devices=[");
+  for (guint d = 0; d < tiles->len; d++)
+    g_string_append_printf (g, "%s%" G_GINT64_FORMAT, d ? "," : "", g_array_index (tiles, int64_t, d));
+  if (rep > 1)
+    g_string_append_printf (g, ",%" G_GINT64_FORMAT, rep);
+  g_string_append (g, "]<=[");
+  for (guint k = 0; k < na; k++)
+    g_string_append_printf (g, "%s%" G_GINT64_FORMAT, k ? "," : "", g_array_index (m->sizes, int64_t, k));
+  g_string_append_c (g, ']');
+  gboolean identity = TRUE;
+  for (guint k = 0; k < na; k++)
+    identity = identity && g_array_index (order, int, k) == (int) k;
+  if (!identity)
+    {
+      g_string_append (g, "T(");
+      for (guint k = 0; k < na; k++)
+        g_string_append_printf (g, "%s%d", k ? "," : "", g_array_index (order, int, k));
+      g_string_append_c (g, ')');
+    }
+  g_string_append (g, rep > 1 ? " last_tile_dim_replicate}" : "}");
+  return g_string_free (g, FALSE);
+}
+
+/* The value of an sdy.sharding attribute: #sdy.sharding<BODY> or, on an
+ * operation's results, #sdy.sharding_per_value<[<BODY>]> (one result). */
+static char *
+sdy_attr (Sh *s)
+{
+  skip_ws (s);
+  gsize at = s->pos;
+  char *r = NULL;
+  if (accept (s, "#sdy.sharding_per_value<"))
+    {
+      if (!expect (s, "[", "to open the per-value shardings") || !expect (s, "<", "to open a sharding")
+          || !(r = sdy_body (s)))
+        return NULL;
+      if (!expect (s, ">", "to close the sharding") || (accept (s, ",") && (sh_error (s, at, "shardings of several "
+                                                                                       "results are not read yet"), TRUE))
+          || !expect (s, "]", "to close the per-value shardings") || !expect (s, ">", "to close the attribute"))
+        {
+          g_free (r);
+          return NULL;
+        }
+      return r;
+    }
+  if (!expect (s, "#sdy.sharding<", "(the Shardy sharding)") || !(r = sdy_body (s)))
+    return NULL;
+  if (!expect (s, ">", "to close #sdy.sharding<...>"))
+    {
+      g_free (r);
+      return NULL;
+    }
+  return r;
+}
+
+/* {key = value, ...}: the mhlo.sharding or sdy.sharding value (transfer
+ * full, or NULL); other entries are skipped. */
 static gboolean
 attr_dict (Sh *s, char **sharding)
 {
@@ -394,15 +640,16 @@ attr_dict (Sh *s, char **sharding)
           sh_error (s, kat, "expected an attribute name, found %s", found);
           return FALSE;
         }
-      if (strcmp (key, "sdy.sharding") == 0)
-        {
-          sh_error (s, kat, "Shardy shardings (sdy.sharding) are not read yet; lower with GSPMD "
-                    "shardings (mhlo.sharding)");
-          return FALSE;
-        }
       if (!expect (s, "=", "after the attribute name"))
         return FALSE;
       skip_ws (s);
+      if (strcmp (key, "sdy.sharding") == 0)
+        {
+          g_free (*sharding);
+          if (!(*sharding = sdy_attr (s)))
+            return FALSE;
+          continue;
+        }
       if (strcmp (key, "mhlo.sharding") == 0)
         {
           g_free (*sharding);
@@ -854,7 +1101,8 @@ operation (Sh *s, char **returned, char **returned_shape)
   const char *ew = g_str_has_prefix (op, "stablehlo.") ? elementwise_name (bare) : NULL;
   if (ew)
     {
-      if (!operands (s, ops, &n) || !(shape = result_type (s)))
+      /* an attribute dictionary may carry the result's sharding */
+      if (!operands (s, ops, &n) || !attr_dict (s, &sharding) || !(shape = result_type (s)))
         return FALSE;
       g_string_printf (rest, "%s(%s)", ew, ops->str);
     }
@@ -1132,6 +1380,14 @@ operation (Sh *s, char **returned, char **returned_shape)
         return FALSE;
       g_string_printf (rest, "dynamic-update-slice(%s)", ops->str);
     }
+  else if (strcmp (op, "sdy.sharding_constraint") == 0)
+    {
+      /* Shardy's with_sharding_constraint: the custom-call GSPMD has for it */
+      if (!operands (s, ops, &n) || !expect (s, "<", "to open the sharding") || !(sharding = sdy_body (s))
+          || !expect (s, ">", "to close the sharding") || !(shape = result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "custom-call(%s), custom_call_target=\"Sharding\"", ops->str);
+    }
   else if (strcmp (op, "stablehlo.custom_call") == 0)
     {
       skip_ws (s);
@@ -1331,6 +1587,7 @@ ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GEr
   s.shapes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   s.line_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   s.funcs = g_ptr_array_new_with_free_func (func_free);
+  s.meshes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, mesh_free);
   gboolean wrapped = accept (&s, "module");
   if (wrapped)
     {
@@ -1378,7 +1635,12 @@ ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GEr
             s.pos++;
           continue;
         }
-      if (!expect (&s, "func.func", "(a function)"))
+      if (accept (&s, "sdy.mesh"))
+        {
+          sdy_mesh (&s);
+          continue;
+        }
+      if (!expect (&s, "func.func", "(a function or sdy.mesh)"))
         break;
       if (function (&s))
         n_funcs++;
@@ -1406,6 +1668,7 @@ ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GEr
   g_hash_table_destroy (s.shapes);
   g_hash_table_destroy (s.line_of);
   g_ptr_array_unref (s.funcs);
+  g_hash_table_destroy (s.meshes);
   g_free (s.module_name);
   return out;
 }
