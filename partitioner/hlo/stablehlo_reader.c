@@ -319,6 +319,12 @@ result_type (Sh *s)
           g_free (t);
           t = tensor_type (s);
         }
+      /* chlo's unary ops write ": T1 -> T2" */
+      if (t && accept (s, "->"))
+        {
+          g_free (t);
+          t = tensor_type (s);
+        }
       return t;
     }
   s->pos++;
@@ -1098,7 +1104,10 @@ operation (Sh *s, char **returned, char **returned_shape)
   int n = 0;
   g_autofree char *shape = NULL;
   g_autofree char *sharding = NULL;
-  const char *ew = g_str_has_prefix (op, "stablehlo.") ? elementwise_name (bare) : NULL;
+  /* chlo ops JAX leaves in: those that are one HLO instruction read as it,
+   * the others (decompositions into several) are refused by name below */
+  const char *ew = g_str_has_prefix (op, "stablehlo.") ? elementwise_name (bare)
+                   : strcmp (op, "chlo.erf") == 0 ? "erf" : strcmp (op, "chlo.tan") == 0 ? "tan" : NULL;
   if (ew)
     {
       /* an attribute dictionary may carry the result's sharding */
@@ -1422,6 +1431,12 @@ operation (Sh *s, char **returned, char **returned_shape)
       g_string_printf (rest, "call(%s), to_apply=%s", ops->str, callee);
       if (s->calls)
         g_ptr_array_add (s->calls, g_strdup (callee));
+    }
+  else if (g_str_has_prefix (op, "chlo."))
+    {
+      sh_error (s, opat, "%s has no single HLO instruction and is not read; JAX's as_text(dialect=\"hlo\") "
+                "writes it as the HLO it expands to", op);
+      return FALSE;
     }
   else
     {
