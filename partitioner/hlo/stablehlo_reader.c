@@ -201,20 +201,18 @@ ssa (Sh *s, const char *what)
       sh_error (s, at, "expected a name after '%%'");
       return NULL;
     }
-  if (CUR (s) == '#' || CUR (s) == ':')
+  /* %0#1, the second result of %0: the get-tuple-element v0.1 */
+  gsize e = s->pos;
+  if (CUR (s) == '#' && s->pos + 1 < s->len && g_ascii_isdigit (s->t[s->pos + 1]))
+    for (s->pos++; s->pos < s->len && g_ascii_isdigit (s->t[s->pos]); s->pos++)
+      ;
+  char *n = g_strndup (s->t + b, e - b);
+  if (s->pos > e)
     {
-      if (CUR (s) == ':' && s->pos + 1 < s->len && g_ascii_isdigit (s->t[s->pos + 1]))
-        {
-          sh_error (s, at, "operations with several results are not read yet");
-          return NULL;
-        }
-      if (CUR (s) == '#')
-        {
-          sh_error (s, at, "results of operations with several results are not read yet");
-          return NULL;
-        }
+      char *w = g_strdup_printf ("%s.%.*s", n, (int) (s->pos - e - 1), s->t + e + 1);
+      g_free (n);
+      n = w;
     }
-  char *n = g_strndup (s->t + b, s->pos - b);
   if (g_ascii_isdigit (n[0]))
     {
       char *v = g_strconcat ("v", n, NULL);
@@ -913,7 +911,7 @@ static gboolean operation (Sh *s, char **returned, char **returned_shape);
  * enclosing function's tables are put aside meanwhile); several results
  * are refused where they stand. */
 static gboolean
-region (Sh *s, const char *name, gboolean generic)
+region (Sh *s, const char *name, gboolean generic, GPtrArray *targs, GPtrArray *ttypes, const char *tshape)
 {
   GPtrArray *obody = s->body;
   GHashTable *oshapes = s->shapes, *oline = s->line_of;
@@ -928,7 +926,19 @@ region (Sh *s, const char *name, gboolean generic)
       if (!bb)
         sh_error (s, s->pos, "expected a block name after '^'");
     }
-  if (expect (s, "(", "to open the region's arguments") && !accept (s, ")"))
+  if (targs)
+    {
+      /* a while's cond/body: one tuple parameter, its elements by the
+       * names the loop gives them */
+      emit (s, at, "state", tshape, "parameter(0)", NULL);
+      for (guint i = 0; i < targs->len; i++)
+        {
+          g_autofree char *r = g_strdup_printf ("get-tuple-element(state), index=%u", i);
+          emit (s, at, g_ptr_array_index (targs, i), g_ptr_array_index (ttypes, i), r, NULL);
+        }
+      expect (s, "{", "to open the region");
+    }
+  else if (expect (s, "(", "to open the region's arguments") && !accept (s, ")"))
     {
       int k = 0;
       do
@@ -945,7 +955,7 @@ region (Sh *s, const char *name, gboolean generic)
       while (accept (s, ","));
       expect (s, ")", "to close the region's arguments");
     }
-  if (!FAILED (s))
+  if (!FAILED (s) && !targs)
     expect (s, generic ? ":" : "{", generic ? "after the block's arguments" : "to open the region");
   char *ret = NULL, *ret_shape = NULL;
   while (!FAILED (s) && !ret)
@@ -1024,9 +1034,82 @@ static gboolean
 reduce_with_region (Sh *s, const char *x, const char *c, const char *dims, gboolean generic, GString *rest)
 {
   g_autofree char *red = g_strdup_printf ("region_%d", s->n_reducers++);
-  if (!region (s, red, generic))
+  if (!region (s, red, generic, NULL, NULL, NULL))
     return FALSE;
   g_string_printf (rest, "reduce(%s, %s), dimensions={%s}, to_apply=%s", x, c, dims, red);
+  return TRUE;
+}
+
+/* %r:N = stablehlo.while(%iterArg = %init, ...) : T1, ... cond { ... } do { ... }:
+ * HLO's while over the tuple of the loop state, its results the state's
+ * elements (get-tuple-element r.k, which %r#k names). */
+static gboolean
+while_loop (Sh *s, gsize at, const char *name, int nres)
+{
+  g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) types = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GString) inits = g_string_new (NULL);
+  if (!expect (s, "(", "after stablehlo.while"))
+    return FALSE;
+  if (!accept (s, ")"))
+    {
+      do
+        {
+          char *a = ssa (s, "a loop variable");
+          if (!a)
+            return FALSE;
+          g_ptr_array_add (args, a);
+          g_autofree char *v = expect (s, "=", "after the loop variable") ? ssa (s, "its initial value") : NULL;
+          if (!v)
+            return FALSE;
+          if (!g_hash_table_contains (s->shapes, v))
+            {
+              sh_error (s, s->pos, "undefined value %%%s", v);
+              return FALSE;
+            }
+          g_string_append_printf (inits, "%s%s", inits->len ? ", " : "", v);
+        }
+      while (accept (s, ","));
+      if (!expect (s, ")", "to close the loop variables"))
+        return FALSE;
+    }
+  if ((int) args->len != nres)
+    {
+      sh_error (s, at, "stablehlo.while has %u loop variables but %d results", args->len, nres);
+      return FALSE;
+    }
+  if (!expect (s, ":", "before the loop variables' types"))
+    return FALSE;
+  GString *tt = g_string_new ("(");
+  for (guint i = 0; i < args->len; i++)
+    {
+      char *t = (i == 0 || expect (s, ",", "between the types")) ? tensor_type (s) : NULL;
+      if (!t)
+        {
+          g_string_free (tt, TRUE);
+          return FALSE;
+        }
+      g_string_append_printf (tt, "%s%s", i ? ", " : "", t);
+      g_ptr_array_add (types, t);
+    }
+  g_string_append_c (tt, ')');
+  g_autofree char *tshape = g_string_free (tt, FALSE);
+  g_autofree char *cond = g_strdup_printf ("region_%d", s->n_reducers++);
+  g_autofree char *body = g_strdup_printf ("region_%d", s->n_reducers++);
+  if (!expect (s, "cond", "(the condition region)") || !region (s, cond, FALSE, args, types, tshape)
+      || !expect (s, "do", "(the body region)") || !region (s, body, FALSE, args, types, tshape))
+    return FALSE;
+  g_autofree char *init = g_strconcat (name, ".init", NULL);
+  g_autofree char *tr = g_strdup_printf ("tuple(%s)", inits->str);
+  emit (s, at, init, tshape, tr, NULL);
+  g_autofree char *wr = g_strdup_printf ("while(%s), condition=%s, body=%s", init, cond, body);
+  emit (s, at, name, tshape, wr, NULL);
+  for (guint i = 0; i < types->len; i++)
+    {
+      g_autofree char *en = g_strdup_printf ("%s.%u", name, i);
+      g_autofree char *r = g_strdup_printf ("get-tuple-element(%s), index=%u", name, i);
+      emit (s, at, en, g_ptr_array_index (types, i), r, NULL);
+    }
   return TRUE;
 }
 
@@ -1040,10 +1123,34 @@ operation (Sh *s, char **returned, char **returned_shape)
       GString *ops = g_string_new (NULL);
       int n;
       gboolean ok = operands (s, ops, &n);
-      if (ok && n != 1)
+      if (ok && n > 1)
         {
-          sh_error (s, at, "functions returning %d values are not read yet (one result)", n);
-          ok = FALSE;
+          /* a while body returns the loop state: HLO's tuple */
+          if (!expect (s, ":", "before the result types"))
+            {
+              g_string_free (ops, TRUE);
+              return FALSE;
+            }
+          GString *tt = g_string_new ("(");
+          for (int i = 0; i < n && ok; i++)
+            {
+              g_autofree char *t = (i == 0 || expect (s, ",", "between the result types")) ? tensor_type (s) : NULL;
+              ok = t != NULL;
+              if (ok)
+                g_string_append_printf (tt, "%s%s", i ? ", " : "", t);
+            }
+          g_string_append_c (tt, ')');
+          if (ok)
+            {
+              g_autofree char *r = g_strdup_printf ("tuple(%s)", ops->str);
+              emit (s, at, "result", tt->str, r, NULL);
+              *returned = g_strdup ("result");
+              *returned_shape = g_string_free (tt, FALSE);
+            }
+          else
+            g_string_free (tt, TRUE);
+          g_string_free (ops, TRUE);
+          return ok;
         }
       g_autofree char *t = ok ? (expect (s, ":", "before the result types") ? tensor_type (s) : NULL) : NULL;
       if (!t)
@@ -1081,10 +1188,22 @@ operation (Sh *s, char **returned, char **returned_shape)
       return TRUE;
     }
   g_autofree char *name = ssa (s, "a result name or return");
+  int nres = 1;
+  if (name && CUR (s) == ':' && s->pos + 1 < s->len && g_ascii_isdigit (s->t[s->pos + 1]))
+    {
+      s->pos++;
+      g_autofree char *k = number (s);
+      nres = k ? (int) MIN (g_ascii_strtoll (k, NULL, 10), 4096) : 0;
+    }
   if (!name || !expect (s, "=", "after the result name"))
     return FALSE;
   skip_ws (s);
   gsize opat = s->pos;
+  if (nres != 1 && !g_str_has_prefix (s->t + s->pos, "stablehlo.while"))
+    {
+      sh_error (s, at, "operations with several results are not read yet (stablehlo.while is)");
+      return FALSE;
+    }
   gboolean generic = CUR (s) == '"';
   g_autofree char *op = generic ? string_lit (s) : word (s);
   if (generic && op && strcmp (op, "stablehlo.reduce") != 0)
@@ -1389,6 +1508,8 @@ operation (Sh *s, char **returned, char **returned_shape)
         return FALSE;
       g_string_printf (rest, "dynamic-update-slice(%s)", ops->str);
     }
+  else if (strcmp (op, "stablehlo.while") == 0)
+    return while_loop (s, at, name, nres);
   else if (strcmp (op, "sdy.sharding_constraint") == 0)
     {
       /* Shardy's with_sharding_constraint: the custom-call GSPMD has for it */
