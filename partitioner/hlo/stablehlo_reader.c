@@ -379,10 +379,19 @@ string_lit (Sh *s)
   if (!expect (s, "\"", "to open a string"))
     return NULL;
   GString *g = g_string_new (NULL);
+  gsize at = s->pos - 1;
+  /* MLIR strings end on their line: a runaway one is an error there, not
+   * the rest of the file inside a message */
   while (s->pos < s->len && s->t[s->pos] != '"')
     {
       if (s->t[s->pos] == '\\' && s->pos + 1 < s->len)
         s->pos++;
+      if (s->t[s->pos] == '\n')
+        {
+          g_string_free (g, TRUE);
+          sh_error (s, at, "string is not closed on its line");
+          return NULL;
+        }
       g_string_append_c (g, s->t[s->pos++]);
     }
   if (!expect (s, "\"", "to close a string"))
