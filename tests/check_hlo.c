@@ -523,6 +523,13 @@ START_TEST (test_stablehlo)
                "writes it as the HLO it expands to");
   g_autofree char *n = data_fixed_point ("../stablehlo/negate.mlir");
   ck_assert_msg (strstr (n, "ROOT %v0 = f32[8] negate(%arg0)") != NULL, "%s", n);
+  g_autofree char *xa = data_fixed_point ("../stablehlo/argmax.mlir");
+  g_autofree char *xb = data_fixed_point ("../stablehlo/argmax.hlo");
+  ck_assert_str_eq (xa, xb);
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<f32>) -> tensor<f32> {\n"
+               "    %0:2 = stablehlo.reduce(%arg0 init: %arg1) across dimensions = [0] : (tensor<4xf32>, tensor<f32>) -> tensor<f32>\n"
+               "    return %0#0 : tensor<f32>\n  }\n}\n",
+               "t.hlo:3:5: stablehlo.reduce has 1 operand but 2 results");
   g_autofree char *wa = data_fixed_point ("../stablehlo/scan.mlir");
   g_autofree char *wb = data_fixed_point ("../stablehlo/scan.hlo");
   ck_assert_str_eq (wa, wb);
@@ -531,7 +538,7 @@ START_TEST (test_stablehlo)
                "t.hlo:3:5: stablehlo.while has 1 loop variables but 2 results");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
                "    %0:2 = stablehlo.sort %arg0 : tensor<4xf32>\n    return %0#0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:3:5: operations with several results are not read yet (stablehlo.while is)");
+               "t.hlo:3:5: operations with several results are not read yet (stablehlo.while and reduce are)");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
                "    %0 = stablehlo.sort %arg0 : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
                "t.hlo:3:10: operation stablehlo.sort is not read yet (doc/hlo.md lists what the StableHLO "

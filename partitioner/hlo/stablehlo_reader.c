@@ -903,7 +903,17 @@ reduce_is_pretty_region (Sh *s)
       if (c == '(')
         depth++;
       else if (c == ')' && --depth <= 0)
-        break;
+        {
+          /* (%x init: %c), (%y init: %d): a reduce of several operands */
+          gsize after = s->pos;
+          if (accept (s, ",") && accept (s, "("))
+            {
+              depth = 1;
+              continue;
+            }
+          s->pos = after;
+          break;
+        }
       else if (c == '\n')
         break;
     }
@@ -920,7 +930,8 @@ static gboolean operation (Sh *s, char **returned, char **returned_shape);
  * enclosing function's tables are put aside meanwhile); several results
  * are refused where they stand. */
 static gboolean
-region (Sh *s, const char *name, gboolean generic, GPtrArray *targs, GPtrArray *ttypes, const char *tshape)
+region (Sh *s, const char *name, gboolean generic, GPtrArray *targs, GPtrArray *ttypes, const char *tshape,
+        int pairs)
 {
   GPtrArray *obody = s->body;
   GHashTable *oshapes = s->shapes, *oline = s->line_of;
@@ -946,6 +957,29 @@ region (Sh *s, const char *name, gboolean generic, GPtrArray *targs, GPtrArray *
           emit (s, at, g_ptr_array_index (targs, i), g_ptr_array_index (ttypes, i), r, NULL);
         }
       expect (s, "{", "to open the region");
+    }
+  else if (pairs > 1)
+    {
+      /* reducer(%acc0: T, %x0: T) (%acc1: U, %x1: U): HLO's reducer takes
+       * the accumulators first, then the values */
+      for (int i = 0; i < pairs && !FAILED (s); i++)
+        {
+          if (!expect (s, "(", "to open a pair of reducer arguments"))
+            break;
+          for (int j = 0; j < 2 && !FAILED (s); j++)
+            {
+              skip_ws (s);
+              gsize aat = s->pos;
+              g_autofree char *arg = (j == 0 || expect (s, ",", "between the pair")) ? ssa (s, "a region argument") : NULL;
+              g_autofree char *t = NULL;
+              if (!arg || !expect (s, ":", "after the argument name") || !(t = tensor_type (s)))
+                break;
+              g_autofree char *rest = g_strdup_printf ("parameter(%d)", j * pairs + i);
+              emit (s, aat, arg, t, rest, NULL);
+            }
+          if (!FAILED (s))
+            expect (s, ")", "to close a pair of reducer arguments");
+        }
     }
   else if (expect (s, "(", "to open the region's arguments") && !accept (s, ")"))
     {
@@ -1043,7 +1077,7 @@ static gboolean
 reduce_with_region (Sh *s, const char *x, const char *c, const char *dims, gboolean generic, GString *rest)
 {
   g_autofree char *red = g_strdup_printf ("region_%d", s->n_reducers++);
-  if (!region (s, red, generic, NULL, NULL, NULL))
+  if (!region (s, red, generic, NULL, NULL, NULL, 1))
     return FALSE;
   g_string_printf (rest, "reduce(%s, %s), dimensions={%s}, to_apply=%s", x, c, dims, red);
   return TRUE;
@@ -1105,8 +1139,8 @@ while_loop (Sh *s, gsize at, const char *name, int nres)
   g_autofree char *tshape = g_string_free (tt, FALSE);
   g_autofree char *cond = g_strdup_printf ("region_%d", s->n_reducers++);
   g_autofree char *body = g_strdup_printf ("region_%d", s->n_reducers++);
-  if (!expect (s, "cond", "(the condition region)") || !region (s, cond, FALSE, args, types, tshape)
-      || !expect (s, "do", "(the body region)") || !region (s, body, FALSE, args, types, tshape))
+  if (!expect (s, "cond", "(the condition region)") || !region (s, cond, FALSE, args, types, tshape, 1)
+      || !expect (s, "do", "(the body region)") || !region (s, body, FALSE, args, types, tshape, 1))
     return FALSE;
   g_autofree char *init = g_strconcat (name, ".init", NULL);
   g_autofree char *tr = g_strdup_printf ("tuple(%s)", inits->str);
@@ -1118,6 +1152,92 @@ while_loop (Sh *s, gsize at, const char *name, int nres)
       g_autofree char *en = g_strdup_printf ("%s.%u", name, i);
       g_autofree char *r = g_strdup_printf ("get-tuple-element(%s), index=%u", name, i);
       emit (s, at, en, g_ptr_array_index (types, i), r, NULL);
+    }
+  return TRUE;
+}
+
+/* %r:N = stablehlo.reduce(%x init: %c), (%y init: %d) across dimensions = [..]
+ * : (...) -> (T, U) reducer(%a: t, %b: t) (%p: u, %q: u) { ... }: HLO's
+ * variadic reduce (argmax is one), a tuple whose elements r.k %r#k names.
+ * The cursor is after the first group and its ','. */
+static gboolean
+reduce_several (Sh *s, gsize at, const char *name, int nres, const char *x0, const char *c0)
+{
+  g_autoptr (GPtrArray) xs = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) cs = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (xs, g_strdup (x0));
+  g_ptr_array_add (cs, g_strdup (c0));
+  do
+    {
+      char *x = NULL, *c = NULL;
+      if (!expect (s, "(", "to open an operand") || !(x = ssa (s, "a reduced operand")))
+        return FALSE;
+      g_ptr_array_add (xs, x);
+      if (!expect (s, "init", "(init: %value)") || !expect (s, ":", "after init") || !(c = ssa (s, "an initial value")))
+        return FALSE;
+      g_ptr_array_add (cs, c);
+      if (!g_hash_table_contains (s->shapes, x) || !g_hash_table_contains (s->shapes, c))
+        {
+          sh_error (s, at, "undefined operand of stablehlo.reduce");
+          return FALSE;
+        }
+      if (!expect (s, ")", "to close the operand"))
+        return FALSE;
+    }
+  while (accept (s, ","));
+  int n = (int) xs->len;
+  if (n != nres)
+    {
+      sh_error (s, at, "stablehlo.reduce has %d operands but %d results", n, nres);
+      return FALSE;
+    }
+  g_autoptr (GString) dims = g_string_new (NULL);
+  if (!expect (s, "across", "after the operands") || !expect (s, "dimensions", "after across")
+      || !expect (s, "=", "after dimensions") || !int_list (s, dims) || !expect (s, ":", "before the types")
+      || !expect (s, "(", "to open the operand types"))
+    return FALSE;
+  do
+    {
+      g_autofree char *t = tensor_type (s);
+      if (!t)
+        return FALSE;
+    }
+  while (accept (s, ","));
+  if (!expect (s, ")", "to close the operand types") || !expect (s, "->", "before the result types")
+      || !expect (s, "(", "to open the result types"))
+    return FALSE;
+  g_autoptr (GPtrArray) types = g_ptr_array_new_with_free_func (g_free);
+  GString *tt = g_string_new ("(");
+  for (int i = 0; i < n; i++)
+    {
+      char *t = (i == 0 || expect (s, ",", "between the result types")) ? tensor_type (s) : NULL;
+      if (!t)
+        {
+          g_string_free (tt, TRUE);
+          return FALSE;
+        }
+      g_string_append_printf (tt, "%s%s", i ? ", " : "", t);
+      g_ptr_array_add (types, t);
+    }
+  g_string_append_c (tt, ')');
+  g_autofree char *tshape = g_string_free (tt, FALSE);
+  g_autofree char *red = g_strdup_printf ("region_%d", s->n_reducers++);
+  if (!expect (s, ")", "to close the result types") || !expect (s, "reducer", "to open the reducer region")
+      || !region (s, red, FALSE, NULL, NULL, NULL, n))
+    return FALSE;
+  GString *r = g_string_new ("reduce(");
+  for (int i = 0; i < n; i++)
+    g_string_append_printf (r, "%s%s", i ? ", " : "", (const char *) g_ptr_array_index (xs, i));
+  for (int i = 0; i < n; i++)
+    g_string_append_printf (r, ", %s", (const char *) g_ptr_array_index (cs, i));
+  g_string_append_printf (r, "), dimensions={%s}, to_apply=%s", dims->str, red);
+  emit (s, at, name, tshape, r->str, NULL);
+  g_string_free (r, TRUE);
+  for (int i = 0; i < n; i++)
+    {
+      g_autofree char *en = g_strdup_printf ("%s.%d", name, i);
+      g_autofree char *gr = g_strdup_printf ("get-tuple-element(%s), index=%d", name, i);
+      emit (s, at, en, g_ptr_array_index (types, i), gr, NULL);
     }
   return TRUE;
 }
@@ -1208,9 +1328,10 @@ operation (Sh *s, char **returned, char **returned_shape)
     return FALSE;
   skip_ws (s);
   gsize opat = s->pos;
-  if (nres != 1 && !g_str_has_prefix (s->t + s->pos, "stablehlo.while"))
+  if (nres != 1 && !g_str_has_prefix (s->t + s->pos, "stablehlo.while")
+      && !g_str_has_prefix (s->t + s->pos, "stablehlo.reduce("))
     {
-      sh_error (s, at, "operations with several results are not read yet (stablehlo.while is)");
+      sh_error (s, at, "operations with several results are not read yet (stablehlo.while and reduce are)");
       return FALSE;
     }
   gboolean generic = CUR (s) == '"';
@@ -1388,14 +1509,18 @@ operation (Sh *s, char **returned, char **returned_shape)
       if (!expect (s, "(", "after stablehlo.reduce") || !(x = ssa (s, "the reduced operand"))
           || !expect (s, "init", "(init: %value)") || !expect (s, ":", "after init") || !(c = ssa (s, "the initial value")))
         return FALSE;
-      if (accept (s, ")") == FALSE)
-        {
-          sh_error (s, s->pos, "reduce of several operands (several results) is not read yet");
-          return FALSE;
-        }
       if (!g_hash_table_contains (s->shapes, x) || !g_hash_table_contains (s->shapes, c))
         {
           sh_error (s, at, "undefined operand of stablehlo.reduce");
+          return FALSE;
+        }
+      if (!expect (s, ")", "to close the operand"))
+        return FALSE;
+      if (accept (s, ","))
+        return reduce_several (s, at, name, nres, x, c);
+      if (nres != 1)
+        {
+          sh_error (s, at, "stablehlo.reduce has 1 operand but %d results", nres);
           return FALSE;
         }
       if (!expect (s, "across", "after the operands") || !expect (s, "dimensions", "after across")
