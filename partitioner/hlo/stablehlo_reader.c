@@ -1083,6 +1083,27 @@ reduce_with_region (Sh *s, const char *x, const char *c, const char *dims, gbool
   return TRUE;
 }
 
+/* n tensor types "T1, T2, ..." as the HLO tuple shape "(t1, t2, ...)",
+ * each also added to types. transfer full; NULL after an error. */
+static char *
+tuple_types (Sh *s, int n, GPtrArray *types)
+{
+  GString *tt = g_string_new ("(");
+  for (int i = 0; i < n; i++)
+    {
+      char *t = (i == 0 || expect (s, ",", "between the types")) ? tensor_type (s) : NULL;
+      if (!t)
+        {
+          g_string_free (tt, TRUE);
+          return NULL;
+        }
+      g_string_append_printf (tt, "%s%s", i ? ", " : "", t);
+      g_ptr_array_add (types, t);
+    }
+  g_string_append_c (tt, ')');
+  return g_string_free (tt, FALSE);
+}
+
 /* %r:N = stablehlo.while(%iterArg = %init, ...) : T1, ... cond { ... } do { ... }:
  * HLO's while over the tuple of the loop state, its results the state's
  * elements (get-tuple-element r.k, which %r#k names). */
@@ -1123,20 +1144,9 @@ while_loop (Sh *s, gsize at, const char *name, int nres)
     }
   if (!expect (s, ":", "before the loop variables' types"))
     return FALSE;
-  GString *tt = g_string_new ("(");
-  for (guint i = 0; i < args->len; i++)
-    {
-      char *t = (i == 0 || expect (s, ",", "between the types")) ? tensor_type (s) : NULL;
-      if (!t)
-        {
-          g_string_free (tt, TRUE);
-          return FALSE;
-        }
-      g_string_append_printf (tt, "%s%s", i ? ", " : "", t);
-      g_ptr_array_add (types, t);
-    }
-  g_string_append_c (tt, ')');
-  g_autofree char *tshape = g_string_free (tt, FALSE);
+  g_autofree char *tshape = tuple_types (s, (int) args->len, types);
+  if (!tshape)
+    return FALSE;
   g_autofree char *cond = g_strdup_printf ("region_%d", s->n_reducers++);
   g_autofree char *body = g_strdup_printf ("region_%d", s->n_reducers++);
   if (!expect (s, "cond", "(the condition region)") || !region (s, cond, FALSE, args, types, tshape, 1)
@@ -1207,20 +1217,9 @@ reduce_several (Sh *s, gsize at, const char *name, int nres, const char *x0, con
       || !expect (s, "(", "to open the result types"))
     return FALSE;
   g_autoptr (GPtrArray) types = g_ptr_array_new_with_free_func (g_free);
-  GString *tt = g_string_new ("(");
-  for (int i = 0; i < n; i++)
-    {
-      char *t = (i == 0 || expect (s, ",", "between the result types")) ? tensor_type (s) : NULL;
-      if (!t)
-        {
-          g_string_free (tt, TRUE);
-          return FALSE;
-        }
-      g_string_append_printf (tt, "%s%s", i ? ", " : "", t);
-      g_ptr_array_add (types, t);
-    }
-  g_string_append_c (tt, ')');
-  g_autofree char *tshape = g_string_free (tt, FALSE);
+  g_autofree char *tshape = tuple_types (s, n, types);
+  if (!tshape)
+    return FALSE;
   g_autofree char *red = g_strdup_printf ("region_%d", s->n_reducers++);
   if (!expect (s, ")", "to close the result types") || !expect (s, "reducer", "to open the reducer region")
       || !region (s, red, FALSE, NULL, NULL, NULL, n))
