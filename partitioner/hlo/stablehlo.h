@@ -7,15 +7,20 @@
  * reader (ps_hlo_parse), so shapes, attributes and shardings are checked by
  * the same code as HLO text's. It takes the pretty forms JAX prints for the
  * ops of a training step (doc/hlo.md, "StableHLO text" lists them):
- * elementwise math, constant, convert, reshape, transpose, broadcast_in_dim,
- * dot_general, compare, select, iota, reduce with a one-op reducer,
- * custom_call @Sharding, func.call and return; mhlo.sharding on arguments,
- * results and custom calls; mhlo.num_partitions on the module. An
- * operation it does not take is an error naming it at its FILE:LINE:COL;
- * so is Shardy's sdy.sharding.
+ * elementwise math, chlo.erf/tan, constant, convert, reshape, transpose,
+ * broadcast_in_dim, slice, pad, concatenate, dynamic_(update_)slice,
+ * dot_general, compare, select, iota, reduce (one-op reducer, a region, or
+ * several operands), while, custom_call @Sharding, func.call and return;
+ * mhlo.sharding or Shardy's sdy.sharding (over an sdy.mesh, mapped to the
+ * HLO sharding of the same meaning) on arguments, results and operations;
+ * mhlo.num_partitions on the module. Functions come in any order: each
+ * computation is placed after those it calls. An operation it does not
+ * take is an error naming it at its FILE:LINE:COL.
  *
  * Names: a parameter takes its argument's name (%arg0 -> arg0), a result
- * its SSA name (%0 -> v0, %cst -> cst), a function its symbol (@main).
+ * its SSA name (%0 -> v0, %cst -> cst), result k of a several-result
+ * operation %0#k the get-tuple-element v0.k, a function its symbol (@main),
+ * a region region_N.
  *
  * Ownership: the text is borrowed; the module is returned transfer full.
  */
