@@ -1327,8 +1327,10 @@ operation (Sh *s, char **returned, char **returned_shape)
     return FALSE;
   skip_ws (s);
   gsize opat = s->pos;
-  if (nres != 1 && !g_str_has_prefix (s->t + s->pos, "stablehlo.while")
-      && !g_str_has_prefix (s->t + s->pos, "stablehlo.reduce("))
+  /* the text is not NUL-terminated: compare within its length */
+  gsize left = s->len - s->pos;
+  if (nres != 1 && !(left >= 15 && memcmp (s->t + s->pos, "stablehlo.while", 15) == 0)
+      && !(left >= 17 && memcmp (s->t + s->pos, "stablehlo.reduce(", 17) == 0))
     {
       sh_error (s, at, "operations with several results are not read yet (stablehlo.while and reduce are)");
       return FALSE;
