@@ -331,6 +331,27 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
           g_autofree char *j = to_json (p, name, published, r, hw, error->message, o->stats);
           printf ("%s\n", j);
         }
+      else if (o->memory_only)
+        {
+          /* What --memory-only is asked for matters most when it does not
+           * fit: which tensors take the memory. */
+          g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
+          g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
+          printf ("peak HBM     %s per core of %s (%.0f %%): does not fit\n", peak, cap,
+                  100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
+          if (r->memory_text)
+            printf ("memory       %s\n", r->memory_text);
+        }
+      if (o->report)
+        {
+          PsReportInput ri = { name, p, published, r, hw, o->command, error->message };
+          GError *report_error = NULL;
+          if (!ps_report_write (o->report, &ri, &report_error))
+            {
+              g_clear_error (&error);
+              return ps_cli_fail (report_error);
+            }
+        }
       return ps_cli_fail (error);
     }
   if (o->memory_only)
