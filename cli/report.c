@@ -115,6 +115,24 @@ append_step (GString *h, const PsReportInput *in, const PsBreakdownRow *bp, doub
   g_autofree char *c3 = ps_format_seconds (b.exposed_s), *c4 = ps_format_seconds (b.idle_s);
   g_autofree char *per = g_strdup_printf ("compute %s, communication %s (exposed %s), idle %s", c1, c2, c3, c4);
   row (h, "time per core", per);
+  if (b.exposed_s > comm * (1 + 1e-9))
+    row (h, "", "exposed > communication: exposed also counts waiting at a collective for slower cores, "
+                "which communication, timed from the last core's arrival, does not");
+  /* The MoE and pipeline figures the terminal prints (cli/cmd_run.c). */
+  if (r->n_alltoall > 0)
+    {
+      g_autofree char *t = ps_format_seconds (r->alltoall_s);
+      g_autofree char *a2a = g_strdup_printf ("%s, %.1f %% of the step (%" G_GUINT64_FORMAT " in the step)", t,
+                                              100 * r->alltoall_s / s->step_time_s, r->n_alltoall);
+      row (h, "all-to-all", a2a);
+    }
+  for (int g = 0; g < r->n_op_groups; g++)
+    {
+      g_autofree char *t = ps_format_seconds (r->op_group_s[g]);
+      g_autofree char *key = g_strdup_printf ("by op_name: %s", f->op_groups[g].label);
+      g_autofree char *v = g_strdup_printf ("%s (%.1f %% of the step)", t, 100 * r->op_group_s[g] / s->step_time_s);
+      row (h, key, v);
+    }
   if (r->info.params > 0)
     {
       g_autofree char *pa = g_strdup_printf ("%.3g", r->info.params);
@@ -127,6 +145,12 @@ append_step (GString *h, const PsReportInput *in, const PsBreakdownRow *bp, doub
                                          s->n_collectives, s->n_unique_collectives);
   row (h, "trace", tr);
   g_string_append (h, "</table>\n");
+  if (in->pipelining)
+    {
+      g_string_append (h, "<h2>Pipeline</h2>\n<pre>");
+      esc (h, in->pipelining);
+      g_string_append (h, "</pre>\n");
+    }
   g_string_append_printf (h, "<p>%s</p>\n", svg_bars);
 
   g_string_append (h, "<h2>Most expensive collectives</h2>\n<table>\n<tr><th>collective</th><th>kind</th>"

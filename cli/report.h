@@ -26,6 +26,7 @@ typedef struct {
   const char *command;       /* the command line that made it, for the page */
   const char *no_fit;        /* why the model does not fit in HBM (the result
                               * then stops at the memory stage), or NULL */
+  const char *pipelining;    /* the terminal's pipeline lines (bubble), or NULL */
 } PsReportInput;
 
 /* Writes DIR/index.html, DIR/config.ini and DIR/timeline.json (the result

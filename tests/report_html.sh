@@ -40,6 +40,19 @@ expect_grep "exceeds the HBM capacity" "$PS_TMP/nofit/index.html"
 expect_grep "layers.w1 " "$PS_TMP/nofit/index.html"
 [ -s "$PS_TMP/nofit/config.ini" ] || fail "the no-fit report has no config.ini"
 [ -e "$PS_TMP/nofit/timeline.json" ] && fail "the no-fit report has a timeline"
+# The MoE figures (all-to-all, gating) and the pipeline's (bubble) that the
+# terminal prints are on the page too; and why exposed communication can
+# exceed communication.
+expect_status 0 "$PODSIM" run -q moe --report "$PS_TMP/moe"
+expect_grep "<th>all-to-all</th>" "$PS_TMP/moe/index.html"
+expect_grep "<th>by op_name: gating</th>" "$PS_TMP/moe/index.html"
+expect_status 0 "$PODSIM" run -q --pipeline-stages 4 --layers 8 --batch 32 --microbatches 16 --mesh 2x4 \
+  --slice v3-32 --report "$PS_TMP/pp"
+expect_grep "(exposed > communication: exposed also counts" "$PS_TMP/out"
+expect_grep "<h2>Pipeline</h2>" "$PS_TMP/pp/index.html"
+expect_grep "bubble (K-1)/(M+K-1)" "$PS_TMP/pp/index.html"
+grep -q "exposed &gt; communication: exposed also counts waiting" "$PS_TMP/pp/index.html" \
+  || fail "the pipelined page does not say why exposed communication exceeds communication"
 # --memory-only prints the breakdown when it does not fit, and fails.
 expect_status 2 "$PODSIM" run --preset DenseLm128B8x8 --layers 512 --memory-only
 expect_grep "(217 %): does not fit" "$PS_TMP/out"
