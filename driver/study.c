@@ -514,7 +514,8 @@ ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *
           return FALSE;
         }
       parser = json_parser_new ();
-      if (json_parser_load_from_data (parser, line, -1, NULL)
+      /* An empty or blank line parses, to no root at all (fuzz_rows). */
+      if (json_parser_load_from_data (parser, line, -1, NULL) && json_parser_get_root (parser)
           && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
         {
           JsonObject *o = json_node_get_object (json_parser_get_root (parser));

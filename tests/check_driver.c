@@ -159,6 +159,14 @@ START_TEST (test_study_row_not_utf8_reads_back)
   ck_assert_msg (ps_study_parse_row (s, line, PS_STUDY_JSONL, &back, NULL, &error), "%s: %s",
                  error ? error->message : "", line);
   ck_assert_uint_eq (back, id);
+  /* A blank line is refused without a GLib CRITICAL (fuzz_rows): json-glib
+   * parses it to no root. */
+  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+  ck_assert (!ps_study_parse_row (s, "", PS_STUDY_JSONL, &back, NULL, &error));
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_PARSE));
+  g_clear_error (&error);
+  ck_assert (!ps_study_parse_row (s, "  ", PS_STUDY_JSONL, &back, NULL, &error));
+  g_clear_error (&error);
 }
 END_TEST
 

@@ -1,7 +1,7 @@
 /* libFuzzer target: the row reader of `podsim sweep --resume` and
  * `--merge` (ps_study_parse_row, driver/study.c), which reads back every
- * line of an output file or a task's part. The first byte chooses CSV or
- * JSONL; the rest is split into lines as the sweep splits its file, each
+ * line of an output file or a task's part. The first byte chooses CSV (odd)
+ * or JSONL (even); the rest is split into lines as the sweep splits its file, each
  * read against a study of the dense family over layers and mesh (4
  * configurations). A row the study writes itself reads back as its own.
  * Build and run: doc/robustness.md ("Fuzzing"). */
@@ -52,7 +52,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     s = make_study ();
   if (size == 0)
     return 0;
-  PsStudyFormat f = (data[0] & 1) ? PS_STUDY_JSONL : PS_STUDY_CSV;
+  /* Odd: CSV ('C'), even: JSONL ('J'), as the seeds start. */
+  PsStudyFormat f = (data[0] & 1) ? PS_STUDY_CSV : PS_STUDY_JSONL;
   char *text = g_strndup ((const char *) data + 1, size - 1);
   gchar **lines = g_strsplit (text, "\n", -1);
   for (int i = 0; lines[i]; i++)
