@@ -284,6 +284,18 @@ to_json (const PsParams *p, const char *name, double published, const PsDriverRe
   return json_generator_to_data (gen, NULL);
 }
 
+/* --memory-only's text: the peak, whether it fits, the largest holders. */
+static void
+print_memory (const PsDriverResult *r, const PsHardware *hw)
+{
+  g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
+  g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
+  printf ("peak HBM     %s per core of %s (%.0f %%): %s\n", peak, cap,
+          100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core, r->fits ? "fits" : "does not fit");
+  if (r->memory_text)
+    printf ("memory       %s\n", r->memory_text);
+}
+
 static int
 run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
 {
@@ -342,12 +354,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
         {
           /* What --memory-only is asked for matters most when it does not
            * fit: which tensors take the memory. */
-          g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
-          g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
-          printf ("peak HBM     %s per core of %s (%.0f %%): does not fit\n", peak, cap,
-                  100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
-          if (r->memory_text)
-            printf ("memory       %s\n", r->memory_text);
+          print_memory (r, hw);
         }
       if (o->report)
         {
@@ -369,14 +376,7 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
           printf ("%s\n", j);
         }
       else
-        {
-          g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
-          g_autofree char *cap = ps_format_bytes ((double) hw->hbm_bytes_per_core);
-          printf ("peak HBM     %s per core of %s (%.0f %%): fits\n", peak, cap,
-                  100.0 * (double) r->peak_hbm_bytes / (double) hw->hbm_bytes_per_core);
-          if (r->memory_text)
-            printf ("memory       %s\n", r->memory_text);
-        }
+        print_memory (r, hw);
       return 0;
     }
   g_autofree char *links_csv = NULL;
