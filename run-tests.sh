@@ -42,11 +42,11 @@ run_build () {  # DIR CONFIGURE-FLAGS...
 run_fuzz () {
   dir=build-fuzz
   if ! command -v clang >/dev/null 2>&1; then
-    echo "== $dir: clang is not installed (./setup.sh installs it): 4 fuzz targets skipped"
+    echo "== $dir: clang is not installed (./setup.sh installs it): 7 fuzz targets skipped"
     skipped=$((skipped + 4)); return
   fi
   mkdir -p "$dir"
-  ( cd "$dir" && { [ -f Makefile ] || ../configure -q --enable-fuzzing CC=clang --disable-werror; } \
+  ( cd "$dir" && { [ -f Makefile ] || ../configure -q --enable-fuzzing CC=clang CXX=clang++ --disable-werror; } \
       && make -j"$jobs" fuzz-ci >fuzz-ci.out 2>&1 ); rc=$?
   p=$(grep -c '^PASS: fuzz' "$dir/fuzz-ci.out" 2>/dev/null)
   echo "== $dir: ${p:-0} fuzz targets passed"

@@ -80,45 +80,15 @@ static const char *style =
   "pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:0.85em}"
   ".note{color:#666;font-size:0.9em}";
 
-gboolean
-ps_report_write (const char *dir, const PsReportInput *in, GError **error)
+/* The simulated step: its figures, breakdown, collectives and links. */
+static void
+append_step (GString *h, const PsReportInput *in, const PsBreakdownRow *bp, double comm, const char *svg_bars,
+             const char *svg_links)
 {
   const PsDriverResult *r = in->result;
   const PsReplayResult *s = r->sim;
-  g_return_val_if_fail (s != NULL && s->timeline != NULL, FALSE);
   const PsModelFamily *f = ps_params_family (in->params);
-  const char *slice = ps_params_str (in->params, "slice");
-
-  /* Pictures first: what can fail runs before anything is written. */
-  g_autoptr (GString) links = g_string_new (NULL), bars = g_string_new (NULL);
-  g_autofree char *t1 = g_strdup_printf ("%s on %s: ICI link utilization over one step", in->name, slice);
-  PsBreakdownRow b = { in->name, 0, 0, 0, 0 };
-  double comm;
-  ps_replay_result_means (s, &b.compute_s, &comm, &b.exposed_s, &b.idle_s);
-  b.published_step_s = in->published > 0 ? r->info.items_per_step / in->published : 0;
-  g_autofree char *t2 = g_strdup_printf ("%s: where the step goes (per core)", in->name);
-  if (!ps_picture_links (r->platform, s->link_bytes, s->step_time_s, t1, PS_PICTURE_SVG, links, error)
-      || !ps_picture_breakdown (&b, 1, t2, PS_PICTURE_SVG, bars, error))
-    return FALSE;
-  g_autofree char *svg_links = ps_report_inline_svg (links->str, "links");
-  g_autofree char *svg_bars = ps_report_inline_svg (bars->str, "bars");
-
-  GString *h = g_string_new ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
-  esc (h, in->name);
-  g_string_append_printf (h, " - podsim</title>\n<style>%s</style></head>\n<body>\n<h1>", style);
-  esc (h, in->name);
-  g_string_append (h, "</h1>\n<p class=\"note\">");
-  esc (h, f->summary);
-  g_string_append (h, "; simulated by podsim " PACKAGE_VERSION " on ");
-  esc (h, slice);
-  g_string_append (h, ".</p>\n");
-  if (in->command)
-    {
-      g_string_append (h, "<pre>");
-      esc (h, in->command);
-      g_string_append (h, "</pre>\n");
-    }
-
+  PsBreakdownRow b = *bp;
   g_string_append (h, "<h2>The step</h2>\n<table>\n");
   g_autofree char *step = ps_format_seconds (s->step_time_s);
   row (h, "step time", step);
@@ -145,6 +115,24 @@ ps_report_write (const char *dir, const PsReportInput *in, GError **error)
   g_autofree char *c3 = ps_format_seconds (b.exposed_s), *c4 = ps_format_seconds (b.idle_s);
   g_autofree char *per = g_strdup_printf ("compute %s, communication %s (exposed %s), idle %s", c1, c2, c3, c4);
   row (h, "time per core", per);
+  if (b.exposed_s > comm * (1 + 1e-9))
+    row (h, "", "exposed > communication: exposed also counts waiting at a collective for slower cores, "
+                "which communication, timed from the last core's arrival, does not");
+  /* The MoE and pipeline figures the terminal prints (cli/cmd_run.c). */
+  if (r->n_alltoall > 0)
+    {
+      g_autofree char *t = ps_format_seconds (r->alltoall_s);
+      g_autofree char *a2a = g_strdup_printf ("%s, %.1f %% of the step (%" G_GUINT64_FORMAT " in the step)", t,
+                                              100 * r->alltoall_s / s->step_time_s, r->n_alltoall);
+      row (h, "all-to-all", a2a);
+    }
+  for (int g = 0; g < r->n_op_groups; g++)
+    {
+      g_autofree char *t = ps_format_seconds (r->op_group_s[g]);
+      g_autofree char *key = g_strdup_printf ("by op_name: %s", f->op_groups[g].label);
+      g_autofree char *v = g_strdup_printf ("%s (%.1f %% of the step)", t, 100 * r->op_group_s[g] / s->step_time_s);
+      row (h, key, v);
+    }
   if (r->info.params > 0)
     {
       g_autofree char *pa = g_strdup_printf ("%.3g", r->info.params);
@@ -157,6 +145,12 @@ ps_report_write (const char *dir, const PsReportInput *in, GError **error)
                                          s->n_collectives, s->n_unique_collectives);
   row (h, "trace", tr);
   g_string_append (h, "</table>\n");
+  if (in->pipelining)
+    {
+      g_string_append (h, "<h2>Pipeline</h2>\n<pre>");
+      esc (h, in->pipelining);
+      g_string_append (h, "</pre>\n");
+    }
   g_string_append_printf (h, "<p>%s</p>\n", svg_bars);
 
   g_string_append (h, "<h2>Most expensive collectives</h2>\n<table>\n<tr><th>collective</th><th>kind</th>"
@@ -181,6 +175,65 @@ ps_report_write (const char *dir, const PsReportInput *in, GError **error)
                       "the share of the step it was busy; gray arrows carried nothing.</p>\n");
   g_string_append_printf (h, "<p>%s</p>\n", svg_links);
 
+}
+
+gboolean
+ps_report_write (const char *dir, const PsReportInput *in, GError **error)
+{
+  const PsDriverResult *r = in->result;
+  const PsReplayResult *s = r->sim;
+  g_return_val_if_fail (in->no_fit != NULL || (s != NULL && s->timeline != NULL), FALSE);
+  const PsModelFamily *f = ps_params_family (in->params);
+  const char *slice = ps_params_str (in->params, "slice");
+
+  /* Pictures first: what can fail runs before anything is written. */
+  g_autoptr (GString) links = g_string_new (NULL), bars = g_string_new (NULL);
+  g_autofree char *t1 = g_strdup_printf ("%s on %s: ICI link utilization over one step", in->name, slice);
+  PsBreakdownRow b = { in->name, 0, 0, 0, 0 };
+  double comm = 0;
+  g_autofree char *t2 = g_strdup_printf ("%s: where the step goes (per core)", in->name);
+  if (s)
+    {
+      ps_replay_result_means (s, &b.compute_s, &comm, &b.exposed_s, &b.idle_s);
+      b.published_step_s = in->published > 0 ? r->info.items_per_step / in->published : 0;
+      if (!ps_picture_links (r->platform, s->link_bytes, s->step_time_s, t1, PS_PICTURE_SVG, links, error)
+          || !ps_picture_breakdown (&b, 1, t2, PS_PICTURE_SVG, bars, error))
+        return FALSE;
+    }
+  g_autofree char *svg_links = ps_report_inline_svg (links->str, "links");
+  g_autofree char *svg_bars = ps_report_inline_svg (bars->str, "bars");
+
+  GString *h = g_string_new ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
+  esc (h, in->name);
+  g_string_append_printf (h, " - podsim</title>\n<style>%s</style></head>\n<body>\n<h1>", style);
+  esc (h, in->name);
+  g_string_append (h, "</h1>\n<p class=\"note\">");
+  esc (h, f->summary);
+  g_string_append (h, "; simulated by podsim " PACKAGE_VERSION " on ");
+  esc (h, slice);
+  g_string_append (h, ".</p>\n");
+  if (in->command)
+    {
+      g_string_append (h, "<pre>");
+      esc (h, in->command);
+      g_string_append (h, "</pre>\n");
+    }
+
+  if (!s)
+    {
+      /* Nothing ran past the memory check: the page is what it found. */
+      g_autofree char *peak = ps_format_bytes ((double) r->peak_hbm_bytes);
+      g_autofree char *cap = ps_format_bytes ((double) in->hw->hbm_bytes_per_core);
+      g_string_append (h, "<h2>Does not fit</h2>\n<table>\n");
+      g_autofree char *hbm = g_strdup_printf ("%s per core of %s", peak, cap);
+      row (h, "peak HBM", hbm);
+      g_string_append (h, "</table>\n<p>");
+      esc (h, in->no_fit);
+      g_string_append (h, "</p>\n");
+    }
+  else
+    append_step (h, in, &b, comm, svg_bars, svg_links);
+
   if (r->memory_text)
     {
       g_string_append (h, "<h2>Memory</h2>\n<pre>");
@@ -200,10 +253,12 @@ ps_report_write (const char *dir, const PsReportInput *in, GError **error)
   g_string_append (h, "<h2>Configuration</h2>\n<p><a href=\"config.ini\">config.ini</a>: "
                       "<code>podsim run --config config.ini</code> runs it again.</p>\n<pre>");
   esc (h, config);
-  g_string_append (h, "</pre>\n<h2>Timeline</h2>\n<p><a href=\"timeline.json\">timeline.json</a>: the first "
-                      "two cores' compute and collectives (Chrome trace-event format); open it in "
-                      "<code>https://ui.perfetto.dev</code> or <code>chrome://tracing</code>.</p>\n"
-                      "</body></html>\n");
+  g_string_append (h, "</pre>\n");
+  if (s)
+    g_string_append (h, "<h2>Timeline</h2>\n<p><a href=\"timeline.json\">timeline.json</a>: the first "
+                        "two cores' compute and collectives (Chrome trace-event format); open it in "
+                        "<code>https://ui.perfetto.dev</code> or <code>chrome://tracing</code>.</p>\n");
+  g_string_append (h, "</body></html>\n");
 
   /* Staged beside DIR: the report appears complete or not at all. */
   g_autoptr (PsOutputDir) out = ps_output_dir_begin (dir, error);
@@ -216,7 +271,7 @@ ps_report_write (const char *dir, const PsReportInput *in, GError **error)
   g_autofree char *index = ps_output_dir_file (out, "index.html");
   g_autofree char *cfg = ps_output_dir_file (out, "config.ini");
   g_autofree char *tl = ps_output_dir_file (out, "timeline.json");
-  gboolean ok = ps_timeline_write (s->timeline, tl, error)
+  gboolean ok = (!s || ps_timeline_write (s->timeline, tl, error))
                 && ps_write_file_atomic (cfg, config, strlen (config), error)
                 && ps_write_file_atomic (index, h->str, h->len, error)
                 && ps_output_dir_commit (out, error);

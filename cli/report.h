@@ -24,10 +24,16 @@ typedef struct {
   const PsDriverResult *result;
   const PsHardware *hw;
   const char *command;       /* the command line that made it, for the page */
+  const char *no_fit;        /* why the model does not fit in HBM (the result
+                              * then stops at the memory stage), or NULL */
+  const char *pipelining;    /* the terminal's pipeline lines (bubble), or NULL */
 } PsReportInput;
 
 /* Writes DIR/index.html, DIR/config.ini and DIR/timeline.json (the result
- * must have a timeline), creating DIR. Each file is written atomically. */
+ * must have a timeline), creating DIR. Each file is written atomically.
+ * A model that does not fit (no_fit set) has no step: the page says why,
+ * with the memory breakdown and the configuration, and there is no
+ * timeline.json. */
 gboolean ps_report_write (const char *dir, const PsReportInput *in, GError **error);
 
 /* An SVG document made to sit inline in an HTML page: the XML declaration

@@ -148,8 +148,14 @@ parse_value (const PsParamSpec *s, const char *text, Value *v, char **problem)
           {
             gboolean range = g_error_matches (e, G_NUMBER_PARSER_ERROR, G_NUMBER_PARSER_ERROR_OUT_OF_BOUNDS);
             g_error_free (e);
-            *problem = range ? g_strdup_printf ("must be at most %" G_GINT64_FORMAT " (got %s)", s->max, text)
-                             : g_strdup_printf ("'%s' is not an integer", text);
+            /* Beyond int64 on either side: a huge negative is no case of
+             * "at most", so it gets the whole range. */
+            if (range && text[strspn (text, " \t")] == '-')
+              *problem = g_strdup_printf ("must be in %" G_GINT64_FORMAT " .. %" G_GINT64_FORMAT " (got %s)",
+                                          s->min, s->max, text);
+            else
+              *problem = range ? g_strdup_printf ("must be at most %" G_GINT64_FORMAT " (got %s)", s->max, text)
+                               : g_strdup_printf ("'%s' is not an integer", text);
             return FALSE;
           }
         if (x < s->min)

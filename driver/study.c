@@ -329,6 +329,22 @@ num (double v)
   return g_strdup_printf ("%.9g", v);
 }
 
+/* A string member, or null. JSON text is UTF-8 and json-glib writes a
+ * string's bytes as they are: an error quoting a file name in another
+ * encoding would make a line --resume cannot read back (fuzz_rows found
+ * it), so invalid bytes become U+FFFD. */
+static void
+add_text (JsonBuilder *b, const char *v)
+{
+  if (!v)
+    {
+      json_builder_add_null_value (b);
+      return;
+    }
+  g_autofree char *valid = g_utf8_make_valid (v, -1);
+  json_builder_add_string_value (b, valid);
+}
+
 char *
 ps_study_format_row (const PsStudy *s, const PsStudyRow *r, PsStudyFormat f)
 {
@@ -387,10 +403,7 @@ ps_study_format_row (const PsStudy *s, const PsStudyRow *r, PsStudyFormat f)
     { "exposed_communication_s", r->exposed_communication_s, sim }, { "idle_s", r->idle_s, sim },
   };
   json_builder_set_member_name (b, "model");
-  if (r->model)
-    json_builder_add_string_value (b, r->model);
-  else
-    json_builder_add_null_value (b);
+  add_text (b, r->model);
   json_builder_set_member_name (b, "fits");
   if (r->ran)
     json_builder_add_boolean_value (b, r->fits);
@@ -406,17 +419,11 @@ ps_study_format_row (const PsStudy *s, const PsStudyRow *r, PsStudyFormat f)
       if (i == 1)
         {
           json_builder_set_member_name (b, "throughput_unit");
-          if (sim && r->unit)
-            json_builder_add_string_value (b, r->unit);
-          else
-            json_builder_add_null_value (b);
+          add_text (b, sim ? r->unit : NULL);
         }
     }
   json_builder_set_member_name (b, "error");
-  if (r->error)
-    json_builder_add_string_value (b, r->error);
-  else
-    json_builder_add_null_value (b);
+  add_text (b, r->error);
   json_builder_end_object (b);
   g_autoptr (JsonGenerator) gen = json_generator_new ();
   g_autoptr (JsonNode) root = json_builder_get_root (b);
@@ -507,7 +514,8 @@ ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *
           return FALSE;
         }
       parser = json_parser_new ();
-      if (json_parser_load_from_data (parser, line, -1, NULL)
+      /* An empty or blank line parses, to no root at all (fuzz_rows). */
+      if (json_parser_load_from_data (parser, line, -1, NULL) && json_parser_get_root (parser)
           && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
         {
           JsonObject *o = json_node_get_object (json_parser_get_root (parser));

@@ -75,10 +75,10 @@ check_bad () {
   expect_grep "podsim: $bad/$2" "$PS_TMP/err"
 }
 check_bad hw-missing-key.ini "hw-missing-key.ini: key [mxu] rows: missing"
-check_bad hw-bad-number.ini "hw-bad-number.ini:16: [chip] clock_hz: '940 MHz' is not a number"
-check_bad hw-negative-bandwidth.ini "hw-negative-bandwidth.ini:69: [ici] link_bw_bytes_per_s: must be positive, got -82e9"
-check_bad hw-key-typo.ini "hw-key-typo.ini:71: unknown key 'hop_latncy_s' in [ici]"
-check_bad hw-unknown-section.ini "hw-unknown-section.ini:74: unknown section [on-chip]"
-check_bad hw-malformed-line.ini "hw-malformed-line.ini:46: expected 'key = value'"
+check_bad hw-bad-number.ini "hw-bad-number.ini:16:12: [chip] clock_hz: '940 MHz' is not a number"
+check_bad hw-negative-bandwidth.ini "hw-negative-bandwidth.ini:69:23: [ici] link_bw_bytes_per_s: must be positive, got -82e9"
+check_bad hw-key-typo.ini "hw-key-typo.ini:71:1: unknown key 'hop_latncy_s' in [ici]"
+check_bad hw-unknown-section.ini "hw-unknown-section.ini:74:1: unknown section [on-chip]"
+check_bad hw-malformed-line.ini "hw-malformed-line.ini:46:1: expected 'key = value'"
 check_bad hw-missing-section.ini "hw-missing-section.ini: section [overhead]: missing"
 finish

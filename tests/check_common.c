@@ -324,6 +324,13 @@ START_TEST (test_params_store_checks_values)
   ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_PARSE));
   ck_assert_str_eq (error->message, "f.ini:1:9: count must be at most 10 (got 11)");
   g_clear_error (&error);
+  /* Beyond int64: a huge negative gets the range, not "at most". */
+  ck_assert (!ps_param_store_set (st, n, "-99999999999999999999", "--count", &error));
+  ck_assert_str_eq (error->message, "--count must be in 1 .. 10 (got -99999999999999999999)");
+  g_clear_error (&error);
+  ck_assert (!ps_param_store_set (st, n, "99999999999999999999", "--count", &error));
+  ck_assert_str_eq (error->message, "--count must be at most 10 (got 99999999999999999999)");
+  g_clear_error (&error);
   int m = ps_param_store_find (st, "mesh");
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
   ck_assert_int_eq (ps_param_store_mesh (st, m, dims), 2);

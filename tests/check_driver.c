@@ -10,6 +10,8 @@
 
 #include "common/error.h"
 #include "driver/driver.h"
+#include "driver/study.h"
+#include "models/family.h"
 #include "driver/target.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/interp/verify.h"
@@ -138,6 +140,36 @@ START_TEST (test_driver_devices_must_match_slice)
 }
 END_TEST
 
+/* A row whose error holds bytes that are not UTF-8 (a file name in
+ * another encoding) is still a JSON line --resume reads back (fuzz_rows). */
+START_TEST (test_study_row_not_utf8_reads_back)
+{
+  g_autoptr (PsParams) base = ps_params_new (ps_model_family_find ("dense", NULL));
+  static const char *const keys[] = { "layers", NULL };
+  g_autoptr (PsStudy) s = ps_study_new (base, keys);
+  static const char *const v[] = { "2", NULL };
+  guint id;
+  GError *error = NULL;
+  ck_assert (ps_study_add (s, v, "test", &id, &error));
+  PsStudyRow r = { .id = id, .error = (char *) "cannot read caf\xe9.ini" };
+  g_autofree char *line = ps_study_format_row (s, &r, PS_STUDY_JSONL);
+  line[strcspn (line, "\n")] = '\0';
+  ck_assert (g_utf8_validate (line, -1, NULL));
+  guint back = 99;
+  ck_assert_msg (ps_study_parse_row (s, line, PS_STUDY_JSONL, &back, NULL, &error), "%s: %s",
+                 error ? error->message : "", line);
+  ck_assert_uint_eq (back, id);
+  /* A blank line is refused without a GLib CRITICAL (fuzz_rows): json-glib
+   * parses it to no root. */
+  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+  ck_assert (!ps_study_parse_row (s, "", PS_STUDY_JSONL, &back, NULL, &error));
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_PARSE));
+  g_clear_error (&error);
+  ck_assert (!ps_study_parse_row (s, "  ", PS_STUDY_JSONL, &back, NULL, &error));
+  g_clear_error (&error);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -150,6 +182,7 @@ main (void)
   suite_add_tcase (s, seq);
   TCase *errs = tcase_create ("errors");
   tcase_add_test (errs, test_driver_devices_must_match_slice);
+  tcase_add_test (errs, test_study_row_not_utf8_reads_back);
   suite_add_tcase (s, errs);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -155,7 +155,10 @@ END_TEST
 START_TEST (test_errors_with_line)
 {
   expect_error ("clock_hz = 940e6", "clock_hz = 940 MHz",
-                "edited.ini:16: [chip] clock_hz: '940 MHz' is not a number");
+                "edited.ini:16:12: [chip] clock_hz: '940 MHz' is not a number");
+  /* The column is the value's, leading blanks and all. */
+  expect_error ("clock_hz = 940e6", "  clock_hz =   940 MHz", "edited.ini:16:16: [chip] clock_hz:");
+  expect_error ("lanes = 128", "\tlanes 128", "edited.ini:46:2: expected 'key = value'");
   expect_error ("link_bw_bytes_per_s = 82e9", "link_bw_bytes_per_s = -82e9",
                 "[ici] link_bw_bytes_per_s: must be positive, got -82e9");
   expect_error ("hop_latency_s = 1e-6", "hop_latency_s = -1e-6",
@@ -201,11 +204,11 @@ START_TEST (test_bad_files)
 {
   static const struct { const char *file; const char *message; } cases[] = {
     { "hw-missing-key.ini", "hw-missing-key.ini: key [mxu] rows: missing" },
-    { "hw-bad-number.ini", "hw-bad-number.ini:16: [chip] clock_hz: '940 MHz' is not a number" },
-    { "hw-negative-bandwidth.ini", "hw-negative-bandwidth.ini:69: [ici] link_bw_bytes_per_s: must be positive" },
-    { "hw-key-typo.ini", "hw-key-typo.ini:71: unknown key 'hop_latncy_s' in [ici]" },
-    { "hw-unknown-section.ini", "hw-unknown-section.ini:74: unknown section [on-chip]" },
-    { "hw-malformed-line.ini", "hw-malformed-line.ini:46: expected 'key = value'" },
+    { "hw-bad-number.ini", "hw-bad-number.ini:16:12: [chip] clock_hz: '940 MHz' is not a number" },
+    { "hw-negative-bandwidth.ini", "hw-negative-bandwidth.ini:69:23: [ici] link_bw_bytes_per_s: must be positive" },
+    { "hw-key-typo.ini", "hw-key-typo.ini:71:1: unknown key 'hop_latncy_s' in [ici]" },
+    { "hw-unknown-section.ini", "hw-unknown-section.ini:74:1: unknown section [on-chip]" },
+    { "hw-malformed-line.ini", "hw-malformed-line.ini:46:1: expected 'key = value'" },
     { "hw-missing-section.ini", "hw-missing-section.ini: section [overhead]: missing" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -31,6 +31,32 @@ head -c 1 "$R/timeline.json" | grep -q '[[{]' || fail "timeline.json is not JSON
 # A failing run leaves no report behind.
 expect_status 2 "$PODSIM" run -q --heads 6 --report "$PS_TMP/bad"
 [ -e "$PS_TMP/bad" ] && fail "a failed run left a report"
+# A model that does not fit still gets its page (why, and the memory
+# breakdown), with its configuration and no timeline; the run fails.
+expect_status 2 "$PODSIM" run -q --preset DenseLm128B8x8 --layers 512 --report "$PS_TMP/nofit"
+[ -s "$PS_TMP/nofit/index.html" ] || fail "a model that does not fit got no report"
+expect_grep "<h2>Does not fit</h2>" "$PS_TMP/nofit/index.html"
+expect_grep "exceeds the HBM capacity" "$PS_TMP/nofit/index.html"
+expect_grep "layers.w1 " "$PS_TMP/nofit/index.html"
+[ -s "$PS_TMP/nofit/config.ini" ] || fail "the no-fit report has no config.ini"
+[ -e "$PS_TMP/nofit/timeline.json" ] && fail "the no-fit report has a timeline"
+# The MoE figures (all-to-all, gating) and the pipeline's (bubble) that the
+# terminal prints are on the page too; and why exposed communication can
+# exceed communication.
+expect_status 0 "$PODSIM" run -q moe --report "$PS_TMP/moe"
+expect_grep "<th>all-to-all</th>" "$PS_TMP/moe/index.html"
+expect_grep "<th>by op_name: gating</th>" "$PS_TMP/moe/index.html"
+expect_status 0 "$PODSIM" run -q --pipeline-stages 4 --layers 8 --batch 32 --microbatches 16 --mesh 2x4 \
+  --slice v3-32 --report "$PS_TMP/pp"
+expect_grep "(exposed > communication: exposed also counts" "$PS_TMP/out"
+expect_grep "<h2>Pipeline</h2>" "$PS_TMP/pp/index.html"
+expect_grep "bubble (K-1)/(M+K-1)" "$PS_TMP/pp/index.html"
+grep -q "exposed &gt; communication: exposed also counts waiting" "$PS_TMP/pp/index.html" \
+  || fail "the pipelined page does not say why exposed communication exceeds communication"
+# --memory-only prints the breakdown when it does not fit, and fails.
+expect_status 2 "$PODSIM" run --preset DenseLm128B8x8 --layers 512 --memory-only
+expect_grep "(217 %): does not fit" "$PS_TMP/out"
+expect_grep "f32[512,1024,4096]" "$PS_TMP/out"
 
 chrome=""
 for c in chromium chromium-browser; do command -v "$c" >/dev/null 2>&1 && { chrome=$c; break; }; done

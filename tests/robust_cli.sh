@@ -58,11 +58,11 @@ refused "podsim: /dev/zero:1: NUL byte in a text line" "$PODSIM" simulate /dev/z
 refused "trace-totals-wrap.pst:8:62: flops of the events so far add up to more than 2^64-1" \
   "$PODSIM" simulate trace-totals-wrap.pst --slice v3-8
 # Hardware values that made step times infinite or device counts overflow.
-refused "hw-huge-overhead.ini:85: [overhead] per_op_s: must be at most 1, got 1e308" \
+refused "hw-huge-overhead.ini:85:12: [overhead] per_op_s: must be at most 1, got 1e308" \
   "$PODSIM" simulate "$example" --slice v3-8 --hw hw-huge-overhead.ini
-refused "hw-tiny-bandwidth.ini:69: [ici] link_bw_bytes_per_s: must be between 1000 and 1e+15, got 1e-300" \
+refused "hw-tiny-bandwidth.ini:69:23: [ici] link_bw_bytes_per_s: must be between 1000 and 1e+15, got 1e-300" \
   "$PODSIM" simulate "$example" --slice v3-8 --hw hw-tiny-bandwidth.ini
-refused "hw-many-cores.ini:18: [chip] tensorcores_per_chip: must be at most 64, got 1000000000" \
+refused "hw-many-cores.ini:18:24: [chip] tensorcores_per_chip: must be at most 64, got 1000000000" \
   "$PODSIM" run --hw hw-many-cores.ini
 
 # Options: no silent defaults for 0, no unbounded work from one number.
@@ -72,6 +72,7 @@ refused "podsim: --model-dim must be positive (got -4)" "$PODSIM" run --model-di
 refused "podsim: --layers must be at most 1024 (got 100000)" "$PODSIM" run --layers 100000
 refused "podsim: --microbatches must be at most 1024 (got 100000)" "$PODSIM" run --microbatches 100000 --batch 800000
 refused "podsim: --seq-len must be at most 16777216" "$PODSIM" run --seq-len 4294967296
+refused "podsim: --layers must be in 1 .. 1024 (got -99999999999999999999)" "$PODSIM" run --layers -99999999999999999999
 refused "podsim: --mesh 65536x2 has more than 65536 devices" "$PODSIM" run --mesh 65536x2 --sharding dp
 refused "must be between 1 and 4096" "$PODSIM" verify "$PS_SRCDIR/tests/data/verify/reduce_init.hlo" --devices 65536
 refused "must be between 1 and 65536" "$PODSIM" partition "$PS_SRCDIR/tests/data/verify/reduce_init.hlo" \

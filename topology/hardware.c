@@ -2,7 +2,7 @@
  *
  * GKeyFile reports neither line numbers nor unknown keys, so the text is first
  * scanned line by line: that pass rejects malformed lines, unknown sections,
- * unknown keys and duplicates with FILE:LINE, and remembers the line of every
+ * unknown keys and duplicates with FILE:LINE:COL, and remembers the line and column of every
  * key so that value errors found later can point at it too. */
 #include "config.h"
 
@@ -112,8 +112,23 @@ line_key (const char *section, const char *key)
   return g_strconcat (section, "\n", key, NULL);
 }
 
-/* The line-level pass. Fills `lines` with "section\nkey" -> line and
- * "section" -> line. */
+/* Where an entry stands: its line and the 1-based column of its value (of
+ * the '[' for a section), so that an error points at the text to change. */
+typedef struct {
+  int line, col;
+} LinePos;
+
+static gpointer
+line_pos (int line, int col)
+{
+  LinePos *p = g_new (LinePos, 1);
+  p->line = line;
+  p->col = col;
+  return p;
+}
+
+/* The line-level pass. Fills `lines` with "section\nkey" -> LinePos of
+ * the value and "section" -> LinePos of the header. */
 static gboolean
 scan_lines (const char *text, gsize len, const char *file, GHashTable *lines,
             GError **error)
@@ -125,6 +140,11 @@ scan_lines (const char *text, gsize len, const char *file, GHashTable *lines,
   for (int i = 0; all[i] && ok; i++)
     {
       int lineno = i + 1;
+      /* g_strstrip moves the text to the start: columns count from here. */
+      int lead = 0;
+      while (g_ascii_isspace (all[i][lead]))
+        lead++;
+      int col = lead + 1;
       char *line = g_strstrip (all[i]);
       if (*line == '\0' || *line == '#')
         continue;
@@ -133,7 +153,7 @@ scan_lines (const char *text, gsize len, const char *file, GHashTable *lines,
           gsize n = strlen (line);
           if (line[n - 1] != ']' || n < 3)
             {
-              ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, 0,
+              ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, col,
                                "malformed section header '%s'", line);
               ok = FALSE;
               break;
@@ -143,35 +163,39 @@ scan_lines (const char *text, gsize len, const char *file, GHashTable *lines,
           if (!is_section (section))
             {
               g_autofree char *known = g_strjoinv (", ", (char **) sections);
-              ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, 0,
+              ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, col,
                                "unknown section [%s] (known: %s)", section, known);
               ok = FALSE;
               break;
             }
           if (g_hash_table_contains (lines, section))
             {
-              ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, 0,
+              ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, col,
                                "section [%s] appears twice", section);
               ok = FALSE;
               break;
             }
-          g_hash_table_insert (lines, g_strdup (section), GINT_TO_POINTER (lineno));
+          g_hash_table_insert (lines, g_strdup (section), line_pos (lineno, col));
           continue;
         }
       char *eq = strchr (line, '=');
       if (eq == NULL)
         {
-          ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, 0,
+          ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, col,
                            "expected 'key = value', '[section]' or '# comment', got '%s'",
                            line);
           ok = FALSE;
           break;
         }
+      const char *value = eq + 1;
+      while (g_ascii_isspace (*value))
+        value++;
+      int value_col = col + (int) (value - line);
       *eq = '\0';
       const char *key = g_strstrip (line);
       if (section == NULL)
         {
-          ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, 0,
+          ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, col,
                            "key '%s' before the first [section]", key);
           ok = FALSE;
           break;
@@ -179,7 +203,7 @@ scan_lines (const char *text, gsize len, const char *file, GHashTable *lines,
       if (*key == '\0' || !is_key (section, key))
         {
           g_autofree char *known = known_keys (section);
-          ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, 0,
+          ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, col,
                            "unknown key '%s' in [%s] (known: %s, each with an optional _source)",
                            key, section, known);
           ok = FALSE;
@@ -188,13 +212,13 @@ scan_lines (const char *text, gsize len, const char *file, GHashTable *lines,
       char *lk = line_key (section, key);
       if (g_hash_table_contains (lines, lk))
         {
-          ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, 0,
+          ps_set_error_at (error, PS_ERROR_PARSE, file, lineno, col,
                            "key '%s' appears twice in [%s]", key, section);
           g_free (lk);
           ok = FALSE;
           break;
         }
-      g_hash_table_insert (lines, lk, GINT_TO_POINTER (lineno));
+      g_hash_table_insert (lines, lk, line_pos (lineno, value_col));
     }
   g_strfreev (all);
   return ok;
@@ -210,9 +234,9 @@ field_error (GError **error, const char *file, GHashTable *lines, const Field *f
   g_autofree char *what = g_strdup_vprintf (fmt, ap);
   va_end (ap);
   g_autofree char *lk = line_key (field->section, field->key);
-  int line = GPOINTER_TO_INT (g_hash_table_lookup (lines, lk));
-  if (line > 0)
-    ps_set_error_at (error, PS_ERROR_PARSE, file, line, 0, "[%s] %s: %s", field->section,
+  const LinePos *at = g_hash_table_lookup (lines, lk);
+  if (at)
+    ps_set_error_at (error, PS_ERROR_PARSE, file, at->line, at->col, "[%s] %s: %s", field->section,
                      field->key, what);
   else
     g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "%s: key [%s] %s: %s", file,
@@ -371,7 +395,7 @@ ps_hardware_load_data (const char *text, gsize len, const char *display_name,
       text += 3;
       len -= 3;
     }
-  g_autoptr (GHashTable) lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GHashTable) lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   if (!scan_lines (text, len, file, lines, error))
     return NULL;
   g_autoptr (GKeyFile) kf = g_key_file_new ();
