@@ -169,15 +169,8 @@ moe_weights (PsNet *net, const PsEncDecConfig *c, int l, const char *prefix, Moe
   memset (out, 0, sizeof *out);
   if (c->experts == 0 || l % c->moe_every != c->moe_every - 1)
     return;
-  int64_t me[2] = { c->model_dim, c->experts }, emh[3] = { c->experts, c->model_dim, c->ffn_dim };
-  int64_t ehm[3] = { c->experts, c->ffn_dim, c->model_dim };
-  g_autofree char *wg = g_strdup_printf ("%s.moe_wg", prefix);
-  g_autofree char *wi = g_strdup_printf ("%s.moe_wi", prefix);
-  g_autofree char *wo = g_strdup_printf ("%s.moe_wo", prefix);
-  out->ln = ps_layer_norm_weight (net, prefix, "moe_ln", c->model_dim);
-  out->wg = ps_net_weight (net, wg, "mr", 2, me);
-  out->wi = ps_net_weight (net, wi, "ekf", 3, emh);
-  out->wo = ps_net_weight (net, wo, "efk", 3, ehm);
+  ps_moe_ffn_weights (net, prefix, "moe_ln", c->model_dim, c->ffn_dim, c->experts, "ekf", "efk",
+                      &out->ln, &out->wg, &out->wi, &out->wo);
 }
 
 /* x + moe(norm x) over the step's tokens in groups; the weighted

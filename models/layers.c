@@ -192,6 +192,19 @@ ps_ffn_weights_kind (PsNet *net, const char *prefix, int64_t model_dim, int64_t 
 }
 
 void
+ps_moe_ffn_weights (PsNet *net, const char *prefix, const char *ln_name, int64_t model_dim,
+                    int64_t ffn_dim, int64_t experts, const char *wi_letters, const char *wo_letters,
+                    PsInstr **ln, PsInstr **wg, PsInstr **wi, PsInstr **wo)
+{
+  int64_t me[2] = { model_dim, experts }, emh[3] = { experts, model_dim, ffn_dim };
+  int64_t ehm[3] = { experts, ffn_dim, model_dim };
+  *ln = ps_layer_norm_weight (net, prefix, ln_name, model_dim);
+  *wg = ly_weight (net, prefix, "moe_wg", "mr", 2, me);
+  *wi = ly_weight (net, prefix, "moe_wi", wi_letters, 3, emh);
+  *wo = ly_weight (net, prefix, "moe_wo", wo_letters, 3, ehm);
+}
+
+void
 ps_ffn_cast (PsNet *net, const PsFfn *w, PsFfn *out)
 {
   out->kind = w->kind;

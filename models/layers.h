@@ -192,6 +192,15 @@ void ps_ffn_weights (PsNet *net, const char *prefix, int64_t model_dim, int64_t 
 /* The same for any kind; pre_norm FALSE: no "ln2" (a parallel block). */
 void ps_ffn_weights_kind (PsNet *net, const char *prefix, int64_t model_dim, int64_t ffn_dim, PsFfnKind kind,
                           PsNormKind norm, gboolean pre_norm, PsFfn *out);
+/* The weights of a GShard MoE FFN (models/moe_layer.h): its pre-norm
+ * scale "<prefix>.<ln_name>" [m], the router "<prefix>.moe_wg" [m, E]
+ * ("mr": its expert dim replicated), and the experts' "<prefix>.moe_wi"
+ * [E, m, h] and "<prefix>.moe_wo" [E, h, m] with the dim letters the
+ * caller's sharding plan splits (wi_letters, wo_letters: e.g. "emh",
+ * "ehm"), created in that order. */
+void ps_moe_ffn_weights (PsNet *net, const char *prefix, const char *ln_name, int64_t model_dim,
+                         int64_t ffn_dim, int64_t experts, const char *wi_letters, const char *wo_letters,
+                         PsInstr **ln, PsInstr **wg, PsInstr **wi, PsInstr **wo);
 /* The bf16 casts of w1, w1_gate, w2 (the norm scale stays f32). */
 void ps_ffn_cast (PsNet *net, const PsFfn *w, PsFfn *out);
 /* Pre-norm FFN with residual on x [b, s, m]: gated GELU

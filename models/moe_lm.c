@@ -222,15 +222,8 @@ layer_weights (PsNet *net, const PsMoeLmConfig *c, int l, const char *prefix, in
     }
   /* The router's expert dim is "r": replicated (GShard's replicate(wg)),
    * where the experts' "e" is split. */
-  int64_t me[2] = { c->model_dim, c->experts }, emh[3] = { c->experts, c->model_dim, c->ffn_dim };
-  int64_t ehm[3] = { c->experts, c->ffn_dim, c->model_dim };
-  g_autofree char *wg = g_strdup_printf ("%s.moe_wg", prefix);
-  g_autofree char *wi = g_strdup_printf ("%s.moe_wi", prefix);
-  g_autofree char *wo = g_strdup_printf ("%s.moe_wo", prefix);
-  out->ln = ps_layer_norm_weight (net, prefix, "ln2", c->model_dim);
-  out->wg = ps_net_weight (net, wg, "mr", 2, me);
-  out->wi = ps_net_weight (net, wi, "emh", 3, emh);
-  out->wo = ps_net_weight (net, wo, "ehm", 3, ehm);
+  ps_moe_ffn_weights (net, prefix, "ln2", c->model_dim, c->ffn_dim, c->experts, "emh", "ehm",
+                      &out->ln, &out->wg, &out->wi, &out->wo);
 }
 
 /* The head: final layer norm, logits against the tied embedding (f32),
