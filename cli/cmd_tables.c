@@ -24,6 +24,20 @@ typedef struct {
   double alltoall_share, gating_share, dispatch_combine_share;   /* moe */
 } Row;
 
+/* A row's figures and the members of the run's JSON they come from. */
+static const PsStudyJsonField row_members[] = {
+  PS_STUDY_JSON_FIELD ("step_time_s", Row, step_time_s),
+  PS_STUDY_JSON_FIELD ("throughput_per_s", Row, tokens_per_s),
+  PS_STUDY_JSON_FIELD ("mxu_utilization", Row, mxu_utilization),
+  PS_STUDY_JSON_FIELD ("peak_hbm_bytes", Row, peak_hbm_bytes),
+  PS_STUDY_JSON_FIELD ("compute_s", Row, compute_s),
+  PS_STUDY_JSON_FIELD ("exposed_communication_s", Row, exposed_s),
+  PS_STUDY_JSON_FIELD ("idle_s", Row, idle_s),
+  PS_STUDY_JSON_FIELD ("alltoall_share", Row, alltoall_share),
+  PS_STUDY_JSON_FIELD ("gating_share", Row, gating_share),
+  PS_STUDY_JSON_FIELD ("dispatch_combine_share", Row, dispatch_combine_share),
+};
+
 static gboolean
 run_row (const char *preset, const PsTablesOptions *ro, Row *row, GError **error)
 {
@@ -31,17 +45,8 @@ run_row (const char *preset, const PsTablesOptions *ro, Row *row, GError **error
   g_autoptr (JsonParser) parser = ps_tables_run (args, ro, error);
   if (!parser)
     return FALSE;
-  JsonObject *o = json_node_get_object (json_parser_get_root (parser));
-  row->step_time_s = ps_tables_member_double (o, "step_time_s");
-  row->tokens_per_s = ps_tables_member_double (o, "throughput_per_s");
-  row->mxu_utilization = ps_tables_member_double (o, "mxu_utilization");
-  row->peak_hbm_bytes = (double) json_object_get_int_member (o, "peak_hbm_bytes");
-  row->compute_s = ps_tables_member_double (o, "compute_s");
-  row->exposed_s = ps_tables_member_double (o, "exposed_communication_s");
-  row->idle_s = ps_tables_member_double (o, "idle_s");
-  row->alltoall_share = ps_tables_member_double (o, "alltoall_share");
-  row->gating_share = ps_tables_member_double (o, "gating_share");
-  row->dispatch_combine_share = ps_tables_member_double (o, "dispatch_combine_share");
+  ps_study_json_read (json_node_get_object (json_parser_get_root (parser)), row_members,
+                      G_N_ELEMENTS (row_members), row);
   return TRUE;
 }
 

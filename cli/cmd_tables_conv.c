@@ -101,11 +101,11 @@ run_all (Run *runs, int n, const PsTablesOptions *o, GError **error)
         }
       JsonObject *j = json_node_get_object (json_parser_get_root (parser));
       r->fits = TRUE;
-      r->step_s = ps_tables_member_double (j, "step_time_s");
-      r->items_per_s = ps_tables_member_double (j, "throughput_per_s");
-      r->mfu = ps_tables_member_double (j, "model_flops_utilization");
-      r->mxu = ps_tables_member_double (j, "mxu_utilization");
-      r->peak_bytes = ps_tables_member_double (j, "peak_hbm_bytes");
+      r->step_s = ps_study_json_double (j, "step_time_s");
+      r->items_per_s = ps_study_json_double (j, "throughput_per_s");
+      r->mfu = ps_study_json_double (j, "model_flops_utilization");
+      r->mxu = ps_study_json_double (j, "mxu_utilization");
+      r->peak_bytes = ps_study_json_double (j, "peak_hbm_bytes");
     }
   ps_progress (o->progress, NULL);
   return TRUE;

@@ -98,14 +98,14 @@ run_config (const char *const *base, Config *c, const PsTablesOptions *o, GError
     }
   JsonObject *r = json_node_get_object (json_parser_get_root (parser));
   c->fits = TRUE;
-  c->step_s = ps_tables_member_double (r, "step_time_s");
-  c->tokens_per_s = ps_tables_member_double (r, "tokens_per_s");
-  c->peak_bytes = ps_tables_member_double (r, "peak_hbm_bytes");
+  c->step_s = ps_study_json_double (r, "step_time_s");
+  c->tokens_per_s = ps_study_json_double (r, "tokens_per_s");
+  c->peak_bytes = ps_study_json_double (r, "peak_hbm_bytes");
   if (json_object_has_member (r, "pipeline"))
     {
       JsonObject *p = json_object_get_object_member (r, "pipeline");
-      c->idle_loops = ps_tables_member_double (p, "bubble_fraction_of_loops");
-      c->idle_step = ps_tables_member_double (p, "bubble_fraction_of_step");
+      c->idle_loops = ps_study_json_double (p, "bubble_fraction_of_loops");
+      c->idle_step = ps_study_json_double (p, "bubble_fraction_of_step");
     }
   return TRUE;
 }

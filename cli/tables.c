@@ -9,12 +9,6 @@
 #include "cli/tables.h"
 #include "common/error.h"
 
-double
-ps_tables_member_double (JsonObject *o, const char *name)
-{
-  return json_object_has_member (o, name) ? json_object_get_double_member (o, name) : 0;
-}
-
 JsonParser *
 ps_tables_run (const char *const *args, const PsTablesOptions *ro, GError **error)
 {

@@ -7,6 +7,8 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "driver/study.h"   /* ps_study_json_*: reading a run's JSON */
+
 /* Options of `podsim run` that tables passes on to every row. */
 typedef struct {
   const char *hw, *collectives, *schedule;
@@ -17,8 +19,6 @@ typedef struct {
  * parsed output (transfer full). A failed run: NULL with its message, code
  * PS_ERROR_NO_FIT when the model does not fit in HBM. */
 JsonParser *ps_tables_run (const char *const *args, const PsTablesOptions *o, GError **error);
-/* A number member of a run's JSON object, 0 when missing. */
-double ps_tables_member_double (JsonObject *o, const char *name);
 
 /* The peak a "does not fit" message of a run names ("... per-core peak
  * 70.12 GiB exceeds ..."), in bytes; 0 when absent. */

@@ -204,15 +204,22 @@ ps_study_child_argv (const PsStudy *s, guint id, const char *const *extra)
   return (char **) g_ptr_array_free (a, FALSE);
 }
 
-static double
-member_double (JsonObject *o, const char *name)
+double
+ps_study_json_double (JsonObject *o, const char *name)
 {
   JsonNode *n = json_object_get_member (o, name);
   return n && JSON_NODE_HOLDS_VALUE (n) ? json_node_get_double (n) : 0;
 }
 
-static char *
-member_string (JsonObject *o, const char *name)
+void
+ps_study_json_read (JsonObject *o, const PsStudyJsonField *fields, gsize n, void *dest)
+{
+  for (gsize i = 0; i < n; i++)
+    *(double *) ((char *) dest + fields[i].offset) = ps_study_json_double (o, fields[i].key);
+}
+
+char *
+ps_study_json_string (JsonObject *o, const char *name)
 {
   JsonNode *n = json_object_get_member (o, name);
   return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING
@@ -237,6 +244,14 @@ last_error_line (const char *err)
   return NULL;
 }
 
+/* A row's figures: the run's members of the same names. */
+#define ROW_FIGURE(name) PS_STUDY_JSON_FIELD (#name, PsStudyRow, name)
+static const PsStudyJsonField row_figures[] = {
+  ROW_FIGURE (step_time_s), ROW_FIGURE (throughput_per_s), ROW_FIGURE (mxu_utilization),
+  ROW_FIGURE (model_flops_utilization), ROW_FIGURE (peak_hbm_bytes), ROW_FIGURE (compute_s),
+  ROW_FIGURE (communication_s), ROW_FIGURE (exposed_communication_s), ROW_FIGURE (idle_s),
+};
+
 PsStudyRow *
 ps_study_row_from_result (const PsPoolResult *r, guint id)
 {
@@ -251,18 +266,10 @@ ps_study_row_from_result (const PsPoolResult *r, guint id)
       JsonObject *o = json_node_get_object (json_parser_get_root (parser));
       row->ran = TRUE;
       row->fits = json_object_has_member (o, "fits") && json_object_get_boolean_member (o, "fits");
-      row->step_time_s = member_double (o, "step_time_s");
-      row->throughput_per_s = member_double (o, "throughput_per_s");
-      row->mxu_utilization = member_double (o, "mxu_utilization");
-      row->model_flops_utilization = member_double (o, "model_flops_utilization");
-      row->peak_hbm_bytes = member_double (o, "peak_hbm_bytes");
-      row->compute_s = member_double (o, "compute_s");
-      row->communication_s = member_double (o, "communication_s");
-      row->exposed_communication_s = member_double (o, "exposed_communication_s");
-      row->idle_s = member_double (o, "idle_s");
-      row->unit = member_string (o, "throughput_unit");
-      row->model = member_string (o, "model");
-      row->error = member_string (o, "error");
+      ps_study_json_read (o, row_figures, G_N_ELEMENTS (row_figures), row);
+      row->unit = ps_study_json_string (o, "throughput_unit");
+      row->model = ps_study_json_string (o, "model");
+      row->error = ps_study_json_string (o, "error");
     }
   if (!row->ran || (r->exited && r->exit_status != 0 && !row->error))
     {

@@ -14,6 +14,8 @@
 #define PS_DRIVER_STUDY_H
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stddef.h>
 
 #include "driver/pool.h"
 #include "models/family.h"
@@ -75,6 +77,20 @@ char **ps_study_child_argv (const PsStudy *s, guint id, const char *const *extra
 
 /* podsim's own executable, for child commands. transfer none. */
 const char *ps_study_exe (void);
+
+/* Reading the object a child `podsim run --json` printed (sweep, search
+ * and the tables all read one): a number member, 0 when it is missing or
+ * not a value; a string member, NULL when missing or not a string
+ * (transfer full); and a table of number members, each stored as a double
+ * at its offset in `dest` (PS_STUDY_JSON_FIELD names a struct field). */
+double ps_study_json_double (JsonObject *o, const char *name);
+char *ps_study_json_string (JsonObject *o, const char *name);
+typedef struct {
+  const char *key;
+  size_t offset;
+} PsStudyJsonField;
+#define PS_STUDY_JSON_FIELD(key, Type, field) { key, offsetof (Type, field) }
+void ps_study_json_read (JsonObject *o, const PsStudyJsonField *fields, gsize n, void *dest);
 
 /* A row from a child's result (its JSON, or its error line). transfer full. */
 PsStudyRow *ps_study_row_from_result (const PsPoolResult *r, guint id);
