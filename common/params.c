@@ -504,6 +504,17 @@ ps_param_store_fill (const PsParamStore *st, gpointer config)
             break;
           }
         case PS_PARAM_CHOICE:
+          if (s->field_names)
+            {
+              g_assert (s->field_size == sizeof (int));
+              int k = 0;
+              while (s->field_names[k] && strcmp (s->field_names[k], ps_param_store_str (st, i)) != 0)
+                k++;
+              g_assert (s->field_names[k]);   /* a choice the table lacks: a programmer error */
+              *(int *) at = k;
+              break;
+            }
+          /* fall through */
         case PS_PARAM_STRING:
         case PS_PARAM_PATH:
         case PS_PARAM_LIST:

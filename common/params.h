@@ -77,6 +77,10 @@ typedef struct {
    * ps_param_store_fill(); 0: nowhere, its reader takes it itself. */
   size_t field_offset;       /* offsetof + 1 */
   size_t field_size;
+  /* CHOICE into an enum field (PS_PARAM_ENUM_FIELD): the field gets the
+   * value's index in these names (NULL-terminated: the reading module's
+   * table, which holds every choice). NULL: the field is a string. */
+  const char *const *field_names;
 } PsParamSpec;
 
 /* In a spec: the value goes to field f of struct T: an INT to an int or
@@ -84,6 +88,9 @@ typedef struct {
  * PATH or LIST to a const char * (the store's, valid while it lives), a
  * MESH to an int64_t array (its dims; the rest zero). */
 #define PS_PARAM_FIELD(T, f) .field_offset = offsetof (T, f) + 1, .field_size = sizeof (((T *) 0)->f)
+/* In a CHOICE spec: the value goes to enum field f of T as its index in
+ * `names` (a NULL-terminated table holding every choice). */
+#define PS_PARAM_ENUM_FIELD(T, f, names) PS_PARAM_FIELD (T, f), .field_names = names
 
 /* The option of a spec without "--" ("model-dim"). */
 const char *ps_param_option (const PsParamSpec *s);

@@ -58,7 +58,8 @@ static const PsParamSpec specs[] = {
     PS_PARAM_FIELD (PsConformerConfig, f32_activations) },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adam",
     .doc = "Optimizer (the paper: Adam)",
-    .choices = "adam|adafactor" },
+    .choices = "adam|adafactor",
+    PS_PARAM_ENUM_FIELD (PsConformerConfig, optimizer, ps_optimizer_names) },
   { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "4x2",
     .doc = "Logical device mesh [data, model]; data x model = the slice's cores",
     .min = 2, .max = 2, .search = "*" },
@@ -78,7 +79,6 @@ config_from (const PsParams *p, PsConformerConfig *c)
   c->name = "conformer";
   c->params = p;
   ps_params_fill (p, c);
-  ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
   ps_params_mesh (p, "mesh", dims);
   c->data = dims[0];
@@ -109,12 +109,8 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
   PsModule *m = ps_conformer_build (&c, &ci, error);
   if (!m)
     return NULL;
-  memset (info, 0, sizeof *info);
-  info->n_annotations = ci.n_annotations;
-  info->n_instructions = ci.n_instructions;
-  info->params = ci.params;
-  info->model_flops = ci.model_flops;
-  info->items_per_step = (double) ci.utterances_per_step;
+  ps_model_info_init (info, ci.n_annotations, ci.n_instructions, ci.params, ci.model_flops,
+                      (double) ci.utterances_per_step);
   info->mesh.rank = 2;
   info->mesh.dims[0] = c.data;
   info->mesh.dims[1] = c.model;
@@ -161,11 +157,6 @@ const PsModelFamily ps_conformer_family = {
   .summary = "The Conformer speech encoder of Gulati et al. 2020, data parallel plus model-dim sharding",
   .doc = "doc/models.md",
   .item_unit = "utterances",
-  .specs = specs,
-  .n_specs = G_N_ELEMENTS (specs),
-  .check = check,
-  .build = build,
-  .describe_model = describe_model,
-  .describe_parallelism = describe_parallelism,
+  PS_MODEL_FAMILY_HOOKS,
   .canonicalize = canonicalize,
 };

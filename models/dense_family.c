@@ -53,16 +53,20 @@ static const PsParamSpec specs[] = {
     PS_PARAM_FIELD (PsDenseLmConfig, gated_gelu) },
   { .section = "model", .key = "position", .type = PS_PARAM_CHOICE, .def = "relative",
     .doc = "Positions: T5's relative bias (rel_buckets), rotary (GPT-J, Llama), a learned table (GPT-3) or none",
-    .choices = "relative|rope|learned|none" },
+    .choices = "relative|rope|learned|none",
+    PS_PARAM_ENUM_FIELD (PsDenseLmConfig, position, ps_position_names) },
   { .section = "model", .key = "block", .type = PS_PARAM_CHOICE, .def = "sequential",
     .doc = "Block: attention then FFN, or both from one norm and summed (parallel: GPT-J, PaLM)",
-    .choices = "sequential|parallel" },
+    .choices = "sequential|parallel",
+    PS_PARAM_ENUM_FIELD (PsDenseLmConfig, block, ps_block_names) },
   { .section = "model", .key = "norm", .type = PS_PARAM_CHOICE, .def = "layer",
     .doc = "Normalisation: layer norm or RMS norm (T5, Llama)",
-    .choices = "layer|rms" },
+    .choices = "layer|rms",
+    PS_PARAM_ENUM_FIELD (PsDenseLmConfig, norm, ps_norm_names) },
   { .section = "model", .key = "ffn", .type = PS_PARAM_CHOICE, .def = "geglu",
     .doc = "Feed-forward: relu, gelu, geglu (gated GELU; with gated_gelu = false: relu) or swiglu (Llama)",
-    .choices = "relu|gelu|geglu|swiglu" },
+    .choices = "relu|gelu|geglu|swiglu",
+    PS_PARAM_ENUM_FIELD (PsDenseLmConfig, ffn, ps_ffn_names) },
   { .section = "model", .key = "kv_heads", .type = PS_PARAM_INT, .def = "0",
     .doc = "Key/value heads: 0 = heads (multi-head), 1 = multi-query, else grouped-query (divides heads)",
     .max = 1 << 24,
@@ -71,17 +75,20 @@ static const PsParamSpec specs[] = {
     .doc = "Softmax weights are the embedding's (false: a softmax weight of their own)" },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer",
-    .choices = "adafactor|adam" },
+    .choices = "adafactor|adam",
+    PS_PARAM_ENUM_FIELD (PsDenseLmConfig, optimizer, ps_optimizer_names) },
   { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4",
     .doc = "Logical device mesh AxB; A*B must be the slice's core count",
-    .min = 2, .max = 2, .search = "*" },
+    .min = 2, .max = 2, .search = "*",
+    PS_PARAM_FIELD (PsDenseLmConfig, mesh) },
   { .section = "parallelism", .key = "device_order", .type = PS_PARAM_CHOICE, .def = "arange",
     .doc = "Device order of the mesh: np.arange, its transpose, or Lingvo's non-pod 2D mesh",
     .choices = "arange|arange_T|nonpod2d", .search = "*",
     PS_PARAM_FIELD (PsDenseLmConfig, device_order) },
   { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "2d",
     .doc = "Sharding preset: 2d (the paper's), 1d (model parallel), dp (data parallel), megatron (tensor parallel over mesh axis 1, data over axis 0), megatron-sp (plus sequence parallelism), fsdp (weights and optimizer state over every device), none (no annotation: input for podsim autoshard)",
-    .choices = "2d|1d|dp|megatron|megatron-sp|fsdp|none", .search = "2d|1d|dp|megatron|megatron-sp|fsdp" },
+    .choices = "2d|1d|dp|megatron|megatron-sp|fsdp|none", .search = "2d|1d|dp|megatron|megatron-sp|fsdp",
+    PS_PARAM_ENUM_FIELD (PsDenseLmConfig, sharding, ps_sharding_preset_names) },
   { .section = "parallelism", .key = "weight_update_sharding", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Shard optimizer state and the update over the data-parallel axis",
     .search = "*",
@@ -115,17 +122,7 @@ config_from (const PsParams *p, const PsModelTarget *t, PsDenseLmConfig *c)
   c->name = "dense";
   c->params = p;
   ps_params_fill (p, c);
-  c->position = ps_layer_choice (ps_position_names, ps_params_str (p, "position"));
-  c->block = ps_layer_choice (ps_block_names, ps_params_str (p, "block"));
-  c->norm = ps_layer_choice (ps_norm_names, ps_params_str (p, "norm"));
-  c->ffn = ps_layer_choice (ps_ffn_names, ps_params_str (p, "ffn"));
   c->untied_embeddings = !ps_params_bool (p, "tie_embeddings");
-  ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
-  int64_t dims[PS_PARAM_MESH_MAX_RANK];
-  ps_params_mesh (p, "mesh", dims);
-  c->mesh[0] = dims[0];
-  c->mesh[1] = dims[1];
-  ps_sharding_preset_from_name (ps_params_str (p, "sharding"), &c->sharding);
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
 }
@@ -163,12 +160,8 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
   PsModule *m = ps_dense_lm_build (&c, &di, error);
   if (!m)
     return NULL;
-  memset (info, 0, sizeof *info);
-  info->n_annotations = di.n_annotations;
-  info->n_instructions = di.n_instructions;
-  info->params = di.params;
-  info->model_flops = di.model_flops;
-  info->items_per_step = (double) di.tokens_per_step;
+  ps_model_info_init (info, di.n_annotations, di.n_instructions, di.params, di.model_flops,
+                      (double) di.tokens_per_step);
   if (c.pipeline_stages > 1)
     {
       /* [stages, in-layer mesh] in the order the model built it. */
@@ -255,11 +248,6 @@ const PsModelFamily ps_dense_family = {
   .summary = "The dense Transformer LM of the GSPMD paper (Lingvo's synthetic_packed_input.py)",
   .doc = "doc/models.md",
   .item_unit = "tokens",
-  .specs = specs,
-  .n_specs = G_N_ELEMENTS (specs),
-  .check = check,
-  .build = build,
-  .describe_model = describe_model,
-  .describe_parallelism = describe_parallelism,
+  PS_MODEL_FAMILY_HOOKS,
   .canonicalize = canonicalize,
 };

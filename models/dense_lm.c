@@ -53,27 +53,9 @@ ps_dense_lm_config_small (PsDenseLmConfig *out)
   out->physical[2] = 2;
 }
 
-gboolean
-ps_sharding_preset_from_name (const char *name, PsShardingPreset *out)
-{
-  if (strcmp (name, "2d") == 0)
-    *out = PS_SHARDING_2D;
-  else if (strcmp (name, "1d") == 0)
-    *out = PS_SHARDING_1D;
-  else if (strcmp (name, "dp") == 0)
-    *out = PS_SHARDING_DP;
-  else if (strcmp (name, "megatron") == 0)
-    *out = PS_SHARDING_MEGATRON;
-  else if (strcmp (name, "megatron-sp") == 0)
-    *out = PS_SHARDING_MEGATRON_SP;
-  else if (strcmp (name, "fsdp") == 0)
-    *out = PS_SHARDING_FSDP;
-  else if (strcmp (name, "none") == 0)
-    *out = PS_SHARDING_NONE;
-  else
-    return FALSE;
-  return TRUE;
-}
+const char *const ps_sharding_preset_names[] = {
+  "2d", "1d", "dp", "megatron", "megatron-sp", "fsdp", "none", NULL
+};
 
 static gboolean
 require_div (int64_t value, int64_t by, const char *what, const char *axis, GError **error)

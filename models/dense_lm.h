@@ -60,7 +60,9 @@ typedef enum {
   PS_SHARDING_NONE,          /* no annotation at all (podsim autoshard's input) */
 } PsShardingPreset;
 
-gboolean ps_sharding_preset_from_name (const char *name, PsShardingPreset *out);
+/* The presets' names in PsShardingPreset order, NULL-terminated (the
+ * `sharding` choice of the dense and encdec families: PS_PARAM_ENUM_FIELD). */
+extern const char *const ps_sharding_preset_names[];
 /* The preset as a plan over a 2-D mesh of the letters of layers.h (the
  * dense LM's, also the encoder-decoder's). */
 void ps_sharding_preset_plan (PsShardingPreset preset, PsShardingPlan *plan);

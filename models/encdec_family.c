@@ -62,18 +62,22 @@ static const PsParamSpec specs[] = {
     PS_PARAM_FIELD (PsEncDecConfig, rel_buckets) },
   { .section = "model", .key = "position", .type = PS_PARAM_CHOICE, .def = "relative",
     .doc = "Positions: relative bias, rotary or none",
-    .choices = "relative|rope|none" },
+    .choices = "relative|rope|none",
+    PS_PARAM_ENUM_FIELD (PsEncDecConfig, position, ps_position_names) },
   { .section = "model", .key = "norm", .type = PS_PARAM_CHOICE, .def = "rms",
     .doc = "Normalisation: RMS norm (T5) or layer norm",
-    .choices = "layer|rms" },
+    .choices = "layer|rms",
+    PS_PARAM_ENUM_FIELD (PsEncDecConfig, norm, ps_norm_names) },
   { .section = "model", .key = "ffn", .type = PS_PARAM_CHOICE, .def = "geglu",
     .doc = "Feed-forward: relu (T5 v1.0), gelu, geglu (T5 v1.1), swiglu",
-    .choices = "relu|gelu|geglu|swiglu" },
+    .choices = "relu|gelu|geglu|swiglu",
+    PS_PARAM_ENUM_FIELD (PsEncDecConfig, ffn, ps_ffn_names) },
   { .section = "model", .key = "tie_embeddings", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Softmax weights are the embedding's (T5 v1.0); false: their own (T5 v1.1)" },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer (T5: Adafactor)",
-    .choices = "adafactor|adam" },
+    .choices = "adafactor|adam",
+    PS_PARAM_ENUM_FIELD (PsEncDecConfig, optimizer, ps_optimizer_names) },
   { .section = "model", .key = "experts", .type = PS_PARAM_INT, .def = "0",
     .doc = "Experts E of the MoE FFNs (0: every FFN dense; GShard, Switch: one or more per core)",
     .max = 1 << 24,
@@ -100,10 +104,12 @@ static const PsParamSpec specs[] = {
     PS_PARAM_FIELD (PsEncDecConfig, groups) },
   { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4",
     .doc = "Logical device mesh AxB (arange order); A*B must be the slice's core count",
-    .min = 2, .max = 2, .search = "*" },
+    .min = 2, .max = 2, .search = "*",
+    PS_PARAM_FIELD (PsEncDecConfig, mesh) },
   { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "2d",
     .doc = "Sharding preset, as in the dense family: 2d, 1d, dp, megatron, megatron-sp, fsdp",
-    .choices = "2d|1d|dp|megatron|megatron-sp|fsdp", .search = "*" },
+    .choices = "2d|1d|dp|megatron|megatron-sp|fsdp", .search = "*",
+    PS_PARAM_ENUM_FIELD (PsEncDecConfig, sharding, ps_sharding_preset_names) },
   { .section = "parallelism", .key = "weight_update_sharding", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Shard optimizer state and the update over the data-parallel axis",
     .search = "*",
@@ -116,16 +122,7 @@ config_from (const PsParams *p, PsEncDecConfig *c)
   ps_encdec_config_small (c);
   c->params = p;
   ps_params_fill (p, c);
-  c->position = ps_layer_choice (ps_position_names, ps_params_str (p, "position"));
-  c->norm = ps_layer_choice (ps_norm_names, ps_params_str (p, "norm"));
-  c->ffn = ps_layer_choice (ps_ffn_names, ps_params_str (p, "ffn"));
   c->untied_embeddings = !ps_params_bool (p, "tie_embeddings");
-  ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
-  int64_t dims[PS_PARAM_MESH_MAX_RANK];
-  ps_params_mesh (p, "mesh", dims);
-  c->mesh[0] = dims[0];
-  c->mesh[1] = dims[1];
-  ps_sharding_preset_from_name (ps_params_str (p, "sharding"), &c->sharding);
 }
 
 static gboolean
@@ -183,10 +180,5 @@ const PsModelFamily ps_encdec_family = {
   .summary = "The encoder-decoder Transformer (T5, Switch), with cross-attention, the dense family's block options and MoE FFNs",
   .doc = "doc/models.md",
   .item_unit = "tokens",      /* target tokens (doc/models.md) */
-  .specs = specs,
-  .n_specs = G_N_ELEMENTS (specs),
-  .check = check,
-  .build = build,
-  .describe_model = describe_model,
-  .describe_parallelism = describe_parallelism,
+  PS_MODEL_FAMILY_HOOKS,
 };

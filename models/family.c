@@ -24,6 +24,18 @@ ps_params_check_devices (const PsParams *p, const PsModelTarget *t, int64_t n, c
   return FALSE;
 }
 
+void
+ps_model_info_init (PsModelInfo *info, int n_annotations, int64_t n_instructions, double params,
+                    double model_flops, double items_per_step)
+{
+  memset (info, 0, sizeof *info);
+  info->n_annotations = n_annotations;
+  info->n_instructions = n_instructions;
+  info->params = params;
+  info->model_flops = model_flops;
+  info->items_per_step = items_per_step;
+}
+
 gboolean
 ps_model_fail (GError **error, const char *fmt, ...)
 {

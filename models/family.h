@@ -117,6 +117,19 @@ struct PsModelFamily {
   const PsOpGroup *op_groups;
 };
 
+/* A family file names its parts alike (the spec table `specs` and the
+ * functions check, build, describe_model, describe_parallelism), so its
+ * PsModelFamily lists them with this instead of one line each. */
+#define PS_MODEL_FAMILY_HOOKS \
+  .specs = specs, .n_specs = G_N_ELEMENTS (specs), .check = check, .build = build, \
+  .describe_model = describe_model, .describe_parallelism = describe_parallelism
+
+/* Fills a build's PsModelInfo (zeroed first) with what a model's own
+ * builder reports: its annotations, entry instructions, parameters, model
+ * FLOPs and items per step; the caller sets the mesh. */
+void ps_model_info_init (PsModelInfo *info, int n_annotations, int64_t n_instructions, double params,
+                         double model_flops, double items_per_step);
+
 /* ---- the registry ----------------------------------------------------------- */
 
 /* Every family, NULL-terminated. transfer none. */

@@ -346,10 +346,5 @@ const PsModelFamily ps_hlo_family = {
   .summary = "A user's own HLO module (podsim run FILE.hlo: a JAX or PyTorch/XLA dump)",
   .doc = "doc/models.md",
   .item_unit = "steps",
-  .specs = specs,
-  .n_specs = G_N_ELEMENTS (specs),
-  .check = check,
-  .build = build,
-  .describe_model = describe_model,
-  .describe_parallelism = describe_parallelism,
+  PS_MODEL_FAMILY_HOOKS,
 };

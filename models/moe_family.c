@@ -60,13 +60,16 @@ static const PsParamSpec specs[] = {
     PS_PARAM_FIELD (PsMoeLmConfig, rel_buckets) },
   { .section = "model", .key = "position", .type = PS_PARAM_CHOICE, .def = "relative",
     .doc = "Positions: relative bias (rel_buckets), rotary (RoPE) or none",
-    .choices = "relative|rope|none" },
+    .choices = "relative|rope|none",
+    PS_PARAM_ENUM_FIELD (PsMoeLmConfig, position, ps_position_names) },
   { .section = "model", .key = "norm", .type = PS_PARAM_CHOICE, .def = "layer",
     .doc = "Normalisation: layer norm or RMS norm",
-    .choices = "layer|rms" },
+    .choices = "layer|rms",
+    PS_PARAM_ENUM_FIELD (PsMoeLmConfig, norm, ps_norm_names) },
   { .section = "model", .key = "ffn", .type = PS_PARAM_CHOICE, .def = "relu",
     .doc = "Feed-forward of the dense layers: relu, gelu, geglu or swiglu",
-    .choices = "relu|gelu|geglu|swiglu" },
+    .choices = "relu|gelu|geglu|swiglu",
+    PS_PARAM_ENUM_FIELD (PsMoeLmConfig, ffn, ps_ffn_names) },
   { .section = "model", .key = "kv_heads", .type = PS_PARAM_INT, .def = "0",
     .doc = "Key/value heads: 0 = heads (multi-head), 1 = multi-query, else grouped-query (divides heads)",
     .max = 1 << 24,
@@ -92,7 +95,8 @@ static const PsParamSpec specs[] = {
     PS_PARAM_FIELD (PsMoeLmConfig, f32_activations) },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer",
-    .choices = "adafactor|adam" },
+    .choices = "adafactor|adam",
+    PS_PARAM_ENUM_FIELD (PsMoeLmConfig, optimizer, ps_optimizer_names) },
   { .section = "parallelism", .key = "groups", .type = PS_PARAM_INT, .def = "0",
     .doc = "Token groups G of the gating (0: one per core, Lingvo's default)",
     .max = 1 << 24,
@@ -117,10 +121,6 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
   ps_moe_lm_config_small (c);
   c->name = "moe";
   ps_params_fill (p, c);
-  c->position = ps_layer_choice (ps_position_names, ps_params_str (p, "position"));
-  c->norm = ps_layer_choice (ps_norm_names, ps_params_str (p, "norm"));
-  c->ffn = ps_layer_choice (ps_ffn_names, ps_params_str (p, "ffn"));
-  ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
   c->cores = t ? t->n_cores : 8;
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
@@ -156,12 +156,8 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
   PsModule *m = ps_moe_lm_build (&c, &mi, error);
   if (!m)
     return NULL;
-  memset (info, 0, sizeof *info);
-  info->n_annotations = mi.n_annotations;
-  info->n_instructions = mi.n_instructions;
-  info->params = mi.params;
-  info->model_flops = mi.model_flops;
-  info->items_per_step = (double) mi.tokens_per_step;
+  ps_model_info_init (info, mi.n_annotations, mi.n_instructions, mi.params, mi.model_flops,
+                      (double) mi.tokens_per_step);
   if (c.pipeline_stages > 1)
     {
       /* [stages, a stage's cores] in the order the model built it */
@@ -231,11 +227,6 @@ const PsModelFamily ps_moe_family = {
   .summary = "The sparse Mixture-of-Experts Transformer LM of GShard (top-2 gating, experts over every core)",
   .doc = "doc/models.md",
   .item_unit = "tokens",
-  .specs = specs,
-  .n_specs = G_N_ELEMENTS (specs),
-  .check = check,
-  .build = build,
-  .describe_model = describe_model,
-  .describe_parallelism = describe_parallelism,
+  PS_MODEL_FAMILY_HOOKS,
   .op_groups = op_groups,
 };

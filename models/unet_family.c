@@ -37,7 +37,8 @@ static const PsParamSpec specs[] = {
     PS_PARAM_FIELD (PsUnet3dConfig, f32_activations) },
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adam",
     .doc = "Optimizer",
-    .choices = "adam|adafactor" },
+    .choices = "adam|adafactor",
+    PS_PARAM_ENUM_FIELD (PsUnet3dConfig, optimizer, ps_optimizer_names) },
   { .section = "parallelism", .key = "data", .type = PS_PARAM_INT, .def = "1",
     .doc = "Data-parallel ways (the batch split)",
     .min = 1, .max = 1 << 20,
@@ -111,7 +112,6 @@ config_from (const PsParams *p, PsUnet3dConfig *c, GError **error)
     return FALSE;
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
   ps_params_fill (p, c);
-  ps_optimizer_from_name (ps_params_str (p, "optimizer"), &c->optimizer);
   int rank = ps_params_mesh (p, "spatial", dims);
   for (int d = 0; d < 3; d++)
     c->spatial[d] = d < rank ? dims[d] : 1;
@@ -146,12 +146,8 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
   PsModule *m = ps_unet3d_build (&c, &ui, error);
   if (!m)
     return NULL;
-  memset (info, 0, sizeof *info);
-  info->n_annotations = ui.n_annotations;
-  info->n_instructions = ui.n_instructions;
-  info->params = ui.params;
-  info->model_flops = ui.model_flops;
-  info->items_per_step = (double) ui.images_per_step;
+  ps_model_info_init (info, ui.n_annotations, ui.n_instructions, ui.params, ui.model_flops,
+                      (double) ui.images_per_step);
   info->mesh.rank = 4;
   info->mesh.dims[0] = c.data;
   for (int d = 0; d < 3; d++)
@@ -196,11 +192,6 @@ const PsModelFamily ps_unet_family = {
   .summary = "The 3D U-Net of MLPerf's KiTS19 reference, spatially partitioned (D, H, W) and/or data parallel",
   .doc = "doc/models.md",
   .item_unit = "images",
-  .specs = specs,
-  .n_specs = G_N_ELEMENTS (specs),
-  .check = check,
-  .build = build,
-  .describe_model = describe_model,
-  .describe_parallelism = describe_parallelism,
+  PS_MODEL_FAMILY_HOOKS,
   .op_groups = op_groups,
 };

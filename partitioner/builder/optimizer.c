@@ -8,22 +8,12 @@
 #include "partitioner/builder/autodiff.h"
 #include "partitioner/builder/scan.h"
 
+const char *const ps_optimizer_names[] = { "adafactor", "adam", NULL };
+
 const char *
 ps_optimizer_name (PsOptimizerKind k)
 {
-  return k == PS_OPTIMIZER_ADAM ? "adam" : "adafactor";
-}
-
-gboolean
-ps_optimizer_from_name (const char *name, PsOptimizerKind *out)
-{
-  if (strcmp (name, "adafactor") == 0)
-    *out = PS_OPTIMIZER_ADAFACTOR;
-  else if (strcmp (name, "adam") == 0)
-    *out = PS_OPTIMIZER_ADAM;
-  else
-    return FALSE;
-  return TRUE;
+  return ps_optimizer_names[k == PS_OPTIMIZER_ADAM];
 }
 
 static PsShape *

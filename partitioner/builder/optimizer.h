@@ -28,8 +28,10 @@ G_BEGIN_DECLS
 
 typedef enum { PS_OPTIMIZER_ADAFACTOR, PS_OPTIMIZER_ADAM } PsOptimizerKind;
 
+/* The optimizers' names in PsOptimizerKind order, NULL-terminated (a
+ * model's `optimizer` choice is an index into it: PS_PARAM_ENUM_FIELD). */
+extern const char *const ps_optimizer_names[];
 const char *ps_optimizer_name (PsOptimizerKind k);
-gboolean ps_optimizer_from_name (const char *name, PsOptimizerKind *out);
 
 /* Number and shapes of the state tensors of one weight of `shape`:
  * Adafactor: rank >= 2: [row (dims without the last), col (dims without the
