@@ -840,12 +840,10 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
     "partition_args. See doc/interpreter.md. Prints one line per failing case and the\n"
     "final line 'N passed, N failed'. Exit status 0 when all pass, 1 otherwise.");
   g_option_context_add_main_entries (ctx, entries, NULL);
-  if (!ps_cli_parse (ctx, &argc, &argv))
-    return PS_EXIT_USAGE;
-  if (argc != 2)
+  if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE.jsonl"))
     {
       g_free (only);
-      return ps_cli_failf ("conformance partitioner needs exactly one .jsonl file");
+      return PS_EXIT_USAGE;
     }
   if (co.timeout_s < 1 || co.max_work < 0)
     {

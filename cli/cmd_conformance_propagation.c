@@ -526,12 +526,8 @@ ps_cmd_conformance_propagation (int argc, char **argv)
            "runs in its own process with a time limit. Exit status 0 when every run\n"
            "passed, 1 otherwise, 2 on bad input.");
   g_option_context_add_main_entries (ctx, entries, NULL);
-  if (!ps_cli_parse (ctx, &argc, &argv))
-    return PS_EXIT_USAGE;
-  if (argc != 2)
+  if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE.jsonl"))
     {
-      fprintf (stderr, "%s: expected one FILE.jsonl (see '%s --help')\n", g_get_prgname (),
-               g_get_prgname ());
       g_free (filter);
       return PS_EXIT_USAGE;
     }

@@ -27,13 +27,8 @@ ps_cmd_hlo (int argc, char **argv)
                                 "canonical form on standard output. Errors are one line\n"
                                 "FILE:LINE:COL: message on standard error, exit status 2.");
   g_option_context_add_main_entries (ctx, entries, NULL);
-  if (!ps_cli_parse (ctx, &argc, &argv))
+  if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE"))
     return PS_EXIT_USAGE;
-  if (argc != 2)
-    {
-      fprintf (stderr, "%s: expected one FILE (see '%s --help')\n", g_get_prgname (), g_get_prgname ());
-      return PS_EXIT_USAGE;
-    }
   GError *error = NULL;
   g_autoptr (PsModule) m = ps_hlo_parse_file_module (argv[1], module_name, &error);
   if (!m)

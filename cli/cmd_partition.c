@@ -85,13 +85,8 @@ ps_cmd_partition (int argc, char **argv)
   g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
   g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   int status = PS_EXIT_USAGE;
-  if (!ps_cli_parse (ctx, &argc, &argv))
+  if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE.hlo"))
     goto out;
-  if (argc != 2)
-    {
-      status = ps_cli_failf ("partition needs exactly one HLO file (see 'podsim partition --help')");
-      goto out;
-    }
   devices = mod.devices;
   if (trip < 0)
     {

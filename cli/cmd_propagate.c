@@ -42,15 +42,10 @@ ps_cmd_propagate (int argc, char **argv)
            "a host would require, unless the module header allows it\n"
            "(allow_spmd_sharding_propagation_to_output/_to_parameters).");
   g_option_context_add_main_entries (ctx, entries, NULL);
-  if (!ps_cli_parse (ctx, &argc, &argv))
-    return PS_EXIT_USAGE;
+  gboolean parsed = ps_cli_parse_one (ctx, &argc, &argv, "FILE.hlo");
   g_autofree char *out_path = output;
-  if (argc != 2)
-    {
-      fprintf (stderr, "%s: expected one FILE.hlo (see '%s --help')\n", g_get_prgname (),
-               g_get_prgname ());
-      return PS_EXIT_USAGE;
-    }
+  if (!parsed)
+    return PS_EXIT_USAGE;
   GError *error = NULL;
   g_autoptr (PsModule) m = ps_hlo_load (argv[1], mod.module_name, &error);
   if (!m)

@@ -73,16 +73,9 @@ ps_cmd_simulate (int argc, char **argv)
     "prints the step time, per-core compute / communication / exposed\n"
     "communication / idle, MXU utilization, peak HBM and ICI traffic.\n"
     "See doc/simulator.md.\n");
-  if (!ps_cli_parse (ctx, &argc, &argv))
+  if (!ps_cli_parse_one (ctx, &argc, &argv, "TRACE"))
     return PS_EXIT_USAGE;
   GError *error = NULL;
-  if (argc != 2)
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   argc < 2 ? "missing TRACE (see 'podsim simulate --help')"
-                            : "expected one TRACE (see 'podsim simulate --help')");
-      return ps_cli_fail (error);
-    }
   /* A trace names no slice it must run on: the user says which. */
   if (!ps_target_options_given (to, "slice"))
     {

@@ -34,13 +34,8 @@ trace_check (int argc, char **argv)
       "prints a summary: devices, mesh, events by kind, loops, FLOPs, HBM bytes and\n"
       "collective bytes by kind (FLOPs and bytes count each event as often as one\n"
       "step runs it). Exit status 2 with one error line on bad input.");
-  if (!ps_cli_parse (ctx, &argc, &argv))
+  if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE"))
     return PS_EXIT_USAGE;
-  if (argc != 2)
-    {
-      fprintf (stderr, "podsim trace check: expected one FILE (see --help)\n");
-      return PS_EXIT_USAGE;
-    }
   GError *error = NULL;
   g_autoptr (PsTraceReader) r = ps_trace_reader_open (argv[1], &error);
   if (!r)
@@ -136,13 +131,8 @@ trace_dump (int argc, char **argv)
   g_option_context_set_summary (ctx,
       "Reads and validates a step trace (.pst or .pst.gz, '-' for standard input)\n"
       "and prints it as plain text in canonical form (doc/trace-format.md).");
-  if (!ps_cli_parse (ctx, &argc, &argv))
+  if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE"))
     return PS_EXIT_USAGE;
-  if (argc != 2)
-    {
-      fprintf (stderr, "podsim trace dump: expected one FILE (see --help)\n");
-      return PS_EXIT_USAGE;
-    }
   GError *error = NULL;
   g_autoptr (PsTrace) t = ps_trace_read (argv[1], &error);
   if (!t)

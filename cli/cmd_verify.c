@@ -74,12 +74,8 @@ ps_cmd_verify (int argc, char **argv)
     "counts), and the copy must partition into the same program as the original.\n"
     "Exit status: 0 all outputs agree, 1 an output differs, 2 bad input or too large.");
   g_option_context_add_main_entries (ctx, entries, NULL);
-  if (!ps_cli_parse (ctx, &argc, &argv))
+  if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE.hlo"))
     return PS_EXIT_USAGE;
-  if (argc != 2)
-    {
-      return ps_cli_failf ("verify needs exactly one HLO file (see 'podsim verify --help')");
-    }
   /* The interpreter runs every device: 65536 devices of a tiny module took
    * 25 s and 2.9 GB (doc/robustness.md). */
   gint64 devices = mod.devices;

@@ -79,6 +79,10 @@ int ps_cli_fail (GError *error);
 int ps_cli_failf (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
 /* Parses options; on error prints it and returns FALSE (exit 2). */
 gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
+/* The same for a command of one operand (`what` names it: "FILE.hlo"):
+ * another count is the usage error "podsim CMD: expected one WHAT (see
+ * 'podsim CMD --help')", FALSE (exit 2). */
+gboolean ps_cli_parse_one (GOptionContext *ctx, int *argc, char ***argv, const char *what);
 /* Reads a whole file or, for "-", standard input. */
 gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **error);
 /* Runs fn (data) in a forked child under a time limit, so that a crash or

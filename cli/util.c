@@ -217,6 +217,17 @@ ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
 }
 
 gboolean
+ps_cli_parse_one (GOptionContext *ctx, int *argc, char ***argv, const char *what)
+{
+  if (!ps_cli_parse (ctx, argc, argv))
+    return FALSE;
+  if (*argc == 2)
+    return TRUE;
+  fprintf (stderr, "%s: expected one %s (see '%s --help')\n", g_get_prgname (), what, g_get_prgname ());
+  return FALSE;
+}
+
+gboolean
 ps_cli_read_input (const char *path, char **out, gsize *len, GError **error)
 {
   return ps_read_text_file (path, PS_MAX_TEXT_BYTES, out, len, error);
