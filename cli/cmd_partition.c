@@ -46,7 +46,7 @@ ps_cmd_partition (int argc, char **argv)
   g_auto (PsCliModuleOptions) mod = { 0 };
   char *out_path = NULL, *trace_path = NULL;
   gboolean memory = FALSE, stats = FALSE, no_all_gather = FALSE;
-  gint64 windowed = -1, trip = 0;
+  gint64 windowed = -1, trip;
   gboolean bidi = FALSE;
   GOptionEntry entries[] = {
     { 0 }, { 0 }, { 0 }, { 0 }, /* ps_cli_module_entries */
@@ -66,8 +66,6 @@ ps_cmd_partition (int argc, char **argv)
       "Partition a dot whose operand would be all-gathered to more than BYTES per device "
       "as a windowed einsum (one local dot per shard, the operand passed around a ring of "
       "collective-permutes); 0 windows every such dot, < 0 never (default)", "BYTES" },
-    { "trip-count", 0, 0, G_OPTION_ARG_INT64, &trip, "For --memory and --trace: iterations of a "
-      "while loop whose trip count cannot be found (default: such a loop is an error)", "N" },
     { "windowed-einsum-bidirectional", 0, 0, G_OPTION_ARG_NONE, &bidi,
       "Windowed einsums send chunks both ways around the ring (k/2 rounds instead of k-1)",
       NULL },
@@ -81,18 +79,16 @@ ps_cmd_partition (int argc, char **argv)
     "per-device (SPMD) program as HLO text: local shapes, collectives, partition-id offsets.");
   /* --trace and --memory schedule the program as podsim run does, with
    * run's options for it. */
-  static const char *const target_keys[] = { "hw", "schedule", "async_collectives", NULL };
-  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
+  static const char *const target_keys[] = { "hw", "schedule", "async_collectives", "trip_count", NULL };
+  static const PsParamSpec *const module_specs[] = { &ps_cost_param_trip_count };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new_with (target_keys, module_specs,
+                                                               G_N_ELEMENTS (module_specs));
   g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   int status = PS_EXIT_USAGE;
   if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE.hlo"))
     goto out;
   devices = mod.devices;
-  if (trip < 0)
-    {
-      status = ps_cli_failf ("--trip-count must not be negative");
-      goto out;
-    }
+  trip = ps_target_options_int (to, "trip_count");
   if (devices < 1 || devices > PS_MAX_DEVICES)
     {
       status = ps_cli_failf ("--devices N is required and must be between 1 and %d", PS_MAX_DEVICES);

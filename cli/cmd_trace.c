@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/target_options.h"
+#include "driver/driver.h"
 #include "common/checked.h"
 #include "partitioner/analysis/cost.h"
 #include "partitioner/hlo/hlo_parser.h"
-#include "partitioner/analysis/lower.h"
-#include "partitioner/analysis/memory.h"
 #include "traces/trace.h"
 
 /* Bytes with the exact count, so scripts can compare. */
@@ -180,26 +180,20 @@ static int
 trace_lower (int argc, char **argv)
 {
   g_autofree char *module_name = NULL;
-  char *output = NULL, *mesh = NULL, *order = NULL, *slice = NULL;
-  gint64 devices = 0, trip = 0;
+  char *output = NULL, *order = NULL;
+  gint64 devices = 0;
   gboolean async = FALSE, no_memory = FALSE, cost_report = FALSE, memory_report = FALSE;
   gboolean unroll = FALSE;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.pst.gz "
       "compressed, .pst plain, - standard output)", "OUT" },
-    { "devices", 0, 0, G_OPTION_ARG_INT64, &devices, "Devices (default: the module's "
-      "num_partitions, else 1)", "N" },
-    { "mesh", 0, 0, G_OPTION_ARG_STRING, &mesh, "Logical device mesh, e.g. 2x4 (default: "
-      "1-D)", "AxB" },
+    ps_cli_devices_entry (&devices),
     { "order", 0, 0, G_OPTION_ARG_STRING, &order, "Mesh device order: arange (default), "
       "arange_T, nonpod2d:XxYxC", "ORDER" },
-    { "slice", 0, 0, G_OPTION_ARG_STRING, &slice, "Slice hint written to the trace", "SLICE" },
-    { "trip-count", 0, 0, G_OPTION_ARG_INT64, &trip, "Iterations of a while loop whose "
-      "trip count cannot be found (default: such a loop is an error)", "N" },
     { "unroll", 0, 0, G_OPTION_ARG_NONE, &unroll, "Repeat each while loop's events trip-count "
       "times instead of writing a loop (a format version 1 trace)", NULL },
-    { "async", 0, 0, G_OPTION_ARG_NONE, &async, "Overlap each collective with the compute "
-      "that does not need its result (async start/done)", NULL },
+    { "async", 0, 0, G_OPTION_ARG_NONE, &async, "Overlap every collective with the compute "
+      "that does not need its result (async start/done; the same as --schedule eager)", NULL },
     { "no-memory-events", 0, 0, G_OPTION_ARG_NONE, &no_memory, "No live-bytes watermarks",
       NULL },
     { "cost", 0, 0, G_OPTION_ARG_NONE, &cost_report, "Print FLOPs and HBM bytes per fusion",
@@ -211,72 +205,68 @@ trace_lower (int argc, char **argv)
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo - lower an SPMD program "
                                                           "to a step trace");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  /* The options the stages read, declared where they are read: the mesh
+   * by the trace format, the trip count by the cost analysis, slice,
+   * hardware and schedule by the target. */
+  static const char *const keys[] = { "mesh", "slice", "idle_cores", "hw", "schedule", "trip_count", NULL };
+  static const PsParamSpec *const stage_specs[] = { &ps_trace_param_mesh, &ps_cost_param_trip_count };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new_with (keys, stage_specs, G_N_ELEMENTS (stage_specs));
+  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   g_option_context_set_summary (ctx,
       "Reads an HLO module whose shapes are already per device (the partitioner's\n"
       "output, '-' for standard input) and writes the step trace the simulator\n"
       "replays: one compute event per fusion, a collective event per collective\n"
       "(groups as mesh axes where possible), a while loop as a loop of the trace\n"
-      "(one iteration, run trip-count times).");
+      "(one iteration, run trip-count times). The program is scheduled and lowered\n"
+      "as `podsim run FILE.hlo` does (the same stages, driver/driver.h), so both\n"
+      "write the same trace. Devices default to the module's num_partitions.");
   gboolean ok = ps_cli_parse (ctx, &argc, &argv);
-  g_autofree char *out_path = output, *mesh_s = mesh, *order_s = order, *slice_s = slice;
+  g_autofree char *out_path = output, *order_s = order;
   if (!ok)
     return PS_EXIT_USAGE;
   if (argc != 2 || !output)
-    {
-      fprintf (stderr, "podsim trace lower: expected FILE.hlo and -o OUT (see --help)\n");
-      return PS_EXIT_USAGE;
-    }
+    return ps_cli_failf ("trace lower: expected FILE.hlo and -o OUT (see --help)");
   GError *error = NULL;
-  PsLowerOptions o;
-  ps_lower_options_init (&o);
   PsTraceMesh lmesh = { 0 };
-  if ((mesh && !ps_trace_mesh_parse_dims (mesh, "--mesh", &lmesh, &error))
-      || (order && !parse_order (order, &lmesh, &error)))
+  int64_t dims[PS_PARAM_MESH_MAX_RANK];
+  lmesh.rank = (guint32) ps_target_options_mesh (to, "mesh", dims);
+  for (guint i = 0; i < lmesh.rank; i++)
+    lmesh.dims[i] = (guint64) dims[i];
+  if (order && !parse_order (order, &lmesh, &error))
     return ps_cli_fail (error);
-  o.mesh = &lmesh;
-  if (devices < 0 || devices > PS_MAX_DEVICES || trip < 0)
-    {
-      fprintf (stderr, "podsim trace lower: --devices must be 1 .. %d and --trip-count positive\n",
-               PS_MAX_DEVICES);
-      return PS_EXIT_USAGE;
-    }
-  o.n_devices = devices;
-  o.slice = slice;
-  o.default_trip_count = trip;
-  o.async_collectives = async;
-  o.memory_events = !no_memory;
-  o.unroll_loops = unroll;
+  if (devices < 0 || devices > PS_MAX_DEVICES)
+    return ps_cli_failf ("--devices must be 1 .. %d", PS_MAX_DEVICES);
+  g_autoptr (PsTarget) target = ps_target_options_target (to, ps_target_options_given (to, "slice"), &error);
+  if (!target)
+    return ps_cli_fail (error);
+  if (async)
+    target->schedule = PS_SCHEDULE_EAGER;
   g_autoptr (PsModule) m = ps_hlo_load (argv[1], module_name, &error);
   if (!m)
     return ps_cli_fail (error);
-  g_autoptr (PsTrace) t = ps_lower_module (m, &o, &error);
-  if (!t)
+  PsDriverOptions dopts;
+  ps_driver_options_init (&dopts);
+  dopts.module = m;
+  dopts.partitioned = TRUE;
+  dopts.n_devices = devices > 0 ? devices : m->num_partitions > 0 ? m->num_partitions : 1;
+  dopts.mesh = &lmesh;
+  dopts.default_trip_count = ps_target_options_int (to, "trip_count");
+  dopts.target = target;
+  dopts.stop_after = PS_STAGE_LOWER;
+  dopts.lower_past_no_fit = TRUE;   /* a trace of any program; run says whether it fits */
+  dopts.unroll_loops = unroll;
+  dopts.no_memory_events = no_memory;
+  dopts.keep_cost_text = cost_report;
+  dopts.memory_holders = 10;
+  g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, NULL, &error);
+  if (!r)
     return ps_cli_fail (error);
   FILE *report = strcmp (output, "-") == 0 ? stderr : stdout;
-  if (cost_report || memory_report)
-    {
-      PsCostOptions co;
-      ps_cost_options_init (&co);
-      co.default_trip_count = trip;
-      g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, &co, &error);
-      if (!a)
-        return ps_cli_fail (error);
-      if (cost_report)
-        {
-          g_autofree char *text = ps_cost_report (a);
-          fputs (text, report);
-        }
-      if (memory_report)
-        {
-          g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, &error);
-          if (!r)
-            return ps_cli_fail (error);
-          g_autofree char *text = ps_memory_report_to_string (r, 10);
-          fputs (text, report);
-        }
-    }
-  if (!ps_trace_write (t, output, &error))
+  if (cost_report)
+    fputs (r->cost_text, report);
+  if (memory_report)
+    fputs (r->memory_text, report);
+  if (!ps_trace_write (r->trace, output, &error))
     return ps_cli_fail (error);
   return 0;
 }

@@ -70,6 +70,9 @@ int ps_cli_module_entries (PsCliModuleOptions *o, gboolean with_devices, GOption
 /* --module NAME: which module of a file holding several (every command
  * that reads an HLO file). */
 GOptionEntry ps_cli_module_name_entry (char **name);
+/* --devices/-n N: how many devices a module is partitioned for or runs on
+ * (partition, verify, trace lower). */
+GOptionEntry ps_cli_devices_entry (gint64 *devices);
 void ps_cli_module_options_clear (PsCliModuleOptions *o);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (PsCliModuleOptions, ps_cli_module_options_clear)
 /* Prints "podsim: <error message>" and returns PS_EXIT_USAGE. Frees error. */

@@ -9,7 +9,8 @@
 #include "common/error.h"
 
 struct PsTargetOptions {
-  PsParamStore *store;       /* every target spec; only `keys` have options */
+  const PsParamSpec **specs; /* the target's, then the command's extra ones */
+  PsParamStore *store;       /* every spec; only `keys` have options */
   GPtrArray *keys;           /* of the command, borrowed strings */
   gboolean *given;           /* per store index */
   GPtrArray *strings;        /* what the entries point at */
@@ -19,10 +20,21 @@ struct PsTargetOptions {
 PsTargetOptions *
 ps_target_options_new (const char *const *keys)
 {
+  return ps_target_options_new_with (keys, NULL, 0);
+}
+
+PsTargetOptions *
+ps_target_options_new_with (const char *const *keys, const PsParamSpec *const *extra, int n_extra)
+{
   PsTargetOptions *to = g_new0 (PsTargetOptions, 1);
-  int n = 0;
-  const PsParamSpec *const *specs = ps_target_specs (&n);
-  to->store = ps_param_store_new (specs, n, "target");
+  int n_target = 0;
+  const PsParamSpec *const *target = ps_target_specs (&n_target);
+  int n = n_target + n_extra;
+  to->specs = g_new (const PsParamSpec *, n);
+  memcpy (to->specs, target, sizeof *target * (gsize) n_target);
+  if (n_extra)
+    memcpy (to->specs + n_target, extra, sizeof *extra * (gsize) n_extra);
+  to->store = ps_param_store_new (to->specs, n, "target");
   to->given = g_new0 (gboolean, n);
   to->keys = g_ptr_array_new ();
   for (int i = 0; keys[i]; i++)
@@ -40,6 +52,7 @@ ps_target_options_free (PsTargetOptions *to)
   if (!to)
     return;
   ps_param_store_free (to->store);
+  g_free (to->specs);
   g_ptr_array_free (to->keys, TRUE);
   g_ptr_array_free (to->strings, TRUE);
   g_free (to->given);
@@ -96,6 +109,22 @@ ps_target_options_str (const PsTargetOptions *to, const char *key)
   int i = ps_param_store_find (to->store, key);
   g_return_val_if_fail (i >= 0, "");
   return ps_param_store_str (to->store, i);
+}
+
+int64_t
+ps_target_options_int (const PsTargetOptions *to, const char *key)
+{
+  int i = ps_param_store_find (to->store, key);
+  g_return_val_if_fail (i >= 0, 0);
+  return ps_param_store_int (to->store, i);
+}
+
+int
+ps_target_options_mesh (const PsTargetOptions *to, const char *key, int64_t *dims)
+{
+  int i = ps_param_store_find (to->store, key);
+  g_return_val_if_fail (i >= 0, 0);
+  return ps_param_store_mesh (to->store, i, dims);
 }
 
 PsTarget *

@@ -27,6 +27,11 @@ typedef struct PsTargetOptions PsTargetOptions;
 /* keys: NULL-terminated target keys (ps_target_specs) in the order --help
  * lists them. */
 PsTargetOptions *ps_target_options_new (const char *const *keys);
+/* The same with the command's other options declared by the modules that
+ * read them (extra[0..n_extra-1], static): keys may name these too, and
+ * their values are read with ps_target_options_int/_mesh/_str. */
+PsTargetOptions *ps_target_options_new_with (const char *const *keys, const PsParamSpec *const *extra,
+                                             int n_extra);
 void ps_target_options_free (PsTargetOptions *to);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsTargetOptions, ps_target_options_free)
 
@@ -38,6 +43,10 @@ GOptionGroup *ps_target_options_group (PsTargetOptions *to, const GOptionEntry *
  * text (the default when not given). transfer none. */
 gboolean ps_target_options_given (const PsTargetOptions *to, const char *key);
 const char *ps_target_options_str (const PsTargetOptions *to, const char *key);
+int64_t ps_target_options_int (const PsTargetOptions *to, const char *key);
+/* A MESH value: its rank (0 when empty), dims filled
+ * (PS_PARAM_MESH_MAX_RANK entries). */
+int ps_target_options_mesh (const PsTargetOptions *to, const char *key, int64_t *dims);
 
 /* The target the options name; without a slice when with_slice is FALSE.
  * Errors name the option. transfer full. */

@@ -28,8 +28,7 @@ ps_cli_module_entries (PsCliModuleOptions *o, gboolean with_devices, GOptionEntr
 {
   int k = 0;
   if (with_devices)
-    out[k++] = (GOptionEntry) { "devices", 'n', 0, G_OPTION_ARG_INT64, &o->devices,
-                                "Number of devices (partitions)", "N" };
+    out[k++] = ps_cli_devices_entry (&o->devices);
   out[k++] = (GOptionEntry) { "to-output", 0, 0, G_OPTION_ARG_NONE, &o->to_output,
                               "Let propagation choose (or refine) the entry root's sharding (else the module "
                               "header decides; default: keep what the file says)", NULL };
@@ -37,6 +36,13 @@ ps_cli_module_entries (PsCliModuleOptions *o, gboolean with_devices, GOptionEntr
                               "Let propagation choose (or refine) the entry parameters' shardings", NULL };
   out[k++] = ps_cli_module_name_entry (&o->module_name);
   return k;
+}
+
+GOptionEntry
+ps_cli_devices_entry (gint64 *devices)
+{
+  return (GOptionEntry) { "devices", 'n', 0, G_OPTION_ARG_INT64, devices,
+                          "Number of devices (partitions)", "N" };
 }
 
 void

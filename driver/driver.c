@@ -42,6 +42,7 @@ ps_driver_result_free (PsDriverResult *r)
   if (!r)
     return;
   g_free (r->memory_text);
+  g_free (r->cost_text);
   g_free (r->largest_temp);
   g_free (r->info.mesh.devices);
   if (r->module)
@@ -292,20 +293,27 @@ ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_
   return sched;
 }
 
+static void
+lower_options (PsLowerOptions *lopts, const PsSchedule *schedule, const PsTraceMesh *mesh, int64_t n_devices,
+               const char *program, const char *slice, PsFusionMode fusion, int64_t default_trip_count)
+{
+  ps_lower_options_init (lopts);
+  lopts->default_trip_count = default_trip_count;
+  lopts->fusion = fusion;
+  lopts->program = program;
+  lopts->n_devices = n_devices;
+  lopts->mesh = mesh;
+  lopts->slice = slice;
+  lopts->schedule = schedule;
+}
+
 PsTrace *
 ps_driver_lower (const PsModule *spmd, const PsSchedule *schedule, const PsTraceMesh *mesh,
                  int64_t n_devices, const char *program, const char *slice, PsFusionMode fusion,
                  int64_t default_trip_count, GError **error)
 {
   PsLowerOptions lopts;
-  ps_lower_options_init (&lopts);
-  lopts.default_trip_count = default_trip_count;
-  lopts.fusion = fusion;
-  lopts.program = program;
-  lopts.n_devices = n_devices;
-  lopts.mesh = mesh;
-  lopts.slice = slice;
-  lopts.schedule = schedule;
+  lower_options (&lopts, schedule, mesh, n_devices, program, slice, fusion, default_trip_count);
   return ps_lower_module (spmd, &lopts, error);
 }
 
@@ -419,8 +427,7 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
 
   int64_t trips = opts->build ? r->info.default_trip_count : opts->default_trip_count;
   /* A per-device program from a file is lowered as it is. */
-  gboolean partitioned = r->info.already_partitioned;
-  g_return_val_if_fail (!partitioned || built, NULL);
+  gboolean partitioned = opts->build ? r->info.already_partitioned : opts->partitioned;
   if (!opts->skip_propagate && !partitioned)
     {
       stage_begin (&clk, PS_STAGE_PROPAGATE);
@@ -446,16 +453,19 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   sopts.report = &r->spmd_report;
   if (target && target->windowed_einsum >= 0)
     sopts.windowed_einsum_threshold_bytes = target->windowed_einsum;
-  g_autoptr (PsModule) spmd = partitioned ? g_steal_pointer (&built)
-                              : ps_driver_partition (m, n_devices, &sopts, &local);
+  /* A per-device module given as input stays the caller's: `spmd` owns
+   * what this run made, `prog` is what the later stages read. */
+  g_autoptr (PsModule) spmd = !partitioned ? ps_driver_partition (m, n_devices, &sopts, &local)
+                              : built ? g_steal_pointer (&built) : NULL;
+  const PsModule *prog = partitioned && !spmd ? m : spmd;
   r->n_fallbacks = r->spmd_report.n_fallbacks;
   r->n_cse_removed = r->spmd_report.n_cse_removed;
-  if (!spmd)
+  if (!prog)
     return fail_stage (&clk, error, local), NULL;
-  r->n_instructions_spmd = spmd->entry->instrs->len;
+  r->n_instructions_spmd = prog->entry->instrs->len;
   /* Instruction -> op_name, while the partitioned module is alive. */
-  g_autoptr (GHashTable) op_names = opts->op_groups ? ps_op_names_table (spmd) : NULL;
-  if (opts->dump_spmd && !dump_module (spmd, opts->dump_spmd, error))
+  g_autoptr (GHashTable) op_names = opts->op_groups ? ps_op_names_table (prog) : NULL;
+  if (opts->dump_spmd && !dump_module (prog, opts->dump_spmd, error))
     {
       end_progress (&clk);
       return NULL;
@@ -478,10 +488,12 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   stage_begin (&clk, PS_STAGE_MEMORY);
   g_autoptr (PsCostAnalysis) cost = NULL;
   const PsHardware *hw = target->hw;
-  g_autoptr (PsSchedule) sched = ps_driver_schedule (spmd, target->schedule, hw->hbm_bytes_per_core,
+  g_autoptr (PsSchedule) sched = ps_driver_schedule (prog, target->schedule, hw->hbm_bytes_per_core,
                                                      target->fusion, trips, &cost, &local);
   if (!sched)
     return fail_stage (&clk, error, local), NULL;
+  if (opts->keep_cost_text)
+    r->cost_text = ps_cost_report (cost);
   r->schedule = sched->policy;
   r->n_async = sched->n_async;
   r->n_reverted = sched->n_reverted;
@@ -511,8 +523,12 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
     }
 
   stage_begin (&clk, PS_STAGE_LOWER);
-  r->trace = ps_driver_lower (spmd, sched, &r->info.mesh, n_devices, opts->program, slice ? slice->name : NULL,
-                              target->fusion, trips, &local);
+  PsLowerOptions lopts;
+  lower_options (&lopts, sched, opts->build ? &r->info.mesh : opts->mesh, n_devices, opts->program,
+                 slice ? slice->name : NULL, target->fusion, trips);
+  lopts.unroll_loops = opts->unroll_loops;
+  lopts.memory_events = !opts->no_memory_events;
+  r->trace = ps_lower_module (prog, &lopts, &local);
   if (!r->trace)
     return fail_stage (&clk, error, local), NULL;
   if (opts->dump_trace && !ps_trace_write (r->trace, opts->dump_trace, &local))

@@ -74,6 +74,18 @@ typedef struct {
   int64_t default_trip_count;    /* module input: iterations of a while loop whose
                                   * trip count cannot be found (0: an error); a
                                   * build's comes from its PsModelInfo */
+  /* Module input already per device (a partitioner's output, `podsim
+   * trace lower`): propagation and partitioning are skipped and the module
+   * is scheduled and lowered as it is; a build says so itself
+   * (PsModelInfo.already_partitioned). */
+  gboolean partitioned;
+  /* Module input: the logical mesh the trace is written over (borrowed;
+   * NULL: one axis of n_devices); a build's comes from its PsModelInfo. */
+  const PsTraceMesh *mesh;
+  /* How the lower stage writes the trace: each while loop's events
+   * repeated trip-count times instead of a loop (format version 1), and
+   * without live-bytes watermarks. */
+  gboolean unroll_loops, no_memory_events;
 
   PsStage stop_after;            /* the last stage to run (PS_STAGE_SIMULATE: all) */
   const char *program;           /* the run's name, written to the trace */
@@ -97,6 +109,7 @@ typedef struct {
   /* What to keep or write on the way. */
   gboolean keep_module;          /* result->module: the propagated module */
   gboolean keep_spmd;            /* result->spmd: the partitioned program */
+  gboolean keep_cost_text;       /* result->cost_text: FLOPs and bytes per fusion */
   const char *dump_hlo;          /* write the annotated single-device module here */
   const char *dump_spmd;         /* write the partitioned program here */
   const char *dump_trace;        /* write the step trace here */
@@ -135,6 +148,8 @@ typedef struct {
   int n_async;                /* collectives the schedule runs asynchronously */
   int n_reverted;             /* ... made synchronous to fit the HBM budget */
   char *memory_text;          /* its report, largest holders */
+  char *cost_text;            /* keep_cost_text: the cost analysis the schedule
+                               * was made from, per fusion (ps_cost_report) */
   /* The peak's breakdown, for the no-fit advice: parameters (weights,
    * optimizer state, inputs: live throughout), temporaries, and the
    * largest temporary buffer (its instruction's name, owned). */

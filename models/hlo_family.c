@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "models/family.h"
+#include "partitioner/analysis/cost.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/ir/async.h"
 #include "partitioner/ir/sharding.h"
@@ -30,14 +31,10 @@ static const PsParamSpec specs[] = {
     .doc = "The HLO text module (podsim run FILE.hlo sets it)" },
   { .section = "model", .key = "module", .type = PS_PARAM_STRING, .def = "",
     .doc = "The module NAME of a file holding several (empty: the first)" },
-  { .section = "model", .key = "trip_count", .type = PS_PARAM_INT, .def = "0",
-    .doc = "Iterations of a while loop whose trip count cannot be found (0: such a loop is an error)",
-    .max = G_MAXINT32 },
+  PS_COST_PARAM_TRIP_COUNT,
   { .section = "model", .key = "shard", .type = PS_PARAM_LIST, .def = "",
     .doc = "Extra annotations NAME=SHARDING, ';'-separated (each --shard adds one): a parameter or instruction by name and XLA sharding text or a dims mapping [0,-1] over the mesh" },
-  { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "",
-    .doc = "Logical device mesh for dims mappings and the trace (empty: one axis of all cores)",
-    .max = PS_PARAM_MESH_MAX_RANK },
+  PS_TRACE_PARAM_MESH,
   { .section = "parallelism", .key = "device_order", .type = PS_PARAM_CHOICE, .def = "arange",
     .doc = "Device order of the mesh: np.arange, its transpose, or Lingvo's non-pod 2D mesh",
     .choices = "arange|arange_T|nonpod2d" },

@@ -31,6 +31,7 @@
 #include <glib.h>
 
 #include "common/error.h"
+#include "common/params.h"
 
 G_BEGIN_DECLS
 
@@ -98,6 +99,16 @@ guint32 *ps_trace_mesh_device_ids (const PsTraceMesh *mesh, guint64 *n_out);
  * (models/family.c). */
 gboolean ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh,
                                    GError **error);
+
+/* The logical mesh a trace is written over, as its readers declare it:
+ * [parallelism] mesh of the hlo family, --mesh of `podsim trace lower`.
+ * The macro is for a family's spec table (an array of values); the
+ * variable is the same spec for option lists. */
+#define PS_TRACE_PARAM_MESH \
+  { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "", \
+    .doc = "Logical device mesh of the trace, e.g. 2x4 (dims mappings name its axes; empty: one axis of all cores)", \
+    .max = PS_PARAM_MESH_MAX_RANK }
+extern const PsParamSpec ps_trace_param_mesh;
 
 /* Sets mesh->order from a device order's name as users write it:
  * "arange", "arange_T" or "nonpod2d" (which takes `physical`: chips x,

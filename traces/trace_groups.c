@@ -421,6 +421,8 @@ tr_parse_pairs (const char *text, PsTracePairs *out, char **why,
   return finish_scan (&s, FALSE, why, why_offset);
 }
 
+const PsParamSpec ps_trace_param_mesh = PS_TRACE_PARAM_MESH;
+
 gboolean
 ps_trace_mesh_parse_dims (const char *text, const char *what, PsTraceMesh *mesh, GError **error)
 {

@@ -945,6 +945,8 @@ class_name (PsCostClass k)
   return names[k];
 }
 
+const PsParamSpec ps_cost_param_trip_count = PS_COST_PARAM_TRIP_COUNT;
+
 char *
 ps_cost_report (const PsCostAnalysis *a)
 {

@@ -67,6 +67,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "common/params.h"
 #include "partitioner/analysis/fusion.h"
 #include "partitioner/ir/ir.h"
 
@@ -158,6 +159,18 @@ gboolean ps_while_trip_count (const PsInstr *w, int64_t *out);
 /* Human-readable table: one line per fusion root of the entry, then totals.
  * transfer full. */
 char *ps_cost_report (const PsCostAnalysis *a);
+
+/* The trip count of a while loop that the analysis cannot find
+ * (PsCostOptions.default_trip_count, and the lowering's), as every reader
+ * of a module declares it: [model] trip_count of the hlo family, the
+ * --trip-count of `podsim partition` and `podsim trace lower`. The macro
+ * is for a family's spec table (an array of values); the variable is the
+ * same spec for option lists. */
+#define PS_COST_PARAM_TRIP_COUNT \
+  { .section = "model", .key = "trip_count", .type = PS_PARAM_INT, .def = "0", \
+    .doc = "Iterations of a while loop whose trip count cannot be found (0: such a loop is an error)", \
+    .max = G_MAXINT32 }
+extern const PsParamSpec ps_cost_param_trip_count;
 
 G_END_DECLS
 

@@ -688,6 +688,13 @@ set_header (Lower *l, const PsModule *m, GError **error)
   return TRUE;
 }
 
+static gint
+cmp_instr_id (gconstpointer a, gconstpointer b)
+{
+  const PsInstr *x = *(const PsInstr *const *) a, *y = *(const PsInstr *const *) b;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
 PsTrace *
 ps_lower_module (const PsModule *m, const PsLowerOptions *opts, GError **error)
 {
@@ -734,6 +741,13 @@ ps_lower_module (const PsModule *m, const PsLowerOptions *opts, GError **error)
               }
             g_ptr_array_add (due, k);
           }
+      /* The table's order is the instructions' addresses: several dones
+       * due at one instruction are written in creation order instead, so
+       * that one program gives one trace (it gave a different one per
+       * process under --schedule eager). */
+      g_hash_table_iter_init (&it, dones_at);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_ptr_array_sort (v, cmp_instr_id);
     }
   g_autoptr (GHashTable) step_of = g_hash_table_new (NULL, NULL);
   for (guint i = 0; i < memory->order->len; i++)
