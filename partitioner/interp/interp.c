@@ -14,67 +14,6 @@
 #define DEFAULT_MAX_WORK ((int64_t) 2000000000)
 #define DEFAULT_MAX_ELEMENTS ((int64_t) 64 * 1024 * 1024)
 
-/* ---- small shared helpers ------------------------------------------------ */
-
-void
-ip_fail (GError **error, PsErrorCode code, const PsInstr *ins, const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  char *msg = g_strdup_vprintf (fmt, ap);
-  va_end (ap);
-  if (ins && ins->src_line > 0)
-    ps_instr_error (error, code, ins, "interpreter (%s): %s", ps_opcode_name (ins->opcode), msg);
-  else if (ins)
-    g_set_error (error, PS_ERROR, code, "interpreter: %s (%s): %s", ins->name,
-                 ps_opcode_name (ins->opcode), msg);
-  else
-    g_set_error (error, PS_ERROR, code, "interpreter: %s", msg);
-  g_free (msg);
-}
-
-gboolean
-ip_charge (IpCtx *ctx, const PsInstr *ins, int64_t n, GError **error)
-{
-  ctx->work += MAX (n, 1);
-  if (ctx->work > ctx->opts.max_work)
-    {
-      ip_fail (error, PS_ERROR_LIMIT, ins,
-               "work limit of %" G_GINT64_FORMAT " element operations exceeded "
-               "(program too large for the reference interpreter)",
-               ctx->opts.max_work);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-void
-ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
-{
-  if (dst->f && src->f)
-    dst->f[di] = src->f[si];
-  else if (dst->i && src->i)
-    dst->i[di] = src->i[si];
-  else if (dst->c && src->c)
-    {
-      dst->c[2 * di] = src->c[2 * si];
-      dst->c[2 * di + 1] = src->c[2 * si + 1];
-    }
-  else
-    ps_value_set (dst, di, ps_value_get (src, si));
-}
-
-gboolean
-ip_same_dims (const PsShape *a, const PsShape *b)
-{
-  if (a->etype == PS_TUPLE || b->etype == PS_TUPLE || a->rank != b->rank)
-    return FALSE;
-  for (int d = 0; d < a->rank; d++)
-    if (a->dims[d] != b->dims[d])
-      return FALSE;
-  return TRUE;
-}
-
 /* ---- plans ----------------------------------------------------------------- */
 
 /* A computation in evaluation order with operands resolved to positions, so
@@ -701,9 +640,10 @@ run_scalar_prog (ScalarProg *sp, int n_args, PsValue *const *args, GError **erro
   return sp->cur[plan->root];
 }
 
-const PsValue *
-ip_call_fast (IpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
-              PsValue *const *args, PsValue **owned, GError **error)
+/* ctx->call: runs a called computation (ip_call_fast, interp_ctx.c). */
+static const PsValue *
+call_computation (IpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
+                  PsValue *const *args, PsValue **owned, GError **error)
 {
   *owned = NULL;
   ScalarProg *sp = get_scalar_prog (ctx, c);
@@ -715,103 +655,6 @@ ip_call_fast (IpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
   return *owned;
 }
 
-PsValue *
-ip_call (IpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
-         PsValue *const *args, GError **error)
-{
-  PsValue *owned = NULL;
-  const PsValue *r = ip_call_fast (ctx, c, device, n_args, args, &owned, error);
-  if (!r)
-    return NULL;
-  return owned ? owned : ps_value_copy (r);
-}
-
-/* ---- reducers -------------------------------------------------------------- */
-
-void
-ip_reducer_init (IpReducer *r, IpCtx *ctx, const PsComputation *c, int64_t device,
-                 PsElemType t)
-{
-  memset (r, 0, sizeof *r);
-  r->ctx = ctx;
-  r->comp = c;
-  r->device = device;
-  r->fast_op = PS_OP_COUNT;
-  const PsInstr *root = c ? c->root : NULL;
-  if (root && root->n_operands == 2 && c->params->len == 2 && root->shape->rank == 0
-      && root->shape->etype == t)
-    {
-      const PsInstr *a = root->operands[0], *b = root->operands[1];
-      gboolean params = a->opcode == PS_OP_PARAMETER && b->opcode == PS_OP_PARAMETER
-                        && a != b && a->shape->etype == t && b->shape->etype == t;
-      switch (root->opcode)
-        {
-        case PS_OP_ADD: case PS_OP_MULTIPLY: case PS_OP_MAXIMUM: case PS_OP_MINIMUM:
-        case PS_OP_AND: case PS_OP_OR: case PS_OP_XOR:
-          if (params)
-            {
-              r->fast_op = root->opcode;
-              r->swapped = a->parameter_number == 1;
-            }
-          break;
-        default:
-          break;
-        }
-    }
-  if (r->fast_op == PS_OP_COUNT && c)
-    {
-      PsShape *s = ps_shape_new_scalar (t);
-      r->a = ps_value_new (s);
-      r->b = ps_value_new (s);
-      ps_shape_free (s);
-    }
-}
-
-void
-ip_reducer_clear (IpReducer *r)
-{
-  g_clear_pointer (&r->a, ps_value_free);
-  g_clear_pointer (&r->b, ps_value_free);
-}
-
-gboolean
-ip_reducer_apply (IpReducer *r, const PsValue *a, int64_t ai, const PsValue *b, int64_t bi,
-                  PsValue *out, int64_t oi, GError **error)
-{
-  if (r->fast_op != PS_OP_COUNT)
-    {
-      /* Commutative ops, but keep operand order for NaN payload determinism. */
-      if (r->swapped)
-        ip_binary_elem (r->fast_op, out->shape->etype, b, bi, a, ai, out, oi);
-      else
-        ip_binary_elem (r->fast_op, out->shape->etype, a, ai, b, bi, out, oi);
-      return TRUE;
-    }
-  if (!r->comp)
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "interpreter: reduction without a computation");
-      return FALSE;
-    }
-  ps_value_copy_elem (r->a, 0, a, ai);
-  ps_value_copy_elem (r->b, 0, b, bi);
-  PsValue *args[2] = { r->a, r->b };
-  if (!ip_charge (r->ctx, r->comp->root, r->comp->instrs->len, error))
-    return FALSE;
-  PsValue *owned = NULL;
-  const PsValue *res = ip_call_fast (r->ctx, r->comp, r->device, 2, args, &owned, error);
-  if (!res)
-    return FALSE;
-  if (res->shape->etype == PS_TUPLE || res->n != 1 || res->shape->etype != out->shape->etype)
-    {
-      ps_value_free (owned);
-      g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
-                   "interpreter: reducer %s must return a scalar of the reduced type", r->comp->name);
-      return FALSE;
-    }
-  ps_value_copy_elem (out, oi, res, 0);
-  ps_value_free (owned);
-  return TRUE;
-}
 
 /* ---- local (one device) dispatch ------------------------------------------ */
 
@@ -1768,6 +1611,7 @@ ctx_init (IpCtx *ctx, const PsModule *m, int64_t num_devices, const PsInterpOpti
 {
   memset (ctx, 0, sizeof *ctx);
   ctx->module = m;
+  ctx->call = call_computation;
   if (opts)
     ctx->opts = *opts;
   if (ctx->opts.num_replicas <= 0 && ctx->opts.num_partitions <= 0)

@@ -543,3 +543,90 @@ bad_types:
     return FALSE;
   }
 }
+
+/* ---- reducers: a binary scalar computation, fast when it is one op ---------- */
+
+void
+ip_reducer_init (IpReducer *r, IpCtx *ctx, const PsComputation *c, int64_t device,
+                 PsElemType t)
+{
+  memset (r, 0, sizeof *r);
+  r->ctx = ctx;
+  r->comp = c;
+  r->device = device;
+  r->fast_op = PS_OP_COUNT;
+  const PsInstr *root = c ? c->root : NULL;
+  if (root && root->n_operands == 2 && c->params->len == 2 && root->shape->rank == 0
+      && root->shape->etype == t)
+    {
+      const PsInstr *a = root->operands[0], *b = root->operands[1];
+      gboolean params = a->opcode == PS_OP_PARAMETER && b->opcode == PS_OP_PARAMETER
+                        && a != b && a->shape->etype == t && b->shape->etype == t;
+      switch (root->opcode)
+        {
+        case PS_OP_ADD: case PS_OP_MULTIPLY: case PS_OP_MAXIMUM: case PS_OP_MINIMUM:
+        case PS_OP_AND: case PS_OP_OR: case PS_OP_XOR:
+          if (params)
+            {
+              r->fast_op = root->opcode;
+              r->swapped = a->parameter_number == 1;
+            }
+          break;
+        default:
+          break;
+        }
+    }
+  if (r->fast_op == PS_OP_COUNT && c)
+    {
+      PsShape *s = ps_shape_new_scalar (t);
+      r->a = ps_value_new (s);
+      r->b = ps_value_new (s);
+      ps_shape_free (s);
+    }
+}
+
+void
+ip_reducer_clear (IpReducer *r)
+{
+  g_clear_pointer (&r->a, ps_value_free);
+  g_clear_pointer (&r->b, ps_value_free);
+}
+
+gboolean
+ip_reducer_apply (IpReducer *r, const PsValue *a, int64_t ai, const PsValue *b, int64_t bi,
+                  PsValue *out, int64_t oi, GError **error)
+{
+  if (r->fast_op != PS_OP_COUNT)
+    {
+      /* Commutative ops, but keep operand order for NaN payload determinism. */
+      if (r->swapped)
+        ip_binary_elem (r->fast_op, out->shape->etype, b, bi, a, ai, out, oi);
+      else
+        ip_binary_elem (r->fast_op, out->shape->etype, a, ai, b, bi, out, oi);
+      return TRUE;
+    }
+  if (!r->comp)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "interpreter: reduction without a computation");
+      return FALSE;
+    }
+  ps_value_copy_elem (r->a, 0, a, ai);
+  ps_value_copy_elem (r->b, 0, b, bi);
+  PsValue *args[2] = { r->a, r->b };
+  if (!ip_charge (r->ctx, r->comp->root, r->comp->instrs->len, error))
+    return FALSE;
+  PsValue *owned = NULL;
+  const PsValue *res = ip_call_fast (r->ctx, r->comp, r->device, 2, args, &owned, error);
+  if (!res)
+    return FALSE;
+  if (res->shape->etype == PS_TUPLE || res->n != 1 || res->shape->etype != out->shape->etype)
+    {
+      ps_value_free (owned);
+      g_set_error (error, PS_ERROR, PS_ERROR_INVALID,
+                   "interpreter: reducer %s must return a scalar of the reduced type", r->comp->name);
+      return FALSE;
+    }
+  ps_value_copy_elem (out, oi, res, 0);
+  ps_value_free (owned);
+  return TRUE;
+}

@@ -1,9 +1,13 @@
 /* Private to interp*.c (partitioner/interp/, private prefix ip_ and Ip; see
  * doc/architecture.md): the interface between the interpreter's files
  * (interp.c: the engine, control flow and collectives;
- * interp_elementwise.c; interp_data.c: data movement, gather/scatter, sort;
- * interp_window.c: dot, convolution, reductions and windowed ops;
- * interp_linalg.c; interp_norm.c: batch normalization). */
+ * interp_elementwise.c: elementwise ops and reducers; interp_data.c: data
+ * movement, gather/scatter, sort; interp_window.c: dot, convolution,
+ * reductions and windowed ops; interp_linalg.c; interp_norm.c: batch
+ * normalization), over two base files every op file may call:
+ * interp_ctx.c (errors, the work budget, calling a computation) and
+ * interp_value.c (values). Only the engine calls the op files, so their
+ * calls run one way: engine -> op files -> base. */
 #ifndef PS_PARTITIONER_INTERP_PRIVATE_H
 #define PS_PARTITIONER_INTERP_PRIVATE_H
 
@@ -20,6 +24,9 @@ struct IpCtx {
   int64_t live_elements;      /* elements held by evaluated instructions, all devices */
   GHashTable *plans;          /* PsComputation* -> plan (interp.c) */
   GHashTable *scalar_progs;   /* PsComputation* -> scalar program (interp.c) */
+  /* The engine's evaluation of a called computation (ip_call_fast). */
+  const PsValue *(*call) (IpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
+                          PsValue *const *args, PsValue **owned, GError **error);
 };
 
 /* Counts `n` element operations; FALSE with an error naming `ins` once the

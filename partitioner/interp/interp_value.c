@@ -398,3 +398,30 @@ ps_value_to_string (const PsValue *v, int64_t max_elems)
   append_value (out, v, max_elems);
   return g_string_free (out, FALSE);
 }
+
+void
+ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
+{
+  if (dst->f && src->f)
+    dst->f[di] = src->f[si];
+  else if (dst->i && src->i)
+    dst->i[di] = src->i[si];
+  else if (dst->c && src->c)
+    {
+      dst->c[2 * di] = src->c[2 * si];
+      dst->c[2 * di + 1] = src->c[2 * si + 1];
+    }
+  else
+    ps_value_set (dst, di, ps_value_get (src, si));
+}
+
+gboolean
+ip_same_dims (const PsShape *a, const PsShape *b)
+{
+  if (a->etype == PS_TUPLE || b->etype == PS_TUPLE || a->rank != b->rank)
+    return FALSE;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d])
+      return FALSE;
+  return TRUE;
+}

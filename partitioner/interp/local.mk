@@ -1,7 +1,7 @@
 # partitioner/interp: the reference interpreter (values, ops, SPMD
 # lockstep execution), the verification driver, and their Check suites.
 libpodsim_partitioner_la_SOURCES += partitioner/interp/interp.h partitioner/interp/interp_private.h \
-	partitioner/interp/interp.c partitioner/interp/interp_value.c partitioner/interp/interp_elementwise.c \
+	partitioner/interp/interp.c partitioner/interp/interp_ctx.c partitioner/interp/interp_value.c partitioner/interp/interp_elementwise.c \
 	partitioner/interp/interp_data.c partitioner/interp/interp_window.c \
 	partitioner/interp/interp_linalg.c partitioner/interp/interp_norm.c
 libpodsim_partitioner_la_SOURCES += partitioner/interp/verify.h partitioner/interp/verify.c partitioner/interp/verify_widen.c
