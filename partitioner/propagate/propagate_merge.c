@@ -1,9 +1,11 @@
 /* Merging and ordering of shardings for the propagation pass, with the
- * semantics of XLA's hlo_sharding_util: MergeShardingIfCompatible (combine
- * two partially replicated shardings whose device groups intersect),
- * MergeSharding, IsShardingMoreSpecific, IsSubTilingOrEqualSharding,
- * ReturnImprovedSharding, FindCommonSharding, and the metadata lists merged
- * shardings carry. */
+ * semantics of XLA's hlo_sharding_util: MergeSharding,
+ * IsShardingMoreSpecific, IsSubTilingOrEqualSharding,
+ * ReturnImprovedSharding, FindCommonSharding (MergeShardingIfCompatible,
+ * with the metadata lists merged shardings carry, is in
+ * propagate_algebra.c, since reshape propagation needs it), and improving
+ * an instruction's sharding with a candidate (pp_maybe_improve), which
+ * every per-op rule file calls. */
 #include "config.h"
 
 #include <string.h>
@@ -14,276 +16,6 @@
 /* Metadata lists: a sharding's metadata text is one "{...}" entry or a
  * list "{{...}, {...}}". Merging two shardings keeps the first one's entries
  * and appends the second one's that are new (as XLA does). */
-static void
-meta_items (const char *text, GPtrArray *out)
-{
-  if (!text)
-    return;
-  const char *p = text;
-  while (*p == ' ')
-    p++;
-  if (p[0] != '{' || p[1] != '{')
-    {
-      g_ptr_array_add (out, g_strdup (text));
-      return;
-    }
-  p++;
-  while (*p && *p != '}')
-    {
-      while (*p == ' ' || *p == ',')
-        p++;
-      if (*p != '{')
-        break;
-      const char *start = p;
-      int depth = 0;
-      gboolean in_str = FALSE;
-      for (; *p; p++)
-        {
-          if (in_str)
-            {
-              if (*p == '\\' && p[1])
-                p++;
-              else if (*p == '"')
-                in_str = FALSE;
-              continue;
-            }
-          if (*p == '"')
-            in_str = TRUE;
-          else if (*p == '{')
-            depth++;
-          else if (*p == '}' && --depth == 0)
-            {
-              p++;
-              break;
-            }
-        }
-      g_ptr_array_add (out, g_strndup (start, p - start));
-      while (*p == ' ' || *p == ',')
-        p++;
-    }
-}
-
-static char *
-meta_union (const char *a, const char *b)
-{
-  if (!a && !b)
-    return NULL;
-  GPtrArray *items = g_ptr_array_new_with_free_func (g_free);
-  meta_items (a, items);
-  GPtrArray *more = g_ptr_array_new_with_free_func (g_free);
-  meta_items (b, more);
-  for (guint k = 0; k < more->len; k++)
-    {
-      gboolean dup = FALSE;
-      for (guint j = 0; j < items->len && !dup; j++)
-        dup = strcmp (g_ptr_array_index (items, j), g_ptr_array_index (more, k)) == 0;
-      if (!dup)
-        g_ptr_array_add (items, g_strdup (g_ptr_array_index (more, k)));
-    }
-  char *r;
-  if (items->len == 1)
-    r = g_strdup (g_ptr_array_index (items, 0));
-  else
-    {
-      GString *g = g_string_new ("{");
-      for (guint k = 0; k < items->len; k++)
-        g_string_append_printf (g, "%s%s", k ? ", " : "", (char *) g_ptr_array_index (items, k));
-      g_string_append_c (g, '}');
-      r = g_string_free (g, FALSE);
-    }
-  g_ptr_array_free (items, TRUE);
-  g_ptr_array_free (more, TRUE);
-  return r;
-}
-
-/* ---- merging ------------------------------------------------------------ */
-
-PsSharding *
-pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const PsSharding *dst)
-{
-  if (!to_merge || !dst || pp_is_tuple (to_merge) || pp_is_tuple (dst)
-      || pp_is_manual (to_merge) || pp_is_manual (dst))
-    return NULL;
-  if (pp_is_tile_maximal (to_merge) || to_merge->kind != PS_SHARDING_TILED)
-    return NULL;
-  if (pp_is_tile_maximal (dst))
-    return ps_sharding_copy (to_merge);
-  if (!pp_has_partial_replication (dst))
-    return NULL;
-  int dr = pp_data_rank (to_merge);
-  if (dr != pp_data_rank (dst))
-    return NULL;
-  int mm = pp_subgroup_dim (to_merge, PS_SUBGROUP_MANUAL);
-  int dm = pp_subgroup_dim (dst, PS_SUBGROUP_MANUAL);
-  if ((mm >= 0) != (dm >= 0))
-    return NULL;
-  if (to_merge->n_devices != dst->n_devices)
-    return NULL;
-  int64_t merged[PP_MAX_DIMS];
-  int nm = 0;
-  int64_t n_merge_groups = 1, n_dst_groups = 1;
-  for (int i = 0; i < dr; i++)
-    {
-      int64_t a = to_merge->tile_dims[i], b = dst->tile_dims[i];
-      n_merge_groups *= a;
-      n_dst_groups *= b;
-      if (a == b || b == 1)
-        merged[nm++] = a;
-      else if (a == 1)
-        merged[nm++] = b;
-      else
-        return NULL;
-    }
-  int64_t ndev = to_merge->n_devices;
-  int64_t ntiles = ps_product (nm, merged);
-  if (ndev % ntiles != 0 || ntiles < minimum_tiles)
-    return NULL;
-  int64_t repl;
-  int64_t man_size = 1;
-  if (mm >= 0)
-    {
-      man_size = to_merge->tile_dims[mm];
-      if (man_size != dst->tile_dims[dm])
-        return NULL;
-      merged[nm++] = man_size;
-      n_merge_groups *= man_size;
-      n_dst_groups *= man_size;
-      if (ndev % (ntiles * man_size) != 0)
-        return NULL;
-      repl = ndev / (ntiles * man_size);
-    }
-  else
-    repl = ndev / ntiles;
-  if (repl > 1)
-    merged[nm++] = repl;
-  /* Group members: with subgroup dims trailing and manual before
-   * replicated, a group is a contiguous run of the device array.
-   *
-   * Each merged tile (data and manual coordinates) names exactly one group
-   * of each side, and a device lies in one group of each side, so the
-   * tiles draw from disjoint sets: a tile gets the `repl` smallest devices
-   * common to its two groups, in increasing order (XLA's "smallest common
-   * device" choice), and the merge fails when some tile has fewer. One
-   * sweep over each to_merge group in increasing order fills the tiles:
-   * O(devices) where scanning both groups per device cost O(devices x
-   * group size) on a 2048-device pod. */
-  int64_t mgs = ndev / n_merge_groups, dgs = ndev / n_dst_groups;
-  /* Row-major strides of the merged dims, and the mixed radices of each
-   * side's groups (data dims then the manual dim). */
-  int ng = dr + (mm >= 0 ? 1 : 0);
-  int64_t ma[PP_MAX_DIMS + 1], mb[PP_MAX_DIMS + 1], tstride[PP_MAX_DIMS + 1];
-  for (int i = 0; i < dr; i++)
-    {
-      ma[i] = to_merge->tile_dims[i];
-      mb[i] = dst->tile_dims[i];
-    }
-  if (mm >= 0)
-    {
-      ma[dr] = man_size;
-      mb[dr] = man_size;
-    }
-  {
-    int64_t st = 1;
-    for (int i = ng - 1; i >= 0; i--)
-      {
-        tstride[i] = st;
-        st *= merged[i];
-      }
-  }
-  /* A group's coordinates, encoded with the merged strides, split in two:
-   * `part` over the dims only this side splits (to_merge also owns the dims
-   * both split), `key` over the dims both split, where the two groups must
-   * agree. The tile of a (to_merge, dst) group pair is the sum of parts. */
-#define GROUP_CODE(gidx, mine, other, own_shared, part, key)                       \
-  do                                                                              \
-    {                                                                             \
-      int64_t rest_ = (gidx);                                                     \
-      (part) = 0;                                                                 \
-      (key) = 0;                                                                  \
-      for (int i_ = ng - 1; i_ >= 0; i_--)                                        \
-        {                                                                         \
-          int64_t c_ = rest_ % (mine)[i_];                                        \
-          rest_ /= (mine)[i_];                                                    \
-          if ((mine)[i_] > 1 && (other)[i_] > 1)                                  \
-            {                                                                     \
-              (key) += c_ * tstride[i_];                                          \
-              if (own_shared)                                                     \
-                (part) += c_ * tstride[i_];                                       \
-            }                                                                     \
-          else                                                                    \
-            (part) += c_ * tstride[i_];                                           \
-        }                                                                         \
-    }                                                                             \
-  while (0)
-  int64_t max_id = 0;
-  for (int64_t k = 0; k < ndev; k++)
-    max_id = MAX (max_id, MAX (to_merge->devices[k], dst->devices[k]));
-  /* Per device id: its dst group's part and key (-1: not in dst). */
-  int64_t *dpart = g_new (int64_t, 2 * (max_id + 1));
-  int64_t *dkey = dpart + max_id + 1;
-  for (int64_t d = 0; d <= max_id; d++)
-    dkey[d] = -1;
-  for (int64_t gd = 0; gd < n_dst_groups; gd++)
-    {
-      int64_t part, key;
-      GROUP_CODE (gd, mb, ma, FALSE, part, key);
-      for (int64_t k = gd * dgs; k < (gd + 1) * dgs; k++)
-        {
-          dpart[dst->devices[k]] = part;
-          dkey[dst->devices[k]] = key;
-        }
-    }
-  int64_t n_tiles = ndev / repl;
-  int64_t *count = g_new0 (int64_t, n_tiles);
-  int64_t *out = g_new (int64_t, ndev);
-  int64_t *group = g_new (int64_t, mgs);
-  for (int64_t gm = 0; gm < n_merge_groups; gm++)
-    {
-      int64_t mpart, mkey;
-      GROUP_CODE (gm, ma, mb, TRUE, mpart, mkey);
-      memcpy (group, to_merge->devices + gm * mgs, sizeof (int64_t) * mgs);
-      for (int64_t i = 1; i < mgs; i++)
-        for (int64_t j = i; j > 0 && group[j] < group[j - 1]; j--)
-          {
-            int64_t x = group[j];
-            group[j] = group[j - 1];
-            group[j - 1] = x;
-          }
-      for (int64_t x = 0; x < mgs; x++)
-        {
-          int64_t d = group[x];
-          if (dkey[d] != mkey)
-            continue;
-          int64_t t = mpart + dpart[d];
-          if (count[t] < repl)
-            out[t * repl + count[t]++] = d;
-        }
-    }
-#undef GROUP_CODE
-  gboolean ok = TRUE;
-  for (int64_t t = 0; t < n_tiles && ok; t++)
-    ok = count[t] == repl;
-  PsSharding *r = NULL;
-  if (ok)
-    {
-      PsSubgroupKind kinds[2];
-      int nk = 0;
-      if (mm >= 0)
-        kinds[nk++] = PS_SUBGROUP_MANUAL;
-      if (repl > 1)
-        kinds[nk++] = PS_SUBGROUP_REPLICATED;
-      /* `out` holds distinct ids of to_merge's validated assignment. */
-      r = ps_sharding_subgroup_take (nm, merged, g_steal_pointer (&out), nk, kinds);
-      g_free (r->metadata);
-      r->metadata = meta_union (dst->metadata, to_merge->metadata);
-    }
-  g_free (out);
-  g_free (count);
-  g_free (group);
-  g_free (dpart);
-  return r;
-}
-
 static gboolean
 leaf_more_specific (const PsSharding *lhs, const PsSharding *rhs)
 {
@@ -509,4 +241,74 @@ pp_set_metadata_text (PsSharding *s, const char *text)
     }
   g_free (s->metadata);
   s->metadata = g_strdup (text);
+}
+
+/* ---- improving an instruction's sharding with a candidate ------------------------ */
+
+gboolean
+pp_maybe_improve (PsSharding *s, PsInstr *i, gboolean may_combine, gboolean aggressive)
+{
+  /* Once the pass settles, most re-derivations give back the layout the
+   * instruction already has; ReturnImprovedSharding rejects an equal
+   * layout whatever the flags (not strictly better, no merge with more
+   * tiles, not more specific), so skip the merge and normalisation. */
+  if (s && i->sharding && ps_sharding_equal_layout (s, i->sharding))
+    {
+      ps_sharding_free (s);
+      return FALSE;
+    }
+  PsSharding *r = pp_return_improved (s, i->sharding, i->shape, may_combine, aggressive);
+  if (!r)
+    return FALSE;
+  PsSharding *n = pp_normalize_tuple_take (r, i->shape);
+  ps_sharding_free (i->sharding);
+  i->sharding = n;
+  return TRUE;
+}
+
+/* Improves leaf `index` of a tuple-shaped instruction (or the whole of an
+ * array-shaped one). Takes ownership of s. */
+gboolean
+pp_maybe_improve_sub_ (PsSharding *s, PsInstr *i, int index, gboolean may_combine)
+{
+  if (!ps_shape_is_tuple (i->shape))
+    return pp_maybe_improve (s, i, may_combine, FALSE);
+  PsShape *sub = i->shape->elems[index];
+  PsSharding *cur = i->sharding ? pp_sub_sharding (i->sharding, i->shape, index) : NULL;
+  PsSharding *r = pp_return_improved (s, cur, sub, may_combine, FALSE);
+  if (cur)
+    ps_sharding_free (cur);
+  if (!r)
+    return FALSE;
+  PsSharding *base;
+  if (i->sharding)
+    base = pp_normalize_tuple (i->sharding, i->shape);
+  else
+    {
+      PsSharding *rep = ps_sharding_replicated ();
+      base = pp_single_tuple (i->shape, rep);
+      ps_sharding_free (rep);
+    }
+  PsSharding *rr = pp_normalize_tuple (r, sub);
+  ps_sharding_free (r);
+  int first, count;
+  pp_tuple_leaf_range (i->shape, index, &first, &count);
+  for (int k = 0; k < count && first + k < base->n_elems; k++)
+    {
+      ps_sharding_free (base->elems[first + k]);
+      base->elems[first + k] = ps_sharding_copy (pp_is_tuple (rr) ? rr->elems[k] : rr);
+    }
+  ps_sharding_free (rr);
+  ps_sharding_free (i->sharding);
+  i->sharding = base;
+  return TRUE;
+}
+
+int
+pp_operand_index (const PsInstr *user, const PsInstr *op)
+{
+  for (int k = 0; k < user->n_operands; k++)
+    if (user->operands[k] == op)
+      return k;
+  return -1;
 }

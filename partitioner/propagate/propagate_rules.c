@@ -88,14 +88,6 @@ pp_non_root_users (const PsInstr *i)
   return n;
 }
 
-int
-pp_operand_index (const PsInstr *user, const PsInstr *op)
-{
-  for (int k = 0; k < user->n_operands; k++)
-    if (user->operands[k] == op)
-      return k;
-  return -1;
-}
 
 static gboolean
 is_passthrough_custom (const PsInstr *i)
@@ -175,26 +167,6 @@ pp_can_propagate_at (const PsInstr *i, int aggr)
     }
 }
 
-gboolean
-pp_maybe_improve (PsSharding *s, PsInstr *i, gboolean may_combine, gboolean aggressive)
-{
-  /* Once the pass settles, most re-derivations give back the layout the
-   * instruction already has; ReturnImprovedSharding rejects an equal
-   * layout whatever the flags (not strictly better, no merge with more
-   * tiles, not more specific), so skip the merge and normalisation. */
-  if (s && i->sharding && ps_sharding_equal_layout (s, i->sharding))
-    {
-      ps_sharding_free (s);
-      return FALSE;
-    }
-  PsSharding *r = pp_return_improved (s, i->sharding, i->shape, may_combine, aggressive);
-  if (!r)
-    return FALSE;
-  PsSharding *n = pp_normalize_tuple_take (r, i->shape);
-  ps_sharding_free (i->sharding);
-  i->sharding = n;
-  return TRUE;
-}
 
 /* pp_maybe_improve with a borrowed sharding: copied only when it may
  * improve i (a 2048-device copy is 16 KiB). */
@@ -206,43 +178,6 @@ maybe_improve_from (const PsSharding *s, PsInstr *i, gboolean may_combine, gbool
   return pp_maybe_improve (ps_sharding_copy (s), i, may_combine, aggressive);
 }
 
-/* Improves leaf `index` of a tuple-shaped instruction (or the whole of an
- * array-shaped one). Takes ownership of s. */
-gboolean
-pp_maybe_improve_sub_ (PsSharding *s, PsInstr *i, int index, gboolean may_combine)
-{
-  if (!ps_shape_is_tuple (i->shape))
-    return pp_maybe_improve (s, i, may_combine, FALSE);
-  PsShape *sub = i->shape->elems[index];
-  PsSharding *cur = i->sharding ? pp_sub_sharding (i->sharding, i->shape, index) : NULL;
-  PsSharding *r = pp_return_improved (s, cur, sub, may_combine, FALSE);
-  if (cur)
-    ps_sharding_free (cur);
-  if (!r)
-    return FALSE;
-  PsSharding *base;
-  if (i->sharding)
-    base = pp_normalize_tuple (i->sharding, i->shape);
-  else
-    {
-      PsSharding *rep = ps_sharding_replicated ();
-      base = pp_single_tuple (i->shape, rep);
-      ps_sharding_free (rep);
-    }
-  PsSharding *rr = pp_normalize_tuple (r, sub);
-  ps_sharding_free (r);
-  int first, count;
-  pp_tuple_leaf_range (i->shape, index, &first, &count);
-  for (int k = 0; k < count && first + k < base->n_elems; k++)
-    {
-      ps_sharding_free (base->elems[first + k]);
-      base->elems[first + k] = ps_sharding_copy (pp_is_tuple (rr) ? rr->elems[k] : rr);
-    }
-  ps_sharding_free (rr);
-  ps_sharding_free (i->sharding);
-  i->sharding = base;
-  return TRUE;
-}
 
 static PsSharding *
 tuple_of (const PsShape *shape, const PsSharding *s)
