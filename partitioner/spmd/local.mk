@@ -1,7 +1,7 @@
 # partitioner/spmd: the SPMD partitioner (driver, builders,
 # resharding, per-op handlers) and its Check suites.
 libpodsim_partitioner_la_SOURCES += partitioner/spmd/spmd.h partitioner/spmd/spmd_private.h \
-	partitioner/spmd/spmd.c partitioner/spmd/spmd_build.c partitioner/spmd/spmd_reshard.c \
+	partitioner/spmd/spmd.c partitioner/spmd/spmd_build.c partitioner/spmd/spmd_value.c partitioner/spmd/spmd_reshard.c \
 	partitioner/spmd/spmd_ops.c partitioner/spmd/spmd_dot.c partitioner/spmd/spmd_conv.c \
 	partitioner/spmd/spmd_norm.c
 

@@ -45,182 +45,11 @@ ps_spmd_report_clear (PsSpmdReport *report)
   memset (report, 0, sizeof *report);
 }
 
-/* ---- values and errors ---- */
-
-SpPVal *
-sp_pval_new (PsInstr *hlo, const PsSharding *s, const PsShape *full)
-{
-  SpPVal *v = g_new0 (SpPVal, 1);
-  v->hlo = hlo;
-  /* Values share one interned copy of each tiled sharding while the memo
-   * is active instead of copying the device array each. */
-  const PsSharding *shared = s ? sp_sharding_intern (s) : NULL;
-  v->shared = shared != NULL;
-  v->sharding = shared ? (PsSharding *) shared : ps_sharding_copy (s ? s : sp_replicated ());
-  v->full = ps_shape_copy (full);
-  return v;
-}
-
-void
-sp_pval_free (SpPVal *v)
-{
-  if (!v)
-    return;
-  if (!v->shared)
-    ps_sharding_free (v->sharding);
-  ps_shape_free (v->full);
-  g_free (v);
-}
-
-const PsSharding *
-sp_replicated (void)
-{
-  static PsSharding *rep;
-  if (g_once_init_enter (&rep))
-    g_once_init_leave (&rep, ps_sharding_replicated ());
-  return rep;
-}
-
-const PsSharding *
-sp_sharding_of (const PsInstr *src)
-{
-  if (!src->sharding || src->sharding->kind == PS_SHARDING_UNKNOWN)
-    return sp_replicated ();
-  return src->sharding;
-}
-
-SpPVal *
-sp_operand (SpComp *c, const PsInstr *src_instr, int i)
-{
-  return g_hash_table_lookup (c->vals, src_instr->operands[i]);
-}
-
-void
-sp_fail (SpComp *c, PsErrorCode code, const char *fmt, ...)
-{
-  if (c->m->error)
-    return;
-  va_list ap;
-  va_start (ap, fmt);
-  char *msg = g_strdup_vprintf (fmt, ap);
-  va_end (ap);
-  if (c->cur)
-    ps_instr_error (&c->m->error, code, c->cur, "%s", msg);
-  else
-    c->m->error = g_error_new (PS_ERROR, code, "%s", msg);
-  g_free (msg);
-}
-
-gboolean
-sp_failed (SpComp *c)
-{
-  return c->m->error != NULL;
-}
-
-void
-sp_note_fallback (SpComp *c, PsOpcode op)
-{
-  PsSpmdReport *r = c->m->opts.report;
-  if (!r)
-    return;
-  r->n_fallbacks++;
-  if (!r->fallback_ops)
-    r->fallback_ops = g_hash_table_new (g_str_hash, g_str_equal);
-  const char *name = ps_opcode_name (op);
-  int k = GPOINTER_TO_INT (g_hash_table_lookup (r->fallback_ops, name));
-  g_hash_table_insert (r->fallback_ops, (gpointer) name, GINT_TO_POINTER (k + 1));
-}
-
 /* ---- computations ---- */
-
-static char *
-fresh_comp_name (SpModule *m, const char *base)
-{
-  if (!ps_module_find_computation (m->out, base))
-    return g_strdup (base);
-  for (int k = 1;; k++)
-    {
-      char *name = g_strdup_printf ("%s.spmd%d", base, k);
-      if (!ps_module_find_computation (m->out, name))
-        return name;
-      g_free (name);
-    }
-}
-
-static PsComputation *copy_verbatim (SpModule *m, const PsComputation *src);
-
-static void
-set_param (PsComputation *comp, PsInstr *p, int64_t number)
-{
-  p->parameter_number = number;
-  if ((int64_t) comp->params->len <= number)
-    g_ptr_array_set_size (comp->params, (guint) number + 1);
-  g_ptr_array_index (comp->params, number) = p;
-}
-
-/* Scalar computations (reducers, comparators) need no partitioning. */
-static PsComputation *
-copy_verbatim (SpModule *m, const PsComputation *src)
-{
-  PsComputation *done = g_hash_table_lookup (m->comp_map, src);
-  if (done)
-    return done;
-  g_autofree char *name = fresh_comp_name (m, src->name);
-  PsComputation *out = ps_computation_new (m->out, name);
-  out->execution_thread = g_strdup (src->execution_thread);
-  GHashTable *imap = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr (GPtrArray) order = ps_computation_post_order (src);
-  for (guint i = 0; i < order->len; i++)
-    {
-      const PsInstr *in = g_ptr_array_index (order, i);
-      PsInstr *ops[in->n_operands > 0 ? in->n_operands : 1];
-      for (int k = 0; k < in->n_operands; k++)
-        ops[k] = g_hash_table_lookup (imap, in->operands[k]);
-      PsInstr *ni = ps_computation_add_instr (out, in->opcode, NULL, ps_shape_copy (in->shape),
-                                              in->n_operands, ops);
-      sp_copy_attrs (ni, in);
-      if (in->n_called > 0)
-        {
-          PsComputation *called[in->n_called];
-          for (int k = 0; k < in->n_called; k++)
-            called[k] = copy_verbatim (m, in->called[k]);
-          ps_instr_set_called (ni, in->n_called, called);
-        }
-      if (in->opcode == PS_OP_PARAMETER)
-        set_param (out, ni, in->parameter_number);
-      g_hash_table_insert (imap, (gpointer) in, ni);
-    }
-  out->root = g_hash_table_lookup (imap, src->root);
-  g_hash_table_destroy (imap);
-  g_hash_table_insert (m->comp_map, (gpointer) src, out);
-  g_ptr_array_add (m->helper_comps, out);
-  return out;
-}
-
-PsComputation *
-sp_copy_computation (SpModule *m, const PsComputation *src)
-{
-  return copy_verbatim (m, src);
-}
 
 static PsComputation *partition_comp (SpModule *m, const PsComputation *src,
                                       PsSharding *const *param_shardings,
                                       const PsSharding *root_sharding);
-
-PsInstr *
-sp_clone_with (SpComp *c, const PsInstr *in, PsShape *shape, int n, PsInstr *const *ops)
-{
-  PsInstr *ni = sp_add (c, in->opcode, shape, n, ops);
-  sp_copy_attrs (ni, in);
-  if (in->n_called > 0)
-    {
-      PsComputation *called[in->n_called];
-      for (int k = 0; k < in->n_called; k++)
-        called[k] = copy_verbatim (c->m, in->called[k]);
-      ps_instr_set_called (ni, in->n_called, called);
-    }
-  return ni;
-}
 
 SpPVal *
 sp_fallback (SpComp *c, const PsInstr *in)
@@ -659,7 +488,7 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
   SpComp c = { 0 };
   c.m = m;
   c.src = src;
-  g_autofree char *name = fresh_comp_name (m, src->name);
+  g_autofree char *name = sp_fresh_comp_name (m, src->name);
   c.out = ps_computation_new (m->out, name);
   c.out->execution_thread = g_strdup (src->execution_thread);
   c.vals = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
@@ -681,7 +510,7 @@ partition_comp (SpModule *m, const PsComputation *src, PsSharding *const *param_
           PsInstr *p = ps_computation_add_instr (c.out, PS_OP_PARAMETER, in->name,
                                                  ps_shape_copy (local), 0, NULL);
           sp_copy_attrs (p, in);
-          set_param (c.out, p, in->parameter_number);
+          sp_set_param (c.out, p, in->parameter_number);
           r = sp_pval_new (p, ps, in->shape);
         }
       else

@@ -1,6 +1,8 @@
 /* Instruction builders for the SPMD partitioner: every local instruction and
  * collective the handlers emit goes through these, so shapes are computed in
- * one place and collectives always carry channel ids and global device ids. */
+ * one place and collectives always carry channel ids and global device ids;
+ * and the scalar computations (reducers, comparators) copied verbatim into
+ * the output, with the clones of instructions that call them. */
 #include "config.h"
 
 #include <math.h>
@@ -417,4 +419,83 @@ sp_collective_permute (SpComp *c, PsInstr *x, int n_pairs, const int64_t *pairs)
   if (c->m->opts.report)
     c->m->opts.report->n_collectives++;
   return p;
+}
+
+/* ---- computations copied verbatim (reducers, comparators), and clones ---- */
+
+char *
+sp_fresh_comp_name (SpModule *m, const char *base)
+{
+  if (!ps_module_find_computation (m->out, base))
+    return g_strdup (base);
+  for (int k = 1;; k++)
+    {
+      char *name = g_strdup_printf ("%s.spmd%d", base, k);
+      if (!ps_module_find_computation (m->out, name))
+        return name;
+      g_free (name);
+    }
+}
+
+void
+sp_set_param (PsComputation *comp, PsInstr *p, int64_t number)
+{
+  p->parameter_number = number;
+  if ((int64_t) comp->params->len <= number)
+    g_ptr_array_set_size (comp->params, (guint) number + 1);
+  g_ptr_array_index (comp->params, number) = p;
+}
+
+/* Scalar computations (reducers, comparators) need no partitioning. */
+PsComputation *
+sp_copy_computation (SpModule *m, const PsComputation *src)
+{
+  PsComputation *done = g_hash_table_lookup (m->comp_map, src);
+  if (done)
+    return done;
+  g_autofree char *name = sp_fresh_comp_name (m, src->name);
+  PsComputation *out = ps_computation_new (m->out, name);
+  out->execution_thread = g_strdup (src->execution_thread);
+  GHashTable *imap = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr (GPtrArray) order = ps_computation_post_order (src);
+  for (guint i = 0; i < order->len; i++)
+    {
+      const PsInstr *in = g_ptr_array_index (order, i);
+      PsInstr *ops[in->n_operands > 0 ? in->n_operands : 1];
+      for (int k = 0; k < in->n_operands; k++)
+        ops[k] = g_hash_table_lookup (imap, in->operands[k]);
+      PsInstr *ni = ps_computation_add_instr (out, in->opcode, NULL, ps_shape_copy (in->shape),
+                                              in->n_operands, ops);
+      sp_copy_attrs (ni, in);
+      if (in->n_called > 0)
+        {
+          PsComputation *called[in->n_called];
+          for (int k = 0; k < in->n_called; k++)
+            called[k] = sp_copy_computation (m, in->called[k]);
+          ps_instr_set_called (ni, in->n_called, called);
+        }
+      if (in->opcode == PS_OP_PARAMETER)
+        sp_set_param (out, ni, in->parameter_number);
+      g_hash_table_insert (imap, (gpointer) in, ni);
+    }
+  out->root = g_hash_table_lookup (imap, src->root);
+  g_hash_table_destroy (imap);
+  g_hash_table_insert (m->comp_map, (gpointer) src, out);
+  g_ptr_array_add (m->helper_comps, out);
+  return out;
+}
+
+PsInstr *
+sp_clone_with (SpComp *c, const PsInstr *in, PsShape *shape, int n, PsInstr *const *ops)
+{
+  PsInstr *ni = sp_add (c, in->opcode, shape, n, ops);
+  sp_copy_attrs (ni, in);
+  if (in->n_called > 0)
+    {
+      PsComputation *called[in->n_called];
+      for (int k = 0; k < in->n_called; k++)
+        called[k] = sp_copy_computation (c->m, in->called[k]);
+      ps_instr_set_called (ni, in->n_called, called);
+    }
+  return ni;
 }

@@ -7,7 +7,10 @@
  * Handlers read their operands' SpPVal, reshard them as their strategy needs
  * (spmd_reshard.c), emit local instructions through the sp_* builders and
  * return the SpPVal of the result; the driver (spmd.c) reshards that to the
- * instruction's own sharding.
+ * instruction's own sharding. Calls run one way: spmd.c -> handlers
+ * (spmd_dot.c, spmd_conv.c, spmd_norm.c, spmd_ops.c) -> spmd_reshard.c ->
+ * spmd_build.c and spmd_value.c (values' lookups, errors, the fallback
+ * report), which call nothing back.
  *
  * Ownership: a SpPVal owns its sharding and full shape; builders take
  * ownership of the shapes passed to them and borrow operand instructions.
@@ -113,8 +116,13 @@ PsInstr *sp_all_reduce (SpComp *c, PsInstr *x, SpReduceKind kind, int n_groups,
 /* All-reduce with a copy of a reduce's own scalar computation. */
 PsInstr *sp_all_reduce_with (SpComp *c, PsInstr *x, const PsComputation *src_reducer,
                              int n_groups, int group_size, const int64_t *groups);
-/* The output-module copy of a scalar computation of the input. */
+/* The output-module copy of a scalar computation of the input (made once). */
 PsComputation *sp_copy_computation (SpModule *m, const PsComputation *src);
+/* A name for a new output computation: `base`, or base.spmdN when taken.
+ * transfer full. */
+char *sp_fresh_comp_name (SpModule *m, const char *base);
+/* Makes p parameter `number` of comp. */
+void sp_set_param (PsComputation *comp, PsInstr *p, int64_t number);
 PsInstr *sp_all_gather (SpComp *c, PsInstr *x, int64_t dim, int n_groups,
                         int group_size, const int64_t *groups);
 PsInstr *sp_reduce_scatter (SpComp *c, PsInstr *x, SpReduceKind kind, int64_t dim,

@@ -156,6 +156,33 @@ sp_memo_pop (gpointer saved)
   memo_cur = saved;
 }
 
+/* Partitioned values share the memo's interned copy of each tiled
+ * sharding while it is active instead of copying the device array each. */
+SpPVal *
+sp_pval_new (PsInstr *hlo, const PsSharding *s, const PsShape *full)
+{
+  SpPVal *v = g_new0 (SpPVal, 1);
+  v->hlo = hlo;
+  /* Values share one interned copy of each tiled sharding while the memo
+   * is active instead of copying the device array each. */
+  const PsSharding *shared = s ? sp_sharding_intern (s) : NULL;
+  v->shared = shared != NULL;
+  v->sharding = shared ? (PsSharding *) shared : ps_sharding_copy (s ? s : sp_replicated ());
+  v->full = ps_shape_copy (full);
+  return v;
+}
+
+void
+sp_pval_free (SpPVal *v)
+{
+  if (!v)
+    return;
+  if (!v->shared)
+    ps_sharding_free (v->sharding);
+  ps_shape_free (v->full);
+  g_free (v);
+}
+
 /* The interned id of a tiled sharding, or -1 (no memo, or not tiled). */
 static int64_t
 memo_id (const PsSharding *s)
