@@ -6,6 +6,9 @@ EXTRA_DIST += tests/cli_basics.sh tests/lib.sh
 # The layering test: includes against the floor table of doc/architecture.md,
 # and a test of that test on fixture trees.
 TESTS += tests/layering.sh tests/layering_selftest.sh
+# Calls inside a module run one way (doc/architecture.md, "Private headers").
+TESTS += tests/call_cycles.sh
+EXTRA_DIST += tests/call_cycles.sh
 EXTRA_DIST += tests/layering.sh tests/layering_selftest.sh doc/architecture.md \
 	tests/data/layering/doc/architecture.md tests/data/layering/low/a.h \
 	tests/data/layering/mid/m.h tests/data/layering/mid/m_private.h tests/data/layering/mid/m_ops.c \
