@@ -12,9 +12,7 @@
 #include "cli/target_options.h"
 #include "driver/driver.h"
 #include "common/error.h"
-#include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
-#include "partitioner/ir/async.h"
 #include "partitioner/spmd/spmd.h"
 
 static int
@@ -97,14 +95,7 @@ ps_cmd_partition (int argc, char **argv)
   {
     const char *path = argv[1];
     GError *error = NULL;
-    g_autoptr (PsModule) m = ps_hlo_load (path, mod.module_name, &error);
-    if (m && ps_async_module_is_partitioned (m))
-      {
-        g_set_error (&error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s: the module is already partitioned (a per-device SPMD program: entry "
-                   "'%s', no shardings, partition-id or collectives); 'podsim run %s' "
-                   "lowers and simulates it as it is", path, m->entry->name, path);
-        g_clear_pointer (&m, ps_module_free);
-      }
+    g_autoptr (PsModule) m = ps_cli_load_unpartitioned (path, mod.module_name, &error);
     if (!m)
       {
         status = ps_cli_fail (error);

@@ -16,8 +16,6 @@
 #include "cli/commands.h"
 #include "driver/driver.h"
 #include "common/error.h"
-#include "partitioner/hlo/hlo_parser.h"
-#include "partitioner/ir/async.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/interp/shrink.h"
 #include "partitioner/spmd/spmd.h"
@@ -90,14 +88,7 @@ ps_cmd_verify (int argc, char **argv)
     }
   const char *path = argv[1];
   GError *error = NULL;
-  g_autoptr (PsModule) m = ps_hlo_load (path, mod.module_name, &error);
-  if (m && ps_async_module_is_partitioned (m))
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s: the module is already partitioned (a per-device SPMD program: entry "
-                   "'%s', no shardings, partition-id or collectives); 'podsim run %s' "
-                   "lowers and simulates it as it is", path, m->entry->name, path);
-      return ps_cli_fail (error);
-    }
+  g_autoptr (PsModule) m = ps_cli_load_unpartitioned (path, mod.module_name, &error);
   if (!m)
     return ps_cli_fail (error);
   g_autoptr (GHashTable) choices = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);

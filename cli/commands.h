@@ -86,6 +86,10 @@ gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
  * another count is the usage error "podsim CMD: expected one WHAT (see
  * 'podsim CMD --help')", FALSE (exit 2). */
 gboolean ps_cli_parse_one (GOptionContext *ctx, int *argc, char ***argv, const char *what);
+/* Reads an HLO module (ps_hlo_load) that is still to be partitioned: an
+ * already partitioned one (a per-device program) is a PS_ERROR_UNSUPPORTED
+ * error that points to `podsim run FILE`. transfer full. */
+PsModule *ps_cli_load_unpartitioned (const char *path, const char *module_name, GError **error);
 /* Reads a whole file or, for "-", standard input. */
 gboolean ps_cli_read_input (const char *path, char **out, gsize *len, GError **error);
 /* Runs fn (data) in a forked child under a time limit, so that a crash or

@@ -13,6 +13,8 @@
 #include "cli/commands.h"
 #include "common/checked.h"
 #include "common/error.h"
+#include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/ir/async.h"
 
 int
 ps_cli_fail (GError *error)
@@ -231,6 +233,20 @@ ps_cli_parse_one (GOptionContext *ctx, int *argc, char ***argv, const char *what
     return TRUE;
   fprintf (stderr, "%s: expected one %s (see '%s --help')\n", g_get_prgname (), what, g_get_prgname ());
   return FALSE;
+}
+
+PsModule *
+ps_cli_load_unpartitioned (const char *path, const char *module_name, GError **error)
+{
+  PsModule *m = ps_hlo_load (path, module_name, error);
+  if (m && ps_async_module_is_partitioned (m))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_UNSUPPORTED, "%s: the module is already partitioned (a per-device "
+                   "SPMD program: entry '%s', no shardings, partition-id or collectives); 'podsim run %s' "
+                   "lowers and simulates it as it is", path, m->entry->name, path);
+      g_clear_pointer (&m, ps_module_free);
+    }
+  return m;
 }
 
 gboolean
