@@ -168,6 +168,25 @@ fits_cell (Format f, gboolean fits)
   return g_strdup (f == CSV ? (fits ? "1" : "0") : fits ? "yes" : "no");
 }
 
+/* The last two cells of every row: whether it fits, and its peak HBM in
+ * GiB (marked "> HBM" when it does not fit). */
+static void
+fit_cells (Format f, gboolean fits, double peak_bytes, char **cells)
+{
+  cells[0] = fits_cell (f, fits);
+  cells[1] = f == CSV ? g_strdup_printf ("%.3f", peak_bytes / GIB)
+                      : g_strdup_printf ("%.2f GiB%s", peak_bytes / GIB, fits ? "" : " > HBM");
+}
+
+/* Prints one row's n cells and frees them. */
+static void
+print_row (Format f, int n, char **cells, const int *widths)
+{
+  print_cells (f, n, cells, widths);
+  for (int c = 0; c < n; c++)
+    g_free (cells[c]);
+}
+
 /* ---- spatial -------------------------------------------------------------- */
 
 /* The GSPMD paper's figures (../shared/reference/seed-figures.md). */
@@ -251,12 +270,8 @@ ps_tables_spatial (gboolean csv, gboolean markdown, const PsTablesOptions *o)
       cells[10] = num (f, ok && base->fits, f == CSV ? "%.4f" : "%.2fx", r->mfu / base->mfu);
       cells[11] = num (f, seed_u, f == CSV ? "%.1f" : "%.1fx", SEED_UTIL_32);
       cells[12] = num (f, ok, f == CSV ? "%.4f" : "%.1f %%", f == CSV ? r->mxu : 100 * r->mxu);
-      cells[13] = fits_cell (f, ok);
-      cells[14] = f == CSV ? g_strdup_printf ("%.3f", r->peak_bytes / GIB)
-                           : g_strdup_printf ("%.2f GiB%s", r->peak_bytes / GIB, ok ? "" : " > HBM");
-      print_cells (f, C, cells, widths);
-      for (int c = 0; c < C; c++)
-        g_free (cells[c]);
+      fit_cells (f, ok, r->peak_bytes, cells + 13);
+      print_row (f, C, cells, widths);
     }
   runs_free (runs, N);
   return 0;
@@ -333,12 +348,8 @@ ps_tables_speech (gboolean csv, gboolean markdown, const PsTablesOptions *o)
       cells[8] = num (f, ok, f == CSV ? "%.4f" : "%.1f %%", f == CSV ? r->mfu : 100 * r->mfu);
       cells[9] = num (f, ok, f == CSV ? "%.4f" : "%.1f %%", f == CSV ? r->mxu : 100 * r->mxu);
       cells[10] = num (f, eff_ok, f == CSV ? "%.4f" : "%.0f %%", f == CSV ? eff : 100 * eff);
-      cells[11] = fits_cell (f, ok);
-      cells[12] = f == CSV ? g_strdup_printf ("%.3f", r->peak_bytes / GIB)
-                           : g_strdup_printf ("%.2f GiB%s", r->peak_bytes / GIB, ok ? "" : " > HBM");
-      print_cells (f, C, cells, widths);
-      for (int c = 0; c < C; c++)
-        g_free (cells[c]);
+      fit_cells (f, ok, r->peak_bytes, cells + 11);
+      print_row (f, C, cells, widths);
     }
   runs_free (runs, N);
   return 0;
