@@ -219,7 +219,9 @@ trace_lower (int argc, char **argv)
       "(groups as mesh axes where possible), a while loop as a loop of the trace\n"
       "(one iteration, run trip-count times). The program is scheduled and lowered\n"
       "as `podsim run FILE.hlo` does (the same stages, driver/driver.h), so both\n"
-      "write the same trace. Devices default to the module's num_partitions.");
+      "write the same trace. Devices default to the module's num_partitions;\n"
+      "without --slice the trace names no slice and the devices are checked\n"
+      "against none (the default below is podsim run's).");
   gboolean ok = ps_cli_parse (ctx, &argc, &argv);
   g_autofree char *out_path = output, *order_s = order;
   if (!ok)
