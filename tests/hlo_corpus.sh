@@ -84,6 +84,18 @@ expect_status 0 "$PODSIM" verify -n 2 "$S/slices.mlir"
 expect_grep "agrees on 2 devices" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$S/slices.mlir" -q
 expect_grep "step time" "$PS_TMP/out"
+# gather (an embedding lookup), scatter (its gradient), convolution and
+# functions of several results: each pair prints the same, verifies, runs.
+for f in gather scatter conv results; do
+  expect_status 0 "$PODSIM" hlo "$S/$f.mlir"
+  cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
+  expect_status 0 "$PODSIM" hlo "$S/$f.hlo"
+  cmp -s "$PS_TMP/out" "$PS_TMP/from_mlir.hlo" || fail "$f.mlir and $f.hlo read differently"
+  expect_status 0 "$PODSIM" verify -n 2 "$S/$f.mlir"
+  expect_grep " on 2 devices" "$PS_TMP/out"
+  expect_status 0 "$PODSIM" run "$S/$f.mlir" -q
+  expect_grep "step time" "$PS_TMP/out"
+done
 expect_status 0 "$PODSIM" propagate "$S/mlp_step.mlir" -o "$PS_TMP/prop.hlo"
 expect_status 0 "$PODSIM" hlo "$PS_TMP/prop.hlo"
 # Single-device programs: the partitioned program agrees with the original.

@@ -159,14 +159,17 @@ sl_operation (Sl *s, char **returned, char **returned_shape)
   /* the text is not NUL-terminated: compare within its length */
   gsize left = s->len - s->pos;
   if (nres != 1 && !(left >= 15 && memcmp (s->t + s->pos, "stablehlo.while", 15) == 0)
-      && !(left >= 17 && memcmp (s->t + s->pos, "stablehlo.reduce(", 17) == 0))
+      && !(left >= 17 && memcmp (s->t + s->pos, "stablehlo.reduce(", 17) == 0)
+      && !(left >= 6 && memcmp (s->t + s->pos, "call @", 6) == 0)
+      && !(left >= 11 && memcmp (s->t + s->pos, "func.call @", 11) == 0))
     {
-      sl_error (s, at, "operations with several results are not read yet (stablehlo.while and reduce are)");
+      sl_error (s, at, "operations with several results are not read yet (stablehlo.while, reduce and call are)");
       return FALSE;
     }
   gboolean generic = SL_CUR (s) == '"';
   g_autofree char *op = generic ? sl_string_lit (s) : sl_word (s);
-  if (generic && op && strcmp (op, "stablehlo.reduce") != 0)
+  if (generic && op && strcmp (op, "stablehlo.reduce") != 0 && strcmp (op, "stablehlo.gather") != 0
+      && strcmp (op, "stablehlo.scatter") != 0 && strcmp (op, "stablehlo.convolution") != 0)
     {
       sl_error (s, opat, "the generic form of %s is not read (only its pretty form)", op);
       return FALSE;
@@ -312,6 +315,21 @@ sl_operation (Sl *s, char **returned, char **returned_shape)
       if (!sl_operands (s, ops, &n) || !(shape = sl_result_type (s)))
         return FALSE;
       g_string_printf (rest, "select(%s)", ops->str);
+    }
+  else if (strcmp (op, "stablehlo.convolution") == 0)
+    {
+      if (!sl_convolution (s, at, generic, rest, &shape, &sharding))
+        return FALSE;
+    }
+  else if (strcmp (op, "stablehlo.gather") == 0 && generic)
+    {
+      if (!sl_gather (s, at, rest, &shape, &sharding))
+        return FALSE;
+    }
+  else if (strcmp (op, "stablehlo.scatter") == 0 && generic)
+    {
+      if (!sl_scatter (s, at, rest, &shape, &sharding))
+        return FALSE;
     }
   else if (generic)
     {
@@ -511,11 +529,43 @@ sl_operation (Sl *s, char **returned, char **returned_shape)
           if (!sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the arguments"))
             return FALSE;
         }
-      if (!(shape = sl_result_type (s)))
-        return FALSE;
-      g_string_printf (rest, "call(%s), to_apply=%s", ops->str, callee);
       if (s->calls)
         g_ptr_array_add (s->calls, g_strdup (callee));
+      g_string_printf (rest, "call(%s), to_apply=%s", ops->str, callee);
+      if (nres > 1)
+        {
+          /* %r:N = call @f(...) : (...) -> (T1, ...): the callee returns a
+           * tuple, %r#k its element r.k */
+          g_autoptr (GPtrArray) types = g_ptr_array_new_with_free_func (g_free);
+          g_autofree char *tshape = NULL;
+          if (!sl_expect (s, ":", "before the types") || !sl_expect (s, "(", "to open the argument types"))
+            return FALSE;
+          if (!sl_accept (s, ")"))
+            {
+              do
+                {
+                  g_autofree char *t = sl_tensor_type (s);
+                  if (!t)
+                    return FALSE;
+                }
+              while (sl_accept (s, ","));
+              if (!sl_expect (s, ")", "to close the argument types"))
+                return FALSE;
+            }
+          if (!sl_expect (s, "->", "before the result types") || !sl_expect (s, "(", "to open the result types")
+              || !(tshape = sl_tuple_types (s, nres, types)) || !sl_expect (s, ")", "to close the result types"))
+            return FALSE;
+          sl_emit (s, at, name, tshape, rest->str, NULL);
+          for (int i = 0; i < nres; i++)
+            {
+              g_autofree char *en = g_strdup_printf ("%s.%d", name, i);
+              g_autofree char *gr = g_strdup_printf ("get-tuple-element(%s), index=%d", name, i);
+              sl_emit (s, at, en, g_ptr_array_index (types, i), gr, NULL);
+            }
+          return TRUE;
+        }
+      if (!(shape = sl_result_type (s)))
+        return FALSE;
     }
   else if (g_str_has_prefix (op, "chlo."))
     {

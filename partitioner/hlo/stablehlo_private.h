@@ -5,7 +5,8 @@
  * returns at once. Split along its seams: the lexer and the type and
  * literal forms (stablehlo_lex.c), attribute dictionaries and Shardy
  * shardings (stablehlo_sdy.c), regions and the operations that hold them
- * (stablehlo_regions.c), the operation table (stablehlo_ops.c), and the
+ * (stablehlo_regions.c), the operation table (stablehlo_ops.c) and its
+ * operations with structured dimension numbers (stablehlo_indexing.c), and the
  * functions and the module (stablehlo_reader.c). Private to stablehlo*.c;
  * prefix sl_, Sl, SL_.
  */
@@ -81,6 +82,13 @@ gboolean sl_reduce_several (Sl *s, gsize at, const char *name, int nres, const c
 void sl_emit (Sl *s, gsize at, const char *name, const char *shape, const char *rest, const char *sharding);
 gboolean sl_operands (Sl *s, GString *out, int *n);
 gboolean sl_operation (Sl *s, char **returned, char **returned_shape);
+
+/* stablehlo_indexing.c: gather, scatter and convolution (the generic form
+ * for gather and scatter, both forms for convolution); the cursor is after
+ * the operation's name; rest gets the HLO instruction after its shape */
+gboolean sl_gather (Sl *s, gsize at, GString *rest, char **shape, char **sharding);
+gboolean sl_scatter (Sl *s, gsize at, GString *rest, char **shape, char **sharding);
+gboolean sl_convolution (Sl *s, gsize at, gboolean generic, GString *rest, char **shape, char **sharding);
 
 /* stablehlo_reader.c: functions, their order, the public entry points */
 void sl_add_func (Sl *s, const char *name, char *text, GPtrArray *calls, gsize at);

@@ -78,14 +78,44 @@ sl_function (Sl *s)
     }
   /* results: -> T, -> (T {attrs}, ...) */
   g_autofree char *out_sharding = NULL;
+  int n_out = 1;
   if (!SL_FAILED (s) && sl_accept (s, "->"))
     {
       gboolean paren = sl_accept (s, "(");
       g_autofree char *t = sl_tensor_type (s);
       if (t && paren)
         sl_attr_dict (s, &out_sharding); /* unparenthesized, a '{' opens the body */
-      if (t && paren && sl_accept (s, ","))
-        sl_error (s, s->pos, "functions returning several values are not read yet (one result)");
+      if (t && paren && !SL_FAILED (s) && sl_accept (s, ","))
+        {
+          /* several results: HLO returns their tuple, whose sharding is a
+           * tuple sharding with {replicated} for a result that has none, as
+           * XLA's translation does (CreateTupleSharding in
+           * xla/hlo/translate/mhlo_to_hlo/mlir_hlo_to_hlo.cc) */
+          GPtrArray *outs = g_ptr_array_new_with_free_func (g_free);
+          g_ptr_array_add (outs, g_steal_pointer (&out_sharding));
+          gboolean any = outs->pdata[0] != NULL;
+          do
+            {
+              g_autofree char *tk = sl_tensor_type (s);
+              char *sk = NULL;
+              if (!tk || !sl_attr_dict (s, &sk))
+                break;
+              any = any || sk != NULL;
+              g_ptr_array_add (outs, sk);
+            }
+          while (sl_accept (s, ","));
+          n_out = (int) outs->len;
+          if (any && !SL_FAILED (s))
+            {
+              GString *g = g_string_new ("{");
+              for (guint i = 0; i < outs->len; i++)
+                g_string_append_printf (g, "%s%s", i ? ", " : "",
+                                        outs->pdata[i] ? (const char *) outs->pdata[i] : "{replicated}");
+              g_string_append_c (g, '}');
+              out_sharding = g_string_free (g, FALSE);
+            }
+          g_ptr_array_unref (outs);
+        }
       if (t && paren && !SL_FAILED (s))
         sl_expect (s, ")", "to close the result types");
     }
@@ -116,6 +146,21 @@ sl_function (Sl *s)
       /* The returned value is the root; the result's sharding is its
        * sharding (XLA's HLO of the program puts it there), unless it has
        * another one: then a copy with the result's sharding is the root. */
+      int n_ret = 1;
+      if (ret_shape[0] == '(')
+        {
+          int depth = 0;
+          for (const char *c = ret_shape; *c; c++)
+            {
+              depth += *c == '(' || *c == '[' ? 1 : *c == ')' || *c == ']' ? -1 : 0;
+              n_ret += *c == ',' && depth == 1;
+            }
+        }
+      if (n_ret != n_out)
+        sl_error (s, at, "function @%s returns %d value%s but its type has %d results", fname, n_ret, n_ret == 1 ? "" : "s", n_out);
+    }
+  if (!SL_FAILED (s))
+    {
       guint li = GPOINTER_TO_UINT (g_hash_table_lookup (s->line_of, ret));
       char **line = (char **) &g_ptr_array_index (s->body, li - 1);
       gboolean sharded = strstr (*line, ", sharding=") != NULL;

@@ -1,0 +1,525 @@
+/* The StableHLO reader's operations with structured dimension numbers:
+ * gather, scatter and convolution, mapped to HLO's gather, scatter and
+ * convolution with the same dimension numbers (the StableHLO spec,
+ * openxla/stablehlo docs/spec.md, defines them as XLA's: offset_dims,
+ * collapsed_slice_dims, ... keep their names and meaning). JAX prints
+ * gather and scatter in the generic form, "stablehlo.gather"(...) with
+ * their attributes as properties <{...}> (older texts: a dictionary {...}
+ * after the operands or the region), and convolution in its pretty form
+ * (dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {...});
+ * all three are read. See stablehlo.h and stablehlo_private.h. */
+#include "config.h"
+
+#include <string.h>
+
+#include "partitioner/hlo/stablehlo_private.h"
+
+/* The text of one attribute value at the cursor: up to a ',' or a closing
+ * bracket at depth 0 (not consumed), strings skipped; the '>' of '->' (a
+ * convolution's dimension numbers) closes nothing. transfer full. */
+static char *
+raw_value (Sl *s)
+{
+  sl_skip_ws (s);
+  gsize b = s->pos;
+  int depth = 0;
+  while (s->pos < s->len)
+    {
+      char c = s->t[s->pos];
+      if (c == '"')
+        {
+          g_autofree char *ignored = sl_string_lit (s);
+          if (!ignored)
+            return NULL;
+          continue;
+        }
+      if (c == '>' && s->pos > b && s->t[s->pos - 1] == '-')
+        {
+          s->pos++;
+          continue;
+        }
+      if (depth == 0 && (c == ',' || c == '}' || c == ']' || c == ')' || c == '>'))
+        break;
+      if (c == '{' || c == '[' || c == '(' || c == '<')
+        depth++;
+      else if (c == '}' || c == ']' || c == ')' || c == '>')
+        depth--;
+      s->pos++;
+    }
+  gsize e = s->pos;
+  while (e > b && g_ascii_isspace (s->t[e - 1]))
+    e--;
+  return g_strndup (s->t + b, e - b);
+}
+
+/* key = value, ... up to `close` (consumed) into the table (key -> value
+ * text). The keys may be quoted in older texts. */
+static gboolean
+raw_entries (Sl *s, const char *close, GHashTable *into)
+{
+  if (sl_accept (s, close))
+    return TRUE;
+  do
+    {
+      sl_skip_ws (s);
+      gsize kat = s->pos;
+      g_autofree char *key = SL_CUR (s) == '"' ? sl_string_lit (s) : sl_word (s);
+      if (!key)
+        {
+          g_autofree char *found = sl_describe (s);
+          sl_error (s, kat, "expected an attribute name, found %s", found);
+          return FALSE;
+        }
+      if (!sl_expect (s, "=", "after the attribute name"))
+        return FALSE;
+      char *v = raw_value (s);
+      if (!v)
+        return FALSE;
+      g_hash_table_replace (into, g_steal_pointer (&key), v);
+    }
+  while (sl_accept (s, ","));
+  return sl_expect (s, close, "to close the attributes");
+}
+
+/* The entries of a value's inside, "#stablehlo.gather<k = v, ...>", read
+ * by the same rules from a text of its own. */
+static gboolean
+nested_entries (Sl *s, gsize at, const char *v, const char *prefix, GHashTable *into)
+{
+  gsize n = strlen (prefix);
+  gsize vl = strlen (v);
+  if (strncmp (v, prefix, n) != 0 || vl <= n || v[vl - 1] != '>')
+    {
+      sl_error (s, at, "expected %s...>, found '%.40s'", prefix, v);
+      return FALSE;
+    }
+  Sl sub = { .t = v + n, .len = vl - n, .file = s->file };
+  gboolean ok = raw_entries (&sub, ">", into);
+  if (!ok)
+    {
+      g_autofree char *msg = g_strdup (sub.err->message);
+      g_clear_error (&sub.err);
+      /* the inner text's own position means nothing to the user */
+      const char *what = strstr (msg, ": ");
+      sl_error (s, at, "in %s...>: %s", prefix, what ? what + 2 : msg);
+    }
+  return ok;
+}
+
+/* The integers of a value ("[1, 2]", "array<i64: 1, 2>", "dense<[[0, 1]]> :
+ * tensor<1x2xi64>", "3 : i64", "[false, true]") into out as "1,2"; the
+ * count. A list's type suffix (": tensor<...>") is not read. */
+static int
+ints_of (const char *v, GString *out)
+{
+  int n = 0;
+  const char *p = v;
+  const char *end = p + strlen (p);
+  if (g_str_has_prefix (p, "array<"))
+    {
+      p = strchr (p, ':');
+      if (!p)
+        return 0;
+      p++;
+    }
+  else if (g_str_has_prefix (v, "dense<"))
+    end = strchr (v, '>') ? strchr (v, '>') : end;
+  else if (v[0] != '[' && strchr (p, ':'))
+    end = strchr (p, ':');
+  for (; p < end; p++)
+    {
+      const char *q = p;
+      gboolean neg = *q == '-';
+      if (neg)
+        q++;
+      gboolean word_start = p == v || !(g_ascii_isalnum (p[-1]) || p[-1] == '_');
+      if (word_start && g_ascii_isdigit (*q))
+        {
+          const char *e = q;
+          while (e < end && g_ascii_isdigit (*e))
+            e++;
+          if (e < end && g_ascii_isalpha (*e))
+            {
+              p = e;
+              continue;
+            }
+          g_string_append_printf (out, "%s%.*s", n ? "," : "", (int) (e - p), p);
+          n++;
+          p = e - 1;
+        }
+      else if (word_start && (g_str_has_prefix (p, "true") || g_str_has_prefix (p, "false")))
+        {
+          g_string_append_printf (out, "%s%d", n ? "," : "", *p == 't');
+          n++;
+          p += (*p == 't' ? 4 : 5) - 1;
+        }
+    }
+  return n;
+}
+
+/* Appends ", hlo_key={ints}" for the value of key, required or not. */
+static gboolean
+list_attr (Sl *s, gsize at, GHashTable *a, const char *key, const char *hlo_key, gboolean required, GString *rest)
+{
+  const char *v = g_hash_table_lookup (a, key);
+  if (!v)
+    {
+      if (required)
+        sl_error (s, at, "missing attribute %s", key);
+      return !required;
+    }
+  g_autoptr (GString) l = g_string_new (NULL);
+  ints_of (v, l);
+  if (!required && l->len == 0)
+    return TRUE;
+  g_string_append_printf (rest, ", %s={%s}", hlo_key, l->str);
+  return TRUE;
+}
+
+/* ", hlo_key=N" for an integer attribute ("3" or "3 : i64"). */
+static gboolean
+int_attr (Sl *s, gsize at, GHashTable *a, const char *key, const char *hlo_key, gboolean required,
+          const char *dflt, GString *rest)
+{
+  const char *v = g_hash_table_lookup (a, key);
+  g_autoptr (GString) l = g_string_new (NULL);
+  if (v && ints_of (v, l) != 1)
+    {
+      sl_error (s, at, "attribute %s is not one integer: '%.40s'", key, v);
+      return FALSE;
+    }
+  if (!v && required)
+    {
+      sl_error (s, at, "missing attribute %s", key);
+      return FALSE;
+    }
+  if (v && (!dflt || strcmp (l->str, dflt) != 0))
+    g_string_append_printf (rest, ", %s=%s", hlo_key, l->str);
+  return TRUE;
+}
+
+/* ", hlo_key=true" when the bool attribute is true. */
+static void
+flag_attr (GHashTable *a, const char *key, GString *rest)
+{
+  const char *v = g_hash_table_lookup (a, key);
+  if (v && g_str_has_prefix (v, "true"))
+    g_string_append_printf (rest, ", %s=true", key);
+}
+
+/* [#stablehlo<precision DEFAULT>, ...] or [DEFAULT, ...]: ",
+ * operand_precision={..}" unless all are DEFAULT. */
+static void
+precision_attr (const char *v, GString *rest)
+{
+  if (!v)
+    return;
+  g_autoptr (GString) pr = g_string_new (NULL);
+  gboolean all_default = TRUE;
+  g_auto (GStrv) parts = g_strsplit (v, ",", -1);
+  for (int i = 0; parts[i]; i++)
+    {
+      /* the last word of each element */
+      const char *p = parts[i] + strlen (parts[i]);
+      while (p > parts[i] && !g_ascii_isalpha (p[-1]))
+        p--;
+      const char *e = p;
+      while (p > parts[i] && g_ascii_isalpha (p[-1]))
+        p--;
+      if (e == p)
+        continue;
+      g_string_append_printf (pr, "%s%.*s", pr->len ? "," : "", (int) (e - p), p);
+      all_default = all_default && strncmp (p, "DEFAULT", (gsize) (e - p)) == 0 && e - p == 7;
+    }
+  if (!all_default)
+    g_string_append_printf (rest, ", operand_precision={%s}", pr->str);
+}
+
+/* "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]" as HLO's "b01f_01io->b01f". */
+static char *
+dim_labels (Sl *s, gsize at, const char *v)
+{
+  GString *g = g_string_new (NULL);
+  int part = 0;
+  for (const char *p = v; *p; p++)
+    {
+      if (*p == '[' || *p == ']' || *p == ',' || g_ascii_isspace (*p))
+        continue;
+      if (*p == 'x')
+        {
+          g_string_append_c (g, '_');
+          part++;
+          continue;
+        }
+      if (*p == '-' && p[1] == '>')
+        {
+          g_string_append (g, "->");
+          part++;
+          p++;
+          continue;
+        }
+      /* one label per dimension: b, f, i, o or a spatial index below 10 */
+      if (!(strchr ("bfio", *p) || g_ascii_isdigit (*p)) || (g_ascii_isdigit (*p) && g_ascii_isdigit (p[1])))
+        {
+          sl_error (s, at, "convolution dimension numbers '%.60s' are not read (labels b, f, i, o and spatial "
+                    "dims 0 to 9)", v);
+          g_string_free (g, TRUE);
+          return NULL;
+        }
+      g_string_append_c (g, *p);
+    }
+  if (part != 2)
+    {
+      sl_error (s, at, "convolution dimension numbers '%.60s' are not [lhs]x[rhs]->[result]", v);
+      g_string_free (g, TRUE);
+      return NULL;
+    }
+  return g_string_free (g, FALSE);
+}
+
+/* The dims of an HLO shape text "f32[3,3,1,1]". */
+static int
+shape_dims (const char *shape, int64_t *d, int max)
+{
+  const char *p = shape ? strchr (shape, '[') : NULL;
+  int n = 0;
+  if (!p || p[1] == ']')
+    return 0;
+  for (p++; *p && *p != ']' && n < max; p++)
+    {
+      d[n++] = g_ascii_strtoll (p, (char **) &p, 10);
+      if (*p != ',')
+        break;
+    }
+  return n;
+}
+
+/* The convolution's HLO attributes from its dimension numbers and window:
+ * the window's size is the kernel's spatial dims (HLO writes it, StableHLO
+ * takes it from the rhs), each field in the order of the spatial dims. */
+static gboolean
+conv_rest (Sl *s, gsize at, const char *rhs, GHashTable *a, const char *dnums, GString *rest)
+{
+  g_autofree char *labels = dim_labels (s, at, dnums);
+  if (!labels)
+    return FALSE;
+  const char *kl = strchr (labels, '_') + 1;
+  const char *ke = strstr (kl, "->");
+  int nsp = (int) (ke - kl) - 2;
+  int64_t kd[32];
+  int kr = shape_dims (g_hash_table_lookup (s->shapes, rhs), kd, 32);
+  if (nsp < 0 || kr != (int) (ke - kl))
+    {
+      sl_error (s, at, "convolution kernel labels '%.*s' do not fit the kernel's rank %d", (int) (ke - kl), kl, kr);
+      return FALSE;
+    }
+  GString *w = g_string_new ("window={");
+  for (int k = 0; k < nsp; k++)
+    {
+      const char *pos = memchr (kl, '0' + k, (gsize) (ke - kl));
+      if (!pos)
+        {
+          sl_error (s, at, "convolution kernel labels '%.*s' have no spatial dim %d", (int) (ke - kl), kl, k);
+          g_string_free (w, TRUE);
+          return FALSE;
+        }
+      g_string_append_printf (w, "%s%" G_GINT64_FORMAT, k ? "x" : "size=", kd[pos - kl]);
+    }
+  static const char *const fields[][2] = {
+    { "window_strides", "stride" }, { "padding", "pad" }, { "lhs_dilation", "lhs_dilate" },
+    { "rhs_dilation", "rhs_dilate" }, { "window_reversal", "rhs_reversal" },
+  };
+  for (gsize f = 0; f < G_N_ELEMENTS (fields) && nsp > 0; f++)
+    {
+      const char *v = g_hash_table_lookup (a, fields[f][0]);
+      if (!v)
+        continue;
+      g_autoptr (GString) l = g_string_new (NULL);
+      int cnt = ints_of (v, l);
+      int per = f == 1 ? 2 : 1;
+      g_auto (GStrv) x = g_strsplit (l->str, ",", -1);
+      /* a splat dense<0> : tensor<2x2xi64> stands for every entry */
+      if (cnt == 1 && nsp * per > 1)
+        ;
+      else if (cnt != nsp * per)
+        {
+          sl_error (s, at, "convolution %s has %d entries, expected %d", fields[f][0], cnt, nsp * per);
+          g_string_free (w, TRUE);
+          return FALSE;
+        }
+      g_string_append_printf (w, " %s=", fields[f][1]);
+      for (int k = 0; k < nsp; k++)
+        {
+          const char *lo = x[cnt == 1 ? 0 : k * per], *hi = per == 2 ? x[cnt == 1 ? 0 : k * per + 1] : NULL;
+          g_string_append_printf (w, "%s%s%s%s", k ? "x" : "", lo, hi ? "_" : "", hi ? hi : "");
+        }
+    }
+  g_string_append_c (w, '}');
+  g_string_append_printf (rest, ", %s, dim_labels=%s", w->str, labels);
+  g_string_free (w, TRUE);
+  return int_attr (s, at, a, "feature_group_count", "feature_group_count", FALSE, "1", rest)
+         && int_attr (s, at, a, "batch_group_count", "batch_group_count", FALSE, "1", rest)
+         && (precision_attr (g_hash_table_lookup (a, "precision_config"), rest), TRUE);
+}
+
+/* The mhlo.sharding entry's value, unquoted (transfer full), or NULL. */
+static char *
+sharding_of (GHashTable *a)
+{
+  const char *v = g_hash_table_lookup (a, "mhlo.sharding");
+  gsize n = v ? strlen (v) : 0;
+  return n >= 2 && v[0] == '"' && v[n - 1] == '"' ? g_strndup (v + 1, n - 2) : NULL;
+}
+
+gboolean
+sl_convolution (Sl *s, gsize at, gboolean generic, GString *rest, char **shape, char **sharding)
+{
+  g_autoptr (GString) ops = g_string_new (NULL);
+  g_autoptr (GHashTable) a = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  int n = 0;
+  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
+    return FALSE;
+  if (n != 2)
+    {
+      sl_error (s, at, "stablehlo.convolution takes 2 operands, got %d", n);
+      return FALSE;
+    }
+  g_autofree char *dnums = NULL;
+  if (generic)
+    {
+      gboolean props = sl_accept (s, "<{");
+      if (!props && !sl_expect (s, "{", "to open the attributes"))
+        return FALSE;
+      if (!raw_entries (s, props ? "}>" : "}", a))
+        return FALSE;
+      const char *v = g_hash_table_lookup (a, "dimension_numbers");
+      if (!v || !g_str_has_prefix (v, "#stablehlo.conv<"))
+        {
+          sl_error (s, at, "stablehlo.convolution needs dimension_numbers = #stablehlo.conv<...>");
+          return FALSE;
+        }
+      dnums = g_strndup (v + 16, strlen (v) - 17);
+    }
+  else
+    {
+      /* dim_numbers = [..]x[..]->[..], window = {stride = [..], ...} {attrs} */
+      if (!sl_expect (s, "dim_numbers", "after the operands") || !sl_expect (s, "=", "after dim_numbers")
+          || !(dnums = raw_value (s)))
+        return FALSE;
+      if (sl_accept (s, ",") && sl_expect (s, "window", "after the dimension numbers") && sl_expect (s, "=", "after window")
+          && sl_expect (s, "{", "to open the window"))
+        {
+          g_autoptr (GHashTable) w = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+          static const char *const pretty[][2] = {
+            { "stride", "window_strides" }, { "pad", "padding" }, { "lhs_dilate", "lhs_dilation" },
+            { "rhs_dilate", "rhs_dilation" }, { "reverse", "window_reversal" },
+          };
+          if (!raw_entries (s, "}", w))
+            return FALSE;
+          for (gsize i = 0; i < G_N_ELEMENTS (pretty); i++)
+            {
+              char *v = g_hash_table_lookup (w, pretty[i][0]);
+              if (v)
+                g_hash_table_replace (a, g_strdup (pretty[i][1]), g_strdup (v));
+            }
+        }
+      if (SL_FAILED (s))
+        return FALSE;
+      if (sl_accept (s, "{") && !raw_entries (s, "}", a))
+        return FALSE;
+    }
+  if (!(*shape = sl_result_type (s)))
+    return FALSE;
+  g_auto (GStrv) lr = g_strsplit (ops->str, ", ", 2);
+  g_string_printf (rest, "convolution(%s)", ops->str);
+  *sharding = sharding_of (a);
+  return conv_rest (s, at, lr[1], a, dnums, rest);
+}
+
+gboolean
+sl_gather (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
+{
+  g_autoptr (GString) ops = g_string_new (NULL);
+  g_autoptr (GHashTable) a = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autoptr (GHashTable) d = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  int n = 0;
+  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
+    return FALSE;
+  if (n != 2)
+    {
+      sl_error (s, at, "stablehlo.gather takes 2 operands, got %d", n);
+      return FALSE;
+    }
+  gboolean props = sl_accept (s, "<{");
+  if (!props && !sl_expect (s, "{", "to open the attributes"))
+    return FALSE;
+  if (!raw_entries (s, props ? "}>" : "}", a))
+    return FALSE;
+  const char *dn = g_hash_table_lookup (a, "dimension_numbers");
+  if (!dn)
+    {
+      sl_error (s, at, "missing attribute dimension_numbers");
+      return FALSE;
+    }
+  if (!nested_entries (s, at, dn, "#stablehlo.gather<", d) || !(*shape = sl_result_type (s)))
+    return FALSE;
+  g_string_printf (rest, "gather(%s)", ops->str);
+  *sharding = sharding_of (a);
+  gboolean ok = list_attr (s, at, d, "offset_dims", "offset_dims", TRUE, rest)
+                && list_attr (s, at, d, "collapsed_slice_dims", "collapsed_slice_dims", TRUE, rest)
+                && list_attr (s, at, d, "start_index_map", "start_index_map", TRUE, rest)
+                && list_attr (s, at, d, "operand_batching_dims", "operand_batching_dims", FALSE, rest)
+                && list_attr (s, at, d, "start_indices_batching_dims", "start_indices_batching_dims", FALSE, rest)
+                && int_attr (s, at, d, "index_vector_dim", "index_vector_dim", TRUE, NULL, rest)
+                && list_attr (s, at, a, "slice_sizes", "slice_sizes", TRUE, rest);
+  if (ok)
+    flag_attr (a, "indices_are_sorted", rest);
+  return ok;
+}
+
+gboolean
+sl_scatter (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
+{
+  g_autoptr (GString) ops = g_string_new (NULL);
+  g_autoptr (GHashTable) a = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autoptr (GHashTable) d = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  int n = 0;
+  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
+    return FALSE;
+  if (n != 3)
+    {
+      sl_error (s, at, "stablehlo.scatter of %d operands is not read yet (one input, its indices and updates)", n);
+      return FALSE;
+    }
+  /* properties before the region, or (older texts) a dictionary after it */
+  if (sl_accept (s, "<{") && !raw_entries (s, "}>", a))
+    return FALSE;
+  g_autofree char *red = g_strdup_printf ("region_%d", s->n_reducers++);
+  if (!sl_expect (s, "(", "to open the update region") || !sl_region (s, red, TRUE, NULL, NULL, NULL, 1)
+      || !sl_expect (s, ")", "to close the update region"))
+    return FALSE;
+  if (sl_accept (s, "{") && !raw_entries (s, "}", a))
+    return FALSE;
+  const char *dn = g_hash_table_lookup (a, "scatter_dimension_numbers");
+  if (!dn)
+    {
+      sl_error (s, at, "missing attribute scatter_dimension_numbers");
+      return FALSE;
+    }
+  if (!nested_entries (s, at, dn, "#stablehlo.scatter<", d) || !(*shape = sl_result_type (s)))
+    return FALSE;
+  g_string_printf (rest, "scatter(%s)", ops->str);
+  *sharding = sharding_of (a);
+  gboolean ok = list_attr (s, at, d, "update_window_dims", "update_window_dims", TRUE, rest)
+                && list_attr (s, at, d, "inserted_window_dims", "inserted_window_dims", TRUE, rest)
+                && list_attr (s, at, d, "scatter_dims_to_operand_dims", "scatter_dims_to_operand_dims", TRUE, rest)
+                && list_attr (s, at, d, "input_batching_dims", "input_batching_dims", FALSE, rest)
+                && list_attr (s, at, d, "scatter_indices_batching_dims", "scatter_indices_batching_dims", FALSE, rest)
+                && int_attr (s, at, d, "index_vector_dim", "index_vector_dim", TRUE, NULL, rest);
+  if (!ok)
+    return FALSE;
+  g_string_append_printf (rest, ", to_apply=%s", red);
+  flag_attr (a, "indices_are_sorted", rest);
+  flag_attr (a, "unique_indices", rest);
+  return TRUE;
+}
