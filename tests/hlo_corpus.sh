@@ -114,6 +114,12 @@ expect_grep "mesh 4 (arange), slice v3-8" "$PS_TMP/out"
 expect_grep "4 collectives" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$D/pytorch_xla_coalesced.hlo" -q
 expect_grep "already partitioned" "$PS_TMP/out"
+# ragged-dot and the dynamic-size ops simulate (above) but do not run on the
+# interpreter: verify says which instruction, where.
+expect_status 0 "$PODSIM" run "$D/dynamic_ops.hlo" -q
+expect_grep "1 compute events" "$PS_TMP/out"
+expect_status 2 "$PODSIM" verify -n 2 "$D/dynamic_ops.hlo"
+expect_grep "dynamic_ops.hlo:12:3: y: interpreter (ragged-dot): opcode ragged-dot is not supported" "$PS_TMP/err"
 expect_status 2 "$PODSIM" verify -n 4 "$D/async_collectives.hlo"
 expect_grep "already partitioned" "$PS_TMP/err"
 finish
