@@ -807,7 +807,8 @@ START_TEST (test_collectives)
                "t.hlo:3:13: shape f32[2,8] of 'ag' does not match f32[4,8], the shape its all-gather produces");
   parse_fails ("ENTRY e {\n  p = f32[2,8] parameter(0)\n"
                "  ROOT ar = f32[2,8] all-reduce(p), replica_groups={{0,1},{2}}\n}\n",
-               "t.hlo:3:59: groups of different sizes (2 and 1) are not supported");
+               "t.hlo:3:59: replica_groups of different sizes (2 and 1) are not read: podsim's collectives take "
+               "groups of one size");
 }
 END_TEST
 
