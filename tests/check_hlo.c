@@ -415,6 +415,10 @@ START_TEST (test_other_formats_and_forms)
   parse_fails ("ENTRY e {\n  ROOT x = f32[1,?] parameter(0)\n}\n",
                "t.hlo:2:18: unbounded dynamic dimension '?': podsim needs every dimension's size (a "
                "bounded one is written <=N; give the program concrete shapes when lowering it)");
+  /* an older dump's "HloModule NAME:" (XLA's lexer drops the colon) */
+  g_autoptr (PsModule) colon = parse_ok ("HloModule convolution.167:\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+                                         "colon");
+  ck_assert_str_eq (colon->name, "convolution.167");
   /* a lit test's // RUN and // CHECK lines are comments */
   g_autoptr (PsModule) lit = parse_ok ("// RUN: hlo-opt %s | FileCheck %s\nHloModule m\nENTRY e {\n"
                                        "  ROOT p = f32[2] parameter(0)\n}\n// CHECK: parameter\n", "lit");
