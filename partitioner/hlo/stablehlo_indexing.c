@@ -14,44 +14,6 @@
 
 #include "partitioner/hlo/stablehlo_private.h"
 
-/* The text of one attribute value at the cursor: up to a ',' or a closing
- * bracket at depth 0 (not consumed), strings skipped; the '>' of '->' (a
- * convolution's dimension numbers) closes nothing. transfer full. */
-static char *
-raw_value (Sl *s)
-{
-  sl_skip_ws (s);
-  gsize b = s->pos;
-  int depth = 0;
-  while (s->pos < s->len)
-    {
-      char c = s->t[s->pos];
-      if (c == '"')
-        {
-          g_autofree char *ignored = sl_string_lit (s);
-          if (!ignored)
-            return NULL;
-          continue;
-        }
-      if (c == '>' && s->pos > b && s->t[s->pos - 1] == '-')
-        {
-          s->pos++;
-          continue;
-        }
-      if (depth == 0 && (c == ',' || c == '}' || c == ']' || c == ')' || c == '>'))
-        break;
-      if (c == '{' || c == '[' || c == '(' || c == '<')
-        depth++;
-      else if (c == '}' || c == ']' || c == ')' || c == '>')
-        depth--;
-      s->pos++;
-    }
-  gsize e = s->pos;
-  while (e > b && g_ascii_isspace (s->t[e - 1]))
-    e--;
-  return g_strndup (s->t + b, e - b);
-}
-
 /* key = value, ... up to `close` (consumed) into the table (key -> value
  * text). The keys may be quoted in older texts. */
 static gboolean
@@ -72,7 +34,7 @@ raw_entries (Sl *s, const char *close, GHashTable *into)
         }
       if (!sl_expect (s, "=", "after the attribute name"))
         return FALSE;
-      char *v = raw_value (s);
+      char *v = sl_raw_value (s);
       if (!v)
         return FALSE;
       g_hash_table_replace (into, g_steal_pointer (&key), v);
@@ -371,19 +333,60 @@ sharding_of (GHashTable *a)
   return n >= 2 && v[0] == '"' && v[n - 1] == '"' ? g_strndup (v + 1, n - 2) : NULL;
 }
 
+/* "(%a, %b, ...)" of exactly `want` operands into ops ("a, b"); `fmt`
+ * says what else was found. */
+static gboolean
+operand_list (Sl *s, gsize at, const char *fmt, int want, GString *ops)
+{
+  int n = 0;
+  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
+    return FALSE;
+  if (n != want)
+    {
+      g_autofree char *msg = g_strdup_printf (fmt, n);
+      sl_error (s, at, "%s", msg);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The #stablehlo.gather<...> (or scatter) value of `key` read into d. */
+static gboolean
+dimension_numbers (Sl *s, gsize at, GHashTable *a, const char *key, const char *prefix, GHashTable *d)
+{
+  const char *dn = g_hash_table_lookup (a, key);
+  if (!dn)
+    {
+      sl_error (s, at, "missing attribute %s", key);
+      return FALSE;
+    }
+  return nested_entries (s, at, dn, prefix, d);
+}
+
+/* A dimension-number list of gather or scatter: its name in StableHLO is
+ * its name in HLO. */
+typedef struct {
+  const char *key;
+  gboolean required;
+} DimsKey;
+
+/* The lists of keys, then index_vector_dim, as HLO attributes. */
+static gboolean
+dims_lists (Sl *s, gsize at, GHashTable *d, const DimsKey *keys, gsize n, GString *rest)
+{
+  for (gsize i = 0; i < n; i++)
+    if (!list_attr (s, at, d, keys[i].key, keys[i].key, keys[i].required, rest))
+      return FALSE;
+  return int_attr (s, at, d, "index_vector_dim", "index_vector_dim", TRUE, NULL, rest);
+}
+
 gboolean
 sl_convolution (Sl *s, gsize at, gboolean generic, GString *rest, char **shape, char **sharding)
 {
   g_autoptr (GString) ops = g_string_new (NULL);
   g_autoptr (GHashTable) a = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  int n = 0;
-  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
+  if (!operand_list (s, at, "stablehlo.convolution takes 2 operands, got %d", 2, ops))
     return FALSE;
-  if (n != 2)
-    {
-      sl_error (s, at, "stablehlo.convolution takes 2 operands, got %d", n);
-      return FALSE;
-    }
   g_autofree char *dnums = NULL;
   if (generic)
     {
@@ -404,7 +407,7 @@ sl_convolution (Sl *s, gsize at, gboolean generic, GString *rest, char **shape, 
     {
       /* dim_numbers = [..]x[..]->[..], window = {stride = [..], ...} {attrs} */
       if (!sl_expect (s, "dim_numbers", "after the operands") || !sl_expect (s, "=", "after dim_numbers")
-          || !(dnums = raw_value (s)))
+          || !(dnums = sl_raw_value (s)))
         return FALSE;
       if (sl_accept (s, ",") && sl_expect (s, "window", "after the dimension numbers") && sl_expect (s, "=", "after window")
           && sl_expect (s, "{", "to open the window"))
@@ -442,35 +445,22 @@ sl_gather (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
   g_autoptr (GString) ops = g_string_new (NULL);
   g_autoptr (GHashTable) a = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_autoptr (GHashTable) d = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  int n = 0;
-  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
+  if (!operand_list (s, at, "stablehlo.gather takes 2 operands, got %d", 2, ops))
     return FALSE;
-  if (n != 2)
-    {
-      sl_error (s, at, "stablehlo.gather takes 2 operands, got %d", n);
-      return FALSE;
-    }
   gboolean props = sl_accept (s, "<{");
   if (!props && !sl_expect (s, "{", "to open the attributes"))
     return FALSE;
   if (!raw_entries (s, props ? "}>" : "}", a))
     return FALSE;
-  const char *dn = g_hash_table_lookup (a, "dimension_numbers");
-  if (!dn)
-    {
-      sl_error (s, at, "missing attribute dimension_numbers");
-      return FALSE;
-    }
-  if (!nested_entries (s, at, dn, "#stablehlo.gather<", d) || !(*shape = sl_result_type (s)))
+  static const DimsKey keys[] = {
+    { "offset_dims", TRUE }, { "collapsed_slice_dims", TRUE }, { "start_index_map", TRUE },
+    { "operand_batching_dims", FALSE }, { "start_indices_batching_dims", FALSE },
+  };
+  if (!dimension_numbers (s, at, a, "dimension_numbers", "#stablehlo.gather<", d) || !(*shape = sl_result_type (s)))
     return FALSE;
   g_string_printf (rest, "gather(%s)", ops->str);
   *sharding = sharding_of (a);
-  gboolean ok = list_attr (s, at, d, "offset_dims", "offset_dims", TRUE, rest)
-                && list_attr (s, at, d, "collapsed_slice_dims", "collapsed_slice_dims", TRUE, rest)
-                && list_attr (s, at, d, "start_index_map", "start_index_map", TRUE, rest)
-                && list_attr (s, at, d, "operand_batching_dims", "operand_batching_dims", FALSE, rest)
-                && list_attr (s, at, d, "start_indices_batching_dims", "start_indices_batching_dims", FALSE, rest)
-                && int_attr (s, at, d, "index_vector_dim", "index_vector_dim", TRUE, NULL, rest)
+  gboolean ok = dims_lists (s, at, d, keys, G_N_ELEMENTS (keys), rest)
                 && list_attr (s, at, a, "slice_sizes", "slice_sizes", TRUE, rest);
   if (ok)
     flag_attr (a, "indices_are_sorted", rest);
@@ -483,14 +473,9 @@ sl_scatter (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
   g_autoptr (GString) ops = g_string_new (NULL);
   g_autoptr (GHashTable) a = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_autoptr (GHashTable) d = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  int n = 0;
-  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
+  if (!operand_list (s, at, "stablehlo.scatter of %d operands is not read yet (one input, its indices and updates)", 3,
+                     ops))
     return FALSE;
-  if (n != 3)
-    {
-      sl_error (s, at, "stablehlo.scatter of %d operands is not read yet (one input, its indices and updates)", n);
-      return FALSE;
-    }
   /* properties before the region, or (older texts) a dictionary after it */
   if (sl_accept (s, "<{") && !raw_entries (s, "}>", a))
     return FALSE;
@@ -500,23 +485,16 @@ sl_scatter (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
     return FALSE;
   if (sl_accept (s, "{") && !raw_entries (s, "}", a))
     return FALSE;
-  const char *dn = g_hash_table_lookup (a, "scatter_dimension_numbers");
-  if (!dn)
-    {
-      sl_error (s, at, "missing attribute scatter_dimension_numbers");
-      return FALSE;
-    }
-  if (!nested_entries (s, at, dn, "#stablehlo.scatter<", d) || !(*shape = sl_result_type (s)))
+  static const DimsKey keys[] = {
+    { "update_window_dims", TRUE }, { "inserted_window_dims", TRUE }, { "scatter_dims_to_operand_dims", TRUE },
+    { "input_batching_dims", FALSE }, { "scatter_indices_batching_dims", FALSE },
+  };
+  if (!dimension_numbers (s, at, a, "scatter_dimension_numbers", "#stablehlo.scatter<", d)
+      || !(*shape = sl_result_type (s)))
     return FALSE;
   g_string_printf (rest, "scatter(%s)", ops->str);
   *sharding = sharding_of (a);
-  gboolean ok = list_attr (s, at, d, "update_window_dims", "update_window_dims", TRUE, rest)
-                && list_attr (s, at, d, "inserted_window_dims", "inserted_window_dims", TRUE, rest)
-                && list_attr (s, at, d, "scatter_dims_to_operand_dims", "scatter_dims_to_operand_dims", TRUE, rest)
-                && list_attr (s, at, d, "input_batching_dims", "input_batching_dims", FALSE, rest)
-                && list_attr (s, at, d, "scatter_indices_batching_dims", "scatter_indices_batching_dims", FALSE, rest)
-                && int_attr (s, at, d, "index_vector_dim", "index_vector_dim", TRUE, NULL, rest);
-  if (!ok)
+  if (!dims_lists (s, at, d, keys, G_N_ELEMENTS (keys), rest))
     return FALSE;
   g_string_append_printf (rest, ", to_apply=%s", red);
   flag_attr (a, "indices_are_sorted", rest);

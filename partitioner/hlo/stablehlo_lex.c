@@ -455,3 +455,41 @@ sl_hex_floats (Sl *s, gsize at, const char *v, const char *shape)
     }
   return g_string_free (g, FALSE);
 }
+
+/* The text of one attribute value at the cursor: up to a ',' or a closing
+ * bracket at depth 0 (not consumed), strings skipped; the '>' of '->' (a
+ * convolution's dimension numbers) closes nothing. transfer full. */
+char *
+sl_raw_value (Sl *s)
+{
+  sl_skip_ws (s);
+  gsize b = s->pos;
+  int depth = 0;
+  while (s->pos < s->len)
+    {
+      char c = s->t[s->pos];
+      if (c == '"')
+        {
+          g_autofree char *ignored = sl_string_lit (s);
+          if (!ignored)
+            return NULL;
+          continue;
+        }
+      if (c == '>' && s->pos > b && s->t[s->pos - 1] == '-')
+        {
+          s->pos++;
+          continue;
+        }
+      if (depth == 0 && (c == ',' || c == '}' || c == ']' || c == ')' || c == '>'))
+        break;
+      if (c == '{' || c == '[' || c == '(' || c == '<')
+        depth++;
+      else if (c == '}' || c == ']' || c == ')' || c == '>')
+        depth--;
+      s->pos++;
+    }
+  gsize e = s->pos;
+  while (e > b && g_ascii_isspace (s->t[e - 1]))
+    e--;
+  return g_strndup (s->t + b, e - b);
+}

@@ -60,6 +60,7 @@ char *sl_dense_value (Sl *s);
 gboolean sl_keyed_list (Sl *s, const char *key, GString *out);
 char *sl_number (Sl *s);
 char *sl_hex_floats (Sl *s, gsize at, const char *v, const char *shape);
+char *sl_raw_value (Sl *s);
 
 /* stablehlo_sdy.c: attribute dictionaries and Shardy shardings */
 void sl_mesh_free (gpointer p);

@@ -282,26 +282,10 @@ sl_attr_dict (Sl *s, char **sharding)
             return FALSE;
           continue;
         }
-      /* skip one value: a string, or text up to ',' or '}' at depth 0 */
-      int depth = 0;
-      while (s->pos < s->len)
-        {
-          char c = s->t[s->pos];
-          if (c == '"')
-            {
-              g_autofree char *ignored = sl_string_lit (s);
-              if (!ignored)
-                return FALSE;
-              continue;
-            }
-          if ((c == ',' || c == '}') && depth == 0)
-            break;
-          if (c == '{' || c == '[' || c == '(' || c == '<')
-            depth++;
-          else if (c == '}' || c == ']' || c == ')' || c == '>')
-            depth--;
-          s->pos++;
-        }
+      /* any other value is skipped */
+      g_autofree char *ignored = sl_raw_value (s);
+      if (!ignored)
+        return FALSE;
     }
   while (sl_accept (s, ","));
   return sl_expect (s, "}", "to close the attributes");
