@@ -607,6 +607,12 @@ START_TEST (test_stablehlo)
                "    return %0 : tensor<1x2x2x1xf32>\n  }\n}\n",
                "t.hlo:3:5: convolution dimension numbers '[b, 0, 1, f]x[0, 1, i, q]->[b, 0, 1, f]' are not read "
                "(labels b, f, i, o and spatial dims 0 to 9)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<1x4x4x1xf32>, %arg1: tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32> {\n"
+               "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]x[b, 0, 1, f], "
+               "window = {} : (tensor<1x4x4x1xf32>, tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32>\n"
+               "    return %0 : tensor<1x2x2x1xf32>\n  }\n}\n",
+               "t.hlo:3:5: convolution dimension numbers '[b, 0, 1, f]x[0, 1, i, o]x[b, 0, 1, f]' are not read "
+               "(labels b, f, i, o and spatial dims 0 to 9)");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {\n"
                "    return %arg0 : tensor<4xf32>\n  }\n}\n",
                "t.hlo:2:13: function @main returns 1 value but its type has 2 results");

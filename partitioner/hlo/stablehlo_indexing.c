@@ -202,21 +202,21 @@ static char *
 dim_labels (Sl *s, gsize at, const char *v)
 {
   GString *g = g_string_new (NULL);
-  int part = 0;
+  int part = 0, arrows = 0;
   for (const char *p = v; *p; p++)
     {
       if (*p == '[' || *p == ']' || *p == ',' || g_ascii_isspace (*p))
         continue;
-      if (*p == 'x')
+      if (*p == 'x' && part == 0)
         {
           g_string_append_c (g, '_');
           part++;
           continue;
         }
-      if (*p == '-' && p[1] == '>')
+      if (*p == '-' && p[1] == '>' && part == 1)
         {
           g_string_append (g, "->");
-          part++;
+          part++, arrows++;
           p++;
           continue;
         }
@@ -230,7 +230,7 @@ dim_labels (Sl *s, gsize at, const char *v)
         }
       g_string_append_c (g, *p);
     }
-  if (part != 2)
+  if (part != 2 || arrows != 1)
     {
       sl_error (s, at, "convolution dimension numbers '%.60s' are not [lhs]x[rhs]->[result]", v);
       g_string_free (g, TRUE);
