@@ -14,6 +14,20 @@
 
 #include "partitioner/hlo/stablehlo_private.h"
 
+/* A value as an error message quotes it: on one line (runs of blanks and
+ * newlines as one space), at most 60 characters. transfer full. */
+static char *
+shown (const char *v)
+{
+  GString *g = g_string_new (NULL);
+  for (const char *p = v; *p && g->len < 60; p++)
+    if (!g_ascii_isspace (*p))
+      g_string_append_c (g, *p);
+    else if (g->len && g->str[g->len - 1] != ' ')
+      g_string_append_c (g, ' ');
+  return g_string_free (g, FALSE);
+}
+
 /* key = value, ... up to `close` (consumed) into the table (key -> value
  * text). The keys may be quoted in older texts. */
 static gboolean
@@ -52,7 +66,8 @@ nested_entries (Sl *s, gsize at, const char *v, const char *prefix, GHashTable *
   gsize vl = strlen (v);
   if (strncmp (v, prefix, n) != 0 || vl <= n || v[vl - 1] != '>')
     {
-      sl_error (s, at, "expected %s...>, found '%.40s'", prefix, v);
+      g_autofree char *sv = shown (v);
+      sl_error (s, at, "expected %s...>, found '%s'", prefix, sv);
       return FALSE;
     }
   Sl sub = { .t = v + n, .len = vl - n, .file = s->file };
@@ -147,7 +162,8 @@ int_attr (Sl *s, gsize at, GHashTable *a, const char *key, const char *hlo_key, 
   g_autoptr (GString) l = g_string_new (NULL);
   if (v && ints_of (v, l) != 1)
     {
-      sl_error (s, at, "attribute %s is not one integer: '%.40s'", key, v);
+      g_autofree char *sv = shown (v);
+      sl_error (s, at, "attribute %s is not one integer: '%s'", key, sv);
       return FALSE;
     }
   if (!v && required)
@@ -223,8 +239,9 @@ dim_labels (Sl *s, gsize at, const char *v)
       /* one label per dimension: b, f, i, o or a spatial index below 10 */
       if (!(strchr ("bfio", *p) || g_ascii_isdigit (*p)) || (g_ascii_isdigit (*p) && g_ascii_isdigit (p[1])))
         {
-          sl_error (s, at, "convolution dimension numbers '%.60s' are not read (labels b, f, i, o and spatial "
-                    "dims 0 to 9)", v);
+          g_autofree char *sv = shown (v);
+          sl_error (s, at, "convolution dimension numbers '%s' are not read (labels b, f, i, o and spatial "
+                    "dims 0 to 9)", sv);
           g_string_free (g, TRUE);
           return NULL;
         }
@@ -232,7 +249,8 @@ dim_labels (Sl *s, gsize at, const char *v)
     }
   if (part != 2 || arrows != 1)
     {
-      sl_error (s, at, "convolution dimension numbers '%.60s' are not [lhs]x[rhs]->[result]", v);
+      g_autofree char *sv = shown (v);
+      sl_error (s, at, "convolution dimension numbers '%s' are not [lhs]x[rhs]->[result]", sv);
       g_string_free (g, TRUE);
       return NULL;
     }
