@@ -567,10 +567,18 @@ START_TEST (test_stablehlo)
   parse_fails ("module @m {\n  sdy.mesh @mesh = <[\"x\"=0]>\n}\n", "t.hlo:2:12: mesh axis \"x\" has size 0 (1 to 65536)");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<?x4xf32>) -> tensor<4xf32> {\n"
                "    return %arg0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:2:33: dynamic dimension '?': podsim needs every dimension's size");
+               "t.hlo:2:33: dynamic dimension '?' without a bound: podsim needs every dimension's size (a "
+               "bounded one is written with #stablehlo.bounds<...>)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<?x4xf32, #stablehlo.bounds<8>>) -> tensor<4xf32> {\n"
+               "    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:2:33: #stablehlo.bounds<...> gives 1 bound(s) for a tensor of rank 2");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<?x4xf32, #stablehlo.bounds<?, ?>>) -> tensor<4xf32> {\n"
+               "    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:2:33: dynamic dimension '?' without a bound: podsim needs every dimension's size (a "
+               "bounded one is written with #stablehlo.bounds<...>)");
   /* gather, scatter, convolution and several results: pairs of the same
    * program in both forms, and what is refused */
-  static const char *const pairs[] = { "gather", "scatter", "conv", "results" };
+  static const char *const pairs[] = { "gather", "scatter", "conv", "results", "dynamic" };
   for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
     {
       g_autofree char *pm = g_strdup_printf ("../stablehlo/%s.mlir", pairs[i]);

@@ -114,6 +114,14 @@ expect_grep "mesh 4 (arange), slice v3-8" "$PS_TMP/out"
 expect_grep "4 collectives" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$D/pytorch_xla_coalesced.hlo" -q
 expect_grep "already partitioned" "$PS_TMP/out"
+# A bounded dynamic dim and the dimension-size ops in StableHLO: the same as
+# their HLO text, simulated.
+expect_status 0 "$PODSIM" hlo "$S/dynamic.mlir"
+cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
+expect_status 0 "$PODSIM" hlo "$S/dynamic.hlo"
+cmp -s "$PS_TMP/out" "$PS_TMP/from_mlir.hlo" || fail "dynamic.mlir and dynamic.hlo read differently"
+expect_status 0 "$PODSIM" run "$S/dynamic.mlir" -q
+expect_grep "step time" "$PS_TMP/out"
 # ragged-dot and the dynamic-size ops simulate (above) but do not run on the
 # interpreter: verify says which instruction, where.
 expect_status 0 "$PODSIM" run "$D/dynamic_ops.hlo" -q

@@ -213,28 +213,59 @@ sl_tensor_type (Sl *s)
       return NULL;
     }
   g_autofree char *inner = g_strndup (s->t + b, s->pos - 1 - b);
-  if (strchr (inner, ','))
+  /* a bounded dynamic dim: tensor<?x4xf32, #stablehlo.bounds<16, ?>> (the
+   * StableHLO spec's "bounded dynamic" shapes), HLO's f32[<=16,4] */
+  g_auto (GStrv) bounds = NULL;
+  char *comma = strchr (inner, ',');
+  if (comma)
     {
-      sl_error (s, at, "tensor types with an encoding are not read");
-      return NULL;
+      const char *enc = comma + 1;
+      while (g_ascii_isspace (*enc))
+        enc++;
+      gsize el = strlen (enc);
+      if (!g_str_has_prefix (enc, "#stablehlo.bounds<") || el < 19 || enc[el - 1] != '>')
+        {
+          sl_error (s, at, "tensor types with an encoding are not read (#stablehlo.bounds<...> is)");
+          return NULL;
+        }
+      g_autofree char *list = g_strndup (enc + 18, el - 19);
+      bounds = g_strsplit (list, ",", -1);
+      for (int i = 0; bounds[i]; i++)
+        g_strstrip (bounds[i]);
+      *comma = '\0';
     }
   GString *dims = g_string_new (NULL);
   const char *e = inner;
-  for (;;)
+  guint k = 0;
+  for (;; k++)
     {
       const char *x = e;
       while (*x && (g_ascii_isdigit (*x) || *x == '?'))
         x++;
       if (x == e || *x != 'x')
         break;
+      const char *bound = bounds && k < g_strv_length (bounds) ? bounds[k] : NULL;
       if (memchr (e, '?', (gsize) (x - e)))
         {
-          g_string_free (dims, TRUE);
-          sl_error (s, at, "dynamic dimension '?': podsim needs every dimension's size");
-          return NULL;
+          gboolean ok = x - e == 1 && bound && bound[0] && strspn (bound, "0123456789") == strlen (bound);
+          if (!ok)
+            {
+              g_string_free (dims, TRUE);
+              sl_error (s, at, "dynamic dimension '?' without a bound: podsim needs every dimension's size (a "
+                        "bounded one is written with #stablehlo.bounds<...>)");
+              return NULL;
+            }
+          g_string_append_printf (dims, "%s<=%s", dims->len ? "," : "", bound);
         }
-      g_string_append_printf (dims, "%s%.*s", dims->len ? "," : "", (int) (x - e), e);
+      else
+        g_string_append_printf (dims, "%s%.*s", dims->len ? "," : "", (int) (x - e), e);
       e = x + 1;
+    }
+  if (bounds && g_strv_length (bounds) != k)
+    {
+      g_string_free (dims, TRUE);
+      sl_error (s, at, "#stablehlo.bounds<...> gives %u bound(s) for a tensor of rank %u", g_strv_length (bounds), k);
+      return NULL;
     }
   const char *et = sl_etype_of (e);
   if (!et)

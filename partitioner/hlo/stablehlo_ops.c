@@ -429,6 +429,16 @@ sl_operation (Sl *s, char **returned, char **returned_shape)
         return FALSE;
       g_string_printf (rest, "concatenate(%s), dimensions={%s}", ops->str, d);
     }
+  else if (strcmp (op, "stablehlo.get_dimension_size") == 0 || strcmp (op, "stablehlo.set_dimension_size") == 0)
+    {
+      /* stablehlo.get_dimension_size %a, dim = 0 and set_dimension_size
+       * %a, %n, dim = 0: HLO's get-/set-dimension-size, dimensions={0} */
+      g_autofree char *d = NULL;
+      if (!sl_operands (s, ops, &n) || !sl_expect (s, ",", "before dim") || !sl_expect (s, "dim", "(dim = N)")
+          || !sl_expect (s, "=", "after dim") || !(d = sl_number (s)) || !(shape = sl_result_type (s)))
+        return FALSE;
+      g_string_printf (rest, "%s-dimension-size(%s), dimensions={%s}", bare[0] == 'g' ? "get" : "set", ops->str, d);
+    }
   else if (strcmp (op, "stablehlo.slice") == 0)
     {
       /* stablehlo.slice %a [1:3, 0:4:2]: HLO's slice={[1:3], [0:4:2]} */
