@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "sim/collectives.h"
+#include "sim/compute.h"
+#include "sim/replay.h"
 
 #define B_ICI 82e9
 #define B_ON 82e9
@@ -775,6 +777,87 @@ START_TEST (test_overlap_packet_level)
 }
 END_TEST
 
+/* The same argument for the replay itself: a trace starts an asynchronous
+ * all-reduce over the x rows (folded, as the LIST of device ids gives
+ * them), runs a matmul, then starts an all-to-all over all devices and
+ * waits for both; the replay (its contention passes, cache on) must end
+ * the step when the packet-level loop, with the all-to-all starting one
+ * matmul later, ends the last of them. No engine of the fixture here: the
+ * replay makes its own, and SimGrid allows one per process. */
+START_TEST (test_replay_overlap_packet_level)
+{
+  g_autofree PsHardware *hw = ps_hardware_default ();
+  g_autoptr (PsSlice) s = ps_slice_new ("v3-32", PS_WRAP_AUTO, 2, NULL);
+  g_autoptr (PsPlatform) p = ps_platform_new (s, hw, NULL);
+  int n = ps_slice_n_cores (s);
+  g_autofree int *xr = x_rows_folded (s);
+  g_autofree guint32 *ids = g_new (guint32, n);
+  for (int i = 0; i < n; i++)
+    ids[i] = (guint32) xr[i]; /* device d is core d (the default assignment) */
+  g_autoptr (PsTrace) t = ps_trace_new ("overlap");
+  gint64 dims[2] = { 4, 8 };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_ARANGE, NULL);
+  ps_trace_header (t)->totals.peak_bytes = 1 << 30;
+  double ar_bytes = 8e6, a2a_bytes = 4e6;
+  PsTraceCollective ar = { .kind = PS_TRACE_ALL_REDUCE, .dtype = PS_TRACE_BF16,
+                           .in_bytes = (guint64) ar_bytes, .out_bytes = (guint64) ar_bytes,
+                           .groups = { .form = PS_TRACE_GROUPS_LIST,
+                                       .n_groups = (guint64) s->chips_y,
+                                       .group_size = (guint64) (2 * s->chips_x),
+                                       .devices = ids },
+                           .async_id = 1 };
+  PsTraceCollective a2a = { .kind = PS_TRACE_ALL_TO_ALL, .dtype = PS_TRACE_BF16,
+                            .in_bytes = (guint64) a2a_bytes, .out_bytes = (guint64) a2a_bytes,
+                            .groups = { .form = PS_TRACE_GROUPS_ALL },
+                            .async_id = 2 };
+  PsTraceCompute mm = { 0 };
+  mm.op = PS_TRACE_OP_MATMUL;
+  mm.dtype = PS_TRACE_BF16;
+  mm.has_mxu = TRUE;
+  mm.mxu_batch = 1;
+  mm.mxu_m = 1024;
+  mm.mxu_k = 2048;
+  mm.mxu_n = 1024;
+  mm.flops = 2 * mm.mxu_m * mm.mxu_k * mm.mxu_n;
+  mm.read_bytes = 2 * (mm.mxu_m * mm.mxu_k + mm.mxu_k * mm.mxu_n);
+  mm.write_bytes = 2 * mm.mxu_m * mm.mxu_n;
+  ps_trace_add_collective (t, "ar", &ar);
+  ps_trace_add_compute (t, "mm", &mm);
+  ps_trace_add_collective (t, "a2a", &a2a);
+  ps_trace_add_done (t, 1);
+  ps_trace_add_done (t, 2);
+  PsComputeOp op = ps_compute_op_from_trace (&mm);
+  double compute = ps_compute_op (hw, &op).time_s;
+  PsReplayOptions opt = { hw, p, FALSE, NULL, 0, PS_COLL_TORUS2D, NULL, NULL };
+  GError *error = NULL;
+  g_autoptr (PsReplayResult) r = ps_replay_trace (t, &opt, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  /* the plans the replay makes of them, and the packet-level loop */
+  g_autofree int *all = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    all[i] = i;
+  PsCollPlan *plans[2];
+  plans[0] = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, ar_bytes, xr, s->chips_y,
+                               2 * s->chips_x, hw->collective_launch_overhead_s, NULL);
+  plans[1] = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_TO_ALL, a2a_bytes, all, 1, n,
+                               hw->collective_launch_overhead_s, NULL);
+  double offsets[2] = { 0, compute };
+  double **pk = packet_level (p, plans, 2, offsets);
+  double end = compute;
+  for (int i = 0; i < 2; i++)
+    {
+      for (int g = 0; g < plans[i]->n_groups; g++)
+        end = MAX (end, offsets[i] + pk[i][g]);
+      g_free (pk[i]);
+      ps_coll_plan_free (plans[i]);
+    }
+  g_free (pk);
+  ck_assert_msg (compute < end - 20e-6, "the matmul (%g s) hides the collectives", compute);
+  ck_assert_msg (fabs (r->step_time_s - end) / end < 0.02, "replayed step %g s, packet level %g s",
+                 r->step_time_s, end);
+}
+END_TEST
+
 START_TEST (test_algorithm_names)
 {
   PsCollAlgorithm a;
@@ -813,6 +896,7 @@ collectives_suite (void)
   tcase_add_test (tc, test_algorithm_names);
   tcase_add_loop_test (tc, test_exclusive_links_direct, 0, 3);
   tcase_add_loop_test (tc, test_overlap_packet_level, 0, 2);
+  tcase_add_test (tc, test_replay_overlap_packet_level);
   suite_add_tcase (s, tc);
   return s;
 }
