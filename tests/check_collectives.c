@@ -810,17 +810,12 @@ START_TEST (test_replay_overlap_packet_level)
                             .in_bytes = (guint64) a2a_bytes, .out_bytes = (guint64) a2a_bytes,
                             .groups = { .form = PS_TRACE_GROUPS_ALL },
                             .async_id = 2 };
-  PsTraceCompute mm = { 0 };
-  mm.op = PS_TRACE_OP_MATMUL;
-  mm.dtype = PS_TRACE_BF16;
-  mm.has_mxu = TRUE;
-  mm.mxu_batch = 1;
-  mm.mxu_m = 1024;
-  mm.mxu_k = 2048;
-  mm.mxu_n = 1024;
-  mm.flops = 2 * mm.mxu_m * mm.mxu_k * mm.mxu_n;
-  mm.read_bytes = 2 * (mm.mxu_m * mm.mxu_k + mm.mxu_k * mm.mxu_n);
-  mm.write_bytes = 2 * mm.mxu_m * mm.mxu_n;
+  /* a bf16 [1024, 2048] x [2048, 1024] matmul */
+  PsTraceCompute mm = { .op = PS_TRACE_OP_MATMUL, .dtype = PS_TRACE_BF16, .has_mxu = TRUE,
+                        .mxu_batch = 1, .mxu_m = 1024, .mxu_k = 2048, .mxu_n = 1024,
+                        .flops = 2ULL * 1024 * 2048 * 1024,
+                        .read_bytes = 2ULL * (1024 * 2048 + 2048 * 1024),
+                        .write_bytes = 2ULL * 1024 * 1024 };
   ps_trace_add_collective (t, "ar", &ar);
   ps_trace_add_compute (t, "mm", &mm);
   ps_trace_add_collective (t, "a2a", &a2a);
