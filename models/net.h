@@ -244,6 +244,30 @@ gboolean ps_net_scan_vjp_update (PsNet *net, PsScan *s, int first_weight, int n_
                                  PsInstr *dy, PsInstr **dx, PsInstr *lr, PsInstr *decay,
                                  GError **error);
 
+/* ---- microbatches as a loop --------------------------------------------------------------- */
+
+/* Builds one microbatch in net->c (which is the loop body for the time of
+ * the call): inputs[k] is the microbatch's part of the k-th input given to
+ * ps_net_microbatch_loop. It runs the forward and backward pass as for
+ * an unrolled microbatch (ps_net_vjp, ps_net_add_loss, the layer loop's
+ * ps_layer_loop_backward), but updates no weight. */
+typedef gboolean (*PsNetMicrobatchFn) (PsNet *net, PsInstr *const *inputs, gpointer user,
+                                       GError **error);
+
+/* Gradient accumulation as Lingvo and JAX write it: one while loop over
+ * the n microbatches (a scan, partitioner/builder/scan.h) whose body is
+ * built once by fn and which carries one accumulator per weight (the
+ * weight's shape, type and sharding, zeros or the gradient so far) and
+ * the summed loss; so the program does not grow with n. inputs[k]
+ * ([B, ...], B divisible by n) are cut into [n, B/n, ...], microbatch u
+ * the rows [u B/n, (u + 1) B/n) as ps_net_microbatch cuts them. Every
+ * weight's gradient is then the loop's accumulator (ps_net_finish updates
+ * them after the loop). The body may read any instruction of the net's
+ * computation (weights, shared tables): each becomes a loop invariant.
+ * FALSE with an error from fn or the scan. */
+gboolean ps_net_microbatch_loop (PsNet *net, int n_inputs, PsInstr *const *inputs, int n,
+                                 PsNetMicrobatchFn fn, gpointer user, GError **error);
+
 /* ---- optimizer step and outputs ---------------------------------------------------------- */
 
 /* Appends the optimizer update of every weight (kind and hyper-parameter
