@@ -677,9 +677,12 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
     }
   else
     for (int u = 0; u < M; u++)
-      if (!microbatch (net, cfg, u == M - 1, &e, n_sets, layers, loop, final_ln,
-                       ps_net_microbatch (net, ids, u, M), ps_net_microbatch (net, labels, u, M),
-                       lr, decay, error))
-        return NULL;
+      {
+        PsInstr *mids = ps_net_microbatch (net, ids, u, M);
+        PsInstr *mlabels = ps_net_microbatch (net, labels, u, M);
+        if (!microbatch (net, cfg, u == M - 1, &e, n_sets, layers, loop, final_ln, mids, mlabels,
+                         lr, decay, error))
+          return NULL;
+      }
   return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }

@@ -128,6 +128,11 @@ PsBuilder *
 ps_net_builder (PsNet *net)
 {
   PsNetPrivate *p = net->priv;
+  if (p->builder && ps_builder_computation (p->builder) != net->c && ps_builder_ok (p->builder))
+    {
+      ps_builder_free (p->builder);
+      p->builder = NULL;
+    }
   if (p->builder == NULL)
     {
       p->builder = ps_builder_new_in (net->m, net->c);
@@ -814,6 +819,23 @@ ps_net_microbatch_loop (PsNet *net, int n_inputs, PsInstr *const *inputs, int n,
       PsShape *r = ps_shape_new_array (s->etype, s->rank + 1, dims);
       xs[k] = ps_ad_reshape (net->c, inputs[k], r);
       ps_shape_free (r);
+      /* The batch split as the plan splits activations, over the rows of
+       * the input and over each microbatch's rows in the stack (whose
+       * leading dim the loop slices, unsplit): else propagation, which
+       * cannot carry a split batch through the reshape, leaves the input
+       * whole on every device. Not a user's annotation (not counted). */
+      int8_t b = net->plan.annotate[PS_ACTIVATIONS] ? net->plan.axis[PS_ACTIVATIONS]['b' - 'a']
+                                                    : PS_AXIS_NONE;
+      if (b != PS_AXIS_NONE)
+        {
+          int8_t axes[PS_NET_MAX_RANK + 1];
+          memset (axes, PS_AXIS_NONE, sizeof axes);
+          axes[0] = b;
+          set_sharding (net, inputs[k], axes, FALSE);
+          axes[0] = PS_AXIS_NONE;
+          axes[1] = b;
+          set_sharding (net, xs[k], axes, FALSE);
+        }
     }
   int n_losses_before = p->n_losses;
   p->microbatch = 0;

@@ -115,8 +115,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsNet, ps_net_free)
 /* A PsBuilder (partitioner/builder/builder.h) appending to net->c, with
  * the net's mesh set (ps_builder_mesh_split), for blocks written with the
  * builder (models/moe_layer.h). Made on first use, owned by the net
- * (transfer none). Its errors are sticky: check ps_builder_ok() before
- * ps_net_finish(). */
+ * (transfer none); made again when net->c has changed since (a loop body
+ * being built, ps_net_microbatch_loop) unless it holds an error. Its
+ * errors are sticky: check ps_builder_ok() before ps_net_finish(). */
 PsBuilder *ps_net_builder (PsNet *net);
 
 /* ---- annotations ----------------------------------------------------------- */
