@@ -751,6 +751,26 @@ ps_net_scan_vjp_accumulate (PsNet *net, PsScan *s, int first_weight, int n_weigh
 
 /* ---- microbatches as a loop ------------------------------------------------------------------ */
 
+/* The layout of an input [B, ...] (a tiled sharding, or NULL) for its
+ * stack [M, B/M, ...]: each microbatch split as the input's rows were, the
+ * leading dim whole. NULL when there is none. transfer full. */
+static PsSharding *
+stack_sharding (const PsSharding *s)
+{
+  if (!s || !ps_sharding_is_tiled (s) || ps_sharding_has_manual_subgroup (s) || s->n_subgroups > 1)
+    return NULL;
+  int nd = ps_sharding_data_rank (s);
+  int64_t dims[PS_NET_MAX_RANK + 2];
+  dims[0] = 1;
+  for (int d = 0; d < nd; d++)
+    dims[d + 1] = s->tile_dims[d];
+  int64_t R = ps_sharding_replication (s);
+  if (R == 1)
+    return ps_sharding_tiled (nd + 1, dims, s->devices);
+  dims[nd + 1] = R;
+  return ps_sharding_partial (nd + 2, dims, s->devices);
+}
+
 typedef struct {
   PsNet *net;
   int n_inputs;
@@ -832,10 +852,10 @@ ps_net_microbatch_loop (PsNet *net, int n_inputs, PsInstr *const *inputs, int n,
           memset (axes, PS_AXIS_NONE, sizeof axes);
           axes[0] = b;
           set_sharding (net, inputs[k], axes, FALSE);
-          axes[0] = PS_AXIS_NONE;
-          axes[1] = b;
-          set_sharding (net, xs[k], axes, FALSE);
         }
+      g_autoptr (PsSharding) st = stack_sharding (inputs[k]->sharding);
+      if (st && !xs[k]->sharding)
+        ps_instr_set_sharding (xs[k], st);
     }
   int n_losses_before = p->n_losses;
   p->microbatch = 0;
