@@ -668,12 +668,30 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   if (M > 1 && !cfg->unroll_microbatches)
     {
       /* One while loop over the microbatches carrying one accumulator per
-       * weight (doc/models.md, "Gradient accumulation"); the update runs
-       * after it. */
+       * weight (doc/models.md, "Gradient accumulation"). When the update
+       * runs inside the layer loop's backward (the default), the last
+       * microbatch is peeled off the loop and updates each layer there, as
+       * the unrolled form does; else the update runs after the loop. */
+      gboolean peel = loop && !cfg->separate_update && !cfg->outputs_gradients;
+      const int n_loop = peel ? M - 1 : M;
+      const int64_t mb = cfg->global_batch / M;
       MicrobatchStep ms = { cfg, &e, n_sets, layers, loop, final_ln };
       PsInstr *in[2] = { ids, labels };
-      if (!ps_net_microbatch_loop (net, 2, in, M, microbatch_step, &ms, error))
+      if (peel)
+        {
+          in[0] = ps_net_slice_batch (net, ids, 0, n_loop * mb);
+          in[1] = ps_net_slice_batch (net, labels, 0, n_loop * mb);
+        }
+      if (!ps_net_microbatch_loop (net, 2, in, n_loop, microbatch_step, &ms, error))
         return NULL;
+      if (peel)
+        {
+          PsInstr *mids = ps_net_microbatch (net, ids, M - 1, M);
+          PsInstr *mlabels = ps_net_microbatch (net, labels, M - 1, M);
+          if (!microbatch (net, cfg, TRUE, &e, n_sets, layers, loop, final_ln, mids, mlabels, lr,
+                           decay, error))
+            return NULL;
+        }
     }
   else
     for (int u = 0; u < M; u++)
