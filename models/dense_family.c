@@ -102,7 +102,7 @@ static const PsParamSpec specs[] = {
     .doc = "Write the layers one after the other (default: one loop over weights stacked by layer)",
     PS_PARAM_FIELD (PsDenseLmConfig, unroll) },
   { .section = "options", .key = "unroll_microbatches", .type = PS_PARAM_BOOL, .def = "false",
-    .doc = "Write the microbatches one after the other, the last one updating (default: one while loop over them carrying one accumulator per weight, the update after it; doc/models.md)",
+    .doc = "Write the microbatches one after the other, the last one updating (default: one while loop over them carrying one accumulator per weight, the last microbatch peeled off to update; doc/models.md)",
     PS_PARAM_FIELD (PsDenseLmConfig, unroll_microbatches) },
   { .section = "options", .key = "separate_update", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Loop form: update the stacked weights in a loop of their own after the backward loop (default: each layer's update in its backward iteration; doc/models.md)",
