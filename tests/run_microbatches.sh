@@ -49,6 +49,7 @@ non_increasing "--preset MoE128E12L" 1 2 4 8
 non_increasing "--layers 2" 2 4
 non_increasing "--preset Unet3d128 --batch 4 --slice v3-8 --idle-cores" 1 2 4
 non_increasing "--preset Unet3d128S16 --batch 2" 1 2
+non_increasing "--preset ConformerL" 1 2 4
 
 # The microbatches are one while loop (the dense and MoE default): the
 # program does not grow with them; unrolled, it does.
