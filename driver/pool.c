@@ -17,6 +17,7 @@
 
 typedef struct {
   char **argv;
+  GSource *timer;            /* its time limit */
   GSubprocess *running;      /* while it runs (borrowed from the pending call) */
   gboolean finished;
   PsPoolResult r;
@@ -37,6 +38,7 @@ struct PsPool {
   GMainContext *ctx;
   int interrupted;           /* the signal that stopped the pool, or 0 */
   gboolean cut;              /* an interrupted job was reached: nothing after it is handed back */
+  double time_limit_s;
 };
 
 static void
@@ -78,6 +80,12 @@ ps_pool_free (PsPool *p)
   g_ptr_array_free (p->jobs, TRUE);
   g_clear_error (&p->error);
   g_free (p);
+}
+
+void
+ps_pool_set_time_limit (PsPool *p, double seconds)
+{
+  p->time_limit_s = seconds > 0 ? seconds : 0;
 }
 
 void
@@ -154,10 +162,57 @@ child_setup (gpointer data)
 #endif
 }
 
+/* A job's child is gone: its time limit goes too. */
+static void
+job_ended (PsPool *p, Job *j)
+{
+  if (j->timer)
+    {
+      g_source_destroy (j->timer);
+      g_source_unref (j->timer);
+      j->timer = NULL;
+    }
+  j->r.wall_s = (double) (g_get_monotonic_time () - j->t0) / 1e6;
+  /* A child the pool stopped has no result unless it managed to finish
+   * cleanly; whatever it printed while dying is not a row. */
+  j->r.interrupted = j->stopped && !(j->r.exited && j->r.exit_status == 0);
+  j->finished = TRUE;
+  p->running--;
+  emit_ready (p);
+  start_next (p);
+}
+
 typedef struct {
   PsPool *pool;
   Job *job;
 } Pending;
+
+static gboolean
+on_time_limit (gpointer data)
+{
+  Pending *pd = data;
+  Job *j = pd->job;
+  j->r.timed_out = TRUE;
+  if (j->running)
+    g_subprocess_force_exit (j->running);
+  g_source_unref (j->timer);
+  j->timer = NULL;
+  return G_SOURCE_REMOVE;
+}
+
+static void
+arm_time_limit (PsPool *p, Job *j)
+{
+  if (p->time_limit_s <= 0)
+    return;
+  Pending *pd = g_new0 (Pending, 1);
+  pd->pool = p;
+  pd->job = j;
+  j->timer = g_timeout_source_new ((guint) MIN (p->time_limit_s * 1000.0 + 0.5, (double) G_MAXUINT));
+  g_source_set_callback (j->timer, on_time_limit, pd, g_free);
+  g_source_attach (j->timer, p->ctx);
+  g_source_ref (j->timer);
+}
 
 static void
 on_communicated (GObject *src, GAsyncResult *res, gpointer data)
@@ -184,17 +239,10 @@ on_communicated (GObject *src, GAsyncResult *res, gpointer data)
   j->r.exited = g_subprocess_get_if_exited (sp);
   j->r.exit_status = j->r.exited ? g_subprocess_get_exit_status (sp) : -1;
   j->r.term_signal = g_subprocess_get_if_signaled (sp) ? g_subprocess_get_term_sig (sp) : 0;
-  j->r.wall_s = (double) (g_get_monotonic_time () - j->t0) / 1e6;
-  /* A child the pool stopped has no result unless it managed to finish
-   * cleanly; whatever it printed while dying is not a row. */
-  j->r.interrupted = j->stopped && !(j->r.exited && j->r.exit_status == 0);
-  j->finished = TRUE;
   j->running = NULL;
-  p->running--;
   g_object_unref (sp);
   g_free (pd);
-  emit_ready (p);
-  start_next (p);
+  job_ended (p, j);
 }
 
 static void
@@ -219,6 +267,7 @@ start_next (PsPool *p)
       pd->pool = p;
       pd->job = j;
       g_subprocess_communicate_async (sp, NULL, NULL, on_communicated, pd);
+      arm_time_limit (p, j);
     }
 }
 

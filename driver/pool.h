@@ -33,6 +33,7 @@ typedef struct {
   double wall_s;             /* the child's wall time */
   gboolean interrupted;      /* the pool was stopped and ended this child: no result
                               * (never handed to on_done) */
+  gboolean timed_out;        /* the pool killed it at its time limit */
 } PsPoolResult;
 
 typedef void (*PsPoolDoneFn) (const PsPoolResult *r, gpointer user);
@@ -49,6 +50,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPool, ps_pool_free)
 /* Queues one child: argv[0] is the program ("/proc/self/exe" for podsim
  * itself). Copied. */
 void ps_pool_add (PsPool *pool, const char *const *argv);
+
+/* A child still running `seconds` after it started is killed (SIGKILL);
+ * its result says timed_out. 0 (default): no limit. */
+void ps_pool_set_time_limit (PsPool *pool, double seconds);
 
 /* Runs every queued job. FALSE (PS_ERROR_IO) when a child cannot be
  * started at all, or when SIGINT or SIGTERM stopped the pool (the running
