@@ -13,8 +13,16 @@
  * The block options (norm, FFN, kv heads) are the dense family's; the
  * sharding presets are its plans over the same letters
  * (ps_sharding_preset_plan). The backward pass is one vector-Jacobian
- * product of the whole step (no rematerialisation: the decoder's layers
- * read the encoder's output, which a per-layer backward would not reach).
+ * product of the whole step, or, with remat, one layer at a time from the
+ * top with each layer's forward rebuilt from its saved input right before
+ * its backward (only layer inputs stay live, as in the dense and MoE LMs):
+ * a decoder layer's product is taken with respect to both of its inputs,
+ * its own stream and the encoder's output, and the encoder output's
+ * gradient is the sum of every decoder layer's part, which then runs back
+ * through the encoder's final norm and layers. With microbatches M, the
+ * step runs forward and backward on each of M slices of the batch in
+ * turn, unrolled, its gradients accumulated as the dense family's
+ * unrolled form does (ps_net_add_grad) and the loss their mean.
  *
  * With experts > 0, every moe_every-th FFN of each stack (layers
  * moe_every-1, 2 moe_every-1, ...; GShard and Switch: every other one) is
@@ -52,6 +60,9 @@ typedef struct {
   PsFfnKind ffn;
   gboolean untied_embeddings;
   PsOptimizerKind optimizer;
+  gboolean f32_activations;  /* activations in f32 (GShard's runs); else bf16 */
+  gboolean remat;            /* per-layer backward with recomputation (above) */
+  int microbatches;          /* gradient accumulation steps (unrolled; 0: 1) */
   int64_t mesh[2];
   PsShardingPreset sharding;
   gboolean weight_update_sharding;

@@ -74,6 +74,9 @@ static const PsParamSpec specs[] = {
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer (T5: Adafactor)",
     .choices = "adafactor|adam" },
+  { .section = "model", .key = "f32_activations", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Activations in float32 (GShard's runs); false: bfloat16",
+    PS_PARAM_FIELD (PsEncDecConfig, f32_activations) },
   { .section = "model", .key = "experts", .type = PS_PARAM_INT, .def = "0",
     .doc = "Experts E of the MoE FFNs (0: every FFN dense; GShard, Switch: one or more per core)",
     .max = 1 << 24,
@@ -104,6 +107,14 @@ static const PsParamSpec specs[] = {
   { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "2d",
     .doc = "Sharding preset, as in the dense family: 2d, 1d, dp, megatron, megatron-sp, fsdp",
     .choices = "2d|1d|dp|megatron|megatron-sp|fsdp", .search = "*" },
+  { .section = "parallelism", .key = "remat", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Backward one layer at a time, recomputing each layer's forward (keep only layer inputs); false: one backward of the whole step",
+    .search = "*",
+    PS_PARAM_FIELD (PsEncDecConfig, remat) },
+  { .section = "parallelism", .key = "microbatches", .type = PS_PARAM_INT, .def = "1",
+    .doc = "Gradient accumulation steps (unrolled; the batch splits into this many microbatches)",
+    .min = 1, .max = 1024, .search = "1|2|4|8",
+    PS_PARAM_FIELD (PsEncDecConfig, microbatches) },
   { .section = "parallelism", .key = "weight_update_sharding", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Shard optimizer state and the update over the data-parallel axis",
     .search = "*",
@@ -172,10 +183,13 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
   g_autofree char *mesh = ps_params_text (p, "mesh");
-  return g_strdup_printf ("%s sharding%s on mesh %s, slice %s; %s, whole-step backward (no remat)",
+  const int mb = (int) ps_params_int (p, "microbatches");
+  return g_strdup_printf ("%s sharding%s on mesh %s, slice %s; %s, %s, %d microbatch%s",
                           ps_params_str (p, "sharding"),
                           ps_params_bool (p, "weight_update_sharding") ? " + weight-update sharding" : "", mesh,
-                          ps_params_str (p, "slice"), ps_params_str (p, "optimizer"));
+                          ps_params_str (p, "slice"), ps_params_str (p, "optimizer"),
+                          ps_params_bool (p, "remat") ? "per-layer backward with remat" : "whole-step backward (no remat)",
+                          mb, mb == 1 ? "" : "es");
 }
 
 const PsModelFamily ps_encdec_family = {
