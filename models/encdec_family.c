@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "models/encdec.h"
 #include "models/family.h"
+#include "models/moe_layer.h"
 
 static const PsParamSpec specs[] = {
   { .section = "model", .key = "enc_layers", .type = PS_PARAM_INT, .def = "2",
@@ -192,6 +193,15 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
                           mb, mb == 1 ? "" : "es");
 }
 
+/* Where the MoE blocks' compute goes, by the op_names the block tags (as
+ * the moe family reports it). */
+static const PsOpGroup op_groups[] = {
+  { "gating", "gating", { PS_MOE_OP_GATING, NULL } },
+  { "dispatch_combine", "dispatch/combine einsums", { PS_MOE_OP_DISPATCH, PS_MOE_OP_COMBINE, NULL } },
+  { "experts", "expert FFNs", { PS_MOE_OP_EXPERTS, NULL } },
+  { NULL, NULL, { NULL } }
+};
+
 const PsModelFamily ps_encdec_family = {
   .name = "encdec",
   .summary = "The encoder-decoder Transformer (T5, Switch), with cross-attention, the dense family's block options and MoE FFNs",
@@ -203,4 +213,5 @@ const PsModelFamily ps_encdec_family = {
   .build = build,
   .describe_model = describe_model,
   .describe_parallelism = describe_parallelism,
+  .op_groups = op_groups,
 };

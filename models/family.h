@@ -243,6 +243,10 @@ char *ps_params_diff (const PsParams *a, const PsParams *b);
 /* The preset of a published run that p equals (ps_params_diff ""), or
  * NULL; *throughput gets its published figure (items per second). */
 const char *ps_params_published_match (const PsParams *p, double *throughput);
+/* The same for a preset of a published trend point (a [published]
+ * step_time, no throughput), or NULL: a printed model file of it keeps
+ * its [published] section and its name. */
+const char *ps_params_series_match (const PsParams *p);
 
 /* The [published] section a file had: the published throughput (items per
  * second, the family's item_unit; 0 when there was none), the table it
