@@ -28,10 +28,16 @@
  * moe_every-1, 2 moe_every-1, ...; GShard and Switch: every other one) is
  * the MoE block of models/moe_layer.h over that stack's tokens in `groups`
  * groups, its load-balancing loss added to the step's with
- * aux_loss_weight. The expert layout comes from the plan: expert weights
- * split on E over mesh axis 0 (the data axis of every preset), and the
- * block splits its groups and experts over that axis, so the partitioner
- * turns each dispatch and combine into an AllToAll there.
+ * aux_loss_weight. The expert layout (moe_layout) is annotations only:
+ * experts-x (the default) splits the expert weights on E over mesh axis 0
+ * (the data axis of every preset) and the block's groups and experts over
+ * that axis, so the partitioner turns each dispatch and combine into an
+ * AllToAll there; experts-xy splits groups and experts over every device
+ * (the mesh flattened: GShard's one expert per core on a 2-D mesh, the
+ * AllToAll among all devices); experts-x-hidden-y is experts-x with the
+ * experts' hidden dim H (weights and the [E, G, C, H] activations) split
+ * over mesh axis 1 too, as a dense FFN's is (the experts' second einsum
+ * then sums over axis 1).
  *
  * Ownership: the built module is transfer full; configs are plain values.
  */
@@ -46,6 +52,16 @@
 #include "models/layers.h"
 
 G_BEGIN_DECLS
+
+/* Where the MoE blocks' groups, experts and expert hidden dims go. */
+typedef enum {
+  PS_MOE_LAYOUT_EXPERTS_X,
+  PS_MOE_LAYOUT_EXPERTS_XY,
+  PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y,
+} PsMoeLayout;
+
+/* Layout names, "experts-x|experts-xy|experts-x-hidden-y" (NULL-ended). */
+extern const char *const ps_moe_layout_names[];
 
 typedef struct {
   int enc_layers, dec_layers;
@@ -71,6 +87,7 @@ typedef struct {
   int moe_every, top_k;
   double capacity_factor, aux_loss_weight;
   int64_t groups;            /* token groups per stack (0: one per device) */
+  PsMoeLayout moe_layout;
   const PsParams *params;    /* where values came from, for errors; NULL: options */
 } PsEncDecConfig;
 

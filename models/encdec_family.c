@@ -102,6 +102,10 @@ static const PsParamSpec specs[] = {
     .doc = "Token groups G of the MoE gating, in each stack (0: one per device); split over mesh axis 0 with the experts",
     .max = 1 << 24,
     PS_PARAM_FIELD (PsEncDecConfig, groups) },
+  { .section = "parallelism", .key = "moe_sharding", .type = PS_PARAM_CHOICE, .def = "experts-x",
+    .doc = "Expert layout of the MoE FFNs: experts-x (groups and experts over mesh axis 0), experts-xy (over every "
+           "device), experts-x-hidden-y (experts-x, the experts' hidden dim over mesh axis 1)",
+    .choices = "experts-x|experts-xy|experts-x-hidden-y", .search = "+experts-x|experts-xy|experts-x-hidden-y" },
   { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4",
     .doc = "Logical device mesh AxB (arange order); A*B must be the slice's core count",
     .min = 2, .max = 2, .search = "*" },
@@ -138,6 +142,7 @@ config_from (const PsParams *p, PsEncDecConfig *c)
   c->mesh[0] = dims[0];
   c->mesh[1] = dims[1];
   ps_sharding_preset_from_name (ps_params_str (p, "sharding"), &c->sharding);
+  c->moe_layout = (PsMoeLayout) ps_layer_choice (ps_moe_layout_names, ps_params_str (p, "moe_sharding"));
 }
 
 static gboolean
@@ -166,9 +171,9 @@ describe_model (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
   g_autofree char *moe = ps_params_int (p, "experts") == 0 ? g_strdup ("")
-    : g_strdup_printf (", MoE every %d layers (%" G_GINT64_FORMAT " experts, top-%d)",
+    : g_strdup_printf (", MoE every %d layers (%" G_GINT64_FORMAT " experts, top-%d, %s)",
                        (int) ps_params_int (p, "moe_every"), ps_params_int (p, "experts"),
-                       (int) ps_params_int (p, "top_k"));
+                       (int) ps_params_int (p, "top_k"), ps_params_str (p, "moe_sharding"));
   return g_strdup_printf ("%d + %d layers, M=%" G_GINT64_FORMAT " H=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
                           " D=%" G_GINT64_FORMAT ", source %" G_GINT64_FORMAT ", target %" G_GINT64_FORMAT
                           ", batch %" G_GINT64_FORMAT ", %s norm, %s, positions %s%s",

@@ -523,6 +523,74 @@ START_TEST (test_encdec_moe_partitions)
 }
 END_TEST
 
+/* The sharding text of the parameter named `name`. transfer full. */
+static char *
+param_sharding (const PsModule *m, const char *name)
+{
+  for (guint i = 0; i < m->entry->params->len; i++)
+    {
+      const PsInstr *p = m->entry->params->pdata[i];
+      if (strcmp (p->name, name) == 0)
+        return p->sharding ? ps_sharding_to_string (p->sharding) : g_strdup ("");
+    }
+  return g_strdup ("(no such parameter)");
+}
+
+/* The expert layouts beyond experts-x, from annotations only: experts-xy
+ * (groups and experts over all 8 devices of 2x4: each expert weight tiled
+ * 8 ways on E, the dispatch and combine AllToAlls among all devices) and
+ * experts-x-hidden-y (E over axis 0, the experts' hidden dim over axis 1:
+ * wi [E, M, H] tiled [2, 1, 4]), under 2d and megatron; the input has no
+ * collective of its own, the partitioned steps agree with the original on
+ * the interpreter; experts or a hidden dim that do not split are refused. */
+START_TEST (test_encdec_moe_layouts)
+{
+  for (int k = 0; k < 4; k++)
+    {
+      PsEncDecConfig c;
+      ps_encdec_config_small (&c);
+      c.experts = 8;
+      c.moe_layout = k < 2 ? PS_MOE_LAYOUT_EXPERTS_XY : PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y;
+      if (k % 2 == 1)
+        {
+          c.sharding = PS_SHARDING_MEGATRON;
+          c.top_k = 1;
+          c.capacity_factor = 0.5;
+        }
+      GError *error = NULL;
+      g_autoptr (PsModule) m = ps_encdec_build (&c, NULL, &error);
+      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+      ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
+      ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
+      g_autofree char *wi = param_sharding (m, "encoder.layer1.moe_wi");
+      ck_assert_msg (strstr (wi, k < 2 ? "devices=[8,1,1]" : "devices=[2,1,4]"), "case %d: wi %s", k, wi);
+      ck_assert (ps_propagate (m, NULL, &error));
+      g_autoptr (PsModule) part = ps_spmd_partition (m, 8, NULL, &error);
+      ck_assert_msg (part != NULL, "%s", error ? error->message : "");
+      ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 8);
+      PsSpmdOptions opts;
+      ps_spmd_options_init (&opts);
+      ck_assert_msg (spmd_test_verify (m, 8, &opts, 81 + (guint32) k, NULL, &error), "case %d: %s", k,
+                     error ? error->message : "");
+    }
+  PsEncDecConfig c;
+  ps_encdec_config_small (&c);
+  c.experts = 4;
+  c.moe_layout = PS_MOE_LAYOUT_EXPERTS_XY;
+  GError *error = NULL;
+  ck_assert (!ps_encdec_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "--experts") && strstr (error->message, "device count"), "%s",
+                 error->message);
+  g_clear_error (&error);
+  c.moe_layout = PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y;
+  c.sharding = PS_SHARDING_DP;   /* which alone would not split the FFN */
+  c.ffn_dim = 30;
+  ck_assert (!ps_encdec_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "--ffn-dim"), "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
 /* A deterministic input value for parameter `name`, element k: token ids
  * below the vocabulary, norm scales near 1, small positive optimizer
  * state, the rest in [-0.5, 0.5). */
@@ -666,6 +734,7 @@ main (void)
   tcase_add_test (tc, test_encdec_partitions);
   tcase_add_test (tc, test_encdec_moe_partitions);
   tcase_add_test (tc, test_encdec_remat_same_step);
+  tcase_add_test (tc, test_encdec_moe_layouts);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);
