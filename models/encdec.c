@@ -327,13 +327,46 @@ part_vjp (PsNet *net, PsInstr *y, PsInstr *aux, PsInstr *dy, PsInstr *aux_seed, 
   return TRUE;
 }
 
-/* part_vjp over the layer whose weights are [from, to) of the net's. */
+/* part_vjp over the layer whose weights are [from, to) of the net's, and,
+ * when `shared` (a weight every layer of the stack reads: T5's
+ * relative-bias table) is not NULL, over the copy of it the rebuilt layer
+ * read, its gradient going to `shared`. */
 static gboolean
 layer_vjp (PsNet *net, PsInstr *y, PsInstr *aux, PsInstr *dy, PsInstr *aux_seed, int n_x, PsInstr *const *xs,
-           PsInstr **dxs, int from, int to, GError **error)
+           PsInstr **dxs, int from, int to, PsInstr *shared_copy, PsInstr *shared, GError **error)
 {
-  return part_vjp (net, y, aux, dy, aux_seed, n_x, xs, dxs, to - from, (PsInstr **) net->weights->pdata + from, NULL,
-                   error);
+  const int n = to - from;
+  g_autofree PsInstr **w = g_new (PsInstr *, n + 1);
+  g_autofree PsInstr **owner = g_new (PsInstr *, n + 1);
+  memcpy (w, net->weights->pdata + from, sizeof (PsInstr *) * (gsize) n);
+  memcpy (owner, w, sizeof (PsInstr *) * (gsize) n);
+  w[n] = shared_copy;
+  owner[n] = shared;
+  return part_vjp (net, y, aux, dy, aux_seed, n_x, xs, dxs, n + (shared ? 1 : 0), w, owner, error);
+}
+
+/* A copy of a weight every layer of a stack reads, for one rebuilt layer:
+ * autodiff's product is the total derivative, and the table reaches the
+ * layer through the layers below too. NULL for none. */
+static PsInstr *
+shared_copy (PsNet *net, PsInstr *w)
+{
+  return w ? ps_ad_unary (net->c, PS_OP_COPY, w) : NULL;
+}
+
+/* A relative-bias table "<name>" [buckets, heads] ("kn"), or [buckets,
+ * kv heads, group] ("knq") with grouped-query attention, as
+ * ps_attention_weights_kv makes a layer's. */
+static PsInstr *
+rel_bias_weight (PsNet *net, const char *name, int buckets, int64_t heads, int64_t kv)
+{
+  if (kv == heads)
+    {
+      int64_t kn[2] = { buckets, heads };
+      return ps_net_weight (net, name, "kn", 2, kn);
+    }
+  int64_t knq[3] = { buckets, kv, heads / kv };
+  return ps_net_weight (net, name, "knq", 3, knq);
 }
 
 /* a + b, where either may be NULL (no gradient yet). */
@@ -349,6 +382,7 @@ add_opt (PsNet *net, PsInstr *a, PsInstr *b)
 typedef struct {
   const PsEncDecConfig *cfg;
   PsInstr *emb, *softmax, *enc_ln, *dec_ln;
+  PsInstr *enc_bias, *dec_bias;    /* shared relative-bias tables, or NULL */
   const PsTransformerLayer *enc;
   const MoeFfn *enc_moe;
   const DecoderLayer *dec;
@@ -414,9 +448,13 @@ microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsI
        * layer through ys[l] (the layers below), which would count their
        * part twice. */
       PsInstr *a = NULL, *enc_l = ps_ad_unary (net->c, PS_OP_COPY, enc_out);
-      PsInstr *out = decoder_layer (net, cfg, &md->dec[l], md->dec_ctx, md->cross_ctx, ys[l], enc_l, &a);
+      DecoderLayer L = md->dec[l];
+      PsInstr *bias = shared_copy (net, md->dec_bias);
+      if (bias)
+        L.self.rel_bias = bias;
+      PsInstr *out = decoder_layer (net, cfg, &L, md->dec_ctx, md->cross_ctx, ys[l], enc_l, &a);
       PsInstr *in[2] = { ys[l], enc_l }, *din[2];
-      if (!layer_vjp (net, out, a, dy, seed, 2, in, din, md->dec_w[l], md->dec_w[l + 1], error))
+      if (!layer_vjp (net, out, a, dy, seed, 2, in, din, md->dec_w[l], md->dec_w[l + 1], bias, md->dec_bias, error))
         return FALSE;
       dy = din[0];
       d_enc = add_opt (net, d_enc, din[1]);
@@ -428,8 +466,13 @@ microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsI
   for (int l = cfg->enc_layers - 1; l >= 0; l--)
     {
       PsInstr *a = NULL;
-      PsInstr *out = encoder_layer (net, cfg, &md->enc[l], &md->enc_moe[l], md->enc_ctx, xs[l], &a);
-      if (!layer_vjp (net, out, a, dx, seed, 1, &xs[l], &dx, md->enc_w[l], md->enc_w[l + 1], error))
+      PsTransformerLayer L = md->enc[l];
+      PsInstr *bias = shared_copy (net, md->enc_bias);
+      if (bias)
+        L.attention.rel_bias = bias;
+      PsInstr *out = encoder_layer (net, cfg, &L, &md->enc_moe[l], md->enc_ctx, xs[l], &a);
+      if (!layer_vjp (net, out, a, dx, seed, 1, &xs[l], &dx, md->enc_w[l], md->enc_w[l + 1], bias, md->enc_bias,
+                      error))
         return FALSE;
     }
   return ps_net_vjp (net, xs[0], dx, NULL, NULL, 1, &emb, error);
@@ -480,29 +523,41 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
   g_autofree int *enc_w = g_new0 (int, cfg->enc_layers + 1);
   g_autofree int *dec_w = g_new0 (int, cfg->dec_layers + 1);
   const int buckets = bo.position == PS_POSITION_RELATIVE ? cfg->rel_buckets : 0;
+  /* T5's one relative-bias table per stack, read by every layer of it
+   * (the layers then make none of their own). */
+  const gboolean shared = cfg->shared_rel_bias && buckets > 0;
+  const int lb = shared ? 0 : buckets;
+  PsBlockOptions lo = bo;
+  lo.rel_buckets = lb;
+  PsInstr *enc_bias = shared ? rel_bias_weight (net, "encoder.rel_bias", buckets, cfg->heads, kv) : NULL;
   for (int l = 0; l < cfg->enc_layers; l++)
     {
       g_autofree char *prefix = g_strdup_printf ("encoder.layer%d", l);
       enc_w[l] = ps_net_n_weights (net);
       if (cfg->experts > 0 && l % cfg->moe_every == cfg->moe_every - 1)
         {
-          ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, buckets, cfg->norm,
+          ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, lb, cfg->norm,
                                    &enc[l].attention);
           moe_weights (net, cfg, l, prefix, &enc_moe[l]);
         }
       else
-        ps_transformer_layer_weights_opts (net, prefix, M, cfg->ffn_dim, cfg->heads, cfg->head_dim, &bo, &enc_ctx,
+        ps_transformer_layer_weights_opts (net, prefix, M, cfg->ffn_dim, cfg->heads, cfg->head_dim, &lo, &enc_ctx,
                                            &enc[l]);
+      if (shared)
+        enc[l].attention.rel_bias = enc_bias;
     }
   enc_w[cfg->enc_layers] = ps_net_n_weights (net);
   PsInstr *enc_ln = ps_layer_norm_weight (net, NULL, "encoder.final_ln", M);
   const int dec_first = ps_net_n_weights (net);
+  PsInstr *dec_bias = shared ? rel_bias_weight (net, "decoder.rel_bias", buckets, cfg->heads, kv) : NULL;
   for (int l = 0; l < cfg->dec_layers; l++)
     {
       g_autofree char *prefix = g_strdup_printf ("decoder.layer%d", l);
       g_autofree char *cross = g_strdup_printf ("decoder.layer%d.cross", l);
       dec_w[l] = ps_net_n_weights (net);
-      ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, buckets, cfg->norm, &dec[l].self);
+      ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, lb, cfg->norm, &dec[l].self);
+      if (shared)
+        dec[l].self.rel_bias = dec_bias;
       ps_attention_weights_kv (net, cross, M, cfg->heads, cfg->head_dim, kv, 0, cfg->norm, &dec[l].cross);
       moe_weights (net, cfg, l, prefix, &dec[l].moe);
       if (!dec[l].moe.wg)
@@ -541,8 +596,8 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
     }
   ps_attention_context_causal_opts (net, cfg->tgt_len, cfg->head_dim, &bo, &dec_ctx);
 
-  EncDec md = { cfg, emb, softmax, enc_ln, dec_ln, enc, enc_moe, dec, enc_w, dec_w, &enc_ctx, &dec_ctx, &cross_ctx,
-                n_weights };
+  EncDec md = { cfg, emb, softmax, enc_ln, dec_ln, enc_bias, dec_bias, enc, enc_moe, dec, enc_w, dec_w, &enc_ctx,
+                &dec_ctx, &cross_ctx, n_weights };
   for (int u = 0; u < MAX (cfg->microbatches, 1); u++)
     if (!microbatch (net, &md, u, src, tgt, labels, error))
       return NULL;

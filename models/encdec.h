@@ -71,6 +71,7 @@ typedef struct {
   int64_t global_batch;      /* sequence pairs per step */
   int64_t vocab;             /* padded like the dense LM's */
   int rel_buckets;           /* position relative: buckets (0: none) */
+  gboolean shared_rel_bias;  /* one bias table per stack for all its layers (T5); else one a layer */
   PsPositionKind position;   /* relative, rope or none */
   PsNormKind norm;
   PsFfnKind ffn;

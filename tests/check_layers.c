@@ -662,8 +662,9 @@ assert_same_outputs (const PsValue *a, const PsValue *b, const char *what)
  * load-balancing terms differentiated with their layer; tied embeddings,
  * whose head is differentiated apart from the embedding's other uses).
  * MoE gating groups a microbatch's tokens, so there microbatches change
- * the step and only remat is compared at each count. The partitioned
- * remat steps agree with the original. */
+ * the step and only remat is compared at each count. The MoE case shares
+ * one relative-bias table per stack (T5), which every layer's backward
+ * then adds to. The partitioned remat steps agree with the original. */
 START_TEST (test_encdec_remat_same_step)
 {
   for (int k = 0; k < 2; k++)
@@ -681,11 +682,17 @@ START_TEST (test_encdec_remat_same_step)
               c.experts = 4;
               c.sharding = PS_SHARDING_MEGATRON;
               c.untied_embeddings = FALSE;
+              c.shared_rel_bias = TRUE;
             }
           GError *error = NULL;
           g_autoptr (PsModule) m = ps_encdec_build (&c, NULL, &error);
           ck_assert_msg (m != NULL, "%s", error ? error->message : "");
           ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
+          /* T5's one table per stack, or one a layer (2 + 2 layers). */
+          int tables = 0;
+          for (guint i = 0; i < m->entry->params->len; i++)
+            tables += g_str_has_suffix (((PsInstr *) m->entry->params->pdata[i])->name, "rel_bias");
+          ck_assert_int_eq (tables, k == 1 ? 2 : 4);
           outs[v] = encdec_step (m, c.vocab);
           if (c.remat)
             {
