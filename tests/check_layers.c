@@ -471,6 +471,47 @@ START_TEST (test_encdec_partitions)
 }
 END_TEST
 
+/* The sharding text of the parameter named `name`. transfer full. */
+static char *
+param_sharding (const PsModule *m, const char *name)
+{
+  for (guint i = 0; i < m->entry->params->len; i++)
+    {
+      const PsInstr *p = m->entry->params->pdata[i];
+      if (strcmp (p->name, name) == 0)
+        return p->sharding ? ps_sharding_to_string (p->sharding) : g_strdup ("");
+    }
+  return g_strdup ("(no such parameter)");
+}
+
+/* An encdec step with MoE FFNs (2 + 2 layers, mesh 2x4): no AllToAll in
+ * the input, at least 8 in the partitioned step (2 blocks x dispatch and
+ * combine x forward and backward), which agrees with the original on the
+ * interpreter; with wi_tiling, the first encoder MoE block's wi carries
+ * that tiling. */
+static void
+check_encdec_moe_step (const PsEncDecConfig *c, guint32 seed, const char *wi_tiling)
+{
+  GError *error = NULL;
+  PsModelInfo info;
+  g_autoptr (PsModule) m = ps_encdec_build (c, &info, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
+  ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
+  if (wi_tiling)
+    {
+      g_autofree char *wi = param_sharding (m, "encoder.layer1.moe_wi");
+      ck_assert_msg (strstr (wi, wi_tiling), "seed %u: wi %s", seed, wi);
+    }
+  ck_assert (ps_propagate (m, NULL, &error));
+  g_autoptr (PsModule) part = ps_spmd_partition (m, 8, NULL, &error);
+  ck_assert_msg (part != NULL, "%s", error ? error->message : "");
+  ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 8);
+  PsSpmdOptions opts;
+  ps_spmd_options_init (&opts);
+  ck_assert_msg (spmd_test_verify (m, 8, &opts, seed, NULL, &error), "seed %u: %s", seed, error ? error->message : "");
+}
+
 /* MoE FFNs in both stacks (every 2nd layer of 2 + 2): the input has no
  * AllToAll, the partitioned step does (dispatch and combine of each block,
  * forward and backward), and it agrees with the original on the
@@ -491,21 +532,7 @@ START_TEST (test_encdec_moe_partitions)
           c.capacity_factor = 0.5;
           c.ffn = PS_FFN_RELU;
         }
-      GError *error = NULL;
-      PsModelInfo info;
-      g_autoptr (PsModule) m = ps_encdec_build (&c, &info, &error);
-      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-      ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
-      ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
-      ck_assert (ps_propagate (m, NULL, &error));
-      g_autoptr (PsModule) part = ps_spmd_partition (m, 8, NULL, &error);
-      ck_assert_msg (part != NULL, "%s", error ? error->message : "");
-      /* 2 blocks x (dispatch + combine) x (forward + backward). */
-      ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 8);
-      PsSpmdOptions opts;
-      ps_spmd_options_init (&opts);
-      ck_assert_msg (spmd_test_verify (m, 8, &opts, 41 + (guint32) k, NULL, &error), "case %d: %s", k,
-                     error ? error->message : "");
+      check_encdec_moe_step (&c, 41 + (guint32) k, NULL);
     }
   /* Groups and experts must split over mesh axis 0; groups divide the tokens. */
   PsEncDecConfig c;
@@ -522,19 +549,6 @@ START_TEST (test_encdec_moe_partitions)
   g_clear_error (&error);
 }
 END_TEST
-
-/* The sharding text of the parameter named `name`. transfer full. */
-static char *
-param_sharding (const PsModule *m, const char *name)
-{
-  for (guint i = 0; i < m->entry->params->len; i++)
-    {
-      const PsInstr *p = m->entry->params->pdata[i];
-      if (strcmp (p->name, name) == 0)
-        return p->sharding ? ps_sharding_to_string (p->sharding) : g_strdup ("");
-    }
-  return g_strdup ("(no such parameter)");
-}
 
 /* The expert layouts beyond experts-x, from annotations only: experts-xy
  * (groups and experts over all 8 devices of 2x4: each expert weight tiled
@@ -557,21 +571,7 @@ START_TEST (test_encdec_moe_layouts)
           c.top_k = 1;
           c.capacity_factor = 0.5;
         }
-      GError *error = NULL;
-      g_autoptr (PsModule) m = ps_encdec_build (&c, NULL, &error);
-      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-      ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
-      ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
-      g_autofree char *wi = param_sharding (m, "encoder.layer1.moe_wi");
-      ck_assert_msg (strstr (wi, k < 2 ? "devices=[8,1,1]" : "devices=[2,1,4]"), "case %d: wi %s", k, wi);
-      ck_assert (ps_propagate (m, NULL, &error));
-      g_autoptr (PsModule) part = ps_spmd_partition (m, 8, NULL, &error);
-      ck_assert_msg (part != NULL, "%s", error ? error->message : "");
-      ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 8);
-      PsSpmdOptions opts;
-      ps_spmd_options_init (&opts);
-      ck_assert_msg (spmd_test_verify (m, 8, &opts, 81 + (guint32) k, NULL, &error), "case %d: %s", k,
-                     error ? error->message : "");
+      check_encdec_moe_step (&c, 81 + (guint32) k, k < 2 ? "devices=[8,1,1]" : "devices=[2,1,4]");
     }
   PsEncDecConfig c;
   ps_encdec_config_small (&c);
