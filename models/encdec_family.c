@@ -1,8 +1,10 @@
 /* The encoder-decoder Transformer as a model family (`podsim run encdec`):
  * its parameters (the fields of PsEncDecConfig), their defaults (the small
  * test model on a 2x4 mesh of v3-8) and the adaptor to the builder.
- * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). The MoE keys
- * (experts .. groups) are the moe family's, for GShard's block in both stacks. */
+ * Presets: models/presets/T5*.ini (T5 v1.1) and GShard*.ini (GShard's MoE
+ * translation models, Table 3; doc/models.md). The MoE keys (experts ..
+ * groups) are the moe family's, for GShard's block in both stacks, with
+ * the expert layouts of moe_sharding. */
 #include "config.h"
 
 #include <string.h>
