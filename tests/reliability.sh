@@ -136,4 +136,16 @@ refused "--device-order arange places the stages" "$PODSIM" run --preset DenseLm
 # Every slice that works is listed (v3-64 was not).
 "$PODSIM" run --help >run-help.out
 expect_grep "v3-32, v3-64, v3-128" run-help.out
+# ---- the sweep grid streamed: counted, never expanded ----------------------------
+# 10^7 configurations (seven keys of ten values): --slurm and --task work
+# under the 1 GiB limit at once (before, every argv was made first: the
+# slurm run crashed after 30 s at the limit).
+v=$(seq -s, 11 19),8
+grid="--vary layers=$v --vary heads=$v --vary head_dim=$v --vary model_dim=$v --vary ffn_dim=$v --vary vocab=$v --vary seq_len=$v"
+expect_status 0 sh -c "$ps_limit exec timeout 60 \"\$@\"" sh "$PODSIM" sweep $grid --slurm slurm10m
+expect_grep "sweep.ini (10000000 configurations)" "$PS_TMP/out"
+expect_status 0 sh -c "$ps_limit exec timeout 120 \"\$@\"" sh "$PODSIM" sweep $grid --tasks 5000000 --task 4999999 -j 2 -q -o last.csv
+[ "$(cut -d, -f1-8 last.csv | tail -2 | tr '\n' ' ')" = "9999998,8,8,8,8,8,8,19 9999999,8,8,8,8,8,8,8 " ] \
+  || { fail "the last task of a 10^7 grid has other rows"; cat last.csv >&2; }
+grep -q ',true,' last.csv || fail "the last configurations of the grid did not run"
 finish
