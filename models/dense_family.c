@@ -150,6 +150,17 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
     return FALSE;
   if (!ps_dense_lm_check (&c, error))
     return FALSE;
+  /* The loop form writes one layer per loop body and every microbatch out;
+   * --unroll writes every layer of every microbatch; a pipeline is one loop
+   * over a stage's layers. */
+  if (c.pipeline_stages <= 1)
+    {
+      g_autofree char *what = c.unroll
+        ? g_strdup_printf ("--layers %d (--unroll) x --microbatches %d", c.layers, c.microbatches)
+        : g_strdup_printf ("--microbatches %d", c.microbatches);
+      if (!ps_params_check_layer_copies (p, (int64_t) (c.unroll ? c.layers : 1) * c.microbatches, what, error))
+        return FALSE;
+    }
   g_autofree int64_t *devices = ps_dense_lm_mesh_devices (&c, error);
   return devices != NULL;
 }

@@ -93,7 +93,8 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
 {
   /* Upper bounds (doc/robustness.md): the program grows with the layers
    * (256 layers of the small model take 76 s and 0.8 GB to run) and with
-   * the microbatches, which are unrolled (64: 12 s, 0.16 GB), and dims up to
+   * the microbatches, which are unrolled (64: 12 s, 0.16 GB), their product
+   * by the max_layer_copies option (dense_family.c), and dims up to
    * 2^24 keep every product of two of them exact in an int64; shapes over
    * 2^40 elements are refused by the builder. */
   const int64_t dim_max = INT64_C (1) << 24;

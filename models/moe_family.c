@@ -144,7 +144,13 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
     }
   PsMoeLmConfig c;
   config_from (p, t, &c);
-  return ps_moe_lm_check (&c, error);
+  if (!ps_moe_lm_check (&c, error))
+    return FALSE;
+  /* Without a pipeline every layer of every microbatch is written out. */
+  if (c.pipeline_stages > 1)
+    return TRUE;
+  g_autofree char *what = g_strdup_printf ("--layers %d x --microbatches %d", c.layers, c.microbatches);
+  return ps_params_check_layer_copies (p, (int64_t) c.layers * c.microbatches, what, error);
 }
 
 static PsModule *

@@ -148,4 +148,20 @@ expect_status 0 sh -c "$ps_limit exec timeout 120 \"\$@\"" sh "$PODSIM" sweep $g
 [ "$(cut -d, -f1-8 last.csv | tail -2 | tr '\n' ' ')" = "9999998,8,8,8,8,8,8,19 9999999,8,8,8,8,8,8,8 " ] \
   || { fail "the last task of a 10^7 grid has other rows"; cat last.csv >&2; }
 grep -q ',true,' last.csv || fail "the last configurations of the grid did not run"
+# ---- option combinations refused up front by the program's size ---------------
+# Each option is within its bound; their product is not (before: hours of
+# building, killed here by refused's 120 s guard).
+refused "podsim: --layers 1024 (--unroll) x --microbatches 1024 make a program of 1048576 layer copies, more than --max-layer-copies 1024" \
+  "$PODSIM" run --layers 1024 --unroll --microbatches 1024 --batch 2048
+refused "podsim: --layers 512 x --microbatches 512 make a program of 262144 layer copies" \
+  "$PODSIM" run moe --layers 512 --microbatches 512 --batch 4096
+refused "podsim: --microbatches 4 make a program of 4 layer copies, more than --max-layer-copies 3" \
+  "$PODSIM" run --microbatches 4 --batch 8 --max-layer-copies 3
+expect_status 0 "$PODSIM" run --microbatches 4 --batch 8 --max-layer-copies 4 -q
+"$PODSIM" run --help >size-help.out
+expect_grep "--max-layer-copies=N" size-help.out
+# A sweep's configurations over the limit are rows with the error, at once.
+expect_status 0 sh -c "exec timeout 120 \"\$@\"" sh "$PODSIM" sweep --layers 1024 --unroll --batch 2048 \
+  --vary microbatches=1024,512 -j 2 -q -o big.csv
+[ "$(grep -c 'layer copies, more than --max-layer-copies 1024' big.csv)" = 2 ] || { fail "sweep rows lack the size error"; cat big.csv >&2; }
 finish
