@@ -164,4 +164,20 @@ expect_grep "--max-layer-copies=N" size-help.out
 expect_status 0 sh -c "exec timeout 120 \"\$@\"" sh "$PODSIM" sweep --layers 1024 --unroll --batch 2048 \
   --vary microbatches=1024,512 -j 2 -q -o big.csv
 [ "$(grep -c 'layer copies, more than --max-layer-copies 1024' big.csv)" = 2 ] || { fail "sweep rows lack the size error"; cat big.csv >&2; }
+# ---- the shardings of a module bounded together -------------------------------
+# 2,100 parameters, each with a 65536-device iota sharding (bounded alone):
+# 1 GiB of device ids from a 150 KB file (before: aborted at the 1 GiB limit).
+{ echo 'HloModule many_shardings'; echo 'ENTRY main {'
+  seq 0 2099 | sed 's/.*/  p& = f32[65536] parameter(&), sharding={devices=[65536]<=[65536]}/'
+  echo '  ROOT t = (f32[65536]) tuple(p0)'; echo '}'; } >many-shardings.hlo
+refused "many-shardings.hlo:1027:48: the module's shardings hold more than 67108864 device ids together" \
+  "$PODSIM" hlo many-shardings.hlo
+refused "many-shardings.hlo:1027:48: the module's shardings hold more than 67108864 device ids together" \
+  "$PODSIM" run many-shardings.hlo
+# The same in one tuple sharding of 2,100 elements.
+el=$(seq 2100 | sed 's/.*/{devices=[65536]<=[65536]}/' | paste -sd, -)
+ty=$(seq 2100 | sed 's/.*/f32[65536]/' | paste -sd, -)
+printf 'HloModule tuple_sharding\nENTRY main {\n  p = (%s) parameter(0), sharding={%s}\n  ROOT g = f32[65536] get-tuple-element(p), index=0\n}\n' "$ty" "$el" >tuple-shardings.hlo
+refused "tuple-shardings.hlo:3:" "$PODSIM" hlo tuple-shardings.hlo
+expect_grep "the tuple sharding's elements hold more than 67108864 device ids together" "$PS_TMP/err"
 finish
