@@ -44,13 +44,14 @@ refused "element 1 of the sharding has 1 data dims but leaf 1 of 't' has 2" \
 refused "podsim: --shard x={{replicated}}: a tuple sharding, but 'x' is not a tuple" \
   "$PODSIM" run "$w" --shard 'x={{replicated}}'
 
-# ---- trace lower --order nonpod2d:XxYxC: each extent checked ------------------
+# ---- trace lower --device-order nonpod2d:XxYxC: each extent checked -----------
 hlo="$PS_SRCDIR/examples/transformer_layer.hlo"
-refused "--order nonpod2d:4611686018427387906x2x2: '4611686018427387906' is not an extent 1 .. 65536" \
-  "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:4611686018427387906x2x2 -o o.pst
+refused "--device-order nonpod2d:4611686018427387906x2x2: '4611686018427387906' is not an extent 1 .. 65536" \
+  "$PODSIM" trace lower "$hlo" --mesh 2x4 --device-order nonpod2d:4611686018427387906x2x2 -o o.pst
+# --order, the spelling before, is the same option.
 refused "'-2' is not an extent" "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x-2x2 -o o.pst
-[ -e o.pst ] && fail "trace lower wrote a trace for a refused --order"
-expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x2x2 -o o.pst
+[ -e o.pst ] && fail "trace lower wrote a trace for a refused --device-order"
+expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --device-order nonpod2d:2x2x2 -o o.pst
 
 # ---- outputs that behave like files ------------------------------------------
 # A FIFO is written through (not replaced by a regular file).
@@ -180,4 +181,36 @@ ty=$(seq 2100 | sed 's/.*/f32[65536]/' | paste -sd, -)
 printf 'HloModule tuple_sharding\nENTRY main {\n  p = (%s) parameter(0), sharding={%s}\n  ROOT g = f32[65536] get-tuple-element(p), index=0\n}\n' "$ty" "$el" >tuple-shardings.hlo
 refused "tuple-shardings.hlo:3:" "$PODSIM" hlo tuple-shardings.hlo
 expect_grep "the tuple sharding's elements hold more than 67108864 device ids together" "$PS_TMP/err"
+# ---- help and docs agree: one spelling of each option ----------------------------
+# The device order is --device-order in run, bench collective and trace lower.
+for c in "run" "bench collective" "trace lower"; do
+  "$PODSIM" $c --help >order-help.out 2>&1
+  expect_grep "--device-order=" order-help.out
+  grep -q -- '--order=' order-help.out && fail "podsim $c --help lists --order"
+done
+expect_grep "--device-order" "$PS_SRCDIR/doc/trace-format.md"
+# The conformance commands select and isolate cases with the same options.
+for c in partitioner propagation; do
+  "$PODSIM" conformance $c --help >conf-help.out 2>&1
+  for o in "--match=TEXT" "--case=NAME" "--in-process" "--no-fork: the same"; do
+    expect_grep "$o" conf-help.out
+  done
+  grep -q -- '^ *--no-fork ' conf-help.out && fail "conformance $c --help lists --no-fork as an option of its own"
+done
+for o in "--match TEXT" "--case NAME" "--in-process"; do
+  expect_grep "$o" "$PS_SRCDIR/doc/interpreter.md"
+  expect_grep "$o" "$PS_SRCDIR/doc/propagation.md"
+done
+cases="$PS_SRCDIR/tests/data/conformance/xla-propagation_expanded.jsonl"
+expect_status 0 "$PODSIM" conformance propagation "$cases" --in-process -q \
+  --case ShardingPropagation/ParameterizedMetadataTest.DotMergeOperands/MetadataPropagation_MetadataInModule
+expect_grep "1 passed, 0 failed" "$PS_TMP/out"
+expect_status 0 "$PODSIM" conformance propagation "$cases" --match DotMergeOperands --no-fork -q
+expect_grep "4 passed, 0 failed" "$PS_TMP/out"
+pcases="$PS_SRCDIR/tests/data/conformance/xla-partitioner.jsonl"
+expect_status 0 "$PODSIM" conformance partitioner "$pcases" --match TiledToTiledEven --in-process -q
+expect_grep "1 passed, 0 failed" "$PS_TMP/out"
+expect_status 0 "$PODSIM" conformance partitioner "$pcases" --match TiledToReplicated -q
+expect_status 0 "$PODSIM" conformance partitioner "$pcases" --case TiledToReplicated --no-fork -q
+expect_grep "1 passed, 0 failed" "$PS_TMP/out"
 finish
