@@ -100,6 +100,20 @@ ps_study_value (const PsStudy *s, guint id, guint k)
   return ((char **) s->values->pdata[id - s->n_grid])[k];
 }
 
+/* Rows are UTF-8 (a JSONL line that is not cannot be read back by --resume)
+ * and so is a child's command line, which GLib converts: a value that is
+ * not is refused before anything runs. */
+static gboolean
+value_is_text (const char *v, const char *where, GError **error)
+{
+  if (g_utf8_validate (v, -1, NULL))
+    return TRUE;
+  g_autofree char *shown = g_strescape (v, NULL);
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: '%s' is not UTF-8 text (bytes shown as octal escapes): "
+               "a sweep writes its rows and its runs' options as UTF-8", where, shown);
+  return FALSE;
+}
+
 gboolean
 ps_study_add (PsStudy *s, const char *const *values, const char *where, guint *id, GError **error)
 {
@@ -108,7 +122,7 @@ ps_study_add (PsStudy *s, const char *const *values, const char *where, guint *i
   for (guint k = 0; k < s->keys->len; k++)
     {
       g_autofree char *w = g_strdup_printf ("%s %s", where, (char *) s->keys->pdata[k]);
-      if (!ps_params_set (p, s->keys->pdata[k], values[k], w, error))
+      if (!value_is_text (values[k], w, error) || !ps_params_set (p, s->keys->pdata[k], values[k], w, error))
         {
           g_strfreev (v);
           return FALSE;
@@ -136,7 +150,8 @@ ps_study_add_grid (PsStudy *s, GPtrArray *const *values, const char *const *wher
       axes[k] = g_ptr_array_new_full (values[k]->len, g_free);
       for (guint i = 0; i < values[k]->len; i++)
         {
-          if (!ps_params_set (p, s->keys->pdata[k], values[k]->pdata[i], where[k], error))
+          if (!value_is_text (values[k]->pdata[i], where[k], error)
+              || !ps_params_set (p, s->keys->pdata[k], values[k]->pdata[i], where[k], error))
             goto fail;
           /* Stored as the model file writes it, so equal settings compare equal. */
           g_ptr_array_add (axes[k], ps_params_text (p, s->keys->pdata[k]));

@@ -213,4 +213,25 @@ expect_grep "1 passed, 0 failed" "$PS_TMP/out"
 expect_status 0 "$PODSIM" conformance partitioner "$pcases" --match TiledToReplicated -q
 expect_status 0 "$PODSIM" conformance partitioner "$pcases" --case TiledToReplicated --no-fork -q
 expect_grep "1 passed, 0 failed" "$PS_TMP/out"
+# ---- sweep values that are not UTF-8 --------------------------------------------
+# A grid file's value that is not UTF-8 is refused before anything runs
+# (before: its JSONL row was no JSON, and --resume refused the sweep's own file).
+cp "$PS_SRCDIR/topology/tpu-v3.ini" hw-plain.ini
+printf '[vary]\nhw = hw-plain.ini, caf\351.ini\n' >latin1-grid.ini
+refused "podsim: latin1-grid.ini:2:1: 'caf\\351.ini' is not UTF-8 text (bytes shown as octal escapes)" \
+  "$PODSIM" sweep --grid latin1-grid.ini -q -o latin1.jsonl
+[ -e latin1.jsonl ] && fail "a refused grid left latin1.jsonl"
+# The same on the command line names the argument (GLib said only "Invalid
+# byte sequence in conversion input").
+refused "podsim sweep: the argument 'hw=hw-plain.ini,caf\\351.ini' is not UTF-8 text" \
+  "$PODSIM" sweep --vary "$(printf 'hw=hw-plain.ini,caf\351.ini')" -q
+# A UTF-8 value runs, in the C locale too, and its row reads back.
+cp hw-plain.ini "$(printf 'caf\303\251.ini')"
+printf '[vary]\nhw = hw-plain.ini, caf\303\251.ini\n' >utf8-grid.ini
+expect_status 0 env LC_ALL=C "$PODSIM" run --hw "$(printf 'caf\303\251.ini')" -q
+expect_status 0 env LC_ALL=C "$PODSIM" sweep --grid utf8-grid.ini -j 2 -q -o utf8.jsonl
+[ "$(grep -c '"fits":true' utf8.jsonl)" = 2 ] || { fail "the UTF-8 hw value did not run"; cat utf8.jsonl >&2; }
+expect_status 0 env LC_ALL=C "$PODSIM" sweep --grid utf8-grid.ini -j 2 -o utf8.jsonl --resume
+expect_grep "0 configurations run" "$PS_TMP/err"
+expect_grep "resumed after 2" "$PS_TMP/err"
 finish
