@@ -153,12 +153,10 @@ START_TEST (test_links_colors_and_wraps)
 }
 END_TEST
 
-START_TEST (test_every_kind_renders)
+/* An all-reduce over each row of chips (groups along x), as planned. */
+static PsCollPlan *
+row_rings (PsPlatform *p)
 {
-  g_autoptr (PsPlatform) p = platform ("v3-32", PS_WRAP_AUTO);
-  GError *error = NULL;
-  g_autoptr (GString) out = g_string_new (NULL);
-  /* Groups: rows of chips along x, and their rings. */
   int n = ps_slice_n_cores (&p->slice), X = p->slice.chips_x, C = p->slice.cores_per_chip;
   g_autofree int *cores = g_new (int, n);
   int i = 0;
@@ -166,9 +164,21 @@ START_TEST (test_every_kind_renders)
     for (int x = 0; x < X; x++)
       for (int c = 0; c < C; c++)
         cores[i++] = ps_slice_core_index (&p->slice, x, y, c);
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, 1 << 20, cores, p->slice.chips_y,
-                                                  X * C, 0, &error);
+  GError *error = NULL;
+  PsCollPlan *plan = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, 1 << 20, cores, p->slice.chips_y,
+                                       X * C, 0, &error);
   ck_assert (plan != NULL);
+  return plan;
+}
+
+START_TEST (test_every_kind_renders)
+{
+  g_autoptr (PsPlatform) p = platform ("v3-32", PS_WRAP_AUTO);
+  GError *error = NULL;
+  g_autoptr (GString) out = g_string_new (NULL);
+  /* Groups: rows of chips along x, and their rings. */
+  int C = p->slice.cores_per_chip;
+  g_autoptr (PsCollPlan) plan = row_rings (p);
   ck_assert (ps_picture_groups (p, plan, NULL, "groups", PS_PICTURE_PNG, out, &error));
   cairo_surface_t *s = decode (out);
   /* Core 0's square has group 0's color (Tableau blue), not the background. */
@@ -265,16 +275,8 @@ START_TEST (test_axes_ticks_and_heads)
 
   /* Rings: every transfer's head ends outside its destination's square,
    * where the device id patch cannot hide it. */
-  int n = ps_slice_n_cores (&p->slice), X = p->slice.chips_x, C = p->slice.cores_per_chip;
-  g_autofree int *cores = g_new (int, n);
-  int i = 0;
-  for (int y = 0; y < p->slice.chips_y; y++)
-    for (int x = 0; x < X; x++)
-      for (int c = 0; c < C; c++)
-        cores[i++] = ps_slice_core_index (&p->slice, x, y, c);
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, 1 << 20, cores,
-                                                  p->slice.chips_y, X * C, 0, &error);
-  ck_assert (plan != NULL);
+  int C = p->slice.cores_per_chip;
+  g_autoptr (PsCollPlan) plan = row_rings (p);
   ck_assert (ps_picture_groups (p, plan, NULL, "rings", PS_PICTURE_PNG, png, &error));
   s = decode (png);
   ps_slice_layout_init (&l, p, 36);
