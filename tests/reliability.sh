@@ -152,18 +152,20 @@ grep -q ',true,' last.csv || fail "the last configurations of the grid did not r
 # ---- option combinations refused up front by the program's size ---------------
 # Each option is within its bound; their product is not (before: hours of
 # building, killed here by refused's 120 s guard).
-refused "podsim: --layers 1024 (--unroll) x --microbatches 1024 make a program of 1048576 layer copies, more than --max-layer-copies 1024" \
-  "$PODSIM" run --layers 1024 --unroll --microbatches 1024 --batch 2048
-refused "podsim: --layers 512 x --microbatches 512 make a program of 262144 layer copies" \
-  "$PODSIM" run moe --layers 512 --microbatches 512 --batch 4096
-refused "podsim: --microbatches 4 make a program of 4 layer copies, more than --max-layer-copies 3" \
-  "$PODSIM" run --microbatches 4 --batch 8 --max-layer-copies 3
-expect_status 0 "$PODSIM" run --microbatches 4 --batch 8 --max-layer-copies 4 -q
+refused "podsim: --layers 1024 (--unroll) x --microbatches 1024 (--unroll-microbatches) make a program of 1048576 layer copies, more than --max-layer-copies 1024" \
+  "$PODSIM" run --layers 1024 --unroll --microbatches 1024 --batch 2048 --unroll-microbatches
+refused "podsim: --layers 512 x --microbatches 512 (--unroll-microbatches) make a program of 262144 layer copies" \
+  "$PODSIM" run moe --layers 512 --microbatches 512 --batch 4096 --unroll-microbatches
+refused "podsim: --layers 2 (a loop: 1) x --microbatches 4 (--unroll-microbatches) make a program of 4 layer copies, more than --max-layer-copies 3" \
+  "$PODSIM" run --microbatches 4 --batch 8 --unroll-microbatches --max-layer-copies 3
+expect_status 0 "$PODSIM" run --microbatches 4 --batch 8 --unroll-microbatches --max-layer-copies 4 -q
+# The microbatch loop (the default) writes one microbatch: not refused.
+expect_status 0 "$PODSIM" run --layers 4 --unroll --microbatches 4 --batch 8 --max-layer-copies 4 -q
 "$PODSIM" run --help >size-help.out
 expect_grep "--max-layer-copies=N" size-help.out
 # A sweep's configurations over the limit are rows with the error, at once.
 expect_status 0 sh -c "exec timeout 120 \"\$@\"" sh "$PODSIM" sweep --layers 1024 --unroll --batch 2048 \
-  --vary microbatches=1024,512 -j 2 -q -o big.csv
+  --unroll-microbatches --vary microbatches=1024,512 -j 2 -q -o big.csv
 [ "$(grep -c 'layer copies, more than --max-layer-copies 1024' big.csv)" = 2 ] || { fail "sweep rows lack the size error"; cat big.csv >&2; }
 # ---- the shardings of a module bounded together -------------------------------
 # 2,100 parameters, each with a 65536-device iota sharding (bounded alone):
