@@ -25,6 +25,19 @@ ps_params_check_devices (const PsParams *p, const PsModelTarget *t, int64_t n, c
 }
 
 gboolean
+ps_params_check_layer_copies (const PsParams *p, int64_t copies, const char *what, GError **error)
+{
+  int64_t max = ps_params_int (p, "max_layer_copies");
+  if (copies <= max)
+    return TRUE;
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s make a program of %" G_GINT64_FORMAT " layer copies, more "
+               "than --max-layer-copies %" G_GINT64_FORMAT " (the time to build and partition a program grows "
+               "faster than its copies: doc/robustness.md); fewer, or a larger --max-layer-copies, runs it",
+               what, copies, max);
+  return FALSE;
+}
+
+gboolean
 ps_model_fail (GError **error, const char *fmt, ...)
 {
   va_list ap;

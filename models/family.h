@@ -224,6 +224,15 @@ const char *ps_model_label (const PsParams *p, const char *key, const char *opti
 gboolean ps_params_check_devices (const PsParams *p, const PsModelTarget *t, int64_t n, const char *what,
                                   GError **error);
 
+/* For a family's check, before anything is built: a program of `copies`
+ * layer bodies (the layers it writes out, times the microbatches it writes
+ * out) is refused above the max_layer_copies option, its error naming
+ * `what` (the options whose product it is, by option name: a sweep's
+ * children read them from a temporary file) and how to lift the limit. Each
+ * option has its own bound; their product made programs that took hours
+ * (the time grows faster than the copies). */
+gboolean ps_params_check_layer_copies (const PsParams *p, int64_t copies, const char *what, GError **error);
+
 /* The file for these parameters: a comment line per `comment` line (may
  * be NULL), then every section and key with its doc as a comment, then
  * the [published] section of the published run p equals, if any.
