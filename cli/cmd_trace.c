@@ -159,7 +159,7 @@ parse_order (const char *text, PsTraceMesh *m, GError **error)
       for (int i = 0; i < 3; i++)
         if (!g_ascii_string_to_unsigned (xyc[i], 10, 1, PS_MAX_DEVICES, &v[i], NULL))
           {
-            g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--order %s: '%s' is not an extent 1 .. %d",
+            g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--device-order %s: '%s' is not an extent 1 .. %d",
                          text, xyc[i], PS_MAX_DEVICES);
             return FALSE;
           }
@@ -169,7 +169,7 @@ parse_order (const char *text, PsTraceMesh *m, GError **error)
     }
   else
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--order: '%s' is not arange, "
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--device-order: '%s' is not arange, "
                    "arange_T or nonpod2d:XxYxC", text);
       return FALSE;
     }
@@ -188,8 +188,10 @@ trace_lower (int argc, char **argv)
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.pst.gz "
       "compressed, .pst plain, - standard output)", "OUT" },
     ps_cli_devices_entry (&devices),
-    { "order", 0, 0, G_OPTION_ARG_STRING, &order, "Mesh device order: arange (default), "
-      "arange_T, nonpod2d:XxYxC", "ORDER" },
+    { "device-order", 0, 0, G_OPTION_ARG_STRING, &order, "Mesh device order: arange (default), "
+      "arange_T, nonpod2d:XxYxC (--order: the same)", "ORDER" },
+    /* The spelling before run's and bench collective's --device-order. */
+    { "order", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &order, NULL, NULL },
     { "unroll", 0, 0, G_OPTION_ARG_NONE, &unroll, "Repeat each while loop's events trip-count "
       "times instead of writing a loop (a format version 1 trace)", NULL },
     { "async", 0, 0, G_OPTION_ARG_NONE, &async, "Overlap every collective with the compute "

@@ -150,6 +150,22 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
     return FALSE;
   if (!ps_dense_lm_check (&c, error))
     return FALSE;
+  /* The layer loop writes one layer per loop body, --unroll every layer;
+   * the microbatch loop writes its body once (with the last microbatch
+   * peeled off the program is no larger: 4,020 SPMD instructions for 8
+   * unrolled layers at 2 and 4 microbatches, 6,740 at 1),
+   * --unroll-microbatches every microbatch; a pipeline is one loop over a
+   * stage's layers. */
+  if (c.pipeline_stages <= 1)
+    {
+      int64_t mbs = c.unroll_microbatches ? c.microbatches : 1;
+      g_autofree char *what = g_strdup_printf ("--layers %d%s x --microbatches %d%s", c.layers,
+                                               c.unroll ? " (--unroll)" : " (a loop: 1)", c.microbatches,
+                                               c.unroll_microbatches ? " (--unroll-microbatches)"
+                                               : " (a loop: 1)");
+      if (!ps_params_check_layer_copies (p, (int64_t) (c.unroll ? c.layers : 1) * mbs, what, error))
+        return FALSE;
+    }
   g_autofree int64_t *devices = ps_dense_lm_mesh_devices (&c, error);
   return devices != NULL;
 }

@@ -76,7 +76,8 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
   /* Upper bounds (doc/robustness.md): the program grows with the layers
    * (256 layers of the small model take 76 s and 0.8 GB to run) and with
    * the microbatches when they are unrolled (64: 29 s, 0.18 GB against
-   * 0.55 s, 47 MB as the default loop), and dims up to
+   * 0.55 s, 47 MB as the default loop), their product with
+   * the layers by the max_layer_copies option (dense_family.c), and dims up to
    * 2^24 keep every product of two of them exact in an int64; shapes over
    * 2^40 elements are refused by the builder. */
   const int64_t dim_max = INT64_C (1) << 24;

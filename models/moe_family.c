@@ -147,7 +147,16 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
     }
   PsMoeLmConfig c;
   config_from (p, t, &c);
-  return ps_moe_lm_check (&c, error);
+  if (!ps_moe_lm_check (&c, error))
+    return FALSE;
+  /* Without a pipeline every layer is written out, in one microbatch
+   * loop's body or (--unroll-microbatches) in every microbatch. */
+  if (c.pipeline_stages > 1)
+    return TRUE;
+  g_autofree char *what = g_strdup_printf ("--layers %d x --microbatches %d%s", c.layers, c.microbatches,
+                                           c.unroll_microbatches ? " (--unroll-microbatches)" : " (a loop: 1)");
+  return ps_params_check_layer_copies (p, (int64_t) c.layers * (c.unroll_microbatches ? c.microbatches : 1),
+                                       what, error);
 }
 
 static PsModule *
