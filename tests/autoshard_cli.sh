@@ -39,6 +39,18 @@ awk -v a="$ran" -v b="$best" 'BEGIN { exit !(a - b <= 1e-9 * b && b - a <= 1e-9 
   || fail "podsim run of the written module: $ran, the search's $best"
 expect_status 0 "$PODSIM" verify "$PS_TMP/best.hlo" -n 8
 expect_grep "agrees on 8 devices" "$PS_TMP/out"
+# --sharding none: the families' programs without any annotation, dumped
+# for autoshard (the dense family's is in bench_autoshard.sh).
+for fam in moe unet; do
+  expect_status 0 "$PODSIM" run $fam --sharding none --dump-hlo "$PS_TMP/$fam.hlo"
+  expect_grep "no annotation (--sharding none)" "$PS_TMP/out"
+  expect_grep "; 0 annotated tensors" "$PS_TMP/out"
+  grep -q "sharding=" "$PS_TMP/$fam.hlo" && fail "$fam --sharding none: the dump has an annotation"
+  expect_status 0 "$PODSIM" run $fam
+  grep -q "; 0 annotated tensors" "$PS_TMP/out" && fail "$fam: the default has no annotation"
+done
+expect_status 2 "$PODSIM" run moe --sharding none --pipeline-stages 2 --layers 4 -q
+expect_grep "pipeline is annotated by construction" "$PS_TMP/err"
 # Bad input.
 expect_status 2 "$PODSIM" autoshard "$PS_TMP/none.hlo" $opts -q
 expect_grep "cannot open" "$PS_TMP/err"
