@@ -19,13 +19,15 @@ typedef struct {
   int top;
   gint64 limit;
   int jobs;
+  int full_runs;
+  int internal;
 } AutoshardOptions;
 
 /* The command line as podsim run's: autoshard's own options dropped. */
 static char **
 run_argv (int argc, char **argv)
 {
-  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", NULL };
+  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", "--full-runs", "--internal", NULL };
   static const char *const alone[] = { "--json", "-q", "--quiet", NULL };
   GPtrArray *out = g_ptr_array_new ();
   for (int i = 1; i < argc; i++)
@@ -68,6 +70,8 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
   ao.progress = !o->quiet;
   ao.max_exhaustive = o->limit;
   ao.jobs = o->jobs;
+  ao.full_runs = o->full_runs;
+  ao.max_internal = o->internal;
   g_autoptr (PsAutoshardResult) r = ps_autoshard_search (p, base, &ao, &error);
   if (!r)
     return ps_cli_fail (error);
@@ -105,12 +109,23 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "params");
       json_builder_add_int_value (b, r->n_params);
+      json_builder_set_member_name (b, "internal");
+      json_builder_add_int_value (b, r->n_internal);
       json_builder_set_member_name (b, "space");
       json_builder_add_int_value (b, r->space);
       json_builder_set_member_name (b, "solver");
-      json_builder_add_string_value (b, r->exhaustive ? "exhaustive" : "coordinate-descent");
+      json_builder_add_string_value (b, r->exhaustive ? "exhaustive" : "local-search");
       json_builder_set_member_name (b, "evaluated");
       json_builder_add_int_value (b, r->n_evaluated);
+      json_builder_set_member_name (b, "estimated");
+      json_builder_add_int_value (b, r->n_estimated);
+      if (r->exhaustive)
+        {
+          json_builder_set_member_name (b, "cheap_rank_correlation");
+          json_builder_add_double_value (b, r->rank_correlation);
+          json_builder_set_member_name (b, "cheap_best_full_rank");
+          json_builder_add_int_value (b, r->cheap_best_rank);
+        }
       json_builder_set_member_name (b, "ranking");
       json_builder_begin_array (b);
       for (guint i = 0; i < r->ranked->len && (int) i < top; i++)
@@ -119,12 +134,23 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
           json_builder_begin_object (b);
           json_builder_set_member_name (b, "shard");
           json_builder_add_string_value (b, c->shard);
-          json_builder_set_member_name (b, "ok");
-          json_builder_add_boolean_value (b, c->ok);
-          json_builder_set_member_name (b, "step_time_s");
-          json_builder_add_double_value (b, c->step_time_s);
-          json_builder_set_member_name (b, "peak_hbm_bytes");
-          json_builder_add_int_value (b, (gint64) c->peak_hbm_bytes);
+          json_builder_set_member_name (b, "full");
+          json_builder_add_boolean_value (b, c->full);
+          if (c->full)
+            {
+              json_builder_set_member_name (b, "ok");
+              json_builder_add_boolean_value (b, c->ok);
+              json_builder_set_member_name (b, "step_time_s");
+              json_builder_add_double_value (b, c->step_time_s);
+              json_builder_set_member_name (b, "peak_hbm_bytes");
+              json_builder_add_int_value (b, (gint64) c->peak_hbm_bytes);
+            }
+          json_builder_set_member_name (b, "cheap_fits");
+          json_builder_add_boolean_value (b, c->est_ran && c->est_fits);
+          json_builder_set_member_name (b, "cheap_step_time_s");
+          json_builder_add_double_value (b, c->est_step_s);
+          json_builder_set_member_name (b, "cheap_peak_hbm_bytes");
+          json_builder_add_int_value (b, (gint64) c->est_peak_hbm_bytes);
           if (c->why)
             {
               json_builder_set_member_name (b, "why");
@@ -144,15 +170,24 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
     }
   g_autofree char *space = r->space == G_MAXINT64 ? g_strdup ("over 9e18")
                                                   : g_strdup_printf ("%" G_GINT64_FORMAT, r->space);
-  printf ("autoshard: %d parameters, %s combinations, %s, %d run through the pipeline\n", r->n_params, space, r->exhaustive ? "every one enumerated" : "coordinate descent",
+  printf ("autoshard: %d parameters and %d internal tensors, %s combinations, %s, %d costed cheaply, %d run "
+          "through the pipeline\n", r->n_params, r->n_internal, space, r->exhaustive ? "every one enumerated" : "local search", r->n_estimated,
           r->n_evaluated);
+  if (r->exhaustive && r->rank_correlation <= 1)
+    printf ("cheap cost against the full run: Spearman rank correlation %.3f over those that fit; its best is "
+            "the full run's #%d\n", r->rank_correlation, r->cheap_best_rank);
   for (guint i = 0; i < r->ranked->len && (int) i < top; i++)
     {
       PsAutoshardCandidate *c = r->ranked->pdata[i];
       const char *text = *c->shard ? c->shard : "(no annotation)";
-      if (c->ok)
-        printf ("%2u  step %10.6f ms  peak %12" G_GUINT64_FORMAT " B  %s%s\n", i + 1, c->step_time_s * 1e3,
-                c->peak_hbm_bytes, text,
+      g_autofree char *cheap = c->est_ran && c->est_fits ? g_strdup_printf ("cheap %10.6f ms", c->est_step_s * 1e3)
+                                                         : g_strdup_printf ("cheap %13s", c->est_ran ? "no fit" : "failed");
+      if (!c->full)
+        printf ("%2u  %s  peak %12" G_GUINT64_FORMAT " B  %s  (not run in full: cheap cost behind the best %d)\n",
+                i + 1, cheap, c->est_peak_hbm_bytes, text, r->n_evaluated);
+      else if (c->ok)
+        printf ("%2u  step %10.6f ms  %s  peak %12" G_GUINT64_FORMAT " B  %s%s\n", i + 1, c->step_time_s * 1e3,
+                cheap, c->peak_hbm_bytes, text,
                 i == 0 ? "" : c->step_time_s == best->step_time_s ? "  (same step; higher peak or more annotations)"
                                                                     : "  (slower)");
       else
@@ -167,13 +202,16 @@ int
 ps_cmd_autoshard (int argc, char **argv)
 {
   AutoshardOptions o = { 0 };
+  o.internal = -1;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the module with the best annotations", "OUT.hlo" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print the ranking as one JSON object", NULL },
     { "top", 0, 0, G_OPTION_ARG_INT, &o.top, "Rows of the ranking to print (default 10)", "N" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress lines on stderr", NULL },
     { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Pipeline runs in parallel (default: the processors)", "N" },
-    { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many, else coordinate descent (default 256; 1: always descent)", "N" },
+    { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many (each run in full), else the local search under the cheap cost (default 256; 1: always the local search)", "N" },
+    { "internal", 0, 0, G_OPTION_ARG_INT, &o.internal, "Search the shardings of up to N internal tensors too: the values while loops carry that are not parameters, largest first (default 8; 0: parameters only)", "N" },
+    { "full-runs", 0, 0, G_OPTION_ARG_INT, &o.full_runs, "Local search: run this many of the cheapest candidates through the full pipeline (default 8)", "N" },
     { NULL }
   };
   g_auto (GStrv) base = run_argv (argc, argv);
@@ -185,7 +223,10 @@ ps_cmd_autoshard (int argc, char **argv)
     "over one mesh axis, two dimensions over two axes), runs each combination through\n"
     "propagation, partitioning, the exact memory analysis and the replay on the slice,\n"
     "and ranks them by simulated step time among those that fit in HBM. Every\n"
-    "combination is run when there are at most 256; otherwise coordinate descent.\n"
+    "combination is run when there are at most 256; otherwise a local search under a\n"
+    "cheap cost (the same pipeline in this process up to the trace, its compute and\n"
+    "collectives costed in closed form) moves many parameters at once, then one at a\n"
+    "time, and its best few (--full-runs) are run in full.\n"
     "Example: podsim autoshard prog.hlo --slice v3-8 --mesh 2x4 -o best.hlo\n"
     "See doc/manual.md (Automatic sharding).\n");
   int rc = PS_EXIT_USAGE;

@@ -28,7 +28,15 @@ for limit in 256 1; do
     || fail "limit $limit: found $found, enumeration's optimum $best"
   [ -s "$PS_TMP/err" ] && fail "-q: stderr not empty"
 done
-expect_grep '"solver" : "coordinate-descent"' "$PS_TMP/out"
+expect_grep '"solver" : "local-search"' "$PS_TMP/out"
+# Exhaustive: every combination also costed cheaply; on this program
+# (no loop, no collective sharing links) the cheap cost is the replay's.
+expect_status 0 "$PODSIM" autoshard "$prog" $opts --json -q --top 49
+expect_grep '"cheap_rank_correlation" : 1' "$PS_TMP/out"
+expect_grep '"cheap_best_full_rank" : 1' "$PS_TMP/out"
+awk -F': *' '/"step_time_s"/ { s = $2 + 0 } /"cheap_step_time_s"/ { c = $2 + 0; n++;
+  if (s > 0 && (c - s > 1e-9 * s || s - c > 1e-9 * s)) bad++ }
+  END { exit !(n == 49 && bad == 0) }' "$PS_TMP/out" || fail "cheap and full steps differ on the matmul"
 # The written module runs to the same step and partitions correctly.
 expect_status 0 "$PODSIM" autoshard "$prog" $opts -o "$PS_TMP/best.hlo"
 expect_grep "combinations run; best so far" "$PS_TMP/err"
