@@ -21,13 +21,14 @@ typedef struct {
   int jobs;
   int full_runs;
   int internal;
+  double budget;
 } AutoshardOptions;
 
 /* The command line as podsim run's: autoshard's own options dropped. */
 static char **
 run_argv (int argc, char **argv)
 {
-  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", "--full-runs", "--internal", NULL };
+  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", "--full-runs", "--internal", "--budget", NULL };
   static const char *const alone[] = { "--json", "-q", "--quiet", NULL };
   GPtrArray *out = g_ptr_array_new ();
   for (int i = 1; i < argc; i++)
@@ -72,6 +73,13 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
   ao.jobs = o->jobs;
   ao.full_runs = o->full_runs;
   ao.max_internal = o->internal;
+  ao.budget_s = o->budget;
+  if (o->internal < -1 || o->budget < 0 || o->full_runs < 0)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%s must not be negative",
+                   o->internal < -1 ? "--internal" : o->budget < 0 ? "--budget" : "--full-runs");
+      return ps_cli_fail (error);
+    }
   g_autoptr (PsAutoshardResult) r = ps_autoshard_search (p, base, &ao, &error);
   if (!r)
     return ps_cli_fail (error);
@@ -117,6 +125,8 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
       json_builder_add_string_value (b, r->exhaustive ? "exhaustive" : "local-search");
       json_builder_set_member_name (b, "evaluated");
       json_builder_add_int_value (b, r->n_evaluated);
+      json_builder_set_member_name (b, "stopped_by_budget");
+      json_builder_add_boolean_value (b, r->stopped);
       json_builder_set_member_name (b, "estimated");
       json_builder_add_int_value (b, r->n_estimated);
       if (r->exhaustive)
@@ -171,7 +181,7 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
   g_autofree char *space = r->space == G_MAXINT64 ? g_strdup ("over 9e18")
                                                   : g_strdup_printf ("%" G_GINT64_FORMAT, r->space);
   printf ("autoshard: %d parameters and %d internal tensors, %s combinations, %s, %d costed cheaply, %d run "
-          "through the pipeline\n", r->n_params, r->n_internal, space, r->exhaustive ? "every one enumerated" : "local search", r->n_estimated,
+          "through the pipeline\n", r->n_params, r->n_internal, space, r->exhaustive ? "every one enumerated" : r->stopped ? "local search (stopped by --budget)" : "local search", r->n_estimated,
           r->n_evaluated);
   if (r->exhaustive && r->rank_correlation <= 1)
     printf ("cheap cost against the full run: Spearman rank correlation %.3f over those that fit; its best is "
@@ -210,7 +220,8 @@ ps_cmd_autoshard (int argc, char **argv)
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress lines on stderr", NULL },
     { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Pipeline runs in parallel (default: the processors)", "N" },
     { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many (each run in full), else the local search under the cheap cost (default 256; 1: always the local search)", "N" },
-    { "internal", 0, 0, G_OPTION_ARG_INT, &o.internal, "Search the shardings of up to N internal tensors too: the values while loops carry that are not parameters, largest first (default 8; 0: parameters only)", "N" },
+    { "internal", 0, 0, G_OPTION_ARG_INT, &o.internal, "Search the shardings of up to N internal tensors too, largest first: the values while loops carry that are not parameters, then the first dot or convolution result of each shape (default 8; 0: parameters only)", "N" },
+    { "budget", 0, 0, G_OPTION_ARG_DOUBLE, &o.budget, "Stop the local search after this many seconds and run its best so far in full (default: no limit)", "S" },
     { "full-runs", 0, 0, G_OPTION_ARG_INT, &o.full_runs, "Local search: run this many of the cheapest candidates through the full pipeline (default 8)", "N" },
     { NULL }
   };

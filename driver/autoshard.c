@@ -94,7 +94,18 @@ typedef struct {
   int64_t space;
   PsAutoshardCost *cost;
   int n_full;
+  double total_bytes;      /* of every searched tensor */
+  gint64 deadline_us;      /* monotonic time the local search stops at (0: none) */
+  gboolean stopped;        /* it did */
 } Search;
+
+static gboolean
+over_budget (Search *s)
+{
+  if (s->deadline_us > 0 && g_get_monotonic_time () >= s->deadline_us)
+    s->stopped = TRUE;
+  return s->stopped;
+}
 
 static char *
 shard_text (const Search *s, const int *choice)
@@ -414,7 +425,7 @@ local_search (Search *s, int max_passes, int mesh_rank, const int64_t *mesh, int
   g_autofree int *trial = g_new0 (int, s->n_params + 1);
   PsAutoshardCandidate *best = estimate (s, choice);
   progress (s, "start", best);
-  for (int pass = 0; pass < max_passes; pass++)
+  for (int pass = 0; pass < max_passes && !over_budget (s); pass++)
     {
       gboolean improved = FALSE;
       const PsAutoshardCandidate *at_start = best;
@@ -427,7 +438,7 @@ local_search (Search *s, int max_passes, int mesh_rank, const int64_t *mesh, int
         {
           taken = FALSE;
           g_autofree int *from = g_memdup2 (choice, sizeof (int) * (s->n_params + 1));
-          for (guint m = 0; m < moves->len; m++)
+          for (guint m = 0; m < moves->len && !over_budget (s); m++)
             if (apply_move (s, &g_array_index (moves, Move, m), steepest ? from : choice, trial))
               {
                 PsAutoshardCandidate *c = estimate (s, trial);
@@ -441,8 +452,13 @@ local_search (Search *s, int max_passes, int mesh_rank, const int64_t *mesh, int
                   }
               }
         }
-      for (int i = 0; i < s->n_params; i++)
+      for (int i = 0; i < s->n_params && !over_budget (s); i++)
         {
+          /* A tensor of under 0.1 % of the searched bytes changes the step
+           * little on its own (the group moves still move it): not worth
+           * its candidates' runs. */
+          if ((double) ps_shape_bytes (s->shapes[i]) < 1e-3 * s->total_bytes)
+            continue;
           memcpy (trial, choice, sizeof (int) * (s->n_params + 1));
           int keep = choice[i];
           for (int k = 0; k < s->n_cands[i]; k++)
@@ -535,13 +551,26 @@ bytes_desc (gconstpointer x, gconstpointer y)
   return na != nb ? (na > nb ? -1 : 1) : strcmp (a->name, b->name);
 }
 
-/* Internal tensors a user would annotate: the values the entry's while
- * loops carry that are not entry parameters' shapes (the stacked weights
- * and their slots are the parameters themselves), i.e. the layer stack's
- * activations and what it saves for the backward; each as its
- * get-tuple-element in the body. Largest first. transfer container. */
+static gboolean
+has_shape_of (const GPtrArray *xs, const PsShape *shape)
+{
+  for (guint k = 0; k < xs->len; k++)
+    if (ps_shape_equal (shape, ((const PsInstr *) xs->pdata[k])->shape))
+      return TRUE;
+  return FALSE;
+}
+
+/* Internal tensors a user would annotate, largest first: the values the
+ * entry's while loops carry that are not entry parameters' shapes (the
+ * stacked weights and their slots are the parameters themselves), i.e.
+ * the layer stack's activations and what it saves for the backward, each
+ * as its get-tuple-element in the body; then, for what the loops leave
+ * (a program without loops), the entry's dot and convolution results,
+ * the first of each shape (in program order: the forward's), as GShard
+ * annotates the dispatched experts' inputs and the spatial partitioning
+ * the convolutions' outputs. transfer container. */
 static GPtrArray *
-internal_tensors (const PsModule *m)
+internal_tensors (const PsModule *m, int max)
 {
   GPtrArray *out = g_ptr_array_new ();
   GPtrArray *params = m->entry->params;
@@ -557,14 +586,24 @@ internal_tensors (const PsModule *m)
           if (x->opcode != PS_OP_GET_TUPLE_ELEMENT || x->n_operands != 1
               || x->operands[0]->opcode != PS_OP_PARAMETER || ps_shape_is_tuple (x->shape) || x->shape->rank < 2)
             continue;
-          gboolean is_param = FALSE;
-          for (guint k = 0; k < params->len && !is_param; k++)
-            is_param = ps_shape_equal (x->shape, ((PsInstr *) params->pdata[k])->shape);
-          if (!is_param)
+          if (!has_shape_of (params, x->shape))
             g_ptr_array_add (out, x);
         }
     }
   g_ptr_array_sort (out, bytes_desc);
+  if ((int) out->len >= max)
+    return out;
+  g_autoptr (GPtrArray) results = g_ptr_array_new ();
+  for (guint i = 0; i < m->entry->instrs->len; i++)
+    {
+      PsInstr *x = m->entry->instrs->pdata[i];
+      if ((x->opcode == PS_OP_DOT || x->opcode == PS_OP_CONVOLUTION) && !ps_shape_is_tuple (x->shape)
+          && x->shape->rank >= 2 && !has_shape_of (params, x->shape) && !has_shape_of (results, x->shape))
+        g_ptr_array_add (results, x);
+    }
+  g_ptr_array_sort (results, bytes_desc);
+  for (guint i = 0; i < results->len && (int) out->len < max; i++)
+    g_ptr_array_add (out, results->pdata[i]);
   return out;
 }
 
@@ -599,6 +638,7 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
   s.all = g_ptr_array_new_with_free_func (candidate_free);
   s.base_argv = run_argv;
   s.cost = cost;
+  s.deadline_us = o->budget_s > 0 ? g_get_monotonic_time () + (gint64) (o->budget_s * 1e6) : 0;
   /* The tensors: every entry parameter, then up to max_internal
    * loop-carried values that are not parameters (activations, saved
    * stacks), the largest first. */
@@ -606,7 +646,7 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
   g_autoptr (GPtrArray) tensors = g_ptr_array_new ();
   for (guint i = 0; i < params->len; i++)
     g_ptr_array_add (tensors, params->pdata[i]);
-  g_autoptr (GPtrArray) inner = internal_tensors (m);
+  g_autoptr (GPtrArray) inner = internal_tensors (m, max_internal);
   for (guint i = 0; i < inner->len && (int) i < max_internal; i++)
     g_ptr_array_add (tensors, inner->pdata[i]);
   s.names = g_new0 (char *, tensors->len + 1);
@@ -647,6 +687,7 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
               t = end + 1;
             }
         }
+      s.total_bytes += (double) ps_shape_bytes (x->shape);
       s.n_params++;
       space = space > G_MAXINT64 / n ? G_MAXINT64 : space * n;
     }
@@ -677,6 +718,7 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
   else
     {
       local_search (&s, max_passes, mesh_rank, mesh, choice, &r->n_rounds);
+      r->stopped = s.stopped;
       /* The cheap search's best few (those that fit) get the full run. */
       /* (a copy would take the array's free function: a view instead) */
       g_autoptr (GPtrArray) order = g_ptr_array_sized_new (s.all->len);

@@ -23,7 +23,8 @@
  * model's letters are split, so a loop's stacked weights, the Megatron
  * column/row pair and the optimizer slots move with their weight; and all
  * parameters of one shape to one candidate), then single-parameter moves,
- * until a pass improves nothing; a candidate that does not fit is ranked by
+ * (single moves only for tensors of at least 0.1 % of the searched bytes)
+ * until a pass gains under 0.01 % or the time budget is spent; a candidate that does not fit is ranked by
  * its peak, so the search walks towards fitting first. The best
  * `full_runs` candidates of the cheap search are then run through the full
  * pipeline, which decides the answer. doc/manual.md ("Automatic
@@ -60,6 +61,7 @@ typedef struct {
   int jobs;               /* parallel children (0: the processors) */
   int full_runs;          /* candidates of the cheap search given the full run (0: 8) */
   int max_internal;       /* internal tensors searched too (< 0: 8; 0: none) */
+  double budget_s;        /* the local search stops after this long (0: no limit) */
 } PsAutoshardOptions;
 
 typedef struct {
@@ -73,6 +75,7 @@ typedef struct {
   int n_evaluated;        /* full runs */
   int n_estimated;        /* cheap-cost runs */
   int n_rounds;           /* local search: moves taken */
+  gboolean stopped;       /* local search: stopped by the budget */
   /* Exhaustive only: how the cheap cost ranks the candidates that fit
    * (Spearman's rank correlation with the full step; 2: fewer than 2), and
    * the full-run rank (1-based) of the cheap cost's best. */
