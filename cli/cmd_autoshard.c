@@ -22,6 +22,7 @@ typedef struct {
   int full_runs;
   int internal;
   double budget;
+  gboolean mesh_auto;     /* --mesh auto (taken out of argv before parsing) */
 } AutoshardOptions;
 
 /* The command line as podsim run's: autoshard's own options dropped. */
@@ -54,6 +55,71 @@ run_argv (int argc, char **argv)
   return (char **) g_ptr_array_free (out, FALSE);
 }
 
+/* --mesh auto: the search on every factorization of the slice's cores (the
+ * 1-D mesh and each AxB with A, B >= 2, both orders: the device order
+ * makes them differ); the mesh whose best is fastest wins and is set in p
+ * (for -o). `summary` gets a line per mesh. */
+static PsAutoshardResult *
+search_meshes (PsParams *p, char **base, const PsAutoshardOptions *ao, GString *summary, GError **error)
+{
+  g_autoptr (PsTarget) target = ps_target_from_params (p, error);
+  if (!target)
+    return NULL;
+  if (!target->slice)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh auto: give the slice (--slice S)");
+      return NULL;
+    }
+  int n = ps_slice_n_cores (target->slice);
+  PsAutoshardResult *best = NULL;
+  g_autofree char *best_mesh = NULL;
+  for (int a = 1; a <= n; a++)
+    {
+      if (n % a != 0 || (a > 1 && a == n) || (a == 1 && n == 1))
+        continue;
+      g_autofree char *mesh = a == 1 ? g_strdup_printf ("%d", n) : g_strdup_printf ("%dx%d", a, n / a);
+      g_autoptr (PsParams) q = ps_params_copy (p);
+      if (!ps_params_set (q, "mesh", mesh, "--mesh", error))
+        return ps_autoshard_result_free (best), NULL;
+      g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+      for (int i = 0; base[i]; i++)
+        g_ptr_array_add (argv, g_strdup (base[i]));
+      g_ptr_array_add (argv, g_strdup_printf ("--mesh=%s", mesh));
+      g_ptr_array_add (argv, NULL);
+      if (ao->progress)
+        fprintf (stderr, "autoshard: --mesh auto: mesh %s\n", mesh);
+      PsAutoshardResult *r = ps_autoshard_search (q, (char **) argv->pdata, ao, error);
+      if (!r)
+        return ps_autoshard_result_free (best), NULL;
+      const PsAutoshardCandidate *c = r->ranked->len ? r->ranked->pdata[0] : NULL;
+      const PsAutoshardCandidate *b = best && best->ranked->len ? best->ranked->pdata[0] : NULL;
+      if (c && c->ok)
+        g_string_append_printf (summary, "mesh %-8s best step %12.6f ms  (%d costed cheaply, %d run in full)\n",
+                                mesh, c->step_time_s * 1e3, r->n_estimated, r->n_evaluated);
+      else
+        g_string_append_printf (summary, "mesh %-8s nothing fits  (%d costed cheaply, %d run in full)\n", mesh,
+                                r->n_estimated, r->n_evaluated);
+      if (c && c->ok && (!b || !b->ok || c->step_time_s < b->step_time_s))
+        {
+          ps_autoshard_result_free (best);
+          best = r;
+          g_free (best_mesh);
+          best_mesh = g_strdup (mesh);
+        }
+      else if (!best)
+        {
+          best = r;
+          best_mesh = g_strdup (mesh);
+        }
+      else
+        ps_autoshard_result_free (r);
+    }
+  if (best && !ps_params_set (p, "mesh", best_mesh, "--mesh", error))
+    return ps_autoshard_result_free (best), NULL;
+  g_string_append_printf (summary, "mesh %s wins\n", best_mesh ? best_mesh : "(none)");
+  return best;
+}
+
 static int
 autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char **base)
 {
@@ -80,7 +146,9 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
                    o->internal < -1 ? "--internal" : o->budget < 0 ? "--budget" : "--full-runs");
       return ps_cli_fail (error);
     }
-  g_autoptr (PsAutoshardResult) r = ps_autoshard_search (p, base, &ao, &error);
+  g_autoptr (GString) meshes = g_string_new ("");
+  g_autoptr (PsAutoshardResult) r = o->mesh_auto ? search_meshes (p, base, &ao, meshes, &error)
+                                                 : ps_autoshard_search (p, base, &ao, &error);
   if (!r)
     return ps_cli_fail (error);
   PsAutoshardCandidate *best = r->ranked->len ? r->ranked->pdata[0] : NULL;
@@ -115,6 +183,12 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
     {
       g_autoptr (JsonBuilder) b = json_builder_new ();
       json_builder_begin_object (b);
+      if (o->mesh_auto)
+        {
+          g_autofree char *mesh = ps_params_text (p, "mesh");
+          json_builder_set_member_name (b, "mesh");
+          json_builder_add_string_value (b, mesh);
+        }
       json_builder_set_member_name (b, "params");
       json_builder_add_int_value (b, r->n_params);
       json_builder_set_member_name (b, "internal");
@@ -183,6 +257,7 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
   printf ("autoshard: %d parameters and %d internal tensors, %s combinations, %s, %d costed cheaply, %d run "
           "through the pipeline\n", r->n_params, r->n_internal, space, r->exhaustive ? "every one enumerated" : r->stopped ? "local search (stopped by --budget)" : "local search", r->n_estimated,
           r->n_evaluated);
+  fputs (meshes->str, stdout);
   if (r->exhaustive && r->rank_correlation <= 1)
     printf ("cheap cost against the full run: Spearman rank correlation %.3f over those that fit; its best is "
             "the full run's #%d\n", r->rank_correlation, r->cheap_best_rank);
@@ -225,9 +300,22 @@ ps_cmd_autoshard (int argc, char **argv)
     { "full-runs", 0, 0, G_OPTION_ARG_INT, &o.full_runs, "Local search: run this many of the cheapest candidates through the full pipeline (default 8)", "N" },
     { NULL }
   };
+  /* --mesh auto is no mesh to the parser: taken out here, searched over. */
+  for (int i = 1; i < argc; i++)
+    {
+      int drop = strcmp (argv[i], "--mesh=auto") == 0 ? 1
+                 : strcmp (argv[i], "--mesh") == 0 && i + 1 < argc && strcmp (argv[i + 1], "auto") == 0 ? 2 : 0;
+      if (drop)
+        {
+          o.mesh_auto = TRUE;
+          memmove (argv + i, argv + i + drop, sizeof (char *) * (size_t) (argc - i - drop + 1));
+          argc -= drop;
+          i--;
+        }
+    }
   g_auto (GStrv) base = run_argv (argc, argv);
   g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries, NULL);
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo --slice S --mesh AxB - find the annotations");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo --slice S --mesh AxB|auto - find the annotations");
   g_option_context_set_main_group (ctx, ps_model_options_group (mo));
   g_option_context_set_description (ctx,
     "Enumerates candidate shardings of every entry parameter (replicated, one dimension\n"
@@ -238,6 +326,8 @@ ps_cmd_autoshard (int argc, char **argv)
     "cheap cost (the same pipeline in this process up to the trace, its compute and\n"
     "collectives costed in closed form) moves many parameters at once, then one at a\n"
     "time, and its best few (--full-runs) are run in full.\n"
+    "--mesh auto searches every factorization of the slice's cores (the 1-D mesh and\n"
+    "each AxB) and keeps the fastest.\n"
     "Example: podsim autoshard prog.hlo --slice v3-8 --mesh 2x4 -o best.hlo\n"
     "See doc/manual.md (Automatic sharding).\n");
   int rc = PS_EXIT_USAGE;

@@ -58,6 +58,13 @@ awk -v a="$found" -v b="$best" 'BEGIN { exit !(a <= b * (1 + 1e-9)) }' || fail "
 expect_status 0 "$PODSIM" autoshard "$prog" $opts -q --exhaustive-limit 1 -o "$PS_TMP/inner.hlo"
 expect_status 0 "$PODSIM" verify "$PS_TMP/inner.hlo" -n 8
 expect_grep "agrees on 8 devices" "$PS_TMP/out"
+# --mesh auto: the 1-D mesh and both 2-D factorizations of v3-8's 8 cores.
+expect_status 0 "$PODSIM" autoshard "$prog" --slice v3-8 --mesh auto --internal 0 --exhaustive-limit 1 -q -o "$PS_TMP/auto.hlo"
+expect_grep "mesh 8 " "$PS_TMP/out"
+expect_grep "mesh 2x4 " "$PS_TMP/out"
+expect_grep "mesh 4x2 " "$PS_TMP/out"
+expect_grep "mesh 8 wins" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$PS_TMP/auto.hlo" --slice v3-8 --mesh 8 -q
 expect_status 2 "$PODSIM" autoshard "$prog" $opts -q --budget -1
 expect_grep "--budget must not be negative" "$PS_TMP/err"
 # --sharding none: the families' programs without any annotation, dumped

@@ -30,6 +30,16 @@ found_run () {
   "$PODSIM" run "$tmp/$name.hlo" "$@" >"$tmp/run" || return 1
   echo "  podsim run of the found module: step $(step "$tmp/run")"
 }
+# The winner's annotations (row 1's last field) as --shard options.
+found_shards () {
+  sed -n 's/^ *1  step .*  \([^ ]*\)$/\1/p' "$tmp/out" | tr ';' '\n' | sed 's/^/--shard=/' | tr '\n' ' '
+}
+# podsim verify of a module: the interpreter runs it and its partitioning.
+verify () {
+  "$PODSIM" verify "$@" >"$tmp/verify" 2>&1 || { cat "$tmp/verify"; return 1; }
+  scaled=; grep -q "checked on a scaled copy" "$tmp/verify" && scaled=" (on a scaled copy)"
+  echo "  podsim verify $(basename "$1") $2 $3: $(grep -o 'all [0-9]* outputs agree on [0-9]* devices' "$tmp/verify")$scaled"
+}
 src=${PS_SRCDIR:-$(dirname "$0")/..}
 case_time matmul "$src/tests/data/autoshard_matmul.hlo" --slice v3-8 --mesh 2x4 || exit 1
 "$PODSIM" run dense --sharding none --dump-hlo "$tmp/dense.hlo" -q >/dev/null || exit 1
@@ -41,6 +51,7 @@ t="--slice v3-128 --mesh 8x16 --device-order nonpod2d"
 [ -s "$tmp/d128.hlo" ] || { echo "bench_autoshard: no DenseLm128B8x8 dump"; exit 1; }
 case_time DenseLm128B8x8 "$tmp/d128.hlo" $t || exit 1
 found_run DenseLm128B8x8 $t || exit 1
+verify "$tmp/DenseLm128B8x8.hlo" -n 128 || exit 1
 "$PODSIM" run --preset DenseLm128B8x8 >"$tmp/run" || exit 1
 echo "  podsim run --preset DenseLm128B8x8 (published 2D sharding): step $(step "$tmp/run")"
 
@@ -49,6 +60,13 @@ moe="--preset GspmdMoE32E --layers 2"
 [ -s "$tmp/moe.hlo" ] || { echo "bench_autoshard: no MoE dump"; exit 1; }
 case_time moe-small "$tmp/moe.hlo" --slice v3-32 --mesh 32 || exit 1
 found_run moe-small --slice v3-32 --mesh 32 || exit 1
+# At small size: the same program (same instructions, smaller dims) with
+# the found annotations, on the interpreter.
+"$PODSIM" run $moe --model-dim 16 --ffn-dim 32 --heads 2 --head-dim 8 --seq-len 8 --vocab 64 --sharding none \
+  --dump-hlo "$tmp/moe-tiny.hlo" -q >/dev/null || exit 1
+"$PODSIM" run "$tmp/moe-tiny.hlo" --slice v3-32 --mesh 32 $(found_shards) --dump-hlo "$tmp/moe-tiny-found.hlo" -q \
+  >/dev/null || exit 1
+verify "$tmp/moe-tiny-found.hlo" -n 32 || exit 1
 grep '^most expensive\|all-to-all' "$tmp/run" | head -3 | sed 's/^/  /'
 "$PODSIM" run $moe >"$tmp/run" || exit 1
 echo "  podsim run $moe (GShard's expert sharding): step $(step "$tmp/run")"
@@ -57,5 +75,6 @@ echo "  podsim run $moe (GShard's expert sharding): step $(step "$tmp/run")"
 [ -s "$tmp/unet.hlo" ] || { echo "bench_autoshard: no U-Net dump"; exit 1; }
 case_time Unet3d256S32 "$tmp/unet.hlo" --slice v3-32 --mesh 4x8 || exit 1
 found_run Unet3d256S32 --slice v3-32 --mesh 4x8 || exit 1
+verify "$tmp/Unet3d256S32.hlo" -n 32 || exit 1
 "$PODSIM" run --preset Unet3d256S32 >"$tmp/run" || exit 1
 echo "  podsim run --preset Unet3d256S32 (4x4x2 spatial partitioning): step $(step "$tmp/run")"
