@@ -1,8 +1,10 @@
 /* Automatic sharding of a user's HLO program (podsim autoshard): which
- * annotations on the entry parameters give the shortest simulated step
- * that fits in HBM. Candidates per parameter are enumerated from its shape
- * and the mesh as XLA's auto-sharding enumerates strategies (replicated,
- * one dimension over one mesh axis, two dimensions over two axes).
+ * annotations on the entry parameters and on a few internal tensors (the
+ * values loops carry that are not parameters, then the first dot or
+ * convolution result of each shape) give the shortest simulated step that
+ * fits in HBM. Candidates per tensor are enumerated from its shape and the
+ * mesh as XLA's auto-sharding enumerates strategies (replicated, one
+ * dimension over one mesh axis, two dimensions over two axes).
  *
  * Two costs. The full one is the whole pipeline (propagate, partition,
  * exact memory, replay on the slice) in a child process per candidate
@@ -17,17 +19,19 @@
  * The solver is exact enumeration under the full cost when the product of
  * the candidate counts is at most max_exhaustive (every candidate is also
  * costed cheaply, to measure how well the cheap cost ranks). Otherwise a
- * local search under the cheap cost from no annotation: rounds of moves
- * that change many parameters together (every parameter having a dim of
- * size s gets it over axis a, one or two such (s, a) at once: how a
- * model's letters are split, so a loop's stacked weights, the Megatron
- * column/row pair and the optimizer slots move with their weight; and all
- * parameters of one shape to one candidate), then single-parameter moves,
- * (single moves only for tensors of at least 0.1 % of the searched bytes)
- * until a pass gains under 0.01 % or the time budget is spent; a candidate that does not fit is ranked by
- * its peak, so the search walks towards fitting first. The best
- * `full_runs` candidates of the cheap search are then run through the full
- * pipeline, which decides the answer. doc/manual.md ("Automatic
+ * local search under the cheap cost from no annotation: sweeps of moves
+ * that change many tensors together (the first dim of size s over axis a
+ * in every tensor having one, one or two such (s, a) at once, for all
+ * tensors, the parameters alone or the internal ones alone: how a model's
+ * letters are split, so a loop's stacked weights, the Megatron column/row
+ * pair and the optimizer slots move with their weight; and all tensors of
+ * one shape to one candidate; the first sweep takes the best move, later
+ * ones each improving move at once), then single-tensor moves (tensors of
+ * at least 0.1 % of the searched bytes), in passes until one gains under
+ * 0.01 % or the time budget is spent; a candidate that does not fit is
+ * ranked by its peak, so the search walks towards fitting first. The best
+ * `full_runs` distinct candidates of the cheap search are then run through
+ * the full pipeline, which decides the answer. doc/manual.md ("Automatic
  * sharding") says what this does not do.
  *
  * Ownership: the result is transfer full (ps_autoshard_result_free); the
