@@ -64,6 +64,7 @@ sensitivity () {
   done
   row "--collectives dim-by-dim" --collectives dim-by-dim
   row "ICI link 65.6 GB/s (656 Gbit/s as an 8b/10b line rate)" --hw "$(hw ici link_bw_bytes_per_s 65.6e9)"
+  row "ICI link 100 GB/s (the JAX scaling book's v3 one-way figure)" --hw "$(hw ici link_bw_bytes_per_s 100e9)"
   for n in 1 16; do
     row "transcendental $n vector ops" --hw "$(hw vector transcendental_ops "$n")"
   done
@@ -89,6 +90,7 @@ moe_sensitivity () {
   moe_row "defaults: all-to-all straight along each dimension (torus2d)"
   moe_row "--collectives torus2d-wrap-a2a (through the wrap links)" --collectives torus2d-wrap-a2a
   moe_row "ICI link 65.6 GB/s" --hw "$(hw ici link_bw_bytes_per_s 65.6e9)"
+  moe_row "ICI link 100 GB/s" --hw "$(hw ici link_bw_bytes_per_s 100e9)"
   moe_row "ICI hop latency 2 us" --hw "$(hw ici hop_latency_s 2e-6)"
   moe_row "collective launch 5 us" --hw "$(hw overhead collective_launch_s 5e-6)"
 }

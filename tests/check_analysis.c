@@ -448,6 +448,32 @@ START_TEST (test_cost_known_trip_count)
 }
 END_TEST
 
+/* s4 and u4 buffers take half a byte per element, rounded up, as XLA's
+ * SubByteNormalization and ShapeUtil::ByteSizeOfElements make them: an
+ * int4 weight of 16 x 5 elements is 40 bytes, a u4[3] output 2. */
+START_TEST (test_memory_int4_packed)
+{
+  g_autoptr (PsModule) m = parse (
+    "HloModule int4\n"
+    "ENTRY e {\n"
+    "  w = s4[16,5] parameter(0)\n"
+    "  x = bf16[2,16] parameter(1)\n"
+    "  wb = bf16[16,5] convert(w)\n"
+    "  d = bf16[2,5] dot(x, wb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  k = u4[3] constant({1, 2, 15})\n"
+    "  ROOT t = (bf16[2,5], u4[3]) tuple(d, k)\n"
+    "}\n");
+  ck_assert_int_eq (ps_shape_bytes (ps_module_find_instr (m, "w")->shape), 40);
+  ck_assert_int_eq (ps_shape_bytes (ps_module_find_instr (m, "k")->shape), 2);
+  ck_assert_int_eq (ps_shape_bytes (ps_module_find_instr (m, "t")->shape), 20 + 2);
+  GError *error = NULL;
+  g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, NULL, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  ck_assert_uint_eq (r->parameter_bytes, 40 + 64 + 2); /* constants count with parameters */
+  ck_assert_uint_eq (r->output_bytes, 20); /* the constant is counted above */
+}
+END_TEST
+
 START_TEST (test_memory_mlp)
 {
   g_autoptr (PsModule) m = parse (mlp_hlo);
@@ -866,6 +892,7 @@ analysis_suite (void)
   Suite *s = suite_create ("analysis");
   TCase *tc = tcase_create ("cost_memory_schedule");
   tcase_add_test (tc, test_cost_mlp);
+  tcase_add_test (tc, test_memory_int4_packed);
   tcase_add_test (tc, test_cost_input_fusion);
   tcase_add_test (tc, test_fusion_duplicates_cheap_producers);
   tcase_add_test (tc, test_fusion_none);

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "sim/collectives.h"
+#include "sim/compute.h"
+#include "sim/replay.h"
 
 #define B_ICI 82e9
 #define B_ON 82e9
@@ -516,6 +518,349 @@ START_TEST (test_exclusive_links_direct)
 }
 END_TEST
 
+/* ---- Contention between overlapping collectives: a packet-level check --- */
+
+/* Where collectives overlap, no closed form gives their times: each link
+ * is shared by transfers of several collectives, which start, finish and
+ * move to their next phase at different times. The argument that checks
+ * the simulation here is packet-level: a link sends one packet at a time
+ * and takes turns (round robin) among the transfers that have bytes left
+ * on it. For transfers of one hop, such a link gives each of its k active
+ * transfers 1/k of its rate, up to a packet, which is what max-min sharing
+ * gives them in SimGrid; the groups' phases, launch and latency then
+ * decide when each transfer joins a link. The event loop below runs that
+ * argument independently of SimGrid and of the plans' merging: any error
+ * in how ps_coll_simulate_at() (the replay's contention passes) starts
+ * overlapping groups, waits for phases or shares links shows up as a
+ * difference. It needs one-hop transfers, which every plan used below has
+ * (asserted). */
+
+#define PACKET_BYTES 4096.0
+
+typedef struct {
+  int link, plan, group;
+  double left;
+} PkTransfer;
+
+typedef struct {
+  int plan, group;
+  guint phase;        /* the phase running, or the next to start */
+  double start_at;    /* when `phase` starts (its transfers join links) */
+  int active;         /* transfers of the running phase with bytes left; -1: not started */
+  gboolean done;
+  double end;
+} PkGroup;
+
+typedef struct {
+  GArray *queue;      /* indices into the transfer array, round-robin order */
+  guint next;         /* position of the transfer to serve next */
+  int serving;        /* transfer whose packet is on the link, or -1 */
+  double packet, busy_until;
+} PkLink;
+
+static void
+pk_link_serve (PkLink *lk, GArray *tr, double now, double bw)
+{
+  lk->serving = -1;
+  for (guint k = 0; k < lk->queue->len && lk->serving < 0; k++)
+    {
+      guint pos = (lk->next + k) % lk->queue->len;
+      int t = g_array_index (lk->queue, int, pos);
+      PkTransfer *x = &g_array_index (tr, PkTransfer, t);
+      if (x->left > 0)
+        {
+          lk->serving = t;
+          lk->packet = MIN (PACKET_BYTES, x->left);
+          lk->busy_until = now + lk->packet / bw;
+          lk->next = pos + 1;
+        }
+    }
+}
+
+/* Per-group durations, measured from each group's own start, of the plans
+ * started at offsets[i] (one per plan), under round-robin packets. */
+static double **
+packet_level (const PsPlatform *p, PsCollPlan *const *plans, int n_plans, const double *offsets)
+{
+  g_autofree int *route = g_new (int, ps_platform_max_route_links (p));
+  g_autoptr (GArray) tr = g_array_new (FALSE, FALSE, sizeof (PkTransfer));
+  g_autoptr (GArray) groups = g_array_new (FALSE, FALSE, sizeof (PkGroup));
+  PkLink *links = g_new0 (PkLink, p->n_links);
+  for (int l = 0; l < p->n_links; l++)
+    {
+      links[l].queue = g_array_new (FALSE, FALSE, sizeof (int));
+      links[l].serving = -1;
+    }
+  double **out = g_new (double *, n_plans);
+  for (int i = 0; i < n_plans; i++)
+    {
+      out[i] = g_new0 (double, plans[i]->n_groups);
+      for (int g = 0; g < plans[i]->n_groups; g++)
+        {
+          PkGroup gr = { i, g, 0, offsets[i] + plans[i]->launch_s, -1, FALSE, 0 };
+          g_array_append_val (groups, gr);
+        }
+    }
+  guint left_groups = groups->len;
+  while (left_groups > 0)
+    {
+      /* the earliest event: a phase starting, or a packet arriving */
+      double now = G_MAXDOUBLE;
+      int ev_group = -1, ev_link = -1;
+      for (guint k = 0; k < groups->len; k++)
+        {
+          PkGroup *gr = &g_array_index (groups, PkGroup, k);
+          if (!gr->done && gr->active < 0 && gr->start_at < now)
+            {
+              now = gr->start_at;
+              ev_group = (int) k;
+            }
+        }
+      for (int l = 0; l < p->n_links; l++)
+        if (links[l].serving >= 0 && links[l].busy_until < now)
+          {
+            now = links[l].busy_until;
+            ev_link = l;
+            ev_group = -1;
+          }
+      ck_assert (ev_group >= 0 || ev_link >= 0);
+      if (ev_group >= 0)
+        {
+          PkGroup *gr = &g_array_index (groups, PkGroup, ev_group);
+          const PsCollPlan *plan = plans[gr->plan];
+          GPtrArray *phases = plan->groups[gr->group].phases;
+          const PsPhase *ph = phases->pdata[gr->phase];
+          gr->active = 0;
+          for (guint f = 0; f < ph->flows->len; f++)
+            {
+              const PsFlow *fl = &g_array_index (ph->flows, PsFlow, f);
+              ck_assert_int_eq (ps_platform_route (p, fl->src_core, fl->dst_core, route, NULL), 1);
+              /* SimGrid moves round(bytes) */
+              PkTransfer x = { route[0], gr->plan, ev_group, round (fl->bytes) };
+              if (x.left <= 0)
+                continue;
+              int t = (int) tr->len;
+              g_array_append_val (tr, x);
+              g_array_append_val (links[x.link].queue, t);
+              gr->active++;
+              if (links[x.link].serving < 0)
+                pk_link_serve (&links[x.link], tr, now, ps_platform_link_bw (p, x.link));
+            }
+          if (gr->active > 0)
+            continue;
+          /* a phase without transfers: only its latency (ends below) */
+          gr->active = 1;
+        }
+      int finished_group = ev_group;
+      if (ev_link >= 0)
+        {
+          PkLink *lk = &links[ev_link];
+          PkTransfer *x = &g_array_index (tr, PkTransfer, lk->serving);
+          x->left -= lk->packet;
+          finished_group = x->left <= 0 ? x->group : -1;
+          pk_link_serve (lk, tr, now, ps_platform_link_bw (p, ev_link));
+        }
+      if (finished_group < 0)
+        continue;
+      PkGroup *gr = &g_array_index (groups, PkGroup, finished_group);
+      if (--gr->active > 0)
+        continue;
+      const PsCollPlan *plan = plans[gr->plan];
+      GPtrArray *phases = plan->groups[gr->group].phases;
+      double end = now + ((const PsPhase *) phases->pdata[gr->phase])->latency_s;
+      gr->active = -1;
+      if (++gr->phase < phases->len)
+        gr->start_at = end;
+      else
+        {
+          gr->done = TRUE;
+          out[gr->plan][gr->group] = end - offsets[gr->plan];
+          left_groups--;
+        }
+    }
+  for (int l = 0; l < p->n_links; l++)
+    g_array_unref (links[l].queue);
+  g_free (links);
+  return out;
+}
+
+/* Rows along x (fixed y), both cores, folded as on a mesh: core 0 out along
+ * the row, core 1 back; group-major. Every ring edge is one hop. */
+static int *
+x_rows_folded (const PsSlice *s)
+{
+  int n = s->chips_x, m = 2 * n;
+  int *cores = g_new (int, s->chips_y * m);
+  for (int y = 0; y < s->chips_y; y++)
+    for (int x = 0; x < n; x++)
+      for (int c = 0; c < 2; c++)
+        cores[y * m + (c == 0 ? x : m - 1 - x)] = ps_slice_core_index (s, x, y, c);
+  return cores;
+}
+
+/* Overlapping collectives whose transfers share links, started at
+ * different times, against the packet-level argument above: 0, on v3-32
+ * (4 x 4 mesh), an all-reduce over every row (along x) and, 100 us later,
+ * an all-to-all over all cores, whose middle x links the rows' rings also
+ * load; 1, on v3-64 (4 x 8 mesh), a reduce-scatter over the rows along y,
+ * an all-to-all 40 us later and an all-gather over the rows along x 60
+ * us later: every link carries transfers of two or three collectives for
+ * part of the time. */
+START_TEST (test_overlap_packet_level)
+{
+  Fixture f = setup (_i == 0 ? "v3-32" : "v3-64", PS_WRAP_AUTO);
+  const PsSlice *s = f.slice;
+  int n = ps_slice_n_cores (s);
+  g_autofree int *all = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    all[i] = i;
+  g_autofree int *xr = x_rows_folded (s);
+  g_autofree int *yr = y_rows (s, TRUE);
+  PsCollPlan *plans[3];
+  double offsets[3];
+  int n_plans;
+  if (_i == 0)
+    {
+      plans[0] = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, 8e6, xr,
+                                   s->chips_y, 2 * s->chips_x, LAUNCH, NULL);
+      plans[1] = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_ALL_TO_ALL, 4e6, all, 1,
+                                   n, LAUNCH, NULL);
+      offsets[0] = 0;
+      offsets[1] = 100e-6;
+      n_plans = 2;
+    }
+  else
+    {
+      plans[0] = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_REDUCE_SCATTER, 16e6, yr,
+                                   s->chips_x, 2 * s->chips_y, LAUNCH, NULL);
+      plans[1] = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_ALL_TO_ALL, 4e6, all, 1,
+                                   n, LAUNCH, NULL);
+      plans[2] = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_ALL_GATHER, 8e6, xr,
+                                   s->chips_y, 2 * s->chips_x, LAUNCH, NULL);
+      offsets[0] = 0;
+      offsets[1] = 40e-6;
+      offsets[2] = 60e-6;
+      n_plans = 3;
+    }
+  /* every group of a plan starts at the plan's offset */
+  double *start[3] = { NULL, NULL, NULL };
+  for (int i = 0; i < n_plans; i++)
+    {
+      ck_assert_ptr_nonnull (plans[i]);
+      start[i] = g_new (double, plans[i]->n_groups);
+      for (int g = 0; g < plans[i]->n_groups; g++)
+        start[i][g] = offsets[i];
+    }
+  double *sim[3];
+  double end = ps_coll_simulate_at (f.net, plans, n_plans, (const double *const *) start, sim);
+  double **pk = packet_level (f.platform, plans, n_plans, offsets);
+  double pk_end = 0;
+  for (int i = 0; i < n_plans; i++)
+    {
+      double *a[1];
+      ps_coll_simulate (f.net, &plans[i], 1, a);
+      double alone = 0, overlapping = 0;
+      for (int g = 0; g < plans[i]->n_groups; g++)
+        {
+          char what[64];
+          g_snprintf (what, sizeof what, "collective %d, group %d", i, g);
+          ck_assert_msg (fabs (sim[i][g] - pk[i][g]) / pk[i][g] < 0.02,
+                         "%s: simulated %g s, packet level %g s", what, sim[i][g], pk[i][g]);
+          pk_end = MAX (pk_end, offsets[i] + pk[i][g]);
+          alone = MAX (alone, a[0][g]);
+          overlapping = MAX (overlapping, sim[i][g]);
+        }
+      /* the links are shared: each is slower than alone */
+      ck_assert_msg (overlapping > 1.05 * alone, "collective %d: %g s overlapping, %g s alone", i,
+                     overlapping, alone);
+      g_free (a[0]);
+      g_free (sim[i]);
+      g_free (pk[i]);
+      g_free (start[i]);
+      ps_coll_plan_free (plans[i]);
+    }
+  g_free (pk);
+  ck_assert_msg (fabs (end - pk_end) / pk_end < 0.02, "last end: simulated %g s, packet level %g s",
+                 end, pk_end);
+}
+END_TEST
+
+/* The same argument for the replay itself: a trace starts an asynchronous
+ * all-reduce over the x rows (folded, as the LIST of device ids gives
+ * them), runs a matmul, then starts an all-to-all over all devices and
+ * waits for both; the replay (its contention passes, cache on) must end
+ * the step when the packet-level loop, with the all-to-all starting one
+ * matmul later, ends the last of them. No engine of the fixture here: the
+ * replay makes its own, and SimGrid allows one per process. */
+START_TEST (test_replay_overlap_packet_level)
+{
+  g_autofree PsHardware *hw = ps_hardware_default ();
+  g_autoptr (PsSlice) s = ps_slice_new ("v3-32", PS_WRAP_AUTO, 2, NULL);
+  g_autoptr (PsPlatform) p = ps_platform_new (s, hw, NULL);
+  int n = ps_slice_n_cores (s);
+  g_autofree int *xr = x_rows_folded (s);
+  g_autofree guint32 *ids = g_new (guint32, n);
+  for (int i = 0; i < n; i++)
+    ids[i] = (guint32) xr[i]; /* device d is core d (the default assignment) */
+  g_autoptr (PsTrace) t = ps_trace_new ("overlap");
+  gint64 dims[2] = { 4, 8 };
+  ps_trace_set_mesh (t, 2, dims, PS_TRACE_ORDER_ARANGE, NULL);
+  ps_trace_header (t)->totals.peak_bytes = 1 << 30;
+  double ar_bytes = 8e6, a2a_bytes = 4e6;
+  PsTraceCollective ar = { .kind = PS_TRACE_ALL_REDUCE, .dtype = PS_TRACE_BF16,
+                           .in_bytes = (guint64) ar_bytes, .out_bytes = (guint64) ar_bytes,
+                           .groups = { .form = PS_TRACE_GROUPS_LIST,
+                                       .n_groups = (guint64) s->chips_y,
+                                       .group_size = (guint64) (2 * s->chips_x),
+                                       .devices = ids },
+                           .async_id = 1 };
+  PsTraceCollective a2a = { .kind = PS_TRACE_ALL_TO_ALL, .dtype = PS_TRACE_BF16,
+                            .in_bytes = (guint64) a2a_bytes, .out_bytes = (guint64) a2a_bytes,
+                            .groups = { .form = PS_TRACE_GROUPS_ALL },
+                            .async_id = 2 };
+  /* a bf16 [1024, 2048] x [2048, 1024] matmul */
+  PsTraceCompute mm = { .op = PS_TRACE_OP_MATMUL, .dtype = PS_TRACE_BF16, .has_mxu = TRUE,
+                        .mxu_batch = 1, .mxu_m = 1024, .mxu_k = 2048, .mxu_n = 1024,
+                        .flops = 2ULL * 1024 * 2048 * 1024,
+                        .read_bytes = 2ULL * (1024 * 2048 + 2048 * 1024),
+                        .write_bytes = 2ULL * 1024 * 1024 };
+  ps_trace_add_collective (t, "ar", &ar);
+  ps_trace_add_compute (t, "mm", &mm);
+  ps_trace_add_collective (t, "a2a", &a2a);
+  ps_trace_add_done (t, 1);
+  ps_trace_add_done (t, 2);
+  PsComputeOp op = ps_compute_op_from_trace (&mm);
+  double compute = ps_compute_op (hw, &op).time_s;
+  PsReplayOptions opt = { hw, p, FALSE, NULL, 0, PS_COLL_TORUS2D, NULL, NULL };
+  GError *error = NULL;
+  g_autoptr (PsReplayResult) r = ps_replay_trace (t, &opt, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  /* the plans the replay makes of them, and the packet-level loop */
+  g_autofree int *all = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    all[i] = i;
+  PsCollPlan *plans[2];
+  plans[0] = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, ar_bytes, xr, s->chips_y,
+                               2 * s->chips_x, hw->collective_launch_overhead_s, NULL);
+  plans[1] = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_TO_ALL, a2a_bytes, all, 1, n,
+                               hw->collective_launch_overhead_s, NULL);
+  double offsets[2] = { 0, compute };
+  double **pk = packet_level (p, plans, 2, offsets);
+  double end = compute;
+  for (int i = 0; i < 2; i++)
+    {
+      for (int g = 0; g < plans[i]->n_groups; g++)
+        end = MAX (end, offsets[i] + pk[i][g]);
+      g_free (pk[i]);
+      ps_coll_plan_free (plans[i]);
+    }
+  g_free (pk);
+  ck_assert_msg (compute < end - 20e-6, "the matmul (%g s) hides the collectives", compute);
+  ck_assert_msg (fabs (r->step_time_s - end) / end < 0.02, "replayed step %g s, packet level %g s",
+                 r->step_time_s, end);
+}
+END_TEST
+
 START_TEST (test_algorithm_names)
 {
   PsCollAlgorithm a;
@@ -553,6 +898,8 @@ collectives_suite (void)
   tcase_add_test (tc, test_torus2d_2d_mesh);
   tcase_add_test (tc, test_algorithm_names);
   tcase_add_loop_test (tc, test_exclusive_links_direct, 0, 3);
+  tcase_add_loop_test (tc, test_overlap_packet_level, 0, 2);
+  tcase_add_test (tc, test_replay_overlap_packet_level);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -415,6 +415,10 @@ START_TEST (test_other_formats_and_forms)
   parse_fails ("ENTRY e {\n  ROOT x = f32[1,?] parameter(0)\n}\n",
                "t.hlo:2:18: unbounded dynamic dimension '?': podsim needs every dimension's size (a "
                "bounded one is written <=N; give the program concrete shapes when lowering it)");
+  /* an older dump's "HloModule NAME:" (XLA's lexer drops the colon) */
+  g_autoptr (PsModule) colon = parse_ok ("HloModule convolution.167:\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+                                         "colon");
+  ck_assert_str_eq (colon->name, "convolution.167");
   /* a lit test's // RUN and // CHECK lines are comments */
   g_autoptr (PsModule) lit = parse_ok ("// RUN: hlo-opt %s | FileCheck %s\nHloModule m\nENTRY e {\n"
                                        "  ROOT p = f32[2] parameter(0)\n}\n// CHECK: parameter\n", "lit");
@@ -538,7 +542,7 @@ START_TEST (test_stablehlo)
                "t.hlo:3:5: stablehlo.while has 1 loop variables but 2 results");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
                "    %0:2 = stablehlo.sort %arg0 : tensor<4xf32>\n    return %0#0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:3:5: operations with several results are not read yet (stablehlo.while and reduce are)");
+               "t.hlo:3:5: operations with several results are not read yet (stablehlo.while, reduce and call are)");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
                "    %0 = stablehlo.sort %arg0 : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
                "t.hlo:3:10: operation stablehlo.sort is not read yet (doc/hlo.md lists what the StableHLO "
@@ -563,7 +567,63 @@ START_TEST (test_stablehlo)
   parse_fails ("module @m {\n  sdy.mesh @mesh = <[\"x\"=0]>\n}\n", "t.hlo:2:12: mesh axis \"x\" has size 0 (1 to 65536)");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<?x4xf32>) -> tensor<4xf32> {\n"
                "    return %arg0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:2:33: dynamic dimension '?': podsim needs every dimension's size");
+               "t.hlo:2:33: dynamic dimension '?' without a bound: podsim needs every dimension's size (a "
+               "bounded one is written with #stablehlo.bounds<...>)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<?x4xf32, #stablehlo.bounds<8>>) -> tensor<4xf32> {\n"
+               "    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:2:33: #stablehlo.bounds<...> gives 1 bound(s) for a tensor of rank 2");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<?x4xf32, #stablehlo.bounds<?, ?>>) -> tensor<4xf32> {\n"
+               "    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:2:33: dynamic dimension '?' without a bound: podsim needs every dimension's size (a "
+               "bounded one is written with #stablehlo.bounds<...>)");
+  /* gather, scatter, convolution and several results: pairs of the same
+   * program in both forms, and what is refused */
+  static const char *const pairs[] = { "gather", "scatter", "conv", "results", "dynamic" };
+  for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
+    {
+      g_autofree char *pm = g_strdup_printf ("../stablehlo/%s.mlir", pairs[i]);
+      g_autofree char *ph = g_strdup_printf ("../stablehlo/%s.hlo", pairs[i]);
+      g_autofree char *ma = data_fixed_point (pm);
+      g_autofree char *hb = data_fixed_point (ph);
+      ck_assert_str_eq (ma, hb);
+    }
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<1x1xi32>) -> tensor<1xf32> {\n"
+               "    %0 = \"stablehlo.gather\"(%arg0, %arg1) <{slice_sizes = array<i64: 1>}> : "
+               "(tensor<4xf32>, tensor<1x1xi32>) -> tensor<1xf32>\n    return %0 : tensor<1xf32>\n  }\n}\n",
+               "t.hlo:3:5: missing attribute dimension_numbers");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<1x1xi32>) -> tensor<1xf32> {\n"
+               "    %0 = \"stablehlo.gather\"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<offset_dims = [], "
+               "collapsed_slice_dims = [0], start_index_map = [0]>, slice_sizes = array<i64: 1>}> : "
+               "(tensor<4xf32>, tensor<1x1xi32>) -> tensor<1xf32>\n    return %0 : tensor<1xf32>\n  }\n}\n",
+               "t.hlo:3:5: missing attribute index_vector_dim");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<1x1xi32>) -> tensor<4xf32> {\n"
+               "    %0:2 = \"stablehlo.scatter\"(%arg0, %arg0, %arg1, %arg0, %arg0) : (tensor<4xf32>) -> tensor<4xf32>\n"
+               "    return %0#0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:3:5: operations with several results are not read yet (stablehlo.while, reduce and call are)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<1x1xi32>) -> tensor<4xf32> {\n"
+               "    %0 = \"stablehlo.scatter\"(%arg0, %arg1) : (tensor<4xf32>) -> tensor<4xf32>\n"
+               "    return %0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:3:5: stablehlo.scatter of 2 operands is not read yet (one input, its indices and updates)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<1x4x4x1xf32>, %arg1: tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32> {\n"
+               "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], "
+               "window = {stride = [1, 1, 1]} : (tensor<1x4x4x1xf32>, tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32>\n"
+               "    return %0 : tensor<1x2x2x1xf32>\n  }\n}\n",
+               "t.hlo:3:5: convolution window_strides has 3 entries, expected 2");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<1x4x4x1xf32>, %arg1: tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32> {\n"
+               "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, q]->[b, 0, 1, f], "
+               "window = {} : (tensor<1x4x4x1xf32>, tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32>\n"
+               "    return %0 : tensor<1x2x2x1xf32>\n  }\n}\n",
+               "t.hlo:3:5: convolution dimension numbers '[b, 0, 1, f]x[0, 1, i, q]->[b, 0, 1, f]' are not read "
+               "(labels b, f, i, o and spatial dims 0 to 9)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<1x4x4x1xf32>, %arg1: tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32> {\n"
+               "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]x[b, 0, 1, f], "
+               "window = {} : (tensor<1x4x4x1xf32>, tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32>\n"
+               "    return %0 : tensor<1x2x2x1xf32>\n  }\n}\n",
+               "t.hlo:3:5: convolution dimension numbers '[b, 0, 1, f]x[0, 1, i, o]x[b, 0, 1, f]' are not read "
+               "(labels b, f, i, o and spatial dims 0 to 9)");
+  parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {\n"
+               "    return %arg0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:2:13: function @main returns 1 value but its type has 2 results");
   /* an error the HLO reader finds maps back to the StableHLO position */
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<8xf32>) -> tensor<4xf32> {\n"
                "    %0 = stablehlo.add %arg0, %arg1 : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
@@ -765,7 +825,8 @@ START_TEST (test_collectives)
                "t.hlo:3:13: shape f32[2,8] of 'ag' does not match f32[4,8], the shape its all-gather produces");
   parse_fails ("ENTRY e {\n  p = f32[2,8] parameter(0)\n"
                "  ROOT ar = f32[2,8] all-reduce(p), replica_groups={{0,1},{2}}\n}\n",
-               "t.hlo:3:59: groups of different sizes (2 and 1) are not supported");
+               "t.hlo:3:59: replica_groups of different sizes (2 and 1) are not read: podsim's collectives take "
+               "groups of one size");
 }
 END_TEST
 

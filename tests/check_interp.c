@@ -787,7 +787,9 @@ START_TEST (test_async_pairs_as_synchronous)
 }
 END_TEST
 
-/* Instructions podsim has no rule for are refused where they stand. */
+/* ragged-dot, rng-get-and-update-state and get/set-dimension-size pass to
+ * the stages after reading (each has a cost: partitioner/analysis/cost.c);
+ * an unmatched pair is refused where it stands. */
 START_TEST (test_unsimulatable_ops_refused)
 {
   static const char *const bodies[] = {
@@ -798,20 +800,21 @@ START_TEST (test_unsimulatable_ops_refused)
     " lhs_ragged_dims={0}, rhs_group_dims={0}\n",
     " p = f32[2] parameter(0)\n s = (f32[2], f32[2], u32[]) copy-start(p)\n ROOT n = f32[2] negate(p)\n",
   };
-  static const char *const want[] = {
-    "test.hlo:3:7: g: get-dimension-size cannot be simulated",
-    "test.hlo:2:7: s: rng-get-and-update-state cannot be simulated",
-    "test.hlo:5:7: r: ragged-dot cannot be simulated",
-    "test.hlo:3:2: s: copy-start has no matching -done",
-  };
   for (gsize i = 0; i < G_N_ELEMENTS (bodies); i++)
     {
       g_autofree char *t = g_strconcat ("ENTRY e {\n", bodies[i], "}\n", NULL);
       PsModule *m = parse (t);
       GError *error = NULL;
-      ck_assert (!ps_async_make_synchronous (m, NULL, &error));
-      ck_assert_msg (g_str_has_prefix (error->message, want[i]), "%s", error->message);
-      g_error_free (error);
+      gboolean ok = ps_async_make_synchronous (m, NULL, &error);
+      if (i < 3)
+        ck_assert_msg (ok, "%s", error ? error->message : "");
+      else
+        {
+          ck_assert (!ok);
+          ck_assert_msg (g_str_has_prefix (error->message, "test.hlo:3:2: s: copy-start has no matching -done"), "%s",
+                         error->message);
+          g_error_free (error);
+        }
       ps_module_free (m);
     }
 }

@@ -268,6 +268,72 @@ START_TEST (test_lower_conv)
 }
 END_TEST
 
+/* ragged-dot is a matmul of the full bound: in the non-contracting mode
+ * (an MoE layer's rows, each group's rows meeting its expert) 2 M K N flops
+ * and N the columns of one group; in the contracting mode (a weight
+ * gradient, result [G, M, N]) each group contracts its own slice of K.
+ * The dimension-size ops and rng-get-and-update-state cost nothing, as in
+ * XLA's HloCostAnalysis. */
+START_TEST (test_lower_ragged_dot_and_dynamic_ops)
+{
+  g_autoptr (PsModule) m = parse (
+    "HloModule ragged\n"
+    "ENTRY e {\n"
+    "  a = bf16[64,32] parameter(0)\n"
+    "  b = bf16[4,32,16] parameter(1)\n"
+    "  g = s32[4] parameter(2)\n"
+    "  r = bf16[64,16] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+    " lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+    "  x = bf16[32,64] parameter(3)\n"
+    "  w = bf16[4,32,16] ragged-dot(x, r, g), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " lhs_ragged_dims={1}\n"
+    "  n = s32[] get-dimension-size(r), dimensions={0}\n"
+    "  s = bf16[<=64,16] set-dimension-size(r, n), dimensions={0}\n"
+    "  st = u64[2] rng-get-and-update-state(), delta=1\n"
+    "  ROOT t = (bf16[<=64,16], bf16[4,32,16], u64[2]) tuple(s, w, st)\n"
+    "}\n");
+  GError *error = NULL;
+  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, &error);
+  ck_assert_msg (a != NULL, "%s", error ? error->message : "");
+  const PsCost *cr = ps_cost_get (a, ps_module_find_instr (m, "r"));
+  const PsCost *cw = ps_cost_get (a, ps_module_find_instr (m, "w"));
+  ck_assert_int_eq (cr->klass, PS_COST_MATMUL);
+  ck_assert_uint_eq (cr->own.flops, 2 * 64 * 32 * 16);
+  ck_assert_uint_eq (cw->own.flops, 2 * 32 * 64 * 16);
+  static const char *const free_ops[] = { "n", "s", "st" };
+  for (gsize i = 0; i < G_N_ELEMENTS (free_ops); i++)
+    {
+      const PsCost *c = ps_cost_get (a, ps_module_find_instr (m, free_ops[i]));
+      ck_assert_int_eq (c->klass, PS_COST_FREE);
+      ck_assert_uint_eq (c->own.flops + c->own.read_bytes + c->own.write_bytes, 0);
+    }
+  g_autoptr (PsTrace) t = ps_lower_module (m, NULL, &error);
+  ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+  int seen = 0;
+  for (guint64 i = 0; i < ps_trace_n_events (t); i++)
+    {
+      const PsTraceEvent *e = ps_trace_get_event (t, i);
+      if (e->kind != PS_TRACE_EVENT_COMPUTE || e->compute.op != PS_TRACE_OP_MATMUL)
+        continue;
+      if (e->compute.mxu_batch == 1)
+        {
+          ck_assert_uint_eq (e->compute.mxu_m, 64);
+          ck_assert_uint_eq (e->compute.mxu_k, 32);
+          ck_assert_uint_eq (e->compute.mxu_n, 16);
+        }
+      else
+        {
+          ck_assert_uint_eq (e->compute.mxu_batch, 4);
+          ck_assert_uint_eq (e->compute.mxu_m, 32);
+          ck_assert_uint_eq (e->compute.mxu_k, 16);
+          ck_assert_uint_eq (e->compute.mxu_n, 16);
+        }
+      seen++;
+    }
+  ck_assert_int_eq (seen, 2);
+}
+END_TEST
+
 /* A transposed up-sampling conv (base dilation 2) streams only the rows
  * that meet data: out / 2 per dilated dim per tap. A weight gradient,
  * whose contracted "features" are the batch (not the input's minor dim),
@@ -379,6 +445,7 @@ lower_suite (void)
   Suite *s = suite_create ("lower");
   TCase *tc = tcase_create ("lowering_to_traces");
   tcase_add_test (tc, test_lower_collectives);
+  tcase_add_test (tc, test_lower_ragged_dot_and_dynamic_ops);
   tcase_add_test (tc, test_lower_default_mesh);
   tcase_add_test (tc, test_lower_async);
   tcase_add_test (tc, test_lower_while);

@@ -84,6 +84,18 @@ expect_status 0 "$PODSIM" verify -n 2 "$S/slices.mlir"
 expect_grep "agrees on 2 devices" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$S/slices.mlir" -q
 expect_grep "step time" "$PS_TMP/out"
+# gather (an embedding lookup), scatter (its gradient), convolution and
+# functions of several results: each pair prints the same, verifies, runs.
+for f in gather scatter conv results; do
+  expect_status 0 "$PODSIM" hlo "$S/$f.mlir"
+  cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
+  expect_status 0 "$PODSIM" hlo "$S/$f.hlo"
+  cmp -s "$PS_TMP/out" "$PS_TMP/from_mlir.hlo" || fail "$f.mlir and $f.hlo read differently"
+  expect_status 0 "$PODSIM" verify -n 2 "$S/$f.mlir"
+  expect_grep " on 2 devices" "$PS_TMP/out"
+  expect_status 0 "$PODSIM" run "$S/$f.mlir" -q
+  expect_grep "step time" "$PS_TMP/out"
+done
 expect_status 0 "$PODSIM" propagate "$S/mlp_step.mlir" -o "$PS_TMP/prop.hlo"
 expect_status 0 "$PODSIM" hlo "$PS_TMP/prop.hlo"
 # Single-device programs: the partitioned program agrees with the original.
@@ -102,6 +114,20 @@ expect_grep "mesh 4 (arange), slice v3-8" "$PS_TMP/out"
 expect_grep "4 collectives" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$D/pytorch_xla_coalesced.hlo" -q
 expect_grep "already partitioned" "$PS_TMP/out"
+# A bounded dynamic dim and the dimension-size ops in StableHLO: the same as
+# their HLO text, simulated.
+expect_status 0 "$PODSIM" hlo "$S/dynamic.mlir"
+cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
+expect_status 0 "$PODSIM" hlo "$S/dynamic.hlo"
+cmp -s "$PS_TMP/out" "$PS_TMP/from_mlir.hlo" || fail "dynamic.mlir and dynamic.hlo read differently"
+expect_status 0 "$PODSIM" run "$S/dynamic.mlir" -q
+expect_grep "step time" "$PS_TMP/out"
+# ragged-dot and the dynamic-size ops simulate (above) but do not run on the
+# interpreter: verify says which instruction, where.
+expect_status 0 "$PODSIM" run "$D/dynamic_ops.hlo" -q
+expect_grep "1 compute events" "$PS_TMP/out"
+expect_status 2 "$PODSIM" verify -n 2 "$D/dynamic_ops.hlo"
+expect_grep "dynamic_ops.hlo:12:3: y: interpreter (ragged-dot): opcode ragged-dot is not supported" "$PS_TMP/err"
 expect_status 2 "$PODSIM" verify -n 4 "$D/async_collectives.hlo"
 expect_grep "already partitioned" "$PS_TMP/err"
 finish

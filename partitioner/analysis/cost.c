@@ -66,6 +66,19 @@ scalar_unit_op (const PsInstr *in)
              || in->opcode == PS_OP_CONVERT);
 }
 
+int64_t
+ps_cost_ragged_groups (const PsInstr *in)
+{
+  if (in->opcode != PS_OP_RAGGED_DOT || in->n_operands < 3)
+    return 1;
+  const char *r = ps_instr_get_raw_attr (in, "lhs_ragged_dims");
+  int64_t d = r ? g_ascii_strtoll (r + (r[0] == '{'), NULL, 10) : -1;
+  const PsShape *gs = in->operands[2]->shape;
+  if (!ps_ints_contains (&in->dot.lhs_contracting, d) || !ps_shape_is_array (gs) || gs->rank < 1)
+    return 1;
+  return MAX (gs->dims[gs->rank - 1], 1);
+}
+
 static PsCostClass classify (const PsInstr *in);
 
 /* A fusion instruction read from a file (XLA's own fusion decision) is one
@@ -100,7 +113,7 @@ const PsInstr *
 ps_cost_mxu_op (const PsInstr *in)
 {
   if (in->opcode != PS_OP_FUSION)
-    return in->opcode == PS_OP_DOT || in->opcode == PS_OP_CONVOLUTION ? in : NULL;
+    return in->opcode == PS_OP_DOT || in->opcode == PS_OP_RAGGED_DOT || in->opcode == PS_OP_CONVOLUTION ? in : NULL;
   const PsComputation *c = in->n_called > 0 ? in->called[0] : NULL;
   const PsInstr *best = NULL;
   int64_t best_e = -1;
@@ -133,6 +146,15 @@ classify (const PsInstr *in)
     case PS_OP_PARTITION_ID: case PS_OP_REPLICA_ID: case PS_OP_OPTIMIZATION_BARRIER:
     case PS_OP_DOMAIN:
       return PS_COST_FREE;
+    /* XLA's HloCostAnalysis gives these no flops and no bytes
+     * (HandleGetDimensionSize, HandleSetDimensionSize,
+     * HandleRngGetAndUpdateState in xla/service/hlo_cost_analysis.cc), and
+     * its DynamicPadder replaces the two dimension-size ops by a constant
+     * or the dynamic size and by their operand (xla/service/dynamic_padder.cc) */
+    case PS_OP_GET_DIMENSION_SIZE: case PS_OP_SET_DIMENSION_SIZE: case PS_OP_RNG_GET_AND_UPDATE_STATE:
+      return PS_COST_FREE;
+    case PS_OP_RAGGED_DOT:
+      return PS_COST_MATMUL;
     case PS_OP_BROADCAST: case PS_OP_IOTA:
       return PS_COST_INLINED;
     case PS_OP_DOT:
@@ -314,6 +336,13 @@ own_work (const PsInstr *in, PsCostClass k, PsCostCounts *c)
         for (int i = 0; i < in->dot.lhs_contracting.n; i++)
           contract *= (uint64_t) lhs->dims[in->dot.lhs_contracting.v[i]];
         c->flops = 2 * elems_of (in->shape) * contract;
+        /* XLA's HandleRaggedDot: the dot's flops over the result without
+         * its group dim, which a result has when the ragged dim is
+         * contracting (each group contracts its own slice); the group sizes
+         * are data, so their bound, a full ragged dim, is what is costed */
+        int64_t g = ps_cost_ragged_groups (in);
+        if (g > 1)
+          c->flops /= (uint64_t) g;
         break;
       }
     case PS_COST_CONV:

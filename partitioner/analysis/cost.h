@@ -136,6 +136,11 @@ gboolean ps_cost_prefused (const PsCostAnalysis *a);
  * NULL otherwise. transfer none. */
 const PsInstr *ps_cost_mxu_op (const PsInstr *in);
 
+/* A ragged-dot whose ragged dim is an lhs contracting dim contracts each
+ * group over its own slice: the number of groups (the group sizes' last
+ * dim), by which a dot of its result shape overcounts; 1 otherwise. */
+int64_t ps_cost_ragged_groups (const PsInstr *in);
+
 /* transfer none; NULL for an instruction the analysis did not see. */
 const PsCost *ps_cost_get (const PsCostAnalysis *a, const PsInstr *instr);
 

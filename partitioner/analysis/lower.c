@@ -287,12 +287,26 @@ mxu_dims (const PsInstr *in, PsTraceCompute *c)
 {
   c->has_mxu = TRUE;
   const PsShape *lhs = in->operands[0]->shape, *rhs = in->operands[1]->shape;
-  if (in->opcode == PS_OP_DOT)
+  if (in->opcode == PS_OP_DOT || in->opcode == PS_OP_RAGGED_DOT)
     {
       c->mxu_batch = dim_product (lhs, &in->dot.lhs_batch);
       c->mxu_k = dim_product (lhs, &in->dot.lhs_contracting);
       c->mxu_m = free_product (lhs, &in->dot.lhs_batch, &in->dot.lhs_contracting);
       c->mxu_n = free_product (rhs, &in->dot.rhs_batch, &in->dot.rhs_contracting);
+      if (in->opcode == PS_OP_RAGGED_DOT)
+        {
+          /* the rows (or contraction slices) of each group meet only that
+           * group's weights: the rhs's group dim is not an output column,
+           * and a ragged contraction is one matmul per group over its slice */
+          const char *gd = ps_instr_get_raw_attr (in, "rhs_group_dims");
+          int64_t d = gd ? g_ascii_strtoll (gd + (gd[0] == '{'), NULL, 10) : -1;
+          if (d >= 0 && d < rhs->rank && rhs->dims[d] > 0 && !ps_ints_contains (&in->dot.rhs_batch, d)
+              && !ps_ints_contains (&in->dot.rhs_contracting, d))
+            c->mxu_n /= (guint64) rhs->dims[d];
+          guint64 g = (guint64) ps_cost_ragged_groups (in);
+          c->mxu_batch *= g;
+          c->mxu_k = MAX (c->mxu_k / g, 1);
+        }
     }
   else
     {
@@ -455,7 +469,7 @@ emit_compute (Lower *l, const PsInstr *root)
   if (mx)
     {
       /* a fusion read from a file: its dot or convolution */
-      c.op = mx->opcode == PS_OP_DOT ? PS_TRACE_OP_MATMUL : PS_TRACE_OP_CONV;
+      c.op = mx->opcode == PS_OP_CONVOLUTION ? PS_TRACE_OP_CONV : PS_TRACE_OP_MATMUL;
       c.dtype = trace_dtype (mx->operands[0]->shape);
       c.precision = precision_of (mx);
       mxu_dims (mx, &c);

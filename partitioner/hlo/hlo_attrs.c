@@ -54,8 +54,13 @@ ps_hlo_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids, in
           if (!ps_hlo_int_list (p, &g))
             break;
           if (size >= 0 && g.n != size)
-            ps_hlo_error (p, gpos, PS_ERROR_UNSUPPORTED, "groups of different sizes (%d and %d) are not supported",
-                  size, g.n);
+            /* XLA takes them for all-reduce (CheckReplicaGroups in
+             * xla/service/hlo_verifier.cc); podsim's IR, the
+             * lowering and the collective algorithms hold one group size
+             * (an IotaReplicaGroupList, [G,S]<=[..], always has one) */
+            ps_hlo_error (p, gpos, PS_ERROR_UNSUPPORTED,
+                          "replica_groups of different sizes (%d and %d) are not read: podsim's collectives take "
+                          "groups of one size", size, g.n);
           else if (want_size > 0 && g.n != want_size)
             ps_hlo_error (p, gpos, PS_ERROR_PARSE, "expected pairs {source,target}, found a group of %d", g.n);
           size = g.n;

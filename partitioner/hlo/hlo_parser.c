@@ -1059,6 +1059,11 @@ parse_header (PsHloReader *p)
   p->m->name = ps_hlo_name (p, "a module name");
   if (!p->m->name)
     return FALSE;
+  /* older dumps write "HloModule NAME:" (xla/tests/isolated_convolution.hlo):
+   * XLA's lexer takes an identifier directly followed by ':' as a name and
+   * drops the colon (HloLexer::LexIdentifier) */
+  if (p->pos < p->len && p->text[p->pos] == ':')
+    p->pos++;
   GHashTable *seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   while (!FAILED (p) && ps_hlo_accept (p, ','))
     {

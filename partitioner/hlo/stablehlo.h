@@ -10,7 +10,9 @@
  * elementwise math, chlo.erf/tan, constant, convert, reshape, transpose,
  * broadcast_in_dim, slice, pad, concatenate, dynamic_(update_)slice,
  * dot_general, compare, select, iota, reduce (one-op reducer, a region, or
- * several operands), while, custom_call @Sharding, func.call and return;
+ * several operands), while, gather, scatter, convolution, get/set
+ * dimension size, custom_call @Sharding, func.call and return (of several
+ * values too: a tuple); bounded dynamic dims (#stablehlo.bounds<...>);
  * mhlo.sharding or Shardy's sdy.sharding (over an sdy.mesh, mapped to the
  * HLO sharding of the same meaning) on arguments, results and operations;
  * mhlo.num_partitions on the module. Functions come in any order: each

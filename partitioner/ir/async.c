@@ -178,13 +178,6 @@ split_variadic (PsComputation *c, PsInstr *in, PsAsyncStats *st)
   st->split++;
 }
 
-static gboolean
-unsupported (const PsInstr *in)
-{
-  return in->opcode == PS_OP_RAGGED_DOT || in->opcode == PS_OP_RNG_GET_AND_UPDATE_STATE
-         || in->opcode == PS_OP_GET_DIMENSION_SIZE || in->opcode == PS_OP_SET_DIMENSION_SIZE;
-}
-
 gboolean
 ps_async_make_synchronous (PsModule *m, PsAsyncStats *stats, GError **error)
 {
@@ -202,15 +195,6 @@ ps_async_make_synchronous (PsModule *m, PsAsyncStats *stats, GError **error)
           if (g_hash_table_contains (gone, in))
             continue;
           PsOpcode s0, s1;
-          if (unsupported (in))
-            {
-              ps_instr_error (error, PS_ERROR_UNSUPPORTED, in, "%s cannot be simulated: podsim has no "
-                              "interpreter, partitioning or cost rule for it (doc/hlo.md)",
-                              ps_opcode_name (in->opcode));
-              g_ptr_array_free (snap, TRUE);
-              g_hash_table_destroy (gone);
-              return FALSE;
-            }
           if (pair_of (in->opcode, &s0, &s1))
             {
               /* The -start and updates come before their -done in program

@@ -23,9 +23,9 @@
  *     combines them to pay one collective's fixed latency instead of N, so
  *     the split step is slower by (N - 1) such latencies (doc/hlo.md);
  *   - add-dependency(x, token) becomes x.
- * Instructions podsim has no rule for (ragged-dot, rng-get-and-update-state,
- * get-dimension-size, set-dimension-size) make it fail with an error at the
- * instruction (FILE:LINE:COL), before any stage gives a less clear one.
+ * ragged-dot, rng-get-and-update-state and get/set-dimension-size are kept
+ * as they are: the cost model costs them (partitioner/analysis/cost.c), the
+ * interpreter refuses them at the instruction.
  *
  * ps_async_module_is_partitioned tells whether a module is already the
  * output of an SPMD partitioner (see its comment).

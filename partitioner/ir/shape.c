@@ -216,6 +216,14 @@ ps_shape_bytes (const PsShape *s)
         b += ps_shape_bytes (s->elems[i]);
       return b;
     }
+  /* s4 and u4 are packed two to a byte in the compiled program's buffers,
+   * as XLA's compilers make them: SubByteNormalization(SET_ELEMENT_SIZE)
+   * sets element_size_in_bits to the type's bit width (4), and
+   * ShapeUtil::ByteSizeOfElements is then ceil(elements x bits / 8)
+   * (xla/hlo/transforms/simplifiers/sub_byte_normalization.h,
+   * xla/shape_util.cc). Values are still stored a byte each (ir.h). */
+  if (s->etype == PS_S4 || s->etype == PS_U4)
+    return (ps_shape_elements (s) + 1) / 2;
   return ps_shape_elements (s) * ps_etype_size_bytes (s->etype);
 }
 

@@ -61,7 +61,9 @@ gboolean ps_shape_is_array (const PsShape *s);
 /* Same element type and dims (layouts ignored); tuples elementwise. */
 gboolean ps_shape_equal (const PsShape *a, const PsShape *b);
 int64_t ps_shape_elements (const PsShape *s);        /* arrays: product of dims */
-int64_t ps_shape_bytes (const PsShape *s);           /* tuples: sum of leaves */
+/* The bytes of the compiled program's buffer: tuples the sum of their
+ * leaves, s4/u4 packed two to a byte as XLA packs them (shape.c). */
+int64_t ps_shape_bytes (const PsShape *s);
 int64_t ps_shape_leaf_elements (const PsShape *s);   /* elements of all leaves */
 /* Within podsim's limits (common/checked.h, doc/robustness.md): at most
  * PS_MAX_RANK dims, PS_MAX_ELEMENTS elements in all leaves together, tuples
