@@ -623,11 +623,12 @@ one_line (const char *s)
 
 /* ---- the driver ------------------------------------------------------------------ */
 
-/* Every case of the file (only the one named `only`, when given) as JSON
+/* Every case of the file (only the one named `only`, and those whose names
+ * contain `match`, when given) as JSON
  * nodes. The whole file is parsed before any case runs, so a malformed one
  * fails (exit 2) without a partial report. NULL after printing the error. */
 static GPtrArray *
-load_cases (const char *path, const char *only)
+load_cases (const char *path, const char *only, const char *match)
 {
   char *text = NULL;
   gsize len = 0;
@@ -668,7 +669,8 @@ load_cases (const char *path, const char *only)
           g_ptr_array_free (cases, TRUE);
           return NULL;
         }
-      if (only && strcmp (json_object_get_string_member_with_default (o, "name", ""), only) != 0)
+      const char *name = json_object_get_string_member_with_default (o, "name", "");
+      if ((only && strcmp (name, only) != 0) || (match && !strstr (name, match)))
         continue;
       g_ptr_array_add (cases, json_node_copy (json_parser_get_root (jp)));
     }
@@ -806,18 +808,21 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
 {
   gboolean json = FALSE, fallbacks = FALSE, quiet = FALSE;
   CaseOptions co = { 1000000000, 120, FALSE, FALSE, FALSE, 1, FALSE };
-  char *only = NULL;
+  char *only = NULL, *match = NULL;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the results as one JSON document", NULL },
-    { "case", 0, 0, G_OPTION_ARG_STRING, &only, "Run only the case with this name", "NAME" },
+    /* --match, --case and --in-process as conformance propagation has them. */
+    { "match", 0, 0, G_OPTION_ARG_STRING, &match, "Only run cases whose name contains TEXT", "TEXT" },
+    { "case", 0, 0, G_OPTION_ARG_STRING, &only, "Only run the case named exactly NAME", "NAME" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress on stderr (shown on a terminal: the case being run)", NULL },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &co.seed, "Seed of the random inputs (default 1)", "S" },
     { "max-work", 0, 0, G_OPTION_ARG_INT64, &co.max_work,
       "Interpreter budget per case in element operations (default 1e9)", "OPS" },
     { "timeout", 0, 0, G_OPTION_ARG_INT64, &co.timeout_s,
       "Seconds a case may take before it fails (default 120)", "S" },
-    { "no-fork", 0, 0, G_OPTION_ARG_NONE, &co.no_fork,
-      "Run cases in this process (for debugging; a crash then ends the run)", NULL },
+    { "in-process", 0, 0, G_OPTION_ARG_NONE, &co.no_fork,
+      "Run cases in this process (no crash or time-limit isolation; for debuggers; --no-fork: the same)", NULL },
+    { "no-fork", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &co.no_fork, NULL, NULL },
     { "no-propagate", 0, 0, G_OPTION_ARG_NONE, &co.no_propagate,
       "Partition the module as written, as XLA's partitioner tests do", NULL },
     { "no-scale", 0, 0, G_OPTION_ARG_NONE, &co.no_scale,
@@ -845,15 +850,18 @@ ps_cmd_conformance_partitioner (int argc, char **argv)
   if (argc != 2)
     {
       g_free (only);
+      g_free (match);
       return ps_cli_failf ("conformance partitioner needs exactly one .jsonl file");
     }
   if (co.timeout_s < 1 || co.max_work < 0)
     {
       g_free (only);
+      g_free (match);
       return ps_cli_failf ("--timeout must be at least 1 and --max-work not negative");
     }
-  g_autoptr (GPtrArray) cases = load_cases (argv[1], only);
+  g_autoptr (GPtrArray) cases = load_cases (argv[1], only, match);
   g_free (only);
+  g_free (match);
   if (!cases)
     return PS_EXIT_USAGE;
   Tally t = { 0 };

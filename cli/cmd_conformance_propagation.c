@@ -506,13 +506,16 @@ int
 ps_cmd_conformance_propagation (int argc, char **argv)
 {
   gboolean json = FALSE, in_process = FALSE, quiet = FALSE;
-  char *filter = NULL;
+  char *filter = NULL, *only = NULL;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the result of every expectation as JSON", NULL },
+    /* --match, --case and --in-process as conformance partitioner has them. */
     { "match", 0, 0, G_OPTION_ARG_STRING, &filter, "Only run cases whose name contains TEXT", "TEXT" },
+    { "case", 0, 0, G_OPTION_ARG_STRING, &only, "Only run the case named exactly NAME", "NAME" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress on stderr (shown on a terminal: the case being run)", NULL },
     { "in-process", 0, 0, G_OPTION_ARG_NONE, &in_process,
-      "Run cases in this process (no crash or time-limit isolation; for debuggers)", NULL },
+      "Run cases in this process (no crash or time-limit isolation; for debuggers; --no-fork: the same)", NULL },
+    { "no-fork", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &in_process, NULL, NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.jsonl");
@@ -533,6 +536,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
       fprintf (stderr, "%s: expected one FILE.jsonl (see '%s --help')\n", g_get_prgname (),
                g_get_prgname ());
       g_free (filter);
+      g_free (only);
       return PS_EXIT_USAGE;
     }
   g_autofree char *text = NULL;
@@ -541,6 +545,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
   if (!ps_cli_read_input (argv[1], &text, &len, &error))
     {
       g_free (filter);
+      g_free (only);
       return ps_cli_fail (error);
     }
   g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
@@ -557,6 +562,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
       if (!ps_json_depth_ok (lines[ln], argv[1], ln + 1, &error))
         {
           g_free (filter);
+          g_free (only);
           return ps_cli_fail (error);
         }
       g_autoptr (JsonParser) p = json_parser_new ();
@@ -567,16 +573,18 @@ ps_cmd_conformance_propagation (int argc, char **argv)
                                                   error ? error->message : "wrong type");
           g_clear_error (&error);
           g_free (filter);
+          g_free (only);
           return ps_cli_failf ("%s", msg);
         }
       JsonObject *cs = json_node_get_object (json_parser_get_root (p));
       const char *name = json_object_has_member (cs, "name")
                              ? json_object_get_string_member (cs, "name") : "(unnamed)";
-      if (filter && !strstr (name, filter))
+      if ((filter && !strstr (name, filter)) || (only && strcmp (name, only) != 0))
         continue;
       if (!json_object_has_member (cs, "hlo"))
         {
           g_free (filter);
+          g_free (only);
           return ps_cli_failf ("%s:%d: case has no 'hlo'", argv[1], ln + 1);
         }
       ps_progress (progress, "podsim conformance: line %d: %s", ln + 1, name);
@@ -663,6 +671,7 @@ ps_cmd_conformance_propagation (int argc, char **argv)
   json_builder_end_object (jb);
   json_builder_end_object (jb);
   g_free (filter);
+  g_free (only);
   if (json)
     {
       g_autoptr (JsonGenerator) gen = json_generator_new ();

@@ -112,7 +112,12 @@ print_text (const PsParams *p, const char *name, double published, const PsDrive
       printf ("AllToAll     %s, %.1f %% of the step (%" G_GUINT64_FORMAT " in the step)\n", t,
               100 * r->alltoall_s / s->step_time_s, r->n_alltoall);
     }
+  /* A family's op groups that the program has none of (an encoder-decoder
+   * without MoE FFNs) are not worth a line. */
+  double grouped_s = 0;
   for (int g = 0; g < r->n_op_groups; g++)
+    grouped_s += r->op_group_s[g];
+  for (int g = 0; grouped_s > 0 && g < r->n_op_groups; g++)
     {
       g_autofree char *t = ps_format_seconds (r->op_group_s[g]);
       printf ("%s%s %s (%.1f %%)%s", g ? ", " : "by op_name   ", f->op_groups[g].label, t,

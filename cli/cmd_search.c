@@ -25,7 +25,8 @@
 typedef struct {
   char *axes;
   gint top, jobs;
-  gboolean csv, quiet, dry_run;
+  gboolean csv, quiet, dry_run, no_prune;
+  double time_limit;
 } SearchOptions;
 
 /* Keys whose value cannot change the per-device program's memory: a device
@@ -35,7 +36,7 @@ typedef struct {
  * analyses.) */
 static const char *const memory_neutral[] = { "device_order", "cache", NULL };
 
-typedef enum { ST_INVALID, ST_DUPLICATE, ST_NO_FIT, ST_FAILED, ST_SIMULATED } Status;
+typedef enum { ST_INVALID, ST_DUPLICATE, ST_NO_FIT, ST_FAILED, ST_SIMULATED, ST_PRUNED, ST_TIMED_OUT } Status;
 
 typedef struct {
   Status status;
@@ -227,6 +228,7 @@ typedef struct {
   const guint *ids;          /* pool job -> strategy */
   const char *what;
   gboolean progress;
+  double time_limit_s;
 } Phase;
 
 static void
@@ -235,6 +237,12 @@ on_done (const PsPoolResult *r, gpointer user)
   Phase *ph = user;
   guint id = ph->ids[r->index];
   Strategy *s = &ph->st[id];
+  if (r->timed_out)
+    {
+      s->status = ST_TIMED_OUT;
+      s->why = g_strdup_printf ("stopped at the time limit (--time-limit %g s)", ph->time_limit_s);
+      return;
+    }
   PsStudyRow *row = ps_study_row_from_result (r, id);
   s->row = row;
   s->peak_hbm_bytes = row->peak_hbm_bytes;
@@ -255,6 +263,7 @@ static gboolean
 run_phase (Phase *ph, int jobs, GArray *todo, GError **error)
 {
   g_autoptr (PsPool) pool = ps_pool_new (jobs, on_done, on_progress, ph);
+  ps_pool_set_time_limit (pool, ph->time_limit_s);
   for (guint i = 0; i < todo->len; i++)
     {
       g_auto (GStrv) argv = ps_study_child_argv (ph->study, g_array_index (todo, guint, i), NULL);
@@ -307,7 +316,7 @@ slower_text (const PsStudyRow *r, const PsStudyRow *best)
 static const char *
 status_name (Status s)
 {
-  static const char *names[] = { "invalid", "duplicate", "no-fit", "failed", "simulated" };
+  static const char *names[] = { "invalid", "duplicate", "no-fit", "failed", "simulated", "pruned", "timed-out" };
   return names[s];
 }
 
@@ -401,6 +410,12 @@ static int
 search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
 {
   GError *error = NULL;
+  if (!(o->time_limit >= 0) || o->time_limit > 1e9)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--time-limit must be between 0 and 1e9 seconds (got %g)",
+                   o->time_limit);
+      return ps_cli_fail (error);
+    }
   if (o->jobs < 0 || o->top < 0)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %d)", o->jobs < 0 ? "--jobs" : "--top",
@@ -514,10 +529,24 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
   /* First each group's representative, in full: its run stops at the
    * memory check when it does not fit, which then stands for the group;
    * then the rest of the groups that fit. */
-  Phase ph = { study, st, NULL, "podsim search: memory checks", tty };
+  Phase ph = { study, st, NULL, "podsim search: memory checks", tty, o->time_limit };
   gboolean ok = run_phase (&ph, o->jobs, memory_todo, &error);
+  /* The lower-bound prune. A strategy that differs from its group's
+   * representative only in memory-neutral keys (device order, cache) runs
+   * the same per-device program, so the same compute on every device, and
+   * a step is never shorter than a device's compute (it only adds waits).
+   * When the representative's compute alone already exceeds the best step
+   * the representatives reached, the strategy cannot be the best and is
+   * not run. The bound is that of the first phase as a whole, never of the
+   * runs finished so far, so the same strategies are pruned for any --jobs
+   * and any order of completion. */
+  guint best_rep = G_MAXUINT;
+  for (guint id = 0; ok && id < n; id++)
+    if (st[id].status == ST_SIMULATED && id == st[id].memory_rep && st[id].row
+        && (best_rep == G_MAXUINT || st[id].row->step_time_s < st[best_rep].row->step_time_s))
+      best_rep = id;
   g_autoptr (GArray) sim_todo = g_array_new (FALSE, FALSE, sizeof (guint));
-  guint n_nofit = 0, n_failed = 0;
+  guint n_nofit = 0, n_failed = 0, n_pruned = 0, n_timed_out = 0;
   for (guint id = 0; ok && id < n; id++)
     {
       if (st[id].status != ST_SIMULATED || id == st[id].memory_rep)
@@ -528,6 +557,17 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
         {
           st[id].status = rep->status;
           st[id].why = g_strdup (rep->why);
+          continue;
+        }
+      /* 1e-12: compute_s is a mean over devices of equal sums */
+      if (!o->no_prune && rep->status == ST_SIMULATED && best_rep != G_MAXUINT
+          && rep->row->compute_s > st[best_rep].row->step_time_s * (1 + 1e-12))
+        {
+          g_autofree char *b = ps_format_seconds (rep->row->compute_s);
+          g_autofree char *t = ps_format_seconds (st[best_rep].row->step_time_s);
+          st[id].status = ST_PRUNED;
+          st[id].why = g_strdup_printf ("pruned: compute alone %s (that of %u) exceeds the step of %u, %s",
+                                        b, st[id].memory_rep, best_rep, t);
           continue;
         }
       g_array_append_val (sim_todo, id);
@@ -554,6 +594,8 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
     {
       n_nofit += st[id].status == ST_NO_FIT;
       n_failed += st[id].status == ST_FAILED;
+      n_pruned += st[id].status == ST_PRUNED;
+      n_timed_out += st[id].status == ST_TIMED_OUT;
       if (st[id].status == ST_SIMULATED)
         g_array_append_val (ranked, id);
     }
@@ -589,8 +631,13 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
               axes_text->str);
       g_string_free (axes_text, TRUE);
       g_autofree char *failed = n_failed ? g_strdup_printf (", %u failed", n_failed) : g_strdup ("");
+      g_autofree char *pruned = n_pruned ? g_strdup_printf ("; %u pruned (compute alone above the best step)",
+                                                            n_pruned) : g_strdup ("");
+      g_autofree char *timed = n_timed_out ? g_strdup_printf ("; %u stopped at the time limit", n_timed_out)
+                                           : g_strdup ("");
       printf ("             %u cannot be built, %u repeat another, %u memory checks: %u do not fit; "
-              "%u simulated%s in %s\n", n_invalid, n_dup, memory_todo->len, n_nofit, ranked->len, failed, wt);
+              "%u simulated%s in %s%s%s\n", n_invalid, n_dup, memory_todo->len, n_nofit, ranked->len, failed,
+              wt, pruned, timed);
       int top = o->top > 0 ? o->top : 10;
       if (ranked->len)
         {
@@ -636,6 +683,7 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
       print_reasons ("did not fit in HBM", st, n, ST_NO_FIT, 3);
       print_reasons ("cannot be built", st, n, ST_INVALID, 3);
       print_reasons ("failed", st, n, ST_FAILED, 3);
+      print_reasons ("stopped at the time limit", st, n, ST_TIMED_OUT, 1);
       if (n_dup)
         printf ("  repeat another strategy (the same run): %u\n", n_dup);
     }
@@ -661,6 +709,11 @@ ps_cmd_search (int argc, char **argv)
     { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Strategies run at once (default: the number of processors)", "N" },
     { "dry-run", 0, 0, G_OPTION_ARG_NONE, &o.dry_run, "Count the strategies and the runs they need; run nothing", NULL },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress on stderr", NULL },
+    { "time-limit", 0, 0, G_OPTION_ARG_DOUBLE, &o.time_limit,
+      "Stop a strategy's run after SECONDS of wall time; it is listed as timed-out (default: no limit)",
+      "SECONDS" },
+    { "no-prune", 0, 0, G_OPTION_ARG_NONE, &o.no_prune,
+      "Run every strategy, also those whose compute alone exceeds the best step (see the description)", NULL },
     { NULL }
   };
   g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries, NULL);
@@ -675,7 +728,11 @@ ps_cmd_search (int argc, char **argv)
     "stage's). Strategies that cannot be built are dropped, memory is checked\n"
     "exactly (one check per group that differs only in device order), the rest\n"
     "are simulated, one process each, and ranked by step time (ties:\n"
-    "enumeration order).\n"
+    "enumeration order). A strategy that differs from its memory group's\n"
+    "representative only in device order or cache runs the same compute, and\n"
+    "no step is shorter than its compute: when the representative's compute\n"
+    "alone exceeds the best step of the representatives, it is not run but\n"
+    "listed as pruned, unranked (--no-prune runs it).\n"
     "Example: podsim search --preset DenseLm128B8x8\n"
     "         podsim search --preset DenseLm128B8x8 --axes mesh,microbatches,pipeline_stages\n"
     "Walk-through: doc/manual.md, 'What if'.\n");

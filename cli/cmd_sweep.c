@@ -196,7 +196,7 @@ typedef struct {
   PsStudyFormat format;
   FILE *out;
   const char *out_name;      /* -o, or "-" */
-  const guint *ids;          /* pool job -> configuration id */
+  guint first_id;            /* pool job i is configuration first_id + i */
   gboolean progress;
   guint n_errors;
   GError *write_error;       /* the first failed write: no row after it is written */
@@ -209,12 +209,20 @@ on_done (const PsPoolResult *r, gpointer user)
   /* A run the sweep itself stopped has no row: --resume runs it again. */
   if (r->interrupted || run->write_error)
     return;
-  g_autoptr (PsStudyRow) row = ps_study_row_from_result (r, run->ids[r->index]);
+  g_autoptr (PsStudyRow) row = ps_study_row_from_result (r, run->first_id + r->index);
   run->n_errors += row->error != NULL;
   g_autofree char *line = ps_study_format_row (run->study, row, run->format);
   /* One write per row, flushed: an interrupted sweep leaves whole rows (and
    * at most one partial last line, which --resume drops). */
   ps_output_stream_put (run->out, run->out_name, line, &run->write_error);
+}
+
+/* A child's argv when it starts: the grid is never expanded. */
+static char **
+child_argv (guint index, gpointer user)
+{
+  Run *run = user;
+  return ps_study_child_argv (run->study, run->first_id + index, NULL);
 }
 
 static void
@@ -363,15 +371,9 @@ run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, gui
           return ps_cli_fail (error);
         }
     }
-  g_autofree guint *ids = g_new0 (guint, last > next ? last - next : 1);
-  Run run = { s, f, out, out_name, ids, ps_progress_on (o->quiet), 0, NULL };
+  Run run = { s, f, out, out_name, next, ps_progress_on (o->quiet), 0, NULL };
   g_autoptr (PsPool) pool = ps_pool_new (o->jobs, on_done, on_progress, &run);
-  for (guint id = next; id < last; id++)
-    {
-      ids[id - next] = id;
-      g_auto (GStrv) argv = ps_study_child_argv (s, id, NULL);
-      ps_pool_add (pool, (const char *const *) argv);
-    }
+  ps_pool_add_n (pool, last > next ? last - next : 0, child_argv, &run);
   gint64 t0 = g_get_monotonic_time ();
   gboolean ok = ps_pool_run (pool, &error);
   GError *close_error = NULL;

@@ -67,6 +67,16 @@ preset_devices (const PsParams *p)
   return 0;
 }
 
+/* A Transformer's layers: `layers`, or an encoder-decoder's both stacks
+ * (GShard's L counts both, doc/models.md). */
+static int64_t
+preset_layers (const PsParams *p)
+{
+  if (ps_model_family_find_spec (ps_params_family (p), "layers"))
+    return ps_params_int (p, "layers");
+  return ps_params_int (p, "enc_layers") + ps_params_int (p, "dec_layers");
+}
+
 /* Smaller runs first: by the mesh's device count, then by name. */
 static int
 cmp_rows (gconstpointer a, gconstpointer b)
@@ -237,7 +247,9 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const PsTablesOp
         return g_ptr_array_free (rows, TRUE), ps_cli_fail (error);
       double published = ps_params_published (p, NULL, NULL);
       unit = ps_params_family (p)->item_unit;
-      moe = strcmp (ps_params_family (p)->name, "moe") == 0;
+      /* The moe table holds the decoder-only LMs (moe family) and GShard's
+       * encoder-decoders (encdec). */
+      moe = g_strcmp0 (table, "moe") == 0;
       int64_t cores = preset_devices (p);
       g_autofree char *mesh = preset_cores (p) ? ps_params_text (p, "mesh") : g_strdup ("");
       ps_progress (ro->progress, NULL);
@@ -262,7 +274,7 @@ print_table (GPtrArray *names, gboolean csv, gboolean markdown, const PsTablesOp
       g_array_append_val (points, pt);
       if (moe)
         {
-          MoeRow m = { name, ps_params_int (p, "experts"), ps_params_int (p, "layers"), preset_devices (p), row,
+          MoeRow m = { name, ps_params_int (p, "experts"), preset_layers (p), preset_devices (p), row,
                        0, 0, NULL, 0, 0, 0 };
           double items = row.step_time_s * row.tokens_per_s;
           m.published_step_s = ps_params_published_step (p, &m.series);
@@ -361,8 +373,9 @@ ps_cmd_tables (int argc, char **argv)
     "(dense: the GSPMD paper's dense Transformer runs, ../shared/reference/published.tsv):\n"
     "simulated step time, throughput, MXU utilization and peak HBM per core next\n"
     "to the published throughput.\n"
-    "moe: GShard's MoE runs (Table 3 of arXiv 2006.16668) and the GSPMD paper's MoE\n"
-    "series: experts, layers, steps/s, the AllToAll, gating and dispatch/combine\n"
+    "moe: GShard's MoE runs (Table 3 of arXiv 2006.16668; the GShard* encoder-decoder\n"
+    "presets, layers counting both stacks) and the GSPMD paper's MoE series (decoder-only\n"
+    "LMs): experts, layers, steps/s, the AllToAll, gating and dispatch/combine\n"
     "shares of the step next to the published steps/s, and for a series (rows with\n"
     "[published] series) each row's step time relative to the series' smallest run,\n"
     "simulated and published.\n"

@@ -169,7 +169,7 @@ parse_order (const char *text, PsTraceMesh *m, GError **error)
       for (int i = 0; i < 3; i++)
         if (!g_ascii_string_to_unsigned (xyc[i], 10, 1, PS_MAX_DEVICES, &v[i], NULL))
           {
-            g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--order %s: '%s' is not an extent 1 .. %d",
+            g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--device-order %s: '%s' is not an extent 1 .. %d",
                          text, xyc[i], PS_MAX_DEVICES);
             return FALSE;
           }
@@ -179,7 +179,7 @@ parse_order (const char *text, PsTraceMesh *m, GError **error)
     }
   else
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--order: '%s' is not arange, "
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--device-order: '%s' is not arange, "
                    "arange_T or nonpod2d:XxYxC", text);
       return FALSE;
     }
@@ -201,8 +201,10 @@ trace_lower (int argc, char **argv)
       "num_partitions, else 1)", "N" },
     { "mesh", 0, 0, G_OPTION_ARG_STRING, &mesh, "Logical device mesh, e.g. 2x4 (default: "
       "1-D)", "AxB" },
-    { "order", 0, 0, G_OPTION_ARG_STRING, &order, "Mesh device order: arange (default), "
-      "arange_T, nonpod2d:XxYxC", "ORDER" },
+    { "device-order", 0, 0, G_OPTION_ARG_STRING, &order, "Mesh device order: arange (default), "
+      "arange_T, nonpod2d:XxYxC (--order: the same)", "ORDER" },
+    /* The spelling before run's and bench collective's --device-order. */
+    { "order", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &order, NULL, NULL },
     { "slice", 0, 0, G_OPTION_ARG_STRING, &slice, "Slice hint written to the trace", "SLICE" },
     { "trip-count", 0, 0, G_OPTION_ARG_INT64, &trip, "Iterations of a while loop whose "
       "trip count cannot be found (default: such a loop is an error)", "N" },

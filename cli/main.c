@@ -71,6 +71,13 @@ int
 main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C");
+  /* Numbers are written the C way, but option values are UTF-8 text: GLib
+   * converts string options from the locale's character set, which in the
+   * C locale is ASCII, so `--hw café.ini` was refused ("Invalid byte
+   * sequence in conversion input"), and so was a sweep's child with such a
+   * value. CHARSET is GLib's override where no UTF-8 C locale exists. */
+  if (!setlocale (LC_CTYPE, "C.UTF-8") && !setlocale (LC_CTYPE, "C.utf8"))
+    g_setenv ("CHARSET", "UTF-8", TRUE);
   atexit (close_stdout);
   if (argc >= 2 && strcmp (argv[1], "--version") == 0)
     {

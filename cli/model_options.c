@@ -393,6 +393,8 @@ char *
 ps_model_options_name (const PsModelOptions *mo, const PsParams *p, double *published)
 {
   const char *row = ps_params_published_match (p, published);
+  if (!row)
+    row = ps_params_series_match (p);
   if (row)
     return g_strdup (row);
   g_autoptr (PsParams) base = NULL;

@@ -141,11 +141,16 @@ ps_slice_layout_init (PsSliceLayout *l, const PsPlatform *p, double legend_heigh
   l->line = MAX (3.0, 0.07 * l->cell);
   double margin = 0.6 * l->cell;
   double title = 30;
+  /* Room left of and below the grid for the chip coordinates and their
+   * axis names, so a picture on a slide says which chip is which. */
+  const double axis = 40;
   double gw = l->chips_x * l->cell, gh = l->chips_y * l->cell;
-  l->width = MAX (gw + 2 * margin, 420.0);
-  l->height = title + gh + 2 * margin + legend_height;
-  l->left = (l->width - gw) / 2;
+  l->width = MAX (gw + 2 * margin + axis, 420.0);
+  l->height = title + gh + 2 * margin + axis + legend_height;
+  l->left = axis + (l->width - axis - gw) / 2;
   l->top = title + margin;
+  l->axis_x_baseline = l->top + gh + margin + 12;
+  l->axis_y_right = l->left - margin - 4;
 }
 
 /* A chip's box: corner and side. */
@@ -270,9 +275,40 @@ arrow (cairo_t *cr, double x0, double y0, double x1, double y1, double w, gboole
     }
 }
 
+/* Chip coordinates (x along the columns, y down the rows, as
+ * ps_slice_chip_index numbers them) and the axes' names. */
+static void
+draw_axes (cairo_t *cr, const PsSliceLayout *l)
+{
+  double fs = CLAMP (0.3 * l->cell, 9.0, 12.0);
+  cairo_set_source_rgb (cr, 0.25, 0.25, 0.25);
+  for (int x = 0; x < l->chips_x; x++)
+    {
+      g_autofree char *t = g_strdup_printf ("%d", x);
+      text (cr, l->left + (x + 0.5) * l->cell, l->axis_x_baseline, fs, t, 0.5);
+    }
+  for (int y = 0; y < l->chips_y; y++)
+    {
+      g_autofree char *t = g_strdup_printf ("%d", y);
+      text (cr, l->axis_y_right, l->top + (y + 0.5) * l->cell + 0.35 * fs, fs, t, 1);
+    }
+  text (cr, l->left + 0.5 * l->chips_x * l->cell, l->axis_x_baseline + 15, 11, "chip x", 0.5);
+  /* "chip y" turned up, left of the widest y number. */
+  g_autofree char *widest = g_strdup_printf ("%d", l->chips_y - 1);
+  cairo_set_font_size (cr, fs);
+  cairo_text_extents_t e;
+  cairo_text_extents (cr, widest, &e);
+  cairo_save (cr);
+  cairo_translate (cr, l->axis_y_right - e.x_advance - 5, l->top + 0.5 * l->chips_y * l->cell);
+  cairo_rotate (cr, -G_PI / 2);
+  text (cr, 0, 0, 11, "chip y", 0.5);
+  cairo_restore (cr);
+}
+
 static void
 draw_chips (cairo_t *cr, const PsSliceLayout *l, const PsPlatform *p, gboolean cores)
 {
+  draw_axes (cr, l);
   for (int x = 0; x < l->chips_x; x++)
     for (int y = 0; y < l->chips_y; y++)
       {
@@ -377,10 +413,20 @@ ps_picture_links (const PsPlatform *p, const double *link_bytes, double time_s, 
       cairo_rectangle (cr, lx + i, ly, 1.5, lh);
       cairo_fill (cr);
     }
+  /* Ticks at quarters of the hottest link's utilization, each labelled. */
   cairo_set_source_rgb (cr, 0.1, 0.1, 0.1);
-  text (cr, lx, ly + lh + 14, 11, "0 %", 0);
-  g_autofree char *hot = g_strdup_printf ("%.1f %% (hottest link)", 100 * max_util);
-  text (cr, lx + lw, ly + lh + 14, 11, hot, 1);
+  cairo_set_line_width (cr, 1);
+  for (int i = 0; i <= 4; i++)
+    {
+      double tx = floor (lx + (lw - 1) * i / 4.0) + 0.5;
+      cairo_move_to (cr, tx, ly + lh);
+      cairo_line_to (cr, tx, ly + lh + 4);
+      cairo_stroke (cr);
+      g_autofree char *t = g_strdup_printf ("%.*f %%", max_util * 25 < 10 ? 1 : 0, 100 * max_util * i / 4.0);
+      text (cr, tx, ly + lh + 15, 10, t, i == 0 ? 0 : i == 4 ? 1 : 0.5);
+    }
+  g_autofree char *hot = g_strdup_printf ("(hottest link %.1f %%)", 100 * max_util);
+  text (cr, lx + lw + 20, ly + lh + 15, 10, hot, 0);
   cairo_set_source_rgb (cr, 0.82, 0.82, 0.82);
   cairo_rectangle (cr, lx + lw + 20, ly + 4, 24, 4);
   cairo_fill (cr);
@@ -440,12 +486,20 @@ ps_picture_groups (const PsPlatform *p, const PsCollPlan *plan, const int *devic
               double bulge = MIN (0.18 * len, 0.25 * l.cell);
               double mx = (x0 + x1) / 2 + dy / len * bulge, my = (y0 + y1) / 2 - dx / len * bulge;
               double lw = MAX (1.0, 0.018 * l.cell);
+              /* From the edge of the source's square to the edge of the
+               * destination's (along the curve's end tangents), so the
+               * head is not hidden under the device id drawn on top. */
+              double tx = x1 - mx, ty = y1 - my, tl = hypot (tx, ty), h = MAX (6.0, 4 * lw);
+              double sx = mx - x0, sy = my - y0, sl = hypot (sx, sy), inset = 0.5 * w + 1;
+              if (sl > 0)
+                x0 += sx / sl * inset, y0 += sy / sl * inset;
+              if (tl > 0)
+                x1 -= tx / tl * inset, y1 -= ty / tl * inset;
               cairo_set_line_width (cr, lw);
               cairo_move_to (cr, x0, y0);
               cairo_curve_to (cr, mx, my, mx, my, x1, y1);
               cairo_stroke (cr);
               /* Head at the end, along the curve's last tangent. */
-              double tx = x1 - mx, ty = y1 - my, tl = hypot (tx, ty), h = MAX (4.0, 3 * lw);
               if (tl > 0)
                 {
                   tx /= tl, ty /= tl;
@@ -491,12 +545,24 @@ seg_color (int k, double rgb[3])
   memcpy (rgb, colors[k], sizeof colors[k]);
 }
 
+/* A time axis tick, in the unit of the tick spacing: "2 s", "500 ms". */
+static char *
+tick_label (double v, double tick)
+{
+  static const struct { double scale; const char *unit; } units[] = {
+    { 1, "s" }, { 1e3, "ms" }, { 1e6, "us" }, { 1e9, "ns" } };
+  gsize i = 0;
+  while (i + 1 < G_N_ELEMENTS (units) && tick * units[i].scale < 1 - 1e-9)
+    i++;
+  return g_strdup_printf ("%.6g %s", v * units[i].scale, units[i].unit);
+}
+
 gboolean
 ps_picture_breakdown (const PsBreakdownRow *rows, int n, const char *title, PsPictureFormat f, GString *out,
                       GError **error)
 {
-  const double label_w = 220, bar_w = 540, row_h = 46, top = 40, legend = 50;
-  double width = label_w + bar_w + 150, height = top + n * row_h + legend;
+  const double label_w = 220, bar_w = 540, row_h = 46, top = 40, legend = 50, axis = 30;
+  double width = label_w + bar_w + 150, height = top + n * row_h + axis + legend;
   double max_t = 0;
   for (int i = 0; i < n; i++)
     max_t = MAX (max_t, MAX (rows[i].compute_s + rows[i].exposed_s + rows[i].idle_s, rows[i].published_step_s));
@@ -538,6 +604,23 @@ ps_picture_breakdown (const PsBreakdownRow *rows, int n, const char *title, PsPi
           g_autofree char *lab = g_strdup_printf ("published %s", pub);
           text (cr, label_w + w + 4, y + 32, 10, lab, 0);
         }
+    }
+  /* A time axis under the bars: ticks at 1, 2 or 5 times a power of ten. */
+  double ay = top + n * row_h + 4, unit = pow (10, floor (log10 (max_t / 4)));
+  double tick = max_t / unit / 4 > 5 ? 10 * unit : max_t / unit / 4 > 2 ? 5 * unit : max_t / unit / 4 > 1 ? 2 * unit : unit;
+  cairo_set_source_rgb (cr, 0.25, 0.25, 0.25);
+  cairo_set_line_width (cr, 1);
+  cairo_move_to (cr, label_w, ay + 0.5);
+  cairo_line_to (cr, label_w + bar_w, ay + 0.5);
+  cairo_stroke (cr);
+  for (int i = 0; i * tick <= max_t * (1 + 1e-9); i++)
+    {
+      double tx = label_w + bar_w * i * tick / max_t;
+      cairo_move_to (cr, tx + 0.5, ay);
+      cairo_line_to (cr, tx + 0.5, ay + 5);
+      cairo_stroke (cr);
+      g_autofree char *t = i == 0 ? g_strdup ("0") : tick_label (i * tick, tick);
+      text (cr, tx, ay + 17, 10, t, 0.5);
     }
   const char *names[] = { "compute", "exposed communication", "idle" };
   double lx = label_w;

@@ -45,6 +45,9 @@ typedef struct {
   double left, top;          /* the grid's origin (chip 0,0's cell corner) */
   double width, height;      /* the whole picture */
   double line;               /* arrow width */
+  /* The chip coordinates around the grid: the x numbers' baseline below
+   * it, the y numbers' right edge left of it (outside the wrap arrows). */
+  double axis_x_baseline, axis_y_right;
 } PsSliceLayout;
 
 void ps_slice_layout_init (PsSliceLayout *l, const PsPlatform *p, double legend_height);

@@ -46,7 +46,7 @@ ps_report_inline_svg (const char *svg, const char *prefix)
           g_autofree char *fixed = g_regex_replace (re, head, -1, 0, "\\1=\"\\2\"", 0, NULL);
           g_regex_unref (re);
           g_string_append (out, fixed);
-          g_string_append (out, " style=\"max-width:100%;height:auto\"");
+          g_string_append_printf (out, " class=\"%s\" style=\"max-width:100%%;height:auto\"", prefix);
           p += strlen (head);
         }
       else
@@ -78,6 +78,12 @@ static const char *style =
   "table{border-collapse:collapse}th,td{padding:3px 10px;text-align:left;border-bottom:1px solid #eee}"
   "td.n{text-align:right;font-variant-numeric:tabular-nums}"
   "pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:0.85em}"
+  /* A large slice's link map is as tall as it is wide: it keeps its shape
+   * and fits the window's height, not only the page's width. */
+  "svg.links{max-height:85vh;width:auto}"
+  /* The memory breakdown's long lines (instruction names, shapes) wrap
+   * instead of making the block scroll sideways. */
+  "pre.memory{white-space:pre-wrap;overflow-wrap:anywhere;overflow-x:visible}"
   ".note{color:#666;font-size:0.9em}";
 
 /* The simulated step: its figures, breakdown, collectives and links. */
@@ -236,7 +242,7 @@ ps_report_write (const char *dir, const PsReportInput *in, GError **error)
 
   if (r->memory_text)
     {
-      g_string_append (h, "<h2>Memory</h2>\n<pre>");
+      g_string_append (h, "<h2>Memory</h2>\n<pre class=\"memory\">");
       esc (h, r->memory_text);
       g_string_append (h, "</pre>\n");
     }

@@ -206,10 +206,20 @@ gboolean
 ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
 {
   GError *error = NULL;
+  /* GLib converts option values from the locale's encoding and says only
+   * "Invalid byte sequence in conversion input": name the argument. */
+  g_autofree char *bad = NULL;
+  for (int i = 1; i < *argc && !bad; i++)
+    if (!g_utf8_validate ((*argv)[i], -1, NULL))
+      bad = g_strescape ((*argv)[i], NULL);
   if (!g_option_context_parse (ctx, argc, argv, &error))
     {
-      fprintf (stderr, "%s: %s (see '%s --help')\n", g_get_prgname (), error->message,
-               g_get_prgname ());
+      if (bad && error->domain == G_CONVERT_ERROR)
+        fprintf (stderr, "%s: the argument '%s' is not UTF-8 text (bytes shown as octal escapes)\n",
+                 g_get_prgname (), bad);
+      else
+        fprintf (stderr, "%s: %s (see '%s --help')\n", g_get_prgname (), error->message,
+                 g_get_prgname ());
       g_error_free (error);
       return FALSE;
     }

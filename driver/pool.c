@@ -17,6 +17,7 @@
 
 typedef struct {
   char **argv;
+  GSource *timer;            /* its time limit */
   GSubprocess *running;      /* while it runs (borrowed from the pending call) */
   gboolean finished;
   PsPoolResult r;
@@ -30,19 +31,32 @@ struct PsPool {
   PsPoolDoneFn done;
   PsPoolProgressFn progress;
   gpointer user;
-  GPtrArray *jobs;           /* Job */
+  /* Jobs exist only from their start to their handing back (live, in job
+   * order: the head is next_emit), so a study of millions holds --jobs of
+   * them; argv are queued (ps_pool_add) or made at the start (ps_pool_add_n). */
+  GPtrArray *queued;         /* char**, for ps_pool_add */
+  guint n_jobs_total;
+  PsPoolArgvFn make_argv;
+  gpointer make_user;
+  GQueue live;               /* Job, started and not yet handed back */
   guint next_start, next_emit, running;
   gint64 t0;
   GError *error;
   GMainContext *ctx;
   int interrupted;           /* the signal that stopped the pool, or 0 */
   gboolean cut;              /* an interrupted job was reached: nothing after it is handed back */
+  double time_limit_s;
 };
 
 static void
 job_free (gpointer p)
 {
   Job *j = p;
+  if (j->timer)
+    {
+      g_source_destroy (j->timer);
+      g_source_unref (j->timer);
+    }
   g_strfreev (j->argv);
   if (j->out)
     g_bytes_unref (j->out);
@@ -66,7 +80,8 @@ ps_pool_new (int n_jobs, PsPoolDoneFn done, PsPoolProgressFn progress, gpointer 
   p->done = done;
   p->progress = progress;
   p->user = user;
-  p->jobs = g_ptr_array_new_with_free_func (job_free);
+  p->queued = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
+  g_queue_init (&p->live);
   return p;
 }
 
@@ -75,27 +90,42 @@ ps_pool_free (PsPool *p)
 {
   if (!p)
     return;
-  g_ptr_array_free (p->jobs, TRUE);
+  g_ptr_array_free (p->queued, TRUE);
+  g_queue_clear_full (&p->live, job_free);
   g_clear_error (&p->error);
   g_free (p);
 }
 
 void
+ps_pool_set_time_limit (PsPool *p, double seconds)
+{
+  p->time_limit_s = seconds > 0 ? seconds : 0;
+}
+
+void
 ps_pool_add (PsPool *p, const char *const *argv)
 {
-  Job *j = g_new0 (Job, 1);
-  j->argv = g_strdupv ((char **) argv);
-  j->r.index = p->jobs->len;
-  g_ptr_array_add (p->jobs, j);
+  g_return_if_fail (p->make_argv == NULL);
+  g_ptr_array_add (p->queued, g_strdupv ((char **) argv));
+  p->n_jobs_total++;
+}
+
+void
+ps_pool_add_n (PsPool *p, guint n, PsPoolArgvFn make_argv, gpointer user)
+{
+  g_return_if_fail (p->n_jobs_total == 0 && make_argv != NULL);
+  p->n_jobs_total = n;
+  p->make_argv = make_argv;
+  p->make_user = user;
 }
 
 /* Hands back every finished job whose predecessors have been handed back. */
 static void
 emit_ready (PsPool *p)
 {
-  while (p->next_emit < p->jobs->len)
+  while (p->next_emit < p->next_start)
     {
-      Job *j = p->jobs->pdata[p->next_emit];
+      Job *j = g_queue_peek_head (&p->live);
       if (!j->finished || p->cut)
         return;
       /* Results are handed back as a prefix of the jobs, so that what a
@@ -111,11 +141,10 @@ emit_ready (PsPool *p)
       j->r.err = j->err ? g_bytes_get_data (j->err, NULL) : "";
       if (p->done)
         p->done (&j->r, p->user);
-      g_clear_pointer (&j->out, g_bytes_unref);
-      g_clear_pointer (&j->err, g_bytes_unref);
+      job_free (g_queue_pop_head (&p->live));
       p->next_emit++;
       if (p->progress)
-        p->progress (p->next_emit, p->jobs->len, (double) (g_get_monotonic_time () - p->t0) / 1e6, p->user);
+        p->progress (p->next_emit, p->n_jobs_total, (double) (g_get_monotonic_time () - p->t0) / 1e6, p->user);
     }
 }
 
@@ -154,10 +183,57 @@ child_setup (gpointer data)
 #endif
 }
 
+/* A job's child is gone: its time limit goes too. */
+static void
+job_ended (PsPool *p, Job *j)
+{
+  if (j->timer)
+    {
+      g_source_destroy (j->timer);
+      g_source_unref (j->timer);
+      j->timer = NULL;
+    }
+  j->r.wall_s = (double) (g_get_monotonic_time () - j->t0) / 1e6;
+  /* A child the pool stopped has no result unless it managed to finish
+   * cleanly; whatever it printed while dying is not a row. */
+  j->r.interrupted = j->stopped && !(j->r.exited && j->r.exit_status == 0);
+  j->finished = TRUE;
+  p->running--;
+  emit_ready (p);
+  start_next (p);
+}
+
 typedef struct {
   PsPool *pool;
   Job *job;
 } Pending;
+
+static gboolean
+on_time_limit (gpointer data)
+{
+  Pending *pd = data;
+  Job *j = pd->job;
+  j->r.timed_out = TRUE;
+  if (j->running)
+    g_subprocess_force_exit (j->running);
+  g_source_unref (j->timer);
+  j->timer = NULL;
+  return G_SOURCE_REMOVE;
+}
+
+static void
+arm_time_limit (PsPool *p, Job *j)
+{
+  if (p->time_limit_s <= 0)
+    return;
+  Pending *pd = g_new0 (Pending, 1);
+  pd->pool = p;
+  pd->job = j;
+  j->timer = g_timeout_source_new ((guint) MIN (p->time_limit_s * 1000.0 + 0.5, (double) G_MAXUINT));
+  g_source_set_callback (j->timer, on_time_limit, pd, g_free);
+  g_source_attach (j->timer, p->ctx);
+  g_source_ref (j->timer);
+}
 
 static void
 on_communicated (GObject *src, GAsyncResult *res, gpointer data)
@@ -184,25 +260,25 @@ on_communicated (GObject *src, GAsyncResult *res, gpointer data)
   j->r.exited = g_subprocess_get_if_exited (sp);
   j->r.exit_status = j->r.exited ? g_subprocess_get_exit_status (sp) : -1;
   j->r.term_signal = g_subprocess_get_if_signaled (sp) ? g_subprocess_get_term_sig (sp) : 0;
-  j->r.wall_s = (double) (g_get_monotonic_time () - j->t0) / 1e6;
-  /* A child the pool stopped has no result unless it managed to finish
-   * cleanly; whatever it printed while dying is not a row. */
-  j->r.interrupted = j->stopped && !(j->r.exited && j->r.exit_status == 0);
-  j->finished = TRUE;
   j->running = NULL;
-  p->running--;
   g_object_unref (sp);
   g_free (pd);
-  emit_ready (p);
-  start_next (p);
+  job_ended (p, j);
 }
 
 static void
 start_next (PsPool *p)
 {
-  while (!p->error && !p->interrupted && p->running < (guint) p->n_jobs && p->next_start < p->jobs->len)
+  while (!p->error && !p->interrupted && p->running < (guint) p->n_jobs && p->next_start < p->n_jobs_total)
     {
-      Job *j = p->jobs->pdata[p->next_start++];
+      Job *j = g_new0 (Job, 1);
+      j->r.index = p->next_start;
+      if (p->make_argv)
+        j->argv = p->make_argv (p->next_start, p->make_user);
+      else
+        j->argv = g_steal_pointer (&p->queued->pdata[p->next_start]);
+      p->next_start++;
+      g_queue_push_tail (&p->live, j);
       j->t0 = g_get_monotonic_time ();
       g_autoptr (GSubprocessLauncher) l
         = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
@@ -219,6 +295,7 @@ start_next (PsPool *p)
       pd->pool = p;
       pd->job = j;
       g_subprocess_communicate_async (sp, NULL, NULL, on_communicated, pd);
+      arm_time_limit (p, j);
     }
 }
 
@@ -229,9 +306,9 @@ on_signal (gpointer data, int sig)
 {
   PsPool *p = data;
   p->interrupted = sig;
-  for (guint i = 0; i < p->jobs->len; i++)
+  for (GList *l = p->live.head; l; l = l->next)
     {
-      Job *j = p->jobs->pdata[i];
+      Job *j = l->data;
       if (j->running && !j->stopped)
         {
           j->stopped = TRUE;
@@ -295,7 +372,7 @@ ps_pool_run (PsPool *p, GError **error)
   if (p->interrupted)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_IO, "interrupted by signal %d (%s) after %u of %u jobs",
-                   p->interrupted, g_strsignal (p->interrupted), p->next_emit, p->jobs->len);
+                   p->interrupted, g_strsignal (p->interrupted), p->next_emit, p->n_jobs_total);
       return FALSE;
     }
   return TRUE;

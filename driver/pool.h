@@ -10,6 +10,7 @@
  * Usage:
  *   PsPool *pool = ps_pool_new (n_jobs, on_done, on_progress, user);
  *   ps_pool_add (pool, argv);                 (argv copied)
+ *     or ps_pool_add_n (pool, n, make_argv, user)   (argv made as each starts)
  *   ps_pool_run (pool, &error);
  *   ps_pool_free (pool);
  *
@@ -33,6 +34,7 @@ typedef struct {
   double wall_s;             /* the child's wall time */
   gboolean interrupted;      /* the pool was stopped and ended this child: no result
                               * (never handed to on_done) */
+  gboolean timed_out;        /* the pool killed it at its time limit */
 } PsPoolResult;
 
 typedef void (*PsPoolDoneFn) (const PsPoolResult *r, gpointer user);
@@ -49,6 +51,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsPool, ps_pool_free)
 /* Queues one child: argv[0] is the program ("/proc/self/exe" for podsim
  * itself). Copied. */
 void ps_pool_add (PsPool *pool, const char *const *argv);
+
+/* A child still running `seconds` after it started is killed (SIGKILL);
+ * its result says timed_out. 0 (default): no limit. */
+void ps_pool_set_time_limit (PsPool *pool, double seconds);
+
+/* Queues n children whose argv make_argv (index, user) makes (transfer
+ * full, NULL-terminated) when each starts: memory for --jobs children at a
+ * time, whatever n is. Instead of ps_pool_add, not with it. */
+typedef char **(*PsPoolArgvFn) (guint index, gpointer user);
+void ps_pool_add_n (PsPool *pool, guint n, PsPoolArgvFn make_argv, gpointer user);
 
 /* Runs every queued job. FALSE (PS_ERROR_IO) when a child cannot be
  * started at all, or when SIGINT or SIGTERM stopped the pool (the running

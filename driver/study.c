@@ -15,7 +15,13 @@
 struct PsStudy {
   PsParams *base;
   GPtrArray *keys;           /* char*, canonical keys */
-  GPtrArray *values;         /* per config: char** (n_keys) */
+  /* The grid, never expanded: configuration id < n_grid takes value
+   * (id / stride[k]) % axes[k]->len of key k, so a grid of millions costs
+   * its value lists, not an argv or a row per configuration. */
+  GPtrArray **axes;          /* per key: char*, as the model file writes them; NULL: no grid */
+  guint64 *stride;
+  guint64 n_grid;
+  GPtrArray *values;         /* configurations after the grid (ps_study_add): char** (n_keys) */
   char *base_path;
 };
 
@@ -52,6 +58,10 @@ ps_study_free (PsStudy *s)
   if (!s)
     return;
   ps_params_free (s->base);
+  for (guint k = 0; s->axes && k < s->keys->len; k++)
+    g_ptr_array_free (s->axes[k], TRUE);
+  g_free (s->axes);
+  g_free (s->stride);
   g_ptr_array_free (s->keys, TRUE);
   g_ptr_array_free (s->values, TRUE);
   g_free (s->base_path);
@@ -79,13 +89,29 @@ ps_study_key (const PsStudy *s, guint k)
 guint
 ps_study_n_configs (const PsStudy *s)
 {
-  return s->values->len;
+  return (guint) s->n_grid + s->values->len;
 }
 
 const char *
 ps_study_value (const PsStudy *s, guint id, guint k)
 {
-  return ((char **) s->values->pdata[id])[k];
+  if (id < s->n_grid)
+    return s->axes[k]->pdata[(id / s->stride[k]) % s->axes[k]->len];
+  return ((char **) s->values->pdata[id - s->n_grid])[k];
+}
+
+/* Rows are UTF-8 (a JSONL line that is not cannot be read back by --resume)
+ * and so is a child's command line, which GLib converts: a value that is
+ * not is refused before anything runs. */
+static gboolean
+value_is_text (const char *v, const char *where, GError **error)
+{
+  if (g_utf8_validate (v, -1, NULL))
+    return TRUE;
+  g_autofree char *shown = g_strescape (v, NULL);
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: '%s' is not UTF-8 text (bytes shown as octal escapes): "
+               "a sweep writes its rows and its runs' options as UTF-8", where, shown);
+  return FALSE;
 }
 
 gboolean
@@ -96,7 +122,7 @@ ps_study_add (PsStudy *s, const char *const *values, const char *where, guint *i
   for (guint k = 0; k < s->keys->len; k++)
     {
       g_autofree char *w = g_strdup_printf ("%s %s", where, (char *) s->keys->pdata[k]);
-      if (!ps_params_set (p, s->keys->pdata[k], values[k], w, error))
+      if (!value_is_text (values[k], w, error) || !ps_params_set (p, s->keys->pdata[k], values[k], w, error))
         {
           g_strfreev (v);
           return FALSE;
@@ -105,7 +131,7 @@ ps_study_add (PsStudy *s, const char *const *values, const char *where, guint *i
       v[k] = ps_params_text (p, s->keys->pdata[k]);
     }
   if (id)
-    *id = s->values->len;
+    *id = ps_study_n_configs (s);
   g_ptr_array_add (s->values, v);
   return TRUE;
 }
@@ -114,36 +140,46 @@ gboolean
 ps_study_add_grid (PsStudy *s, GPtrArray *const *values, const char *const *where, guint64 max, GError **error)
 {
   guint nk = s->keys->len;
+  g_return_val_if_fail (s->axes == NULL && s->values->len == 0, FALSE);
+  /* Counted and checked value by value; no combination is made. */
   guint64 n = 1;
+  GPtrArray **axes = g_new0 (GPtrArray *, nk + 1);
   for (guint k = 0; k < nk; k++)
     {
       g_autoptr (PsParams) p = ps_params_copy (s->base);
+      axes[k] = g_ptr_array_new_full (values[k]->len, g_free);
       for (guint i = 0; i < values[k]->len; i++)
-        if (!ps_params_set (p, s->keys->pdata[k], values[k]->pdata[i], where[k], error))
-          return FALSE;
+        {
+          if (!value_is_text (values[k]->pdata[i], where[k], error)
+              || !ps_params_set (p, s->keys->pdata[k], values[k]->pdata[i], where[k], error))
+            goto fail;
+          /* Stored as the model file writes it, so equal settings compare equal. */
+          g_ptr_array_add (axes[k], ps_params_text (p, s->keys->pdata[k]));
+        }
       n *= values[k]->len;
       if (n > max)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "more than %" G_GUINT64_FORMAT " combinations", max);
-          return FALSE;
+          goto fail;
         }
     }
-  g_autofree const char **v = g_new0 (const char *, nk + 1);
-  g_autofree guint *at = g_new0 (guint, nk + 1);
-  for (guint64 c = 0; c < n; c++)
+  if (n > G_MAXUINT)
     {
-      for (guint k = 0; k < nk; k++)
-        v[k] = values[k]->pdata[at[k]];
-      if (!ps_study_add (s, v, "--vary", NULL, error))
-        return FALSE;
-      for (int k = (int) nk - 1; k >= 0; k--)
-        {
-          if (++at[k] < values[k]->len)
-            break;
-          at[k] = 0;
-        }
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "more than %u combinations", G_MAXUINT);
+      goto fail;
     }
+  s->stride = g_new0 (guint64, nk + 1);
+  for (int k = (int) nk - 1; k >= 0; k--)
+    s->stride[k] = k == (int) nk - 1 ? 1 : s->stride[k + 1] * axes[k + 1]->len;
+  s->axes = axes;
+  s->n_grid = n;
   return TRUE;
+fail:
+  for (guint k = 0; k < nk; k++)
+    if (axes[k])
+      g_ptr_array_free (axes[k], TRUE);
+  g_free (axes);
+  return FALSE;
 }
 
 PsParams *
@@ -535,7 +571,7 @@ ps_study_parse_row (const PsStudy *s, const char *line, PsStudyFormat f, guint *
             err = json_node_get_string (e);
         }
     }
-  if (i >= s->values->len)
+  if (i >= ps_study_n_configs (s))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_PARSE, "not a row of this study");
       return FALSE;

@@ -52,8 +52,12 @@ const char *ps_study_key (const PsStudy *s, guint k);
 gboolean ps_study_add (PsStudy *s, const char *const *values, const char *where, guint *id,
                        GError **error);
 /* Adds every combination of values[k] (char*: the values of key k), the
- * first key outermost. Each value is checked on its own first, errors
- * naming where[k]; more than `max` combinations is a PS_ERROR_OPTION error. */
+ * first key outermost, without making them: the study keeps the value
+ * lists and ps_study_value computes a configuration's values from its id,
+ * so memory does not grow with the number of combinations. Each value is
+ * checked on its own, errors naming where[k]; more than `max` combinations
+ * (or than a guint holds) is a PS_ERROR_OPTION error. At most once, before
+ * any ps_study_add. */
 gboolean ps_study_add_grid (PsStudy *s, GPtrArray *const *values, const char *const *where, guint64 max,
                             GError **error);
 guint ps_study_n_configs (const PsStudy *s);

@@ -15,6 +15,18 @@ const PsParamSpec ps_target_param_idle_cores = {
   .doc = "Let the program use fewer devices than the slice has cores (device d on core d; the rest idle)"
 };
 
+/* The product of the options that multiply the program (layers written out
+ * one after the other, times the microbatches, which are always written
+ * out), checked by the families before building: each option is bounded
+ * alone, but together they made programs that took hours to build
+ * (doc/robustness.md has the measurements behind 1024). */
+const PsParamSpec ps_target_param_max_layer_copies = {
+  .section = "options", .key = "max_layer_copies", .type = PS_PARAM_INT, .def = "1024",
+  .doc = "Refuse a program of more layer copies than this (layers written out x microbatches; "
+         "doc/robustness.md): raise it to build a larger one anyway",
+  .min = 1, .max = 1 << 24
+};
+
 /* Model-file order: [slice], then [options]. */
 static const PsParamSpec *const target_specs[] = {
   &ps_slice_param_slice,
@@ -26,6 +38,7 @@ static const PsParamSpec *const target_specs[] = {
   &ps_spmd_param_windowed_einsum,
   &ps_coll_param_algorithm,
   &ps_target_param_idle_cores,
+  &ps_target_param_max_layer_copies,
   &ps_replay_param_cache,
 };
 

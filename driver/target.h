@@ -49,6 +49,9 @@ typedef struct {
 
 /* [options] idle_cores (read by the driver and the families' checks). */
 extern const PsParamSpec ps_target_param_idle_cores;
+/* [options] max_layer_copies (read by the families' checks:
+ * ps_params_check_layer_copies). */
+extern const PsParamSpec ps_target_param_max_layer_copies;
 
 /* The target's specs in model-file order; *n gets their count. */
 const PsParamSpec *const *ps_target_specs (int *n);

@@ -28,6 +28,8 @@ config_common (PsConformerConfig *out)
   out->data = out->model = 1;
   out->global_batch = 8;
   out->sharding = PS_CONFORMER_2D;
+  out->microbatches = 1;
+  out->unroll_microbatches = TRUE;
 }
 
 void
@@ -109,6 +111,12 @@ ps_conformer_check (const PsConformerConfig *c, GError **error)
   if (c->global_batch % c->data != 0)
     return ps_model_fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
                  ps_model_label (c->params, "mesh", "--data"), c->data, ps_model_label (c->params, "global_batch", "--batch"), c->global_batch);
+  const int64_t M = MAX (c->microbatches, 1);
+  if (M > 1024 || c->global_batch % (M * c->data) != 0)
+    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " must be at most 1024 and cut %s %" G_GINT64_FORMAT
+                 " into microbatches that its data axis (%" G_GINT64_FORMAT ") divides",
+                 ps_model_label (c->params, "microbatches", "--microbatches"), c->microbatches,
+                 ps_model_label (c->params, "global_batch", "--batch"), c->global_batch, c->data);
   /* The largest arrays of the step; the builder refuses arrays over
    * PS_MAX_ELEMENTS. */
   const int64_t B = c->global_batch, T = c->frames, F = c->mel_bins, S = T / 4, m = c->model_dim;
@@ -133,10 +141,10 @@ ps_conformer_check (const PsConformerConfig *c, GError **error)
                      ps_model_label (c->params, "global_batch", "--batch"), B, ps_model_label (c->params, "frames", "--frames"), T,
                      ps_model_label (c->params, "model_dim", "--model-dim"), m);
     }
-  if (c->sharding == PS_CONFORMER_DP && c->global_batch % (c->data * c->model) != 0)
+  if (c->sharding == PS_CONFORMER_DP && c->global_batch % (M * c->data * c->model) != 0)
     return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
-                 " devices (dp sharding)", ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                 c->data * c->model);
+                 " devices (dp sharding) times %s", ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
+                 c->data * c->model, ps_model_label (c->params, "microbatches", "--microbatches"));
   return TRUE;
 }
 
@@ -254,6 +262,60 @@ block (PsNet *net, gconstpointer weights, PsInstr *x)
   return ps_layer_norm (net, x, w->final_ln);
 }
 
+/* What one microbatch's forward and backward read. */
+typedef struct {
+  const PsConformerConfig *c;
+  const PsLayer *layers;
+  PsInstr *sub1, *sub2, *proj, *out_w;
+  double front_flops;        /* summed over the microbatches built */
+} Step;
+
+/* Forward, loss and backward of the utterances feats [b, T, F] with their
+ * labels [b, S]; the gradients accumulate in the net, one accumulator per
+ * weight, and batch norm takes its statistics over these utterances. */
+static gboolean
+microbatch (PsNet *net, Step *st, PsInstr *feats, PsInstr *labels, GError **error)
+{
+  const PsConformerConfig *c = st->c;
+  const int64_t B = feats->shape->dims[0], T = c->frames, F = c->mel_bins, m = c->model_dim;
+  const int64_t S = T / 4, P = (F / 4) * m;
+  /* Front end: [B, T, F, 1] -> two stride-2 3x3 convs -> [B, S, F/4, m]
+   * -> [B, S, P] -> [B, S, m]. */
+  int64_t btf1[4] = { B, T, F, 1 }, two[2] = { 2, 2 }, one[2] = { 1, 1 };
+  PsShape *s4 = ps_shape_new_array (net->act, 4, btf1);
+  PsInstr *x4 = ps_ad_reshape (net->c, feats, s4);
+  ps_shape_free (s4);
+  PsInstr *h1 = ps_relu (net, ps_conv (net, x4, st->sub1, two, one, one, NULL, 1));
+  PsInstr *h2conv = ps_conv (net, h1, st->sub2, two, one, one, NULL, 1);
+  st->front_flops += ps_conv_flops (h1->operands[0]) + ps_conv_flops (h2conv);
+  PsInstr *h2 = ps_relu (net, h2conv);
+  int64_t bsp[3] = { B, S, P };
+  PsShape *s3 = ps_shape_new_array (net->act, 3, bsp);
+  PsInstr *hp = ps_ad_reshape (net->c, h2, s3);
+  ps_shape_free (s3);
+  PsInstr *x0 = ps_net_einsum (net, "bsp,pm->bsm", hp, act (net, st->proj));
+
+  g_autofree PsInstr **xs = g_new (PsInstr *, c->layers + 1);
+  PsInstr *top = ps_layer_stack_forward (net, c->layers, st->layers, x0, xs);
+  PsInstr *head = ps_net_weight_view (net, st->out_w, net->act);
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,mv->bsv", top, head), PS_F32);
+  PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
+  ps_net_add_loss (net, loss);
+  PsInstr *gx;
+  PsInstr *front_w[3] = { st->sub1, st->sub2, st->proj };
+  /* the loss is the mean of the microbatches' means */
+  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / (double) MAX (c->microbatches, 1));
+  return ps_net_vjp (net, loss, seed, top, &gx, 1, &head, error)
+         && ps_layer_stack_backward (net, c->layers, st->layers, xs, gx, c->remat, &gx, error)
+         && ps_net_vjp (net, x0, gx, NULL, NULL, 3, front_w, error);
+}
+
+static gboolean
+microbatch_step (PsNet *net, PsInstr *const *data, gpointer user, GError **error)
+{
+  return microbatch (net, user, data[0], data[1], error);
+}
+
 PsModule *
 ps_conformer_build (const PsConformerConfig *c, PsConformerInfo *info, GError **error)
 {
@@ -317,34 +379,27 @@ ps_conformer_build (const PsConformerConfig *c, PsConformerInfo *info, GError **
   ctx.rel_onehot = ps_net_one_hot (net, ps_relative_buckets_bidirectional (net, S, c->rel_buckets),
                                    c->rel_buckets, net->act);
 
-  /* Front end: [B, T, F, 1] -> two stride-2 3x3 convs -> [B, S, F/4, m]
-   * -> [B, S, P] -> [B, S, m]. */
-  int64_t btf1[4] = { B, T, F, 1 }, two[2] = { 2, 2 }, one[2] = { 1, 1 };
-  PsShape *s4 = ps_shape_new_array (net->act, 4, btf1);
-  PsInstr *x4 = ps_ad_reshape (net->c, feats, s4);
-  ps_shape_free (s4);
-  PsInstr *h1 = ps_relu (net, ps_conv (net, x4, sub1, two, one, one, NULL, 1));
-  PsInstr *h2conv = ps_conv (net, h1, sub2, two, one, one, NULL, 1);
-  double front_flops = ps_conv_flops (h1->operands[0]) + ps_conv_flops (h2conv);
-  PsInstr *h2 = ps_relu (net, h2conv);
-  int64_t bsp[3] = { B, S, P };
-  PsShape *s3 = ps_shape_new_array (net->act, 3, bsp);
-  PsInstr *hp = ps_ad_reshape (net->c, h2, s3);
-  ps_shape_free (s3);
-  PsInstr *x0 = ps_net_einsum (net, "bsp,pm->bsm", hp, act (net, proj));
-
-  g_autofree PsInstr **xs = g_new (PsInstr *, c->layers + 1);
-  PsInstr *top = ps_layer_stack_forward (net, c->layers, layers, x0, xs);
-  PsInstr *head = ps_net_weight_view (net, out_w, net->act);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,mv->bsv", top, head), PS_F32);
-  PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
-  ps_net_add_loss (net, loss);
-  PsInstr *gx;
-  PsInstr *front_w[3] = { sub1, sub2, proj };
-  if (!ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), top, &gx, 1, &head, error)
-      || !ps_layer_stack_backward (net, c->layers, layers, xs, gx, c->remat, &gx, error)
-      || !ps_net_vjp (net, x0, gx, NULL, NULL, 3, front_w, error))
-    return NULL;
+  Step st = { c, layers, sub1, sub2, proj, out_w, 0 };
+  const int M = (int) MAX (c->microbatches, 1);
+  if (M > 1 && !c->unroll_microbatches)
+    {
+      /* one while loop over the microbatches (doc/models.md, "Gradient
+       * accumulation"), its body built once: one microbatch's front-end
+       * FLOPs */
+      PsInstr *data[2] = { feats, labels };
+      if (!ps_net_microbatch_loop (net, 2, data, M, microbatch_step, &st, error))
+        return NULL;
+      st.front_flops *= M;
+    }
+  else
+    for (int u = 0; u < M; u++)
+      {
+        PsInstr *fu = M > 1 ? ps_net_microbatch (net, feats, u, M) : feats;
+        PsInstr *lu = M > 1 ? ps_net_microbatch (net, labels, u, M) : labels;
+        if (!microbatch (net, &st, fu, lu, error))
+          return NULL;
+      }
+  double front_flops = st.front_flops;
 
   if (info)
     {

@@ -56,6 +56,10 @@ typedef struct {
   int64_t vocab;             /* output classes of the frame-level loss */
   int rel_buckets;           /* relative-position buckets (bidirectional) */
   int64_t global_batch;      /* utterances per step */
+  int64_t microbatches;      /* gradient accumulation steps (0 or 1: none;
+                              * batch norm per microbatch) */
+  gboolean unroll_microbatches;/* one after the other (the default here)
+                              * instead of one while loop */
   PsOptimizerKind optimizer;
   gboolean remat;
   gboolean f32_activations;

@@ -93,7 +93,9 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
 {
   /* Upper bounds (doc/robustness.md): the program grows with the layers
    * (256 layers of the small model take 76 s and 0.8 GB to run) and with
-   * the microbatches, which are unrolled (64: 12 s, 0.16 GB), and dims up to
+   * the microbatches when they are unrolled (64: 29 s, 0.18 GB against
+   * 0.55 s, 47 MB as the default loop), their product with
+   * the layers by the max_layer_copies option (dense_family.c), and dims up to
    * 2^24 keep every product of two of them exact in an int64; shapes over
    * 2^40 elements are refused by the builder. */
   const int64_t dim_max = INT64_C (1) << 24;
@@ -425,12 +427,10 @@ typedef struct {
 } Embeddings;
 
 static gboolean
-microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, const Embeddings *e, int n_layers,
-            const PsLayer *layers, gboolean loop, PsInstr *final_ln, PsInstr *ids,
-            PsInstr *labels, PsInstr *lr, PsInstr *decay, GError **error)
+microbatch (PsNet *net, const PsDenseLmConfig *cfg, gboolean last, const Embeddings *e, int n_layers,
+            const PsLayer *layers, gboolean loop, PsInstr *final_ln, PsInstr *mids,
+            PsInstr *mlabels, PsInstr *lr, PsInstr *decay, GError **error)
 {
-  PsInstr *mids = ps_net_microbatch (net, ids, u, cfg->microbatches);
-  PsInstr *mlabels = ps_net_microbatch (net, labels, u, cfg->microbatches);
   PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, e->table, PS_BF16));
   if (e->positions)
     {
@@ -460,14 +460,32 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, int u, const Embeddings *e, 
   /* In the loop form the last microbatch updates each layer's weights in
    * its backward iteration, as soon as their gradient is complete (unless
    * the step is to return the gradients). */
-  gboolean update = loop && !cfg->separate_update && !cfg->outputs_gradients
-                    && u == cfg->microbatches - 1;
+  gboolean update = loop && !cfg->separate_update && !cfg->outputs_gradients && last;
   if (update ? !ps_layer_loop_backward_update (net, g_steal_pointer (&lp), gx, &gx, lr, decay, error)
       : loop ? !ps_layer_loop_backward (net, g_steal_pointer (&lp), gx, &gx, error)
              : !ps_layer_stack_backward (net, n_layers, layers, xs, gx, cfg->remat, &gx, error))
     return FALSE;
   PsInstr *in_w[2] = { e->table, e->positions };
   return ps_net_vjp (net, x0, gx, NULL, NULL, e->positions ? 2 : 1, in_w, error);
+}
+
+/* The microbatch loop's body (ps_net_microbatch_loop): no update inside,
+ * the accumulated gradients are complete only after the loop. */
+typedef struct {
+  const PsDenseLmConfig *cfg;
+  const Embeddings *e;
+  int n_layers;
+  const PsLayer *layers;
+  gboolean loop;
+  PsInstr *final_ln;
+} MicrobatchStep;
+
+static gboolean
+microbatch_step (PsNet *net, PsInstr *const *inputs, gpointer user, GError **error)
+{
+  const MicrobatchStep *m = user;
+  return microbatch (net, m->cfg, FALSE, m->e, m->n_layers, m->layers, m->loop, m->final_ln,
+                     inputs[0], inputs[1], NULL, NULL, error);
 }
 
 static void
@@ -647,9 +665,43 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
   /* Shared by the layers: relative-position buckets, causal mask, rotary
    * tables. */
   ps_attention_context_causal_opts (net, cfg->seq_len, cfg->head_dim, &bo, &ctx);
-  for (int u = 0; u < cfg->microbatches; u++)
-    if (!microbatch (net, cfg, u, &e, n_sets, layers, loop, final_ln, ids, labels, lr, decay,
-                     error))
-      return NULL;
+  const int M = cfg->microbatches;
+  if (M > 1 && !cfg->unroll_microbatches)
+    {
+      /* One while loop over the microbatches carrying one accumulator per
+       * weight (doc/models.md, "Gradient accumulation"). When the update
+       * runs inside the layer loop's backward (the default), the last
+       * microbatch is peeled off the loop and updates each layer there, as
+       * the unrolled form does; else the update runs after the loop. */
+      gboolean peel = loop && !cfg->separate_update && !cfg->outputs_gradients;
+      const int n_loop = peel ? M - 1 : M;
+      const int64_t mb = cfg->global_batch / M;
+      MicrobatchStep ms = { cfg, &e, n_sets, layers, loop, final_ln };
+      PsInstr *in[2] = { ids, labels };
+      if (peel)
+        {
+          in[0] = ps_net_slice_batch (net, ids, 0, n_loop * mb);
+          in[1] = ps_net_slice_batch (net, labels, 0, n_loop * mb);
+        }
+      if (!ps_net_microbatch_loop (net, 2, in, n_loop, microbatch_step, &ms, error))
+        return NULL;
+      if (peel)
+        {
+          PsInstr *mids = ps_net_microbatch (net, ids, M - 1, M);
+          PsInstr *mlabels = ps_net_microbatch (net, labels, M - 1, M);
+          if (!microbatch (net, cfg, TRUE, &e, n_sets, layers, loop, final_ln, mids, mlabels, lr,
+                           decay, error))
+            return NULL;
+        }
+    }
+  else
+    for (int u = 0; u < M; u++)
+      {
+        PsInstr *mids = ps_net_microbatch (net, ids, u, M);
+        PsInstr *mlabels = ps_net_microbatch (net, labels, u, M);
+        if (!microbatch (net, cfg, u == M - 1, &e, n_sets, layers, loop, final_ln, mids, mlabels,
+                         lr, decay, error))
+          return NULL;
+      }
   return finish_step (cfg, g_steal_pointer (&net), info, lr, decay);
 }

@@ -98,6 +98,10 @@ typedef struct {
                               * backward iteration) */
   int microbatches;          /* gradient accumulation steps (>= 1); with a
                               * pipeline, its microbatches */
+  gboolean unroll_microbatches;/* the microbatches one after the other
+                              * instead of one while loop over them (the
+                              * default, the last one peeled off when it
+                              * updates in the layer loop) */
   int pipeline_stages;       /* > 1: the layers as a GSPMD pipeline of that
                               * many stages (models/pipeline.h); `mesh` is
                               * then one stage's in-layer mesh, the program's

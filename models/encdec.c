@@ -9,6 +9,8 @@
 #include "models/net.h"
 #include "partitioner/builder/autodiff.h"
 
+const char *const ps_moe_layout_names[] = { "experts-x", "experts-xy", "experts-x-hidden-y", NULL };
+
 void
 ps_encdec_config_small (PsEncDecConfig *out)
 {
@@ -35,6 +37,7 @@ ps_encdec_config_small (PsEncDecConfig *out)
   out->top_k = 2;
   out->capacity_factor = 2.0;
   out->aux_loss_weight = 0.01;
+  out->microbatches = 1;
 }
 
 int64_t
@@ -76,19 +79,27 @@ check_moe (const PsEncDecConfig *c, GError **error)
       return FALSE;
     }
   const int64_t G = ps_encdec_groups (c);
-  if (!divides (c, c->experts, "experts", "--experts", c->mesh[0], "mesh axis 0", error)
-      || !divides (c, G, "groups", "--groups", c->mesh[0], "mesh axis 0", error))
+  const gboolean xy = c->moe_layout == PS_MOE_LAYOUT_EXPERTS_XY;
+  const int64_t by = xy ? c->mesh[0] * c->mesh[1] : c->mesh[0];
+  const char *over = xy ? "the device count" : "mesh axis 0";
+  if (!divides (c, c->experts, "experts", "--experts", by, over, error)
+      || !divides (c, G, "groups", "--groups", by, over, error)
+      || (c->moe_layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y
+          && !divides (c, c->ffn_dim, "ffn_dim", "--ffn-dim", c->mesh[1], "mesh axis 1", error)))
     return FALSE;
-  const int64_t tokens[2] = { c->global_batch * c->src_len, c->global_batch * c->tgt_len };
+  const int64_t mb = c->global_batch / MAX (c->microbatches, 1);
+  const int64_t tokens[2] = { mb * c->src_len, mb * c->tgt_len };
   for (int i = 0; i < 2; i++)
     if (tokens[i] % G != 0)
       {
         g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %" G_GINT64_FORMAT " does not divide the %"
-                     G_GINT64_FORMAT " %s tokens of a step", g, G, tokens[i], i == 0 ? "source" : "target");
+                     G_GINT64_FORMAT " %s tokens of a microbatch", g, G, tokens[i], i == 0 ? "source" : "target");
         return FALSE;
       }
   return TRUE;
 }
+
+static gboolean check_split (const PsEncDecConfig *c, GError **error);
 
 gboolean
 ps_encdec_check (const PsEncDecConfig *c, GError **error)
@@ -118,8 +129,34 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
                    ps_model_label (c->params, "position", "--position"), ps_model_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
-  if (!check_moe (c, error))
+  const int M = MAX (c->microbatches, 1);
+  if (c->global_batch % M != 0)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%d)",
+                   ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
+                   ps_model_label (c->params, "microbatches", "--microbatches"), M);
+      return FALSE;
+    }
+  if (!check_moe (c, error) || !check_split (c, error))
     return FALSE;
+  /* A microbatch's batch splits as the step's does. */
+  const int64_t by = c->sharding == PS_SHARDING_DP || c->sharding == PS_SHARDING_FSDP ? c->mesh[0] * c->mesh[1]
+                     : c->sharding == PS_SHARDING_1D || c->sharding == PS_SHARDING_NONE ? 1 : c->mesh[0];
+  if (M > 1 && (c->global_batch / M) % by != 0)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "a microbatch (%s %" G_GINT64_FORMAT " / %s %d = %"
+                   G_GINT64_FORMAT " sequences) is not divisible by the %" G_GINT64_FORMAT " devices its batch splits over",
+                   ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
+                   ps_model_label (c->params, "microbatches", "--microbatches"), M, c->global_batch / M, by);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The sharding preset's divisibility (encdec.h). */
+static gboolean
+check_split (const PsEncDecConfig *c, GError **error)
+{
   const int64_t all = c->mesh[0] * c->mesh[1], a0 = c->mesh[0], a1 = c->mesh[1];
   const gboolean gq = c->kv_heads > 0 && c->kv_heads != c->heads;
   const int64_t hs = gq ? c->kv_heads : c->heads;
@@ -183,7 +220,14 @@ moe_ffn (PsNet *net, const PsEncDecConfig *c, const MoeFfn *w, PsInstr *x, PsIns
   PsInstr *h = ps_norm (net, c->norm, x, w->ln);
   PsBuilder *b = ps_net_builder (net);
   int64_t gsm[3] = { G, B * S / G, M }, bsm[3] = { B, S, M };
-  PsMoeConfig mc = { c->experts, ps_moe_capacity (B * S / G, c->experts, c->capacity_factor), c->top_k, 0 };
+  PsMoeConfig mc = { c->experts, ps_moe_capacity (B * S / G, c->experts, c->capacity_factor), c->top_k, 0,
+                     0, NULL, FALSE, 1 };
+  if (c->moe_layout == PS_MOE_LAYOUT_EXPERTS_XY)
+    {
+      mc.n_devices = net->m->num_partitions;
+      mc.devices = net->mesh_devices;
+    }
+  mc.split_hidden = c->moe_layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y;
   PsInstr *a = NULL;
   PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), ps_build_convert (b, w->wg, net->act),
                              ps_build_convert (b, w->wi, net->act), ps_build_convert (b, w->wo, net->act), &a);
@@ -195,14 +239,17 @@ moe_ffn (PsNet *net, const PsEncDecConfig *c, const MoeFfn *w, PsInstr *x, PsIns
   return ps_ad_binary (net->c, PS_OP_ADD, x, y);
 }
 
-/* An MoE encoder layer: self-attention, then the MoE FFN. */
+/* Encoder layer l: self-attention, then the dense or MoE FFN (its
+ * load-balancing term added to *aux). */
 static PsInstr *
-encoder_moe_layer (PsNet *net, const PsEncDecConfig *c, const PsAttention *w, const MoeFfn *moe,
-                   const PsAttentionContext *ctx, PsInstr *x, PsInstr **aux)
+encoder_layer (PsNet *net, const PsEncDecConfig *c, const PsTransformerLayer *L, const MoeFfn *moe,
+               const PsAttentionContext *ctx, PsInstr *x, PsInstr **aux)
 {
+  if (!moe->wg)
+    return ps_transformer_layer (net, L, x);
   ps_net_annotate (net, x, "bsm");
   PsAttention att;
-  ps_attention_cast (net, w, &att);
+  ps_attention_cast (net, &L->attention, &att);
   return moe_ffn (net, c, moe, ps_attention (net, &att, ctx, x), aux);
 }
 
@@ -249,6 +296,188 @@ count_params (const PsNet *net, const PsEncDecConfig *c, gboolean active, int fr
   return n;
 }
 
+/* The vector-Jacobian product of one part of the step (ys[0] its output
+ * seeded with dy, ys[1] its load-balancing term or NULL, seeded with
+ * aux_seed: the term is already weighted) with respect to its n_x inputs (*dxs) and
+ * the weights w[0 .. n_w), whose gradients are accumulated in the net
+ * (for owner[i] instead when owner is not NULL: w[i] is a copy of it).
+ * ps_net_vjp_multi takes one input; a decoder layer has two (its own
+ * stream and the encoder's output), so this calls autodiff itself. Every
+ * weight here is a parameter or its copy (the layers cast them, no
+ * ps_net_weight_view), so its gradient has the weight's type. */
+static gboolean
+part_vjp (PsNet *net, PsInstr *y, PsInstr *aux, PsInstr *dy, PsInstr *aux_seed, int n_x, PsInstr *const *xs,
+          PsInstr **dxs, int n_w, PsInstr *const *w, PsInstr *const *owner, GError **error)
+{
+  PsInstr *ys[2] = { y, aux };
+  PsInstr *dys[2] = { dy, aux_seed };
+  g_autofree PsInstr **wrt = g_new (PsInstr *, n_x + n_w);
+  for (int i = 0; i < n_x; i++)
+    wrt[i] = xs[i];
+  for (int i = 0; i < n_w; i++)
+    wrt[n_x + i] = w[i];
+  GPtrArray *g = ps_autodiff_vjp_multi (net->c, aux ? 2 : 1, ys, dys, n_x + n_w, wrt, error);
+  if (g == NULL)
+    return FALSE;
+  for (int i = 0; i < n_x; i++)
+    dxs[i] = g->pdata[i];
+  for (int i = 0; i < n_w; i++)
+    ps_net_add_grad (net, owner ? owner[i] : w[i], g->pdata[n_x + i]);
+  g_ptr_array_free (g, TRUE);
+  return TRUE;
+}
+
+/* part_vjp over the layer whose weights are [from, to) of the net's, and,
+ * when `shared` (a weight every layer of the stack reads: T5's
+ * relative-bias table) is not NULL, over the copy of it the rebuilt layer
+ * read, its gradient going to `shared`. */
+static gboolean
+layer_vjp (PsNet *net, PsInstr *y, PsInstr *aux, PsInstr *dy, PsInstr *aux_seed, int n_x, PsInstr *const *xs,
+           PsInstr **dxs, int from, int to, PsInstr *shared_copy, PsInstr *shared, GError **error)
+{
+  const int n = to - from;
+  g_autofree PsInstr **w = g_new (PsInstr *, n + 1);
+  g_autofree PsInstr **owner = g_new (PsInstr *, n + 1);
+  memcpy (w, net->weights->pdata + from, sizeof (PsInstr *) * (gsize) n);
+  memcpy (owner, w, sizeof (PsInstr *) * (gsize) n);
+  w[n] = shared_copy;
+  owner[n] = shared;
+  return part_vjp (net, y, aux, dy, aux_seed, n_x, xs, dxs, n + (shared ? 1 : 0), w, owner, error);
+}
+
+/* A copy of a weight every layer of a stack reads, for one rebuilt layer:
+ * autodiff's product is the total derivative, and the table reaches the
+ * layer through the layers below too. NULL for none. */
+static PsInstr *
+shared_copy (PsNet *net, PsInstr *w)
+{
+  return w ? ps_ad_unary (net->c, PS_OP_COPY, w) : NULL;
+}
+
+/* A relative-bias table "<name>" [buckets, heads] ("kn"), or [buckets,
+ * kv heads, group] ("knq") with grouped-query attention, as
+ * ps_attention_weights_kv makes a layer's. */
+static PsInstr *
+rel_bias_weight (PsNet *net, const char *name, int buckets, int64_t heads, int64_t kv)
+{
+  if (kv == heads)
+    {
+      int64_t kn[2] = { buckets, heads };
+      return ps_net_weight (net, name, "kn", 2, kn);
+    }
+  int64_t knq[3] = { buckets, kv, heads / kv };
+  return ps_net_weight (net, name, "knq", 3, knq);
+}
+
+/* a + b, where either may be NULL (no gradient yet). */
+static PsInstr *
+add_opt (PsNet *net, PsInstr *a, PsInstr *b)
+{
+  return a == NULL ? b : b == NULL ? a : ps_ad_binary (net->c, PS_OP_ADD, a, b);
+}
+
+/* What a microbatch's forward and backward read: the weights (and
+ * layer l's weight range [enc_w[l], enc_w[l + 1]), dec_w the decoder's)
+ * and the attention contexts. All borrowed. */
+typedef struct {
+  const PsEncDecConfig *cfg;
+  PsInstr *emb, *softmax, *enc_ln, *dec_ln;
+  PsInstr *enc_bias, *dec_bias;    /* shared relative-bias tables, or NULL */
+  const PsTransformerLayer *enc;
+  const MoeFfn *enc_moe;
+  const DecoderLayer *dec;
+  const int *enc_w, *dec_w;
+  const PsAttentionContext *enc_ctx, *dec_ctx, *cross_ctx;
+  int n_weights;
+} EncDec;
+
+/* Forward and backward of microbatch u of the step (all of it with one
+ * microbatch). The loss is the mean over microbatches (ps_net_add_loss),
+ * so every backward is seeded with 1 / microbatches. */
+static gboolean
+microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsInstr *labels, GError **error)
+{
+  const PsEncDecConfig *cfg = md->cfg;
+  const int M = MAX (cfg->microbatches, 1);
+  if (M > 1)
+    {
+      src = ps_net_microbatch (net, src, u, M);
+      tgt = ps_net_microbatch (net, tgt, u, M);
+      labels = ps_net_microbatch (net, labels, u, M);
+    }
+  PsInstr *emb = md->emb, *softmax = md->softmax;
+  /* Forward; xs and ys keep every layer's input (and the top). */
+  g_autofree PsInstr **xs = g_new0 (PsInstr *, cfg->enc_layers + 1);
+  g_autofree PsInstr **ys = g_new0 (PsInstr *, cfg->dec_layers + 1);
+  PsInstr *aux = NULL;   /* every layer's load-balancing term, summed */
+  xs[0] = ps_embed (net, src, ps_ad_convert (net->c, emb, net->act));
+  for (int l = 0; l < cfg->enc_layers; l++)
+    xs[l + 1] = encoder_layer (net, cfg, &md->enc[l], &md->enc_moe[l], md->enc_ctx, xs[l], &aux);
+  PsInstr *enc_out = ps_norm (net, cfg->norm, xs[cfg->enc_layers], md->enc_ln);
+  ys[0] = ps_embed (net, tgt, ps_ad_convert (net->c, emb, net->act));
+  for (int l = 0; l < cfg->dec_layers; l++)
+    ys[l + 1] = decoder_layer (net, cfg, &md->dec[l], md->dec_ctx, md->cross_ctx, ys[l], enc_out, &aux);
+  PsInstr *top = ps_norm (net, cfg->norm, ys[cfg->dec_layers], md->dec_ln);
+  /* With remat and tied embeddings the head reads a copy of the table:
+   * the head's own product (below) must not reach the embedding's other
+   * uses, under every layer, which autodiff's total derivative would. */
+  PsInstr *head_w = cfg->remat && softmax == emb ? ps_ad_unary (net->c, PS_OP_COPY, emb) : softmax;
+  PsInstr *head = ps_ad_convert (net->c, head_w, net->act);
+  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", top, head), PS_F32);
+  PsInstr *ce = ps_softmax_cross_entropy (net, logits, labels);
+  PsInstr *loss = aux ? ps_ad_binary (net->c, PS_OP_ADD, ce, aux) : ce;
+  ps_net_add_loss (net, loss);
+  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / M);
+  if (!cfg->remat)
+    /* Backward: the whole (micro)step at once (encdec.h says why). */
+    return ps_net_vjp (net, loss, seed, NULL, NULL, md->n_weights, (PsInstr **) net->weights->pdata, error);
+
+  /* Backward one layer at a time from the top, each layer's forward
+   * rebuilt from its saved input first (encdec.h): the head, the
+   * decoder's layers (each adding its part of the encoder output's
+   * gradient), the target embedding, the encoder's final norm and layers,
+   * the source embedding. */
+  PsInstr *dy = NULL, *d_enc = NULL, *dx = NULL;
+  PsInstr *hw[2] = { md->dec_ln, head_w }, *owner[2] = { md->dec_ln, softmax };
+  if (!part_vjp (net, ce, NULL, seed, seed, 1, &ys[cfg->dec_layers], &dy, 2, hw, owner, error))
+    return FALSE;
+  for (int l = cfg->dec_layers - 1; l >= 0; l--)
+    {
+      /* The rebuilt layer reads a copy of the encoder's output: autodiff's
+       * product is the total derivative, and enc_out also reaches this
+       * layer through ys[l] (the layers below), which would count their
+       * part twice. */
+      PsInstr *a = NULL, *enc_l = ps_ad_unary (net->c, PS_OP_COPY, enc_out);
+      DecoderLayer L = md->dec[l];
+      PsInstr *bias = shared_copy (net, md->dec_bias);
+      if (bias)
+        L.self.rel_bias = bias;
+      PsInstr *out = decoder_layer (net, cfg, &L, md->dec_ctx, md->cross_ctx, ys[l], enc_l, &a);
+      PsInstr *in[2] = { ys[l], enc_l }, *din[2];
+      if (!layer_vjp (net, out, a, dy, seed, 2, in, din, md->dec_w[l], md->dec_w[l + 1], bias, md->dec_bias, error))
+        return FALSE;
+      dy = din[0];
+      d_enc = add_opt (net, d_enc, din[1]);
+    }
+  PsInstr *enc_ln = md->enc_ln;
+  if (!ps_net_vjp (net, ys[0], dy, NULL, NULL, 1, &emb, error)
+      || !ps_net_vjp (net, enc_out, d_enc, xs[cfg->enc_layers], &dx, 1, &enc_ln, error))
+    return FALSE;
+  for (int l = cfg->enc_layers - 1; l >= 0; l--)
+    {
+      PsInstr *a = NULL;
+      PsTransformerLayer L = md->enc[l];
+      PsInstr *bias = shared_copy (net, md->enc_bias);
+      if (bias)
+        L.attention.rel_bias = bias;
+      PsInstr *out = encoder_layer (net, cfg, &L, &md->enc_moe[l], md->enc_ctx, xs[l], &a);
+      if (!layer_vjp (net, out, a, dx, seed, 1, &xs[l], &dx, md->enc_w[l], md->enc_w[l + 1], bias, md->enc_bias,
+                      error))
+        return FALSE;
+    }
+  return ps_net_vjp (net, xs[0], dx, NULL, NULL, 1, &emb, error);
+}
+
 PsModule *
 ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
 {
@@ -260,9 +489,14 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
     devices[i] = i;
   PsShardingPlan plan;
   ps_sharding_preset_plan (cfg->sharding, &plan);
+  /* The expert weights' layout (encdec.h): E ("e") over axis 0 or every
+   * device, H ("f", no other weight's letter) over axis 1. */
   if (cfg->experts > 0)
-    ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 0);
+    ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", cfg->moe_layout == PS_MOE_LAYOUT_EXPERTS_XY ? PS_AXIS_ALL : 0);
+  if (cfg->experts > 0 && cfg->moe_layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y)
+    ps_sharding_plan_split (&plan, PS_WEIGHTS, "f", 1);
   g_autoptr (PsNet) net = ps_net_new ("encdec", "train_step", 2, cfg->mesh, devices, &plan);
+  net->act = cfg->f32_activations ? PS_F32 : PS_BF16;
 
   PsDenseLmConfig view;
   memset (&view, 0, sizeof view);
@@ -285,32 +519,51 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
   g_autofree MoeFfn *enc_moe = g_new0 (MoeFfn, cfg->enc_layers);
   g_autofree DecoderLayer *dec = g_new0 (DecoderLayer, cfg->dec_layers);
   const int enc_first = ps_net_n_weights (net);
+  /* Layer l's weights are [enc_w[l], enc_w[l + 1]) (dec_w: the decoder's). */
+  g_autofree int *enc_w = g_new0 (int, cfg->enc_layers + 1);
+  g_autofree int *dec_w = g_new0 (int, cfg->dec_layers + 1);
   const int buckets = bo.position == PS_POSITION_RELATIVE ? cfg->rel_buckets : 0;
+  /* T5's one relative-bias table per stack, read by every layer of it
+   * (the layers then make none of their own). */
+  const gboolean shared = cfg->shared_rel_bias && buckets > 0;
+  const int lb = shared ? 0 : buckets;
+  PsBlockOptions lo = bo;
+  lo.rel_buckets = lb;
+  PsInstr *enc_bias = shared ? rel_bias_weight (net, "encoder.rel_bias", buckets, cfg->heads, kv) : NULL;
   for (int l = 0; l < cfg->enc_layers; l++)
     {
       g_autofree char *prefix = g_strdup_printf ("encoder.layer%d", l);
+      enc_w[l] = ps_net_n_weights (net);
       if (cfg->experts > 0 && l % cfg->moe_every == cfg->moe_every - 1)
         {
-          ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, buckets, cfg->norm,
+          ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, lb, cfg->norm,
                                    &enc[l].attention);
           moe_weights (net, cfg, l, prefix, &enc_moe[l]);
         }
       else
-        ps_transformer_layer_weights_opts (net, prefix, M, cfg->ffn_dim, cfg->heads, cfg->head_dim, &bo, &enc_ctx,
+        ps_transformer_layer_weights_opts (net, prefix, M, cfg->ffn_dim, cfg->heads, cfg->head_dim, &lo, &enc_ctx,
                                            &enc[l]);
+      if (shared)
+        enc[l].attention.rel_bias = enc_bias;
     }
+  enc_w[cfg->enc_layers] = ps_net_n_weights (net);
   PsInstr *enc_ln = ps_layer_norm_weight (net, NULL, "encoder.final_ln", M);
   const int dec_first = ps_net_n_weights (net);
+  PsInstr *dec_bias = shared ? rel_bias_weight (net, "decoder.rel_bias", buckets, cfg->heads, kv) : NULL;
   for (int l = 0; l < cfg->dec_layers; l++)
     {
       g_autofree char *prefix = g_strdup_printf ("decoder.layer%d", l);
       g_autofree char *cross = g_strdup_printf ("decoder.layer%d.cross", l);
-      ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, buckets, cfg->norm, &dec[l].self);
+      dec_w[l] = ps_net_n_weights (net);
+      ps_attention_weights_kv (net, prefix, M, cfg->heads, cfg->head_dim, kv, lb, cfg->norm, &dec[l].self);
+      if (shared)
+        dec[l].self.rel_bias = dec_bias;
       ps_attention_weights_kv (net, cross, M, cfg->heads, cfg->head_dim, kv, 0, cfg->norm, &dec[l].cross);
       moe_weights (net, cfg, l, prefix, &dec[l].moe);
       if (!dec[l].moe.wg)
         ps_ffn_weights_kind (net, prefix, M, cfg->ffn_dim, cfg->ffn, cfg->norm, TRUE, &dec[l].ffn);
     }
+  dec_w[cfg->dec_layers] = ps_net_n_weights (net);
   PsInstr *dec_ln = ps_layer_norm_weight (net, NULL, "decoder.final_ln", M);
   const int dec_end = ps_net_n_weights (net);
   PsInstr *softmax = cfg->untied_embeddings ? ps_embedding_weight (net, "softmax", emb->shape->dims[0], M) : emb;
@@ -343,27 +596,11 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
     }
   ps_attention_context_causal_opts (net, cfg->tgt_len, cfg->head_dim, &bo, &dec_ctx);
 
-  /* Forward. */
-  PsInstr *aux = NULL;
-  PsInstr *x = ps_embed (net, src, ps_ad_convert (net->c, emb, net->act));
-  for (int l = 0; l < cfg->enc_layers; l++)
-    x = enc_moe[l].wg ? encoder_moe_layer (net, cfg, &enc[l].attention, &enc_moe[l], &enc_ctx, x, &aux)
-                      : ps_transformer_layer (net, &enc[l], x);
-  PsInstr *enc_out = ps_norm (net, cfg->norm, x, enc_ln);
-  PsInstr *y = ps_embed (net, tgt, ps_ad_convert (net->c, emb, net->act));
-  for (int l = 0; l < cfg->dec_layers; l++)
-    y = decoder_layer (net, cfg, &dec[l], &dec_ctx, &cross_ctx, y, enc_out, &aux);
-  PsInstr *top = ps_norm (net, cfg->norm, y, dec_ln);
-  PsInstr *head = ps_ad_convert (net->c, softmax, net->act);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", top, head), PS_F32);
-  PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
-  if (aux)
-    loss = ps_ad_binary (net->c, PS_OP_ADD, loss, aux);
-  ps_net_add_loss (net, loss);
-  /* Backward: the whole step at once (encdec.h says why). */
-  if (!ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, n_weights,
-                   (PsInstr **) net->weights->pdata, error))
-    return NULL;
+  EncDec md = { cfg, emb, softmax, enc_ln, dec_ln, enc_bias, dec_bias, enc, enc_moe, dec, enc_w, dec_w, &enc_ctx,
+                &dec_ctx, &cross_ctx, n_weights };
+  for (int u = 0; u < MAX (cfg->microbatches, 1); u++)
+    if (!microbatch (net, &md, u, src, tgt, labels, error))
+      return NULL;
 
   if (info)
     {

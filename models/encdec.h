@@ -13,17 +13,31 @@
  * The block options (norm, FFN, kv heads) are the dense family's; the
  * sharding presets are its plans over the same letters
  * (ps_sharding_preset_plan). The backward pass is one vector-Jacobian
- * product of the whole step (no rematerialisation: the decoder's layers
- * read the encoder's output, which a per-layer backward would not reach).
+ * product of the whole step, or, with remat, one layer at a time from the
+ * top with each layer's forward rebuilt from its saved input right before
+ * its backward (only layer inputs stay live, as in the dense and MoE LMs):
+ * a decoder layer's product is taken with respect to both of its inputs,
+ * its own stream and the encoder's output, and the encoder output's
+ * gradient is the sum of every decoder layer's part, which then runs back
+ * through the encoder's final norm and layers. With microbatches M, the
+ * step runs forward and backward on each of M slices of the batch in
+ * turn, unrolled, its gradients accumulated as the dense family's
+ * unrolled form does (ps_net_add_grad) and the loss their mean.
  *
  * With experts > 0, every moe_every-th FFN of each stack (layers
  * moe_every-1, 2 moe_every-1, ...; GShard and Switch: every other one) is
  * the MoE block of models/moe_layer.h over that stack's tokens in `groups`
  * groups, its load-balancing loss added to the step's with
- * aux_loss_weight. The expert layout comes from the plan: expert weights
- * split on E over mesh axis 0 (the data axis of every preset), and the
- * block splits its groups and experts over that axis, so the partitioner
- * turns each dispatch and combine into an AllToAll there.
+ * aux_loss_weight. The expert layout (moe_layout) is annotations only:
+ * experts-x (the default) splits the expert weights on E over mesh axis 0
+ * (the data axis of every preset) and the block's groups and experts over
+ * that axis, so the partitioner turns each dispatch and combine into an
+ * AllToAll there; experts-xy splits groups and experts over every device
+ * (the mesh flattened: GShard's one expert per core on a 2-D mesh, the
+ * AllToAll among all devices); experts-x-hidden-y is experts-x with the
+ * experts' hidden dim H (weights and the [E, G, C, H] activations) split
+ * over mesh axis 1 too, as a dense FFN's is (the experts' second einsum
+ * then sums over axis 1).
  *
  * Ownership: the built module is transfer full; configs are plain values.
  */
@@ -39,6 +53,16 @@
 
 G_BEGIN_DECLS
 
+/* Where the MoE blocks' groups, experts and expert hidden dims go. */
+typedef enum {
+  PS_MOE_LAYOUT_EXPERTS_X,
+  PS_MOE_LAYOUT_EXPERTS_XY,
+  PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y,
+} PsMoeLayout;
+
+/* Layout names, "experts-x|experts-xy|experts-x-hidden-y" (NULL-ended). */
+extern const char *const ps_moe_layout_names[];
+
 typedef struct {
   int enc_layers, dec_layers;
   int64_t model_dim, ffn_dim, heads, head_dim;
@@ -47,11 +71,15 @@ typedef struct {
   int64_t global_batch;      /* sequence pairs per step */
   int64_t vocab;             /* padded like the dense LM's */
   int rel_buckets;           /* position relative: buckets (0: none) */
+  gboolean shared_rel_bias;  /* one bias table per stack for all its layers (T5); else one a layer */
   PsPositionKind position;   /* relative, rope or none */
   PsNormKind norm;
   PsFfnKind ffn;
   gboolean untied_embeddings;
   PsOptimizerKind optimizer;
+  gboolean f32_activations;  /* activations in f32 (GShard's runs); else bf16 */
+  gboolean remat;            /* per-layer backward with recomputation (above) */
+  int microbatches;          /* gradient accumulation steps (unrolled; 0: 1) */
   int64_t mesh[2];
   PsShardingPreset sharding;
   gboolean weight_update_sharding;
@@ -60,6 +88,7 @@ typedef struct {
   int moe_every, top_k;
   double capacity_factor, aux_loss_weight;
   int64_t groups;            /* token groups per stack (0: one per device) */
+  PsMoeLayout moe_layout;
   const PsParams *params;    /* where values came from, for errors; NULL: options */
 } PsEncDecConfig;
 

@@ -1,8 +1,10 @@
 /* The encoder-decoder Transformer as a model family (`podsim run encdec`):
  * its parameters (the fields of PsEncDecConfig), their defaults (the small
  * test model on a 2x4 mesh of v3-8) and the adaptor to the builder.
- * Presets: models/presets/T5*.ini (T5 v1.1; doc/models.md). The MoE keys
- * (experts .. groups) are the moe family's, for GShard's block in both stacks. */
+ * Presets: models/presets/T5*.ini (T5 v1.1) and GShard*.ini (GShard's MoE
+ * translation models, Table 3; doc/models.md). The MoE keys (experts ..
+ * groups) are the moe family's, for GShard's block in both stacks, with
+ * the expert layouts of moe_sharding. */
 #include "config.h"
 
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "common/error.h"
 #include "models/encdec.h"
 #include "models/family.h"
+#include "models/moe_layer.h"
 
 static const PsParamSpec specs[] = {
   { .section = "model", .key = "enc_layers", .type = PS_PARAM_INT, .def = "2",
@@ -60,6 +63,9 @@ static const PsParamSpec specs[] = {
     .doc = "Relative-position buckets (T5: 32; bidirectional in the encoder, causal in the decoder; 0: none)",
     .max = 254,
     PS_PARAM_FIELD (PsEncDecConfig, rel_buckets) },
+  { .section = "model", .key = "shared_rel_bias", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "One relative-bias table per stack, shared by its layers (T5); false: one a layer",
+    PS_PARAM_FIELD (PsEncDecConfig, shared_rel_bias) },
   { .section = "model", .key = "position", .type = PS_PARAM_CHOICE, .def = "relative",
     .doc = "Positions: relative bias, rotary or none",
     .choices = "relative|rope|none" },
@@ -74,6 +80,9 @@ static const PsParamSpec specs[] = {
   { .section = "model", .key = "optimizer", .type = PS_PARAM_CHOICE, .def = "adafactor",
     .doc = "Optimizer (T5: Adafactor)",
     .choices = "adafactor|adam" },
+  { .section = "model", .key = "f32_activations", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Activations in float32 (GShard's runs); false: bfloat16",
+    PS_PARAM_FIELD (PsEncDecConfig, f32_activations) },
   { .section = "model", .key = "experts", .type = PS_PARAM_INT, .def = "0",
     .doc = "Experts E of the MoE FFNs (0: every FFN dense; GShard, Switch: one or more per core)",
     .max = 1 << 24,
@@ -98,12 +107,24 @@ static const PsParamSpec specs[] = {
     .doc = "Token groups G of the MoE gating, in each stack (0: one per device); split over mesh axis 0 with the experts",
     .max = 1 << 24,
     PS_PARAM_FIELD (PsEncDecConfig, groups) },
+  { .section = "parallelism", .key = "moe_sharding", .type = PS_PARAM_CHOICE, .def = "experts-x",
+    .doc = "Expert layout of the MoE FFNs: experts-x (groups and experts over mesh axis 0), experts-xy (over every "
+           "device), experts-x-hidden-y (experts-x, the experts' hidden dim over mesh axis 1)",
+    .choices = "experts-x|experts-xy|experts-x-hidden-y", .search = "+experts-x|experts-xy|experts-x-hidden-y" },
   { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "2x4",
     .doc = "Logical device mesh AxB (arange order); A*B must be the slice's core count",
     .min = 2, .max = 2, .search = "*" },
   { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "2d",
     .doc = "Sharding preset, as in the dense family: 2d, 1d, dp, megatron, megatron-sp, fsdp",
     .choices = "2d|1d|dp|megatron|megatron-sp|fsdp", .search = "*" },
+  { .section = "parallelism", .key = "remat", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Backward one layer at a time, recomputing each layer's forward (keep only layer inputs); false: one backward of the whole step",
+    .search = "*",
+    PS_PARAM_FIELD (PsEncDecConfig, remat) },
+  { .section = "parallelism", .key = "microbatches", .type = PS_PARAM_INT, .def = "1",
+    .doc = "Gradient accumulation steps (unrolled; the batch splits into this many microbatches)",
+    .min = 1, .max = 1024, .search = "1|2|4|8",
+    PS_PARAM_FIELD (PsEncDecConfig, microbatches) },
   { .section = "parallelism", .key = "weight_update_sharding", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Shard optimizer state and the update over the data-parallel axis",
     .search = "*",
@@ -126,6 +147,7 @@ config_from (const PsParams *p, PsEncDecConfig *c)
   c->mesh[0] = dims[0];
   c->mesh[1] = dims[1];
   ps_sharding_preset_from_name (ps_params_str (p, "sharding"), &c->sharding);
+  c->moe_layout = (PsMoeLayout) ps_layer_choice (ps_moe_layout_names, ps_params_str (p, "moe_sharding"));
 }
 
 static gboolean
@@ -154,9 +176,9 @@ describe_model (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
   g_autofree char *moe = ps_params_int (p, "experts") == 0 ? g_strdup ("")
-    : g_strdup_printf (", MoE every %d layers (%" G_GINT64_FORMAT " experts, top-%d)",
+    : g_strdup_printf (", MoE every %d layers (%" G_GINT64_FORMAT " experts, top-%d, %s)",
                        (int) ps_params_int (p, "moe_every"), ps_params_int (p, "experts"),
-                       (int) ps_params_int (p, "top_k"));
+                       (int) ps_params_int (p, "top_k"), ps_params_str (p, "moe_sharding"));
   return g_strdup_printf ("%d + %d layers, M=%" G_GINT64_FORMAT " H=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
                           " D=%" G_GINT64_FORMAT ", source %" G_GINT64_FORMAT ", target %" G_GINT64_FORMAT
                           ", batch %" G_GINT64_FORMAT ", %s norm, %s, positions %s%s",
@@ -172,11 +194,23 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
 {
   (void) info;
   g_autofree char *mesh = ps_params_text (p, "mesh");
-  return g_strdup_printf ("%s sharding%s on mesh %s, slice %s; %s, whole-step backward (no remat)",
+  const int mb = (int) ps_params_int (p, "microbatches");
+  return g_strdup_printf ("%s sharding%s on mesh %s, slice %s; %s, %s, %d microbatch%s",
                           ps_params_str (p, "sharding"),
                           ps_params_bool (p, "weight_update_sharding") ? " + weight-update sharding" : "", mesh,
-                          ps_params_str (p, "slice"), ps_params_str (p, "optimizer"));
+                          ps_params_str (p, "slice"), ps_params_str (p, "optimizer"),
+                          ps_params_bool (p, "remat") ? "per-layer backward with remat" : "whole-step backward (no remat)",
+                          mb, mb == 1 ? "" : "es");
 }
+
+/* Where the MoE blocks' compute goes, by the op_names the block tags (as
+ * the moe family reports it). */
+static const PsOpGroup op_groups[] = {
+  { "gating", "gating", { PS_MOE_OP_GATING, NULL } },
+  { "dispatch_combine", "dispatch/combine einsums", { PS_MOE_OP_DISPATCH, PS_MOE_OP_COMBINE, NULL } },
+  { "experts", "expert FFNs", { PS_MOE_OP_EXPERTS, NULL } },
+  { NULL, NULL, { NULL } }
+};
 
 const PsModelFamily ps_encdec_family = {
   .name = "encdec",
@@ -189,4 +223,5 @@ const PsModelFamily ps_encdec_family = {
   .build = build,
   .describe_model = describe_model,
   .describe_parallelism = describe_parallelism,
+  .op_groups = op_groups,
 };

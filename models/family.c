@@ -25,6 +25,19 @@ ps_params_check_devices (const PsParams *p, const PsModelTarget *t, int64_t n, c
 }
 
 gboolean
+ps_params_check_layer_copies (const PsParams *p, int64_t copies, const char *what, GError **error)
+{
+  int64_t max = ps_params_int (p, "max_layer_copies");
+  if (copies <= max)
+    return TRUE;
+  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s make a program of %" G_GINT64_FORMAT " layer copies, more "
+               "than --max-layer-copies %" G_GINT64_FORMAT " (the time to build and partition a program grows "
+               "faster than its copies: doc/robustness.md); fewer, or a larger --max-layer-copies, runs it",
+               what, copies, max);
+  return FALSE;
+}
+
+gboolean
 ps_model_fail (GError **error, const char *fmt, ...)
 {
   va_list ap;
@@ -496,6 +509,22 @@ ps_params_load (const char *path, GError **error)
   return text ? ps_params_read (path, text, error) : NULL;
 }
 
+
+const char *
+ps_params_series_match (const PsParams *p)
+{
+  for (const PsModelPreset *pr = ps_model_presets (); pr->name; pr++)
+    {
+      g_autoptr (PsParams) q = ps_model_preset_load (pr->name, NULL);
+      if (q->family != p->family || q->published > 0 || q->published_step_s <= 0)
+        continue;
+      g_autofree char *d = ps_params_diff (p, q);
+      if (*d == '\0')
+        return pr->name;
+    }
+  return NULL;
+}
+
 char *
 ps_params_print (const PsParams *p, const char *comment)
 {
@@ -530,11 +559,15 @@ ps_params_print (const PsParams *p, const char *comment)
     }
   double throughput = 0;
   const char *row = ps_params_published_match (p, &throughput);
+  if (!row)
+    row = ps_params_series_match (p);
   if (row)
     {
       g_autoptr (PsParams) pre = ps_model_preset_load (row, NULL);
-      g_string_append_printf (out, "\n[published]\n# The published throughput of this configuration, "
-                              "%s per second\nthroughput = %.10g\n", p->family->item_unit, throughput);
+      g_string_append (out, "\n[published]\n");
+      if (throughput > 0)
+        g_string_append_printf (out, "# The published throughput of this configuration, %s per second\n"
+                                "throughput = %.10g\n", p->family->item_unit, throughput);
       if (pre && pre->published_table)
         g_string_append_printf (out, "# The table it belongs to (podsim tables TABLE)\ntable = %s\n",
                                 pre->published_table);

@@ -224,6 +224,15 @@ const char *ps_model_label (const PsParams *p, const char *key, const char *opti
 gboolean ps_params_check_devices (const PsParams *p, const PsModelTarget *t, int64_t n, const char *what,
                                   GError **error);
 
+/* For a family's check, before anything is built: a program of `copies`
+ * layer bodies (the layers it writes out, times the microbatches it writes
+ * out) is refused above the max_layer_copies option, its error naming
+ * `what` (the options whose product it is, by option name: a sweep's
+ * children read them from a temporary file) and how to lift the limit. Each
+ * option has its own bound; their product made programs that took hours
+ * (the time grows faster than the copies). */
+gboolean ps_params_check_layer_copies (const PsParams *p, int64_t copies, const char *what, GError **error);
+
 /* The file for these parameters: a comment line per `comment` line (may
  * be NULL), then every section and key with its doc as a comment, then
  * the [published] section of the published run p equals, if any.
@@ -243,6 +252,10 @@ char *ps_params_diff (const PsParams *a, const PsParams *b);
 /* The preset of a published run that p equals (ps_params_diff ""), or
  * NULL; *throughput gets its published figure (items per second). */
 const char *ps_params_published_match (const PsParams *p, double *throughput);
+/* The same for a preset of a published trend point (a [published]
+ * step_time, no throughput), or NULL: a printed model file of it keeps
+ * its [published] section and its name. */
+const char *ps_params_series_match (const PsParams *p);
 
 /* The [published] section a file had: the published throughput (items per
  * second, the family's item_unit; 0 when there was none), the table it

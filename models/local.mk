@@ -30,6 +30,12 @@ PS_MODEL_PRESETS = \
 	models/presets/MoE2048E36L.ini \
 	models/presets/GspmdMoE32E.ini \
 	models/presets/GspmdMoE128E.ini \
+	models/presets/GShard128E12L.ini \
+	models/presets/GShard128E36L.ini \
+	models/presets/GShard512E12L.ini \
+	models/presets/GShard512E36L.ini \
+	models/presets/GShard2048E12L.ini \
+	models/presets/GShard2048E36L.ini \
 	models/presets/Unet3d128.ini \
 	models/presets/Unet3d128S16.ini \
 	models/presets/Unet3d256S32.ini \

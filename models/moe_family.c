@@ -104,6 +104,9 @@ static const PsParamSpec specs[] = {
   { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "experts",
     .doc = "experts: GShard's (experts and groups over every core, dense layers data parallel); none: no annotation (input for podsim autoshard)",
     .choices = "experts|none" },
+  { .section = "options", .key = "unroll_microbatches", .type = PS_PARAM_BOOL, .def = "false",
+    .doc = "Write the microbatches one after the other (default: one while loop over them carrying one accumulator per weight; doc/models.md)",
+    PS_PARAM_FIELD (PsMoeLmConfig, unroll_microbatches) },
   { .section = "parallelism", .key = "remat", .type = PS_PARAM_BOOL, .def = "true",
     .doc = "Recompute each layer's forward in backward (keep only layer inputs)",
     .search = "*",
@@ -148,7 +151,16 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
     }
   PsMoeLmConfig c;
   config_from (p, t, &c);
-  return ps_moe_lm_check (&c, error);
+  if (!ps_moe_lm_check (&c, error))
+    return FALSE;
+  /* Without a pipeline every layer is written out, in one microbatch
+   * loop's body or (--unroll-microbatches) in every microbatch. */
+  if (c.pipeline_stages > 1)
+    return TRUE;
+  g_autofree char *what = g_strdup_printf ("--layers %d x --microbatches %d%s", c.layers, c.microbatches,
+                                           c.unroll_microbatches ? " (--unroll-microbatches)" : " (a loop: 1)");
+  return ps_params_check_layer_copies (p, (int64_t) c.layers * (c.unroll_microbatches ? c.microbatches : 1),
+                                       what, error);
 }
 
 static PsModule *

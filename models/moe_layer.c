@@ -5,6 +5,8 @@
 
 #include <math.h>
 
+#include "partitioner/ir/sharding.h"
+
 int64_t
 ps_moe_capacity (int64_t group_size, int64_t experts, double capacity_factor)
 {
@@ -158,16 +160,31 @@ ps_moe_gating (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *logits, PsElemType
   return TRUE;
 }
 
-/* Annotates x with `axis` of the builder's mesh on dim `dim`. */
+/* Annotates x with the layout's G/E split on dim `dim` (and, with
+ * split_hidden, its hidden axis on dim `hidden`; -1: none). */
 static PsInstr *
-split_on (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *x, int dim)
+split_dims (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *x, int dim, int hidden)
 {
   if (cfg->shard_axis < 0 || x == NULL)
     return x;
   int64_t map[8];
   for (int i = 0; i < x->shape->rank; i++)
-    map[i] = i == dim ? cfg->shard_axis : -1;
-  return ps_build_mesh_split (b, x, map);
+    map[i] = i == dim ? (cfg->n_devices > 0 ? 0 : cfg->shard_axis)
+             : i == hidden && cfg->split_hidden ? cfg->hidden_axis : -1;
+  if (cfg->n_devices == 0)
+    return ps_build_mesh_split (b, x, map);
+  GError *err = NULL;
+  g_autoptr (PsSharding) s = ps_sharding_mesh_split (x->shape->rank, 1, &cfg->n_devices, cfg->devices, map, &err);
+  /* The layout comes from a checked config: an error is a bug here. */
+  g_assert_no_error (err);
+  return ps_build_sharding_annotation (b, x, s);
+}
+
+/* The G or E split alone on dim `dim`. */
+static PsInstr *
+split_on (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *x, int dim)
+{
+  return split_dims (b, cfg, x, dim, -1);
 }
 
 PsInstr *
@@ -197,7 +214,7 @@ ps_moe_layer (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *x, PsInstr *wg, PsI
   xin = split_on (b, cfg, xin, 0);
   ps_builder_set_op_name (b, PS_MOE_OP_EXPERTS);
   PsInstr *h = ps_build_einsum (b, "egcm,emh->egch", xin, wi);
-  h = split_on (b, cfg, ps_build_max (b, h, ps_build_scalar (b, act, 0.0)), 0);
+  h = split_dims (b, cfg, ps_build_max (b, h, ps_build_scalar (b, act, 0.0)), 0, 3);
   /* Lingvo's eah/eam splits: the experts' output stays on E, then moves
    * back to the groups (gecm_split); annotating both ends fixes the
    * backward layout too (the gradients carry the same annotations). */

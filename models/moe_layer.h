@@ -67,6 +67,15 @@ typedef struct {
   /* Mesh axis of the builder's mesh (ps_builder_set_mesh) that splits G
    * for token tensors and E for expert tensors; -1: no annotations. */
   int shard_axis;
+  /* Other expert layouts (all zero: the one above). n_devices > 0: G and
+   * E split over every device instead, the builder's mesh flattened
+   * (`devices`, its row-major ids; borrowed). split_hidden: the experts'
+   * hidden dim H of [E, G, C, H] split over mesh axis hidden_axis too (the
+   * experts' second einsum then sums over it). */
+  int64_t n_devices;
+  const int64_t *devices;
+  gboolean split_hidden;
+  int hidden_axis;
 } PsMoeConfig;
 
 /* Expert capacity per group: ceil(capacity_factor x group_size / experts),

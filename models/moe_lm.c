@@ -144,6 +144,19 @@ typedef struct {
   PsInstr *ln, *wg, *wi, *wo; /* MoE layers */
 } MoeLmLayer;
 
+/* w cast to the activation type in net->c. The builder takes operands of
+ * its own computation only; in a microbatch loop's body the weight is the
+ * entry's (the loop makes it an invariant), so the cast is written there
+ * directly, as the builder would write it. */
+static PsInstr *
+cast_weight (PsNet *net, PsBuilder *b, PsInstr *w)
+{
+  if (w->parent == net->c)
+    return ps_build_convert (b, w, net->act);
+  PsShape *s = ps_shape_new_array (net->act, w->shape->rank, w->shape->dims);
+  return ps_computation_add_instr (net->c, PS_OP_CONVERT, NULL, s, 1, &w);
+}
+
 static PsInstr *
 moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
 {
@@ -153,9 +166,9 @@ moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
   PsInstr *h = ps_norm (net, cfg->norm, x, L->ln);
   PsBuilder *b = ps_net_builder (net);
   int64_t gsm[3] = { G, T, M }, bsm[3] = { B, S, M };
-  PsInstr *wg = ps_build_convert (b, L->wg, net->act);
-  PsInstr *wi = ps_build_convert (b, L->wi, net->act);
-  PsInstr *wo = ps_build_convert (b, L->wo, net->act);
+  PsInstr *wg = cast_weight (net, b, L->wg);
+  PsInstr *wi = cast_weight (net, b, L->wi);
+  PsInstr *wo = cast_weight (net, b, L->wo);
   PsMoeConfig mc = { cfg->experts, ps_moe_lm_capacity (cfg), cfg->top_k, L->axis };
   PsInstr *aux = NULL;
   PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), wg, wi, wo, &aux);
@@ -243,11 +256,9 @@ head_loss (PsNet *net, PsNormKind norm, PsInstr *top, PsInstr *final_ln, PsInstr
 /* Forward and backward of microbatch u: the head's loss plus the MoE
  * layers' weighted load-balancing terms. */
 static gboolean
-microbatch (PsNet *net, const PsMoeLmConfig *c, int u, PsInstr *emb, const PsLayer *layers,
-            PsInstr *final_ln, PsInstr *ids, PsInstr *labels, GError **error)
+microbatch (PsNet *net, const PsMoeLmConfig *c, PsInstr *emb, const PsLayer *layers,
+            PsInstr *final_ln, PsInstr *mids, PsInstr *mlabels, GError **error)
 {
-  PsInstr *mids = ps_net_microbatch (net, ids, u, c->microbatches);
-  PsInstr *mlabels = ps_net_microbatch (net, labels, u, c->microbatches);
   PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, emb, net->act));
   g_autofree PsInstr **xs = g_new (PsInstr *, c->layers + 1);
   g_autofree PsInstr **auxs = g_new0 (PsInstr *, c->layers);
@@ -266,6 +277,21 @@ microbatch (PsNet *net, const PsMoeLmConfig *c, int u, PsInstr *emb, const PsLay
   return ps_net_vjp (net, ce, seed, top, &gx, 2, head_w, error)
          && ps_layer_stack_backward_aux (net, c->layers, layers, xs, auxs, seed, gx, c->remat, &gx, error)
          && ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, error);
+}
+
+/* The microbatch loop's body (ps_net_microbatch_loop). */
+typedef struct {
+  const PsMoeLmConfig *c;
+  PsInstr *emb;
+  const PsLayer *layers;
+  PsInstr *final_ln;
+} MicrobatchStep;
+
+static gboolean
+microbatch_step (PsNet *net, PsInstr *const *data, gpointer user, GError **error)
+{
+  const MicrobatchStep *m = user;
+  return microbatch (net, m->c, m->emb, m->layers, m->final_ln, data[0], data[1], error);
 }
 
 int64_t *
@@ -437,8 +463,23 @@ ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
     }
   StepInputs in;
   step_inputs (net, c, &ctx, &in);
-  for (int u = 0; u < c->microbatches; u++)
-    if (!microbatch (net, c, u, emb, layers, in.final_ln, in.ids, in.labels, error))
-      return NULL;
+  const int M = c->microbatches;
+  if (M > 1 && !c->unroll_microbatches)
+    {
+      /* one while loop over the microbatches (doc/models.md, "Gradient
+       * accumulation") */
+      MicrobatchStep ms = { c, emb, layers, in.final_ln };
+      PsInstr *data[2] = { in.ids, in.labels };
+      if (!ps_net_microbatch_loop (net, 2, data, M, microbatch_step, &ms, error))
+        return NULL;
+    }
+  else
+    for (int u = 0; u < M; u++)
+      {
+        PsInstr *mids = ps_net_microbatch (net, in.ids, u, M);
+        PsInstr *mlabels = ps_net_microbatch (net, in.labels, u, M);
+        if (!microbatch (net, c, emb, layers, in.final_ln, mids, mlabels, error))
+          return NULL;
+      }
   return finish_step (c, g_steal_pointer (&net), info, in.lr, in.decay);
 }

@@ -62,6 +62,8 @@ typedef struct {
   gboolean remat;
   int microbatches;          /* gradient accumulation steps; with a
                               * pipeline, its microbatches */
+  gboolean unroll_microbatches;/* the microbatches one after the other
+                              * instead of one while loop over them */
   int64_t cores;             /* devices of the 1-D mesh (= the slice's cores) */
   int pipeline_stages;       /* > 1: the layers as a GSPMD pipeline of that
                               * many stages (models/pipeline.h) on the mesh

@@ -128,6 +128,11 @@ PsBuilder *
 ps_net_builder (PsNet *net)
 {
   PsNetPrivate *p = net->priv;
+  if (p->builder && ps_builder_computation (p->builder) != net->c && ps_builder_ok (p->builder))
+    {
+      ps_builder_free (p->builder);
+      p->builder = NULL;
+    }
   if (p->builder == NULL)
     {
       p->builder = ps_builder_new_in (net->m, net->c);
@@ -741,6 +746,142 @@ ps_net_scan_vjp_accumulate (PsNet *net, PsScan *s, int first_weight, int n_weigh
     return FALSE;
   for (int i = 0; i < n_weights; i++)
     p->grads[first_weight + i] = acc_out[i];
+  return TRUE;
+}
+
+/* ---- microbatches as a loop ------------------------------------------------------------------ */
+
+/* The layout of an input [B, ...] (a tiled sharding, or NULL) for its
+ * stack [M, B/M, ...]: each microbatch split as the input's rows were, the
+ * leading dim whole. NULL when there is none. transfer full. */
+static PsSharding *
+stack_sharding (const PsSharding *s)
+{
+  if (!s || !ps_sharding_is_tiled (s) || ps_sharding_has_manual_subgroup (s) || s->n_subgroups > 1)
+    return NULL;
+  int nd = ps_sharding_data_rank (s);
+  int64_t dims[PS_NET_MAX_RANK + 2];
+  dims[0] = 1;
+  for (int d = 0; d < nd; d++)
+    dims[d + 1] = s->tile_dims[d];
+  int64_t R = ps_sharding_replication (s);
+  if (R == 1)
+    return ps_sharding_tiled (nd + 1, dims, s->devices);
+  dims[nd + 1] = R;
+  return ps_sharding_partial (nd + 2, dims, s->devices);
+}
+
+typedef struct {
+  PsNet *net;
+  int n_inputs;
+  PsNetMicrobatchFn fn;
+  gpointer user;
+  int n_losses;              /* ps_net_add_loss calls of one microbatch */
+} MicrobatchLoop;
+
+/* One microbatch, the carry (every weight's accumulator, then the loss)
+ * standing in for the gradients and loss so far. */
+static gboolean
+microbatch_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
+{
+  MicrobatchLoop *ml = user;
+  PsNet *net = ml->net;
+  PsNetPrivate *p = net->priv;
+  int nw = (int) net->weights->len;
+  PsComputation *outer = net->c;
+  net->c = a->c;
+  for (int i = 0; i < nw; i++)
+    {
+      p->grads[i] = a->carry[i];
+      /* the carry is the accumulator: no barrier between microbatches */
+      p->grad_microbatch[i] = p->microbatch;
+    }
+  p->loss = a->carry[nw];
+  p->n_losses = 0;
+  gboolean ok = ml->fn (net, a->xs, ml->user, error);
+  net->c = outer;
+  if (!ok)
+    return FALSE;
+  for (int i = 0; i < nw; i++)
+    carry_out[i] = p->grads[i];
+  carry_out[nw] = p->loss;
+  ml->n_losses = p->n_losses;
+  return TRUE;
+}
+
+gboolean
+ps_net_microbatch_loop (PsNet *net, int n_inputs, PsInstr *const *inputs, int n,
+                        PsNetMicrobatchFn fn, gpointer user, GError **error)
+{
+  PsNetPrivate *p = net->priv;
+  g_return_val_if_fail (n >= 1 && n_inputs >= 1 && fn != NULL && p->new_w == NULL, FALSE);
+  grow_grads (net);
+  int nw = (int) net->weights->len;
+  g_autofree PsInstr **carry = g_new0 (PsInstr *, nw + 2);
+  for (int i = 0; i < nw; i++)
+    {
+      PsInstr *w = net->weights->pdata[i];
+      carry[i] = p->grads[i] ? p->grads[i] : ps_ad_full (net->c, w->shape, 0.0);
+      /* laid out as its weight, as the update reads it */
+      if (w->sharding && !carry[i]->sharding)
+        ps_instr_set_sharding (carry[i], w->sharding);
+    }
+  carry[nw] = p->loss ? p->loss : ps_ad_scalar (net->c, PS_F32, 0.0);
+  g_autofree PsInstr **xs = g_new0 (PsInstr *, n_inputs + 1);
+  for (int k = 0; k < n_inputs; k++)
+    {
+      const PsShape *s = inputs[k]->shape;
+      g_return_val_if_fail (s->rank >= 1 && s->rank < PS_NET_MAX_RANK && s->dims[0] % n == 0, FALSE);
+      int64_t dims[PS_NET_MAX_RANK];
+      dims[0] = n;
+      dims[1] = s->dims[0] / n;
+      memcpy (dims + 2, s->dims + 1, sizeof (int64_t) * (gsize) (s->rank - 1));
+      PsShape *r = ps_shape_new_array (s->etype, s->rank + 1, dims);
+      xs[k] = ps_ad_reshape (net->c, inputs[k], r);
+      ps_shape_free (r);
+      /* The batch split as the plan splits activations, over the rows of
+       * the input and over each microbatch's rows in the stack (whose
+       * leading dim the loop slices, unsplit): else propagation, which
+       * cannot carry a split batch through the reshape, leaves the input
+       * whole on every device. Not a user's annotation (not counted). */
+      int8_t b = net->plan.annotate[PS_ACTIVATIONS] ? net->plan.axis[PS_ACTIVATIONS]['b' - 'a']
+                                                    : PS_AXIS_NONE;
+      if (b != PS_AXIS_NONE)
+        {
+          int8_t axes[PS_NET_MAX_RANK + 1];
+          memset (axes, PS_AXIS_NONE, sizeof axes);
+          axes[0] = b;
+          set_sharding (net, inputs[k], axes, FALSE);
+        }
+      g_autoptr (PsSharding) st = stack_sharding (inputs[k]->sharding);
+      if (st && !xs[k]->sharding)
+        ps_instr_set_sharding (xs[k], st);
+    }
+  int n_losses_before = p->n_losses;
+  p->microbatch = 0;
+  p->n_microbatches = n;
+  MicrobatchLoop ml = { net, n_inputs, fn, user, 0 };
+  PsScanSpec spec = { .name = "microbatches", .length = n, .n_carry = nw + 1, .carry = carry,
+                      .n_xs = n_inputs, .xs = xs, .body = microbatch_body, .user = &ml };
+  g_autoptr (PsScan) s = ps_scan_build (net->c, &spec, error);
+  if (!s)
+    return FALSE;
+  for (int i = 0; i < nw; i++)
+    {
+      /* The accumulators keep the weight's layout through the loop, as the
+       * unrolled form's do: without it propagation takes the layout the
+       * update reads (split over the data axis with weight-update
+       * sharding) for the loop state, and every iteration gathers it back
+       * for the layer loop. */
+      PsInstr *w = net->weights->pdata[i];
+      p->grads[i] = ps_scan_carry_out (s, i);
+      if (w->sharding && !p->grads[i]->sharding)
+        ps_instr_set_sharding (p->grads[i], w->sharding);
+      p->grad_microbatch[i] = n - 1;
+    }
+  p->microbatch = n - 1;
+  p->loss = ps_scan_carry_out (s, nw);
+  p->n_losses = n_losses_before + n * ml.n_losses;
   return TRUE;
 }
 

@@ -115,8 +115,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsNet, ps_net_free)
 /* A PsBuilder (partitioner/builder/builder.h) appending to net->c, with
  * the net's mesh set (ps_builder_mesh_split), for blocks written with the
  * builder (models/moe_layer.h). Made on first use, owned by the net
- * (transfer none). Its errors are sticky: check ps_builder_ok() before
- * ps_net_finish(). */
+ * (transfer none); made again when net->c has changed since (a loop body
+ * being built, ps_net_microbatch_loop) unless it holds an error. Its
+ * errors are sticky: check ps_builder_ok() before ps_net_finish(). */
 PsBuilder *ps_net_builder (PsNet *net);
 
 /* ---- annotations ----------------------------------------------------------- */
@@ -243,6 +244,30 @@ gboolean ps_net_scan_vjp_accumulate (PsNet *net, PsScan *s, int first_weight, in
 gboolean ps_net_scan_vjp_update (PsNet *net, PsScan *s, int first_weight, int n_weights,
                                  PsInstr *dy, PsInstr **dx, PsInstr *lr, PsInstr *decay,
                                  GError **error);
+
+/* ---- microbatches as a loop --------------------------------------------------------------- */
+
+/* Builds one microbatch in net->c (which is the loop body for the time of
+ * the call): inputs[k] is the microbatch's part of the k-th input given to
+ * ps_net_microbatch_loop. It runs the forward and backward pass as for
+ * an unrolled microbatch (ps_net_vjp, ps_net_add_loss, the layer loop's
+ * ps_layer_loop_backward), but updates no weight. */
+typedef gboolean (*PsNetMicrobatchFn) (PsNet *net, PsInstr *const *inputs, gpointer user,
+                                       GError **error);
+
+/* Gradient accumulation as Lingvo and JAX write it: one while loop over
+ * the n microbatches (a scan, partitioner/builder/scan.h) whose body is
+ * built once by fn and which carries one accumulator per weight (the
+ * weight's shape, type and sharding, zeros or the gradient so far) and
+ * the summed loss; so the program does not grow with n. inputs[k]
+ * ([B, ...], B divisible by n) are cut into [n, B/n, ...], microbatch u
+ * the rows [u B/n, (u + 1) B/n) as ps_net_microbatch cuts them. Every
+ * weight's gradient is then the loop's accumulator (ps_net_finish updates
+ * them after the loop). The body may read any instruction of the net's
+ * computation (weights, shared tables): each becomes a loop invariant.
+ * FALSE with an error from fn or the scan. */
+gboolean ps_net_microbatch_loop (PsNet *net, int n_inputs, PsInstr *const *inputs, int n,
+                                 PsNetMicrobatchFn fn, gpointer user, GError **error);
 
 /* ---- optimizer step and outputs ---------------------------------------------------------- */
 

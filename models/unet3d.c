@@ -228,6 +228,22 @@ microbatch (PsNet *net, const PsUnet3dConfig *c, Unet *u_, Block *enc, Block *de
                      NULL, NULL, (int) net->weights->len, (PsInstr **) net->weights->pdata, error);
 }
 
+/* The microbatch loop's body (ps_net_microbatch_loop). */
+typedef struct {
+  const PsUnet3dConfig *c;
+  Unet *u;
+  Block *enc, *dec;
+  PsInstr *out_kernel, *out_bias;
+} MicrobatchStep;
+
+static gboolean
+microbatch_step (PsNet *net, PsInstr *const *data, gpointer user, GError **error)
+{
+  const MicrobatchStep *m = user;
+  return microbatch (net, m->c, m->u, m->enc, m->dec, m->out_kernel, m->out_bias, data[0], data[1],
+                     error);
+}
+
 PsModule *
 ps_unet3d_build (const PsUnet3dConfig *c, PsUnet3dInfo *info, GError **error)
 {
@@ -301,14 +317,25 @@ ps_unet3d_build (const PsUnet3dConfig *c, PsUnet3dInfo *info, GError **error)
   ps_net_annotate (net, image, "bxyzc");
   ps_net_annotate (net, labels, "bxyz");
 
-  for (int mbi = 0; mbi < MAX (c->microbatches, 1); mbi++)
+  const int M = (int) MAX (c->microbatches, 1);
+  if (M > 1 && !c->unroll_microbatches)
     {
-      int M = (int) MAX (c->microbatches, 1);
-      PsInstr *img = M > 1 ? ps_net_microbatch (net, image, mbi, M) : image;
-      PsInstr *lbl = M > 1 ? ps_net_microbatch (net, labels, mbi, M) : labels;
-      if (!microbatch (net, c, &u, enc, dec, out_kernel, out_bias, img, lbl, error))
+      /* one while loop over the microbatches (doc/models.md, "Gradient
+       * accumulation"), its body built once: the FLOPs of one microbatch */
+      MicrobatchStep ms = { c, &u, enc, dec, out_kernel, out_bias };
+      PsInstr *data[2] = { image, labels };
+      if (!ps_net_microbatch_loop (net, 2, data, M, microbatch_step, &ms, error))
         return NULL;
+      u.flops *= M;
     }
+  else
+    for (int mbi = 0; mbi < M; mbi++)
+      {
+        PsInstr *img = M > 1 ? ps_net_microbatch (net, image, mbi, M) : image;
+        PsInstr *lbl = M > 1 ? ps_net_microbatch (net, labels, mbi, M) : labels;
+        if (!microbatch (net, c, &u, enc, dec, out_kernel, out_bias, img, lbl, error))
+          return NULL;
+      }
   if (info)
     {
       memset (info, 0, sizeof *info);

@@ -56,6 +56,7 @@ typedef struct {
   int64_t filters[PS_UNET3D_MAX_LEVELS];
   int64_t global_batch;      /* images per step */
   int64_t microbatches;      /* gradient accumulation steps (>= 1; batch norm per microbatch) */
+  gboolean unroll_microbatches; /* one after the other instead of one while loop */
   gboolean batch_norm;       /* else no normalization */
   gboolean f32_activations;  /* else bf16 activations (norms and loss in f32) */
   PsOptimizerKind optimizer;

@@ -788,21 +788,34 @@ ps_coll_run_group (PsSgNet *net, const PsCollPlan *plan, int group)
     }
 }
 
-typedef struct {
+typedef struct GroupRun {
   PsSgNet *net;
   const PsCollPlan *plan;
   int group;
   double start_s;
   double *duration_out;
+  struct GroupRun *after;  /* chained: starts `delay_s` after this one ends */
+  double delay_s;
+  PsSgSem *ended;          /* released once per chained follower */
+  int n_followers;
 } GroupRun;
 
 static void
 group_actor (void *data)
 {
   GroupRun *r = data;
-  ps_sgnet_sleep (r->start_s - ps_sgnet_clock ());
+  if (r->after)
+    {
+      ps_sgnet_sem_acquire (r->after->ended);
+      ps_sgnet_sleep (r->delay_s);
+      r->start_s = ps_sgnet_clock ();
+    }
+  else
+    ps_sgnet_sleep (r->start_s - ps_sgnet_clock ());
   ps_coll_run_group (r->net, r->plan, r->group);
   *r->duration_out = ps_sgnet_clock () - r->start_s;
+  for (int k = 0; k < r->n_followers; k++)
+    ps_sgnet_sem_release (r->ended);
 }
 
 double
@@ -870,26 +883,45 @@ double
 ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
                      const double *const *offsets, double **group_durations_out)
 {
+  return ps_coll_simulate_chained (net, plans, n_plans, offsets, NULL, group_durations_out, NULL);
+}
+
+double
+ps_coll_simulate_chained (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
+                          const double *const *offsets, const PsCollChain *const *chain,
+                          double **group_durations_out, double **starts_out)
+{
   if (n_plans == 1 && plans[0]->exclusive_links && !plans[0]->use_network)
     {
       const PsCollPlan *plan = plans[0];
       g_autofree int *route = g_new (int, ps_platform_max_route_links (plan->platform));
       group_durations_out[0] = g_new0 (double, plan->n_groups);
+      if (starts_out)
+        starts_out[0] = g_new0 (double, plan->n_groups);
       double end = 0;
       for (int g = 0; g < plan->n_groups; g++)
         {
+          if (starts_out)
+            starts_out[0][g] = offsets && offsets[0] ? offsets[0][g] : 0;
           group_durations_out[0][g] = exclusive_group_duration (plan, g, route);
           end = MAX (end, (offsets && offsets[0] ? offsets[0][g] : 0) + group_durations_out[0][g]);
         }
       return end;
     }
   int total = 0;
+  g_autofree int *first = g_new (int, n_plans + 1);
   for (int i = 0; i < n_plans; i++)
     {
+      first[i] = total;
       total += plans[i]->n_groups;
       group_durations_out[i] = g_new0 (double, plans[i]->n_groups);
+      if (starts_out)
+        starts_out[i] = g_new0 (double, plans[i]->n_groups);
     }
   g_autofree GroupRun *runs = g_new0 (GroupRun, total > 0 ? total : 1);
+  /* chained groups need their predecessor in the same SimGrid run */
+  if (chain && n_plans == 1)
+    chain = NULL;
   /* one plan: each component of link-sharing groups on its own (they never
    * meet); several plans: all together */
   int n_runs = n_plans == 1 && plans[0]->n_components > 1 ? plans[0]->n_components : 1;
@@ -904,14 +936,37 @@ ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
             if (n_runs > 1 && plans[i]->component[g] != run)
               continue;
             double off = offsets && offsets[i] ? offsets[i][g] : 0;
-            runs[r] = (GroupRun) { net, plans[i], g, start + off, &group_durations_out[i][g] };
+            runs[r].net = net;
+            runs[r].plan = plans[i];
+            runs[r].group = g;
+            runs[r].start_s = start + off;
+            runs[r].duration_out = &group_durations_out[i][g];
+            const PsCollChain *ch = chain && chain[i] ? &chain[i][g] : NULL;
+            if (ch && ch->plan >= 0)
+              {
+                g_assert (ch->plan < i && ch->group < plans[ch->plan]->n_groups);
+                GroupRun *pre = &runs[first[ch->plan] + ch->group];
+                runs[r].after = pre;
+                runs[r].delay_s = ch->delay_s;
+                if (!pre->ended)
+                  pre->ended = ps_sgnet_sem_new (0);
+                pre->n_followers++;
+              }
             char name[32];
             g_snprintf (name, sizeof name, "coll%d.g%d", i, g);
             ps_sgnet_spawn (net, plans[i]->groups[g].first_core, name, group_actor, &runs[r]);
           }
       ps_sgnet_run (net);
       end = MAX (end, ps_sgnet_clock () - start);
+      if (starts_out)
+        for (int i = 0; i < n_plans; i++)
+          for (int g = 0; g < plans[i]->n_groups; g++)
+            if (n_runs == 1 || plans[i]->component[g] == run)
+              starts_out[i][g] = runs[first[i] + g].start_s - start;
     }
+  for (int r = 0; r < total; r++)
+    if (runs[r].ended)
+      ps_sgnet_sem_free (runs[r].ended);
   return end;
 }
 

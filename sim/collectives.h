@@ -172,6 +172,25 @@ double ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
  * cheap cost, driver/autoshard.h). */
 double ps_coll_plan_time_bound (const PsCollPlan *plan);
 
+/* A group that starts when another group of the same simulation ends:
+ * plan (an index below its own plan's; -1: not chained, at its offset)
+ * and group of that one, and the time in between. */
+typedef struct {
+  int plan, group;
+  double delay_s;
+} PsCollChain;
+
+/* Same, with chain[i][g] (chain or chain[i] NULL: none) making group g of
+ * plan i start delay_s after the end of the group it names instead of at
+ * its offset, so a collective that follows another's completion in the
+ * program starts when the contended one really ends. With starts_out,
+ * starts_out[i] receives each group's start after the common origin
+ * (newly allocated). Chains need at least two plans (one plan's
+ * components run separately and are never chained). */
+double ps_coll_simulate_chained (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
+                                 const double *const *offsets, const PsCollChain *const *chain,
+                                 double **group_durations_out, double **starts_out);
+
 /* Algorithm bandwidth (bytes / time) and bus bandwidth (NCCL's convention:
  * algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter
  * and all-to-all, x 1 for collective-permute), n = group size. */

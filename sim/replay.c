@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/checked.h"
@@ -317,12 +318,23 @@ program_add (Program *p, const PsTraceHeader *h, const PsTraceEvent *ev, guint64
 
 /* ---- the run ------------------------------------------------------------- */
 
+/* What set a device's clock (see "chained starts" in contention_update):
+ * the completion of group g of run `key` (a run_key) at `end`, plus the
+ * compute since; key NULL when no completion did. */
+typedef struct {
+  gpointer key;
+  int g;
+  double end;
+} Dep;
+
 typedef struct {
   double max_arrival;
   int arrived;
   gboolean done;
   double completion;
   GArray *waiters;   /* device ids blocked at DONE */
+  Dep dep;           /* the last member to arrive's, its end moved by its
+                      * compute to the arrival (dep.end = arrival - compute) */
 } Inst;
 
 typedef struct {
@@ -337,6 +349,7 @@ typedef struct {
   struct Replay *rp;
   int dev, core;
   double local_s;
+  Dep dep;           /* with the cache: what set local_s */
   PsSgSem *sem;
   double compute_s, comm_s, exposed_s;
   GArray *spans;     /* Span, or NULL when not on the timeline */
@@ -371,7 +384,9 @@ typedef struct Replay {
 } Replay;
 
 static double contention_duration (Replay *rp, int occ, int run, int plan, int g);
-static void contention_record (Replay *rp, int occ, int run, int g, double start, double dur);
+static void contention_record (Replay *rp, int occ, int run, int g, double start, double dur,
+                               const Dep *dep);
+static gpointer run_key (int occ, int run);
 
 typedef struct {
   Replay *rp;
@@ -461,6 +476,11 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members, int parity)
   const Occurrence *oc = &g_array_index (rp->prog->occs, Occurrence, op->occ);
   if (!rp->cache)
     ps_sgnet_sleep (d->local_s - ps_sgnet_clock ());
+  if (in->arrived == 0 || d->local_s >= in->max_arrival)
+    {
+      in->dep = d->dep;
+      in->dep.end = d->dep.key ? d->dep.end : d->local_s;
+    }
   in->max_arrival = MAX (in->max_arrival, d->local_s);
   if (++in->arrived == n_members)
     {
@@ -468,7 +488,7 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members, int parity)
         {
           int run = rp->run_of[2 * op->occ + parity];
           double dur = contention_duration (rp, op->occ, run, oc->plan, g);
-          contention_record (rp, op->occ, run, g, in->max_arrival, dur);
+          contention_record (rp, op->occ, run, g, in->max_arrival, dur, &in->dep);
           inst_complete (rp, in, in->max_arrival + dur);
         }
       else
@@ -497,6 +517,11 @@ dev_done (Dev *d, const Op *op, const Inst *in, int parity)
     {
       d->exposed_s += end - d->local_s;
       d->local_s = end;
+      if (rp->contention)
+        {
+          const PsCollPlan *plan = p->plans->pdata[oc->plan];
+          d->dep = (Dep) { run_key (op->occ, rp->run_of[k]), plan->group_of_core[d->core], end };
+        }
     }
   if (d->spans)
     {
@@ -679,6 +704,7 @@ iter_repeat (Replay *rp, const Op *lp, const IterMark *m, guint64 rest)
               }
         }
       dv->local_s += c * r;
+      dv->dep.key = NULL;
       dv->compute_s += (dv->compute_s - m->compute_s[d]) * r;
       dv->comm_s += (dv->comm_s - m->comm_s[d]) * r;
       dv->exposed_s += (dv->exposed_s - m->exposed_s[d]) * r;
@@ -838,6 +864,7 @@ typedef struct {
   int occ, run;
   double start, end;
   double *gstart;        /* per group */
+  Dep *gdep;             /* per group: what its start followed */
 } OccSpan;
 
 typedef struct Contention {
@@ -850,6 +877,7 @@ typedef struct Contention {
   int passes;
   int n_overlapping;     /* runs in clusters at the fixed point */
   int stalled;           /* passes in a row that simulated no new cluster */
+  guint n_simulated;     /* clusters simulated on SimGrid */
 } Contention;
 
 static gpointer
@@ -877,6 +905,7 @@ span_free (gpointer data)
 {
   OccSpan *s = data;
   g_free (s->gstart);
+  g_free (s->gdep);
   g_free (s);
 }
 
@@ -917,7 +946,7 @@ contention_duration (Replay *rp, int occ, int run, int plan, int g)
 }
 
 static void
-contention_record (Replay *rp, int occ, int run, int g, double start, double dur)
+contention_record (Replay *rp, int occ, int run, int g, double start, double dur, const Dep *dep)
 {
   Contention *c = rp->contention;
   if (!c)
@@ -931,6 +960,7 @@ contention_record (Replay *rp, int occ, int run, int g, double start, double dur
       s->occ = occ;
       s->run = run;
       s->gstart = g_new (double, plan->n_groups);
+      s->gdep = g_new0 (Dep, plan->n_groups);
       for (int i = 0; i < plan->n_groups; i++)
         s->gstart[i] = start;
       s->start = start;
@@ -938,6 +968,7 @@ contention_record (Replay *rp, int occ, int run, int g, double start, double dur
       g_hash_table_insert (c->spans, run_key (occ, run), s);
     }
   s->gstart[g] = start;
+  s->gdep[g] = *dep;
   s->start = MIN (s->start, start);
   s->end = MAX (s->end, start + dur);
 }
@@ -1016,13 +1047,43 @@ cluster_key (Replay *rp, OccSpan *const *mm, int n)
   return g_string_free (k, FALSE);
 }
 
+/* A cluster's durations for `key`: simulated at its offsets, or chained
+ * (see cluster_durations) from a pass that had those offsets. */
+static const double *
+cache_lookup (Contention *c, const char *key)
+{
+  const double *d = g_hash_table_lookup (c->cache, key);
+  if (!d)
+    {
+      g_autofree char *held = g_strconcat ("~", key, NULL);
+      d = g_hash_table_lookup (c->cache, held);
+    }
+  return d;
+}
+
 /* Per-group durations of a cluster's members, concatenated, from the cache
- * or simulated. transfer none (owned by the cache); takes `key`. */
+ * or simulated. transfer none (owned by the cache); takes `key`.
+ *
+ * Chained starts: a group whose start followed (through the compute of its
+ * last member to arrive) the end of a group of an earlier member is
+ * simulated as starting that long after that group really ends on the
+ * contended network, not at the offset this pass gave it. A pass replays
+ * with the durations of the previous one, so a member after a contended
+ * one started at an offset computed from that member's idle (or older)
+ * duration; simulated at that offset, the cluster came back with other
+ * durations, hence other offsets in the next pass, and was simulated again
+ * (two or three times per cluster: issue 26's 30B model). Chained, one
+ * simulation gives the offsets the next pass replays; its durations are
+ * cached under the key of those offsets (as cluster_key() makes it from the
+ * simulated starts), which that pass then finds. When the next pass's
+ * offsets differ anyway (another member became the last to arrive, or the
+ * dependency went through a collective outside the cluster), the cluster
+ * is simulated again as before: the fixed point is the same. */
 static const double *
 cluster_durations (Replay *rp, OccSpan *const *mm, int n, char *key)
 {
   Contention *c = rp->contention;
-  const double *hit = g_hash_table_lookup (c->cache, key);
+  const double *hit = cache_lookup (c, key);
   if (hit)
     {
       g_free (key);
@@ -1032,25 +1093,92 @@ cluster_durations (Replay *rp, OccSpan *const *mm, int n, char *key)
   g_autofree PsCollPlan **plans = g_new (PsCollPlan *, n);
   g_autofree double **offsets = g_new (double *, n);
   g_autofree double **durs = g_new (double *, n);
+  g_autofree double **starts = g_new (double *, n);
+  g_autofree PsCollChain **chain = g_new (PsCollChain *, n);
+  g_autofree int *first = g_new (int, n + 1);
+  gboolean chained = FALSE;
   int total = 0;
   for (int i = 0; i < n; i++)
     {
       plans[i] = rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)];
       offsets[i] = g_new (double, plans[i]->n_groups);
+      chain[i] = g_new (PsCollChain, plans[i]->n_groups);
       for (int g = 0; g < plans[i]->n_groups; g++)
-        offsets[i][g] = mm[i]->gstart[g] - origin;
+        {
+          offsets[i][g] = mm[i]->gstart[g] - origin;
+          chain[i][g] = (PsCollChain) { -1, -1, 0 };
+          const Dep *dp = &mm[i]->gdep[g];
+          if (!dp->key)
+            continue;
+          /* members are in start order: a predecessor that ended before
+           * this group started is earlier */
+          for (int m = 0; m < i; m++)
+            if (run_key (mm[m]->occ, mm[m]->run) == dp->key)
+              {
+                chain[i][g] = (PsCollChain) { m, dp->g, mm[i]->gstart[g] - dp->end };
+                chained = TRUE;
+                break;
+              }
+        }
+      first[i] = total;
       total += plans[i]->n_groups;
     }
-  ps_coll_simulate_at (rp->net, plans, n, (const double *const *) offsets, durs);
+  c->n_simulated++;
+  ps_coll_simulate_chained (rp->net, plans, n, (const double *const *) offsets,
+                            chained ? (const PsCollChain *const *) chain : NULL, durs, starts);
   double *all = g_new (double, total);
-  for (int i = 0, k = 0; i < n; i++)
+  for (int i = 0; i < n; i++)
+    memcpy (all + first[i], durs[i], sizeof (double) * (gsize) plans[i]->n_groups);
+  if (chained)
     {
-      memcpy (all + k, durs[i], sizeof (double) * (gsize) plans[i]->n_groups);
-      k += plans[i]->n_groups;
-      g_free (durs[i]);
-      g_free (offsets[i]);
+      /* the members as the simulation started them, in start order */
+      g_autofree OccSpan *sim = g_new0 (OccSpan, n);
+      g_autofree OccSpan **order = g_new (OccSpan *, n);
+      for (int i = 0; i < n; i++)
+        {
+          sim[i] = *mm[i];
+          sim[i].gstart = g_new (double, plans[i]->n_groups);
+          sim[i].start = G_MAXDOUBLE;
+          for (int g = 0; g < plans[i]->n_groups; g++)
+            {
+              sim[i].gstart[g] = origin + starts[i][g];
+              sim[i].start = MIN (sim[i].start, sim[i].gstart[g]);
+            }
+          /* `end` orders nothing; `run` tells the copy's member apart */
+          sim[i].end = (double) i;
+          order[i] = &sim[i];
+        }
+      qsort (order, (size_t) n, sizeof (OccSpan *), cmp_span);
+      char *sim_key = cluster_key (rp, order, n);
+      if (!g_hash_table_contains (c->cache, sim_key))
+        {
+          double *sorted = g_new (double, total);
+          for (int i = 0, k = 0; i < n; i++)
+            {
+              int m = (int) order[i]->end;
+              memcpy (sorted + k, all + first[m], sizeof (double) * (gsize) plans[m]->n_groups);
+              k += plans[m]->n_groups;
+            }
+          g_hash_table_insert (c->cache, sim_key, sorted);
+        }
+      else
+        g_free (sim_key);
+      for (int i = 0; i < n; i++)
+        g_free (sim[i].gstart);
+      /* the pass's key holds what this pass applies; "~" keeps it from
+       * ever matching a pass's key (it was not simulated at those offsets) */
+      char *held = g_strconcat ("~", key, NULL);
+      g_free (key);
+      key = held;
     }
   g_hash_table_insert (c->cache, key, all);
+  for (int i = 0; i < n; i++)
+    {
+      g_free (durs[i]);
+      g_free (starts[i]);
+      g_free (offsets[i]);
+      g_free (chain[i]);
+    }
   return all;
 }
 
@@ -1158,7 +1286,7 @@ contention_update (Replay *rp)
       cl_mm[n_cl] = (OccSpan *const *) mem->pdata;
       cl_n[n_cl] = (int) mem->len;
       cl_key[n_cl] = cluster_key (rp, cl_mm[n_cl], cl_n[n_cl]);
-      cl_d[n_cl] = g_hash_table_lookup (c->cache, cl_key[n_cl]);
+      cl_d[n_cl] = cache_lookup (c, cl_key[n_cl]);
       for (guint i = 0; i < mem->len; i++)
         g_hash_table_add (in_cluster, run_key (cl_mm[n_cl][i]->occ, cl_mm[n_cl][i]->run));
       n_cl++;
@@ -1187,7 +1315,7 @@ contention_update (Replay *rp)
       int n = cl_n[k];
       /* an earlier cluster of this pass may have simulated the same key
        * (the same overlap in the next layer) */
-      const double *d = cl_d[k] ? cl_d[k] : g_hash_table_lookup (c->cache, cl_key[k]);
+      const double *d = cl_d[k] ? cl_d[k] : cache_lookup (c, cl_key[k]);
       if (d && !cl_d[k])
         horizon = MIN (horizon, change_horizon (rp, mm, n, d));
       for (int i = 0; i < n; i++)
@@ -1250,6 +1378,7 @@ pass_reset (Replay *rp, double t0)
     {
       Dev *dv = &rp->devs[d];
       dv->local_s = t0;
+      dv->dep.key = NULL;
       dv->compute_s = dv->comm_s = dv->exposed_s = 0;
       if (dv->spans)
         g_array_set_size (dv->spans, 0);
@@ -1303,7 +1432,7 @@ replay_with_contention (Replay *rp, double t0)
   for (;;)
     {
       replay_progress (rp, "replay pass %d, %u overlapping clusters simulated",
-                       rp->contention->passes + 1, g_hash_table_size (rp->contention->cache));
+                       rp->contention->passes + 1, rp->contention->n_simulated);
       replay_cached (rp);
       if (rp->hung || !contention_update (rp)
           || rp->contention->stalled >= CONTENTION_MAX_STALLED

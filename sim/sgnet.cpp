@@ -51,10 +51,26 @@ bool engine_created = false;
 
 } // namespace
 
+// Transfers go through mailboxes, one per core, whose permanent receiver
+// is a daemon actor on that core's host: a put to such a mailbox starts at
+// once, from the sending actor's host (the sender moves to the source core
+// first) to the receiver's, on the same route and with the same max-min
+// variable as Comm::sendto_async. sendto_async would be simpler, but
+// SimGrid 3.32 detaches every host-to-host comm and keeps it in the
+// maestro's std::list of activities, which CommImpl::finish() searches
+// from end to end on every completion: with thousands of transfers in
+// flight (a cluster of overlapping pod-wide collectives) that search was
+// about 75 % of the replay's CPU time (perf: std::list::remove under
+// CommImpl::finish). A put's comm is in its sender's list only, and
+// senders hold at most FLOWS_PER_SENDER (sim/collectives.c).
 struct PsSgNet
 {
   sg4::Engine *engine;
   std::vector<sg4::Host *> hosts;
+  std::vector<sg4::Mailbox *> rx;   // per core
+  std::vector<char> rx_live;        // a receiver serves rx[core] in this run
+  std::vector<int> rx_used;         // the cores whose receivers this run made
+  sg4::SemaphorePtr never;          // receivers block on it until killed
 };
 
 struct PsSgComm
@@ -107,7 +123,10 @@ ps_sgnet_new (const PsPlatform *p, GError **error)
         zone->core_of_netpoint_.resize (id + 1, -1);
       zone->core_of_netpoint_[id] = c;
       net->hosts.push_back (h);
+      net->rx.push_back (sg4::Mailbox::by_name ("rx" + std::to_string (c)));
     }
+  net->rx_live.assign ((size_t) n_cores, 0);
+  net->never = sg4::Semaphore::create (0);
   zone->links_.assign ((size_t) p->n_links, nullptr);
   for (int l = 0; l < p->n_links; l++)
     {
@@ -156,6 +175,15 @@ extern "C" void
 ps_sgnet_run (PsSgNet *net)
 {
   net->engine->run ();
+  // The receivers were daemons and died with the run; their mailboxes
+  // still hold every comm they received (finished: clear() only frees
+  // them).
+  for (int c : net->rx_used)
+    {
+      net->rx[(size_t) c]->clear ();
+      net->rx_live[(size_t) c] = 0;
+    }
+  net->rx_used.clear ();
 }
 
 extern "C" double
@@ -180,9 +208,23 @@ ps_sgnet_sleep (double seconds)
 extern "C" PsSgComm *
 ps_sgnet_send_async (PsSgNet *net, int src_core, int dst_core, double bytes)
 {
+  static char payload;
+  sg4::Host *src = net->hosts.at ((size_t) src_core);
+  if (!net->rx_live.at ((size_t) dst_core))
+    {
+      sg4::SemaphorePtr never = net->never;
+      sg4::ActorPtr r = sg4::Actor::create ("rx", net->hosts.at ((size_t) dst_core),
+                                            [never] () { never->acquire (); });
+      r->daemonize ();
+      net->rx[(size_t) dst_core]->set_receiver (r);
+      net->rx_live[(size_t) dst_core] = 1;
+      net->rx_used.push_back (dst_core);
+    }
+  sg4::Actor *self = sg4::Actor::self ();
+  if (self->get_host () != src)
+    self->set_host (src);
   auto *c = new PsSgComm;
-  c->comm = sg4::Comm::sendto_async (net->hosts.at ((size_t) src_core),
-                                     net->hosts.at ((size_t) dst_core), (uint64_t) bytes);
+  c->comm = net->rx[(size_t) dst_core]->put_async (&payload, (uint64_t) bytes);
   return c;
 }
 

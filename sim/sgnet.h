@@ -61,7 +61,9 @@ void ps_sgnet_yield (void);
 void ps_sgnet_sleep (double seconds);
 
 /* Starts a transfer of `bytes` from the host of src_core to that of
- * dst_core, routed on the platform's links. src_core != dst_core.
+ * dst_core, routed on the platform's links. src_core != dst_core. The
+ * calling actor moves to src_core's host (the transfer leaves from its
+ * sender's host; see sgnet.cpp for why it is not Comm::sendto_async).
  * transfer full: ps_sgnet_wait_all() frees it. */
 PsSgComm *ps_sgnet_send_async (PsSgNet *net, int src_core, int dst_core, double bytes);
 /* Waits for all comms and frees them. */

@@ -110,48 +110,87 @@ START_TEST (test_unet_data_and_spatial)
 }
 END_TEST
 
+/* A training step on the interpreter, parameters from their names
+ * (labels in 0 .. 2). */
+static PsValue *
+run_step (const PsModule *m)
+{
+  GError *error = NULL;
+  int n = (int) m->entry->params->len;
+  PsValue **args = g_new0 (PsValue *, n);
+  for (int i = 0; i < n; i++)
+    {
+      PsInstr *p = m->entry->params->pdata[i];
+      args[i] = ps_value_new (p->shape);
+      guint32 st = g_str_hash (p->name);
+      for (int64_t k = 0; k < args[i]->n; k++)
+        {
+          st = st * 1664525u + 1013904223u;
+          double r = (double) (st >> 8) / (double) (1u << 24);
+          double val = strcmp (p->name, "labels") == 0 ? (double) ((st >> 8) % 3)
+                       : strcmp (p->name, "learning_rate") == 0 ? 0.01
+                       : strcmp (p->name, "decay") == 0 ? 0.9
+                       : g_str_has_suffix (p->name, ".opt1") ? 1e-3 * (1 + r) : (r - 0.5) * 0.2;
+          ps_value_set (args[i], k, val);
+        }
+    }
+  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
+  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
+  for (int i = 0; i < n; i++)
+    ps_value_free (args[i]);
+  g_free (args);
+  return out;
+}
+
+static PsValue *
+run_unet (const PsUnet3dConfig *c)
+{
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_unet3d_build (c, NULL, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  return run_step (m);
+}
+
+/* Every element of a and b equal, to the bit. */
+static void
+assert_same_outputs (const PsValue *a, const PsValue *b)
+{
+  ck_assert_int_eq (a->n_elems, b->n_elems);
+  for (int e = 0; e < a->n_elems; e++)
+    {
+      ck_assert_int_eq (a->elems[e]->n, b->elems[e]->n);
+      for (int64_t k = 0; k < a->elems[e]->n; k++)
+        ck_assert_msg (ps_value_get (a->elems[e], k) == ps_value_get (b->elems[e], k),
+                       "output %d[%" G_GINT64_FORMAT "]: loop %.9g, unrolled %.9g", e, k,
+                       ps_value_get (a->elems[e], k), ps_value_get (b->elems[e], k));
+    }
+}
+
 /* Gradient accumulation in the U-Net: two microbatches partition without
- * fallbacks and verify 2x2x2-split against the original; without batch
- * norm (whose statistics are per microbatch) the step equals the
- * one-microbatch step on the interpreter. */
+ * fallbacks and verify 2x2x2-split against the original; as one while
+ * loop (the default) the step is the unrolled microbatches' to the bit,
+ * batch norm included; without batch norm (whose statistics are per
+ * microbatch) it equals the one-microbatch step on the interpreter. */
 START_TEST (test_unet_microbatches)
 {
   PsUnet3dConfig c;
   ps_unet3d_config_small (&c);
   c.microbatches = 2;
   check_unet (&c);
-  c.batch_norm = FALSE;
   c.spatial[0] = c.spatial[1] = c.spatial[2] = 1;
+  {
+    g_autoptr (PsValue) a = run_unet (&c);
+    c.unroll_microbatches = TRUE;
+    g_autoptr (PsValue) b = run_unet (&c);
+    c.unroll_microbatches = FALSE;
+    assert_same_outputs (a, b);
+  }
+  c.batch_norm = FALSE;
   PsValue *outs[2];
   for (int v = 0; v < 2; v++)
     {
       c.microbatches = v + 1;
-      GError *error = NULL;
-      g_autoptr (PsModule) m = ps_unet3d_build (&c, NULL, &error);
-      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-      int n = (int) m->entry->params->len;
-      PsValue **args = g_new0 (PsValue *, n);
-      for (int i = 0; i < n; i++)
-        {
-          PsInstr *p = m->entry->params->pdata[i];
-          args[i] = ps_value_new (p->shape);
-          guint32 st = g_str_hash (p->name);
-          for (int64_t k = 0; k < args[i]->n; k++)
-            {
-              st = st * 1664525u + 1013904223u;
-              double r = (double) (st >> 8) / (double) (1u << 24);
-              double val = strcmp (p->name, "labels") == 0 ? (double) ((st >> 8) % 3)
-                           : strcmp (p->name, "learning_rate") == 0 ? 0.01
-                           : strcmp (p->name, "decay") == 0 ? 0.9
-                           : g_str_has_suffix (p->name, ".opt1") ? 1e-3 * (1 + r) : (r - 0.5) * 0.2;
-              ps_value_set (args[i], k, val);
-            }
-        }
-      outs[v] = ps_interp_run (m, n, args, NULL, &error);
-      ck_assert_msg (outs[v] != NULL, "interp: %s", error ? error->message : "");
-      for (int i = 0; i < n; i++)
-        ps_value_free (args[i]);
-      g_free (args);
+      outs[v] = run_unet (&c);
     }
   ck_assert_int_eq (outs[0]->n_elems, outs[1]->n_elems);
   for (int e = 0; e < outs[0]->n_elems; e++)
@@ -212,6 +251,39 @@ START_TEST (test_conformer_data_and_model)
 }
 END_TEST
 
+/* Conformer microbatches: two of them, unrolled (the family's default)
+ * and as one while loop, partition and verify on 8 devices, and the two
+ * forms compute the same step to the bit on the interpreter. */
+START_TEST (test_conformer_microbatches)
+{
+  PsConformerConfig c;
+  ps_conformer_config_tiny (&c);
+  c.global_batch = 8;
+  c.microbatches = 2;
+  PsValue *outs[2] = { NULL, NULL };
+  for (int loop = 0; loop < 2; loop++)
+    {
+      c.unroll_microbatches = !loop;
+      GError *error = NULL;
+      g_autoptr (PsModule) m = ps_conformer_build (&c, NULL, &error);
+      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+      ck_assert_int_eq (ps_module_find_computation (m, "microbatches.body") != NULL, loop);
+      outs[loop] = run_step (m);
+      PsSpmdReport rep = { 0 };
+      g_autoptr (PsModule) part = partition_and_verify (m, c.data * c.model, &rep);
+      ps_spmd_report_clear (&rep);
+    }
+  assert_same_outputs (outs[1], outs[0]);
+  ps_value_free (outs[0]);
+  ps_value_free (outs[1]);
+  c.microbatches = 3;
+  GError *error = NULL;
+  ck_assert (!ps_conformer_check (&c, &error));
+  ck_assert_ptr_nonnull (strstr (error->message, "--microbatches"));
+  g_clear_error (&error);
+}
+END_TEST
+
 START_TEST (test_conformer_large_shape)
 {
   PsConformerConfig c;
@@ -242,6 +314,7 @@ main (void)
   tcase_add_test (tc, test_unet_mlperf_shape);
   tcase_add_loop_test (tc, test_conformer_data_and_model, PS_CONFORMER_2D, PS_CONFORMER_DP + 1);
   tcase_add_test (tc, test_conformer_large_shape);
+  tcase_add_test (tc, test_conformer_microbatches);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -170,6 +170,48 @@ START_TEST (test_study_row_not_utf8_reads_back)
 }
 END_TEST
 
+/* A grid is counted, not expanded: ids map to combinations, the first key
+ * outermost, values as the model file writes them. */
+START_TEST (test_study_grid_counted)
+{
+  g_autoptr (PsParams) base = ps_params_new (ps_model_family_find ("dense", NULL));
+  static const char *const keys[] = { "layers", "mesh", "microbatches", NULL };
+  g_autoptr (PsStudy) s = ps_study_new (base, keys);
+  static const char *const where[] = { "a", "b", "c", NULL };
+  GPtrArray *values[3];
+  const char *const lists[3][4] = { { "1", "2", "3", NULL }, { "2x4", "4x2", NULL }, { "1", "02", "4", "8" } };
+  for (int k = 0; k < 3; k++)
+    {
+      values[k] = g_ptr_array_new ();
+      for (int i = 0; i < 4 && lists[k][i]; i++)
+        g_ptr_array_add (values[k], (gpointer) lists[k][i]);
+    }
+  GError *error = NULL;
+  ck_assert (ps_study_add_grid (s, values, where, 1000, &error));
+  ck_assert_uint_eq (ps_study_n_configs (s), 24);
+  guint id = 0;
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 2; b++)
+      for (int c = 0; c < 4; c++, id++)
+        {
+          ck_assert_str_eq (ps_study_value (s, id, 0), lists[0][a]);
+          ck_assert_str_eq (ps_study_value (s, id, 1), lists[1][b]);
+          ck_assert_str_eq (ps_study_value (s, id, 2), c == 1 ? "2" : lists[2][c]);
+        }
+  /* Configurations added after the grid follow it. */
+  static const char *const v[] = { "5", "8x1", "16", NULL };
+  ck_assert (ps_study_add (s, v, "test", &id, &error));
+  ck_assert_uint_eq (id, 24);
+  ck_assert_str_eq (ps_study_value (s, 24, 1), "8x1");
+  g_autoptr (PsStudy) big = ps_study_new (base, keys);
+  ck_assert (!ps_study_add_grid (big, values, where, 23, &error));
+  ck_assert (g_error_matches (error, PS_ERROR, PS_ERROR_OPTION));
+  g_clear_error (&error);
+  for (int k = 0; k < 3; k++)
+    g_ptr_array_free (values[k], TRUE);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -183,6 +225,7 @@ main (void)
   TCase *errs = tcase_create ("errors");
   tcase_add_test (errs, test_driver_devices_must_match_slice);
   tcase_add_test (errs, test_study_row_not_utf8_reads_back);
+  tcase_add_test (errs, test_study_grid_counted);
   suite_add_tcase (s, errs);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -471,6 +471,47 @@ START_TEST (test_encdec_partitions)
 }
 END_TEST
 
+/* The sharding text of the parameter named `name`. transfer full. */
+static char *
+param_sharding (const PsModule *m, const char *name)
+{
+  for (guint i = 0; i < m->entry->params->len; i++)
+    {
+      const PsInstr *p = m->entry->params->pdata[i];
+      if (strcmp (p->name, name) == 0)
+        return p->sharding ? ps_sharding_to_string (p->sharding) : g_strdup ("");
+    }
+  return g_strdup ("(no such parameter)");
+}
+
+/* An encdec step with MoE FFNs (2 + 2 layers, mesh 2x4): no AllToAll in
+ * the input, at least 8 in the partitioned step (2 blocks x dispatch and
+ * combine x forward and backward), which agrees with the original on the
+ * interpreter; with wi_tiling, the first encoder MoE block's wi carries
+ * that tiling. */
+static void
+check_encdec_moe_step (const PsEncDecConfig *c, guint32 seed, const char *wi_tiling)
+{
+  GError *error = NULL;
+  PsModelInfo info;
+  g_autoptr (PsModule) m = ps_encdec_build (c, &info, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
+  ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
+  if (wi_tiling)
+    {
+      g_autofree char *wi = param_sharding (m, "encoder.layer1.moe_wi");
+      ck_assert_msg (strstr (wi, wi_tiling), "seed %u: wi %s", seed, wi);
+    }
+  ck_assert (ps_propagate (m, NULL, &error));
+  g_autoptr (PsModule) part = ps_spmd_partition (m, 8, NULL, &error);
+  ck_assert_msg (part != NULL, "%s", error ? error->message : "");
+  ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 8);
+  PsSpmdOptions opts;
+  ps_spmd_options_init (&opts);
+  ck_assert_msg (spmd_test_verify (m, 8, &opts, seed, NULL, &error), "seed %u: %s", seed, error ? error->message : "");
+}
+
 /* MoE FFNs in both stacks (every 2nd layer of 2 + 2): the input has no
  * AllToAll, the partitioned step does (dispatch and combine of each block,
  * forward and backward), and it agrees with the original on the
@@ -491,21 +532,7 @@ START_TEST (test_encdec_moe_partitions)
           c.capacity_factor = 0.5;
           c.ffn = PS_FFN_RELU;
         }
-      GError *error = NULL;
-      PsModelInfo info;
-      g_autoptr (PsModule) m = ps_encdec_build (&c, &info, &error);
-      ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-      ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
-      ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
-      ck_assert (ps_propagate (m, NULL, &error));
-      g_autoptr (PsModule) part = ps_spmd_partition (m, 8, NULL, &error);
-      ck_assert_msg (part != NULL, "%s", error ? error->message : "");
-      /* 2 blocks x (dispatch + combine) x (forward + backward). */
-      ck_assert_int_ge (spmd_test_count_op (part, PS_OP_ALL_TO_ALL), 8);
-      PsSpmdOptions opts;
-      ps_spmd_options_init (&opts);
-      ck_assert_msg (spmd_test_verify (m, 8, &opts, 41 + (guint32) k, NULL, &error), "case %d: %s", k,
-                     error ? error->message : "");
+      check_encdec_moe_step (&c, 41 + (guint32) k, NULL);
     }
   /* Groups and experts must split over mesh axis 0; groups divide the tokens. */
   PsEncDecConfig c;
@@ -519,6 +546,181 @@ START_TEST (test_encdec_moe_partitions)
   c.groups = 6;
   ck_assert (!ps_encdec_check (&c, &error));
   ck_assert_msg (strstr (error->message, "--groups"), "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
+/* The expert layouts beyond experts-x, from annotations only: experts-xy
+ * (groups and experts over all 8 devices of 2x4: each expert weight tiled
+ * 8 ways on E, the dispatch and combine AllToAlls among all devices) and
+ * experts-x-hidden-y (E over axis 0, the experts' hidden dim over axis 1:
+ * wi [E, M, H] tiled [2, 1, 4]), under 2d and megatron; the input has no
+ * collective of its own, the partitioned steps agree with the original on
+ * the interpreter; experts or a hidden dim that do not split are refused. */
+START_TEST (test_encdec_moe_layouts)
+{
+  for (int k = 0; k < 4; k++)
+    {
+      PsEncDecConfig c;
+      ps_encdec_config_small (&c);
+      c.experts = 8;
+      c.moe_layout = k < 2 ? PS_MOE_LAYOUT_EXPERTS_XY : PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y;
+      if (k % 2 == 1)
+        {
+          c.sharding = PS_SHARDING_MEGATRON;
+          c.top_k = 1;
+          c.capacity_factor = 0.5;
+        }
+      check_encdec_moe_step (&c, 81 + (guint32) k, k < 2 ? "devices=[8,1,1]" : "devices=[2,1,4]");
+    }
+  PsEncDecConfig c;
+  ps_encdec_config_small (&c);
+  c.experts = 4;
+  c.moe_layout = PS_MOE_LAYOUT_EXPERTS_XY;
+  GError *error = NULL;
+  ck_assert (!ps_encdec_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "--experts") && strstr (error->message, "device count"), "%s",
+                 error->message);
+  g_clear_error (&error);
+  c.moe_layout = PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y;
+  c.sharding = PS_SHARDING_DP;   /* which alone would not split the FFN */
+  c.ffn_dim = 30;
+  ck_assert (!ps_encdec_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "--ffn-dim"), "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
+/* A deterministic input value for parameter `name`, element k: token ids
+ * below the vocabulary, norm scales near 1, small positive optimizer
+ * state, the rest in [-0.5, 0.5). */
+static double
+encdec_input (const char *name, int64_t k, int64_t vocab)
+{
+  guint32 st = g_str_hash (name) ^ (guint32) (k * 2654435761u);
+  st = st * 1664525u + 1013904223u;
+  st = st * 1664525u + 1013904223u;
+  double r = (double) (st >> 8) / (double) (1u << 24);
+  if (g_str_has_suffix (name, "_ids") || strcmp (name, "labels") == 0)
+    return (double) ((st >> 8) % (guint32) vocab);
+  if (strstr (name, ".opt"))
+    return 1e-3 * (1 + r);
+  if (strcmp (name, "learning_rate") == 0)
+    return 0.01;
+  if (strcmp (name, "decay") == 0)
+    return 0.8;
+  if (strstr (name, "ln"))
+    return 1.0 + 0.1 * (r - 0.5);
+  return r - 0.5;
+}
+
+/* The step of m on encdec_input. transfer full. */
+static PsValue *
+encdec_step (PsModule *m, int64_t vocab)
+{
+  int n = (int) m->entry->params->len;
+  PsValue **args = g_new0 (PsValue *, n);
+  for (int i = 0; i < n; i++)
+    {
+      PsInstr *p = m->entry->params->pdata[i];
+      args[i] = ps_value_new (p->shape);
+      for (int64_t k = 0; k < args[i]->n; k++)
+        ps_value_set (args[i], k, encdec_input (p->name, k, vocab));
+    }
+  GError *error = NULL;
+  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
+  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
+  for (int i = 0; i < n; i++)
+    ps_value_free (args[i]);
+  g_free (args);
+  return out;
+}
+
+/* Outputs of two steps agree (1e-4 relative, f32 activations: only the
+ * order of sums differs); over 1000 values compared. */
+static void
+assert_same_outputs (const PsValue *a, const PsValue *b, const char *what)
+{
+  ck_assert_int_eq (a->n_elems, b->n_elems);
+  int64_t compared = 0;
+  for (int e = 0; e < a->n_elems; e++)
+    for (int64_t i = 0; i < a->elems[e]->n; i++)
+      {
+        double x = ps_value_get (a->elems[e], i), y = ps_value_get (b->elems[e], i);
+        ck_assert_msg (fabs (x - y) <= 1e-4 * fmax (fabs (x), 1e-2), "%s, output %d[%" G_GINT64_FORMAT "]: %.9g vs %.9g",
+                       what, e, i, x, y);
+        compared++;
+      }
+  ck_assert_int_gt (compared, 1000);
+}
+
+/* remat (backward one layer at a time, each layer's forward rebuilt; the
+ * decoder's layers differentiated with respect to the encoder's output
+ * too) and microbatches are the same training step as the whole-step
+ * backward: same loss, new weights and optimizer state on the
+ * interpreter, dense and with MoE FFNs in both stacks (their
+ * load-balancing terms differentiated with their layer; tied embeddings,
+ * whose head is differentiated apart from the embedding's other uses).
+ * MoE gating groups a microbatch's tokens, so there microbatches change
+ * the step and only remat is compared at each count. The MoE case shares
+ * one relative-bias table per stack (T5), which every layer's backward
+ * then adds to. The partitioned remat steps agree with the original. */
+START_TEST (test_encdec_remat_same_step)
+{
+  for (int k = 0; k < 2; k++)
+    {
+      PsValue *outs[4];
+      for (int v = 0; v < 4; v++)
+        {
+          PsEncDecConfig c;
+          ps_encdec_config_small (&c);
+          c.f32_activations = TRUE;
+          c.remat = v % 2;
+          c.microbatches = v < 2 ? 1 : 2;
+          if (k == 1)
+            {
+              c.experts = 4;
+              c.sharding = PS_SHARDING_MEGATRON;
+              c.untied_embeddings = FALSE;
+              c.shared_rel_bias = TRUE;
+            }
+          GError *error = NULL;
+          g_autoptr (PsModule) m = ps_encdec_build (&c, NULL, &error);
+          ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+          ck_assert_msg (ps_module_validate (m, "encdec", &error), "%s", error->message);
+          /* T5's one table per stack, or one a layer (2 + 2 layers). */
+          int tables = 0;
+          for (guint i = 0; i < m->entry->params->len; i++)
+            tables += g_str_has_suffix (((PsInstr *) m->entry->params->pdata[i])->name, "rel_bias");
+          ck_assert_int_eq (tables, k == 1 ? 2 : 4);
+          outs[v] = encdec_step (m, c.vocab);
+          if (c.remat)
+            {
+              ck_assert (ps_propagate (m, NULL, &error));
+              PsSpmdOptions opts;
+              ps_spmd_options_init (&opts);
+              ck_assert_msg (spmd_test_verify (m, 8, &opts, 61 + (guint32) (k * 4 + v), NULL, &error),
+                             "case %d, variant %d: %s", k, v, error ? error->message : "");
+            }
+        }
+      assert_same_outputs (outs[0], outs[1], k ? "moe, remat" : "dense, remat");
+      assert_same_outputs (outs[2], outs[3], k ? "moe, 2 microbatches, remat" : "dense, 2 microbatches, remat");
+      if (k == 0)
+        assert_same_outputs (outs[0], outs[2], "dense, 2 microbatches");
+      for (int v = 0; v < 4; v++)
+        ps_value_free (outs[v]);
+    }
+  /* The batch must split into the microbatches, and each over the data axis. */
+  PsEncDecConfig c;
+  ps_encdec_config_small (&c);
+  c.microbatches = 3;
+  GError *error = NULL;
+  ck_assert (!ps_encdec_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "--microbatches"), "%s", error->message);
+  g_clear_error (&error);
+  c.microbatches = 8;
+  ck_assert (!ps_encdec_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "microbatch"), "%s", error->message);
   g_clear_error (&error);
 }
 END_TEST
@@ -538,6 +740,8 @@ main (void)
   tcase_add_test (tc, test_dense_options_partition);
   tcase_add_test (tc, test_encdec_partitions);
   tcase_add_test (tc, test_encdec_moe_partitions);
+  tcase_add_test (tc, test_encdec_remat_same_step);
+  tcase_add_test (tc, test_encdec_moe_layouts);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -186,10 +186,12 @@ START_TEST (test_published_match)
       double tput = 0;
       ck_assert_str_eq (ps_params_published_match (c, &tput), pr->name);
       ck_assert (tput == ps_params_published (p, NULL, NULL));
-      ck_assert (ps_params_set (c, "layers", "24", "--layers", NULL));
+      /* An encoder-decoder has its layers per stack. */
+      gboolean stacks = ps_model_family_find_spec (f, "layers") == NULL;
+      ck_assert (ps_params_set (c, stacks ? "enc_layers" : "layers", "24", "--layers", NULL));
       ck_assert (ps_params_set (c, "async_collectives", "true", "--async-collectives", NULL));
       g_autofree char *d2 = ps_params_diff (c, p);
-      ck_assert_str_eq (d2, "layers");
+      ck_assert_str_eq (d2, stacks ? "enc-layers" : "layers");
       ck_assert (ps_params_published_match (c, NULL) == NULL);
     }
 }
@@ -536,6 +538,33 @@ START_TEST (test_loop_matches_unrolled)
 }
 END_TEST
 
+/* The small model's step on the interpreter, parameters from init_value. */
+static PsValue *
+run_small_step (const PsDenseLmConfig *c, int64_t *n_instrs)
+{
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_dense_lm_build (c, NULL, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  *n_instrs = 0;
+  for (guint i = 0; i < m->computations->len; i++)
+    *n_instrs += ((PsComputation *) m->computations->pdata[i])->instrs->len;
+  int n = (int) m->entry->params->len;
+  PsValue **args = g_new0 (PsValue *, n);
+  for (int i = 0; i < n; i++)
+    {
+      PsInstr *p = m->entry->params->pdata[i];
+      args[i] = ps_value_new (p->shape);
+      for (int64_t k = 0; k < args[i]->n; k++)
+        ps_value_set (args[i], k, init_value (p->name, k, c->vocab));
+    }
+  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
+  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
+  for (int i = 0; i < n; i++)
+    ps_value_free (args[i]);
+  g_free (args);
+  return out;
+}
+
 /* Gradient accumulation does not change the step: the same global batch
  * in 1, 2 or 4 microbatches (the loss the mean of the microbatches' means,
  * each microbatch's gradients added into one accumulator per weight)
@@ -554,23 +583,8 @@ START_TEST (test_microbatches_same_step)
           c.layers = 2;
           c.unroll = unroll;
           c.microbatches = mbs[v];
-          GError *error = NULL;
-          g_autoptr (PsModule) m = ps_dense_lm_build (&c, NULL, &error);
-          ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-          int n = (int) m->entry->params->len;
-          PsValue **args = g_new0 (PsValue *, n);
-          for (int i = 0; i < n; i++)
-            {
-              PsInstr *p = m->entry->params->pdata[i];
-              args[i] = ps_value_new (p->shape);
-              for (int64_t k = 0; k < args[i]->n; k++)
-                ps_value_set (args[i], k, init_value (p->name, k, c.vocab));
-            }
-          outs[v] = ps_interp_run (m, n, args, NULL, &error);
-          ck_assert_msg (outs[v] != NULL, "interp: %s", error ? error->message : "");
-          for (int i = 0; i < n; i++)
-            ps_value_free (args[i]);
-          g_free (args);
+          int64_t size;
+          outs[v] = run_small_step (&c, &size);
         }
       for (int v = 1; v < 3; v++)
         {
@@ -592,6 +606,45 @@ START_TEST (test_microbatches_same_step)
         }
       for (int v = 0; v < 3; v++)
         ps_value_free (outs[v]);
+    }
+}
+END_TEST
+
+/* The microbatches as one while loop (the default) compute what the
+ * unrolled microbatches compute, to the bit: the same additions into the
+ * same accumulators in the same order, the same update after them; and
+ * the program no longer grows with the microbatches (every computation's
+ * instructions counted, M = 2 and 4). Layers as a loop and unrolled. */
+START_TEST (test_microbatch_loop_matches_unrolled)
+{
+  for (int unroll = 0; unroll < 2; unroll++)
+    {
+      int64_t loop_size[2] = { 0, 0 }, unrolled_size[2] = { 0, 0 };
+      for (int v = 0; v < 2; v++)
+        {
+          PsDenseLmConfig c;
+          ps_dense_lm_config_small (&c);
+          c.layers = 2;
+          c.unroll = unroll;
+          c.microbatches = v == 0 ? 2 : 4;
+          g_autoptr (PsValue) a = run_small_step (&c, &loop_size[v]);
+          c.unroll_microbatches = TRUE;
+          g_autoptr (PsValue) b = run_small_step (&c, &unrolled_size[v]);
+          ck_assert_int_eq (a->n_elems, b->n_elems);
+          int64_t compared = 0;
+          for (int e = 0; e < a->n_elems; e++)
+            {
+              ck_assert_int_eq (a->elems[e]->n, b->elems[e]->n);
+              for (int64_t k = 0; k < a->elems[e]->n; k++, compared++)
+                ck_assert_msg (ps_value_get (a->elems[e], k) == ps_value_get (b->elems[e], k),
+                               "unroll %d, %d microbatches, output %d[%" G_GINT64_FORMAT "]: loop %.9g, "
+                               "unrolled %.9g", unroll, c.microbatches, e, k,
+                               ps_value_get (a->elems[e], k), ps_value_get (b->elems[e], k));
+            }
+          ck_assert_int_gt (compared, 1000);
+        }
+      ck_assert_int_eq (loop_size[0], loop_size[1]);
+      ck_assert_int_gt (unrolled_size[1], unrolled_size[0]);
     }
 }
 END_TEST
@@ -651,6 +704,7 @@ main (void)
   tcase_add_test (tc, test_small_step_runs);
   tcase_add_test (tc, test_loop_matches_unrolled);
   tcase_add_test (tc, test_microbatches_same_step);
+  tcase_add_test (tc, test_microbatch_loop_matches_unrolled);
   tcase_add_test (tc, test_loop_update_memory);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);

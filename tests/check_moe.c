@@ -392,6 +392,80 @@ START_TEST (test_moe_lm_block_options_verify)
 }
 END_TEST
 
+/* The MoE LM's step on the interpreter: ids and labels k * 7 mod V, the
+ * learning rate 0.01 and decay 0.8, optimizer states in [1e-3, 2e-3),
+ * norm scales near 1, other weights in [-0.05, 0.05). */
+static PsValue *
+run_moe_step (const PsMoeLmConfig *c)
+{
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_moe_lm_build (c, NULL, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  int n = (int) m->entry->params->len;
+  PsValue **args = g_new0 (PsValue *, n);
+  guint32 st = 7;
+  for (int i = 0; i < n; i++)
+    {
+      PsInstr *p = m->entry->params->pdata[i];
+      gboolean ints = p->shape->etype == PS_S32, state = strstr (p->name, ".opt") != NULL;
+      gboolean norm = !state && (strstr (p->name, "ln") != NULL);
+      args[i] = ps_value_new (p->shape);
+      for (int64_t k = 0; k < args[i]->n; k++)
+        {
+          double r = rnd (&st), v = ints ? (double) ((k * 7) % c->vocab)
+                                  : state ? 1e-3 * (1 + r) : norm ? 1 + 0.1 * (r - 0.5) : 0.1 * (r - 0.5);
+          if (strcmp (p->name, "learning_rate") == 0)
+            v = 0.01;
+          else if (strcmp (p->name, "decay") == 0)
+            v = 0.8;
+          ps_value_set (args[i], k, v);
+        }
+    }
+  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
+  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
+  for (int i = 0; i < n; i++)
+    ps_value_free (args[i]);
+  g_free (args);
+  return out;
+}
+
+/* The microbatches as one while loop (the default) compute what the
+ * unrolled microbatches compute, to the bit (the same additions into the
+ * same accumulators, in the same order), and the loop's step partitioned
+ * for 8 cores agrees with the single-device step. */
+START_TEST (test_moe_lm_microbatch_loop)
+{
+  for (int mb = 2; mb <= 4; mb += 2)
+    {
+      PsMoeLmConfig c;
+      ps_moe_lm_config_small (&c);
+      c.microbatches = mb;
+      c.global_batch = 32;
+      g_autoptr (PsValue) a = run_moe_step (&c);
+      c.unroll_microbatches = TRUE;
+      g_autoptr (PsValue) b = run_moe_step (&c);
+      ck_assert_int_eq (a->n_elems, b->n_elems);
+      int64_t compared = 0;
+      for (int e = 0; e < a->n_elems; e++)
+        for (int64_t k = 0; k < a->elems[e]->n; k++, compared++)
+          ck_assert_msg (ps_value_get (a->elems[e], k) == ps_value_get (b->elems[e], k),
+                         "%d microbatches, output %d[%" G_GINT64_FORMAT "]: loop %.9g, unrolled %.9g",
+                         mb, e, k, ps_value_get (a->elems[e], k), ps_value_get (b->elems[e], k));
+      ck_assert_int_gt (compared, 1000);
+    }
+  PsMoeLmConfig c;
+  ps_moe_lm_config_small (&c);
+  c.microbatches = 2;
+  c.global_batch = 32;
+  GError *error = NULL;
+  g_autoptr (PsModule) m = ps_moe_lm_build (&c, NULL, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  ck_assert_msg (ps_module_find_computation (m, "microbatches.body") != NULL, "no microbatch loop");
+  ck_assert_msg (ps_propagate (m, NULL, &error), "%s", error ? error->message : "");
+  verify_moe_lm (m, c.cores, 11);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -405,6 +479,7 @@ main (void)
   tcase_add_test (tc, test_gradients_match_finite_differences);
   tcase_add_test (tc, test_moe_lm_step_verifies);
   tcase_add_test (tc, test_moe_lm_block_options_verify);
+  tcase_add_test (tc, test_moe_lm_microbatch_loop);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

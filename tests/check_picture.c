@@ -153,12 +153,10 @@ START_TEST (test_links_colors_and_wraps)
 }
 END_TEST
 
-START_TEST (test_every_kind_renders)
+/* An all-reduce over each row of chips (groups along x), as planned. */
+static PsCollPlan *
+row_rings (PsPlatform *p)
 {
-  g_autoptr (PsPlatform) p = platform ("v3-32", PS_WRAP_AUTO);
-  GError *error = NULL;
-  g_autoptr (GString) out = g_string_new (NULL);
-  /* Groups: rows of chips along x, and their rings. */
   int n = ps_slice_n_cores (&p->slice), X = p->slice.chips_x, C = p->slice.cores_per_chip;
   g_autofree int *cores = g_new (int, n);
   int i = 0;
@@ -166,9 +164,21 @@ START_TEST (test_every_kind_renders)
     for (int x = 0; x < X; x++)
       for (int c = 0; c < C; c++)
         cores[i++] = ps_slice_core_index (&p->slice, x, y, c);
-  g_autoptr (PsCollPlan) plan = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, 1 << 20, cores, p->slice.chips_y,
-                                                  X * C, 0, &error);
+  GError *error = NULL;
+  PsCollPlan *plan = ps_coll_plan_new (p, PS_COLL_TORUS2D, PS_TRACE_ALL_REDUCE, 1 << 20, cores, p->slice.chips_y,
+                                       X * C, 0, &error);
   ck_assert (plan != NULL);
+  return plan;
+}
+
+START_TEST (test_every_kind_renders)
+{
+  g_autoptr (PsPlatform) p = platform ("v3-32", PS_WRAP_AUTO);
+  GError *error = NULL;
+  g_autoptr (GString) out = g_string_new (NULL);
+  /* Groups: rows of chips along x, and their rings. */
+  int C = p->slice.cores_per_chip;
+  g_autoptr (PsCollPlan) plan = row_rings (p);
   ck_assert (ps_picture_groups (p, plan, NULL, "groups", PS_PICTURE_PNG, out, &error));
   cairo_surface_t *s = decode (out);
   /* Core 0's square has group 0's color (Tableau blue), not the background. */
@@ -208,6 +218,106 @@ START_TEST (test_every_kind_renders)
 }
 END_TEST
 
+/* Dark (text, ticks, arrows) pixels in the box [x0, x1) x [y0, y1). */
+static int
+dark_pixels (cairo_surface_t *s, double x0, double y0, double x1, double y1)
+{
+  int n = 0;
+  double rgb[3];
+  for (int y = (int) y0; y < (int) y1; y++)
+    for (int x = (int) x0; x < (int) x1; x++)
+      {
+        pixel (s, x, y, rgb);
+        n += rgb[0] + rgb[1] + rgb[2] < 1.5;
+      }
+  return n;
+}
+
+/* What a slide needs (issue 27): chip coordinates under every column and
+ * beside every row, a colour bar with ticks, ring transfers whose heads
+ * show, a time axis under the step bars. */
+START_TEST (test_axes_ticks_and_heads)
+{
+  g_autoptr (PsPlatform) p = platform ("v3-32", PS_WRAP_AUTO);
+  g_autofree double *bytes = g_new0 (double, p->n_links);
+  bytes[link_id (p, 1, 2, PS_LINK_X_PLUS)] = 1e6;
+  g_autoptr (GString) png = g_string_new (NULL);
+  GError *error = NULL;
+  ck_assert (ps_picture_links (p, bytes, 1e-3, "axes", PS_PICTURE_PNG, png, &error));
+  cairo_surface_t *s = decode (png);
+  PsSliceLayout l;
+  ps_slice_layout_init (&l, p, 56);
+  for (int x = 0; x < l.chips_x; x++)
+    {
+      double cx = l.left + (x + 0.5) * l.cell;
+      ck_assert_msg (dark_pixels (s, cx - 6, l.axis_x_baseline - 10, cx + 6, l.axis_x_baseline + 1) > 5,
+                     "no coordinate under chip column %d", x);
+    }
+  for (int y = 0; y < l.chips_y; y++)
+    {
+      double cy = l.top + (y + 0.5) * l.cell;
+      ck_assert_msg (dark_pixels (s, l.axis_y_right - 12, cy - 6, l.axis_y_right + 1, cy + 6) > 5,
+                     "no coordinate beside chip row %d", y);
+    }
+  /* "chip x" under the numbers. */
+  double mid = l.left + 0.5 * l.chips_x * l.cell;
+  ck_assert (dark_pixels (s, mid - 20, l.axis_x_baseline + 5, mid + 20, l.axis_x_baseline + 17) > 20);
+  /* Five ticks under the colour bar (cli/picture.c: the bar at 20, 14 px
+   * into the legend, 12 px high), dark just below the bar, white between. */
+  double lw = MIN (260.0, l.width - 200), ly = l.height - 56 + 14 + 12;
+  for (int i = 0; i <= 4; i++)
+    {
+      double tx = floor (20 + (lw - 1) * i / 4.0) + 0.5;
+      ck_assert_msg (dark_pixels (s, tx - 1, ly + 1, tx + 1, ly + 4) > 0, "no tick %d under the colour bar", i);
+    }
+  ck_assert_int_eq (dark_pixels (s, 20 + lw / 8 - 2, ly + 1, 20 + lw / 8 + 2, ly + 3), 0);
+  cairo_surface_destroy (s);
+
+  /* Rings: every transfer's head ends outside its destination's square,
+   * where the device id patch cannot hide it. */
+  int C = p->slice.cores_per_chip;
+  g_autoptr (PsCollPlan) plan = row_rings (p);
+  ck_assert (ps_picture_groups (p, plan, NULL, "rings", PS_PICTURE_PNG, png, &error));
+  s = decode (png);
+  ps_slice_layout_init (&l, p, 36);
+  double w = 0.9 * (l.cell - 2 * l.pad) / C;
+  int checked = 0;
+  PsPhase *phase = plan->groups[0].phases->pdata[0];
+  for (guint k = 0; k < phase->flows->len; k++)
+    {
+      PsFlow *fl = &g_array_index (phase->flows, PsFlow, k);
+      double x1, y1, x0, y0;
+      ps_slice_layout_core_point (&l, p, fl->dst_core, &x1, &y1);
+      ps_slice_layout_core_point (&l, p, fl->src_core, &x0, &y0);
+      if (fabs (y1 - y0) > 1 || fabs (x1 - x0) < l.cell / 2)
+        continue;          /* between chips of a row: the head is left or right of the square */
+      double side = x1 > x0 ? -1 : 1;
+      /* Just outside the square on the side the transfer comes from, a
+       * column as dark as a head is wide (the line alone is 1 or 2 px). */
+      int d = 0;
+      for (int dx = 1; dx <= 8; dx++)
+        {
+          double cx = x1 + side * (w / 2 + dx);
+          d = MAX (d, dark_pixels (s, cx, y1 - 0.6 * w, cx + 1, y1 + 0.6 * w));
+        }
+      ck_assert_msg (d >= 5, "the head of a transfer to core %d is hidden (a column of %d dark pixels)",
+                     fl->dst_core, d);
+      checked++;
+    }
+  ck_assert_int_gt (checked, 0);
+  cairo_surface_destroy (s);
+
+  /* The step bars' time axis: a line under the bars, ticks with labels. */
+  PsBreakdownRow rows[1] = { { "a", 1.0, 0.5, 0.1, 0 } };
+  ck_assert (ps_picture_breakdown (rows, 1, "steps", PS_PICTURE_PNG, png, &error));
+  s = decode (png);
+  double ay = 40 + 46 + 4;   /* top + one row + 4 (cli/picture.c) */
+  ck_assert (dark_pixels (s, 230, ay - 1, 750, ay + 2) > 400);
+  ck_assert (dark_pixels (s, 200, ay + 7, 760, ay + 20) > 30);
+  cairo_surface_destroy (s);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -215,6 +325,7 @@ main (void)
   TCase *tc = tcase_create ("picture");
   tcase_add_test (tc, test_links_colors_and_wraps);
   tcase_add_test (tc, test_every_kind_renders);
+  tcase_add_test (tc, test_axes_ticks_and_heads);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

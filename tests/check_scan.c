@@ -399,6 +399,106 @@ START_TEST (test_scan_captures_caller_values)
 }
 END_TEST
 
+/* One microbatch's dw: the layer scan over (w, b) from x (a row [1, D]),
+ * built in c, which may be the body of an enclosing scan: w, b and scale
+ * are then the entry's (test_scan_nested). */
+static PsInstr *
+microbatch_dw (PsComputation *c, PsInstr *x, PsInstr *w, PsInstr *b, PsInstr *scale)
+{
+  PsInstr *xs[2] = { w, b };
+  PsScanSpec spec = { .name = "layers", .length = L, .n_carry = 1, .carry = &x, .n_xs = 2,
+                      .xs = xs, .body = closure_body, .user = scale, .differentiable = TRUE,
+                      .remat = TRUE };
+  GError *error = NULL;
+  PsScan *s = ps_scan_build (c, &spec, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  PsInstr *y = ps_scan_carry_out (s, 0);
+  PsInstr *loss = loss_of (c, y);
+  GPtrArray *dy = ps_autodiff_vjp (c, loss, NULL, 1, &y, &error);
+  PsInstr *dxs[2];
+  ck_assert (ps_scan_vjp (s, (PsInstr **) dy->pdata, NULL, dxs, NULL, &error));
+  g_ptr_array_free (dy, TRUE);
+  ps_scan_free (s);
+  return dxs[0];
+}
+
+static gboolean
+outer_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
+{
+  (void) error;
+  const Prog *p = user;
+  int64_t row[2] = { 1, D };
+  PsInstr *x = reshape_dims (a->c, a->xs[0], 2, row);
+  carry_out[0] = ps_ad_binary (a->c, PS_OP_ADD, a->carry[0], microbatch_dw (a->c, x, p->w, p->b, p->scale));
+  return TRUE;
+}
+
+/* A scan inside another scan's body (a layer loop in a microbatch loop):
+ * the inner scan takes and reads the entry's values, the outer one makes
+ * them its invariants; the sum of each row's dw over an outer loop equals
+ * the same two layer scans written one after the other, and the scratch
+ * computations of both levels are gone. */
+START_TEST (test_scan_nested)
+{
+  Prog u, n;
+  prog_params (&u, "rows");
+  prog_params (&n, "nested");
+  /* one after the other */
+  PsComputation *c = u.m->entry;
+  PsInstr *sum = NULL;
+  for (int r = 0; r < B; r++)
+    {
+      int64_t st[2] = { r, 0 }, li[2] = { r + 1, D }, one[2] = { 1, 1 }, rd[2] = { 1, D };
+      PsInstr *row = ps_computation_add_instr (c, PS_OP_SLICE, NULL, ps_shape_new_array (PS_F64, 2, rd),
+                                               1, &u.x);
+      ps_ints_set (&row->slice_starts, 2, st);
+      ps_ints_set (&row->slice_limits, 2, li);
+      ps_ints_set (&row->slice_strides, 2, one);
+      PsInstr *dw = microbatch_dw (c, row, u.w, u.b, u.scale);
+      sum = sum ? ps_ad_binary (c, PS_OP_ADD, sum, dw) : dw;
+    }
+  c->root = sum;
+  /* as a loop over the rows */
+  c = n.m->entry;
+  int64_t bd[3] = { B, 1, D };
+  PsInstr *rows = reshape_dims (c, n.x, 3, bd);
+  PsInstr *zero = ps_ad_full (c, n.w->shape, 0.0);
+  PsScanSpec spec = { .name = "rows", .length = B, .n_carry = 1, .carry = &zero, .n_xs = 1,
+                      .xs = &rows, .body = outer_body, .user = &n };
+  GError *error = NULL;
+  PsScan *s = ps_scan_build (c, &spec, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  c->root = ps_scan_carry_out (s, 0);
+  ps_scan_free (s);
+  /* every computation but the entry is called: the inner loops built in
+   * the outer scratch went with it (their copies are the outer body's) */
+  for (guint i = 0; i < n.m->computations->len; i++)
+    {
+      const PsComputation *k = n.m->computations->pdata[i];
+      gboolean called = k == n.m->entry;
+      for (guint j = 0; j < n.m->computations->len && !called; j++)
+        {
+          const PsComputation *o = n.m->computations->pdata[j];
+          for (guint q = 0; q < o->instrs->len && !called; q++)
+            {
+              const PsInstr *in = o->instrs->pdata[q];
+              for (int t = 0; t < in->n_called; t++)
+                called |= in->called[t] == k;
+            }
+        }
+      ck_assert_msg (called, "computation %s is left, called by nothing", k->name);
+    }
+  PsValue **args = random_args (u.m);
+  PsValue *ou = run (u.m, args), *on = run (n.m, args);
+  assert_close (ou, on, "dw");
+  ps_value_free (ou);
+  ps_value_free (on);
+  free_args (args);
+  ps_module_free (u.m);
+  ps_module_free (n.m);
+}
+END_TEST
+
 static gboolean
 wrong_shape_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
 {
@@ -451,6 +551,7 @@ main (void)
   tcase_add_test (tc, test_scan_hlo);
   tcase_add_test (tc, test_scan_errors);
   tcase_add_test (tc, test_scan_captures_caller_values);
+  tcase_add_test (tc, test_scan_nested);
   suite_add_tcase (s, tc);
   SRunner *sr = srunner_create (s);
   srunner_run_all (sr, CK_NORMAL);

@@ -44,13 +44,14 @@ refused "element 1 of the sharding has 1 data dims but leaf 1 of 't' has 2" \
 refused "podsim: --shard x={{replicated}}: a tuple sharding, but 'x' is not a tuple" \
   "$PODSIM" run "$w" --shard 'x={{replicated}}'
 
-# ---- trace lower --order nonpod2d:XxYxC: each extent checked ------------------
+# ---- trace lower --device-order nonpod2d:XxYxC: each extent checked -----------
 hlo="$PS_SRCDIR/examples/transformer_layer.hlo"
-refused "--order nonpod2d:4611686018427387906x2x2: '4611686018427387906' is not an extent 1 .. 65536" \
-  "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:4611686018427387906x2x2 -o o.pst
+refused "--device-order nonpod2d:4611686018427387906x2x2: '4611686018427387906' is not an extent 1 .. 65536" \
+  "$PODSIM" trace lower "$hlo" --mesh 2x4 --device-order nonpod2d:4611686018427387906x2x2 -o o.pst
+# --order, the spelling before, is the same option.
 refused "'-2' is not an extent" "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x-2x2 -o o.pst
-[ -e o.pst ] && fail "trace lower wrote a trace for a refused --order"
-expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --order nonpod2d:2x2x2 -o o.pst
+[ -e o.pst ] && fail "trace lower wrote a trace for a refused --device-order"
+expect_status 0 "$PODSIM" trace lower "$hlo" --mesh 2x4 --device-order nonpod2d:2x2x2 -o o.pst
 
 # ---- outputs that behave like files ------------------------------------------
 # A FIFO is written through (not replaced by a regular file).
@@ -136,4 +137,103 @@ refused "--device-order arange places the stages" "$PODSIM" run --preset DenseLm
 # Every slice that works is listed (v3-64 was not).
 "$PODSIM" run --help >run-help.out
 expect_grep "v3-32, v3-64, v3-128" run-help.out
+# ---- the sweep grid streamed: counted, never expanded ----------------------------
+# 10^7 configurations (seven keys of ten values): --slurm and --task work
+# under the 1 GiB limit at once (before, every argv was made first: the
+# slurm run crashed after 30 s at the limit).
+v=$(seq -s, 11 19),8
+grid="--vary layers=$v --vary heads=$v --vary head_dim=$v --vary model_dim=$v --vary ffn_dim=$v --vary vocab=$v --vary seq_len=$v"
+expect_status 0 sh -c "$ps_limit exec timeout 60 \"\$@\"" sh "$PODSIM" sweep $grid --slurm slurm10m
+expect_grep "sweep.ini (10000000 configurations)" "$PS_TMP/out"
+expect_status 0 sh -c "$ps_limit exec timeout 120 \"\$@\"" sh "$PODSIM" sweep $grid --tasks 5000000 --task 4999999 -j 2 -q -o last.csv
+[ "$(cut -d, -f1-8 last.csv | tail -2 | tr '\n' ' ')" = "9999998,8,8,8,8,8,8,19 9999999,8,8,8,8,8,8,8 " ] \
+  || { fail "the last task of a 10^7 grid has other rows"; cat last.csv >&2; }
+grep -q ',true,' last.csv || fail "the last configurations of the grid did not run"
+# ---- option combinations refused up front by the program's size ---------------
+# Each option is within its bound; their product is not (before: hours of
+# building, killed here by refused's 120 s guard).
+refused "podsim: --layers 1024 (--unroll) x --microbatches 1024 (--unroll-microbatches) make a program of 1048576 layer copies, more than --max-layer-copies 1024" \
+  "$PODSIM" run --layers 1024 --unroll --microbatches 1024 --batch 2048 --unroll-microbatches
+refused "podsim: --layers 512 x --microbatches 512 (--unroll-microbatches) make a program of 262144 layer copies" \
+  "$PODSIM" run moe --layers 512 --microbatches 512 --batch 4096 --unroll-microbatches
+refused "podsim: --layers 2 (a loop: 1) x --microbatches 4 (--unroll-microbatches) make a program of 4 layer copies, more than --max-layer-copies 3" \
+  "$PODSIM" run --microbatches 4 --batch 8 --unroll-microbatches --max-layer-copies 3
+expect_status 0 "$PODSIM" run --microbatches 4 --batch 8 --unroll-microbatches --max-layer-copies 4 -q
+# The microbatch loop (the default) writes one microbatch: not refused.
+expect_status 0 "$PODSIM" run --layers 4 --unroll --microbatches 4 --batch 8 --max-layer-copies 4 -q
+"$PODSIM" run --help >size-help.out
+expect_grep "--max-layer-copies=N" size-help.out
+# A sweep's configurations over the limit are rows with the error, at once.
+expect_status 0 sh -c "exec timeout 120 \"\$@\"" sh "$PODSIM" sweep --layers 1024 --unroll --batch 2048 \
+  --unroll-microbatches --vary microbatches=1024,512 -j 2 -q -o big.csv
+[ "$(grep -c 'layer copies, more than --max-layer-copies 1024' big.csv)" = 2 ] || { fail "sweep rows lack the size error"; cat big.csv >&2; }
+# ---- the shardings of a module bounded together -------------------------------
+# 2,100 parameters, each with a 65536-device iota sharding (bounded alone):
+# 1 GiB of device ids from a 150 KB file (before: aborted at the 1 GiB limit).
+{ echo 'HloModule many_shardings'; echo 'ENTRY main {'
+  seq 0 2099 | sed 's/.*/  p& = f32[65536] parameter(&), sharding={devices=[65536]<=[65536]}/'
+  echo '  ROOT t = (f32[65536]) tuple(p0)'; echo '}'; } >many-shardings.hlo
+refused "many-shardings.hlo:1027:48: the module's shardings hold more than 67108864 device ids together" \
+  "$PODSIM" hlo many-shardings.hlo
+refused "many-shardings.hlo:1027:48: the module's shardings hold more than 67108864 device ids together" \
+  "$PODSIM" run many-shardings.hlo
+# The same in one tuple sharding of 2,100 elements.
+el=$(seq 2100 | sed 's/.*/{devices=[65536]<=[65536]}/' | paste -sd, -)
+ty=$(seq 2100 | sed 's/.*/f32[65536]/' | paste -sd, -)
+printf 'HloModule tuple_sharding\nENTRY main {\n  p = (%s) parameter(0), sharding={%s}\n  ROOT g = f32[65536] get-tuple-element(p), index=0\n}\n' "$ty" "$el" >tuple-shardings.hlo
+refused "tuple-shardings.hlo:3:" "$PODSIM" hlo tuple-shardings.hlo
+expect_grep "the tuple sharding's elements hold more than 67108864 device ids together" "$PS_TMP/err"
+# ---- help and docs agree: one spelling of each option ----------------------------
+# The device order is --device-order in run, bench collective and trace lower.
+for c in "run" "bench collective" "trace lower"; do
+  "$PODSIM" $c --help >order-help.out 2>&1
+  expect_grep "--device-order=" order-help.out
+  grep -q -- '--order=' order-help.out && fail "podsim $c --help lists --order"
+done
+expect_grep "--device-order" "$PS_SRCDIR/doc/trace-format.md"
+# The conformance commands select and isolate cases with the same options.
+for c in partitioner propagation; do
+  "$PODSIM" conformance $c --help >conf-help.out 2>&1
+  for o in "--match=TEXT" "--case=NAME" "--in-process" "--no-fork: the same"; do
+    expect_grep "$o" conf-help.out
+  done
+  grep -q -- '^ *--no-fork ' conf-help.out && fail "conformance $c --help lists --no-fork as an option of its own"
+done
+for o in "--match TEXT" "--case NAME" "--in-process"; do
+  expect_grep "$o" "$PS_SRCDIR/doc/interpreter.md"
+  expect_grep "$o" "$PS_SRCDIR/doc/propagation.md"
+done
+cases="$PS_SRCDIR/tests/data/conformance/xla-propagation_expanded.jsonl"
+expect_status 0 "$PODSIM" conformance propagation "$cases" --in-process -q \
+  --case ShardingPropagation/ParameterizedMetadataTest.DotMergeOperands/MetadataPropagation_MetadataInModule
+expect_grep "1 passed, 0 failed" "$PS_TMP/out"
+expect_status 0 "$PODSIM" conformance propagation "$cases" --match DotMergeOperands --no-fork -q
+expect_grep "4 passed, 0 failed" "$PS_TMP/out"
+pcases="$PS_SRCDIR/tests/data/conformance/xla-partitioner.jsonl"
+expect_status 0 "$PODSIM" conformance partitioner "$pcases" --match TiledToTiledEven --in-process -q
+expect_grep "1 passed, 0 failed" "$PS_TMP/out"
+expect_status 0 "$PODSIM" conformance partitioner "$pcases" --match TiledToReplicated -q
+expect_status 0 "$PODSIM" conformance partitioner "$pcases" --case TiledToReplicated --no-fork -q
+expect_grep "1 passed, 0 failed" "$PS_TMP/out"
+# ---- sweep values that are not UTF-8 --------------------------------------------
+# A grid file's value that is not UTF-8 is refused before anything runs
+# (before: its JSONL row was no JSON, and --resume refused the sweep's own file).
+cp "$PS_SRCDIR/topology/tpu-v3.ini" hw-plain.ini
+printf '[vary]\nhw = hw-plain.ini, caf\351.ini\n' >latin1-grid.ini
+refused "podsim: latin1-grid.ini:2:1: 'caf\\351.ini' is not UTF-8 text (bytes shown as octal escapes)" \
+  "$PODSIM" sweep --grid latin1-grid.ini -q -o latin1.jsonl
+[ -e latin1.jsonl ] && fail "a refused grid left latin1.jsonl"
+# The same on the command line names the argument (GLib said only "Invalid
+# byte sequence in conversion input").
+refused "podsim sweep: the argument 'hw=hw-plain.ini,caf\\351.ini' is not UTF-8 text" \
+  "$PODSIM" sweep --vary "$(printf 'hw=hw-plain.ini,caf\351.ini')" -q
+# A UTF-8 value runs, in the C locale too, and its row reads back.
+cp hw-plain.ini "$(printf 'caf\303\251.ini')"
+printf '[vary]\nhw = hw-plain.ini, caf\303\251.ini\n' >utf8-grid.ini
+expect_status 0 env LC_ALL=C "$PODSIM" run --hw "$(printf 'caf\303\251.ini')" -q
+expect_status 0 env LC_ALL=C "$PODSIM" sweep --grid utf8-grid.ini -j 2 -q -o utf8.jsonl
+[ "$(grep -c '"fits":true' utf8.jsonl)" = 2 ] || { fail "the UTF-8 hw value did not run"; cat utf8.jsonl >&2; }
+expect_status 0 env LC_ALL=C "$PODSIM" sweep --grid utf8-grid.ini -j 2 -o utf8.jsonl --resume
+expect_grep "0 configurations run" "$PS_TMP/err"
+expect_grep "resumed after 2" "$PS_TMP/err"
 finish

@@ -24,6 +24,13 @@ if grep -qiE '<script|<link|<img|<iframe|<object|src=|url\(https?:' "$PS_TMP/pag
 fi
 expect_grep 'id="links-glyph0-1"' "$R/index.html"
 expect_grep 'id="bars-glyph0-1"' "$R/index.html"
+# The link map fits the window (its shape kept), and the memory block
+# wraps its long lines instead of scrolling sideways.
+expect_grep 'class="links" style="max-width:100%;height:auto">' "$R/index.html"
+expect_grep 'svg.links{max-height:85vh;width:auto}' "$R/index.html"
+expect_grep '<h2>Memory</h2>
+<pre class="memory">' "$R/index.html"
+expect_grep 'pre.memory{white-space:pre-wrap;overflow-wrap:anywhere;overflow-x:visible}' "$R/index.html"
 # The configuration reruns as written.
 expect_status 0 "$PODSIM" run --config "$R/config.ini" --print-config
 expect_grep "layers = 2" "$PS_TMP/out"

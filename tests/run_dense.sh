@@ -205,4 +205,16 @@ for preset in T5Base T5Large; do
 done
 expect_status 2 "$PODSIM" run encdec -q --sharding megatron-sp --tgt-len 6
 expect_grep "--tgt-len = 6 is not divisible by mesh axis 1 (4)" "$PS_TMP/err"
+# Its MoE expert layouts are a search axis when --axes names it; remat and
+# microbatches run and are checked.
+expect_status 0 "$PODSIM" search encdec --experts 8 --axes moe_sharding -q -j 2
+expect_grep "3 strategies = moe_sharding (3)" "$PS_TMP/out"
+expect_grep "moe_sharding=experts-x-hidden-y" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run encdec -q --experts 8 --moe-sharding experts-xy --remat --microbatches 2
+expect_grep "experts-xy" "$PS_TMP/out"
+expect_grep "per-layer backward with remat, 2 microbatches" "$PS_TMP/out"
+expect_status 2 "$PODSIM" run encdec -q --experts 4 --moe-sharding experts-xy
+expect_grep "--experts = 4 is not divisible by the device count (8)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run encdec -q --microbatches 3
+expect_grep "--batch = 8 is not divisible by --microbatches (3)" "$PS_TMP/err"
 finish

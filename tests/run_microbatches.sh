@@ -49,9 +49,27 @@ non_increasing "--preset MoE128E12L" 1 2 4 8
 non_increasing "--layers 2" 2 4
 non_increasing "--preset Unet3d128 --batch 4 --slice v3-8 --idle-cores" 1 2 4
 non_increasing "--preset Unet3d128S16 --batch 2" 1 2
+non_increasing "--preset ConformerL" 1 2 4
+
+# The microbatches are one while loop (the dense and MoE default): the
+# program does not grow with them; unrolled, it does.
+size_of () {
+  expect_status 0 "$PODSIM" run -q --memory-only "$@" --dump-hlo "$PS_TMP/size.hlo"
+  grep -cE '^[[:space:]]+(ROOT )?%?[a-z0-9_.-]+ = ' "$PS_TMP/size.hlo"
+}
+for what in "--layers 2 --batch 32" "moe --batch 32"; do
+  s2=$(size_of $what --microbatches 2); s4=$(size_of $what --microbatches 4)
+  u2=$(size_of $what --microbatches 2 --unroll-microbatches)
+  u4=$(size_of $what --microbatches 4 --unroll-microbatches)
+  echo "$what: $s2, $s4 instructions as a loop (M = 2, 4), $u2, $u4 unrolled"
+  # (not always equal: a reshape of the smaller microbatch may be no reshape)
+  [ "$s4" -le "$s2" ] || fail "$what: the loop grows with the microbatches ($s2 -> $s4)"
+  [ "$u4" -gt "$u2" ] || fail "$what: the unrolled form does not grow ($u2 -> $u4)"
+done
 
 # The accumulation verifies: partitioned on 8 devices, same outputs.
 expect_status 0 "$PODSIM" run -q --layers 2 --microbatches 2 --dump-hlo "$PS_TMP/m2.hlo"
+expect_grep "microbatches.body" "$PS_TMP/m2.hlo"
 expect_status 0 "$PODSIM" verify "$PS_TMP/m2.hlo" --devices 8
 expect_grep "outputs agree on 8 devices" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run -q unet --microbatches 2 --image 16x16x16 --filters 4,8 --dump-hlo "$PS_TMP/u2.hlo"

@@ -48,16 +48,25 @@ expect_grep "512 groups of 2048 tokens (capacity 8)" "$PS_TMP/out"
 expect_grep "1 group of 512" "$PS_TMP/out"
 if grep -q "published" "$PS_TMP/out"; then fail "a modified preset shows a published ratio"; fi
 
-# Model files: a preset prints with its [published] section (GShard's
-# throughput and the GSPMD series' step time) and reads back to itself.
+# Model files: a preset prints with its [published] section (the GSPMD
+# series' step time; GShard's throughput is the encoder-decoder's) and
+# reads back to itself.
 expect_status 0 "$PODSIM" run --preset MoE2048E36L --print-config
 cp "$PS_TMP/out" "$PS_TMP/moe.ini"
-for key in "family = moe" "capacity_factor = 2" "[published]" "throughput = 3019899" "step_time = 1.51" \
-           "series = gspmd" "table = moe"; do
+for key in "family = moe" "capacity_factor = 2" "[published]" "step_time = 1.51" "series = gspmd" "table = moe"; do
   expect_grep "$key" "$PS_TMP/moe.ini"
 done
+if grep -q "throughput =" "$PS_TMP/moe.ini"; then fail "MoE2048E36L prints a throughput"; fi
 expect_status 0 "$PODSIM" run --config "$PS_TMP/moe.ini" --print-config
 cmp -s "$PS_TMP/out" "$PS_TMP/moe.ini" || fail "--config of a printed moe file prints another file"
+expect_status 0 "$PODSIM" run --preset GShard2048E36L --print-config
+cp "$PS_TMP/out" "$PS_TMP/encdec.ini"
+for key in "family = encdec" "enc_layers = 18" "dec_layers = 18" "experts = 2048" "[published]" \
+           "throughput = 3019899" "table = moe"; do
+  expect_grep "$key" "$PS_TMP/encdec.ini"
+done
+expect_status 0 "$PODSIM" run --config "$PS_TMP/encdec.ini" --print-config
+cmp -s "$PS_TMP/out" "$PS_TMP/encdec.ini" || fail "--config of a printed encdec file prints another file"
 
 # Errors: one line naming the option or FILE:LINE:COL, exit 2.
 expect_status 2 "$PODSIM" run -q moe --capacity-factor 0
@@ -94,8 +103,9 @@ expect_status 0 "$PODSIM" search moe --layers 4 --microbatches 4 --axes pipeline
 expect_grep "moe on v3-8: 6 strategies = pipeline_stages (3) x remat (2)" "$PS_TMP/out"
 grep -q "^ *1 .*pipeline_stages=2 remat=" "$PS_TMP/out" || fail "search moe: the best strategy is not a 2-stage pipeline"
 
-# Every MoE preset fits in HBM (issue 12).
-for p in MoE128E12L MoE128E36L MoE512E12L MoE512E36L MoE2048E12L MoE2048E36L GspmdMoE32E GspmdMoE128E; do
+# Every MoE preset fits in HBM (issue 12; the encoder-decoders: issue 24).
+for p in MoE128E12L MoE128E36L MoE512E12L MoE512E36L MoE2048E12L MoE2048E36L GspmdMoE32E GspmdMoE128E \
+         GShard128E12L GShard128E36L GShard512E12L GShard512E36L GShard2048E12L GShard2048E36L; do
   expect_status 0 "$PODSIM" run -q --preset "$p" --memory-only --json
   expect_grep '"fits" : true' "$PS_TMP/out"
 done

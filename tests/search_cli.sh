@@ -42,6 +42,33 @@ expect_grep "did not fit in HBM: 2" out
 # Counting only.
 expect_status 0 "$PODSIM" search --preset DenseLm128B8x8 --dry-run
 expect_grep "DenseLm128B8x8 on v3-128: " out
+# The lower-bound prune: a device-order variant whose representative's
+# compute alone exceeds the best step of the representatives is not run.
+# --no-prune runs it: slower than the best, and every other row the same
+# but for ranks.
+prune="--layers 1 --axes mesh,device_order,microbatches,remat -j 2 -q --csv"
+expect_status 0 "$PODSIM" search $prune
+cp out pruned.csv
+[ "$(grep -c ',pruned,' pruned.csv)" = 4 ] || fail "4 strategies should be pruned"
+expect_grep ',36,2x4,arange_T,4,false,pruned,,,,,,43340,"pruned: compute alone 926.145 us (that of 28) exceeds the step of 73, 683.354 us"' pruned.csv
+expect_status 0 "$PODSIM" search $prune --no-prune
+cp out all.csv
+[ "$(grep -c ',pruned,' all.csv)" = 0 ] || fail "--no-prune pruned"
+best=$(sed -n 's/^1,[0-9]*,[^,]*,[^,]*,[^,]*,[^,]*,simulated,\([^,]*\),.*/\1/p' all.csv)
+for id in $(sed -n 's/^,\([0-9]*\),.*,pruned,.*/\1/p' pruned.csv); do
+  step=$(sed -n "s/^[0-9]*,$id,[^,]*,[^,]*,[^,]*,[^,]*,simulated,\([^,]*\),.*/\1/p" all.csv)
+  awk -v s="$step" -v b="$best" 'BEGIN { exit !(s > b) }' || fail "pruned strategy $id: step $step, best $best"
+done
+cut -d, -f2- pruned.csv | grep -v ',pruned,' | sed 's/,slower by [^,]*$//;s/,"slower by [^"]*"$//' >a.txt
+cut -d, -f2- all.csv | grep -v -E "^($(sed -n 's/^,\([0-9]*\),.*,pruned,.*/\1/p' pruned.csv | paste -sd'|')),"  \
+  | sed 's/,slower by [^,]*$//;s/,"slower by [^"]*"$//' >b.txt
+cmp -s a.txt b.txt || fail "the prune changed rows it did not mark"
+# --time-limit: a child still running after it is stopped and listed.
+expect_status 0 "$PODSIM" search --layers 1 --axes remat -j 2 -q --time-limit 0.001
+expect_grep "2 stopped at the time limit" out
+expect_grep "stopped at the time limit (--time-limit 0.001 s)" out
+expect_status 2 "$PODSIM" search --time-limit -1
+expect_grep "--time-limit must be between 0 and 1e9 seconds (got -1)" err
 # Errors.
 expect_status 2 "$PODSIM" search --axes nosuch
 expect_grep "--axes: 'nosuch' is not a search axis of family dense" err

@@ -245,7 +245,10 @@ check_inputs (const PsScanSpec *spec, PsComputation *c, GError **error)
     for (int i = 0; i < groups[g].n; i++)
       {
         PsInstr *x = groups[g].v[i];
-        if (!x || x->parent != c || !ps_shape_is_array (x->shape))
+        /* A scan built inside another scan's body (c not the entry) may
+         * take the enclosing caller's values: the enclosing scan captures
+         * them when its body is done (capture_outside). */
+        if (!x || (x->parent != c && c->is_entry) || !ps_shape_is_array (x->shape))
           {
             g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "scan %s: %s %d is not an array "
                          "of computation %s", name, groups[g].what, i, c->name);
@@ -272,7 +275,10 @@ is_float_array (const PsInstr *x)
 /* The body may read instructions of the caller (a layer's shared position
  * one-hot, say): each becomes one more loop invariant, read through a new
  * parameter of the scratch, and gets no gradient. Instructions of any
- * other computation are an error. */
+ * other computation are an error, unless the caller is itself the body of
+ * an enclosing scan being built (not the entry): then they are the
+ * enclosing caller's, captured the same way one level up (a layer loop
+ * inside a microbatch loop reads the weights of the entry). */
 static gboolean
 capture_outside (PsScan *s, GError **error)
 {
@@ -286,7 +292,7 @@ capture_outside (PsScan *s, GError **error)
           PsInstr *o = in->operands[k];
           if (!o || o->parent == s->scratch)
             continue;
-          if (o->parent != s->caller || !ps_shape_is_array (o->shape))
+          if ((o->parent != s->caller && s->caller->is_entry) || !ps_shape_is_array (o->shape))
             {
               g_set_error (error, PS_ERROR, PS_ERROR_INVALID, "scan %s: the body's %s reads %s "
                            "of computation %s; pass it to the scan as a const", s->name, in->name,
@@ -886,13 +892,43 @@ ps_scan_vjp_update (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init,
   return scan_vjp (s, dcarry, dcarry_init, NULL, dconsts, u, xs_out, extra_out, error);
 }
 
+/* Adds to `out` the computations that control flow in c calls, and
+ * theirs: each while, conditional and call has its own copies
+ * (clone_instr), so nothing else calls them; reducers are shared and
+ * stay. */
+static void
+owned_callees (const PsComputation *c, GPtrArray *out)
+{
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      const PsInstr *in = c->instrs->pdata[i];
+      if (in->opcode != PS_OP_WHILE && in->opcode != PS_OP_CONDITIONAL && in->opcode != PS_OP_CALL)
+        continue;
+      for (int k = 0; k < in->n_called; k++)
+        if (!g_ptr_array_find (out, in->called[k], NULL))
+          {
+            g_ptr_array_add (out, in->called[k]);
+            owned_callees (in->called[k], out);
+          }
+    }
+}
+
 void
 ps_scan_free (PsScan *s)
 {
   if (!s)
     return;
   if (s->scratch)
-    ps_module_remove_computation (s->m, s->scratch);
+    {
+      /* A loop built in the body (a layer loop in a microbatch loop) was
+       * copied into the loops with its computations: the scratch's own
+       * go with it. */
+      g_autoptr (GPtrArray) callees = g_ptr_array_new ();
+      owned_callees (s->scratch, callees);
+      ps_module_remove_computation (s->m, s->scratch);
+      for (guint i = 0; i < callees->len; i++)
+        ps_module_remove_computation (s->m, callees->pdata[i]);
+    }
   g_free (s->name);
   g_free (s->carry);
   g_free (s->xs);

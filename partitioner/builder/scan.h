@@ -47,8 +47,13 @@
  * The body function may read instructions of the caller directly (like a
  * closure): each one read becomes one more loop invariant, without a
  * gradient (pass it as a const to get one). An instruction of any other
- * computation is an error. Instructions keep their sharding annotations
- * when copied.
+ * computation is an error, except in a scan built inside another scan's
+ * body (a layer loop inside a microbatch loop, models/net.c): there its
+ * inputs and the instructions its body reads may be the enclosing
+ * caller's, and the enclosing scan makes them its loop invariants too.
+ * Instructions keep their sharding annotations when copied; the loops a
+ * body built are copied with their computations, and ps_scan_free
+ * removes the scratch's own.
  *
  * Ownership: the spec's arrays are copied; PsScan is transfer full
  * (ps_scan_free); every PsInstr* returned is transfer none (owned by the

@@ -609,6 +609,15 @@ ps_hlo_sharding (PsHloReader *p, PsInstr *in)
       g_clear_error (&e);
       return FALSE;
     }
+  /* Each sharding is bounded alone; the module's are bounded together. */
+  p->sharding_ids += ps_sharding_n_ids (s);
+  if (p->sharding_ids > PS_SHARDING_MAX_MODULE_IDS)
+    {
+      ps_sharding_free (s);
+      ps_hlo_error (p, start, PS_ERROR_PARSE, "the module's shardings hold more than %" G_GINT64_FORMAT
+                    " device ids together (doc/robustness.md)", PS_SHARDING_MAX_MODULE_IDS);
+      return FALSE;
+    }
   if (in->sharding)
     ps_sharding_free (in->sharding);
   in->sharding = s;

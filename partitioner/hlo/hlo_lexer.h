@@ -29,6 +29,7 @@ typedef struct {
   gsize lc_off, lc_line_start;
   int lc_line;
   gsize alias_pos;           /* where input_output_alias was written, or 0 */
+  int64_t sharding_ids;      /* device ids of the shardings read so far */
 } PsHloReader;
 
 #define FAILED(p) ((p)->err != NULL)

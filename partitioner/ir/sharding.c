@@ -709,6 +709,17 @@ ps_sharding_uses_device (const PsSharding *s, int64_t device)
 }
 
 int64_t
+ps_sharding_n_ids (const PsSharding *s)
+{
+  if (s->kind == PS_SHARDING_TILED)
+    return s->n_devices;
+  int64_t n = 0;
+  for (int i = 0; s->kind == PS_SHARDING_TUPLE && i < s->n_elems; i++)
+    n += ps_sharding_n_ids (s->elems[i]);
+  return n;
+}
+
+int64_t
 ps_sharding_min_devices (const PsSharding *s)
 {
   g_return_val_if_fail (s != NULL, 0);

@@ -104,6 +104,12 @@ gboolean ps_sharding_equal_layout (const PsSharding *a, const PsSharding *b);
 /* Device-array size limit, so a typo like [100000,100000] is an error, not
  * an allocation failure. A full TPU v3 pod has 2048 cores. */
 #define PS_SHARDING_MAX_DEVICES ((int64_t) PS_MAX_DEVICES)
+/* Device ids of the shardings of one module (or one tuple sharding)
+ * together: each sharding alone is bounded above, but a 150 KB module of
+ * 2,100 parameters with a 65536-device iota sharding each asked for 1 GiB
+ * of ids. 2^26 ids are 512 MiB; a v3-2048 pod's 4096 cores allow 16,384
+ * shardings over every core (doc/robustness.md). */
+#define PS_SHARDING_MAX_MODULE_IDS ((int64_t) 1 << 26)
 
 /* Constructors (normalising). */
 PsSharding *ps_sharding_replicated (void);
@@ -157,6 +163,9 @@ gboolean ps_sharding_has_manual_subgroup (const PsSharding *s);
 gboolean ps_sharding_uses_device (const PsSharding *s, int64_t device);
 /* Number of devices a sharding needs (max id + 1); 0 for replicated. */
 int64_t ps_sharding_min_devices (const PsSharding *s);
+/* Device ids the sharding stores (its tile assignment; a tuple's: all its
+ * elements'), what its memory grows with. */
+int64_t ps_sharding_n_ids (const PsSharding *s);
 
 /* The tile index (one coordinate per tile dim, subgroup dims included) of
  * `device` in a TILED sharding. FALSE if the device is not in it. */

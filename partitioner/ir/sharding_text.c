@@ -564,8 +564,10 @@ parse_sharding (Parser *p)
       return parse_single (p);
     }
   GPtrArray *elems = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_sharding_free);
+  int64_t ids = 0;
   do
     {
+      gsize at = p->pos;
       PsSharding *e = parse_single (p);
       if (e == NULL)
         {
@@ -573,6 +575,15 @@ parse_sharding (Parser *p)
           return NULL;
         }
       g_ptr_array_add (elems, e);
+      /* Each element is bounded alone; a tuple of many is bounded as a whole. */
+      ids += ps_sharding_n_ids (e);
+      if (ids > PS_SHARDING_MAX_MODULE_IDS)
+        {
+          fail (p, at, "the tuple sharding's elements hold more than %" G_GINT64_FORMAT " device ids together",
+                PS_SHARDING_MAX_MODULE_IDS);
+          g_ptr_array_unref (elems);
+          return NULL;
+        }
     }
   while (accept (p, ','));
   if (!expect (p, '}', "to close the tuple sharding"))
