@@ -19,13 +19,17 @@ typedef struct {
   int top;
   gint64 limit;
   int jobs;
+  int full_runs;
+  int internal;
+  double budget;
+  gboolean mesh_auto;     /* --mesh auto (taken out of argv before parsing) */
 } AutoshardOptions;
 
 /* The command line as podsim run's: autoshard's own options dropped. */
 static char **
 run_argv (int argc, char **argv)
 {
-  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", NULL };
+  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", "--full-runs", "--internal", "--budget", NULL };
   static const char *const alone[] = { "--json", "-q", "--quiet", NULL };
   GPtrArray *out = g_ptr_array_new ();
   for (int i = 1; i < argc; i++)
@@ -51,6 +55,71 @@ run_argv (int argc, char **argv)
   return (char **) g_ptr_array_free (out, FALSE);
 }
 
+/* --mesh auto: the search on every factorization of the slice's cores (the
+ * 1-D mesh and each AxB with A, B >= 2, both orders: the device order
+ * makes them differ); the mesh whose best is fastest wins and is set in p
+ * (for -o). `summary` gets a line per mesh. */
+static PsAutoshardResult *
+search_meshes (PsParams *p, char **base, const PsAutoshardOptions *ao, GString *summary, GError **error)
+{
+  g_autoptr (PsTarget) target = ps_target_from_params (p, error);
+  if (!target)
+    return NULL;
+  if (!target->slice)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--mesh auto: give the slice (--slice S)");
+      return NULL;
+    }
+  int n = ps_slice_n_cores (target->slice);
+  PsAutoshardResult *best = NULL;
+  g_autofree char *best_mesh = NULL;
+  for (int a = 1; a <= n; a++)
+    {
+      if (n % a != 0 || (a > 1 && a == n) || (a == 1 && n == 1))
+        continue;
+      g_autofree char *mesh = a == 1 ? g_strdup_printf ("%d", n) : g_strdup_printf ("%dx%d", a, n / a);
+      g_autoptr (PsParams) q = ps_params_copy (p);
+      if (!ps_params_set (q, "mesh", mesh, "--mesh", error))
+        return ps_autoshard_result_free (best), NULL;
+      g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+      for (int i = 0; base[i]; i++)
+        g_ptr_array_add (argv, g_strdup (base[i]));
+      g_ptr_array_add (argv, g_strdup_printf ("--mesh=%s", mesh));
+      g_ptr_array_add (argv, NULL);
+      if (ao->progress)
+        fprintf (stderr, "autoshard: --mesh auto: mesh %s\n", mesh);
+      PsAutoshardResult *r = ps_autoshard_search (q, (char **) argv->pdata, ao, error);
+      if (!r)
+        return ps_autoshard_result_free (best), NULL;
+      const PsAutoshardCandidate *c = r->ranked->len ? r->ranked->pdata[0] : NULL;
+      const PsAutoshardCandidate *b = best && best->ranked->len ? best->ranked->pdata[0] : NULL;
+      if (c && c->ok)
+        g_string_append_printf (summary, "mesh %-8s best step %12.6f ms  (%d costed cheaply, %d run in full)\n",
+                                mesh, c->step_time_s * 1e3, r->n_estimated, r->n_evaluated);
+      else
+        g_string_append_printf (summary, "mesh %-8s nothing fits  (%d costed cheaply, %d run in full)\n", mesh,
+                                r->n_estimated, r->n_evaluated);
+      if (c && c->ok && (!b || !b->ok || c->step_time_s < b->step_time_s))
+        {
+          ps_autoshard_result_free (best);
+          best = r;
+          g_free (best_mesh);
+          best_mesh = g_strdup (mesh);
+        }
+      else if (!best)
+        {
+          best = r;
+          best_mesh = g_strdup (mesh);
+        }
+      else
+        ps_autoshard_result_free (r);
+    }
+  if (best && !ps_params_set (p, "mesh", best_mesh, "--mesh", error))
+    return ps_autoshard_result_free (best), NULL;
+  g_string_append_printf (summary, "mesh %s wins\n", best_mesh ? best_mesh : "(none)");
+  return best;
+}
+
 static int
 autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char **base)
 {
@@ -68,7 +137,18 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
   ao.progress = !o->quiet;
   ao.max_exhaustive = o->limit;
   ao.jobs = o->jobs;
-  g_autoptr (PsAutoshardResult) r = ps_autoshard_search (p, base, &ao, &error);
+  ao.full_runs = o->full_runs;
+  ao.max_internal = o->internal;
+  ao.budget_s = o->budget;
+  if (o->internal < -1 || o->budget < 0 || o->full_runs < 0)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%s must not be negative",
+                   o->internal < -1 ? "--internal" : o->budget < 0 ? "--budget" : "--full-runs");
+      return ps_cli_fail (error);
+    }
+  g_autoptr (GString) meshes = g_string_new ("");
+  g_autoptr (PsAutoshardResult) r = o->mesh_auto ? search_meshes (p, base, &ao, meshes, &error)
+                                                 : ps_autoshard_search (p, base, &ao, &error);
   if (!r)
     return ps_cli_fail (error);
   PsAutoshardCandidate *best = r->ranked->len ? r->ranked->pdata[0] : NULL;
@@ -103,14 +183,33 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
     {
       g_autoptr (JsonBuilder) b = json_builder_new ();
       json_builder_begin_object (b);
+      if (o->mesh_auto)
+        {
+          g_autofree char *mesh = ps_params_text (p, "mesh");
+          json_builder_set_member_name (b, "mesh");
+          json_builder_add_string_value (b, mesh);
+        }
       json_builder_set_member_name (b, "params");
       json_builder_add_int_value (b, r->n_params);
+      json_builder_set_member_name (b, "internal");
+      json_builder_add_int_value (b, r->n_internal);
       json_builder_set_member_name (b, "space");
       json_builder_add_int_value (b, r->space);
       json_builder_set_member_name (b, "solver");
-      json_builder_add_string_value (b, r->exhaustive ? "exhaustive" : "coordinate-descent");
+      json_builder_add_string_value (b, r->exhaustive ? "exhaustive" : "local-search");
       json_builder_set_member_name (b, "evaluated");
       json_builder_add_int_value (b, r->n_evaluated);
+      json_builder_set_member_name (b, "stopped_by_budget");
+      json_builder_add_boolean_value (b, r->stopped);
+      json_builder_set_member_name (b, "estimated");
+      json_builder_add_int_value (b, r->n_estimated);
+      if (r->exhaustive)
+        {
+          json_builder_set_member_name (b, "cheap_rank_correlation");
+          json_builder_add_double_value (b, r->rank_correlation);
+          json_builder_set_member_name (b, "cheap_best_full_rank");
+          json_builder_add_int_value (b, r->cheap_best_rank);
+        }
       json_builder_set_member_name (b, "ranking");
       json_builder_begin_array (b);
       for (guint i = 0; i < r->ranked->len && (int) i < top; i++)
@@ -119,12 +218,23 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
           json_builder_begin_object (b);
           json_builder_set_member_name (b, "shard");
           json_builder_add_string_value (b, c->shard);
-          json_builder_set_member_name (b, "ok");
-          json_builder_add_boolean_value (b, c->ok);
-          json_builder_set_member_name (b, "step_time_s");
-          json_builder_add_double_value (b, c->step_time_s);
-          json_builder_set_member_name (b, "peak_hbm_bytes");
-          json_builder_add_int_value (b, (gint64) c->peak_hbm_bytes);
+          json_builder_set_member_name (b, "full");
+          json_builder_add_boolean_value (b, c->full);
+          if (c->full)
+            {
+              json_builder_set_member_name (b, "ok");
+              json_builder_add_boolean_value (b, c->ok);
+              json_builder_set_member_name (b, "step_time_s");
+              json_builder_add_double_value (b, c->step_time_s);
+              json_builder_set_member_name (b, "peak_hbm_bytes");
+              json_builder_add_int_value (b, (gint64) c->peak_hbm_bytes);
+            }
+          json_builder_set_member_name (b, "cheap_fits");
+          json_builder_add_boolean_value (b, c->est_ran && c->est_fits);
+          json_builder_set_member_name (b, "cheap_step_time_s");
+          json_builder_add_double_value (b, c->est_step_s);
+          json_builder_set_member_name (b, "cheap_peak_hbm_bytes");
+          json_builder_add_int_value (b, (gint64) c->est_peak_hbm_bytes);
           if (c->why)
             {
               json_builder_set_member_name (b, "why");
@@ -144,15 +254,25 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
     }
   g_autofree char *space = r->space == G_MAXINT64 ? g_strdup ("over 9e18")
                                                   : g_strdup_printf ("%" G_GINT64_FORMAT, r->space);
-  printf ("autoshard: %d parameters, %s combinations, %s, %d run through the pipeline\n", r->n_params, space, r->exhaustive ? "every one enumerated" : "coordinate descent",
+  printf ("autoshard: %d parameters and %d internal tensors, %s combinations, %s, %d costed cheaply, %d run "
+          "through the pipeline\n", r->n_params, r->n_internal, space, r->exhaustive ? "every one enumerated" : r->stopped ? "local search (stopped by --budget)" : "local search", r->n_estimated,
           r->n_evaluated);
+  fputs (meshes->str, stdout);
+  if (r->exhaustive && r->rank_correlation <= 1)
+    printf ("cheap cost against the full run: Spearman rank correlation %.3f over those that fit; its best is "
+            "the full run's #%d\n", r->rank_correlation, r->cheap_best_rank);
   for (guint i = 0; i < r->ranked->len && (int) i < top; i++)
     {
       PsAutoshardCandidate *c = r->ranked->pdata[i];
       const char *text = *c->shard ? c->shard : "(no annotation)";
-      if (c->ok)
-        printf ("%2u  step %10.6f ms  peak %12" G_GUINT64_FORMAT " B  %s%s\n", i + 1, c->step_time_s * 1e3,
-                c->peak_hbm_bytes, text,
+      g_autofree char *cheap = c->est_ran && c->est_fits ? g_strdup_printf ("cheap %10.6f ms", c->est_step_s * 1e3)
+                                                         : g_strdup_printf ("cheap %13s", c->est_ran ? "no fit" : "failed");
+      if (!c->full)
+        printf ("%2u  %s  peak %12" G_GUINT64_FORMAT " B  %s  (not run in full: cheap cost behind the best %d)\n",
+                i + 1, cheap, c->est_peak_hbm_bytes, text, r->n_evaluated);
+      else if (c->ok)
+        printf ("%2u  step %10.6f ms  %s  peak %12" G_GUINT64_FORMAT " B  %s%s\n", i + 1, c->step_time_s * 1e3,
+                cheap, c->peak_hbm_bytes, text,
                 i == 0 ? "" : c->step_time_s == best->step_time_s ? "  (same step; higher peak or more annotations)"
                                                                     : "  (slower)");
       else
@@ -167,25 +287,47 @@ int
 ps_cmd_autoshard (int argc, char **argv)
 {
   AutoshardOptions o = { 0 };
+  o.internal = -1;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the module with the best annotations", "OUT.hlo" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print the ranking as one JSON object", NULL },
     { "top", 0, 0, G_OPTION_ARG_INT, &o.top, "Rows of the ranking to print (default 10)", "N" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress lines on stderr", NULL },
     { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Pipeline runs in parallel (default: the processors)", "N" },
-    { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many, else coordinate descent (default 256; 1: always descent)", "N" },
+    { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many (each run in full), else the local search under the cheap cost (default 256; 1: always the local search)", "N" },
+    { "internal", 0, 0, G_OPTION_ARG_INT, &o.internal, "Search the shardings of up to N internal tensors too, largest first: the values while loops carry that are not parameters, then the first dot or convolution result of each shape (default 8; 0: parameters only)", "N" },
+    { "budget", 0, 0, G_OPTION_ARG_DOUBLE, &o.budget, "Stop the local search after this many seconds and run its best so far in full (default: no limit)", "S" },
+    { "full-runs", 0, 0, G_OPTION_ARG_INT, &o.full_runs, "Local search: run this many of the cheapest candidates through the full pipeline (default 8)", "N" },
     { NULL }
   };
+  /* --mesh auto is no mesh to the parser: taken out here, searched over. */
+  for (int i = 1; i < argc; i++)
+    {
+      int drop = strcmp (argv[i], "--mesh=auto") == 0 ? 1
+                 : strcmp (argv[i], "--mesh") == 0 && i + 1 < argc && strcmp (argv[i + 1], "auto") == 0 ? 2 : 0;
+      if (drop)
+        {
+          o.mesh_auto = TRUE;
+          memmove (argv + i, argv + i + drop, sizeof (char *) * (size_t) (argc - i - drop + 1));
+          argc -= drop;
+          i--;
+        }
+    }
   g_auto (GStrv) base = run_argv (argc, argv);
   g_autoptr (PsModelOptions) mo = ps_model_options_new (argc, argv, entries, NULL);
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo --slice S --mesh AxB - find the annotations");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("FILE.hlo --slice S --mesh AxB|auto - find the annotations");
   g_option_context_set_main_group (ctx, ps_model_options_group (mo));
   g_option_context_set_description (ctx,
     "Enumerates candidate shardings of every entry parameter (replicated, one dimension\n"
     "over one mesh axis, two dimensions over two axes), runs each combination through\n"
     "propagation, partitioning, the exact memory analysis and the replay on the slice,\n"
     "and ranks them by simulated step time among those that fit in HBM. Every\n"
-    "combination is run when there are at most 256; otherwise coordinate descent.\n"
+    "combination is run when there are at most 256; otherwise a local search under a\n"
+    "cheap cost (the same pipeline in this process up to the trace, its compute and\n"
+    "collectives costed in closed form) moves many parameters at once, then one at a\n"
+    "time, and its best few (--full-runs) are run in full.\n"
+    "--mesh auto searches every factorization of the slice's cores (the 1-D mesh and\n"
+    "each AxB) and keeps the fastest.\n"
     "Example: podsim autoshard prog.hlo --slice v3-8 --mesh 2x4 -o best.hlo\n"
     "See doc/manual.md (Automatic sharding).\n");
   int rc = PS_EXIT_USAGE;

@@ -1,15 +1,38 @@
 /* Automatic sharding of a user's HLO program (podsim autoshard): which
- * annotations on the entry parameters give the shortest simulated step
- * that fits in HBM. Candidates per parameter are enumerated from its shape
- * and the mesh as XLA's auto-sharding enumerates strategies (replicated,
- * one dimension over one mesh axis, two dimensions over two axes); each
- * combination is costed by the full pipeline (propagate, partition, exact
- * memory, replay on the slice), so the torus, the device order and the
- * peak HBM all count. The solver is exact enumeration when the product of
- * the candidate counts is at most max_exhaustive, else coordinate descent
- * (one parameter at a time, each choice run through the pipeline) until a
- * pass changes nothing: doc/manual.md ("Automatic sharding") says what this
- * does not yet do (no analytical cost, no ILP, no internal tensors).
+ * annotations on the entry parameters and on a few internal tensors (the
+ * values loops carry that are not parameters, then the first dot or
+ * convolution result of each shape) give the shortest simulated step that
+ * fits in HBM. Candidates per tensor are enumerated from its shape and the
+ * mesh as XLA's auto-sharding enumerates strategies (replicated, one
+ * dimension over one mesh axis, two dimensions over two axes).
+ *
+ * Two costs. The full one is the whole pipeline (propagate, partition,
+ * exact memory, replay on the slice) in a child process per candidate
+ * (SimGrid runs one engine per process), so the torus, the device order
+ * and the peak HBM all count. The cheap one (autoshard_cost.c) runs the
+ * same pipeline in this process up to the lowered trace (so the peak is
+ * the exact one) and costs the trace with the replay's compute model and
+ * each collective's closed form on the slice's links in the program's
+ * device order (ps_coll_plan_time_bound), nothing overlapped and no link
+ * contention between collectives.
+ *
+ * The solver is exact enumeration under the full cost when the product of
+ * the candidate counts is at most max_exhaustive (every candidate is also
+ * costed cheaply, to measure how well the cheap cost ranks). Otherwise a
+ * local search under the cheap cost from no annotation: sweeps of moves
+ * that change many tensors together (the first dim of size s over axis a
+ * in every tensor having one, one or two such (s, a) at once, for all
+ * tensors, the parameters alone or the internal ones alone: how a model's
+ * letters are split, so a loop's stacked weights, the Megatron column/row
+ * pair and the optimizer slots move with their weight; and all tensors of
+ * one shape to one candidate; the first sweep takes the best move, later
+ * ones each improving move at once), then single-tensor moves (tensors of
+ * at least 0.1 % of the searched bytes), in passes until one gains under
+ * 0.01 % or the time budget is spent; a candidate that does not fit is
+ * ranked by its peak, so the search walks towards fitting first. The best
+ * `full_runs` distinct candidates of the cheap search are then run through
+ * the full pipeline, which decides the answer. doc/manual.md ("Automatic
+ * sharding") says what this does not do.
  *
  * Ownership: the result is transfer full (ps_autoshard_result_free); the
  * parameters are borrowed.
@@ -27,6 +50,12 @@ typedef struct {
   double step_time_s;
   guint64 peak_hbm_bytes;
   char *why;            /* why it lost when it did not run or fit; owned */
+  gboolean full;        /* ran through the full pipeline (else: the fields above unset) */
+  /* The cheap cost (est_ran FALSE: it failed, est_why says why). */
+  gboolean est_ran, est_fits;
+  double est_step_s;
+  guint64 est_peak_hbm_bytes;
+  char *est_why;
 } PsAutoshardCandidate;
 
 typedef struct {
@@ -34,14 +63,28 @@ typedef struct {
   int max_passes;         /* coordinate descent passes (0: 4) */
   gboolean progress;      /* one line per batch on stderr */
   int jobs;               /* parallel children (0: the processors) */
+  int full_runs;          /* candidates of the cheap search given the full run (0: 8) */
+  int max_internal;       /* internal tensors searched too (< 0: 8; 0: none) */
+  double budget_s;        /* the local search stops after this long (0: no limit) */
 } PsAutoshardOptions;
 
 typedef struct {
-  GPtrArray *ranked;      /* PsAutoshardCandidate*, fastest fitting first */
+  GPtrArray *ranked;      /* PsAutoshardCandidate*: the full runs, fastest
+                           * fitting first, then the cheap-only ones by
+                           * their cheap cost */
   int n_params;           /* parameters searched */
+  int n_internal;         /* internal tensors searched */
   int64_t space;          /* combinations in the search space */
   gboolean exhaustive;
-  int n_evaluated;
+  int n_evaluated;        /* full runs */
+  int n_estimated;        /* cheap-cost runs */
+  int n_rounds;           /* local search: moves taken */
+  gboolean stopped;       /* local search: stopped by the budget */
+  /* Exhaustive only: how the cheap cost ranks the candidates that fit
+   * (Spearman's rank correlation with the full step; 2: fewer than 2), and
+   * the full-run rank (1-based) of the cheap cost's best. */
+  double rank_correlation;
+  int cheap_best_rank;
 } PsAutoshardResult;
 
 void ps_autoshard_result_free (PsAutoshardResult *r);
@@ -52,8 +95,25 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsAutoshardResult, ps_autoshard_result_free)
  * as the hlo family's dims-mapping text. transfer full (GStrv). */
 char **ps_autoshard_candidates (int rank, const int64_t *dims, int mesh_rank, const int64_t *mesh);
 
+/* The cheap cost of annotations `shard` (the hlo family's text) for the
+ * hlo family's parameters (file, slice, mesh, device order, target
+ * options): ps_autoshard_cost_estimate fills e (est_why owned by the
+ * caller) and returns FALSE when a stage failed. transfer full. */
+typedef struct PsAutoshardCost PsAutoshardCost;
+typedef struct {
+  gboolean ran, fits;
+  guint64 peak_hbm_bytes;
+  double compute_s, communication_s, step_time_s;
+  char *why;
+} PsAutoshardEstimate;
+PsAutoshardCost *ps_autoshard_cost_new (const PsParams *p, GError **error);
+gboolean ps_autoshard_cost_estimate (PsAutoshardCost *c, const char *shard, PsAutoshardEstimate *e);
+int ps_autoshard_cost_n_runs (const PsAutoshardCost *c);
+void ps_autoshard_cost_free (PsAutoshardCost *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsAutoshardCost, ps_autoshard_cost_free)
+
 /* Searches the hlo family's parameters `p` (file, slice, mesh), each
- * combination run as `podsim run RUN_ARGV... --shard ...` in a child
+ * full run as `podsim run RUN_ARGV... --shard ...` in a child
  * (run_argv: NULL-terminated, borrowed, without --shard). Errors: the
  * program's or the options' (PS_ERROR_OPTION, PS_ERROR_PARSE), a child
  * that cannot start or an interrupt (PS_ERROR_IO). */

@@ -6,7 +6,7 @@ PS_LIB_DRIVER = libpodsim_driver.la
 libpodsim_driver_la_SOURCES = driver/driver.c driver/driver.h driver/pool.c driver/pool.h \
 	driver/study.c driver/study.h driver/op_times.c driver/op_times.h \
 	driver/target.c driver/target.h \
-	driver/autoshard.c driver/autoshard.h
+	driver/autoshard.c driver/autoshard_cost.c driver/autoshard.h
 libpodsim_driver_la_CFLAGS = $(AM_CFLAGS) $(SIMGRID_CFLAGS)
 libpodsim_driver_la_LIBADD = $(PS_LIB_MODELS) $(PS_LIB_PARTITIONER) $(PS_LIB_SIM) \
 	$(PS_LIB_TRACES) $(PS_LIB_TOPOLOGY) libpodsim_common.la $(GLIB_LIBS) -lm

@@ -105,6 +105,9 @@ static const PsParamSpec specs[] = {
     .doc = "Gradient accumulation steps",
     .min = 1, .max = 1024, .search = "1|2|4|8",
     PS_PARAM_FIELD (PsMoeLmConfig, microbatches) },
+  { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "experts",
+    .doc = "experts: GShard's (experts and groups over every core, dense layers data parallel); none: no annotation (input for podsim autoshard)",
+    .choices = "experts|none" },
   { .section = "options", .key = "unroll_microbatches", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Write the microbatches one after the other (default: one while loop over them carrying one accumulator per weight; doc/models.md)",
     PS_PARAM_FIELD (PsMoeLmConfig, unroll_microbatches) },
@@ -125,6 +128,7 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
   c->name = "moe";
   ps_params_fill (p, c);
   c->cores = t ? t->n_cores : 8;
+  c->no_annotations = strcmp (ps_params_str (p, "sharding"), "none") == 0;
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
   c->params = p;
@@ -218,11 +222,12 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
                             c.global_batch / mb * c.seq_len / ps_moe_lm_groups (&c), ps_moe_lm_capacity (&c),
                             ps_params_str (p, "slice"), ps_params_str (p, "optimizer"), c.remat ? "on" : "off", mb,
                             mb == 1 ? "" : "es");
-  return g_strdup_printf ("experts and %" G_GINT64_FORMAT " groups of %" G_GINT64_FORMAT " tokens (capacity %"
-                          G_GINT64_FORMAT ") over %" G_GINT64_FORMAT " cores, dense layers data parallel, slice %s; "
+  return g_strdup_printf ("%s%" G_GINT64_FORMAT " groups of %" G_GINT64_FORMAT " tokens (capacity %"
+                          G_GINT64_FORMAT ") over %" G_GINT64_FORMAT " cores%s, slice %s; "
                           "%s, remat %s, %" G_GINT64_FORMAT " microbatch%s",
-                          ps_moe_lm_groups (&c), c.global_batch / mb * c.seq_len / ps_moe_lm_groups (&c),
-                          ps_moe_lm_capacity (&c), c.cores, ps_params_str (p, "slice"),
+                          c.no_annotations ? "no annotation (--sharding none), " : "experts and ", ps_moe_lm_groups (&c), c.global_batch / mb * c.seq_len / ps_moe_lm_groups (&c),
+                          ps_moe_lm_capacity (&c), c.cores, c.no_annotations ? "" : ", dense layers data parallel",
+                          ps_params_str (p, "slice"),
                           ps_params_str (p, "optimizer"), c.remat ? "on" : "off", mb, mb == 1 ? "" : "es");
 }
 

@@ -97,6 +97,9 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
                      "must run the same layers)", stages, K, c->layers / K, every, c->moe_every);
       if (c->cores % K != 0)
         return ps_model_fail (error, "the %" G_GINT64_FORMAT " cores are not divisible by %s (%d)", c->cores, stages, K);
+      if (c->no_annotations)
+        return ps_model_fail (error, "%s %d: a pipeline is annotated by construction (got %s none)", stages, K,
+                              ps_model_label (c->params, "sharding", "--sharding"));
     }
   int64_t mb = c->global_batch / c->microbatches, tokens = mb * c->seq_len, stage_cores = c->cores / K;
   if (mb % stage_cores != 0)
@@ -433,11 +436,16 @@ ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
   int rank;
   int64_t dims[2];
   g_autofree int64_t *devices = ps_moe_lm_program_mesh (c, &rank, dims);
-  /* Data parallel over every core; expert weights split on E. */
+  /* Data parallel over every core; expert weights split on E. Without
+   * annotations the plan stays empty and the MoE block's own splits are
+   * off (axis -1). */
   PsShardingPlan plan;
   ps_sharding_plan_init (&plan);
-  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
-  ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 0);
+  if (!c->no_annotations)
+    {
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
+      ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 0);
+    }
   g_autofree char *mname = g_strdup_printf ("moe_lm_%s", c->name);
   g_autoptr (PsNet) net = ps_net_new (mname, "train_step", rank, dims, devices, &plan);
   net->act = c->f32_activations ? PS_F32 : PS_BF16;
@@ -450,7 +458,7 @@ ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
     {
       g_autofree char *prefix = g_strdup_printf ("layer%d", l);
       int first = ps_net_n_weights (net);
-      layer_weights (net, c, l, prefix, 0, &ctx, &ml[l]);
+      layer_weights (net, c, l, prefix, c->no_annotations ? -1 : 0, &ctx, &ml[l]);
       layers[l] = ps_layer (net, moe_lm_layer, &ml[l], first);
     }
   StepInputs in;

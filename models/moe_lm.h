@@ -73,6 +73,9 @@ typedef struct {
   int64_t physical[3];       /* chips x, chips y, cores per chip of the
                               * slice (0: unknown): where the pipeline puts
                               * its stages (ps_pipeline_mesh_devices) */
+  gboolean no_annotations;   /* no sharding annotation at all (--sharding
+                              * none: the program podsim autoshard starts
+                              * from); not with a pipeline */
   gboolean outputs_gradients;/* the step returns the loss and every weight's
                               * gradient instead of the optimizer's update
                               * (tests compare forms of the model) */

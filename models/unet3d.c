@@ -255,14 +255,18 @@ ps_unet3d_build (const PsUnet3dConfig *c, PsUnet3dInfo *info, GError **error)
   for (int64_t i = 0; i < n; i++)
     devices[i] = i;
   /* Data parallel on the batch, spatial partitioning of D, H, W; weights
-   * replicated (annotated so, as the reference's replicated variables). */
+   * replicated (annotated so, as the reference's replicated variables).
+   * Without annotations the plan stays empty. */
   PsShardingPlan plan;
   ps_sharding_plan_init (&plan);
-  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
-  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "x", 1);
-  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "y", 2);
-  ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "z", 3);
-  plan.annotate[PS_WEIGHTS] = TRUE;
+  if (!c->no_annotations)
+    {
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "x", 1);
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "y", 2);
+      ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "z", 3);
+      plan.annotate[PS_WEIGHTS] = TRUE;
+    }
   g_autofree char *mname = g_strdup_printf ("unet3d_%s", c->name);
   g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 4, mesh, devices, &plan);
   net->act = c->f32_activations ? PS_F32 : PS_BF16;

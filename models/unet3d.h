@@ -62,6 +62,8 @@ typedef struct {
   PsOptimizerKind optimizer;
   int64_t data;              /* data-parallel ways (mesh axis 0) */
   int64_t spatial[3];        /* spatial partitions of D, H, W (mesh axes 1-3) */
+  gboolean no_annotations;   /* no sharding annotation at all (--sharding
+                              * none: the program podsim autoshard starts from) */
   /* Where the values came from, for error messages (ps_params_where);
    * NULL: errors name the options. */
   const PsParams *params;

@@ -53,6 +53,9 @@ static const PsParamSpec specs[] = {
   { .section = "parallelism", .key = "spatial", .type = PS_PARAM_MESH, .def = "2x2x2",
     .doc = "Spatial partitions of the image's D, H, W (DxHxW; fewer dims leave the rest whole: 16 = D only); data x D x H x W devices",
     .min = 1, .max = 3 },
+  { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "spatial",
+    .doc = "spatial: the batch over data and D, H, W over spatial, weights replicated; none: no annotation (input for podsim autoshard)",
+    .choices = "spatial|none" },
 };
 
 /* Parses "32,64,128" into c->filters; FALSE when it is not a list of 1
@@ -118,6 +121,7 @@ config_from (const PsParams *p, PsUnet3dConfig *c, GError **error)
   int rank = ps_params_mesh (p, "spatial", dims);
   for (int d = 0; d < 3; d++)
     c->spatial[d] = d < rank ? dims[d] : 1;
+  c->no_annotations = strcmp (ps_params_str (p, "sharding"), "none") == 0;
   return parse_filters (p, c, error);
 }
 
@@ -177,6 +181,9 @@ static char *
 describe_parallelism (const PsParams *p, const PsModelInfo *info)
 {
   int64_t n = info->mesh.dims[0] * info->mesh.dims[1] * info->mesh.dims[2] * info->mesh.dims[3];
+  if (strcmp (ps_params_str (p, "sharding"), "none") == 0)
+    return g_strdup_printf ("no annotation (--sharding none) on %" G_GINT64_FORMAT " devices, slice %s; %s", n,
+                            ps_params_str (p, "slice"), ps_params_str (p, "optimizer"));
   return g_strdup_printf ("data %" G_GINT64_FORMAT " x spatial (D, H, W) %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
                           "x%" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " devices), weights replicated, slice %s; %s",
                           info->mesh.dims[0], info->mesh.dims[1], info->mesh.dims[2], info->mesh.dims[3], n,

@@ -854,6 +854,32 @@ exclusive_group_duration (const PsCollPlan *plan, int g, int *route)
 }
 
 double
+ps_coll_plan_time_bound (const PsCollPlan *plan)
+{
+  const PsPlatform *p = plan->platform;
+  g_autofree int *route = g_new (int, ps_platform_max_route_links (p));
+  double t = 0;
+  for (int g = 0; g < plan->n_groups; g++)
+    t = MAX (t, exclusive_group_duration (plan, g, route));
+  if (plan->exclusive_links)
+    return t;
+  /* Shared links: no transfer ends before its busiest link has moved all
+   * its bytes. */
+  double busiest = 0, latency = 0;
+  for (int l = 0; l < p->n_links; l++)
+    if (plan->link_bytes[l] > 0)
+      busiest = MAX (busiest, plan->link_bytes[l] / ps_platform_link_bw (p, l));
+  for (int g = 0; g < plan->n_groups; g++)
+    {
+      double lat = 0;
+      for (guint i = 0; i < plan->groups[g].phases->len; i++)
+        lat += ((const PsPhase *) plan->groups[g].phases->pdata[i])->latency_s;
+      latency = MAX (latency, lat);
+    }
+  return MAX (t, plan->launch_s + busiest + latency);
+}
+
+double
 ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
                      const double *const *offsets, double **group_durations_out)
 {

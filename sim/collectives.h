@@ -163,6 +163,15 @@ double ps_coll_simulate (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
 double ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
                             const double *const *offsets, double **group_durations_out);
 
+/* A closed-form time of one plan alone on an idle network, without SimGrid
+ * (so any number of them can be costed in one process): exactly what
+ * ps_coll_simulate gives when the plan's links are exclusive; otherwise
+ * the larger of two lower bounds, the slowest group with every transfer at
+ * its route's slowest link as if alone, and the launch, the busiest link's
+ * bytes at its bandwidth and the phases' latencies (podsim autoshard's
+ * cheap cost, driver/autoshard.h). */
+double ps_coll_plan_time_bound (const PsCollPlan *plan);
+
 /* A group that starts when another group of the same simulation ends:
  * plan (an index below its own plan's; -1: not chained, at its offset)
  * and group of that one, and the time in between. */

@@ -6,6 +6,9 @@
 . "$PS_SRCDIR/tests/lib.sh"
 prog="$PS_SRCDIR/tests/data/autoshard_matmul.hlo"
 opts="--slice v3-8 --mesh 2x4"
+# The enumeration below is over the parameters: autoshard's internal
+# candidates (the dot's result here) off, but for the last check.
+aopts="$opts --internal 0"
 # Every dims mapping of a rank-2 array over a 2-axis mesh (all dims divide).
 maps='[-1,-1] [0,-1] [1,-1] [-1,0] [-1,1] [0,1] [1,0]'
 best=
@@ -22,15 +25,23 @@ for mx in $maps; do
 done
 [ -n "$best" ] || fail "no combination ran"
 for limit in 256 1; do
-  expect_status 0 "$PODSIM" autoshard "$prog" $opts --json -q --exhaustive-limit $limit
+  expect_status 0 "$PODSIM" autoshard "$prog" $aopts --json -q --exhaustive-limit $limit
   found=$(sed -n 's/.*"step_time_s" *: *\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out" | head -1)
   awk -v a="$found" -v b="$best" 'BEGIN { exit !(a - b <= 1e-9 * b && b - a <= 1e-9 * b) }' \
     || fail "limit $limit: found $found, enumeration's optimum $best"
   [ -s "$PS_TMP/err" ] && fail "-q: stderr not empty"
 done
-expect_grep '"solver" : "coordinate-descent"' "$PS_TMP/out"
+expect_grep '"solver" : "local-search"' "$PS_TMP/out"
+# Exhaustive: every combination also costed cheaply; on this program
+# (no loop, no collective sharing links) the cheap cost is the replay's.
+expect_status 0 "$PODSIM" autoshard "$prog" $aopts --json -q --top 49
+expect_grep '"cheap_rank_correlation" : 1' "$PS_TMP/out"
+expect_grep '"cheap_best_full_rank" : 1' "$PS_TMP/out"
+awk -F': *' '/"step_time_s"/ { s = $2 + 0 } /"cheap_step_time_s"/ { c = $2 + 0; n++;
+  if (s > 0 && (c - s > 1e-9 * s || s - c > 1e-9 * s)) bad++ }
+  END { exit !(n == 49 && bad == 0) }' "$PS_TMP/out" || fail "cheap and full steps differ on the matmul"
 # The written module runs to the same step and partitions correctly.
-expect_status 0 "$PODSIM" autoshard "$prog" $opts -o "$PS_TMP/best.hlo"
+expect_status 0 "$PODSIM" autoshard "$prog" $aopts -o "$PS_TMP/best.hlo"
 expect_grep "combinations run; best so far" "$PS_TMP/err"
 expect_grep "every one enumerated" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$PS_TMP/best.hlo" $opts --json -q
@@ -39,6 +50,35 @@ awk -v a="$ran" -v b="$best" 'BEGIN { exit !(a - b <= 1e-9 * b && b - a <= 1e-9 
   || fail "podsim run of the written module: $ran, the search's $best"
 expect_status 0 "$PODSIM" verify "$PS_TMP/best.hlo" -n 8
 expect_grep "agrees on 8 devices" "$PS_TMP/out"
+# With the dot's result as a candidate too (the default): at least as fast.
+expect_status 0 "$PODSIM" autoshard "$prog" $opts --json -q --exhaustive-limit 1
+expect_grep '"internal" : 1' "$PS_TMP/out"
+found=$(sed -n 's/.*"step_time_s" *: *\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out" | head -1)
+awk -v a="$found" -v b="$best" 'BEGIN { exit !(a <= b * (1 + 1e-9)) }' || fail "--internal: $found, slower than $best"
+expect_status 0 "$PODSIM" autoshard "$prog" $opts -q --exhaustive-limit 1 -o "$PS_TMP/inner.hlo"
+expect_status 0 "$PODSIM" verify "$PS_TMP/inner.hlo" -n 8
+expect_grep "agrees on 8 devices" "$PS_TMP/out"
+# --mesh auto: the 1-D mesh and both 2-D factorizations of v3-8's 8 cores.
+expect_status 0 "$PODSIM" autoshard "$prog" --slice v3-8 --mesh auto --internal 0 --exhaustive-limit 1 -q -o "$PS_TMP/auto.hlo"
+expect_grep "mesh 8 " "$PS_TMP/out"
+expect_grep "mesh 2x4 " "$PS_TMP/out"
+expect_grep "mesh 4x2 " "$PS_TMP/out"
+expect_grep "mesh 8 wins" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$PS_TMP/auto.hlo" --slice v3-8 --mesh 8 -q
+expect_status 2 "$PODSIM" autoshard "$prog" $opts -q --budget -1
+expect_grep "--budget must not be negative" "$PS_TMP/err"
+# --sharding none: the families' programs without any annotation, dumped
+# for autoshard (the dense family's is in bench_autoshard.sh).
+for fam in moe unet; do
+  expect_status 0 "$PODSIM" run $fam --sharding none --dump-hlo "$PS_TMP/$fam.hlo"
+  expect_grep "no annotation (--sharding none)" "$PS_TMP/out"
+  expect_grep "; 0 annotated tensors" "$PS_TMP/out"
+  grep -q "sharding=" "$PS_TMP/$fam.hlo" && fail "$fam --sharding none: the dump has an annotation"
+  expect_status 0 "$PODSIM" run $fam
+  grep -q "; 0 annotated tensors" "$PS_TMP/out" && fail "$fam: the default has no annotation"
+done
+expect_status 2 "$PODSIM" run moe --sharding none --pipeline-stages 2 --layers 4 -q
+expect_grep "pipeline is annotated by construction" "$PS_TMP/err"
 # Bad input.
 expect_status 2 "$PODSIM" autoshard "$PS_TMP/none.hlo" $opts -q
 expect_grep "cannot open" "$PS_TMP/err"

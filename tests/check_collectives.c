@@ -172,6 +172,8 @@ START_TEST (test_all_to_all_bisection)
   ck_assert_msg (t >= bound, "all-to-all %g s beats the bisection bound %g s", t, bound);
   ck_assert_msg (t <= 1.05 * bound + 64 * ALPHA, "all-to-all %g s, bisection bound %g s", t,
                  bound);
+  double lower = ps_coll_plan_time_bound (plan);
+  ck_assert_msg (lower <= t * (1 + 1e-12) && lower >= 0.5 * t, "all-to-all %g s, time bound %g s", t, lower);
 }
 END_TEST
 
@@ -492,6 +494,9 @@ START_TEST (test_exclusive_links_direct)
   double network = ps_coll_simulate (f.net, &plan, 1, d2);
   ck_assert_msg (fabs (direct - network) <= 1e-12 * network, "direct %.17g, SimGrid %.17g",
                  direct, network);
+  /* autoshard's closed form: the direct figure, without SimGrid */
+  double bound = ps_coll_plan_time_bound (plan);
+  ck_assert_msg (fabs (bound - direct) <= 1e-12 * direct, "time bound %.17g, direct %.17g", bound, direct);
   for (int g = 0; g < plan->n_groups; g++)
     ck_assert_msg (fabs (d1[0][g] - d2[0][g]) <= 1e-12 * d2[0][g], "group %d", g);
   g_free (d1[0]);
@@ -507,6 +512,9 @@ START_TEST (test_exclusive_links_direct)
                                                     PS_TRACE_ALL_GATHER, MIB, x, 2 * s->chips_y,
                                                     s->chips_x, LAUNCH, NULL);
   ck_assert (!shared->exclusive_links);
+  /* shared links: a lower bound of what SimGrid's sharing gives */
+  double lower = ps_coll_plan_time_bound (shared), sim = simulate_one (&f, shared);
+  ck_assert_msg (lower > LAUNCH && lower <= sim * (1 + 1e-12), "time bound %.17g, SimGrid %.17g", lower, sim);
 }
 END_TEST
 
