@@ -71,6 +71,7 @@ struct PsSgNet
   std::vector<char> rx_live;        // a receiver serves rx[core] in this run
   std::vector<int> rx_used;         // the cores whose receivers this run made
   sg4::SemaphorePtr never;          // receivers block on it until killed
+  bool mailboxes = false;           // ps_sgnet_set_mailboxes
 };
 
 struct PsSgComm
@@ -210,6 +211,12 @@ ps_sgnet_send_async (PsSgNet *net, int src_core, int dst_core, double bytes)
 {
   static char payload;
   sg4::Host *src = net->hosts.at ((size_t) src_core);
+  if (!net->mailboxes)
+    {
+      auto *c = new PsSgComm;
+      c->comm = sg4::Comm::sendto_async (src, net->hosts.at ((size_t) dst_core), (uint64_t) bytes);
+      return c;
+    }
   if (!net->rx_live.at ((size_t) dst_core))
     {
       sg4::SemaphorePtr never = net->never;
@@ -226,6 +233,12 @@ ps_sgnet_send_async (PsSgNet *net, int src_core, int dst_core, double bytes)
   auto *c = new PsSgComm;
   c->comm = net->rx[(size_t) dst_core]->put_async (&payload, (uint64_t) bytes);
   return c;
+}
+
+extern "C" void
+ps_sgnet_set_mailboxes (PsSgNet *net, int on)
+{
+  net->mailboxes = on != 0;
 }
 
 extern "C" void

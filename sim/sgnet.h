@@ -66,6 +66,12 @@ void ps_sgnet_sleep (double seconds);
  * sender's host; see sgnet.cpp for why it is not Comm::sendto_async).
  * transfer full: ps_sgnet_wait_all() frees it. */
 PsSgComm *ps_sgnet_send_async (PsSgNet *net, int src_core, int dst_core, double bytes);
+/* Whether the next transfers go through the per-core mailboxes (on) or
+ * Comm::sendto_async (off, the default). Both give the same start, route
+ * and max-min variable, so the same times; mailboxes cost a receiver actor
+ * per destination core and run, and pay off only with thousands of
+ * transfers in flight (a cluster of overlapping collectives: sgnet.cpp). */
+void ps_sgnet_set_mailboxes (PsSgNet *net, int on);
 /* Waits for all comms and frees them. */
 void ps_sgnet_wait_all (PsSgComm **comms, gsize n);
 
