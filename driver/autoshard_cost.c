@@ -66,10 +66,7 @@ static gboolean
 collective_s (PsAutoshardCost *c, const PsTraceHeader *h, const PsTraceCollective *ev, double *out,
               GError **error)
 {
-  g_autofree char *form = ev->kind == PS_TRACE_COLLECTIVE_PERMUTE ? ps_trace_pairs_to_string (&ev->pairs)
-                                                                  : ps_trace_groups_to_string (&ev->groups);
-  double bytes = (double) MAX (ev->in_bytes, ev->out_bytes);
-  char *key = g_strdup_printf ("%d|%.17g|%s", ev->kind, bytes, form);
+  char *key = ps_coll_trace_key (ev);
   double *hit = g_hash_table_lookup (c->coll_s, key);
   if (hit)
     {
@@ -86,28 +83,9 @@ collective_s (PsAutoshardCost *c, const PsTraceHeader *h, const PsTraceCollectiv
           return FALSE;
         }
     }
-  const int *core = c->assignment->core_of_device;
-  double launch = c->target->hw->collective_launch_overhead_s;
-  g_autoptr (PsCollPlan) plan = NULL;
-  if (ev->kind == PS_TRACE_COLLECTIVE_PERMUTE)
-    {
-      guint64 n_pairs;
-      g_autofree guint32 *ids = ps_trace_pairs_expand (&ev->pairs, h, &n_pairs);
-      g_autofree int *pairs = g_new (int, 2 * n_pairs + 1);
-      for (guint64 i = 0; i < 2 * n_pairs; i++)
-        pairs[i] = core[ids[i]];
-      plan = ps_coll_plan_new_permute (c->platform, bytes, pairs, (int) n_pairs, launch, error);
-    }
-  else
-    {
-      guint64 n_groups, size;
-      g_autofree guint32 *ids = ps_trace_groups_expand (&ev->groups, h, &n_groups, &size);
-      g_autofree int *cores = g_new (int, n_groups * size + 1);
-      for (guint64 i = 0; i < n_groups * size; i++)
-        cores[i] = core[ids[i]];
-      plan = ps_coll_plan_new (c->platform, c->target->collectives, ev->kind, bytes, cores, (int) n_groups,
-                               (int) size, launch, error);
-    }
+  g_autoptr (PsCollPlan) plan = ps_coll_plan_for_trace (c->platform, c->target->collectives, h, ev,
+                                                        c->assignment->core_of_device,
+                                                        c->target->hw->collective_launch_overhead_s, error);
   if (!plan)
     {
       g_free (key);

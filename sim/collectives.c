@@ -634,6 +634,43 @@ plan_finish (PsCollPlan *plan)
     }
 }
 
+static double
+coll_trace_bytes (const PsTraceCollective *c)
+{
+  return (double) MAX (c->in_bytes, c->out_bytes);
+}
+
+char *
+ps_coll_trace_key (const PsTraceCollective *c)
+{
+  g_autofree char *form = c->kind == PS_TRACE_COLLECTIVE_PERMUTE ? ps_trace_pairs_to_string (&c->pairs)
+                                                                 : ps_trace_groups_to_string (&c->groups);
+  return g_strdup_printf ("%d|%.17g|%s", c->kind, coll_trace_bytes (c), form);
+}
+
+PsCollPlan *
+ps_coll_plan_for_trace (const PsPlatform *p, PsCollAlgorithm alg, const PsTraceHeader *h,
+                        const PsTraceCollective *c, const int *core_of_device, double launch_s,
+                        GError **error)
+{
+  double bytes = coll_trace_bytes (c);
+  if (c->kind == PS_TRACE_COLLECTIVE_PERMUTE)
+    {
+      guint64 n_pairs;
+      g_autofree guint32 *ids = ps_trace_pairs_expand (&c->pairs, h, &n_pairs);
+      g_autofree int *pairs = g_new (int, 2 * n_pairs + 1);
+      for (guint64 i = 0; i < 2 * n_pairs; i++)
+        pairs[i] = core_of_device[ids[i]];
+      return ps_coll_plan_new_permute (p, bytes, pairs, (int) n_pairs, launch_s, error);
+    }
+  guint64 n_groups, size;
+  g_autofree guint32 *ids = ps_trace_groups_expand (&c->groups, h, &n_groups, &size);
+  g_autofree int *cores = g_new (int, n_groups * size + 1);
+  for (guint64 i = 0; i < n_groups * size; i++)
+    cores[i] = core_of_device[ids[i]];
+  return ps_coll_plan_new (p, alg, c->kind, bytes, cores, (int) n_groups, (int) size, launch_s, error);
+}
+
 PsCollPlan *
 ps_coll_plan_new (const PsPlatform *p, PsCollAlgorithm alg, PsTraceCollectiveKind kind,
                   double bytes, const int *cores, int n_groups, int group_size, double launch_s,

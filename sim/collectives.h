@@ -143,6 +143,15 @@ PsCollPlan *ps_coll_plan_new (const PsPlatform *p, PsCollAlgorithm alg,
  * pairs form one group. transfer full. */
 PsCollPlan *ps_coll_plan_new_permute (const PsPlatform *p, double bytes, const int *pairs,
                                       int n_pairs, double launch_s, GError **error);
+/* The plan of a trace's collective event, its devices placed on cores by
+ * core_of_device (indexed by device id), with the bytes the event moves
+ * (the larger of its input and output). transfer full. */
+PsCollPlan *ps_coll_plan_for_trace (const PsPlatform *p, PsCollAlgorithm alg,
+                                    const PsTraceHeader *h, const PsTraceCollective *c,
+                                    const int *core_of_device, double launch_s, GError **error);
+/* What two trace collectives share exactly when they make the same plan on
+ * one placement: kind, bytes and groups (or pairs). transfer full. */
+char *ps_coll_trace_key (const PsTraceCollective *c);
 void ps_coll_plan_free (PsCollPlan *plan);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsCollPlan, ps_coll_plan_free)
 

@@ -144,39 +144,15 @@ program_begin (Program *p, const char *path, const PsTraceHeader *h, const PsRep
 static int
 plan_for (Program *p, const PsTraceHeader *h, const PsTraceCollective *c, GError **error)
 {
-  g_autofree char *form = c->kind == PS_TRACE_COLLECTIVE_PERMUTE
-                            ? ps_trace_pairs_to_string (&c->pairs)
-                            : ps_trace_groups_to_string (&c->groups);
-  double bytes = (double) MAX (c->in_bytes, c->out_bytes);
-  char *key = g_strdup_printf ("%d|%.17g|%s", c->kind, bytes, form);
+  char *key = ps_coll_trace_key (c);
   gpointer hit = g_hash_table_lookup (p->plan_by_key, key);
   if (hit)
     {
       g_free (key);
       return GPOINTER_TO_INT (hit) - 1;
     }
-  const PsPlatform *pf = p->opt->platform;
-  double launch = p->opt->hw->collective_launch_overhead_s;
-  PsCollPlan *plan;
-  if (c->kind == PS_TRACE_COLLECTIVE_PERMUTE)
-    {
-      guint64 n_pairs;
-      g_autofree guint32 *ids = ps_trace_pairs_expand (&c->pairs, h, &n_pairs);
-      g_autofree int *pairs = g_new (int, 2 * n_pairs + 1);
-      for (guint64 i = 0; i < 2 * n_pairs; i++)
-        pairs[i] = p->core_of_device[ids[i]];
-      plan = ps_coll_plan_new_permute (pf, bytes, pairs, (int) n_pairs, launch, error);
-    }
-  else
-    {
-      guint64 n_groups, size;
-      g_autofree guint32 *ids = ps_trace_groups_expand (&c->groups, h, &n_groups, &size);
-      g_autofree int *cores = g_new (int, n_groups * size + 1);
-      for (guint64 i = 0; i < n_groups * size; i++)
-        cores[i] = p->core_of_device[ids[i]];
-      plan = ps_coll_plan_new (pf, p->opt->collectives, c->kind, bytes, cores, (int) n_groups,
-                               (int) size, launch, error);
-    }
+  PsCollPlan *plan = ps_coll_plan_for_trace (p->opt->platform, p->opt->collectives, h, c, p->core_of_device,
+                                             p->opt->hw->collective_launch_overhead_s, error);
   if (!plan)
     {
       g_free (key);
