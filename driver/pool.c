@@ -48,15 +48,23 @@ struct PsPool {
   double time_limit_s;
 };
 
+/* Its time limit no longer applies: the child ended, or the job goes. */
 static void
-job_free (gpointer p)
+job_drop_timer (Job *j)
 {
-  Job *j = p;
   if (j->timer)
     {
       g_source_destroy (j->timer);
       g_source_unref (j->timer);
+      j->timer = NULL;
     }
+}
+
+static void
+job_free (gpointer p)
+{
+  Job *j = p;
+  job_drop_timer (j);
   g_strfreev (j->argv);
   if (j->out)
     g_bytes_unref (j->out);
@@ -187,12 +195,7 @@ child_setup (gpointer data)
 static void
 job_ended (PsPool *p, Job *j)
 {
-  if (j->timer)
-    {
-      g_source_destroy (j->timer);
-      g_source_unref (j->timer);
-      j->timer = NULL;
-    }
+  job_drop_timer (j);
   j->r.wall_s = (double) (g_get_monotonic_time () - j->t0) / 1e6;
   /* A child the pool stopped has no result unless it managed to finish
    * cleanly; whatever it printed while dying is not a row. */
