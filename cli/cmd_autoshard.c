@@ -335,10 +335,10 @@ ps_cmd_autoshard (int argc, char **argv)
     { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Pipeline runs in parallel (default: the processors)", "N" },
     { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many (each run in full), else the DP under the cheap cost (default 256)", "N" },
     { "internal", 0, 0, G_OPTION_ARG_INT, &o.internal, "Search the shardings of up to N internal tensors too, largest first: the values while loops carry that are not parameters, then the first dot or convolution result of each shape (default 8; 0: parameters only)", "N" },
-    { "budget", 0, 0, G_OPTION_ARG_DOUBLE, &o.budget, "Stop the local search after this many seconds and run its best so far in full (default: no limit)", "S" },
+    { "budget", 0, 0, G_OPTION_ARG_DOUBLE, &o.budget, "Stop the DP or the local search after this many seconds and run its best so far in full (default: no limit)", "S" },
     { "full-runs", 0, 0, G_OPTION_ARG_INT, &o.full_runs, "DP and local search: run this many of the cheapest candidates through the full pipeline (default 8)", "N" },
     { "solver", 0, 0, G_OPTION_ARG_STRING, &o.solver, "auto (default: exhaustive up to --exhaustive-limit combinations, else dp), exhaustive, dp (a dynamic program over the chain of tensors, in rounds) or local (the local search of many-tensor moves)", "NAME" },
-    { "dp-width", 0, 0, G_OPTION_ARG_INT, &o.dp_width, "DP: candidates kept per tensor besides replicated, half by step, half by peak (default 4)", "N" },
+    { "dp-width", 0, 0, G_OPTION_ARG_INT, &o.dp_width, "DP: candidates kept per variable (the tensors of one shape) besides its base, half by step, half by peak (default 4)", "N" },
     { "dp-rounds", 0, 0, G_OPTION_ARG_INT, &o.dp_rounds, "DP: rounds, the first around no annotation, each later one around the best so far, until one gains under 0.01 % (default: at most 8)", "N" },
     { NULL }
   };
