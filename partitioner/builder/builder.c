@@ -100,6 +100,13 @@ ps_builder_name_next (PsBuilder *b, const char *name)
 }
 
 void
+ps_builder_allow_closure (PsBuilder *b)
+{
+  g_return_if_fail (b != NULL);
+  b->closure = TRUE;
+}
+
+void
 ps_builder_set_op_name (PsBuilder *b, const char *op_name)
 {
   g_return_if_fail (b != NULL);
@@ -137,7 +144,7 @@ bd_usable (PsBuilder *b, int n, PsInstr *const *xs)
           return FALSE;
         }
       g_return_val_if_fail (xs[i]->parent != NULL && xs[i]->parent->parent == b->m, FALSE);
-      if (xs[i]->parent != b->c)
+      if (xs[i]->parent != b->c && !b->closure)
         {
           bd_fail (b, "operand", "'%s' belongs to computation '%s', not this one",
                    xs[i]->name, xs[i]->parent->name);
