@@ -13,7 +13,6 @@
 
 #include <math.h>
 
-#include "partitioner/builder/autodiff.h"
 #include "models/layers_private.h"
 
 /* ---- elementwise and normalisation ------------------------------------------------------ */
@@ -33,13 +32,13 @@ norm_last_dim (PsNet *net, PsInstr *x, PsInstr *scale, gboolean centre)
   PsInstr *xc = xf;
   if (centre)
     {
-      PsInstr *sum = ps_ad_reduce_sum (net->c, xf, 1, &last);
+      PsInstr *sum = ps_build_sum (ps_net_builder (net), xf, 1, &last);
       PsInstr *mean = ly_bin (net, PS_OP_MULTIPLY, sum, ly_full (net, rows, inv_m));
       xc = ly_bin (net, PS_OP_SUBTRACT, xf, ly_bcast (net, mean, xf->shape, r - 1, keep));
     }
   PsInstr *sq = ly_bin (net, PS_OP_MULTIPLY, xc, xc);
   PsInstr *inv_m_full = ly_full (net, rows, inv_m);
-  PsInstr *var = ly_bin (net, PS_OP_MULTIPLY, ps_ad_reduce_sum (net->c, sq, 1, &last), inv_m_full);
+  PsInstr *var = ly_bin (net, PS_OP_MULTIPLY, ps_build_sum (ps_net_builder (net), sq, 1, &last), inv_m_full);
   PsInstr *rs = ly_un (net, PS_OP_RSQRT, ly_bin (net, PS_OP_ADD, var, ly_full (net, var->shape, 1e-6)));
   PsInstr *n = ly_bin (net, PS_OP_MULTIPLY, xc, ly_bcast (net, rs, xf->shape, r - 1, keep));
   PsInstr *sc = ly_bcast (net, scale, xf->shape, 1, &last);
@@ -99,9 +98,9 @@ ps_softmax (PsNet *net, PsInstr *x)
   int64_t last = r - 1, keep[PS_NET_MAX_RANK];
   for (int i = 0; i < r - 1; i++)
     keep[i] = i;
-  PsInstr *mx = ps_ad_reduce (net->c, x, PS_OP_MAXIMUM, -1e30, 1, &last);
+  PsInstr *mx = ps_build_reduce_op (ps_net_builder (net), x, PS_OP_MAXIMUM, -1e30, 1, &last);
   PsInstr *e = ly_un (net, PS_OP_EXP, ly_bin (net, PS_OP_SUBTRACT, x, ly_bcast (net, mx, x->shape, r - 1, keep)));
-  PsInstr *se = ps_ad_reduce_sum (net->c, e, 1, &last);
+  PsInstr *se = ps_build_sum (ps_net_builder (net), e, 1, &last);
   return ly_bin (net, PS_OP_DIVIDE, e, ly_bcast (net, se, e->shape, r - 1, keep));
 }
 
@@ -156,15 +155,15 @@ ps_softmax_cross_entropy (PsNet *net, PsInstr *logits, PsInstr *labels)
   int64_t last = r - 1, keep[PS_NET_MAX_RANK], all[PS_NET_MAX_RANK];
   for (int i = 0; i < r; i++)
     keep[i] = all[i] = i;
-  PsInstr *mx = ps_ad_reduce (net->c, logits, PS_OP_MAXIMUM, -1e30, 1, &last);
+  PsInstr *mx = ps_build_reduce_op (ps_net_builder (net), logits, PS_OP_MAXIMUM, -1e30, 1, &last);
   PsInstr *xs = ly_bin (net, PS_OP_SUBTRACT, logits, ly_bcast (net, mx, logits->shape, r - 1, keep));
-  PsInstr *se = ps_ad_reduce_sum (net->c, ly_un (net, PS_OP_EXP, xs), 1, &last);
+  PsInstr *se = ps_build_sum (ps_net_builder (net), ly_un (net, PS_OP_EXP, xs), 1, &last);
   PsInstr *lse = ly_un (net, PS_OP_LOG, se);
   PsInstr *logp = ly_bin (net, PS_OP_SUBTRACT, xs, ly_bcast (net, lse, xs->shape, r - 1, keep));
   PsInstr *oh = ps_net_one_hot (net, labels, logits->shape->dims[r - 1], logits->shape->etype);
-  PsInstr *tot = ps_ad_reduce_sum (net->c, ly_bin (net, PS_OP_MULTIPLY, logp, oh), r, all);
+  PsInstr *tot = ps_build_sum (ps_net_builder (net), ly_bin (net, PS_OP_MULTIPLY, logp, oh), r, all);
   double n = (double) ps_shape_elements (labels->shape);
-  return ly_bin (net, PS_OP_MULTIPLY, tot, ps_ad_scalar (net->c, logits->shape->etype, -1.0 / n));
+  return ly_bin (net, PS_OP_MULTIPLY, tot, ps_build_scalar (ps_net_builder (net), logits->shape->etype, -1.0 / n));
 }
 
 /* ---- feed-forward ------------------------------------------------------------------------ */
