@@ -10,7 +10,6 @@
 
 #include "models/layers.h"
 #include "models/net.h"
-#include "partitioner/builder/autodiff.h"
 #include "traces/trace.h"
 
 /* ---- configs ------------------------------------------------------------------ */
@@ -395,7 +394,7 @@ head_loss (PsNet *net, const PsDenseLmConfig *cfg, PsInstr *x, PsInstr *final_ln
 {
   PsInstr *h = ps_norm (net, cfg->norm, x, final_ln);
   const char *spec = x->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
+  PsInstr *logits = ps_build_cast (ps_net_builder (net), ps_net_einsum (net, spec, h, emb_head), PS_F32);
   return ps_softmax_cross_entropy (net, logits, labels);
 }
 
@@ -413,13 +412,13 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, gboolean last, const Embeddi
             const PsLayer *layers, gboolean loop, PsInstr *final_ln, PsInstr *mids,
             PsInstr *mlabels, PsInstr *lr, PsInstr *decay, GError **error)
 {
-  PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, e->table, PS_BF16));
+  PsInstr *x0 = ps_embed (net, mids, ps_build_cast (ps_net_builder (net), e->table, PS_BF16));
   if (e->positions)
     {
       /* GPT-2/3's learned absolute positions, added to the token embedding. */
       int64_t sm[2] = { 1, 2 };
-      PsInstr *pos = ps_ad_convert (net->c, e->positions, PS_BF16);
-      x0 = ps_ad_binary (net->c, PS_OP_ADD, x0, ps_ad_broadcast (net->c, pos, x0->shape, 2, sm));
+      PsInstr *pos = ps_build_cast (ps_net_builder (net), e->positions, PS_BF16);
+      x0 = ps_build_add (ps_net_builder (net), x0, ps_build_broadcast_to (ps_net_builder (net), pos, x0->shape, sm));
     }
   g_autofree PsInstr **xs = g_new (PsInstr *, n_layers + 1);
   g_autoptr (PsLayerLoop) lp = NULL;
@@ -435,7 +434,7 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, gboolean last, const Embeddi
 
   /* Backward: head, layers from the top, embedding. The loss is averaged
    * over microbatches, so the seed is 1/microbatches. */
-  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / cfg->microbatches);
+  PsInstr *seed = ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / cfg->microbatches);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx;
   if (!ps_net_vjp (net, loss, seed, top, &gx, 2, head_w, error))
     return FALSE;
@@ -566,12 +565,12 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   const int M = cfg->microbatches;
   PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
   PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, emb->shape->dims[0], PS_BF16),
-                               ps_ad_convert (net->c, emb, PS_BF16));
+                               ps_build_cast (ps_net_builder (net), emb, PS_BF16));
   if (positions)
     {
       int64_t sm[2] = { 2, 3 };
-      PsInstr *pos = ps_ad_convert (net->c, positions, PS_BF16);
-      x0 = ps_ad_binary (net->c, PS_OP_ADD, x0, ps_ad_broadcast (net->c, pos, x0->shape, 2, sm));
+      PsInstr *pos = ps_build_cast (ps_net_builder (net), positions, PS_BF16);
+      x0 = ps_build_add (ps_net_builder (net), x0, ps_build_broadcast_to (ps_net_builder (net), pos, x0->shape, sm));
     }
   PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
   g_autoptr (PsPipelineRun) run = NULL;
