@@ -10,7 +10,6 @@
 #include "common/error.h"
 #include "models/conv_layers.h"
 #include "models/layers.h"
-#include "partitioner/builder/autodiff.h"
 
 void
 ps_unet3d_config_mlperf (PsUnet3dConfig *out)
@@ -207,11 +206,7 @@ microbatch (PsNet *net, const PsUnet3dConfig *c, Unet *u_, Block *enc, Block *de
     {
       PsInstr *up = up_conv (net, &u, &dec[l], x);
       PsInstr *cat[2] = { up, skips[l] };
-      PsShape *cs = ps_shape_copy (up->shape);
-      cs->dims[4] += skips[l]->shape->dims[4];
-      PsInstr *xc = ps_computation_add_instr (net->c, PS_OP_CONCATENATE, NULL, cs, 2, cat);
-      int64_t fdim = 4;
-      ps_ints_set (&xc->dimensions, 1, &fdim);
+      PsInstr *xc = ps_build_concatenate (ps_net_builder (net), 2, cat, 4);
       x = conv_bn_relu (net, &u, &dec[l].conv1, xc, 1);
       x = conv_bn_relu (net, &u, &dec[l].conv2, x, 1);
     }
@@ -219,12 +214,12 @@ microbatch (PsNet *net, const PsUnet3dConfig *c, Unet *u_, Block *enc, Block *de
   PsInstr *logits = ps_conv (net, x, out_kernel, NULL, NULL, NULL, NULL, 1);
   tag_since (net, first, PS_UNET3D_OP_CONV);
   u.flops += ps_conv_flops (logits);
-  logits = ps_ad_convert (net->c, ps_add_bias (net, logits, out_bias), PS_F32);
+  logits = ps_build_cast (ps_net_builder (net), ps_add_bias (net, logits, out_bias), PS_F32);
   PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
   ps_net_add_loss (net, loss);
   u_->flops = u.flops;
   /* the loss is the mean of the microbatches' means */
-  return ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0 / (double) MAX (c->microbatches, 1)),
+  return ps_net_vjp (net, loss, ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / (double) MAX (c->microbatches, 1)),
                      NULL, NULL, (int) net->weights->len, (PsInstr **) net->weights->pdata, error);
 }
 
