@@ -235,8 +235,8 @@ moe_ffn (PsNet *net, const PsEncDecConfig *c, const MoeFfn *w, PsInstr *x, PsIns
   a = ps_build_mul (b, a, ps_build_scalar (b, PS_F32, c->aux_loss_weight));
   /* Shapes come from a checked config: a builder error is a bug here. */
   g_assert (ps_builder_ok (b));
-  *aux = *aux ? ps_ad_binary (net->c, PS_OP_ADD, *aux, a) : a;
-  return ps_ad_binary (net->c, PS_OP_ADD, x, y);
+  *aux = *aux ? ps_build_add (ps_net_builder (net), *aux, a) : a;
+  return ps_build_add (ps_net_builder (net), x, y);
 }
 
 /* Encoder layer l: self-attention, then the dense or MoE FFN (its
@@ -275,7 +275,7 @@ decoder_layer (PsNet *net, const PsEncDecConfig *cfg, const DecoderLayer *L, con
   y = ps_attention (net, &self, self_ctx, y);
   PsInstr *h = ps_norm (net, cross.norm, y, cross.ln);
   PsInstr *c = ps_attention_core_kv (net, &cross, cross_ctx, h, enc);
-  y = ps_ad_binary (net->c, PS_OP_ADD, y, c);
+  y = ps_build_add (ps_net_builder (net), y, c);
   return L->moe.wg ? moe_ffn (net, cfg, &L->moe, y, aux) : ps_ffn (net, &ffn, y);
 }
 
@@ -351,7 +351,7 @@ layer_vjp (PsNet *net, PsInstr *y, PsInstr *aux, PsInstr *dy, PsInstr *aux_seed,
 static PsInstr *
 shared_copy (PsNet *net, PsInstr *w)
 {
-  return w ? ps_ad_unary (net->c, PS_OP_COPY, w) : NULL;
+  return w ? ps_build_unary (ps_net_builder (net), PS_OP_COPY, w) : NULL;
 }
 
 /* A relative-bias table "<name>" [buckets, heads] ("kn"), or [buckets,
@@ -373,7 +373,7 @@ rel_bias_weight (PsNet *net, const char *name, int buckets, int64_t heads, int64
 static PsInstr *
 add_opt (PsNet *net, PsInstr *a, PsInstr *b)
 {
-  return a == NULL ? b : b == NULL ? a : ps_ad_binary (net->c, PS_OP_ADD, a, b);
+  return a == NULL ? b : b == NULL ? a : ps_build_add (ps_net_builder (net), a, b);
 }
 
 /* What a microbatch's forward and backward read: the weights (and
@@ -410,24 +410,24 @@ microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsI
   g_autofree PsInstr **xs = g_new0 (PsInstr *, cfg->enc_layers + 1);
   g_autofree PsInstr **ys = g_new0 (PsInstr *, cfg->dec_layers + 1);
   PsInstr *aux = NULL;   /* every layer's load-balancing term, summed */
-  xs[0] = ps_embed (net, src, ps_ad_convert (net->c, emb, net->act));
+  xs[0] = ps_embed (net, src, ps_build_cast (ps_net_builder (net), emb, net->act));
   for (int l = 0; l < cfg->enc_layers; l++)
     xs[l + 1] = encoder_layer (net, cfg, &md->enc[l], &md->enc_moe[l], md->enc_ctx, xs[l], &aux);
   PsInstr *enc_out = ps_norm (net, cfg->norm, xs[cfg->enc_layers], md->enc_ln);
-  ys[0] = ps_embed (net, tgt, ps_ad_convert (net->c, emb, net->act));
+  ys[0] = ps_embed (net, tgt, ps_build_cast (ps_net_builder (net), emb, net->act));
   for (int l = 0; l < cfg->dec_layers; l++)
     ys[l + 1] = decoder_layer (net, cfg, &md->dec[l], md->dec_ctx, md->cross_ctx, ys[l], enc_out, &aux);
   PsInstr *top = ps_norm (net, cfg->norm, ys[cfg->dec_layers], md->dec_ln);
   /* With remat and tied embeddings the head reads a copy of the table:
    * the head's own product (below) must not reach the embedding's other
    * uses, under every layer, which autodiff's total derivative would. */
-  PsInstr *head_w = cfg->remat && softmax == emb ? ps_ad_unary (net->c, PS_OP_COPY, emb) : softmax;
-  PsInstr *head = ps_ad_convert (net->c, head_w, net->act);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", top, head), PS_F32);
+  PsInstr *head_w = cfg->remat && softmax == emb ? ps_build_unary (ps_net_builder (net), PS_OP_COPY, emb) : softmax;
+  PsInstr *head = ps_build_cast (ps_net_builder (net), head_w, net->act);
+  PsInstr *logits = ps_build_cast (ps_net_builder (net), ps_net_einsum (net, "bsm,vm->bsv", top, head), PS_F32);
   PsInstr *ce = ps_softmax_cross_entropy (net, logits, labels);
-  PsInstr *loss = aux ? ps_ad_binary (net->c, PS_OP_ADD, ce, aux) : ce;
+  PsInstr *loss = aux ? ps_build_add (ps_net_builder (net), ce, aux) : ce;
   ps_net_add_loss (net, loss);
-  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / M);
+  PsInstr *seed = ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / M);
   if (!cfg->remat)
     /* Backward: the whole (micro)step at once (encdec.h says why). */
     return ps_net_vjp (net, loss, seed, NULL, NULL, md->n_weights, (PsInstr **) net->weights->pdata, error);
@@ -447,7 +447,7 @@ microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsI
        * product is the total derivative, and enc_out also reaches this
        * layer through ys[l] (the layers below), which would count their
        * part twice. */
-      PsInstr *a = NULL, *enc_l = ps_ad_unary (net->c, PS_OP_COPY, enc_out);
+      PsInstr *a = NULL, *enc_l = ps_build_unary (ps_net_builder (net), PS_OP_COPY, enc_out);
       DecoderLayer L = md->dec[l];
       PsInstr *bias = shared_copy (net, md->dec_bias);
       if (bias)
