@@ -85,37 +85,37 @@ gboolean
 ps_conformer_check (const PsConformerConfig *c, GError **error)
 {
   struct { const char *opt; int64_t v; } pos[] = {
-    { ps_model_label (c->params, "layers", "--layers"), c->layers }, { ps_model_label (c->params, "model_dim", "--model-dim"), c->model_dim },
-    { ps_model_label (c->params, "heads", "--heads"), c->heads }, { ps_model_label (c->params, "ffn_mult", "--ffn-mult"), c->ffn_mult },
-    { ps_model_label (c->params, "conv_kernel", "--conv-kernel"), c->conv_kernel }, { ps_model_label (c->params, "frames", "--frames"), c->frames },
-    { ps_model_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins }, { ps_model_label (c->params, "vocab", "--vocab"), c->vocab },
-    { ps_model_label (c->params, "global_batch", "--batch"), c->global_batch }, { ps_model_label (c->params, "mesh", "--data"), c->data },
-    { ps_model_label (c->params, "mesh", "--model"), c->model },
+    { ps_param_store_label (c->params, "layers", "--layers"), c->layers }, { ps_param_store_label (c->params, "model_dim", "--model-dim"), c->model_dim },
+    { ps_param_store_label (c->params, "heads", "--heads"), c->heads }, { ps_param_store_label (c->params, "ffn_mult", "--ffn-mult"), c->ffn_mult },
+    { ps_param_store_label (c->params, "conv_kernel", "--conv-kernel"), c->conv_kernel }, { ps_param_store_label (c->params, "frames", "--frames"), c->frames },
+    { ps_param_store_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins }, { ps_param_store_label (c->params, "vocab", "--vocab"), c->vocab },
+    { ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch }, { ps_param_store_label (c->params, "mesh", "--data"), c->data },
+    { ps_param_store_label (c->params, "mesh", "--model"), c->model },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
-      return ps_model_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
+      return ps_param_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
   if (c->rel_buckets < 2)
-    return ps_model_fail (error, "%s must be at least 2 (got %d)", ps_model_label (c->params, "rel_buckets", "--rel-buckets"),
+    return ps_param_fail (error, "%s must be at least 2 (got %d)", ps_param_store_label (c->params, "rel_buckets", "--rel-buckets"),
                  c->rel_buckets);
   if (c->model_dim % c->heads != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " does not divide %s %" G_GINT64_FORMAT,
-                 ps_model_label (c->params, "heads", "--heads"), c->heads, ps_model_label (c->params, "model_dim", "--model-dim"), c->model_dim);
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " does not divide %s %" G_GINT64_FORMAT,
+                 ps_param_store_label (c->params, "heads", "--heads"), c->heads, ps_param_store_label (c->params, "model_dim", "--model-dim"), c->model_dim);
   if (c->frames % 4 != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
-                 "time by 4)", ps_model_label (c->params, "frames", "--frames"), c->frames);
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "time by 4)", ps_param_store_label (c->params, "frames", "--frames"), c->frames);
   if (c->mel_bins % 4 != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
-                 "frequency by 4)", ps_model_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins);
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "frequency by 4)", ps_param_store_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins);
   if (c->global_batch % c->data != 0)
-    return ps_model_fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
-                 ps_model_label (c->params, "mesh", "--data"), c->data, ps_model_label (c->params, "global_batch", "--batch"), c->global_batch);
+    return ps_param_fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
+                 ps_param_store_label (c->params, "mesh", "--data"), c->data, ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch);
   const int64_t M = MAX (c->microbatches, 1);
   if (M > 1024 || c->global_batch % (M * c->data) != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " must be at most 1024 and cut %s %" G_GINT64_FORMAT
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " must be at most 1024 and cut %s %" G_GINT64_FORMAT
                  " into microbatches that its data axis (%" G_GINT64_FORMAT ") divides",
-                 ps_model_label (c->params, "microbatches", "--microbatches"), c->microbatches,
-                 ps_model_label (c->params, "global_batch", "--batch"), c->global_batch, c->data);
+                 ps_param_store_label (c->params, "microbatches", "--microbatches"), c->microbatches,
+                 ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch, c->data);
   /* The largest arrays of the step; the builder refuses arrays over
    * PS_MAX_ELEMENTS. */
   const int64_t B = c->global_batch, T = c->frames, F = c->mel_bins, S = T / 4, m = c->model_dim;
@@ -135,15 +135,15 @@ ps_conformer_check (const PsConformerConfig *c, GError **error)
       for (int k = 0; k < 5 && ok; k++)
         ok = ps_checked_mul_i64 (n, big[i].d[k], &n) && n <= PS_MAX_ELEMENTS;
       if (!ok)
-        return ps_model_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
+        return ps_param_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
                      G_GINT64_FORMAT ", %s %" G_GINT64_FORMAT "; doc/robustness.md)", big[i].what,
-                     ps_model_label (c->params, "global_batch", "--batch"), B, ps_model_label (c->params, "frames", "--frames"), T,
-                     ps_model_label (c->params, "model_dim", "--model-dim"), m);
+                     ps_param_store_label (c->params, "global_batch", "--batch"), B, ps_param_store_label (c->params, "frames", "--frames"), T,
+                     ps_param_store_label (c->params, "model_dim", "--model-dim"), m);
     }
   if (c->sharding == PS_CONFORMER_DP && c->global_batch % (M * c->data * c->model) != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
-                 " devices (dp sharding) times %s", ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                 c->data * c->model, ps_model_label (c->params, "microbatches", "--microbatches"));
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
+                 " devices (dp sharding) times %s", ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch,
+                 c->data * c->model, ps_param_store_label (c->params, "microbatches", "--microbatches"));
   return TRUE;
 }
 

@@ -94,20 +94,20 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
       if (pos[i].v <= 0)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %" G_GINT64_FORMAT ")",
-                       ps_model_label (c->params, pos[i].key, pos[i].opt), pos[i].v);
+                       ps_param_store_label (c->params, pos[i].key, pos[i].opt), pos[i].v);
           return FALSE;
         }
       if (pos[i].v > pos[i].max)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be at most %" G_GINT64_FORMAT
-                       " (got %" G_GINT64_FORMAT ")", ps_model_label (c->params, pos[i].key, pos[i].opt), pos[i].max, pos[i].v);
+                       " (got %" G_GINT64_FORMAT ")", ps_param_store_label (c->params, pos[i].key, pos[i].opt), pos[i].max, pos[i].v);
           return FALSE;
         }
     }
   if (c->mesh[0] * c->mesh[1] > PS_MAX_DEVICES)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                   " has more than %d devices", ps_model_label (c->params, "mesh", "--mesh"), c->mesh[0], c->mesh[1],
+                   " has more than %d devices", ps_param_store_label (c->params, "mesh", "--mesh"), c->mesh[0], c->mesh[1],
                    PS_MAX_DEVICES);
       return FALSE;
     }
@@ -116,10 +116,10 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
   if (c->rel_buckets != 0 && (c->rel_buckets < 2 || c->rel_buckets > 254))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 0 (none) or 2 .. 254 (got %d)",
-                   ps_model_label (c->params, "rel_buckets", "--rel-buckets"), c->rel_buckets);
+                   ps_param_store_label (c->params, "rel_buckets", "--rel-buckets"), c->rel_buckets);
       return FALSE;
     }
-  const char *kvs = ps_model_label (c->params, "kv_heads", "--kv-heads");
+  const char *kvs = ps_param_store_label (c->params, "kv_heads", "--kv-heads");
   if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must divide --heads (%" G_GINT64_FORMAT
@@ -129,13 +129,13 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
   if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")",
-                   ps_model_label (c->params, "position", "--position"), ps_model_label (c->params, "head_dim", "--head-dim"), c->head_dim);
+                   ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
-  const char *batch = ps_model_label (c->params, "global_batch", "--batch"), *mbs = ps_model_label (c->params, "microbatches", "--microbatches");
+  const char *batch = ps_param_store_label (c->params, "global_batch", "--batch"), *mbs = ps_param_store_label (c->params, "microbatches", "--microbatches");
   if (c->global_batch % c->microbatches != 0)
     return require_div (c->global_batch, c->microbatches, batch, mbs, error);
-  const char *stages = ps_model_label (c->params, "pipeline_stages", "--pipeline-stages");
+  const char *stages = ps_param_store_label (c->params, "pipeline_stages", "--pipeline-stages");
   if (c->pipeline_stages < 0 || c->pipeline_stages > c->layers)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. --layers (%d), got %d", stages,
@@ -147,13 +147,13 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
       if (c->sharding != PS_SHARDING_2D && c->sharding != PS_SHARDING_1D)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: the in-layer sharding of a stage is 2d "
-                       "or 1d (got %s)", stages, ps_model_label (c->params, "sharding", "--sharding"));
+                       "or 1d (got %s)", stages, ps_param_store_label (c->params, "sharding", "--sharding"));
           return FALSE;
         }
       if (c->untied_embeddings)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: a pipeline has tied embeddings "
-                       "(got %s false)", stages, ps_model_label (c->params, "tie_embeddings", "--tie-embeddings"));
+                       "(got %s false)", stages, ps_param_store_label (c->params, "tie_embeddings", "--tie-embeddings"));
           return FALSE;
         }
       if (c->unroll)
@@ -161,7 +161,7 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s and --unroll: a pipeline is a loop", stages);
           return FALSE;
         }
-      if (!require_div (c->layers, c->pipeline_stages, ps_model_label (c->params, "layers", "--layers"), stages, error))
+      if (!require_div (c->layers, c->pipeline_stages, ps_param_store_label (c->params, "layers", "--layers"), stages, error))
         return FALSE;
       if (c->mesh[0] * c->mesh[1] * c->pipeline_stages > PS_MAX_DEVICES)
         {
@@ -173,14 +173,14 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   int64_t b = c->global_batch / c->microbatches;
   int64_t all = c->mesh[0] * c->mesh[1];
-  const char *md = ps_model_label (c->params, "model_dim", "--model-dim");
-  const char *ffn = ps_model_label (c->params, "ffn_dim", "--ffn-dim");
+  const char *md = ps_param_store_label (c->params, "model_dim", "--model-dim");
+  const char *ffn = ps_param_store_label (c->params, "ffn_dim", "--ffn-dim");
   const char *mb = "the microbatch size (global batch / microbatches)";
   /* Heads are split as kv heads (grouped-query attention keeps the query
    * groups of a kv head together); the vocabulary is padded instead. */
   const gboolean gq = c->kv_heads > 0 && c->kv_heads != c->heads;
   const int64_t hsplit = gq ? c->kv_heads : c->heads;
-  const char *heads = gq ? kvs : ps_model_label (c->params, "heads", "--heads");
+  const char *heads = gq ? kvs : ps_param_store_label (c->params, "heads", "--heads");
   if (c->pipeline_stages > 1 && c->sharding == PS_SHARDING_1D)
     return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
            && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
@@ -194,7 +194,7 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
              && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
              && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error);
     case PS_SHARDING_MEGATRON_SP:
-      if (!require_div (c->seq_len, c->mesh[1], ps_model_label (c->params, "seq_len", "--seq-len"), "mesh axis 1", error))
+      if (!require_div (c->seq_len, c->mesh[1], ps_param_store_label (c->params, "seq_len", "--seq-len"), "mesh axis 1", error))
         return FALSE;
       /* fall through */
     case PS_SHARDING_MEGATRON:
@@ -256,7 +256,7 @@ ps_dense_lm_mesh_devices (const PsDenseLmConfig *c, GError **error)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
                    "%s nonpod2d: the slice has %" G_GINT64_FORMAT " cores but the mesh %" G_GINT64_FORMAT
-                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT "%s", ps_model_label (c->params, "device_order", "--device-order"),
+                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT "%s", ps_param_store_label (c->params, "device_order", "--device-order"),
                    c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1], c->mesh[0] * c->mesh[1],
                    /* nonpod2d orders a whole slice; a stage's mesh is part of one. */
                    c->pipeline_stages > 1 ? " (a pipeline stage's mesh is part of the slice: --device-order arange "

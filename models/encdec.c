@@ -53,7 +53,7 @@ divides (const PsEncDecConfig *c, int64_t v, const char *key, const char *opt, i
   if (by <= 1 || v % by == 0)
     return TRUE;
   g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%"
-               G_GINT64_FORMAT ")", ps_model_label (c->params, key, opt), v, axis, by);
+               G_GINT64_FORMAT ")", ps_param_store_label (c->params, key, opt), v, axis, by);
   return FALSE;
 }
 
@@ -64,18 +64,18 @@ check_moe (const PsEncDecConfig *c, GError **error)
 {
   if (c->experts == 0)
     return TRUE;
-  const char *e = ps_model_label (c->params, "experts", "--experts"), *g = ps_model_label (c->params, "groups", "--groups");
+  const char *e = ps_param_store_label (c->params, "experts", "--experts"), *g = ps_param_store_label (c->params, "groups", "--groups");
   if (c->moe_every < 1 || c->top_k < 1 || c->top_k > c->experts)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s and %s must be at least 1, and %s at most %s (%"
-                   G_GINT64_FORMAT ")", ps_model_label (c->params, "moe_every", "--moe-every"), ps_model_label (c->params, "top_k", "--top-k"),
-                   ps_model_label (c->params, "top_k", "--top-k"), e, c->experts);
+                   G_GINT64_FORMAT ")", ps_param_store_label (c->params, "moe_every", "--moe-every"), ps_param_store_label (c->params, "top_k", "--top-k"),
+                   ps_param_store_label (c->params, "top_k", "--top-k"), e, c->experts);
       return FALSE;
     }
   if (!(c->capacity_factor > 0) || c->capacity_factor > 1e6)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %g)",
-                   ps_model_label (c->params, "capacity_factor", "--capacity-factor"), c->capacity_factor);
+                   ps_param_store_label (c->params, "capacity_factor", "--capacity-factor"), c->capacity_factor);
       return FALSE;
     }
   const int64_t G = ps_encdec_groups (c);
@@ -106,35 +106,35 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
 {
   if (c->mesh[0] < 1 || c->mesh[1] < 1 || c->mesh[0] * c->mesh[1] > PS_MAX_DEVICES)
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. %d devices", ps_model_label (c->params, "mesh", "--mesh"),
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. %d devices", ps_param_store_label (c->params, "mesh", "--mesh"),
                    PS_MAX_DEVICES);
       return FALSE;
     }
   if (c->rel_buckets == 1)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 0 (none) or 2 .. 254 (got 1)",
-                   ps_model_label (c->params, "rel_buckets", "--rel-buckets"));
+                   ps_param_store_label (c->params, "rel_buckets", "--rel-buckets"));
       return FALSE;
     }
   if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must divide %s (%" G_GINT64_FORMAT "), got %"
-                   G_GINT64_FORMAT, ps_model_label (c->params, "kv_heads", "--kv-heads"), ps_model_label (c->params, "heads", "--heads"), c->heads,
+                   G_GINT64_FORMAT, ps_param_store_label (c->params, "kv_heads", "--kv-heads"), ps_param_store_label (c->params, "heads", "--heads"), c->heads,
                    c->kv_heads);
       return FALSE;
     }
   if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")",
-                   ps_model_label (c->params, "position", "--position"), ps_model_label (c->params, "head_dim", "--head-dim"), c->head_dim);
+                   ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
   const int M = MAX (c->microbatches, 1);
   if (c->global_batch % M != 0)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%d)",
-                   ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                   ps_model_label (c->params, "microbatches", "--microbatches"), M);
+                   ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch,
+                   ps_param_store_label (c->params, "microbatches", "--microbatches"), M);
       return FALSE;
     }
   if (!check_moe (c, error) || !check_split (c, error))
@@ -146,8 +146,8 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "a microbatch (%s %" G_GINT64_FORMAT " / %s %d = %"
                    G_GINT64_FORMAT " sequences) is not divisible by the %" G_GINT64_FORMAT " devices its batch splits over",
-                   ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                   ps_model_label (c->params, "microbatches", "--microbatches"), M, c->global_batch / M, by);
+                   ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch,
+                   ps_param_store_label (c->params, "microbatches", "--microbatches"), M, c->global_batch / M, by);
       return FALSE;
     }
   return TRUE;

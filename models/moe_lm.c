@@ -63,54 +63,54 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
-      return ps_model_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")",
-                   pos[i].key ? ps_model_label (c->params, pos[i].key, pos[i].opt) : pos[i].opt, pos[i].v);
-  const char *groups = ps_model_label (c->params, "groups", "--groups"), *batch = ps_model_label (c->params, "global_batch", "--batch");
-  const char *mbs = ps_model_label (c->params, "microbatches", "--microbatches");
+      return ps_param_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")",
+                   pos[i].key ? ps_param_store_label (c->params, pos[i].key, pos[i].opt) : pos[i].opt, pos[i].v);
+  const char *groups = ps_param_store_label (c->params, "groups", "--groups"), *batch = ps_param_store_label (c->params, "global_batch", "--batch");
+  const char *mbs = ps_param_store_label (c->params, "microbatches", "--microbatches");
   if (c->groups < 0)
-    return ps_model_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", groups, c->groups);
+    return ps_param_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", groups, c->groups);
   if (!(c->capacity_factor > 0) || c->capacity_factor > 1e6)
-    return ps_model_fail (error, "%s must be positive (got %g)", ps_model_label (c->params, "capacity_factor", "--capacity-factor"),
+    return ps_param_fail (error, "%s must be positive (got %g)", ps_param_store_label (c->params, "capacity_factor", "--capacity-factor"),
                  c->capacity_factor);
   if (c->top_k > c->experts)
-    return ps_model_fail (error, "%s %d exceeds %s %" G_GINT64_FORMAT, ps_model_label (c->params, "top_k", "--top-k"), c->top_k,
-                 ps_model_label (c->params, "experts", "--experts"), c->experts);
+    return ps_param_fail (error, "%s %d exceeds %s %" G_GINT64_FORMAT, ps_param_store_label (c->params, "top_k", "--top-k"), c->top_k,
+                 ps_param_store_label (c->params, "experts", "--experts"), c->experts);
   if (c->global_batch % c->microbatches != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %d", batch, c->global_batch, mbs,
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %d", batch, c->global_batch, mbs,
                  c->microbatches);
   if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
-    return ps_model_fail (error, "%s must divide %s (%" G_GINT64_FORMAT "), got %" G_GINT64_FORMAT,
-                 ps_model_label (c->params, "kv_heads", "--kv-heads"), ps_model_label (c->params, "heads", "--heads"), c->heads, c->kv_heads);
+    return ps_param_fail (error, "%s must divide %s (%" G_GINT64_FORMAT "), got %" G_GINT64_FORMAT,
+                 ps_param_store_label (c->params, "kv_heads", "--kv-heads"), ps_param_store_label (c->params, "heads", "--heads"), c->heads, c->kv_heads);
   if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
-    return ps_model_fail (error, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")", ps_model_label (c->params, "position", "--position"),
-                 ps_model_label (c->params, "head_dim", "--head-dim"), c->head_dim);
+    return ps_param_fail (error, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")", ps_param_store_label (c->params, "position", "--position"),
+                 ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
   int K = MAX (c->pipeline_stages, 1);
   if (K > 1)
     {
-      const char *stages = ps_model_label (c->params, "pipeline_stages", "--pipeline-stages");
-      const char *layers = ps_model_label (c->params, "layers", "--layers"), *every = ps_model_label (c->params, "moe_every", "--moe-every");
+      const char *stages = ps_param_store_label (c->params, "pipeline_stages", "--pipeline-stages");
+      const char *layers = ps_param_store_label (c->params, "layers", "--layers"), *every = ps_param_store_label (c->params, "moe_every", "--moe-every");
       if (K > c->layers || c->layers % K != 0)
-        return ps_model_fail (error, "%s = %d is not divisible by %s (%d)", layers, c->layers, stages, K);
+        return ps_param_fail (error, "%s = %d is not divisible by %s (%d)", layers, c->layers, stages, K);
       if (c->layers / K % c->moe_every != 0)
-        return ps_model_fail (error, "%s %d: a stage's %d layers are not a whole number of %s = %d (every stage "
+        return ps_param_fail (error, "%s %d: a stage's %d layers are not a whole number of %s = %d (every stage "
                      "must run the same layers)", stages, K, c->layers / K, every, c->moe_every);
       if (c->cores % K != 0)
-        return ps_model_fail (error, "the %" G_GINT64_FORMAT " cores are not divisible by %s (%d)", c->cores, stages, K);
+        return ps_param_fail (error, "the %" G_GINT64_FORMAT " cores are not divisible by %s (%d)", c->cores, stages, K);
       if (c->no_annotations)
-        return ps_model_fail (error, "%s %d: a pipeline is annotated by construction (got %s none)", stages, K,
-                              ps_model_label (c->params, "sharding", "--sharding"));
+        return ps_param_fail (error, "%s %d: a pipeline is annotated by construction (got %s none)", stages, K,
+                              ps_param_store_label (c->params, "sharding", "--sharding"));
     }
   int64_t mb = c->global_batch / c->microbatches, tokens = mb * c->seq_len, stage_cores = c->cores / K;
   if (mb % stage_cores != 0)
-    return ps_model_fail (error, "the microbatch (%" G_GINT64_FORMAT " sequences) is not divisible by the %"
+    return ps_param_fail (error, "the microbatch (%" G_GINT64_FORMAT " sequences) is not divisible by the %"
                  G_GINT64_FORMAT " cores%s (data parallel)", mb, stage_cores, K > 1 ? " of a pipeline stage" : "");
   int64_t G = ps_moe_lm_groups (c);
   if (tokens % G != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
                  " tokens of a microbatch", groups, G, tokens);
   if (c->moe_every > c->layers)
-    return ps_model_fail (error, "%s %d exceeds %s %d: no MoE layer", ps_model_label (c->params, "moe_every", "--moe-every"), c->moe_every,
-                 ps_model_label (c->params, "layers", "--layers"), c->layers);
+    return ps_param_fail (error, "%s %d exceeds %s %d: no MoE layer", ps_param_store_label (c->params, "moe_every", "--moe-every"), c->moe_every,
+                 ps_param_store_label (c->params, "layers", "--layers"), c->layers);
   /* The largest arrays of a microbatch's step: the builder refuses arrays
    * over PS_MAX_ELEMENTS, so they are refused here, naming the options. */
   const int64_t S = c->seq_len, T = tokens / G, E = c->experts, C = ps_moe_lm_capacity (c), F = c->ffn_dim;
@@ -125,9 +125,9 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
     {
       int64_t n;
       if (!ps_checked_product (4, big[i].d, PS_MAX_ELEMENTS, &n))
-        return ps_model_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
+        return ps_param_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
                      G_GINT64_FORMAT ", %s %" G_GINT64_FORMAT "; doc/robustness.md)", big[i].what, batch,
-                     c->global_batch, ps_model_label (c->params, "seq_len", "--seq-len"), S, ps_model_label (c->params, "experts", "--experts"), E);
+                     c->global_batch, ps_param_store_label (c->params, "seq_len", "--seq-len"), S, ps_param_store_label (c->params, "experts", "--experts"), E);
     }
   return TRUE;
 }
