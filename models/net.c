@@ -147,16 +147,6 @@ ps_net_builder (PsNet *net)
   return p->builder;
 }
 
-/* FALSE with a copy of b's first error, if it has one. */
-static gboolean
-builder_ok (const PsBuilder *b, GError **error)
-{
-  if (ps_builder_ok (b))
-    return TRUE;
-  g_propagate_error (error, g_error_copy (ps_builder_error (b)));
-  return FALSE;
-}
-
 /* ---- annotations ------------------------------------------------------------------- */
 
 /* mesh_split over the net's mesh; PS_AXIS_ALL splits over the flattened
@@ -635,7 +625,7 @@ loop_update (const PsScanUpdateArgs *a, PsInstr **xs_out, PsInstr **extra_out, g
       if (u->accumulated)
         g[i] = ps_build_add (b, g[i], ps_scan_slice_at (c, a->extra[u->n_states + i], a->index, NULL));
     }
-  if (!builder_ok (b, error))
+  if (!ps_builder_check (b, error))
     return FALSE;
   ps_optimizer_apply_layer_at (c, u->kind, &h, u->n, a->xs, g, a->extra, a->index, xs_out,
                                extra_out);
@@ -701,7 +691,7 @@ loop_accumulate (const PsScanUpdateArgs *a, PsInstr **xs_out, PsInstr **extra_ou
       PsInstr *acc = a->extra[i];
       PsInstr *g = ps_build_cast (b, a->dxs[i], acc->shape->etype);
       PsInstr *sum = ps_build_add (b, ps_scan_slice_at (c, acc, a->index, NULL), g);
-      if (!builder_ok (b, error))
+      if (!ps_builder_check (b, error))
         return FALSE;
       extra_out[i] = ps_scan_update_at (c, acc, sum, a->index, NULL);
     }

@@ -27,16 +27,6 @@ ps_pipeline_stack_weights (PsNet *net, const PsPipeline *p)
   ps_net_stack_weights_split (net, 1, dims, axes);
 }
 
-/* FALSE with a copy of b's first error, if it has one. */
-static gboolean
-builder_ok (const PsBuilder *b, GError **error)
-{
-  if (ps_builder_ok (b))
-    return TRUE;
-  g_propagate_error (error, g_error_copy (ps_builder_error (b)));
-  return FALSE;
-}
-
 /* x[start:limit] along dim 0 (a static slice). */
 static PsInstr *
 slice0 (PsBuilder *bd, PsInstr *x, int64_t start, int64_t limit)
@@ -137,12 +127,8 @@ run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, PsI
   net->c = outer;
   /* The layers' shapes come from a checked config: an error here is a
    * bug, but it is reported, not dereferenced. */
-  const GError *be = ps_builder_error (sb);
-  if (be == NULL && !ps_builder_ok (ps_net_builder (net)))
-    be = ps_builder_error (ps_net_builder (net));
-  if (be != NULL)
+  if (!ps_builder_check (sb, error) || !ps_builder_check (ps_net_builder (net), error))
     {
-      g_propagate_error (error, g_error_copy (be));
       ps_module_remove_computation (net->m, st);
       return NULL;
     }
@@ -193,7 +179,7 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
     bdims[d] = d + 1;
   PsInstr *xb = ps_build_broadcast_to (bd, x_in, ss, bdims);
   PsInstr *stage_in = ps_build_select (bd, first, xb, shifted);
-  if (!builder_ok (bd, error))
+  if (!ps_builder_check (bd, error))
     return FALSE;
   ps_net_annotate (net, stage_in, letters);
 
@@ -231,7 +217,7 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
     starts[d] = d == 1 ? o : zero_i;
   carry_out[0] = stage_out;
   carry_out[1] = ps_build_dynamic_update_slice (bd, outputs, upd, starts);
-  if (!builder_ok (bd, error))
+  if (!ps_builder_check (bd, error))
     return FALSE;
   g_autofree char *out_letters = g_strdup_printf ("%cu%s", p->stage_letter, p->act_letters);
   ps_net_annotate (net, carry_out[1], out_letters);

@@ -91,6 +91,16 @@ ps_builder_ok (const PsBuilder *b)
   return b->error == NULL;
 }
 
+gboolean
+ps_builder_check (const PsBuilder *b, GError **error)
+{
+  g_return_val_if_fail (b != NULL, FALSE);
+  if (b->error == NULL)
+    return TRUE;
+  g_propagate_error (error, g_error_copy (b->error));
+  return FALSE;
+}
+
 void
 ps_builder_name_next (PsBuilder *b, const char *name)
 {

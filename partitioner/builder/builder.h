@@ -76,6 +76,10 @@ PsModule *ps_builder_module (const PsBuilder *b);
 /* The first error so far, or NULL (transfer none). */
 const GError *ps_builder_error (const PsBuilder *b);
 gboolean ps_builder_ok (const PsBuilder *b);
+/* TRUE when the builder has no error; else FALSE with a copy of its first
+ * error in *error (the builder keeps it): for a loop body's function,
+ * which returns its builder's error to the scan. */
+gboolean ps_builder_check (const PsBuilder *b, GError **error);
 /* Names the next instruction created (copied). */
 void ps_builder_name_next (PsBuilder *b, const char *name);
 /* Gives every instruction created from now on the metadata
