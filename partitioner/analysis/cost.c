@@ -7,16 +7,8 @@
 #include <string.h>
 
 #include "partitioner/analysis/cost.h"
+#include "partitioner/analysis/cost_private.h"
 #include "common/checked.h"
-
-struct PsCostAnalysis {
-  const PsModule *module;
-  PsCostOptions opts;
-  GHashTable *costs;       /* PsInstr* -> PsCost* (owned) */
-  GHashTable *members;     /* root PsInstr* -> GPtrArray of members (owned) */
-  GHashTable *totals;      /* PsComputation* -> PsCostCounts* (owned) */
-  gboolean prefused;       /* the module came fused (fusion instructions) */
-};
 
 void
 ps_cost_options_init (PsCostOptions *opts)
@@ -519,7 +511,7 @@ ps_while_trip_count (const PsInstr *w, int64_t *out)
 static PsCost *
 cost_of (PsCostAnalysis *a, const PsInstr *in)
 {
-  return g_hash_table_lookup (a->costs, in);
+  return ps_cost_lookup (a, in);
 }
 
 static void
@@ -675,19 +667,25 @@ value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
  * (`seen`); a duplicated producer is computed inside the fusion, from its
  * own operands, and its work is charged to the fusion's root `rc`. */
 static uint64_t
-outside_read (PsCostAnalysis *a, const PsInstr *o, GHashTable *seen, PsCost *rc, int depth)
+outside_read (PsCostAnalysis *a, const PsInstr *o, GHashTable *inside, GHashTable *seen, PsCost *rc,
+              int depth)
 {
-  if (g_hash_table_contains (seen, o))
+  if (g_hash_table_contains (seen, o) || g_hash_table_contains (inside, o))
     return 0;
   g_hash_table_add (seen, (gpointer) o);
   const PsCost *oc = cost_of (a, o);
+  /* a broadcast of a value the fusion computes (a multi-output fusion's
+   * reduce read back by its normalization) reads nothing from HBM */
+  if (oc && oc->klass == PS_COST_INLINED && o->opcode == PS_OP_BROADCAST && o->n_operands == 1
+      && g_hash_table_contains (inside, o->operands[0]))
+    return 0;
   if (!oc || !oc->duplicated || depth > 64)
     return value_read_bytes (a, o);
   rc->own.flops += oc->dup.flops;
   rc->own.vector_ops += oc->dup.vector_ops;
   uint64_t n = 0;
   for (int i = 0; i < o->n_operands; i++)
-    n += outside_read (a, o->operands[i], seen, rc, depth + 1);
+    n += outside_read (a, o->operands[i], inside, seen, rc, depth + 1);
   return n;
 }
 
@@ -699,7 +697,16 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
   g_autoptr (GHashTable) inside = g_hash_table_new (NULL, NULL);
   g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
   for (guint i = 0; i < g->len; i++)
-    g_hash_table_add (inside, g_ptr_array_index (g, i));
+    {
+      const PsCost *mc = cost_of (a, g_ptr_array_index (g, i));
+      g_hash_table_add (inside, g_ptr_array_index (g, i));
+      /* a duplicated producer a multi-output fusion holds: its copy */
+      if (mc->duplicated && mc->fused)
+        {
+          rc->own.flops += mc->dup.flops;
+          rc->own.vector_ops += mc->dup.vector_ops;
+        }
+    }
   uint64_t read = 0;
   for (guint i = 0; i < g->len; i++)
     {
@@ -721,20 +728,23 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
               read += MIN (bytes_of (m->shape), value_read_bytes (a, o));
               continue;
             }
-          read += outside_read (a, o, seen, rc, 0);
+          read += outside_read (a, o, inside, seen, rc, 0);
         }
     }
-  uint64_t write;
+  /* a multi-output fusion also writes its members read outside it */
+  uint64_t write = 0;
+  for (guint i = 0; i + 1 < g->len; i++)
+    if (cost_of (a, g_ptr_array_index (g, i))->output)
+      write += bytes_of (((const PsInstr *) g_ptr_array_index (g, i))->shape);
   if (root->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && root->n_operands >= 2)
-    write = bytes_of (root->operands[1]->shape);
+    write += bytes_of (root->operands[1]->shape);
   else if (root->opcode == PS_OP_SCATTER && root->n_operands >= 3)
     {
-      write = 0;
       for (int j = (root->n_operands + 1) / 2; j < root->n_operands; j++)
         write += bytes_of (root->operands[j]->shape);
     }
   else
-    write = bytes_of (root->shape);
+    write += bytes_of (root->shape);
   rc->own.read_bytes = read;
   rc->own.write_bytes = write;
 }
@@ -862,6 +872,12 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
         fuse (a, in, c);
     }
   set_roots (a, order);
+  if (a->opts.fusion == PS_FUSION_MODE_XLA)
+    {
+      ps_cost_multi_output_fusion (a, comp, order);
+      set_roots (a, order);
+      ps_cost_mark_outputs (a, comp, order);
+    }
   /* traffic of every fusion root, then the computation's totals */
   PsCostCounts *tot = g_new0 (PsCostCounts, 1);
   for (guint i = 0; i < order->len; i++)

@@ -7,7 +7,7 @@
 /* In PsFusionMode order. */
 static const char *const mode_names[] = { "xla", "producer", "none", NULL };
 static const char *const mode_docs[] = {
-  "XLA's rules: single-user producers, cheap producers duplicated into all their consumers",
+  "XLA's rules: single-user producers, cheap producers duplicated into all their consumers, multi-output fusions (a reduce with its shared producer, softmax and norm diamonds, siblings)",
   "an elementwise op joins its single-use producer only",
   "every op its own kernel",
 };
@@ -163,6 +163,21 @@ ps_fusion_single_user (const PsInstr *p)
   gpointer first = g_ptr_array_index (p->users, 0);
   for (guint i = 1; i < p->users->len; i++)
     if (g_ptr_array_index (p->users, i) != first)
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+ps_fusion_reduce_row_wise (const PsInstr *r)
+{
+  if (r->opcode != PS_OP_REDUCE || r->n_operands != 2 || !ps_shape_is_array (r->shape)
+      || !ps_shape_is_array (r->operands[0]->shape))
+    return FALSE;
+  int rank = r->operands[0]->shape->rank, k = r->dimensions.n;
+  if (k < 1 || k >= rank)
+    return FALSE;
+  for (int d = rank - k; d < rank; d++)
+    if (!ps_ints_contains (&r->dimensions, d))
       return FALSE;
   return TRUE;
 }

@@ -10,7 +10,9 @@
  *   - PS_FUSION_MODE_XLA (the default): producer-consumer fusion into a
  *     single user, plus duplication of cheap producers into every
  *     consumer when all of them can fuse it (XLA's may_duplicate with
- *     IsExpensive and "fusible on all paths").
+ *     IsExpensive and "fusible on all paths"), plus multi-output fusion
+ *     (cost.h rules 6-8: a reduce with its shared producer, the
+ *     normalization diamond, siblings reading one value).
  *   - PS_FUSION_MODE_PRODUCER: podsim's rule before issue 21: an elementwise
  *     op joins its producer only when it is that producer's single user.
  *   - PS_FUSION_MODE_NONE: every op is a kernel of its own (broadcast, iota and
@@ -78,6 +80,14 @@ gboolean ps_fusion_duplicable (const PsInstr *p);
 gboolean ps_fusion_single_user (const PsInstr *p);
 /* A convert to a wider element type (bf16 -> f32). */
 gboolean ps_fusion_widening_convert (const PsInstr *p);
+
+/* A reduce of one array over its minor-most dims only (a row-wise
+ * reduction, as softmax's and layer norm's over the feature dim; podsim's
+ * layouts are row-major): the reduction whose result an elementwise
+ * consumer can read in the same kernel (the normalization diamond of
+ * XLA's GPU SoftmaxRewriterTriton, xla/service/gpu/transforms/
+ * softmax_rewriter_triton.cc). Not a reduction to a scalar. */
+gboolean ps_fusion_reduce_row_wise (const PsInstr *r);
 
 G_END_DECLS
 

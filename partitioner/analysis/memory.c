@@ -45,7 +45,8 @@ is_alias (const Ctx *ctx, const PsInstr *in)
   if (ctx->cost)
     {
       const PsCost *c = ps_cost_get (ctx->cost, in);
-      if (c && (c->fused || c->klass == PS_COST_INLINED))
+      /* a multi-output fusion's extra output has a buffer of its own */
+      if (c && ((c->fused && !c->output) || c->klass == PS_COST_INLINED))
         return TRUE;
     }
   return FALSE;
