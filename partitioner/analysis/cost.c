@@ -577,6 +577,39 @@ through_bitcasts (PsCostAnalysis *a, PsInstr *p, PsInstr **chain, int *n)
   return p;
 }
 
+/* XLA mode: the element behind get-tuple-element(tuple(...)) when this
+ * consumer is its only reader: XLA's TupleSimplifier
+ * (xla/service/tuple_simplifier.cc) replaces such a get-tuple-element by
+ * the element itself (a sharded batch norm's output, packed with its
+ * statistics), so the element's producer fuses into the consumer; the
+ * get-tuple-element and the tuple join the fusion (appended to chain),
+ * and the tuple's other elements stay outside it. */
+static PsInstr *
+through_tuple (PsCostAnalysis *a, PsInstr *p, PsInstr **chain, int *n)
+{
+  if (*n > 6 || p->opcode != PS_OP_GET_TUPLE_ELEMENT || p->n_operands != 1
+      || !ps_fusion_single_user (p) || p == p->parent->root)
+    return p;
+  PsInstr *t = p->operands[0];
+  PsCost *pc = cost_of (a, p), *tc = cost_of (a, t);
+  if (t->opcode != PS_OP_TUPLE || t == t->parent->root || !pc || pc->fused || !tc || tc->fused
+      || p->tuple_index < 0 || p->tuple_index >= t->n_operands)
+    return p;
+  for (guint k = 0; k < t->users->len; k++)
+    {
+      const PsInstr *u = g_ptr_array_index (t->users, k);
+      if (u->opcode != PS_OP_GET_TUPLE_ELEMENT || (u != p && u->tuple_index == p->tuple_index))
+        return p;
+    }
+  PsInstr *q = t->operands[p->tuple_index];
+  for (int k = 0; k < t->n_operands; k++)
+    if (k != p->tuple_index && t->operands[k] == q)
+      return p;
+  chain[(*n)++] = p;
+  chain[(*n)++] = t;
+  return q;
+}
+
 /* consumer joins producer's fusion, with the bitcasts between them. */
 static void
 join_chain (PsCostAnalysis *a, PsInstr *consumer, PsInstr *producer, PsInstr **chain, int n)
@@ -603,6 +636,8 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
           PsInstr *chain[8];
           int nc;
           PsInstr *p = through_bitcasts (a, in->operands[i], chain, &nc);
+          if (a->opts.fusion == PS_FUSION_MODE_XLA)
+            p = through_tuple (a, p, chain, &nc);
           PsCost *pc = cost_of (a, p);
           if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
               || !ps_fusion_single_user (p) || elems_of (p->shape) != elems_of (in->shape)
@@ -679,6 +714,21 @@ outside_read (PsCostAnalysis *a, const PsInstr *o, GHashTable *inside, GHashTabl
   if (oc && oc->klass == PS_COST_INLINED && o->opcode == PS_OP_BROADCAST && o->n_operands == 1
       && g_hash_table_contains (inside, o->operands[0]))
     return 0;
+  const PsInstr *bn = depth <= 64 ? ps_fusion_bn_element0 (o) : NULL;
+  const PsCost *bc = bn ? cost_of (a, bn) : NULL;
+  if (bc && bc->bn_fused)
+    {
+      /* element 0 computed here from the op's operands and statistics */
+      rc->own.flops += bc->bn_rest.flops;
+      rc->own.vector_ops += bc->bn_rest.vector_ops;
+      uint64_t n = 0;
+      for (int i = 0; i < bn->n_operands; i++)
+        n += outside_read (a, bn->operands[i], inside, seen, rc, depth + 1);
+      if (g_hash_table_add (seen, (gpointer) bn))
+        for (int e = 1; e < bn->shape->n_elems; e++)
+          n += bytes_of (bn->shape->elems[e]);
+      return n;
+    }
   if (!oc || !oc->duplicated || depth > 64)
     return value_read_bytes (a, o);
   rc->own.flops += oc->dup.flops;
@@ -711,7 +761,8 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
   for (guint i = 0; i < g->len; i++)
     {
       const PsInstr *m = g_ptr_array_index (g, i);
-      for (int j = 0; j < m->n_operands; j++)
+      /* a tuple in a fusion (through_tuple) only passes one element on */
+      for (int j = 0; j < m->n_operands && m->opcode != PS_OP_TUPLE; j++)
         {
           const PsInstr *o = m->operands[j];
           if (g_hash_table_contains (inside, o))
@@ -742,6 +793,11 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
     {
       for (int j = (root->n_operands + 1) / 2; j < root->n_operands; j++)
         write += bytes_of (root->operands[j]->shape);
+    }
+  else if (rc->bn_fused)
+    {
+      for (int e = 1; e < root->shape->n_elems; e++)
+        write += bytes_of (root->shape->elems[e]);
     }
   else
     write += bytes_of (root->shape);
@@ -803,6 +859,17 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
           c->duplicated = TRUE;
           c->dup = c->own;
           memset (&c->own, 0, sizeof c->own);
+        }
+      if (a->opts.fusion == PS_FUSION_MODE_XLA && ps_fusion_bn_normalize_fused (in))
+        {
+          /* training: 3 of its 6 ops per element normalize; grad: 4 of 8
+           * compute dx (own_work) */
+          uint64_t rest = (in->opcode == PS_OP_BATCH_NORM_TRAINING ? 3 : 4)
+                          * elems_of (in->operands[0]->shape);
+          c->bn_fused = TRUE;
+          c->bn_rest.flops = c->bn_rest.vector_ops = rest;
+          c->own.flops -= rest;
+          c->own.vector_ops -= rest;
         }
       g_hash_table_insert (a->costs, in, c);
       GPtrArray *g = g_ptr_array_new ();

@@ -20,7 +20,7 @@
  *     computes them alongside the vector and matrix units).
  *
  * Fusion rule (what pays HBM traffic; opts->fusion PS_FUSION_MODE_PRODUCER is
- * rules 1-4, PS_FUSION_MODE_XLA adds 5-8, PS_FUSION_MODE_NONE keeps only
+ * rules 1-4, PS_FUSION_MODE_XLA adds 5-9, PS_FUSION_MODE_NONE keeps only
  * rules 1 and 4):
  *   1. broadcast and iota are fused into every consumer: they write
  *      nothing, and a consumer reading them reads the broadcast's operand
@@ -45,7 +45,7 @@
  *      which can fuse it (fusion.h: ps_fusion_duplicates), is copied into
  *      each of them, as XLA's InstructionFusion duplicates producers: a
  *      fusion reading it reads its operands instead and does its work.
- *   Multi-output fusion (XLA mode, multi_output.c), merging the fusions
+ *   Multi-output fusion (XLA mode, cost_mof.c), merging the fusions
    rules 1-5 made when both are loop or input fusions (elementwise ops,
    reduces) with the same loop shape (a reduce's operand's elements, else
    the root's):
@@ -58,6 +58,12 @@
       (the normalization diamond: softmax, layer norm);
    8. fusions reading one non-scalar value that do not read each other
       are one sibling fusion, reading it once.
+   9. a batch-norm-training or -grad whose element 0 only fusing
+      consumers read (fusion.h: ps_fusion_bn_normalize_fused) writes only
+      its statistics; each fusion reading element 0 reads the op's
+      operands instead and does the normalization (training: 3 vector
+      ops per element of the 6, grad: 4 of 8), and element 0 has no
+      buffer (memory.h: the op's operands stay live while it is read).
    A merge is refused when an instruction outside both reads one of
    their members before the later root in post order (which rules out
    cycles) or when a member is an output donated over a parameter. The
@@ -130,6 +136,11 @@ typedef struct {
    * also read outside it: the fusion writes it to HBM next to its root's
    * result (its buffer is the fusion's, defined with it). */
   gboolean output;
+  /* XLA fusion: a batch norm whose element 0 its readers compute
+   * (fusion.h: ps_fusion_bn_normalize_fused); bn_rest is that part of
+   * its work, added to each fusion reading element 0. */
+  gboolean bn_fused;
+  PsCostCounts bn_rest;
 } PsCost;
 
 typedef struct PsCostAnalysis PsCostAnalysis;

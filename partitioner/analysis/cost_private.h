@@ -1,5 +1,5 @@
 /* Internals of the cost analysis (cost.h) that its multi-output fusion
- * pass (multi_output.c) shares with cost.c; no other module includes
+ * pass (cost_mof.c) shares with cost.c; no other module includes
  * this. */
 #ifndef PS_PARTITIONER_COST_PRIVATE_H
 #define PS_PARTITIONER_COST_PRIVATE_H

@@ -89,6 +89,20 @@ gboolean ps_fusion_widening_convert (const PsInstr *p);
  * softmax_rewriter_triton.cc). Not a reduction to a scalar. */
 gboolean ps_fusion_reduce_row_wise (const PsInstr *r);
 
+/* XLA mode: a batch-norm-training or batch-norm-grad whose element 0
+ * (the normalized value, or dx) is read, through get-tuple-elements and
+ * tuples, only by consumers that fuse their producers (and is not
+ * returned): XLA's BatchNormExpander (xla/service/batchnorm_expander.cc)
+ * turns it into reductions (the statistics, a sibling multi-output
+ * fusion over its operands) and elementwise ops for element 0, which
+ * producer-consumer fusion puts into those consumers. The op is then a
+ * kernel writing only its statistics; each consumer computes element 0
+ * from the op's operands. */
+gboolean ps_fusion_bn_normalize_fused (const PsInstr *bn);
+/* The batch-norm op whose element 0 the value `v` is (through
+ * get-tuple-elements of tuples), or NULL. transfer none. */
+const PsInstr *ps_fusion_bn_element0 (const PsInstr *v);
+
 G_END_DECLS
 
 #endif

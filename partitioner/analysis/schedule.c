@@ -265,7 +265,11 @@ graph_build (Graph *g, const PsComputation *entry, const PsCostAnalysis *cost)
       for (guint k = 0; k < un->members->len; k++)
         {
           const PsInstr *m = g_ptr_array_index (g->post, g_array_index (un->members, int, k));
-          if (materializes (g, m))
+          const PsCost *mc = ps_cost_get (cost, m);
+          if (mc && mc->bn_fused)   /* its statistics only (cost.h rule 9) */
+            for (int e = 1; e < m->shape->n_elems; e++)
+              un->defined += ps_shape_bytes (m->shape->elems[e]);
+          else if (materializes (g, m))
             un->defined += ps_shape_bytes (m->shape);
         }
       un->user_count = root->users ? root->users->len : 0;

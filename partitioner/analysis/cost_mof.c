@@ -306,55 +306,132 @@ cmp_pos (gconstpointer x, gconstpointer y, gpointer data)
  * members and are read by one (softmax's broadcast of its maximum, read by
  * the subtraction): they become its members, so that no unit of the
  * schedule sits between two of its own. */
-static void
-absorb_between (Mof *m, GPtrArray *order)
+/* Is pass-through `x` (reached from fusion `root`) read by a member of
+ * that fusion, directly or through other such values (memo: 1 yes, 2 no)? */
+static gboolean
+read_back (const Mof *m, const PsInstr *x, const PsInstr *root, GHashTable *reached, int depth)
 {
-  guint n = order->len;
-  if (g_hash_table_size (m->merged) == 0)
-    return;
-  g_autofree const PsInstr **fw = g_new0 (const PsInstr *, n + 1);
-  g_autofree const PsInstr **bw = g_new0 (const PsInstr *, n + 1);
-  for (guint i = 0; i < n; i++)
+  gpointer known = g_hash_table_lookup (reached, x);
+  if (GPOINTER_TO_INT (known) >= 1 && GPOINTER_TO_INT (known) <= 2)
+    return GPOINTER_TO_INT (known) == 1;
+  gboolean yes = FALSE;
+  for (guint k = 0; k < x->users->len && !yes; k++)
     {
-      const PsInstr *x = g_ptr_array_index (order, i);
-      if (!pass_through (m, x))
-        continue;
-      for (int j = 0; j < x->n_operands && !fw[i]; j++)
-        {
-          const PsInstr *o = x->operands[j];
-          fw[i] = pass_through (m, o) ? fw[mof_pos (m, o)]
-                  : g_hash_table_contains (m->merged, group_root (m, o)) ? group_root (m, o) : NULL;
-        }
+      const PsInstr *u = g_ptr_array_index (x->users, k);
+      if (g_hash_table_contains (reached, u))
+        yes = depth < 64 && read_back (m, u, root, reached, depth + 1);
+      else
+        yes = group_root (m, u) == root;
     }
-  for (guint i = n; i-- > 0;)
-    {
-      const PsInstr *x = g_ptr_array_index (order, i);
-      if (!fw[i])
-        continue;
-      for (guint k = 0; k < x->users->len && !bw[i]; k++)
-        {
-          const PsInstr *u = g_ptr_array_index (x->users, k);
-          bw[i] = pass_through (m, u) ? bw[mof_pos (m, u)]
-                  : g_hash_table_contains (m->merged, group_root (m, u)) ? group_root (m, u) : NULL;
-        }
-    }
-  for (guint i = 0; i < n; i++)
-    if (fw[i] && fw[i] == bw[i])
-      {
-        PsInstr *x = g_ptr_array_index (order, i);
-        GPtrArray *g = g_hash_table_lookup (m->a->members, fw[i]);
-        GPtrArray *own = NULL;
-        g_hash_table_steal_extended (m->a->members, x, NULL, (gpointer *) &own);
-        if (own)
-          g_ptr_array_unref (own);
-        g_ptr_array_add (g, x);
-        cost_of (m->a, x)->root = fw[i];
-      }
+  g_hash_table_insert (reached, (gpointer) x, GINT_TO_POINTER (yes ? 1 : 2));
+  return yes;
+}
+
+/* A merged fusion computes inside itself the values without kernels
+ * (broadcasts, duplicated producers, bitcasts) that read one of its
+ * members, directly or through others, and that one of its members reads
+ * (softmax's broadcast of its maximum, read by the subtraction; a
+ * residual add duplicated into a layer norm that reads its output): they
+ * become its members, so that no unit of the schedule sits between two
+ * of its own. */
+static void
+absorb_between (Mof *m)
+{
   GHashTableIter it;
   gpointer root;
   g_hash_table_iter_init (&it, m->merged);
   while (g_hash_table_iter_next (&it, &root, NULL))
-    g_ptr_array_sort_with_data (g_hash_table_lookup (m->a->members, root), cmp_pos, m);
+    {
+      GPtrArray *g = g_hash_table_lookup (m->a->members, root);
+      /* the pass-through values reached from its members (value 3:
+       * reached, not yet decided) */
+      g_autoptr (GHashTable) reached = g_hash_table_new (NULL, NULL);
+      g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+      for (guint i = 0; i < g->len; i++)
+        g_ptr_array_add (stack, g_ptr_array_index (g, i));
+      while (stack->len > 0)
+        {
+          const PsInstr *v = g_ptr_array_steal_index_fast (stack, stack->len - 1);
+          for (guint k = 0; k < v->users->len; k++)
+            {
+              const PsInstr *u = g_ptr_array_index (v->users, k);
+              if (group_root (m, u) == u && pass_through (m, u)
+                  && !g_hash_table_contains (reached, u) && g_hash_table_size (reached) < 4096)
+                {
+                  g_hash_table_insert (reached, (gpointer) u, GINT_TO_POINTER (3));
+                  g_ptr_array_add (stack, (gpointer) u);
+                }
+            }
+        }
+      g_autoptr (GPtrArray) take = g_ptr_array_new ();
+      GHashTableIter rt;
+      gpointer x;
+      g_hash_table_iter_init (&rt, reached);
+      while (g_hash_table_iter_next (&rt, &x, NULL))
+        g_ptr_array_add (take, x);
+      g_ptr_array_sort_with_data (take, cmp_pos, m);   /* deterministic */
+      for (guint i = 0; i < take->len; i++)
+        if (read_back (m, g_ptr_array_index (take, i), root, reached, 0))
+          g_ptr_array_add (g, g_ptr_array_index (take, i));
+      for (guint i = 0; i < take->len; i++)
+        if (GPOINTER_TO_INT (g_hash_table_lookup (reached, g_ptr_array_index (take, i))) == 1)
+          {
+            PsInstr *xi = g_ptr_array_index (take, i);
+            GPtrArray *own = NULL;
+            g_hash_table_steal_extended (m->a->members, xi, NULL, (gpointer *) &own);
+            if (own)
+              g_ptr_array_unref (own);
+            cost_of (m->a, xi)->root = root;
+          }
+      g_ptr_array_sort_with_data (g, cmp_pos, m);
+    }
+}
+
+/* Do the fusions of comp, as units, form a cycle (Kahn's algorithm over
+ * their roots)? The merge rules are built not to make one; this is the
+ * guarantee the schedule relies on. */
+static gboolean
+has_cycle (const Mof *m, GPtrArray *order)
+{
+  guint n = order->len;
+  g_autofree int *preds = g_new0 (int, n + 1);
+  g_autoptr (GPtrArray) succ = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g_ptr_array_set_size (succ, n);
+  for (guint i = 0; i < n; i++)
+    succ->pdata[i] = g_array_new (FALSE, FALSE, sizeof (int));
+  for (guint i = 0; i < n; i++)
+    {
+      const PsInstr *x = g_ptr_array_index (order, i);
+      int rx = mof_pos (m, group_root (m, x));
+      for (int j = 0; j < x->n_operands; j++)
+        {
+          int ro = mof_pos (m, group_root (m, x->operands[j]));
+          if (ro < 0 || rx < 0 || ro == rx)
+            continue;
+          g_array_append_val ((GArray *) succ->pdata[ro], rx);
+          preds[rx]++;
+        }
+    }
+  g_autoptr (GArray) ready = g_array_new (FALSE, FALSE, sizeof (int));
+  guint roots = 0, done = 0;
+  for (guint i = 0; i < n; i++)
+    if (group_root (m, g_ptr_array_index (order, i)) == g_ptr_array_index (order, i))
+      {
+        roots++;
+        if (preds[i] == 0)
+          g_array_append_val (ready, i);
+      }
+  while (ready->len > 0)
+    {
+      int r = g_array_index (ready, int, ready->len - 1);
+      g_array_set_size (ready, ready->len - 1);
+      done++;
+      GArray *e = succ->pdata[r];
+      for (guint k = 0; k < e->len; k++)
+        if (--preds[g_array_index (e, int, k)] == 0)
+          g_array_append_val (ready, g_array_index (e, int, k));
+    }
+  return done != roots;
 }
 
 enum { MOF_MAX_SIBLINGS = 128 };   /* XLA's kUserSliceSize */
@@ -365,6 +442,15 @@ ps_cost_multi_output_fusion (PsCostAnalysis *a, const PsComputation *comp, GPtrA
   Mof m = { a, comp, g_hash_table_new (NULL, NULL), g_hash_table_new (NULL, NULL) };
   for (guint i = 0; i < order->len; i++)
     g_hash_table_insert (m.pos, g_ptr_array_index (order, i), GINT_TO_POINTER (i + 1));
+  /* the fusions before, in case the merges made a cycle after all */
+  g_autoptr (GHashTable) before = g_hash_table_new_full (NULL, NULL, NULL,
+                                                         (GDestroyNotify) g_ptr_array_unref);
+  for (guint i = 0; i < order->len; i++)
+    {
+      GPtrArray *g = g_hash_table_lookup (a->members, g_ptr_array_index (order, i));
+      if (g)
+        g_hash_table_insert (before, g_ptr_array_index (order, i), g_ptr_array_copy (g, NULL, NULL));
+    }
   /* 6. a reduce and the elementwise producer of its operand that other
    *    instructions read too: one fusion writing both (producer-consumer
    *    multi-output fusion, XLA's GPU MultiOutputFusion::
@@ -425,7 +511,19 @@ ps_cost_multi_output_fusion (PsCostAnalysis *a, const PsComputation *comp, GPtrA
               try_merge (&m, rx, ry, FALSE, FALSE);
           }
     }
-  absorb_between (&m, order);
+  absorb_between (&m);
+  if (g_hash_table_size (m.merged) > 0 && has_cycle (&m, order))
+    {
+      /* keep the single-output fusions of rules 1-5 for this computation */
+      for (guint i = 0; i < order->len; i++)
+        {
+          PsInstr *x = g_ptr_array_index (order, i);
+          GPtrArray *g = NULL;
+          g_hash_table_remove (a->members, x);
+          if (g_hash_table_steal_extended (before, x, NULL, (gpointer *) &g))
+            g_hash_table_insert (a->members, x, g);
+        }
+    }
   g_hash_table_unref (m.pos);
   g_hash_table_unref (m.merged);
 }
@@ -444,8 +542,9 @@ ps_cost_mark_outputs (PsCostAnalysis *a, const PsComputation *comp, GPtrArray *o
         {
           const PsInstr *x = g_ptr_array_index (g, j);
           gboolean esc = FALSE;
-          /* a value without a kernel is computed again by its readers */
-          if (!pass_through (&m, x))
+          /* a value without a kernel is computed again by its readers; a
+           * tuple or get-tuple-element passes one element on */
+          if (!pass_through (&m, x) && cost_of (a, x)->klass != PS_COST_FREE)
             read_early (&m, x, root, NULL, -1, &esc, 0);
           cost_of (a, x)->output = esc;
         }
