@@ -304,6 +304,75 @@ START_TEST (test_mof_softmax_diamond)
 }
 END_TEST
 
+/* Batch norm (cost.h rule 9): training's normalized output read only by
+ * a convert to bf16 and a ReLU: the op writes only its statistics, the
+ * consumer's fusion reads x (bf16, through the widening convert) and the
+ * statistics and writes bf16; the f32 output has no buffer. The
+ * sharded form's get-tuple-element(tuple(y, ...)) fuses y's producer into
+ * its reader (TupleSimplifier). */
+START_TEST (test_fusion_batch_norm)
+{
+  static const char text[] =
+    "HloModule bn\n"
+    "ENTRY e {\n"
+    "  c = bf16[64,1024] parameter(0)\n"
+    "  sc = f32[1024] parameter(1)\n"
+    "  of = f32[1024] parameter(2)\n"
+    "  q = f32[64,1024] parameter(3)\n"
+    "  x = f32[64,1024] convert(c)\n"
+    "  bn = (f32[64,1024], f32[1024], f32[1024]) batch-norm-training(x, sc, of), epsilon=0.001, feature_index=1\n"
+    "  y = f32[64,1024] get-tuple-element(bn), index=0\n"
+    "  mu = f32[1024] get-tuple-element(bn), index=1\n"
+    "  yb = bf16[64,1024] convert(y)\n"
+    "  z = bf16[] constant(0)\n"
+    "  zb = bf16[64,1024] broadcast(z), dimensions={}\n"
+    "  r = bf16[64,1024] maximum(yb, zb)\n"
+    "  q2 = f32[64,1024] exponential(q)\n"
+    "  t = (f32[64,1024], f32[1024]) tuple(q2, mu)\n"
+    "  x2 = f32[64,1024] get-tuple-element(t), index=0\n"
+    "  n2 = f32[64,1024] negate(x2)\n"
+    "  ROOT o = (bf16[64,1024], f32[1024], f32[64,1024]) tuple(r, mu, n2)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  const PsInstr *bn = ps_module_find_instr (m, "bn"), *r = ps_module_find_instr (m, "r");
+  ck_assert (ps_fusion_bn_normalize_fused (bn));
+  ck_assert_ptr_eq (ps_fusion_bn_element0 (ps_module_find_instr (m, "y")), bn);
+  ck_assert_ptr_null (ps_fusion_bn_element0 (ps_module_find_instr (m, "mu")));
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
+  const uint64_t n = 64 * 1024;
+  PsCostCounts fb = ps_cost_fusion (a, bn);
+  ck_assert (ps_cost_get (a, bn)->bn_fused);
+  /* the statistics pass: reads x as bf16 and scale, offset; writes mean, var */
+  ck_assert_uint_eq (fb.read_bytes, 2 * n + 2 * 4096);
+  ck_assert_uint_eq (fb.write_bytes, 2 * 4096);
+  ck_assert_uint_eq (fb.vector_ops, 1 * n /* convert */ + 3 * n);
+  /* the consumer: convert, maximum and the normalization, reading x (bf16),
+   * scale, offset and the statistics; writing bf16 */
+  ck_assert_ptr_eq (ps_cost_get (a, ps_module_find_instr (m, "yb"))->root, r);
+  PsCostCounts fr = ps_cost_fusion (a, r);
+  ck_assert_uint_eq (fr.read_bytes, 2 * n + 4 * 4096 + 2);
+  ck_assert_uint_eq (fr.write_bytes, 2 * n);
+  ck_assert_uint_eq (fr.vector_ops, 2 * n + 1 * n + 3 * n);
+  /* producer: the op writes its f32 output and the convert reads it */
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
+  ck_assert (!ps_cost_get (p, bn)->bn_fused);
+  ck_assert_uint_eq (ps_cost_fusion (p, bn).write_bytes, 4 * n + 2 * 4096);
+  ck_assert_uint_ge (ps_cost_fusion (p, r).read_bytes, 4 * n);
+  /* memory: no f32 output buffer; the producer form holds one */
+  ck_assert_uint_le (peak_of (m, a) + 4 * n, peak_of (m, p));
+  /* get-tuple-element(tuple(q2, ...)) read by negate: one kernel from q */
+  const PsInstr *n2 = ps_module_find_instr (m, "n2");
+  ck_assert_ptr_eq (ps_cost_get (a, ps_module_find_instr (m, "t"))->root, n2);
+  ck_assert_ptr_eq (ps_cost_get (a, ps_module_find_instr (m, "q2"))->root, n2);
+  ck_assert_uint_eq (ps_cost_fusion (a, n2).read_bytes, 4 * n);
+  ck_assert_uint_eq (ps_cost_fusion (a, n2).write_bytes, 4 * n);
+  ck_assert_ptr_ne (ps_cost_get (p, ps_module_find_instr (m, "t"))->root, n2);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) sch = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_ptr_nonnull (sch);
+}
+END_TEST
+
 /* Sibling multi-output fusion (rule 8): batch-norm statistics, sum x and
  * sum x^2, read x once; two siblings connected through a kernel outside
  * both (an all-reduce) stay apart: one fusion would be a cycle. */
@@ -1064,6 +1133,7 @@ analysis_suite (void)
   tcase_add_test (tc, test_mof_producer_consumer);
   tcase_add_test (tc, test_mof_softmax_diamond);
   tcase_add_test (tc, test_mof_siblings);
+  tcase_add_test (tc, test_fusion_batch_norm);
   tcase_add_test (tc, test_fusion_from_file);
   tcase_add_test (tc, test_cost_conv);
   tcase_add_test (tc, test_cost_conv_windows);
