@@ -337,11 +337,18 @@ read_back (const Mof *m, const PsInstr *x, const PsInstr *root, GHashTable *reac
 static void
 absorb_between (Mof *m)
 {
+  /* the merged fusions in post order: the result must not depend on
+   * the addresses a hash table orders by */
+  g_autoptr (GPtrArray) roots = g_ptr_array_new ();
   GHashTableIter it;
-  gpointer root;
+  gpointer key;
   g_hash_table_iter_init (&it, m->merged);
-  while (g_hash_table_iter_next (&it, &root, NULL))
+  while (g_hash_table_iter_next (&it, &key, NULL))
+    g_ptr_array_add (roots, key);
+  g_ptr_array_sort_with_data (roots, cmp_pos, m);
+  for (guint ri = 0; ri < roots->len; ri++)
     {
+      gpointer root = g_ptr_array_index (roots, ri);
       GPtrArray *g = g_hash_table_lookup (m->a->members, root);
       /* the pass-through values reached from its members (value 3:
        * reached, not yet decided) */
