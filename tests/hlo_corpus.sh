@@ -99,7 +99,7 @@ done
 expect_status 0 "$PODSIM" propagate "$S/mlp_step.mlir" -o "$PS_TMP/prop.hlo"
 expect_status 0 "$PODSIM" hlo "$PS_TMP/prop.hlo"
 # Single-device programs: the partitioned program agrees with the original.
-for f in fusion.hlo narrow_types.hlo several_modules.hlo; do
+for f in fusion.hlo narrow_types.hlo xla_types.hlo several_modules.hlo; do
   expect_status 0 "$PODSIM" verify -n 2 "$D/$f"
   expect_grep "agree" "$PS_TMP/out"
 done
@@ -107,6 +107,10 @@ expect_status 0 "$PODSIM" verify -n 2 --module second_module "$D/several_modules
 expect_grep "the output agrees on 2 devices (32 elements compared)" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$D/several_modules.hlo" --module second_module -q
 expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+# Constants of the narrow types round as ml_dtypes does when read.
+expect_status 0 "$PODSIM" hlo "$D/xla_types.hlo"
+expect_grep "f4e2m1fn[10]{0} constant({0, 0.5, 1, 1.5, 2, 3, 4, 6, 4, 6})" "$PS_TMP/out"
+expect_grep "f8e8m0fnu[3]{0} constant({0.5, 1, 1024})" "$PS_TMP/out"
 # Per-device programs are simulated as written, with their own device count.
 expect_status 0 "$PODSIM" run "$D/async_collectives.hlo" -q
 expect_grep "already partitioned: lowered as written" "$PS_TMP/out"

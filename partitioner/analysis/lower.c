@@ -249,10 +249,9 @@ trace_dtype (const PsShape *s)
     /* The trace has no 4-bit or fp8 types; the bytes come from the shape.
      * TPU v3's MXU multiplies bf16 (shared/reference/tpuv3.md), so fp8
      * operands are costed as bf16 ones would be. */
-    case PS_S4: return PS_TRACE_S8;
-    case PS_U4: return PS_TRACE_U8;
-    case PS_F8E4M3FN: case PS_F8E5M2: return PS_TRACE_BF16;
-    default: return PS_TRACE_F32;
+    case PS_S4: case PS_S2: case PS_S1: return PS_TRACE_S8;
+    case PS_U4: case PS_U2: case PS_U1: return PS_TRACE_U8;
+    default: return ps_etype_minifloat (s->etype) ? PS_TRACE_BF16 : PS_TRACE_F32;
     }
 }
 

@@ -170,10 +170,12 @@ ps_literal_set_f64 (PsLiteral *l, int64_t i, double v)
   switch (l->etype)
     {
     case PS_PRED: ((uint8_t *) d)[i] = v != 0; break;
-    case PS_S8: case PS_S4: ((int8_t *) d)[i] = (int8_t) v; break;
-    case PS_U4: ((uint8_t *) d)[i] = (uint8_t) v; break;
-    case PS_F8E4M3FN: ((uint8_t *) d)[i] = ps_f32_to_f8e4m3fn ((float) v); break;
-    case PS_F8E5M2: ((uint8_t *) d)[i] = ps_f32_to_f8e5m2 ((float) v); break;
+    case PS_S8: case PS_S4: case PS_S2: case PS_S1: ((int8_t *) d)[i] = (int8_t) v; break;
+    case PS_U4: case PS_U2: case PS_U1: ((uint8_t *) d)[i] = (uint8_t) v; break;
+    case PS_F8E4M3FN: case PS_F8E5M2: case PS_F8E4M3: case PS_F8E3M4: case PS_F8E4M3FNUZ:
+    case PS_F8E5M2FNUZ: case PS_F8E4M3B11FNUZ: case PS_F4E2M1FN: case PS_F8E8M0FNU:
+      ((uint8_t *) d)[i] = ps_etype_minifloat_encode (l->etype, v);
+      break;
     case PS_S16: ((int16_t *) d)[i] = (int16_t) v; break;
     case PS_S32: ((int32_t *) d)[i] = (int32_t) v; break;
     case PS_S64: ((int64_t *) d)[i] = (int64_t) v; break;
