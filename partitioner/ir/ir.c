@@ -272,6 +272,40 @@ ps_instr_get_raw_attr (const PsInstr *instr, const char *key)
   return NULL;
 }
 
+static int64_t
+single_dim (const char *v)
+{
+  if (!v)
+    return -1;
+  while (*v == '{' || *v == ' ')
+    v++;
+  char *end = NULL;
+  gint64 d = g_ascii_strtoll (v, &end, 10);
+  if (end == v)
+    return -1;
+  while (*end == ' ')
+    end++;
+  return *end == '}' || *end == 0 ? d : -1;
+}
+
+PsRaggedMode
+ps_instr_ragged_dims (const PsInstr *in, int64_t *lhs_ragged, int64_t *rhs_group)
+{
+  *lhs_ragged = *rhs_group = -1;
+  if (in->opcode != PS_OP_RAGGED_DOT || in->n_operands != 3)
+    return PS_RAGGED_NONE;
+  *lhs_ragged = single_dim (ps_instr_get_raw_attr (in, "lhs_ragged_dims"));
+  const char *g = ps_instr_get_raw_attr (in, "rhs_group_dims");
+  *rhs_group = single_dim (g);
+  if (*lhs_ragged < 0 || (g && *rhs_group < 0 && strcmp (g, "{}") != 0))
+    return PS_RAGGED_NONE;
+  if (ps_ints_contains (&in->dot.lhs_contracting, *lhs_ragged))
+    return *rhs_group < 0 ? PS_RAGGED_CONTRACTING : PS_RAGGED_NONE;
+  if (ps_ints_contains (&in->dot.lhs_batch, *lhs_ragged))
+    return *rhs_group < 0 ? PS_RAGGED_BATCH : PS_RAGGED_NONE;
+  return *rhs_group >= 0 ? PS_RAGGED_NON_CONTRACTING : PS_RAGGED_NONE;
+}
+
 /* ---- instructions ------------------------------------------------------- */
 
 static void

@@ -389,6 +389,20 @@ void ps_literal_set_f64 (PsLiteral *l, int64_t i, double v);
 void ps_instr_add_raw_attr (PsInstr *instr, const char *key, const char *value);
 const char *ps_instr_get_raw_attr (const PsInstr *instr, const char *key);
 
+/* A ragged-dot's modes (XLA's shape_inference.cc InferRaggedDotOpShape):
+ * the lhs ragged dim is a non-contracting one (rows meet their group's
+ * rhs slice along the rhs group dim), a contracting one (the result gets a
+ * leading group dim) or a batch one (a dot). */
+typedef enum {
+  PS_RAGGED_NONE,             /* not a ragged-dot, or its dims do not read */
+  PS_RAGGED_NON_CONTRACTING,
+  PS_RAGGED_CONTRACTING,
+  PS_RAGGED_BATCH,
+} PsRaggedMode;
+/* The mode of a ragged-dot, its lhs ragged dim and its rhs group dim (-1
+ * when there is none), from `lhs_ragged_dims={d}` and `rhs_group_dims={g}`. */
+PsRaggedMode ps_instr_ragged_dims (const PsInstr *in, int64_t *lhs_ragged, int64_t *rhs_group);
+
 /* Checks operand counts, shapes and attribute consistency for every
  * instruction; errors name the instruction and its source position. */
 gboolean ps_module_validate (const PsModule *m, const char *filename, GError **error);
