@@ -107,6 +107,14 @@ expect_status 0 "$PODSIM" verify -n 2 --module second_module "$D/several_modules
 expect_grep "the output agrees on 2 devices (32 elements compared)" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$D/several_modules.hlo" --module second_module -q
 expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+# ragged-dot in its three modes partitions by its own rule (no fallback):
+# the contraction split over 2 devices is summed, no operand is gathered
+# in the non-contracting mode; original and partitioned agree.
+expect_status 0 "$PODSIM" verify -n 4 "$D/ragged_dot.hlo"
+expect_grep "all 3 outputs agree on 4 devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" partition -n 4 --stats "$D/ragged_dot.hlo"
+expect_grep "fallbacks: 0" "$PS_TMP/err"
+expect_grep "%ragged-dot.5 = f32[16,6] ragged-dot(%tokens, %experts, %sizes)" "$PS_TMP/out"
 # Constants of the narrow types round as ml_dtypes does when read.
 expect_status 0 "$PODSIM" hlo "$D/xla_types.hlo"
 expect_grep "f4e2m1fn[10]{0} constant({0, 0.5, 1, 1.5, 2, 3, 4, 6, 4, 6})" "$PS_TMP/out"

@@ -446,7 +446,7 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
       if (target->kind == PS_SHARDING_TUPLE)
         return handle_tuple_copy (c, in, target);
       return handle_elementwise (c, in, target);
-    case PS_OP_DOT: return sp_handle_dot (c, in);
+    case PS_OP_DOT: case PS_OP_RAGGED_DOT: return sp_handle_dot (c, in);
     case PS_OP_CONVOLUTION: return sp_handle_convolution (c, in);
     case PS_OP_REDUCE_WINDOW: return sp_handle_reduce_window (c, in);
     case PS_OP_BROADCAST: return sp_handle_broadcast (c, in);
