@@ -823,10 +823,14 @@ START_TEST (test_collectives)
   parse_fails ("ENTRY e {\n  p = f32[2,8] parameter(0)\n"
                "  ROOT ag = f32[2,8] all-gather(p), dimensions={0}, replica_groups={{0,1},{2,3}}\n}\n",
                "t.hlo:3:13: shape f32[2,8] of 'ag' does not match f32[4,8], the shape its all-gather produces");
+  /* Groups of different sizes: all-reduce only (XLA's verifier). */
+  parse_fails ("sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+               "ENTRY e {\n  p = f32[2,8] parameter(0)\n"
+               "  ROOT ag = f32[4,8] all-gather(p), dimensions={0}, replica_groups={{0,1},{2}}\n}\n",
+               "t.hlo:8:8: all-gather 'ag': replica groups of different sizes (XLA's verifier takes them for all-reduce only)");
   parse_fails ("ENTRY e {\n  p = f32[2,8] parameter(0)\n"
-               "  ROOT ar = f32[2,8] all-reduce(p), replica_groups={{0,1},{2}}\n}\n",
-               "t.hlo:3:59: replica_groups of different sizes (2 and 1) are not read: podsim's collectives take "
-               "groups of one size");
+               "  ROOT ar = f32[2,8] all-reduce(p), replica_groups={{0,1},{}}, to_apply=e\n}\n",
+               "t.hlo:3:59: an empty replica group (XLA's verifier refuses them too)");
 }
 END_TEST
 

@@ -678,6 +678,33 @@ START_TEST (test_all_reduce_groups)
     }
   free_results (n, r);
   g_free (text);
+  /* Groups of different sizes (all-reduce only, as XLA's verifier):
+   * {0}, {1..n-2}, {n-1}: the ends keep their values. */
+  for (int once = n >= 4; once; once = 0)
+  {
+  GString *rg = g_string_new ("{{0},{1");
+  for (int d = 2; d < n - 1; d++)
+    g_string_append_printf (rg, ",%d", d);
+  g_string_append_printf (rg, "},{%d}}", n - 1);
+  text = g_strdup_printf ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                          " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
+                          " ROOT ar = f32[2] all-reduce(p), channel_id=1, replica_groups=%s,"
+                          " use_global_device_ids=true, to_apply=sum\n}\n", rg->str);
+  g_string_free (rg, TRUE);
+  r = run_spmd (text, n, 2, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  double mid0 = 0, mid1 = 0;
+  for (int d = 1; d < n - 1; d++)
+    mid0 += 2 * d, mid1 += 2 * d + 1;
+  for (int d = 0; d < n; d++)
+    {
+      gboolean end = d == 0 || d == n - 1;
+      double want[2] = { end ? 2 * d : mid0, end ? 2 * d + 1 : mid1 };
+      expect_values (r[d], 2, want);
+    }
+  free_results (n, r);
+  g_free (text);
+  }
   /* No groups + channel_id (cross replica and partition): everyone. Sum of 0..2n-1 per element parity. */
   text = g_strdup ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
                    " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"

@@ -115,6 +115,11 @@ expect_grep "all 3 outputs agree on 4 devices" "$PS_TMP/out"
 expect_status 0 "$PODSIM" partition -n 4 --stats "$D/ragged_dot.hlo"
 expect_grep "fallbacks: 0" "$PS_TMP/err"
 expect_grep "%ragged-dot.5 = f32[16,6] ragged-dot(%tokens, %experts, %sizes)" "$PS_TMP/out"
+# An all-reduce over groups of different sizes simulates each group of
+# two or more as its own bidirectional ring of permutes.
+expect_status 0 "$PODSIM" run "$D/ragged_groups.hlo" -q
+expect_grep "4 collectives" "$PS_TMP/out"
+expect_grep "collective-permute  16.00 KiB per device, 1 group of 2  (r.ring2.f0)" "$PS_TMP/out"
 # Constants of the narrow types round as ml_dtypes does when read.
 expect_status 0 "$PODSIM" hlo "$D/xla_types.hlo"
 expect_grep "f4e2m1fn[10]{0} constant({0, 0.5, 1, 1.5, 2, 3, 4, 6, 4, 6})" "$PS_TMP/out"

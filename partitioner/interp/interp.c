@@ -1088,7 +1088,7 @@ participants (IpCtx *ctx, const PsInstr *ins, int64_t device, GArray *members,
         if (ins->replica_groups[(gsize) g * ins->group_size + k] == my_id)
           {
             group = ins->replica_groups + (gsize) g * ins->group_size;
-            glen = ins->group_size;
+            glen = ps_instr_group_len (ins, g);
             break;
           }
   if (!group)

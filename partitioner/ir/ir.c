@@ -272,6 +272,27 @@ ps_instr_get_raw_attr (const PsInstr *instr, const char *key)
   return NULL;
 }
 
+int
+ps_instr_group_len (const PsInstr *in, int g)
+{
+  if (g < 0 || g >= in->n_groups)
+    return 0;
+  const int64_t *ids = in->replica_groups + (gsize) g * (gsize) in->group_size;
+  int n = 0;
+  while (n < in->group_size && ids[n] >= 0)
+    n++;
+  return n;
+}
+
+gboolean
+ps_instr_groups_ragged (const PsInstr *in)
+{
+  for (int g = 0; g < in->n_groups; g++)
+    if (ps_instr_group_len (in, g) != in->group_size)
+      return TRUE;
+  return FALSE;
+}
+
 static int64_t
 single_dim (const char *v)
 {

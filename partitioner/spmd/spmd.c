@@ -242,6 +242,8 @@ check_manual_all_reduce (SpComp *c, const PsInstr *in, const PsSharding *target)
       {
         int64_t dev = in->n_groups > 0 && in->group_size > 0
                       ? in->replica_groups[(gsize) g * size + k] : k;
+        if (dev < 0)
+          break; /* the padding of groups of different sizes */
         if (!ps_sharding_device_index (target, dev, k == 0 ? idx0 : idx))
           {
             sp_fail (c, PS_ERROR_INVALID, "all-reduce: device %" G_GINT64_FORMAT
