@@ -86,7 +86,7 @@ expect_status 0 "$PODSIM" run "$S/slices.mlir" -q
 expect_grep "step time" "$PS_TMP/out"
 # gather (an embedding lookup), scatter (its gradient), convolution and
 # functions of several results: each pair prints the same, verifies, runs.
-for f in gather scatter conv results; do
+for f in gather scatter scatter2 sort conv results; do
   expect_status 0 "$PODSIM" hlo "$S/$f.mlir"
   cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
   expect_status 0 "$PODSIM" hlo "$S/$f.hlo"

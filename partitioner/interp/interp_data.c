@@ -723,7 +723,12 @@ op_scatter (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GErro
   }
   scalar = ps_shape_new_scalar (a0->shape->etype);
   for (int k = 0; k < 2 * nv; k++)
-    cargs[k] = ps_value_new (scalar);
+    {
+      /* the combiner's k-th parameter has its input's element type (a
+       * scatter of several inputs may mix them) */
+      g_autoptr (PsShape) sk = ps_shape_new_scalar (ops[k % nv]->shape->etype);
+      cargs[k] = ps_value_new (sk);
+    }
   IpReducer red;
   ip_reducer_init (&red, ctx, ins->called[0], device, a0->shape->etype);
   if (!ip_charge (ctx, ins, upd0->n * (red.fast_op == PS_OP_COUNT ? ins->called[0]->instrs->len : 1), error))
