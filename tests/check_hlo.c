@@ -790,6 +790,26 @@ START_TEST (test_example)
 END_TEST
 
 
+/* XLA's parser takes precisions in any case (StringToPrecision lowercases
+ * the name) and literal-valued attributes (a shape, then the value); both
+ * from XLA's hlo_to_mhlo/tests/import.hlo. */
+START_TEST (test_xla_spellings)
+{
+  const char *t = "ENTRY e {\n  a = f32[1,4] parameter(0)\n  b = f32[4,1] parameter(1)\n"
+                  "  d = f32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={high,highest}\n"
+                  "  ROOT c = f32[1,1] custom-call(d), custom_call_target=\"SetBound\", literal=s32[] 1\n}\n";
+  PsModule *m = parse_ok (t, "t.hlo");
+  g_autofree char *once = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (once, "operand_precision={HIGH,HIGHEST}") != NULL, "%s", once);
+  ck_assert_msg (strstr (once, "literal=s32[] 1") != NULL, "%s", once);
+  PsModule *m2 = parse_ok (once, "once.hlo");
+  g_autofree char *twice = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (once, twice);
+  ps_module_free (m);
+  ps_module_free (m2);
+}
+END_TEST
+
 START_TEST (test_collectives)
 {
   static const char text[] =
@@ -903,6 +923,7 @@ hlo_suite (void)
   tcase_add_test (tc, test_batch_norm);
   tcase_add_test (tc, test_input_output_alias);
   tcase_add_test (tc, test_collectives);
+  tcase_add_test (tc, test_xla_spellings);
   tcase_add_test (tc, test_mutations);
   tcase_add_test (tc, test_fusion);
   tcase_add_test (tc, test_async_and_variadic);

@@ -498,11 +498,13 @@ ps_hlo_precision (PsHloReader *p, PsInstr *in)
           if (!w)
             return FALSE;
           PsPrecision pr;
-          if (strcmp (w, "DEFAULT") == 0)
+          /* any case: XLA's StringToPrecision lowercases the name
+           * (xla/hlo/ir/hlo_instruction.cc) */
+          if (g_ascii_strcasecmp (w, "DEFAULT") == 0)
             pr = PS_PRECISION_DEFAULT;
-          else if (strcmp (w, "HIGH") == 0)
+          else if (g_ascii_strcasecmp (w, "HIGH") == 0)
             pr = PS_PRECISION_HIGH;
-          else if (strcmp (w, "HIGHEST") == 0)
+          else if (g_ascii_strcasecmp (w, "HIGHEST") == 0)
             pr = PS_PRECISION_HIGHEST;
           else
             {
