@@ -810,6 +810,24 @@ START_TEST (test_xla_spellings)
 }
 END_TEST
 
+/* StableHLO's names of XLA's narrow types. */
+START_TEST (test_stablehlo_narrow_types)
+{
+  const char *t = "module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+                  "    %0 = stablehlo.convert %arg0 : (tensor<4xf32>) -> tensor<4xf4E2M1FN>\n"
+                  "    %1 = stablehlo.convert %0 : (tensor<4xf4E2M1FN>) -> tensor<4xf8E8M0FNU>\n"
+                  "    %2 = stablehlo.convert %1 : (tensor<4xf8E8M0FNU>) -> tensor<4xf8E4M3FNUZ>\n"
+                  "    %3 = stablehlo.convert %2 : (tensor<4xf8E4M3FNUZ>) -> tensor<4xi2>\n"
+                  "    %4 = stablehlo.convert %3 : (tensor<4xi2>) -> tensor<4xf32>\n"
+                  "    return %4 : tensor<4xf32>\n  }\n}\n";
+  PsModule *m = parse_ok (t, "t.mlir");
+  g_autofree char *once = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (once, "f4e2m1fn[4] convert") && strstr (once, "f8e8m0fnu[4] convert")
+                 && strstr (once, "f8e4m3fnuz[4] convert") && strstr (once, "s2[4] convert"), "%s", once);
+  ps_module_free (m);
+}
+END_TEST
+
 START_TEST (test_collectives)
 {
   static const char text[] =
@@ -924,6 +942,7 @@ hlo_suite (void)
   tcase_add_test (tc, test_input_output_alias);
   tcase_add_test (tc, test_collectives);
   tcase_add_test (tc, test_xla_spellings);
+  tcase_add_test (tc, test_stablehlo_narrow_types);
   tcase_add_test (tc, test_mutations);
   tcase_add_test (tc, test_fusion);
   tcase_add_test (tc, test_async_and_variadic);
