@@ -1,9 +1,9 @@
 # models/: the model-family registry, model builders, their presets.
 noinst_LTLIBRARIES += libpodsim_models.la
 PS_LIB_MODELS = libpodsim_models.la
-libpodsim_models_la_SOURCES = models/family.c models/family.h \
+libpodsim_models_la_SOURCES = models/family.c models/family_files.c models/family.h models/family_private.h \
 	models/dense_lm.c models/dense_lm.h models/dense_family.c models/hlo_family.c \
-	models/net.c models/net.h models/layers.c models/layers_attention.c models/layers.h models/layers_private.h \
+	models/net.c models/net.h models/layers.c models/layers_base.c models/layers_attention.c models/layers.h models/layers_private.h \
 	models/moe_layer.c models/moe_layer.h models/moe_lm.c models/moe_lm.h \
 	models/pipeline.c models/pipeline.h models/conv_layers.c models/conv_layers.h \
 	models/unet3d.c models/unet3d.h models/conformer.c models/conformer.h models/moe_family.c \
