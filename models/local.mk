@@ -77,12 +77,13 @@ models/presets.c: $(PS_MODEL_PRESETS:%=$(top_srcdir)/%) $(top_srcdir)/models/loc
 
 check_PROGRAMS += tests/check_models
 TESTS += tests/check_models
-tests_check_models_SOURCES = tests/check_models.c
+tests_check_models_SOURCES = tests/check_models.c tests/interp_inputs.c tests/interp_inputs.h
 tests_check_models_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS)
 tests_check_models_LDADD = $(PS_LIB_DRIVER) $(PS_LIB_SIM) $(PS_MODELS_TEST_LIBS) $(PS_LIB_TOPOLOGY) $(SIMGRID_LIBS) -lstdc++
 check_PROGRAMS += tests/check_layers
 TESTS += tests/check_layers
-tests_check_layers_SOURCES = tests/check_layers.c tests/spmd_testutil.c tests/spmd_testutil.h
+tests_check_layers_SOURCES = tests/check_layers.c tests/interp_inputs.c tests/interp_inputs.h tests/spmd_testutil.c \
+	tests/spmd_testutil.h
 tests_check_layers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_layers_LDADD = $(PS_MODELS_TEST_LIBS)
 check_PROGRAMS += tests/check_moe
@@ -92,7 +93,7 @@ tests_check_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_moe_LDADD = $(PS_MODELS_TEST_LIBS)
 check_PROGRAMS += tests/check_pipeline
 TESTS += tests/check_pipeline
-tests_check_pipeline_SOURCES = tests/check_pipeline.c
+tests_check_pipeline_SOURCES = tests/check_pipeline.c tests/interp_inputs.c tests/interp_inputs.h
 tests_check_pipeline_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_pipeline_LDADD = $(PS_MODELS_TEST_LIBS)
 check_PROGRAMS += tests/check_convnets
