@@ -22,6 +22,8 @@ typedef struct {
   int full_runs;
   int internal;
   double budget;
+  char *solver;
+  int dp_width, dp_rounds;
   gboolean mesh_auto;     /* --mesh auto (taken out of argv before parsing) */
 } AutoshardOptions;
 
@@ -29,7 +31,7 @@ typedef struct {
 static char **
 run_argv (int argc, char **argv)
 {
-  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", "--full-runs", "--internal", "--budget", NULL };
+  static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", "--full-runs", "--internal", "--budget", "--solver", "--dp-width", "--dp-rounds", NULL };
   static const char *const alone[] = { "--json", "-q", "--quiet", NULL };
   GPtrArray *out = g_ptr_array_new ();
   for (int i = 1; i < argc; i++)
@@ -140,10 +142,24 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
   ao.full_runs = o->full_runs;
   ao.max_internal = o->internal;
   ao.budget_s = o->budget;
-  if (o->internal < -1 || o->budget < 0 || o->full_runs < 0)
+  ao.dp_width = o->dp_width;
+  ao.dp_rounds = o->dp_rounds;
+  static const char *const solvers[] = { "auto", "exhaustive", "dp", "local", NULL };
+  int which = -1;
+  for (int k = 0; solvers[k]; k++)
+    if (strcmp (o->solver ? o->solver : "auto", solvers[k]) == 0)
+      which = k;
+  if (which < 0)
+    {
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--solver: '%s' is not auto, exhaustive, dp or local", o->solver);
+      return ps_cli_fail (error);
+    }
+  ao.solver = (PsAutoshardSolver) which;
+  if (o->internal < -1 || o->budget < 0 || o->full_runs < 0 || o->dp_width < 0 || o->dp_rounds < 0)
     {
       g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%s must not be negative",
-                   o->internal < -1 ? "--internal" : o->budget < 0 ? "--budget" : "--full-runs");
+                   o->internal < -1 ? "--internal" : o->budget < 0 ? "--budget" : o->full_runs < 0 ? "--full-runs"
+                   : o->dp_width < 0 ? "--dp-width" : "--dp-rounds");
       return ps_cli_fail (error);
     }
   g_autoptr (GString) meshes = g_string_new ("");
@@ -196,7 +212,20 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
       json_builder_set_member_name (b, "space");
       json_builder_add_int_value (b, r->space);
       json_builder_set_member_name (b, "solver");
-      json_builder_add_string_value (b, r->exhaustive ? "exhaustive" : "local-search");
+      json_builder_add_string_value (b, r->solver);
+      if (r->dp_chain > 0)
+        {
+          json_builder_set_member_name (b, "dp_chain");
+          json_builder_add_int_value (b, r->dp_chain);
+          json_builder_set_member_name (b, "dp_rounds");
+          json_builder_add_int_value (b, r->dp_rounds);
+          json_builder_set_member_name (b, "dp_measured");
+          json_builder_add_int_value (b, r->dp_measured);
+          json_builder_set_member_name (b, "dp_pairs");
+          json_builder_add_int_value (b, r->dp_pairs);
+          json_builder_set_member_name (b, "dp_best_cheap_step_s");
+          json_builder_add_double_value (b, r->dp_best_s);
+        }
       json_builder_set_member_name (b, "evaluated");
       json_builder_add_int_value (b, r->n_evaluated);
       json_builder_set_member_name (b, "stopped_by_budget");
@@ -254,9 +283,19 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
     }
   g_autofree char *space = r->space == G_MAXINT64 ? g_strdup ("over 9e18")
                                                   : g_strdup_printf ("%" G_GINT64_FORMAT, r->space);
+  g_autofree char *how = r->exhaustive ? g_strdup ("every one enumerated")
+                         : g_strdup_printf ("%s%s", strcmp (r->solver, "local-search") == 0 ? "local search" : r->solver,
+                                            r->stopped ? " (stopped by --budget)" : "");
   printf ("autoshard: %d parameters and %d internal tensors, %s combinations, %s, %d costed cheaply, %d run "
-          "through the pipeline\n", r->n_params, r->n_internal, space, r->exhaustive ? "every one enumerated" : r->stopped ? "local search (stopped by --budget)" : "local search", r->n_estimated,
-          r->n_evaluated);
+          "through the pipeline\n", r->n_params, r->n_internal, space, how, r->n_estimated, r->n_evaluated);
+  if (r->dp_chain > 0)
+    {
+      g_autofree char *dp_best = r->dp_best_s > 0 ? g_strdup_printf ("%.6f ms", r->dp_best_s * 1e3)
+                                                  : g_strdup ("nothing that fits");
+      printf ("dp: %d variables in the chain (tensors of one shape share one), %d round%s, %d measured (%d neighbour pairs); its best (cheap) %s%s\n",
+              r->dp_chain, r->dp_rounds, r->dp_rounds == 1 ? "" : "s", r->dp_measured, r->dp_pairs, dp_best,
+              r->dp_fallback ? "; then the local search from no annotation" : "");
+    }
   fputs (meshes->str, stdout);
   if (r->exhaustive && r->rank_correlation <= 1)
     printf ("cheap cost against the full run: Spearman rank correlation %.3f over those that fit; its best is "
@@ -294,10 +333,13 @@ ps_cmd_autoshard (int argc, char **argv)
     { "top", 0, 0, G_OPTION_ARG_INT, &o.top, "Rows of the ranking to print (default 10)", "N" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o.quiet, "No progress lines on stderr", NULL },
     { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Pipeline runs in parallel (default: the processors)", "N" },
-    { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many (each run in full), else the local search under the cheap cost (default 256; 1: always the local search)", "N" },
+    { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many (each run in full), else the DP under the cheap cost (default 256)", "N" },
     { "internal", 0, 0, G_OPTION_ARG_INT, &o.internal, "Search the shardings of up to N internal tensors too, largest first: the values while loops carry that are not parameters, then the first dot or convolution result of each shape (default 8; 0: parameters only)", "N" },
-    { "budget", 0, 0, G_OPTION_ARG_DOUBLE, &o.budget, "Stop the local search after this many seconds and run its best so far in full (default: no limit)", "S" },
-    { "full-runs", 0, 0, G_OPTION_ARG_INT, &o.full_runs, "Local search: run this many of the cheapest candidates through the full pipeline (default 8)", "N" },
+    { "budget", 0, 0, G_OPTION_ARG_DOUBLE, &o.budget, "Stop the DP or the local search after this many seconds and run its best so far in full (default: no limit)", "S" },
+    { "full-runs", 0, 0, G_OPTION_ARG_INT, &o.full_runs, "DP and local search: run this many of the cheapest candidates through the full pipeline (default 8)", "N" },
+    { "solver", 0, 0, G_OPTION_ARG_STRING, &o.solver, "auto (default: exhaustive up to --exhaustive-limit combinations, else dp), exhaustive, dp (a dynamic program over the chain of tensors, in rounds) or local (the local search of many-tensor moves)", "NAME" },
+    { "dp-width", 0, 0, G_OPTION_ARG_INT, &o.dp_width, "DP: candidates kept per variable (the tensors of one shape) besides its base, half by step, half by peak (default 4)", "N" },
+    { "dp-rounds", 0, 0, G_OPTION_ARG_INT, &o.dp_rounds, "DP: rounds, the first around no annotation, each later one around the best so far, until one gains under 0.01 % (default: at most 8)", "N" },
     { NULL }
   };
   /* --mesh auto is no mesh to the parser: taken out here, searched over. */
@@ -322,10 +364,13 @@ ps_cmd_autoshard (int argc, char **argv)
     "over one mesh axis, two dimensions over two axes), runs each combination through\n"
     "propagation, partitioning, the exact memory analysis and the replay on the slice,\n"
     "and ranks them by simulated step time among those that fit in HBM. Every\n"
-    "combination is run when there are at most 256; otherwise a local search under a\n"
-    "cheap cost (the same pipeline in this process up to the trace, its compute and\n"
-    "collectives costed in closed form) moves many parameters at once, then one at a\n"
-    "time, and its best few (--full-runs) are run in full.\n"
+    "combination is run when there are at most 256. Otherwise, under a cheap cost (the\n"
+    "same pipeline in this process up to the trace, its compute and collectives costed\n"
+    "in closed form), a dynamic program over the chain of tensors in the order the\n"
+    "layer structure uses them (a cost per tensor's choice and per neighbour pair,\n"
+    "measured; the HBM limit by Lagrangian relaxation), in rounds around the best so far;\n"
+    "--solver local: a local search moving many tensors at once instead. The best few\n"
+    "(--full-runs) are run in full.\n"
     "--mesh auto searches every factorization of the slice's cores (the 1-D mesh and\n"
     "each AxB) and keeps the fastest.\n"
     "Example: podsim autoshard prog.hlo --slice v3-8 --mesh 2x4 -o best.hlo\n"
@@ -334,5 +379,6 @@ ps_cmd_autoshard (int argc, char **argv)
   if (ps_cli_parse (ctx, &argc, &argv))
     rc = autoshard (&o, mo, argc, argv, base);
   g_free (o.out);
+  g_free (o.solver);
   return rc;
 }

@@ -2,10 +2,12 @@
 #include "driver/autoshard.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "driver/autoshard_dp.h"
 #include "driver/driver.h"
 #include "driver/pool.h"
 #include "driver/study.h"
@@ -90,6 +92,7 @@ typedef struct {
   int **maps;              /* per parameter: its candidates' dims mappings, rank ints each */
   const PsShape **shapes;
   gboolean *internal;      /* per tensor: not an entry parameter */
+  int *use_at;             /* per tensor: where the layer structure first uses it (the DP's chain order) */
   char **base_argv;        /* the run's options after "run" */
   int64_t space;
   PsAutoshardCost *cost;
@@ -419,9 +422,10 @@ significantly_better (const PsAutoshardCandidate *a, const PsAutoshardCandidate 
  * one improves, then each parameter's best candidate with the others held;
  * until a pass improves nothing. */
 static PsAutoshardCandidate *
-local_search (Search *s, int max_passes, int mesh_rank, const int64_t *mesh, int *choice, int *n_rounds)
+local_search (Search *s, int max_passes, int mesh_rank, const int64_t *mesh, gboolean group, int *choice,
+              int *n_rounds)
 {
-  g_autoptr (GArray) moves = group_moves (s, mesh_rank, mesh);
+  g_autoptr (GArray) moves = group ? group_moves (s, mesh_rank, mesh) : g_array_new (FALSE, TRUE, sizeof (Move));
   g_autofree int *trial = g_new0 (int, s->n_params + 1);
   PsAutoshardCandidate *best = estimate (s, choice);
   progress (s, "start", best);
@@ -434,7 +438,7 @@ local_search (Search *s, int max_passes, int mesh_rank, const int64_t *mesh, int
        * (all of them are costed from there anyway); later ones take each
        * move as soon as it improves (steepest descent would cost every
        * move per step taken). */
-      for (gboolean taken = TRUE, steepest = pass == 0; taken; steepest = FALSE)
+      for (gboolean taken = moves->len > 0, steepest = pass == 0; taken; steepest = FALSE)
         {
           taken = FALSE;
           g_autofree int *from = g_memdup2 (choice, sizeof (int) * (s->n_params + 1));
@@ -483,6 +487,233 @@ local_search (Search *s, int max_passes, int mesh_rank, const int64_t *mesh, int
         break;
     }
   return best;
+}
+
+/* The DP's variables: groups of tensors of one shape (a loop's Q, K, V and
+ * O weights, a weight and its optimizer slots), parameters and internal
+ * tensors apart; each group takes one candidate for all its tensors. */
+typedef struct {
+  Search *s;
+  int n_vars;
+  int *var_of;          /* per tensor: its variable, -1 when not searched */
+  int *n_cands;         /* per variable */
+  int *tensors;         /* scratch: a combination of the tensors */
+  const int *around;    /* the tensors' combination the other tensors keep */
+} DpVars;
+
+static void
+dp_expand (const DpVars *v, const int *vars, int *tensors)
+{
+  memcpy (tensors, v->around, sizeof (int) * (gsize) (v->s->n_params + 1));
+  for (int i = 0; i < v->s->n_params; i++)
+    if (v->var_of[i] >= 0)
+      tensors[i] = vars[v->var_of[i]];
+}
+
+/* The DP's measurements: the cheap cost, memoized with every other
+ * candidate (so later rounds and the full runs see them too). */
+static gboolean
+dp_eval (const int *choice, PsDpCost *out, gpointer user)
+{
+  DpVars *v = user;
+  dp_expand (v, choice, v->tensors);
+  PsAutoshardCandidate *c = estimate (v->s, v->tensors);
+  out->ran = c->est_ran;
+  out->step_s = c->est_step_s;
+  out->peak_bytes = (double) c->est_peak_hbm_bytes;
+  return !over_budget (v->s);
+}
+
+static int *dp_keys;   /* for chain_cmp (qsort has no user data) */
+
+static int
+chain_cmp (const void *x, const void *y)
+{
+  int a = *(const int *) x, b = *(const int *) y;
+  return dp_keys[a] != dp_keys[b] ? (dp_keys[a] < dp_keys[b] ? -1 : 1) : a - b;
+}
+
+/* The best candidate costed so far (the DP measures many on its way). */
+static PsAutoshardCandidate *
+best_estimated (const Search *s)
+{
+  PsAutoshardCandidate *best = NULL;
+  for (guint i = 0; i < s->all->len; i++)
+    {
+      PsAutoshardCandidate *c = s->all->pdata[i];
+      if (c->est_ran && (!best || better_est (c, best)))
+        best = c;
+    }
+  return best;
+}
+
+/* The choice array of a candidate's text (every candidate costed came
+ * from one: found by its text again). */
+static void
+choice_of (const Search *s, const PsAutoshardCandidate *c, int *choice)
+{
+  memset (choice, 0, sizeof (int) * (gsize) (s->n_params + 1));
+  g_auto (GStrv) items = g_strsplit (c->shard, ";", -1);
+  for (int j = 0; items[j]; j++)
+    {
+      char *eq = strchr (items[j], '=');
+      if (!eq)
+        continue;
+      *eq = 0;
+      for (int i = 0; i < s->n_params; i++)
+        if (strcmp (s->names[i], items[j]) == 0)
+          for (int k = 0; k < s->n_cands[i]; k++)
+            if (strcmp (s->cands[i][k], eq + 1) == 0)
+              choice[i] = k;
+    }
+}
+
+/* The DP over the chain of tensors of at least 0.1 % of the searched bytes
+ * (the others stay as they are: propagation completes them), in the order
+ * the layer structure uses them. Round 1 expands the cost around no
+ * annotation; each later round around the best combination costed so far
+ * (its terms are then the moves of one tensor and of two neighbours from
+ * there, which a single annotation's propagation makes far from additive
+ * around no annotation), until a round gains under 0.01 % or `rounds` are
+ * done. The best goes to choice. */
+static PsAutoshardCandidate *
+dp_search (Search *s, int rounds, int *choice, PsAutoshardResult *r)
+{
+  int n = s->n_params;
+  DpVars v = { s, 0, g_new (int, n + 1), g_new0 (int, n + 1), g_new0 (int, n + 1), choice };
+  g_autofree int *first = g_new0 (int, n + 1);     /* per variable: its first tensor */
+  g_autofree double *bytes = g_new0 (double, n + 1);
+  for (int i = 0; i < n; i++)
+    {
+      v.var_of[i] = -1;
+      for (int j = 0; j < i && v.var_of[i] < 0; j++)
+        if (s->internal[j] == s->internal[i] && ps_shape_equal (s->shapes[i], s->shapes[j]))
+          v.var_of[i] = v.var_of[j];
+      if (v.var_of[i] < 0)
+        {
+          first[v.n_vars] = i;
+          v.n_cands[v.n_vars] = s->n_cands[i];
+          v.var_of[i] = v.n_vars++;
+        }
+      bytes[v.var_of[i]] += (double) ps_shape_bytes (s->shapes[i]);
+    }
+  /* The chain: every internal tensor's variable (chosen as what a user
+   * would annotate) and those of the parameters of at least 0.1 % of the
+   * searched bytes (the others stay as they are: propagation completes
+   * them), in the order the layer structure first uses them. */
+  g_autofree int *order = g_new0 (int, v.n_vars + 1), *keys = g_new0 (int, v.n_vars + 1);
+  int m = 0;
+  for (int g = 0; g < v.n_vars; g++)
+    {
+      keys[g] = G_MAXINT;
+      for (int i = 0; i < n; i++)
+        if (v.var_of[i] == g)
+          keys[g] = MIN (keys[g], s->use_at[i]);
+      if (s->internal[first[g]] || bytes[g] >= 1e-3 * s->total_bytes)
+        order[m++] = g;
+    }
+  for (int i = 0; i < n; i++)
+    {
+      int g = v.var_of[i];
+      gboolean in = FALSE;
+      for (int j = 0; j < m; j++)
+        in = in || order[j] == g;
+      if (!in)
+        v.var_of[i] = -1;
+    }
+  dp_keys = keys;
+  qsort (order, (size_t) m, sizeof (int), chain_cmp);
+  dp_keys = NULL;
+  PsDpProblem pb = { v.n_vars, v.n_cands, order, m, s->o->dp_width, (double) ps_autoshard_cost_hbm_bytes (s->cost) };
+  PsAutoshardCandidate *best = estimate (s, choice);
+  g_autofree int *base = g_new0 (int, v.n_vars + 1);
+  r->dp_chain = m;
+  ps_autoshard_cost_set_past_no_fit (s->cost, TRUE);
+  for (int round = 0; round < rounds && !over_budget (s); round++)
+    {
+      PsAutoshardCandidate *at_start = best;
+      for (int g = 0; g < v.n_vars; g++)
+        base[g] = choice[first[g]];
+      g_autoptr (GPtrArray) sols = g_ptr_array_new_with_free_func (g_free);
+      PsDpStats st;
+      ps_autoshard_dp_solve (&pb, base, dp_eval, &v, sols, &st);
+      for (guint j = 0; j < sols->len; j++)
+        {
+          dp_expand (&v, sols->pdata[j], v.tensors);
+          estimate (s, v.tensors);
+        }
+      best = best_estimated (s);
+      choice_of (s, best, choice);
+      r->dp_rounds++;
+      r->dp_measured += st.n_measured;
+      r->dp_pairs += st.n_pairs;
+      if (s->o->progress)
+        fprintf (stderr, "autoshard: dp round %d: %d variables in the chain (%d tensors), %d measured (%d "
+                 "neighbour pairs), %d lambdas, %u solutions\n", round + 1, m, n, st.n_measured, st.n_pairs,
+                 st.n_lambdas, sols->len);
+      progress (s, "dp", best);
+      if (!significantly_better (best, at_start))
+        break;
+    }
+  ps_autoshard_cost_set_past_no_fit (s->cost, FALSE);
+  r->dp_best_s = best && best->est_ran && best->est_fits ? best->est_step_s : 0;
+  g_free (v.var_of);
+  g_free (v.n_cands);
+  g_free (v.tensors);
+  return best;
+}
+
+/* Where the layer structure first uses each instruction: every
+ * instruction numbered in program order, a while loop's body right after
+ * the loop (once: the body is the layer). */
+static void
+number_instrs (const PsComputation *c, GHashTable *pos, int *next, int depth)
+{
+  for (guint i = 0; i < c->instrs->len; i++)
+    {
+      PsInstr *x = c->instrs->pdata[i];
+      g_hash_table_insert (pos, x, GINT_TO_POINTER (++*next));
+      if (x->opcode == PS_OP_WHILE && x->n_called >= 2 && depth < 8)
+        number_instrs (x->called[1], pos, next, depth + 1);
+    }
+}
+
+/* The first use of x: its first user's number; through a tuple into a
+ * while loop, the first use of that element in the body (a stacked weight
+ * is used where the layer uses it, not where the loop starts). */
+static int
+first_use (const PsInstr *x, GHashTable *pos, int depth)
+{
+  int best = G_MAXINT;
+  for (guint u = 0; u < x->users->len; u++)
+    {
+      const PsInstr *y = x->users->pdata[u];
+      int at = GPOINTER_TO_INT (g_hash_table_lookup (pos, y));
+      if (at == 0)
+        continue;
+      if (y->opcode == PS_OP_TUPLE && depth < 8)
+        for (guint w = 0; w < y->users->len; w++)
+          {
+            const PsInstr *loop = y->users->pdata[w];
+            if (loop->opcode != PS_OP_WHILE || loop->n_called < 2 || loop->operands[0] != y
+                || loop->called[1]->params->len < 1)
+              continue;
+            const PsInstr *carried = loop->called[1]->params->pdata[0];
+            int inner = G_MAXINT;
+            for (int k = 0; k < y->n_operands; k++)
+              if (y->operands[k] == x)
+                for (guint g = 0; g < carried->users->len; g++)
+                  {
+                    const PsInstr *e = carried->users->pdata[g];
+                    if (e->opcode == PS_OP_GET_TUPLE_ELEMENT && e->tuple_index == k)
+                      inner = MIN (inner, first_use (e, pos, depth + 1));
+                  }
+            if (inner != G_MAXINT)
+              at = inner;
+          }
+      best = MIN (best, at);
+    }
+  return best == G_MAXINT ? GPOINTER_TO_INT (g_hash_table_lookup (pos, x)) : best;
 }
 
 /* Spearman's rank correlation of the cheap and the full step over the
@@ -655,6 +886,10 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
   s.maps = g_new0 (int *, tensors->len + 1);
   s.shapes = g_new0 (const PsShape *, tensors->len + 1);
   s.internal = g_new0 (gboolean, tensors->len + 1);
+  s.use_at = g_new0 (int, tensors->len + 1);
+  g_autoptr (GHashTable) pos = g_hash_table_new (g_direct_hash, g_direct_equal);
+  int n_numbered = 0;
+  number_instrs (m->entry, pos, &n_numbered, 0);
   int64_t space = 1;
   for (guint i = 0; i < tensors->len; i++)
     {
@@ -674,6 +909,12 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
       s.n_cands[s.n_params] = n;
       s.shapes[s.n_params] = x->shape;
       s.internal[s.n_params] = i >= params->len;
+      /* a result computed in the entry sits where it is defined, between
+       * its operands and its users; a loop-carried value where its body
+       * uses it */
+      s.use_at[s.n_params] = i >= params->len && x->opcode != PS_OP_GET_TUPLE_ELEMENT
+                               ? GPOINTER_TO_INT (g_hash_table_lookup (pos, x))
+                               : first_use (x, pos, 0);
       r_internal += i >= params->len;
       /* the mappings back from their text "[a,b,...]" */
       s.maps[s.n_params] = g_new0 (int, (gsize) n * rank + 1);
@@ -695,11 +936,26 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
   r->n_params = s.n_params - r_internal;
   r->n_internal = r_internal;
   r->space = space;
-  r->exhaustive = space <= max_exhaustive;
-  s.space = space;
+  PsAutoshardSolver solver = o->solver;
+  if (solver == PS_AUTOSHARD_SOLVER_AUTO)
+    solver = space <= max_exhaustive ? PS_AUTOSHARD_SOLVER_EXHAUSTIVE : PS_AUTOSHARD_SOLVER_DP;
   gboolean ok = TRUE;
+  if (solver == PS_AUTOSHARD_SOLVER_EXHAUSTIVE && space > max_exhaustive)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--solver exhaustive: %s%" G_GINT64_FORMAT
+                   " combinations, over --exhaustive-limit %" G_GINT64_FORMAT " (each is a full run)",
+                   space == G_MAXINT64 ? "over " : "", space, max_exhaustive);
+      ok = FALSE;
+    }
+  if ((r->exhaustive = solver == PS_AUTOSHARD_SOLVER_EXHAUSTIVE))
+    r->solver = "exhaustive";
+  else
+    r->solver = solver == PS_AUTOSHARD_SOLVER_DP ? "dp" : "local-search";
+  s.space = space;
   g_autofree int *choice = g_new0 (int, s.n_params + 1);
-  if (r->exhaustive)
+  if (!ok)
+    ;
+  else if (r->exhaustive)
     {
       /* Every combination, in odometer order: the full run decides; the
        * cheap cost of each measures how well it ranks. */
@@ -717,7 +973,23 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
     }
   else
     {
-      local_search (&s, max_passes, mesh_rank, mesh, choice, &r->n_rounds);
+      const PsAutoshardCandidate *found = NULL;
+      if (solver == PS_AUTOSHARD_SOLVER_DP)
+        {
+          /* The DP's rounds; the local search from no annotation when
+           * nothing they found fits. */
+          found = dp_search (&s, o->dp_rounds > 0 ? o->dp_rounds : 8, choice, r);
+          if (!found->est_ran || !found->est_fits)
+            {
+              r->dp_fallback = TRUE;
+              r->solver = "dp, then local-search";
+              memset (choice, 0, sizeof (int) * (gsize) (s.n_params + 1));
+              s.stopped = FALSE;
+              found = NULL;
+            }
+        }
+      if (!found)
+        local_search (&s, max_passes, mesh_rank, mesh, TRUE, choice, &r->n_rounds);
       r->stopped = s.stopped;
       /* The cheap search's best few (those that fit) get the full run. */
       /* (a copy would take the array's free function: a view instead) */
@@ -764,6 +1036,7 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
   g_free (s.names);   /* the names and shapes were the module's */
   g_free (s.shapes);
   g_free (s.internal);
+  g_free (s.use_at);
   g_free (s.n_cands);
   if (!ok)
     {

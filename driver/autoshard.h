@@ -16,10 +16,21 @@
  * device order (ps_coll_plan_time_bound), nothing overlapped and no link
  * contention between collectives.
  *
- * The solver is exact enumeration under the full cost when the product of
- * the candidate counts is at most max_exhaustive (every candidate is also
- * costed cheaply, to measure how well the cheap cost ranks). Otherwise a
- * local search under the cheap cost from no annotation: sweeps of moves
+ * Solvers. Exact enumeration under the full cost when the product of the
+ * candidate counts is at most max_exhaustive (every candidate is also
+ * costed cheaply, to measure how well the cheap cost ranks). Above it, by
+ * default, the dynamic program of autoshard_dp.h under the cheap cost: the
+ * tensors grouped by shape into variables (a loop's stacked Q, K, V, O
+ * weights, a weight and its optimizer slots take one candidate), the
+ * internal tensors' variables and those of parameters of at least 0.1 % of
+ * the searched bytes laid out in the order the layer structure first uses
+ * them (a while loop's body right after the loop, once), a cost term per
+ * variable's choice and per neighbour pair measured around a base
+ * combination, Viterbi's recursion exact over that model, the HBM limit by
+ * Lagrangian relaxation; in rounds, the first around no annotation, each
+ * later one around the best combination costed so far. When nothing the DP
+ * found fits, or with solver LOCAL, a local search under the cheap cost
+ * from no annotation: sweeps of moves
  * that change many tensors together (the first dim of size s over axis a
  * in every tensor having one, one or two such (s, a) at once, for all
  * tensors, the parameters alone or the internal ones alone: how a model's
@@ -58,6 +69,14 @@ typedef struct {
   char *est_why;
 } PsAutoshardCandidate;
 
+/* AUTO: exhaustive up to max_exhaustive combinations, else DP. */
+typedef enum {
+  PS_AUTOSHARD_SOLVER_AUTO,
+  PS_AUTOSHARD_SOLVER_EXHAUSTIVE,
+  PS_AUTOSHARD_SOLVER_DP,
+  PS_AUTOSHARD_SOLVER_LOCAL,
+} PsAutoshardSolver;
+
 typedef struct {
   int64_t max_exhaustive; /* enumerate every combination up to this many (0: 256) */
   int max_passes;         /* coordinate descent passes (0: 4) */
@@ -66,6 +85,9 @@ typedef struct {
   int full_runs;          /* candidates of the cheap search given the full run (0: 8) */
   int max_internal;       /* internal tensors searched too (< 0: 8; 0: none) */
   double budget_s;        /* the local search stops after this long (0: no limit) */
+  PsAutoshardSolver solver;
+  int dp_width;           /* dp: candidates kept per tensor besides replicated (0: 4) */
+  int dp_rounds;          /* dp: at most this many rounds, each around the best so far (0: 8) */
 } PsAutoshardOptions;
 
 typedef struct {
@@ -80,6 +102,12 @@ typedef struct {
   int n_estimated;        /* cheap-cost runs */
   int n_rounds;           /* local search: moves taken */
   gboolean stopped;       /* local search: stopped by the budget */
+  const char *solver;     /* "exhaustive", "dp", "dp+local", "local-search" (static) */
+  /* dp: tensors in the chain, rounds, measurements (unary and pair),
+   * pairs, the cheap step of its best (0: none fit) */
+  int dp_chain, dp_rounds, dp_measured, dp_pairs;
+  double dp_best_s;
+  gboolean dp_fallback;   /* dp found nothing that fits: the full local search ran */
   /* Exhaustive only: how the cheap cost ranks the candidates that fit
    * (Spearman's rank correlation with the full step; 2: fewer than 2), and
    * the full-run rank (1-based) of the cheap cost's best. */
@@ -109,6 +137,11 @@ typedef struct {
 PsAutoshardCost *ps_autoshard_cost_new (const PsParams *p, GError **error);
 gboolean ps_autoshard_cost_estimate (PsAutoshardCost *c, const char *shard, PsAutoshardEstimate *e);
 int ps_autoshard_cost_n_runs (const PsAutoshardCost *c);
+/* With on, a program that does not fit is lowered and costed too (its
+ * step_time_s set, fits FALSE): the DP's terms need a step for each. */
+void ps_autoshard_cost_set_past_no_fit (PsAutoshardCost *c, gboolean on);
+/* The HBM of one core, the limit a candidate must fit under. */
+guint64 ps_autoshard_cost_hbm_bytes (const PsAutoshardCost *c);
 void ps_autoshard_cost_free (PsAutoshardCost *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsAutoshardCost, ps_autoshard_cost_free)
 

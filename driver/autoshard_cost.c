@@ -22,6 +22,7 @@ struct PsAutoshardCost {
   PsDeviceAssignment *assignment;
   GHashTable *coll_s;        /* "kind|bytes|groups" -> double* seconds */
   int n_runs;
+  gboolean past_no_fit;      /* the step also of a program that does not fit */
 };
 
 void
@@ -148,13 +149,14 @@ estimate (PsAutoshardCost *c, const char *shard, PsAutoshardEstimate *e, GError 
   d.target = c->target;
   d.stop_after = PS_STAGE_LOWER;
   d.name_stage_in_errors = TRUE;
+  d.lower_past_no_fit = c->past_no_fit;
   c->n_runs++;
   g_autoptr (PsDriverResult) r = ps_driver_run (&d, NULL, error);
   if (!r)
     return FALSE;
   e->fits = r->fits;
   e->peak_hbm_bytes = r->peak_hbm_bytes;
-  return !r->fits || (r->trace && trace_cost (c, r->trace, e, error));
+  return (!r->fits && !c->past_no_fit) || (r->trace && trace_cost (c, r->trace, e, error));
 }
 
 gboolean
@@ -167,6 +169,18 @@ ps_autoshard_cost_estimate (PsAutoshardCost *c, const char *shard, PsAutoshardEs
     e->why = g_strdup (error ? error->message : "did not lower");
   g_clear_error (&error);
   return e->ran;
+}
+
+void
+ps_autoshard_cost_set_past_no_fit (PsAutoshardCost *c, gboolean on)
+{
+  c->past_no_fit = on;
+}
+
+guint64
+ps_autoshard_cost_hbm_bytes (const PsAutoshardCost *c)
+{
+  return c->target->hw->hbm_bytes_per_core;
 }
 
 int

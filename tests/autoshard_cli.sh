@@ -24,14 +24,42 @@ for mx in $maps; do
   done
 done
 [ -n "$best" ] || fail "no combination ran"
-for limit in 256 1; do
-  expect_status 0 "$PODSIM" autoshard "$prog" $aopts --json -q --exhaustive-limit $limit
+for solver in exhaustive dp local; do
+  expect_status 0 "$PODSIM" autoshard "$prog" $aopts --json -q --solver $solver
+  expect_grep "\"solver\" : \"$(echo $solver | sed s/local/local-search/)\"" "$PS_TMP/out"
   found=$(sed -n 's/.*"step_time_s" *: *\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out" | head -1)
   awk -v a="$found" -v b="$best" 'BEGIN { exit !(a - b <= 1e-9 * b && b - a <= 1e-9 * b) }' \
-    || fail "limit $limit: found $found, enumeration's optimum $best"
+    || fail "--solver $solver: found $found, enumeration's optimum $best"
   [ -s "$PS_TMP/err" ] && fail "-q: stderr not empty"
 done
-expect_grep '"solver" : "local-search"' "$PS_TMP/out"
+# auto: the DP above --exhaustive-limit
+expect_status 0 "$PODSIM" autoshard "$prog" $aopts --json -q --exhaustive-limit 1
+expect_grep '"solver" : "dp"' "$PS_TMP/out"
+expect_grep '"dp_chain" : 2' "$PS_TMP/out"
+# A two-layer MLP (x, w1, w2 and the first dot's result h) on a 1-D mesh:
+# 81 combinations, every one run by the exhaustive solver (which the
+# enumeration above checks on the matmul); the DP must find its optimum
+# with fewer costed (the Megatron pair: w1 on its columns, w2 on its rows).
+mlp="$PS_SRCDIR/tests/data/autoshard_mlp.hlo"
+expect_status 0 "$PODSIM" autoshard "$mlp" --slice v3-8 --mesh 8 --json -q --exhaustive-limit 81
+expect_grep '"solver" : "exhaustive"' "$PS_TMP/out"
+expect_grep '"estimated" : 81' "$PS_TMP/out"
+opt=$(sed -n 's/.*"step_time_s" *: *\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out" | head -1)
+expect_status 0 "$PODSIM" autoshard "$mlp" --slice v3-8 --mesh 8 --json -q --solver dp -o "$PS_TMP/mlp.hlo"
+expect_grep '"solver" : "dp"' "$PS_TMP/out"
+found=$(sed -n 's/.*"step_time_s" *: *\([0-9.e+-]*\).*/\1/p' "$PS_TMP/out" | head -1)
+awk -v a="$found" -v b="$opt" 'BEGIN { exit !(a - b <= 1e-9 * b && b - a <= 1e-9 * b) }' \
+  || fail "mlp: the DP found $found, the enumeration's optimum $opt"
+n=$(sed -n 's/.*"estimated" *: *\([0-9]*\).*/\1/p' "$PS_TMP/out")
+[ "$n" -lt 81 ] || fail "mlp: the DP costed $n of 81"
+expect_status 0 "$PODSIM" verify "$PS_TMP/mlp.hlo" -n 8
+expect_grep "agrees on 8 devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" autoshard "$mlp" --slice v3-8 --mesh 8 --json -q --solver dp --dp-rounds 1
+expect_grep '"dp_rounds" : 1' "$PS_TMP/out"
+expect_status 2 "$PODSIM" autoshard "$prog" $opts -q --solver ilp
+expect_grep "--solver: 'ilp' is not auto, exhaustive, dp or local" "$PS_TMP/err"
+expect_status 2 "$PODSIM" autoshard "$prog" $aopts -q --solver exhaustive --exhaustive-limit 10
+expect_grep "--solver exhaustive: 49 combinations, over --exhaustive-limit 10" "$PS_TMP/err"
 # Exhaustive: every combination also costed cheaply; on this program
 # (no loop, no collective sharing links) the cheap cost is the replay's.
 expect_status 0 "$PODSIM" autoshard "$prog" $aopts --json -q --top 49

@@ -20,10 +20,14 @@ case_time () {
   name=$1; shift
   echo "bench_autoshard: $name: podsim autoshard $* --jobs $jobs --top 3"
   t0=$(date +%s)
-  "$PODSIM" autoshard "$@" -q --jobs "$jobs" --top 3 -o "$tmp/$name.hlo" >"$tmp/out" || { cat "$tmp/out"; return 1; }
+  # the CPU time (user + system, this process and its children) from
+  # /usr/bin/time when there is one: the figure a loaded machine does not change
+  timer=; [ -x /usr/bin/time ] && timer="/usr/bin/time -o $tmp/cpu -f %U+%S"
+  $timer "$PODSIM" autoshard "$@" -q --jobs "$jobs" --top 3 -o "$tmp/$name.hlo" >"$tmp/out" || { cat "$tmp/out"; return 1; }
   t1=$(date +%s)
   sed 's/^/  /' "$tmp/out" | cut -c1-400
-  echo "  wall $((t1 - t0)) s (the CPU time: run it under /usr/bin/time; on a loaded machine the wall is longer)"
+  cpu=; [ -s "$tmp/cpu" ] && cpu=", CPU $(awk -F+ '{ printf "%.1f", $1 + $2 }' "$tmp/cpu") s"
+  echo "  wall $((t1 - t0)) s$cpu (load average $(cut -d' ' -f1 /proc/loadavg 2>/dev/null); on a loaded machine the wall is longer)"
 }
 found_run () {
   name=$1; shift
