@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include "cli/commands.h"
+#include "cli/bench.h"
+#include "common/error.h"
 
 static const PsCommand benchmarks[] = {
   { "collective", "time one collective on a slice", ps_cmd_bench_collective },
@@ -18,4 +20,39 @@ ps_cmd_bench (int argc, char **argv)
     benchmarks, G_N_ELEMENTS (benchmarks)
   };
   return ps_cli_dispatch (&group, argc, argv);
+}
+
+gboolean
+ps_bench_size (const char *text, gsize len, const char *what, gint64 *out, GError **error)
+{
+  g_autofree char *t = g_strndup (text, len);
+  guint64 v = 0;
+  if (!g_ascii_string_to_unsigned (t, 10, 1, G_GUINT64_CONSTANT (1) << 40, &v, NULL))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                   "%s '%s' is not a whole number between 1 and 2^40", what, t);
+      return FALSE;
+    }
+  *out = (gint64) v;
+  return TRUE;
+}
+
+gboolean
+ps_bench_compute_type (const char *dtype, const char *precision, PsComputeDtype *dtype_out,
+                       PsMxuPrecision *precision_out, GError **error)
+{
+  *dtype_out = PS_COMPUTE_BF16;
+  if (dtype && !ps_compute_dtype_parse (dtype, dtype_out))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "--dtype '%s' is not bf16 or f32", dtype);
+      return FALSE;
+    }
+  *precision_out = PS_MXU_PRECISION_DEFAULT;
+  if (precision && !ps_precision_parse (precision, precision_out))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
+                   "--precision '%s' is not default, high or highest", precision);
+      return FALSE;
+    }
+  return TRUE;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/bench.h"
 #include "cli/commands.h"
 #include "cli/target_options.h"
 #include "common/error.h"
@@ -26,22 +27,6 @@ typedef struct {
   double flops;                         /* 2 x multiply-adds that meet real input */
 } Conv;
 
-static gboolean
-parse_num (const char *text, gsize len, const char *what, gint64 *out, GError **error)
-{
-  g_autofree char *t = g_strndup (text, len);
-  guint64 v = 0;
-  /* 2^40 keeps every product of the model well inside a double's exact range. */
-  if (!g_ascii_string_to_unsigned (t, 10, 1, G_GUINT64_CONSTANT (1) << 40, &v, NULL))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                   "%s '%s' is not a whole number between 1 and 2^40", what, t);
-      return FALSE;
-    }
-  *out = (gint64) v;
-  return TRUE;
-}
-
 /* "128x128x128" into v (n entries, or 1 entry repeated when `fill` > 0). */
 static gboolean
 parse_dims (const char *text, const char *what, int fill, gint64 *v, int *n, GError **error)
@@ -59,7 +44,7 @@ parse_dims (const char *text, const char *what, int fill, gint64 *v, int *n, GEr
       return FALSE;
     }
   for (int i = 0; i < k; i++)
-    if (!parse_num (parts[i], strlen (parts[i]), what, &v[i], error))
+    if (!ps_bench_size (parts[i], strlen (parts[i]), what, &v[i], error))
       return FALSE;
   if (fill > 0)
     for (int i = k; i < fill; i++)
@@ -324,13 +309,13 @@ ps_cmd_bench_conv (int argc, char **argv)
   Conv cv = { 0 };
   cv.groups = 1;
   cv.same = TRUE;
-  if (!parse_num (argv[1], strlen (argv[1]), "BATCH", &cv.batch, &error)
+  if (!ps_bench_size (argv[1], strlen (argv[1]), "BATCH", &cv.batch, &error)
       || !parse_dims (argv[2], "SPATIAL", 0, cv.in, &cv.n, &error)
-      || !parse_num (argv[3], strlen (argv[3]), "CIN", &cv.cin, &error)
-      || !parse_num (argv[4], strlen (argv[4]), "COUT", &cv.cout, &error)
+      || !ps_bench_size (argv[3], strlen (argv[3]), "CIN", &cv.cin, &error)
+      || !ps_bench_size (argv[4], strlen (argv[4]), "COUT", &cv.cout, &error)
       || !parse_dims (kernel_s ? kernel_s : "3", "--kernel", cv.n, cv.kernel, NULL, &error)
       || !parse_dims (stride_s ? stride_s : "1", "--stride", cv.n, cv.stride, NULL, &error)
-      || (groups_s && !parse_num (groups_s, strlen (groups_s), "--groups", &cv.groups, &error)))
+      || (groups_s && !ps_bench_size (groups_s, strlen (groups_s), "--groups", &cv.groups, &error)))
     return ps_cli_fail (error);
   if (padding_s && strcmp (padding_s, "same") != 0 && strcmp (padding_s, "valid") != 0)
     {
@@ -338,19 +323,10 @@ ps_cmd_bench_conv (int argc, char **argv)
       return ps_cli_fail (error);
     }
   cv.same = !padding_s || strcmp (padding_s, "same") == 0;
-  PsComputeDtype dtype = PS_COMPUTE_BF16;
-  if (dtype_s && !ps_compute_dtype_parse (dtype_s, &dtype))
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "--dtype '%s' is not bf16 or f32", dtype_s);
-      return ps_cli_fail (error);
-    }
-  PsMxuPrecision precision = PS_MXU_PRECISION_DEFAULT;
-  if (precision_s && !ps_precision_parse (precision_s, &precision))
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   "--precision '%s' is not default, high or highest", precision_s);
-      return ps_cli_fail (error);
-    }
+  PsComputeDtype dtype;
+  PsMxuPrecision precision;
+  if (!ps_bench_compute_type (dtype_s, precision_s, &dtype, &precision, &error))
+    return ps_cli_fail (error);
   PsConvMapping mapping = PS_CONV_MAPPING_AUTO;
   if (mapping_s && !ps_conv_mapping_parse (mapping_s, &mapping))
     {

@@ -7,28 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/bench.h"
 #include "cli/commands.h"
 #include "cli/target_options.h"
 #include "common/error.h"
 #include "sim/compute.h"
 #include "topology/hardware.h"
-
-static gboolean
-parse_dim (const char *text, const char *what, gint64 *out, GError **error)
-{
-  guint64 v = 0;
-  GError *local = NULL;
-  /* 2^40 keeps every product of the model well inside a double's exact range. */
-  if (!g_ascii_string_to_unsigned (text, 10, 1, G_GUINT64_CONSTANT (1) << 40, &v, &local))
-    {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
-                   "%s '%s' is not a whole number between 1 and 2^40", what, text);
-      g_error_free (local);
-      return FALSE;
-    }
-  *out = (gint64) v;
-  return TRUE;
-}
 
 static char *
 to_json (const PsHardware *hw, const PsComputeOp *op, const PsComputeCost *c)
@@ -156,24 +140,14 @@ ps_cmd_bench_matmul (int argc, char **argv)
       return ps_cli_fail (error);
     }
   gint64 m = 0, k = 0, n = 0, batch = 1;
-  if (!parse_dim (argv[1], "M", &m, &error) || !parse_dim (argv[2], "K", &k, &error)
-      || !parse_dim (argv[3], "N", &n, &error)
-      || (batch_s && !parse_dim (batch_s, "--batch", &batch, &error)))
+  PsComputeDtype dtype;
+  PsMxuPrecision precision;
+  if (!ps_bench_size (argv[1], strlen (argv[1]), "M", &m, &error)
+      || !ps_bench_size (argv[2], strlen (argv[2]), "K", &k, &error)
+      || !ps_bench_size (argv[3], strlen (argv[3]), "N", &n, &error)
+      || (batch_s && !ps_bench_size (batch_s, strlen (batch_s), "--batch", &batch, &error))
+      || !ps_bench_compute_type (dtype_s, precision_s, &dtype, &precision, &error))
     return ps_cli_fail (error);
-  PsComputeDtype dtype = PS_COMPUTE_BF16;
-  if (dtype_s && !ps_compute_dtype_parse (dtype_s, &dtype))
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   "--dtype '%s' is not bf16 or f32", dtype_s);
-      return ps_cli_fail (error);
-    }
-  PsMxuPrecision precision = PS_MXU_PRECISION_DEFAULT;
-  if (precision_s && !ps_precision_parse (precision_s, &precision))
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   "--precision '%s' is not default, high or highest", precision_s);
-      return ps_cli_fail (error);
-    }
   PsDotMapping mapping = PS_DOT_MAPPING_AUTO;
   if (mapping_s && !ps_dot_mapping_parse (mapping_s, &mapping))
     {

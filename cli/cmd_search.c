@@ -259,17 +259,22 @@ on_progress (guint done, guint total, double elapsed_s, gpointer user)
     ps_study_progress (ph->what, done, total, elapsed_s);
 }
 
+/* A child's argv when it starts, as sweep makes them: a phase of many
+ * strategies does not hold every command line at once. */
+static char **
+phase_argv (guint index, gpointer user)
+{
+  Phase *ph = user;
+  return ps_study_child_argv (ph->study, ph->ids[index], NULL);
+}
+
 static gboolean
 run_phase (Phase *ph, int jobs, GArray *todo, GError **error)
 {
   g_autoptr (PsPool) pool = ps_pool_new (jobs, on_done, on_progress, ph);
   ps_pool_set_time_limit (pool, ph->time_limit_s);
-  for (guint i = 0; i < todo->len; i++)
-    {
-      g_auto (GStrv) argv = ps_study_child_argv (ph->study, g_array_index (todo, guint, i), NULL);
-      ps_pool_add (pool, (const char *const *) argv);
-    }
   ph->ids = (const guint *) todo->data;
+  ps_pool_add_n (pool, todo->len, phase_argv, ph);
   return ps_pool_run (pool, error);
 }
 

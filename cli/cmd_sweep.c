@@ -505,13 +505,61 @@ task_range (guint n, int tasks, int t, guint *first, guint *last)
   *last = (guint) ((guint64) n * (guint64) (t + 1) / (guint64) tasks);
 }
 
+/* resume_from's errors say "--resume: "; in a merge they are --merge's. */
+static GError *
+merge_error (GError *e)
+{
+  if (g_str_has_prefix (e->message, "--resume: "))
+    {
+      char *m = g_strconcat ("--merge: ", e->message + strlen ("--resume: "), NULL);
+      g_free (e->message);
+      e->message = m;
+    }
+  return e;
+}
+
+/* The first n rows of a part file that resume_from has checked (after its
+ * header line when `header`), to `out`: the file is read once more, but
+ * its rows are not parsed again. */
+static gboolean
+copy_rows (PsOutputFile *out, const char *path, gboolean header, guint n, GError **error)
+{
+  if (n == 0)
+    return TRUE;
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, error))
+    return FALSE;
+  const char *p = text, *end = text + len;
+  if (header)
+    {
+      const char *nl = memchr (p, '\n', (gsize) (end - p));
+      p = nl ? nl + 1 : end;
+    }
+  const char *q = p;
+  for (guint i = 0; i < n && q < end; i++)
+    {
+      const char *nl = memchr (q, '\n', (gsize) (end - q));
+      if (!nl)
+        break;
+      q = nl + 1;
+      if (i + 1 == n)
+        return ps_output_file_put (out, p, (gsize) (q - p), error);
+    }
+  g_set_error (error, PS_ERROR, PS_ERROR_IO, "--merge: %s lost rows while it was merged", path);
+  return FALSE;
+}
+
+/* --merge: the parts are read one at a time, twice: first every row is
+ * checked against the grid and each task's rows counted, then, when all
+ * are there, each part's rows are copied out in order. Memory is one part
+ * file's, never the grid's or the table's; a regular -o appears whole or
+ * not at all. */
 static int
 merge (const SweepOptions *o, PsStudy *s, int tasks)
 {
   GError *error = NULL;
   guint n = ps_study_n_configs (s);
-  g_autoptr (GPtrArray) rows = g_ptr_array_new_full (n, g_free);
-  g_ptr_array_set_size (rows, (gint) n);
   PsStudyFormat f = PS_STUDY_CSV;
   const char *ext = "csv";
   g_autofree char *probe = g_strdup_printf ("%s/part-0000.jsonl", o->merge);
@@ -520,54 +568,54 @@ merge (const SweepOptions *o, PsStudy *s, int tasks)
       f = PS_STUDY_JSONL;
       ext = "jsonl";
     }
-  g_autofree char *header = ps_study_header (s, f);
-  GString *missing = g_string_new (NULL);
-  guint n_missing = 0;
+  g_autoptr (GString) missing = g_string_new (NULL);
+  guint n_missing = 0, n_missing_tasks = 0;
   for (int t = 0; t < tasks; t++)
     {
       guint first, last, next;
       task_range (n, tasks, t, &first, &last);
       g_autofree char *path = g_strdup_printf ("%s/part-%04d.%s", o->merge, t, ext);
-      g_autofree char *text = NULL;
-      gsize len;
-      if (!g_file_test (path, G_FILE_TEST_EXISTS))
-        text = g_strdup ("");
-      else if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, &error))
-        {
-          g_string_free (missing, TRUE);
-          g_prefix_error (&error, "--merge: ");
-          return ps_cli_fail (error);
-        }
       /* resume_from checks every row against the grid. */
       if (!resume_from (s, f, path, first, last, FALSE, &next, &error))
-        {
-          g_string_free (missing, TRUE);
-          return ps_cli_fail (error);
-        }
-      g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
-      for (guint id = first, l = *header ? 1 : 0; id < next; id++, l++)
-        rows->pdata[id] = g_strconcat (lines[l], "\n", NULL);
+        return ps_cli_fail (merge_error (error));
       if (next < last)
         {
+          /* The first tasks by number, then a count: a million tasks
+           * would otherwise make a message of megabytes. */
+          if (n_missing_tasks++ < 20)
+            g_string_append_printf (missing, "%s%d", missing->len ? ", " : "", t);
           n_missing += last - next;
-          g_string_append_printf (missing, "%s%d", missing->len ? ", " : "", t);
         }
     }
   if (n_missing)
     {
+      if (n_missing_tasks > 20)
+        g_string_append_printf (missing, " and %u more", n_missing_tasks - 20);
       fprintf (stderr, "podsim: --merge %s: %u of %u configurations have no row yet (tasks %s); "
                "nothing written\n", o->merge, n_missing, n, missing->str);
-      g_string_free (missing, TRUE);
       return 1;
     }
-  g_string_free (missing, TRUE);
-  GString *out = g_string_new (header);
-  for (guint id = 0; id < n; id++)
-    g_string_append (out, rows->pdata[id]);
-  gboolean ok = o->output ? ps_write_file_atomic (o->output, out->str, out->len, &error)
-                          : (fputs (out->str, stdout), TRUE);
-  g_string_free (out, TRUE);
+  PsOutputFile *out = ps_output_file_begin (o->output ? o->output : "-", &error);
+  if (!out)
+    {
+      g_prefix_error (&error, "-o: ");
+      return ps_cli_fail (error);
+    }
+  g_autofree char *header = ps_study_header (s, f);
+  gboolean ok = ps_output_file_put (out, header, strlen (header), &error);
+  for (int t = 0; ok && t < tasks; t++)
+    {
+      guint first, last;
+      task_range (n, tasks, t, &first, &last);
+      g_autofree char *path = g_strdup_printf ("%s/part-%04d.%s", o->merge, t, ext);
+      ok = copy_rows (out, path, *header != '\0', last - first, &error);
+    }
   if (!ok)
+    {
+      ps_output_file_abort (out);
+      return ps_cli_fail (merge_error (error));
+    }
+  if (!ps_output_file_commit (out, &error))
     return ps_cli_fail (error);
   return 0;
 }

@@ -1,5 +1,5 @@
 bin_PROGRAMS += podsim
-podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/pipelining.c cli/pipelining.h \
+podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/bench.h cli/pipelining.c cli/pipelining.h \
 	cli/cmd_sweep.c cli/cmd_search.c cli/cmd_autoshard.c \
 	cli/picture.c cli/picture.h cli/report.c cli/report.h \
 	cli/model_options.c cli/model_options.h cli/target_options.c cli/target_options.h \

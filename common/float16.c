@@ -100,80 +100,139 @@ ps_f16_to_f32 (uint16_t bits)
   return bits_f32 (sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 
-/* ---- 8-bit floats ------------------------------------------------------------ */
+/* ---- 8-bit and narrower floats ------------------------------------------- */
 
-/* The value of a code of a format with `mbits` mantissa bits and exponent
- * bias `bias`; `ieee`: the top exponent is infinity/NaN (f8e5m2), else only
- * the all-ones code is NaN (f8e4m3fn). */
-static float
-f8_decode (uint8_t bits, int mbits, int bias, gboolean ieee)
+/* Magnitude bits (exponent and mantissa) of a format. */
+static int
+mf_mag_bits (const PsMinifloat *f)
 {
-  int sign = bits >> 7, e = (bits >> mbits) & ((1 << (7 - mbits)) - 1), m = bits & ((1 << mbits) - 1);
-  int emax = (1 << (7 - mbits)) - 1;
+  return f->ebits + f->mbits;
+}
+
+static uint8_t
+mf_nan_code (const PsMinifloat *f)
+{
+  int nb = mf_mag_bits (f);
+  switch (f->kind)
+    {
+    case PS_MF_IEEE: /* a quiet NaN: top exponent, first mantissa bit set */
+      return (uint8_t) ((((1 << f->ebits) - 1) << f->mbits) | (1 << (f->mbits - 1)));
+    case PS_MF_FN: return (uint8_t) ((1 << nb) - 1);
+    case PS_MF_FNUZ: return (uint8_t) (1 << nb); /* the negative zero's code */
+    case PS_MF_FINITE: return (uint8_t) (1 << nb); /* ml_dtypes' quiet_NaN(): -0 */
+    case PS_MF_UNSIGNED: return (uint8_t) ((1 << nb) - 1);
+    }
+  return 0;
+}
+
+/* The largest code of a finite positive value. */
+static int
+mf_max_code (const PsMinifloat *f)
+{
+  int all = (1 << mf_mag_bits (f)) - 1;
+  switch (f->kind)
+    {
+    case PS_MF_IEEE: return (((1 << f->ebits) - 1) << f->mbits) - 1;
+    case PS_MF_FN: return all - 1;
+    case PS_MF_FNUZ: case PS_MF_FINITE: return all;
+    case PS_MF_UNSIGNED: return all - 1;
+    }
+  return all;
+}
+
+float
+ps_minifloat_decode (const PsMinifloat *f, uint8_t bits)
+{
+  int nb = mf_mag_bits (f);
+  int mag = bits & ((1 << nb) - 1);
+  int sign = f->kind != PS_MF_UNSIGNED && ((bits >> nb) & 1);
+  int e = mag >> f->mbits, m = mag & ((1 << f->mbits) - 1);
+  int emax = (1 << f->ebits) - 1;
+  if (f->kind == PS_MF_IEEE && e == emax)
+    return m == 0 ? (sign ? -INFINITY : INFINITY) : NAN;
+  if (f->kind == PS_MF_FN && mag == (1 << nb) - 1)
+    return NAN;
+  if (f->kind == PS_MF_FNUZ && sign && mag == 0)
+    return NAN;
+  if (f->kind == PS_MF_UNSIGNED)
+    return mag == (1 << nb) - 1 ? NAN : ldexpf (1.0f, e - f->bias); /* no zero */
   float v;
-  if (ieee && e == emax)
-    v = m == 0 ? INFINITY : NAN;
-  else if (!ieee && e == emax && m == (1 << mbits) - 1)
-    v = NAN;
-  else if (e == 0)
-    v = ldexpf ((float) m / (float) (1 << mbits), 1 - bias);
+  if (e == 0)
+    v = ldexpf ((float) m / (float) (1 << f->mbits), 1 - f->bias);
   else
-    v = ldexpf (1.0f + (float) m / (float) (1 << mbits), e - bias);
+    v = ldexpf (1.0f + (float) m / (float) (1 << f->mbits), e - f->bias);
   return sign ? -v : v;
 }
 
-/* Nearest code, ties to the even code (the one whose mantissa's last bit is
- * 0). The positive finite codes grow with their bit pattern, so a scan up
- * to the largest finite one finds the two neighbours of |x|. */
-static uint8_t
-f8_encode (float x, int mbits, int bias, gboolean ieee)
+/* Nearest code, ties to the even code (the one whose last bit is 0). The
+ * positive finite codes grow with their bit pattern, so a scan up to the
+ * largest finite one finds the two neighbours of |x|. */
+uint8_t
+ps_minifloat_encode (const PsMinifloat *f, float x)
 {
-  uint8_t sign = signbit (x) ? 0x80 : 0;
-  uint8_t nan = ieee ? 0x7e : 0x7f, inf = ieee ? 0x7c : 0x7f;
+  int nb = mf_mag_bits (f);
+  uint8_t nan = mf_nan_code (f);
   if (isnan (x))
-    return sign | nan;
+    return f->kind == PS_MF_IEEE || f->kind == PS_MF_FN ? (uint8_t) (nan | (signbit (x) ? 1 << nb : 0)) : nan;
+  if (f->kind == PS_MF_UNSIGNED && (x < 0 || x == 0))
+    return nan; /* neither a sign nor a zero (ml_dtypes: negation gives NaN) */
+  uint8_t sign = f->kind != PS_MF_UNSIGNED && signbit (x) ? (uint8_t) (1 << nb) : 0;
   float a = fabsf (x);
-  int max_code = ieee ? 0x7b : 0x7e;
-  float max = f8_decode ((uint8_t) max_code, mbits, bias, ieee);
-  float below = f8_decode ((uint8_t) (max_code - 1), mbits, bias, ieee);
+  int max_code = mf_max_code (f);
+  float max = ps_minifloat_decode (f, (uint8_t) max_code);
+  float below = ps_minifloat_decode (f, (uint8_t) (max_code - 1));
   if (a > max)
     {
       /* Rounding to nearest even carries past the largest finite value at
-       * max + half its spacing (the largest code is odd). */
+       * max + half its spacing (the largest code is odd). Past it: infinity
+       * (IEEE), NaN (fn, fnuz, e8m0), the largest value for the MX types
+       * without either (ml_dtypes' infinity() of float4_e2m1fn is max()). */
       float half = (max - below) / 2;
-      return a >= max + half ? (sign | inf) : (sign | (uint8_t) max_code);
+      if (a < max + half || f->kind == PS_MF_FINITE)
+        return sign | (uint8_t) max_code;
+      if (f->kind == PS_MF_IEEE)
+        return sign | (uint8_t) (((1 << f->ebits) - 1) << f->mbits);
+      return f->kind == PS_MF_FN ? (uint8_t) (sign | nan) : nan;
     }
   int lo = 0;
-  while (lo < max_code && f8_decode ((uint8_t) (lo + 1), mbits, bias, ieee) <= a)
+  while (lo < max_code && ps_minifloat_decode (f, (uint8_t) (lo + 1)) <= a)
     lo++;
-  if (lo == max_code)
-    return sign | (uint8_t) lo;
-  float vlo = f8_decode ((uint8_t) lo, mbits, bias, ieee);
-  float vhi = f8_decode ((uint8_t) (lo + 1), mbits, bias, ieee);
-  int pick = a - vlo < vhi - a ? lo : a - vlo > vhi - a ? lo + 1 : (lo % 2 == 0 ? lo : lo + 1);
+  int pick = lo;
+  if (lo < max_code)
+    {
+      float vlo = ps_minifloat_decode (f, (uint8_t) lo);
+      float vhi = ps_minifloat_decode (f, (uint8_t) (lo + 1));
+      if (a - vlo > vhi - a || (a - vlo == vhi - a && lo % 2 == 1))
+        pick = lo + 1;
+    }
+  if (pick == 0 && f->kind == PS_MF_FNUZ)
+    sign = 0; /* no negative zero: its code is NaN */
   return sign | (uint8_t) pick;
 }
+
+static const PsMinifloat f8e4m3fn_format = { 4, 3, 7, PS_MF_FN };
+static const PsMinifloat f8e5m2_format = { 5, 2, 15, PS_MF_IEEE };
 
 uint8_t
 ps_f32_to_f8e4m3fn (float x)
 {
-  return f8_encode (x, 3, 7, FALSE);
+  return ps_minifloat_encode (&f8e4m3fn_format, x);
 }
 
 float
 ps_f8e4m3fn_to_f32 (uint8_t bits)
 {
-  return f8_decode (bits, 3, 7, FALSE);
+  return ps_minifloat_decode (&f8e4m3fn_format, bits);
 }
 
 uint8_t
 ps_f32_to_f8e5m2 (float x)
 {
-  return f8_encode (x, 2, 15, TRUE);
+  return ps_minifloat_encode (&f8e5m2_format, x);
 }
 
 float
 ps_f8e5m2_to_f32 (uint8_t bits)
 {
-  return f8_decode (bits, 2, 15, TRUE);
+  return ps_minifloat_decode (&f8e5m2_format, bits);
 }

@@ -17,6 +17,13 @@
  * (by more than half its spacing) f8e5m2 gives infinity and f8e4m3fn NaN,
  * as ml_dtypes' static_cast does; NaN gives the format's NaN with the sign.
  *
+ * The same code reads and writes every narrow float format XLA has
+ * (xla/xla_data.proto's PrimitiveType, as ml_dtypes' README and
+ * include/float8.h and mxfloat.h define them), described by a PsMinifloat:
+ * exponent and mantissa bits, bias, and how the format spends its special
+ * codes (kind). Codes sit in the low bits of a byte, the sign (if any)
+ * just above the magnitude.
+ *
  * One copy for the whole tree (HLO literals, the builder's constants, the
  * interpreter, verification, the partitioner's constants).
  */
@@ -27,6 +34,26 @@
 #include <stdint.h>
 
 G_BEGIN_DECLS
+
+typedef enum {
+  PS_MF_IEEE,      /* top exponent: infinities and NaNs (f8e5m2, f8e4m3, f8e3m4) */
+  PS_MF_FN,        /* no infinity, S.all-ones is NaN (f8e4m3fn) */
+  PS_MF_FNUZ,      /* no infinity, no -0: its code 1000..0 is the NaN (..fnuz) */
+  PS_MF_FINITE,    /* no infinity, no NaN; overflow saturates (f4e2m1fn) */
+  PS_MF_UNSIGNED,  /* no sign, no mantissa, no zero, all-ones NaN (f8e8m0fnu) */
+} PsMinifloatKind;
+
+typedef struct {
+  int ebits, mbits, bias;
+  PsMinifloatKind kind;
+} PsMinifloat;
+
+float ps_minifloat_decode (const PsMinifloat *f, uint8_t bits);
+/* Round to nearest even. Past the largest finite value (by at least half its
+ * spacing): infinity, NaN, or (PS_MF_FINITE) the largest value; a NaN gives
+ * the format's NaN; PS_MF_UNSIGNED gives NaN for zero and negatives (it has
+ * neither) and its smallest value for a positive value below it. */
+uint8_t ps_minifloat_encode (const PsMinifloat *f, float x);
 
 uint16_t ps_f32_to_bf16 (float x);
 float ps_bf16_to_f32 (uint16_t bits);

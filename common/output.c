@@ -64,59 +64,128 @@ resolve (const char *path)
   return p;
 }
 
-gboolean
-ps_output_write (const char *path, const char *data, gsize len, GError **error)
+struct PsOutputFile {
+  char *path;                /* as the user gave it, for errors */
+  char *tmp, *target;        /* a regular file: the temporary and what it replaces; else NULL */
+  int fd;                    /* -1: standard output */
+  mode_t mode;
+};
+
+PsOutputFile *
+ps_output_file_begin (const char *path, GError **error)
 {
+  PsOutputFile *o = g_new0 (PsOutputFile, 1);
+  o->path = g_strdup (strcmp (path, "-") == 0 ? "standard output" : path);
+  o->fd = -1;
   if (strcmp (path, "-") == 0)
-    {
-      if (fwrite (data, 1, len, stdout) != len || fflush (stdout) != 0)
-        return io_error (error, "write", "standard output", errno);
-      return TRUE;
-    }
+    return o;
   struct stat st;
   gboolean exists = stat (path, &st) == 0;
   if (exists && S_ISDIR (st.st_mode))
-    return io_error (error, "write", path, EISDIR);
+    {
+      io_error (error, "write", path, EISDIR);
+      ps_output_file_abort (o);
+      return NULL;
+    }
   if (exists && !S_ISREG (st.st_mode))
     {
       /* A device, FIFO or socket: written through like a redirection. */
-      int fd = open (path, O_WRONLY | O_CLOEXEC);
-      if (fd < 0)
-        return io_error (error, "open", path, errno);
-      gboolean ok = write_all (fd, data, len, path, error);
-      if (close (fd) != 0 && ok)
-        return io_error (error, "write", path, errno);
-      return ok;
+      o->fd = open (path, O_WRONLY | O_CLOEXEC);
+      if (o->fd < 0)
+        {
+          io_error (error, "open", path, errno);
+          ps_output_file_abort (o);
+          return NULL;
+        }
+      return o;
     }
-  g_autofree char *target = resolve (path);
-  g_autofree char *dir = g_path_get_dirname (target);
-  g_autofree char *base = g_path_get_basename (target);
+  o->target = resolve (path);
+  g_autofree char *dir = g_path_get_dirname (o->target);
+  g_autofree char *base = g_path_get_basename (o->target);
   g_autofree char *name = g_strdup_printf (".%s.podsim-XXXXXX", base);
-  g_autofree char *tmp = g_build_filename (dir, name, NULL);
-  int fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0666);
-  if (fd < 0)
-    return io_error (error, "create", path, errno);
+  o->tmp = g_build_filename (dir, name, NULL);
+  o->fd = g_mkstemp_full (o->tmp, O_WRONLY | O_CLOEXEC, 0666);
+  if (o->fd < 0)
+    {
+      io_error (error, "create", path, errno);
+      g_clear_pointer (&o->tmp, g_free);
+      ps_output_file_abort (o);
+      return NULL;
+    }
   /* mkstemp makes 0600: give the file the mode a plain create (or the
    * file it replaces) would have. */
-  mode_t mode;
   if (exists)
-    mode = st.st_mode & 07777;
+    o->mode = st.st_mode & 07777;
   else
     {
       mode_t mask = umask (022);
       umask (mask);
-      mode = 0666 & ~mask;
+      o->mode = 0666 & ~mask;
     }
-  gboolean ok = write_all (fd, data, len, path, error);
-  if (ok && fchmod (fd, mode) != 0)
-    ok = io_error (error, "write", path, errno);
-  if (close (fd) != 0 && ok)
-    ok = io_error (error, "write", path, errno);
-  if (ok && g_rename (tmp, target) != 0)
-    ok = io_error (error, "write", path, errno);
-  if (!ok)
-    g_unlink (tmp);
+  return o;
+}
+
+gboolean
+ps_output_file_put (PsOutputFile *o, const char *data, gsize len, GError **error)
+{
+  if (o->fd < 0)
+    {
+      if (fwrite (data, 1, len, stdout) != len)
+        return io_error (error, "write", o->path, errno);
+      return TRUE;
+    }
+  return write_all (o->fd, data, len, o->path, error);
+}
+
+gboolean
+ps_output_file_commit (PsOutputFile *o, GError **error)
+{
+  gboolean ok = TRUE;
+  if (o->fd < 0)
+    ok = fflush (stdout) == 0 || io_error (error, "write", o->path, errno);
+  else
+    {
+      if (o->tmp && fchmod (o->fd, o->mode) != 0)
+        ok = io_error (error, "write", o->path, errno);
+      if (close (o->fd) != 0 && ok)
+        ok = io_error (error, "write", o->path, errno);
+      o->fd = -1;
+      if (ok && o->tmp && g_rename (o->tmp, o->target) != 0)
+        ok = io_error (error, "write", o->path, errno);
+      if (ok)
+        g_clear_pointer (&o->tmp, g_free);
+    }
+  ps_output_file_abort (o);
   return ok;
+}
+
+void
+ps_output_file_abort (PsOutputFile *o)
+{
+  if (!o)
+    return;
+  if (o->fd >= 0)
+    close (o->fd);
+  if (o->tmp)
+    g_unlink (o->tmp);
+  g_free (o->tmp);
+  g_free (o->target);
+  g_free (o->path);
+  g_free (o);
+}
+
+gboolean
+ps_output_write (const char *path, const char *data, gsize len, GError **error)
+{
+  PsOutputFile *o = ps_output_file_begin (path, error);
+  if (!o)
+    return FALSE;
+  if (!ps_output_file_put (o, data, len, error))
+    {
+      ps_output_file_abort (o);
+      return FALSE;
+    }
+  return ps_output_file_commit (o, error);
 }
 
 FILE *

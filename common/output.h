@@ -27,6 +27,17 @@ G_BEGIN_DECLS
  * that existed is then unchanged. */
 gboolean ps_output_write (const char *path, const char *data, gsize len, GError **error);
 
+/* The same, written in pieces (an output too large to hold, such as
+ * sweep --merge's table): begin, put any number of times, then commit
+ * (which renames a regular file's temporary into place) or abort (which
+ * removes it: a regular file that existed is unchanged). Standard output
+ * and devices get each piece as it is put. commit and abort free `o`. */
+typedef struct PsOutputFile PsOutputFile;
+PsOutputFile *ps_output_file_begin (const char *path, GError **error);
+gboolean ps_output_file_put (PsOutputFile *o, const char *data, gsize len, GError **error);
+gboolean ps_output_file_commit (PsOutputFile *o, GError **error);
+void ps_output_file_abort (PsOutputFile *o);
+
 /* A streamed output: opened for writing (appending when `append`), locked
  * with flock so that a second podsim writing the same file is refused at
  * once (PS_ERROR_IO "... is being written by another podsim"). Not

@@ -466,6 +466,27 @@ ps_param_store_where (const PsParamStore *st, int i)
   return st->v[i].where;
 }
 
+const char *
+ps_param_store_label (const PsParamStore *st, const char *key, const char *option)
+{
+  if (st == NULL)
+    return option;
+  int i = ps_param_store_find (st, key);
+  g_return_val_if_fail (i >= 0, option);
+  return ps_param_store_where (st, i);
+}
+
+gboolean
+ps_param_fail (GError **error, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error_literal (error, PS_ERROR, PS_ERROR_OPTION, msg);
+  return FALSE;
+}
+
 void
 ps_param_store_fill (const PsParamStore *st, gpointer config)
 {

@@ -141,6 +141,15 @@ char *ps_param_store_text (const PsParamStore *st, int i);
 /* Where value i was set ("--option" for a default). transfer none. */
 const char *ps_param_store_where (const PsParamStore *st, int i);
 
+/* How a check names a setting: where value `key` was set
+ * (ps_param_store_where: "--heads", "run.ini:5:9: heads"), or `option`
+ * when st is NULL (a config not made from parameters: a test's or a
+ * table's own). transfer none. */
+const char *ps_param_store_label (const PsParamStore *st, const char *key, const char *option);
+/* Sets a PS_ERROR_OPTION error with the message and returns FALSE: what a
+ * check says about a bad setting. */
+gboolean ps_param_fail (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
 /* Copies every value whose spec names a field (PS_PARAM_FIELD) into the
  * struct at `config`: a family's config_from is this one loop, plus the
  * values that need a conversion. */

@@ -15,13 +15,15 @@ const PsParamSpec ps_target_param_idle_cores = {
   .doc = "Let the program use fewer devices than the slice has cores (device d on core d; the rest idle)"
 };
 
-/* The product of the options that multiply the program (layers written out
- * one after the other, times the microbatches, which are always written
- * out), checked by the families before building: each option is bounded
- * alone, but together they made programs that took hours to build
- * (doc/robustness.md has the measurements behind 1024). */
+/* The product of the options that multiply the program (the layers written
+ * out, --unroll, times the microbatches written out,
+ * --unroll-microbatches), checked by the families before building: each
+ * option is bounded alone, but together they made programs that took hours
+ * to build, and 1024 unrolled layers alone still take minutes, growing
+ * faster than the copies (doc/robustness.md has the measurements behind
+ * 256: 38 s of CPU for the small model, 1024 several minutes). */
 const PsParamSpec ps_target_param_max_layer_copies = {
-  .section = "options", .key = "max_layer_copies", .type = PS_PARAM_INT, .def = "1024",
+  .section = "options", .key = "max_layer_copies", .type = PS_PARAM_INT, .def = "256",
   .doc = "Refuse a program of more layer copies than this (layers written out x microbatches; "
          "doc/robustness.md): raise it to build a larger one anyway",
   .min = 1, .max = 1 << 24

@@ -11,7 +11,6 @@
 #include "common/error.h"
 #include "models/conv_layers.h"
 #include "models/layers.h"
-#include "partitioner/builder/autodiff.h"
 
 static void
 config_common (PsConformerConfig *out)
@@ -86,37 +85,37 @@ gboolean
 ps_conformer_check (const PsConformerConfig *c, GError **error)
 {
   struct { const char *opt; int64_t v; } pos[] = {
-    { ps_model_label (c->params, "layers", "--layers"), c->layers }, { ps_model_label (c->params, "model_dim", "--model-dim"), c->model_dim },
-    { ps_model_label (c->params, "heads", "--heads"), c->heads }, { ps_model_label (c->params, "ffn_mult", "--ffn-mult"), c->ffn_mult },
-    { ps_model_label (c->params, "conv_kernel", "--conv-kernel"), c->conv_kernel }, { ps_model_label (c->params, "frames", "--frames"), c->frames },
-    { ps_model_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins }, { ps_model_label (c->params, "vocab", "--vocab"), c->vocab },
-    { ps_model_label (c->params, "global_batch", "--batch"), c->global_batch }, { ps_model_label (c->params, "mesh", "--data"), c->data },
-    { ps_model_label (c->params, "mesh", "--model"), c->model },
+    { ps_param_store_label (c->params, "layers", "--layers"), c->layers }, { ps_param_store_label (c->params, "model_dim", "--model-dim"), c->model_dim },
+    { ps_param_store_label (c->params, "heads", "--heads"), c->heads }, { ps_param_store_label (c->params, "ffn_mult", "--ffn-mult"), c->ffn_mult },
+    { ps_param_store_label (c->params, "conv_kernel", "--conv-kernel"), c->conv_kernel }, { ps_param_store_label (c->params, "frames", "--frames"), c->frames },
+    { ps_param_store_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins }, { ps_param_store_label (c->params, "vocab", "--vocab"), c->vocab },
+    { ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch }, { ps_param_store_label (c->params, "mesh", "--data"), c->data },
+    { ps_param_store_label (c->params, "mesh", "--model"), c->model },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
-      return ps_model_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
+      return ps_param_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
   if (c->rel_buckets < 2)
-    return ps_model_fail (error, "%s must be at least 2 (got %d)", ps_model_label (c->params, "rel_buckets", "--rel-buckets"),
+    return ps_param_fail (error, "%s must be at least 2 (got %d)", ps_param_store_label (c->params, "rel_buckets", "--rel-buckets"),
                  c->rel_buckets);
   if (c->model_dim % c->heads != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " does not divide %s %" G_GINT64_FORMAT,
-                 ps_model_label (c->params, "heads", "--heads"), c->heads, ps_model_label (c->params, "model_dim", "--model-dim"), c->model_dim);
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " does not divide %s %" G_GINT64_FORMAT,
+                 ps_param_store_label (c->params, "heads", "--heads"), c->heads, ps_param_store_label (c->params, "model_dim", "--model-dim"), c->model_dim);
   if (c->frames % 4 != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
-                 "time by 4)", ps_model_label (c->params, "frames", "--frames"), c->frames);
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "time by 4)", ps_param_store_label (c->params, "frames", "--frames"), c->frames);
   if (c->mel_bins % 4 != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
-                 "frequency by 4)", ps_model_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins);
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not a multiple of 4 (the front end sub-samples "
+                 "frequency by 4)", ps_param_store_label (c->params, "mel_bins", "--mel-bins"), c->mel_bins);
   if (c->global_batch % c->data != 0)
-    return ps_model_fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
-                 ps_model_label (c->params, "mesh", "--data"), c->data, ps_model_label (c->params, "global_batch", "--batch"), c->global_batch);
+    return ps_param_fail (error, "%s: its data axis (%" G_GINT64_FORMAT ") does not divide %s %" G_GINT64_FORMAT,
+                 ps_param_store_label (c->params, "mesh", "--data"), c->data, ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch);
   const int64_t M = MAX (c->microbatches, 1);
   if (M > 1024 || c->global_batch % (M * c->data) != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " must be at most 1024 and cut %s %" G_GINT64_FORMAT
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " must be at most 1024 and cut %s %" G_GINT64_FORMAT
                  " into microbatches that its data axis (%" G_GINT64_FORMAT ") divides",
-                 ps_model_label (c->params, "microbatches", "--microbatches"), c->microbatches,
-                 ps_model_label (c->params, "global_batch", "--batch"), c->global_batch, c->data);
+                 ps_param_store_label (c->params, "microbatches", "--microbatches"), c->microbatches,
+                 ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch, c->data);
   /* The largest arrays of the step; the builder refuses arrays over
    * PS_MAX_ELEMENTS. */
   const int64_t B = c->global_batch, T = c->frames, F = c->mel_bins, S = T / 4, m = c->model_dim;
@@ -136,15 +135,15 @@ ps_conformer_check (const PsConformerConfig *c, GError **error)
       for (int k = 0; k < 5 && ok; k++)
         ok = ps_checked_mul_i64 (n, big[i].d[k], &n) && n <= PS_MAX_ELEMENTS;
       if (!ok)
-        return ps_model_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
+        return ps_param_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
                      G_GINT64_FORMAT ", %s %" G_GINT64_FORMAT "; doc/robustness.md)", big[i].what,
-                     ps_model_label (c->params, "global_batch", "--batch"), B, ps_model_label (c->params, "frames", "--frames"), T,
-                     ps_model_label (c->params, "model_dim", "--model-dim"), m);
+                     ps_param_store_label (c->params, "global_batch", "--batch"), B, ps_param_store_label (c->params, "frames", "--frames"), T,
+                     ps_param_store_label (c->params, "model_dim", "--model-dim"), m);
     }
   if (c->sharding == PS_CONFORMER_DP && c->global_batch % (M * c->data * c->model) != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
-                 " devices (dp sharding) times %s", ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                 c->data * c->model, ps_model_label (c->params, "microbatches", "--microbatches"));
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by the %" G_GINT64_FORMAT
+                 " devices (dp sharding) times %s", ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch,
+                 c->data * c->model, ps_param_store_label (c->params, "microbatches", "--microbatches"));
   return TRUE;
 }
 
@@ -209,15 +208,15 @@ block_weights (PsNet *net, const PsConformerConfig *c, int l, const PsAttentionC
 static PsInstr *
 act (PsNet *net, PsInstr *w)
 {
-  return ps_ad_convert (net->c, w, net->act);
+  return ps_build_cast (ps_net_builder (net), w, net->act);
 }
 
 static PsInstr *
 add_scaled (PsNet *net, PsInstr *x, PsInstr *y, double k)
 {
   if (k != 1.0)
-    y = ps_ad_binary (net->c, PS_OP_MULTIPLY, y, ps_ad_full (net->c, y->shape, k));
-  return ps_ad_binary (net->c, PS_OP_ADD, x, y);
+    y = ps_build_mul (ps_net_builder (net), y, ps_build_full_like (ps_net_builder (net), y->shape, k));
+  return ps_build_add (ps_net_builder (net), x, y);
 }
 
 /* x + 1/2 (W2 swish (W1 LN(x))): the macaron half-step FFN. */
@@ -240,7 +239,7 @@ conv_module (PsNet *net, const ConvModule *w, PsInstr *x)
   PsInstr *value = ps_net_einsum (net, "bsm,mc->bsc", h, wv);
   PsInstr *wg = act (net, w->pw_gate);
   PsInstr *gate = ps_net_einsum (net, "bsm,mc->bsc", h, wg);
-  PsInstr *glu = ps_ad_binary (net->c, PS_OP_MULTIPLY, value, ps_ad_unary (net->c, PS_OP_LOGISTIC, gate));
+  PsInstr *glu = ps_build_mul (ps_net_builder (net), value, ps_build_unary (ps_net_builder (net), PS_OP_LOGISTIC, gate));
   int64_t k = w->depthwise->shape->dims[0], lo = (k - 1) / 2, hi = k / 2;
   PsInstr *dw = ps_conv (net, glu, w->depthwise, NULL, &lo, &hi, NULL, glu->shape->dims[2]);
   PsInstr *y = ps_swish (net, ps_batch_norm (net, dw, w->bn_scale, w->bn_offset));
@@ -283,7 +282,7 @@ microbatch (PsNet *net, Step *st, PsInstr *feats, PsInstr *labels, GError **erro
    * -> [B, S, P] -> [B, S, m]. */
   int64_t btf1[4] = { B, T, F, 1 }, two[2] = { 2, 2 }, one[2] = { 1, 1 };
   PsShape *s4 = ps_shape_new_array (net->act, 4, btf1);
-  PsInstr *x4 = ps_ad_reshape (net->c, feats, s4);
+  PsInstr *x4 = ps_build_reshape_to (ps_net_builder (net), feats, s4);
   ps_shape_free (s4);
   PsInstr *h1 = ps_relu (net, ps_conv (net, x4, st->sub1, two, one, one, NULL, 1));
   PsInstr *h2conv = ps_conv (net, h1, st->sub2, two, one, one, NULL, 1);
@@ -291,20 +290,20 @@ microbatch (PsNet *net, Step *st, PsInstr *feats, PsInstr *labels, GError **erro
   PsInstr *h2 = ps_relu (net, h2conv);
   int64_t bsp[3] = { B, S, P };
   PsShape *s3 = ps_shape_new_array (net->act, 3, bsp);
-  PsInstr *hp = ps_ad_reshape (net->c, h2, s3);
+  PsInstr *hp = ps_build_reshape_to (ps_net_builder (net), h2, s3);
   ps_shape_free (s3);
   PsInstr *x0 = ps_net_einsum (net, "bsp,pm->bsm", hp, act (net, st->proj));
 
   g_autofree PsInstr **xs = g_new (PsInstr *, c->layers + 1);
   PsInstr *top = ps_layer_stack_forward (net, c->layers, st->layers, x0, xs);
   PsInstr *head = ps_net_weight_view (net, st->out_w, net->act);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,mv->bsv", top, head), PS_F32);
+  PsInstr *logits = ps_build_cast (ps_net_builder (net), ps_net_einsum (net, "bsm,mv->bsv", top, head), PS_F32);
   PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
   ps_net_add_loss (net, loss);
   PsInstr *gx;
   PsInstr *front_w[3] = { st->sub1, st->sub2, st->proj };
   /* the loss is the mean of the microbatches' means */
-  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / (double) MAX (c->microbatches, 1));
+  PsInstr *seed = ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / (double) MAX (c->microbatches, 1));
   return ps_net_vjp (net, loss, seed, top, &gx, 1, &head, error)
          && ps_layer_stack_backward (net, c->layers, st->layers, xs, gx, c->remat, &gx, error)
          && ps_net_vjp (net, x0, gx, NULL, NULL, 3, front_w, error);

@@ -67,7 +67,7 @@ typedef struct {
   PsConformerSharding sharding;
   /* Where the values came from, for error messages (ps_params_where);
    * NULL: errors name the options. */
-  const PsParams *params;
+  const PsParamStore *params;
 } PsConformerConfig;
 
 /* Conformer L of the paper's Table 1 (17 layers, d 512, 8 heads, kernel

@@ -84,7 +84,7 @@ config_from (const PsParams *p, PsConformerConfig *c)
 {
   ps_conformer_config_tiny (c);
   c->name = "conformer";
-  c->params = p;
+  c->params = ps_params_store (p);
   ps_params_fill (p, c);
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
   ps_params_mesh (p, "mesh", dims);

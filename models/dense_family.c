@@ -123,7 +123,7 @@ config_from (const PsParams *p, const PsModelTarget *t, PsDenseLmConfig *c)
 {
   ps_dense_lm_config_small (c);
   c->name = "dense";
-  c->params = p;
+  c->params = ps_params_store (p);
   ps_params_fill (p, c);
   c->untied_embeddings = !ps_params_bool (p, "tie_embeddings");
   for (int i = 0; i < 3; i++)

@@ -10,7 +10,6 @@
 
 #include "models/layers.h"
 #include "models/net.h"
-#include "partitioner/builder/autodiff.h"
 #include "traces/trace.h"
 
 /* ---- configs ------------------------------------------------------------------ */
@@ -95,20 +94,20 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
       if (pos[i].v <= 0)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %" G_GINT64_FORMAT ")",
-                       ps_model_label (c->params, pos[i].key, pos[i].opt), pos[i].v);
+                       ps_param_store_label (c->params, pos[i].key, pos[i].opt), pos[i].v);
           return FALSE;
         }
       if (pos[i].v > pos[i].max)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be at most %" G_GINT64_FORMAT
-                       " (got %" G_GINT64_FORMAT ")", ps_model_label (c->params, pos[i].key, pos[i].opt), pos[i].max, pos[i].v);
+                       " (got %" G_GINT64_FORMAT ")", ps_param_store_label (c->params, pos[i].key, pos[i].opt), pos[i].max, pos[i].v);
           return FALSE;
         }
     }
   if (c->mesh[0] * c->mesh[1] > PS_MAX_DEVICES)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                   " has more than %d devices", ps_model_label (c->params, "mesh", "--mesh"), c->mesh[0], c->mesh[1],
+                   " has more than %d devices", ps_param_store_label (c->params, "mesh", "--mesh"), c->mesh[0], c->mesh[1],
                    PS_MAX_DEVICES);
       return FALSE;
     }
@@ -117,10 +116,10 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
   if (c->rel_buckets != 0 && (c->rel_buckets < 2 || c->rel_buckets > 254))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 0 (none) or 2 .. 254 (got %d)",
-                   ps_model_label (c->params, "rel_buckets", "--rel-buckets"), c->rel_buckets);
+                   ps_param_store_label (c->params, "rel_buckets", "--rel-buckets"), c->rel_buckets);
       return FALSE;
     }
-  const char *kvs = ps_model_label (c->params, "kv_heads", "--kv-heads");
+  const char *kvs = ps_param_store_label (c->params, "kv_heads", "--kv-heads");
   if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must divide --heads (%" G_GINT64_FORMAT
@@ -130,13 +129,13 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
   if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")",
-                   ps_model_label (c->params, "position", "--position"), ps_model_label (c->params, "head_dim", "--head-dim"), c->head_dim);
+                   ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
-  const char *batch = ps_model_label (c->params, "global_batch", "--batch"), *mbs = ps_model_label (c->params, "microbatches", "--microbatches");
+  const char *batch = ps_param_store_label (c->params, "global_batch", "--batch"), *mbs = ps_param_store_label (c->params, "microbatches", "--microbatches");
   if (c->global_batch % c->microbatches != 0)
     return require_div (c->global_batch, c->microbatches, batch, mbs, error);
-  const char *stages = ps_model_label (c->params, "pipeline_stages", "--pipeline-stages");
+  const char *stages = ps_param_store_label (c->params, "pipeline_stages", "--pipeline-stages");
   if (c->pipeline_stages < 0 || c->pipeline_stages > c->layers)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. --layers (%d), got %d", stages,
@@ -148,13 +147,13 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
       if (c->sharding != PS_SHARDING_2D && c->sharding != PS_SHARDING_1D)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: the in-layer sharding of a stage is 2d "
-                       "or 1d (got %s)", stages, ps_model_label (c->params, "sharding", "--sharding"));
+                       "or 1d (got %s)", stages, ps_param_store_label (c->params, "sharding", "--sharding"));
           return FALSE;
         }
       if (c->untied_embeddings)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: a pipeline has tied embeddings "
-                       "(got %s false)", stages, ps_model_label (c->params, "tie_embeddings", "--tie-embeddings"));
+                       "(got %s false)", stages, ps_param_store_label (c->params, "tie_embeddings", "--tie-embeddings"));
           return FALSE;
         }
       if (c->unroll)
@@ -162,7 +161,7 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s and --unroll: a pipeline is a loop", stages);
           return FALSE;
         }
-      if (!require_div (c->layers, c->pipeline_stages, ps_model_label (c->params, "layers", "--layers"), stages, error))
+      if (!require_div (c->layers, c->pipeline_stages, ps_param_store_label (c->params, "layers", "--layers"), stages, error))
         return FALSE;
       if (c->mesh[0] * c->mesh[1] * c->pipeline_stages > PS_MAX_DEVICES)
         {
@@ -174,14 +173,14 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
     }
   int64_t b = c->global_batch / c->microbatches;
   int64_t all = c->mesh[0] * c->mesh[1];
-  const char *md = ps_model_label (c->params, "model_dim", "--model-dim");
-  const char *ffn = ps_model_label (c->params, "ffn_dim", "--ffn-dim");
+  const char *md = ps_param_store_label (c->params, "model_dim", "--model-dim");
+  const char *ffn = ps_param_store_label (c->params, "ffn_dim", "--ffn-dim");
   const char *mb = "the microbatch size (global batch / microbatches)";
   /* Heads are split as kv heads (grouped-query attention keeps the query
    * groups of a kv head together); the vocabulary is padded instead. */
   const gboolean gq = c->kv_heads > 0 && c->kv_heads != c->heads;
   const int64_t hsplit = gq ? c->kv_heads : c->heads;
-  const char *heads = gq ? kvs : ps_model_label (c->params, "heads", "--heads");
+  const char *heads = gq ? kvs : ps_param_store_label (c->params, "heads", "--heads");
   if (c->pipeline_stages > 1 && c->sharding == PS_SHARDING_1D)
     return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
            && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
@@ -195,7 +194,7 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
              && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
              && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error);
     case PS_SHARDING_MEGATRON_SP:
-      if (!require_div (c->seq_len, c->mesh[1], ps_model_label (c->params, "seq_len", "--seq-len"), "mesh axis 1", error))
+      if (!require_div (c->seq_len, c->mesh[1], ps_param_store_label (c->params, "seq_len", "--seq-len"), "mesh axis 1", error))
         return FALSE;
       /* fall through */
     case PS_SHARDING_MEGATRON:
@@ -257,7 +256,7 @@ ps_dense_lm_mesh_devices (const PsDenseLmConfig *c, GError **error)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION,
                    "%s nonpod2d: the slice has %" G_GINT64_FORMAT " cores but the mesh %" G_GINT64_FORMAT
-                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT "%s", ps_model_label (c->params, "device_order", "--device-order"),
+                   "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT "%s", ps_param_store_label (c->params, "device_order", "--device-order"),
                    c->physical[0] * c->physical[1] * c->physical[2], c->mesh[0], c->mesh[1], c->mesh[0] * c->mesh[1],
                    /* nonpod2d orders a whole slice; a stage's mesh is part of one. */
                    c->pipeline_stages > 1 ? " (a pipeline stage's mesh is part of the slice: --device-order arange "
@@ -395,7 +394,7 @@ head_loss (PsNet *net, const PsDenseLmConfig *cfg, PsInstr *x, PsInstr *final_ln
 {
   PsInstr *h = ps_norm (net, cfg->norm, x, final_ln);
   const char *spec = x->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
+  PsInstr *logits = ps_build_cast (ps_net_builder (net), ps_net_einsum (net, spec, h, emb_head), PS_F32);
   return ps_softmax_cross_entropy (net, logits, labels);
 }
 
@@ -413,13 +412,13 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, gboolean last, const Embeddi
             const PsLayer *layers, gboolean loop, PsInstr *final_ln, PsInstr *mids,
             PsInstr *mlabels, PsInstr *lr, PsInstr *decay, GError **error)
 {
-  PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, e->table, PS_BF16));
+  PsInstr *x0 = ps_embed (net, mids, ps_build_cast (ps_net_builder (net), e->table, PS_BF16));
   if (e->positions)
     {
       /* GPT-2/3's learned absolute positions, added to the token embedding. */
       int64_t sm[2] = { 1, 2 };
-      PsInstr *pos = ps_ad_convert (net->c, e->positions, PS_BF16);
-      x0 = ps_ad_binary (net->c, PS_OP_ADD, x0, ps_ad_broadcast (net->c, pos, x0->shape, 2, sm));
+      PsInstr *pos = ps_build_cast (ps_net_builder (net), e->positions, PS_BF16);
+      x0 = ps_build_add (ps_net_builder (net), x0, ps_build_broadcast_to (ps_net_builder (net), pos, x0->shape, sm));
     }
   g_autofree PsInstr **xs = g_new (PsInstr *, n_layers + 1);
   g_autoptr (PsLayerLoop) lp = NULL;
@@ -435,7 +434,7 @@ microbatch (PsNet *net, const PsDenseLmConfig *cfg, gboolean last, const Embeddi
 
   /* Backward: head, layers from the top, embedding. The loss is averaged
    * over microbatches, so the seed is 1/microbatches. */
-  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / cfg->microbatches);
+  PsInstr *seed = ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / cfg->microbatches);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx;
   if (!ps_net_vjp (net, loss, seed, top, &gx, 2, head_w, error))
     return FALSE;
@@ -566,12 +565,12 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   const int M = cfg->microbatches;
   PsInstr *ids_u = ps_pipeline_split_batch (net, ids, M), *labels_u = ps_pipeline_split_batch (net, labels, M);
   PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, emb->shape->dims[0], PS_BF16),
-                               ps_ad_convert (net->c, emb, PS_BF16));
+                               ps_build_cast (ps_net_builder (net), emb, PS_BF16));
   if (positions)
     {
       int64_t sm[2] = { 2, 3 };
-      PsInstr *pos = ps_ad_convert (net->c, positions, PS_BF16);
-      x0 = ps_ad_binary (net->c, PS_OP_ADD, x0, ps_ad_broadcast (net->c, pos, x0->shape, 2, sm));
+      PsInstr *pos = ps_build_cast (ps_net_builder (net), positions, PS_BF16);
+      x0 = ps_build_add (ps_net_builder (net), x0, ps_build_broadcast_to (ps_net_builder (net), pos, x0->shape, sm));
     }
   PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
   g_autoptr (PsPipelineRun) run = NULL;

@@ -120,7 +120,7 @@ typedef struct {
   gboolean weight_update_sharding;
   /* Where the values came from, for error messages (ps_params_where);
    * NULL: name the command-line options. */
-  const PsParams *params;
+  const PsParamStore *params;
 } PsDenseLmConfig;
 
 /* The dense family of the model registry (models/dense_family.c): its

@@ -53,7 +53,7 @@ divides (const PsEncDecConfig *c, int64_t v, const char *key, const char *opt, i
   if (by <= 1 || v % by == 0)
     return TRUE;
   g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%"
-               G_GINT64_FORMAT ")", ps_model_label (c->params, key, opt), v, axis, by);
+               G_GINT64_FORMAT ")", ps_param_store_label (c->params, key, opt), v, axis, by);
   return FALSE;
 }
 
@@ -64,18 +64,18 @@ check_moe (const PsEncDecConfig *c, GError **error)
 {
   if (c->experts == 0)
     return TRUE;
-  const char *e = ps_model_label (c->params, "experts", "--experts"), *g = ps_model_label (c->params, "groups", "--groups");
+  const char *e = ps_param_store_label (c->params, "experts", "--experts"), *g = ps_param_store_label (c->params, "groups", "--groups");
   if (c->moe_every < 1 || c->top_k < 1 || c->top_k > c->experts)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s and %s must be at least 1, and %s at most %s (%"
-                   G_GINT64_FORMAT ")", ps_model_label (c->params, "moe_every", "--moe-every"), ps_model_label (c->params, "top_k", "--top-k"),
-                   ps_model_label (c->params, "top_k", "--top-k"), e, c->experts);
+                   G_GINT64_FORMAT ")", ps_param_store_label (c->params, "moe_every", "--moe-every"), ps_param_store_label (c->params, "top_k", "--top-k"),
+                   ps_param_store_label (c->params, "top_k", "--top-k"), e, c->experts);
       return FALSE;
     }
   if (!(c->capacity_factor > 0) || c->capacity_factor > 1e6)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be positive (got %g)",
-                   ps_model_label (c->params, "capacity_factor", "--capacity-factor"), c->capacity_factor);
+                   ps_param_store_label (c->params, "capacity_factor", "--capacity-factor"), c->capacity_factor);
       return FALSE;
     }
   const int64_t G = ps_encdec_groups (c);
@@ -106,35 +106,35 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
 {
   if (c->mesh[0] < 1 || c->mesh[1] < 1 || c->mesh[0] * c->mesh[1] > PS_MAX_DEVICES)
     {
-      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. %d devices", ps_model_label (c->params, "mesh", "--mesh"),
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 1 .. %d devices", ps_param_store_label (c->params, "mesh", "--mesh"),
                    PS_MAX_DEVICES);
       return FALSE;
     }
   if (c->rel_buckets == 1)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must be 0 (none) or 2 .. 254 (got 1)",
-                   ps_model_label (c->params, "rel_buckets", "--rel-buckets"));
+                   ps_param_store_label (c->params, "rel_buckets", "--rel-buckets"));
       return FALSE;
     }
   if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s must divide %s (%" G_GINT64_FORMAT "), got %"
-                   G_GINT64_FORMAT, ps_model_label (c->params, "kv_heads", "--kv-heads"), ps_model_label (c->params, "heads", "--heads"), c->heads,
+                   G_GINT64_FORMAT, ps_param_store_label (c->params, "kv_heads", "--kv-heads"), ps_param_store_label (c->params, "heads", "--heads"), c->heads,
                    c->kv_heads);
       return FALSE;
     }
   if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")",
-                   ps_model_label (c->params, "position", "--position"), ps_model_label (c->params, "head_dim", "--head-dim"), c->head_dim);
+                   ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
   const int M = MAX (c->microbatches, 1);
   if (c->global_batch % M != 0)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%d)",
-                   ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                   ps_model_label (c->params, "microbatches", "--microbatches"), M);
+                   ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch,
+                   ps_param_store_label (c->params, "microbatches", "--microbatches"), M);
       return FALSE;
     }
   if (!check_moe (c, error) || !check_split (c, error))
@@ -146,8 +146,8 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
     {
       g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "a microbatch (%s %" G_GINT64_FORMAT " / %s %d = %"
                    G_GINT64_FORMAT " sequences) is not divisible by the %" G_GINT64_FORMAT " devices its batch splits over",
-                   ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                   ps_model_label (c->params, "microbatches", "--microbatches"), M, c->global_batch / M, by);
+                   ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch,
+                   ps_param_store_label (c->params, "microbatches", "--microbatches"), M, c->global_batch / M, by);
       return FALSE;
     }
   return TRUE;
@@ -235,8 +235,8 @@ moe_ffn (PsNet *net, const PsEncDecConfig *c, const MoeFfn *w, PsInstr *x, PsIns
   a = ps_build_mul (b, a, ps_build_scalar (b, PS_F32, c->aux_loss_weight));
   /* Shapes come from a checked config: a builder error is a bug here. */
   g_assert (ps_builder_ok (b));
-  *aux = *aux ? ps_ad_binary (net->c, PS_OP_ADD, *aux, a) : a;
-  return ps_ad_binary (net->c, PS_OP_ADD, x, y);
+  *aux = *aux ? ps_build_add (ps_net_builder (net), *aux, a) : a;
+  return ps_build_add (ps_net_builder (net), x, y);
 }
 
 /* Encoder layer l: self-attention, then the dense or MoE FFN (its
@@ -275,7 +275,7 @@ decoder_layer (PsNet *net, const PsEncDecConfig *cfg, const DecoderLayer *L, con
   y = ps_attention (net, &self, self_ctx, y);
   PsInstr *h = ps_norm (net, cross.norm, y, cross.ln);
   PsInstr *c = ps_attention_core_kv (net, &cross, cross_ctx, h, enc);
-  y = ps_ad_binary (net->c, PS_OP_ADD, y, c);
+  y = ps_build_add (ps_net_builder (net), y, c);
   return L->moe.wg ? moe_ffn (net, cfg, &L->moe, y, aux) : ps_ffn (net, &ffn, y);
 }
 
@@ -351,7 +351,7 @@ layer_vjp (PsNet *net, PsInstr *y, PsInstr *aux, PsInstr *dy, PsInstr *aux_seed,
 static PsInstr *
 shared_copy (PsNet *net, PsInstr *w)
 {
-  return w ? ps_ad_unary (net->c, PS_OP_COPY, w) : NULL;
+  return w ? ps_build_unary (ps_net_builder (net), PS_OP_COPY, w) : NULL;
 }
 
 /* A relative-bias table "<name>" [buckets, heads] ("kn"), or [buckets,
@@ -373,7 +373,7 @@ rel_bias_weight (PsNet *net, const char *name, int buckets, int64_t heads, int64
 static PsInstr *
 add_opt (PsNet *net, PsInstr *a, PsInstr *b)
 {
-  return a == NULL ? b : b == NULL ? a : ps_ad_binary (net->c, PS_OP_ADD, a, b);
+  return a == NULL ? b : b == NULL ? a : ps_build_add (ps_net_builder (net), a, b);
 }
 
 /* What a microbatch's forward and backward read: the weights (and
@@ -410,24 +410,24 @@ microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsI
   g_autofree PsInstr **xs = g_new0 (PsInstr *, cfg->enc_layers + 1);
   g_autofree PsInstr **ys = g_new0 (PsInstr *, cfg->dec_layers + 1);
   PsInstr *aux = NULL;   /* every layer's load-balancing term, summed */
-  xs[0] = ps_embed (net, src, ps_ad_convert (net->c, emb, net->act));
+  xs[0] = ps_embed (net, src, ps_build_cast (ps_net_builder (net), emb, net->act));
   for (int l = 0; l < cfg->enc_layers; l++)
     xs[l + 1] = encoder_layer (net, cfg, &md->enc[l], &md->enc_moe[l], md->enc_ctx, xs[l], &aux);
   PsInstr *enc_out = ps_norm (net, cfg->norm, xs[cfg->enc_layers], md->enc_ln);
-  ys[0] = ps_embed (net, tgt, ps_ad_convert (net->c, emb, net->act));
+  ys[0] = ps_embed (net, tgt, ps_build_cast (ps_net_builder (net), emb, net->act));
   for (int l = 0; l < cfg->dec_layers; l++)
     ys[l + 1] = decoder_layer (net, cfg, &md->dec[l], md->dec_ctx, md->cross_ctx, ys[l], enc_out, &aux);
   PsInstr *top = ps_norm (net, cfg->norm, ys[cfg->dec_layers], md->dec_ln);
   /* With remat and tied embeddings the head reads a copy of the table:
    * the head's own product (below) must not reach the embedding's other
    * uses, under every layer, which autodiff's total derivative would. */
-  PsInstr *head_w = cfg->remat && softmax == emb ? ps_ad_unary (net->c, PS_OP_COPY, emb) : softmax;
-  PsInstr *head = ps_ad_convert (net->c, head_w, net->act);
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", top, head), PS_F32);
+  PsInstr *head_w = cfg->remat && softmax == emb ? ps_build_unary (ps_net_builder (net), PS_OP_COPY, emb) : softmax;
+  PsInstr *head = ps_build_cast (ps_net_builder (net), head_w, net->act);
+  PsInstr *logits = ps_build_cast (ps_net_builder (net), ps_net_einsum (net, "bsm,vm->bsv", top, head), PS_F32);
   PsInstr *ce = ps_softmax_cross_entropy (net, logits, labels);
-  PsInstr *loss = aux ? ps_ad_binary (net->c, PS_OP_ADD, ce, aux) : ce;
+  PsInstr *loss = aux ? ps_build_add (ps_net_builder (net), ce, aux) : ce;
   ps_net_add_loss (net, loss);
-  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / M);
+  PsInstr *seed = ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / M);
   if (!cfg->remat)
     /* Backward: the whole (micro)step at once (encdec.h says why). */
     return ps_net_vjp (net, loss, seed, NULL, NULL, md->n_weights, (PsInstr **) net->weights->pdata, error);
@@ -447,7 +447,7 @@ microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsI
        * product is the total derivative, and enc_out also reaches this
        * layer through ys[l] (the layers below), which would count their
        * part twice. */
-      PsInstr *a = NULL, *enc_l = ps_ad_unary (net->c, PS_OP_COPY, enc_out);
+      PsInstr *a = NULL, *enc_l = ps_build_unary (ps_net_builder (net), PS_OP_COPY, enc_out);
       DecoderLayer L = md->dec[l];
       PsInstr *bias = shared_copy (net, md->dec_bias);
       if (bias)

@@ -89,7 +89,7 @@ typedef struct {
   double capacity_factor, aux_loss_weight;
   int64_t groups;            /* token groups per stack (0: one per device) */
   PsMoeLayout moe_layout;
-  const PsParams *params;    /* where values came from, for errors; NULL: options */
+  const PsParamStore *params;    /* where values came from, for errors; NULL: options */
 } PsEncDecConfig;
 
 /* The encoder-decoder family (models/encdec_family.c): `podsim run encdec`;

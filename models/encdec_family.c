@@ -141,7 +141,7 @@ static void
 config_from (const PsParams *p, PsEncDecConfig *c)
 {
   ps_encdec_config_small (c);
-  c->params = p;
+  c->params = ps_params_store (p);
   ps_params_fill (p, c);
   c->untied_embeddings = !ps_params_bool (p, "tie_embeddings");
   c->moe_layout = (PsMoeLayout) ps_layer_choice (ps_moe_layout_names, ps_params_str (p, "moe_sharding"));

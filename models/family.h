@@ -220,16 +220,6 @@ const char *ps_params_where (const PsParams *p, const char *key);
 
 /* ---- helpers of the models' checks ------------------------------------------------ */
 
-/* Sets a PS_ERROR_OPTION error and returns FALSE: what a model's check
- * says about a bad setting. */
-gboolean ps_model_fail (GError **error, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
-
-/* How a model's messages name a setting: where p says its value came from
- * ("--heads", "run.ini:5:9: heads"), or `option` when the config was not
- * made from parameters (p NULL: a test's or a table's own config).
- * transfer none. */
-const char *ps_model_label (const PsParams *p, const char *key, const char *option);
-
 /* For a family's check: a program of n devices must have the slice's
  * cores, or fewer with the idle_cores option. `what` names the setting
  * in the error ("--mesh 2x4 has 8 devices but slice v3-32 has 32 cores").

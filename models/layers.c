@@ -1,4 +1,6 @@
-/* The layer library: see layers.h.
+/* The layer library: see layers.h. Activations, norms, softmax and the
+ * block options are in layers_base.c, below this file and
+ * layers_attention.c, which both call them.
  *
  * Emission order is part of the contract (instruction names carry their
  * creation index, so the printed programs depend on it): where one
@@ -13,124 +15,7 @@
 
 #include <math.h>
 
-#include "partitioner/builder/autodiff.h"
 #include "models/layers_private.h"
-
-/* ---- elementwise and normalisation ------------------------------------------------------ */
-
-/* Layer norm (centre: subtract the mean first) or RMS norm over the last
- * dim, in f32. */
-static PsInstr *
-norm_last_dim (PsNet *net, PsInstr *x, PsInstr *scale, gboolean centre)
-{
-  PsInstr *xf = ly_convert (net, x, PS_F32);
-  int r = xf->shape->rank;
-  int64_t last = r - 1, keep[PS_NET_MAX_RANK];
-  for (int i = 0; i < r - 1; i++)
-    keep[i] = i;
-  double inv_m = 1.0 / (double) xf->shape->dims[r - 1];
-  g_autoptr (PsShape) rows = ps_shape_new_array (PS_F32, r - 1, xf->shape->dims);
-  PsInstr *xc = xf;
-  if (centre)
-    {
-      PsInstr *sum = ps_ad_reduce_sum (net->c, xf, 1, &last);
-      PsInstr *mean = ly_bin (net, PS_OP_MULTIPLY, sum, ly_full (net, rows, inv_m));
-      xc = ly_bin (net, PS_OP_SUBTRACT, xf, ly_bcast (net, mean, xf->shape, r - 1, keep));
-    }
-  PsInstr *sq = ly_bin (net, PS_OP_MULTIPLY, xc, xc);
-  PsInstr *inv_m_full = ly_full (net, rows, inv_m);
-  PsInstr *var = ly_bin (net, PS_OP_MULTIPLY, ps_ad_reduce_sum (net->c, sq, 1, &last), inv_m_full);
-  PsInstr *rs = ly_un (net, PS_OP_RSQRT, ly_bin (net, PS_OP_ADD, var, ly_full (net, var->shape, 1e-6)));
-  PsInstr *n = ly_bin (net, PS_OP_MULTIPLY, xc, ly_bcast (net, rs, xf->shape, r - 1, keep));
-  PsInstr *sc = ly_bcast (net, scale, xf->shape, 1, &last);
-  return ly_convert (net, ly_bin (net, PS_OP_MULTIPLY, n, sc), x->shape->etype);
-}
-
-PsInstr *
-ps_layer_norm (PsNet *net, PsInstr *x, PsInstr *scale)
-{
-  return norm_last_dim (net, x, scale, TRUE);
-}
-
-PsInstr *
-ps_layer_norm_weight (PsNet *net, const char *prefix, const char *name, int64_t dim)
-{
-  return ly_weight (net, prefix, name, NULL, 1, &dim);
-}
-
-PsInstr *
-ps_rms_norm (PsNet *net, PsInstr *x, PsInstr *scale)
-{
-  return norm_last_dim (net, x, scale, FALSE);
-}
-
-PsInstr *
-ps_norm (PsNet *net, PsNormKind kind, PsInstr *x, PsInstr *scale)
-{
-  return kind == PS_NORM_RMS ? ps_rms_norm (net, x, scale) : ps_layer_norm (net, x, scale);
-}
-
-PsInstr *
-ps_silu (PsNet *net, PsInstr *x)
-{
-  return ly_bin (net, PS_OP_MULTIPLY, x, ly_un (net, PS_OP_LOGISTIC, x));
-}
-
-PsInstr *
-ps_gelu (PsNet *net, PsInstr *x)
-{
-  PsInstr *x3 = ly_bin (net, PS_OP_MULTIPLY, ly_bin (net, PS_OP_MULTIPLY, x, x), x);
-  PsInstr *in = ly_bin (net, PS_OP_ADD, x, ly_bin (net, PS_OP_MULTIPLY, ly_full (net, x->shape, 0.044715), x3));
-  PsInstr *t = ly_un (net, PS_OP_TANH, ly_bin (net, PS_OP_MULTIPLY, ly_full (net, x->shape, sqrt (2.0 / G_PI)), in));
-  PsInstr *h = ly_bin (net, PS_OP_ADD, ly_full (net, x->shape, 1.0), t);
-  return ly_bin (net, PS_OP_MULTIPLY, ly_bin (net, PS_OP_MULTIPLY, ly_full (net, x->shape, 0.5), x), h);
-}
-
-PsInstr *
-ps_relu (PsNet *net, PsInstr *x)
-{
-  return ly_bin (net, PS_OP_MAXIMUM, x, ly_full (net, x->shape, 0.0));
-}
-
-PsInstr *
-ps_softmax (PsNet *net, PsInstr *x)
-{
-  int r = x->shape->rank;
-  int64_t last = r - 1, keep[PS_NET_MAX_RANK];
-  for (int i = 0; i < r - 1; i++)
-    keep[i] = i;
-  PsInstr *mx = ps_ad_reduce (net->c, x, PS_OP_MAXIMUM, -1e30, 1, &last);
-  PsInstr *e = ly_un (net, PS_OP_EXP, ly_bin (net, PS_OP_SUBTRACT, x, ly_bcast (net, mx, x->shape, r - 1, keep)));
-  PsInstr *se = ps_ad_reduce_sum (net->c, e, 1, &last);
-  return ly_bin (net, PS_OP_DIVIDE, e, ly_bcast (net, se, e->shape, r - 1, keep));
-}
-
-/* ---- block options ---------------------------------------------------------------------- */
-
-const char *const ps_position_names[] = { "relative", "rope", "learned", "none", NULL };
-const char *const ps_block_names[] = { "sequential", "parallel", NULL };
-const char *const ps_norm_names[] = { "layer", "rms", NULL };
-const char *const ps_ffn_names[] = { "relu", "gelu", "geglu", "swiglu", NULL };
-
-int
-ps_layer_choice (const char *const *names, const char *name)
-{
-  for (int i = 0; names[i]; i++)
-    if (g_strcmp0 (names[i], name) == 0)
-      return i;
-  return -1;
-}
-
-void
-ps_block_options_init (PsBlockOptions *o, int rel_buckets, gboolean gated_gelu)
-{
-  o->position = rel_buckets > 0 ? PS_POSITION_RELATIVE : PS_POSITION_NONE;
-  o->rel_buckets = rel_buckets;
-  o->block = PS_BLOCK_SEQUENTIAL;
-  o->norm = PS_NORM_LAYER;
-  o->ffn = gated_gelu ? PS_FFN_GEGLU : PS_FFN_RELU;
-  o->kv_heads = 0;
-}
 
 /* ---- embedding and loss ------------------------------------------------------------------ */
 
@@ -156,15 +41,15 @@ ps_softmax_cross_entropy (PsNet *net, PsInstr *logits, PsInstr *labels)
   int64_t last = r - 1, keep[PS_NET_MAX_RANK], all[PS_NET_MAX_RANK];
   for (int i = 0; i < r; i++)
     keep[i] = all[i] = i;
-  PsInstr *mx = ps_ad_reduce (net->c, logits, PS_OP_MAXIMUM, -1e30, 1, &last);
+  PsInstr *mx = ps_build_reduce_op (ps_net_builder (net), logits, PS_OP_MAXIMUM, -1e30, 1, &last);
   PsInstr *xs = ly_bin (net, PS_OP_SUBTRACT, logits, ly_bcast (net, mx, logits->shape, r - 1, keep));
-  PsInstr *se = ps_ad_reduce_sum (net->c, ly_un (net, PS_OP_EXP, xs), 1, &last);
+  PsInstr *se = ps_build_sum (ps_net_builder (net), ly_un (net, PS_OP_EXP, xs), 1, &last);
   PsInstr *lse = ly_un (net, PS_OP_LOG, se);
   PsInstr *logp = ly_bin (net, PS_OP_SUBTRACT, xs, ly_bcast (net, lse, xs->shape, r - 1, keep));
   PsInstr *oh = ps_net_one_hot (net, labels, logits->shape->dims[r - 1], logits->shape->etype);
-  PsInstr *tot = ps_ad_reduce_sum (net->c, ly_bin (net, PS_OP_MULTIPLY, logp, oh), r, all);
+  PsInstr *tot = ps_build_sum (ps_net_builder (net), ly_bin (net, PS_OP_MULTIPLY, logp, oh), r, all);
   double n = (double) ps_shape_elements (labels->shape);
-  return ly_bin (net, PS_OP_MULTIPLY, tot, ps_ad_scalar (net->c, logits->shape->etype, -1.0 / n));
+  return ly_bin (net, PS_OP_MULTIPLY, tot, ps_build_scalar (ps_net_builder (net), logits->shape->etype, -1.0 / n));
 }
 
 /* ---- feed-forward ------------------------------------------------------------------------ */

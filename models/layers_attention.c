@@ -8,7 +8,6 @@
 
 #include "models/layers.h"
 #include "models/layers_private.h"
-#include "partitioner/builder/autodiff.h"
 
 /* ---- self-attention ---------------------------------------------------------------------- */
 
@@ -77,35 +76,26 @@ relative_buckets (PsNet *net, int64_t S, int buckets)
 PsInstr *
 ps_relative_buckets_bidirectional (PsNet *net, int64_t S, int buckets)
 {
-  PsComputation *c = net->c;
   int64_t st[2] = { S, S };
-  PsInstr *qi = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
-  qi->iota_dimension = 0;
-  PsInstr *ki = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, 2, st), 0, NULL);
-  ki->iota_dimension = 1;
-  PsInstr *rel = ps_ad_binary (c, PS_OP_SUBTRACT, ki, qi);
+  PsInstr *qi = ly_iota (net, PS_S32, 2, st, 0);
+  PsInstr *ki = ly_iota (net, PS_S32, 2, st, 1);
+  PsInstr *rel = ly_bin (net, PS_OP_SUBTRACT, ki, qi);
   int half = buckets / 2, exact = MAX (half / 2, 1);
-  PsInstr *zero = ps_ad_full (c, rel->shape, 0);
-  PsInstr *ops[2] = { rel, zero };
-  PsInstr *after = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, ops);
-  after->comparison = PS_CMP_GT;
-  PsInstr *n = ps_ad_unary (c, PS_OP_ABS, rel);
-  PsInstr *nf = ps_ad_convert (c, n, PS_F32);
+  PsInstr *zero = ly_full (net, rel->shape, 0);
+  PsInstr *after = ly_compare (net, PS_CMP_GT, rel, zero);
+  PsInstr *n = ly_un (net, PS_OP_ABS, rel);
+  PsInstr *nf = ly_convert (net, n, PS_F32);
   /* One freshly emitted operand per call: argument order is unspecified. */
-  PsInstr *at_least_1 = ps_ad_binary (c, PS_OP_MAXIMUM, nf, ps_ad_full (c, nf->shape, 1.0));
-  PsInstr *ratio = ps_ad_binary (c, PS_OP_DIVIDE, at_least_1, ps_ad_full (c, nf->shape, (double) exact));
+  PsInstr *at_least_1 = ly_bin (net, PS_OP_MAXIMUM, nf, ly_full (net, nf->shape, 1.0));
+  PsInstr *ratio = ly_bin (net, PS_OP_DIVIDE, at_least_1, ly_full (net, nf->shape, (double) exact));
   double k = (double) (half - exact) / log (128.0 / exact);
-  PsInstr *lg = ps_ad_unary (c, PS_OP_LOG, ratio);
-  PsInstr *large = ps_ad_binary (c, PS_OP_MULTIPLY, lg, ps_ad_full (c, nf->shape, k));
-  large = ps_ad_unary (c, PS_OP_FLOOR, ps_ad_binary (c, PS_OP_ADD, large, ps_ad_full (c, nf->shape, (double) exact)));
-  large = ps_ad_binary (c, PS_OP_MINIMUM, large, ps_ad_full (c, nf->shape, (double) (half - 1)));
-  PsInstr *lops[2] = { n, ps_ad_full (c, n->shape, exact) };
-  PsInstr *small = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_array (PS_PRED, 2, st), 2, lops);
-  small->comparison = PS_CMP_LT;
-  PsInstr *s1[3] = { small, n, ps_ad_convert (c, large, PS_S32) };
-  PsInstr *b = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (n->shape), 3, s1);
-  PsInstr *s2[3] = { after, ps_ad_binary (c, PS_OP_ADD, b, ps_ad_full (c, b->shape, half)), b };
-  return ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (b->shape), 3, s2);
+  PsInstr *lg = ly_un (net, PS_OP_LOG, ratio);
+  PsInstr *large = ly_bin (net, PS_OP_MULTIPLY, lg, ly_full (net, nf->shape, k));
+  large = ly_un (net, PS_OP_FLOOR, ly_bin (net, PS_OP_ADD, large, ly_full (net, nf->shape, (double) exact)));
+  large = ly_bin (net, PS_OP_MINIMUM, large, ly_full (net, nf->shape, (double) (half - 1)));
+  PsInstr *small = ly_compare (net, PS_CMP_LT, n, ly_full (net, n->shape, exact));
+  PsInstr *b = ly_select3 (net, small, n, ly_convert (net, large, PS_S32));
+  return ly_select3 (net, after, ly_bin (net, PS_OP_ADD, b, ly_full (net, b->shape, half)), b);
 }
 
 /* -1e9 where t > s, else 0, f32 [s, t]. */
@@ -117,8 +107,8 @@ causal_mask (PsNet *net, int64_t S)
   PsInstr *ki = ly_iota (net, PS_S32, 2, st, 1);
   PsInstr *future = ly_compare (net, PS_CMP_GT, ki, qi);
   g_autoptr (PsShape) fs = ps_shape_new_array (PS_F32, 2, st);
-  PsInstr *masked = ps_ad_full (net->c, fs, -1e9);
-  PsInstr *open = ps_ad_full (net->c, fs, 0.0);
+  PsInstr *masked = ly_full (net, fs, -1e9);
+  PsInstr *open = ly_full (net, fs, 0.0);
   return ly_select3 (net, future, masked, open);
 }
 
@@ -159,7 +149,7 @@ rope_tables (PsNet *net, int64_t S, int64_t D, PsAttentionContext *out)
   PsInstr *neg = ly_compare (net, PS_CMP_EQ, diff, ly_full (net, diff->shape, (double) half));
   PsInstr *posi = ly_compare (net, PS_CMP_EQ, diff, ly_full (net, diff->shape, (double) -half));
   g_autoptr (PsShape) fs = ps_shape_new_array (PS_F32, 2, dd);
-  PsInstr *m1 = ps_ad_full (net->c, fs, -1.0), *p1 = ps_ad_full (net->c, fs, 1.0), *z = ps_ad_full (net->c, fs, 0.0);
+  PsInstr *m1 = ly_full (net, fs, -1.0), *p1 = ly_full (net, fs, 1.0), *z = ly_full (net, fs, 0.0);
   PsInstr *r = ly_select3 (net, neg, m1, ly_select3 (net, posi, p1, z));
   out->rope_rot = ly_convert (net, r, net->act);
 }

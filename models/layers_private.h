@@ -1,5 +1,5 @@
 /* What the files of the layer library (models/layers*.c) share: short
- * emission helpers over net->c, so the blocks read like the maths they
+ * shorthands for the net's builder (sticky errors), so the blocks read like the maths they
  * write. Private to layers*.c (doc/architecture.md), prefix ly_. */
 #ifndef PS_MODELS_LAYERS_PRIVATE_H
 #define PS_MODELS_LAYERS_PRIVATE_H
@@ -7,62 +7,56 @@
 #include <glib.h>
 
 #include "models/net.h"
-#include "partitioner/builder/autodiff.h"
 
-/* Shorthands over net->c. */
+/* Shorthands for the net's builder (ps_net_builder). */
 static inline PsInstr *
 ly_bin (PsNet *net, PsOpcode op, PsInstr *x, PsInstr *y)
 {
-  return ps_ad_binary (net->c, op, x, y);
+  return ps_build_binary (ps_net_builder (net), op, x, y);
 }
 
 static inline PsInstr *
 ly_un (PsNet *net, PsOpcode op, PsInstr *x)
 {
-  return ps_ad_unary (net->c, op, x);
+  return ps_build_unary (ps_net_builder (net), op, x);
 }
 
 static inline PsInstr *
 ly_full (PsNet *net, const PsShape *like, double v)
 {
-  return ps_ad_full (net->c, like, v);
+  return ps_build_full_like (ps_net_builder (net), like, v);
 }
 
 static inline PsInstr *
 ly_bcast (PsNet *net, PsInstr *x, const PsShape *to, int n, const int64_t *dims)
 {
-  return ps_ad_broadcast (net->c, x, to, n, dims);
+  /* n is x's rank, which the builder checks dims against. */
+  (void) n;
+  return ps_build_broadcast_to (ps_net_builder (net), x, to, dims);
 }
 
 static inline PsInstr *
 ly_convert (PsNet *net, PsInstr *x, PsElemType t)
 {
-  return ps_ad_convert (net->c, x, t);
+  return ps_build_cast (ps_net_builder (net), x, t);
 }
 
 static inline PsInstr *
 ly_iota (PsNet *net, PsElemType t, int rank, const int64_t *dims, int64_t dim)
 {
-  PsInstr *i = ps_computation_add_instr (net->c, PS_OP_IOTA, NULL, ps_shape_new_array (t, rank, dims), 0, NULL);
-  i->iota_dimension = dim;
-  return i;
+  return ps_build_iota (ps_net_builder (net), t, rank, dims, dim);
 }
 
 static inline PsInstr *
 ly_compare (PsNet *net, PsCompareDir dir, PsInstr *x, PsInstr *y)
 {
-  PsInstr *ops[2] = { x, y };
-  PsInstr *c = ps_computation_add_instr (net->c, PS_OP_COMPARE, NULL,
-                                         ps_shape_new_array (PS_PRED, x->shape->rank, x->shape->dims), 2, ops);
-  c->comparison = dir;
-  return c;
+  return ps_build_compare (ps_net_builder (net), dir, x, y);
 }
 
 static inline PsInstr *
 ly_select3 (PsNet *net, PsInstr *pred, PsInstr *on_true, PsInstr *on_false)
 {
-  PsInstr *ops[3] = { pred, on_true, on_false };
-  return ps_computation_add_instr (net->c, PS_OP_SELECT, NULL, ps_shape_copy (on_true->shape), 3, ops);
+  return ps_build_select (ps_net_builder (net), pred, on_true, on_false);
 }
 
 /* "<prefix>.<name>", or name alone without a prefix (transfer full). */

@@ -1,9 +1,9 @@
 # models/: the model-family registry, model builders, their presets.
 noinst_LTLIBRARIES += libpodsim_models.la
 PS_LIB_MODELS = libpodsim_models.la
-libpodsim_models_la_SOURCES = models/family.c models/family.h \
+libpodsim_models_la_SOURCES = models/family.c models/family_files.c models/family.h models/family_private.h \
 	models/dense_lm.c models/dense_lm.h models/dense_family.c models/hlo_family.c \
-	models/net.c models/net.h models/layers.c models/layers_attention.c models/layers.h models/layers_private.h \
+	models/net.c models/net.h models/layers.c models/layers_base.c models/layers_attention.c models/layers.h models/layers_private.h \
 	models/moe_layer.c models/moe_layer.h models/moe_lm.c models/moe_lm.h \
 	models/pipeline.c models/pipeline.h models/conv_layers.c models/conv_layers.h \
 	models/unet3d.c models/unet3d.h models/conformer.c models/conformer.h models/moe_family.c \
@@ -77,12 +77,13 @@ models/presets.c: $(PS_MODEL_PRESETS:%=$(top_srcdir)/%) $(top_srcdir)/models/loc
 
 check_PROGRAMS += tests/check_models
 TESTS += tests/check_models
-tests_check_models_SOURCES = tests/check_models.c
+tests_check_models_SOURCES = tests/check_models.c tests/interp_inputs.c tests/interp_inputs.h
 tests_check_models_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SIMGRID_CFLAGS)
 tests_check_models_LDADD = $(PS_LIB_DRIVER) $(PS_LIB_SIM) $(PS_MODELS_TEST_LIBS) $(PS_LIB_TOPOLOGY) $(SIMGRID_LIBS) -lstdc++
 check_PROGRAMS += tests/check_layers
 TESTS += tests/check_layers
-tests_check_layers_SOURCES = tests/check_layers.c tests/spmd_testutil.c tests/spmd_testutil.h
+tests_check_layers_SOURCES = tests/check_layers.c tests/interp_inputs.c tests/interp_inputs.h tests/spmd_testutil.c \
+	tests/spmd_testutil.h
 tests_check_layers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_layers_LDADD = $(PS_MODELS_TEST_LIBS)
 check_PROGRAMS += tests/check_moe
@@ -92,7 +93,7 @@ tests_check_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_moe_LDADD = $(PS_MODELS_TEST_LIBS)
 check_PROGRAMS += tests/check_pipeline
 TESTS += tests/check_pipeline
-tests_check_pipeline_SOURCES = tests/check_pipeline.c
+tests_check_pipeline_SOURCES = tests/check_pipeline.c tests/interp_inputs.c tests/interp_inputs.h
 tests_check_pipeline_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_pipeline_LDADD = $(PS_MODELS_TEST_LIBS)
 check_PROGRAMS += tests/check_convnets

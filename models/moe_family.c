@@ -131,7 +131,7 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
   c->no_annotations = strcmp (ps_params_str (p, "sharding"), "none") == 0;
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
-  c->params = p;
+  c->params = ps_params_store (p);
 }
 
 static gboolean

@@ -10,7 +10,6 @@
 #include "models/layers.h"
 #include "models/moe_layer.h"
 #include "models/pipeline.h"
-#include "partitioner/builder/autodiff.h"
 
 void
 ps_moe_lm_config_small (PsMoeLmConfig *out)
@@ -64,54 +63,54 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
-      return ps_model_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")",
-                   pos[i].key ? ps_model_label (c->params, pos[i].key, pos[i].opt) : pos[i].opt, pos[i].v);
-  const char *groups = ps_model_label (c->params, "groups", "--groups"), *batch = ps_model_label (c->params, "global_batch", "--batch");
-  const char *mbs = ps_model_label (c->params, "microbatches", "--microbatches");
+      return ps_param_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")",
+                   pos[i].key ? ps_param_store_label (c->params, pos[i].key, pos[i].opt) : pos[i].opt, pos[i].v);
+  const char *groups = ps_param_store_label (c->params, "groups", "--groups"), *batch = ps_param_store_label (c->params, "global_batch", "--batch");
+  const char *mbs = ps_param_store_label (c->params, "microbatches", "--microbatches");
   if (c->groups < 0)
-    return ps_model_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", groups, c->groups);
+    return ps_param_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", groups, c->groups);
   if (!(c->capacity_factor > 0) || c->capacity_factor > 1e6)
-    return ps_model_fail (error, "%s must be positive (got %g)", ps_model_label (c->params, "capacity_factor", "--capacity-factor"),
+    return ps_param_fail (error, "%s must be positive (got %g)", ps_param_store_label (c->params, "capacity_factor", "--capacity-factor"),
                  c->capacity_factor);
   if (c->top_k > c->experts)
-    return ps_model_fail (error, "%s %d exceeds %s %" G_GINT64_FORMAT, ps_model_label (c->params, "top_k", "--top-k"), c->top_k,
-                 ps_model_label (c->params, "experts", "--experts"), c->experts);
+    return ps_param_fail (error, "%s %d exceeds %s %" G_GINT64_FORMAT, ps_param_store_label (c->params, "top_k", "--top-k"), c->top_k,
+                 ps_param_store_label (c->params, "experts", "--experts"), c->experts);
   if (c->global_batch % c->microbatches != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %d", batch, c->global_batch, mbs,
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %d", batch, c->global_batch, mbs,
                  c->microbatches);
   if (c->kv_heads < 0 || c->kv_heads > c->heads || (c->kv_heads > 0 && c->heads % c->kv_heads != 0))
-    return ps_model_fail (error, "%s must divide %s (%" G_GINT64_FORMAT "), got %" G_GINT64_FORMAT,
-                 ps_model_label (c->params, "kv_heads", "--kv-heads"), ps_model_label (c->params, "heads", "--heads"), c->heads, c->kv_heads);
+    return ps_param_fail (error, "%s must divide %s (%" G_GINT64_FORMAT "), got %" G_GINT64_FORMAT,
+                 ps_param_store_label (c->params, "kv_heads", "--kv-heads"), ps_param_store_label (c->params, "heads", "--heads"), c->heads, c->kv_heads);
   if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
-    return ps_model_fail (error, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")", ps_model_label (c->params, "position", "--position"),
-                 ps_model_label (c->params, "head_dim", "--head-dim"), c->head_dim);
+    return ps_param_fail (error, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")", ps_param_store_label (c->params, "position", "--position"),
+                 ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
   int K = MAX (c->pipeline_stages, 1);
   if (K > 1)
     {
-      const char *stages = ps_model_label (c->params, "pipeline_stages", "--pipeline-stages");
-      const char *layers = ps_model_label (c->params, "layers", "--layers"), *every = ps_model_label (c->params, "moe_every", "--moe-every");
+      const char *stages = ps_param_store_label (c->params, "pipeline_stages", "--pipeline-stages");
+      const char *layers = ps_param_store_label (c->params, "layers", "--layers"), *every = ps_param_store_label (c->params, "moe_every", "--moe-every");
       if (K > c->layers || c->layers % K != 0)
-        return ps_model_fail (error, "%s = %d is not divisible by %s (%d)", layers, c->layers, stages, K);
+        return ps_param_fail (error, "%s = %d is not divisible by %s (%d)", layers, c->layers, stages, K);
       if (c->layers / K % c->moe_every != 0)
-        return ps_model_fail (error, "%s %d: a stage's %d layers are not a whole number of %s = %d (every stage "
+        return ps_param_fail (error, "%s %d: a stage's %d layers are not a whole number of %s = %d (every stage "
                      "must run the same layers)", stages, K, c->layers / K, every, c->moe_every);
       if (c->cores % K != 0)
-        return ps_model_fail (error, "the %" G_GINT64_FORMAT " cores are not divisible by %s (%d)", c->cores, stages, K);
+        return ps_param_fail (error, "the %" G_GINT64_FORMAT " cores are not divisible by %s (%d)", c->cores, stages, K);
       if (c->no_annotations)
-        return ps_model_fail (error, "%s %d: a pipeline is annotated by construction (got %s none)", stages, K,
-                              ps_model_label (c->params, "sharding", "--sharding"));
+        return ps_param_fail (error, "%s %d: a pipeline is annotated by construction (got %s none)", stages, K,
+                              ps_param_store_label (c->params, "sharding", "--sharding"));
     }
   int64_t mb = c->global_batch / c->microbatches, tokens = mb * c->seq_len, stage_cores = c->cores / K;
   if (mb % stage_cores != 0)
-    return ps_model_fail (error, "the microbatch (%" G_GINT64_FORMAT " sequences) is not divisible by the %"
+    return ps_param_fail (error, "the microbatch (%" G_GINT64_FORMAT " sequences) is not divisible by the %"
                  G_GINT64_FORMAT " cores%s (data parallel)", mb, stage_cores, K > 1 ? " of a pipeline stage" : "");
   int64_t G = ps_moe_lm_groups (c);
   if (tokens % G != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
                  " tokens of a microbatch", groups, G, tokens);
   if (c->moe_every > c->layers)
-    return ps_model_fail (error, "%s %d exceeds %s %d: no MoE layer", ps_model_label (c->params, "moe_every", "--moe-every"), c->moe_every,
-                 ps_model_label (c->params, "layers", "--layers"), c->layers);
+    return ps_param_fail (error, "%s %d exceeds %s %d: no MoE layer", ps_param_store_label (c->params, "moe_every", "--moe-every"), c->moe_every,
+                 ps_param_store_label (c->params, "layers", "--layers"), c->layers);
   /* The largest arrays of a microbatch's step: the builder refuses arrays
    * over PS_MAX_ELEMENTS, so they are refused here, naming the options. */
   const int64_t S = c->seq_len, T = tokens / G, E = c->experts, C = ps_moe_lm_capacity (c), F = c->ffn_dim;
@@ -126,9 +125,9 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
     {
       int64_t n;
       if (!ps_checked_product (4, big[i].d, PS_MAX_ELEMENTS, &n))
-        return ps_model_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
+        return ps_param_fail (error, "the %s would have more than 2^40 elements (%s %" G_GINT64_FORMAT ", %s %"
                      G_GINT64_FORMAT ", %s %" G_GINT64_FORMAT "; doc/robustness.md)", big[i].what, batch,
-                     c->global_batch, ps_model_label (c->params, "seq_len", "--seq-len"), S, ps_model_label (c->params, "experts", "--experts"), E);
+                     c->global_batch, ps_param_store_label (c->params, "seq_len", "--seq-len"), S, ps_param_store_label (c->params, "experts", "--experts"), E);
     }
   return TRUE;
 }
@@ -144,17 +143,12 @@ typedef struct {
   PsInstr *ln, *wg, *wi, *wo; /* MoE layers */
 } MoeLmLayer;
 
-/* w cast to the activation type in net->c. The builder takes operands of
- * its own computation only; in a microbatch loop's body the weight is the
- * entry's (the loop makes it an invariant), so the cast is written there
- * directly, as the builder would write it. */
+/* w cast to the activation type in net->c (in a microbatch loop's body the
+ * weight is the entry's, which the loop makes an invariant). */
 static PsInstr *
 cast_weight (PsNet *net, PsBuilder *b, PsInstr *w)
 {
-  if (w->parent == net->c)
-    return ps_build_convert (b, w, net->act);
-  PsShape *s = ps_shape_new_array (net->act, w->shape->rank, w->shape->dims);
-  return ps_computation_add_instr (net->c, PS_OP_CONVERT, NULL, s, 1, &w);
+  return ps_build_convert (b, w, net->act);
 }
 
 static PsInstr *
@@ -177,7 +171,7 @@ moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
   /* Shapes come from a checked config: a builder error is a bug here. */
   g_assert (ps_builder_ok (b));
   ps_net_layer_aux_loss (net, weighted);
-  return ps_ad_binary (net->c, PS_OP_ADD, x, y);
+  return ps_build_add (ps_net_builder (net), x, y);
 }
 
 static PsInstr *
@@ -249,7 +243,7 @@ head_loss (PsNet *net, PsNormKind norm, PsInstr *top, PsInstr *final_ln, PsInstr
 {
   PsInstr *h = ps_norm (net, norm, top, final_ln);
   const char *spec = top->shape->rank == 4 ? "ubsm,vm->ubsv" : "bsm,vm->bsv";
-  PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, spec, h, emb_head), PS_F32);
+  PsInstr *logits = ps_build_cast (ps_net_builder (net), ps_net_einsum (net, spec, h, emb_head), PS_F32);
   return ps_softmax_cross_entropy (net, logits, labels);
 }
 
@@ -259,7 +253,7 @@ static gboolean
 microbatch (PsNet *net, const PsMoeLmConfig *c, PsInstr *emb, const PsLayer *layers,
             PsInstr *final_ln, PsInstr *mids, PsInstr *mlabels, GError **error)
 {
-  PsInstr *x0 = ps_embed (net, mids, ps_ad_convert (net->c, emb, net->act));
+  PsInstr *x0 = ps_embed (net, mids, ps_build_cast (ps_net_builder (net), emb, net->act));
   g_autofree PsInstr **xs = g_new (PsInstr *, c->layers + 1);
   g_autofree PsInstr **auxs = g_new0 (PsInstr *, c->layers);
   PsInstr *top = ps_layer_stack_forward_aux (net, c->layers, layers, x0, xs, auxs);
@@ -267,12 +261,12 @@ microbatch (PsNet *net, const PsMoeLmConfig *c, PsInstr *emb, const PsLayer *lay
   PsInstr *ce = head_loss (net, c->norm, top, final_ln, emb_head, mlabels), *loss = ce;
   for (int l = 0; l < c->layers; l++)
     if (auxs[l])
-      loss = ps_ad_binary (net->c, PS_OP_ADD, loss, auxs[l]);
+      loss = ps_build_add (ps_net_builder (net), loss, auxs[l]);
   ps_net_add_loss (net, loss);
   /* The head's backward from the cross-entropy alone: the aux terms are
    * differentiated with their layers. The loss is averaged over
    * microbatches, so every seed is 1/microbatches. */
-  PsInstr *seed = ps_ad_scalar (net->c, PS_F32, 1.0 / c->microbatches);
+  PsInstr *seed = ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / c->microbatches);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx;
   return ps_net_vjp (net, ce, seed, top, &gx, 2, head_w, error)
          && ps_layer_stack_backward_aux (net, c->layers, layers, xs, auxs, seed, gx, c->remat, &gx, error)
@@ -406,7 +400,7 @@ build_pipelined (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
    * loss split them over the stages (ps_pipeline_enter). */
   PsInstr *ids_u = ps_pipeline_split_batch (net, in.ids, M), *labels_u = ps_pipeline_split_batch (net, in.labels, M);
   PsInstr *x0 = ps_net_einsum (net, "ubsv,vm->ubsm", ps_net_one_hot (net, ids_u, c->vocab, net->act),
-                               ps_ad_convert (net->c, emb, net->act));
+                               ps_build_cast (ps_net_builder (net), emb, net->act));
   PsInstr *inputs = ps_pipeline_enter (net, &p, x0);
   g_autoptr (PsPipelineRun) run = NULL;
   PsInstr *outputs = ps_pipeline_forward (net, &p, layers, inputs, &run, error);
@@ -415,9 +409,9 @@ build_pipelined (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
   PsInstr *top = ps_pipeline_leave (net, &p, outputs);
   PsInstr *emb_head = ps_net_weight_view (net, emb, net->act);
   PsInstr *ce = head_loss (net, c->norm, top, in.final_ln, emb_head, labels_u);
-  PsInstr *per_mb = ps_ad_scalar (net->c, PS_F32, 1.0 / M);
-  ps_net_add_loss (net, ps_ad_binary (net->c, PS_OP_ADD, ce,
-                                      ps_ad_binary (net->c, PS_OP_MULTIPLY, ps_pipeline_aux_loss (run), per_mb)));
+  PsInstr *per_mb = ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / M);
+  ps_net_add_loss (net, ps_build_add (ps_net_builder (net), ce,
+                                      ps_build_mul (ps_net_builder (net), ps_pipeline_aux_loss (run), per_mb)));
   PsInstr *head_w[2] = { in.final_ln, emb_head }, *gx, *gin;
   if (!ps_net_vjp (net, ce, NULL, outputs, &gx, 2, head_w, error)
       || !ps_pipeline_backward (net, g_steal_pointer (&run), gx, per_mb, &gin, error)

@@ -81,7 +81,7 @@ typedef struct {
                               * (tests compare forms of the model) */
   /* Where the values came from, for error messages (ps_params_where);
    * NULL: errors name the options. */
-  const PsParams *params;
+  const PsParamStore *params;
 } PsMoeLmConfig;
 
 /* A small config for tests (2 layers, 8 experts on 8 cores). */

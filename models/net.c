@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/builder.h"
 #include "partitioner/builder/scan.h"
 #include "partitioner/ir/sharding.h"
 
@@ -137,6 +138,11 @@ ps_net_builder (PsNet *net)
     {
       p->builder = ps_builder_new_in (net->m, net->c);
       ps_builder_set_mesh (p->builder, net->mesh_rank, net->mesh_dims, net->mesh_devices);
+      /* A loop body (a layer or microbatch loop, a pipeline stage) reads
+       * the step's weights and tables as a closure; the scan that owns it
+       * makes them loop invariants. */
+      if (net->c != net->m->entry)
+        ps_builder_allow_closure (p->builder);
     }
   return p->builder;
 }
@@ -218,9 +224,8 @@ ps_net_annotate (PsNet *net, PsInstr *x, const char *letters)
 static PsInstr *
 add_parameter (PsNet *net, const char *name, PsShape *shape)
 {
-  PsInstr *p = ps_computation_add_instr (net->c, PS_OP_PARAMETER, name, shape, 0, NULL);
-  p->parameter_number = net->c->params->len;
-  g_ptr_array_add (net->c->params, p);
+  PsInstr *p = ps_build_parameter_shape (ps_net_builder (net), name, shape);
+  ps_shape_free (shape);
   return p;
 }
 
@@ -374,8 +379,7 @@ ps_net_weight_view (PsNet *net, PsInstr *weight, PsElemType t)
   g_return_val_if_fail (g_hash_table_contains (net->priv->weight_index, weight), NULL);
   /* Always a new instruction, even when t is the weight's type, so the
    * view is a separate cut point for the backward pass. */
-  PsShape *s = ps_shape_new_array (t, weight->shape->rank, weight->shape->dims);
-  PsInstr *v = ps_computation_add_instr (net->c, PS_OP_CONVERT, NULL, s, 1, &weight);
+  PsInstr *v = ps_build_convert (ps_net_builder (net), weight, t);
   g_hash_table_insert (net->priv->views, v, weight);
   return v;
 }
@@ -411,47 +415,29 @@ ps_net_einsum (PsNet *net, const char *spec, PsInstr *lhs, PsInstr *rhs)
   /* The dot's natural output order: batch, lhs free, rhs free. */
   char natural[2 * PS_NET_MAX_RANK + 1];
   int k = 0;
-  int64_t dims[2 * PS_NET_MAX_RANK];
   for (int i = 0; i < nb; i++)
-    {
-      natural[k] = ls[lb[i]];
-      dims[k++] = lhs->shape->dims[lb[i]];
-    }
+    natural[k++] = ls[lb[i]];
   for (int i = 0; ls[i]; i++)
     if (!strchr (rs, ls[i]))
-      {
-        natural[k] = ls[i];
-        dims[k++] = lhs->shape->dims[i];
-      }
+      natural[k++] = ls[i];
   for (int i = 0; rs[i]; i++)
     if (!strchr (ls, rs[i]))
-      {
-        natural[k] = rs[i];
-        dims[k++] = rhs->shape->dims[i];
-      }
+      natural[k++] = rs[i];
   natural[k] = '\0';
   g_assert ((int) strlen (os) == k);
-  PsInstr *ops[2] = { lhs, rhs };
-  PsInstr *dot = ps_computation_add_instr (net->c, PS_OP_DOT, NULL,
-                                           ps_shape_new_array (lhs->shape->etype, k, dims), 2, ops);
-  ps_ints_set (&dot->dot.lhs_batch, nb, lb);
-  ps_ints_set (&dot->dot.rhs_batch, nb, rb);
-  ps_ints_set (&dot->dot.lhs_contracting, nc, lc);
-  ps_ints_set (&dot->dot.rhs_contracting, nc, rc);
+  PsDotDims dd = { .lhs_batch = { nb, lb }, .rhs_batch = { nb, rb },
+                    .lhs_contracting = { nc, lc }, .rhs_contracting = { nc, rc } };
+  PsInstr *dot = ps_build_dot (ps_net_builder (net), lhs, rhs, &dd);
   if (strcmp (natural, os) == 0)
     return dot;
-  int64_t perm[2 * PS_NET_MAX_RANK], tdims[2 * PS_NET_MAX_RANK];
+  int64_t perm[2 * PS_NET_MAX_RANK];
   for (int i = 0; os[i]; i++)
     {
       const char *at = strchr (natural, os[i]);
       g_assert (at != NULL);
       perm[i] = at - natural;
-      tdims[i] = dims[perm[i]];
     }
-  PsInstr *t = ps_computation_add_instr (net->c, PS_OP_TRANSPOSE, NULL,
-                                         ps_shape_new_array (lhs->shape->etype, k, tdims), 1, &dot);
-  ps_ints_set (&t->dimensions, k, perm);
-  return t;
+  return ps_build_transpose (ps_net_builder (net), dot, perm);
 }
 
 PsInstr *
@@ -466,14 +452,10 @@ ps_net_one_hot (PsNet *net, PsInstr *ids, int64_t depth, PsElemType t)
       keep[i] = i;
     }
   dims[r] = depth;
-  PsInstr *io = ps_computation_add_instr (net->c, PS_OP_IOTA, NULL, ps_shape_new_array (PS_S32, r + 1, dims),
-                                          0, NULL);
-  io->iota_dimension = r;
-  PsInstr *ops[2] = { ps_ad_broadcast (net->c, ids, io->shape, r, keep), io };
-  PsInstr *eq = ps_computation_add_instr (net->c, PS_OP_COMPARE, NULL,
-                                          ps_shape_new_array (PS_PRED, r + 1, dims), 2, ops);
-  eq->comparison = PS_CMP_EQ;
-  return ps_ad_convert (net->c, eq, t);
+  PsBuilder *b = ps_net_builder (net);
+  PsInstr *io = ps_build_iota (b, PS_S32, r + 1, dims, r);
+  PsInstr *at = ps_build_broadcast (b, ids, r + 1, dims, keep);
+  return ps_build_cast (b, ps_build_compare (b, PS_CMP_EQ, at, io), t);
 }
 
 PsInstr *
@@ -482,20 +464,13 @@ ps_net_slice_batch (PsNet *net, PsInstr *x, int64_t start, int64_t size)
   if (start == 0 && size == x->shape->dims[0])
     return x;
   int r = x->shape->rank;
-  int64_t st[PS_NET_MAX_RANK], li[PS_NET_MAX_RANK], one[PS_NET_MAX_RANK], dims[PS_NET_MAX_RANK];
+  int64_t st[PS_NET_MAX_RANK], li[PS_NET_MAX_RANK];
   for (int i = 0; i < r; i++)
     {
       st[i] = i == 0 ? start : 0;
       li[i] = i == 0 ? start + size : x->shape->dims[i];
-      one[i] = 1;
-      dims[i] = li[i] - st[i];
     }
-  PsInstr *s = ps_computation_add_instr (net->c, PS_OP_SLICE, NULL,
-                                         ps_shape_new_array (x->shape->etype, r, dims), 1, &x);
-  ps_ints_set (&s->slice_starts, r, st);
-  ps_ints_set (&s->slice_limits, r, li);
-  ps_ints_set (&s->slice_strides, r, one);
-  return s;
+  return ps_build_slice (ps_net_builder (net), x, st, li, NULL);
 }
 
 PsInstr *
@@ -532,7 +507,8 @@ ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
   g_return_if_fail (i >= 0);
   g_return_if_fail (p->new_w == NULL || p->new_w[i] == NULL);
   grow_grads (net);
-  g = ps_ad_convert (net->c, g, weight->shape->etype);
+  PsBuilder *b = ps_net_builder (net);
+  g = ps_build_cast (b, g, weight->shape->etype);
   PsInstr *prev = p->grads[i];
   if (prev && p->grad_microbatch[i] != p->microbatch)
     {
@@ -541,8 +517,7 @@ ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
        * a buffer of its own, so the additions of successive microbatches
        * are not fused into one kernel at the end that would keep every
        * microbatch's gradient alive until then. */
-      prev = ps_computation_add_instr (net->c, PS_OP_OPTIMIZATION_BARRIER, NULL,
-                                       ps_shape_copy (prev->shape), 1, &prev);
+      prev = ps_build_optimization_barrier (b, prev);
     }
   else if (!prev && p->n_microbatches > 1)
     {
@@ -551,9 +526,9 @@ ps_net_add_grad (PsNet *net, PsInstr *weight, PsInstr *g)
        * element of the op that made the gradient (a batch-norm gradient's
        * tuple would otherwise stay live, whole, until the next
        * microbatch's gradient arrives). */
-      prev = ps_ad_full (net->c, g->shape, 0.0);
+      prev = ps_build_full_like (b, g->shape, 0.0);
     }
-  p->grads[i] = prev ? ps_ad_binary (net->c, PS_OP_ADD, prev, g) : g;
+  p->grads[i] = prev ? ps_build_add (b, prev, g) : g;
   p->grad_microbatch[i] = p->microbatch;
 }
 
@@ -561,7 +536,7 @@ gboolean
 ps_net_vjp (PsNet *net, PsInstr *y, PsInstr *dy, PsInstr *x, PsInstr **dx, int n_weights,
             PsInstr *const *weights, GError **error)
 {
-  PsInstr *dys[1] = { dy ? dy : ps_ad_full (net->c, y->shape, 1.0) };
+  PsInstr *dys[1] = { dy ? dy : ps_build_full_like (ps_net_builder (net), y->shape, 1.0) };
   return ps_net_vjp_multi (net, 1, &y, dys, x, dx, n_weights, weights, error);
 }
 
@@ -588,7 +563,7 @@ ps_net_vjp_multi (PsNet *net, int n_y, PsInstr *const *ys, PsInstr *const *dys, 
       owner[i] = g_hash_table_lookup (net->priv->views, weights[i]);
       if (owner[i] == NULL)
         owner[i] = weights[i];
-      g->pdata[off + i] = ps_ad_convert (net->c, g->pdata[off + i], owner[i]->shape->etype);
+      g->pdata[off + i] = ps_build_cast (ps_net_builder (net), g->pdata[off + i], owner[i]->shape->etype);
     }
   for (int i = 0; i < n_weights; i++)
     ps_net_add_grad (net, owner[i], g->pdata[off + i]);
@@ -615,7 +590,7 @@ void
 ps_net_add_loss (PsNet *net, PsInstr *loss)
 {
   PsNetPrivate *p = net->priv;
-  p->loss = p->loss ? ps_ad_binary (net->c, PS_OP_ADD, p->loss, loss) : loss;
+  p->loss = p->loss ? ps_build_add (ps_net_builder (net), p->loss, loss) : loss;
   p->n_losses++;
 }
 
@@ -635,9 +610,9 @@ static gboolean
 loop_update (const PsScanUpdateArgs *a, PsInstr **xs_out, PsInstr **extra_out, gpointer user,
              GError **error)
 {
-  (void) error;
   const LoopUpdate *u = user;
   PsComputation *c = a->c;
+  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
   PsOptimizerHyper h;
   ps_optimizer_hyper_defaults (u->kind, &h);
   h.lr = a->consts[0];
@@ -646,11 +621,12 @@ loop_update (const PsScanUpdateArgs *a, PsInstr **xs_out, PsInstr **extra_out, g
   for (int i = 0; i < u->n; i++)
     {
       g_return_val_if_fail (a->dxs[i] != NULL, FALSE);
-      g[i] = ps_ad_convert (c, a->dxs[i], PS_F32);
+      g[i] = ps_build_cast (b, a->dxs[i], PS_F32);
       if (u->accumulated)
-        g[i] = ps_ad_binary (c, PS_OP_ADD, g[i],
-                             ps_scan_slice_at (c, a->extra[u->n_states + i], a->index, NULL));
+        g[i] = ps_build_add (b, g[i], ps_scan_slice_at (c, a->extra[u->n_states + i], a->index, NULL));
     }
+  if (!ps_builder_check (b, error))
+    return FALSE;
   ps_optimizer_apply_layer_at (c, u->kind, &h, u->n, a->xs, g, a->extra, a->index, xs_out,
                                extra_out);
   return TRUE;
@@ -705,16 +681,18 @@ loop_accumulate (const PsScanUpdateArgs *a, PsInstr **xs_out, PsInstr **extra_ou
                  gpointer user, GError **error)
 {
   (void) xs_out;
-  (void) error;
   int n = GPOINTER_TO_INT (user);
   PsComputation *c = a->c;
+  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
   for (int i = 0; i < n; i++)
     {
       if (!a->dxs[i])
         continue;
       PsInstr *acc = a->extra[i];
-      PsInstr *g = ps_ad_convert (c, a->dxs[i], acc->shape->etype);
-      PsInstr *sum = ps_ad_binary (c, PS_OP_ADD, ps_scan_slice_at (c, acc, a->index, NULL), g);
+      PsInstr *g = ps_build_cast (b, a->dxs[i], acc->shape->etype);
+      PsInstr *sum = ps_build_add (b, ps_scan_slice_at (c, acc, a->index, NULL), g);
+      if (!ps_builder_check (b, error))
+        return FALSE;
       extra_out[i] = ps_scan_update_at (c, acc, sum, a->index, NULL);
     }
   return TRUE;
@@ -734,7 +712,7 @@ ps_net_scan_vjp_accumulate (PsNet *net, PsScan *s, int first_weight, int n_weigh
       PsInstr *w = net->weights->pdata[first_weight + i];
       g_return_val_if_fail (p->new_w == NULL || p->new_w[first_weight + i] == NULL, FALSE);
       acc[i] = p->grads[first_weight + i] ? p->grads[first_weight + i]
-                                           : ps_ad_full (net->c, w->shape, 0.0);
+                                           : ps_build_full_like (ps_net_builder (net), w->shape, 0.0);
       /* laid out as its weight, as the update reads it */
       if (w->sharding && !acc[i]->sharding)
         ps_instr_set_sharding (acc[i], w->sharding);
@@ -821,12 +799,12 @@ ps_net_microbatch_loop (PsNet *net, int n_inputs, PsInstr *const *inputs, int n,
   for (int i = 0; i < nw; i++)
     {
       PsInstr *w = net->weights->pdata[i];
-      carry[i] = p->grads[i] ? p->grads[i] : ps_ad_full (net->c, w->shape, 0.0);
+      carry[i] = p->grads[i] ? p->grads[i] : ps_build_full_like (ps_net_builder (net), w->shape, 0.0);
       /* laid out as its weight, as the update reads it */
       if (w->sharding && !carry[i]->sharding)
         ps_instr_set_sharding (carry[i], w->sharding);
     }
-  carry[nw] = p->loss ? p->loss : ps_ad_scalar (net->c, PS_F32, 0.0);
+  carry[nw] = p->loss ? p->loss : ps_build_scalar (ps_net_builder (net), PS_F32, 0.0);
   g_autofree PsInstr **xs = g_new0 (PsInstr *, n_inputs + 1);
   for (int k = 0; k < n_inputs; k++)
     {
@@ -837,7 +815,7 @@ ps_net_microbatch_loop (PsNet *net, int n_inputs, PsInstr *const *inputs, int n,
       dims[1] = s->dims[0] / n;
       memcpy (dims + 2, s->dims + 1, sizeof (int64_t) * (gsize) (s->rank - 1));
       PsShape *r = ps_shape_new_array (s->etype, s->rank + 1, dims);
-      xs[k] = ps_ad_reshape (net->c, inputs[k], r);
+      xs[k] = ps_build_reshape_to (ps_net_builder (net), inputs[k], r);
       ps_shape_free (r);
       /* The batch split as the plan splits activations, over the rows of
        * the input and over each microbatch's rows in the stack (whose
@@ -901,13 +879,14 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
   PsNetPrivate *p = net->priv;
   g_return_val_if_fail (p->has_state && p->loss != NULL && p->n_grads == (int) net->weights->len, NULL);
   PsComputation *c = net->c;
+  PsBuilder *b = ps_net_builder (net);
   GPtrArray *outs = g_ptr_array_new ();
   GPtrArray *new_states = g_ptr_array_new ();
   /* parameter numbers of the old weights and states, in output order */
   GArray *donors = g_array_new (FALSE, FALSE, sizeof (int64_t)), *state_donors = g_array_new (FALSE, FALSE, sizeof (int64_t));
   PsInstr *loss = p->loss;
   if (p->n_losses > 1)
-    loss = ps_ad_binary (c, PS_OP_MULTIPLY, loss, ps_ad_scalar (c, PS_F32, 1.0 / p->n_losses));
+    loss = ps_build_mul (b, loss, ps_build_scalar (b, PS_F32, 1.0 / p->n_losses));
   g_ptr_array_add (outs, loss);
   PsOptimizerHyper hyper;
   ps_optimizer_hyper_defaults (p->optimizer, &hyper);
@@ -996,12 +975,8 @@ ps_net_finish (PsNet *net, PsInstr *lr, PsInstr *decay)
     }
   g_array_free (donors, TRUE);
   g_array_free (state_donors, TRUE);
-  PsShape **shapes = g_new (PsShape *, outs->len);
-  for (guint i = 0; i < outs->len; i++)
-    shapes[i] = ((PsInstr *) outs->pdata[i])->shape;
-  c->root = ps_computation_add_instr (c, PS_OP_TUPLE, "outputs", ps_shape_new_tuple ((int) outs->len, shapes),
-                                      (int) outs->len, (PsInstr **) outs->pdata);
-  g_free (shapes);
+  ps_builder_name_next (b, "outputs");
+  c->root = ps_build_tuple (b, (int) outs->len, (PsInstr **) outs->pdata);
   g_ptr_array_free (outs, TRUE);
   PsModule *m = net->m;
   net_free_keep_module (net);
@@ -1084,10 +1059,11 @@ ps_net_finish_gradients (PsNet *net)
   PsNetPrivate *p = net->priv;
   g_return_val_if_fail (p->loss != NULL && p->n_grads == (int) net->weights->len, NULL);
   PsComputation *c = net->c;
+  PsBuilder *b = ps_net_builder (net);
   GPtrArray *outs = g_ptr_array_new ();
   PsInstr *loss = p->loss;
   if (p->n_losses > 1)
-    loss = ps_ad_binary (c, PS_OP_MULTIPLY, loss, ps_ad_scalar (c, PS_F32, 1.0 / p->n_losses));
+    loss = ps_build_mul (b, loss, ps_build_scalar (b, PS_F32, 1.0 / p->n_losses));
   g_ptr_array_add (outs, loss);
   for (guint i = 0; i < net->weights->len; i++)
     {
@@ -1096,7 +1072,7 @@ ps_net_finish_gradients (PsNet *net)
       if (w->sharding && !p->grads[i]->sharding)
         ps_instr_set_sharding (p->grads[i], w->sharding);
     }
-  c->root = ps_ad_tuple (c, (int) outs->len, (PsInstr **) outs->pdata);
+  c->root = ps_build_tuple (b, (int) outs->len, (PsInstr **) outs->pdata);
   g_ptr_array_free (outs, TRUE);
   PsModule *m = net->m;
   net_free_keep_module (net);

@@ -31,14 +31,16 @@
  *   PsModule *m = ps_net_finish (net, lr, decay);
  *
  * Emission: every helper appends instructions to net->c in the order its
- * comment gives, with the autodiff emission helpers (ps_ad_*), so a model
- * built twice prints the same HLO. Nothing here depends on C's unspecified
- * argument evaluation order: helpers that emit two operands name them in
- * sequence first.
+ * comment gives, through the net's builder (ps_net_builder; models build
+ * through the builder only, never with autodiff's helpers or raw
+ * instructions), so a model built twice prints the same HLO. Nothing here
+ * depends on C's unspecified argument evaluation order: helpers that emit
+ * two operands name them in sequence first.
  *
  * Errors: shapes are the model's own (checked by its config check), so a
- * mismatch is a programmer error (g_assert). Autodiff may fail
- * (PS_ERROR_UNSUPPORTED); ps_net_vjp() returns FALSE with the error.
+ * mismatch is a programmer error; the builder keeps it (sticky) and loop
+ * bodies return it. Autodiff may fail (PS_ERROR_UNSUPPORTED);
+ * ps_net_vjp() returns FALSE with the error.
  *
  * Ownership: ps_net_new() creates the module; ps_net_finish() hands it to
  * the caller (transfer full) and frees the net; ps_net_free() frees both.

@@ -29,55 +29,31 @@ ps_pipeline_stack_weights (PsNet *net, const PsPipeline *p)
 
 /* x[start:limit] along dim 0 (a static slice). */
 static PsInstr *
-slice0 (PsComputation *c, PsInstr *x, int64_t start, int64_t limit)
+slice0 (PsBuilder *bd, PsInstr *x, int64_t start, int64_t limit)
 {
   const PsShape *s = x->shape;
-  int64_t st[PS_NET_MAX_RANK] = { 0 }, li[PS_NET_MAX_RANK], one[PS_NET_MAX_RANK];
-  for (int d = 0; d < s->rank; d++)
-    {
-      li[d] = s->dims[d];
-      one[d] = 1;
-    }
+  int64_t st[PS_NET_MAX_RANK] = { 0 }, li[PS_NET_MAX_RANK];
+  memcpy (li, s->dims, sizeof (int64_t) * (gsize) s->rank);
   st[0] = start;
   li[0] = limit;
-  int64_t dims[PS_NET_MAX_RANK];
-  memcpy (dims, li, sizeof (int64_t) * (gsize) s->rank);
-  dims[0] = limit - start;
-  PsInstr *sl = ps_computation_add_instr (c, PS_OP_SLICE, NULL,
-                                          ps_shape_new_array (s->etype, s->rank, dims), 1, &x);
-  ps_ints_set (&sl->slice_starts, s->rank, st);
-  ps_ints_set (&sl->slice_limits, s->rank, li);
-  ps_ints_set (&sl->slice_strides, s->rank, one);
-  return sl;
+  return ps_build_slice (bd, x, st, li, NULL);
 }
 
 /* Row j of x along dim 0, without that dim. */
 static PsInstr *
-row (PsComputation *c, PsInstr *x, int64_t j)
+row (PsBuilder *bd, PsInstr *x, int64_t j)
 {
   const PsShape *s = x->shape;
-  PsShape *r = ps_shape_new_array (s->etype, s->rank - 1, s->dims + 1);
-  PsInstr *y = ps_ad_reshape (c, slice0 (c, x, j, j + 1), r);
-  ps_shape_free (r);
-  return y;
+  g_autoptr (PsShape) r = ps_shape_new_array (s->etype, s->rank - 1, s->dims + 1);
+  return ps_build_reshape_to (bd, slice0 (bd, x, j, j + 1), r);
 }
 
 /* x padded along dim 0 with lo zeros before and hi after. */
 static PsInstr *
-pad0 (PsComputation *c, PsInstr *x, int64_t lo, int64_t hi)
+pad0 (PsBuilder *bd, PsInstr *x, int64_t lo, int64_t hi)
 {
-  const PsShape *s = x->shape;
-  int64_t dims[PS_NET_MAX_RANK];
-  memcpy (dims, s->dims, sizeof (int64_t) * (gsize) s->rank);
-  dims[0] += lo + hi;
-  PsInstr *ops[2] = { x, ps_ad_scalar (c, s->etype, 0.0) };
-  PsInstr *p = ps_computation_add_instr (c, PS_OP_PAD, NULL,
-                                         ps_shape_new_array (s->etype, s->rank, dims), 2, ops);
-  p->n_pad = s->rank;
-  p->padding = g_new0 (PsPadDim, s->rank);
-  p->padding[0].lo = lo;
-  p->padding[0].hi = hi;
-  return p;
+  PsPadDim pad[PS_NET_MAX_RANK] = { { lo, hi, 0 } };
+  return ps_build_pad (bd, x, ps_build_scalar (bd, x->shape->etype, 0.0), pad);
 }
 
 /* The state buffer shifted by one stage along dim 0: stage k gets stage
@@ -85,9 +61,9 @@ pad0 (PsComputation *c, PsInstr *x, int64_t lo, int64_t hi)
  * dim split, the partitioner exchanges one stage's worth with the
  * neighbour (a collective-permute). */
 static PsInstr *
-shift_one_stage (PsComputation *c, PsInstr *state)
+shift_one_stage (PsBuilder *bd, PsInstr *state)
 {
-  return pad0 (c, slice0 (c, state, 0, state->shape->dims[0] - 1), 1, 0);
+  return pad0 (bd, slice0 (bd, state, 0, state->shape->dims[0] - 1), 1, 0);
 }
 
 typedef struct {
@@ -114,10 +90,10 @@ run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, PsI
   PsNet *net = b->net;
   const PsPipeline *p = b->p;
   PsComputation *st = ps_computation_new (net->m, "pipeline.stage.scratch");
-  PsShape *xs = ps_shape_new_array (stage_in->shape->etype, stage_in->shape->rank - 1,
-                                    stage_in->shape->dims + 1);
-  PsInstr *x = ps_computation_add_instr (st, PS_OP_PARAMETER, NULL, xs, 0, NULL);
-  g_ptr_array_add (st->params, x);
+  g_autoptr (PsBuilder) sb = ps_builder_new_in (net->m, st);
+  g_autoptr (PsShape) xs = ps_shape_new_array (stage_in->shape->etype, stage_in->shape->rank - 1,
+                                               stage_in->shape->dims + 1);
+  PsInstr *x = ps_build_parameter_shape (sb, NULL, xs);
   g_autoptr (GHashTable) inputs = g_hash_table_new (NULL, NULL);
   g_autoptr (GHashTable) batched = g_hash_table_new (NULL, NULL);
   g_hash_table_insert (inputs, x, stage_in);
@@ -134,11 +110,7 @@ run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, PsI
         {
           /* one stage's row of the weight: a parameter of the scratch */
           const PsShape *ws = w[wi]->shape;
-          PsInstr *wp = ps_computation_add_instr (st, PS_OP_PARAMETER, NULL,
-                                                  ps_shape_new_array (ws->etype, ws->rank - 1,
-                                                                      ws->dims + 1), 0, NULL);
-          wp->parameter_number = st->params->len;
-          g_ptr_array_add (st->params, wp);
+          PsInstr *wp = ps_build_parameter (sb, NULL, ws->etype, ws->rank - 1, ws->dims + 1);
           g_hash_table_insert (inputs, wp, w[wi]);
           g_hash_table_add (batched, wp);
           g_hash_table_insert (map, net->weights->pdata[l->first_weight + i], wp);
@@ -148,11 +120,18 @@ run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, PsI
       PsInstr *a = ps_net_take_layer_aux (net);
       g_assert (a == NULL || p->aux_loss);
       if (a)
-        aux_sum = aux_sum ? ps_ad_binary (st, PS_OP_ADD, aux_sum, a) : a;
+        aux_sum = aux_sum ? ps_build_add (sb, aux_sum, a) : a;
     }
   if (p->aux_loss && !aux_sum)
-    aux_sum = ps_ad_scalar (st, PS_F32, 0.0);
+    aux_sum = ps_build_scalar (sb, PS_F32, 0.0);
   net->c = outer;
+  /* The layers' shapes come from a checked config: an error here is a
+   * bug, but it is reported, not dereferenced. */
+  if (!ps_builder_check (sb, error) || !ps_builder_check (ps_net_builder (net), error))
+    {
+      ps_module_remove_computation (net->m, st);
+      return NULL;
+    }
   PsVmapOptions vo = { p->stages, stage_sharding, b };
   PsInstr *roots[2] = { y, aux_sum }, *out[2] = { NULL, NULL };
   gboolean ok = ps_vmap (c, st, p->aux_loss ? 2 : 1, roots, inputs, batched, &vo, out, error);
@@ -162,30 +141,17 @@ run_stages (Body *b, PsComputation *c, PsInstr *stage_in, PsInstr *const *w, PsI
   return ok ? out[0] : NULL;
 }
 
-/* compare (a, b) elementwise: pred of a's shape. */
-static PsInstr *
-compare (PsComputation *c, PsCompareDir dir, PsInstr *a, PsInstr *b)
-{
-  PsInstr *ops[2] = { a, b };
-  PsInstr *r = ps_computation_add_instr (c, PS_OP_COMPARE, NULL,
-                                         ps_shape_new_array (PS_PRED, a->shape->rank, a->shape->dims), 2, ops);
-  r->comparison = dir;
-  return r;
-}
-
 /* 1 where stage k holds a microbatch in iteration i (k <= i < k + M),
  * else 0: f32 [K]. */
 static PsInstr *
-stage_busy (PsComputation *c, PsInstr *i, int64_t K, int64_t M)
+stage_busy (PsBuilder *bd, PsInstr *i, int64_t K, int64_t M)
 {
-  PsShape *ks = ps_shape_new_array (PS_S32, 1, &K);
-  PsInstr *k = ps_computation_add_instr (c, PS_OP_IOTA, NULL, ks, 0, NULL);
-  k->iota_dimension = 0;
-  PsInstr *ib = ps_ad_broadcast (c, i, k->shape, 0, NULL);
-  PsInstr *started = ps_ad_convert (c, compare (c, PS_CMP_LE, k, ib), PS_F32);
-  PsInstr *last = ps_ad_binary (c, PS_OP_ADD, k, ps_ad_full (c, k->shape, (double) M));
-  PsInstr *left = ps_ad_convert (c, compare (c, PS_CMP_LT, ib, last), PS_F32);
-  return ps_ad_binary (c, PS_OP_MULTIPLY, started, left);
+  PsInstr *k = ps_build_iota (bd, PS_S32, 1, &K, 0);
+  PsInstr *ib = ps_build_broadcast_to (bd, i, k->shape, NULL);
+  PsInstr *started = ps_build_cast (bd, ps_build_compare (bd, PS_CMP_LE, k, ib), PS_F32);
+  PsInstr *last = ps_build_add (bd, k, ps_build_full_like (bd, k->shape, (double) M));
+  PsInstr *left = ps_build_cast (bd, ps_build_compare (bd, PS_CMP_LT, ib, last), PS_F32);
+  return ps_build_mul (bd, started, left);
 }
 
 /* One iteration: shift in the next microbatch, run every stage, keep the
@@ -198,37 +164,36 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
   Body *b = user;
   PsNet *net = b->net;
   const PsPipeline *p = b->p;
-  PsComputation *c = a->c;
+  g_autoptr (PsBuilder) bd = ps_builder_new_in (net->m, a->c);
   PsInstr *state = a->carry[0], *outputs = a->carry[1], *x_in = a->xs[0];
   int64_t K = p->stages;
   g_autofree char *letters = g_strdup_printf ("%c%s", p->stage_letter, p->act_letters);
 
   /* microbatch i enters stage 0 (zeros in the bubble) */
-  PsInstr *shifted = shift_one_stage (c, state);
+  PsInstr *shifted = shift_one_stage (bd, state);
   const PsShape *ss = state->shape;
-  PsInstr *iota = ps_computation_add_instr (c, PS_OP_IOTA, NULL,
-                                            ps_shape_new_array (PS_S32, ss->rank, ss->dims), 0, NULL);
-  iota->iota_dimension = 0;
-  PsInstr *first = compare (c, PS_CMP_EQ, iota, ps_ad_full (c, iota->shape, 0.0));
-  int64_t bd[PS_NET_MAX_RANK];
+  PsInstr *iota = ps_build_iota (bd, PS_S32, ss->rank, ss->dims, 0);
+  PsInstr *first = ps_build_compare (bd, PS_CMP_EQ, iota, ps_build_full_like (bd, iota->shape, 0.0));
+  int64_t bdims[PS_NET_MAX_RANK];
   for (int d = 0; d < x_in->shape->rank; d++)
-    bd[d] = d + 1;
-  PsInstr *xb = ps_ad_broadcast (c, x_in, ss, x_in->shape->rank, bd);
-  PsInstr *sel[3] = { first, xb, shifted };
-  PsInstr *stage_in = ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (ss), 3, sel);
+    bdims[d] = d + 1;
+  PsInstr *xb = ps_build_broadcast_to (bd, x_in, ss, bdims);
+  PsInstr *stage_in = ps_build_select (bd, first, xb, shifted);
+  if (!ps_builder_check (bd, error))
+    return FALSE;
   ps_net_annotate (net, stage_in, letters);
 
   PsInstr *aux = NULL;
-  PsInstr *stage_out = run_stages (b, c, stage_in, a->consts, &aux, error);
+  PsInstr *stage_out = run_stages (b, a->c, stage_in, a->consts, &aux, error);
   if (!stage_out)
     return FALSE;
   if (p->aux_loss)
     {
       /* the bubble's stages computed on no microbatch: their terms drop */
       static const int64_t d0 = 0;
-      PsInstr *busy = stage_busy (c, a->index, K, p->microbatches);
-      PsInstr *sum = ps_ad_reduce_sum (c, ps_ad_binary (c, PS_OP_MULTIPLY, aux, busy), 1, &d0);
-      carry_out[2] = ps_ad_binary (c, PS_OP_ADD, a->carry[2], sum);
+      PsInstr *busy = stage_busy (bd, a->index, K, p->microbatches);
+      PsInstr *sum = ps_build_sum (bd, ps_build_mul (bd, aux, busy), 1, &d0);
+      carry_out[2] = ps_build_add (bd, a->carry[2], sum);
     }
   ps_net_annotate (net, stage_out, letters);
 
@@ -237,23 +202,23 @@ pipeline_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError *
    * writes its output into its own row of outputs [K, M, mb...] at that
    * slot, so the write stays on the device; the last stage's row is taken
    * once, after the loop. */
-  PsInstr *off[2] = { ps_ad_binary (c, PS_OP_SUBTRACT, a->index, ps_ad_scalar (c, PS_S32, (double) (K - 1))),
-                      ps_ad_scalar (c, PS_S32, 0.0) };
-  PsInstr *o = ps_computation_add_instr (c, PS_OP_MAXIMUM, NULL, ps_shape_new_scalar (PS_S32), 2, off);
+  PsInstr *since = ps_build_sub (bd, a->index, ps_build_scalar (bd, PS_S32, (double) (K - 1)));
+  PsInstr *o = ps_build_max (bd, since, ps_build_scalar (bd, PS_S32, 0.0));
   const PsShape *os = outputs->shape;
   int64_t ud[PS_NET_MAX_RANK];
   ud[0] = K;
   ud[1] = 1;
   memcpy (ud + 2, os->dims + 2, sizeof (int64_t) * (gsize) (os->rank - 2));
-  PsShape *us = ps_shape_new_array (stage_out->shape->etype, os->rank, ud);
-  PsInstr *upd = ps_ad_reshape (c, stage_out, us);
-  ps_shape_free (us);
-  PsInstr *zero_i = ps_ad_scalar (c, PS_S32, 0.0);
+  g_autoptr (PsShape) us = ps_shape_new_array (stage_out->shape->etype, os->rank, ud);
+  PsInstr *upd = ps_build_reshape_to (bd, stage_out, us);
+  PsInstr *zero_i = ps_build_scalar (bd, PS_S32, 0.0);
   PsInstr *starts[PS_NET_MAX_RANK];
   for (int d = 0; d < os->rank; d++)
     starts[d] = d == 1 ? o : zero_i;
   carry_out[0] = stage_out;
-  carry_out[1] = ps_ad_dynamic_update_slice (c, outputs, upd, starts);
+  carry_out[1] = ps_build_dynamic_update_slice (bd, outputs, upd, starts);
+  if (!ps_builder_check (bd, error))
+    return FALSE;
   g_autofree char *out_letters = g_strdup_printf ("%cu%s", p->stage_letter, p->act_letters);
   ps_net_annotate (net, carry_out[1], out_letters);
   return TRUE;
@@ -280,8 +245,9 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
   od[0] = p->stages;
   memcpy (od + 1, is->dims, sizeof (int64_t) * (gsize) is->rank);
   PsShape *os = ps_shape_new_array (is->etype, is->rank + 1, od);
-  PsInstr *carry[3] = { ps_ad_full (net->c, ss, 0.0), ps_ad_full (net->c, os, 0.0),
-                        p->aux_loss ? ps_ad_scalar (net->c, PS_F32, 0.0) : NULL };
+  PsBuilder *bd = ps_net_builder (net);
+  PsInstr *carry[3] = { ps_build_full_like (bd, ss, 0.0), ps_build_full_like (bd, os, 0.0),
+                        p->aux_loss ? ps_build_scalar (bd, PS_F32, 0.0) : NULL };
   ps_shape_free (ss);
   ps_shape_free (os);
   g_autofree char *letters = g_strdup_printf ("%c%s", p->stage_letter, p->act_letters);
@@ -290,7 +256,7 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
   ps_net_annotate (net, carry[1], out_letters);
   /* the inputs padded to one per iteration */
   int64_t T = p->microbatches + p->stages - 1;
-  PsInstr *xs = pad0 (net->c, inputs, 0, p->stages - 1);
+  PsInstr *xs = pad0 (bd, inputs, 0, p->stages - 1);
   g_autofree char *in_letters = g_strdup_printf ("u%s", p->act_letters);
   ps_net_annotate (net, xs, in_letters);
   int n = nw;
@@ -305,7 +271,7 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
          * body's casts (their gradients are still summed in f32). */
         PsInstr *w = net->weights->pdata[layers[j].first_weight + i];
         weights[k - 1] = w;
-        consts[k - 1] = w->shape->rank >= 3 ? ps_ad_convert (net->c, w, net->act) : w;
+        consts[k - 1] = w->shape->rank >= 3 ? ps_build_cast (bd, w, net->act) : w;
         grad[k - 1] = TRUE;
       }
   Body b = { net, p, layers };
@@ -324,7 +290,7 @@ ps_pipeline_forward (PsNet *net, const PsPipeline *p, const PsLayer *layers, PsI
   (*run)->scan = s;
   (*run)->aux = p->aux_loss ? ps_scan_carry_out (s, 2) : NULL;
   /* the last stage's row: its outputs for the microbatches in order */
-  PsInstr *out = row (net->c, ps_scan_carry_out (s, 1), p->stages - 1);
+  PsInstr *out = row (ps_net_builder (net), ps_scan_carry_out (s, 1), p->stages - 1);
   g_autofree char *ul = g_strdup_printf ("u%s", p->act_letters);
   ps_net_annotate (net, out, ul);
   (*run)->out = out;
@@ -360,7 +326,7 @@ ps_pipeline_backward (PsNet *net, PsPipelineRun *run, PsInstr *d_outputs, PsInst
   if (ok)
     {
       /* the microbatches' rows, without the padding's */
-      *d_inputs = slice0 (net->c, dxs, 0, run->microbatches);
+      *d_inputs = slice0 (ps_net_builder (net), dxs, 0, run->microbatches);
       for (int k = 0; k < run->n_weights; k++)
         ps_net_add_grad (net, run->weights[k], dconsts[k]);
     }
@@ -472,7 +438,7 @@ outer_letters (const PsPipeline *p, const PsInstr *x)
 static PsInstr *
 relayout (PsNet *net, PsInstr *x, const char *letters)
 {
-  PsInstr *y = ps_ad_unary (net->c, PS_OP_COPY, x);
+  PsInstr *y = ps_build_unary (ps_net_builder (net), PS_OP_COPY, x);
   ps_net_annotate (net, y, letters);
   return y;
 }
@@ -503,7 +469,7 @@ ps_pipeline_split_batch (PsNet *net, PsInstr *x, int64_t m)
   dims[1] = s->dims[0] / m;
   memcpy (dims + 2, s->dims + 1, sizeof (int64_t) * (gsize) (s->rank - 1));
   PsShape *r = ps_shape_new_array (s->etype, s->rank + 1, dims);
-  PsInstr *y = ps_ad_reshape (net->c, x, r);
+  PsInstr *y = ps_build_reshape_to (ps_net_builder (net), x, r);
   ps_shape_free (r);
   return y;
 }

@@ -10,7 +10,6 @@
 #include "common/error.h"
 #include "models/conv_layers.h"
 #include "models/layers.h"
-#include "partitioner/builder/autodiff.h"
 
 void
 ps_unet3d_config_mlperf (PsUnet3dConfig *out)
@@ -51,47 +50,47 @@ ps_unet3d_config_small (PsUnet3dConfig *out)
 gboolean
 ps_unet3d_check (const PsUnet3dConfig *c, GError **error)
 {
-  const char *filters = ps_model_label (c->params, "filters", "--filters");
+  const char *filters = ps_param_store_label (c->params, "filters", "--filters");
   if (c->n_filters < 1 || c->n_filters > PS_UNET3D_MAX_LEVELS - 1)
-    return ps_model_fail (error, "%s needs 1 to %d levels (got %d)", filters, PS_UNET3D_MAX_LEVELS - 1,
+    return ps_param_fail (error, "%s needs 1 to %d levels (got %d)", filters, PS_UNET3D_MAX_LEVELS - 1,
                  c->n_filters);
   for (int i = 0; i < c->n_filters; i++)
     if (c->filters[i] <= 0)
-      return ps_model_fail (error, "%s: level %d has %" G_GINT64_FORMAT " features", filters, i, c->filters[i]);
+      return ps_param_fail (error, "%s: level %d has %" G_GINT64_FORMAT " features", filters, i, c->filters[i]);
   struct { const char *opt; int64_t v; } pos[] = {
-    { ps_model_label (c->params, "in_channels", "--in-channels"), c->in_channels },
-    { ps_model_label (c->params, "classes", "--classes"), c->classes },
-    { ps_model_label (c->params, "global_batch", "--batch"), c->global_batch },
-    { ps_model_label (c->params, "data", "--data"), c->data },
-    { ps_model_label (c->params, "spatial", "--spatial"), c->spatial[0] },
-    { ps_model_label (c->params, "spatial", "--spatial"), c->spatial[1] },
-    { ps_model_label (c->params, "spatial", "--spatial"), c->spatial[2] },
+    { ps_param_store_label (c->params, "in_channels", "--in-channels"), c->in_channels },
+    { ps_param_store_label (c->params, "classes", "--classes"), c->classes },
+    { ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch },
+    { ps_param_store_label (c->params, "data", "--data"), c->data },
+    { ps_param_store_label (c->params, "spatial", "--spatial"), c->spatial[0] },
+    { ps_param_store_label (c->params, "spatial", "--spatial"), c->spatial[1] },
+    { ps_param_store_label (c->params, "spatial", "--spatial"), c->spatial[2] },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (pos); i++)
     if (pos[i].v <= 0)
-      return ps_model_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
+      return ps_param_fail (error, "%s must be positive (got %" G_GINT64_FORMAT ")", pos[i].opt, pos[i].v);
   /* n_filters - 1 down-sampling blocks and the bottleneck halve each dim. */
   int64_t halvings = c->n_filters;
   static const char dim_names[] = "DHW";
   for (int d = 0; d < 3; d++)
     if (c->image[d] <= 0 || c->image[d] % ((int64_t) 1 << halvings) != 0)
-      return ps_model_fail (error, "%s: %c (%" G_GINT64_FORMAT ") must be a positive multiple of "
+      return ps_param_fail (error, "%s: %c (%" G_GINT64_FORMAT ") must be a positive multiple of "
                    "%" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " stride-2 halvings of %d levels)",
-                   ps_model_label (c->params, "image", "--image"), dim_names[d], c->image[d], (int64_t) 1 << halvings,
+                   ps_param_store_label (c->params, "image", "--image"), dim_names[d], c->image[d], (int64_t) 1 << halvings,
                    halvings, c->n_filters);
   int64_t mb = MAX (c->microbatches, 1);
   if (c->global_batch % mb != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
-                 ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                 ps_model_label (c->params, "microbatches", "--microbatches"), mb);
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
+                 ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch,
+                 ps_param_store_label (c->params, "microbatches", "--microbatches"), mb);
   if (mb == 1 && c->global_batch % c->data != 0)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
-                 ps_model_label (c->params, "global_batch", "--batch"), c->global_batch, ps_model_label (c->params, "data", "--data"), c->data);
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " is not divisible by %s %" G_GINT64_FORMAT,
+                 ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch, ps_param_store_label (c->params, "data", "--data"), c->data);
   if ((c->global_batch / mb) % c->data != 0)
-    return ps_model_fail (error, "the microbatch size (%s / %s) %" G_GINT64_FORMAT " is not divisible by %s %"
-                 G_GINT64_FORMAT, ps_model_label (c->params, "global_batch", "--batch"),
-                 ps_model_label (c->params, "microbatches", "--microbatches"), c->global_batch / mb,
-                 ps_model_label (c->params, "data", "--data"), c->data);
+    return ps_param_fail (error, "the microbatch size (%s / %s) %" G_GINT64_FORMAT " is not divisible by %s %"
+                 G_GINT64_FORMAT, ps_param_store_label (c->params, "global_batch", "--batch"),
+                 ps_param_store_label (c->params, "microbatches", "--microbatches"), c->global_batch / mb,
+                 ps_param_store_label (c->params, "data", "--data"), c->data);
   /* The largest activation: the whole batch at full size with the most
    * features any level has there or below (the concatenated skip doubles
    * them); the builder refuses arrays over PS_MAX_ELEMENTS. */
@@ -101,10 +100,10 @@ ps_unet3d_check (const PsUnet3dConfig *c, GError **error)
   int64_t n = c->global_batch;
   if (!ps_checked_mul_i64 (n, c->image[0], &n) || !ps_checked_mul_i64 (n, c->image[1], &n)
       || !ps_checked_mul_i64 (n, c->image[2], &n) || !ps_checked_mul_i64 (n, features, &n) || n > PS_MAX_ELEMENTS)
-    return ps_model_fail (error, "%s %" G_GINT64_FORMAT " images of %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%"
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " images of %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%"
                  G_GINT64_FORMAT " with up to %" G_GINT64_FORMAT " features make arrays of more than 2^40 "
-                 "elements (doc/robustness.md)", ps_model_label (c->params, "global_batch", "--batch"), c->global_batch,
-                 ps_model_label (c->params, "image", "--image"), c->image[0], c->image[1], c->image[2], features);
+                 "elements (doc/robustness.md)", ps_param_store_label (c->params, "global_batch", "--batch"), c->global_batch,
+                 ps_param_store_label (c->params, "image", "--image"), c->image[0], c->image[1], c->image[2], features);
   return TRUE;
 }
 
@@ -207,11 +206,7 @@ microbatch (PsNet *net, const PsUnet3dConfig *c, Unet *u_, Block *enc, Block *de
     {
       PsInstr *up = up_conv (net, &u, &dec[l], x);
       PsInstr *cat[2] = { up, skips[l] };
-      PsShape *cs = ps_shape_copy (up->shape);
-      cs->dims[4] += skips[l]->shape->dims[4];
-      PsInstr *xc = ps_computation_add_instr (net->c, PS_OP_CONCATENATE, NULL, cs, 2, cat);
-      int64_t fdim = 4;
-      ps_ints_set (&xc->dimensions, 1, &fdim);
+      PsInstr *xc = ps_build_concatenate (ps_net_builder (net), 2, cat, 4);
       x = conv_bn_relu (net, &u, &dec[l].conv1, xc, 1);
       x = conv_bn_relu (net, &u, &dec[l].conv2, x, 1);
     }
@@ -219,12 +214,12 @@ microbatch (PsNet *net, const PsUnet3dConfig *c, Unet *u_, Block *enc, Block *de
   PsInstr *logits = ps_conv (net, x, out_kernel, NULL, NULL, NULL, NULL, 1);
   tag_since (net, first, PS_UNET3D_OP_CONV);
   u.flops += ps_conv_flops (logits);
-  logits = ps_ad_convert (net->c, ps_add_bias (net, logits, out_bias), PS_F32);
+  logits = ps_build_cast (ps_net_builder (net), ps_add_bias (net, logits, out_bias), PS_F32);
   PsInstr *loss = ps_softmax_cross_entropy (net, logits, labels);
   ps_net_add_loss (net, loss);
   u_->flops = u.flops;
   /* the loss is the mean of the microbatches' means */
-  return ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0 / (double) MAX (c->microbatches, 1)),
+  return ps_net_vjp (net, loss, ps_build_scalar (ps_net_builder (net), PS_F32, 1.0 / (double) MAX (c->microbatches, 1)),
                      NULL, NULL, (int) net->weights->len, (PsInstr **) net->weights->pdata, error);
 }
 

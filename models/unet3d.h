@@ -66,7 +66,7 @@ typedef struct {
                               * none: the program podsim autoshard starts from) */
   /* Where the values came from, for error messages (ps_params_where);
    * NULL: errors name the options. */
-  const PsParams *params;
+  const PsParamStore *params;
 } PsUnet3dConfig;
 
 /* MLPerf's 3D U-Net on 128^3 images, batch 1, one core. */

@@ -113,7 +113,7 @@ config_from (const PsParams *p, PsUnet3dConfig *c, GError **error)
 {
   ps_unet3d_config_mlperf (c);
   c->name = "unet";
-  c->params = p;
+  c->params = ps_params_store (p);
   if (!parse_image (p, c, error))
     return FALSE;
   int64_t dims[PS_PARAM_MESH_MAX_RANK];

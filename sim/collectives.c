@@ -623,6 +623,11 @@ plan_finish (PsCollPlan *plan)
               }
           }
       }
+  plan->group_flows = g_new0 (int, plan->n_groups + 1);
+  for (int g = 0; g < plan->n_groups; g++)
+    for (guint i = 0; i < plan->groups[g].phases->len; i++)
+      plan->group_flows[g] = MAX (plan->group_flows[g],
+                                  (int) ((const PsPhase *) plan->groups[g].phases->pdata[i])->flows->len);
   plan->component = g_new (int, plan->n_groups + 1);
   plan->n_components = 0;
   for (int g = 0; g < plan->n_groups; g++)
@@ -762,6 +767,7 @@ ps_coll_plan_free (PsCollPlan *plan)
   g_free (plan->group_of_core);
   g_free (plan->link_bytes);
   g_free (plan->component);
+  g_free (plan->group_flows);
   g_free (plan);
 }
 
@@ -923,6 +929,19 @@ ps_coll_simulate_at (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
   return ps_coll_simulate_chained (net, plans, n_plans, offsets, NULL, group_durations_out, NULL);
 }
 
+/* Transfers that can be in flight at once in one SimGrid run
+ * (PsCollPlan.group_flows summed over its groups) above which a single
+ * collective sends them as mailbox puts (ps_sgnet_set_mailboxes), as
+ * clusters always do: SimGrid 3.32 keeps every host-to-host comm in one
+ * list that each completion searches, so their cost grows with the square
+ * of the transfers in flight, while mailboxes cost a receiver actor per
+ * destination core. Measured both ways (doc/simulator.md, "Performance"):
+ * 128 in flight (each of DenseLm128B32x32's 32-core groups on v3-2048)
+ * 0.012-0.020 s per collective with host-to-host comms, 0.06-0.13 s with
+ * mailboxes; 8,192 (ConformerL's 8 groups of 256 cores) 0.67-2.5 s against
+ * 0.31-0.58 s. */
+#define MAILBOX_FLOWS 1024
+
 double
 ps_coll_simulate_chained (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
                           const double *const *offsets, const PsCollChain *const *chain,
@@ -967,11 +986,13 @@ ps_coll_simulate_chained (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
     {
       double start = ps_sgnet_clock ();
       int r = 0;
+      int in_flight = 0;
       for (int i = 0; i < n_plans; i++)
         for (int g = 0; g < plans[i]->n_groups; g++, r++)
           {
             if (n_runs > 1 && plans[i]->component[g] != run)
               continue;
+            in_flight += plans[i]->group_flows[g];
             double off = offsets && offsets[i] ? offsets[i][g] : 0;
             runs[r].net = net;
             runs[r].plan = plans[i];
@@ -993,12 +1014,11 @@ ps_coll_simulate_chained (PsSgNet *net, PsCollPlan *const *plans, int n_plans,
             g_snprintf (name, sizeof name, "coll%d.g%d", i, g);
             ps_sgnet_spawn (net, plans[i]->groups[g].first_core, name, group_actor, &runs[r]);
           }
-      /* Mailboxes only for clusters of overlapping collectives, where
-       * thousands of transfers are in flight: for one collective their
-       * receiver actors cost more than SimGrid's list search they avoid
-       * (the main job's simulate stage 0.11 s with sendto_async, 0.61 s
-       * with mailboxes; same times either way). */
-      ps_sgnet_set_mailboxes (net, n_plans > 1);
+      /* Mailboxes for clusters of overlapping collectives and for one
+       * collective with thousands of transfers in flight; for a few
+       * hundred their receiver actors cost more than SimGrid's list search
+       * they avoid (MAILBOX_FLOWS; same times either way). */
+      ps_sgnet_set_mailboxes (net, n_plans > 1 || in_flight > MAILBOX_FLOWS);
       ps_sgnet_run (net);
       ps_sgnet_set_mailboxes (net, 0);
       end = MAX (end, ps_sgnet_clock () - start);

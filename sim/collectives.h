@@ -129,6 +129,10 @@ typedef struct {
    * in the number in flight: smaller runs are much faster). */
   int *component;
   int n_components;
+  /* Per group: the transfers of its largest phase, those it can have in
+   * flight at once (the choice between host-to-host comms and mailbox
+   * puts in ps_coll_simulate() depends on them). */
+  int *group_flows;
 } PsCollPlan;
 
 /* Plans a collective over groups of cores with algorithm `alg`: `cores`

@@ -3,7 +3,10 @@
 # or handler files, and those call only base files (interp_ctx.c,
 # spmd_value.c, spmd_build.c, propagate_merge.c, autodiff_build.c, ...),
 # never back into the file that dispatches to them (doc/architecture.md,
-# "Private headers"). Read from the built objects: file A depends on file B
+# "Private headers"). The same holds for whole folders whose files are
+# many modules: models/ (the family registry above the families' files,
+# above the models, above the layer library's base) and driver/. Read from
+# the built objects: file A depends on file B
 # when A uses a symbol B defines (nm); tsort reports a loop among them.
 # Skipped (exit 77) where nm, tsort or the objects are missing.
 set -u
@@ -11,7 +14,8 @@ set -u
 command -v nm >/dev/null 2>&1 && command -v tsort >/dev/null 2>&1 || exit 77
 status=0
 for group in partitioner/interp/interp partitioner/interp/shrink partitioner/interp/verify \
-             partitioner/spmd/spmd partitioner/propagate/propagate partitioner/builder/autodiff; do
+             partitioner/spmd/spmd partitioner/propagate/propagate partitioner/builder/autodiff \
+             models/ driver/libpodsim_driver_la-; do
   set -- "$PS_BUILDDIR/$group"*.o
   [ -e "$1" ] || exit 77
   edges=$(for a in "$@"; do

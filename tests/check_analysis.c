@@ -151,27 +151,32 @@ START_TEST (test_fusion_duplicates_cheap_producers)
   ck_assert (ps_fusion_duplicates (neg));
   ck_assert (!ps_fusion_duplicates (ex));
 
-  /* xla: neg is computed inside a and inside m, each reading p0 and p1
-   * (8192 B), writing 4096 B, doing 2 x 1024 vector ops; exp is a kernel
-   * of its own (read 4096, write 4096) that s and d read. */
+  /* xla: neg is computed inside the fusions reading it; a, m and ex,
+   * all reading p1 (a and m p0 too, through neg), are one sibling
+   * multi-output fusion (root ex, a and m extra outputs) reading p0 and p1
+   * once (8192 B), writing all three (12288 B), computing neg once
+   * (4 x 1024 vector ops); s and d, both reading ex and p0, are another
+   * (root d). */
   g_autoptr (PsCostAnalysis) x = analyze_with (m, PS_FUSION_MODE_XLA);
   const PsCost *cn = ps_cost_get (x, neg);
   ck_assert (cn->duplicated);
   ck_assert_int_eq (cn->klass, PS_COST_INLINED);
   ck_assert_uint_eq (cn->own.vector_ops, 0);
-  PsCostCounts fa = ps_cost_fusion (x, a_), fm = ps_cost_fusion (x, mul);
-  ck_assert_uint_eq (fa.read_bytes, 8192);
-  ck_assert_uint_eq (fa.write_bytes, 4096);
-  ck_assert_uint_eq (fa.vector_ops, 2048);
-  ck_assert_uint_eq (fm.read_bytes, 8192);
-  ck_assert_uint_eq (fm.vector_ops, 2048);
   ck_assert (!ps_cost_get (x, ex)->duplicated);
-  PsCostCounts fe = ps_cost_fusion (x, ex), fs = ps_cost_fusion (x, s_);
-  ck_assert_uint_eq (fe.read_bytes + fe.write_bytes, 8192);
+  ck_assert (ps_cost_get (x, a_)->fused && ps_cost_get (x, a_)->output);
+  ck_assert (ps_cost_get (x, mul)->fused && ps_cost_get (x, mul)->output);
+  ck_assert_ptr_eq (ps_cost_get (x, a_)->root, ex);
+  PsCostCounts fe = ps_cost_fusion (x, ex);
+  ck_assert_uint_eq (fe.read_bytes, 8192);
+  ck_assert_uint_eq (fe.write_bytes, 12288);
+  ck_assert_uint_eq (fe.vector_ops, 4096);
+  ck_assert_ptr_eq (ps_cost_get (x, s_)->root, ps_module_find_instr (m, "d"));
+  PsCostCounts fs = ps_cost_fusion (x, ps_module_find_instr (m, "d"));
   ck_assert_uint_eq (fs.read_bytes, 8192);
-  /* entry total: a, m 12288 each; ex 8192; s, d 12288 each */
+  ck_assert_uint_eq (fs.write_bytes, 8192);
+  /* entry total: {a, m, ex} 20480; {s, d} 16384 */
   PsCostCounts tx = ps_cost_computation (x, m->entry);
-  ck_assert_uint_eq (tx.read_bytes + tx.write_bytes, 4 * 12288 + 8192);
+  ck_assert_uint_eq (tx.read_bytes + tx.write_bytes, 20480 + 16384);
 
   /* producer (the old rule): neg has two users, so it is a kernel too */
   g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
@@ -179,8 +184,237 @@ START_TEST (test_fusion_duplicates_cheap_producers)
   ck_assert_int_eq (ps_cost_get (p, neg)->klass, PS_COST_ELEMENTWISE);
   PsCostCounts tp = ps_cost_computation (p, m->entry);
   ck_assert_uint_eq (tp.read_bytes + tp.write_bytes, 4 * 12288 + 2 * 8192);
-  /* the copy of neg is work done twice */
-  ck_assert_uint_eq (tx.vector_ops, tp.vector_ops + 1024);
+  /* the multi-output fusion computes neg once, as its own kernel does */
+  ck_assert_uint_eq (tx.vector_ops, tp.vector_ops);
+}
+END_TEST
+
+static int position (const PsSchedule *s, const char *name);
+
+static uint64_t
+peak_of (const PsModule *m, const PsCostAnalysis *a)
+{
+  GError *error = NULL;
+  g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  return r->peak_bytes;
+}
+
+/* Multi-output fusion, producer-consumer (cost.h rule 6): a reduce and
+ * the elementwise producer of its operand, which another op reads too
+ * (an expensive one, which is not duplicated): one kernel reads p0 once
+ * and writes x and s. */
+START_TEST (test_mof_producer_consumer)
+{
+  static const char text[] =
+    "HloModule pc\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+    "ENTRY e {\n"
+    "  p0 = f32[8,128] parameter(0)\n"
+    "  p2 = f32[8,128] parameter(1)\n"
+    "  z = f32[] constant(0)\n"
+    "  x = f32[8,128] exponential(p0)\n"
+    "  s = f32[8] reduce(x, z), dimensions={1}, to_apply=add\n"
+    "  y = f32[8,128] multiply(x, p2)\n"
+    "  ROOT t = (f32[8], f32[8,128]) tuple(s, y)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  const PsInstr *x = ps_module_find_instr (m, "x"), *s = ps_module_find_instr (m, "s");
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
+  ck_assert (ps_cost_get (a, x)->fused && ps_cost_get (a, x)->output);
+  ck_assert_ptr_eq (ps_cost_get (a, x)->root, s);
+  /* (a reduce reads its init value: 4 B) */
+  PsCostCounts f = ps_cost_fusion (a, s);
+  ck_assert_uint_eq (f.read_bytes, 4096 + 4);
+  ck_assert_uint_eq (f.write_bytes, 4096 + 32);
+  ck_assert_uint_eq (f.vector_ops, 2048);
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
+  ck_assert (!ps_cost_get (p, x)->fused);
+  PsCostCounts tp = ps_cost_computation (p, m->entry), tx = ps_cost_computation (a, m->entry);
+  /* producer: x 4096 + 4096, s 4096 + 32, y 8192 + 4096; xla saves s's read of x */
+  ck_assert_uint_eq (tp.read_bytes + tp.write_bytes, 8192 + 4132 + 12288);
+  ck_assert_uint_eq (tx.read_bytes + tx.write_bytes, 8192 + 36 + 12288);
+  /* x is written by the fusion and read by y: the same buffers either way */
+  ck_assert_uint_eq (peak_of (m, a), peak_of (m, p));
+  /* it schedules as one unit, before x's other reader */
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) sch = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_ptr_nonnull (sch);
+  ck_assert_int_eq (position (sch, "s"), position (sch, "x") + 1);
+  ck_assert_int_lt (position (sch, "s"), position (sch, "y"));
+}
+END_TEST
+
+/* The normalization diamond (rule 7): softmax over the minor dim is one
+ * kernel: it reads x once and writes y; nothing in between reaches HBM. */
+static const char softmax_fmt[] =
+  "HloModule sm\n"
+  "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+  "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] maximum(a, b) }\n"
+  "ENTRY e {\n"
+  "  x = f32[8,128] parameter(0)\n"
+  "  lo = f32[] constant(-1e30)\n"
+  "  z = f32[] constant(0)\n"
+  "  m = f32[%s] reduce(x, lo), dimensions={%s}, to_apply=mx\n"
+  "  bm = f32[8,128] broadcast(m), dimensions={%s}\n"
+  "  d = f32[8,128] subtract(x, bm)\n"
+  "  ex = f32[8,128] exponential(d)\n"
+  "  se = f32[%s] reduce(ex, z), dimensions={%s}, to_apply=add\n"
+  "  bs = f32[8,128] broadcast(se), dimensions={%s}\n"
+  "  ROOT y = f32[8,128] divide(ex, bs)\n"
+  "}\n";
+
+START_TEST (test_mof_softmax_diamond)
+{
+  g_autofree char *text = g_strdup_printf (softmax_fmt, "8", "1", "0", "8", "1", "0");
+  g_autoptr (PsModule) m = parse (text);
+  const PsInstr *y = ps_module_find_instr (m, "y");
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
+  const char *members[] = { "m", "d", "ex", "se" };
+  for (guint i = 0; i < G_N_ELEMENTS (members); i++)
+    {
+      const PsCost *c = ps_cost_get (a, ps_module_find_instr (m, members[i]));
+      ck_assert_msg (c->fused && c->root == y && !c->output, "%s", members[i]);
+    }
+  PsCostCounts f = ps_cost_fusion (a, y);
+  ck_assert_uint_eq (f.read_bytes, 4096 + 2 * 4);   /* x, the two init values */
+  ck_assert_uint_eq (f.write_bytes, 4096);
+  /* max, subtract, exp, sum, divide: 5 vector ops per element */
+  ck_assert_uint_eq (f.vector_ops, 5 * 1024);
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
+  PsCostCounts tp = ps_cost_computation (p, m->entry);
+  /* producer: m 4096 + 32; {d, ex} 4096 + 32 + 4096; se 4096 + 32;
+   * y 4096 + 32 + 4096 */
+  ck_assert_uint_eq (tp.read_bytes + tp.write_bytes, 4132 + 8224 + 4132 + 8224);
+  ck_assert_uint_eq (ps_cost_computation (a, m->entry).vector_ops, tp.vector_ops);
+  /* peak: x, y and the two init constants (the exponentials are not in
+   * HBM); producer: the row sums too (y is written over the
+   * exponentials, in place) */
+  ck_assert_uint_eq (peak_of (m, a), 8192 + 8);
+  ck_assert_uint_eq (peak_of (m, p), 8192 + 8 + 32);
+
+  /* over the major dim (batch-norm-like statistics) the diamond does not
+   * form: the reduction needs all rows before any output */
+  g_autofree char *t2 = g_strdup_printf (softmax_fmt, "128", "0", "1", "128", "0", "1");
+  g_autoptr (PsModule) m2 = parse (t2);
+  g_autoptr (PsCostAnalysis) a2 = analyze_with (m2, PS_FUSION_MODE_XLA);
+  ck_assert (!ps_cost_get (a2, ps_module_find_instr (m2, "m"))->fused);
+  ck_assert (!ps_fusion_reduce_row_wise (ps_module_find_instr (m2, "m")));
+  ck_assert (ps_fusion_reduce_row_wise (ps_module_find_instr (m, "m")));
+}
+END_TEST
+
+/* Batch norm (cost.h rule 9): training's normalized output read only by
+ * a convert to bf16 and a ReLU: the op writes only its statistics, the
+ * consumer's fusion reads x (bf16, through the widening convert) and the
+ * statistics and writes bf16; the f32 output has no buffer. The
+ * sharded form's get-tuple-element(tuple(y, ...)) fuses y's producer into
+ * its reader (TupleSimplifier). */
+START_TEST (test_fusion_batch_norm)
+{
+  static const char text[] =
+    "HloModule bn\n"
+    "ENTRY e {\n"
+    "  c = bf16[64,1024] parameter(0)\n"
+    "  sc = f32[1024] parameter(1)\n"
+    "  of = f32[1024] parameter(2)\n"
+    "  q = f32[64,1024] parameter(3)\n"
+    "  x = f32[64,1024] convert(c)\n"
+    "  bn = (f32[64,1024], f32[1024], f32[1024]) batch-norm-training(x, sc, of), epsilon=0.001, feature_index=1\n"
+    "  y = f32[64,1024] get-tuple-element(bn), index=0\n"
+    "  mu = f32[1024] get-tuple-element(bn), index=1\n"
+    "  yb = bf16[64,1024] convert(y)\n"
+    "  z = bf16[] constant(0)\n"
+    "  zb = bf16[64,1024] broadcast(z), dimensions={}\n"
+    "  r = bf16[64,1024] maximum(yb, zb)\n"
+    "  q2 = f32[64,1024] exponential(q)\n"
+    "  t = (f32[64,1024], f32[1024]) tuple(q2, mu)\n"
+    "  x2 = f32[64,1024] get-tuple-element(t), index=0\n"
+    "  n2 = f32[64,1024] negate(x2)\n"
+    "  ROOT o = (bf16[64,1024], f32[1024], f32[64,1024]) tuple(r, mu, n2)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  const PsInstr *bn = ps_module_find_instr (m, "bn"), *r = ps_module_find_instr (m, "r");
+  ck_assert (ps_fusion_bn_normalize_fused (bn));
+  ck_assert_ptr_eq (ps_fusion_bn_element0 (ps_module_find_instr (m, "y")), bn);
+  ck_assert_ptr_null (ps_fusion_bn_element0 (ps_module_find_instr (m, "mu")));
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
+  const uint64_t n = 64 * 1024;
+  PsCostCounts fb = ps_cost_fusion (a, bn);
+  ck_assert (ps_cost_get (a, bn)->bn_fused);
+  /* the statistics pass: reads x as bf16 and scale, offset; writes mean, var */
+  ck_assert_uint_eq (fb.read_bytes, 2 * n + 2 * 4096);
+  ck_assert_uint_eq (fb.write_bytes, 2 * 4096);
+  ck_assert_uint_eq (fb.vector_ops, 1 * n /* convert */ + 3 * n);
+  /* the consumer: convert, maximum and the normalization, reading x (bf16),
+   * scale, offset and the statistics; writing bf16 */
+  ck_assert_ptr_eq (ps_cost_get (a, ps_module_find_instr (m, "yb"))->root, r);
+  PsCostCounts fr = ps_cost_fusion (a, r);
+  ck_assert_uint_eq (fr.read_bytes, 2 * n + 4 * 4096 + 2);
+  ck_assert_uint_eq (fr.write_bytes, 2 * n);
+  ck_assert_uint_eq (fr.vector_ops, 2 * n + 1 * n + 3 * n);
+  /* producer: the op writes its f32 output and the convert reads it */
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
+  ck_assert (!ps_cost_get (p, bn)->bn_fused);
+  ck_assert_uint_eq (ps_cost_fusion (p, bn).write_bytes, 4 * n + 2 * 4096);
+  ck_assert_uint_ge (ps_cost_fusion (p, r).read_bytes, 4 * n);
+  /* memory: no f32 output buffer; the producer form holds one */
+  ck_assert_uint_le (peak_of (m, a) + 4 * n, peak_of (m, p));
+  /* get-tuple-element(tuple(q2, ...)) read by negate: one kernel from q */
+  const PsInstr *n2 = ps_module_find_instr (m, "n2");
+  ck_assert_ptr_eq (ps_cost_get (a, ps_module_find_instr (m, "t"))->root, n2);
+  ck_assert_ptr_eq (ps_cost_get (a, ps_module_find_instr (m, "q2"))->root, n2);
+  ck_assert_uint_eq (ps_cost_fusion (a, n2).read_bytes, 4 * n);
+  ck_assert_uint_eq (ps_cost_fusion (a, n2).write_bytes, 4 * n);
+  ck_assert_ptr_ne (ps_cost_get (p, ps_module_find_instr (m, "t"))->root, n2);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) sch = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_ptr_nonnull (sch);
+}
+END_TEST
+
+/* Sibling multi-output fusion (rule 8): batch-norm statistics, sum x and
+ * sum x^2, read x once; two siblings connected through a kernel outside
+ * both (an all-reduce) stay apart: one fusion would be a cycle. */
+START_TEST (test_mof_siblings)
+{
+  static const char text[] =
+    "HloModule sib\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+    "ENTRY e {\n"
+    "  x = f32[1024,32] parameter(0)\n"
+    "  z = f32[] constant(0)\n"
+    "  s1 = f32[32] reduce(x, z), dimensions={0}, to_apply=add\n"
+    "  sq = f32[1024,32] multiply(x, x)\n"
+    "  s2 = f32[32] reduce(sq, z), dimensions={0}, to_apply=add\n"
+    "  g1 = f32[1024,32] exponential(x)\n"
+    "  ar = f32[1024,32] all-reduce(g1), replica_groups={}, to_apply=add\n"
+    "  g2 = f32[1024,32] add(x, ar)\n"
+    "  ROOT t = (f32[32], f32[32], f32[1024,32]) tuple(s1, s2, g2)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  const PsInstr *s1 = ps_module_find_instr (m, "s1"), *s2 = ps_module_find_instr (m, "s2");
+  const PsInstr *g1 = ps_module_find_instr (m, "g1"), *g2 = ps_module_find_instr (m, "g2");
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
+  /* s1, s2 (with sq) and g1 share x's loop (XLA's loop shape of a
+   * reduce is its operand's): one fusion, root g1, reading x once and
+   * writing the two sums and g1 */
+  ck_assert (ps_cost_get (a, s1)->output && ps_cost_get (a, s1)->root == g1);
+  ck_assert (ps_cost_get (a, s2)->output && ps_cost_get (a, s2)->root == g1);
+  ck_assert (!ps_cost_get (a, ps_module_find_instr (m, "sq"))->output);
+  PsCostCounts f = ps_cost_fusion (a, g1);
+  ck_assert_uint_eq (f.read_bytes, 1024 * 32 * 4 + 4);
+  ck_assert_uint_eq (f.write_bytes, 2 * 32 * 4 + 1024 * 32 * 4);
+  /* g1 -> ar -> g2: g2 stays out (one fusion would be a cycle) */
+  ck_assert (!ps_cost_get (a, g2)->fused && ps_cost_get (a, g2)->root == g2);
+  PsScheduleOptions o = { PS_SCHEDULE_XLA, 0 };
+  g_autoptr (PsSchedule) sch = ps_schedule_module (m, a, &o, NULL);
+  ck_assert_ptr_nonnull (sch);
+  ck_assert_int_lt (position (sch, "ar"), position (sch, "g2"));
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
+  ck_assert (!ps_cost_get (p, s1)->fused);
+  ck_assert_uint_eq (ps_cost_fusion (p, s1).read_bytes, 1024 * 32 * 4 + 4);
+  ck_assert_uint_eq (ps_cost_fusion (p, s2).read_bytes, 1024 * 32 * 4 + 4);
 }
 END_TEST
 
@@ -896,6 +1130,10 @@ analysis_suite (void)
   tcase_add_test (tc, test_cost_input_fusion);
   tcase_add_test (tc, test_fusion_duplicates_cheap_producers);
   tcase_add_test (tc, test_fusion_none);
+  tcase_add_test (tc, test_mof_producer_consumer);
+  tcase_add_test (tc, test_mof_softmax_diamond);
+  tcase_add_test (tc, test_mof_siblings);
+  tcase_add_test (tc, test_fusion_batch_norm);
   tcase_add_test (tc, test_fusion_from_file);
   tcase_add_test (tc, test_cost_conv);
   tcase_add_test (tc, test_cost_conv_windows);

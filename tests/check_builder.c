@@ -720,6 +720,76 @@ START_TEST (test_sticky_errors)
 }
 END_TEST
 
+/* The forms the layer library writes (builder_forms.c): the value itself
+ * where a cast or reshape changes nothing, constants shaped like a value,
+ * sums over autodiff's shared "ad_<op>_<type>" reducers. */
+START_TEST (test_layer_library_forms)
+{
+  g_autoptr (PsModule) m = ps_module_new ("forms");
+  PsBuilder *b = ps_builder_new (m, "main");
+  PsInstr *x = ps_build_parameter (b, "x", PS_F32, 2, D (2, 3));
+  ck_assert_ptr_eq (ps_build_cast (b, x, PS_F32), x);
+  PsInstr *h = ps_build_cast (b, x, PS_BF16);
+  ck_assert_int_eq (h->opcode, PS_OP_CONVERT);
+  ck_dims (h, PS_BF16, 2, D (2, 3));
+  ck_assert_ptr_eq (ps_build_reshape_to (b, x, x->shape), x);
+  g_autoptr (PsShape) flat = ps_shape_new_array (PS_F32, 1, D (6));
+  ck_dims (ps_build_reshape_to (b, x, flat), PS_F32, 1, D (6));
+  PsInstr *two = ps_build_full_like (b, x->shape, 2.0);
+  ck_assert_int_eq (two->opcode, PS_OP_BROADCAST);
+  ck_dims (two, PS_F32, 2, D (2, 3));
+  ck_assert_ptr_eq (ps_build_sum (b, x, 0, NULL), x);
+  PsInstr *rows = ps_build_sum (b, ps_build_mul (b, x, two), 1, D (1));
+  ck_dims (rows, PS_F32, 1, D (2));
+  ck_assert_str_eq (rows->called[0]->name, "ad_add_f32");
+  PsInstr *cols = ps_build_reduce_op (b, x, PS_OP_MAXIMUM, -1e30, 1, D (0));
+  ck_dims (cols, PS_F32, 1, D (3));
+  ck_assert_str_eq (cols->called[0]->name, "ad_maximum_f32");
+  /* one reducer per (op, type), shared with autodiff's gradients */
+  ck_assert_ptr_eq (ps_build_sum (b, x, 1, D (0))->called[0], rows->called[0]);
+  PsInstr *kept = ps_build_optimization_barrier (b, rows);
+  ck_dims (kept, PS_F32, 1, D (2));
+  PsInstr *outs[] = { kept, cols, h };
+  finish_ok (b, ps_build_tuple (b, 3, outs));
+  cross_check_shapes (m);
+  g_free (round_trip (m));
+
+  /* a dim listed twice is an error the builder keeps */
+  PsBuilder *bad = ps_builder_new (m, "bad");
+  PsInstr *y = ps_build_parameter (bad, "y", PS_F32, 2, D (2, 3));
+  ck_assert_ptr_null (ps_build_sum (bad, y, 2, D (1, 1)));
+  GError *error = NULL;
+  ck_assert (!ps_builder_check (bad, &error));
+  ck_assert_msg (strstr (error->message, "reduce") != NULL, "%s", error->message);
+  g_clear_error (&error);
+  ps_builder_free (bad);
+}
+END_TEST
+
+/* A loop body reads its caller's values only when its builder allows a
+ * closure (the scan makes them invariants); else that is an error. */
+START_TEST (test_closure)
+{
+  g_autoptr (PsModule) m = ps_module_new ("closure");
+  PsBuilder *b = ps_builder_new (m, "main");
+  PsInstr *w = ps_build_parameter (b, "w", PS_F32, 1, D (4));
+  PsBuilder *body = ps_builder_new (m, "body");
+  ck_assert_ptr_null (ps_build_add (body, w, w));
+  GError *error = NULL;
+  ck_assert (!ps_builder_check (body, &error));
+  ck_assert_msg (strstr (error->message, "belongs to computation 'main'") != NULL, "%s", error->message);
+  g_clear_error (&error);
+  PsBuilder *closure = ps_builder_new (m, "closure_body");
+  ps_builder_allow_closure (closure);
+  ck_dims (ps_build_add (closure, w, w), PS_F32, 1, D (4));
+  ck_assert (ps_builder_check (closure, &error));
+  ck_assert_ptr_null (error);
+  ps_builder_free (body);
+  ps_builder_free (closure);
+  ps_builder_free (b);
+}
+END_TEST
+
 static Suite *
 builder_suite (void)
 {
@@ -735,6 +805,8 @@ builder_suite (void)
   tcase_add_test (tc, test_conv_gather_scatter);
   tcase_add_test (tc, test_while_call);
   tcase_add_test (tc, test_sticky_errors);
+  tcase_add_test (tc, test_layer_library_forms);
+  tcase_add_test (tc, test_closure);
   suite_add_tcase (s, tc);
   return s;
 }

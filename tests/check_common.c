@@ -203,6 +203,69 @@ START_TEST (test_f8_rounding)
 }
 END_TEST
 
+/* XLA's other narrow floats (ml_dtypes' definitions, float16.h). */
+START_TEST (test_minifloat_formats)
+{
+  const PsMinifloat e4m3 = { 4, 3, 7, PS_MF_IEEE }, e3m4 = { 3, 4, 3, PS_MF_IEEE };
+  const PsMinifloat e4m3fnuz = { 4, 3, 8, PS_MF_FNUZ }, e5m2fnuz = { 5, 2, 16, PS_MF_FNUZ };
+  const PsMinifloat e4m3b11 = { 4, 3, 11, PS_MF_FNUZ }, e2m1 = { 2, 1, 1, PS_MF_FINITE };
+  const PsMinifloat e8m0 = { 8, 0, 127, PS_MF_UNSIGNED };
+  /* f8e4m3: IEEE, largest 240, infinity from 248 (240 + half of 16) */
+  ck_assert (ps_minifloat_decode (&e4m3, 0x77) == 240.0f);
+  ck_assert_uint_eq (ps_minifloat_encode (&e4m3, 247.0f), 0x77);
+  ck_assert_uint_eq (ps_minifloat_encode (&e4m3, 248.0f), 0x78);
+  ck_assert (isinf (ps_minifloat_decode (&e4m3, 0xf8)) && ps_minifloat_decode (&e4m3, 0xf8) < 0);
+  ck_assert (isnan (ps_minifloat_decode (&e4m3, 0x7c)));
+  /* f8e3m4: largest 15.5, smallest 2^-6 */
+  ck_assert (ps_minifloat_decode (&e3m4, 0x6f) == 15.5f);
+  ck_assert (ps_minifloat_decode (&e3m4, 0x01) == 0x1p-6f);
+  /* fnuz: 0x80 is the NaN, -0 becomes +0, largest 240 / 57344 / 30 */
+  ck_assert (isnan (ps_minifloat_decode (&e4m3fnuz, 0x80)));
+  ck_assert_uint_eq (ps_minifloat_encode (&e4m3fnuz, -0.0f), 0x00);
+  ck_assert_uint_eq (ps_minifloat_encode (&e4m3fnuz, NAN), 0x80);
+  ck_assert_uint_eq (ps_minifloat_encode (&e4m3fnuz, 1e6f), 0x80);
+  ck_assert (ps_minifloat_decode (&e4m3fnuz, 0x7f) == 240.0f);
+  ck_assert (ps_minifloat_decode (&e5m2fnuz, 0x7f) == 57344.0f);
+  ck_assert (ps_minifloat_decode (&e4m3b11, 0x7f) == 30.0f);
+  ck_assert (ps_minifloat_decode (&e4m3b11, 0x08) == 0x1p-10f);
+  ck_assert_uint_eq (ps_minifloat_encode (&e4m3b11, -1.0f), 0xd8);
+  /* f4e2m1fn: 0 0.5 1 1.5 2 3 4 6; 5 ties to the even code (4); no
+   * infinity or NaN: past 6 saturates */
+  const float e2m1_values[8] = { 0, 0.5f, 1, 1.5f, 2, 3, 4, 6 };
+  for (int c = 0; c < 8; c++)
+    {
+      ck_assert (ps_minifloat_decode (&e2m1, (uint8_t) c) == e2m1_values[c]);
+      ck_assert (ps_minifloat_decode (&e2m1, (uint8_t) (c | 8)) == -e2m1_values[c]);
+    }
+  ck_assert_uint_eq (ps_minifloat_encode (&e2m1, 5.0f), 0x6);
+  ck_assert_uint_eq (ps_minifloat_encode (&e2m1, 100.0f), 0x7);
+  ck_assert_uint_eq (ps_minifloat_encode (&e2m1, -INFINITY), 0xf);
+  ck_assert_uint_eq (ps_minifloat_encode (&e2m1, 0.3f), 0x1);
+  /* f8e8m0fnu: powers of two 2^-127..2^127, 0xff NaN, no zero, no sign */
+  ck_assert (ps_minifloat_decode (&e8m0, 127) == 1.0f);
+  ck_assert (ps_minifloat_decode (&e8m0, 0) == 0x1p-127f);
+  ck_assert (ps_minifloat_decode (&e8m0, 254) == 0x1p127f);
+  ck_assert (isnan (ps_minifloat_decode (&e8m0, 255)));
+  ck_assert_uint_eq (ps_minifloat_encode (&e8m0, 3.0f), 128);  /* tie: even */
+  ck_assert_uint_eq (ps_minifloat_encode (&e8m0, 3.5f), 129);
+  ck_assert_uint_eq (ps_minifloat_encode (&e8m0, -1.0f), 255);
+  ck_assert_uint_eq (ps_minifloat_encode (&e8m0, 0.0f), 255);
+  /* every code that is a number reads back to itself */
+  const PsMinifloat *all[] = { &e4m3, &e3m4, &e4m3fnuz, &e5m2fnuz, &e4m3b11, &e2m1, &e8m0 };
+  for (gsize k = 0; k < G_N_ELEMENTS (all); k++)
+    {
+      int codes = all[k]->kind == PS_MF_UNSIGNED ? 256 : 2 << (all[k]->ebits + all[k]->mbits);
+      for (int c = 0; c < codes; c++)
+        {
+          float v = ps_minifloat_decode (all[k], (uint8_t) c);
+          if (isnan (v) || (v == 0 && c != 0))
+            continue; /* NaNs; -0 (fnuz has none, f4e2m1fn's reads as 0x8) */
+          ck_assert_uint_eq (ps_minifloat_encode (all[k], v), (uint8_t) c);
+        }
+    }
+}
+END_TEST
+
 START_TEST (test_nan_handling)
 {
   float qnan = from_bits (0x7fc00000u), snan = from_bits (0x7f800001u);
@@ -437,6 +500,7 @@ main (void)
   tcase_add_test (tc, test_f16_rounding);
   tcase_add_test (tc, test_nan_handling);
   tcase_add_test (tc, test_f8_rounding);
+  tcase_add_test (tc, test_minifloat_formats);
   tcase_add_test (tc, test_ndindex);
   tcase_add_test (tc, test_parse_name);
   suite_add_tcase (s, tc);

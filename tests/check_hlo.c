@@ -542,10 +542,10 @@ START_TEST (test_stablehlo)
                "t.hlo:3:5: stablehlo.while has 1 loop variables but 2 results");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
                "    %0:2 = stablehlo.sort %arg0 : tensor<4xf32>\n    return %0#0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:3:5: operations with several results are not read yet (stablehlo.while, reduce and call are)");
+               "t.hlo:3:5: operations with several results are not read yet (stablehlo.while, reduce, scatter, sort and call are)");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
-               "    %0 = stablehlo.sort %arg0 : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:3:10: operation stablehlo.sort is not read yet (doc/hlo.md lists what the StableHLO "
+               "    %0 = stablehlo.fft %arg0 : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n",
+               "t.hlo:3:10: operation stablehlo.fft is not read yet (doc/hlo.md lists what the StableHLO "
                "reader takes)");
   /* Shardy shardings read as the GSPMD shardings of the same meaning */
   g_autofree char *ya = data_fixed_point ("../stablehlo/sdy.mlir");
@@ -599,11 +599,12 @@ START_TEST (test_stablehlo)
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<1x1xi32>) -> tensor<4xf32> {\n"
                "    %0:2 = \"stablehlo.scatter\"(%arg0, %arg0, %arg1, %arg0, %arg0) : (tensor<4xf32>) -> tensor<4xf32>\n"
                "    return %0#0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:3:5: operations with several results are not read yet (stablehlo.while, reduce and call are)");
+               "t.hlo:3:67: expected '(' to open the update region, found ':'");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<1x1xi32>) -> tensor<4xf32> {\n"
                "    %0 = \"stablehlo.scatter\"(%arg0, %arg1) : (tensor<4xf32>) -> tensor<4xf32>\n"
                "    return %0 : tensor<4xf32>\n  }\n}\n",
-               "t.hlo:3:5: stablehlo.scatter of 2 operands is not read yet (one input, its indices and updates)");
+               "t.hlo:3:5: stablehlo.scatter of 2 operands and 1 results: it takes n inputs, their indices and n updates "
+               "for n results");
   parse_fails ("module @m {\n  func.func public @main(%arg0: tensor<1x4x4x1xf32>, %arg1: tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32> {\n"
                "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], "
                "window = {stride = [1, 1, 1]} : (tensor<1x4x4x1xf32>, tensor<3x3x1x1xf32>) -> tensor<1x2x2x1xf32>\n"
@@ -789,6 +790,44 @@ START_TEST (test_example)
 END_TEST
 
 
+/* XLA's parser takes precisions in any case (StringToPrecision lowercases
+ * the name) and literal-valued attributes (a shape, then the value); both
+ * from XLA's hlo_to_mhlo/tests/import.hlo. */
+START_TEST (test_xla_spellings)
+{
+  const char *t = "ENTRY e {\n  a = f32[1,4] parameter(0)\n  b = f32[4,1] parameter(1)\n"
+                  "  d = f32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={high,highest}\n"
+                  "  ROOT c = f32[1,1] custom-call(d), custom_call_target=\"SetBound\", literal=s32[] 1\n}\n";
+  PsModule *m = parse_ok (t, "t.hlo");
+  g_autofree char *once = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (once, "operand_precision={HIGH,HIGHEST}") != NULL, "%s", once);
+  ck_assert_msg (strstr (once, "literal=s32[] 1") != NULL, "%s", once);
+  PsModule *m2 = parse_ok (once, "once.hlo");
+  g_autofree char *twice = ps_hlo_print (m2, NULL);
+  ck_assert_str_eq (once, twice);
+  ps_module_free (m);
+  ps_module_free (m2);
+}
+END_TEST
+
+/* StableHLO's names of XLA's narrow types. */
+START_TEST (test_stablehlo_narrow_types)
+{
+  const char *t = "module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+                  "    %0 = stablehlo.convert %arg0 : (tensor<4xf32>) -> tensor<4xf4E2M1FN>\n"
+                  "    %1 = stablehlo.convert %0 : (tensor<4xf4E2M1FN>) -> tensor<4xf8E8M0FNU>\n"
+                  "    %2 = stablehlo.convert %1 : (tensor<4xf8E8M0FNU>) -> tensor<4xf8E4M3FNUZ>\n"
+                  "    %3 = stablehlo.convert %2 : (tensor<4xf8E4M3FNUZ>) -> tensor<4xi2>\n"
+                  "    %4 = stablehlo.convert %3 : (tensor<4xi2>) -> tensor<4xf32>\n"
+                  "    return %4 : tensor<4xf32>\n  }\n}\n";
+  PsModule *m = parse_ok (t, "t.mlir");
+  g_autofree char *once = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (once, "f4e2m1fn[4] convert") && strstr (once, "f8e8m0fnu[4] convert")
+                 && strstr (once, "f8e4m3fnuz[4] convert") && strstr (once, "s2[4] convert"), "%s", once);
+  ps_module_free (m);
+}
+END_TEST
+
 START_TEST (test_collectives)
 {
   static const char text[] =
@@ -823,10 +862,14 @@ START_TEST (test_collectives)
   parse_fails ("ENTRY e {\n  p = f32[2,8] parameter(0)\n"
                "  ROOT ag = f32[2,8] all-gather(p), dimensions={0}, replica_groups={{0,1},{2,3}}\n}\n",
                "t.hlo:3:13: shape f32[2,8] of 'ag' does not match f32[4,8], the shape its all-gather produces");
+  /* Groups of different sizes: all-reduce only (XLA's verifier). */
+  parse_fails ("sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+               "ENTRY e {\n  p = f32[2,8] parameter(0)\n"
+               "  ROOT ag = f32[4,8] all-gather(p), dimensions={0}, replica_groups={{0,1},{2}}\n}\n",
+               "t.hlo:8:8: all-gather 'ag': replica groups of different sizes (XLA's verifier takes them for all-reduce only)");
   parse_fails ("ENTRY e {\n  p = f32[2,8] parameter(0)\n"
-               "  ROOT ar = f32[2,8] all-reduce(p), replica_groups={{0,1},{2}}\n}\n",
-               "t.hlo:3:59: replica_groups of different sizes (2 and 1) are not read: podsim's collectives take "
-               "groups of one size");
+               "  ROOT ar = f32[2,8] all-reduce(p), replica_groups={{0,1},{}}, to_apply=e\n}\n",
+               "t.hlo:3:59: an empty replica group (XLA's verifier refuses them too)");
 }
 END_TEST
 
@@ -898,6 +941,8 @@ hlo_suite (void)
   tcase_add_test (tc, test_batch_norm);
   tcase_add_test (tc, test_input_output_alias);
   tcase_add_test (tc, test_collectives);
+  tcase_add_test (tc, test_xla_spellings);
+  tcase_add_test (tc, test_stablehlo_narrow_types);
   tcase_add_test (tc, test_mutations);
   tcase_add_test (tc, test_fusion);
   tcase_add_test (tc, test_async_and_variadic);

@@ -275,6 +275,65 @@ START_TEST (test_dot_general)
 }
 END_TEST
 
+/* ragged-dot's three modes (jax.lax.ragged_dot_general's semantics) and
+ * the dynamic-size ops, by hand. */
+START_TEST (test_ragged_dot_and_dimension_size)
+{
+  /* Rows: lhs 4x2 = {{1,0},{0,1},{1,1},{2,0}}, groups of 1 and 2 rows (the
+   * fourth row is in none: 0); rhs[0] = {{1,2},{3,4}}, rhs[1] = 10 x I. */
+  PsValue *r = run1 ("HloModule m\nENTRY e {\n"
+                     " a = f32[4,2] constant({{1,0},{0,1},{1,1},{2,0}})\n"
+                     " b = f32[2,2,2] constant({{{1,2},{3,4}},{{10,0},{0,10}}})\n"
+                     " g = s32[2] constant({1, 2})\n"
+                     " ROOT d = f32[4,2] ragged-dot(a, b, g), lhs_contracting_dims={1},"
+                     " rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n}\n", 0, NULL);
+  double want[8] = { 1, 2, 0, 10, 10, 10, 0, 0 };
+  expect_values (r, 8, want);
+  ps_value_free (r);
+  /* Contracting: k = 3 split into groups of 2 and 1; result [g, m, n]:
+   * group 0 sums k = 0, 1; group 1 takes k = 2. */
+  r = run1 ("HloModule m\nENTRY e {\n"
+            " a = f32[1,3] constant({{1,2,3}})\n"
+            " b = f32[3,1] constant({{1},{10},{100}})\n"
+            " g = s32[2] constant({2, 1})\n"
+            " ROOT d = f32[2,1,1] ragged-dot(a, b, g), lhs_contracting_dims={1},"
+            " rhs_contracting_dims={0}, lhs_ragged_dims={1}\n}\n", 0, NULL);
+  double want2[2] = { 21, 300 };
+  expect_values (r, 2, want2);
+  ps_value_free (r);
+  /* Batch: a dot. */
+  r = run1 ("HloModule m\nENTRY e {\n"
+            " a = f32[2,1,2] constant({{{1,2}},{{3,4}}})\n"
+            " b = f32[2,2,1] constant({{{1},{1}},{{1},{2}}})\n"
+            " g = s32[1] constant({2})\n"
+            " ROOT d = f32[2,1,1] ragged-dot(a, b, g), lhs_batch_dims={0}, rhs_batch_dims={0},"
+            " lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={0}\n}\n", 0, NULL);
+  double want3[2] = { 3, 11 };
+  expect_values (r, 2, want3);
+  ps_value_free (r);
+  /* set-dimension-size zeroes past the size; get-dimension-size reads it back. */
+  r = run1 ("HloModule m\nENTRY e {\n"
+            " a = f32[4] constant({1,2,3,4})\n n = s32[] constant(3)\n"
+            " b = f32[<=4] set-dimension-size(a, n), dimensions={0}\n"
+            " s = s32[] get-dimension-size(b), dimensions={0}\n"
+            " t = s32[] get-dimension-size(a), dimensions={0}\n"
+            " sf = f32[] convert(s)\n tf = f32[] convert(t)\n"
+            " ROOT r = (f32[<=4], f32[], f32[]) tuple(b, sf, tf)\n}\n", 0, NULL);
+  double want4[4] = { 1, 2, 3, 0 };
+  expect_values (r->elems[0], 4, want4);
+  ck_assert (ps_value_get (r->elems[1], 0) == 3 && ps_value_get (r->elems[2], 0) == 4);
+  ps_value_free (r);
+  /* rng-get-and-update-state returns the state and adds delta. */
+  r = run1 ("HloModule m\nENTRY e {\n"
+            " a = u64[2] rng-get-and-update-state(), delta=5\n"
+            " b = u64[2] rng-get-and-update-state(), delta=5\n"
+            " ROOT d = u64[2] subtract(b, a)\n}\n", 0, NULL);
+  double want5[2] = { 5, 0 };
+  expect_values (r, 2, want5);
+  ps_value_free (r);
+}
+END_TEST
+
 START_TEST (test_conv_padding_dilation)
 {
   /* 1-D: input {1,2,3,4,5} (b0f, one batch and feature), kernel {1,10,100}.
@@ -619,6 +678,33 @@ START_TEST (test_all_reduce_groups)
     }
   free_results (n, r);
   g_free (text);
+  /* Groups of different sizes (all-reduce only, as XLA's verifier):
+   * {0}, {1..n-2}, {n-1}: the ends keep their values. */
+  for (int once = n >= 4; once; once = 0)
+  {
+  GString *rg = g_string_new ("{{0},{1");
+  for (int d = 2; d < n - 1; d++)
+    g_string_append_printf (rg, ",%d", d);
+  g_string_append_printf (rg, "},{%d}}", n - 1);
+  text = g_strdup_printf ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+                          " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
+                          " ROOT ar = f32[2] all-reduce(p), channel_id=1, replica_groups=%s,"
+                          " use_global_device_ids=true, to_apply=sum\n}\n", rg->str);
+  g_string_free (rg, TRUE);
+  r = run_spmd (text, n, 2, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  double mid0 = 0, mid1 = 0;
+  for (int d = 1; d < n - 1; d++)
+    mid0 += 2 * d, mid1 += 2 * d + 1;
+  for (int d = 0; d < n; d++)
+    {
+      gboolean end = d == 0 || d == n - 1;
+      double want[2] = { end ? 2 * d : mid0, end ? 2 * d + 1 : mid1 };
+      expect_values (r[d], 2, want);
+    }
+  free_results (n, r);
+  g_free (text);
+  }
   /* No groups + channel_id (cross replica and partition): everyone. Sum of 0..2n-1 per element parity. */
   text = g_strdup ("HloModule m\nsum {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
                    " ROOT s = f32[] add(x, y)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
@@ -1200,6 +1286,7 @@ interp_suite (void)
   tcase_add_test (tc, test_gather_scatter);
   tcase_add_test (tc, test_sort_multi_operand);
   tcase_add_test (tc, test_dot_general);
+  tcase_add_test (tc, test_ragged_dot_and_dimension_size);
   tcase_add_test (tc, test_conv_padding_dilation);
   tcase_add_test (tc, test_conv_feature_groups);
   tcase_add_test (tc, test_batch_norm);

@@ -20,6 +20,7 @@
 #include "partitioner/ir/sharding.h"
 #include "partitioner/interp/interp.h"
 #include "partitioner/propagate/propagate.h"
+#include "tests/interp_inputs.h"
 #include "tests/spmd_testutil.h"
 
 static const int64_t mesh_2x4[2] = { 2, 4 };
@@ -591,48 +592,17 @@ START_TEST (test_encdec_moe_layouts)
 }
 END_TEST
 
-/* A deterministic input value for parameter `name`, element k: token ids
- * below the vocabulary, norm scales near 1, small positive optimizer
- * state, the rest in [-0.5, 0.5). */
-static double
-encdec_input (const char *name, int64_t k, int64_t vocab)
-{
-  guint32 st = g_str_hash (name) ^ (guint32) (k * 2654435761u);
-  st = st * 1664525u + 1013904223u;
-  st = st * 1664525u + 1013904223u;
-  double r = (double) (st >> 8) / (double) (1u << 24);
-  if (g_str_has_suffix (name, "_ids") || strcmp (name, "labels") == 0)
-    return (double) ((st >> 8) % (guint32) vocab);
-  if (strstr (name, ".opt"))
-    return 1e-3 * (1 + r);
-  if (strcmp (name, "learning_rate") == 0)
-    return 0.01;
-  if (strcmp (name, "decay") == 0)
-    return 0.8;
-  if (strstr (name, "ln"))
-    return 1.0 + 0.1 * (r - 0.5);
-  return r - 0.5;
-}
+/* Token ids below the vocabulary, norm scales near 1, small positive
+ * optimizer state, the rest in [-0.5, 0.5). */
+static const PsTestInputs encdec_inputs = { .spread = 1.0, .ln_spread = 0.1, .train_state = TRUE };
 
-/* The step of m on encdec_input. transfer full. */
+/* The step of m on encdec_inputs. transfer full. */
 static PsValue *
 encdec_step (PsModule *m, int64_t vocab)
 {
-  int n = (int) m->entry->params->len;
-  PsValue **args = g_new0 (PsValue *, n);
-  for (int i = 0; i < n; i++)
-    {
-      PsInstr *p = m->entry->params->pdata[i];
-      args[i] = ps_value_new (p->shape);
-      for (int64_t k = 0; k < args[i]->n; k++)
-        ps_value_set (args[i], k, encdec_input (p->name, k, vocab));
-    }
-  GError *error = NULL;
-  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
-  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
-  for (int i = 0; i < n; i++)
-    ps_value_free (args[i]);
-  g_free (args);
+  PsValue **args = ps_test_args (m, &encdec_inputs, vocab, NULL, NULL);
+  PsValue *out = ps_test_run (m, args);
+  ps_test_args_free (m, args);
   return out;
 }
 

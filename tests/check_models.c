@@ -19,6 +19,7 @@
 #include "topology/slice.h"
 #include "partitioner/interp/interp.h"
 #include "partitioner/ir/ir.h"
+#include "tests/interp_inputs.h"
 
 /* A copy of ../shared/reference/published.tsv, in the tree. */
 static char *
@@ -422,26 +423,16 @@ START_TEST (test_small_step_runs)
 }
 END_TEST
 
+/* Weights and activations in [-0.05, 0.05), norm scales near 1, small
+ * positive optimizer state. */
+static const PsTestInputs model_inputs = { .spread = 0.1, .ln_spread = 0.1, .train_state = TRUE };
+
 /* A deterministic value for parameter `name` element k (the same for a
  * layer's weight in both forms: "layer1.wq" and row 1 of "layers.wq"). */
 static double
 init_value (const char *name, int64_t k, int64_t vocab)
 {
-  guint32 st = g_str_hash (name) ^ (guint32) (k * 2654435761u);
-  st = st * 1664525u + 1013904223u;
-  st = st * 1664525u + 1013904223u;
-  double r = (double) (st >> 8) / (double) (1u << 24);
-  if (g_str_has_suffix (name, ".opt0") || g_str_has_suffix (name, ".opt1"))
-    return 1e-3 * (1 + r);
-  if (strcmp (name, "ids") == 0 || strcmp (name, "labels") == 0)
-    return (double) ((st >> 8) % (guint32) vocab);
-  if (strcmp (name, "learning_rate") == 0)
-    return 0.01;
-  if (strcmp (name, "decay") == 0)
-    return 0.8;
-  if (strstr (name, "ln") != NULL && !strstr (name, ".opt"))
-    return 1.0 + 0.1 * (r - 0.5);
-  return (r - 0.5) * 0.1;
+  return ps_test_input (&model_inputs, name, name, k, vocab);
 }
 
 /* "layers.wq.opt1" -> "layer%d.wq.opt1" for layer l (NULL if not stacked). */
@@ -548,20 +539,9 @@ run_small_step (const PsDenseLmConfig *c, int64_t *n_instrs)
   *n_instrs = 0;
   for (guint i = 0; i < m->computations->len; i++)
     *n_instrs += ((PsComputation *) m->computations->pdata[i])->instrs->len;
-  int n = (int) m->entry->params->len;
-  PsValue **args = g_new0 (PsValue *, n);
-  for (int i = 0; i < n; i++)
-    {
-      PsInstr *p = m->entry->params->pdata[i];
-      args[i] = ps_value_new (p->shape);
-      for (int64_t k = 0; k < args[i]->n; k++)
-        ps_value_set (args[i], k, init_value (p->name, k, c->vocab));
-    }
-  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
-  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
-  for (int i = 0; i < n; i++)
-    ps_value_free (args[i]);
-  g_free (args);
+  PsValue **args = ps_test_args (m, &model_inputs, c->vocab, NULL, NULL);
+  PsValue *out = ps_test_run (m, args);
+  ps_test_args_free (m, args);
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include "models/pipeline.h"
 #include "partitioner/interp/interp.h"
 #include "partitioner/interp/verify.h"
+#include "tests/interp_inputs.h"
 #include "partitioner/propagate/propagate.h"
 #include "partitioner/spmd/spmd.h"
 
@@ -69,48 +70,25 @@ logical (const PsInstr *p, int64_t k, int64_t *index)
   return end + 1;
 }
 
-/* Deterministic inputs: a weight's element has the same value in both
- * forms. */
-static PsValue **
-make_args (const PsModule *m, int64_t vocab)
+/* Weights and activations in [-0.1, 0.1), norm scales near 1. */
+static const PsTestInputs pipeline_inputs = { .spread = 0.2, .ln_spread = 0.2, .train_state = FALSE };
+
+/* A weight's element has the same value in both forms: it is hashed by
+ * its logical name and index. */
+static double
+pipeline_value (const PsInstr *p, int64_t k, gpointer user)
 {
-  int n = (int) m->entry->params->len;
-  PsValue **args = g_new0 (PsValue *, n);
-  for (int i = 0; i < n; i++)
-    {
-      PsInstr *p = m->entry->params->pdata[i];
-      args[i] = ps_value_new (p->shape);
-      for (int64_t k = 0; k < args[i]->n; k++)
-        {
-          int64_t at;
-          const char *key = logical (p, k, &at);
-          guint32 st = g_str_hash (key) ^ (guint32) (at * 2654435761u);
-          st = st * 1664525u + 1013904223u;
-          st = st * 1664525u + 1013904223u;
-          double r = (double) (st >> 8) / (double) (1u << 24), v;
-          if (strcmp (p->name, "ids") == 0 || strcmp (p->name, "labels") == 0)
-            v = (double) ((st >> 8) % (guint32) vocab);
-          else if (strstr (p->name, "ln") && !strstr (p->name, ".opt"))
-            v = 1.0 + 0.2 * (r - 0.5);
-          else
-            v = (r - 0.5) * 0.2;
-          ps_value_set (args[i], k, v);
-        }
-    }
-  return args;
+  int64_t at;
+  const char *key = logical (p, k, &at);
+  return ps_test_input (&pipeline_inputs, p->name, key, at, *(const int64_t *) user);
 }
 
 static PsValue *
 run_step (const PsModule *m, int64_t vocab)
 {
-  GError *error = NULL;
-  PsValue **args = make_args (m, vocab);
-  int n = (int) m->entry->params->len;
-  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
-  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
-  for (int i = 0; i < n; i++)
-    ps_value_free (args[i]);
-  g_free (args);
+  PsValue **args = ps_test_args (m, &pipeline_inputs, vocab, pipeline_value, &vocab);
+  PsValue *out = ps_test_run (m, args);
+  ps_test_args_free (m, args);
   return out;
 }
 

@@ -86,7 +86,7 @@ expect_status 0 "$PODSIM" run "$S/slices.mlir" -q
 expect_grep "step time" "$PS_TMP/out"
 # gather (an embedding lookup), scatter (its gradient), convolution and
 # functions of several results: each pair prints the same, verifies, runs.
-for f in gather scatter conv results; do
+for f in gather scatter scatter2 sort conv results; do
   expect_status 0 "$PODSIM" hlo "$S/$f.mlir"
   cp "$PS_TMP/out" "$PS_TMP/from_mlir.hlo"
   expect_status 0 "$PODSIM" hlo "$S/$f.hlo"
@@ -99,7 +99,7 @@ done
 expect_status 0 "$PODSIM" propagate "$S/mlp_step.mlir" -o "$PS_TMP/prop.hlo"
 expect_status 0 "$PODSIM" hlo "$PS_TMP/prop.hlo"
 # Single-device programs: the partitioned program agrees with the original.
-for f in fusion.hlo narrow_types.hlo several_modules.hlo; do
+for f in fusion.hlo narrow_types.hlo xla_types.hlo several_modules.hlo; do
   expect_status 0 "$PODSIM" verify -n 2 "$D/$f"
   expect_grep "agree" "$PS_TMP/out"
 done
@@ -107,6 +107,23 @@ expect_status 0 "$PODSIM" verify -n 2 --module second_module "$D/several_modules
 expect_grep "the output agrees on 2 devices (32 elements compared)" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$D/several_modules.hlo" --module second_module -q
 expect_grep "mesh 2 (arange), slice v3-8" "$PS_TMP/out"
+# ragged-dot in its three modes partitions by its own rule (no fallback):
+# the contraction split over 2 devices is summed, no operand is gathered
+# in the non-contracting mode; original and partitioned agree.
+expect_status 0 "$PODSIM" verify -n 4 "$D/ragged_dot.hlo"
+expect_grep "all 3 outputs agree on 4 devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" partition -n 4 --stats "$D/ragged_dot.hlo"
+expect_grep "fallbacks: 0" "$PS_TMP/err"
+expect_grep "%ragged-dot.5 = f32[16,6] ragged-dot(%tokens, %experts, %sizes)" "$PS_TMP/out"
+# An all-reduce over groups of different sizes simulates each group of
+# two or more as its own bidirectional ring of permutes.
+expect_status 0 "$PODSIM" run "$D/ragged_groups.hlo" -q
+expect_grep "4 collectives" "$PS_TMP/out"
+expect_grep "collective-permute  16.00 KiB per device, 1 group of 2  (r.ring2.f0)" "$PS_TMP/out"
+# Constants of the narrow types round as ml_dtypes does when read.
+expect_status 0 "$PODSIM" hlo "$D/xla_types.hlo"
+expect_grep "f4e2m1fn[10]{0} constant({0, 0.5, 1, 1.5, 2, 3, 4, 6, 4, 6})" "$PS_TMP/out"
+expect_grep "f8e8m0fnu[3]{0} constant({0.5, 1, 1024})" "$PS_TMP/out"
 # Per-device programs are simulated as written, with their own device count.
 expect_status 0 "$PODSIM" run "$D/async_collectives.hlo" -q
 expect_grep "already partitioned: lowered as written" "$PS_TMP/out"
@@ -122,12 +139,14 @@ expect_status 0 "$PODSIM" hlo "$S/dynamic.hlo"
 cmp -s "$PS_TMP/out" "$PS_TMP/from_mlir.hlo" || fail "dynamic.mlir and dynamic.hlo read differently"
 expect_status 0 "$PODSIM" run "$S/dynamic.mlir" -q
 expect_grep "step time" "$PS_TMP/out"
-# ragged-dot and the dynamic-size ops simulate (above) but do not run on the
-# interpreter: verify says which instruction, where.
+expect_status 0 "$PODSIM" verify -n 2 "$S/dynamic.mlir"
+expect_grep " on 2 devices" "$PS_TMP/out"
+# ragged-dot, rng-get-and-update-state and the dynamic-size ops simulate and
+# run on the interpreter.
 expect_status 0 "$PODSIM" run "$D/dynamic_ops.hlo" -q
 expect_grep "1 compute events" "$PS_TMP/out"
-expect_status 2 "$PODSIM" verify -n 2 "$D/dynamic_ops.hlo"
-expect_grep "dynamic_ops.hlo:12:3: y: interpreter (ragged-dot): opcode ragged-dot is not supported" "$PS_TMP/err"
+expect_status 0 "$PODSIM" verify -n 2 "$D/dynamic_ops.hlo"
+expect_grep "all 2 outputs agree on 2 devices" "$PS_TMP/out"
 expect_status 2 "$PODSIM" verify -n 4 "$D/async_collectives.hlo"
 expect_grep "already partitioned" "$PS_TMP/err"
 finish

@@ -123,15 +123,18 @@ expect_grep "bad.ini:3:9: heads: 'four' is not an integer" "$PS_TMP/err"
 
 # The image table (12 child runs, seconds): the 128^3 series with its
 # speedups against the 1-partition row, the seed's 15.7x on the 16 row, a
-# 256^3 image that does not fit on one core, and the 32-way rows up to the
-# batch that no longer fits (marked, with the peak it would need).
+# 256^3 image on one core (since batch norm's normalization is fused into
+# its consumers, doc/compute-model.md, its f32 output is no buffer: it fits,
+# at 14.4 GiB), and the 32-way
+# rows up to the batch that no longer fits (marked, with the peak it would
+# need).
 expect_status 0 "$PODSIM" tables spatial --csv
 expect_grep "image,batch,partitions,split,step_time_s,images_per_s,speedup,seed_speedup,efficiency" "$PS_TMP/out"
 [ "$(wc -l <"$PS_TMP/out")" = 13 ] || fail "tables spatial: $(wc -l <"$PS_TMP/out") lines, expected 12"
 expect_grep "128^3,1,1,1x1x1," "$PS_TMP/out"
 grep -q '^128^3,1,1,1x1x1,[0-9.]*,[0-9.]*,1.0000,,1.0000,' "$PS_TMP/out" || fail "1-partition row: speedup not 1"
 grep -q '^128^3,1,16,4x2x2,[0-9.]*,[0-9.]*,[0-9.]*,15.7,' "$PS_TMP/out" || fail "16-partition row lacks the seed's 15.7"
-grep -q '^256^3,1,1,1x1x1,,,,,,,,,,0,[0-9.]*$' "$PS_TMP/out" || fail "256^3 on one core is not marked as not fitting"
+grep -q '^256^3,1,1,1x1x1,[0-9.]*,[0-9.]*,.*,1,[0-9.]*$' "$PS_TMP/out" || fail "256^3 on one core does not fit"
 grep -q '^256^3,32,32,4x4x2,,,,,,,,,,0,' "$PS_TMP/out" || fail "256^3 batch 32 is not marked as not fitting"
 # Speedups grow with the partitions; the seed's 2x sits on one fitting 32-way row.
 awk -F, '$1 == "128^3" { if ($7 + 0 <= last) bad = 1; last = $7 + 0 } END { exit bad }' "$PS_TMP/out" \

@@ -7,16 +7,8 @@
 #include <string.h>
 
 #include "partitioner/analysis/cost.h"
+#include "partitioner/analysis/cost_private.h"
 #include "common/checked.h"
-
-struct PsCostAnalysis {
-  const PsModule *module;
-  PsCostOptions opts;
-  GHashTable *costs;       /* PsInstr* -> PsCost* (owned) */
-  GHashTable *members;     /* root PsInstr* -> GPtrArray of members (owned) */
-  GHashTable *totals;      /* PsComputation* -> PsCostCounts* (owned) */
-  gboolean prefused;       /* the module came fused (fusion instructions) */
-};
 
 void
 ps_cost_options_init (PsCostOptions *opts)
@@ -519,7 +511,7 @@ ps_while_trip_count (const PsInstr *w, int64_t *out)
 static PsCost *
 cost_of (PsCostAnalysis *a, const PsInstr *in)
 {
-  return g_hash_table_lookup (a->costs, in);
+  return ps_cost_lookup (a, in);
 }
 
 static void
@@ -585,6 +577,39 @@ through_bitcasts (PsCostAnalysis *a, PsInstr *p, PsInstr **chain, int *n)
   return p;
 }
 
+/* XLA mode: the element behind get-tuple-element(tuple(...)) when this
+ * consumer is its only reader: XLA's TupleSimplifier
+ * (xla/service/tuple_simplifier.cc) replaces such a get-tuple-element by
+ * the element itself (a sharded batch norm's output, packed with its
+ * statistics), so the element's producer fuses into the consumer; the
+ * get-tuple-element and the tuple join the fusion (appended to chain),
+ * and the tuple's other elements stay outside it. */
+static PsInstr *
+through_tuple (PsCostAnalysis *a, PsInstr *p, PsInstr **chain, int *n)
+{
+  if (*n > 6 || p->opcode != PS_OP_GET_TUPLE_ELEMENT || p->n_operands != 1
+      || !ps_fusion_single_user (p) || p == p->parent->root)
+    return p;
+  PsInstr *t = p->operands[0];
+  PsCost *pc = cost_of (a, p), *tc = cost_of (a, t);
+  if (t->opcode != PS_OP_TUPLE || t == t->parent->root || !pc || pc->fused || !tc || tc->fused
+      || p->tuple_index < 0 || p->tuple_index >= t->n_operands)
+    return p;
+  for (guint k = 0; k < t->users->len; k++)
+    {
+      const PsInstr *u = g_ptr_array_index (t->users, k);
+      if (u->opcode != PS_OP_GET_TUPLE_ELEMENT || (u != p && u->tuple_index == p->tuple_index))
+        return p;
+    }
+  PsInstr *q = t->operands[p->tuple_index];
+  for (int k = 0; k < t->n_operands; k++)
+    if (k != p->tuple_index && t->operands[k] == q)
+      return p;
+  chain[(*n)++] = p;
+  chain[(*n)++] = t;
+  return q;
+}
+
 /* consumer joins producer's fusion, with the bitcasts between them. */
 static void
 join_chain (PsCostAnalysis *a, PsInstr *consumer, PsInstr *producer, PsInstr **chain, int n)
@@ -611,6 +636,8 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
           PsInstr *chain[8];
           int nc;
           PsInstr *p = through_bitcasts (a, in->operands[i], chain, &nc);
+          if (a->opts.fusion == PS_FUSION_MODE_XLA)
+            p = through_tuple (a, p, chain, &nc);
           PsCost *pc = cost_of (a, p);
           if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
               || !ps_fusion_single_user (p) || elems_of (p->shape) != elems_of (in->shape)
@@ -675,19 +702,40 @@ value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
  * (`seen`); a duplicated producer is computed inside the fusion, from its
  * own operands, and its work is charged to the fusion's root `rc`. */
 static uint64_t
-outside_read (PsCostAnalysis *a, const PsInstr *o, GHashTable *seen, PsCost *rc, int depth)
+outside_read (PsCostAnalysis *a, const PsInstr *o, GHashTable *inside, GHashTable *seen, PsCost *rc,
+              int depth)
 {
-  if (g_hash_table_contains (seen, o))
+  if (g_hash_table_contains (seen, o) || g_hash_table_contains (inside, o))
     return 0;
   g_hash_table_add (seen, (gpointer) o);
   const PsCost *oc = cost_of (a, o);
+  /* a broadcast of a value the fusion computes (a multi-output fusion's
+   * reduce read back by its normalization) reads nothing from HBM */
+  if (oc && oc->klass == PS_COST_INLINED && o->opcode == PS_OP_BROADCAST && o->n_operands == 1
+      && g_hash_table_contains (inside, o->operands[0]))
+    return 0;
+  const PsInstr *bn = depth <= 64 ? ps_fusion_bn_element0 (o) : NULL;
+  const PsCost *bc = bn ? cost_of (a, bn) : NULL;
+  if (bc && bc->bn_fused)
+    {
+      /* element 0 computed here from the op's operands and statistics */
+      rc->own.flops += bc->bn_rest.flops;
+      rc->own.vector_ops += bc->bn_rest.vector_ops;
+      uint64_t n = 0;
+      for (int i = 0; i < bn->n_operands; i++)
+        n += outside_read (a, bn->operands[i], inside, seen, rc, depth + 1);
+      if (g_hash_table_add (seen, (gpointer) bn))
+        for (int e = 1; e < bn->shape->n_elems; e++)
+          n += bytes_of (bn->shape->elems[e]);
+      return n;
+    }
   if (!oc || !oc->duplicated || depth > 64)
     return value_read_bytes (a, o);
   rc->own.flops += oc->dup.flops;
   rc->own.vector_ops += oc->dup.vector_ops;
   uint64_t n = 0;
   for (int i = 0; i < o->n_operands; i++)
-    n += outside_read (a, o->operands[i], seen, rc, depth + 1);
+    n += outside_read (a, o->operands[i], inside, seen, rc, depth + 1);
   return n;
 }
 
@@ -699,12 +747,22 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
   g_autoptr (GHashTable) inside = g_hash_table_new (NULL, NULL);
   g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
   for (guint i = 0; i < g->len; i++)
-    g_hash_table_add (inside, g_ptr_array_index (g, i));
+    {
+      const PsCost *mc = cost_of (a, g_ptr_array_index (g, i));
+      g_hash_table_add (inside, g_ptr_array_index (g, i));
+      /* a duplicated producer a multi-output fusion holds: its copy */
+      if (mc->duplicated && mc->fused)
+        {
+          rc->own.flops += mc->dup.flops;
+          rc->own.vector_ops += mc->dup.vector_ops;
+        }
+    }
   uint64_t read = 0;
   for (guint i = 0; i < g->len; i++)
     {
       const PsInstr *m = g_ptr_array_index (g, i);
-      for (int j = 0; j < m->n_operands; j++)
+      /* a tuple in a fusion (through_tuple) only passes one element on */
+      for (int j = 0; j < m->n_operands && m->opcode != PS_OP_TUPLE; j++)
         {
           const PsInstr *o = m->operands[j];
           if (g_hash_table_contains (inside, o))
@@ -721,20 +779,28 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
               read += MIN (bytes_of (m->shape), value_read_bytes (a, o));
               continue;
             }
-          read += outside_read (a, o, seen, rc, 0);
+          read += outside_read (a, o, inside, seen, rc, 0);
         }
     }
-  uint64_t write;
+  /* a multi-output fusion also writes its members read outside it */
+  uint64_t write = 0;
+  for (guint i = 0; i + 1 < g->len; i++)
+    if (cost_of (a, g_ptr_array_index (g, i))->output)
+      write += bytes_of (((const PsInstr *) g_ptr_array_index (g, i))->shape);
   if (root->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && root->n_operands >= 2)
-    write = bytes_of (root->operands[1]->shape);
+    write += bytes_of (root->operands[1]->shape);
   else if (root->opcode == PS_OP_SCATTER && root->n_operands >= 3)
     {
-      write = 0;
       for (int j = (root->n_operands + 1) / 2; j < root->n_operands; j++)
         write += bytes_of (root->operands[j]->shape);
     }
+  else if (rc->bn_fused)
+    {
+      for (int e = 1; e < root->shape->n_elems; e++)
+        write += bytes_of (root->shape->elems[e]);
+    }
   else
-    write = bytes_of (root->shape);
+    write += bytes_of (root->shape);
   rc->own.read_bytes = read;
   rc->own.write_bytes = write;
 }
@@ -793,6 +859,17 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
           c->duplicated = TRUE;
           c->dup = c->own;
           memset (&c->own, 0, sizeof c->own);
+        }
+      if (a->opts.fusion == PS_FUSION_MODE_XLA && ps_fusion_bn_normalize_fused (in))
+        {
+          /* training: 3 of its 6 ops per element normalize; grad: 4 of 8
+           * compute dx (own_work) */
+          uint64_t rest = (in->opcode == PS_OP_BATCH_NORM_TRAINING ? 3 : 4)
+                          * elems_of (in->operands[0]->shape);
+          c->bn_fused = TRUE;
+          c->bn_rest.flops = c->bn_rest.vector_ops = rest;
+          c->own.flops -= rest;
+          c->own.vector_ops -= rest;
         }
       g_hash_table_insert (a->costs, in, c);
       GPtrArray *g = g_ptr_array_new ();
@@ -862,6 +939,12 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
         fuse (a, in, c);
     }
   set_roots (a, order);
+  if (a->opts.fusion == PS_FUSION_MODE_XLA)
+    {
+      ps_cost_multi_output_fusion (a, comp, order);
+      set_roots (a, order);
+      ps_cost_mark_outputs (a, comp, order);
+    }
   /* traffic of every fusion root, then the computation's totals */
   PsCostCounts *tot = g_new0 (PsCostCounts, 1);
   for (guint i = 0; i < order->len; i++)

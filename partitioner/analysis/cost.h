@@ -20,7 +20,8 @@
  *     computes them alongside the vector and matrix units).
  *
  * Fusion rule (what pays HBM traffic; opts->fusion PS_FUSION_MODE_PRODUCER is
- * rules 1-4, PS_FUSION_MODE_XLA adds 5, PS_FUSION_MODE_NONE keeps only rule 1):
+ * rules 1-4, PS_FUSION_MODE_XLA adds 5-9, PS_FUSION_MODE_NONE keeps only
+ * rules 1 and 4):
  *   1. broadcast and iota are fused into every consumer: they write
  *      nothing, and a consumer reading them reads the broadcast's operand
  *      (iota: nothing) instead. So is a dynamic-slice whose users (through
@@ -44,7 +45,33 @@
  *      which can fuse it (fusion.h: ps_fusion_duplicates), is copied into
  *      each of them, as XLA's InstructionFusion duplicates producers: a
  *      fusion reading it reads its operands instead and does its work.
- *   A fusion reads every value it takes from outside once (slice,
+ *   Multi-output fusion (XLA mode, cost_mof.c), merging the fusions
+   rules 1-5 made when both are loop or input fusions (elementwise ops,
+   reduces) with the same loop shape (a reduce's operand's elements, else
+   the root's):
+   6. a reduce joins the fusion of its operand's elementwise producer when
+      other instructions read that producer too (producer-consumer
+      multi-output fusion): the producer's value is written once, the
+      reduce does not read it back;
+   7. an elementwise op reading, through a broadcast, the result of a
+      fusion whose reduces are all row-wise (fusion.h) joins that fusion
+      (the normalization diamond: softmax, layer norm);
+   8. fusions reading one non-scalar value that do not read each other
+      are one sibling fusion, reading it once.
+   9. a batch-norm-training or -grad whose element 0 only fusing
+      consumers read (fusion.h: ps_fusion_bn_normalize_fused) writes only
+      its statistics; each fusion reading element 0 reads the op's
+      operands instead and does the normalization (training: 3 vector
+      ops per element of the 6, grad: 4 of 8), and element 0 has no
+      buffer (memory.h: the op's operands stay live while it is read).
+   A merge is refused when an instruction outside both reads one of
+   their members before the later root in post order (which rules out
+   cycles) or when a member is an output donated over a parameter. The
+   merged fusion's root is the later root; members read outside it are
+   its extra outputs (PsCost.output): it writes them too, and each has a
+   buffer (memory.h) defined with the fusion's schedule unit; broadcasts
+   and duplicated producers between two members become members.
+   A fusion reads every value it takes from outside once (slice,
  *   dynamic-slice and gather read only what they output; dynamic-update-
  *   slice and scatter update in place, reading and writing the update) and
  *   writes its root's result. Its traffic is charged to its root; members
@@ -105,6 +132,15 @@ typedef struct {
    * to every fusion that reads it. */
   gboolean duplicated;
   PsCostCounts dup;
+  /* XLA fusion: a member (fused) of a multi-output fusion whose value is
+   * also read outside it: the fusion writes it to HBM next to its root's
+   * result (its buffer is the fusion's, defined with it). */
+  gboolean output;
+  /* XLA fusion: a batch norm whose element 0 its readers compute
+   * (fusion.h: ps_fusion_bn_normalize_fused); bn_rest is that part of
+   * its work, added to each fusion reading element 0. */
+  gboolean bn_fused;
+  PsCostCounts bn_rest;
 } PsCost;
 
 typedef struct PsCostAnalysis PsCostAnalysis;

@@ -7,7 +7,7 @@
 /* In PsFusionMode order. */
 static const char *const mode_names[] = { "xla", "producer", "none", NULL };
 static const char *const mode_docs[] = {
-  "XLA's rules: single-user producers, cheap producers duplicated into all their consumers",
+  "XLA's rules: single-user producers, cheap producers duplicated into all their consumers, multi-output fusions (a reduce with its shared producer, softmax and norm diamonds, siblings)",
   "an elementwise op joins its single-use producer only",
   "every op its own kernel",
 };
@@ -165,4 +165,96 @@ ps_fusion_single_user (const PsInstr *p)
     if (g_ptr_array_index (p->users, i) != first)
       return FALSE;
   return TRUE;
+}
+
+gboolean
+ps_fusion_reduce_row_wise (const PsInstr *r)
+{
+  if (r->opcode != PS_OP_REDUCE || r->n_operands != 2 || !ps_shape_is_array (r->shape)
+      || !ps_shape_is_array (r->operands[0]->shape))
+    return FALSE;
+  int rank = r->operands[0]->shape->rank, k = r->dimensions.n;
+  if (k < 1 || k >= rank)
+    return FALSE;
+  for (int d = rank - k; d < rank; d++)
+    if (!ps_ints_contains (&r->dimensions, d))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+is_bn_with_stats (const PsInstr *in)
+{
+  return (in->opcode == PS_OP_BATCH_NORM_TRAINING || in->opcode == PS_OP_BATCH_NORM_GRAD)
+         && in->n_operands > 0 && !ps_shape_is_array (in->shape) && in->shape->n_elems == 3
+         && ps_shape_is_array (in->shape->elems[0]);
+}
+
+/* Are all readers of element `idx` of tuple-valued `v` (idx < 0: of the
+ * array `v`) consumers that fuse their producers? */
+static gboolean
+readers_fuse (const PsInstr *v, int64_t idx, int depth)
+{
+  if (depth > 16 || v == v->parent->root || v->users->len == 0)
+    return FALSE;
+  for (guint i = 0; i < v->users->len; i++)
+    {
+      const PsInstr *u = g_ptr_array_index (v->users, i);
+      if (u->opcode == PS_OP_GET_TUPLE_ELEMENT)
+        {
+          if (idx >= 0 && u->tuple_index == idx && !readers_fuse (u, -1, depth + 1))
+            return FALSE;
+          if (idx < 0)
+            return FALSE;
+          continue;
+        }
+      if (idx >= 0)
+        return FALSE;     /* the whole tuple read as such */
+      if (u->opcode == PS_OP_TUPLE)
+        {
+          for (int k = 0; k < u->n_operands; k++)
+            if (u->operands[k] == v && !readers_fuse (u, k, depth + 1))
+              return FALSE;
+          continue;
+        }
+      if (!ps_opcode_is_elementwise (u->opcode) && !ps_fusion_consumer_takes_producer (u))
+        return FALSE;
+      if (u->opcode == PS_OP_BATCH_NORM_TRAINING || u->opcode == PS_OP_BATCH_NORM_GRAD
+          || u->opcode == PS_OP_BATCH_NORM_INFERENCE)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+ps_fusion_bn_normalize_fused (const PsInstr *bn)
+{
+  return is_bn_with_stats (bn) && readers_fuse (bn, 0, 0);
+}
+
+const PsInstr *
+ps_fusion_bn_element0 (const PsInstr *v)
+{
+  int64_t idx = -1;
+  for (int d = 0; d < 16 && v; d++)
+    {
+      if (idx < 0)
+        {
+          if (v->opcode != PS_OP_GET_TUPLE_ELEMENT || v->n_operands != 1)
+            return NULL;
+          idx = v->tuple_index;
+          v = v->operands[0];
+          continue;
+        }
+      if (v->opcode == PS_OP_TUPLE)
+        {
+          if (idx >= v->n_operands)
+            return NULL;
+          v = v->operands[idx];
+          idx = -1;
+          continue;
+        }
+      return idx == 0 && is_bn_with_stats (v) ? v : NULL;
+    }
+  return NULL;
 }

@@ -10,7 +10,9 @@
  *   - PS_FUSION_MODE_XLA (the default): producer-consumer fusion into a
  *     single user, plus duplication of cheap producers into every
  *     consumer when all of them can fuse it (XLA's may_duplicate with
- *     IsExpensive and "fusible on all paths").
+ *     IsExpensive and "fusible on all paths"), plus multi-output fusion
+ *     (cost.h rules 6-8: a reduce with its shared producer, the
+ *     normalization diamond, siblings reading one value).
  *   - PS_FUSION_MODE_PRODUCER: podsim's rule before issue 21: an elementwise
  *     op joins its producer only when it is that producer's single user.
  *   - PS_FUSION_MODE_NONE: every op is a kernel of its own (broadcast, iota and
@@ -78,6 +80,28 @@ gboolean ps_fusion_duplicable (const PsInstr *p);
 gboolean ps_fusion_single_user (const PsInstr *p);
 /* A convert to a wider element type (bf16 -> f32). */
 gboolean ps_fusion_widening_convert (const PsInstr *p);
+
+/* A reduce of one array over its minor-most dims only (a row-wise
+ * reduction, as softmax's and layer norm's over the feature dim; podsim's
+ * layouts are row-major): the reduction whose result an elementwise
+ * consumer can read in the same kernel (the normalization diamond of
+ * XLA's GPU SoftmaxRewriterTriton, xla/service/gpu/transforms/
+ * softmax_rewriter_triton.cc). Not a reduction to a scalar. */
+gboolean ps_fusion_reduce_row_wise (const PsInstr *r);
+
+/* XLA mode: a batch-norm-training or batch-norm-grad whose element 0
+ * (the normalized value, or dx) is read, through get-tuple-elements and
+ * tuples, only by consumers that fuse their producers (and is not
+ * returned): XLA's BatchNormExpander (xla/service/batchnorm_expander.cc)
+ * turns it into reductions (the statistics, a sibling multi-output
+ * fusion over its operands) and elementwise ops for element 0, which
+ * producer-consumer fusion puts into those consumers. The op is then a
+ * kernel writing only its statistics; each consumer computes element 0
+ * from the op's operands. */
+gboolean ps_fusion_bn_normalize_fused (const PsInstr *bn);
+/* The batch-norm op whose element 0 the value `v` is (through
+ * get-tuple-elements of tuples), or NULL. transfer none. */
+const PsInstr *ps_fusion_bn_element0 (const PsInstr *v);
 
 G_END_DECLS
 

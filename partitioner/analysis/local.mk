@@ -1,6 +1,7 @@
 # partitioner/analysis: cost analysis (FLOPs, HBM bytes, fusion),
 # memory analysis (liveness, peak), lowering to step traces; their Check suites.
 libpodsim_partitioner_la_SOURCES += partitioner/analysis/cost.c partitioner/analysis/cost.h \
+	partitioner/analysis/cost_private.h partitioner/analysis/cost_mof.c \
 	partitioner/analysis/fusion.c partitioner/analysis/fusion.h \
 	partitioner/analysis/memory.c partitioner/analysis/memory.h \
 	partitioner/analysis/lower.c partitioner/analysis/lower.h \

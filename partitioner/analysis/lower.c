@@ -249,10 +249,9 @@ trace_dtype (const PsShape *s)
     /* The trace has no 4-bit or fp8 types; the bytes come from the shape.
      * TPU v3's MXU multiplies bf16 (shared/reference/tpuv3.md), so fp8
      * operands are costed as bf16 ones would be. */
-    case PS_S4: return PS_TRACE_S8;
-    case PS_U4: return PS_TRACE_U8;
-    case PS_F8E4M3FN: case PS_F8E5M2: return PS_TRACE_BF16;
-    default: return PS_TRACE_F32;
+    case PS_S4: case PS_S2: case PS_S1: return PS_TRACE_S8;
+    case PS_U4: case PS_U2: case PS_U1: return PS_TRACE_U8;
+    default: return ps_etype_minifloat (s->etype) ? PS_TRACE_BF16 : PS_TRACE_F32;
     }
 }
 
@@ -484,6 +483,74 @@ emit_compute (Lower *l, const PsInstr *root)
   ps_trace_add_compute (l->trace, root->name, &c);
 }
 
+/* An all-reduce over replica groups of different sizes (XLA allows them
+ * for all-reduce only: CheckReplicaGroups in xla/service/hlo_verifier.cc)
+ * has no trace form (trace groups have one size), so it is lowered to
+ * what the simulator's default algorithm does for a 1-D group
+ * (doc/collectives.md, torus2d: one bidirectional ring in the group's
+ * order), spelled out with collective-permutes: each group of s > 1
+ * members is its own ring; half the bytes go each way, in s - 1
+ * reduce-scatter and s - 1 all-gather steps of ceil(bytes / 2s) each, the
+ * two directions of a step overlapping (one permute asynchronous). Groups
+ * of one size run their steps together, one size after another (groups of
+ * other sizes would run at the same time on the machine: the sum over
+ * sizes is an upper bound); a group of one moves nothing. The reduction's
+ * vector adds are not costed. */
+static void
+emit_ragged_all_reduce (Lower *l, const PsInstr *in, guint64 bytes, PsTraceDtype dtype)
+{
+  const PsTraceHeader *h = ps_trace_get_header (l->trace);
+  finish_reads (l, in);
+  for (int s = 2; s <= in->group_size && !l->failed; s++)
+    {
+      GArray *fwd = g_array_new (FALSE, FALSE, sizeof (int64_t));
+      GArray *bwd = g_array_new (FALSE, FALSE, sizeof (int64_t));
+      for (int g = 0; g < in->n_groups; g++)
+        {
+          if (ps_instr_group_len (in, g) != s)
+            continue;
+          const int64_t *m = in->replica_groups + (gsize) g * (gsize) in->group_size;
+          for (int i = 0; i < s; i++)
+            {
+              int64_t a = m[i], b = m[(i + 1) % s];
+              if (a >= (int64_t) h->n_devices || b >= (int64_t) h->n_devices)
+                {
+                  if (!l->failed)
+                    ps_instr_error (l->error, PS_ERROR_UNSUPPORTED, in, "replica group member %" G_GINT64_FORMAT
+                                    " is not one of the %" G_GUINT64_FORMAT " devices of the trace",
+                                    MAX (a, b), h->n_devices);
+                  l->failed = TRUE;
+                }
+              int64_t f[2] = { a, b }, r[2] = { b, a };
+              g_array_append_vals (fwd, f, 2);
+              g_array_append_vals (bwd, r, 2);
+            }
+        }
+      guint64 step = (bytes + 2 * (guint64) s - 1) / (2 * (guint64) s);
+      for (int k = 0; k < 2 * (s - 1) && fwd->len > 0 && !l->failed; k++)
+        {
+          for (int dir = 0; dir < 2; dir++)
+            {
+              GArray *pairs = dir ? bwd : fwd;
+              PsTraceCollective c = { 0 };
+              c.kind = PS_TRACE_COLLECTIVE_PERMUTE;
+              c.dtype = dtype;
+              c.in_bytes = c.out_bytes = step;
+              ps_lower_compress_pairs (h, (int) (pairs->len / 2), (const int64_t *) pairs->data, &c.pairs);
+              if (dir == 0)
+                c.async_id = ++l->next_async;
+              g_autofree char *name = g_strdup_printf ("%s.ring%d.%s%d", in->name, s, dir ? "b" : "f", k);
+              ps_trace_add_collective (l->trace, name, &c);
+              if (dir == 1)
+                ps_trace_add_done (l->trace, l->next_async);
+              ps_trace_pairs_clear (&c.pairs);
+            }
+        }
+      g_array_free (fwd, TRUE);
+      g_array_free (bwd, TRUE);
+    }
+}
+
 static void
 emit_collective (Lower *l, const PsInstr *in)
 {
@@ -501,6 +568,11 @@ emit_collective (Lower *l, const PsInstr *in)
   for (int i = 0; i < in->n_operands; i++)
     c.in_bytes += bytes_of (in->operands[i]->shape);
   c.out_bytes = bytes_of (in->shape);
+  if (c.kind == PS_TRACE_ALL_REDUCE && in->has_replica_groups && ps_instr_groups_ragged (in))
+    {
+      emit_ragged_all_reduce (l, in, c.in_bytes, c.dtype);
+      return;
+    }
   if (c.kind == PS_TRACE_COLLECTIVE_PERMUTE)
     ps_lower_compress_pairs (h, in->n_pairs, in->source_target_pairs, &c.pairs);
   else if (!in->has_replica_groups || in->n_groups == 0 || in->group_size == 0)

@@ -45,7 +45,8 @@ is_alias (const Ctx *ctx, const PsInstr *in)
   if (ctx->cost)
     {
       const PsCost *c = ps_cost_get (ctx->cost, in);
-      if (c && (c->fused || c->klass == PS_COST_INLINED))
+      /* a multi-output fusion's extra output has a buffer of its own */
+      if (c && ((c->fused && !c->output) || c->klass == PS_COST_INLINED))
         return TRUE;
     }
   return FALSE;
@@ -70,6 +71,34 @@ tuple_element (const PsInstr *v, int64_t index)
 }
 
 static uint64_t comp_temp_peak (Ctx *ctx, const PsComputation *c, gboolean state);
+
+/* The bytes of the buffer `in` defines: its shape's, except for a batch
+ * norm whose element 0 its readers compute (cost.h rule 9): its
+ * statistics only, and its value refers to its operands' buffers too
+ * (appended to `mine`), which stay live while element 0 is read. */
+static uint64_t
+bn_fused_bytes (const Ctx *ctx, const PsInstr *in, GHashTable *refs, GArray *mine)
+{
+  const PsCost *c = ctx->cost ? ps_cost_get (ctx->cost, in) : NULL;
+  if (!c || !c->bn_fused)
+    return bytes_of (in->shape);
+  uint64_t n = 0;
+  for (int e = 1; e < in->shape->n_elems; e++)
+    n += bytes_of (in->shape->elems[e]);
+  for (int j = 0; j < in->n_operands; j++)
+    {
+      GArray *src = g_hash_table_lookup (refs, in->operands[j]);
+      for (guint k = 0; src && k < src->len; k++)
+        {
+          gboolean again = FALSE;
+          for (guint q = 0; q < mine->len && !again; q++)
+            again = g_array_index (mine, int, q) == g_array_index (src, int, k);
+          if (!again)
+            g_array_append_val (mine, g_array_index (src, int, k));
+        }
+    }
+  return n;
+}
 
 static uint64_t
 callee_temp (Ctx *ctx, const PsInstr *in)
@@ -382,7 +411,7 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
       else
         {
           gboolean whole = in->opcode == PS_OP_PARAMETER || in->opcode == PS_OP_CONSTANT;
-          uint64_t size = bytes_of (in->shape);
+          uint64_t size = bn_fused_bytes (ctx, in, refs, mine);
           Buffer b = { in, size, size, whole ? -1 : s, whole ? -1 : s, (int) bufs->len };
           defined = (int) bufs->len;
           g_array_append_val (bufs, b);

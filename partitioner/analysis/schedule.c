@@ -105,7 +105,7 @@ materializes (const Graph *g, const PsInstr *in)
       break;
     }
   const PsCost *c = ps_cost_get (g->cost, in);
-  return !c || (!c->fused && c->klass != PS_COST_INLINED && c->klass != PS_COST_FREE);
+  return !c || ((!c->fused || c->output) && c->klass != PS_COST_INLINED && c->klass != PS_COST_FREE);
 }
 
 static void
@@ -260,7 +260,18 @@ graph_build (Graph *g, const PsComputation *entry, const PsCostAnalysis *cost)
       Unit *un = &g_array_index (g->units, Unit, u);
       const PsInstr *root = g_ptr_array_index (g->post, g_array_index (un->members, int,
                                                                        un->members->len - 1));
-      un->defined = materializes (g, root) ? ps_shape_bytes (root->shape) : 0;
+      /* a multi-output fusion defines its extra outputs too */
+      un->defined = 0;
+      for (guint k = 0; k < un->members->len; k++)
+        {
+          const PsInstr *m = g_ptr_array_index (g->post, g_array_index (un->members, int, k));
+          const PsCost *mc = ps_cost_get (cost, m);
+          if (mc && mc->bn_fused)   /* its statistics only (cost.h rule 9) */
+            for (int e = 1; e < m->shape->n_elems; e++)
+              un->defined += ps_shape_bytes (m->shape->elems[e]);
+          else if (materializes (g, m))
+            un->defined += ps_shape_bytes (m->shape);
+        }
       un->user_count = root->users ? root->users->len : 0;
       un->scalar = root->shape && root->shape->etype != PS_TUPLE && ps_shape_elements (root->shape) == 1;
       for (guint k = 0; k < un->members->len; k++)

@@ -91,12 +91,29 @@ ps_builder_ok (const PsBuilder *b)
   return b->error == NULL;
 }
 
+gboolean
+ps_builder_check (const PsBuilder *b, GError **error)
+{
+  g_return_val_if_fail (b != NULL, FALSE);
+  if (b->error == NULL)
+    return TRUE;
+  g_propagate_error (error, g_error_copy (b->error));
+  return FALSE;
+}
+
 void
 ps_builder_name_next (PsBuilder *b, const char *name)
 {
   g_return_if_fail (b != NULL);
   g_free (b->next_name);
   b->next_name = g_strdup (name);
+}
+
+void
+ps_builder_allow_closure (PsBuilder *b)
+{
+  g_return_if_fail (b != NULL);
+  b->closure = TRUE;
 }
 
 void
@@ -137,7 +154,7 @@ bd_usable (PsBuilder *b, int n, PsInstr *const *xs)
           return FALSE;
         }
       g_return_val_if_fail (xs[i]->parent != NULL && xs[i]->parent->parent == b->m, FALSE);
-      if (xs[i]->parent != b->c)
+      if (xs[i]->parent != b->c && !b->closure)
         {
           bd_fail (b, "operand", "'%s' belongs to computation '%s', not this one",
                    xs[i]->name, xs[i]->parent->name);

@@ -62,6 +62,11 @@ PsBuilder *ps_builder_new (PsModule *m, const char *name);
  * models/moe_layer.h). Parameters are numbered after c's. Free it with
  * ps_builder_free(); it does not set c's root. */
 PsBuilder *ps_builder_new_in (PsModule *m, PsComputation *c);
+/* Accepts operands from other computations of the module too, for the body
+ * of a loop that a scan builds (partitioner/builder/scan.h): the body reads
+ * its caller's instructions as a closure and the scan makes them loop
+ * invariants (and reports an instruction it cannot reach). */
+void ps_builder_allow_closure (PsBuilder *b);
 /* Frees the builder only; the computation stays in the module. */
 void ps_builder_free (PsBuilder *b);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsBuilder, ps_builder_free)
@@ -71,6 +76,10 @@ PsModule *ps_builder_module (const PsBuilder *b);
 /* The first error so far, or NULL (transfer none). */
 const GError *ps_builder_error (const PsBuilder *b);
 gboolean ps_builder_ok (const PsBuilder *b);
+/* TRUE when the builder has no error; else FALSE with a copy of its first
+ * error in *error (the builder keeps it): for a loop body's function,
+ * which returns its builder's error to the scan. */
+gboolean ps_builder_check (const PsBuilder *b, GError **error);
 /* Names the next instruction created (copied). */
 void ps_builder_name_next (PsBuilder *b, const char *name);
 /* Gives every instruction created from now on the metadata
@@ -224,6 +233,10 @@ PsInstr *ps_build_scatter (PsBuilder *b, PsInstr *operand, PsInstr *indices, PsI
 
 PsInstr *ps_build_tuple (PsBuilder *b, int n, PsInstr *const *xs);
 PsInstr *ps_build_get_tuple_element (PsBuilder *b, PsInstr *t, int64_t index);
+/* opt-barrier: x unchanged (any shape, tuples too), a value XLA may not
+ * fuse or move across (a gradient accumulator kept as a buffer of its
+ * own). */
+PsInstr *ps_build_optimization_barrier (PsBuilder *b, PsInstr *x);
 /* condition: state -> pred[]; body: state -> state. */
 PsInstr *ps_build_while (PsBuilder *b, PsComputation *condition, PsComputation *body,
                          PsInstr *init);
@@ -246,6 +259,27 @@ void ps_builder_set_mesh (PsBuilder *b, int mesh_rank, const int64_t *mesh_dims,
 PsInstr *ps_builder_mesh_split (PsBuilder *b, PsInstr *x, const int64_t *dims_mapping);
 /* Same sharding, as a Sharding custom-call on x (intermediate tensors). */
 PsInstr *ps_build_mesh_split (PsBuilder *b, PsInstr *x, const int64_t *dims_mapping);
+
+/* ---- forms the layer library writes (models/net.h; builder_forms.c) ------- */
+
+/* x itself when it already has type t, else ps_build_convert. */
+PsInstr *ps_build_cast (PsBuilder *b, PsInstr *x, PsElemType t);
+/* ps_build_full with like's type and dims (a scalar when like is one). */
+PsInstr *ps_build_full_like (PsBuilder *b, const PsShape *like, double value);
+/* x itself when it already has to's dims, else ps_build_reshape to them
+ * (x's type). */
+PsInstr *ps_build_reshape_to (PsBuilder *b, PsInstr *x, const PsShape *to);
+/* ps_build_broadcast to to's dims (x's type). */
+PsInstr *ps_build_broadcast_to (PsBuilder *b, PsInstr *x, const PsShape *to, const int64_t *dims);
+/* Reduces the listed dims of x with the binary op from the scalar init
+ * (x's type), with the reducer autodiff's gradients use ("ad_<op>_<type>",
+ * partitioner/builder/autodiff.h), so a model's sum and its gradient
+ * share one computation; the dims are kept in the order given. x itself
+ * when n_dims is 0. */
+PsInstr *ps_build_reduce_op (PsBuilder *b, PsInstr *x, PsOpcode op, double init, int n_dims,
+                             const int64_t *dims);
+/* ps_build_reduce_op with add from 0. */
+PsInstr *ps_build_sum (PsBuilder *b, PsInstr *x, int n_dims, const int64_t *dims);
 
 G_END_DECLS
 

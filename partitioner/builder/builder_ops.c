@@ -833,6 +833,14 @@ check_signature (PsBuilder *b, const char *op, const PsComputation *c, int n, Ps
 }
 
 PsInstr *
+ps_build_optimization_barrier (PsBuilder *b, PsInstr *x)
+{
+  if (!bd_usable1 (b, x))
+    return NULL;
+  return bd_add (b, PS_OP_OPTIMIZATION_BARRIER, ps_shape_copy (x->shape), 1, &x);
+}
+
+PsInstr *
 ps_build_while (PsBuilder *b, PsComputation *condition, PsComputation *body, PsInstr *init)
 {
   g_return_val_if_fail (condition != NULL && body != NULL, NULL);

@@ -23,6 +23,7 @@ struct PsBuilder {
   int mesh_rank;
   int64_t *mesh_dims;
   int64_t *mesh_devices;     /* NULL = arange */
+  gboolean closure;          /* ps_builder_allow_closure */
 };
 
 void bd_fail (PsBuilder *b, const char *op, const char *fmt, ...) G_GNUC_PRINTF (3, 4);

@@ -1,6 +1,6 @@
 # partitioner/builder: what models/ uses to write a training step: the
 # builder API, reverse-mode autodiff, optimizers.
-libpodsim_partitioner_la_SOURCES += partitioner/builder/builder.c partitioner/builder/builder_ops.c \
+libpodsim_partitioner_la_SOURCES += partitioner/builder/builder.c partitioner/builder/builder_ops.c partitioner/builder/builder_forms.c \
 	partitioner/builder/builder.h partitioner/builder/builder_private.h \
 	partitioner/builder/autodiff.c partitioner/builder/autodiff_build.c partitioner/builder/autodiff.h \
 	partitioner/builder/autodiff_conv.c partitioner/builder/autodiff_private.h \

@@ -37,14 +37,17 @@ ps_hlo_int_list (PsHloReader *p, PsInts *out)
   return !FAILED (p);
 }
 
-/* {{0,1},{2,3}}: groups of equal size. */
+/* {{0,1},{2,3}}: groups; of different sizes only when ragged_ok (they
+ * are padded to the largest with -1, ir.h), else of one size (want_size:
+ * that size, or 0 for any). */
 gboolean
 ps_hlo_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids, int want_size)
 {
   if (!ps_hlo_expect (p, '{', "to open a list of groups"))
     return FALSE;
-  GArray *all = g_array_new (FALSE, FALSE, sizeof (int64_t));
-  int n = 0, size = -1;
+  GPtrArray *groups = g_ptr_array_new_with_free_func (g_free);
+  GArray *lens = g_array_new (FALSE, FALSE, sizeof (int));
+  int size = 0;
   if (!ps_hlo_accept (p, '}'))
     {
       do
@@ -53,21 +56,17 @@ ps_hlo_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids, in
           PsInts g = { 0 };
           if (!ps_hlo_int_list (p, &g))
             break;
-          if (size >= 0 && g.n != size)
-            /* XLA takes them for all-reduce (CheckReplicaGroups in
-             * xla/service/hlo_verifier.cc); podsim's IR, the
-             * lowering and the collective algorithms hold one group size
-             * (an IotaReplicaGroupList, [G,S]<=[..], always has one) */
-            ps_hlo_error (p, gpos, PS_ERROR_UNSUPPORTED,
-                          "replica_groups of different sizes (%d and %d) are not read: podsim's collectives take "
-                          "groups of one size", size, g.n);
-          else if (want_size > 0 && g.n != want_size)
+          if (want_size > 0 && g.n != want_size)
             ps_hlo_error (p, gpos, PS_ERROR_PARSE, "expected pairs {source,target}, found a group of %d", g.n);
-          size = g.n;
-          if (g.n > 0)
-            g_array_append_vals (all, g.v, (guint) g.n);
+          else if (groups->len > 0 && (g.n == 0 || g_array_index (lens, int, 0) == 0))
+            ps_hlo_error (p, gpos, PS_ERROR_PARSE, "an empty replica group (XLA's verifier refuses them too)");
+          for (int k = 0; k < g.n && !FAILED (p); k++)
+            if (g.v[k] < 0)
+              ps_hlo_error (p, gpos, PS_ERROR_PARSE, "negative device id %" G_GINT64_FORMAT " in a group", g.v[k]);
+          size = MAX (size, g.n);
+          g_array_append_val (lens, g.n);
+          g_ptr_array_add (groups, g.n > 0 ? g_memdup2 (g.v, sizeof (int64_t) * (gsize) g.n) : NULL);
           ps_ints_clear (&g);
-          n++;
         }
       while (!FAILED (p) && ps_hlo_accept (p, ','));
       if (!FAILED (p))
@@ -75,11 +74,23 @@ ps_hlo_groups (PsHloReader *p, int *n_groups, int *group_size, int64_t **ids, in
     }
   if (!FAILED (p))
     {
+      /* Groups of different sizes (XLA takes them for all-reduce only:
+       * CheckReplicaGroups in xla/service/hlo_verifier.cc) are padded;
+       * ps_module_validate refuses them on other opcodes. */
+      int n = (int) groups->len;
       *n_groups = n;
-      *group_size = size < 0 ? 0 : size;
-      *ids = all->len > 0 ? g_memdup2 (all->data, sizeof (int64_t) * all->len) : NULL;
+      *group_size = size;
+      *ids = n > 0 && size > 0 ? g_new (int64_t, (gsize) n * (gsize) size) : NULL;
+      for (int g = 0; g < n && *ids; g++)
+        {
+          int len = g_array_index (lens, int, g);
+          const int64_t *v = g_ptr_array_index (groups, g);
+          for (int k = 0; k < size; k++)
+            (*ids)[(gsize) g * size + k] = k < len ? v[k] : -1;
+        }
     }
-  g_array_free (all, TRUE);
+  g_ptr_array_free (groups, TRUE);
+  g_array_free (lens, TRUE);
   return !FAILED (p);
 }
 
@@ -487,11 +498,13 @@ ps_hlo_precision (PsHloReader *p, PsInstr *in)
           if (!w)
             return FALSE;
           PsPrecision pr;
-          if (strcmp (w, "DEFAULT") == 0)
+          /* any case: XLA's StringToPrecision lowercases the name
+           * (xla/hlo/ir/hlo_instruction.cc) */
+          if (g_ascii_strcasecmp (w, "DEFAULT") == 0)
             pr = PS_PRECISION_DEFAULT;
-          else if (strcmp (w, "HIGH") == 0)
+          else if (g_ascii_strcasecmp (w, "HIGH") == 0)
             pr = PS_PRECISION_HIGH;
-          else if (strcmp (w, "HIGHEST") == 0)
+          else if (g_ascii_strcasecmp (w, "HIGHEST") == 0)
             pr = PS_PRECISION_HIGHEST;
           else
             {

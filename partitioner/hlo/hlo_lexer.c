@@ -374,6 +374,16 @@ ps_hlo_raw_value (PsHloReader *p)
 {
   ps_hlo_skip_ws (p);
   gsize start = p->pos;
+  /* XLA's literal-valued attributes (a custom-call's literal=s32[] 1) are a
+   * shape, then the value: kept whole */
+  if (CUR (p) != '(' && ps_hlo_at_shape (p))
+    {
+      PsShape *sh = ps_hlo_shape (p);
+      if (!sh)
+        return NULL;
+      ps_shape_free (sh);
+      ps_hlo_skip_ws (p);
+    }
   while (p->pos < p->len && !FAILED (p))
     {
       char c = p->text[p->pos];

@@ -90,20 +90,20 @@ hl_literal_store (PsLiteral *lit, int64_t i, const char *tok, gsize len,
         goto bad;
       ((uint8_t *) data)[i] = (uint8_t) sv;
       return TRUE;
-    case PS_S4: case PS_S8: case PS_S16: case PS_S32: case PS_S64:
+    case PS_S1: case PS_S2: case PS_S4: case PS_S8: case PS_S16: case PS_S32: case PS_S64:
       {
         if (!parse_signed (tok, len, &sv))
           goto bad;
-        int bits = t == PS_S4 ? 4 : 8 * ps_etype_size_bytes (t);
+        int bits = ps_etype_bits (t);
         if (bits < 64 && (sv < -(INT64_C (1) << (bits - 1)) || sv >= (INT64_C (1) << (bits - 1))))
           goto range;
-        if (t == PS_S8 || t == PS_S4) ((int8_t *) data)[i] = (int8_t) sv;
+        if (bits <= 8) ((int8_t *) data)[i] = (int8_t) sv;
         else if (t == PS_S16) ((int16_t *) data)[i] = (int16_t) sv;
         else if (t == PS_S32) ((int32_t *) data)[i] = (int32_t) sv;
         else ((int64_t *) data)[i] = sv;
         return TRUE;
       }
-    case PS_U4: case PS_U8: case PS_U16: case PS_U32: case PS_U64:
+    case PS_U1: case PS_U2: case PS_U4: case PS_U8: case PS_U16: case PS_U32: case PS_U64:
       {
         if (!parse_unsigned (tok, len, &uv))
           {
@@ -111,20 +111,21 @@ hl_literal_store (PsLiteral *lit, int64_t i, const char *tok, gsize len,
               goto range;
             goto bad;
           }
-        int bits = t == PS_U4 ? 4 : 8 * ps_etype_size_bytes (t);
+        int bits = ps_etype_bits (t);
         if (bits < 64 && uv >= (UINT64_C (1) << bits))
           goto range;
-        if (t == PS_U8 || t == PS_U4) ((uint8_t *) data)[i] = (uint8_t) uv;
+        if (bits <= 8) ((uint8_t *) data)[i] = (uint8_t) uv;
         else if (t == PS_U16) ((uint16_t *) data)[i] = (uint16_t) uv;
         else if (t == PS_U32) ((uint32_t *) data)[i] = (uint32_t) uv;
         else ((uint64_t *) data)[i] = uv;
         return TRUE;
       }
     case PS_F16: case PS_BF16: case PS_F32: case PS_F64: case PS_F8E4M3FN: case PS_F8E5M2:
+    case PS_F8E4M3: case PS_F8E3M4: case PS_F8E4M3FNUZ: case PS_F8E5M2FNUZ: case PS_F8E4M3B11FNUZ:
+    case PS_F4E2M1FN: case PS_F8E8M0FNU:
       if (!parse_double (tok, len, &dv))
         goto bad;
-      if (t == PS_F8E4M3FN) ((uint8_t *) data)[i] = ps_f32_to_f8e4m3fn ((float) dv);
-      else if (t == PS_F8E5M2) ((uint8_t *) data)[i] = ps_f32_to_f8e5m2 ((float) dv);
+      if (ps_etype_minifloat (t)) ((uint8_t *) data)[i] = ps_etype_minifloat_encode (t, dv);
       else if (t == PS_F16) ((uint16_t *) data)[i] = ps_f32_to_f16 ((float) dv);
       else if (t == PS_BF16) ((uint16_t *) data)[i] = ps_f32_to_bf16 ((float) dv);
       else if (t == PS_F32) ((float *) data)[i] = (float) dv;
@@ -165,12 +166,12 @@ static gboolean
 reads_back (const char *buf, double v, PsElemType t)
 {
   double r = g_ascii_strtod (buf, NULL);
+  if (ps_etype_minifloat (t))
+    return ps_etype_minifloat_encode (t, r) == ps_etype_minifloat_encode (t, v);
   switch (t)
     {
     case PS_BF16: return ps_f32_to_bf16 ((float) r) == ps_f32_to_bf16 ((float) v);
     case PS_F16: return ps_f32_to_f16 ((float) r) == ps_f32_to_f16 ((float) v);
-    case PS_F8E4M3FN: return ps_f32_to_f8e4m3fn ((float) r) == ps_f32_to_f8e4m3fn ((float) v);
-    case PS_F8E5M2: return ps_f32_to_f8e5m2 ((float) r) == ps_f32_to_f8e5m2 ((float) v);
     case PS_F32: case PS_C64: return (float) r == (float) v;
     default: return r == v;
     }
@@ -215,10 +216,12 @@ hl_literal_append_elem (GString *out, const PsLiteral *lit, int64_t i)
   switch (lit->etype)
     {
     case PS_PRED: g_string_append (out, ((const uint8_t *) data)[i] ? "true" : "false"); break;
-    case PS_S8: case PS_S4: g_string_append_printf (out, "%d", ((const int8_t *) data)[i]); break;
-    case PS_U4: g_string_append_printf (out, "%u", ((const uint8_t *) data)[i]); break;
-    case PS_F8E4M3FN: append_double (out, ps_f8e4m3fn_to_f32 (((const uint8_t *) data)[i]), PS_F8E4M3FN); break;
-    case PS_F8E5M2: append_double (out, ps_f8e5m2_to_f32 (((const uint8_t *) data)[i]), PS_F8E5M2); break;
+    case PS_S8: case PS_S4: case PS_S2: case PS_S1: g_string_append_printf (out, "%d", ((const int8_t *) data)[i]); break;
+    case PS_U4: case PS_U2: case PS_U1: g_string_append_printf (out, "%u", ((const uint8_t *) data)[i]); break;
+    case PS_F8E4M3FN: case PS_F8E5M2: case PS_F8E4M3: case PS_F8E3M4: case PS_F8E4M3FNUZ:
+    case PS_F8E5M2FNUZ: case PS_F8E4M3B11FNUZ: case PS_F4E2M1FN: case PS_F8E8M0FNU:
+      append_double (out, ps_etype_minifloat_decode (lit->etype, ((const uint8_t *) data)[i]), lit->etype);
+      break;
     case PS_S16: g_string_append_printf (out, "%d", ((const int16_t *) data)[i]); break;
     case PS_S32: g_string_append_printf (out, "%d", ((const int32_t *) data)[i]); break;
     case PS_S64: g_string_append_printf (out, "%" G_GINT64_FORMAT, ((const int64_t *) data)[i]); break;

@@ -610,8 +610,9 @@ parse_instruction (PsHloReader *p, PsComputation *c, PsInstr **root, gsize *root
       gboolean etype = q < p->len && p->text[q] == '[';
       ps_hlo_error (p, op_pos, PS_ERROR_PARSE, "unknown %s '%.*s'%s", etype ? "element type" : "opcode",
                     (int) MIN (q - p->pos, 60), p->text + p->pos,
-                    etype ? " (podsim reads pred, s4, s8, s16, s32, s64, u4, u8, u16, u32, u64, "
-                    "f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64, c128, token)" : "");
+                    etype ? " (podsim reads pred, s1, s2, s4, s8, s16, s32, s64, u1, u2, u4, u8, u16, u32, u64, "
+                    "f4e2m1fn, f8e3m4, f8e4m3, f8e4m3fn, f8e4m3fnuz, f8e4m3b11fnuz, f8e5m2, f8e5m2fnuz, "
+                    "f8e8m0fnu, f16, bf16, f32, f64, c64, c128, token)" : "");
       ps_shape_free (shape);
       return FALSE;
     }

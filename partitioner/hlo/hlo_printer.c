@@ -40,7 +40,7 @@ append_groups (GString *out, const int64_t *ids, int n, int size)
       if (g > 0)
         g_string_append_c (out, ',');
       g_string_append_c (out, '{');
-      for (int j = 0; j < size; j++)
+      for (int j = 0; j < size && ids[(gsize) g * (gsize) size + (gsize) j] >= 0; j++)
         {
           if (j > 0)
             g_string_append_c (out, ',');

@@ -485,15 +485,64 @@ sl_gather (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
   return ok;
 }
 
+/* ": (T, ...) -> R" where R is one type, or "(R1, ..., Rn)" for n results
+ * (HLO's tuple shape; each Ri added to types). transfer full. */
+static char *
+results_type (Sl *s, int n, GPtrArray *types)
+{
+  if (n == 1)
+    return sl_result_type (s);
+  if (!sl_expect (s, ":", "before the types") || !sl_expect (s, "(", "to open the operand types"))
+    return NULL;
+  do
+    {
+      g_autofree char *t = sl_tensor_type (s);
+      if (!t)
+        return NULL;
+    }
+  while (sl_accept (s, ","));
+  if (!sl_expect (s, ")", "to close the operand types") || !sl_expect (s, "->", "before the result types")
+      || !sl_expect (s, "(", "to open the result types"))
+    return NULL;
+  char *t = sl_tuple_types (s, n, types);
+  if (t && !sl_expect (s, ")", "to close the result types"))
+    g_clear_pointer (&t, g_free);
+  return t;
+}
+
+/* An operation of nres > 1 results: the tuple instruction `name`, and
+ * name.k = get-tuple-element (what %name#k refers to). */
+static void
+emit_results (Sl *s, gsize at, const char *name, const char *tshape, GPtrArray *types, const char *rest,
+              const char *sharding)
+{
+  sl_emit (s, at, name, tshape, rest, sharding);
+  for (guint i = 0; i < types->len; i++)
+    {
+      g_autofree char *en = g_strdup_printf ("%s.%u", name, i);
+      g_autofree char *gr = g_strdup_printf ("get-tuple-element(%s), index=%u", name, i);
+      sl_emit (s, at, en, g_ptr_array_index (types, i), gr, NULL);
+    }
+}
+
+/* "stablehlo.scatter"(%in0, ..., %idx, %upd0, ...): n inputs, their
+ * indices, n updates; the update region takes the n current values and
+ * then the n updates (HLO's order too) and returns n values (a tuple). */
 gboolean
-sl_scatter (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
+sl_scatter (Sl *s, gsize at, const char *name, int nres, GString *rest, char **shape, char **sharding)
 {
   g_autoptr (GString) ops = g_string_new (NULL);
   g_autoptr (GHashTable) a = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_autoptr (GHashTable) d = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  if (!operand_list (s, at, "stablehlo.scatter of %d operands is not read yet (one input, its indices and updates)", 3,
-                     ops))
+  int n = 0;
+  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
     return FALSE;
+  if (n < 3 || n % 2 == 0 || (n - 1) / 2 != nres)
+    {
+      sl_error (s, at, "stablehlo.scatter of %d operands and %d results: it takes n inputs, their indices and n "
+                "updates for n results", n, nres);
+      return FALSE;
+    }
   /* properties before the region, or (older texts) a dictionary after it */
   if (sl_accept (s, "<{") && !raw_entries (s, "}>", a))
     return FALSE;
@@ -507,8 +556,9 @@ sl_scatter (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
     { "update_window_dims", TRUE }, { "inserted_window_dims", TRUE }, { "scatter_dims_to_operand_dims", TRUE },
     { "input_batching_dims", FALSE }, { "scatter_indices_batching_dims", FALSE },
   };
+  g_autoptr (GPtrArray) types = g_ptr_array_new_with_free_func (g_free);
   if (!dimension_numbers (s, at, a, "scatter_dimension_numbers", "#stablehlo.scatter<", d)
-      || !(*shape = sl_result_type (s)))
+      || !(*shape = results_type (s, nres, types)))
     return FALSE;
   g_string_printf (rest, "scatter(%s)", ops->str);
   *sharding = sharding_of (a);
@@ -517,5 +567,55 @@ sl_scatter (Sl *s, gsize at, GString *rest, char **shape, char **sharding)
   g_string_append_printf (rest, ", to_apply=%s", red);
   flag_attr (a, "indices_are_sorted", rest);
   flag_attr (a, "unique_indices", rest);
+  if (nres > 1)
+    {
+      emit_results (s, at, name, *shape, types, rest->str, *sharding);
+      g_clear_pointer (shape, g_free); /* emitted */
+    }
+  return TRUE;
+}
+
+/* "stablehlo.sort"(%a, ...) <{dimension = d, is_stable = B}> ({ ^bb0(%a0:
+ * t, %a1: t, %b0: u, %b1: u): ... }): HLO's sort, the comparator's
+ * parameters in the same order (each operand's pair), n results. */
+gboolean
+sl_sort (Sl *s, gsize at, const char *name, int nres, GString *rest, char **shape, char **sharding)
+{
+  g_autoptr (GString) ops = g_string_new (NULL);
+  g_autoptr (GHashTable) a = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  int n = 0;
+  if (!sl_expect (s, "(", "to open the operands") || !sl_operands (s, ops, &n) || !sl_expect (s, ")", "to close the operands"))
+    return FALSE;
+  if (n < 1 || n != nres)
+    {
+      sl_error (s, at, "stablehlo.sort of %d operands has %d results", n, nres);
+      return FALSE;
+    }
+  if (sl_accept (s, "<{") && !raw_entries (s, "}>", a))
+    return FALSE;
+  g_autofree char *cmp = g_strdup_printf ("region_%d", s->n_reducers++);
+  if (!sl_expect (s, "(", "to open the comparator region") || !sl_region (s, cmp, TRUE, NULL, NULL, NULL, 1)
+      || !sl_expect (s, ")", "to close the comparator region"))
+    return FALSE;
+  if (sl_accept (s, "{") && !raw_entries (s, "}", a))
+    return FALSE;
+  const char *dim = g_hash_table_lookup (a, "dimension");
+  if (!dim || !g_ascii_isdigit (dim[0]))
+    {
+      sl_error (s, at, "stablehlo.sort needs dimension = N");
+      return FALSE;
+    }
+  g_autoptr (GPtrArray) types = g_ptr_array_new_with_free_func (g_free);
+  if (!(*shape = results_type (s, nres, types)))
+    return FALSE;
+  g_string_printf (rest, "sort(%s), dimensions={%" G_GINT64_FORMAT "}", ops->str, g_ascii_strtoll (dim, NULL, 10));
+  flag_attr (a, "is_stable", rest);
+  g_string_append_printf (rest, ", to_apply=%s", cmp);
+  *sharding = sharding_of (a);
+  if (nres > 1)
+    {
+      emit_results (s, at, name, *shape, types, rest->str, *sharding);
+      g_clear_pointer (shape, g_free);
+    }
   return TRUE;
 }

@@ -176,7 +176,11 @@ sl_etype_of (const char *m)
     { "f32", "f32" }, { "f16", "f16" }, { "bf16", "bf16" }, { "f64", "f64" }, { "i1", "pred" },
     { "i8", "s8" }, { "i16", "s16" }, { "i32", "s32" }, { "i64", "s64" }, { "ui8", "u8" },
     { "ui16", "u16" }, { "ui32", "u32" }, { "ui64", "u64" }, { "i4", "s4" }, { "ui4", "u4" },
-    { "f8E4M3FN", "f8e4m3fn" }, { "f8E5M2", "f8e5m2" }, { "complex<f32>", "c64" },
+    { "i2", "s2" }, { "ui2", "u2" },
+    { "f8E4M3FN", "f8e4m3fn" }, { "f8E5M2", "f8e5m2" }, { "f8E4M3", "f8e4m3" }, { "f8E3M4", "f8e3m4" },
+    { "f8E4M3FNUZ", "f8e4m3fnuz" }, { "f8E5M2FNUZ", "f8e5m2fnuz" },
+    { "f8E4M3B11FNUZ", "f8e4m3b11fnuz" }, { "f4E2M1FN", "f4e2m1fn" }, { "f8E8M0FNU", "f8e8m0fnu" },
+    { "complex<f32>", "c64" },
     { "complex<f64>", "c128" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (map); i++)

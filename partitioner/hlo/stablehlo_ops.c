@@ -159,17 +159,20 @@ sl_operation (Sl *s, char **returned, char **returned_shape)
   /* the text is not NUL-terminated: compare within its length */
   gsize left = s->len - s->pos;
   if (nres != 1 && !(left >= 15 && memcmp (s->t + s->pos, "stablehlo.while", 15) == 0)
+      && !(left >= 19 && memcmp (s->t + s->pos, "\"stablehlo.scatter\"", 19) == 0)
+      && !(left >= 16 && memcmp (s->t + s->pos, "\"stablehlo.sort\"", 16) == 0)
       && !(left >= 17 && memcmp (s->t + s->pos, "stablehlo.reduce(", 17) == 0)
       && !(left >= 6 && memcmp (s->t + s->pos, "call @", 6) == 0)
       && !(left >= 11 && memcmp (s->t + s->pos, "func.call @", 11) == 0))
     {
-      sl_error (s, at, "operations with several results are not read yet (stablehlo.while, reduce and call are)");
+      sl_error (s, at, "operations with several results are not read yet (stablehlo.while, reduce, scatter, sort and call are)");
       return FALSE;
     }
   gboolean generic = SL_CUR (s) == '"';
   g_autofree char *op = generic ? sl_string_lit (s) : sl_word (s);
   if (generic && op && strcmp (op, "stablehlo.reduce") != 0 && strcmp (op, "stablehlo.gather") != 0
-      && strcmp (op, "stablehlo.scatter") != 0 && strcmp (op, "stablehlo.convolution") != 0)
+      && strcmp (op, "stablehlo.scatter") != 0 && strcmp (op, "stablehlo.convolution") != 0
+      && strcmp (op, "stablehlo.sort") != 0)
     {
       sl_error (s, opat, "the generic form of %s is not read (only its pretty form)", op);
       return FALSE;
@@ -326,10 +329,13 @@ sl_operation (Sl *s, char **returned, char **returned_shape)
       if (!sl_gather (s, at, rest, &shape, &sharding))
         return FALSE;
     }
-  else if (strcmp (op, "stablehlo.scatter") == 0 && generic)
+  else if ((strcmp (op, "stablehlo.scatter") == 0 || strcmp (op, "stablehlo.sort") == 0) && generic)
     {
-      if (!sl_scatter (s, at, rest, &shape, &sharding))
+      gboolean sort = strcmp (op, "stablehlo.sort") == 0;
+      if (!(sort ? sl_sort : sl_scatter) (s, at, name, nres, rest, &shape, &sharding))
         return FALSE;
+      if (!shape)
+        return TRUE; /* several results: emitted */
     }
   else if (generic)
     {

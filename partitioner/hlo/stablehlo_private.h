@@ -88,7 +88,11 @@ gboolean sl_operation (Sl *s, char **returned, char **returned_shape);
  * for gather and scatter, both forms for convolution); the cursor is after
  * the operation's name; rest gets the HLO instruction after its shape */
 gboolean sl_gather (Sl *s, gsize at, GString *rest, char **shape, char **sharding);
-gboolean sl_scatter (Sl *s, gsize at, GString *rest, char **shape, char **sharding);
+/* scatter and sort may have several results (nres): then they emit the
+ * tuple instruction `name` and its elements themselves and leave *shape
+ * NULL */
+gboolean sl_scatter (Sl *s, gsize at, const char *name, int nres, GString *rest, char **shape, char **sharding);
+gboolean sl_sort (Sl *s, gsize at, const char *name, int nres, GString *rest, char **shape, char **sharding);
 gboolean sl_convolution (Sl *s, gsize at, gboolean generic, GString *rest, char **shape, char **sharding);
 
 /* stablehlo_reader.c: functions, their order, the public entry points */

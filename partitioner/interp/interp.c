@@ -807,6 +807,94 @@ eval_custom_call (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
   return NULL;
 }
 
+/* The dynamic-size ops as XLA's HloEvaluator computes them
+ * (xla/hlo/evaluator/hlo_evaluator.cc): set-dimension-size keeps its
+ * operand's elements (the interpreter holds arrays at their bound, as
+ * XLA's DynamicPadder lays them out) and here zeroes those past the size,
+ * so the padding is the same on every device; get-dimension-size gives the
+ * size a set-dimension-size on that dim gave its operand when the size is
+ * a constant, else the dim's static size (the evaluator's fallback when
+ * its dynamic-dimension inference knows no size). */
+static PsValue *
+eval_dimension_size (const PsInstr *ins, PsValue **ops, GError **error)
+{
+  int64_t d = ins->dimensions.n == 1 ? ins->dimensions.v[0] : -1;
+  const PsShape *s = ops[0]->shape;
+  if (s->etype == PS_TUPLE || d < 0 || d >= s->rank)
+    {
+      ip_fail (error, PS_ERROR_INVALID, ins, "dimensions={d} must name a dim of the operand");
+      return NULL;
+    }
+  if (ins->opcode == PS_OP_SET_DIMENSION_SIZE)
+    {
+      if (ins->n_operands != 2 || !ops[1]->i || ops[1]->n != 1)
+        {
+          ip_fail (error, PS_ERROR_INVALID, ins, "the size must be an integer scalar");
+          return NULL;
+        }
+      PsValue *v = ps_value_copy (ops[0]);
+      int64_t n = CLAMP (ops[1]->i[0], 0, s->dims[d]);
+      g_autofree int64_t *st = ps_shape_strides (s);
+      for (int64_t e = 0; e < v->n && n < s->dims[d]; e++)
+        if ((e / st[d]) % s->dims[d] >= n)
+          ps_value_set (v, e, 0);
+      return v;
+    }
+  PsValue *v = ps_value_new (ins->shape);
+  if (!v->i || v->n != 1)
+    {
+      ps_value_free (v);
+      ip_fail (error, PS_ERROR_INVALID, ins, "must be an integer scalar");
+      return NULL;
+    }
+  int64_t size = s->dims[d];
+  const PsInstr *src = ins->operands[0];
+  if (src->opcode == PS_OP_SET_DIMENSION_SIZE && src->dimensions.n == 1 && src->dimensions.v[0] == d
+      && src->n_operands == 2 && src->operands[1]->opcode == PS_OP_CONSTANT && src->operands[1]->literal)
+    {
+      GError *e = NULL;
+      PsValue *c = ps_value_from_literal (src->operands[1]->shape, src->operands[1]->literal, &e);
+      g_clear_error (&e);
+      if (c && c->i && c->n == 1)
+        size = CLAMP (c->i[0], 0, s->dims[d]);
+      ps_value_free (c);
+    }
+  v->i[0] = size;
+  return v;
+}
+
+/* rng-get-and-update-state: each device holds a 128-bit state (XLA's CPU
+ * backend keeps one global per module, llvm_ir::RngGetAndUpdateState in
+ * xla/service/cpu/ir_emitter.cc), returns it and adds `delta`; the state
+ * starts at the interpreter's seed on every device, so a replicated
+ * program sees the same values everywhere, as XLA's does. */
+static PsValue *
+eval_rng_state (IpCtx *ctx, const PsInstr *ins, int64_t device, GError **error)
+{
+  const char *ds = ps_instr_get_raw_attr (ins, "delta");
+  PsValue *v = ps_value_new (ins->shape);
+  if (!v->i || v->n != 2)
+    {
+      ps_value_free (v);
+      ip_fail (error, PS_ERROR_INVALID, ins, "must be u64[2]");
+      return NULL;
+    }
+  guint64 delta = ds ? g_ascii_strtoull (ds, NULL, 10) : 0;
+  guint64 *st = g_hash_table_lookup (ctx->rng_states, GINT_TO_POINTER ((int) device + 1));
+  if (!st)
+    {
+      st = g_new0 (guint64, 2);
+      st[0] = ctx->opts.rng_seed;
+      g_hash_table_insert (ctx->rng_states, GINT_TO_POINTER ((int) device + 1), st);
+    }
+  v->i[0] = (int64_t) st[0];
+  v->i[1] = (int64_t) st[1];
+  guint64 lo = st[0] + delta;
+  st[1] += lo < st[0];
+  st[0] = lo;
+  return v;
+}
+
 static PsValue *
 eval_local (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError **error)
 {
@@ -875,6 +963,13 @@ eval_local (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GErro
       return eval_custom_call (ctx, ins, ops, device, error);
     case PS_OP_RNG:
       return eval_rng (ctx, ins, ops, error);
+    case PS_OP_GET_DIMENSION_SIZE:
+    case PS_OP_SET_DIMENSION_SIZE:
+      if (ins->n_operands < 1)
+        break;
+      return eval_dimension_size (ins, ops, error);
+    case PS_OP_RNG_GET_AND_UPDATE_STATE:
+      return eval_rng_state (ctx, ins, device, error);
     case PS_OP_RNG_BIT_GENERATOR:
       {
         /* (new state, bits): the state passes through unchanged and the
@@ -993,7 +1088,7 @@ participants (IpCtx *ctx, const PsInstr *ins, int64_t device, GArray *members,
         if (ins->replica_groups[(gsize) g * ins->group_size + k] == my_id)
           {
             group = ins->replica_groups + (gsize) g * ins->group_size;
-            glen = ins->group_size;
+            glen = ps_instr_group_len (ins, g);
             break;
           }
   if (!group)
@@ -1640,6 +1735,7 @@ ctx_init (IpCtx *ctx, const PsModule *m, int64_t num_devices, const PsInterpOpti
   ctx->num_devices = num_devices;
   ctx->plans = g_hash_table_new_full (NULL, NULL, NULL, plan_free);
   ctx->scalar_progs = g_hash_table_new_full (NULL, NULL, NULL, scalar_prog_free);
+  ctx->rng_states = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   return TRUE;
 }
 
@@ -1673,6 +1769,7 @@ ps_interp_run_spmd (const PsModule *m, int64_t num_devices, int n_args, PsValue 
   /* Scalar programs point into plans: destroy them first. */
   g_hash_table_destroy (ctx.scalar_progs);
   g_hash_table_destroy (ctx.plans);
+  g_hash_table_destroy (ctx.rng_states);
   return ok;
 }
 

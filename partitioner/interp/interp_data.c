@@ -390,9 +390,14 @@ encode_elem (const PsValue *v, int64_t i, guint8 *dst)
   PsElemType t = v->shape->etype;
   switch (t)
     {
-    case PS_PRED: case PS_S8: case PS_U8: case PS_S4: case PS_U4: dst[0] = (guint8) v->i[i]; break;
-    case PS_F8E4M3FN: dst[0] = ps_f32_to_f8e4m3fn ((float) v->f[i]); break;
-    case PS_F8E5M2: dst[0] = ps_f32_to_f8e5m2 ((float) v->f[i]); break;
+    case PS_PRED: case PS_S8: case PS_U8: case PS_S4: case PS_U4: case PS_S2: case PS_U2:
+    case PS_S1: case PS_U1:
+      dst[0] = (guint8) v->i[i];
+      break;
+    case PS_F8E4M3FN: case PS_F8E5M2: case PS_F8E4M3: case PS_F8E3M4: case PS_F8E4M3FNUZ:
+    case PS_F8E5M2FNUZ: case PS_F8E4M3B11FNUZ: case PS_F4E2M1FN: case PS_F8E8M0FNU:
+      dst[0] = ps_etype_minifloat_encode (t, v->f[i]);
+      break;
     case PS_S16: case PS_U16: { uint16_t x = (uint16_t) v->i[i]; memcpy (dst, &x, 2); break; }
     case PS_S32: case PS_U32: { uint32_t x = (uint32_t) v->i[i]; memcpy (dst, &x, 4); break; }
     case PS_S64: case PS_U64: memcpy (dst, &v->i[i], 8); break;
@@ -419,10 +424,19 @@ decode_elem (PsValue *v, int64_t i, const guint8 *src)
     {
     case PS_PRED: v->i[i] = src[0] != 0; break;
     case PS_S8: v->i[i] = (int8_t) src[0]; break;
-    case PS_S4: v->i[i] = (int8_t) (uint8_t) (src[0] << 4) >> 4; break;
-    case PS_U4: v->i[i] = src[0] & 0xf; break;
-    case PS_F8E4M3FN: v->f[i] = ps_f8e4m3fn_to_f32 (src[0]); break;
-    case PS_F8E5M2: v->f[i] = ps_f8e5m2_to_f32 (src[0]); break;
+    case PS_S4: case PS_S2: case PS_S1:
+      {
+        /* sign-extend the low bits */
+        int sh = 8 - ps_etype_bits (t);
+        v->i[i] = (int8_t) (uint8_t) (src[0] << sh) >> sh;
+        break;
+      }
+    case PS_U4: case PS_U2: case PS_U1: v->i[i] = src[0] & ((1 << ps_etype_bits (t)) - 1); break;
+    case PS_F4E2M1FN: v->f[i] = ps_etype_minifloat_decode (t, src[0] & 0xf); break;
+    case PS_F8E4M3FN: case PS_F8E5M2: case PS_F8E4M3: case PS_F8E3M4: case PS_F8E4M3FNUZ:
+    case PS_F8E5M2FNUZ: case PS_F8E4M3B11FNUZ: case PS_F8E8M0FNU:
+      v->f[i] = ps_etype_minifloat_decode (t, src[0]);
+      break;
     case PS_U8: v->i[i] = src[0]; break;
     case PS_S16: { int16_t x; memcpy (&x, src, 2); v->i[i] = x; break; }
     case PS_U16: { uint16_t x; memcpy (&x, src, 2); v->i[i] = x; break; }
@@ -709,7 +723,12 @@ op_scatter (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GErro
   }
   scalar = ps_shape_new_scalar (a0->shape->etype);
   for (int k = 0; k < 2 * nv; k++)
-    cargs[k] = ps_value_new (scalar);
+    {
+      /* the combiner's k-th parameter has its input's element type (a
+       * scatter of several inputs may mix them) */
+      g_autoptr (PsShape) sk = ps_shape_new_scalar (ops[k % nv]->shape->etype);
+      cargs[k] = ps_value_new (sk);
+    }
   IpReducer red;
   ip_reducer_init (&red, ctx, ins->called[0], device, a0->shape->etype);
   if (!ip_charge (ctx, ins, upd0->n * (red.fast_op == PS_OP_COUNT ? ins->called[0]->instrs->len : 1), error))

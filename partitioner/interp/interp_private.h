@@ -24,6 +24,7 @@ struct IpCtx {
   int64_t live_elements;      /* elements held by evaluated instructions, all devices */
   GHashTable *plans;          /* PsComputation* -> plan (interp.c) */
   GHashTable *scalar_progs;   /* PsComputation* -> scalar program (interp.c) */
+  GHashTable *rng_states;     /* device + 1 -> guint64[2], rng-get-and-update-state's */
   /* The engine's evaluation of a called computation (ip_call_fast). */
   const PsValue *(*call) (IpCtx *ctx, const PsComputation *c, int64_t device, int n_args,
                           PsValue *const *args, PsValue **owned, GError **error);

@@ -35,8 +35,14 @@ double_to_int (PsElemType t, double x)
   double lo, hi;
   switch (t)
     {
-    case PS_S4: lo = -8; hi = 7; break;
-    case PS_U4: lo = 0; hi = 15; break;
+    case PS_S4: case PS_U4: case PS_S2: case PS_U2: case PS_S1: case PS_U1:
+      {
+        int64_t l;
+        uint64_t h;
+        ps_etype_int_range (t, &l, &h);
+        lo = (double) l, hi = (double) h;
+        break;
+      }
     case PS_S8: lo = -128; hi = 127; break;
     case PS_S16: lo = -32768; hi = 32767; break;
     case PS_S32: lo = -2147483648.0; hi = 2147483647.0; break;
@@ -72,10 +78,11 @@ ps_etype_round (PsElemType t, double x)
     case PS_F32: case PS_C64: return (double) (float) x;
     case PS_BF16: return ps_bf16_to_f32 (ps_f32_to_bf16 ((float) x));
     case PS_F16: return ps_f16_to_f32 (ps_f32_to_f16 ((float) x));
-    case PS_F8E4M3FN: return ps_f8e4m3fn_to_f32 (ps_f32_to_f8e4m3fn ((float) x));
-    case PS_F8E5M2: return ps_f8e5m2_to_f32 (ps_f32_to_f8e5m2 ((float) x));
     case PS_C128: return x;
-    default: return (double) double_to_int (t, x);
+    default:
+      if (ps_etype_minifloat (t))
+        return ps_etype_minifloat_decode (t, ps_etype_minifloat_encode (t, x));
+      return (double) double_to_int (t, x);
     }
 }
 
@@ -193,10 +200,11 @@ literal_get (const PsLiteral *l, int64_t i, double *im)
   switch (l->etype)
     {
     case PS_PRED: return ((const uint8_t *) d)[i] != 0;
-    case PS_S8: case PS_S4: return ((const int8_t *) d)[i];
-    case PS_U4: return ((const uint8_t *) d)[i];
-    case PS_F8E4M3FN: return ps_f8e4m3fn_to_f32 (((const uint8_t *) d)[i]);
-    case PS_F8E5M2: return ps_f8e5m2_to_f32 (((const uint8_t *) d)[i]);
+    case PS_S8: case PS_S4: case PS_S2: case PS_S1: return ((const int8_t *) d)[i];
+    case PS_U4: case PS_U2: case PS_U1: return ((const uint8_t *) d)[i];
+    case PS_F8E4M3FN: case PS_F8E5M2: case PS_F8E4M3: case PS_F8E3M4: case PS_F8E4M3FNUZ:
+    case PS_F8E5M2FNUZ: case PS_F8E4M3B11FNUZ: case PS_F4E2M1FN: case PS_F8E8M0FNU:
+      return ps_etype_minifloat_decode (l->etype, ((const uint8_t *) d)[i]);
     case PS_S16: return ((const int16_t *) d)[i];
     case PS_S32: return ((const int32_t *) d)[i];
     case PS_U8: return ((const uint8_t *) d)[i];

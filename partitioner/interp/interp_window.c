@@ -1,4 +1,4 @@
-/* Contracting and windowed ops of the interpreter: dot, convolution, reduce,
+/* Contracting and windowed ops of the interpreter: dot, ragged-dot, convolution, reduce,
  * reduce-window and select-and-scatter.
  *
  * dot and convolution accumulate in double and round once to the result
@@ -17,7 +17,7 @@
 gboolean
 ip_is_window_op (PsOpcode op)
 {
-  return op == PS_OP_DOT || op == PS_OP_CONVOLUTION || op == PS_OP_REDUCE
+  return op == PS_OP_DOT || op == PS_OP_RAGGED_DOT || op == PS_OP_CONVOLUTION || op == PS_OP_REDUCE
          || op == PS_OP_REDUCE_WINDOW || op == PS_OP_SELECT_AND_SCATTER || op == PS_OP_MAP;
 }
 
@@ -76,9 +76,25 @@ promote (const PsValue *v, PsElemType t)
   return p;
 }
 
+/* dot, and ragged-dot (XLA's three modes, ir.h PsRaggedMode; the
+ * semantics of jax.lax.ragged_dot_general's documentation): the groups
+ * are consecutive runs of the ragged dim, group_sizes[j] long; in the
+ * non-contracting mode row r takes the rhs slice of its group along the
+ * rhs group dim and rows past the last group are 0; in the contracting
+ * mode result[j] contracts only over group j's run of the dim; the batch
+ * mode is a dot. */
 static PsValue *
 op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
 {
+  int64_t lrag = -1, rgrp = -1;
+  PsRaggedMode mode = ins->opcode == PS_OP_RAGGED_DOT ? ps_instr_ragged_dims (ins, &lrag, &rgrp) : PS_RAGGED_NONE;
+  if (ins->opcode == PS_OP_RAGGED_DOT && mode == PS_RAGGED_NONE)
+    {
+      ip_fail (error, PS_ERROR_INVALID, ins, "ragged-dot needs lhs_ragged_dims={d} (and rhs_group_dims={g} when d is a non-contracting dim)");
+      return NULL;
+    }
+  if (mode == PS_RAGGED_BATCH)
+    mode = PS_RAGGED_NONE, rgrp = -1;
   PsValue *out = ps_value_new (ins->shape);
   PsValue *pl = promote (ops[0], out->shape->etype), *pr = promote (ops[1], out->shape->etype);
   const PsValue *l = pl ? pl : ops[0], *r = pr ? pr : ops[1];
@@ -90,21 +106,50 @@ op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
   int nlf = 0, nrf = 0;
   int64_t *cdims = g_new0 (int64_t, nc + 1), *cidx = g_new0 (int64_t, nc + 1);
   int64_t *oidx = g_new0 (int64_t, out->shape->rank + 1);
+  int64_t *gstart = NULL, *gend = NULL, *ccoord = NULL;
+  int64_t ngroups = 0;
+  int og = mode == PS_RAGGED_CONTRACTING ? 1 : 0; /* the result's leading group dim */
+  int rag_free = -1, rag_c = -1;                  /* where the ragged dim sits */
   if (dd->rhs_batch.n != nb || dd->rhs_contracting.n != nc)
     FAIL ("batch/contracting dims differ in number");
+  if (mode != PS_RAGGED_NONE || ins->opcode == PS_OP_RAGGED_DOT)
+    {
+      const PsValue *gs = ops[2];
+      if (lrag < 0 || lrag >= lr || !gs->i || gs->shape->rank != 1
+          || (rgrp >= 0 && (rgrp >= rr || r->shape->dims[rgrp] != gs->shape->dims[0])))
+        FAIL ("group_sizes must be an integer vector of one size per group (rhs group dim)");
+      ngroups = gs->shape->dims[0];
+      gstart = g_new0 (int64_t, ngroups + 1);
+      gend = g_new0 (int64_t, ngroups + 1);
+      int64_t at = 0, extent = l->shape->dims[lrag];
+      for (int64_t j = 0; j < ngroups; j++)
+        {
+          int64_t n = MAX (gs->i[j], 0);
+          gstart[j] = MIN (at, extent);
+          at = gstart[j] + MIN (n, extent - gstart[j]);
+          gend[j] = at;
+        }
+    }
   for (int d = 0; d < lr; d++)
     if (!ps_ints_contains (&dd->lhs_batch, d) && !ps_ints_contains (&dd->lhs_contracting, d))
-      lfree[nlf++] = d;
+      {
+        if (d == lrag)
+          rag_free = nlf;
+        lfree[nlf++] = d;
+      }
   for (int d = 0; d < rr; d++)
-    if (!ps_ints_contains (&dd->rhs_batch, d) && !ps_ints_contains (&dd->rhs_contracting, d))
+    if (!ps_ints_contains (&dd->rhs_batch, d) && !ps_ints_contains (&dd->rhs_contracting, d) && d != rgrp)
       rfree[nrf++] = d;
-  if (nb + nlf + nrf != out->shape->rank)
-    FAIL ("result rank %d is not batch + free dims (%d)", out->shape->rank, nb + nlf + nrf);
+  if (og + nb + nlf + nrf != out->shape->rank)
+    FAIL ("result rank %d is not batch + free dims (%d)", out->shape->rank, og + nb + nlf + nrf);
+  if (og && out->shape->dims[0] != ngroups)
+    FAIL ("the result's group dim has %" G_GINT64_FORMAT " entries for %" G_GINT64_FORMAT " groups",
+          out->shape->dims[0], ngroups);
   for (int k = 0; k < nb; k++)
     {
       int64_t a = dd->lhs_batch.v[k], b = dd->rhs_batch.v[k];
       if (a < 0 || a >= lr || b < 0 || b >= rr || l->shape->dims[a] != r->shape->dims[b]
-          || out->shape->dims[k] != l->shape->dims[a])
+          || out->shape->dims[og + k] != l->shape->dims[a])
         FAIL ("batch dim %d does not match", k);
     }
   for (int k = 0; k < nc; k++)
@@ -113,12 +158,14 @@ op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
       if (a < 0 || a >= lr || b < 0 || b >= rr || l->shape->dims[a] != r->shape->dims[b])
         FAIL ("contracting dim %d does not match", k);
       cdims[k] = l->shape->dims[a];
+      if (a == lrag)
+        rag_c = k;
     }
   for (int k = 0; k < nlf; k++)
-    if (out->shape->dims[nb + k] != l->shape->dims[lfree[k]])
+    if (out->shape->dims[og + nb + k] != l->shape->dims[lfree[k]])
       FAIL ("lhs free dim %d does not match the result", lfree[k]);
   for (int k = 0; k < nrf; k++)
-    if (out->shape->dims[nb + nlf + k] != r->shape->dims[rfree[k]])
+    if (out->shape->dims[og + nb + nlf + k] != r->shape->dims[rfree[k]])
       FAIL ("rhs free dim %d does not match the result", rfree[k]);
   int64_t csize = 1;
   for (int k = 0; k < nc; k++)
@@ -129,6 +176,8 @@ op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
   /* Offsets of every contracting position, computed once: the inner loop
    * is then a plain multiply-add over two offset tables. */
   int64_t *loff = g_new0 (int64_t, MAX (1, csize)), *roff = g_new0 (int64_t, MAX (1, csize));
+  if (rag_c >= 0)
+    ccoord = g_new0 (int64_t, MAX (1, csize));
   memset (cidx, 0, sizeof (int64_t) * (nc + 1));
   for (int64_t c = 0; c < csize; c++)
     {
@@ -137,32 +186,52 @@ op_dot (IpCtx *ctx, const PsInstr *ins, PsValue **ops, GError **error)
           loff[c] += cidx[k] * lst[dd->lhs_contracting.v[k]];
           roff[c] += cidx[k] * rst[dd->rhs_contracting.v[k]];
         }
+      if (ccoord)
+        ccoord[c] = cidx[rag_c];
       ps_index_next (nc, cdims, cidx);
     }
   for (int64_t e = 0; e < out->n; e++)
     {
       int64_t lb = 0, rb = 0;
+      int64_t lo = 0, hi = csize; /* the contracting mode: group oidx[0]'s run */
+      gboolean skip = FALSE;
       for (int k = 0; k < nb; k++)
         {
-          lb += oidx[k] * lst[dd->lhs_batch.v[k]];
-          rb += oidx[k] * rst[dd->rhs_batch.v[k]];
+          lb += oidx[og + k] * lst[dd->lhs_batch.v[k]];
+          rb += oidx[og + k] * rst[dd->rhs_batch.v[k]];
         }
       for (int k = 0; k < nlf; k++)
-        lb += oidx[nb + k] * lst[lfree[k]];
+        lb += oidx[og + nb + k] * lst[lfree[k]];
       for (int k = 0; k < nrf; k++)
-        rb += oidx[nb + nlf + k] * rst[rfree[k]];
+        rb += oidx[og + nb + nlf + k] * rst[rfree[k]];
+      if (mode == PS_RAGGED_NON_CONTRACTING)
+        {
+          int64_t row = oidx[og + nb + rag_free], j = 0;
+          while (j < ngroups && !(row >= gstart[j] && row < gend[j]))
+            j++;
+          if (j == ngroups)
+            skip = TRUE; /* past the last group: 0 */
+          else
+            rb += j * rst[rgrp];
+        }
+      else if (mode == PS_RAGGED_CONTRACTING)
+        lo = gstart[oidx[0]], hi = gend[oidx[0]];
       Acc acc = { 0, 0, 0 };
-      if (l->f)
+      if (skip)
+        ;
+      else if (l->f)
         {
           const double *lf = l->f + lb, *rf = r->f + rb;
           double sum = 0;
           for (int64_t c = 0; c < csize; c++)
-            sum += lf[loff[c]] * rf[roff[c]];
+            if (!ccoord || (ccoord[c] >= lo && ccoord[c] < hi))
+              sum += lf[loff[c]] * rf[roff[c]];
           acc.re = sum;
         }
       else
         for (int64_t c = 0; c < csize; c++)
-          acc_mul_add (&acc, l, lb + loff[c], r, rb + roff[c]);
+          if (!ccoord || (ccoord[c] >= lo && ccoord[c] < hi))
+            acc_mul_add (&acc, l, lb + loff[c], r, rb + roff[c]);
       if (ints && out->i)
         out->i[e] = ip_wrap_int (out->shape->etype, acc.i);
       else
@@ -184,6 +253,9 @@ done:
   g_free (cdims);
   g_free (cidx);
   g_free (oidx);
+  g_free (gstart);
+  g_free (gend);
+  g_free (ccoord);
   return out;
 }
 
@@ -733,6 +805,10 @@ ip_window_op (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
           return NULL;
         }
       if (ins->n_operands != 2 || ins->shape->etype == PS_TUPLE)
+        break;
+      return op_dot (ctx, ins, ops, error);
+    case PS_OP_RAGGED_DOT:
+      if (ins->n_operands != 3 || ins->shape->etype == PS_TUPLE)
         break;
       return op_dot (ctx, ins, ops, error);
     case PS_OP_CONVOLUTION:

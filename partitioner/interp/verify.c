@@ -344,10 +344,17 @@ tolerance (PsElemType t, const PsVerifyOptions *o, double *rtol, double *atol)
     case PS_F64: case PS_C128: *rtol = 1e-9; *atol = 1e-9; break;
     case PS_F16: *rtol = 1e-2; *atol = 5e-2; break;
     case PS_BF16: *rtol = 2e-2; *atol = 1e-1; break;
-    /* 3 and 2 mantissa bits: one rounding is 2^-4 and 2^-3 relative */
-    case PS_F8E4M3FN: *rtol = 1.25e-1; *atol = 5e-1; break;
-    case PS_F8E5M2: *rtol = 2.5e-1; *atol = 1; break;
-    default: *rtol = 1e-4; *atol = 1e-3; break;
+    default:
+      if (ps_etype_minifloat (t))
+        {
+          /* M mantissa bits: one rounding is 2^-(M+1) relative; allow two
+           * (f8e4m3fn: 0.125 and 0.5, f8e5m2: 0.25 and 1). */
+          *rtol = ldexp (1.0, -ps_etype_minifloat (t)->mbits);
+          *atol = 4 * *rtol;
+        }
+      else
+        *rtol = 1e-4, *atol = 1e-3;
+      break;
     }
   if (o && o->rtol > 0)
     *rtol = o->rtol;

@@ -10,8 +10,7 @@
 static gboolean
 is_narrow_float (PsElemType t)
 {
-  return t == PS_BF16 || t == PS_F16 || t == PS_F32 || t == PS_C64 || t == PS_F8E4M3FN
-         || t == PS_F8E5M2;
+  return t == PS_BF16 || t == PS_F16 || t == PS_F32 || t == PS_C64 || ps_etype_minifloat (t);
 }
 
 static gboolean
@@ -57,9 +56,10 @@ literal_double (const PsLiteral *lit, int64_t e)
     {
     case PS_BF16: return ps_bf16_to_f32 (((const uint16_t *) lit->data)[e]);
     case PS_F16: return ps_f16_to_f32 (((const uint16_t *) lit->data)[e]);
-    case PS_F8E4M3FN: return ps_f8e4m3fn_to_f32 (((const uint8_t *) lit->data)[e]);
-    case PS_F8E5M2: return ps_f8e5m2_to_f32 (((const uint8_t *) lit->data)[e]);
-    default: return ((const float *) lit->data)[e]; /* f32; c64 as 2n floats */
+    default:
+      if (ps_etype_minifloat (lit->etype))
+        return ps_etype_minifloat_decode (lit->etype, ((const uint8_t *) lit->data)[e]);
+      return ((const float *) lit->data)[e]; /* f32; c64 as 2n floats */
     }
 }
 

@@ -170,10 +170,12 @@ ps_literal_set_f64 (PsLiteral *l, int64_t i, double v)
   switch (l->etype)
     {
     case PS_PRED: ((uint8_t *) d)[i] = v != 0; break;
-    case PS_S8: case PS_S4: ((int8_t *) d)[i] = (int8_t) v; break;
-    case PS_U4: ((uint8_t *) d)[i] = (uint8_t) v; break;
-    case PS_F8E4M3FN: ((uint8_t *) d)[i] = ps_f32_to_f8e4m3fn ((float) v); break;
-    case PS_F8E5M2: ((uint8_t *) d)[i] = ps_f32_to_f8e5m2 ((float) v); break;
+    case PS_S8: case PS_S4: case PS_S2: case PS_S1: ((int8_t *) d)[i] = (int8_t) v; break;
+    case PS_U4: case PS_U2: case PS_U1: ((uint8_t *) d)[i] = (uint8_t) v; break;
+    case PS_F8E4M3FN: case PS_F8E5M2: case PS_F8E4M3: case PS_F8E3M4: case PS_F8E4M3FNUZ:
+    case PS_F8E5M2FNUZ: case PS_F8E4M3B11FNUZ: case PS_F4E2M1FN: case PS_F8E8M0FNU:
+      ((uint8_t *) d)[i] = ps_etype_minifloat_encode (l->etype, v);
+      break;
     case PS_S16: ((int16_t *) d)[i] = (int16_t) v; break;
     case PS_S32: ((int32_t *) d)[i] = (int32_t) v; break;
     case PS_S64: ((int64_t *) d)[i] = (int64_t) v; break;
@@ -268,6 +270,61 @@ ps_instr_get_raw_attr (const PsInstr *instr, const char *key)
         return a->value;
     }
   return NULL;
+}
+
+int
+ps_instr_group_len (const PsInstr *in, int g)
+{
+  if (g < 0 || g >= in->n_groups)
+    return 0;
+  const int64_t *ids = in->replica_groups + (gsize) g * (gsize) in->group_size;
+  int n = 0;
+  while (n < in->group_size && ids[n] >= 0)
+    n++;
+  return n;
+}
+
+gboolean
+ps_instr_groups_ragged (const PsInstr *in)
+{
+  for (int g = 0; g < in->n_groups; g++)
+    if (ps_instr_group_len (in, g) != in->group_size)
+      return TRUE;
+  return FALSE;
+}
+
+static int64_t
+single_dim (const char *v)
+{
+  if (!v)
+    return -1;
+  while (*v == '{' || *v == ' ')
+    v++;
+  char *end = NULL;
+  gint64 d = g_ascii_strtoll (v, &end, 10);
+  if (end == v)
+    return -1;
+  while (*end == ' ')
+    end++;
+  return *end == '}' || *end == 0 ? d : -1;
+}
+
+PsRaggedMode
+ps_instr_ragged_dims (const PsInstr *in, int64_t *lhs_ragged, int64_t *rhs_group)
+{
+  *lhs_ragged = *rhs_group = -1;
+  if (in->opcode != PS_OP_RAGGED_DOT || in->n_operands != 3)
+    return PS_RAGGED_NONE;
+  *lhs_ragged = single_dim (ps_instr_get_raw_attr (in, "lhs_ragged_dims"));
+  const char *g = ps_instr_get_raw_attr (in, "rhs_group_dims");
+  *rhs_group = single_dim (g);
+  if (*lhs_ragged < 0 || (g && *rhs_group < 0 && strcmp (g, "{}") != 0))
+    return PS_RAGGED_NONE;
+  if (ps_ints_contains (&in->dot.lhs_contracting, *lhs_ragged))
+    return *rhs_group < 0 ? PS_RAGGED_CONTRACTING : PS_RAGGED_NONE;
+  if (ps_ints_contains (&in->dot.lhs_batch, *lhs_ragged))
+    return *rhs_group < 0 ? PS_RAGGED_BATCH : PS_RAGGED_NONE;
+  return *rhs_group >= 0 ? PS_RAGGED_NON_CONTRACTING : PS_RAGGED_NONE;
 }
 
 /* ---- instructions ------------------------------------------------------- */

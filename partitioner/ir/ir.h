@@ -251,8 +251,10 @@ struct PsInstr {
   char *compare_type;              /* compare "type" (TOTALORDER...), or NULL */
   gboolean is_stable;              /* sort */
   PsFusionKind fusion_kind;        /* fusion "kind" */
-  /* Collectives. replica_groups: n_groups groups of group_size ids each
-   * (XLA allows ragged groups; podsim requires equal sizes). */
+  /* Collectives. replica_groups: n_groups groups of group_size ids each.
+   * Groups of different sizes, which XLA allows only for all-reduce
+   * (CheckReplicaGroups in xla/service/hlo_verifier.cc), are held padded
+   * to the largest with -1 (ps_instr_group_len). */
   int n_groups, group_size;
   int64_t *replica_groups;         /* n_groups * group_size, row-major */
   gboolean has_replica_groups;     /* attribute written (even as {}) */
@@ -388,6 +390,25 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsLiteral, ps_literal_free)
 void ps_literal_set_f64 (PsLiteral *l, int64_t i, double v);
 void ps_instr_add_raw_attr (PsInstr *instr, const char *key, const char *value);
 const char *ps_instr_get_raw_attr (const PsInstr *instr, const char *key);
+
+/* The members of replica group g (ids before the -1 padding of groups of
+ * different sizes), and whether the groups differ in size. */
+int ps_instr_group_len (const PsInstr *in, int g);
+gboolean ps_instr_groups_ragged (const PsInstr *in);
+
+/* A ragged-dot's modes (XLA's shape_inference.cc InferRaggedDotOpShape):
+ * the lhs ragged dim is a non-contracting one (rows meet their group's
+ * rhs slice along the rhs group dim), a contracting one (the result gets a
+ * leading group dim) or a batch one (a dot). */
+typedef enum {
+  PS_RAGGED_NONE,             /* not a ragged-dot, or its dims do not read */
+  PS_RAGGED_NON_CONTRACTING,
+  PS_RAGGED_CONTRACTING,
+  PS_RAGGED_BATCH,
+} PsRaggedMode;
+/* The mode of a ragged-dot, its lhs ragged dim and its rhs group dim (-1
+ * when there is none), from `lhs_ragged_dims={d}` and `rhs_group_dims={g}`. */
+PsRaggedMode ps_instr_ragged_dims (const PsInstr *in, int64_t *lhs_ragged, int64_t *rhs_group);
 
 /* Checks operand counts, shapes and attribute consistency for every
  * instruction; errors name the instruction and its source position. */

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "common/float16.h"
 #include "common/ndindex.h"
 #include "partitioner/ir/shape.h"
 
@@ -14,7 +15,10 @@ static const char *const etype_names[PS_ETYPE_COUNT] = {
   [PS_U64] = "u64", [PS_F16] = "f16", [PS_BF16] = "bf16", [PS_F32] = "f32",
   [PS_F64] = "f64", [PS_C64] = "c64", [PS_C128] = "c128", [PS_TOKEN] = "token",
   [PS_TUPLE] = "tuple", [PS_S4] = "s4", [PS_U4] = "u4", [PS_F8E4M3FN] = "f8e4m3fn",
-  [PS_F8E5M2] = "f8e5m2",
+  [PS_F8E5M2] = "f8e5m2", [PS_S1] = "s1", [PS_U1] = "u1", [PS_S2] = "s2", [PS_U2] = "u2",
+  [PS_F8E4M3] = "f8e4m3", [PS_F8E3M4] = "f8e3m4", [PS_F8E4M3FNUZ] = "f8e4m3fnuz",
+  [PS_F8E5M2FNUZ] = "f8e5m2fnuz", [PS_F8E4M3B11FNUZ] = "f8e4m3b11fnuz",
+  [PS_F4E2M1FN] = "f4e2m1fn", [PS_F8E8M0FNU] = "f8e8m0fnu",
 };
 
 static const int etype_sizes[PS_ETYPE_COUNT] = {
@@ -22,6 +26,24 @@ static const int etype_sizes[PS_ETYPE_COUNT] = {
   [PS_U8] = 1, [PS_U16] = 2, [PS_U32] = 4, [PS_U64] = 8, [PS_F16] = 2,
   [PS_BF16] = 2, [PS_F32] = 4, [PS_F64] = 8, [PS_C64] = 8, [PS_C128] = 16,
   [PS_TOKEN] = 0, [PS_TUPLE] = 0, [PS_S4] = 1, [PS_U4] = 1, [PS_F8E4M3FN] = 1, [PS_F8E5M2] = 1,
+  [PS_S1] = 1, [PS_U1] = 1, [PS_S2] = 1, [PS_U2] = 1, [PS_F8E4M3] = 1, [PS_F8E3M4] = 1,
+  [PS_F8E4M3FNUZ] = 1, [PS_F8E5M2FNUZ] = 1, [PS_F8E4M3B11FNUZ] = 1, [PS_F4E2M1FN] = 1,
+  [PS_F8E8M0FNU] = 1,
+};
+
+/* The narrow floats as ml_dtypes defines them (its README, include/float8.h
+ * and include/mxfloat.h: exponent, mantissa, bias, special values), which
+ * is what XLA computes with. */
+static const PsMinifloat minifloats[PS_ETYPE_COUNT] = {
+  [PS_F8E4M3FN] = { 4, 3, 7, PS_MF_FN },
+  [PS_F8E5M2] = { 5, 2, 15, PS_MF_IEEE },
+  [PS_F8E4M3] = { 4, 3, 7, PS_MF_IEEE },
+  [PS_F8E3M4] = { 3, 4, 3, PS_MF_IEEE },
+  [PS_F8E4M3FNUZ] = { 4, 3, 8, PS_MF_FNUZ },
+  [PS_F8E5M2FNUZ] = { 5, 2, 16, PS_MF_FNUZ },
+  [PS_F8E4M3B11FNUZ] = { 4, 3, 11, PS_MF_FNUZ },
+  [PS_F4E2M1FN] = { 2, 1, 1, PS_MF_FINITE },
+  [PS_F8E8M0FNU] = { 8, 0, 127, PS_MF_UNSIGNED },
 };
 
 const char *
@@ -57,8 +79,56 @@ ps_etype_size_bytes (PsElemType t)
 gboolean
 ps_etype_is_float (PsElemType t)
 {
-  return t == PS_F16 || t == PS_BF16 || t == PS_F32 || t == PS_F64 || t == PS_F8E4M3FN
-         || t == PS_F8E5M2;
+  return t == PS_F16 || t == PS_BF16 || t == PS_F32 || t == PS_F64 || ps_etype_minifloat (t);
+}
+
+const PsMinifloat *
+ps_etype_minifloat (PsElemType t)
+{
+  if ((int) t < 0 || t >= PS_ETYPE_COUNT || minifloats[t].ebits == 0)
+    return NULL;
+  return &minifloats[t];
+}
+
+uint8_t
+ps_etype_minifloat_encode (PsElemType t, double v)
+{
+  const PsMinifloat *f = ps_etype_minifloat (t);
+  g_return_val_if_fail (f != NULL, 0);
+  return ps_minifloat_encode (f, (float) v);
+}
+
+double
+ps_etype_minifloat_decode (PsElemType t, uint8_t code)
+{
+  const PsMinifloat *f = ps_etype_minifloat (t);
+  g_return_val_if_fail (f != NULL, 0);
+  return ps_minifloat_decode (f, code);
+}
+
+int
+ps_etype_bits (PsElemType t)
+{
+  switch (t)
+    {
+    case PS_S1: case PS_U1: return 1;
+    case PS_S2: case PS_U2: return 2;
+    case PS_S4: case PS_U4: case PS_F4E2M1FN: return 4;
+    default: return 8 * ps_etype_size_bytes (t);
+    }
+}
+
+void
+ps_etype_int_range (PsElemType t, int64_t *lo, uint64_t *hi)
+{
+  int bits = ps_etype_bits (t);
+  if (t == PS_PRED)
+    *lo = 0, *hi = 1;
+  else if (ps_etype_is_signed (t))
+    *lo = bits == 64 ? INT64_MIN : -((int64_t) 1 << (bits - 1)),
+    *hi = bits == 64 ? (uint64_t) INT64_MAX : ((uint64_t) 1 << (bits - 1)) - 1;
+  else
+    *lo = 0, *hi = bits == 64 ? UINT64_MAX : ((uint64_t) 1 << bits) - 1;
 }
 
 gboolean
@@ -70,13 +140,15 @@ ps_etype_is_complex (PsElemType t)
 gboolean
 ps_etype_is_integral (PsElemType t)
 {
-  return (t >= PS_S8 && t <= PS_U64) || t == PS_S4 || t == PS_U4;
+  return (t >= PS_S8 && t <= PS_U64) || t == PS_S4 || t == PS_U4 || t == PS_S1 || t == PS_U1
+         || t == PS_S2 || t == PS_U2;
 }
 
 gboolean
 ps_etype_is_signed (PsElemType t)
 {
-  return (t >= PS_S8 && t <= PS_S64) || t == PS_S4 || ps_etype_is_float (t) || ps_etype_is_complex (t);
+  return (t >= PS_S8 && t <= PS_S64) || t == PS_S4 || t == PS_S1 || t == PS_S2
+         || (ps_etype_is_float (t) && t != PS_F8E8M0FNU) || ps_etype_is_complex (t);
 }
 
 /* ---- shapes ------------------------------------------------------------- */
@@ -216,14 +288,16 @@ ps_shape_bytes (const PsShape *s)
         b += ps_shape_bytes (s->elems[i]);
       return b;
     }
-  /* s4 and u4 are packed two to a byte in the compiled program's buffers,
-   * as XLA's compilers make them: SubByteNormalization(SET_ELEMENT_SIZE)
-   * sets element_size_in_bits to the type's bit width (4), and
+  /* The sub-byte types (s4, u4, f4e2m1fn two to a byte, s2 and u2 four,
+   * s1 and u1 eight) are packed in the compiled program's buffers, as
+   * XLA's compilers make them: SubByteNormalization(SET_ELEMENT_SIZE)
+   * sets element_size_in_bits to the type's bit width, and
    * ShapeUtil::ByteSizeOfElements is then ceil(elements x bits / 8)
    * (xla/hlo/transforms/simplifiers/sub_byte_normalization.h,
    * xla/shape_util.cc). Values are still stored a byte each (ir.h). */
-  if (s->etype == PS_S4 || s->etype == PS_U4)
-    return (ps_shape_elements (s) + 1) / 2;
+  int bits = ps_etype_bits (s->etype);
+  if (bits < 8)
+    return (ps_shape_elements (s) * bits + 7) / 8;
   return ps_shape_elements (s) * ps_etype_size_bytes (s->etype);
 }
 

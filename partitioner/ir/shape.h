@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/checked.h"
+#include "common/float16.h"
 
 G_BEGIN_DECLS
 
@@ -21,10 +22,14 @@ G_BEGIN_DECLS
 typedef enum {
   PS_PRED, PS_S8, PS_S16, PS_S32, PS_S64, PS_U8, PS_U16, PS_U32, PS_U64,
   PS_F16, PS_BF16, PS_F32, PS_F64, PS_C64, PS_C128, PS_TOKEN,
-  /* Narrow types of quantized and fp8 programs. s4/u4 take one byte each
-   * here (XLA packs two per byte in memory: their HBM bytes are counted
-   * twice over); f8e4m3fn and f8e5m2 as in common/float16.h. */
+  /* Narrow types of quantized and fp8 programs, every one of XLA's
+   * PrimitiveType (xla/xla_data.proto). Values take one byte each here;
+   * buffers pack the sub-byte ones (s1 u1 s2 u2 s4 u4 f4e2m1fn) as XLA
+   * does (ps_shape_bytes); the floats as in common/float16.h
+   * (ps_etype_minifloat). */
   PS_S4, PS_U4, PS_F8E4M3FN, PS_F8E5M2,
+  PS_S1, PS_U1, PS_S2, PS_U2, PS_F8E4M3, PS_F8E3M4, PS_F8E4M3FNUZ,
+  PS_F8E5M2FNUZ, PS_F8E4M3B11FNUZ, PS_F4E2M1FN, PS_F8E8M0FNU,
   PS_TUPLE,            /* not an element type: marks a tuple shape */
   PS_ETYPE_COUNT
 } PsElemType;
@@ -32,7 +37,18 @@ typedef enum {
 const char *ps_etype_name (PsElemType t);            /* "f32" */
 gboolean ps_etype_from_name (const char *s, gsize len, PsElemType *out);
 int ps_etype_size_bytes (PsElemType t);              /* pred = 1, token = 0 */
-gboolean ps_etype_is_float (PsElemType t);           /* f8e4m3fn f8e5m2 f16 bf16 f32 f64 */
+gboolean ps_etype_is_float (PsElemType t);           /* the narrow floats, f16 bf16 f32 f64 */
+/* Bits of one element in a packed buffer: 1, 2, 4 for the sub-byte types,
+ * else 8 x ps_etype_size_bytes. */
+int ps_etype_bits (PsElemType t);
+/* The format of a narrow float type (f8*, f4e2m1fn), or NULL. */
+const PsMinifloat *ps_etype_minifloat (PsElemType t);
+/* A narrow float's code for v and the value of a code (the type must have
+ * a ps_etype_minifloat). */
+uint8_t ps_etype_minifloat_encode (PsElemType t, double v);
+double ps_etype_minifloat_decode (PsElemType t, uint8_t code);
+/* The range of an integral type, also of the sub-byte ones (s1: -1..0). */
+void ps_etype_int_range (PsElemType t, int64_t *lo, uint64_t *hi);
 gboolean ps_etype_is_complex (PsElemType t);
 gboolean ps_etype_is_integral (PsElemType t);        /* signed and unsigned, not pred */
 gboolean ps_etype_is_signed (PsElemType t);

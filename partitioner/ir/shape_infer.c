@@ -1314,6 +1314,10 @@ ps_module_validate (const PsModule *m, const char *filename, GError **error)
             if (!in->operands[j] || in->operands[j]->parent != c)
               return vfail (error, PS_ERROR_INVALID, file, in, "operand %d of '%s' is not in computation '%s'", j,
                             in->name, c->name);
+          if (in->has_replica_groups && ps_instr_groups_ragged (in) && in->opcode != PS_OP_ALL_REDUCE
+              && in->opcode != PS_OP_ALL_REDUCE_START)
+            return vfail (error, PS_ERROR_INVALID, file, in, "%s '%s': replica groups of different sizes "
+                          "(XLA's verifier takes them for all-reduce only)", OPNAME (in), in->name);
           GError *ie = NULL;
           PsShape *inf = ps_infer_shape (in, &ie);
           if (!inf)

@@ -242,6 +242,8 @@ check_manual_all_reduce (SpComp *c, const PsInstr *in, const PsSharding *target)
       {
         int64_t dev = in->n_groups > 0 && in->group_size > 0
                       ? in->replica_groups[(gsize) g * size + k] : k;
+        if (dev < 0)
+          break; /* the padding of groups of different sizes */
         if (!ps_sharding_device_index (target, dev, k == 0 ? idx0 : idx))
           {
             sp_fail (c, PS_ERROR_INVALID, "all-reduce: device %" G_GINT64_FORMAT
@@ -446,7 +448,7 @@ dispatch (SpComp *c, const PsInstr *in, const PsSharding *target)
       if (target->kind == PS_SHARDING_TUPLE)
         return handle_tuple_copy (c, in, target);
       return handle_elementwise (c, in, target);
-    case PS_OP_DOT: return sp_handle_dot (c, in);
+    case PS_OP_DOT: case PS_OP_RAGGED_DOT: return sp_handle_dot (c, in);
     case PS_OP_CONVOLUTION: return sp_handle_convolution (c, in);
     case PS_OP_REDUCE_WINDOW: return sp_handle_reduce_window (c, in);
     case PS_OP_BROADCAST: return sp_handle_broadcast (c, in);

@@ -1,4 +1,4 @@
-/* Dot partitioning (GSPMD section 4.3, "einsum").
+/* Dot and ragged-dot partitioning (GSPMD section 4.3, "einsum").
  *
  * A dot iterates over batch (B), lhs-free (L), rhs-free (R) and contracting
  * (C) dims. A sharding of that iteration space says which block of it each
@@ -32,7 +32,19 @@
  * passes it on, so after k steps each device holds its own chunk's sum.
  * XLA emits a while loop; podsim unrolls it (k dots, k - 1 permutes) so the
  * trace shows every transfer and the simulator can overlap them. The
- * all-gather kinds can also run bidirectionally (windowed_dot). */
+ * all-gather kinds can also run bidirectionally (windowed_dot).
+ *
+ * ragged-dot (XLA's three modes, ir.h) is the same einsum with one more
+ * iteration dim x for its groups (the rhs group dim in the non-contracting
+ * mode, the result's leading dim in the contracting one) and the rule that
+ * the lhs ragged dim and x stay whole: the group sizes count rows of the
+ * whole ragged dim, so every device needs the whole of it. This is the
+ * rule XLA's Shardy partitioner gives ragged-dot (its op sharding rule,
+ * xla/service/spmd/shardy/test/mhlo_extensions_test.mlir: batch dims,
+ * lhs and rhs free dims and contracting dims (with a reduction) may be
+ * sharded; the ragged dim and the group dim "need replication"); the
+ * group sizes are replicated, a split contracting dim is summed with an
+ * all-reduce, and the windowed loops are not used. */
 #include "config.h"
 
 #include <string.h>
@@ -43,6 +55,12 @@
 typedef struct {
   int nb, nl, nr, nc, ni;
   int rl, rr, ro;
+  /* ragged-dot: its mode, the extra iteration dim x of its groups (the rhs
+   * group dim, or the result's leading group dim; -1 when none) and the
+   * iteration dims that must stay whole (the lhs ragged dim and x). */
+  PsRaggedMode ragged;
+  int x;
+  gboolean whole[64];
   int64_t lhs_iter[16], rhs_iter[16], out_iter[16]; /* operand dim -> iteration index */
   int64_t iter_lhs[64], iter_rhs[64], iter_out[64];  /* iteration index -> dim or -1 */
 } DotSpace;
@@ -54,14 +72,22 @@ dot_space (const PsInstr *in, int rl, int rr, DotSpace *ds)
   if (rl > 16 || rr > 16)
     return FALSE;
   const PsDotDims *dd = &in->dot;
+  int64_t lrag = -1, rgrp = -1;
+  ds->ragged = ps_instr_ragged_dims (in, &lrag, &rgrp);
+  if (in->opcode == PS_OP_RAGGED_DOT && ds->ragged == PS_RAGGED_NONE)
+    return FALSE;
+  gboolean grouped = ds->ragged == PS_RAGGED_NON_CONTRACTING || ds->ragged == PS_RAGGED_CONTRACTING;
   ds->rl = rl;
   ds->rr = rr;
   ds->nb = dd->lhs_batch.n;
   ds->nc = dd->lhs_contracting.n;
   ds->nl = rl - ds->nb - ds->nc;
-  ds->nr = rr - ds->nb - ds->nc;
-  ds->ni = ds->nb + ds->nl + ds->nr + ds->nc;
-  ds->ro = ds->nb + ds->nl + ds->nr;
+  ds->nr = rr - ds->nb - ds->nc - (ds->ragged == PS_RAGGED_NON_CONTRACTING);
+  ds->ni = ds->nb + ds->nl + ds->nr + ds->nc + grouped;
+  ds->ro = ds->nb + ds->nl + ds->nr + (ds->ragged == PS_RAGGED_CONTRACTING);
+  ds->x = grouped ? ds->ni - 1 : -1;
+  if (ds->ni > 64 || ds->nl < 0 || ds->nr < 0)
+    return FALSE;
   for (int i = 0; i < 64; i++)
     ds->iter_lhs[i] = ds->iter_rhs[i] = ds->iter_out[i] = -1;
   for (int k = 0; k < ds->nb; k++)
@@ -80,16 +106,25 @@ dot_space (const PsInstr *in, int rl, int rr, DotSpace *ds)
     if (!ps_ints_contains (&dd->lhs_batch, d) && !ps_ints_contains (&dd->lhs_contracting, d))
       ds->lhs_iter[d] = q++;
   for (int d = 0; d < rr; d++)
-    if (!ps_ints_contains (&dd->rhs_batch, d) && !ps_ints_contains (&dd->rhs_contracting, d))
+    if (d == rgrp && ds->ragged == PS_RAGGED_NON_CONTRACTING)
+      ds->rhs_iter[d] = ds->x;
+    else if (!ps_ints_contains (&dd->rhs_batch, d) && !ps_ints_contains (&dd->rhs_contracting, d))
       ds->rhs_iter[d] = q++;
-  for (int d = 0; d < ds->ro; d++)
-    ds->out_iter[d] = d;
+  int o0 = ds->ragged == PS_RAGGED_CONTRACTING;
+  if (o0)
+    ds->out_iter[0] = ds->x;
+  for (int d = o0; d < ds->ro; d++)
+    ds->out_iter[d] = d - o0;
   for (int d = 0; d < rl; d++)
     ds->iter_lhs[ds->lhs_iter[d]] = d;
   for (int d = 0; d < rr; d++)
     ds->iter_rhs[ds->rhs_iter[d]] = d;
   for (int d = 0; d < ds->ro; d++)
-    ds->iter_out[d] = d;
+    ds->iter_out[ds->out_iter[d]] = d;
+  if (lrag >= 0 && lrag < rl)
+    ds->whole[ds->lhs_iter[lrag]] = TRUE;
+  if (ds->x >= 0)
+    ds->whole[ds->x] = TRUE;
   return TRUE;
 }
 
@@ -160,16 +195,17 @@ tiled_or_null (const PsSharding *s)
 
 /* The local dot of local operands l and r. */
 static PsInstr *
-local_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, PsInstr *l, PsInstr *r)
+local_dot (SpComp *c, const PsInstr *in, const DotSpace *ds, PsInstr *l, PsInstr *r, PsInstr *g)
 {
   int64_t odims[ds->ro > 0 ? ds->ro : 1];
   for (int d = 0; d < ds->ro; d++)
     {
-      int64_t ld = ds->iter_lhs[d], rd = ds->iter_rhs[d];
-      odims[d] = ld >= 0 ? l->shape->dims[ld] : r->shape->dims[rd];
+      int64_t it = ds->out_iter[d];
+      int64_t ld = ds->iter_lhs[it], rd = ds->iter_rhs[it];
+      odims[d] = it == ds->x ? in->shape->dims[d] : ld >= 0 ? l->shape->dims[ld] : r->shape->dims[rd];
     }
-  PsInstr *ops[2] = { l, r };
-  return sp_clone_with (c, in, sp_shape (in->shape->etype, ds->ro, odims), 2, ops);
+  PsInstr *ops[3] = { l, r, g };
+  return sp_clone_with (c, in, sp_shape (in->shape->etype, ds->ro, odims), g ? 3 : 2, ops);
 }
 
 /* Whether the plan reshards operand `v` (side 0: lhs, 1: rhs) by exactly an
@@ -251,13 +287,13 @@ win_step (WinLoop *w, PsInstr *chunk, int64_t shift)
           sizes[d] = d == w->od ? w->cs : w->other->shape->dims[d];
         }
       PsInstr *piece = sp_dynamic_slice (c, w->other, starts, sizes);
-      PsInstr *y = w->side ? local_dot (c, w->in, ds, piece, chunk)
-                           : local_dot (c, w->in, ds, chunk, piece);
+      PsInstr *y = w->side ? local_dot (c, w->in, ds, piece, chunk, NULL)
+                           : local_dot (c, w->in, ds, chunk, piece, NULL);
       w->acc = w->acc ? sp_binary (c, PS_OP_ADD, w->acc, y) : y;
       return;
     }
-  PsInstr *y = w->side ? local_dot (c, w->in, ds, w->other, chunk)
-                       : local_dot (c, w->in, ds, chunk, w->other);
+  PsInstr *y = w->side ? local_dot (c, w->in, ds, w->other, chunk, NULL)
+                       : local_dot (c, w->in, ds, chunk, w->other, NULL);
   if (!w->acc)
     {
       int64_t dims[ds->ro > 0 ? ds->ro : 1];
@@ -417,7 +453,7 @@ windowed_reduce_scatter (SpComp *c, const PsInstr *in, const DotSpace *ds, int o
       for (int d = 0; d < rk; d++)
         starts[d] = d == xd ? off : zero_s32;
       PsInstr *piece = sp_dynamic_slice (c, x, starts, sizes);
-      PsInstr *y = side ? local_dot (c, in, ds, l, piece) : local_dot (c, in, ds, piece, r);
+      PsInstr *y = side ? local_dot (c, in, ds, l, piece, NULL) : local_dot (c, in, ds, piece, r, NULL);
       acc = recv ? sp_binary (c, PS_OP_ADD, recv, y) : y;
     }
   return acc;
@@ -437,7 +473,17 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
    * iteration dims they cover. */
   const PsSharding *srcs[3] = { tiled_or_null (t), tiled_or_null (lhs->sharding),
                                 tiled_or_null (rhs->sharding) };
-  const int64_t *maps[3] = { ds.iter_out, ds.iter_lhs, ds.iter_rhs };
+  /* A ragged-dot's ragged dim and groups stay whole (their sizes are
+   * data every device needs entire): the candidates leave them unsplit. */
+  int64_t masked[3][64];
+  memcpy (masked[0], ds.iter_out, sizeof masked[0]);
+  memcpy (masked[1], ds.iter_lhs, sizeof masked[1]);
+  memcpy (masked[2], ds.iter_rhs, sizeof masked[2]);
+  for (int k = 0; k < 3; k++)
+    for (int it = 0; it < ds.ni; it++)
+      if (ds.whole[it])
+        masked[k][it] = -1;
+  const int64_t *maps[3] = { masked[0], masked[1], masked[2] };
   GHashTable *choices = c->m->opts.choices;
   int forced = -1, chosen = -1;
   int forced_raw = 0;
@@ -484,6 +530,8 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
       }
     else if (o->windowed_einsum_threshold_bytes < 0)
       allow = 0;
+    if (in->opcode == PS_OP_RAGGED_DOT)
+      allow = 0; /* the windowed loops are written for dot */
     int64_t wbytes = -1;
     for (int side = 0; side < 2; side++)
       {
@@ -504,6 +552,12 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
   }
   PsInstr *l = wside == 0 ? lhs->hlo : sp_reshard (c, lhs, best.lhs);
   PsInstr *r = wside == 1 ? rhs->hlo : sp_reshard (c, rhs, best.rhs);
+  PsInstr *g = NULL;
+  if (in->opcode == PS_OP_RAGGED_DOT)
+    {
+      g_autoptr (PsSharding) rep = ps_sharding_replicated ();
+      g = sp_reshard (c, sp_operand (c, in, 2), rep);
+    }
   gboolean csharded = FALSE;
   gboolean cmask[best.iter->n_tile_dims > 0 ? best.iter->n_tile_dims : 1];
   memset (cmask, 0, sizeof cmask);
@@ -521,10 +575,11 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
     {
       /* Padding of a split contracting dim must add nothing. */
       gboolean lm[ds.rl], rm[ds.rr];
+      int c0 = ds.nb + ds.nl + ds.nr, c1 = c0 + ds.nc;
       for (int d = 0; d < ds.rl; d++)
-        lm[d] = ds.lhs_iter[d] >= ds.nb + ds.nl + ds.nr;
+        lm[d] = ds.lhs_iter[d] >= c0 && ds.lhs_iter[d] < c1;
       for (int d = 0; d < ds.rr; d++)
-        rm[d] = ds.rhs_iter[d] >= ds.nb + ds.nl + ds.nr;
+        rm[d] = ds.rhs_iter[d] >= c0 && ds.rhs_iter[d] < c1;
       SpPVal lv = { l, wside == 0 ? lhs->sharding : (PsSharding *) best.lhs, lhs->full, FALSE };
       SpPVal rv = { r, wside == 1 ? rhs->sharding : (PsSharding *) best.rhs, rhs->full, FALSE };
       l = sp_mask_padding (c, &lv, lm, sp_const_zero (c, l->shape->etype));
@@ -539,6 +594,8 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
   if (csharded)
     {
       groups = sp_groups (best.iter, cmask, &ng, &gs);
+      if (in->opcode == PS_OP_RAGGED_DOT)
+        goto reduced; /* an all-reduce: the reduce-scatter below maps dims as dot's */
       int citer = -1, nsplit = 0;
       for (int k = 0; k < ds.nc; k++)
         if (cmask[ds.nb + ds.nl + ds.nr + k])
@@ -564,6 +621,7 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
             ps_sharding_free (cand);
         }
     }
+reduced:;
   /* Windowed reduce-scatter: the partial results travel instead of an
    * operand; decided like the gather variant (the size compared is the
    * local partial result that would be reduce-scattered). */
@@ -591,7 +649,7 @@ sp_handle_dot (SpComp *c, const PsInstr *in)
   else if (wside >= 0)
     y = windowed_dot (c, in, &ds, wside, wdim, wside ? rhs : lhs, l, r);
   else
-    y = local_dot (c, in, &ds, l, r);
+    y = local_dot (c, in, &ds, l, r, g);
   if (!res && rs_dim >= 0)
     {
       int64_t k = gs, n_d = in->shape->dims[rs_dim];

@@ -9,6 +9,8 @@
  * slow). Build and run: doc/robustness.md ("Fuzzing"). */
 #include "config.h"
 
+#include "tests/fuzz/fuzz_check.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +24,6 @@
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 static const char *const grid_sections[] = { "vary", "sweep", NULL };
-
-static void
-check_error (GError *error)
-{
-  if (error == NULL || error->domain != PS_ERROR || strchr (error->message, '\n'))
-    abort ();
-  g_error_free (error);
-}
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
@@ -46,7 +40,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   GPtrArray *vary = base ? ps_ini_read_section ("grid.ini", text, grid_sections, "vary", NULL, &error) : NULL;
   if (!vary)
     {
-      check_error (error);
+      fuzz_check_error (error);
       goto out;
     }
   guint n = vary->len;
@@ -96,7 +90,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             }
         }
       else
-        check_error (error);
+        fuzz_check_error (error);
       ps_study_free (s);
     }
   for (guint i = 0; i < n; i++)

@@ -4,6 +4,8 @@
  * doc/robustness.md ("Fuzzing"). */
 #include "config.h"
 
+#include "tests/fuzz/fuzz_check.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,9 +23,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   PsHardware *hw = ps_hardware_load_data ((const char *) data, size, "fuzz.ini", &error);
   if (hw == NULL)
     {
-      if (error == NULL || error->domain != PS_ERROR || strchr (error->message, '\n'))
-        abort ();
-      g_error_free (error);
+      fuzz_check_error (error);
       return 0;
     }
   double peak = ps_hardware_peak_flops_per_core (hw);

@@ -7,6 +7,8 @@
  * Build and run: doc/robustness.md ("Fuzzing"). */
 #include "config.h"
 
+#include "tests/fuzz/fuzz_check.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,11 +69,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             abort ();
           g_free (no_result);
         }
-      else if (error == NULL || error->domain != PS_ERROR || strchr (error->message, '\n')
-               || no_result != NULL)
-        abort ();
       else
-        g_error_free (error);
+        {
+          if (no_result != NULL)
+            abort ();
+          fuzz_check_error (error);
+        }
     }
   g_strfreev (lines);
 

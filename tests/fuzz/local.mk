@@ -50,7 +50,7 @@ tests_fuzz_fuzz_rows_SOURCES = tests/fuzz/fuzz_rows.c
 tests_fuzz_fuzz_rows_LDFLAGS = $(fuzz_ldflags)
 tests_fuzz_fuzz_rows_LDADD = $(fuzz_driver_ldadd)
 nodist_EXTRA_tests_fuzz_fuzz_rows_SOURCES = tests/fuzz/cxx-link.cxx
-EXTRA_DIST += tests/fuzz/local.mk tests/fuzz/fuzz_hlo.c tests/fuzz/fuzz_sharding.c \
+EXTRA_DIST += tests/fuzz/local.mk tests/fuzz/fuzz_check.h tests/fuzz/fuzz_hlo.c tests/fuzz/fuzz_sharding.c \
 	tests/fuzz/fuzz_trace.c tests/fuzz/fuzz_hardware.c tests/fuzz/fuzz_model.c \
 	tests/fuzz/fuzz_grid.c tests/fuzz/fuzz_rows.c tests/fuzz/dict tests/fuzz/corpus
 CLEANFILES += $(fuzz_programs)
