@@ -5,6 +5,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -209,10 +212,33 @@ group_done (const PsPoolResult *r, gpointer user)
   fwrite (r->out, 1, used, stdout);
 }
 
+/* glibc's allocator returns freed memory to the kernel eagerly: blocks
+ * above 128 KiB are mmap'ed and unmapped one by one, the heap top is
+ * trimmed past 128 KiB, and the replay's thread gets an arena of its own
+ * that grows by mprotect. A run of DenseLm128B8x8 (mesh 4x32, overlap on)
+ * made 6,162 mmap, 5,901 munmap and 13,888 mprotect calls (strace -c) and
+ * spent a third of its CPU in the kernel, mostly faulting the same pages
+ * in again. A worker's forks are short-lived, so they keep what they free:
+ * one arena, blocks up to 32 MiB (glibc's largest mmap threshold) from the
+ * heap, no trimming below 256 MiB (mallopt(3)). Measured on that run with
+ * the same settings as GLIBC_TUNABLES: 0.44 -> 0.16-0.20 s system CPU and
+ * 17,044 -> 6,000 minor faults at the same peak RSS; results do not
+ * depend on where memory comes from. */
+static void
+keep_freed_memory (void)
+{
+#ifdef __GLIBC__
+  mallopt (M_ARENA_MAX, 1);
+  mallopt (M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt (M_TRIM_THRESHOLD, 256 * 1024 * 1024);
+#endif
+}
+
 int
 ps_search_worker (const char *path)
 {
   GError *error = NULL;
+  keep_freed_memory ();
   double limit = 0;
   g_autoptr (GArray) jobs = read_batch (path, &limit, &error);
   if (!jobs)
