@@ -4,7 +4,8 @@
  * weight-update sharding, overlap options, ...), drop the ones that cannot
  * be built, check memory exactly before simulating (one memory check per
  * group of strategies whose per-device program is the same), simulate the
- * rest in parallel (one process each), and rank them by step time.
+ * rest in parallel (batches of strategies per worker process, each in a
+ * fork: cli/search_worker.h), and rank them by step time.
  * doc/manual.md, "What if". */
 #include "config.h"
 
@@ -924,8 +925,11 @@ ps_cmd_search (int argc, char **argv)
     "stages 1, 2, 4 when --axes names pipeline_stages, the mesh then being one\n"
     "stage's). Strategies that cannot be built are dropped, memory is checked\n"
     "exactly (one check per group that differs only in device order), the rest\n"
-    "are simulated, one process each, and ranked by step time (ties:\n"
-    "enumeration order). A strategy that differs from its memory group's\n"
+    "are simulated and ranked by step time (ties: enumeration order).\n"
+    "Strategies run in batches, one worker process each, every strategy in a\n"
+    "fork of it; those that differ only in async_collectives, schedule,\n"
+    "fusion, collectives or cache are partitioned once (--no-share: one\n"
+    "podsim run process per strategy; the same ranking). A strategy that differs from its memory group's\n"
     "representative only in device order or cache runs the same compute, and\n"
     "no step is shorter than its compute: when the representative's compute\n"
     "alone exceeds the best step of the representatives, it is not run but\n"
