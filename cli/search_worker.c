@@ -8,6 +8,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -178,6 +179,10 @@ run_group (gpointer data)
   PsDriverResult *r = ps_driver_run (&dopts, NULL, &error);
   if (!r)
     return g_clear_error (&error), 3;
+  /* The shared stages ran within the time limit (the worker armed it for
+   * them); each job's own starts in its fork. */
+  struct itimerval off = { { 0, 0 }, { 0, 0 } };
+  setitimer (ITIMER_REAL, &off, NULL);
   GString *out = g_string_new (NULL);
   for (guint i = 0; i < g->n; i++)
     {
@@ -255,7 +260,9 @@ ps_search_worker (const char *path)
           /* The group's fork writes its jobs' records; what it could not
            * (a failed shared stage, a crash) runs below, alone. */
           g_string_truncate (out, 0);
-          ps_pool_fork_job (G_MAXUINT, run_group, &g, 0, out);
+          /* A group whose shared stages outlast the time limit is killed;
+           * its jobs then run alone, each stopped at the limit. */
+          ps_pool_fork_job (G_MAXUINT, run_group, &g, limit, out);
           ps_pool_batch_results (out->str, out->len, group_done, &g, NULL);
         }
       for (guint i = 0; i < g.n; i++)
