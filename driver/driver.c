@@ -277,12 +277,14 @@ ps_driver_partition (const PsModule *m, int64_t n_devices, const PsSpmdOptions *
 
 PsSchedule *
 ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_budget_bytes,
-                    PsFusionMode fusion, int64_t default_trip_count, PsCostAnalysis **cost_out, GError **error)
+                    PsFusionMode fusion, PsTilingMode tiling, int64_t default_trip_count,
+                    PsCostAnalysis **cost_out, GError **error)
 {
   PsCostOptions copts;
   ps_cost_options_init (&copts);
   copts.default_trip_count = default_trip_count;
   copts.fusion = fusion;
+  copts.tiling = tiling;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (spmd, &copts, error);
   if (!cost)
     return NULL;
@@ -295,11 +297,13 @@ ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_
 
 static void
 lower_options (PsLowerOptions *lopts, const PsSchedule *schedule, const PsTraceMesh *mesh, int64_t n_devices,
-               const char *program, const char *slice, PsFusionMode fusion, int64_t default_trip_count)
+               const char *program, const char *slice, PsFusionMode fusion, PsTilingMode tiling,
+               int64_t default_trip_count)
 {
   ps_lower_options_init (lopts);
   lopts->default_trip_count = default_trip_count;
   lopts->fusion = fusion;
+  lopts->tiling = tiling;
   lopts->program = program;
   lopts->n_devices = n_devices;
   lopts->mesh = mesh;
@@ -313,7 +317,9 @@ ps_driver_lower (const PsModule *spmd, const PsSchedule *schedule, const PsTrace
                  int64_t default_trip_count, GError **error)
 {
   PsLowerOptions lopts;
-  lower_options (&lopts, schedule, mesh, n_devices, program, slice, fusion, default_trip_count);
+  /* with a schedule the memory events are its analysis's, tiled as it was */
+  lower_options (&lopts, schedule, mesh, n_devices, program, slice, fusion, PS_TILING_BEST,
+                 default_trip_count);
   return ps_lower_module (spmd, &lopts, error);
 }
 
@@ -515,7 +521,7 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   g_autoptr (PsCostAnalysis) cost = NULL;
   const PsHardware *hw = target->hw;
   g_autoptr (PsSchedule) sched = ps_driver_schedule (prog, target->schedule, hw->hbm_bytes_per_core,
-                                                     target->fusion, trips, &cost, &local);
+                                                     target->fusion, target->tiling, trips, &cost, &local);
   if (!sched)
     return fail_stage (&clk, error, local), NULL;
   if (opts->keep_cost_text)
@@ -551,7 +557,7 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   stage_begin (&clk, PS_STAGE_LOWER);
   PsLowerOptions lopts;
   lower_options (&lopts, sched, opts->build ? &r->info.mesh : opts->mesh, n_devices, opts->program,
-                 slice ? slice->name : NULL, target->fusion, trips);
+                 slice ? slice->name : NULL, target->fusion, target->tiling, trips);
   lopts.unroll_loops = opts->unroll_loops;
   lopts.memory_events = !opts->no_memory_events;
   r->trace = ps_lower_module (prog, &lopts, &local);

@@ -228,8 +228,8 @@ PsModule *ps_driver_partition (const PsModule *m, int64_t n_devices, const PsSpm
  * *cost (may be NULL) gets the cost analysis it was made from, which the
  * schedule's fusions refer to (transfer full). transfer full. */
 PsSchedule *ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_budget_bytes,
-                                PsFusionMode fusion, int64_t default_trip_count, PsCostAnalysis **cost,
-                                GError **error);
+                                PsFusionMode fusion, PsTilingMode tiling, int64_t default_trip_count,
+                                PsCostAnalysis **cost, GError **error);
 
 /* The step trace of an SPMD program in the schedule's order (NULL: post
  * order, collectives synchronous), over `mesh` (NULL: 1-D), named

@@ -130,7 +130,7 @@ START_TEST (test_driver_one_schedule_for_trace_and_peak)
   ck_assert (r && r->trace);
   ck_assert_uint_eq (ps_trace_get_header (r->trace)->totals.peak_bytes, r->peak_hbm_bytes);
   GError *error = NULL;
-  g_autoptr (PsSchedule) s = ps_driver_schedule (r->spmd, PS_SCHEDULE_XLA, t->hw->hbm_bytes_per_core, t->fusion, 0, NULL,
+  g_autoptr (PsSchedule) s = ps_driver_schedule (r->spmd, PS_SCHEDULE_XLA, t->hw->hbm_bytes_per_core, t->fusion, t->tiling, 0, NULL,
                                                  &error);
   ck_assert_msg (s != NULL, "%s", error ? error->message : "");
   ck_assert_uint_eq (s->peak_bytes, r->peak_hbm_bytes);
