@@ -152,12 +152,6 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
                        "or 1d (got %s)", stages, ps_param_store_label (c->params, "sharding", "--sharding"));
           return FALSE;
         }
-      if (c->untied_embeddings)
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: a pipeline has tied embeddings "
-                       "(got %s false)", stages, ps_param_store_label (c->params, "tie_embeddings", "--tie-embeddings"));
-          return FALSE;
-        }
       if (c->unroll)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s and --unroll: a pipeline is a loop", stages);
@@ -555,6 +549,12 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
     }
   ps_net_stack_weights (net, 0);
   PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", cfg->model_dim);
+  /* Untied: the head's own [V, M] weight, made where the unpipelined step
+   * makes it; like the tied table it sits outside the stages (replicated
+   * over the stage axis, v split like the embedding), so only the first
+   * stage's embedding and the last stage's head read their weights. */
+  PsInstr *softmax = cfg->untied_embeddings ? ps_embedding_weight (net, "softmax", emb->shape->dims[0], cfg->model_dim)
+    : NULL;
   ps_net_add_optimizer_state (net, cfg->optimizer, cfg->weight_update_sharding ? 1 : PS_AXIS_NONE);
   int64_t bs[2] = { cfg->global_batch, cfg->seq_len };
   PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
@@ -581,7 +581,7 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   if (!outputs)
     return NULL;
   PsInstr *top = ps_pipeline_leave (net, &p, outputs);
-  PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
+  PsInstr *emb_head = ps_net_weight_view (net, softmax ? softmax : emb, PS_BF16);
   PsInstr *loss = head_loss (net, cfg, top, final_ln, emb_head, labels_u);
   ps_net_add_loss (net, loss);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;

@@ -408,6 +408,10 @@ START_TEST (test_dense_options_partition)
       8, PS_SHARDING_2D, { "all-reduce(" } },
     { "1d, mqa", PS_POSITION_ROPE, PS_BLOCK_SEQUENTIAL, PS_NORM_LAYER, PS_FFN_GEGLU, 1, FALSE, 0,
       PS_SHARDING_1D, { "all-reduce(" } },
+    /* An untied head in a pipeline: its own softmax weight, outside the
+     * stages like the embedding. */
+    { "pipeline, untied, rope", PS_POSITION_ROPE, PS_BLOCK_SEQUENTIAL, PS_NORM_RMS, PS_FFN_SWIGLU, 0, TRUE, 0,
+      PS_SHARDING_2D, { "collective-permute(" }, 2 },
     { "pipeline 1d, mqa", PS_POSITION_LEARNED, PS_BLOCK_SEQUENTIAL, PS_NORM_LAYER, PS_FFN_GELU, 1, FALSE, 0,
       PS_SHARDING_1D, { "collective-permute(" }, 2 },
   };
