@@ -194,7 +194,7 @@ expect_status 0 "$PODSIM" run -q --pipeline-stages 2 --mesh 2x2 --microbatches 2
 
 # The public configurations (models/presets: GPT-3 sizes, Llama 2, GPT-J-sized)
 # fit at full size on their slices and print their block options.
-for preset in Gpt3Small Gpt3Medium Gpt3Large Gpt3XL Gpt3_2B7 Gpt3_6B7 Gpt3_175B Llama2_7B Llama2_13B \
+for preset in Gpt3Small Gpt3Medium Gpt3Large Gpt3XL Gpt3_2B7 Gpt3_6B7 Gpt3_13B Gpt3_175B Llama2_7B Llama2_13B \
               Llama2_70B GptJ6B; do
   expect_status 0 "$PODSIM" run --preset "$preset" --memory-only
   expect_grep "fits" "$PS_TMP/out"
