@@ -286,7 +286,10 @@ ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *keep, 
       out[0] = (GOptionEntry) { ps_param_option (s), 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) cb, doc, arg };
       return 1;
     }
-  out[0] = (GOptionEntry) { ps_param_option (s), 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer) cb,
+  /* An optional value, so "--x=false" is the boolean the store parses
+   * (and checks) instead of a plain "--x" that drops what follows "=";
+   * "--x false" still leaves "false" to the next argument. */
+  out[0] = (GOptionEntry) { ps_param_option (s), 0, G_OPTION_FLAG_OPTIONAL_ARG, G_OPTION_ARG_CALLBACK, (gpointer) cb,
                             doc, NULL };
   out[1] = (GOptionEntry) { kept (keep, g_strdup_printf ("no-%s", ps_param_option (s))), 0,
                             G_OPTION_FLAG_NO_ARG | G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_CALLBACK, (gpointer) cb,
@@ -302,7 +305,7 @@ ps_cli_param_option_value (const PsParamSpec *s, const char *name, const char *v
   gboolean negated = s->type == PS_PARAM_BOOL && g_str_has_prefix (opt, "no-") && strcmp (opt + 3, o) == 0;
   if (strcmp (opt, o) != 0 && !negated)
     return FALSE;
-  *text = s->type == PS_PARAM_BOOL ? (negated ? "false" : "true") : value;
+  *text = s->type == PS_PARAM_BOOL ? (negated ? "false" : value ? value : "true") : value;
   return TRUE;
 }
 

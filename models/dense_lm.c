@@ -132,6 +132,8 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
                    ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
+  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, error))
+    return FALSE;
   const char *batch = ps_param_store_label (c->params, "global_batch", "--batch"), *mbs = ps_param_store_label (c->params, "microbatches", "--microbatches");
   if (c->global_batch % c->microbatches != 0)
     return require_div (c->global_batch, c->microbatches, batch, mbs, error);
@@ -148,12 +150,6 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
         {
           g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: the in-layer sharding of a stage is 2d "
                        "or 1d (got %s)", stages, ps_param_store_label (c->params, "sharding", "--sharding"));
-          return FALSE;
-        }
-      if (c->untied_embeddings)
-        {
-          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: a pipeline has tied embeddings "
-                       "(got %s false)", stages, ps_param_store_label (c->params, "tie_embeddings", "--tie-embeddings"));
           return FALSE;
         }
       if (c->unroll)
@@ -177,13 +173,12 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
   const char *ffn = ps_param_store_label (c->params, "ffn_dim", "--ffn-dim");
   const char *mb = "the microbatch size (global batch / microbatches)";
   /* Heads are split as kv heads (grouped-query attention keeps the query
-   * groups of a kv head together); the vocabulary is padded instead. */
-  const gboolean gq = c->kv_heads > 0 && c->kv_heads != c->heads;
-  const int64_t hsplit = gq ? c->kv_heads : c->heads;
-  const char *heads = gq ? kvs : ps_param_store_label (c->params, "heads", "--heads");
+   * groups of a kv head together), or by the query heads of each when the
+   * kv heads are fewer than the axis (ps_heads_split); the vocabulary is
+   * padded instead. */
   if (c->pipeline_stages > 1 && c->sharding == PS_SHARDING_1D)
     return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
-           && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
+           && ps_heads_check_split (c->params, c->heads, c->kv_heads, c->mesh[1], "mesh axis 1", error)
            && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error);
   switch (c->sharding)
     {
@@ -191,7 +186,7 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
       return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
              && require_div (c->model_dim, c->mesh[0], md, "mesh axis 0", error)
              && require_div (c->model_dim, c->mesh[1], md, "mesh axis 1", error)
-             && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
+             && ps_heads_check_split (c->params, c->heads, c->kv_heads, c->mesh[1], "mesh axis 1", error)
              && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error);
     case PS_SHARDING_MEGATRON_SP:
       if (!require_div (c->seq_len, c->mesh[1], ps_param_store_label (c->params, "seq_len", "--seq-len"), "mesh axis 1", error))
@@ -199,10 +194,10 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
       /* fall through */
     case PS_SHARDING_MEGATRON:
       return require_div (b, c->mesh[0], mb, "mesh axis 0", error)
-             && require_div (hsplit, c->mesh[1], heads, "mesh axis 1", error)
+             && ps_heads_check_split (c->params, c->heads, c->kv_heads, c->mesh[1], "mesh axis 1", error)
              && require_div (c->ffn_dim, c->mesh[1], ffn, "mesh axis 1", error);
     case PS_SHARDING_1D:
-      return require_div (hsplit, all, heads, "the device count", error)
+      return ps_heads_check_split (c->params, c->heads, c->kv_heads, all, "the device count", error)
              && require_div (c->ffn_dim, all, ffn, "the device count", error);
     case PS_SHARDING_DP:
       return require_div (b, all, mb, "the device count", error);
@@ -367,6 +362,7 @@ block_options (const PsDenseLmConfig *cfg, PsBlockOptions *o)
   o->norm = cfg->norm;
   o->ffn = cfg->ffn == PS_FFN_GEGLU && !cfg->gated_gelu ? PS_FFN_RELU : cfg->ffn;
   o->kv_heads = cfg->kv_heads;
+  o->rotary_dim = cfg->rotary_dim;
 }
 
 /* Weight-update sharding splits optimizer state over the data-parallel
@@ -526,6 +522,7 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
       ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "m", 2);
       ps_sharding_plan_split (&plan, PS_WEIGHTS, "m", 1);
     }
+  ps_heads_plan (&plan, rank, dims, cfg->heads, cfg->kv_heads);
   g_autofree char *mname = g_strdup_printf ("dense_lm_%s", cfg->name);
   g_autoptr (PsNet) net = ps_net_new (mname, "train_step", rank, dims, devices, &plan);
 
@@ -552,6 +549,12 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
     }
   ps_net_stack_weights (net, 0);
   PsInstr *final_ln = ps_layer_norm_weight (net, NULL, "final_ln", cfg->model_dim);
+  /* Untied: the head's own [V, M] weight, made where the unpipelined step
+   * makes it; like the tied table it sits outside the stages (replicated
+   * over the stage axis, v split like the embedding), so only the first
+   * stage's embedding and the last stage's head read their weights. */
+  PsInstr *softmax = cfg->untied_embeddings ? ps_embedding_weight (net, "softmax", emb->shape->dims[0], cfg->model_dim)
+    : NULL;
   ps_net_add_optimizer_state (net, cfg->optimizer, cfg->weight_update_sharding ? 1 : PS_AXIS_NONE);
   int64_t bs[2] = { cfg->global_batch, cfg->seq_len };
   PsInstr *ids = ps_net_input (net, "ids", PS_S32, 2, bs);
@@ -578,7 +581,7 @@ build_pipelined (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **error
   if (!outputs)
     return NULL;
   PsInstr *top = ps_pipeline_leave (net, &p, outputs);
-  PsInstr *emb_head = ps_net_weight_view (net, emb, PS_BF16);
+  PsInstr *emb_head = ps_net_weight_view (net, softmax ? softmax : emb, PS_BF16);
   PsInstr *loss = head_loss (net, cfg, top, final_ln, emb_head, labels_u);
   ps_net_add_loss (net, loss);
   PsInstr *head_w[2] = { final_ln, emb_head }, *gx, *gin;
@@ -602,6 +605,7 @@ ps_dense_lm_build (const PsDenseLmConfig *cfg, PsDenseLmInfo *info, GError **err
     return NULL;
   PsShardingPlan plan;
   ps_sharding_preset_plan (cfg->sharding, &plan);
+  ps_heads_plan (&plan, 2, cfg->mesh, cfg->heads, cfg->kv_heads);
   g_autofree char *mname = g_strdup_printf ("dense_lm_%s", cfg->name);
   g_autoptr (PsNet) net = ps_net_new (mname, "train_step", 2, cfg->mesh, devices, &plan);
 

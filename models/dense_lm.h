@@ -88,6 +88,7 @@ typedef struct {
   PsNormKind norm;
   PsFfnKind ffn;
   int64_t kv_heads;
+  int64_t rotary_dim;        /* position rope: rotated dims per head; 0: head_dim */
   gboolean untied_embeddings;/* a softmax weight of its own instead of the
                               * embedding's transpose */
   PsOptimizerKind optimizer;

@@ -129,6 +129,8 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
                    ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
+  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, error))
+    return FALSE;
   const int M = MAX (c->microbatches, 1);
   if (c->global_batch % M != 0)
     {
@@ -158,16 +160,13 @@ static gboolean
 check_split (const PsEncDecConfig *c, GError **error)
 {
   const int64_t all = c->mesh[0] * c->mesh[1], a0 = c->mesh[0], a1 = c->mesh[1];
-  const gboolean gq = c->kv_heads > 0 && c->kv_heads != c->heads;
-  const int64_t hs = gq ? c->kv_heads : c->heads;
-  const char *hk = gq ? "kv_heads" : "heads", *ho = gq ? "--kv-heads" : "--heads";
   switch (c->sharding)
     {
     case PS_SHARDING_2D:
       return divides (c, c->global_batch, "global_batch", "--batch", a0, "mesh axis 0", error)
              && divides (c, c->model_dim, "model_dim", "--model-dim", a0, "mesh axis 0", error)
              && divides (c, c->model_dim, "model_dim", "--model-dim", a1, "mesh axis 1", error)
-             && divides (c, hs, hk, ho, a1, "mesh axis 1", error)
+             && ps_heads_check_split (c->params, c->heads, c->kv_heads, a1, "mesh axis 1", error)
              && divides (c, c->ffn_dim, "ffn_dim", "--ffn-dim", a1, "mesh axis 1", error);
     case PS_SHARDING_MEGATRON_SP:
       if (!divides (c, c->src_len, "src_len", "--src-len", a1, "mesh axis 1", error)
@@ -176,10 +175,10 @@ check_split (const PsEncDecConfig *c, GError **error)
       /* fall through */
     case PS_SHARDING_MEGATRON:
       return divides (c, c->global_batch, "global_batch", "--batch", a0, "mesh axis 0", error)
-             && divides (c, hs, hk, ho, a1, "mesh axis 1", error)
+             && ps_heads_check_split (c->params, c->heads, c->kv_heads, a1, "mesh axis 1", error)
              && divides (c, c->ffn_dim, "ffn_dim", "--ffn-dim", a1, "mesh axis 1", error);
     case PS_SHARDING_1D:
-      return divides (c, hs, hk, ho, all, "the device count", error)
+      return ps_heads_check_split (c->params, c->heads, c->kv_heads, all, "the device count", error)
              && divides (c, c->ffn_dim, "ffn_dim", "--ffn-dim", all, "the device count", error);
     case PS_SHARDING_DP:
       return divides (c, c->global_batch, "global_batch", "--batch", all, "the device count", error);
@@ -495,6 +494,7 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
     ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", cfg->moe_layout == PS_MOE_LAYOUT_EXPERTS_XY ? PS_AXIS_ALL : 0);
   if (cfg->experts > 0 && cfg->moe_layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y)
     ps_sharding_plan_split (&plan, PS_WEIGHTS, "f", 1);
+  ps_heads_plan (&plan, 2, cfg->mesh, cfg->heads, cfg->kv_heads);
   g_autoptr (PsNet) net = ps_net_new ("encdec", "train_step", 2, cfg->mesh, devices, &plan);
   net->act = cfg->f32_activations ? PS_F32 : PS_BF16;
 
@@ -510,6 +510,7 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
   bo.norm = cfg->norm;
   bo.ffn = cfg->ffn;
   bo.kv_heads = cfg->kv_heads;
+  bo.rotary_dim = cfg->rotary_dim;
   const int64_t M = cfg->model_dim, kv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
 
   /* Parameters: embedding, encoder, decoder, head, state, data. */

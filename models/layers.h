@@ -32,6 +32,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "common/params.h"
 #include "models/net.h"
 
 G_BEGIN_DECLS
@@ -73,7 +74,10 @@ PsInstr *ps_softmax (PsNet *net, PsInstr *x);
  *     or gated SiLU (SwiGLU, PaLM and Llama), Shazeer 2020;
  *   kv_heads: key/value heads; 0 or heads: multi-head, 1: multi-query
  *     (Shazeer 2019), else grouped-query (Ainslie et al. 2023), dividing
- *     heads. */
+ *     heads;
+ *   rotary_dim: with rotary positions, how many dims of each head rotate
+ *     (partial rotary: GPT-J rotates 64 of 256, GPT-NeoX a quarter); the
+ *     rest pass through unchanged. 0: all of head_dim. */
 typedef enum { PS_POSITION_RELATIVE, PS_POSITION_ROPE, PS_POSITION_LEARNED, PS_POSITION_NONE } PsPositionKind;
 typedef enum { PS_BLOCK_SEQUENTIAL, PS_BLOCK_PARALLEL } PsBlockKind;
 typedef enum { PS_FFN_RELU, PS_FFN_GELU, PS_FFN_GEGLU, PS_FFN_SWIGLU } PsFfnKind;
@@ -85,6 +89,7 @@ typedef struct {
   PsNormKind norm;
   PsFfnKind ffn;
   int64_t kv_heads;          /* 0: heads */
+  int64_t rotary_dim;        /* position rope: rotated dims per head, even; 0: head_dim */
 } PsBlockOptions;
 
 /* The names of each choice, in enum order, NULL-terminated (the model-file
@@ -99,6 +104,11 @@ int ps_layer_choice (const char *const *names, const char *name);
  * rel_buckets buckets (none for 0), sequential, layer norm, gated GELU or
  * ReLU, multi-head. */
 void ps_block_options_init (PsBlockOptions *o, int rel_buckets, gboolean gated_gelu);
+/* The check every Transformer family makes of its rotary_dim (0, or even
+ * and at most head_dim, and only with position rope), the options named
+ * where params says they were set. FALSE with a PS_ERROR_OPTION error. */
+gboolean ps_block_check_rotary (const PsParamStore *params, PsPositionKind position, int64_t head_dim,
+                                int64_t rotary_dim, GError **error);
 
 /* ---- embedding and loss ------------------------------------------------------------ */
 
@@ -131,7 +141,8 @@ typedef struct {
   PsInstr *rel_onehot;       /* NULL without relative position bias */
   PsInstr *mask;             /* NULL: not causal */
   PsInstr *rope_cos, *rope_sin; /* [s, d] (activation type); NULL: no rotary */
-  PsInstr *rope_rot;         /* [d, d]: rotate_half as a signed permutation */
+  PsInstr *rope_rot;         /* [d, d]: rotate_half of the first rotary_dim
+                              * dims as a signed permutation (zero beyond) */
 } PsAttentionContext;
 
 /* Weights "<prefix>.ln1, wq, wk, wv, wo, rel_bias" (rel_bias only when
@@ -143,6 +154,24 @@ void ps_attention_weights (PsNet *net, const char *prefix, int64_t model_dim, in
 void ps_attention_weights_kv (PsNet *net, const char *prefix, int64_t model_dim, int64_t heads,
                               int64_t head_dim, int64_t kv_heads, int rel_buckets, PsNormKind norm,
                               PsAttention *out);
+/* How the heads of grouped-query or multi-query attention split over
+ * `ways` devices (the axis a plan splits `n` over): by kv heads (n) when
+ * they divide it, else by the query heads of each kv head (q: wq, wo and
+ * the bias split, wk and wv replicated over that axis, as Megatron-LM
+ * replicates K and V when there are fewer kv heads than tensor-parallel
+ * ranks), else not at all. Multi-head attention (kv_heads 0 or heads)
+ * always splits n. */
+typedef enum { PS_HEADS_SPLIT_KV, PS_HEADS_SPLIT_GROUPS, PS_HEADS_SPLIT_NONE } PsHeadsSplit;
+PsHeadsSplit ps_heads_split (int64_t heads, int64_t kv_heads, int64_t ways);
+/* The check the families make of it: FALSE with a PS_ERROR_OPTION error
+ * naming --heads / --kv-heads (where params says they were set) and
+ * `axis` ("mesh axis 1") when the heads cannot split over `ways`. */
+gboolean ps_heads_check_split (const PsParamStore *params, int64_t heads, int64_t kv_heads, int64_t ways,
+                               const char *axis, GError **error);
+/* Moves the plan's weight split of n to q when ps_heads_split says so
+ * (mesh_dims, mesh_rank: the net's mesh, for the ways of the axis). */
+void ps_heads_plan (PsShardingPlan *plan, int mesh_rank, const int64_t *mesh_dims, int64_t heads,
+                    int64_t kv_heads);
 /* The relative buckets of a causal LM with `buckets` buckets (T5/Lingvo:
  * distance n = max(s - t, 0); exact below buckets/2, then logarithmic up
  * to 128), computed from iota so it is not a huge constant; then the
@@ -150,7 +179,7 @@ void ps_attention_weights_kv (PsNet *net, const char *prefix, int64_t model_dim,
 void ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAttentionContext *out);
 /* The context for a block of options o: the bucket one-hot (position
  * relative), the causal mask, then the rotary tables for heads of
- * head_dim (position rope; head_dim even). */
+ * head_dim (position rope; head_dim and o->rotary_dim even). */
 void ps_attention_context_causal_opts (PsNet *net, int64_t seq_len, int64_t head_dim, const PsBlockOptions *o,
                                        PsAttentionContext *out);
 /* T5's bidirectional relative buckets [s, s] (s32): half the buckets for

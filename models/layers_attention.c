@@ -49,6 +49,50 @@ ps_attention_weights_kv (PsNet *net, const char *prefix, int64_t model_dim, int6
   out->rel_bias = rel_buckets > 0 ? ly_weight (net, prefix, "rel_bias", "knq", 3, knq) : NULL;
 }
 
+PsHeadsSplit
+ps_heads_split (int64_t heads, int64_t kv_heads, int64_t ways)
+{
+  if (kv_heads <= 0 || kv_heads == heads || ways <= 1 || kv_heads % ways == 0)
+    return PS_HEADS_SPLIT_KV;
+  return (heads / kv_heads) % ways == 0 ? PS_HEADS_SPLIT_GROUPS : PS_HEADS_SPLIT_NONE;
+}
+
+gboolean
+ps_heads_check_split (const PsParamStore *params, int64_t heads, int64_t kv_heads, int64_t ways,
+                      const char *axis, GError **error)
+{
+  const char *hs = ps_param_store_label (params, "heads", "--heads");
+  if (kv_heads <= 0 || kv_heads == heads)
+    {
+      if (ways > 0 && heads % ways != 0)
+        return ps_param_fail (error, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%" G_GINT64_FORMAT ")",
+                              hs, heads, axis, ways);
+      return TRUE;
+    }
+  if (ps_heads_split (heads, kv_heads, ways) != PS_HEADS_SPLIT_NONE)
+    return TRUE;
+  return ps_param_fail (error, "%s = %" G_GINT64_FORMAT " (groups of %" G_GINT64_FORMAT " of %s = %" G_GINT64_FORMAT
+                        "): neither the kv heads nor the query heads of each split evenly over %s (%"
+                        G_GINT64_FORMAT ")", ps_param_store_label (params, "kv_heads", "--kv-heads"), kv_heads,
+                        heads / kv_heads, hs, heads, axis, ways);
+}
+
+void
+ps_heads_plan (PsShardingPlan *plan, int mesh_rank, const int64_t *mesh_dims, int64_t heads, int64_t kv_heads)
+{
+  int axis = plan->axis[PS_WEIGHTS]['n' - 'a'];
+  if (axis == PS_AXIS_NONE)
+    return;
+  int64_t ways = 1;
+  for (int i = 0; i < mesh_rank; i++)
+    if (axis == PS_AXIS_ALL || axis == i)
+      ways *= mesh_dims[i];
+  if (ps_heads_split (heads, kv_heads, ways) != PS_HEADS_SPLIT_GROUPS)
+    return;
+  plan->axis[PS_WEIGHTS]['n' - 'a'] = PS_AXIS_NONE;
+  plan->axis[PS_WEIGHTS]['q' - 'a'] = (int8_t) axis;
+}
+
 /* The bucket of each (s, t) as s32 [s, t]. */
 static PsInstr *
 relative_buckets (PsNet *net, int64_t S, int buckets)
@@ -121,28 +165,49 @@ ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAtt
 }
 
 /* Rotary position embedding (RoFormer, Su et al. 2021, eq. 34; GPT-J and
- * Llama use it on q and k): the pair (x_j, x_{j+d/2}) of a head rotated
- * by the angle pos * 10000^(-2j/d), j < d/2, the half-split pairing of
- * GPT-NeoX and Llama's Hugging Face port. cos and sin [s, d] are computed
- * from iota; rotate_half(x) = concat(-x[d/2:], x[:d/2]) is an einsum with
+ * Llama use it on q and k): the pair (x_j, x_{j+r/2}) of a head rotated
+ * by the angle pos * 10000^(-2j/r), j < r/2, where r is the rotated
+ * width (all of d, or the first rotary_dim dims: partial rotary, as GPT-J
+ * and GPT-NeoX write it; the dims from r on pass through: cos 1, sin 0).
+ * The pairing is the half-split one of GPT-NeoX and Llama's Hugging Face
+ * port; GPT-J pairs neighbours (2j, 2j+1), a fixed permutation of the
+ * rotated dims that costs the same. cos and sin [s, d] are computed from
+ * iota; rotate_half(x) = concat(-x[r/2:r], x[:r/2], 0) is an einsum with
  * the signed permutation R [d, d] (from iota too), so it needs no slices
- * and partitions like every other einsum (d is never split). */
+ * and partitions like every other einsum (d is never split). With r = d
+ * the instructions are the full-width ones, unchanged. */
 static void
-rope_tables (PsNet *net, int64_t S, int64_t D, PsAttentionContext *out)
+rope_tables (PsNet *net, int64_t S, int64_t D, int64_t R, PsAttentionContext *out)
 {
   int64_t sd[2] = { S, D }, dd[2] = { D, D };
-  const int64_t half = D / 2;
+  const int64_t half = R / 2;
+  const gboolean partial = R < D;
   PsInstr *pos = ly_iota (net, PS_F32, 2, sd, 0);
   PsInstr *j = ly_iota (net, PS_S32, 2, sd, 1);
   PsInstr *upper = ly_compare (net, PS_CMP_GE, j, ly_full (net, j->shape, (double) half));
   PsInstr *j_low = ly_bin (net, PS_OP_SUBTRACT, j, ly_full (net, j->shape, (double) half));
   PsInstr *jj = ly_convert (net, ly_select3 (net, upper, j_low, j), PS_F32);
-  /* 10000^(-2j/d) = exp(j * (-2 ln(10000) / d)) */
-  PsInstr *expo = ly_bin (net, PS_OP_MULTIPLY, jj, ly_full (net, jj->shape, -2.0 * log (10000.0) / (double) D));
+  /* 10000^(-2j/r) = exp(j * (-2 ln(10000) / r)) */
+  PsInstr *expo = ly_bin (net, PS_OP_MULTIPLY, jj, ly_full (net, jj->shape, -2.0 * log (10000.0) / (double) R));
   PsInstr *angle = ly_bin (net, PS_OP_MULTIPLY, pos, ly_un (net, PS_OP_EXP, expo));
-  out->rope_cos = ly_convert (net, ly_un (net, PS_OP_COSINE, angle), net->act);
-  out->rope_sin = ly_convert (net, ly_un (net, PS_OP_SINE, angle), net->act);
-  /* R[i, e]: -1 where i = e + d/2, +1 where i = e - d/2. */
+  if (partial)
+    {
+      PsInstr *rotated = ly_compare (net, PS_CMP_LT, j, ly_full (net, j->shape, (double) R));
+      PsInstr *cosv = ly_un (net, PS_OP_COSINE, angle);
+      cosv = ly_select3 (net, rotated, cosv, ly_full (net, cosv->shape, 1.0));
+      out->rope_cos = ly_convert (net, cosv, net->act);
+      PsInstr *sinv = ly_un (net, PS_OP_SINE, angle);
+      sinv = ly_select3 (net, rotated, sinv, ly_full (net, sinv->shape, 0.0));
+      out->rope_sin = ly_convert (net, sinv, net->act);
+    }
+  else
+    {
+      /* The order the full-width tables were always emitted in. */
+      out->rope_cos = ly_convert (net, ly_un (net, PS_OP_COSINE, angle), net->act);
+      out->rope_sin = ly_convert (net, ly_un (net, PS_OP_SINE, angle), net->act);
+    }
+  /* R[i, e]: -1 where i = e + r/2, +1 where i = e - r/2, both i and e
+   * below r. */
   PsInstr *ri = ly_iota (net, PS_S32, 2, dd, 0);
   PsInstr *re = ly_iota (net, PS_S32, 2, dd, 1);
   PsInstr *diff = ly_bin (net, PS_OP_SUBTRACT, ri, re);
@@ -151,6 +216,12 @@ rope_tables (PsNet *net, int64_t S, int64_t D, PsAttentionContext *out)
   g_autoptr (PsShape) fs = ps_shape_new_array (PS_F32, 2, dd);
   PsInstr *m1 = ly_full (net, fs, -1.0), *p1 = ly_full (net, fs, 1.0), *z = ly_full (net, fs, 0.0);
   PsInstr *r = ly_select3 (net, neg, m1, ly_select3 (net, posi, p1, z));
+  if (partial)
+    {
+      PsInstr *i_in = ly_compare (net, PS_CMP_LT, ri, ly_full (net, ri->shape, (double) R));
+      PsInstr *e_in = ly_compare (net, PS_CMP_LT, re, ly_full (net, re->shape, (double) R));
+      r = ly_select3 (net, i_in, ly_select3 (net, e_in, r, ly_full (net, fs, 0.0)), ly_full (net, fs, 0.0));
+    }
   out->rope_rot = ly_convert (net, r, net->act);
 }
 
@@ -166,8 +237,9 @@ ps_attention_context_causal_opts (PsNet *net, int64_t seq_len, int64_t head_dim,
   out->mask = causal_mask (net, seq_len);
   if (o->position == PS_POSITION_ROPE)
     {
-      g_return_if_fail (head_dim >= 2 && head_dim % 2 == 0);
-      rope_tables (net, seq_len, head_dim, out);
+      const int64_t rd = o->rotary_dim > 0 ? o->rotary_dim : head_dim;
+      g_return_if_fail (head_dim >= 2 && head_dim % 2 == 0 && rd % 2 == 0 && rd <= head_dim);
+      rope_tables (net, seq_len, head_dim, rd, out);
     }
 }
 

@@ -125,4 +125,22 @@ ps_block_options_init (PsBlockOptions *o, int rel_buckets, gboolean gated_gelu)
   o->norm = PS_NORM_LAYER;
   o->ffn = gated_gelu ? PS_FFN_GEGLU : PS_FFN_RELU;
   o->kv_heads = 0;
+  o->rotary_dim = 0;
+}
+
+gboolean
+ps_block_check_rotary (const PsParamStore *params, PsPositionKind position, int64_t head_dim,
+                       int64_t rotary_dim, GError **error)
+{
+  if (rotary_dim == 0)
+    return TRUE;
+  const char *rd = ps_param_store_label (params, "rotary_dim", "--rotary-dim");
+  if (position != PS_POSITION_ROPE)
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT " needs %s rope", rd, rotary_dim,
+                          ps_param_store_label (params, "position", "--position"));
+  if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
+    return ps_param_fail (error, "%s must be 0 (all of the head) or even and at most %s (%" G_GINT64_FORMAT
+                          "), got %" G_GINT64_FORMAT, rd, ps_param_store_label (params, "head_dim", "--head-dim"),
+                          head_dim, rotary_dim);
+  return TRUE;
 }

@@ -45,6 +45,7 @@ PS_MODEL_PRESETS = \
 	models/presets/Gpt3XL.ini \
 	models/presets/Gpt3_2B7.ini \
 	models/presets/Gpt3_6B7.ini \
+	models/presets/Gpt3_13B.ini \
 	models/presets/Gpt3_175B.ini \
 	models/presets/Llama2_7B.ini \
 	models/presets/Llama2_13B.ini \

@@ -52,6 +52,7 @@ typedef struct {
   PsNormKind norm;
   PsFfnKind ffn;
   int64_t kv_heads;
+  int64_t rotary_dim;        /* position rope: rotated dims per head; 0: head_dim */
   int64_t experts;           /* E */
   int64_t groups;            /* G; 0: one per core */
   double capacity_factor;    /* GShard: 2 */

@@ -298,13 +298,13 @@ block_value (const char *name, int64_t k)
   return strcmp (name, "x") == 0 || strcmp (name, "r") == 0 ? 2 * u : 0.6 * u;
 }
 
-/* Gradients of the new blocks (RMS norm, rotary positions, grouped-query
+/* Gradients of the new blocks (RMS norm, rotary positions, full and partial, grouped-query
  * and multi-query attention, the parallel block, SwiGLU, GELU) against
  * central finite differences of the loss, a few elements of every weight. */
 START_TEST (test_block_gradients_finite_differences)
 {
-  PsBlockOptions cases[4];
-  for (int i = 0; i < 4; i++)
+  PsBlockOptions cases[5];
+  for (int i = 0; i < 5; i++)
     ps_block_options_init (&cases[i], 0, TRUE);
   cases[0].position = PS_POSITION_ROPE, cases[0].norm = PS_NORM_RMS, cases[0].ffn = PS_FFN_SWIGLU;
   cases[0].kv_heads = 2, cases[0].block = PS_BLOCK_PARALLEL;
@@ -312,7 +312,10 @@ START_TEST (test_block_gradients_finite_differences)
   cases[2].position = PS_POSITION_RELATIVE, cases[2].rel_buckets = 4, cases[2].kv_heads = 2;
   cases[2].norm = PS_NORM_RMS;
   cases[3].block = PS_BLOCK_PARALLEL, cases[3].ffn = PS_FFN_RELU;
-  for (int c = 0; c < 4; c++)
+  /* Partial rotary (GPT-J): 2 of the head's 4 dims rotate. */
+  cases[4].position = PS_POSITION_ROPE, cases[4].rotary_dim = 2, cases[4].kv_heads = 2;
+  cases[4].block = PS_BLOCK_PARALLEL, cases[4].ffn = PS_FFN_GELU;
+  for (int c = 0; c < 5; c++)
     {
       g_autoptr (PsModule) m = build_block_grad (&cases[c]);
       GError *error = NULL;
@@ -379,6 +382,7 @@ START_TEST (test_dense_options_partition)
     PsShardingPreset sharding;
     const char *want[3];       /* collectives the program must contain */
     int stages;                /* > 1: pipelined, in-layer mesh 2x2 */
+    int64_t rotary_dim;
   } cases[] = {
     { "rope, parallel, rms, swiglu, gqa, untied (2d)", PS_POSITION_ROPE, PS_BLOCK_PARALLEL, PS_NORM_RMS,
       PS_FFN_SWIGLU, 4, TRUE, 0, PS_SHARDING_2D, { "all-reduce(" } },
@@ -392,6 +396,24 @@ START_TEST (test_dense_options_partition)
       0, FALSE, 8, PS_SHARDING_FSDP, { "all-gather(", "reduce-scatter(" } },
     { "pipeline, learned, parallel, rms, swiglu, gqa", PS_POSITION_LEARNED, PS_BLOCK_PARALLEL, PS_NORM_RMS,
       PS_FFN_SWIGLU, 2, FALSE, 0, PS_SHARDING_2D, { "collective-permute(" }, 2 },
+    { "partial rotary (2 of 4 dims), parallel, gelu, megatron", PS_POSITION_ROPE, PS_BLOCK_PARALLEL,
+      PS_NORM_LAYER, PS_FFN_GELU, 0, FALSE, 0, PS_SHARDING_MEGATRON, { "all-reduce(" }, 1, 2 },
+    /* Fewer kv heads than the axis that splits heads (4, or all 8): the
+     * query heads of each kv head split instead, K and V replicated. */
+    { "megatron, mqa", PS_POSITION_ROPE, PS_BLOCK_PARALLEL, PS_NORM_LAYER, PS_FFN_GELU, 1, TRUE, 0,
+      PS_SHARDING_MEGATRON, { "all-reduce(" } },
+    { "megatron-sp, gqa 2", PS_POSITION_NONE, PS_BLOCK_SEQUENTIAL, PS_NORM_RMS, PS_FFN_SWIGLU, 2, FALSE, 0,
+      PS_SHARDING_MEGATRON_SP, { "all-gather(", "reduce-scatter(" } },
+    { "2d, gqa 2, relative", PS_POSITION_RELATIVE, PS_BLOCK_SEQUENTIAL, PS_NORM_LAYER, PS_FFN_GEGLU, 2, FALSE,
+      8, PS_SHARDING_2D, { "all-reduce(" } },
+    { "1d, mqa", PS_POSITION_ROPE, PS_BLOCK_SEQUENTIAL, PS_NORM_LAYER, PS_FFN_GEGLU, 1, FALSE, 0,
+      PS_SHARDING_1D, { "all-reduce(" } },
+    /* An untied head in a pipeline: its own softmax weight, outside the
+     * stages like the embedding. */
+    { "pipeline, untied, rope", PS_POSITION_ROPE, PS_BLOCK_SEQUENTIAL, PS_NORM_RMS, PS_FFN_SWIGLU, 0, TRUE, 0,
+      PS_SHARDING_2D, { "collective-permute(" }, 2 },
+    { "pipeline 1d, mqa", PS_POSITION_LEARNED, PS_BLOCK_SEQUENTIAL, PS_NORM_LAYER, PS_FFN_GELU, 1, FALSE, 0,
+      PS_SHARDING_1D, { "collective-permute(" }, 2 },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -407,6 +429,7 @@ START_TEST (test_dense_options_partition)
       c.kv_heads = cases[i].kv_heads;
       c.untied_embeddings = cases[i].untied;
       c.rel_buckets = cases[i].rel_buckets;
+      c.rotary_dim = cases[i].rotary_dim;
       c.sharding = cases[i].sharding;
       if (cases[i].stages > 1)
         {
@@ -437,7 +460,7 @@ END_TEST
  * updated weight and optimizer state, encoder ones included). */
 START_TEST (test_encdec_partitions)
 {
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < 4; k++)
     {
       PsEncDecConfig c;
       ps_encdec_config_small (&c);
@@ -449,6 +472,14 @@ START_TEST (test_encdec_partitions)
           c.kv_heads = 4;
           c.heads = 8;
           c.head_dim = 2;
+          c.sharding = PS_SHARDING_MEGATRON;
+        }
+      if (k == 3)
+        {
+          /* Partial rotary: 2 of 4 dims, encoder and decoder. */
+          c.position = PS_POSITION_ROPE;
+          c.head_dim = 4;
+          c.rotary_dim = 2;
           c.sharding = PS_SHARDING_MEGATRON;
         }
       if (k == 2)

@@ -142,6 +142,33 @@ START_TEST (test_option_errors)
   ck_assert_msg (strstr (error->message, "--microbatches") != NULL, "%s", error->message);
   g_clear_error (&error);
 
+  /* Partial rotary: even, at most the head dim, only with rotary positions. */
+  const struct { PsPositionKind position; int64_t rotary_dim; const char *want; } rot[] = {
+    { PS_POSITION_ROPE, 3, "even" }, { PS_POSITION_ROPE, 10, "at most --head-dim" },
+    { PS_POSITION_RELATIVE, 4, "needs --position rope" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (rot); i++)
+    {
+      ps_dense_lm_config_small (&c);
+      c.position = rot[i].position;
+      c.rotary_dim = rot[i].rotary_dim;
+      ck_assert (!ps_dense_lm_check (&c, &error));
+      ck_assert_msg (strstr (error->message, "--rotary-dim") && strstr (error->message, rot[i].want),
+                     "%s", error->message);
+      g_clear_error (&error);
+    }
+
+  /* Grouped-query heads that split over neither their kv heads nor their
+   * groups: 8 heads in 2 groups of 4 over 8 devices (1d). */
+  ps_dense_lm_config_small (&c);
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.sharding = PS_SHARDING_1D;
+  ck_assert (!ps_dense_lm_check (&c, &error));
+  ck_assert_msg (strstr (error->message, "--kv-heads") && strstr (error->message, "neither"), "%s",
+                 error->message);
+  g_clear_error (&error);
+
   ps_dense_lm_config_small (&c);
   c.device_order = "nonpod2d";
   c.physical[0] = 4;

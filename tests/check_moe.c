@@ -383,6 +383,7 @@ START_TEST (test_moe_lm_block_options_verify)
   c.norm = PS_NORM_RMS;
   c.ffn = PS_FFN_SWIGLU;
   c.kv_heads = 1;
+  c.rotary_dim = c.head_dim / 2;   /* partial rotary */
   GError *error = NULL;
   g_autoptr (PsModule) m = ps_moe_lm_build (&c, NULL, &error);
   ck_assert_msg (m != NULL, "%s", error ? error->message : "");

@@ -182,16 +182,26 @@ expect_status 2 "$PODSIM" run -q --position rope --head-dim 7
 expect_grep "--position rope needs an even --head-dim (got 7)" "$PS_TMP/err"
 expect_status 2 "$PODSIM" run -q --sharding megatron-sp --seq-len 6
 expect_grep "--seq-len = 6 is not divisible by mesh axis 1 (4)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --position rope --rotary-dim 3
+expect_grep "--rotary-dim must be 0 (all of the head) or even" "$PS_TMP/err"
+# A boolean option takes =true / =false (not silently dropped), and a
+# pipeline runs with untied embeddings.
+expect_status 0 "$PODSIM" run --tie-embeddings=false --print-config
+expect_grep "tie_embeddings = false" "$PS_TMP/out"
+expect_status 2 "$PODSIM" run -q --tie-embeddings=maybe
+expect_grep "--tie-embeddings: 'maybe' is not true or false" "$PS_TMP/err"
+expect_status 0 "$PODSIM" run -q --pipeline-stages 2 --mesh 2x2 --microbatches 2 --tie-embeddings=false
 
 # The public configurations (models/presets: GPT-3 sizes, Llama 2, GPT-J-sized)
 # fit at full size on their slices and print their block options.
-for preset in Gpt3Small Gpt3Medium Gpt3Large Gpt3XL Gpt3_2B7 Gpt3_6B7 Gpt3_175B Llama2_7B Llama2_13B \
+for preset in Gpt3Small Gpt3Medium Gpt3Large Gpt3XL Gpt3_2B7 Gpt3_6B7 Gpt3_13B Gpt3_175B Llama2_7B Llama2_13B \
               Llama2_70B GptJ6B; do
   expect_status 0 "$PODSIM" run --preset "$preset" --memory-only
   expect_grep "fits" "$PS_TMP/out"
 done
 expect_status 0 "$PODSIM" run --preset GptJ6B --print-config
 expect_grep "block = parallel" "$PS_TMP/out"
+expect_grep "rotary_dim = 64" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run --preset Llama2_70B --print-config
 expect_grep "kv_heads = 8" "$PS_TMP/out"
 expect_grep "ffn = swiglu" "$PS_TMP/out"
