@@ -179,6 +179,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsDriverResult, ps_driver_result_free)
  * name_stage_in_errors); *failed (may be NULL) gets that stage. */
 PsDriverResult *ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error);
 
+/* Work shared between runs of one process's forks (podsim search's batch
+ * worker): `partitioned` is a result of ps_driver_run with stop_after
+ * PS_STAGE_PARTITION and keep_spmd; the next ps_driver_run of this process
+ * (typically in a fork of it, one per run) starts after the partition
+ * stage from it: build, propagation and partitioning are not run again, and
+ * the build's PsModelInfo and the partitioner's report are its. The caller
+ * guarantees that the next run's options and target differ from the
+ * partitioned run's only in what the stages after partitioning read (the
+ * target's schedule, async_collectives, fusion, collectives and cache);
+ * `--dump-hlo` is not written. transfer full; NULL cancels. */
+void ps_driver_resume_next (PsDriverResult *partitioned);
+
 /* PS_ERROR_NO_FIT naming the peak and the capacity, for a result that
  * does not fit. */
 void ps_driver_no_fit_error (const PsDriverResult *r, const PsHardware *hw, GError **error);
@@ -216,8 +228,8 @@ PsModule *ps_driver_partition (const PsModule *m, int64_t n_devices, const PsSpm
  * *cost (may be NULL) gets the cost analysis it was made from, which the
  * schedule's fusions refer to (transfer full). transfer full. */
 PsSchedule *ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, uint64_t hbm_budget_bytes,
-                                PsFusionMode fusion, int64_t default_trip_count, PsCostAnalysis **cost,
-                                GError **error);
+                                PsFusionMode fusion, PsTilingMode tiling, int64_t default_trip_count,
+                                PsCostAnalysis **cost, GError **error);
 
 /* The step trace of an SPMD program in the schedule's order (NULL: post
  * order, collectives synchronous), over `mesh` (NULL: 1-D), named

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "partitioner/analysis/fusion.h"
+#include "partitioner/analysis/tiling.h"
 #include "partitioner/spmd/spmd.h"
 #include "sim/replay.h"
 
@@ -36,6 +37,7 @@ static const PsParamSpec *const target_specs[] = {
   &ps_hardware_param_hw,
   &ps_schedule_param_policy,
   &ps_fusion_param_mode,
+  &ps_tiling_param_mode,
   &ps_schedule_param_async,
   &ps_spmd_param_windowed_einsum,
   &ps_coll_param_algorithm,
@@ -104,6 +106,7 @@ ps_target_from_store (const PsParamStore *st, gboolean with_slice, GError **erro
   ps_coll_algorithm_parse (ps_param_store_str (st, key (st, "collectives")), "--collectives", &t->collectives, NULL);
   ps_schedule_policy_parse (ps_param_store_str (st, key (st, "schedule")), "--schedule", &t->schedule, NULL);
   ps_fusion_mode_parse (ps_param_store_str (st, key (st, "fusion")), "--fusion", &t->fusion, NULL);
+  ps_tiling_mode_parse (ps_param_store_str (st, key (st, "buffer_tiling")), "--buffer-tiling", &t->tiling, NULL);
   t->async_collectives = ps_param_store_bool (st, key (st, "async_collectives"));
   if (t->async_collectives)
     t->schedule = PS_SCHEDULE_EAGER;

@@ -28,6 +28,7 @@
 #include "common/params.h"
 #include "models/family.h"
 #include "partitioner/analysis/fusion.h"
+#include "partitioner/analysis/tiling.h"
 #include "partitioner/analysis/schedule.h"
 #include "sim/collectives.h"
 #include "topology/hardware.h"
@@ -40,6 +41,7 @@ typedef struct {
   PsCollAlgorithm collectives;
   PsSchedulePolicy schedule;     /* async_collectives already applied (eager) */
   PsFusionMode fusion;           /* the cost analysis's fusion rules */
+  PsTilingMode tiling;           /* buffer sizes (partitioner/analysis/tiling.h) */
   gboolean async_collectives;    /* as set: reports say which option chose eager */
   gboolean cache;                /* replay identical collectives from a cache */
   gboolean idle_cores;           /* the program may use fewer devices than the slice has cores */

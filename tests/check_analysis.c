@@ -10,6 +10,7 @@
 #include "partitioner/analysis/lower.h"
 #include "partitioner/analysis/memory.h"
 #include "partitioner/analysis/schedule.h"
+#include "partitioner/analysis/tiling.h"
 
 static PsModule *
 parse (const char *text)
@@ -127,12 +128,15 @@ static const char *dup_hlo =
   "  ROOT t = (f32[1024], f32[1024], f32[1024], f32[1024]) tuple(a, m, s, d)\n"
   "}\n";
 
+/* The figures worked out by hand below are dense bytes: tiling off
+ * (test_memory_tiling checks the tiled sizes). */
 static PsCostAnalysis *
 analyze_with (const PsModule *m, PsFusionMode mode)
 {
   PsCostOptions o;
   ps_cost_options_init (&o);
   o.fusion = mode;
+  o.tiling = PS_TILING_NONE;
   GError *error = NULL;
   PsCostAnalysis *a = ps_cost_analyze (m, &o, &error);
   ck_assert_msg (a != NULL, "%s", error ? error->message : "");
@@ -708,10 +712,63 @@ START_TEST (test_memory_int4_packed)
 }
 END_TEST
 
+/* TPU buffer tiling (tiling.h): one dim padded to 128 lanes, another to
+ * 8 sublanes (16 for bf16, 32 for 8-bit); worked out by hand. */
+START_TEST (test_memory_tiling)
+{
+  static const struct { const char *shape; int64_t best, minor; } cases[] = {
+    { "f32[]", 4, 4 },
+    { "f32[1000]", 1024 * 4, 1024 * 4 },          /* linear: 8 x 128 elements a tile */
+    { "bf16[16,256]", 16 * 256 * 2, 16 * 256 * 2 }, /* already whole tiles */
+    { "bf16[8,256]", 16 * 256 * 2, 16 * 256 * 2 },  /* 8 rows of bf16 fill half a tile */
+    { "f32[64,3]", 128 * 8 * 4, 64 * 128 * 4 },   /* best: 64 on lanes, 3 on sublanes */
+    { "f32[4,1000,3]", 8 * 1024 * 3 * 4, 4 * 1000 * 128 * 4 },
+    { "pred[3,5]", 32 * 128, 32 * 128 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *text = g_strdup_printf ("HloModule t\nENTRY e {\n  ROOT p = %s parameter(0)\n}\n",
+                                               cases[i].shape);
+      g_autoptr (PsModule) m = parse (text);
+      const PsShape *sh = ps_module_find_instr (m, "p")->shape;
+      ck_assert_int_eq (ps_tiling_bytes (sh, PS_TILING_BEST), cases[i].best);
+      ck_assert_int_eq (ps_tiling_bytes (sh, PS_TILING_MINOR), cases[i].minor);
+      ck_assert_int_eq (ps_tiling_bytes (sh, PS_TILING_NONE), ps_shape_bytes (sh));
+    }
+
+  /* the peak (parameter and result, each tiled) moves; the cost (HBM
+   * traffic of the dense bytes) does not */
+  g_autoptr (PsModule) m = parse ("HloModule t\nENTRY e {\n"
+                                  "  p = f32[64,3] parameter(0)\n"
+                                  "  ROOT n = f32[64,3] exponential(p)\n}\n");
+  static const struct { PsTilingMode mode; uint64_t peak; } peaks[] = {
+    { PS_TILING_BEST, 2 * 4096 }, { PS_TILING_MINOR, 2 * 32768 }, { PS_TILING_NONE, 2 * 768 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (peaks); i++)
+    {
+      PsCostOptions o;
+      ps_cost_options_init (&o);
+      o.tiling = peaks[i].mode;
+      g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, &o, NULL);
+      ck_assert_int_eq (ps_cost_tiling (a), peaks[i].mode);
+      PsCostCounts c = ps_cost_computation (a, m->entry);
+      ck_assert_uint_eq (c.read_bytes, 768);
+      ck_assert_uint_eq (c.write_bytes, 768);
+      ck_assert_uint_eq (peak_of (m, a), peaks[i].peak);
+    }
+  PsTilingMode mode;
+  ck_assert (ps_tiling_mode_parse ("minor", "--buffer-tiling", &mode, NULL) && mode == PS_TILING_MINOR);
+  GError *error = NULL;
+  ck_assert (!ps_tiling_mode_parse ("rows", "--buffer-tiling", &mode, &error));
+  ck_assert (strstr (error->message, "--buffer-tiling 'rows'"));
+  g_error_free (error);
+}
+END_TEST
+
 START_TEST (test_memory_mlp)
 {
   g_autoptr (PsModule) m = parse (mlp_hlo);
-  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
   GError *error = NULL;
   /* with fusion: p0 512 + p1 2048 + c 4 always; relu 1024 and r 32 are
    * live together at the reduce */
@@ -742,7 +799,7 @@ START_TEST (test_memory_while)
 {
   g_autofree char *text = g_strdup_printf (loop_hlo, 0);
   g_autoptr (PsModule) m = parse (text);
-  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
   g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, NULL);
   /* entry: a 16 + z 4 always; the while updates its state in place, so
    * it copies the parameter a and the constant z it writes (XLA's copy
@@ -783,7 +840,7 @@ START_TEST (test_memory_while)
     "  ROOT r = f32[8,4] get-tuple-element(w), index=1\n"
     "}\n";
   g_autoptr (PsModule) m2 = parse (rw);
-  g_autoptr (PsCostAnalysis) a2 = ps_cost_analyze (m2, NULL, NULL);
+  g_autoptr (PsCostAnalysis) a2 = analyze_with (m2, PS_FUSION_MODE_XLA);
   g_autoptr (PsMemoryReport) r2 = ps_memory_analyze (m2, a2, NULL);
   /* a 16, z 4, the broadcast's constant 4 always; the written elements
    * get buffers (counter 4, the stack 128); a is read in place; the body
@@ -881,7 +938,7 @@ START_TEST (test_memory_in_place)
     "  ROOT c = f32[32,32] add(a, b)\n"
     "}\n";
   g_autoptr (PsModule) m = parse (text);
-  g_autoptr (PsCostAnalysis) a = ps_cost_analyze (m, NULL, NULL);
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
   ck_assert (ps_cost_get (a, ps_module_find_instr (m, "b"))->fused);
   g_autoptr (PsMemoryReport) r = ps_memory_analyze (m, a, NULL);
   ck_assert_uint_eq (r->parameter_bytes, 4096);
@@ -1140,6 +1197,7 @@ analysis_suite (void)
   tcase_add_test (tc, test_cost_while);
   tcase_add_test (tc, test_cost_while_unknown);
   tcase_add_test (tc, test_cost_known_trip_count);
+  tcase_add_test (tc, test_memory_tiling);
   tcase_add_test (tc, test_memory_mlp);
   tcase_add_test (tc, test_memory_while);
   tcase_add_test (tc, test_memory_donation);

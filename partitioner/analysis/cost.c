@@ -1013,6 +1013,12 @@ ps_cost_prefused (const PsCostAnalysis *a)
   return a->prefused;
 }
 
+PsTilingMode
+ps_cost_tiling (const PsCostAnalysis *a)
+{
+  return a->opts.tiling;
+}
+
 const PsCost *
 ps_cost_get (const PsCostAnalysis *a, const PsInstr *instr)
 {

@@ -96,6 +96,7 @@
 
 #include "common/params.h"
 #include "partitioner/analysis/fusion.h"
+#include "partitioner/analysis/tiling.h"
 #include "partitioner/ir/ir.h"
 
 G_BEGIN_DECLS
@@ -147,10 +148,12 @@ typedef struct PsCostAnalysis PsCostAnalysis;
 
 /* Options: trip count to assume for a while loop whose count cannot be
  * found (0 = such a loop is an error); the fusion rules (fusion.h;
- * default, 0: PS_FUSION_MODE_XLA). */
+ * default, 0: PS_FUSION_MODE_XLA); how the memory analysis and the
+ * scheduler size buffers (tiling.h; default, 0: PS_TILING_BEST). */
 typedef struct {
   int64_t default_trip_count;
   PsFusionMode fusion;
+  PsTilingMode tiling;
 } PsCostOptions;
 
 void ps_cost_options_init (PsCostOptions *opts);
@@ -168,6 +171,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsCostAnalysis, ps_cost_analysis_free)
  * of its operands and result), and the analysis made no fusion of its own
  * (in-place updates aside), whatever opts->fusion asked. */
 gboolean ps_cost_prefused (const PsCostAnalysis *a);
+/* The buffer tiling the analysis was made with (PsCostOptions.tiling). */
+PsTilingMode ps_cost_tiling (const PsCostAnalysis *a);
 /* The dot or convolution whose MXU work a fusion instruction's kernel
  * does (the largest), or `in` itself when it is a dot or convolution;
  * NULL otherwise. transfer none. */

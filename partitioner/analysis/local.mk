@@ -5,7 +5,8 @@ libpodsim_partitioner_la_SOURCES += partitioner/analysis/cost.c partitioner/anal
 	partitioner/analysis/fusion.c partitioner/analysis/fusion.h \
 	partitioner/analysis/memory.c partitioner/analysis/memory.h \
 	partitioner/analysis/lower.c partitioner/analysis/lower.h \
-	partitioner/analysis/schedule.c partitioner/analysis/schedule.h
+	partitioner/analysis/schedule.c partitioner/analysis/schedule.h \
+	partitioner/analysis/tiling.c partitioner/analysis/tiling.h
 check_PROGRAMS += tests/check_analysis
 TESTS += tests/check_analysis
 tests_check_analysis_SOURCES = tests/check_analysis.c

@@ -801,6 +801,7 @@ ps_lower_module (const PsModule *m, const PsLowerOptions *opts, GError **error)
   ps_cost_options_init (&co);
   co.default_trip_count = opts->default_trip_count;
   co.fusion = opts->fusion;
+  co.tiling = opts->tiling;
   g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (m, &co, error);
   if (!cost)
     return NULL;

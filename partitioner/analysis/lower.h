@@ -55,6 +55,7 @@ typedef struct {
   int64_t default_trip_count;   /* while loops with no known count; 0 = error */
   PsFusionMode fusion;          /* the cost analysis's fusion rules (default 0: XLA's);
                                  * give the schedule's when there is one */
+  PsTilingMode tiling;          /* buffer sizes without a schedule (default 0: best) */
   gboolean memory_events;       /* default TRUE */
   gboolean async_collectives;   /* default FALSE; ignored with a schedule */
   const PsSchedule *schedule;   /* the entry's order and async collectives; borrowed; NULL:

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "partitioner/analysis/memory.h"
+#include "partitioner/analysis/tiling.h"
 
 typedef struct {
   const PsInstr *def;      /* defining instruction */
@@ -22,10 +23,13 @@ typedef struct {
   GHashTable *done_before; /* async collectives, or NULL */
 } Ctx;
 
+/* A buffer's bytes as the TPU lays it out (tiling.h). */
 static uint64_t
-bytes_of (const PsShape *s)
+bytes_of (const Ctx *ctx, const PsShape *s)
 {
-  int64_t b = ps_shape_bytes (s);
+  /* no cost analysis: no options either, the dense bytes */
+  PsTilingMode mode = ctx->cost ? ps_cost_tiling (ctx->cost) : PS_TILING_NONE;
+  int64_t b = ps_tiling_bytes (s, mode);
   return b > 0 ? (uint64_t) b : 0;
 }
 
@@ -81,10 +85,10 @@ bn_fused_bytes (const Ctx *ctx, const PsInstr *in, GHashTable *refs, GArray *min
 {
   const PsCost *c = ctx->cost ? ps_cost_get (ctx->cost, in) : NULL;
   if (!c || !c->bn_fused)
-    return bytes_of (in->shape);
+    return bytes_of (ctx, in->shape);
   uint64_t n = 0;
   for (int e = 1; e < in->shape->n_elems; e++)
-    n += bytes_of (in->shape->elems[e]);
+    n += bytes_of (ctx, in->shape->elems[e]);
   for (int j = 0; j < in->n_operands; j++)
     {
       GArray *src = g_hash_table_lookup (refs, in->operands[j]);
@@ -372,7 +376,7 @@ walk (Ctx *ctx, const PsComputation *comp, PsMemoryReport *r, uint64_t *param_by
                 copy = v->users->len > 1 || !writable (bufs, src, state);
               if (copy)
                 {
-                  uint64_t size = bytes_of (v->shape);
+                  uint64_t size = bytes_of (ctx, v->shape);
                   Buffer b = { v, size, size, s, s, (int) bufs->len };
                   int bi = (int) bufs->len;
                   g_array_append_val (bufs, b);

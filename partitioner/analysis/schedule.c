@@ -268,9 +268,9 @@ graph_build (Graph *g, const PsComputation *entry, const PsCostAnalysis *cost)
           const PsCost *mc = ps_cost_get (cost, m);
           if (mc && mc->bn_fused)   /* its statistics only (cost.h rule 9) */
             for (int e = 1; e < m->shape->n_elems; e++)
-              un->defined += ps_shape_bytes (m->shape->elems[e]);
+              un->defined += ps_tiling_bytes (m->shape->elems[e], ps_cost_tiling (cost));
           else if (materializes (g, m))
-            un->defined += ps_shape_bytes (m->shape);
+            un->defined += ps_tiling_bytes (m->shape, ps_cost_tiling (cost));
         }
       un->user_count = root->users ? root->users->len : 0;
       un->scalar = root->shape && root->shape->etype != PS_TUPLE && ps_shape_elements (root->shape) == 1;
