@@ -24,6 +24,7 @@ typedef struct {
   double budget;
   char *solver;
   int dp_width, dp_rounds;
+  gboolean tie_shapes;
   gboolean mesh_auto;     /* --mesh auto (taken out of argv before parsing) */
 } AutoshardOptions;
 
@@ -32,7 +33,7 @@ static char **
 run_argv (int argc, char **argv)
 {
   static const char *const with_value[] = { "-o", "--output", "--top", "--exhaustive-limit", "-j", "--jobs", "--full-runs", "--internal", "--budget", "--solver", "--dp-width", "--dp-rounds", NULL };
-  static const char *const alone[] = { "--json", "-q", "--quiet", NULL };
+  static const char *const alone[] = { "--json", "-q", "--quiet", "--tie-shapes", NULL };
   GPtrArray *out = g_ptr_array_new ();
   for (int i = 1; i < argc; i++)
     {
@@ -144,6 +145,7 @@ autoshard (AutoshardOptions *o, PsModelOptions *mo, int argc, char **argv, char 
   ao.budget_s = o->budget;
   ao.dp_width = o->dp_width;
   ao.dp_rounds = o->dp_rounds;
+  ao.tie_shapes = o->tie_shapes;
   static const char *const solvers[] = { "auto", "exhaustive", "dp", "local", NULL };
   int which = -1;
   for (int k = 0; solvers[k]; k++)
@@ -335,6 +337,7 @@ ps_cmd_autoshard (int argc, char **argv)
     { "jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Pipeline runs in parallel (default: the processors)", "N" },
     { "exhaustive-limit", 0, 0, G_OPTION_ARG_INT64, &o.limit, "Enumerate every combination up to this many (each run in full), else the DP under the cheap cost (default 256)", "N" },
     { "internal", 0, 0, G_OPTION_ARG_INT, &o.internal, "Search the shardings of up to N internal tensors too, largest first: the values while loops carry that are not parameters, then the first dot or convolution result of each shape (default 8; 0: parameters only)", "N" },
+    { "tie-shapes", 0, 0, G_OPTION_ARG_NONE, &o.tie_shapes, "Internal tensors: every dot or convolution result or operand of each of the --internal shapes, the shapes chosen from the operands too, one variable per shape for the DP (an MoE's dispatch masks and expert inputs; off by default: doc/manual.md)", NULL },
     { "budget", 0, 0, G_OPTION_ARG_DOUBLE, &o.budget, "Stop the DP or the local search after this many seconds and run its best so far in full (default: no limit)", "S" },
     { "full-runs", 0, 0, G_OPTION_ARG_INT, &o.full_runs, "DP and local search: run this many of the cheapest candidates through the full pipeline (default 8)", "N" },
     { "solver", 0, 0, G_OPTION_ARG_STRING, &o.solver, "auto (default: exhaustive up to --exhaustive-limit combinations, else dp), exhaustive, dp (a dynamic program over the chain of tensors, in rounds) or local (the local search of many-tensor moves)", "NAME" },

@@ -800,8 +800,16 @@ has_shape_of (const GPtrArray *xs, const PsShape *shape)
  * the first of each shape (in program order: the forward's), as GShard
  * annotates the dispatched experts' inputs and the spatial partitioning
  * the convolutions' outputs. transfer container. */
+/* With all_of_shape (autoshard --tie-shapes), the shapes are chosen from
+ * the contractions' operands too (an MoE's dispatch and combine masks are
+ * converts, its expert inputs transposes), and every contraction result
+ * or operand of a chosen shape joins: the DP gives tensors of one shape
+ * one variable, so the forward, its recomputation and the backward of a
+ * layer, and all the layers, take one split together, as a model's
+ * split_on(x, 0) annotates every one of them (doc/manual.md, "Automatic
+ * sharding": the MoE case). max then counts shapes, not tensors. */
 static GPtrArray *
-internal_tensors (const PsModule *m, int max)
+internal_tensors (const PsModule *m, int max, gboolean all_of_shape)
 {
   GPtrArray *out = g_ptr_array_new ();
   GPtrArray *params = m->entry->params;
@@ -825,16 +833,45 @@ internal_tensors (const PsModule *m, int max)
   if ((int) out->len >= max)
     return out;
   g_autoptr (GPtrArray) results = g_ptr_array_new ();
+  g_autoptr (GHashTable) operand = g_hash_table_new (g_direct_hash, g_direct_equal);
+  if (all_of_shape)
+    for (guint i = 0; i < m->entry->instrs->len; i++)
+      {
+        const PsInstr *y = m->entry->instrs->pdata[i];
+        if (y->opcode == PS_OP_DOT || y->opcode == PS_OP_CONVOLUTION)
+          for (int k = 0; k < y->n_operands; k++)
+            if (y->operands[k]->opcode != PS_OP_PARAMETER)
+              g_hash_table_add (operand, y->operands[k]);
+      }
   for (guint i = 0; i < m->entry->instrs->len; i++)
     {
       PsInstr *x = m->entry->instrs->pdata[i];
-      if ((x->opcode == PS_OP_DOT || x->opcode == PS_OP_CONVOLUTION) && !ps_shape_is_tuple (x->shape)
+      gboolean contraction = x->opcode == PS_OP_DOT || x->opcode == PS_OP_CONVOLUTION
+                             || g_hash_table_contains (operand, x);
+      if (contraction && !ps_shape_is_tuple (x->shape)
           && x->shape->rank >= 2 && !has_shape_of (params, x->shape) && !has_shape_of (results, x->shape))
         g_ptr_array_add (results, x);
     }
   g_ptr_array_sort (results, bytes_desc);
+  guint first = out->len;
   for (guint i = 0; i < results->len && (int) out->len < max; i++)
     g_ptr_array_add (out, results->pdata[i]);
+  if (!all_of_shape)
+    return out;
+  g_autoptr (GPtrArray) chosen = g_ptr_array_new ();
+  for (guint i = first; i < out->len; i++)
+    g_ptr_array_add (chosen, out->pdata[i]);
+  for (guint i = 0; i < m->entry->instrs->len; i++)
+    {
+      PsInstr *x = m->entry->instrs->pdata[i];
+      gboolean contraction = x->opcode == PS_OP_DOT || x->opcode == PS_OP_CONVOLUTION
+                             || g_hash_table_contains (operand, x);
+      gboolean have = FALSE;
+      for (guint k = first; k < out->len && !have; k++)
+        have = out->pdata[k] == x;
+      if (contraction && !have && !ps_shape_is_tuple (x->shape) && has_shape_of (chosen, x->shape))
+        g_ptr_array_add (out, x);
+    }
   return out;
 }
 
@@ -877,8 +914,8 @@ ps_autoshard_search (const PsParams *p, char **run_argv, const PsAutoshardOption
   g_autoptr (GPtrArray) tensors = g_ptr_array_new ();
   for (guint i = 0; i < params->len; i++)
     g_ptr_array_add (tensors, params->pdata[i]);
-  g_autoptr (GPtrArray) inner = internal_tensors (m, max_internal);
-  for (guint i = 0; i < inner->len && (int) i < max_internal; i++)
+  g_autoptr (GPtrArray) inner = internal_tensors (m, max_internal, o->tie_shapes);
+  for (guint i = 0; i < inner->len && ((int) i < max_internal || o->tie_shapes); i++)
     g_ptr_array_add (tensors, inner->pdata[i]);
   s.names = g_new0 (char *, tensors->len + 1);
   s.cands = g_new0 (char **, tensors->len + 1);

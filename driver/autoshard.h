@@ -88,6 +88,8 @@ typedef struct {
   PsAutoshardSolver solver;
   int dp_width;           /* dp: candidates kept per tensor besides replicated (0: 4) */
   int dp_rounds;          /* dp: at most this many rounds, each around the best so far (0: 8) */
+  gboolean tie_shapes;    /* internal tensors: every contraction result or operand of each chosen
+                           * shape, the shapes chosen from operands too (max_internal counts shapes) */
 } PsAutoshardOptions;
 
 typedef struct {

@@ -116,4 +116,13 @@ expect_status 2 "$PODSIM" autoshard "$prog" --slice v3-8 -q
 expect_grep "--mesh: autoshard needs a mesh" "$PS_TMP/err"
 expect_status 2 "$PODSIM" autoshard dense -q
 expect_grep "give an HLO module" "$PS_TMP/err"
+# --tie-shapes: internal tensors also from the contractions' operands (xt,
+# a transpose, and c, which has a's shape and joins its variable): 4
+# internal tensors against 2 (a and d), and the module found verifies.
+tie="$PS_SRCDIR/tests/data/autoshard_tie.hlo"
+expect_status 0 "$PODSIM" autoshard "$tie" --slice v3-8 --mesh 8 --json -q --solver dp
+expect_grep '"internal" : 2,' "$PS_TMP/out"
+expect_status 0 "$PODSIM" autoshard "$tie" --slice v3-8 --mesh 8 --json -q --solver dp --tie-shapes -o "$PS_TMP/tie.hlo"
+expect_grep '"internal" : 4,' "$PS_TMP/out"
+expect_status 0 "$PODSIM" verify "$PS_TMP/tie.hlo" -n 8
 finish
