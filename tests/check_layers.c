@@ -127,12 +127,12 @@ START_TEST (test_view_gradient_accumulates)
     {
       PsInstr *v = ps_net_weight_view (net, w, PS_BF16);
       ck_assert_int_eq (v->opcode, PS_OP_CONVERT);
-      PsInstr *p = ps_ad_binary (net->c, PS_OP_MULTIPLY, v, x);
+      PsInstr *p = ps_build_binary (ps_net_builder (net), PS_OP_MULTIPLY, v, x);
       int64_t all = 0;
-      PsInstr *loss = ps_ad_convert (net->c, ps_ad_reduce_sum (net->c, p, 1, &all), PS_F32);
+      PsInstr *loss = ps_build_convert (ps_net_builder (net), ps_build_sum (ps_net_builder (net), p, 1, &all), PS_F32);
       ps_net_add_loss (net, loss);
       GError *error = NULL;
-      ck_assert (ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, 1, &v, &error));
+      ck_assert (ps_net_vjp (net, loss, ps_build_scalar (ps_net_builder (net), PS_F32, 1.0), NULL, NULL, 1, &v, &error));
     }
   PsInstr *lr = ps_net_input (net, "lr", PS_F32, 0, NULL);
   PsInstr *decay = ps_net_input (net, "decay", PS_F32, 0, NULL);
@@ -172,7 +172,7 @@ START_TEST (test_builder_block_in_net)
   ck_assert (ps_builder_ok (b));
   ps_net_add_loss (net, loss);
   GError *error = NULL;
-  ck_assert_msg (ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, 1, &w, &error),
+  ck_assert_msg (ps_net_vjp (net, loss, ps_build_scalar (ps_net_builder (net), PS_F32, 1.0), NULL, NULL, 1, &w, &error),
                  "%s", error ? error->message : "");
   PsInstr *lr = ps_net_input (net, "lr", PS_F32, 0, NULL);
   ck_assert_int_eq (lr->parameter_number, 4);
@@ -219,17 +219,17 @@ build_composed (void)
   ck_assert (ctx.rel_onehot == NULL && ctx.mask != NULL);
   for (int u = 0; u < 2; u++)
     {
-      PsInstr *x0 = ps_embed (net, ps_net_microbatch (net, ids, u, 2), ps_ad_convert (net->c, emb, PS_BF16));
+      PsInstr *x0 = ps_embed (net, ps_net_microbatch (net, ids, u, 2), ps_build_convert (ps_net_builder (net), emb, PS_BF16));
       PsInstr *xs[3];
       PsInstr *top = ps_layer_stack_forward (net, 2, layers, x0, xs);
       PsInstr *head = ps_net_weight_view (net, emb, PS_BF16);
       PsInstr *h = ps_layer_norm (net, top, final_ln);
-      PsInstr *logits = ps_ad_convert (net->c, ps_net_einsum (net, "bsm,vm->bsv", h, head), PS_F32);
+      PsInstr *logits = ps_build_convert (ps_net_builder (net), ps_net_einsum (net, "bsm,vm->bsv", h, head), PS_F32);
       PsInstr *loss = ps_softmax_cross_entropy (net, logits, ps_net_microbatch (net, labels, u, 2));
       ps_net_add_loss (net, loss);
       PsInstr *hw[2] = { final_ln, head }, *gx;
       GError *error = NULL;
-      ck_assert (ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 0.5), top, &gx, 2, hw, &error));
+      ck_assert (ps_net_vjp (net, loss, ps_build_scalar (ps_net_builder (net), PS_F32, 0.5), top, &gx, 2, hw, &error));
       ck_assert (ps_layer_stack_backward (net, 2, layers, xs, gx, TRUE, &gx, &error));
       ck_assert (ps_net_vjp (net, x0, gx, NULL, NULL, 1, &emb, &error));
     }
@@ -276,13 +276,13 @@ build_block_grad (const PsBlockOptions *o)
   PsInstr *r = ps_net_input (net, "r", PS_F32, 3, bsm);
   ps_attention_context_causal_opts (net, S, D, o, &ctx);
   PsInstr *y = ps_transformer_layer (net, &tl, x);
-  PsInstr *yy = ps_ad_binary (net->c, PS_OP_MULTIPLY, ps_ad_binary (net->c, PS_OP_MULTIPLY, y, y), r);
+  PsInstr *yy = ps_build_binary (ps_net_builder (net), PS_OP_MULTIPLY, ps_build_binary (ps_net_builder (net), PS_OP_MULTIPLY, y, y), r);
   int64_t all[3] = { 0, 1, 2 };
-  PsInstr *loss = ps_ad_reduce_sum (net->c, yy, 3, all);
+  PsInstr *loss = ps_build_sum (ps_net_builder (net), yy, 3, all);
   ps_net_add_loss (net, loss);
   GError *error = NULL;
   PsInstr **w = (PsInstr **) net->weights->pdata;
-  ck_assert_msg (ps_net_vjp (net, loss, ps_ad_scalar (net->c, PS_F32, 1.0), NULL, NULL, layer.n_weights, w,
+  ck_assert_msg (ps_net_vjp (net, loss, ps_build_scalar (ps_net_builder (net), PS_F32, 1.0), NULL, NULL, layer.n_weights, w,
                              &error), "%s", error ? error->message : "");
   return ps_net_finish_gradients (g_steal_pointer (&net));
 }

@@ -17,7 +17,6 @@
 #include "models/dense_lm.h"
 #include "models/moe_layer.h"
 #include "models/moe_lm.h"
-#include "partitioner/builder/autodiff.h"
 #include "partitioner/builder/vmap.h"
 #include "models/pipeline.h"
 #include "partitioner/interp/interp.h"
@@ -369,10 +368,8 @@ row_of (PsComputation *c, PsInstr *x, int64_t k)
   ps_ints_set (&sl->slice_starts, s->rank, st);
   ps_ints_set (&sl->slice_limits, s->rank, li);
   ps_ints_set (&sl->slice_strides, s->rank, one);
-  PsShape *r = ps_shape_new_array (s->etype, s->rank - 1, s->dims + 1);
-  PsInstr *y = ps_ad_reshape (c, sl, r);
-  ps_shape_free (r);
-  return y;
+  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
+  return ps_build_reshape (b, sl, s->rank - 1, s->dims + 1);
 }
 
 START_TEST (test_vmap_moe_layer)
@@ -420,7 +417,7 @@ START_TEST (test_vmap_moe_layer)
       elems[2 * (k + 1)] = ps_moe_layer (bm, &cfg, r[0], r[1], r[2], r[3], &elems[2 * (k + 1) + 1]);
     }
   ck_assert (ps_builder_ok (bm));
-  main->root = ps_ad_tuple (main, 2 * (VN + 1), elems);
+  main->root = ps_build_tuple (bm, 2 * (VN + 1), elems);
   main->is_entry = TRUE;
   m->entry = main;
   ck_assert_msg (ps_module_validate (m, "vmap_moe", &error), "%s", error ? error->message : "");

@@ -12,6 +12,7 @@
 #include "partitioner/analysis/cost.h"
 #include "partitioner/builder/autodiff.h"
 #include "partitioner/builder/scan.h"
+#include "partitioner/builder/builder.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/interp/interp.h"
@@ -21,10 +22,8 @@
 static PsInstr *
 reshape_dims (PsComputation *c, PsInstr *a, int rank, const int64_t *dims)
 {
-  PsShape *s = ps_shape_new_array (a->shape->etype, rank, dims);
-  PsInstr *r = ps_ad_reshape (c, a, s);
-  ps_shape_free (s);
-  return r;
+  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
+  return ps_build_reshape (b, a, rank, dims);
 }
 
 enum { L = 3, B = 2, D = 4 };
@@ -49,10 +48,14 @@ layer (PsComputation *c, PsInstr *x, PsInstr *w, PsInstr *b, PsInstr *scale)
   ps_ints_set (&d->dot.lhs_contracting, 1, &one);
   int64_t zero = 0;
   ps_ints_set (&d->dot.rhs_contracting, 1, &zero);
-  PsInstr *h = ps_ad_binary (c, PS_OP_ADD, d, ps_ad_broadcast (c, b, x->shape, 1, &one));
-  PsInstr *t = ps_ad_unary (c, PS_OP_TANH, h);
-  t = ps_ad_binary (c, PS_OP_MULTIPLY, t, ps_ad_broadcast (c, scale, x->shape, 1, &one));
-  return ps_ad_binary (c, PS_OP_ADD, x, t);
+  g_autoptr (PsBuilder) bd = ps_builder_new_in (c->parent, c);
+  /* a closure body passes the caller's b and scale (the scan turns them
+   * into invariants) */
+  ps_builder_allow_closure (bd);
+  PsInstr *h = ps_build_add (bd, d, ps_build_broadcast_to (bd, b, x->shape, &one));
+  PsInstr *t = ps_build_unary (bd, PS_OP_TANH, h);
+  t = ps_build_mul (bd, t, ps_build_broadcast_to (bd, scale, x->shape, &one));
+  return ps_build_add (bd, x, t);
 }
 
 static gboolean
@@ -69,7 +72,8 @@ static PsInstr *
 loss_of (PsComputation *c, PsInstr *y)
 {
   int64_t all[2] = { 0, 1 };
-  return ps_ad_reduce_sum (c, ps_ad_binary (c, PS_OP_MULTIPLY, y, y), 2, all);
+  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
+  return ps_build_sum (b, ps_build_mul (b, y, y), 2, all);
 }
 
 typedef struct {
@@ -98,7 +102,8 @@ set_root (PsComputation *c, PsInstr *loss, int n, PsInstr **grads)
   elems[0] = loss;
   for (int i = 0; i < n; i++)
     elems[i + 1] = grads[i];
-  c->root = ps_ad_tuple (c, n + 1, elems);
+  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
+  c->root = ps_build_tuple (b, n + 1, elems);
 }
 
 /* Layer l's slice of a stacked parameter, leading dim dropped. */
@@ -349,8 +354,10 @@ static gboolean
 bad_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **error)
 {
   (void) error;
-  /* reads an instruction of a computation other than the caller */
-  carry_out[0] = ps_ad_binary (a->c, PS_OP_ADD, a->carry[0], user);
+  /* reads an instruction of a computation other than the caller (written
+   * raw: the builder would refuse it before the scan could) */
+  PsInstr *ops[2] = { a->carry[0], user };
+  carry_out[0] = ps_computation_add_instr (a->c, PS_OP_ADD, NULL, ps_shape_copy (a->carry[0]->shape), 2, ops);
   return TRUE;
 }
 
@@ -429,7 +436,8 @@ outer_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **er
   const Prog *p = user;
   int64_t row[2] = { 1, D };
   PsInstr *x = reshape_dims (a->c, a->xs[0], 2, row);
-  carry_out[0] = ps_ad_binary (a->c, PS_OP_ADD, a->carry[0], microbatch_dw (a->c, x, p->w, p->b, p->scale));
+  g_autoptr (PsBuilder) b = ps_builder_new_in (a->c->parent, a->c);
+  carry_out[0] = ps_build_add (b, a->carry[0], microbatch_dw (a->c, x, p->w, p->b, p->scale));
   return TRUE;
 }
 
@@ -455,14 +463,16 @@ START_TEST (test_scan_nested)
       ps_ints_set (&row->slice_limits, 2, li);
       ps_ints_set (&row->slice_strides, 2, one);
       PsInstr *dw = microbatch_dw (c, row, u.w, u.b, u.scale);
-      sum = sum ? ps_ad_binary (c, PS_OP_ADD, sum, dw) : dw;
+      g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
+      sum = sum ? ps_build_add (b, sum, dw) : dw;
     }
   c->root = sum;
   /* as a loop over the rows */
   c = n.m->entry;
   int64_t bd[3] = { B, 1, D };
   PsInstr *rows = reshape_dims (c, n.x, 3, bd);
-  PsInstr *zero = ps_ad_full (c, n.w->shape, 0.0);
+  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
+  PsInstr *zero = ps_build_full_like (b, n.w->shape, 0.0);
   PsScanSpec spec = { .name = "rows", .length = B, .n_carry = 1, .carry = &zero, .n_xs = 1,
                       .xs = &rows, .body = outer_body, .user = &n };
   GError *error = NULL;

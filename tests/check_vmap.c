@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/builder.h"
 #include "partitioner/builder/vmap.h"
 #include "partitioner/interp/interp.h"
 #include "partitioner/ir/ir.h"
@@ -59,15 +59,16 @@ static void
 function (PsComputation *c, PsInstr *x, PsInstr *w, PsInstr *b, PsInstr *m, PsInstr **out)
 {
   int64_t one = 1;
+  g_autoptr (PsBuilder) bd = ps_builder_new_in (c->parent, c);
   PsInstr *d = dot (c, x, w, 1, 0, R, C);
-  PsInstr *e = ps_ad_unary (c, PS_OP_TANH, ps_ad_binary (c, PS_OP_ADD, d, ps_ad_broadcast (c, b, d->shape, 1, &one)));
+  PsInstr *e = ps_build_unary (bd, PS_OP_TANH, ps_build_add (bd, d, ps_build_broadcast_to (bd, b, d->shape, &one)));
   out[0] = e;
-  out[1] = ps_ad_reduce_sum (c, e, 1, &one);
+  out[1] = ps_build_sum (bd, e, 1, &one);
   int64_t perm[2] = { 1, 0 };
-  PsInstr *t = ps_ad_transpose (c, e, perm);                      /* [C, R] */
+  PsInstr *t = ps_build_transpose (bd, e, perm);                      /* [C, R] */
   PsInstr *s = slice2 (c, t, 1, 5, 0, R);                         /* [4, R] */
   int64_t pd[2] = { 6, R };
-  PsInstr *pops[2] = { s, ps_ad_scalar (c, PS_F64, 0.5) };
+  PsInstr *pops[2] = { s, ps_build_scalar (bd, PS_F64, 0.5) };
   PsInstr *p = ps_computation_add_instr (c, PS_OP_PAD, NULL, ps_shape_new_array (PS_F64, 2, pd), 2, pops);
   p->n_pad = 2;
   p->padding = g_new0 (PsPadDim, 2);
@@ -78,12 +79,12 @@ function (PsComputation *c, PsInstr *x, PsInstr *w, PsInstr *b, PsInstr *m, PsIn
   PsInstr *cat = ps_computation_add_instr (c, PS_OP_CONCATENATE, NULL, ps_shape_new_array (PS_F64, 2, cd), 2, cops);
   int64_t zero = 0;
   ps_ints_set (&cat->dimensions, 1, &zero);
-  PsInstr *i2 = ps_ad_scalar (c, PS_S32, 2.0), *i0 = ps_ad_scalar (c, PS_S32, 0.0);
+  PsInstr *i2 = ps_build_scalar_int (bd, PS_S32, 2), *i0 = ps_build_scalar_int (bd, PS_S32, 0);
   PsInstr *starts[2] = { i2, i0 };
   int64_t sizes[2] = { 3, R };
-  out[2] = ps_ad_dynamic_slice (c, cat, starts, sizes);
+  out[2] = ps_build_dynamic_slice (bd, cat, starts, sizes);
   out[3] = dot (c, e, m, 1, 0, R, Q);
-  out[4] = ps_ad_binary (c, PS_OP_MULTIPLY, b, ps_ad_full (c, b->shape, 2.0));
+  out[4] = ps_build_mul (bd, b, ps_build_full_like (bd, b->shape, 2.0));
 }
 
 /* Row k of a [N, ...] value, the leading dim dropped. */
@@ -103,10 +104,8 @@ row (PsComputation *c, PsInstr *x, int64_t k)
   ps_ints_set (&sl->slice_starts, s->rank, st);
   ps_ints_set (&sl->slice_limits, s->rank, li);
   ps_ints_set (&sl->slice_strides, s->rank, one);
-  PsShape *r = ps_shape_new_array (s->etype, s->rank - 1, s->dims + 1);
-  PsInstr *y = ps_ad_reshape (c, sl, r);
-  ps_shape_free (r);
-  return y;
+  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
+  return ps_build_reshape (b, sl, s->rank - 1, s->dims + 1);
 }
 
 START_TEST (test_vmap_matches_rows)
@@ -148,7 +147,8 @@ START_TEST (test_vmap_matches_rows)
     elems[i] = vout[i];
   for (int k = 0; k < N; k++)
     function (main, row (main, X, k), row (main, W, k), Bp, Mp, elems + OUTS * (k + 1));
-  main->root = ps_ad_tuple (main, OUTS * (N + 1), elems);
+  g_autoptr (PsBuilder) bm = ps_builder_new_in (m, main);
+  main->root = ps_build_tuple (bm, OUTS * (N + 1), elems);
   ck_assert_msg (ps_module_validate (m, "vmap", &error), "%s", error ? error->message : "");
 
   PsValue *args[4];

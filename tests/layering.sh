@@ -68,6 +68,11 @@ awk -v TABLE="$tmp/table" '
     if (inc == "-" || inc == "config.h") next
     dst = owner(folder(inc)); name = base(inc)
     where = file ":" line ": includes " inc ": "
+    # folder_private.h: shared by the files of its own folder only.
+    if (name == "folder_private.h") {
+      if (folder(inc) != folder(file)) { print where "private to the files of " folder(inc); bad = 1 }
+      next
+    }
     if (name ~ /_private\.h$/) {
       stem = name; sub(/_private\.h$/, "", stem)
       if (folder(inc) != folder(file) || index(base(file), stem) != 1) {

@@ -31,6 +31,12 @@ expect 1 "high/peek.c:2: includes mid/m_private.h: private to mid/m*.c"
 fresh; printf '#include "mid/m_private.h"\n' > "$tmp/t/mid/other.c"
 expect 1 "mid/other.c:1: includes mid/m_private.h: private to mid/m*.c"
 
+# folder_private.h: any file of its folder may include it, no other folder.
+fresh; printf '/* */\n' > "$tmp/t/mid/folder_private.h"; printf '#include "mid/folder_private.h"\n' > "$tmp/t/mid/other.c"
+expect 0 ""
+fresh; printf '/* */\n' > "$tmp/t/mid/folder_private.h"; printf '#include "low/a.h"\n#include "mid/folder_private.h"\n' > "$tmp/t/high/peek.c"
+expect 1 "high/peek.c:2: includes mid/folder_private.h: private to the files of mid/"
+
 fresh; printf '/* */\n' > "$tmp/t/mid/m_internal.h"; printf '#include "mid/m_internal.h"\n' > "$tmp/t/mid/m2.c"
 expect 1 "mid/m2.c:1: includes mid/m_internal.h: a private header is named <module>_private.h"
 

@@ -58,10 +58,10 @@ static void
 accumulate (Ad *ad, PsInstr *x, PsInstr *g)
 {
   if (g->shape->etype != x->shape->etype)
-    g = ps_ad_convert (ad->c, g, x->shape->etype);
+    g = ad_convert (ad->c, g, x->shape->etype);
   PsInstr *old = g_hash_table_lookup (ad->adj, x);
   if (old)
-    g = ps_ad_binary (ad->c, PS_OP_ADD, old, g);
+    g = ad_binary (ad->c, PS_OP_ADD, old, g);
   g_hash_table_insert (ad->adj, x, g);
 }
 
@@ -118,7 +118,7 @@ dot_operand_grad (Ad *ad, PsInstr *dot, PsInstr *g, int which)
     g_contract[i] = of_start + i;
   PsInstr *gc = g;
   if (g->shape->etype != other->shape->etype)
-    gc = ps_ad_convert (ad->c, g, other->shape->etype);
+    gc = ad_convert (ad->c, g, other->shape->etype);
   PsInstr *res = emit_dot (ad->c, gc, other, nb, g_batch, ob->v, nof, g_contract, of);
 
   /* res dims: [batch, self free, other's contracting dims ascending]. Map each
@@ -146,7 +146,7 @@ dot_operand_grad (Ad *ad, PsInstr *dot, PsInstr *g, int which)
     for (int k = 0; k < rank; k++)
       if (self_of[k] == d)
         perm[d] = k;
-  return ps_ad_transpose (ad->c, res, perm);
+  return ad_transpose (ad->c, res, perm);
 }
 
 static gboolean
@@ -169,8 +169,8 @@ accumulate_part (Ad *ad, PsInstr *t, int64_t index, PsInstr *g)
     }
   const PsShape *es = t->shape->elems[index];
   if (g->shape->etype != es->etype)
-    g = ps_ad_convert (ad->c, g, es->etype);
-  parts[index] = parts[index] ? ps_ad_binary (ad->c, PS_OP_ADD, parts[index], g) : g;
+    g = ad_convert (ad->c, g, es->etype);
+  parts[index] = parts[index] ? ad_binary (ad->c, PS_OP_ADD, parts[index], g) : g;
 }
 
 /* Backward through a tuple-shaped instruction given its elements'
@@ -186,7 +186,7 @@ backprop_tuple (Ad *ad, PsInstr *x, PsInstr *const *parts, GError **error)
         if (!parts[0])
           return TRUE; /* only the statistics were used: no gradient */
         PsInstr *dx, *ds, *doff;
-        ps_ad_batch_norm_training_grad (c, x, parts[0], &dx, &ds, &doff);
+        ad_batch_norm_training_grad (c, x, parts[0], &dx, &ds, &doff);
         accumulate (ad, x->operands[0], dx);
         accumulate (ad, x->operands[1], ds);
         accumulate (ad, x->operands[2], doff);
@@ -245,79 +245,79 @@ backprop_elementwise (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
       return RULE_DONE;
     case PS_OP_SUBTRACT:
       accumulate (ad, a, g);
-      accumulate (ad, b, ps_ad_unary (c, PS_OP_NEGATE, g));
+      accumulate (ad, b, ad_unary (c, PS_OP_NEGATE, g));
       return RULE_DONE;
     case PS_OP_MULTIPLY:
-      accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, b));
-      accumulate (ad, b, ps_ad_binary (c, PS_OP_MULTIPLY, g, a));
+      accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, b));
+      accumulate (ad, b, ad_binary (c, PS_OP_MULTIPLY, g, a));
       return RULE_DONE;
     case PS_OP_DIVIDE:
       {
         /* d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b */
-        accumulate (ad, a, ps_ad_binary (c, PS_OP_DIVIDE, g, b));
-        PsInstr *gb = ps_ad_binary (c, PS_OP_DIVIDE, ps_ad_binary (c, PS_OP_MULTIPLY, g, x), b);
-        accumulate (ad, b, ps_ad_unary (c, PS_OP_NEGATE, gb));
+        accumulate (ad, a, ad_binary (c, PS_OP_DIVIDE, g, b));
+        PsInstr *gb = ad_binary (c, PS_OP_DIVIDE, ad_binary (c, PS_OP_MULTIPLY, g, x), b);
+        accumulate (ad, b, ad_unary (c, PS_OP_NEGATE, gb));
         return RULE_DONE;
       }
     case PS_OP_NEGATE:
-      accumulate (ad, a, ps_ad_unary (c, PS_OP_NEGATE, g));
+      accumulate (ad, a, ad_unary (c, PS_OP_NEGATE, g));
       return RULE_DONE;
     case PS_OP_COPY:
       accumulate (ad, a, g);
       return RULE_DONE;
     case PS_OP_CONVERT:
       if (is_float (a))
-        accumulate (ad, a, ps_ad_convert (c, g, a->shape->etype));
+        accumulate (ad, a, ad_convert (c, g, a->shape->etype));
       return RULE_DONE;
     case PS_OP_EXP:
-      accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, x));
+      accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, x));
       return RULE_DONE;
     case PS_OP_LOG:
-      accumulate (ad, a, ps_ad_binary (c, PS_OP_DIVIDE, g, a));
+      accumulate (ad, a, ad_binary (c, PS_OP_DIVIDE, g, a));
       return RULE_DONE;
     case PS_OP_TANH:
       {
-        PsInstr *one = ps_ad_full (c, x->shape, 1.0);
-        PsInstr *sq = ps_ad_binary (c, PS_OP_MULTIPLY, x, x);
-        PsInstr *d = ps_ad_binary (c, PS_OP_SUBTRACT, one, sq);
-        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        PsInstr *one = ad_full (c, x->shape, 1.0);
+        PsInstr *sq = ad_binary (c, PS_OP_MULTIPLY, x, x);
+        PsInstr *d = ad_binary (c, PS_OP_SUBTRACT, one, sq);
+        accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, d));
         return RULE_DONE;
       }
     case PS_OP_LOGISTIC:
       {
-        PsInstr *one = ps_ad_full (c, x->shape, 1.0);
-        PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, x, ps_ad_binary (c, PS_OP_SUBTRACT, one, x));
-        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        PsInstr *one = ad_full (c, x->shape, 1.0);
+        PsInstr *d = ad_binary (c, PS_OP_MULTIPLY, x, ad_binary (c, PS_OP_SUBTRACT, one, x));
+        accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, d));
         return RULE_DONE;
       }
     case PS_OP_RSQRT:
       {
         /* d/da a^-1/2 = -1/2 * x / a */
-        PsInstr *h = ps_ad_full (c, x->shape, -0.5);
-        PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, h, ps_ad_binary (c, PS_OP_DIVIDE, x, a));
-        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        PsInstr *h = ad_full (c, x->shape, -0.5);
+        PsInstr *d = ad_binary (c, PS_OP_MULTIPLY, h, ad_binary (c, PS_OP_DIVIDE, x, a));
+        accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, d));
         return RULE_DONE;
       }
     case PS_OP_SQRT:
       {
-        PsInstr *h = ps_ad_full (c, x->shape, 0.5);
-        PsInstr *d = ps_ad_binary (c, PS_OP_DIVIDE, h, x);
-        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        PsInstr *h = ad_full (c, x->shape, 0.5);
+        PsInstr *d = ad_binary (c, PS_OP_DIVIDE, h, x);
+        accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, d));
         return RULE_DONE;
       }
     case PS_OP_ERF:
       {
         /* d/da erf(a) = 2/sqrt(pi) exp(-a^2) */
-        PsInstr *sq = ps_ad_binary (c, PS_OP_MULTIPLY, a, a);
-        PsInstr *e = ps_ad_unary (c, PS_OP_EXP, ps_ad_unary (c, PS_OP_NEGATE, sq));
-        PsInstr *k = ps_ad_full (c, x->shape, 2.0 / sqrt (G_PI));
-        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, ps_ad_binary (c, PS_OP_MULTIPLY, k, e)));
+        PsInstr *sq = ad_binary (c, PS_OP_MULTIPLY, a, a);
+        PsInstr *e = ad_unary (c, PS_OP_EXP, ad_unary (c, PS_OP_NEGATE, sq));
+        PsInstr *k = ad_full (c, x->shape, 2.0 / sqrt (G_PI));
+        accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, ad_binary (c, PS_OP_MULTIPLY, k, e)));
         return RULE_DONE;
       }
     case PS_OP_ABS:
       {
-        PsInstr *s = ps_ad_unary (c, PS_OP_SIGN, a);
-        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, s));
+        PsInstr *s = ad_unary (c, PS_OP_SIGN, a);
+        accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, s));
         return RULE_DONE;
       }
     case PS_OP_POWER:
@@ -326,8 +326,8 @@ backprop_elementwise (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
                                              && b->operands[0]->opcode == PS_OP_CONSTANT))
           break;
         /* g * b * a^(b-1) = g * b * x / a */
-        PsInstr *d = ps_ad_binary (c, PS_OP_MULTIPLY, b, ps_ad_binary (c, PS_OP_DIVIDE, x, a));
-        accumulate (ad, a, ps_ad_binary (c, PS_OP_MULTIPLY, g, d));
+        PsInstr *d = ad_binary (c, PS_OP_MULTIPLY, b, ad_binary (c, PS_OP_DIVIDE, x, a));
+        accumulate (ad, a, ad_binary (c, PS_OP_MULTIPLY, g, d));
         return RULE_DONE;
       }
     case PS_OP_MAXIMUM:
@@ -337,7 +337,7 @@ backprop_elementwise (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         PsInstr *ops[2] = { a, b };
         PsInstr *pick_a = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps, 2, ops);
         pick_a->comparison = x->opcode == PS_OP_MAXIMUM ? PS_CMP_GE : PS_CMP_LE;
-        PsInstr *zero = ps_ad_full (c, g->shape, 0.0);
+        PsInstr *zero = ad_full (c, g->shape, 0.0);
         PsInstr *s1[3] = { pick_a, g, zero }, *s2[3] = { pick_a, zero, g };
         accumulate (ad, a, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s1));
         accumulate (ad, b, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s2));
@@ -346,10 +346,10 @@ backprop_elementwise (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
     case PS_OP_SELECT:
       {
         PsInstr *p = x->operands[0], *t = x->operands[1], *f = x->operands[2];
-        PsInstr *zero = ps_ad_full (c, g->shape, 0.0);
+        PsInstr *zero = ad_full (c, g->shape, 0.0);
         PsInstr *pp = p;
         if (p->shape->rank == 0 && x->shape->rank > 0)
-          pp = ps_ad_broadcast (c, p, x->shape, 0, NULL);
+          pp = ad_broadcast (c, p, x->shape, 0, NULL);
         PsInstr *s1[3] = { pp, g, zero }, *s2[3] = { pp, zero, g };
         if (is_float (t))
           accumulate (ad, t, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (g->shape), 3, s1));
@@ -382,7 +382,7 @@ backprop_structural (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         for (int d = 0; d < R; d++)
           if (!ps_ints_contains (&x->dimensions, d))
             red[nr++] = d;
-        PsInstr *s = ps_ad_reduce_sum (c, g, nr, red);
+        PsInstr *s = ad_reduce_sum (c, g, nr, red);
         int r = a->shape->rank;
         /* Operand dim i sits at output dim dimensions[i]; after the reduce
          * the rank of dimensions[i] among the kept dims is its position. */
@@ -394,12 +394,12 @@ backprop_structural (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
               pos += x->dimensions.v[k] < x->dimensions.v[i];
             perm[i] = pos;
           }
-        accumulate (ad, a, ps_ad_transpose (c, s, perm));
+        accumulate (ad, a, ad_transpose (c, s, perm));
         return RULE_DONE;
       }
     case PS_OP_RESHAPE:
     case PS_OP_BITCAST:
-      accumulate (ad, a, ps_ad_reshape (c, g, a->shape));
+      accumulate (ad, a, ad_reshape (c, g, a->shape));
       return RULE_DONE;
     case PS_OP_TRANSPOSE:
       {
@@ -407,7 +407,7 @@ backprop_structural (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         int64_t inv[64];
         for (int i = 0; i < r; i++)
           inv[x->dimensions.v[i]] = i;
-        accumulate (ad, a, ps_ad_transpose (c, g, inv));
+        accumulate (ad, a, ad_transpose (c, g, inv));
         return RULE_DONE;
       }
     case PS_OP_GET_TUPLE_ELEMENT:
@@ -422,7 +422,7 @@ backprop_structural (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
           strided |= x->slice_strides.v[d] != 1;
         if (strided)
           break;
-        PsInstr *zero = ps_ad_scalar (c, g->shape->etype, 0.0);
+        PsInstr *zero = ad_scalar (c, g->shape->etype, 0.0);
         PsInstr *ops[2] = { g, zero };
         PsInstr *p = ps_computation_add_instr (c, PS_OP_PAD, NULL, ps_shape_copy (a->shape), 2, ops);
         p->n_pad = a->shape->rank;
@@ -458,8 +458,8 @@ backprop_structural (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
       {
         /* The slice's gradient lands where the slice came from (start
          * indices are clamped the same way by both ops). */
-        PsInstr *zero = ps_ad_full (c, a->shape, 0.0);
-        accumulate (ad, a, ps_ad_dynamic_update_slice (c, zero, g, x->operands + 1));
+        PsInstr *zero = ad_full (c, a->shape, 0.0);
+        accumulate (ad, a, ad_dynamic_update_slice (c, zero, g, x->operands + 1));
         return RULE_DONE;
       }
     case PS_OP_DYNAMIC_UPDATE_SLICE:
@@ -467,10 +467,10 @@ backprop_structural (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         PsInstr *upd = x->operands[1];
         PsInstr *const *starts = x->operands + 2;
         if (is_float (a))
-          accumulate (ad, a, ps_ad_dynamic_update_slice (c, g, ps_ad_full (c, upd->shape, 0.0),
+          accumulate (ad, a, ad_dynamic_update_slice (c, g, ad_full (c, upd->shape, 0.0),
                                                          starts));
         if (is_float (upd))
-          accumulate (ad, upd, ps_ad_dynamic_slice (c, g, starts, upd->shape->dims));
+          accumulate (ad, upd, ad_dynamic_slice (c, g, starts, upd->shape->dims));
         return RULE_DONE;
       }
     case PS_OP_CUSTOM_CALL:
@@ -539,7 +539,7 @@ backprop_contraction (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
         for (int d = 0; d < r; d++)
           if (!ps_ints_contains (&x->dimensions, d))
             kept[nk++] = d;
-        PsInstr *gb = ps_ad_broadcast (c, g, a->shape, nk, kept);
+        PsInstr *gb = ad_broadcast (c, g, a->shape, nk, kept);
         if (reducer_is (x, PS_OP_ADD))
           {
             accumulate (ad, a, gb);
@@ -547,12 +547,12 @@ backprop_contraction (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
           }
         if (reducer_is (x, PS_OP_MAXIMUM) || reducer_is (x, PS_OP_MINIMUM))
           {
-            PsInstr *xb = ps_ad_broadcast (c, x, a->shape, nk, kept);
+            PsInstr *xb = ad_broadcast (c, x, a->shape, nk, kept);
             PsInstr *ops[2] = { a, xb };
             PsInstr *eq = ps_computation_add_instr (c, PS_OP_COMPARE, NULL,
                                                     ps_shape_new_array (PS_PRED, r, a->shape->dims), 2, ops);
             eq->comparison = PS_CMP_EQ;
-            PsInstr *zero = ps_ad_full (c, gb->shape, 0.0);
+            PsInstr *zero = ad_full (c, gb->shape, 0.0);
             PsInstr *s[3] = { eq, gb, zero };
             accumulate (ad, a, ps_computation_add_instr (c, PS_OP_SELECT, NULL, ps_shape_copy (gb->shape), 3, s));
             return RULE_DONE;
@@ -567,8 +567,8 @@ backprop_contraction (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
       {
         if (!x->conv.present || x->batch_group_count > 1 || x->window.n != x->conv.n_spatial)
           break;
-        PsInstr *da = ps_ad_conv_input_grad (c, x, g);
-        PsInstr *db = ps_ad_conv_kernel_grad (c, x, g);
+        PsInstr *da = ad_conv_input_grad (c, x, g);
+        PsInstr *db = ad_conv_kernel_grad (c, x, g);
         if (x->has_precision)
           for (int i = 0; i < 2; i++)
             {
@@ -583,7 +583,7 @@ backprop_contraction (Ad *ad, PsInstr *x, PsInstr *g, GError **error)
     case PS_OP_BATCH_NORM_INFERENCE:
       {
         PsInstr *grads[5];
-        ps_ad_batch_norm_inference_grad (c, x, g, grads);
+        ad_batch_norm_inference_grad (c, x, g, grads);
         for (int i = 0; i < 5; i++)
           accumulate (ad, x->operands[i], grads[i]);
         return RULE_DONE;
@@ -623,7 +623,7 @@ ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt, PsInstr *
 {
   g_return_val_if_fail (c != NULL && y != NULL && y->parent == c, NULL);
   g_return_val_if_fail (ps_shape_is_array (y->shape), NULL);
-  PsInstr *dys[1] = { dy ? dy : ps_ad_full (c, y->shape, 1.0) };
+  PsInstr *dys[1] = { dy ? dy : ad_full (c, y->shape, 1.0) };
   return ps_autodiff_vjp_multi (c, 1, &y, dys, n_wrt, wrt, error);
 }
 
@@ -723,7 +723,7 @@ ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys, PsInstr *c
     {
       PsInstr *g = g_hash_table_lookup (ad.adj, wrt[i]);
       if (g == NULL)
-        g = ps_ad_full (c, wrt[i]->shape, 0.0);
+        g = ad_full (c, wrt[i]->shape, 0.0);
       g_ptr_array_add (out, g);
     }
   g_hash_table_destroy (ad.adj);

@@ -25,7 +25,7 @@
  *
  * Reducer computations the rules need (add over an element type) are created
  * in the module as "ad_add_<type>" ahead of the computations that use them
- * (ps_ad_reducer).
+ * (the folder-private ad_reducer, folder_private.h).
  */
 #ifndef PS_PARTITIONER_AUTODIFF_H
 #define PS_PARTITIONER_AUTODIFF_H
@@ -58,48 +58,6 @@ GPtrArray *ps_autodiff_vjp (PsComputation *c, PsInstr *y, PsInstr *dy, int n_wrt
 GPtrArray *ps_autodiff_vjp_multi (PsComputation *c, int n_y, PsInstr *const *ys,
                                   PsInstr *const *dys, int n_wrt, PsInstr *const *wrt,
                                   GError **error);
-
-/* Emission helpers shared with the optimizers and model builders: each
- * appends one instruction to c and returns it (transfer none). */
-PsInstr *ps_ad_scalar (PsComputation *c, PsElemType t, double value);
-PsInstr *ps_ad_full (PsComputation *c, const PsShape *like, double value);
-PsInstr *ps_ad_binary (PsComputation *c, PsOpcode op, PsInstr *a, PsInstr *b);
-PsInstr *ps_ad_unary (PsComputation *c, PsOpcode op, PsInstr *a);
-PsInstr *ps_ad_convert (PsComputation *c, PsInstr *a, PsElemType t);
-/* Sum over the listed dims (result keeps the other dims in order). */
-PsInstr *ps_ad_reduce_sum (PsComputation *c, PsInstr *a, int n_dims, const int64_t *dims);
-/* Broadcast `a` into `shape` with operand dim i landing on dims[i]. */
-PsInstr *ps_ad_broadcast (PsComputation *c, PsInstr *a, const PsShape *shape,
-                          int n_dims, const int64_t *dims);
-/* Reduce over the listed dims with a binary `op` (add, maximum, ...) from
- * `init`; the result keeps the other dims in order. */
-PsInstr *ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims,
-                       const int64_t *dims);
-/* dynamic-slice of a at the scalar integer starts (one per dim of a). */
-PsInstr *ps_ad_dynamic_slice (PsComputation *c, PsInstr *a, PsInstr *const *starts,
-                              const int64_t *sizes);
-/* dynamic-update-slice: update written into a at the scalar starts. */
-PsInstr *ps_ad_dynamic_update_slice (PsComputation *c, PsInstr *a, PsInstr *update,
-                                     PsInstr *const *starts);
-PsInstr *ps_ad_tuple (PsComputation *c, int n, PsInstr *const *elems);
-/* The scalar reducer computation "ad_<op>_<type>" of m, made on first use
- * ahead of the computations that call it. */
-PsComputation *ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t);
-/* Transpose (perm[i] = operand dim of output dim i; a no-op returns a) and
- * reshape to `to`'s dims (a when equal). */
-PsInstr *ps_ad_transpose (PsComputation *c, PsInstr *a, const int64_t *perm);
-PsInstr *ps_ad_reshape (PsComputation *c, PsInstr *a, const PsShape *to);
-/* A convolution with the given dimension numbers (the spatial arrays are
- * copied), window (dims->n_spatial entries) and group counts (<= 1: none);
- * the shape is inferred and must fit (programmer error otherwise). */
-PsInstr *ps_ad_convolution (PsComputation *c, PsInstr *lhs, PsInstr *rhs, const PsConvDims *dims,
-                            const PsWindowDim *window, int64_t feature_group_count,
-                            int64_t batch_group_count);
-PsInstr *ps_ad_get_tuple_element (PsComputation *c, PsInstr *tuple, int64_t index);
-/* batch-norm-training (3 operands), -inference or -grad (5), shape
- * inferred (must fit). */
-PsInstr *ps_ad_batch_norm (PsComputation *c, PsOpcode op, PsInstr *const *operands,
-                           float epsilon, int64_t feature_index);
 
 G_END_DECLS
 

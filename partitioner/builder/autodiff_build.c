@@ -1,5 +1,5 @@
 /* The unchecked instruction helpers of autodiff and the optimizers
- * (ps_ad_*, autodiff.h): each appends one instruction (or a few) whose
+ * (ad_*, folder_private.h): each appends one instruction (or a few) whose
  * shape follows from its operands. The gradient rules (autodiff.c,
  * autodiff_conv.c) call these and nothing here calls them back, as
  * spmd_build.c is to the partitioner's handlers. */
@@ -7,10 +7,10 @@
 
 #include <string.h>
 
-#include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/folder_private.h"
 
 PsInstr *
-ps_ad_scalar (PsComputation *c, PsElemType t, double value)
+ad_scalar (PsComputation *c, PsElemType t, double value)
 {
   PsInstr *k = ps_computation_add_instr (c, PS_OP_CONSTANT, NULL, ps_shape_new_scalar (t), 0, NULL);
   k->literal = ps_literal_new (t, 1);
@@ -19,7 +19,7 @@ ps_ad_scalar (PsComputation *c, PsElemType t, double value)
 }
 
 PsInstr *
-ps_ad_broadcast (PsComputation *c, PsInstr *a, const PsShape *shape, int n_dims,
+ad_broadcast (PsComputation *c, PsInstr *a, const PsShape *shape, int n_dims,
                  const int64_t *dims)
 {
   PsShape *s = ps_shape_new_array (a->shape->etype, shape->rank, shape->dims);
@@ -29,29 +29,29 @@ ps_ad_broadcast (PsComputation *c, PsInstr *a, const PsShape *shape, int n_dims,
 }
 
 PsInstr *
-ps_ad_full (PsComputation *c, const PsShape *like, double value)
+ad_full (PsComputation *c, const PsShape *like, double value)
 {
-  PsInstr *k = ps_ad_scalar (c, like->etype, value);
+  PsInstr *k = ad_scalar (c, like->etype, value);
   if (like->rank == 0)
     return k;
-  return ps_ad_broadcast (c, k, like, 0, NULL);
+  return ad_broadcast (c, k, like, 0, NULL);
 }
 
 PsInstr *
-ps_ad_binary (PsComputation *c, PsOpcode op, PsInstr *a, PsInstr *b)
+ad_binary (PsComputation *c, PsOpcode op, PsInstr *a, PsInstr *b)
 {
   PsInstr *ops[2] = { a, b };
   return ps_computation_add_instr (c, op, NULL, ps_shape_copy (a->shape), 2, ops);
 }
 
 PsInstr *
-ps_ad_unary (PsComputation *c, PsOpcode op, PsInstr *a)
+ad_unary (PsComputation *c, PsOpcode op, PsInstr *a)
 {
   return ps_computation_add_instr (c, op, NULL, ps_shape_copy (a->shape), 1, &a);
 }
 
 PsInstr *
-ps_ad_convert (PsComputation *c, PsInstr *a, PsElemType t)
+ad_convert (PsComputation *c, PsInstr *a, PsElemType t)
 {
   if (a->shape->etype == t)
     return a;
@@ -60,7 +60,7 @@ ps_ad_convert (PsComputation *c, PsInstr *a, PsElemType t)
 }
 
 PsInstr *
-ps_ad_dynamic_slice (PsComputation *c, PsInstr *a, PsInstr *const *starts, const int64_t *sizes)
+ad_dynamic_slice (PsComputation *c, PsInstr *a, PsInstr *const *starts, const int64_t *sizes)
 {
   int r = a->shape->rank;
   PsInstr *ops[65];
@@ -74,7 +74,7 @@ ps_ad_dynamic_slice (PsComputation *c, PsInstr *a, PsInstr *const *starts, const
 }
 
 PsInstr *
-ps_ad_dynamic_update_slice (PsComputation *c, PsInstr *a, PsInstr *update, PsInstr *const *starts)
+ad_dynamic_update_slice (PsComputation *c, PsInstr *a, PsInstr *update, PsInstr *const *starts)
 {
   int r = a->shape->rank;
   PsInstr *ops[66];
@@ -87,7 +87,7 @@ ps_ad_dynamic_update_slice (PsComputation *c, PsInstr *a, PsInstr *update, PsIns
 }
 
 PsInstr *
-ps_ad_tuple (PsComputation *c, int n, PsInstr *const *elems)
+ad_tuple (PsComputation *c, int n, PsInstr *const *elems)
 {
   g_autofree PsShape **shapes = g_new (PsShape *, n + 1);
   for (int i = 0; i < n; i++)
@@ -96,7 +96,7 @@ ps_ad_tuple (PsComputation *c, int n, PsInstr *const *elems)
 }
 
 PsComputation *
-ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t)
+ad_reducer (PsModule *m, PsOpcode op, PsElemType t)
 {
   g_autofree char *name = g_strdup_printf ("ad_%s_%s", ps_opcode_name (op), ps_etype_name (t));
   PsComputation *r = ps_module_find_computation (m, name);
@@ -121,7 +121,7 @@ ps_ad_reducer (PsModule *m, PsOpcode op, PsElemType t)
 }
 
 PsInstr *
-ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims,
+ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims,
               const int64_t *dims)
 {
   if (n_dims == 0)
@@ -137,19 +137,19 @@ ps_ad_reduce (PsComputation *c, PsInstr *a, PsOpcode op, double init, int n_dims
       if (!reduced)
         out_dims[r++] = as->dims[d];
     }
-  PsInstr *ops[2] = { a, ps_ad_scalar (c, as->etype, init) };
+  PsInstr *ops[2] = { a, ad_scalar (c, as->etype, init) };
   PsInstr *red = ps_computation_add_instr (c, PS_OP_REDUCE, NULL,
                                            ps_shape_new_array (as->etype, r, out_dims), 2, ops);
   ps_ints_set (&red->dimensions, n_dims, dims);
-  PsComputation *reducer = ps_ad_reducer (c->parent, op, as->etype);
+  PsComputation *reducer = ad_reducer (c->parent, op, as->etype);
   ps_instr_set_called (red, 1, &reducer);
   return red;
 }
 
 PsInstr *
-ps_ad_reduce_sum (PsComputation *c, PsInstr *a, int n_dims, const int64_t *dims)
+ad_reduce_sum (PsComputation *c, PsInstr *a, int n_dims, const int64_t *dims)
 {
-  return ps_ad_reduce (c, a, PS_OP_ADD, 0.0, n_dims, dims);
+  return ad_reduce (c, a, PS_OP_ADD, 0.0, n_dims, dims);
 }
 
 static PsInstr *
@@ -180,13 +180,13 @@ emit_reshape (PsComputation *c, PsInstr *a, const PsShape *to)
 }
 
 PsInstr *
-ps_ad_transpose (PsComputation *c, PsInstr *a, const int64_t *perm)
+ad_transpose (PsComputation *c, PsInstr *a, const int64_t *perm)
 {
   return emit_transpose (c, a, perm);
 }
 
 PsInstr *
-ps_ad_reshape (PsComputation *c, PsInstr *a, const PsShape *to)
+ad_reshape (PsComputation *c, PsInstr *a, const PsShape *to)
 {
   return emit_reshape (c, a, to);
 }

@@ -33,7 +33,7 @@ dilate (int64_t n, int64_t d)
 }
 
 PsInstr *
-ps_ad_convolution (PsComputation *c, PsInstr *lhs, PsInstr *rhs, const PsConvDims *dims,
+ad_convolution (PsComputation *c, PsInstr *lhs, PsInstr *rhs, const PsConvDims *dims,
                    const PsWindowDim *window, int64_t feature_group_count,
                    int64_t batch_group_count)
 {
@@ -57,7 +57,7 @@ ps_ad_convolution (PsComputation *c, PsInstr *lhs, PsInstr *rhs, const PsConvDim
 }
 
 PsInstr *
-ps_ad_get_tuple_element (PsComputation *c, PsInstr *tuple, int64_t index)
+ad_get_tuple_element (PsComputation *c, PsInstr *tuple, int64_t index)
 {
   g_return_val_if_fail (ps_shape_is_tuple (tuple->shape) && index < tuple->shape->n_elems, NULL);
   PsInstr *g = ps_computation_add_instr (c, PS_OP_GET_TUPLE_ELEMENT, NULL,
@@ -67,7 +67,7 @@ ps_ad_get_tuple_element (PsComputation *c, PsInstr *tuple, int64_t index)
 }
 
 PsInstr *
-ps_ad_batch_norm (PsComputation *c, PsOpcode op, PsInstr *const *operands, float epsilon,
+ad_batch_norm (PsComputation *c, PsOpcode op, PsInstr *const *operands, float epsilon,
                   int64_t feature_index)
 {
   int n = op == PS_OP_BATCH_NORM_TRAINING ? 3 : 5;
@@ -101,7 +101,7 @@ groups_into_input_features (PsComputation *c, PsInstr *k, int64_t po, int64_t pi
         e[j++] = s->dims[d];
     }
   PsShape *es = ps_shape_new_array (s->etype, r + 1, e);
-  PsInstr *x = ps_ad_reshape (c, k, es);
+  PsInstr *x = ad_reshape (c, k, es);
   ps_shape_free (es);
   /* Position of original dim d in the expanded shape; the groups sit at po. */
 #define POS(d) ((d) < po ? (d) : (d) + 1)
@@ -114,18 +114,18 @@ groups_into_input_features (PsComputation *c, PsInstr *k, int64_t po, int64_t pi
       perm[j++] = POS (d);
     }
 #undef POS
-  x = ps_ad_transpose (c, x, perm);
+  x = ad_transpose (c, x, perm);
   int64_t f[64] = { 0 };
   for (int d = 0; d < r; d++)
     f[d] = d == pi ? g * s->dims[d] : d == po ? s->dims[d] / g : s->dims[d];
   PsShape *fs = ps_shape_new_array (s->etype, r, f);
-  x = ps_ad_reshape (c, x, fs);
+  x = ad_reshape (c, x, fs);
   ps_shape_free (fs);
   return x;
 }
 
 PsInstr *
-ps_ad_conv_input_grad (PsComputation *c, PsInstr *conv, PsInstr *g)
+ad_conv_input_grad (PsComputation *c, PsInstr *conv, PsInstr *g)
 {
   const PsConvDims *d = &conv->conv;
   int n = d->n_spatial;
@@ -167,15 +167,15 @@ ps_ad_conv_input_grad (PsComputation *c, PsInstr *conv, PsInstr *g)
                              .base_dilation = MAX (f->stride, 1),
                              .window_dilation = MAX (f->window_dilation, 1) };
     }
-  PsInstr *gc = ps_ad_convert (c, g, k->shape->etype);
-  PsInstr *dx = ps_ad_convolution (c, gc, k, &t, w, fgc, 1);
+  PsInstr *gc = ad_convert (c, g, k->shape->etype);
+  PsInstr *dx = ad_convolution (c, gc, k, &t, w, fgc, 1);
   if (!ps_shape_equal (dx->shape, lhs->shape))
     g_error ("autodiff: the input gradient of %s has the wrong shape", conv->name);
   return dx;
 }
 
 PsInstr *
-ps_ad_conv_kernel_grad (PsComputation *c, PsInstr *conv, PsInstr *g)
+ad_conv_kernel_grad (PsComputation *c, PsInstr *conv, PsInstr *g)
 {
   const PsConvDims *d = &conv->conv;
   int n = d->n_spatial;
@@ -209,29 +209,29 @@ ps_ad_conv_kernel_grad (PsComputation *c, PsInstr *conv, PsInstr *g)
                              .base_dilation = MAX (f->base_dilation, 1),
                              .window_dilation = MAX (f->stride, 1) };
     }
-  PsInstr *gc = ps_ad_convert (c, g, lhs->shape->etype);
-  PsInstr *dk = ps_ad_convolution (c, lhs, gc, &t, w, 1, fgc);
+  PsInstr *gc = ad_convert (c, g, lhs->shape->etype);
+  PsInstr *dk = ad_convolution (c, lhs, gc, &t, w, 1, fgc);
   if (!ps_shape_equal (dk->shape, k->shape))
     g_error ("autodiff: the kernel gradient of %s has the wrong shape", conv->name);
   return dk;
 }
 
 void
-ps_ad_batch_norm_training_grad (PsComputation *c, PsInstr *bn, PsInstr *dy, PsInstr **dx,
+ad_batch_norm_training_grad (PsComputation *c, PsInstr *bn, PsInstr *dy, PsInstr **dx,
                                 PsInstr **dscale, PsInstr **doffset)
 {
-  PsInstr *mean = ps_ad_get_tuple_element (c, bn, 1);
-  PsInstr *var = ps_ad_get_tuple_element (c, bn, 2);
+  PsInstr *mean = ad_get_tuple_element (c, bn, 1);
+  PsInstr *var = ad_get_tuple_element (c, bn, 2);
   PsInstr *ops[5] = { bn->operands[0], bn->operands[1], mean, var,
-                      ps_ad_convert (c, dy, bn->operands[0]->shape->etype) };
-  PsInstr *grad = ps_ad_batch_norm (c, PS_OP_BATCH_NORM_GRAD, ops, bn->epsilon, bn->feature_index);
-  *dx = ps_ad_get_tuple_element (c, grad, 0);
-  *dscale = ps_ad_get_tuple_element (c, grad, 1);
-  *doffset = ps_ad_get_tuple_element (c, grad, 2);
+                      ad_convert (c, dy, bn->operands[0]->shape->etype) };
+  PsInstr *grad = ad_batch_norm (c, PS_OP_BATCH_NORM_GRAD, ops, bn->epsilon, bn->feature_index);
+  *dx = ad_get_tuple_element (c, grad, 0);
+  *dscale = ad_get_tuple_element (c, grad, 1);
+  *doffset = ad_get_tuple_element (c, grad, 2);
 }
 
 void
-ps_ad_batch_norm_inference_grad (PsComputation *c, PsInstr *bn, PsInstr *g, PsInstr **grads)
+ad_batch_norm_inference_grad (PsComputation *c, PsInstr *bn, PsInstr *g, PsInstr **grads)
 {
   /* y = (x - mean) * m + offset with m = scale * rsqrt(var + eps):
    * dx = g m, doffset = sum g, dscale = sum g (x - mean) rsqrt(var + eps),
@@ -245,19 +245,19 @@ ps_ad_batch_norm_inference_grad (PsComputation *c, PsInstr *bn, PsInstr *g, PsIn
   for (int d = 0; d < r; d++)
     if (d != f)
       red[nr++] = d;
-  PsInstr *gx = ps_ad_convert (c, g, x->shape->etype);
-  PsInstr *ve = ps_ad_binary (c, PS_OP_ADD, var, ps_ad_full (c, var->shape, bn->epsilon));
-  PsInstr *rs = ps_ad_unary (c, PS_OP_RSQRT, ve);
-  PsInstr *m = ps_ad_binary (c, PS_OP_MULTIPLY, scale, rs);
-  PsInstr *xc = ps_ad_binary (c, PS_OP_SUBTRACT, x, ps_ad_broadcast (c, mean, x->shape, 1, &f));
-  PsInstr *sum_g = ps_ad_reduce_sum (c, gx, nr, red);
-  PsInstr *sum_gxc = ps_ad_reduce_sum (c, ps_ad_binary (c, PS_OP_MULTIPLY, gx, xc), nr, red);
-  grads[0] = ps_ad_binary (c, PS_OP_MULTIPLY, gx, ps_ad_broadcast (c, m, x->shape, 1, &f));
-  grads[1] = ps_ad_binary (c, PS_OP_MULTIPLY, sum_gxc, rs);
+  PsInstr *gx = ad_convert (c, g, x->shape->etype);
+  PsInstr *ve = ad_binary (c, PS_OP_ADD, var, ad_full (c, var->shape, bn->epsilon));
+  PsInstr *rs = ad_unary (c, PS_OP_RSQRT, ve);
+  PsInstr *m = ad_binary (c, PS_OP_MULTIPLY, scale, rs);
+  PsInstr *xc = ad_binary (c, PS_OP_SUBTRACT, x, ad_broadcast (c, mean, x->shape, 1, &f));
+  PsInstr *sum_g = ad_reduce_sum (c, gx, nr, red);
+  PsInstr *sum_gxc = ad_reduce_sum (c, ad_binary (c, PS_OP_MULTIPLY, gx, xc), nr, red);
+  grads[0] = ad_binary (c, PS_OP_MULTIPLY, gx, ad_broadcast (c, m, x->shape, 1, &f));
+  grads[1] = ad_binary (c, PS_OP_MULTIPLY, sum_gxc, rs);
   grads[2] = sum_g;
-  grads[3] = ps_ad_unary (c, PS_OP_NEGATE, ps_ad_binary (c, PS_OP_MULTIPLY, sum_g, m));
-  PsInstr *rs3 = ps_ad_binary (c, PS_OP_MULTIPLY, rs, ps_ad_binary (c, PS_OP_MULTIPLY, rs, rs));
-  PsInstr *half = ps_ad_full (c, var->shape, -0.5);
-  PsInstr *k = ps_ad_binary (c, PS_OP_MULTIPLY, half, ps_ad_binary (c, PS_OP_MULTIPLY, scale, rs3));
-  grads[4] = ps_ad_binary (c, PS_OP_MULTIPLY, sum_gxc, k);
+  grads[3] = ad_unary (c, PS_OP_NEGATE, ad_binary (c, PS_OP_MULTIPLY, sum_g, m));
+  PsInstr *rs3 = ad_binary (c, PS_OP_MULTIPLY, rs, ad_binary (c, PS_OP_MULTIPLY, rs, rs));
+  PsInstr *half = ad_full (c, var->shape, -0.5);
+  PsInstr *k = ad_binary (c, PS_OP_MULTIPLY, half, ad_binary (c, PS_OP_MULTIPLY, scale, rs3));
+  grads[4] = ad_binary (c, PS_OP_MULTIPLY, sum_gxc, k);
 }

@@ -273,7 +273,7 @@ PsInstr *ps_build_reshape_to (PsBuilder *b, PsInstr *x, const PsShape *to);
 PsInstr *ps_build_broadcast_to (PsBuilder *b, PsInstr *x, const PsShape *to, const int64_t *dims);
 /* Reduces the listed dims of x with the binary op from the scalar init
  * (x's type), with the reducer autodiff's gradients use ("ad_<op>_<type>",
- * partitioner/builder/autodiff.h), so a model's sum and its gradient
+ * partitioner/builder/folder_private.h), so a model's sum and its gradient
  * share one computation; the dims are kept in the order given. x itself
  * when n_dims is 0. */
 PsInstr *ps_build_reduce_op (PsBuilder *b, PsInstr *x, PsOpcode op, double init, int n_dims,

@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/folder_private.h"
 #include "partitioner/builder/builder_private.h"
 
 PsInstr *
@@ -78,7 +78,7 @@ ps_build_reduce_op (PsBuilder *b, PsInstr *x, PsOpcode op, double init, int n_di
   /* The dims as given, as autodiff lists them; the reducer after the
    * reduce, as autodiff makes it (names follow creation order). */
   ps_ints_set (&red->dimensions, n_dims, dims);
-  PsComputation *reducer = ps_ad_reducer (b->m, op, xs->etype);
+  PsComputation *reducer = ad_reducer (b->m, op, xs->etype);
   ps_instr_set_called (red, 1, &reducer);
   return red;
 }

@@ -3,7 +3,7 @@
 libpodsim_partitioner_la_SOURCES += partitioner/builder/builder.c partitioner/builder/builder_ops.c partitioner/builder/builder_forms.c \
 	partitioner/builder/builder.h partitioner/builder/builder_private.h \
 	partitioner/builder/autodiff.c partitioner/builder/autodiff_build.c partitioner/builder/autodiff.h \
-	partitioner/builder/autodiff_conv.c partitioner/builder/autodiff_private.h \
+	partitioner/builder/autodiff_conv.c partitioner/builder/autodiff_private.h partitioner/builder/folder_private.h \
 	partitioner/builder/optimizer.c partitioner/builder/optimizer.h \
 	partitioner/builder/scan.c partitioner/builder/scan.h \
 	partitioner/builder/vmap.c partitioner/builder/vmap.h

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/folder_private.h"
 #include "partitioner/builder/scan.h"
 
 const char *const ps_optimizer_names[] = { "adafactor", "adam", NULL };
@@ -92,27 +92,27 @@ bcast_scalar (PsComputation *c, PsInstr *s, const PsShape *like)
 {
   if (like->rank == 0)
     return s;
-  return ps_ad_broadcast (c, s, like, 0, NULL);
+  return ad_broadcast (c, s, like, 0, NULL);
 }
 
 static PsInstr *
 mul (PsComputation *c, PsInstr *a, PsInstr *b)
 {
-  return ps_ad_binary (c, PS_OP_MULTIPLY, a, b);
+  return ad_binary (c, PS_OP_MULTIPLY, a, b);
 }
 
 static PsInstr *
 add (PsComputation *c, PsInstr *a, PsInstr *b)
 {
-  return ps_ad_binary (c, PS_OP_ADD, a, b);
+  return ad_binary (c, PS_OP_ADD, a, b);
 }
 
 /* decay * state + (1 - decay) * x */
 static PsInstr *
 ema (PsComputation *c, PsInstr *decay, PsInstr *state, PsInstr *x)
 {
-  PsInstr *one = ps_ad_scalar (c, PS_F32, 1.0);
-  PsInstr *om = ps_ad_binary (c, PS_OP_SUBTRACT, one, decay);
+  PsInstr *one = ad_scalar (c, PS_F32, 1.0);
+  PsInstr *om = ad_binary (c, PS_OP_SUBTRACT, one, decay);
   return add (c, mul (c, bcast_scalar (c, decay, state->shape), state),
               mul (c, bcast_scalar (c, om, x->shape), x));
 }
@@ -122,8 +122,8 @@ static PsInstr *
 mean_dim (PsComputation *c, PsInstr *a, int dim)
 {
   int64_t d = dim;
-  PsInstr *s = ps_ad_reduce_sum (c, a, 1, &d);
-  PsInstr *inv = ps_ad_full (c, s->shape, 1.0 / (double) a->shape->dims[dim]);
+  PsInstr *s = ad_reduce_sum (c, a, 1, &d);
+  PsInstr *inv = ad_full (c, s->shape, 1.0 / (double) a->shape->dims[dim]);
   return mul (c, s, inv);
 }
 
@@ -142,10 +142,10 @@ rms (PsComputation *c, PsInstr *a, int n_stack)
       count *= (double) a->shape->dims[d];
     }
   PsInstr *sq = mul (c, a, a);
-  PsInstr *s = ps_ad_reduce_sum (c, sq, n, dims);
-  PsInstr *inv = ps_ad_scalar (c, PS_F32, 1.0 / (count > 0 ? count : 1));
+  PsInstr *s = ad_reduce_sum (c, sq, n, dims);
+  PsInstr *inv = ad_scalar (c, PS_F32, 1.0 / (count > 0 ? count : 1));
   PsInstr *m = mul (c, s, n_stack == 0 ? inv : bcast_scalar (c, inv, s->shape));
-  return ps_ad_unary (c, PS_OP_SQRT, m);
+  return ad_unary (c, PS_OP_SQRT, m);
 }
 
 /* A per-weight value (f32[], or one per stacked weight) broadcast to the
@@ -158,7 +158,7 @@ bcast_stacked (PsComputation *c, PsInstr *v, const PsShape *like, int n_stack)
   int64_t keep[64];
   for (int d = 0; d < n_stack; d++)
     keep[d] = d;
-  return ps_ad_broadcast (c, v, like, n_stack, keep);
+  return ad_broadcast (c, v, like, n_stack, keep);
 }
 
 static void
@@ -166,7 +166,7 @@ adafactor (PsComputation *c, const PsOptimizerHyper *h, PsInstr *w, PsInstr *g,
            PsInstr *const *st, int n_stack, PsInstr **nw, PsInstr **nst)
 {
   int r = w->shape->rank;
-  PsInstr *g2 = add (c, mul (c, g, g), ps_ad_full (c, g->shape, h->epsilon1));
+  PsInstr *g2 = add (c, mul (c, g, g), ad_full (c, g->shape, h->epsilon1));
   PsInstr *rsq;
   if (r - n_stack >= 2)
     {
@@ -182,58 +182,58 @@ adafactor (PsComputation *c, const PsOptimizerHyper *h, PsInstr *w, PsInstr *g,
       for (int d = 0; d < r - 2; d++)
         keep_col[d] = keep_mean[d] = d;
       keep_col[r - 2] = r - 1;
-      PsInstr *rb = ps_ad_broadcast (c, row, w->shape, r - 1, keep_row);
-      PsInstr *cb = ps_ad_broadcast (c, col, w->shape, r - 1, keep_col);
-      PsInstr *mb = ps_ad_broadcast (c, row_mean, w->shape, r - 2, keep_mean);
-      PsInstr *vhat = ps_ad_binary (c, PS_OP_DIVIDE, mul (c, rb, cb), mb);
-      rsq = ps_ad_unary (c, PS_OP_RSQRT, vhat);
+      PsInstr *rb = ad_broadcast (c, row, w->shape, r - 1, keep_row);
+      PsInstr *cb = ad_broadcast (c, col, w->shape, r - 1, keep_col);
+      PsInstr *mb = ad_broadcast (c, row_mean, w->shape, r - 2, keep_mean);
+      PsInstr *vhat = ad_binary (c, PS_OP_DIVIDE, mul (c, rb, cb), mb);
+      rsq = ad_unary (c, PS_OP_RSQRT, vhat);
     }
   else
     {
       PsInstr *v = ema (c, h->decay, st[0], g2);
       nst[0] = v;
-      rsq = ps_ad_unary (c, PS_OP_RSQRT, v);
+      rsq = ad_unary (c, PS_OP_RSQRT, v);
     }
   PsInstr *u = mul (c, g, rsq);
   if (n_stack == 0)
     {
       /* Clip: u / max(1, rms(u) / d). */
-      PsInstr *ratio = mul (c, rms (c, u, 0), ps_ad_scalar (c, PS_F32, 1.0 / h->clip));
-      PsInstr *den = ps_ad_binary (c, PS_OP_MAXIMUM, ps_ad_scalar (c, PS_F32, 1.0), ratio);
-      u = ps_ad_binary (c, PS_OP_DIVIDE, u, bcast_scalar (c, den, u->shape));
+      PsInstr *ratio = mul (c, rms (c, u, 0), ad_scalar (c, PS_F32, 1.0 / h->clip));
+      PsInstr *den = ad_binary (c, PS_OP_MAXIMUM, ad_scalar (c, PS_F32, 1.0), ratio);
+      u = ad_binary (c, PS_OP_DIVIDE, u, bcast_scalar (c, den, u->shape));
       /* Relative step: lr * max(eps2, rms(w)). */
-      PsInstr *scale = ps_ad_binary (c, PS_OP_MAXIMUM, ps_ad_scalar (c, PS_F32, h->epsilon2),
+      PsInstr *scale = ad_binary (c, PS_OP_MAXIMUM, ad_scalar (c, PS_F32, h->epsilon2),
                                      rms (c, w, 0));
       PsInstr *step = mul (c, h->lr, scale);
-      *nw = ps_ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_scalar (c, step, u->shape), u));
+      *nw = ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_scalar (c, step, u->shape), u));
       return;
     }
   /* The same per stacked weight. */
   PsInstr *ru = rms (c, u, n_stack);
-  PsInstr *ratio = mul (c, ru, bcast_scalar (c, ps_ad_scalar (c, PS_F32, 1.0 / h->clip), ru->shape));
-  PsInstr *den = ps_ad_binary (c, PS_OP_MAXIMUM, bcast_scalar (c, ps_ad_scalar (c, PS_F32, 1.0),
+  PsInstr *ratio = mul (c, ru, bcast_scalar (c, ad_scalar (c, PS_F32, 1.0 / h->clip), ru->shape));
+  PsInstr *den = ad_binary (c, PS_OP_MAXIMUM, bcast_scalar (c, ad_scalar (c, PS_F32, 1.0),
                                                                ratio->shape), ratio);
-  u = ps_ad_binary (c, PS_OP_DIVIDE, u, bcast_stacked (c, den, u->shape, n_stack));
+  u = ad_binary (c, PS_OP_DIVIDE, u, bcast_stacked (c, den, u->shape, n_stack));
   /* Relative step: lr * max(eps2, rms(w)). */
   PsInstr *rw = rms (c, w, n_stack);
-  PsInstr *scale = ps_ad_binary (c, PS_OP_MAXIMUM,
-                                 bcast_scalar (c, ps_ad_scalar (c, PS_F32, h->epsilon2), rw->shape), rw);
+  PsInstr *scale = ad_binary (c, PS_OP_MAXIMUM,
+                                 bcast_scalar (c, ad_scalar (c, PS_F32, h->epsilon2), rw->shape), rw);
   PsInstr *step = mul (c, bcast_scalar (c, h->lr, scale->shape), scale);
-  *nw = ps_ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_stacked (c, step, u->shape, n_stack), u));
+  *nw = ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_stacked (c, step, u->shape, n_stack), u));
 }
 
 static void
 adam (PsComputation *c, const PsOptimizerHyper *h, PsInstr *w, PsInstr *g,
       PsInstr *const *st, PsInstr **nw, PsInstr **nst)
 {
-  PsInstr *b1 = ps_ad_scalar (c, PS_F32, h->beta1);
+  PsInstr *b1 = ad_scalar (c, PS_F32, h->beta1);
   PsInstr *m = ema (c, b1, st[0], g);
   PsInstr *v = ema (c, h->decay, st[1], mul (c, g, g));
   nst[0] = m;
   nst[1] = v;
-  PsInstr *den = add (c, ps_ad_unary (c, PS_OP_SQRT, v), ps_ad_full (c, v->shape, h->epsilon1));
-  PsInstr *u = ps_ad_binary (c, PS_OP_DIVIDE, m, den);
-  *nw = ps_ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_scalar (c, h->lr, u->shape), u));
+  PsInstr *den = add (c, ad_unary (c, PS_OP_SQRT, v), ad_full (c, v->shape, h->epsilon1));
+  PsInstr *u = ad_binary (c, PS_OP_DIVIDE, m, den);
+  *nw = ad_binary (c, PS_OP_SUBTRACT, w, mul (c, bcast_scalar (c, h->lr, u->shape), u));
 }
 
 void
@@ -243,7 +243,7 @@ ps_optimizer_apply (PsComputation *c, PsOptimizerKind k, const PsOptimizerHyper 
 {
   g_return_if_fail (weight->shape->etype == PS_F32);
   if (grad->shape->etype != PS_F32)
-    grad = ps_ad_convert (c, grad, PS_F32);
+    grad = ad_convert (c, grad, PS_F32);
   if (k == PS_OPTIMIZER_ADAM)
     adam (c, h, weight, grad, states, new_weight, new_states);
   else
@@ -258,7 +258,7 @@ ps_optimizer_apply_stacked (PsComputation *c, PsOptimizerKind k, const PsOptimiz
   g_return_if_fail (weight->shape->etype == PS_F32);
   g_return_if_fail (n_stack >= 0 && n_stack <= weight->shape->rank);
   if (grad->shape->etype != PS_F32)
-    grad = ps_ad_convert (c, grad, PS_F32);
+    grad = ad_convert (c, grad, PS_F32);
   if (k == PS_OPTIMIZER_ADAM)
     adam (c, h, weight, grad, states, new_weight, new_states);
   else
@@ -297,7 +297,7 @@ layers_body (const PsScanArgs *a, PsInstr **carry_out, gpointer user, GError **e
   (void) error;
   const Layers *L = user;
   PsComputation *c = a->c;
-  PsInstr *zero = ps_ad_scalar (c, PS_S32, 0);
+  PsInstr *zero = ad_scalar (c, PS_S32, 0);
   PsOptimizerHyper h = *L->h;
   h.lr = a->consts[0];
   h.decay = a->consts[1];
@@ -321,7 +321,7 @@ ps_optimizer_apply_layer_at (PsComputation *c, PsOptimizerKind k, const PsOptimi
                              PsInstr **new_states)
 {
   g_return_if_fail (c != NULL && n >= 1);
-  PsInstr *zero = ps_ad_scalar (c, PS_S32, 0);
+  PsInstr *zero = ad_scalar (c, PS_S32, 0);
   for (int i = 0, first = 0; i < n; i++)
     {
       int ns = ps_optimizer_state_shapes_stacked (k, weights[i]->shape, 1, NULL);
@@ -348,7 +348,7 @@ ps_optimizer_apply_layers (PsComputation *c, PsOptimizerKind k, const PsOptimize
   int n_carry = n + first[n];
   g_autofree PsInstr **carry = g_new (PsInstr *, n_carry);
   for (int i = 0; i < n; i++)
-    carry[i] = grads[i]->shape->etype == PS_F32 ? grads[i] : ps_ad_convert (c, grads[i], PS_F32);
+    carry[i] = grads[i]->shape->etype == PS_F32 ? grads[i] : ad_convert (c, grads[i], PS_F32);
   for (int j = 0; j < first[n]; j++)
     carry[n + j] = states[j];
   PsInstr *consts[2] = { h->lr, h->decay };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/folder_private.h"
 #include "partitioner/ir/sharding.h"
 
 /* a reshaped to dims (a itself when it already has them). */
@@ -13,7 +14,7 @@ static PsInstr *
 reshape_dims (PsComputation *c, PsInstr *a, int rank, const int64_t *dims)
 {
   PsShape *s = ps_shape_new_array (a->shape->etype, rank, dims);
-  PsInstr *r = ps_ad_reshape (c, a, s);
+  PsInstr *r = ad_reshape (c, a, s);
   ps_shape_free (s);
   return r;
 }
@@ -145,7 +146,7 @@ clone_computation (PsModule *m, const PsComputation *src, PsComputation *before)
 static PsInstr *
 s32 (PsComputation *c, int64_t v)
 {
-  return ps_ad_scalar (c, PS_S32, (double) v);
+  return ad_scalar (c, PS_S32, (double) v);
 }
 
 /* The loop condition: counter (element 0 of the state) < length. */
@@ -155,7 +156,7 @@ make_cond (PsScan *s, const char *suffix, const PsShape *state)
   g_autofree char *n = g_strdup_printf ("%s.%s", s->name, suffix);
   PsComputation *c = new_comp_before (s->m, n, s->caller);
   PsInstr *p = add_param (c, NULL, ps_shape_copy (state));
-  PsInstr *ops[2] = { ps_ad_get_tuple_element (c, p, 0), s32 (c, s->length) };
+  PsInstr *ops[2] = { ad_get_tuple_element (c, p, 0), s32 (c, s->length) };
   PsInstr *lt = ps_computation_add_instr (c, PS_OP_COMPARE, NULL, ps_shape_new_scalar (PS_PRED), 2, ops);
   lt->comparison = PS_CMP_LT;
   c->root = lt;
@@ -169,7 +170,7 @@ element_index (PsComputation *c, const PsShape *stack, PsInstr *t, PsInstr *zero
                PsInstr **starts, int64_t *dims)
 {
   if (!zero && stack->rank > 1)
-    zero = ps_ad_scalar (c, PS_S32, 0);
+    zero = ad_scalar (c, PS_S32, 0);
   for (int d = 0; d < stack->rank; d++)
     {
       starts[d] = d == 0 ? t : zero;
@@ -185,7 +186,7 @@ ps_scan_slice_at (PsComputation *c, PsInstr *stack, PsInstr *t, PsInstr *zero)
   PsInstr *starts[64];
   int64_t sizes[64];
   element_index (c, s, t, zero, starts, sizes);
-  PsInstr *ds = ps_ad_dynamic_slice (c, stack, starts, sizes);
+  PsInstr *ds = ad_dynamic_slice (c, stack, starts, sizes);
   return reshape_dims (c, ds, s->rank - 1, s->dims + 1);
 }
 
@@ -197,7 +198,7 @@ ps_scan_update_at (PsComputation *c, PsInstr *stack, PsInstr *v, PsInstr *t, PsI
   PsInstr *starts[64];
   int64_t dims[64];
   element_index (c, s, t, zero, starts, dims);
-  return ps_ad_dynamic_update_slice (c, stack, reshape_dims (c, v, s->rank, dims), starts);
+  return ad_dynamic_update_slice (c, stack, reshape_dims (c, v, s->rank, dims), starts);
 }
 
 /* An array of `like`'s dims with a leading `n`, filled with zeros. */
@@ -209,7 +210,7 @@ zeros_stacked (PsComputation *c, int64_t n, const PsShape *like)
   for (int d = 0; d < like->rank; d++)
     dims[d + 1] = like->dims[d];
   PsShape *sh = ps_shape_new_array (like->etype, like->rank + 1, dims);
-  PsInstr *z = ps_ad_full (c, sh, 0.0);
+  PsInstr *z = ad_full (c, sh, 0.0);
   ps_shape_free (sh);
   return z;
 }
@@ -479,7 +480,7 @@ static PsInstr *
 make_while (PsScan *s, PsComputation *cond, PsComputation *body, GPtrArray *init)
 {
   PsComputation *c = s->caller;
-  PsInstr *t = ps_ad_tuple (c, (int) init->len, (PsInstr **) init->pdata);
+  PsInstr *t = ad_tuple (c, (int) init->len, (PsInstr **) init->pdata);
   PsInstr *w = ps_computation_add_instr (c, PS_OP_WHILE, NULL, ps_shape_copy (t->shape), 1, &t);
   PsComputation *called[2] = { cond, body };
   ps_instr_set_called (w, 2, called);
@@ -544,27 +545,27 @@ build_forward (PsScan *s)
   g_autofree char *bn = g_strdup_printf ("%s.body", s->name);
   PsComputation *B = new_comp_before (s->m, bn, s->caller);
   PsInstr *p = add_param (B, NULL, ps_shape_copy (state));
-  PsInstr *cnt = ps_ad_get_tuple_element (B, p, 0);
+  PsInstr *cnt = ad_get_tuple_element (B, p, 0);
   PsInstr *zero = s32 (B, 0);
-  PsInstr *t = s->reverse ? ps_ad_binary (B, PS_OP_SUBTRACT, s32 (B, s->length - 1), cnt) : cnt;
+  PsInstr *t = s->reverse ? ad_binary (B, PS_OP_SUBTRACT, s32 (B, s->length - 1), cnt) : cnt;
   g_autoptr (GHashTable) map = g_hash_table_new (NULL, NULL);
   g_hash_table_insert (map, s->s_index, t);
   PsInstr **carry = g_newa (PsInstr *, s->n_carry + 1);
   for (int k = 0; k < s->n_carry; k++)
     {
-      carry[k] = ps_ad_get_tuple_element (B, p, 1 + k);
+      carry[k] = ad_get_tuple_element (B, p, 1 + k);
       map_param (map, s->s_carry[k], carry[k]);
     }
   PsInstr **xs_full = g_newa (PsInstr *, s->n_xs + 1);
   for (int j = 0; j < s->n_xs; j++)
     {
-      xs_full[j] = ps_ad_get_tuple_element (B, p, pos_xs + j);
+      xs_full[j] = ad_get_tuple_element (B, p, pos_xs + j);
       map_param (map, s->s_xs[j], ps_scan_slice_at (B, xs_full[j], t, zero));
     }
   PsInstr **consts = g_newa (PsInstr *, s->n_consts + 1);
   for (int i = 0; i < s->n_consts; i++)
     {
-      consts[i] = ps_ad_get_tuple_element (B, p, pos_consts + i);
+      consts[i] = ad_get_tuple_element (B, p, pos_consts + i);
       map_param (map, s->s_consts[i], consts[i]);
     }
   g_autoptr (GPtrArray) order = ps_computation_post_order (s->scratch);
@@ -577,7 +578,7 @@ build_forward (PsScan *s)
   copy_marked (B, order, keep, map);
 
   g_autoptr (GPtrArray) out = g_ptr_array_new ();
-  g_ptr_array_add (out, ps_ad_binary (B, PS_OP_ADD, cnt, s32 (B, 1)));
+  g_ptr_array_add (out, ad_binary (B, PS_OP_ADD, cnt, s32 (B, 1)));
   for (int k = 0; k < s->n_carry; k++)
     g_ptr_array_add (out, g_hash_table_lookup (map, s->s_carry_out[k]));
   for (int j = 0; j < s->n_xs; j++)
@@ -586,18 +587,18 @@ build_forward (PsScan *s)
     g_ptr_array_add (out, consts[i]);
   for (int r = 0; r < nr; r++)
     {
-      PsInstr *stack = ps_ad_get_tuple_element (B, p, pos_stacks + r);
+      PsInstr *stack = ad_get_tuple_element (B, p, pos_stacks + r);
       PsInstr *v = g_hash_table_lookup (map, s->residuals->pdata[r]);
       g_ptr_array_add (out, ps_scan_update_at (B, stack, v, t, zero));
     }
-  B->root = ps_ad_tuple (B, (int) out->len, (PsInstr **) out->pdata);
+  B->root = ad_tuple (B, (int) out->len, (PsInstr **) out->pdata);
 
   PsComputation *cond = make_cond (s, "cond", state);
   s->loop = make_while (s, cond, B, init);
   for (int k = 0; k < s->n_carry; k++)
-    s->carry_out[k] = ps_ad_get_tuple_element (s->caller, s->loop, 1 + k);
+    s->carry_out[k] = ad_get_tuple_element (s->caller, s->loop, 1 + k);
   for (int r = 0; r < nr; r++)
-    s->stacks[r] = ps_ad_get_tuple_element (s->caller, s->loop, pos_stacks + r);
+    s->stacks[r] = ad_get_tuple_element (s->caller, s->loop, pos_stacks + r);
   ps_shape_free (state);
   return TRUE;
 }
@@ -713,7 +714,7 @@ scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dx
                          "has another shape than the carry", s->name, k);
             return FALSE;
           }
-        g_ptr_array_add (init, d ? d : ps_ad_full (c, s->carry[k]->shape, 0.0));
+        g_ptr_array_add (init, d ? d : ad_full (c, s->carry[k]->shape, 0.0));
       }
   int pos_xs = (int) init->len;
   for (int j = 0; j < s->n_xs; j++)
@@ -727,14 +728,14 @@ scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dx
   int pos_dxs = (int) init->len;
   for (int j = 0; j < s->n_xs; j++)
     if (s->xs_diff[j] && !u)
-      g_ptr_array_add (init, ps_ad_full (c, s->xs[j]->shape, 0.0));
+      g_ptr_array_add (init, ad_full (c, s->xs[j]->shape, 0.0));
   int pos_dconsts = (int) init->len;
   for (int i = 0; i < s->n_consts; i++)
     if (s->consts_diff[i])
       {
         const PsShape *cs = s->consts[i]->shape;
         PsShape *f32 = ps_shape_new_array (PS_F32, cs->rank, cs->dims);
-        g_ptr_array_add (init, ps_ad_full (c, s->consts_grad_f32 ? f32 : cs, 0.0));
+        g_ptr_array_add (init, ad_full (c, s->consts_grad_f32 ? f32 : cs, 0.0));
         ps_shape_free (f32);
       }
   int pos_extra = (int) init->len, n_extra = u ? u->n_extra : 0;
@@ -752,10 +753,10 @@ scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dx
   g_autofree char *bn = g_strdup_printf ("%s.grad_body", s->name);
   PsComputation *B = new_comp_before (s->m, bn, c);
   PsInstr *p = add_param (B, NULL, ps_shape_copy (state));
-  PsInstr *cnt = ps_ad_get_tuple_element (B, p, 0);
+  PsInstr *cnt = ad_get_tuple_element (B, p, 0);
   PsInstr *zero = s32 (B, 0);
   /* Backward iteration cnt undoes forward iteration length-1-cnt. */
-  PsInstr *t = s->reverse ? cnt : ps_ad_binary (B, PS_OP_SUBTRACT, s32 (B, s->length - 1), cnt);
+  PsInstr *t = s->reverse ? cnt : ad_binary (B, PS_OP_SUBTRACT, s32 (B, s->length - 1), cnt);
   g_autoptr (GHashTable) map = g_hash_table_new (NULL, NULL);
   g_hash_table_insert (map, s->s_index, t);
   int kd = 0;
@@ -763,26 +764,26 @@ scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dx
   for (int k = 0; k < s->n_carry; k++)
     if (s->carry_diff[k])
       {
-        dc[k] = ps_ad_get_tuple_element (B, p, pos_dcarry + kd++);
+        dc[k] = ad_get_tuple_element (B, p, pos_dcarry + kd++);
         g_hash_table_insert (map, s->s_dcarry[k], dc[k]);
       }
   PsInstr **xs_full = g_newa (PsInstr *, s->n_xs + 1);
   for (int j = 0; j < s->n_xs; j++)
     {
-      xs_full[j] = ps_ad_get_tuple_element (B, p, pos_xs + j);
+      xs_full[j] = ad_get_tuple_element (B, p, pos_xs + j);
       if (g_hash_table_contains (s->bwd_needed, s->s_xs[j]))
         map_param (map, s->s_xs[j], ps_scan_slice_at (B, xs_full[j], t, zero));
     }
   PsInstr **consts = g_newa (PsInstr *, s->n_consts + 1);
   for (int i = 0; i < s->n_consts; i++)
     {
-      consts[i] = ps_ad_get_tuple_element (B, p, pos_consts + i);
+      consts[i] = ad_get_tuple_element (B, p, pos_consts + i);
       map_param (map, s->s_consts[i], consts[i]);
     }
   PsInstr **stacks = g_newa (PsInstr *, nr + 1);
   for (int r = 0; r < nr; r++)
     {
-      stacks[r] = ps_ad_get_tuple_element (B, p, pos_stacks + r);
+      stacks[r] = ad_get_tuple_element (B, p, pos_stacks + r);
       PsInstr *res = s->residuals->pdata[r], *v = ps_scan_slice_at (B, stacks[r], t, zero);
       if (res->sharding && !v->sharding)
         v->sharding = ps_sharding_copy (res->sharding);
@@ -803,9 +804,9 @@ scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dx
       for (int j = 0; j < s->n_xs; j++)
         g[j] = s->xs_diff[j] ? g_hash_table_lookup (map, s->s_dxs[j]) : NULL;
       for (int k = 0; k < n_extra; k++)
-        extra[k] = extra_next[k] = ps_ad_get_tuple_element (B, p, pos_extra + k);
+        extra[k] = extra_next[k] = ad_get_tuple_element (B, p, pos_extra + k);
       for (int k = 0; k < n_uconsts; k++)
-        uc[k] = ps_ad_get_tuple_element (B, p, pos_uconsts + k);
+        uc[k] = ad_get_tuple_element (B, p, pos_uconsts + k);
       PsScanUpdateArgs ua = { B, t, xs_full, g, extra, uc };
       if (!u->fn (&ua, xs_next, extra_next, u->user, error))
         return FALSE;
@@ -816,7 +817,7 @@ scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dx
     }
 
   g_autoptr (GPtrArray) out = g_ptr_array_new ();
-  g_ptr_array_add (out, ps_ad_binary (B, PS_OP_ADD, cnt, s32 (B, 1)));
+  g_ptr_array_add (out, ad_binary (B, PS_OP_ADD, cnt, s32 (B, 1)));
   for (int k = 0; k < s->n_carry; k++)
     if (s->carry_diff[k])
       g_ptr_array_add (out, g_hash_table_lookup (map, s->s_dcarry_in[k]));
@@ -830,24 +831,24 @@ scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dx
   for (int j = 0; j < s->n_xs; j++)
     if (s->xs_diff[j] && !u)
       {
-        PsInstr *acc = ps_ad_get_tuple_element (B, p, pos_dxs + kx++);
+        PsInstr *acc = ad_get_tuple_element (B, p, pos_dxs + kx++);
         PsInstr *g = g_hash_table_lookup (map, s->s_dxs[j]);
-        g_ptr_array_add (out, ps_scan_update_at (B, acc, ps_ad_convert (B, g, acc->shape->etype), t, zero));
+        g_ptr_array_add (out, ps_scan_update_at (B, acc, ad_convert (B, g, acc->shape->etype), t, zero));
       }
   int ki = 0;
   for (int i = 0; i < s->n_consts; i++)
     if (s->consts_diff[i])
       {
-        PsInstr *acc = ps_ad_get_tuple_element (B, p, pos_dconsts + ki++);
+        PsInstr *acc = ad_get_tuple_element (B, p, pos_dconsts + ki++);
         PsInstr *g = g_hash_table_lookup (map, s->s_dconsts[i]);
-        g_ptr_array_add (out, ps_ad_binary (B, PS_OP_ADD, acc,
-                                            ps_ad_convert (B, g, acc->shape->etype)));
+        g_ptr_array_add (out, ad_binary (B, PS_OP_ADD, acc,
+                                            ad_convert (B, g, acc->shape->etype)));
       }
   for (int k = 0; k < n_extra; k++)
     g_ptr_array_add (out, extra_next[k]);
   for (int k = 0; k < n_uconsts; k++)
-    g_ptr_array_add (out, ps_ad_get_tuple_element (B, p, pos_uconsts + k));
-  B->root = ps_ad_tuple (B, (int) out->len, (PsInstr **) out->pdata);
+    g_ptr_array_add (out, ad_get_tuple_element (B, p, pos_uconsts + k));
+  B->root = ad_tuple (B, (int) out->len, (PsInstr **) out->pdata);
 
   PsComputation *cond = make_cond (s, "grad_cond", state);
   ps_shape_free (state);
@@ -855,21 +856,21 @@ scan_vjp (PsScan *s, PsInstr *const *dcarry, PsInstr **dcarry_init, PsInstr **dx
   kd = kx = ki = 0;
   for (int k = 0; k < s->n_carry; k++)
     if (dcarry_init)
-      dcarry_init[k] = s->carry_diff[k] ? ps_ad_get_tuple_element (c, w, pos_dcarry + kd++) : NULL;
+      dcarry_init[k] = s->carry_diff[k] ? ad_get_tuple_element (c, w, pos_dcarry + kd++) : NULL;
   for (int j = 0; j < s->n_xs; j++)
     {
-      PsInstr *g = s->xs_diff[j] && !u ? ps_ad_get_tuple_element (c, w, pos_dxs + kx++) : NULL;
+      PsInstr *g = s->xs_diff[j] && !u ? ad_get_tuple_element (c, w, pos_dxs + kx++) : NULL;
       if (dxs)
         dxs[j] = g;
       if (xs_out)
-        xs_out[j] = ps_ad_get_tuple_element (c, w, pos_xs + j);
+        xs_out[j] = ad_get_tuple_element (c, w, pos_xs + j);
     }
   for (int k = 0; extra_out && k < n_extra; k++)
-    extra_out[k] = ps_ad_get_tuple_element (c, w, pos_extra + k);
+    extra_out[k] = ad_get_tuple_element (c, w, pos_extra + k);
   /* the spec's consts only: captured ones have no gradient and no slot */
   for (int i = 0; i < s->n_consts - s->n_captured; i++)
     {
-      PsInstr *g = s->consts_diff[i] ? ps_ad_get_tuple_element (c, w, pos_dconsts + ki++) : NULL;
+      PsInstr *g = s->consts_diff[i] ? ad_get_tuple_element (c, w, pos_dconsts + ki++) : NULL;
       if (dconsts)
         dconsts[i] = g;
     }

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "partitioner/builder/autodiff.h"
+#include "partitioner/builder/folder_private.h"
 
 typedef struct {
   PsComputation *dst;
@@ -33,7 +33,7 @@ to_batched (Vm *vm, PsInstr *v)
   int64_t dims[64];
   for (int d = 0; d < v->shape->rank; d++)
     dims[d] = d + 1;
-  PsInstr *b = ps_ad_broadcast (vm->dst, v, s, v->shape->rank, dims);
+  PsInstr *b = ad_broadcast (vm->dst, v, s, v->shape->rank, dims);
   ps_shape_free (s);
   return b;
 }
@@ -232,7 +232,7 @@ batch_one (Vm *vm, const PsInstr *x, PsInstr **ops, const gboolean *b)
         nops[0] = b[0] ? ops[0] : to_batched (vm, ops[0]);
         if (dus)
           nops[1] = b[1] ? ops[1] : to_batched (vm, ops[1]);
-        nops[first_index] = ps_ad_scalar (vm->dst, ops[first_index]->shape->etype, 0);
+        nops[first_index] = ad_scalar (vm->dst, ops[first_index]->shape->etype, 0);
         for (int i = first_index; i < k; i++)
           nops[i + 1] = ops[i];
         PsInstr *y = like (vm, x, bs, k + 1, nops);
@@ -262,7 +262,7 @@ batch_one (Vm *vm, const PsInstr *x, PsInstr **ops, const gboolean *b)
             {
               PsShape *ps = ps_shape_new_array (PS_PRED, bs->rank, bs->dims);
               int64_t zero = 0;
-              ops[0] = ps_ad_broadcast (vm->dst, ops[0], ps, 1, &zero);
+              ops[0] = ad_broadcast (vm->dst, ops[0], ps, 1, &zero);
               ps_shape_free (ps);
             }
           return like (vm, x, bs, k, ops);
