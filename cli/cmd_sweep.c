@@ -236,10 +236,13 @@ on_progress (guint done, guint total, double elapsed_s, gpointer user)
 /* --resume: the ids already in `path` (whole rows, in order from `first`);
  * with `cut`, a partial last line is cut off the file, and so is every row
  * from the first one that is no result (an interrupted child's: it runs
- * again). *next is the next id to run. */
+ * again). *next is the next id to run. With `copy` (--merge), the rows
+ * kept, the very bytes just checked, are put to it: the file is read once,
+ * so a part that changes while it is merged cannot differ from what was
+ * checked. */
 static gboolean
 resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint last, gboolean cut,
-             guint *next, GError **error)
+             PsOutputFile *copy, guint *next, GError **error)
 {
   *next = first;
   g_autofree char *text = NULL;
@@ -259,7 +262,8 @@ resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint l
   text[whole] = '\0';
   g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
   int l = 0;
-  gsize keep = 0;            /* bytes of the rows kept */
+  gsize keep = 0;            /* bytes of the header and the rows kept */
+  gsize header_len = 0;
   g_autofree char *header = ps_study_header (s, f);
   if (*header)
     {
@@ -273,7 +277,7 @@ resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint l
           return FALSE;
         }
       l = 1;
-      keep = strlen (lines[0]) + 1;
+      keep = header_len = strlen (lines[0]) + 1;
     }
   for (; lines[l] && *lines[l]; l++)
     {
@@ -308,6 +312,8 @@ resume_from (PsStudy *s, PsStudyFormat f, const char *path, guint first, guint l
                    path, g_strerror (errno));
       return FALSE;
     }
+  if (copy && keep > header_len)
+    return ps_output_file_put (copy, text + header_len, keep - header_len, error);
   return TRUE;
 }
 
@@ -346,7 +352,7 @@ run_sweep (const SweepOptions *o, PsStudy *s, const char *name, guint first, gui
     }
   if (o->output && o->resume)
     {
-      if (!resume_from (s, f, o->output, first, last, TRUE, &next, &error))
+      if (!resume_from (s, f, o->output, first, last, TRUE, NULL, &next, &error))
         {
           ps_output_stream_close (out, out_name, NULL);
           return ps_cli_fail (error);
@@ -518,43 +524,14 @@ merge_error (GError *e)
   return e;
 }
 
-/* The first n rows of a part file that resume_from has checked (after its
- * header line when `header`), to `out`: the file is read once more, but
- * its rows are not parsed again. */
-static gboolean
-copy_rows (PsOutputFile *out, const char *path, gboolean header, guint n, GError **error)
-{
-  if (n == 0)
-    return TRUE;
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  if (!ps_read_text_file (path, PS_MAX_TEXT_BYTES, &text, &len, error))
-    return FALSE;
-  const char *p = text, *end = text + len;
-  if (header)
-    {
-      const char *nl = memchr (p, '\n', (gsize) (end - p));
-      p = nl ? nl + 1 : end;
-    }
-  const char *q = p;
-  for (guint i = 0; i < n && q < end; i++)
-    {
-      const char *nl = memchr (q, '\n', (gsize) (end - q));
-      if (!nl)
-        break;
-      q = nl + 1;
-      if (i + 1 == n)
-        return ps_output_file_put (out, p, (gsize) (q - p), error);
-    }
-  g_set_error (error, PS_ERROR, PS_ERROR_IO, "--merge: %s lost rows while it was merged", path);
-  return FALSE;
-}
-
-/* --merge: the parts are read one at a time, twice: first every row is
- * checked against the grid and each task's rows counted, then, when all
- * are there, each part's rows are copied out in order. Memory is one part
- * file's, never the grid's or the table's; a regular -o appears whole or
- * not at all. */
+/* --merge: each part is read once, its rows checked against the grid and
+ * put to the output as they were read (before, a second read copied them:
+ * a part that changed in between failed the merge, with part of the table
+ * already on standard output). Nothing reaches the output before every
+ * task's rows are there: a regular -o is a temporary renamed into place,
+ * standard output and devices get the table from a spool at the end
+ * (ps_output_file_begin_whole). Memory is one part file's, never the
+ * grid's or the table's. */
 static int
 merge (const SweepOptions *o, PsStudy *s, int tasks)
 {
@@ -568,6 +545,18 @@ merge (const SweepOptions *o, PsStudy *s, int tasks)
       f = PS_STUDY_JSONL;
       ext = "jsonl";
     }
+  PsOutputFile *out = ps_output_file_begin_whole (o->output ? o->output : "-", &error);
+  if (!out)
+    {
+      g_prefix_error (&error, "-o: ");
+      return ps_cli_fail (error);
+    }
+  g_autofree char *header = ps_study_header (s, f);
+  if (!ps_output_file_put (out, header, strlen (header), &error))
+    {
+      ps_output_file_abort (out);
+      return ps_cli_fail (error);
+    }
   g_autoptr (GString) missing = g_string_new (NULL);
   guint n_missing = 0, n_missing_tasks = 0;
   for (int t = 0; t < tasks; t++)
@@ -575,9 +564,13 @@ merge (const SweepOptions *o, PsStudy *s, int tasks)
       guint first, last, next;
       task_range (n, tasks, t, &first, &last);
       g_autofree char *path = g_strdup_printf ("%s/part-%04d.%s", o->merge, t, ext);
-      /* resume_from checks every row against the grid. */
-      if (!resume_from (s, f, path, first, last, FALSE, &next, &error))
-        return ps_cli_fail (merge_error (error));
+      /* Once a task is short the table will not be written: the rest
+       * are only checked, so that the message names every short task. */
+      if (!resume_from (s, f, path, first, last, FALSE, n_missing ? NULL : out, &next, &error))
+        {
+          ps_output_file_abort (out);
+          return ps_cli_fail (merge_error (error));
+        }
       if (next < last)
         {
           /* The first tasks by number, then a count: a million tasks
@@ -589,31 +582,12 @@ merge (const SweepOptions *o, PsStudy *s, int tasks)
     }
   if (n_missing)
     {
+      ps_output_file_abort (out);
       if (n_missing_tasks > 20)
         g_string_append_printf (missing, " and %u more", n_missing_tasks - 20);
       fprintf (stderr, "podsim: --merge %s: %u of %u configurations have no row yet (tasks %s); "
                "nothing written\n", o->merge, n_missing, n, missing->str);
       return 1;
-    }
-  PsOutputFile *out = ps_output_file_begin (o->output ? o->output : "-", &error);
-  if (!out)
-    {
-      g_prefix_error (&error, "-o: ");
-      return ps_cli_fail (error);
-    }
-  g_autofree char *header = ps_study_header (s, f);
-  gboolean ok = ps_output_file_put (out, header, strlen (header), &error);
-  for (int t = 0; ok && t < tasks; t++)
-    {
-      guint first, last;
-      task_range (n, tasks, t, &first, &last);
-      g_autofree char *path = g_strdup_printf ("%s/part-%04d.%s", o->merge, t, ext);
-      ok = copy_rows (out, path, *header != '\0', last - first, &error);
-    }
-  if (!ok)
-    {
-      ps_output_file_abort (out);
-      return ps_cli_fail (merge_error (error));
     }
   if (!ps_output_file_commit (out, &error))
     return ps_cli_fail (error);

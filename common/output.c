@@ -69,6 +69,7 @@ struct PsOutputFile {
   char *tmp, *target;        /* a regular file: the temporary and what it replaces; else NULL */
   int fd;                    /* -1: standard output */
   mode_t mode;
+  int spool;                 /* whole only: pieces for stdout or a device, kept until commit; else -1 */
 };
 
 PsOutputFile *
@@ -77,6 +78,7 @@ ps_output_file_begin (const char *path, GError **error)
   PsOutputFile *o = g_new0 (PsOutputFile, 1);
   o->path = g_strdup (strcmp (path, "-") == 0 ? "standard output" : path);
   o->fd = -1;
+  o->spool = -1;
   if (strcmp (path, "-") == 0)
     return o;
   struct stat st;
@@ -125,9 +127,55 @@ ps_output_file_begin (const char *path, GError **error)
   return o;
 }
 
+PsOutputFile *
+ps_output_file_begin_whole (const char *path, GError **error)
+{
+  PsOutputFile *o = ps_output_file_begin (path, error);
+  if (!o || o->tmp)
+    return o;
+  /* Standard output or a device cannot be renamed into place: the pieces
+   * go to an unlinked file in the temporary directory (disk, not memory:
+   * the output may be larger than memory) and are written at commit. */
+  g_autofree char *name = g_build_filename (g_get_tmp_dir (), "podsim-spool-XXXXXX", NULL);
+  o->spool = g_mkstemp_full (name, O_RDWR | O_CLOEXEC, 0600);
+  if (o->spool < 0)
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_IO, "cannot create a temporary file in %s for %s: %s",
+                   g_get_tmp_dir (), o->path, g_strerror (errno));
+      ps_output_file_abort (o);
+      return NULL;
+    }
+  g_unlink (name);
+  return o;
+}
+
+/* The spool's bytes, from its start, to the real output. */
+static gboolean
+unspool (PsOutputFile *o, GError **error)
+{
+  char buf[65536];
+  if (lseek (o->spool, 0, SEEK_SET) != 0)
+    return io_error (error, "write", o->path, errno);
+  for (;;)
+    {
+      ssize_t n = read (o->spool, buf, sizeof buf);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return io_error (error, "write", o->path, errno);
+      if (n == 0)
+        return TRUE;
+      if (o->fd < 0 ? fwrite (buf, 1, (size_t) n, stdout) != (size_t) n
+                    : !write_all (o->fd, buf, (gsize) n, o->path, error))
+        return o->fd < 0 ? io_error (error, "write", o->path, errno) : FALSE;
+    }
+}
+
 gboolean
 ps_output_file_put (PsOutputFile *o, const char *data, gsize len, GError **error)
 {
+  if (o->spool >= 0)
+    return write_all (o->spool, data, len, o->path, error);
   if (o->fd < 0)
     {
       if (fwrite (data, 1, len, stdout) != len)
@@ -140,10 +188,10 @@ ps_output_file_put (PsOutputFile *o, const char *data, gsize len, GError **error
 gboolean
 ps_output_file_commit (PsOutputFile *o, GError **error)
 {
-  gboolean ok = TRUE;
-  if (o->fd < 0)
+  gboolean ok = o->spool < 0 || unspool (o, error);
+  if (ok && o->fd < 0)
     ok = fflush (stdout) == 0 || io_error (error, "write", o->path, errno);
-  else
+  else if (ok)
     {
       if (o->tmp && fchmod (o->fd, o->mode) != 0)
         ok = io_error (error, "write", o->path, errno);
@@ -166,6 +214,8 @@ ps_output_file_abort (PsOutputFile *o)
     return;
   if (o->fd >= 0)
     close (o->fd);
+  if (o->spool >= 0)
+    close (o->spool);
   if (o->tmp)
     g_unlink (o->tmp);
   g_free (o->tmp);

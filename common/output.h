@@ -34,6 +34,10 @@ gboolean ps_output_write (const char *path, const char *data, gsize len, GError 
  * and devices get each piece as it is put. commit and abort free `o`. */
 typedef struct PsOutputFile PsOutputFile;
 PsOutputFile *ps_output_file_begin (const char *path, GError **error);
+/* The same, but standard output and devices too get nothing before
+ * commit (the pieces wait in an unlinked file in the temporary
+ * directory), so an abort leaves them no part of the output. */
+PsOutputFile *ps_output_file_begin_whole (const char *path, GError **error);
 gboolean ps_output_file_put (PsOutputFile *o, const char *data, gsize len, GError **error);
 gboolean ps_output_file_commit (PsOutputFile *o, GError **error);
 void ps_output_file_abort (PsOutputFile *o);

@@ -178,6 +178,29 @@ expect_status 1 "$PODSIM" sweep --merge m1m -o m1m-cut.csv
 expect_grep "1 of 1000000 configurations have no row yet (tasks 99); nothing written" "$PS_TMP/err"
 [ -e m1m-cut.csv ] && fail "a refused merge wrote its -o"
 rm -rf m1m m1m*.csv merge10m
+# Each part is read once: a part that changes while it is merged (here a
+# FIFO whose writer sends the part, then puts a copy without its last row
+# in its place) is merged as it was checked, and standard output gets the
+# whole table or, on a refusal, nothing (before: read twice, so "lost rows
+# while it was merged" with the header and part 0's rows already on
+# stdout, or a second open of the FIFO that waited for a writer).
+expect_status 0 "$PODSIM" sweep --vary layers=1,2,3,4 --slurm mfifo --tasks 2
+expect_status 0 "$PODSIM" sweep --vary layers=1,2,3,4 -q -o mfifo-want.csv
+head -3 mfifo-want.csv >mfifo/part-0000.csv
+{ head -1 mfifo-want.csv; tail -2 mfifo-want.csv; } >mfifo-part1.csv
+head -2 mfifo-part1.csv >mfifo-part1-short.csv
+mkfifo mfifo/part-0001.csv
+timeout 60 sh -c 'cat mfifo-part1.csv >mfifo/part-0001.csv && rm mfifo/part-0001.csv &&
+  cp mfifo-part1-short.csv mfifo/part-0001.csv' &
+fifo_writer=$!
+expect_status 0 timeout 60 "$PODSIM" sweep --merge mfifo
+cmp -s "$PS_TMP/out" mfifo-want.csv || fail "a merge to stdout of a part that changed is not the table it checked"
+wait $fifo_writer
+# A refused merge to stdout writes no part of the table.
+expect_status 1 "$PODSIM" sweep --merge mfifo
+expect_grep "1 of 4 configurations have no row yet (tasks 1); nothing written" "$PS_TMP/err"
+[ -s "$PS_TMP/out" ] && fail "a refused merge wrote part of the table to standard output"
+rm -rf mfifo mfifo*.csv
 # ---- option combinations refused up front by the program's size ---------------
 # Each option is within its bound; their product is not (before: hours of
 # building, killed here by refused's 120 s guard).
