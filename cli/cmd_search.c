@@ -4,7 +4,8 @@
  * weight-update sharding, overlap options, ...), drop the ones that cannot
  * be built, check memory exactly before simulating (one memory check per
  * group of strategies whose per-device program is the same), simulate the
- * rest in parallel (one process each), and rank them by step time.
+ * rest in parallel (batches of strategies per worker process, each in a
+ * fork: cli/search_worker.h), and rank them by step time.
  * doc/manual.md, "What if". */
 #include "config.h"
 
@@ -17,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/search_worker.h"
 #include "driver/pool.h"
 #include "driver/study.h"
 #include "driver/target.h"
@@ -25,7 +27,7 @@
 typedef struct {
   char *axes;
   gint top, jobs;
-  gboolean csv, quiet, dry_run, no_prune;
+  gboolean csv, quiet, dry_run, no_prune, no_share;
   double time_limit;
 } SearchOptions;
 
@@ -42,6 +44,7 @@ typedef struct {
   Status status;
   guint same_as;             /* ST_DUPLICATE: the strategy it equals */
   guint memory_rep;          /* the strategy whose memory check stands for it */
+  guint share_group;         /* strategies of one share group differ only in keys read after partitioning */
   char *why;                 /* invalid / failed / no-fit reason */
   PsStudyRow *row;           /* ST_SIMULATED (and ST_FAILED when it ran) */
   double peak_hbm_bytes;     /* from the memory check */
@@ -225,10 +228,16 @@ search_axes (const SearchOptions *o, const PsParams *base, const PsModelTarget *
 typedef struct {
   PsStudy *study;
   Strategy *st;
-  const guint *ids;          /* pool job -> strategy */
+  const guint *ids;          /* pool job -> strategy; batches: position in the phase's list */
   const char *what;
   gboolean progress;
   double time_limit_s;
+  /* Batches (not --no-share): pool job b runs strategies
+   * ids[batch_start[b] .. batch_start[b + 1]) in one worker. */
+  gboolean batched;
+  GArray *batch_start;       /* guint, n_batches + 1 */
+  const char *dir;           /* where batch files go */
+  guint n_done, n_total;     /* strategies, for progress */
 } Phase;
 
 static void
@@ -255,8 +264,141 @@ static void
 on_progress (guint done, guint total, double elapsed_s, gpointer user)
 {
   Phase *ph = user;
+  if (ph->batched)
+    done = ph->n_done, total = ph->n_total;
   if (ph->progress)
     ps_study_progress (ph->what, done, total, elapsed_s);
+}
+
+static char *
+batch_path (const Phase *ph, guint b)
+{
+  g_autofree char *leaf = g_strdup_printf ("batch-%u.txt", b);
+  return g_build_filename (ph->dir, leaf, NULL);
+}
+
+/* One strategy's record from a batch worker: as the result of a child of
+ * its own. */
+static void
+on_strategy_done (const PsPoolResult *r, gpointer user)
+{
+  Phase *ph = user;
+  if (r->index >= ph->n_total || ph->st[ph->ids[r->index]].row || ph->st[ph->ids[r->index]].status == ST_TIMED_OUT)
+    return;
+  PsPoolResult one = *r;
+  /* on_done maps a job through ids; here the record's index is already a
+   * position in the phase's list. */
+  on_done (&one, ph);
+  ph->n_done++;
+}
+
+static void
+on_batch_done (const PsPoolResult *r, gpointer user)
+{
+  Phase *ph = user;
+  guint from = g_array_index (ph->batch_start, guint, r->index);
+  guint to = g_array_index (ph->batch_start, guint, r->index + 1);
+  g_autofree char *path = batch_path (ph, r->index);
+  g_unlink (path);
+  ps_pool_batch_results (r->out, r->out_len, on_strategy_done, ph, NULL);
+  /* Strategies the worker wrote no record for (it crashed or was killed)
+   * get the worker's end as their result. */
+  for (guint i = from; i < to; i++)
+    {
+      Strategy *s = &ph->st[ph->ids[i]];
+      if (s->row || s->status == ST_TIMED_OUT)
+        continue;
+      PsPoolResult one = *r;
+      one.index = i;
+      one.out = "";
+      one.out_len = 0;
+      one.timed_out = FALSE;
+      if (one.exited && one.exit_status == 0)
+        {
+          one.exit_status = 1;
+          one.err = "podsim: the batch worker ended without this strategy's result";
+        }
+      on_done (&one, ph);
+      ph->n_done++;
+    }
+}
+
+/* A batch worker's argv, its batch file written when it starts. */
+static char **
+batch_argv (guint b, gpointer user)
+{
+  Phase *ph = user;
+  guint from = g_array_index (ph->batch_start, guint, b);
+  guint to = g_array_index (ph->batch_start, guint, b + 1);
+  GString *file = g_string_new (NULL);
+  ps_search_batch_begin (file, ph->time_limit_s);
+  for (guint i = from; i < to; i++)
+    {
+      g_auto (GStrv) argv = ps_study_child_argv (ph->study, ph->ids[i], NULL);
+      ps_search_batch_add (file, i, ph->st[ph->ids[i]].share_group, (const char *const *) argv);
+    }
+  g_autofree char *path = batch_path (ph, b);
+  GError *error = NULL;
+  /* A file that cannot be written makes the worker fail: each strategy
+   * then says so. */
+  if (!g_file_set_contents (path, file->str, (gssize) file->len, &error))
+    g_clear_error (&error);
+  g_string_free (file, TRUE);
+  char **argv = g_new0 (char *, 5);
+  argv[0] = g_strdup (ps_study_exe ());
+  argv[1] = g_strdup ("search");
+  argv[2] = g_strdup ("--batch-worker");
+  argv[3] = g_steal_pointer (&path);
+  return argv;
+}
+
+/* Batches of the phase's strategies: each share group whole (its
+ * strategies next to each other), about 4 batches per job so the jobs end
+ * together, at most 16 strategies each: starting a worker then costs a few
+ * per cent of its batch. */
+static GArray *
+make_batches (Phase *ph, GArray *todo, int jobs, GArray **order)
+{
+  guint n = todo->len;
+  guint per = CLAMP (n / (4u * (guint) MAX (jobs, 1)), 1u, 16u);
+  g_autoptr (GHashTable) first = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr (GPtrArray) groups = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  for (guint i = 0; i < n; i++)
+    {
+      guint id = g_array_index (todo, guint, i);
+      gpointer key = GUINT_TO_POINTER (ph->st[id].share_group + 1);
+      GArray *g = g_hash_table_lookup (first, key);
+      if (!g)
+        {
+          g = g_array_new (FALSE, FALSE, sizeof (guint));
+          g_ptr_array_add (groups, g);
+          g_hash_table_insert (first, key, g);
+        }
+      g_array_append_val (g, id);
+    }
+  *order = g_array_sized_new (FALSE, FALSE, sizeof (guint), n);
+  GArray *start = g_array_new (FALSE, FALSE, sizeof (guint));
+  guint zero = 0;
+  g_array_append_val (start, zero);
+  guint in_batch = 0;
+  for (guint k = 0; k < groups->len; k++)
+    {
+      GArray *g = groups->pdata[k];
+      if (in_batch > 0 && in_batch + g->len > per)
+        {
+          guint at = (*order)->len;
+          g_array_append_val (start, at);
+          in_batch = 0;
+        }
+      g_array_append_vals (*order, g->data, g->len);
+      in_batch += g->len;
+    }
+  if (in_batch > 0)
+    {
+      guint at = (*order)->len;
+      g_array_append_val (start, at);
+    }
+  return start;
 }
 
 /* A child's argv when it starts, as sweep makes them: a phase of many
@@ -271,6 +413,28 @@ phase_argv (guint index, gpointer user)
 static gboolean
 run_phase (Phase *ph, int jobs, GArray *todo, GError **error)
 {
+  ph->n_done = 0;
+  ph->n_total = todo->len;
+  if (ph->batched)
+    {
+      g_autoptr (GArray) order = NULL;
+      g_autoptr (GArray) start = make_batches (ph, todo, jobs, &order);
+      ph->batch_start = start;
+      ph->ids = (const guint *) order->data;
+      /* The workers keep each strategy's time limit themselves. */
+      g_autoptr (PsPool) pool = ps_pool_new (jobs, on_batch_done, on_progress, ph);
+      ps_pool_add_n (pool, start->len - 1, batch_argv, ph);
+      gboolean ok = ps_pool_run (pool, error);
+      /* Batch files of workers that were stopped. */
+      for (guint b = 0; b + 1 < start->len; b++)
+        {
+          g_autofree char *path = batch_path (ph, b);
+          g_unlink (path);
+        }
+      ph->batch_start = NULL;
+      ph->ids = NULL;
+      return ok;
+    }
   g_autoptr (PsPool) pool = ps_pool_new (jobs, on_done, on_progress, ph);
   ps_pool_set_time_limit (pool, ph->time_limit_s);
   ph->ids = (const guint *) todo->data;
@@ -465,6 +629,7 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
   Strategy *st = g_new0 (Strategy, n);
   g_autoptr (GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GHashTable) groups = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GHashTable) shares = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GArray) memory_todo = g_array_new (FALSE, FALSE, sizeof (guint));
   guint n_invalid = 0, n_dup = 0;
   for (guint id = 0; id < n; id++)
@@ -492,6 +657,27 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
           n_invalid++;
           continue;
         }
+      /* Share groups: the same program up to partitioning. */
+      {
+        g_autoptr (PsParams) q = ps_params_copy (p);
+        for (int k = 0; ps_search_post_partition_keys[k]; k++)
+          if (ps_model_family_find_spec (f, ps_search_post_partition_keys[k]))
+            {
+              g_autofree char *v = ps_params_text (base, ps_search_post_partition_keys[k]);
+              ps_params_set (q, ps_search_post_partition_keys[k], v, "--x", NULL);
+            }
+        char *skey = ps_params_key (q);
+        if (g_hash_table_lookup_extended (shares, skey, NULL, &prev))
+          {
+            st[id].share_group = GPOINTER_TO_UINT (prev);
+            g_free (skey);
+          }
+        else
+          {
+            st[id].share_group = id;
+            g_hash_table_insert (shares, skey, GUINT_TO_POINTER (id));
+          }
+      }
       for (int k = 0; memory_neutral[k]; k++)
         if (ps_model_family_find_spec (f, memory_neutral[k]))
           {
@@ -534,7 +720,7 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
   /* First each group's representative, in full: its run stops at the
    * memory check when it does not fit, which then stands for the group;
    * then the rest of the groups that fit. */
-  Phase ph = { study, st, NULL, "podsim search: memory checks", tty, o->time_limit };
+  Phase ph = { study, st, NULL, "podsim search: memory checks", tty, o->time_limit, !o->no_share, NULL, tmp, 0, 0 };
   gboolean ok = run_phase (&ph, o->jobs, memory_todo, &error);
   /* The lower-bound prune. A strategy that differs from its group's
    * representative only in memory-neutral keys (device order, cache) runs
@@ -704,6 +890,9 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
 int
 ps_cmd_search (int argc, char **argv)
 {
+  /* A batch worker of another search (search_worker.h): not a user's command. */
+  if (argc == 3 && strcmp (argv[1], "--batch-worker") == 0)
+    return ps_search_worker (argv[2]);
   SearchOptions o = { 0 };
   GOptionEntry entries[] = {
     { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "Strategies to list (default 10)", "K" },
@@ -717,6 +906,10 @@ ps_cmd_search (int argc, char **argv)
     { "time-limit", 0, 0, G_OPTION_ARG_DOUBLE, &o.time_limit,
       "Stop a strategy's run after SECONDS of wall time; it is listed as timed-out (default: no limit)",
       "SECONDS" },
+    { "no-share", 0, 0, G_OPTION_ARG_NONE, &o.no_share,
+      "Run each strategy as a podsim run of its own (default: batches of strategies per worker process, "
+      "those that differ only in async_collectives, schedule, fusion, collectives or cache partitioned once; "
+      "the ranking is the same)", NULL },
     { "no-prune", 0, 0, G_OPTION_ARG_NONE, &o.no_prune,
       "Run every strategy, also those whose compute alone exceeds the best step (see the description)", NULL },
     { NULL }
@@ -732,8 +925,11 @@ ps_cmd_search (int argc, char **argv)
     "stages 1, 2, 4 when --axes names pipeline_stages, the mesh then being one\n"
     "stage's). Strategies that cannot be built are dropped, memory is checked\n"
     "exactly (one check per group that differs only in device order), the rest\n"
-    "are simulated, one process each, and ranked by step time (ties:\n"
-    "enumeration order). A strategy that differs from its memory group's\n"
+    "are simulated and ranked by step time (ties: enumeration order).\n"
+    "Strategies run in batches, one worker process each, every strategy in a\n"
+    "fork of it; those that differ only in async_collectives, schedule,\n"
+    "fusion, collectives or cache are partitioned once (--no-share: one\n"
+    "podsim run process per strategy; the same ranking). A strategy that differs from its memory group's\n"
     "representative only in device order or cache runs the same compute, and\n"
     "no step is shorter than its compute: when the representative's compute\n"
     "alone exceeds the best step of the representatives, it is not run but\n"

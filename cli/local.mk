@@ -1,6 +1,6 @@
 bin_PROGRAMS += podsim
 podsim_SOURCES = cli/main.c cli/util.c cli/commands.h cli/bench.h cli/pipelining.c cli/pipelining.h \
-	cli/cmd_sweep.c cli/cmd_search.c cli/cmd_autoshard.c \
+	cli/cmd_sweep.c cli/cmd_search.c cli/search_worker.c cli/search_worker.h cli/cmd_autoshard.c \
 	cli/picture.c cli/picture.h cli/report.c cli/report.h \
 	cli/model_options.c cli/model_options.h cli/target_options.c cli/target_options.h \
 	cli/cmd_hlo.c cli/cmd_trace.c cli/cmd_propagate.c cli/cmd_conformance.c \

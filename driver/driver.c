@@ -376,6 +376,17 @@ summarize (PsDriverResult *r, const PsDriverOptions *opts, GHashTable *op_names)
   r->model_flops_utilization = step > 0 ? r->info.model_flops / (peak * step) : 0;
 }
 
+/* The partition the next ps_driver_run of this process starts from. */
+static PsDriverResult *resume_next;
+
+void
+ps_driver_resume_next (PsDriverResult *partitioned)
+{
+  g_return_if_fail (partitioned == NULL || partitioned->spmd != NULL);
+  g_clear_pointer (&resume_next, ps_driver_result_free);
+  resume_next = partitioned;
+}
+
 PsDriverResult *
 ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
 {
@@ -388,18 +399,32 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
   Clock clk = { opts, r, 0, 0, PS_STAGE_BUILD, failed };
   GError *local = NULL;
 
-  stage_begin (&clk, PS_STAGE_BUILD);
+  /* A run resumed from another's partition (ps_driver_resume_next)
+   * starts after the partition stage with that run's program. */
+  g_autoptr (PsDriverResult) resumed = g_steal_pointer (&resume_next);
   g_autoptr (PsModule) built = NULL;
   PsModule *m = opts->module;
-  if (opts->build)
+  if (resumed)
     {
-      m = built = opts->build (opts->build_data, &r->info, &local);
-      if (!m)
-        return fail_stage (&clk, error, local), NULL;
+      r->info = resumed->info;
+      memset (&resumed->info, 0, sizeof resumed->info);
+      ps_spmd_report_clear (&r->spmd_report);
+      r->spmd_report = resumed->spmd_report;
+      memset (&resumed->spmd_report, 0, sizeof resumed->spmd_report);
     }
   else
-    r->info.keep_entry_shardings = TRUE;
-  stage_end (&clk);
+    {
+      stage_begin (&clk, PS_STAGE_BUILD);
+      if (opts->build)
+        {
+          m = built = opts->build (opts->build_data, &r->info, &local);
+          if (!m)
+            return fail_stage (&clk, error, local), NULL;
+        }
+      else
+        r->info.keep_entry_shardings = TRUE;
+      stage_end (&clk);
+    }
   int64_t n_devices = opts->n_devices;
   if (opts->build)
     {
@@ -422,13 +447,13 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
           return NULL;
         }
     }
-  if (opts->dump_hlo && !dump_annotated (m, !r->info.keep_entry_shardings, opts->dump_hlo, error))
+  if (!resumed && opts->dump_hlo && !dump_annotated (m, !r->info.keep_entry_shardings, opts->dump_hlo, error))
     return NULL;
 
   int64_t trips = opts->build ? r->info.default_trip_count : opts->default_trip_count;
   /* A per-device program from a file is lowered as it is. */
   gboolean partitioned = opts->build ? r->info.already_partitioned : opts->partitioned;
-  if (!opts->skip_propagate && !partitioned)
+  if (!resumed && !opts->skip_propagate && !partitioned)
     {
       stage_begin (&clk, PS_STAGE_PROPAGATE);
       if (!ps_driver_propagate (m, r->info.keep_entry_shardings, opts->to_output, opts->to_parameters,
@@ -455,7 +480,8 @@ ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error)
     sopts.windowed_einsum_threshold_bytes = target->windowed_einsum;
   /* A per-device module given as input stays the caller's: `spmd` owns
    * what this run made, `prog` is what the later stages read. */
-  g_autoptr (PsModule) spmd = !partitioned ? ps_driver_partition (m, n_devices, &sopts, &local)
+  g_autoptr (PsModule) spmd = resumed ? g_steal_pointer (&resumed->spmd)
+                              : !partitioned ? ps_driver_partition (m, n_devices, &sopts, &local)
                               : built ? g_steal_pointer (&built) : NULL;
   const PsModule *prog = partitioned && !spmd ? m : spmd;
   r->n_fallbacks = r->spmd_report.n_fallbacks;

@@ -179,6 +179,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (PsDriverResult, ps_driver_result_free)
  * name_stage_in_errors); *failed (may be NULL) gets that stage. */
 PsDriverResult *ps_driver_run (const PsDriverOptions *opts, PsStage *failed, GError **error);
 
+/* Work shared between runs of one process's forks (podsim search's batch
+ * worker): `partitioned` is a result of ps_driver_run with stop_after
+ * PS_STAGE_PARTITION and keep_spmd; the next ps_driver_run of this process
+ * (typically in a fork of it, one per run) starts after the partition
+ * stage from it: build, propagation and partitioning are not run again, and
+ * the build's PsModelInfo and the partitioner's report are its. The caller
+ * guarantees that the next run's options and target differ from the
+ * partitioned run's only in what the stages after partitioning read (the
+ * target's schedule, async_collectives, fusion, collectives and cache);
+ * `--dump-hlo` is not written. transfer full; NULL cancels. */
+void ps_driver_resume_next (PsDriverResult *partitioned);
+
 /* PS_ERROR_NO_FIT naming the peak and the capacity, for a result that
  * does not fit. */
 void ps_driver_no_fit_error (const PsDriverResult *r, const PsHardware *hw, GError **error);

@@ -29,3 +29,9 @@ TESTS += tests/check_autoshard_dp
 tests_check_autoshard_dp_SOURCES = tests/check_autoshard_dp.c driver/autoshard_dp.c driver/autoshard_dp.h
 tests_check_autoshard_dp_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_autoshard_dp_LDADD = $(GLIB_LIBS) $(CHECK_LIBS) -lm
+
+check_PROGRAMS += tests/check_pool
+TESTS += tests/check_pool
+tests_check_pool_SOURCES = tests/check_pool.c driver/pool.c driver/pool.h
+tests_check_pool_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_pool_LDADD = libpodsim_common.la $(GLIB_LIBS) $(CHECK_LIBS)

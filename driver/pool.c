@@ -5,8 +5,12 @@
 
 #include <gio/gio.h>
 #include <glib-unix.h>
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -379,6 +383,152 @@ ps_pool_run (PsPool *p, GError **error)
       return FALSE;
     }
   return TRUE;
+}
+
+/* ---- batches ------------------------------------------------------------------- */
+
+/* A record: a header line, then exactly out_len and err_len bytes. */
+#define RECORD_TAG "\036podsim-job"
+
+/* The whole of a file descriptor from its start. */
+static char *
+read_back (int fd, gsize *len)
+{
+  GString *s = g_string_new (NULL);
+  if (lseek (fd, 0, SEEK_SET) == 0)
+    {
+      char chunk[65536];
+      for (;;)
+        {
+          ssize_t n = read (fd, chunk, sizeof chunk);
+          if (n < 0 && errno == EINTR)
+            continue;
+          if (n <= 0)
+            break;
+          g_string_append_len (s, chunk, n);
+        }
+    }
+  *len = s->len;
+  return g_string_free (s, FALSE);
+}
+
+/* An unnamed temporary file (it goes when closed). */
+static int
+temp_fd (void)
+{
+  g_autofree char *path = NULL;
+  int fd = g_file_open_tmp ("podsim-job-XXXXXX", &path, NULL);
+  if (fd >= 0)
+    g_unlink (path);
+  return fd;
+}
+
+int
+ps_pool_fork_job (guint index, PsPoolForkFn fn, gpointer data, double time_limit_s, GString *out)
+{
+  int fo = temp_fd (), fe = temp_fd ();
+  fflush (stdout);
+  fflush (stderr);
+  gint64 t0 = g_get_monotonic_time ();
+  pid_t pid = fo >= 0 && fe >= 0 ? fork () : -1;
+  if (pid == 0)
+    {
+#ifdef __linux__
+      prctl (PR_SET_PDEATHSIG, SIGKILL);
+#endif
+      dup2 (fo, STDOUT_FILENO);
+      dup2 (fe, STDERR_FILENO);
+      close (fo);
+      close (fe);
+      if (time_limit_s > 0)
+        {
+          struct itimerval it = { { 0, 0 }, { (time_t) time_limit_s,
+                                              (suseconds_t) ((time_limit_s - (double) (time_t) time_limit_s) * 1e6) } };
+          if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+            it.it_value.tv_usec = 1;
+          signal (SIGALRM, SIG_DFL);
+          setitimer (ITIMER_REAL, &it, NULL);
+        }
+      int rc = fn (data);
+      /* As podsim's exit: what was printed must have arrived. */
+      if (fflush (stdout) != 0 || ferror (stdout))
+        rc = rc ? rc : PS_EXIT_USAGE;
+      fflush (stderr);
+      _exit (rc);
+    }
+  int status = 0;
+  gboolean timed_out = FALSE;
+  g_autofree char *o = NULL, *e = NULL;
+  gsize no = 0, ne = 0;
+  if (pid < 0)
+    {
+      /* Cannot fork: the job's result says so, like a child that failed. */
+      e = g_strdup_printf ("podsim: cannot start a job: %s\n", g_strerror (errno));
+      ne = strlen (e);
+      status = 1 << 8;
+    }
+  else
+    {
+      while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+        ;
+      timed_out = WIFSIGNALED (status) && WTERMSIG (status) == SIGALRM && time_limit_s > 0;
+      o = read_back (fo, &no);
+      e = read_back (fe, &ne);
+    }
+  if (fo >= 0)
+    close (fo);
+  if (fe >= 0)
+    close (fe);
+  double wall = (double) (g_get_monotonic_time () - t0) / 1e6;
+  g_string_append_printf (out, RECORD_TAG " %u %d %d %.17g %" G_GSIZE_FORMAT " %" G_GSIZE_FORMAT "\n", index,
+                          status, timed_out, wall, no, ne);
+  if (no)
+    g_string_append_len (out, o, (gssize) no);
+  if (ne)
+    g_string_append_len (out, e, (gssize) ne);
+  return status;
+}
+
+guint
+ps_pool_batch_results (const char *data, gsize len, PsPoolDoneFn fn, gpointer user, gsize *used)
+{
+  guint n = 0;
+  const char *p = data, *end = data + len;
+  gsize tag = strlen (RECORD_TAG);
+  while ((gsize) (end - p) > tag && memcmp (p, RECORD_TAG, tag) == 0)
+    {
+      const char *nl = memchr (p, '\n', (gsize) (end - p));
+      if (!nl)
+        break;
+      g_autofree char *head = g_strndup (p + tag, (gsize) (nl - p) - tag);
+      guint index;
+      int status, timed_out;
+      double wall;
+      guint64 no, ne;
+      if (sscanf (head, " %u %d %d %lf %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, &index, &status, &timed_out,
+                  &wall, &no, &ne) != 6 || no > (guint64) (end - nl - 1) || ne > (guint64) (end - nl - 1) - no)
+        break;
+      g_autofree char *o = g_strndup (nl + 1, (gsize) no);
+      g_autofree char *e = g_strndup (nl + 1 + no, (gsize) ne);
+      PsPoolResult r = { 0 };
+      r.index = index;
+      r.wait_status = status;
+      r.exited = WIFEXITED (status);
+      r.exit_status = r.exited ? WEXITSTATUS (status) : -1;
+      r.term_signal = WIFSIGNALED (status) ? WTERMSIG (status) : 0;
+      r.out = o;
+      r.out_len = (gsize) no;
+      r.err = e;
+      r.wall_s = wall;
+      r.timed_out = timed_out != 0;
+      if (fn)
+        fn (&r, user);
+      n++;
+      p = nl + 1 + no + ne;
+    }
+  if (used)
+    *used = (gsize) (p - data);
+  return n;
 }
 
 char *

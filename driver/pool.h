@@ -74,6 +74,30 @@ gboolean ps_pool_run (PsPool *pool, GError **error);
 int ps_pool_interrupted (const PsPool *pool);
 guint ps_pool_n_done (const PsPool *pool);
 
+/* ---- batches: one child, many jobs ---------------------------------------------
+ *
+ * Starting podsim (loading SimGrid, GLib and the rest) costs about as much
+ * as a small configuration's run, so a study can hand a child many jobs at
+ * once: the child (a batch worker) runs each job in a fork of itself, so
+ * the start is paid once per batch, and writes one record per job on its
+ * standard output. The parent reads the batch's output back as one result
+ * per job (ps_pool_batch_results), as if each had been a child of its own:
+ * its exit status, standard output and error, wall time, and timed_out. */
+
+/* Runs fn (data) in a fork of this process with its standard output and
+ * error captured, and appends the job's record (index, wait status,
+ * output) to `out`. The fork exits with fn's return value; it is killed
+ * (SIGALRM) after time_limit_s of wall time when that is > 0, and dies
+ * with this process. Returns the wait status. */
+typedef int (*PsPoolForkFn) (gpointer data);
+int ps_pool_fork_job (guint index, PsPoolForkFn fn, gpointer data, double time_limit_s, GString *out);
+
+/* Calls fn for each job record in data[0..len) (a batch worker's output),
+ * r->index being the record's job index; r is borrowed for the call.
+ * Returns how many records were complete (a worker that died mid-record
+ * left the rest unread); *used (may be NULL) gets the bytes they took. */
+guint ps_pool_batch_results (const char *data, gsize len, PsPoolDoneFn fn, gpointer user, gsize *used);
+
 /* The default number of parallel jobs: the processors this process may use. */
 int ps_pool_default_jobs (void);
 

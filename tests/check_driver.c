@@ -85,6 +85,42 @@ END_TEST
 /* The peak the memory stage reports is the one the trace carries, and
  * lowering the kept program with the stage entry points gives the trace
  * the sequence wrote: one schedule decides both. */
+/* A run resumed from another's partition (what podsim search's share
+ * groups do in their forks) gives what a run of its own gives, with a
+ * target that differs in what only the later stages read. */
+START_TEST (test_driver_resume_from_partition)
+{
+  static const char *const idle[] = { "idle_cores", "true", NULL };
+  static const char *const eager[] = { "idle_cores", "true", "async_collectives", "true", "cache", "false", NULL };
+  g_autoptr (PsTarget) t = target_with (idle);
+  g_autoptr (PsTarget) te = target_with (eager);
+  g_autoptr (PsModule) m1 = parse ();
+  PsDriverResult *part = run_to (m1, t, PS_STAGE_PARTITION, NULL);
+  ck_assert (part && part->spmd);
+  gint64 n_collectives = part->spmd_report.n_collectives;
+  ps_driver_resume_next (part);
+  g_autoptr (PsModule) m2 = parse ();
+  GError *error = NULL;
+  /* Up to the trace: SimGrid runs one engine per process. */
+  g_autoptr (PsDriverResult) resumed = run_to (m2, te, PS_STAGE_LOWER, &error);
+  ck_assert_msg (resumed && resumed->trace, "%s", error ? error->message : "no trace");
+  g_autoptr (PsModule) m3 = parse ();
+  g_autoptr (PsDriverResult) alone = run_to (m3, te, PS_STAGE_LOWER, &error);
+  ck_assert_msg (alone && alone->trace, "%s", error ? error->message : "no trace");
+  ck_assert_int_eq (resumed->spmd_report.n_collectives, n_collectives);
+  ck_assert_int_eq (resumed->n_instructions_spmd, alone->n_instructions_spmd);
+  ck_assert_uint_eq (resumed->peak_hbm_bytes, alone->peak_hbm_bytes);
+  ck_assert_int_eq (resumed->schedule, alone->schedule);
+  ck_assert_int_eq (resumed->n_async, alone->n_async);
+  ck_assert_uint_eq (ps_trace_n_events (resumed->trace), ps_trace_n_events (alone->trace));
+  /* Only the next run resumes: the one after runs every stage. */
+  g_autoptr (PsModule) m4 = parse ();
+  g_autoptr (PsDriverResult) again = run_to (m4, t, PS_STAGE_LOWER, NULL);
+  ck_assert (again && again->trace && again->stage_s[PS_STAGE_PROPAGATE] > 0);
+  ck_assert (resumed->stage_s[PS_STAGE_PROPAGATE] == 0);
+}
+END_TEST
+
 START_TEST (test_driver_one_schedule_for_trace_and_peak)
 {
   static const char *const idle[] = { "idle_cores", "true", NULL };
@@ -220,6 +256,7 @@ main (void)
   TCase *seq = tcase_create ("sequence");
   tcase_add_test (seq, test_driver_stops_after_each_stage);
   tcase_add_test (seq, test_driver_one_schedule_for_trace_and_peak);
+  tcase_add_test (seq, test_driver_resume_from_partition);
   tcase_add_test (seq, test_driver_partition_agrees_on_interpreter);
   suite_add_tcase (s, seq);
   TCase *errs = tcase_create ("errors");

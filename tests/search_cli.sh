@@ -28,6 +28,23 @@ expect_grep "2x4,1d,false,duplicate,,,,,,,the same run as 2" j2.csv
 [ "$(grep -c ',simulated,' j2.csv)" = 22 ] || fail "22 strategies should be simulated"
 grep -q '^1,.*,best$' j2.csv || fail "no strategy ranked 1 as best"
 grep -q '^22,.*,slower by ' j2.csv || fail "rank 22 does not say how much slower"
+# Batch workers and share groups (the default) against one podsim run per
+# strategy (--no-share): the same CSV, byte for byte, with strategies that
+# cannot be built, repeats, a pruned one and overlap on and off (async_collectives
+# is read only after partitioning: its strategies share one partition).
+share="--layers 1 --axes mesh,device_order,sharding,microbatches,async_collectives -j 2 -q --csv"
+expect_status 0 "$PODSIM" search $share
+cp out shared.csv
+expect_status 0 "$PODSIM" search $share --no-share
+cmp -s out shared.csv || fail "search --csv differs between batch workers and --no-share"
+grep -q ',true,simulated,' shared.csv || fail "no strategy with async_collectives was simulated"
+grep -q ',invalid,' shared.csv || fail "no strategy that cannot be built"
+# No memory does not fit a share group's own, either.
+expect_status 0 "$PODSIM" search --seq-len 1024 --batch 8192 --axes remat,async_collectives -q --csv
+cp out nofit.csv
+expect_status 0 "$PODSIM" search --seq-len 1024 --batch 8192 --axes remat,async_collectives -q --csv --no-share
+cmp -s out nofit.csv || fail "no-fit rows differ between batch workers and --no-share"
+[ "$(grep -c ',no-fit,' nofit.csv)" = 4 ] || fail "4 strategies should not fit"
 # Pipeline stages only when --axes names them; the mesh is then one stage's
 # (factorizations of 8, 4 and 2 cores for K = 1, 2, 4: 9 meshes x 3).
 expect_status 0 "$PODSIM" search --layers 2 --microbatches 2 --axes mesh,pipeline_stages -q -j 2 --csv
