@@ -9,10 +9,10 @@ libpodsim_partitioner_la_SOURCES += partitioner/hlo/hlo_parser.c partitioner/hlo
 	partitioner/hlo/stablehlo_regions.c partitioner/hlo/stablehlo_ops.c partitioner/hlo/stablehlo_indexing.c
 
 check_PROGRAMS += tests/check_hlo
-TESTS += tests/check_hlo tests/hlo_bad.sh tests/hlo_cli.sh
+TESTS += tests/check_hlo tests/hlo_bad.sh tests/hlo_cli.sh tests/hlo_leaks.sh
 tests_check_hlo_SOURCES = tests/check_hlo.c
 tests_check_hlo_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_hlo_LDADD = $(PS_PARTITIONER_TEST_LIBS)
-EXTRA_DIST += tests/hlo_bad.sh tests/hlo_cli.sh examples/transformer_layer.hlo doc/hlo.md \
+EXTRA_DIST += tests/hlo_bad.sh tests/hlo_cli.sh tests/hlo_leaks.sh tests/data/bad/leak_result_attr.mlir examples/transformer_layer.hlo doc/hlo.md \
 	tests/data/golden/printer_input.hlo tests/data/golden/printer_output.hlo \
 	$(wildcard $(srcdir)/tests/data/bad/bad_*.hlo $(srcdir)/tests/data/bad/bad_*.hlo.err)
