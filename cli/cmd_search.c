@@ -575,6 +575,34 @@ print_reasons (const char *label, Strategy *st, guint n, Status status, int max)
   g_hash_table_destroy (count);
 }
 
+/* The first strategy that had KEY (transfer full), or ID, which is then
+ * recorded as the first. */
+static guint
+first_with_key (GHashTable *firsts, char *key, guint id)
+{
+  gpointer prev;
+  if (g_hash_table_lookup_extended (firsts, key, NULL, &prev))
+    {
+      g_free (key);
+      return GPOINTER_TO_UINT (prev);
+    }
+  g_hash_table_insert (firsts, key, GUINT_TO_POINTER (id));
+  return id;
+}
+
+/* Sets the family's KEYS in P back to BASE's values, so strategies that
+ * differ only in them get the same parameter key. */
+static void
+reset_keys (PsParams *p, const PsParams *base, const PsModelFamily *f, const char *const *keys)
+{
+  for (int k = 0; keys[k]; k++)
+    if (ps_model_family_find_spec (f, keys[k]))
+      {
+        g_autofree char *v = ps_params_text (base, keys[k]);
+        ps_params_set (p, keys[k], v, "--x", NULL);
+      }
+}
+
 static int
 search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
 {
@@ -637,17 +665,14 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
       g_autoptr (PsParams) p = ps_study_params (study, id);
       if (f->canonicalize)
         f->canonicalize (p, &target->model);
-      char *key = ps_params_key (p);
-      gpointer prev;
-      if (g_hash_table_lookup_extended (seen, key, NULL, &prev))
+      guint same = first_with_key (seen, ps_params_key (p), id);
+      if (same != id)
         {
           st[id].status = ST_DUPLICATE;
-          st[id].same_as = GPOINTER_TO_UINT (prev);
+          st[id].same_as = same;
           n_dup++;
-          g_free (key);
           continue;
         }
-      g_hash_table_insert (seen, key, GUINT_TO_POINTER (id));
       GError *local = NULL;
       if (f->check && !f->check (p, &target->model, &local))
         {
@@ -658,45 +683,13 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
           continue;
         }
       /* Share groups: the same program up to partitioning. */
-      {
-        g_autoptr (PsParams) q = ps_params_copy (p);
-        for (int k = 0; ps_search_post_partition_keys[k]; k++)
-          if (ps_model_family_find_spec (f, ps_search_post_partition_keys[k]))
-            {
-              g_autofree char *v = ps_params_text (base, ps_search_post_partition_keys[k]);
-              ps_params_set (q, ps_search_post_partition_keys[k], v, "--x", NULL);
-            }
-        char *skey = ps_params_key (q);
-        if (g_hash_table_lookup_extended (shares, skey, NULL, &prev))
-          {
-            st[id].share_group = GPOINTER_TO_UINT (prev);
-            g_free (skey);
-          }
-        else
-          {
-            st[id].share_group = id;
-            g_hash_table_insert (shares, skey, GUINT_TO_POINTER (id));
-          }
-      }
-      for (int k = 0; memory_neutral[k]; k++)
-        if (ps_model_family_find_spec (f, memory_neutral[k]))
-          {
-            g_autoptr (PsParams) b = NULL;
-            g_autofree char *v = ps_params_text (base, memory_neutral[k]);
-            ps_params_set (p, memory_neutral[k], v, "--x", NULL);
-          }
-      char *gkey = ps_params_key (p);
-      if (g_hash_table_lookup_extended (groups, gkey, NULL, &prev))
-        {
-          st[id].memory_rep = GPOINTER_TO_UINT (prev);
-          g_free (gkey);
-        }
-      else
-        {
-          g_hash_table_insert (groups, gkey, GUINT_TO_POINTER (id));
-          st[id].memory_rep = id;
-          g_array_append_val (memory_todo, id);
-        }
+      g_autoptr (PsParams) q = ps_params_copy (p);
+      reset_keys (q, base, f, ps_search_post_partition_keys);
+      st[id].share_group = first_with_key (shares, ps_params_key (q), id);
+      reset_keys (p, base, f, memory_neutral);
+      st[id].memory_rep = first_with_key (groups, ps_params_key (p), id);
+      if (st[id].memory_rep == id)
+        g_array_append_val (memory_todo, id);
       st[id].status = ST_SIMULATED;   /* provisional: to be checked and run */
     }
 
