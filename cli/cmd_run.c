@@ -324,24 +324,17 @@ run (RunOptions *o, PsModelOptions *mo, int argc, char **argv)
   if (!target)
     return ps_cli_fail (error);
   const PsHardware *hw = target->hw;
-  const PsModelFamily *f = ps_params_family (p);
   int tl_devices[2] = { 0, 1 };
   PsDriverFamily fb = { p, target };
   PsDriverOptions dopts;
-  ps_driver_options_init (&dopts);
-  dopts.build = ps_driver_build_family;
-  dopts.build_data = &fb;
+  ps_driver_options_init_family (&dopts, &fb, name);
   dopts.stop_after = o->memory_only ? PS_STAGE_MEMORY : PS_STAGE_SIMULATE;
-  dopts.program = name;
-  dopts.target = target;
   dopts.dump_hlo = o->dump_hlo;
   dopts.dump_spmd = o->dump_spmd;
   dopts.dump_trace = o->dump_trace;
-  dopts.name_stage_in_errors = TRUE;
   dopts.progress = ps_progress_on (o->quiet);
   dopts.timeline_devices = o->timeline || o->report ? tl_devices : NULL;
   dopts.n_timeline_devices = o->timeline || o->report ? 2 : 0;
-  dopts.op_groups = f->op_groups;
   g_autoptr (PsDriverResult) r = ps_driver_run (&dopts, NULL, &error);
   if (!r)
     return ps_cli_fail (error);

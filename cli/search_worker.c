@@ -163,18 +163,11 @@ run_group (gpointer data)
   g_autoptr (PsTarget) target = ps_target_from_params (p, &error);
   if (!target)
     return g_clear_error (&error), 3;
-  const PsModelFamily *f = ps_params_family (p);
-  /* As cmd_run.c sets them for the stages up to partitioning. */
+  /* As cmd_run.c runs it, up to partitioning. */
   PsDriverFamily fb = { p, target };
   PsDriverOptions dopts;
-  ps_driver_options_init (&dopts);
-  dopts.build = ps_driver_build_family;
-  dopts.build_data = &fb;
+  ps_driver_options_init_family (&dopts, &fb, name);
   dopts.stop_after = PS_STAGE_PARTITION;
-  dopts.program = name;
-  dopts.target = target;
-  dopts.name_stage_in_errors = TRUE;
-  dopts.op_groups = f->op_groups;
   dopts.keep_spmd = TRUE;
   PsDriverResult *r = ps_driver_run (&dopts, NULL, &error);
   if (!r)

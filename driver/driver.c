@@ -233,6 +233,18 @@ ps_driver_build_family (gpointer family, PsModelInfo *info, GError **error)
   return f->build (b->params, &b->target->model, info, error);
 }
 
+void
+ps_driver_options_init_family (PsDriverOptions *o, PsDriverFamily *family, const char *program)
+{
+  ps_driver_options_init (o);
+  o->build = ps_driver_build_family;
+  o->build_data = family;
+  o->program = program;
+  o->target = family->target;
+  o->name_stage_in_errors = TRUE;
+  o->op_groups = ps_params_family (family->params)->op_groups;
+}
+
 /* ---- the stages ------------------------------------------------------------------- */
 
 void

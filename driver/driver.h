@@ -203,6 +203,14 @@ typedef struct {
 } PsDriverFamily;
 PsModule *ps_driver_build_family (gpointer family, PsModelInfo *info, GError **error);
 
+/* Options that run a model family's program as `podsim run` does: built
+ * through FAMILY, on its target, with the family's op groups and the stage
+ * named in errors; the rest as ps_driver_options_init. A run that resumes
+ * from another's partition (ps_driver_resume_next) must start from the same
+ * options, so `run` and search's share groups both take them from here.
+ * FAMILY and PROGRAM must outlive the run (transfer none). */
+void ps_driver_options_init_family (PsDriverOptions *o, PsDriverFamily *family, const char *program);
+
 /* ---- the stage entry points ----------------------------------------------------- */
 
 /* Propagation options: may propagation change the entry root's and
