@@ -21,22 +21,16 @@ const PsParamSpec ps_tiling_param_mode = {
 const char *
 ps_tiling_mode_name (PsTilingMode m)
 {
-  switch (m)
-    {
-    case PS_TILING_MINOR: return "minor";
-    case PS_TILING_NONE: return "none";
-    default: return "best";
-    }
+  return (guint) m < G_N_ELEMENTS (mode_names) - 1 ? mode_names[m] : mode_names[PS_TILING_BEST];
 }
 
 gboolean
 ps_tiling_mode_parse (const char *name, const char *what, PsTilingMode *out, GError **error)
 {
-  static const PsTilingMode modes[] = { PS_TILING_BEST, PS_TILING_MINOR, PS_TILING_NONE };
-  for (guint i = 0; name && i < G_N_ELEMENTS (modes); i++)
-    if (g_ascii_strcasecmp (name, ps_tiling_mode_name (modes[i])) == 0)
+  for (guint i = 0; name && mode_names[i]; i++)
+    if (g_ascii_strcasecmp (name, mode_names[i]) == 0)
       {
-        *out = modes[i];
+        *out = (PsTilingMode) i;
         return TRUE;
       }
   g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s '%s' is not best, minor or none", what,
