@@ -175,7 +175,14 @@ gboolean
 ps_output_file_put (PsOutputFile *o, const char *data, gsize len, GError **error)
 {
   if (o->spool >= 0)
-    return write_all (o->spool, data, len, o->path, error);
+    {
+      /* The spool lives in $TMPDIR, not where the user pointed: a full
+       * temporary directory must say so, or "cannot write standard
+       * output" sends the user to the wrong disk. */
+      g_autofree char *what = g_strdup_printf ("the copy of %s kept in %s until it is complete",
+                                               o->path, g_get_tmp_dir ());
+      return write_all (o->spool, data, len, what, error);
+    }
   if (o->fd < 0)
     {
       if (fwrite (data, 1, len, stdout) != len)

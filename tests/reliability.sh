@@ -201,6 +201,21 @@ expect_status 1 "$PODSIM" sweep --merge mfifo
 expect_grep "1 of 4 configurations have no row yet (tasks 1); nothing written" "$PS_TMP/err"
 [ -s "$PS_TMP/out" ] && fail "a refused merge wrote part of the table to standard output"
 rm -rf mfifo mfifo*.csv
+# A merge to standard output spools the table in $TMPDIR; when that fills
+# (here a 1 KiB file-size limit, SIGXFSZ ignored, so writes fail with
+# EFBIG as on a full disk) the error names the temporary directory, not
+# standard output, and no part of the table is written (before: "cannot
+# write standard output", which sends the user to the wrong disk).
+expect_status 0 "$PODSIM" sweep --vary layers=1,2,3,4,5,6,7,8,9,10,11,12 --slurm mspool --tasks 2
+expect_status 0 "$PODSIM" sweep --vary layers=1,2,3,4,5,6,7,8,9,10,11,12 -q -o mspool-want.csv
+[ "$(wc -c <mspool-want.csv)" -gt 1024 ] || fail "the spool test's table is not larger than its 1 KiB limit"
+head -7 mspool-want.csv >mspool/part-0000.csv
+{ head -1 mspool-want.csv; tail -6 mspool-want.csv; } >mspool/part-0001.csv
+mkdir -p "$PS_TMP/spool"
+expect_status 2 sh -c 'trap "" XFSZ; ulimit -f 1; exec env TMPDIR="$0" "$@"' "$PS_TMP/spool" "$PODSIM" sweep --merge mspool
+expect_grep "kept in $PS_TMP/spool until it is complete: File too large" "$PS_TMP/err"
+[ -s "$PS_TMP/out" ] && fail "a merge whose spool could not be written wrote part of the table"
+rm -rf mspool mspool-want.csv "$PS_TMP/spool"
 # ---- option combinations refused up front by the program's size ---------------
 # Each option is within its bound; their product is not (before: hours of
 # building, killed here by refused's 120 s guard).
