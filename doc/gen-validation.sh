@@ -89,6 +89,7 @@ moe_sensitivity () {
           print "|---" d "|---|" }' "$tmp/csv"
   moe_row "defaults: all-to-all straight along each dimension (torus2d)"
   moe_row "--collectives torus2d-wrap-a2a (through the wrap links)" --collectives torus2d-wrap-a2a
+  moe_row "--collectives torus2d-staged-a2a (staged per dimension, x then y)" --collectives torus2d-staged-a2a
   moe_row "ICI link 65.6 GB/s" --hw "$(hw ici link_bw_bytes_per_s 65.6e9)"
   moe_row "ICI link 100 GB/s" --hw "$(hw ici link_bw_bytes_per_s 100e9)"
   moe_row "ICI hop latency 2 us" --hw "$(hw ici hop_latency_s 2e-6)"

@@ -13,11 +13,13 @@ static const char *const algorithm_names[PS_COLL_ALGORITHM_COUNT + 1] = {
   [PS_COLL_DIM_BY_DIM] = "dim-by-dim",
   [PS_COLL_RING] = "ring",
   [PS_COLL_TORUS2D_WRAP_A2A] = "torus2d-wrap-a2a",
+  [PS_COLL_TORUS2D_STAGED_A2A] = "torus2d-staged-a2a",
   [PS_COLL_ALGORITHM_COUNT] = NULL,
 };
 
 static const char *const algorithm_docs[PS_COLL_ALGORITHM_COUNT] = {
   [PS_COLL_TORUS2D_WRAP_A2A] = "torus2d with the all-to-all through the wrap links",
+  [PS_COLL_TORUS2D_STAGED_A2A] = "torus2d with the all-to-all staged per dimension, x then y",
 };
 
 const PsParamSpec ps_coll_param_algorithm = {
@@ -398,8 +400,9 @@ plan_ring_group (const PsPlatform *p, PsCollAlgorithm alg, PsTraceCollectiveKind
   gboolean regular = gs.product && (gs.k == 1 || gs.k == 2);
   if (alg == PS_COLL_DIM_BY_DIM && regular)
     plan_dim_by_dim (p, &gs, kind, D, gp, route);
-  else if ((alg == PS_COLL_TORUS2D || alg == PS_COLL_TORUS2D_WRAP_A2A) && regular && gs.nx > 1
-           && gs.ny > 1)
+  else if ((alg == PS_COLL_TORUS2D || alg == PS_COLL_TORUS2D_WRAP_A2A
+            || alg == PS_COLL_TORUS2D_STAGED_A2A)
+           && regular && gs.nx > 1 && gs.ny > 1)
     plan_torus2d (p, &gs, kind, D, gp, route);
   else
     g_ptr_array_add (gp->phases, listed_ring_phase (p, kind, D, members, m, route));
@@ -423,6 +426,33 @@ line_route (const PsPlatform *p, gboolean along_x, int fixed, int from, int to, 
                             : (sign > 0 ? PS_LINK_Y_PLUS : PS_LINK_Y_MINUS));
     }
   return steps;
+}
+
+/* One phase of a routed exchange: every link with load becomes one
+ * transfer between its ends carrying that load (and `load` is zeroed);
+ * the phase's latency is its longest route, `max_hops` ICI hops, or one
+ * on-chip hop when no ICI link is loaded. */
+static void
+load_phase (const PsPlatform *p, const char *label, double *load, int max_hops, PsGroupPlan *gp)
+{
+  int cpc = p->slice.cores_per_chip;
+  PsPhase *ph = phase_new (label);
+  for (int l = 0; l < p->n_links; l++)
+    {
+      if (load[l] <= 0)
+        continue;
+      int sc, dc, dir = l % PS_LINKS_PER_CHIP;
+      ps_platform_link_chips (p, l, &sc, &dc);
+      if (dir == PS_LINK_ONCHIP_FROM_CORE0)
+        add_flow (ph, sc * cpc, sc * cpc + 1, load[l]);
+      else if (dir == PS_LINK_ONCHIP_FROM_CORE1)
+        add_flow (ph, sc * cpc + 1, sc * cpc, load[l]);
+      else
+        add_flow (ph, sc * cpc, dc * cpc, load[l]);
+      load[l] = 0;
+    }
+  ph->latency_s = max_hops > 0 ? max_hops * p->ici_latency_s : p->onchip_latency_s;
+  g_ptr_array_add (gp->phases, ph);
 }
 
 /* All-to-all: every member sends D/m to every other, all at once. Routed
@@ -493,26 +523,75 @@ plan_all_to_all_group (const PsPlatform *p, double D, const int *members, int m,
         load[chip * PS_LINKS_PER_CHIP + PS_LINK_ONCHIP_FROM_CORE0] += piece;
         load[chip * PS_LINKS_PER_CHIP + PS_LINK_ONCHIP_FROM_CORE1] += piece;
       }
-  PsPhase *ph = phase_new ("direct");
-  for (int l = 0; l < p->n_links; l++)
-    {
-      if (load[l] <= 0)
-        continue;
-      int sc, dc, dir = l % PS_LINKS_PER_CHIP;
-      ps_platform_link_chips (p, l, &sc, &dc);
-      if (dir == PS_LINK_ONCHIP_FROM_CORE0)
-        add_flow (ph, sc * cpc, sc * cpc + 1, load[l]);
-      else if (dir == PS_LINK_ONCHIP_FROM_CORE1)
-        add_flow (ph, sc * cpc + 1, sc * cpc, load[l]);
-      else
-        add_flow (ph, sc * cpc, dc * cpc, load[l]);
-      load[l] = 0;
-    }
   /* The longest route is at most the longest x part plus the longest y part
    * (exact for regular groups). */
-  int max_hops = max_dx + max_dy;
-  ph->latency_s = max_hops > 0 ? max_hops * p->ici_latency_s : p->onchip_latency_s;
-  g_ptr_array_add (gp->phases, ph);
+  load_phase (p, "direct", load, max_dx + max_dy, gp);
+}
+
+/* The staged all-to-all (PS_COLL_TORUS2D_STAGED_A2A) over a product group
+ * Xs x Ys of nx x ny chips with k member cores each (m = k nx ny), one
+ * dimension at a time, as Mesh TensorFlow's two-level MoE exchanges along
+ * one mesh axis and then the other (doc/collectives.md, "Staged"):
+ *  1. along x, within every row of the group: core (x, y, i) sends core
+ *     (x', y, j) the ny pieces of D/m bound for the cores (x', y'', j) of
+ *     its column, for every y'' (the k cores of a chip included);
+ *  2. along y, within every column and core index j: core (x, y, j) sends
+ *     core (x, y'', j) the k nx pieces it gathered for it.
+ * Each stage routes straight along its dimension like the one-shot
+ * default, so its x links carry what the one-shot's do, and so do its y
+ * links; the stages add where the one-shot overlaps them. Groups of
+ * other shapes (and 1-D groups, where the second stage is empty) run the
+ * one-shot exchange. */
+static void
+plan_all_to_all_staged (const PsPlatform *p, double D, const int *members, int m,
+                        PsGroupPlan *gp, double *load, int *route)
+{
+  GroupShape gs;
+  group_shape (p, members, m, &gs);
+  if (!gs.product || gs.k < 1 || gs.k > 2 || gs.nx < 2 || gs.ny < 2)
+    {
+      group_shape_clear (&gs);
+      plan_all_to_all_group (p, D, members, m, FALSE, gp, load, route);
+      return;
+    }
+  int k = gs.k, nx = gs.nx, ny = gs.ny;
+  double piece = D / m;
+  int max_hops = 0;
+  /* stage 1: x, one exchange per row of the group */
+  for (int yi = 0; yi < ny; yi++)
+    for (int a = 0; a < nx; a++)
+      for (int b = 0; b < nx; b++)
+        {
+          if (a == b)
+            continue;
+          int n = line_route (p, TRUE, gs.ys[yi], gs.xs[a], gs.xs[b], route);
+          max_hops = MAX (max_hops, n);
+          for (int i = 0; i < n; i++)
+            load[route[i]] += (double) k * k * ny * piece;
+        }
+  if (k == 2)
+    for (int c = 0; c < gs.n_chips; c++)
+      {
+        load[gs.chips[c] * PS_LINKS_PER_CHIP + PS_LINK_ONCHIP_FROM_CORE0] += ny * piece;
+        load[gs.chips[c] * PS_LINKS_PER_CHIP + PS_LINK_ONCHIP_FROM_CORE1] += ny * piece;
+      }
+  load_phase (p, "a2a-x", load, max_hops, gp);
+  /* stage 2: y, one exchange per column and core index: the k exchanges
+   * of a column share its links */
+  max_hops = 0;
+  for (int xi = 0; xi < nx; xi++)
+    for (int a = 0; a < ny; a++)
+      for (int b = 0; b < ny; b++)
+        {
+          if (a == b)
+            continue;
+          int n = line_route (p, FALSE, gs.xs[xi], gs.ys[a], gs.ys[b], route);
+          max_hops = MAX (max_hops, n);
+          for (int i = 0; i < n; i++)
+            load[route[i]] += (double) k * k * nx * piece;
+        }
+  load_phase (p, "a2a-y", load, max_hops, gp);
+  group_shape_clear (&gs);
 }
 
 static PsCollPlan *
@@ -713,7 +792,9 @@ ps_coll_plan_new (const PsPlatform *p, PsCollAlgorithm alg, PsTraceCollectiveKin
       plan->groups[g].first_core = members[0];
       if (group_size < 2)
         continue;
-      if (kind == PS_TRACE_ALL_TO_ALL)
+      if (kind == PS_TRACE_ALL_TO_ALL && alg == PS_COLL_TORUS2D_STAGED_A2A)
+        plan_all_to_all_staged (p, bytes, members, group_size, &plan->groups[g], load, route);
+      else if (kind == PS_TRACE_ALL_TO_ALL)
         plan_all_to_all_group (p, bytes, members, group_size, alg == PS_COLL_TORUS2D_WRAP_A2A,
                                &plan->groups[g], load, route);
       else

@@ -32,13 +32,19 @@
  *  (c0, c1 of each chip in turn) and folds them on a mesh (core 0 out along
  *  the dimension, core 1 back), as Lingvo's GetNonPod2dMesh orders devices.
  *  Groups of other shapes run the listed-order ring under every algorithm.
- *  - all-to-all (every algorithm but the last): one-shot direct transfers
+ *  - all-to-all (every algorithm but the last two): one-shot direct transfers
  *    between every pair of members, routed in dimension order as on a mesh,
  *    never through a wrap link, so its time grows as sqrt(devices) up to the
  *    full pod as GShard (Lepikhin et al. 2020) reports for TPU v3.
  *  - PS_COLL_TORUS2D_WRAP_A2A: torus2d, but the all-to-all takes the shorter
  *    way round through the wrap links where the slice has them (podsim's
  *    all-to-all until 2026-12; teaching: what the wrap links could give).
+ *  - PS_COLL_TORUS2D_STAGED_A2A: torus2d, but the all-to-all of a product
+ *    group runs in two stages, a direct exchange within every row of the
+ *    group, then within every column, each routed straight (teaching: what
+ *    exchanging one dimension at a time costs, as Mesh TensorFlow's
+ *    two-level MoE does with one all-to-all per mesh axis; no source says
+ *    the v3 runtime staged its all-to-all, doc/collectives.md).
  *  - collective-permute: one direct transfer per source -> target pair.
  *
  * A pipelined ring phase of S steps is not simulated step by step (far too
@@ -75,6 +81,7 @@ typedef enum {
   PS_COLL_DIM_BY_DIM,
   PS_COLL_RING,
   PS_COLL_TORUS2D_WRAP_A2A,  /* torus2d, all-to-all through the wrap links (until 2026-12) */
+  PS_COLL_TORUS2D_STAGED_A2A, /* torus2d, all-to-all staged: along x, then along y */
   PS_COLL_ALGORITHM_COUNT
 } PsCollAlgorithm;
 
@@ -82,7 +89,8 @@ typedef enum {
  * common/params.h): its choices are this module's names. */
 extern const PsParamSpec ps_coll_param_algorithm;
 
-/* "torus2d", "dim-by-dim", "ring", "torus2d-wrap-a2a". transfer none. */
+/* "torus2d", "dim-by-dim", "ring", "torus2d-wrap-a2a", "torus2d-staged-a2a".
+ * transfer none. */
 const char *ps_coll_algorithm_name (PsCollAlgorithm alg);
 /* The name -> algorithm; a PS_ERROR_OPTION error naming `option` and the
  * known names otherwise. */

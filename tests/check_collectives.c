@@ -446,6 +446,89 @@ START_TEST (test_all_to_all_mesh_routed)
 }
 END_TEST
 
+/* The staged all-to-all (torus2d-staged-a2a, doc/collectives.md "Staged"):
+ * along x within every row, then along y within every column, each stage
+ * routed straight. Its x links carry the one-shot's x load, its y links the
+ * one-shot's y load, but one after the other:
+ * T = L + max(load_x / B, Y D/m / B_c) + (X-1) alpha + load_y / B + (Y-1) alpha. */
+static double
+a2a_staged_closed_form (int X, int Y, int c, double D)
+{
+  double m = (double) c * X * Y, piece = D / m;
+  double lx = (X / 2) * (double) (X - X / 2) * c * c * Y * piece;
+  double ly = (Y / 2) * (double) (Y - Y / 2) * c * c * X * piece;
+  double stage1 = MAX (lx / B_ICI, c == 2 ? Y * piece / B_ON : 0) + (X - 1) * ALPHA;
+  double stage2 = ly / B_ICI + (Y - 1) * ALPHA;
+  return LAUNCH + stage1 + stage2;
+}
+
+START_TEST (test_all_to_all_staged)
+{
+  static const char *const slices[] = { "v3-32", "v3-64", "v3-512", "v3-2048", "v3-2048" };
+  Fixture f = setup (slices[_i], _i == 4 ? PS_WRAP_OFF : PS_WRAP_AUTO);
+  double D = 32e6;
+  g_autoptr (PsCollPlan) plan = all_cores_a2a (&f, PS_COLL_TORUS2D_STAGED_A2A, D);
+  ck_assert_uint_eq (plan->groups[0].phases->len, 2);
+  double t = simulate_one (&f, plan);
+  int X = f.slice->chips_x, Y = f.slice->chips_y;
+  char what[64];
+  g_snprintf (what, sizeof what, "staged all-to-all on %s%s", slices[_i],
+              _i == 4 ? " --wrap off" : "");
+  assert_close (t, a2a_staged_closed_form (X, Y, 2, D), what);
+  plan->use_network = TRUE;
+  double network = simulate_one (&f, plan);
+  ck_assert_msg (fabs (network - t) <= 1e-9 * t, "SimGrid %g, direct %g", network, t);
+  /* both stages together carry what the one-shot carries, link by link */
+  g_autoptr (PsCollPlan) oneshot = all_cores_a2a (&f, PS_COLL_TORUS2D, D);
+  for (int l = 0; l < f.platform->n_links; l++)
+    if (l % PS_LINKS_PER_CHIP != PS_LINK_ONCHIP_FROM_CORE0
+        && l % PS_LINKS_PER_CHIP != PS_LINK_ONCHIP_FROM_CORE1)
+      ck_assert_double_eq_tol (plan->link_bytes[l], oneshot->link_bytes[l], 1e-6 * D);
+  /* square grids: the stages take twice the one-shot's bandwidth term */
+  if (X == Y)
+    ck_assert (t > 1.9 * (simulate_one (&f, oneshot) - (X + Y) * ALPHA));
+}
+END_TEST
+
+/* Groups the staged all-to-all does not stage: a 1-D group (one row of
+ * chips) and a group that is not a product set run the one-shot exchange;
+ * a product sub-grid of one core per chip is staged with its own closed
+ * form (c = 1, the 4 x 4 chips of cores 0 of a v3-128's lower-left corner). */
+START_TEST (test_all_to_all_staged_groups)
+{
+  Fixture f = setup ("v3-128", PS_WRAP_AUTO);
+  const PsSlice *s = f.slice;
+  double D = 8e6;
+  g_autofree int *row = row_cores (s, 0);
+  int n_row = s->chips_x * 2;
+  g_autoptr (PsCollPlan) a = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D_STAGED_A2A,
+                                               PS_TRACE_ALL_TO_ALL, D, row, 1, n_row, LAUNCH, NULL);
+  g_autoptr (PsCollPlan) b = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_ALL_TO_ALL, D,
+                                               row, 1, n_row, LAUNCH, NULL);
+  ck_assert_uint_eq (a->groups[0].phases->len, 1);
+  ck_assert_double_eq_tol (simulate_one (&f, a), simulate_one (&f, b), 1e-12);
+  /* an L of three chips is no product set */
+  int ell[6] = { ps_slice_core_index (s, 0, 0, 0), ps_slice_core_index (s, 0, 0, 1),
+                 ps_slice_core_index (s, 1, 0, 0), ps_slice_core_index (s, 1, 0, 1),
+                 ps_slice_core_index (s, 0, 1, 0), ps_slice_core_index (s, 0, 1, 1) };
+  g_autoptr (PsCollPlan) c = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D_STAGED_A2A,
+                                               PS_TRACE_ALL_TO_ALL, D, ell, 1, 6, LAUNCH, NULL);
+  g_autoptr (PsCollPlan) d = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D, PS_TRACE_ALL_TO_ALL, D,
+                                               ell, 1, 6, LAUNCH, NULL);
+  ck_assert_uint_eq (c->groups[0].phases->len, 1);
+  ck_assert_double_eq_tol (simulate_one (&f, c), simulate_one (&f, d), 1e-12);
+  int sub[16];
+  for (int x = 0; x < 4; x++)
+    for (int y = 0; y < 4; y++)
+      sub[x * 4 + y] = ps_slice_core_index (s, x, y, 0);
+  g_autoptr (PsCollPlan) e = ps_coll_plan_new (f.platform, PS_COLL_TORUS2D_STAGED_A2A,
+                                               PS_TRACE_ALL_TO_ALL, D, sub, 1, 16, LAUNCH, NULL);
+  ck_assert_uint_eq (e->groups[0].phases->len, 2);
+  assert_close (simulate_one (&f, e), a2a_staged_closed_form (4, 4, 1, D),
+                "staged all-to-all on a 4 x 4 sub-grid, one core per chip");
+}
+END_TEST
+
 /* Contention inside the all-to-all: the plan merges each link's load into
  * one transfer, which assumes every link drains its load at full rate. Run
  * instead every (source, target) pair as its own multi-hop transfer on
@@ -890,6 +973,8 @@ collectives_suite (void)
   tcase_add_test (tc, test_all_to_all_bisection);
   tcase_add_loop_test (tc, test_all_to_all_mesh_routed, 0, 5);
   tcase_add_loop_test (tc, test_all_to_all_pairs_on_simgrid, 0, 2);
+  tcase_add_loop_test (tc, test_all_to_all_staged, 0, 5);
+  tcase_add_test (tc, test_all_to_all_staged_groups);
   tcase_add_loop_test (tc, test_torus2d_1d_interleaved, 0, 3);
   tcase_add_loop_test (tc, test_torus2d_1d_folded_mesh, 0, 2);
   tcase_add_test (tc, test_ring_zigzag_listed);

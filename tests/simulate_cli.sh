@@ -76,7 +76,7 @@ done
 awk -v a="$(cat "$PS_TMP/t.torus2d")" -v b="$(cat "$PS_TMP/t.dim-by-dim")" 'BEGIN { exit !(a < 0.5 * b) }' \
   || fail "torus2d ($(cat "$PS_TMP/t.torus2d") s) not under half of dim-by-dim ($(cat "$PS_TMP/t.dim-by-dim") s) on v3-32"
 expect_status 2 "$PODSIM" bench collective --slice v3-32 --op all-reduce --bytes 1MiB --collectives tree
-expect_grep "--collectives: 'tree' is not one of torus2d, dim-by-dim, ring, torus2d-wrap-a2a" "$PS_TMP/err"
+expect_grep "--collectives: 'tree' is not one of torus2d, dim-by-dim, ring, torus2d-wrap-a2a, torus2d-staged-a2a" "$PS_TMP/err"
 [ "$(wc -l <"$PS_TMP/err")" = 1 ] || fail "a bad --collectives printed more than one line"
 # All-to-all grows as sqrt(devices) up to the full pod, wrap links or not
 # (doc/collectives.md); through the wrap links (torus2d-wrap-a2a) the pod's
@@ -92,6 +92,14 @@ t2048wrap=$(a2a_time --slice v3-2048 --collectives torus2d-wrap-a2a)
 awk -v a="$t512" -v b="$t2048" -v c="$t2048off" -v d="$t2048wrap" \
   'BEGIN { exit !(b > 1.9 * a && b < 2.1 * a && b == c && d > 0.95 * a && d < 1.05 * a) }' \
   || fail "all-to-all 32MB: v3-512 $t512 s, v3-2048 $t2048 s, --wrap off $t2048off s, torus2d-wrap-a2a $t2048wrap s"
+# Staged per dimension (torus2d-staged-a2a) the square slices take twice the
+# one-shot's time and still grow as sqrt(devices), wrap links or not.
+s512=$(a2a_time --slice v3-512 --collectives torus2d-staged-a2a)
+s2048=$(a2a_time --slice v3-2048 --collectives torus2d-staged-a2a)
+s2048off=$(a2a_time --slice v3-2048 --wrap off --collectives torus2d-staged-a2a)
+awk -v a="$t512" -v b="$s512" -v c="$s2048" -v d="$s2048off" \
+  'BEGIN { exit !(b > 1.9 * a && b < 2.1 * a && c > 1.9 * b && c < 2.1 * b && c == d) }' \
+  || fail "staged all-to-all 32MB: v3-512 $s512 s (one-shot $t512 s), v3-2048 $s2048 s, --wrap off $s2048off s"
 expect_status 0 "$PODSIM" simulate "$T" --slice v3-32 --json --collectives dim-by-dim
 expect_status 2 "$PODSIM" simulate "$T" --slice v3-32 --collectives tree
 # Groups from a logical mesh, and the pictures of links and groups.
