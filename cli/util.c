@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "common/checked.h"
 #include "common/error.h"
 #include "partitioner/hlo/hlo_parser.h"
@@ -220,7 +221,7 @@ ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
   for (int i = 1; i < *argc && !bad; i++)
     if (!g_utf8_validate ((*argv)[i], -1, NULL))
       bad = g_strescape ((*argv)[i], NULL);
-  if (!g_option_context_parse (ctx, argc, argv, &error))
+  if (!ps_cli_param_argv_rewrite (*argc, *argv, &error) || !g_option_context_parse (ctx, argc, argv, &error))
     {
       if (bad && error->domain == G_CONVERT_ERROR)
         fprintf (stderr, "%s: the argument '%s' is not UTF-8 text (bytes shown as octal escapes)\n",

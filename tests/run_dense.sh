@@ -191,6 +191,28 @@ expect_grep "tie_embeddings = false" "$PS_TMP/out"
 expect_status 2 "$PODSIM" run -q --tie-embeddings=maybe
 expect_grep "--tie-embeddings: 'maybe' is not true or false" "$PS_TMP/err"
 expect_status 0 "$PODSIM" run -q --pipeline-stages 2 --mesh 2x2 --microbatches 2 --tie-embeddings=false
+# Every boolean option's two forms alike: --x=true|false is honoured, the
+# value only after '='; --no-x takes no value (main read --no-x=true as
+# false and --x WORD took WORD as its value).
+expect_status 0 "$PODSIM" run --tie-embeddings=true --print-config
+expect_grep "tie_embeddings = true" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run --no-tie-embeddings --print-config
+expect_grep "tie_embeddings = false" "$PS_TMP/out"
+for v in true false maybe; do
+  expect_status 2 "$PODSIM" run -q --no-tie-embeddings=$v
+  expect_grep "--no-tie-embeddings takes no value: write --no-tie-embeddings, --tie-embeddings=false or --tie-embeddings=true" "$PS_TMP/err"
+done
+expect_status 2 "$PODSIM" run -q --remat false
+expect_grep "--remat false: a boolean option takes its value after '=' (--remat=false)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --no-cache=false
+expect_grep "--no-cache takes no value" "$PS_TMP/err"
+expect_status 0 "$PODSIM" run --remat moe --print-config
+expect_grep "# moe (podsim run" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run moe --remat=false --cache=false --print-config
+expect_grep "remat = false" "$PS_TMP/out"
+expect_grep "cache = false" "$PS_TMP/out"
+expect_status 0 "$PODSIM" search -q --dry-run --remat=false --axes microbatches
+expect_grep "strategies" "$PS_TMP/out"
 
 # The public configurations (models/presets: GPT-3 sizes, Llama 2, GPT-J-sized)
 # fit at full size on their slices and print their block options.
