@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "cli/model_options.h"
+#include "cli/commands.h"
 
 #include <string.h>
 
@@ -267,69 +268,6 @@ ps_model_options_group (PsModelOptions *mo)
   return g;
 }
 
-/* Option names (without "--") of every boolean parameter this process
- * declared, for ps_cli_param_argv_rewrite; interned strings. */
-static GHashTable *
-bool_option_names (void)
-{
-  static GHashTable *names;
-  if (!names)
-    names = g_hash_table_new (g_str_hash, g_str_equal);
-  return names;
-}
-
-gboolean
-ps_cli_param_argv_rewrite (int argc, char **argv, GError **error)
-{
-  GHashTable *names = bool_option_names ();
-  for (int i = 1; i < argc; i++)
-    {
-      const char *a = argv[i];
-      if (strcmp (a, "--") == 0)
-        break;
-      if (!g_str_has_prefix (a, "--"))
-        continue;
-      const char *eq = strchr (a, '=');
-      g_autofree char *name = eq ? g_strndup (a + 2, (gsize) (eq - a - 2)) : g_strdup (a + 2);
-      gboolean negated = g_str_has_prefix (name, "no-") && g_hash_table_contains (names, name + 3);
-      if (!negated && !g_hash_table_contains (names, name))
-        continue;
-      const char *o = negated ? name + 3 : name;
-      if (negated && eq)
-        {
-          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                       "--no-%s takes no value: write --no-%s, --%s=false or --%s=true", o, o, o, o);
-          return FALSE;
-        }
-      if (eq)
-        {
-          if (strcmp (eq + 1, "true") != 0 && strcmp (eq + 1, "false") != 0)
-            {
-              g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--%s: '%s' is not true or false",
-                           o, eq + 1);
-              return FALSE;
-            }
-          g_autofree char *form = g_strdup_printf ("--%s%s", strcmp (eq + 1, "true") == 0 ? "" : "no-", o);
-          argv[i] = (char *) g_intern_string (form);
-          continue;
-        }
-      /* "--remat false" would leave "false" as a positional word (a
-       * family of that name): say how to write it instead. */
-      if (i + 1 < argc && (strcmp (argv[i + 1], "true") == 0 || strcmp (argv[i + 1], "false") == 0))
-        {
-          if (negated)
-            g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                         "--no-%s takes no value: write --no-%s, --%s=false or --%s=true", o, o, o, o);
-          else
-            g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                         "--%s %s: a boolean option takes its value after '=' (--%s=%s)", o, argv[i + 1], o,
-                         argv[i + 1]);
-          return FALSE;
-        }
-    }
-  return TRUE;
-}
-
 int
 ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *keep, GOptionEntry *out)
 {
@@ -354,7 +292,7 @@ ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *keep, 
    * GLib no-value option silently drops what follows "=". "--x=true" and
    * "--x=false" are rewritten to "--x" and "--no-x" before parsing
    * (ps_cli_param_argv_rewrite), which also refuses the other spellings. */
-  g_hash_table_add (bool_option_names (), (gpointer) g_intern_string (ps_param_option (s)));
+  ps_cli_bool_option_add (ps_param_option (s));
   out[0] = (GOptionEntry) { ps_param_option (s), 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer) cb,
                             doc, NULL };
   out[1] = (GOptionEntry) { kept (keep, g_strdup_printf ("no-%s", ps_param_option (s))), 0,

@@ -71,13 +71,6 @@ int ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *ke
 
 /* In cb: when option `name` ("--cache", "--no-cache") is s's, *text gets
  * the value to set ("false" for --no-key) and TRUE is returned. */
-/* Before parsing argv with entries from ps_cli_param_entries: a boolean
- * option takes its value only after '=', so "--key=true" and "--key=false"
- * become "--key" and "--no-key" (argv[i] then points to an interned
- * string); "--key=other", "--no-key=anything" and "--key true" (a value as
- * the next word) are refused with a message that says how to write it.
- * Every command that parses such entries calls it (ps_cli_parse does). */
-gboolean ps_cli_param_argv_rewrite (int argc, char **argv, GError **error);
 
 gboolean ps_cli_param_option_value (const PsParamSpec *s, const char *name, const char *value, const char **text);
 
