@@ -129,7 +129,7 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
                    ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
-  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, error))
+  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, c->rotary_pairs, error))
     return FALSE;
   const int M = MAX (c->microbatches, 1);
   if (c->global_batch % M != 0)
@@ -511,6 +511,7 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
   bo.ffn = cfg->ffn;
   bo.kv_heads = cfg->kv_heads;
   bo.rotary_dim = cfg->rotary_dim;
+  bo.rotary_pairs = cfg->rotary_pairs;
   const int64_t M = cfg->model_dim, kv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
 
   /* Parameters: embedding, encoder, decoder, head, state, data. */

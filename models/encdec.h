@@ -68,6 +68,7 @@ typedef struct {
   int64_t model_dim, ffn_dim, heads, head_dim;
   int64_t kv_heads;          /* 0: heads */
   int64_t rotary_dim;        /* position rope: rotated dims per head; 0: head_dim */
+  PsRotaryPairs rotary_pairs;/* position rope: which dims a rotation pairs */
   int64_t src_len, tgt_len;  /* source and target lengths */
   int64_t global_batch;      /* sequence pairs per step */
   int64_t vocab;             /* padded like the dense LM's */
