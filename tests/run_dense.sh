@@ -224,6 +224,17 @@ done
 expect_status 0 "$PODSIM" run --preset GptJ6B --print-config
 expect_grep "block = parallel" "$PS_TMP/out"
 expect_grep "rotary_dim = 64" "$PS_TMP/out"
+expect_grep "rotary_pairs = adjacent" "$PS_TMP/out"
+# GPT-J's adjacent rotary pairs: original and partitioned agree on the
+# interpreter in the moe and encdec families too (dense: check_layers); the
+# pairing needs rotary positions.
+for fam in "moe --position rope" "encdec --position rope --rel-buckets 0"; do
+  expect_status 0 "$PODSIM" run $fam --rotary-pairs adjacent --rotary-dim 2 -q --dump-hlo "$PS_TMP/adj.hlo"
+  expect_status 0 "$PODSIM" verify "$PS_TMP/adj.hlo" --devices 8
+  expect_grep "outputs agree on 8 devices" "$PS_TMP/out"
+done
+expect_status 2 "$PODSIM" run -q --rotary-pairs adjacent
+expect_grep "--rotary-pairs adjacent needs --position rope" "$PS_TMP/err"
 expect_status 0 "$PODSIM" run --preset Llama2_70B --print-config
 expect_grep "kv_heads = 8" "$PS_TMP/out"
 expect_grep "ffn = swiglu" "$PS_TMP/out"
