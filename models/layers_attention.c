@@ -174,8 +174,9 @@ ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAtt
  * (mesh-transformer-jax layers.py rotate_every_two, kept in Hugging Face's
  * GPT-J port): dims (2k, 2k+1) rotate by the angle of pair k, so dim j's
  * frequency index is floor(j/2) and rotate_every_two(x) puts -x[2k+1] at
- * 2k and x[2k] at 2k+1. Same instructions and cost, other weights (a fixed
- * permutation of the rotated dims). cos and sin [s, d] are computed from
+ * 2k and x[2k] at 2k+1. Same einsum and cost (the tables take a few other
+ * elementwise ops, once a step), other weights (a fixed permutation of the
+ * rotated dims). cos and sin [s, d] are computed from
  * iota; rotate_half(x) = concat(-x[r/2:r], x[:r/2], 0) is an einsum with
  * the signed permutation R [d, d] (from iota too), so it needs no slices
  * and partitions like every other einsum (d is never split). With r = d
