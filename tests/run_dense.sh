@@ -242,6 +242,17 @@ expect_grep "ffn = swiglu" "$PS_TMP/out"
 # The encoder-decoder family: the small step runs, T5 v1.1 fits on v3-32.
 expect_status 0 "$PODSIM" run encdec -q --json
 expect_grep '"fits" : true' "$PS_TMP/out"
+# Its microbatches are one while loop by default (as the dense and MoE
+# LMs'): partitioned against the original with dense and MoE FFNs, with and
+# without remat; --unroll-microbatches writes them out (no while).
+for o in "" "--remat --experts 4"; do
+  expect_status 0 "$PODSIM" run encdec --microbatches 2 $o -q --dump-hlo "$PS_TMP/edmb.hlo"
+  grep -q "while(" "$PS_TMP/edmb.hlo" || fail "encdec --microbatches 2 $o: no while loop"
+  expect_status 0 "$PODSIM" verify "$PS_TMP/edmb.hlo" --devices 8
+  expect_grep "outputs agree on 8 devices" "$PS_TMP/out"
+done
+expect_status 0 "$PODSIM" run encdec --microbatches 2 --unroll-microbatches -q --dump-hlo "$PS_TMP/edmb.hlo"
+grep -q "while(" "$PS_TMP/edmb.hlo" && fail "encdec --unroll-microbatches: a while loop"
 for preset in T5Base T5Large; do
   expect_status 0 "$PODSIM" run --preset "$preset" --memory-only
   expect_grep "fits" "$PS_TMP/out"
