@@ -82,6 +82,16 @@ int ps_cli_fail (GError *error);
 int ps_cli_failf (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
 /* Parses options; on error prints it and returns FALSE (exit 2). */
 gboolean ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
+/* Before parsing argv with entries from ps_cli_param_entries: a boolean
+ * option takes its value only after '=', so "--key=true" and "--key=false"
+ * become "--key" and "--no-key" (argv[i] then points to an interned
+ * string); "--key=other", "--no-key=anything" and "--key true" (a value as
+ * the next word) are refused with a message that says how to write it.
+ * Every command that parses such entries calls it (ps_cli_parse does).
+ * ps_cli_bool_option_add names a boolean option (without "--"; the
+ * name is copied), as ps_cli_param_entries does for each it declares. */
+void ps_cli_bool_option_add (const char *name);
+gboolean ps_cli_param_argv_rewrite (int argc, char **argv, GError **error);
 /* The same for a command of one operand (`what` names it: "FILE.hlo"):
  * another count is the usage error "podsim CMD: expected one WHAT (see
  * 'podsim CMD --help')", FALSE (exit 2). */

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "cli/model_options.h"
+#include "cli/commands.h"
 
 #include <string.h>
 
@@ -286,10 +287,13 @@ ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *keep, 
       out[0] = (GOptionEntry) { ps_param_option (s), 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) cb, doc, arg };
       return 1;
     }
-  /* An optional value, so "--x=false" is the boolean the store parses
-   * (and checks) instead of a plain "--x" that drops what follows "=";
-   * "--x false" still leaves "false" to the next argument. */
-  out[0] = (GOptionEntry) { ps_param_option (s), 0, G_OPTION_FLAG_OPTIONAL_ARG, G_OPTION_ARG_CALLBACK, (gpointer) cb,
+  /* Both forms take no value from GLib: a GLib optional value would also
+   * swallow the next word ("--remat moe" read "moe" as the value), and a
+   * GLib no-value option silently drops what follows "=". "--x=true" and
+   * "--x=false" are rewritten to "--x" and "--no-x" before parsing
+   * (ps_cli_param_argv_rewrite), which also refuses the other spellings. */
+  ps_cli_bool_option_add (ps_param_option (s));
+  out[0] = (GOptionEntry) { ps_param_option (s), 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer) cb,
                             doc, NULL };
   out[1] = (GOptionEntry) { kept (keep, g_strdup_printf ("no-%s", ps_param_option (s))), 0,
                             G_OPTION_FLAG_NO_ARG | G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_CALLBACK, (gpointer) cb,
@@ -305,7 +309,7 @@ ps_cli_param_option_value (const PsParamSpec *s, const char *name, const char *v
   gboolean negated = s->type == PS_PARAM_BOOL && g_str_has_prefix (opt, "no-") && strcmp (opt + 3, o) == 0;
   if (strcmp (opt, o) != 0 && !negated)
     return FALSE;
-  *text = s->type == PS_PARAM_BOOL ? (negated ? "false" : value ? value : "true") : value;
+  *text = s->type == PS_PARAM_BOOL ? (negated ? "false" : "true") : value;
   return TRUE;
 }
 

@@ -71,6 +71,7 @@ int ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *ke
 
 /* In cb: when option `name` ("--cache", "--no-cache") is s's, *text gets
  * the value to set ("false" for --no-key) and TRUE is returned. */
+
 gboolean ps_cli_param_option_value (const PsParamSpec *s, const char *name, const char *value, const char **text);
 
 #endif

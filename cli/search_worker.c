@@ -135,7 +135,7 @@ job_params (const Job *j, PsModelOptions **mo_out, GError **error)
   GOptionContext *ctx = g_option_context_new (NULL);
   g_option_context_set_main_group (ctx, ps_model_options_group (mo));
   PsParams *p = NULL;
-  if (g_option_context_parse (ctx, &argc, &argv, error))
+  if (ps_cli_param_argv_rewrite (argc, argv, error) && g_option_context_parse (ctx, &argc, &argv, error))
     p = ps_model_options_params_argv (mo, argc, argv, error);
   g_option_context_free (ctx);
   g_strfreev (keep);

@@ -210,6 +210,76 @@ ps_cli_run_isolated (PsIsolatedFn fn, gpointer data, gint64 timeout_s, char **wh
   return out;
 }
 
+/* Option names (without "--") of every boolean parameter this process
+ * declared (ps_cli_bool_option_add), for ps_cli_param_argv_rewrite;
+ * interned strings. */
+static GHashTable *
+bool_option_names (void)
+{
+  static GHashTable *names;
+  if (!names)
+    names = g_hash_table_new (g_str_hash, g_str_equal);
+  return names;
+}
+
+void
+ps_cli_bool_option_add (const char *name)
+{
+  g_hash_table_add (bool_option_names (), (gpointer) g_intern_string (name));
+}
+
+gboolean
+ps_cli_param_argv_rewrite (int argc, char **argv, GError **error)
+{
+  GHashTable *names = bool_option_names ();
+  for (int i = 1; i < argc; i++)
+    {
+      const char *a = argv[i];
+      if (strcmp (a, "--") == 0)
+        break;
+      if (!g_str_has_prefix (a, "--"))
+        continue;
+      const char *eq = strchr (a, '=');
+      g_autofree char *name = eq ? g_strndup (a + 2, (gsize) (eq - a - 2)) : g_strdup (a + 2);
+      gboolean negated = g_str_has_prefix (name, "no-") && g_hash_table_contains (names, name + 3);
+      if (!negated && !g_hash_table_contains (names, name))
+        continue;
+      const char *o = negated ? name + 3 : name;
+      if (negated && eq)
+        {
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                       "--no-%s takes no value: write --no-%s, --%s=false or --%s=true", o, o, o, o);
+          return FALSE;
+        }
+      if (eq)
+        {
+          if (strcmp (eq + 1, "true") != 0 && strcmp (eq + 1, "false") != 0)
+            {
+              g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--%s: '%s' is not true or false",
+                           o, eq + 1);
+              return FALSE;
+            }
+          g_autofree char *form = g_strdup_printf ("--%s%s", strcmp (eq + 1, "true") == 0 ? "" : "no-", o);
+          argv[i] = (char *) g_intern_string (form);
+          continue;
+        }
+      /* "--remat false" would leave "false" as a positional word (a
+       * family of that name): say how to write it instead. */
+      if (i + 1 < argc && (strcmp (argv[i + 1], "true") == 0 || strcmp (argv[i + 1], "false") == 0))
+        {
+          if (negated)
+            g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                         "--no-%s takes no value: write --no-%s, --%s=false or --%s=true", o, o, o, o);
+          else
+            g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                         "--%s %s: a boolean option takes its value after '=' (--%s=%s)", o, argv[i + 1], o,
+                         argv[i + 1]);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 gboolean
 ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
 {
@@ -220,7 +290,7 @@ ps_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
   for (int i = 1; i < *argc && !bad; i++)
     if (!g_utf8_validate ((*argv)[i], -1, NULL))
       bad = g_strescape ((*argv)[i], NULL);
-  if (!g_option_context_parse (ctx, argc, argv, &error))
+  if (!ps_cli_param_argv_rewrite (*argc, *argv, &error) || !g_option_context_parse (ctx, argc, argv, &error))
     {
       if (bad && error->domain == G_CONVERT_ERROR)
         fprintf (stderr, "%s: the argument '%s' is not UTF-8 text (bytes shown as octal escapes)\n",

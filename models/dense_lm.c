@@ -132,7 +132,7 @@ ps_dense_lm_check (const PsDenseLmConfig *c, GError **error)
                    ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
-  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, error))
+  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, c->rotary_pairs, error))
     return FALSE;
   const char *batch = ps_param_store_label (c->params, "global_batch", "--batch"), *mbs = ps_param_store_label (c->params, "microbatches", "--microbatches");
   if (c->global_batch % c->microbatches != 0)
@@ -363,6 +363,7 @@ block_options (const PsDenseLmConfig *cfg, PsBlockOptions *o)
   o->ffn = cfg->ffn == PS_FFN_GEGLU && !cfg->gated_gelu ? PS_FFN_RELU : cfg->ffn;
   o->kv_heads = cfg->kv_heads;
   o->rotary_dim = cfg->rotary_dim;
+  o->rotary_pairs = cfg->rotary_pairs;
 }
 
 /* Weight-update sharding splits optimizer state over the data-parallel

@@ -89,6 +89,7 @@ typedef struct {
   PsFfnKind ffn;
   int64_t kv_heads;
   int64_t rotary_dim;        /* position rope: rotated dims per head; 0: head_dim */
+  PsRotaryPairs rotary_pairs;/* position rope: which dims a rotation pairs */
   gboolean untied_embeddings;/* a softmax weight of its own instead of the
                               * embedding's transpose */
   PsOptimizerKind optimizer;

@@ -129,7 +129,7 @@ ps_encdec_check (const PsEncDecConfig *c, GError **error)
                    ps_param_store_label (c->params, "position", "--position"), ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
       return FALSE;
     }
-  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, error))
+  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, c->rotary_pairs, error))
     return FALSE;
   const int M = MAX (c->microbatches, 1);
   if (c->global_batch % M != 0)
@@ -390,20 +390,16 @@ typedef struct {
   int n_weights;
 } EncDec;
 
-/* Forward and backward of microbatch u of the step (all of it with one
- * microbatch). The loss is the mean over microbatches (ps_net_add_loss),
- * so every backward is seeded with 1 / microbatches. */
+/* Forward and backward of one microbatch (src, tgt, labels its part of
+ * the batch; all of it with one microbatch). The loss is the mean over
+ * microbatches (ps_net_add_loss), so every backward is seeded with
+ * 1 / microbatches. The same in an unrolled step and in the microbatch
+ * loop's body. */
 static gboolean
-microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsInstr *labels, GError **error)
+microbatch (PsNet *net, const EncDec *md, PsInstr *src, PsInstr *tgt, PsInstr *labels, GError **error)
 {
   const PsEncDecConfig *cfg = md->cfg;
   const int M = MAX (cfg->microbatches, 1);
-  if (M > 1)
-    {
-      src = ps_net_microbatch (net, src, u, M);
-      tgt = ps_net_microbatch (net, tgt, u, M);
-      labels = ps_net_microbatch (net, labels, u, M);
-    }
   PsInstr *emb = md->emb, *softmax = md->softmax;
   /* Forward; xs and ys keep every layer's input (and the top). */
   g_autofree PsInstr **xs = g_new0 (PsInstr *, cfg->enc_layers + 1);
@@ -477,6 +473,14 @@ microbatch (PsNet *net, const EncDec *md, int u, PsInstr *src, PsInstr *tgt, PsI
   return ps_net_vjp (net, xs[0], dx, NULL, NULL, 1, &emb, error);
 }
 
+/* The microbatch loop's body (ps_net_microbatch_loop): inputs are the
+ * microbatch's source, target and labels. */
+static gboolean
+microbatch_body (PsNet *net, PsInstr *const *inputs, gpointer user, GError **error)
+{
+  return microbatch (net, user, inputs[0], inputs[1], inputs[2], error);
+}
+
 PsModule *
 ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
 {
@@ -511,6 +515,7 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
   bo.ffn = cfg->ffn;
   bo.kv_heads = cfg->kv_heads;
   bo.rotary_dim = cfg->rotary_dim;
+  bo.rotary_pairs = cfg->rotary_pairs;
   const int64_t M = cfg->model_dim, kv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
 
   /* Parameters: embedding, encoder, decoder, head, state, data. */
@@ -599,9 +604,26 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
 
   EncDec md = { cfg, emb, softmax, enc_ln, dec_ln, enc_bias, dec_bias, enc, enc_moe, dec, enc_w, dec_w, &enc_ctx,
                 &dec_ctx, &cross_ctx, n_weights };
-  for (int u = 0; u < MAX (cfg->microbatches, 1); u++)
-    if (!microbatch (net, &md, u, src, tgt, labels, error))
-      return NULL;
+  const int n_mb = MAX (cfg->microbatches, 1);
+  if (n_mb > 1 && !cfg->unroll_microbatches)
+    {
+      /* One while loop over the microbatches carrying one accumulator per
+       * weight, as the dense and MoE LMs write it (doc/models.md,
+       * "Gradient accumulation"); the update runs after the loop. */
+      PsInstr *in[3] = { src, tgt, labels };
+      if (!ps_net_microbatch_loop (net, 3, in, n_mb, microbatch_body, &md, error))
+        return NULL;
+    }
+  else
+    for (int u = 0; u < n_mb; u++)
+      {
+        /* In this order: the instructions as the unrolled form wrote them. */
+        PsInstr *s = n_mb > 1 ? ps_net_microbatch (net, src, u, n_mb) : src;
+        PsInstr *t = n_mb > 1 ? ps_net_microbatch (net, tgt, u, n_mb) : tgt;
+        PsInstr *l = n_mb > 1 ? ps_net_microbatch (net, labels, u, n_mb) : labels;
+        if (!microbatch (net, &md, s, t, l, error))
+          return NULL;
+      }
 
   if (info)
     {

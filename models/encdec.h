@@ -21,8 +21,11 @@
  * gradient is the sum of every decoder layer's part, which then runs back
  * through the encoder's final norm and layers. With microbatches M, the
  * step runs forward and backward on each of M slices of the batch in
- * turn, unrolled, its gradients accumulated as the dense family's
- * unrolled form does (ps_net_add_grad) and the loss their mean.
+ * turn: by default in one while loop over them carrying one gradient
+ * accumulator per weight (ps_net_microbatch_loop, as the dense and MoE
+ * LMs), with unroll_microbatches one after the other, its gradients
+ * accumulated as the dense family's unrolled form does (ps_net_add_grad);
+ * the loss is their mean, the update after the last.
  *
  * With experts > 0, every moe_every-th FFN of each stack (layers
  * moe_every-1, 2 moe_every-1, ...; GShard and Switch: every other one) is
@@ -68,6 +71,7 @@ typedef struct {
   int64_t model_dim, ffn_dim, heads, head_dim;
   int64_t kv_heads;          /* 0: heads */
   int64_t rotary_dim;        /* position rope: rotated dims per head; 0: head_dim */
+  PsRotaryPairs rotary_pairs;/* position rope: which dims a rotation pairs */
   int64_t src_len, tgt_len;  /* source and target lengths */
   int64_t global_batch;      /* sequence pairs per step */
   int64_t vocab;             /* padded like the dense LM's */
@@ -80,7 +84,9 @@ typedef struct {
   PsOptimizerKind optimizer;
   gboolean f32_activations;  /* activations in f32 (GShard's runs); else bf16 */
   gboolean remat;            /* per-layer backward with recomputation (above) */
-  int microbatches;          /* gradient accumulation steps (unrolled; 0: 1) */
+  int microbatches;          /* gradient accumulation steps (0: 1) */
+  gboolean unroll_microbatches;/* the microbatches one after the other
+                              * instead of one while loop over them */
   int64_t mesh[2];
   PsShardingPreset sharding;
   gboolean weight_update_sharding;

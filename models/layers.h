@@ -77,10 +77,14 @@ PsInstr *ps_softmax (PsNet *net, PsInstr *x);
  *     heads;
  *   rotary_dim: with rotary positions, how many dims of each head rotate
  *     (partial rotary: GPT-J rotates 64 of 256, GPT-NeoX a quarter); the
- *     rest pass through unchanged. 0: all of head_dim. */
+ *     rest pass through unchanged. 0: all of head_dim;
+ *   rotary_pairs: which dims a rotation pairs: half (dim j with j + r/2:
+ *     GPT-NeoX, Llama, rotate_half) or adjacent (2j with 2j + 1: GPT-J's
+ *     mesh-transformer-jax, rotate_every_two). Same cost, other weights. */
 typedef enum { PS_POSITION_RELATIVE, PS_POSITION_ROPE, PS_POSITION_LEARNED, PS_POSITION_NONE } PsPositionKind;
 typedef enum { PS_BLOCK_SEQUENTIAL, PS_BLOCK_PARALLEL } PsBlockKind;
 typedef enum { PS_FFN_RELU, PS_FFN_GELU, PS_FFN_GEGLU, PS_FFN_SWIGLU } PsFfnKind;
+typedef enum { PS_ROTARY_HALF, PS_ROTARY_ADJACENT } PsRotaryPairs;
 
 typedef struct {
   PsPositionKind position;
@@ -90,6 +94,7 @@ typedef struct {
   PsFfnKind ffn;
   int64_t kv_heads;          /* 0: heads */
   int64_t rotary_dim;        /* position rope: rotated dims per head, even; 0: head_dim */
+  PsRotaryPairs rotary_pairs;
 } PsBlockOptions;
 
 /* The names of each choice, in enum order, NULL-terminated (the model-file
@@ -98,6 +103,7 @@ extern const char *const ps_position_names[];
 extern const char *const ps_block_names[];
 extern const char *const ps_norm_names[];
 extern const char *const ps_ffn_names[];
+extern const char *const ps_rotary_pairs_names[];
 /* The index of `name` in `names`, or -1. */
 int ps_layer_choice (const char *const *names, const char *name);
 /* The block every preset before the options had: relative bias of
@@ -105,10 +111,11 @@ int ps_layer_choice (const char *const *names, const char *name);
  * ReLU, multi-head. */
 void ps_block_options_init (PsBlockOptions *o, int rel_buckets, gboolean gated_gelu);
 /* The check every Transformer family makes of its rotary_dim (0, or even
- * and at most head_dim, and only with position rope), the options named
+ * and at most head_dim, and only with position rope) and rotary_pairs
+ * (adjacent only with position rope), the options named
  * where params says they were set. FALSE with a PS_ERROR_OPTION error. */
 gboolean ps_block_check_rotary (const PsParamStore *params, PsPositionKind position, int64_t head_dim,
-                                int64_t rotary_dim, GError **error);
+                                int64_t rotary_dim, PsRotaryPairs pairs, GError **error);
 
 /* ---- embedding and loss ------------------------------------------------------------ */
 

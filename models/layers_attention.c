@@ -169,24 +169,38 @@ ps_attention_context_causal (PsNet *net, int64_t seq_len, int rel_buckets, PsAtt
  * by the angle pos * 10000^(-2j/r), j < r/2, where r is the rotated
  * width (all of d, or the first rotary_dim dims: partial rotary, as GPT-J
  * and GPT-NeoX write it; the dims from r on pass through: cos 1, sin 0).
- * The pairing is the half-split one of GPT-NeoX and Llama's Hugging Face
- * port; GPT-J pairs neighbours (2j, 2j+1), a fixed permutation of the
- * rotated dims that costs the same. cos and sin [s, d] are computed from
+ * The pairing (pairs) is the half-split one of GPT-NeoX and Llama's
+ * Hugging Face port by default; with PS_ROTARY_ADJACENT it is GPT-J's
+ * (mesh-transformer-jax layers.py rotate_every_two, kept in Hugging Face's
+ * GPT-J port): dims (2k, 2k+1) rotate by the angle of pair k, so dim j's
+ * frequency index is floor(j/2) and rotate_every_two(x) puts -x[2k+1] at
+ * 2k and x[2k] at 2k+1. Same einsum and cost (the tables take a few other
+ * elementwise ops, once a step), other weights (a fixed permutation of the
+ * rotated dims). cos and sin [s, d] are computed from
  * iota; rotate_half(x) = concat(-x[r/2:r], x[:r/2], 0) is an einsum with
  * the signed permutation R [d, d] (from iota too), so it needs no slices
  * and partitions like every other einsum (d is never split). With r = d
  * the instructions are the full-width ones, unchanged. */
 static void
-rope_tables (PsNet *net, int64_t S, int64_t D, int64_t R, PsAttentionContext *out)
+rope_tables (PsNet *net, int64_t S, int64_t D, int64_t R, PsRotaryPairs pairs, PsAttentionContext *out)
 {
   int64_t sd[2] = { S, D }, dd[2] = { D, D };
   const int64_t half = R / 2;
   const gboolean partial = R < D;
   PsInstr *pos = ly_iota (net, PS_F32, 2, sd, 0);
   PsInstr *j = ly_iota (net, PS_S32, 2, sd, 1);
-  PsInstr *upper = ly_compare (net, PS_CMP_GE, j, ly_full (net, j->shape, (double) half));
-  PsInstr *j_low = ly_bin (net, PS_OP_SUBTRACT, j, ly_full (net, j->shape, (double) half));
-  PsInstr *jj = ly_convert (net, ly_select3 (net, upper, j_low, j), PS_F32);
+  PsInstr *jj;
+  if (pairs == PS_ROTARY_ADJACENT)
+    {
+      PsInstr *jf = ly_convert (net, j, PS_F32);
+      jj = ly_un (net, PS_OP_FLOOR, ly_bin (net, PS_OP_MULTIPLY, jf, ly_full (net, jf->shape, 0.5)));
+    }
+  else
+    {
+      PsInstr *upper = ly_compare (net, PS_CMP_GE, j, ly_full (net, j->shape, (double) half));
+      PsInstr *j_low = ly_bin (net, PS_OP_SUBTRACT, j, ly_full (net, j->shape, (double) half));
+      jj = ly_convert (net, ly_select3 (net, upper, j_low, j), PS_F32);
+    }
   /* 10000^(-2j/r) = exp(j * (-2 ln(10000) / r)) */
   PsInstr *expo = ly_bin (net, PS_OP_MULTIPLY, jj, ly_full (net, jj->shape, -2.0 * log (10000.0) / (double) R));
   PsInstr *angle = ly_bin (net, PS_OP_MULTIPLY, pos, ly_un (net, PS_OP_EXP, expo));
@@ -207,15 +221,27 @@ rope_tables (PsNet *net, int64_t S, int64_t D, int64_t R, PsAttentionContext *ou
       out->rope_sin = ly_convert (net, ly_un (net, PS_OP_SINE, angle), net->act);
     }
   /* R[i, e]: -1 where i = e + r/2, +1 where i = e - r/2, both i and e
-   * below r. */
+   * below r; adjacent pairs: -1 where i = e + 1 and e is even, +1 where
+   * i = e - 1 and e is odd. */
   PsInstr *ri = ly_iota (net, PS_S32, 2, dd, 0);
   PsInstr *re = ly_iota (net, PS_S32, 2, dd, 1);
   PsInstr *diff = ly_bin (net, PS_OP_SUBTRACT, ri, re);
-  PsInstr *neg = ly_compare (net, PS_CMP_EQ, diff, ly_full (net, diff->shape, (double) half));
-  PsInstr *posi = ly_compare (net, PS_CMP_EQ, diff, ly_full (net, diff->shape, (double) -half));
+  const int64_t step = pairs == PS_ROTARY_ADJACENT ? 1 : half;
+  PsInstr *neg = ly_compare (net, PS_CMP_EQ, diff, ly_full (net, diff->shape, (double) step));
+  PsInstr *posi = ly_compare (net, PS_CMP_EQ, diff, ly_full (net, diff->shape, (double) -step));
   g_autoptr (PsShape) fs = ps_shape_new_array (PS_F32, 2, dd);
   PsInstr *m1 = ly_full (net, fs, -1.0), *p1 = ly_full (net, fs, 1.0), *z = ly_full (net, fs, 0.0);
-  PsInstr *r = ly_select3 (net, neg, m1, ly_select3 (net, posi, p1, z));
+  PsInstr *r;
+  if (pairs == PS_ROTARY_ADJACENT)
+    {
+      PsInstr *ef = ly_convert (net, re, PS_F32);
+      PsInstr *ehalf = ly_un (net, PS_OP_FLOOR, ly_bin (net, PS_OP_MULTIPLY, ef, ly_full (net, fs, 0.5)));
+      PsInstr *parity = ly_bin (net, PS_OP_SUBTRACT, ef, ly_bin (net, PS_OP_MULTIPLY, ehalf, ly_full (net, fs, 2.0)));
+      PsInstr *even = ly_compare (net, PS_CMP_EQ, parity, z);
+      r = ly_select3 (net, neg, ly_select3 (net, even, m1, z), ly_select3 (net, posi, ly_select3 (net, even, z, p1), z));
+    }
+  else
+    r = ly_select3 (net, neg, m1, ly_select3 (net, posi, p1, z));
   if (partial)
     {
       PsInstr *i_in = ly_compare (net, PS_CMP_LT, ri, ly_full (net, ri->shape, (double) R));
@@ -239,7 +265,7 @@ ps_attention_context_causal_opts (PsNet *net, int64_t seq_len, int64_t head_dim,
     {
       const int64_t rd = o->rotary_dim > 0 ? o->rotary_dim : head_dim;
       g_return_if_fail (head_dim >= 2 && head_dim % 2 == 0 && rd % 2 == 0 && rd <= head_dim);
-      rope_tables (net, seq_len, head_dim, rd, out);
+      rope_tables (net, seq_len, head_dim, rd, o->rotary_pairs, out);
     }
 }
 

@@ -106,6 +106,7 @@ const char *const ps_position_names[] = { "relative", "rope", "learned", "none",
 const char *const ps_block_names[] = { "sequential", "parallel", NULL };
 const char *const ps_norm_names[] = { "layer", "rms", NULL };
 const char *const ps_ffn_names[] = { "relu", "gelu", "geglu", "swiglu", NULL };
+const char *const ps_rotary_pairs_names[] = { "half", "adjacent", NULL };
 
 int
 ps_layer_choice (const char *const *names, const char *name)
@@ -126,12 +127,16 @@ ps_block_options_init (PsBlockOptions *o, int rel_buckets, gboolean gated_gelu)
   o->ffn = gated_gelu ? PS_FFN_GEGLU : PS_FFN_RELU;
   o->kv_heads = 0;
   o->rotary_dim = 0;
+  o->rotary_pairs = PS_ROTARY_HALF;
 }
 
 gboolean
 ps_block_check_rotary (const PsParamStore *params, PsPositionKind position, int64_t head_dim,
-                       int64_t rotary_dim, GError **error)
+                       int64_t rotary_dim, PsRotaryPairs pairs, GError **error)
 {
+  if (pairs != PS_ROTARY_HALF && position != PS_POSITION_ROPE)
+    return ps_param_fail (error, "%s %s needs %s rope", ps_param_store_label (params, "rotary_pairs", "--rotary-pairs"),
+                          ps_rotary_pairs_names[pairs], ps_param_store_label (params, "position", "--position"));
   if (rotary_dim == 0)
     return TRUE;
   const char *rd = ps_param_store_label (params, "rotary_dim", "--rotary-dim");

@@ -84,7 +84,7 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
   if (c->position == PS_POSITION_ROPE && c->head_dim % 2 != 0)
     return ps_param_fail (error, "%s rope needs an even %s (got %" G_GINT64_FORMAT ")", ps_param_store_label (c->params, "position", "--position"),
                  ps_param_store_label (c->params, "head_dim", "--head-dim"), c->head_dim);
-  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, error))
+  if (!ps_block_check_rotary (c->params, c->position, c->head_dim, c->rotary_dim, c->rotary_pairs, error))
     return FALSE;
   int K = MAX (c->pipeline_stages, 1);
   if (K > 1)
@@ -321,6 +321,7 @@ step_inputs (PsNet *net, const PsMoeLmConfig *c, PsAttentionContext *ctx, StepIn
   ps_block_options_init (&o, c->rel_buckets, FALSE);
   o.position = c->position == PS_POSITION_RELATIVE && c->rel_buckets == 0 ? PS_POSITION_NONE : c->position;
   o.rotary_dim = c->rotary_dim;
+  o.rotary_pairs = c->rotary_pairs;
   ps_attention_context_causal_opts (net, c->seq_len, c->head_dim, &o, ctx);
 }
 

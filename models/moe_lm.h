@@ -53,6 +53,7 @@ typedef struct {
   PsFfnKind ffn;
   int64_t kv_heads;
   int64_t rotary_dim;        /* position rope: rotated dims per head; 0: head_dim */
+  PsRotaryPairs rotary_pairs;/* position rope: which dims a rotation pairs */
   int64_t experts;           /* E */
   int64_t groups;            /* G; 0: one per core */
   double capacity_factor;    /* GShard: 2 */

@@ -298,13 +298,102 @@ block_value (const char *name, int64_t k)
   return strcmp (name, "x") == 0 || strcmp (name, "r") == 0 ? 2 * u : 0.6 * u;
 }
 
+/* The rotary tables of both pairings against the formulas written out
+ * (RoFormer eq. 34; half: GPT-NeoX/Llama rotate_half, adjacent: GPT-J's
+ * mesh-transformer-jax rotate_every_two), full and partial width: the
+ * loss sum(cos*a) + sum(sin*b) + sum(rot*c) with w = 1 weights every
+ * entry of the three tables by a different input value. */
+START_TEST (test_rope_pairs_tables)
+{
+  const int64_t S = 3, D = 6;
+  for (int pairs = 0; pairs < 2; pairs++)
+    for (int64_t R = 4; R <= D; R += 2)
+      {
+        PsShardingPlan plan;
+        ps_sharding_plan_init (&plan);
+        static const int64_t one[2] = { 1, 1 }, dev0[1] = { 0 };
+        g_autoptr (PsNet) net = ps_net_new ("rope", "main", 2, one, dev0, &plan);
+        net->act = PS_F32;
+        PsBuilder *b = ps_net_builder (net);
+        int64_t n1[1] = { 1 }, sd[2] = { S, D }, dd[2] = { D, D }, both[2] = { 0, 1 };
+        PsInstr *w = ps_net_weight (net, "w", NULL, 1, n1);
+        PsInstr *a = ps_net_input (net, "a", PS_F32, 2, sd);
+        PsInstr *bb = ps_net_input (net, "b", PS_F32, 2, sd);
+        PsInstr *cc = ps_net_input (net, "c", PS_F32, 2, dd);
+        PsBlockOptions o;
+        ps_block_options_init (&o, 0, TRUE);
+        o.position = PS_POSITION_ROPE;
+        o.rotary_dim = R;
+        o.rotary_pairs = (PsRotaryPairs) pairs;
+        PsAttentionContext ctx;
+        ps_attention_context_causal_opts (net, S, D, &o, &ctx);
+        PsInstr *sum = ps_build_add (b, ps_build_sum (b, ps_build_mul (b, ctx.rope_cos, a), 2, both),
+                                     ps_build_sum (b, ps_build_mul (b, ctx.rope_sin, bb), 2, both));
+        sum = ps_build_add (b, sum, ps_build_sum (b, ps_build_mul (b, ctx.rope_rot, cc), 2, both));
+        int64_t d0[1] = { 0 };
+        PsInstr *loss = ps_build_sum (b, ps_build_mul (b, w, sum), 1, d0);
+        ps_net_add_loss (net, loss);
+        GError *error = NULL;
+        ck_assert_msg (ps_net_vjp (net, loss, ps_build_scalar (b, PS_F32, 1.0), NULL, NULL, 1, &w, &error), "%s",
+                       error ? error->message : "");
+        g_autoptr (PsModule) m = ps_net_finish_gradients (g_steal_pointer (&net));
+        int n = (int) m->entry->params->len;
+        g_autofree PsValue **args = g_new0 (PsValue *, n);
+        double want = 0;
+        for (int i = 0; i < n; i++)
+          {
+            PsInstr *p = m->entry->params->pdata[i];
+            args[i] = ps_value_new (p->shape);
+            for (int64_t k = 0; k < args[i]->n; k++)
+              ps_value_set (args[i], k, strcmp (p->name, "w") == 0 ? 1.0 : block_value (p->name, k));
+          }
+        for (int i = 0; i < n; i++)
+          {
+            const char *name = ((PsInstr *) m->entry->params->pdata[i])->name;
+            for (int64_t k = 0; k < args[i]->n; k++)
+              {
+                const double v = ps_value_get (args[i], k);
+                const int64_t r0 = k / D, c0 = k % D;   /* [s, j] or [i, e] */
+                if (strcmp (name, "a") == 0 || strcmp (name, "b") == 0)
+                  {
+                    const int64_t pair = pairs ? c0 / 2 : (c0 >= R / 2 ? c0 - R / 2 : c0);
+                    const double angle = (double) r0 * pow (10000.0, -2.0 * (double) pair / (double) R);
+                    const double t = strcmp (name, "a") == 0 ? (c0 < R ? cos (angle) : 1.0)
+                                                            : (c0 < R ? sin (angle) : 0.0);
+                    want += t * v;
+                  }
+                else if (strcmp (name, "c") == 0 && r0 < R && c0 < R)
+                  {
+                    /* out[e] = sum_i x[i] rot[i, e]: half: out[e] = -x[e + R/2] for e < R/2 and
+                     * x[e - R/2] above; adjacent: out[2k] = -x[2k+1], out[2k+1] = x[2k]. */
+                    double t = 0;
+                    if (pairs)
+                      t = c0 % 2 == 0 ? (r0 == c0 + 1 ? -1.0 : 0.0) : (r0 == c0 - 1 ? 1.0 : 0.0);
+                    else
+                      t = c0 < R / 2 ? (r0 == c0 + R / 2 ? -1.0 : 0.0) : (r0 == c0 - R / 2 ? 1.0 : 0.0);
+                    want += t * v;
+                  }
+              }
+          }
+        PsValue *out = ps_interp_run (m, n, args, NULL, &error);
+        ck_assert_msg (out != NULL, "%s", error ? error->message : "");
+        const double got = ps_value_get (out->elems[0], 0);
+        ck_assert_msg (fabs (got - want) <= 1e-4 * (1 + fabs (want)), "pairs %s, r %" G_GINT64_FORMAT
+                       ": tables give %.7g, formulas %.7g", ps_rotary_pairs_names[pairs], R, got, want);
+        ps_value_free (out);
+        for (int i = 0; i < n; i++)
+          ps_value_free (args[i]);
+      }
+}
+END_TEST
+
 /* Gradients of the new blocks (RMS norm, rotary positions, full and partial, grouped-query
  * and multi-query attention, the parallel block, SwiGLU, GELU) against
  * central finite differences of the loss, a few elements of every weight. */
 START_TEST (test_block_gradients_finite_differences)
 {
-  PsBlockOptions cases[5];
-  for (int i = 0; i < 5; i++)
+  PsBlockOptions cases[6];
+  for (int i = 0; i < 6; i++)
     ps_block_options_init (&cases[i], 0, TRUE);
   cases[0].position = PS_POSITION_ROPE, cases[0].norm = PS_NORM_RMS, cases[0].ffn = PS_FFN_SWIGLU;
   cases[0].kv_heads = 2, cases[0].block = PS_BLOCK_PARALLEL;
@@ -315,7 +404,10 @@ START_TEST (test_block_gradients_finite_differences)
   /* Partial rotary (GPT-J): 2 of the head's 4 dims rotate. */
   cases[4].position = PS_POSITION_ROPE, cases[4].rotary_dim = 2, cases[4].kv_heads = 2;
   cases[4].block = PS_BLOCK_PARALLEL, cases[4].ffn = PS_FFN_GELU;
-  for (int c = 0; c < 5; c++)
+  /* GPT-J's pairing of neighbouring dims, partial. */
+  cases[5] = cases[4];
+  cases[5].rotary_pairs = PS_ROTARY_ADJACENT;
+  for (int c = 0; c < 6; c++)
     {
       g_autoptr (PsModule) m = build_block_grad (&cases[c]);
       GError *error = NULL;
@@ -383,6 +475,7 @@ START_TEST (test_dense_options_partition)
     const char *want[3];       /* collectives the program must contain */
     int stages;                /* > 1: pipelined, in-layer mesh 2x2 */
     int64_t rotary_dim;
+    PsRotaryPairs rotary_pairs;
   } cases[] = {
     { "rope, parallel, rms, swiglu, gqa, untied (2d)", PS_POSITION_ROPE, PS_BLOCK_PARALLEL, PS_NORM_RMS,
       PS_FFN_SWIGLU, 4, TRUE, 0, PS_SHARDING_2D, { "all-reduce(" } },
@@ -398,6 +491,8 @@ START_TEST (test_dense_options_partition)
       PS_FFN_SWIGLU, 2, FALSE, 0, PS_SHARDING_2D, { "collective-permute(" }, 2 },
     { "partial rotary (2 of 4 dims), parallel, gelu, megatron", PS_POSITION_ROPE, PS_BLOCK_PARALLEL,
       PS_NORM_LAYER, PS_FFN_GELU, 0, FALSE, 0, PS_SHARDING_MEGATRON, { "all-reduce(" }, 1, 2 },
+    { "GPT-J's adjacent rotary pairs, partial, parallel, gelu, megatron", PS_POSITION_ROPE, PS_BLOCK_PARALLEL,
+      PS_NORM_LAYER, PS_FFN_GELU, 0, FALSE, 0, PS_SHARDING_MEGATRON, { "all-reduce(" }, 1, 2, PS_ROTARY_ADJACENT },
     /* Fewer kv heads than the axis that splits heads (4, or all 8): the
      * query heads of each kv head split instead, K and V replicated. */
     { "megatron, mqa", PS_POSITION_ROPE, PS_BLOCK_PARALLEL, PS_NORM_LAYER, PS_FFN_GELU, 1, TRUE, 0,
@@ -430,6 +525,7 @@ START_TEST (test_dense_options_partition)
       c.untied_embeddings = cases[i].untied;
       c.rel_buckets = cases[i].rel_buckets;
       c.rotary_dim = cases[i].rotary_dim;
+      c.rotary_pairs = cases[i].rotary_pairs;
       c.sharding = cases[i].sharding;
       if (cases[i].stages > 1)
         {
@@ -738,6 +834,7 @@ main (void)
   tcase_add_test (tc, test_builder_block_in_net);
   tcase_add_test (tc, test_composed_model_partitions);
   tcase_add_test (tc, test_block_gradients_finite_differences);
+  tcase_add_test (tc, test_rope_pairs_tables);
   tcase_add_test (tc, test_dense_options_partition);
   tcase_add_test (tc, test_encdec_partitions);
   tcase_add_test (tc, test_encdec_moe_partitions);

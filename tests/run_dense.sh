@@ -191,6 +191,28 @@ expect_grep "tie_embeddings = false" "$PS_TMP/out"
 expect_status 2 "$PODSIM" run -q --tie-embeddings=maybe
 expect_grep "--tie-embeddings: 'maybe' is not true or false" "$PS_TMP/err"
 expect_status 0 "$PODSIM" run -q --pipeline-stages 2 --mesh 2x2 --microbatches 2 --tie-embeddings=false
+# Every boolean option's two forms alike: --x=true|false is honoured, the
+# value only after '='; --no-x takes no value (main read --no-x=true as
+# false and --x WORD took WORD as its value).
+expect_status 0 "$PODSIM" run --tie-embeddings=true --print-config
+expect_grep "tie_embeddings = true" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run --no-tie-embeddings --print-config
+expect_grep "tie_embeddings = false" "$PS_TMP/out"
+for v in true false maybe; do
+  expect_status 2 "$PODSIM" run -q --no-tie-embeddings=$v
+  expect_grep "--no-tie-embeddings takes no value: write --no-tie-embeddings, --tie-embeddings=false or --tie-embeddings=true" "$PS_TMP/err"
+done
+expect_status 2 "$PODSIM" run -q --remat false
+expect_grep "--remat false: a boolean option takes its value after '=' (--remat=false)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q --no-cache=false
+expect_grep "--no-cache takes no value" "$PS_TMP/err"
+expect_status 0 "$PODSIM" run --remat moe --print-config
+expect_grep "# moe (podsim run" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run moe --remat=false --cache=false --print-config
+expect_grep "remat = false" "$PS_TMP/out"
+expect_grep "cache = false" "$PS_TMP/out"
+expect_status 0 "$PODSIM" search -q --dry-run --remat=false --axes microbatches
+expect_grep "strategies" "$PS_TMP/out"
 
 # The public configurations (models/presets: GPT-3 sizes, Llama 2, GPT-J-sized)
 # fit at full size on their slices and print their block options.
@@ -202,6 +224,17 @@ done
 expect_status 0 "$PODSIM" run --preset GptJ6B --print-config
 expect_grep "block = parallel" "$PS_TMP/out"
 expect_grep "rotary_dim = 64" "$PS_TMP/out"
+expect_grep "rotary_pairs = adjacent" "$PS_TMP/out"
+# GPT-J's adjacent rotary pairs: original and partitioned agree on the
+# interpreter in the moe and encdec families too (dense: check_layers); the
+# pairing needs rotary positions.
+for fam in "moe --position rope" "encdec --position rope --rel-buckets 0"; do
+  expect_status 0 "$PODSIM" run $fam --rotary-pairs adjacent --rotary-dim 2 -q --dump-hlo "$PS_TMP/adj.hlo"
+  expect_status 0 "$PODSIM" verify "$PS_TMP/adj.hlo" --devices 8
+  expect_grep "outputs agree on 8 devices" "$PS_TMP/out"
+done
+expect_status 2 "$PODSIM" run -q --rotary-pairs adjacent
+expect_grep "--rotary-pairs adjacent needs --position rope" "$PS_TMP/err"
 expect_status 0 "$PODSIM" run --preset Llama2_70B --print-config
 expect_grep "kv_heads = 8" "$PS_TMP/out"
 expect_grep "ffn = swiglu" "$PS_TMP/out"
@@ -209,6 +242,17 @@ expect_grep "ffn = swiglu" "$PS_TMP/out"
 # The encoder-decoder family: the small step runs, T5 v1.1 fits on v3-32.
 expect_status 0 "$PODSIM" run encdec -q --json
 expect_grep '"fits" : true' "$PS_TMP/out"
+# Its microbatches are one while loop by default (as the dense and MoE
+# LMs'): partitioned against the original with dense and MoE FFNs, with and
+# without remat; --unroll-microbatches writes them out (no while).
+for o in "" "--remat --experts 4"; do
+  expect_status 0 "$PODSIM" run encdec --microbatches 2 $o -q --dump-hlo "$PS_TMP/edmb.hlo"
+  grep -q "while(" "$PS_TMP/edmb.hlo" || fail "encdec --microbatches 2 $o: no while loop"
+  expect_status 0 "$PODSIM" verify "$PS_TMP/edmb.hlo" --devices 8
+  expect_grep "outputs agree on 8 devices" "$PS_TMP/out"
+done
+expect_status 0 "$PODSIM" run encdec --microbatches 2 --unroll-microbatches -q --dump-hlo "$PS_TMP/edmb.hlo"
+grep -q "while(" "$PS_TMP/edmb.hlo" && fail "encdec --unroll-microbatches: a while loop"
 for preset in T5Base T5Large; do
   expect_status 0 "$PODSIM" run --preset "$preset" --memory-only
   expect_grep "fits" "$PS_TMP/out"
