@@ -797,6 +797,59 @@ START_TEST (test_collective_permute_and_partition_id)
 }
 END_TEST
 
+/* collective-broadcast (the StableHLO specification's collective_broadcast):
+ * each group's first member sends its operand to the group; a device in
+ * no group gets zeros. Groups {1,0} and {3,2}: device 1 and device 3 are
+ * the sources; on 8 devices 4..7 are in no group. */
+START_TEST (test_collective_broadcast)
+{
+  static const int ns[2] = { 4, 8 };
+  int n = ns[_i];
+  const char *text = "HloModule m\nENTRY e {\n p = f32[2] parameter(0)\n"
+                     " ROOT b = f32[2] collective-broadcast(p), channel_id=1, replica_groups={{1,0},{3,2}}\n}\n";
+  GError *error = NULL;
+  PsValue **r = run_spmd (text, n, 2, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  for (int d = 0; d < n; d++)
+    {
+      int src = d < 2 ? 1 : d < 4 ? 3 : -1;
+      double want[2] = { src < 0 ? 0 : 2 * src, src < 0 ? 0 : 2 * src + 1 };
+      expect_values (r[d], 2, want);
+    }
+  free_results (n, r);
+}
+END_TEST
+
+/* stochastic-convert as XLA's evaluator does it (StochasticConvertOp,
+ * xla/hlo/evaluator/hlo_evaluator.cc): |x| rounds up when its fraction as
+ * a 16-bit fixed-point number (0.25 -> 16384) exceeds the random bits;
+ * infinities and values out of range saturate, NaN gives 0, whole numbers
+ * stay. */
+START_TEST (test_stochastic_convert)
+{
+  const char *text = "HloModule m\nENTRY e {\n x = f16[10] parameter(0)\n r = u16[10] parameter(1)\n"
+                     " ROOT s = s8[10] stochastic-convert(x, r)\n}\n";
+  int64_t dims[1] = { 10 };
+  double x[10] = { 2.25, 2.25, -2.25, -2.25, 3, INFINITY, -INFINITY, NAN, 300, -1000 };
+  double rb[10] = { 16383, 16384, 16383, 16384, 0, 0, 0, 0, 0, 0 };
+  PsValue *args[2] = { arr (PS_F16, 1, dims, x), arr (PS_U16, 1, dims, rb) };
+  PsValue *v = run1 (text, 2, args);
+  double want[10] = { 3, 2, -3, -2, 3, 127, -128, 0, 127, -128 };
+  expect_values (v, 10, want);
+  ps_value_free (v);
+  free_args (2, args);
+  /* random bits of another width than the operand are refused on reading */
+  GError *error = NULL;
+  const char *bad = "HloModule m\nENTRY e {\n x = f32[2] parameter(0)\n r = u16[2] parameter(1)\n"
+                    " ROOT s = s32[2] stochastic-convert(x, r)\n}\n";
+  PsModule *m = ps_hlo_parse (bad, strlen (bad), "t.hlo", &error);
+  ck_assert (m == NULL);
+  ck_assert_msg (strstr (error->message, "stochastic-convert takes a float operand and unsigned random bits"),
+                 "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
 /* An optimized dump's asynchronous pairs, async-start wrapping, variadic
  * collectives and add-dependency, made synchronous (partitioner/ir/async.h),
  * compute on 4 devices exactly what the same program written with
@@ -1305,6 +1358,8 @@ interp_suite (void)
   tcase_add_loop_test (spmd, test_all_reduce_groups, 0, 3);
   tcase_add_loop_test (spmd, test_all_gather_reduce_scatter_all_to_all, 0, 3);
   tcase_add_loop_test (spmd, test_collective_permute_and_partition_id, 0, 3);
+  tcase_add_loop_test (spmd, test_collective_broadcast, 0, 2);
+  tcase_add_test (spmd, test_stochastic_convert);
   tcase_add_test (spmd, test_divergent_loop_with_collective);
   tcase_add_test (spmd, test_async_pairs_as_synchronous);
   tcase_add_test (spmd, test_unsimulatable_ops_refused);

@@ -115,6 +115,22 @@ expect_grep "all 3 outputs agree on 4 devices" "$PS_TMP/out"
 expect_status 0 "$PODSIM" partition -n 4 --stats "$D/ragged_dot.hlo"
 expect_grep "fallbacks: 0" "$PS_TMP/err"
 expect_grep "%ragged-dot.5 = f32[16,6] ragged-dot(%tokens, %experts, %sizes)" "$PS_TMP/out"
+# Propagation through ragged-dot: only the parameters are annotated; the
+# forward ragged-dot takes the experts' output-dim split and not the
+# tokens' ragged-row split, the weight gradient's rhs is sharded from its
+# user on the free dim only, the batch-mode dot keeps its batch split;
+# original and partitioned agree.
+expect_status 0 "$PODSIM" propagate "$D/ragged_propagate.hlo"
+expect_grep "lhs_ragged_dims={0}, rhs_group_dims={0}, sharding={devices=[1,4]<=[4]}" "$PS_TMP/out"
+expect_grep "%g2 = f32[16,12] broadcast(%gvec), dimensions={1}, sharding={devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}" "$PS_TMP/out"
+expect_grep "lhs_ragged_dims={0}, sharding={devices=[4,1,1]<=[4]}" "$PS_TMP/out"
+expect_status 0 "$PODSIM" verify -n 4 "$D/ragged_propagate.hlo"
+expect_grep "all 3 outputs agree on 4 devices" "$PS_TMP/out"
+# collective-broadcast simulates as one permute per other group member
+# (a flat tree), all in flight at once.
+expect_status 0 "$PODSIM" run "$D/collective_broadcast.hlo" -q
+expect_grep "3 collectives" "$PS_TMP/out"
+expect_grep "collective-permute 128.00 KiB per device, 1 group of 1  (b.bcast3)" "$PS_TMP/out"
 # An all-reduce over groups of different sizes simulates each group of
 # two or more as its own bidirectional ring of permutes.
 expect_status 0 "$PODSIM" run "$D/ragged_groups.hlo" -q

@@ -21,10 +21,16 @@ else
   git --git-dir="$src" ls-tree -r --name-only HEAD | grep '\.hlo$' | LC_ALL=C sort >"$tmp/list"
   get () { git --git-dir="$src" show "HEAD:$1"; }
 fi
-total=0 ok=0 unread=0 unfixed=0
+total=0 ok=0 unread=0 unfixed=0 absent=0
 while IFS= read -r f; do
   total=$((total + 1))
-  get "$f" >"$tmp/in.hlo" 2>/dev/null
+  # a snapshot may list a large file without holding its content: that
+  # file is not tried, and is counted apart
+  if ! get "$f" >"$tmp/in.hlo" 2>/dev/null; then
+    absent=$((absent + 1))
+    printf '%s\t%s\n' "$f" "not tried: its content is not in the checkout or git directory"
+    continue
+  fi
   if ! "$PODSIM" hlo "$tmp/in.hlo" >"$tmp/p1.hlo" 2>"$tmp/err"; then
     unread=$((unread + 1))
     printf '%s\t%s\n' "$f" "$(head -n 1 "$tmp/err" | sed "s|$tmp/in.hlo|FILE|")"
@@ -37,4 +43,4 @@ while IFS= read -r f; do
   fi
   ok=$((ok + 1))
 done <"$tmp/list"
-echo "$ok of $total .hlo files round-trip; $unread do not read, $unfixed do not print as a fixed point"
+echo "$ok of $total .hlo files round-trip; $unread do not read, $unfixed do not print as a fixed point, $absent not tried (content absent)"

@@ -551,6 +551,58 @@ emit_ragged_all_reduce (Lower *l, const PsInstr *in, guint64 bytes, PsTraceDtype
     }
 }
 
+/* collective-broadcast: the trace has no broadcast, and a permute sends
+ * from each device at most once, so the group's first member sends its
+ * operand to its k-th member in permute k (k = 1 .. s-1, every group at
+ * once), all k started together and waited for together: a flat tree,
+ * the root's links shared by the s-1 copies (doc/hlo.md,
+ * "collective-broadcast"; a choice without a TPU source). */
+static void
+emit_coll_broadcast (Lower *l, const PsInstr *in, guint64 bytes, PsTraceDtype dtype)
+{
+  const PsTraceHeader *h = ps_trace_get_header (l->trace);
+  finish_reads (l, in);
+  gboolean listed = in->has_replica_groups && in->n_groups > 0 && in->group_size > 0;
+  int ng = listed ? in->n_groups : 1;
+  int smax = listed ? in->group_size : (int) MIN (h->n_devices, (guint64) G_MAXINT);
+  guint64 first = l->next_async + 1;
+  for (int k = 1; k < smax && !l->failed; k++)
+    {
+      GArray *pairs = g_array_new (FALSE, FALSE, sizeof (int64_t));
+      for (int g = 0; g < ng; g++)
+        {
+          const int64_t *m = listed ? in->replica_groups + (gsize) g * (gsize) in->group_size : NULL;
+          if (listed && k >= ps_instr_group_len (in, g))
+            continue;
+          int64_t p[2] = { m ? m[0] : 0, m ? m[k] : k };
+          if (p[0] >= (int64_t) h->n_devices || p[1] >= (int64_t) h->n_devices)
+            {
+              ps_instr_error (l->error, PS_ERROR_UNSUPPORTED, in, "replica group member %" G_GINT64_FORMAT
+                              " is not one of the %" G_GUINT64_FORMAT " devices of the trace",
+                              MAX (p[0], p[1]), h->n_devices);
+              l->failed = TRUE;
+              break;
+            }
+          g_array_append_vals (pairs, p, 2);
+        }
+      if (pairs->len > 0 && !l->failed)
+        {
+          PsTraceCollective c = { 0 };
+          c.kind = PS_TRACE_COLLECTIVE_PERMUTE;
+          c.dtype = dtype;
+          c.in_bytes = c.out_bytes = bytes;
+          c.async_id = ++l->next_async;
+          ps_lower_compress_pairs (h, (int) (pairs->len / 2), (const int64_t *) pairs->data, &c.pairs);
+          g_autofree char *name = g_strdup_printf ("%s.bcast%d", in->name, k);
+          ps_trace_add_collective (l->trace, name, &c);
+          ps_trace_pairs_clear (&c.pairs);
+        }
+      g_array_free (pairs, TRUE);
+    }
+  for (guint64 id = first; id <= l->next_async; id++)
+    ps_trace_add_done (l->trace, id);
+}
+
 static void
 emit_collective (Lower *l, const PsInstr *in)
 {
@@ -571,6 +623,11 @@ emit_collective (Lower *l, const PsInstr *in)
   if (c.kind == PS_TRACE_ALL_REDUCE && in->has_replica_groups && ps_instr_groups_ragged (in))
     {
       emit_ragged_all_reduce (l, in, c.in_bytes, c.dtype);
+      return;
+    }
+  if (in->opcode == PS_OP_COLLECTIVE_BROADCAST)
+    {
+      emit_coll_broadcast (l, in, c.in_bytes, c.dtype);
       return;
     }
   if (c.kind == PS_TRACE_COLLECTIVE_PERMUTE)

@@ -1036,7 +1036,8 @@ static gboolean
 group_mode (const PsInstr *ins, GroupMode *mode, GError **error)
 {
   gboolean has_channel = ins->channel_id != 0;
-  if (ins->opcode == PS_OP_ALL_TO_ALL || ins->opcode == PS_OP_COLLECTIVE_PERMUTE)
+  if (ins->opcode == PS_OP_ALL_TO_ALL || ins->opcode == PS_OP_COLLECTIVE_PERMUTE
+      || ins->opcode == PS_OP_COLLECTIVE_BROADCAST) /* XLA's GetCollectiveOpGroupMode */
     {
       *mode = has_channel ? MODE_CROSS_PARTITION : MODE_CROSS_REPLICA;
       return TRUE;
@@ -1420,6 +1421,59 @@ eval_permute (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops, PsVal
   return TRUE;
 }
 
+/* collective-broadcast (the StableHLO specification's collective_broadcast,
+ * XLA's CollectiveBroadcast): every member of a group gets the operand of
+ * the group's first member; a device that is in no group gets zeros. */
+static gboolean
+eval_coll_broadcast (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops, PsValue **out,
+                     const int *lane_of, GError **error)
+{
+  GroupMode mode;
+  if (!group_mode (ins, &mode, error))
+    return FALSE;
+  int64_t np = ctx->opts.num_partitions;
+  GArray *members = g_array_new (FALSE, FALSE, sizeof (int64_t));
+  gboolean ok = TRUE;
+  for (int l = 0; l < lanes.n && ok; l++)
+    {
+      int64_t dev = lanes.devs[l];
+      int64_t my_id = mode == MODE_CROSS_PARTITION ? dev % np : dev / np;
+      gboolean grouped = ins->n_groups == 0 || ins->group_size == 0;
+      for (int g = 0; g < ins->n_groups && !grouped; g++)
+        for (int k = 0; k < ps_instr_group_len (ins, g) && !grouped; k++)
+          grouped = ins->replica_groups[(gsize) g * ins->group_size + k] == my_id;
+      if (!grouped)
+        {
+          out[l] = ps_value_new (ins->shape);
+          continue;
+        }
+      int pos;
+      if (!participants (ctx, ins, dev, members, &pos, error))
+        {
+          ok = FALSE;
+          break;
+        }
+      int64_t src = g_array_index (members, int64_t, 0);
+      int sl = lane_of[src];
+      if (sl < 0)
+        {
+          ip_fail (error, PS_ERROR_UNSUPPORTED, ins,
+                   "device %" G_GINT64_FORMAT " waits for device %" G_GINT64_FORMAT
+                   ", which is not running this instruction (control flow diverged)", dev, src);
+          ok = FALSE;
+        }
+      else if (!ps_shape_equal (ops[0][sl]->shape, ins->shape))
+        {
+          ip_fail (error, PS_ERROR_INVALID, ins, "operand shape differs from the result");
+          ok = FALSE;
+        }
+      else
+        out[l] = ps_value_copy (ops[0][sl]);
+    }
+  g_array_free (members, TRUE);
+  return ok;
+}
+
 static gboolean
 eval_collective (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
                  PsValue **out, GError **error)
@@ -1433,6 +1487,11 @@ eval_collective (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***ops,
   if (ins->opcode == PS_OP_COLLECTIVE_PERMUTE)
     {
       ok = eval_permute (ctx, ins, lanes, ops, out, lane_of, error);
+      goto done;
+    }
+  if (ins->opcode == PS_OP_COLLECTIVE_BROADCAST)
+    {
+      ok = eval_coll_broadcast (ctx, ins, lanes, ops, out, lane_of, error);
       goto done;
     }
   if (ins->opcode != PS_OP_ALL_REDUCE && ins->opcode != PS_OP_ALL_GATHER

@@ -26,7 +26,8 @@ ip_is_elementwise (PsOpcode op)
     case PS_OP_ROUND_NEAREST_EVEN: case PS_OP_RSQRT: case PS_OP_SELECT:
     case PS_OP_SHIFT_LEFT: case PS_OP_SHIFT_RIGHT_ARITHMETIC:
     case PS_OP_SHIFT_RIGHT_LOGICAL: case PS_OP_SIGN: case PS_OP_SINE: case PS_OP_SQRT:
-    case PS_OP_SUBTRACT: case PS_OP_TAN: case PS_OP_TANH: case PS_OP_XOR:
+    case PS_OP_STOCHASTIC_CONVERT: case PS_OP_SUBTRACT: case PS_OP_TAN: case PS_OP_TANH:
+    case PS_OP_XOR:
       return TRUE;
     default:
       return FALSE;
@@ -327,6 +328,48 @@ convert_elem (PsValue *out, int64_t oi, const PsValue *src, int64_t si)
     ps_value_set (out, oi, ps_value_get (src, si));
 }
 
+/* stochastic-convert of one float x with random bits `random` of x's
+ * width to the signed integer type t, as XLA's evaluator does it
+ * (StochasticConvertOp in xla/hlo/evaluator/hlo_evaluator.cc): infinities
+ * and out-of-range values saturate, NaN gives 0, and |x| rounds up when
+ * its fraction, as a fixed-point number of `bits` bits, exceeds the
+ * random bits (so it rounds up with probability equal to the fraction).
+ * The fraction of a binary float is exact in double, as in the float's
+ * own type. The bounds are compared as the float type holds them
+ * (f32(2^31 - 1) is 2^31), which is what XLA's cast does. */
+static int64_t
+stochastic_convert_elem (PsElemType ft, double x, uint64_t random, int bits, PsElemType t)
+{
+  int64_t lo;
+  uint64_t hi_u;
+  ps_etype_int_range (t, &lo, &hi_u);
+  int64_t hi = (int64_t) hi_u;
+  gboolean neg = signbit (x) != 0;
+  if (isinf (x))
+    return neg ? lo : hi;
+  if (isnan (x))
+    return 0;
+  if (x >= ps_etype_round (ft, (double) hi))
+    return hi;
+  if (x <= ps_etype_round (ft, (double) lo))
+    return lo;
+  x = fabs (x);
+  int64_t trunc = (int64_t) x;
+  double frac = x - (double) trunc;
+  if (frac != 0)
+    {
+      double fixed = ldexp (frac, bits);
+      uint64_t fixed_frac = fixed >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t) fixed;
+      if (random < fixed_frac)
+        {
+          if (trunc == hi)
+            return lo;
+          trunc++;
+        }
+    }
+  return neg ? -trunc : trunc;
+}
+
 /* reduce-precision to (exponent_bits, mantissa_bits), as XLA defines it:
  * round the mantissa to nearest even, then flush values out of the exponent
  * range to zero or infinity. */
@@ -441,6 +484,26 @@ ip_elementwise_into (const PsInstr *ins, PsValue **ops, PsValue *out, GError **e
     case PS_OP_CONVERT:
       for (int64_t e = 0; e < n; e++)
         convert_elem (out, e, a, IX (a, e));
+      break;
+    case PS_OP_STOCHASTIC_CONVERT:
+      if (!a->f || !b->i || !out->i || !ps_etype_is_signed (t))
+        {
+          /* XLA's evaluator converts to signed integers only */
+          ip_fail (error, PS_ERROR_UNSUPPORTED, ins, "stochastic-convert from %s to %s is not supported "
+                   "(XLA's evaluator converts floats to signed integers only)",
+                   ps_etype_name (a->shape->etype), ps_etype_name (t));
+          return FALSE;
+        }
+      {
+        int bits = ps_etype_bits (a->shape->etype);
+        for (int64_t e = 0; e < n; e++)
+          {
+            uint64_t rb = (uint64_t) b->i[IX (b, e)];
+            if (bits < 64)
+              rb &= (UINT64_C (1) << bits) - 1;
+            out->i[e] = stochastic_convert_elem (a->shape->etype, a->f[IX (a, e)], rb, bits, t);
+          }
+      }
       break;
     case PS_OP_COMPLEX:
       if (!out->c || !a->f || !b->f)

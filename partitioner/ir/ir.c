@@ -59,8 +59,8 @@ ps_opcode_is_elementwise (PsOpcode op)
     case PS_OP_ROUND_NEAREST_EVEN: case PS_OP_RSQRT: case PS_OP_SELECT:
     case PS_OP_SHIFT_LEFT: case PS_OP_SHIFT_RIGHT_ARITHMETIC:
     case PS_OP_SHIFT_RIGHT_LOGICAL: case PS_OP_SIGN: case PS_OP_SINE:
-    case PS_OP_SQRT: case PS_OP_SUBTRACT: case PS_OP_TAN: case PS_OP_TANH:
-    case PS_OP_XOR:
+    case PS_OP_SQRT: case PS_OP_STOCHASTIC_CONVERT: case PS_OP_SUBTRACT:
+    case PS_OP_TAN: case PS_OP_TANH: case PS_OP_XOR:
       return TRUE;
     default:
       return FALSE;
@@ -71,7 +71,8 @@ gboolean
 ps_opcode_is_collective (PsOpcode op)
 {
   return op == PS_OP_ALL_GATHER || op == PS_OP_ALL_REDUCE || op == PS_OP_ALL_TO_ALL
-         || op == PS_OP_COLLECTIVE_PERMUTE || op == PS_OP_REDUCE_SCATTER;
+         || op == PS_OP_COLLECTIVE_PERMUTE || op == PS_OP_REDUCE_SCATTER
+         || op == PS_OP_COLLECTIVE_BROADCAST;
 }
 
 static const char *const fusion_kind_names[] = { "?", "kLoop", "kInput", "kOutput", "kCustom" };

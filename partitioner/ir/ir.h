@@ -54,6 +54,7 @@ typedef struct {
   X (BROADCAST, "broadcast") X (CALL, "call") X (CALL_DONE, "call-done") \
   X (CALL_START, "call-start") X (CBRT, "cbrt") X (CEIL, "ceil") \
   X (CHOLESKY, "cholesky") X (CLAMP, "clamp") X (CLZ, "count-leading-zeros") \
+  X (COLLECTIVE_BROADCAST, "collective-broadcast") \
   X (COLLECTIVE_PERMUTE, "collective-permute") \
   X (COLLECTIVE_PERMUTE_START, "collective-permute-start") \
   X (COLLECTIVE_PERMUTE_DONE, "collective-permute-done") X (COMPARE, "compare") \
@@ -93,6 +94,7 @@ typedef struct {
   X (SHIFT_RIGHT_ARITHMETIC, "shift-right-arithmetic") \
   X (SHIFT_RIGHT_LOGICAL, "shift-right-logical") X (SIGN, "sign") \
   X (SINE, "sine") X (SLICE, "slice") X (SORT, "sort") X (SQRT, "sqrt") \
+  X (STOCHASTIC_CONVERT, "stochastic-convert") \
   X (SUBTRACT, "subtract") X (TAN, "tan") X (TANH, "tanh") \
   X (TOPK, "topk") X (TRANSPOSE, "transpose") \
   X (TRIANGULAR_SOLVE, "triangular-solve") X (TUPLE, "tuple") \

@@ -203,6 +203,24 @@ infer_elementwise (const PsInstr *in, GError **error)
         }
       return ps_shape_new_array (x->etype, x->rank, x->dims);
     }
+  if (op == PS_OP_STOCHASTIC_CONVERT)
+    {
+      /* XLA's ShapeInference::InferStochasticConvertShape: a float operand,
+       * unsigned random bits of the same width and dims; the result type is
+       * the written one */
+      const PsShape *r = in->operands[1]->shape;
+      gboolean fl = ps_etype_is_float (a->etype) || ps_etype_minifloat (a->etype);
+      if (!fl || !ps_etype_is_integral (r->etype) || ps_etype_is_signed (r->etype)
+          || ps_etype_bits (a->etype) != ps_etype_bits (r->etype) || !same_dims (a, r))
+        {
+          g_autofree char *s0 = shape_str (a), *s1 = shape_str (r);
+          return fail (error, PS_ERROR_INVALID, "stochastic-convert takes a float operand and unsigned random "
+                       "bits of its width and dims, got %s and %s", s0, s1);
+        }
+      if (!in->shape)
+        return written (in, error);
+      return with_etype (a, out_etype (in, a->etype));
+    }
   for (int i = 1; i < in->n_operands; i++)
     {
       const PsShape *b = in->operands[i]->shape;
@@ -1045,6 +1063,11 @@ infer_unchecked (const PsInstr *in, GError **error)
               && !dim_in_range (in, "dimension", in->dimensions.v[0], in->operands[0]->shape->rank, error)))
         return (error && *error) ? NULL : fail (error, PS_ERROR_INVALID, "sort takes one dimension");
       return same_as_operands (in, error);
+    case PS_OP_COLLECTIVE_BROADCAST:
+      /* XLA's InferCollectiveBroadcastShape: the first operand's shape */
+      if (!count_ok (in, 1, error) || !arrays_ok (in, error))
+        return NULL;
+      return ps_shape_copy (in->operands[0]->shape);
     case PS_OP_ALL_REDUCE: case PS_OP_ALL_TO_ALL: case PS_OP_COLLECTIVE_PERMUTE:
     case PS_OP_OPTIMIZATION_BARRIER: case PS_OP_DOMAIN: case PS_OP_CHOLESKY:
       if (op == PS_OP_COLLECTIVE_PERMUTE && in->n_operands != 1)

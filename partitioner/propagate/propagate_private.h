@@ -142,6 +142,11 @@ typedef struct {
   PpDimNums batch[PP_MAX_DIMS], contracting[PP_MAX_DIMS], lhs_nc[PP_MAX_DIMS],
       rhs_nc[PP_MAX_DIMS], spatial[PP_MAX_DIMS];
   int lhs_rank, rhs_rank, out_rank;
+  /* Dims of the lhs (0), rhs (1) and result (2) that stay replicated and
+   * are in none of the lists above: a ragged-dot's ragged and group dims
+   * (pp_dot_dims_from_dot); none for a dot or a convolution. */
+  int nrep[3];
+  int64_t rep[3][2];
 } PpDotDims;
 void pp_dot_dims_from_dot (const PsInstr *dot, PpDotDims *d);
 void pp_dot_dims_from_conv (const PsInstr *conv, PpDotDims *d);

@@ -127,7 +127,7 @@ pp_support_spatial (PpCtx *c, const PsInstr *i, gboolean to_output, gboolean to_
     {
     case PS_OP_BROADCAST: case PS_OP_CONCATENATE: case PS_OP_CONDITIONAL:
     case PS_OP_CONSTANT: case PS_OP_CONVOLUTION: case PS_OP_OPTIMIZATION_BARRIER:
-    case PS_OP_DOT: case PS_OP_DYNAMIC_SLICE: case PS_OP_DYNAMIC_UPDATE_SLICE:
+    case PS_OP_DOT: case PS_OP_RAGGED_DOT: case PS_OP_DYNAMIC_SLICE: case PS_OP_DYNAMIC_UPDATE_SLICE:
     case PS_OP_GATHER: case PS_OP_GET_TUPLE_ELEMENT: case PS_OP_INFEED: case PS_OP_IOTA:
     case PS_OP_PAD: case PS_OP_REDUCE_WINDOW: case PS_OP_RESHAPE: case PS_OP_SCATTER:
     case PS_OP_SELECT_AND_SCATTER: case PS_OP_SLICE: case PS_OP_SORT: case PS_OP_TRANSPOSE:
@@ -197,7 +197,7 @@ pick_representative (const PsInstr *i)
     case PS_OP_CUSTOM_CALL:
       return is_passthrough_custom (i) && i->n_operands > 0 ? i->operands[0] : NULL;
     case PS_OP_BROADCAST: case PS_OP_CALL: case PS_OP_FUSION: case PS_OP_CONDITIONAL: case PS_OP_CONSTANT:
-    case PS_OP_CONVOLUTION: case PS_OP_DOT: case PS_OP_DYNAMIC_SLICE:
+    case PS_OP_CONVOLUTION: case PS_OP_DOT: case PS_OP_RAGGED_DOT: case PS_OP_DYNAMIC_SLICE:
     case PS_OP_DYNAMIC_UPDATE_SLICE: case PS_OP_GATHER: case PS_OP_GET_TUPLE_ELEMENT:
     case PS_OP_INFEED: case PS_OP_IOTA: case PS_OP_OUTFEED: case PS_OP_PARAMETER:
     case PS_OP_REDUCE: case PS_OP_REDUCE_WINDOW: case PS_OP_RESHAPE: case PS_OP_SCATTER:
@@ -228,8 +228,31 @@ spatial (const PsInstr *i)
   return i && i->sharding && pp_is_spatially_partitioned (i->sharding);
 }
 
+/* A ragged-dot whose dims read (and fit PpDotDims); else nothing
+ * propagates through it. */
+static gboolean
+ragged_dims_ok (const PsInstr *i)
+{
+  int64_t lrag, rgrp;
+  return i->n_operands == 3 && ps_instr_ragged_dims (i, &lrag, &rgrp) != PS_RAGGED_NONE
+         && i->operands[0]->shape->rank <= PP_MAX_DIMS && i->operands[1]->shape->rank <= PP_MAX_DIMS
+         && i->shape->rank <= PP_MAX_DIMS;
+}
+
 /* ---- dot ---------------------------------------------------------------- */
 
+/* A dot's dims; also a ragged-dot's (ir.h PsRaggedMode), by the op
+ * sharding rule XLA's Shardy partitioner gives ragged-dot
+ * (xla/service/spmd/shardy/test/mhlo_extensions_test.mlir): batch, free
+ * and contracting dims propagate as a dot's, but the lhs ragged dim and
+ * the group dim "need replication" when the ragged dim is a free one (the
+ * rhs group dim and the ragged lhs dim with its result dim) or a
+ * contracting one (the ragged pair and the result's leading group dim);
+ * a ragged batch dim is an ordinary batch dim. They go to d->rep, so
+ * nothing moves through them. XLA's GSPMD sharding propagation has no
+ * rule for ragged-dot (it only lists it in PickRepresentativeOperand,
+ * xla/service/sharding_propagation.cc); the partitioner's handler keeps
+ * the same dims whole (spmd_dot.c). */
 void
 pp_dot_dims_from_dot (const PsInstr *dot, PpDotDims *d)
 {
@@ -239,16 +262,41 @@ pp_dot_dims_from_dot (const PsInstr *dot, PpDotDims *d)
   d->lhs_rank = lr;
   d->rhs_rank = rr;
   d->out_rank = dot->shape->rank;
+  int64_t lrag = -1, rgrp = -1;
+  PsRaggedMode mode = ps_instr_ragged_dims (dot, &lrag, &rgrp);
+  int o0 = 0;
+  if (mode == PS_RAGGED_CONTRACTING)
+    {
+      o0 = 1;
+      d->rep[2][d->nrep[2]++] = 0;
+    }
+  if (mode == PS_RAGGED_NON_CONTRACTING && rgrp >= 0)
+    d->rep[1][d->nrep[1]++] = rgrp;
   for (int k = 0; k < dn->lhs_batch.n && k < dn->rhs_batch.n; k++)
-    d->batch[d->nb++] = (PpDimNums) { dn->lhs_batch.v[k], dn->rhs_batch.v[k], k };
+    d->batch[d->nb++] = (PpDimNums) { dn->lhs_batch.v[k], dn->rhs_batch.v[k], o0 + k };
   for (int k = 0; k < dn->lhs_contracting.n && k < dn->rhs_contracting.n; k++)
-    d->contracting[d->nc++] = (PpDimNums) { dn->lhs_contracting.v[k], dn->rhs_contracting.v[k], -1 };
-  int out = d->nb;
+    if (mode == PS_RAGGED_CONTRACTING && dn->lhs_contracting.v[k] == lrag)
+      {
+        d->rep[0][d->nrep[0]++] = lrag;
+        d->rep[1][d->nrep[1]++] = dn->rhs_contracting.v[k];
+      }
+    else
+      d->contracting[d->nc++] = (PpDimNums) { dn->lhs_contracting.v[k], dn->rhs_contracting.v[k], -1 };
+  int out = o0 + d->nb;
   for (int k = 0; k < lr; k++)
     if (!ps_ints_contains (&dn->lhs_batch, k) && !ps_ints_contains (&dn->lhs_contracting, k))
-      d->lhs_nc[d->nln++] = (PpDimNums) { k, -1, out++ };
+      {
+        if (mode == PS_RAGGED_NON_CONTRACTING && k == lrag)
+          {
+            d->rep[0][d->nrep[0]++] = k;
+            d->rep[2][d->nrep[2]++] = out++;
+          }
+        else
+          d->lhs_nc[d->nln++] = (PpDimNums) { k, -1, out++ };
+      }
   for (int k = 0; k < rr; k++)
-    if (!ps_ints_contains (&dn->rhs_batch, k) && !ps_ints_contains (&dn->rhs_contracting, k))
+    if (!ps_ints_contains (&dn->rhs_batch, k) && !ps_ints_contains (&dn->rhs_contracting, k)
+        && !(mode == PS_RAGGED_NON_CONTRACTING && k == rgrp))
       d->rhs_nc[d->nrn++] = (PpDimNums) { -1, k, out++ };
 }
 
@@ -322,6 +370,8 @@ dot_from_operand (const PsInstr *i, const PpDotDims *d, int idx)
   for (int k = 0; k < no; k++)
     if (pick (&other[k], idx) >= 0)
       contr[nc++] = pick (&other[k], idx);
+  for (int k = 0; k < d->nrep[idx]; k++)
+    contr[nc++] = d->rep[idx][k];
   PsSharding *rep = pp_partially_replicate_on_dims (s, nc, contr);
   int64_t out_to_op[PP_MAX_DIMS], op_to_out[PP_MAX_DIMS];
   for (int k = 0; k < d->out_rank; k++)
@@ -645,6 +695,10 @@ pp_infer_dot_operand (const PsSharding *dot_sharding, const PsSharding *other, i
   for (int k = 0; k < nm; k++)
     if (pick (&mine[k], 1 - idx) >= 0)
       other_rep[nother++] = pick (&mine[k], 1 - idx);
+  for (int k = 0; k < d->nrep[2]; k++)
+    out_rep[no++] = d->rep[2][k];
+  for (int k = 0; k < d->nrep[1 - idx]; k++)
+    other_rep[nother++] = d->rep[1 - idx][k];
   int op_rank = idx == 0 ? d->lhs_rank : d->rhs_rank;
   int other_rank = idx == 0 ? d->rhs_rank : d->lhs_rank;
   PsSharding *sharding = NULL;
@@ -1129,8 +1183,10 @@ pp_infer_from_operands (PpCtx *c, PsInstr *i, int aggr)
         return pp_maybe_improve (pp_reverse (op->sharding, i->dimensions.n, i->dimensions.v), i,
                                  mc, aggressive);
       }
-    case PS_OP_DOT:
+    case PS_OP_DOT: case PS_OP_RAGGED_DOT:
       {
+        if (i->opcode == PS_OP_RAGGED_DOT && !ragged_dims_ok (i))
+          return FALSE;
         PpDotDims d;
         pp_dot_dims_from_dot (i, &d);
         return pp_infer_dot_from_operands (c, i, &d, mc);
@@ -1589,10 +1645,14 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
       }
     case PS_OP_GET_TUPLE_ELEMENT:
       return gte_operand_sharding (i, user, borrowed);
-    case PS_OP_DOT:
+    case PS_OP_DOT: case PS_OP_RAGGED_DOT:
       {
+        if (user->opcode == PS_OP_RAGGED_DOT && !ragged_dims_ok (user))
+          return NULL;
         PpDotDims d;
         pp_dot_dims_from_dot (user, &d);
+        /* operand 2 of a ragged-dot, its group sizes, stays replicated,
+         * as the partitioner needs it */
         int idx = pp_operand_index (user, i);
         if (idx < 0 || idx > 1) /* e.g. a sparse dot's metadata operand */
           return NULL;

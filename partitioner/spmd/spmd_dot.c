@@ -38,7 +38,9 @@
  * iteration dim x for its groups (the rhs group dim in the non-contracting
  * mode, the result's leading dim in the contracting one) and the rule that
  * the lhs ragged dim and x stay whole: the group sizes count rows of the
- * whole ragged dim, so every device needs the whole of it. This is the
+ * whole ragged dim, so every device needs the whole of it (a ragged batch
+ * dim is an ordinary batch dim: the result is the dot's, Shardy's rule
+ * below marks nothing of it). This is the
  * rule XLA's Shardy partitioner gives ragged-dot (its op sharding rule,
  * xla/service/spmd/shardy/test/mhlo_extensions_test.mlir: batch dims,
  * lhs and rhs free dims and contracting dims (with a reduction) may be
@@ -121,7 +123,7 @@ dot_space (const PsInstr *in, int rl, int rr, DotSpace *ds)
     ds->iter_rhs[ds->rhs_iter[d]] = d;
   for (int d = 0; d < ds->ro; d++)
     ds->iter_out[ds->out_iter[d]] = d;
-  if (lrag >= 0 && lrag < rl)
+  if (lrag >= 0 && lrag < rl && grouped)
     ds->whole[ds->lhs_iter[lrag]] = TRUE;
   if (ds->x >= 0)
     ds->whole[ds->x] = TRUE;
