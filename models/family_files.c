@@ -263,8 +263,13 @@ ps_params_print (const PsParams *p, const char *comment)
           g_autofree char *v = ps_param_store_text (p->st, i);
           if (s->type == PS_PARAM_PATH && *v && !g_path_is_absolute (v))
             {
-              /* The file may be saved anywhere: name paths absolutely. */
-              char *abs = g_canonicalize_filename (v, NULL);
+              /* The file may be saved anywhere: name paths absolutely.
+               * Joined to the working folder, not canonicalized: that
+               * drops a trailing '/', and 'run /' became 'run ', whose
+               * space the reader trims, so the printed file did not
+               * print itself (fuzz_model, session 7). */
+              g_autofree char *cwd = g_get_current_dir ();
+              char *abs = g_build_filename (cwd, v, NULL);
               g_free (v);
               v = abs;
             }
