@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/builder/autodiff.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/interp/interp.h"
@@ -449,22 +450,12 @@ int
 main (void)
 {
   Suite *s = suite_create ("autodiff");
-  TCase *tc = tcase_create ("gradients_match_finite_differences");
-  tcase_set_timeout (tc, 120);
-  tcase_add_test (tc, test_mlp);
-  tcase_add_test (tc, test_batched_dot_transposed);
-  tcase_add_test (tc, test_softmax_cross_entropy);
-  tcase_add_test (tc, test_layer_norm_gelu);
-  tcase_add_test (tc, test_slice_pad_concat);
-  tcase_add_test (tc, test_convolutions);
-  tcase_add_test (tc, test_batch_norm);
-  tcase_add_test (tc, test_unsupported_rule);
-  tcase_add_test (tc, test_adafactor_step);
-  tcase_add_test (tc, test_adam_state_shapes);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "gradients_match_finite_differences", 120,
+                 PS_CHECK_TESTS (test_mlp, test_batched_dot_transposed,
+                                 test_softmax_cross_entropy,
+                                 test_layer_norm_gelu, test_slice_pad_concat,
+                                 test_convolutions, test_batch_norm,
+                                 test_unsupported_rule, test_adafactor_step,
+                                 test_adam_state_shapes));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

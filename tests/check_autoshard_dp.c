@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "driver/autoshard_dp.h"
 
 #define NV 5
@@ -220,16 +221,10 @@ int
 main (void)
 {
   Suite *s = suite_create ("autoshard_dp");
-  TCase *t = tcase_create ("dp");
-  tcase_add_test (t, test_dp_exact_on_chain_costs);
-  tcase_add_test (t, test_dp_meets_the_peak_limit);
-  tcase_add_test (t, test_dp_width_prunes);
-  tcase_add_test (t, test_dp_chain_recursion);
-  tcase_add_test (t, test_dp_far_interaction_is_a_model);
-  suite_add_tcase (s, t);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "dp", 0,
+                 PS_CHECK_TESTS (test_dp_exact_on_chain_costs,
+                                 test_dp_meets_the_peak_limit,
+                                 test_dp_width_prunes, test_dp_chain_recursion,
+                                 test_dp_far_interaction_is_a_model));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

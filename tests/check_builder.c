@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/builder/builder.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
@@ -794,29 +795,22 @@ static Suite *
 builder_suite (void)
 {
   Suite *s = suite_create ("builder");
-  TCase *tc = tcase_create ("builds_and_checks_programs");
-  tcase_add_test (tc, test_ffn);
-  tcase_add_test (tc, test_einsum_forms);
+  TCase *tc = ps_check_case (s, "builds_and_checks_programs", 0,
+                             PS_CHECK_TESTS (test_ffn, test_einsum_forms,
+                                             test_einsum_size_mismatch,
+                                             test_constants, test_shape_ops,
+                                             test_conv_gather_scatter,
+                                             test_while_call,
+                                             test_sticky_errors,
+                                             test_layer_library_forms,
+                                             test_closure));
   tcase_add_loop_test (tc, test_einsum_errors, 0, G_N_ELEMENTS (einsum_bad));
   tcase_add_loop_test (tc, test_einsum_numerics, 0, G_N_ELEMENTS (einsum_cases));
-  tcase_add_test (tc, test_einsum_size_mismatch);
-  tcase_add_test (tc, test_constants);
-  tcase_add_test (tc, test_shape_ops);
-  tcase_add_test (tc, test_conv_gather_scatter);
-  tcase_add_test (tc, test_while_call);
-  tcase_add_test (tc, test_sticky_errors);
-  tcase_add_test (tc, test_layer_library_forms);
-  tcase_add_test (tc, test_closure);
-  suite_add_tcase (s, tc);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (builder_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (builder_suite (), CK_FORK_GETENV);
 }

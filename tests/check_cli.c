@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "cli/commands.h"
 
 static GString *
@@ -70,14 +71,6 @@ int
 main (void)
 {
   Suite *s = suite_create ("cli");
-  TCase *tc = tcase_create ("cli");
-  tcase_set_timeout (tc, 60);
-  tcase_add_test (tc, test_run_isolated);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_set_fork_status (sr, CK_NOFORK);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "cli", 60, PS_CHECK_TESTS (test_run_isolated));
+  return ps_check_run (s, CK_NOFORK);
 }

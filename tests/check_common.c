@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "common/params.h"
 #include "common/checked.h"
 #include "common/error.h"
@@ -492,27 +493,16 @@ int
 main (void)
 {
   Suite *s = suite_create ("common");
-  TCase *tc = tcase_create ("helpers");
-  tcase_add_test (tc, test_checked_arithmetic);
-  tcase_add_test (tc, test_checked_product);
-  tcase_add_test (tc, test_read_text_file);
-  tcase_add_test (tc, test_bf16_rounding);
-  tcase_add_test (tc, test_f16_rounding);
-  tcase_add_test (tc, test_nan_handling);
-  tcase_add_test (tc, test_f8_rounding);
-  tcase_add_test (tc, test_minifloat_formats);
-  tcase_add_test (tc, test_ndindex);
-  tcase_add_test (tc, test_parse_name);
-  suite_add_tcase (s, tc);
-  TCase *params = tcase_create ("params");
-  tcase_add_test (params, test_params_choices_from_names);
-  tcase_add_test (params, test_params_store_checks_values);
-  tcase_add_test (params, test_ini_walk_positions_and_errors);
-  tcase_add_test (params, test_params_fill_config_fields);
-  suite_add_tcase (s, params);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "helpers", 0,
+                 PS_CHECK_TESTS (test_checked_arithmetic, test_checked_product,
+                                 test_read_text_file, test_bf16_rounding,
+                                 test_f16_rounding, test_nan_handling,
+                                 test_f8_rounding, test_minifloat_formats,
+                                 test_ndindex, test_parse_name));
+  ps_check_case (s, "params", 0,
+                 PS_CHECK_TESTS (test_params_choices_from_names,
+                                 test_params_store_checks_values,
+                                 test_ini_walk_positions_and_errors,
+                                 test_params_fill_config_fields));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

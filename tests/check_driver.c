@@ -8,6 +8,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "common/error.h"
 #include "driver/driver.h"
 #include "driver/study.h"
@@ -253,20 +254,14 @@ main (void)
 {
   ps_target_init ();
   Suite *s = suite_create ("driver");
-  TCase *seq = tcase_create ("sequence");
-  tcase_add_test (seq, test_driver_stops_after_each_stage);
-  tcase_add_test (seq, test_driver_one_schedule_for_trace_and_peak);
-  tcase_add_test (seq, test_driver_resume_from_partition);
-  tcase_add_test (seq, test_driver_partition_agrees_on_interpreter);
-  suite_add_tcase (s, seq);
-  TCase *errs = tcase_create ("errors");
-  tcase_add_test (errs, test_driver_devices_must_match_slice);
-  tcase_add_test (errs, test_study_row_not_utf8_reads_back);
-  tcase_add_test (errs, test_study_grid_counted);
-  suite_add_tcase (s, errs);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "sequence", 0,
+                 PS_CHECK_TESTS (test_driver_stops_after_each_stage,
+                                 test_driver_one_schedule_for_trace_and_peak,
+                                 test_driver_resume_from_partition,
+                                 test_driver_partition_agrees_on_interpreter));
+  ps_check_case (s, "errors", 0,
+                 PS_CHECK_TESTS (test_driver_devices_must_match_slice,
+                                 test_study_row_not_utf8_reads_back,
+                                 test_study_grid_counted));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

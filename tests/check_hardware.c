@@ -4,6 +4,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "common/error.h"
 #include "topology/hardware.h"
 
@@ -259,21 +260,13 @@ int
 main (void)
 {
   Suite *s = suite_create ("hardware");
-  TCase *tc = tcase_create ("loader");
-  tcase_add_test (tc, test_embedded_equals_file);
-  tcase_add_test (tc, test_default_values);
-  tcase_add_test (tc, test_every_key_has_source);
-  tcase_add_test (tc, test_load_file_and_io_error);
-  tcase_add_test (tc, test_what_if_edit);
-  tcase_add_test (tc, test_errors_with_line);
-  tcase_add_test (tc, test_errors_without_line);
-  tcase_add_test (tc, test_bad_files);
-  tcase_add_test (tc, test_out_of_range);
-  tcase_add_test (tc, test_precision_names);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  ps_check_case (s, "loader", 0,
+                 PS_CHECK_TESTS (test_embedded_equals_file,
+                                 test_default_values,
+                                 test_every_key_has_source,
+                                 test_load_file_and_io_error,
+                                 test_what_if_edit, test_errors_with_line,
+                                 test_errors_without_line, test_bad_files,
+                                 test_out_of_range, test_precision_names));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -9,6 +9,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/ir/ir.h"
@@ -930,42 +931,26 @@ static Suite *
 hlo_suite (void)
 {
   Suite *s = suite_create ("hlo");
-  TCase *tc = tcase_create ("text");
-  tcase_add_test (tc, test_golden);
-  tcase_add_test (tc, test_typed_attributes);
-  tcase_add_test (tc, test_constants);
-  tcase_add_test (tc, test_options);
-  tcase_add_test (tc, test_grammar);
-  tcase_add_test (tc, test_errors);
-  tcase_add_test (tc, test_example);
-  tcase_add_test (tc, test_batch_norm);
-  tcase_add_test (tc, test_input_output_alias);
-  tcase_add_test (tc, test_collectives);
-  tcase_add_test (tc, test_xla_spellings);
-  tcase_add_test (tc, test_stablehlo_narrow_types);
-  tcase_add_test (tc, test_mutations);
-  tcase_add_test (tc, test_fusion);
-  tcase_add_test (tc, test_async_and_variadic);
-  tcase_add_test (tc, test_multiple_modules);
-  tcase_add_test (tc, test_other_formats_and_forms);
-  tcase_add_test (tc, test_narrow_types);
-  tcase_add_test (tc, test_stablehlo);
-  suite_add_tcase (s, tc);
-  TCase *tcc = tcase_create ("corpus");
-  tcase_set_timeout (tcc, 600);
-  tcase_add_test (tcc, test_corpus_partitioner);
-  tcase_add_test (tcc, test_corpus_propagation);
-  tcase_add_test (tcc, test_corpus_propagation_expanded);
-  suite_add_tcase (s, tcc);
+  ps_check_case (s, "text", 0,
+                 PS_CHECK_TESTS (test_golden, test_typed_attributes,
+                                 test_constants, test_options, test_grammar,
+                                 test_errors, test_example, test_batch_norm,
+                                 test_input_output_alias, test_collectives,
+                                 test_xla_spellings,
+                                 test_stablehlo_narrow_types, test_mutations,
+                                 test_fusion, test_async_and_variadic,
+                                 test_multiple_modules,
+                                 test_other_formats_and_forms,
+                                 test_narrow_types, test_stablehlo));
+  ps_check_case (s, "corpus", 600,
+                 PS_CHECK_TESTS (test_corpus_partitioner,
+                                 test_corpus_propagation,
+                                 test_corpus_propagation_expanded));
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (hlo_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (hlo_suite (), CK_FORK_GETENV);
 }

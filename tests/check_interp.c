@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/ir/async.h"
 #include "partitioner/interp/interp.h"
@@ -1329,58 +1330,41 @@ static Suite *
 interp_suite (void)
 {
   Suite *s = suite_create ("interp");
-  TCase *tc = tcase_create ("ops");
-  tcase_add_test (tc, test_etype_round);
-  tcase_add_test (tc, test_convert_bf16_op);
-  tcase_add_test (tc, test_integer_semantics);
-  tcase_add_test (tc, test_select_clamp_compare_bitcast);
-  tcase_add_test (tc, test_pad_negative_interior);
-  tcase_add_test (tc, test_slices_and_friends);
-  tcase_add_test (tc, test_gather_scatter);
-  tcase_add_test (tc, test_sort_multi_operand);
-  tcase_add_test (tc, test_dot_general);
-  tcase_add_test (tc, test_ragged_dot_and_dimension_size);
-  tcase_add_test (tc, test_conv_padding_dilation);
-  tcase_add_test (tc, test_conv_feature_groups);
-  tcase_add_test (tc, test_batch_norm);
-  tcase_add_test (tc, test_reduce_variants);
-  tcase_add_test (tc, test_reduce_window_and_select_and_scatter);
-  tcase_add_test (tc, test_while_and_conditional);
-  tcase_add_test (tc, test_fusion);
-  tcase_add_test (tc, test_unsupported_op_error);
-  tcase_add_test (tc, test_work_limit);
-  tcase_add_test (tc, test_bitcast_sizes_and_complex);
-  tcase_add_test (tc, test_rng_deterministic);
-  tcase_add_test (tc, test_value_to_string);
-  tcase_add_test (tc, test_linalg);
-  suite_add_tcase (s, tc);
-  TCase *spmd = tcase_create ("spmd");
+  ps_check_case (s, "ops", 0,
+                 PS_CHECK_TESTS (test_etype_round, test_convert_bf16_op,
+                                 test_integer_semantics,
+                                 test_select_clamp_compare_bitcast,
+                                 test_pad_negative_interior,
+                                 test_slices_and_friends, test_gather_scatter,
+                                 test_sort_multi_operand, test_dot_general,
+                                 test_ragged_dot_and_dimension_size,
+                                 test_conv_padding_dilation,
+                                 test_conv_feature_groups, test_batch_norm,
+                                 test_reduce_variants,
+                                 test_reduce_window_and_select_and_scatter,
+                                 test_while_and_conditional, test_fusion,
+                                 test_unsupported_op_error, test_work_limit,
+                                 test_bitcast_sizes_and_complex,
+                                 test_rng_deterministic, test_value_to_string,
+                                 test_linalg));
+  TCase *spmd = ps_check_case (s, "spmd", 0, PS_CHECK_TESTS (
+      test_stochastic_convert, test_divergent_loop_with_collective,
+      test_async_pairs_as_synchronous, test_unsimulatable_ops_refused,
+      test_replicas_and_tuple_all_to_all,
+      test_divergent_conditional_without_collective));
   tcase_add_loop_test (spmd, test_all_reduce_groups, 0, 3);
   tcase_add_loop_test (spmd, test_all_gather_reduce_scatter_all_to_all, 0, 3);
   tcase_add_loop_test (spmd, test_collective_permute_and_partition_id, 0, 3);
   tcase_add_loop_test (spmd, test_collective_broadcast, 0, 2);
-  tcase_add_test (spmd, test_stochastic_convert);
-  tcase_add_test (spmd, test_divergent_loop_with_collective);
-  tcase_add_test (spmd, test_async_pairs_as_synchronous);
-  tcase_add_test (spmd, test_unsimulatable_ops_refused);
-  tcase_add_test (spmd, test_replicas_and_tuple_all_to_all);
-  tcase_add_test (spmd, test_divergent_conditional_without_collective);
-  suite_add_tcase (s, spmd);
-  TCase *ver = tcase_create ("verify");
+  TCase *ver = ps_check_case (s, "verify", 0, PS_CHECK_TESTS (
+      test_verify_uneven_tiles, test_verify_maximal_and_replicated));
   tcase_add_loop_test (ver, test_verify_dot_contracting, 0, 3);
-  tcase_add_test (ver, test_verify_uneven_tiles);
   tcase_add_loop_test (ver, test_verify_conv_halo_exchange, 0, 3);
-  tcase_add_test (ver, test_verify_maximal_and_replicated);
-  suite_add_tcase (s, ver);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (interp_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  return ps_check_run (interp_suite (), CK_FORK_GETENV);
 }

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/ir/ir.h"
@@ -601,34 +602,24 @@ static Suite *
 ir_suite (void)
 {
   Suite *s = suite_create ("ir");
-  TCase *tc = tcase_create ("ir_structure_and_validation");
-  tcase_add_test (tc, test_etypes);
-  tcase_add_test (tc, test_opcodes);
-  tcase_add_test (tc, test_shapes);
-  tcase_add_test (tc, test_instr_api);
-  tcase_add_test (tc, test_fresh_name_avoids_parsed_names);
-  tcase_add_test (tc, test_post_order);
-  tcase_add_test (tc, test_clone);
-  tcase_add_test (tc, test_validate);
-  suite_add_tcase (s, tc);
-  TCase *ti = tcase_create ("infer");
+  ps_check_case (s, "ir_structure_and_validation", 0,
+                 PS_CHECK_TESTS (test_etypes, test_opcodes, test_shapes,
+                                 test_instr_api,
+                                 test_fresh_name_avoids_parsed_names,
+                                 test_post_order, test_clone, test_validate));
+  TCase *ti = ps_check_case (s, "infer", 0,
+                             PS_CHECK_TESTS (test_infer_elementwise,
+                                             test_infer_dot,
+                                             test_infer_shape_ops,
+                                             test_infer_conv_and_window,
+                                             test_infer_gather,
+                                             test_infer_batch_norm));
   tcase_add_checked_fixture (ti, setup, teardown);
-  tcase_add_test (ti, test_infer_elementwise);
-  tcase_add_test (ti, test_infer_dot);
-  tcase_add_test (ti, test_infer_shape_ops);
-  tcase_add_test (ti, test_infer_conv_and_window);
-  tcase_add_test (ti, test_infer_gather);
-  tcase_add_test (ti, test_infer_batch_norm);
-  suite_add_tcase (s, ti);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (ir_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (ir_suite (), CK_FORK_GETENV);
 }

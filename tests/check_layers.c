@@ -11,6 +11,7 @@
 
 #include <math.h>
 
+#include "check_main.h"
 #include "models/dense_lm.h"
 #include "models/encdec.h"
 #include "models/layers.h"
@@ -826,24 +827,18 @@ int
 main (void)
 {
   Suite *s = suite_create ("layers");
-  TCase *tc = tcase_create ("layers");
-  tcase_set_timeout (tc, 300);
-  tcase_add_test (tc, test_plan_shardings);
-  tcase_add_test (tc, test_optimizer_state_shardings);
-  tcase_add_test (tc, test_view_gradient_accumulates);
-  tcase_add_test (tc, test_builder_block_in_net);
-  tcase_add_test (tc, test_composed_model_partitions);
-  tcase_add_test (tc, test_block_gradients_finite_differences);
-  tcase_add_test (tc, test_rope_pairs_tables);
-  tcase_add_test (tc, test_dense_options_partition);
-  tcase_add_test (tc, test_encdec_partitions);
-  tcase_add_test (tc, test_encdec_moe_partitions);
-  tcase_add_test (tc, test_encdec_remat_same_step);
-  tcase_add_test (tc, test_encdec_moe_layouts);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "layers", 300,
+                 PS_CHECK_TESTS (test_plan_shardings,
+                                 test_optimizer_state_shardings,
+                                 test_view_gradient_accumulates,
+                                 test_builder_block_in_net,
+                                 test_composed_model_partitions,
+                                 test_block_gradients_finite_differences,
+                                 test_rope_pairs_tables,
+                                 test_dense_options_partition,
+                                 test_encdec_partitions,
+                                 test_encdec_moe_partitions,
+                                 test_encdec_remat_same_step,
+                                 test_encdec_moe_layouts));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

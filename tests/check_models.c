@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "driver/target.h"
 #include "models/dense_lm.h"
 #include "models/family.h"
@@ -699,24 +700,16 @@ main (void)
   /* Every family's [slice] and [options] come from the driver's registry. */
   ps_target_init ();
   Suite *s = suite_create ("models");
-  TCase *tc = tcase_create ("dense_lm");
-  tcase_set_timeout (tc, 300);
-  tcase_add_test (tc, test_presets_match_published_tsv);
-  tcase_add_test (tc, test_published_match);
-  tcase_add_test (tc, test_family_defaults);
-  tcase_add_test (tc, test_model_file_roundtrip);
-  tcase_add_test (tc, test_model_file_errors);
-  tcase_add_test (tc, test_option_errors);
-  tcase_add_test (tc, test_build_small_is_valid);
-  tcase_add_test (tc, test_small_step_runs);
-  tcase_add_test (tc, test_loop_matches_unrolled);
-  tcase_add_test (tc, test_microbatches_same_step);
-  tcase_add_test (tc, test_microbatch_loop_matches_unrolled);
-  tcase_add_test (tc, test_loop_update_memory);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "dense_lm", 300,
+                 PS_CHECK_TESTS (test_presets_match_published_tsv,
+                                 test_published_match, test_family_defaults,
+                                 test_model_file_roundtrip,
+                                 test_model_file_errors, test_option_errors,
+                                 test_build_small_is_valid,
+                                 test_small_step_runs,
+                                 test_loop_matches_unrolled,
+                                 test_microbatches_same_step,
+                                 test_microbatch_loop_matches_unrolled,
+                                 test_loop_update_memory));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <math.h>
 
+#include "check_main.h"
 #include "driver/op_times.h"
 #include "sim/compute.h"
 
@@ -61,12 +62,7 @@ int
 main (void)
 {
   Suite *s = suite_create ("op_times");
-  TCase *tc = tcase_create ("op_times");
-  tcase_add_test (tc, test_op_times_prefixes_and_loops);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "op_times", 0,
+                 PS_CHECK_TESTS (test_op_times_prefixes_and_loops));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "cli/picture.h"
 #include "sim/collectives.h"
 #include "topology/hardware.h"
@@ -322,14 +323,9 @@ int
 main (void)
 {
   Suite *s = suite_create ("picture");
-  TCase *tc = tcase_create ("picture");
-  tcase_add_test (tc, test_links_colors_and_wraps);
-  tcase_add_test (tc, test_every_kind_renders);
-  tcase_add_test (tc, test_axes_ticks_and_heads);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  ps_check_case (s, "picture", 0,
+                 PS_CHECK_TESTS (test_links_colors_and_wraps,
+                                 test_every_kind_renders,
+                                 test_axes_ticks_and_heads));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

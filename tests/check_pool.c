@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "driver/pool.h"
 
 typedef struct {
@@ -199,16 +200,8 @@ int
 main (void)
 {
   Suite *s = suite_create ("pool");
-  TCase *tc = tcase_create ("pool");
-  tcase_set_timeout (tc, 60);
-  tcase_add_test (tc, test_pool_job_order);
-  tcase_add_test (tc, test_pool_time_limit);
-  tcase_add_test (tc, test_fork_job_records);
-  tcase_add_test (tc, test_fork_job_nested);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  ps_check_case (s, "pool", 60,
+                 PS_CHECK_TESTS (test_pool_job_order, test_pool_time_limit,
+                                 test_fork_job_records, test_fork_job_nested));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -8,6 +8,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/propagate/propagate.h"
@@ -600,43 +601,32 @@ static Suite *
 propagate_suite (void)
 {
   Suite *s = suite_create ("propagate");
-  TCase *tc = tcase_create ("transformer");
-  tcase_add_test (tc, test_transformer_layer);
-  suite_add_tcase (s, tc);
-  tc = tcase_create ("rules");
-  tcase_add_test (tc, test_elementwise_forward_backward);
-  tcase_add_test (tc, test_annotations_never_overwritten);
-  tcase_add_test (tc, test_dot_merges_batch_and_model);
-  tcase_add_test (tc, test_dot_backward_to_operand);
-  tcase_add_test (tc, test_broadcast_and_reduce);
-  tcase_add_test (tc, test_reshape_and_transpose);
-  tcase_add_test (tc, test_batch_norm);
-  tcase_add_test (tc, test_slice_pad_concat_dynamic_slice);
-  tcase_add_test (tc, test_gather_passthrough_and_index);
-  tcase_add_test (tc, test_while_body_shares_sharding);
-  tcase_add_test (tc, test_manual_regions);
-  tcase_add_test (tc, test_unspecified_dims);
-  tcase_add_test (tc, test_shard_as_group);
-  tcase_add_test (tc, test_barrier_stops_forward_flow);
-  tcase_add_test (tc, test_partial_replication_merge);
-  tcase_add_test (tc, test_while_device_conflict_is_an_error);
-  tcase_add_test (tc, test_index_parallel_gather);
-  tcase_add_test (tc, test_to_parameters_and_output);
-  tcase_add_test (tc, test_conditional_branches);
-  suite_add_tcase (s, tc);
-  TCase *tcr = tcase_create ("read back");
-  tcase_set_timeout (tcr, 600);
+  ps_check_case (s, "transformer", 0, PS_CHECK_TESTS (test_transformer_layer));
+  ps_check_case (s, "rules", 0,
+                 PS_CHECK_TESTS (test_elementwise_forward_backward,
+                                 test_annotations_never_overwritten,
+                                 test_dot_merges_batch_and_model,
+                                 test_dot_backward_to_operand,
+                                 test_broadcast_and_reduce,
+                                 test_reshape_and_transpose, test_batch_norm,
+                                 test_slice_pad_concat_dynamic_slice,
+                                 test_gather_passthrough_and_index,
+                                 test_while_body_shares_sharding,
+                                 test_manual_regions, test_unspecified_dims,
+                                 test_shard_as_group,
+                                 test_barrier_stops_forward_flow,
+                                 test_partial_replication_merge,
+                                 test_while_device_conflict_is_an_error,
+                                 test_index_parallel_gather,
+                                 test_to_parameters_and_output,
+                                 test_conditional_branches));
+  TCase *tcr = ps_check_case (s, "read back", 600, NULL);
   tcase_add_loop_test (tcr, test_propagated_reads_back, 0, 3);
-  suite_add_tcase (s, tcr);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (propagate_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (propagate_suite (), CK_FORK_GETENV);
 }

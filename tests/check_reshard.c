@@ -8,6 +8,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/ir/sharding.h"
 #include "partitioner/spmd/spmd.h"
@@ -206,24 +207,16 @@ static Suite *
 reshard_suite (void)
 {
   Suite *s = suite_create ("reshard");
-  TCase *tc = tcase_create ("pairs");
-  tcase_set_timeout (tc, 300);
-  tcase_add_test (tc, test_all_pairs_2);
-  tcase_add_test (tc, test_all_pairs_4);
-  tcase_add_test (tc, test_all_pairs_8);
-  tcase_add_test (tc, test_cheapest_collectives);
-  tcase_add_test (tc, test_no_all_gather_option);
-  tcase_add_test (tc, test_too_few_devices);
-  suite_add_tcase (s, tc);
+  ps_check_case (s, "pairs", 300,
+                 PS_CHECK_TESTS (test_all_pairs_2, test_all_pairs_4,
+                                 test_all_pairs_8, test_cheapest_collectives,
+                                 test_no_all_gather_option,
+                                 test_too_few_devices));
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (reshard_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (reshard_suite (), CK_FORK_GETENV);
 }

@@ -7,6 +7,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/ir/ir.h"
 #include "partitioner/ir/sharding.h"
 
@@ -874,32 +875,24 @@ static Suite *
 sharding_suite (void)
 {
   Suite *s = suite_create ("sharding");
-  TCase *tc = tcase_create ("sharding_forms_and_queries");
-  tcase_set_timeout (tc, 120);
-  tcase_add_test (tc, test_corpus);
-  tcase_add_test (tc, test_iota_equals_list);
-  tcase_add_test (tc, test_print_forms);
-  tcase_add_test (tc, test_normalise);
-  tcase_add_test (tc, test_copy_queries);
-  tcase_add_test (tc, test_tuple_construct);
-  tcase_add_test (tc, test_tile_bounds);
-  tcase_add_test (tc, test_mesh_split);
-  tcase_add_test (tc, test_iota_random);
-  tcase_add_test (tc, test_partial_random);
+  TCase *tc = ps_check_case (s, "sharding_forms_and_queries", 120,
+                             PS_CHECK_TESTS (test_corpus,
+                                             test_iota_equals_list,
+                                             test_print_forms, test_normalise,
+                                             test_copy_queries,
+                                             test_tuple_construct,
+                                             test_tile_bounds, test_mesh_split,
+                                             test_iota_random,
+                                             test_partial_random));
   tcase_add_loop_test (tc, test_bad, 0, G_N_ELEMENTS (bad_cases));
   tcase_add_test (tc, test_from_string_position);
   tcase_add_test (tc, test_mutations);
   tcase_add_test (tc, test_bad_files);
-  suite_add_tcase (s, tc);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (sharding_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (sharding_suite (), CK_FORK_GETENV);
 }

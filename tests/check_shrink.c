@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/interp/shrink.h"
 #include "partitioner/propagate/propagate.h"
@@ -353,25 +354,16 @@ static Suite *
 shrink_suite (void)
 {
   Suite *s = suite_create ("shrink");
-  TCase *tc = tcase_create ("scaled_copies_partition_alike");
-  tcase_set_timeout (tc, 120);
-  tcase_add_test (tc, test_shrink_sizes);
-  tcase_add_test (tc, test_shrink_pins);
-  tcase_add_test (tc, test_shrink_nothing);
-  tcase_add_test (tc, test_shrink_while);
-  tcase_add_test (tc, test_shrink_verify);
-  tcase_add_test (tc, test_verify_widen);
-  tcase_add_test (tc, test_example_cancellation);
-  suite_add_tcase (s, tc);
+  ps_check_case (s, "scaled_copies_partition_alike", 120,
+                 PS_CHECK_TESTS (test_shrink_sizes, test_shrink_pins,
+                                 test_shrink_nothing, test_shrink_while,
+                                 test_shrink_verify, test_verify_widen,
+                                 test_example_cancellation));
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (shrink_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (shrink_suite (), CK_FORK_GETENV);
 }

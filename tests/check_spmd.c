@@ -8,6 +8,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/propagate/propagate.h"
 #include "partitioner/spmd/spmd.h"
@@ -714,25 +715,16 @@ static Suite *
 spmd_suite (void)
 {
   Suite *s = suite_create ("spmd");
-  TCase *tc = tcase_create ("handlers");
-  tcase_set_timeout (tc, 120);
+  TCase *tc = ps_check_case (s, "handlers", 120, PS_CHECK_TESTS (
+      test_conv_uses_permutes, test_fallback_reported, test_fusion_partitions,
+      test_deterministic, test_manual_all_reduce_across_tiles_rejected,
+      test_global_view_catches_mistakes));
   tcase_add_loop_test (tc, test_case, 0, G_N_ELEMENTS (cases));
-  tcase_add_test (tc, test_conv_uses_permutes);
-  tcase_add_test (tc, test_fallback_reported);
-  tcase_add_test (tc, test_fusion_partitions);
-  tcase_add_test (tc, test_deterministic);
-  tcase_add_test (tc, test_manual_all_reduce_across_tiles_rejected);
-  tcase_add_test (tc, test_global_view_catches_mistakes);
-  suite_add_tcase (s, tc);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (spmd_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (spmd_suite (), CK_FORK_GETENV);
 }

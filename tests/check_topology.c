@@ -4,6 +4,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "topology/platform.h"
 #include "topology/slice.h"
 
@@ -140,21 +141,14 @@ static Suite *
 topology_suite (void)
 {
   Suite *s = suite_create ("topology");
-  TCase *tc = tcase_create ("slices_and_routes");
-  tcase_add_test (tc, test_slices);
-  tcase_add_test (tc, test_core_numbering);
-  tcase_add_test (tc, test_assignment);
-  tcase_add_test (tc, test_routes);
-  suite_add_tcase (s, tc);
+  ps_check_case (s, "slices_and_routes", 0,
+                 PS_CHECK_TESTS (test_slices, test_core_numbering,
+                                 test_assignment, test_routes));
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (topology_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (topology_suite (), CK_FORK_GETENV);
 }

@@ -12,6 +12,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/interp/shrink.h"
 #include "partitioner/spmd/spmd.h"
@@ -269,22 +270,16 @@ static Suite *
 windowed_suite (void)
 {
   Suite *s = suite_create ("windowed");
-  TCase *tc = tcase_create ("windowed");
-  tcase_set_timeout (tc, 120);
+  TCase *tc = ps_check_case (s, "windowed", 120,
+                             PS_CHECK_TESTS (test_choices_replay,
+                                             test_no_gather_untouched,
+                                             test_scaled_copy));
   tcase_add_loop_test (tc, test_windowed, 0, N_KINDS * 6);
-  tcase_add_test (tc, test_choices_replay);
-  tcase_add_test (tc, test_no_gather_untouched);
-  tcase_add_test (tc, test_scaled_copy);
-  suite_add_tcase (s, tc);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (windowed_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (windowed_suite (), CK_FORK_GETENV);
 }
