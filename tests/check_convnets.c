@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "build_testutil.h"
+#include "check_main.h"
 #include "models/conformer.h"
 #include "models/unet3d.h"
 #include "partitioner/interp/interp.h"
@@ -115,7 +117,6 @@ END_TEST
 static PsValue *
 run_step (const PsModule *m)
 {
-  GError *error = NULL;
   int n = (int) m->entry->params->len;
   PsValue **args = g_new0 (PsValue *, n);
   for (int i = 0; i < n; i++)
@@ -134,12 +135,7 @@ run_step (const PsModule *m)
           ps_value_set (args[i], k, val);
         }
     }
-  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
-  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
-  for (int i = 0; i < n; i++)
-    ps_value_free (args[i]);
-  g_free (args);
-  return out;
+  return build_test_run_consuming (m, n, args);
 }
 
 static PsValue *
@@ -305,20 +301,14 @@ int
 main (void)
 {
   Suite *s = suite_create ("convnets");
-  TCase *tc = tcase_create ("models");
-  tcase_set_timeout (tc, 600);
-  tcase_add_test (tc, test_unet_spatial_2x2x2);
-  tcase_add_test (tc, test_unet_spatial_uneven);
-  tcase_add_test (tc, test_unet_data_and_spatial);
-  tcase_add_test (tc, test_unet_microbatches);
-  tcase_add_test (tc, test_unet_mlperf_shape);
+  TCase *tc = ps_check_case (s, "models", 600,
+                             PS_CHECK_TESTS (test_unet_spatial_2x2x2,
+                                             test_unet_spatial_uneven,
+                                             test_unet_data_and_spatial,
+                                             test_unet_microbatches,
+                                             test_unet_mlperf_shape));
   tcase_add_loop_test (tc, test_conformer_data_and_model, PS_CONFORMER_2D, PS_CONFORMER_DP + 1);
   tcase_add_test (tc, test_conformer_large_shape);
   tcase_add_test (tc, test_conformer_microbatches);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "build_testutil.h"
+#include "check_main.h"
 #include "models/moe_layer.h"
 #include "models/moe_lm.h"
 #include "partitioner/builder/autodiff.h"
@@ -422,12 +424,7 @@ run_moe_step (const PsMoeLmConfig *c)
           ps_value_set (args[i], k, v);
         }
     }
-  PsValue *out = ps_interp_run (m, n, args, NULL, &error);
-  ck_assert_msg (out != NULL, "interp: %s", error ? error->message : "");
-  for (int i = 0; i < n; i++)
-    ps_value_free (args[i]);
-  g_free (args);
-  return out;
+  return build_test_run_consuming (m, n, args);
 }
 
 /* The microbatches as one while loop (the default) compute what the
@@ -471,20 +468,13 @@ int
 main (void)
 {
   Suite *s = suite_create ("moe");
-  TCase *tc = tcase_create ("moe_layer");
-  tcase_set_timeout (tc, 300);
-  tcase_add_test (tc, test_capacity);
-  tcase_add_test (tc, test_gating_matches_reference);
-  tcase_add_test (tc, test_partitioned_step_verifies);
-  tcase_add_test (tc, test_op_names_survive_partitioning);
-  tcase_add_test (tc, test_gradients_match_finite_differences);
-  tcase_add_test (tc, test_moe_lm_step_verifies);
-  tcase_add_test (tc, test_moe_lm_block_options_verify);
-  tcase_add_test (tc, test_moe_lm_microbatch_loop);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "moe_layer", 300,
+                 PS_CHECK_TESTS (test_capacity, test_gating_matches_reference,
+                                 test_partitioned_step_verifies,
+                                 test_op_names_survive_partitioning,
+                                 test_gradients_match_finite_differences,
+                                 test_moe_lm_step_verifies,
+                                 test_moe_lm_block_options_verify,
+                                 test_moe_lm_microbatch_loop));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build_testutil.h"
+#include "check_main.h"
 #include "models/dense_lm.h"
 #include "models/moe_layer.h"
 #include "models/moe_lm.h"
@@ -352,26 +354,6 @@ END_TEST
  * selects, converts) and einsums are ops vmap had. */
 enum { VN = 3, VG = 2, VS = 4, VM = 3, VE = 4, VH = 5 };
 
-static PsInstr *
-row_of (PsComputation *c, PsInstr *x, int64_t k)
-{
-  const PsShape *s = x->shape;
-  int64_t st[4] = { 0 }, li[4], one[4], dims[4];
-  for (int d = 0; d < s->rank; d++)
-    {
-      st[d] = d == 0 ? k : 0;
-      li[d] = d == 0 ? k + 1 : s->dims[d];
-      one[d] = 1;
-      dims[d] = li[d] - st[d];
-    }
-  PsInstr *sl = ps_computation_add_instr (c, PS_OP_SLICE, NULL, ps_shape_new_array (s->etype, s->rank, dims), 1, &x);
-  ps_ints_set (&sl->slice_starts, s->rank, st);
-  ps_ints_set (&sl->slice_limits, s->rank, li);
-  ps_ints_set (&sl->slice_strides, s->rank, one);
-  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
-  return ps_build_reshape (b, sl, s->rank - 1, s->dims + 1);
-}
-
 START_TEST (test_vmap_moe_layer)
 {
   static const int64_t dims[4][3] = { { VG, VS, VM }, { VM, VE, 0 }, { VE, VM, VH }, { VE, VH, VM } };
@@ -413,7 +395,7 @@ START_TEST (test_vmap_moe_layer)
     {
       PsInstr *r[4];
       for (int i = 0; i < 4; i++)
-        r[i] = row_of (main, P[i], k);
+        r[i] = build_test_row (main, P[i], k);
       elems[2 * (k + 1)] = ps_moe_layer (bm, &cfg, r[0], r[1], r[2], r[3], &elems[2 * (k + 1) + 1]);
     }
   ck_assert (ps_builder_ok (bm));
@@ -490,20 +472,14 @@ int
 main (void)
 {
   Suite *s = suite_create ("pipeline");
-  TCase *tc = tcase_create ("pipeline");
-  tcase_set_timeout (tc, 300);
-  tcase_add_test (tc, test_pipeline_matches_unpipelined);
-  tcase_add_test (tc, test_pipeline_partitioned);
-  tcase_add_test (tc, test_pipeline_mesh_devices);
-  tcase_add_test (tc, test_moe_pipeline_matches_unpipelined);
-  tcase_add_test (tc, test_moe_pipeline_aux_counts);
-  tcase_add_test (tc, test_moe_pipeline_partitioned);
-  tcase_add_test (tc, test_moe_pipeline_errors);
-  tcase_add_test (tc, test_vmap_moe_layer);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "pipeline", 300,
+                 PS_CHECK_TESTS (test_pipeline_matches_unpipelined,
+                                 test_pipeline_partitioned,
+                                 test_pipeline_mesh_devices,
+                                 test_moe_pipeline_matches_unpipelined,
+                                 test_moe_pipeline_aux_counts,
+                                 test_moe_pipeline_partitioned,
+                                 test_moe_pipeline_errors,
+                                 test_vmap_moe_layer));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

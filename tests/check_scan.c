@@ -9,6 +9,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "build_testutil.h"
+#include "check_main.h"
 #include "partitioner/analysis/cost.h"
 #include "partitioner/builder/autodiff.h"
 #include "partitioner/builder/scan.h"
@@ -27,16 +29,6 @@ reshape_dims (PsComputation *c, PsInstr *a, int rank, const int64_t *dims)
 }
 
 enum { L = 3, B = 2, D = 4 };
-
-static PsInstr *
-param (PsComputation *c, const char *name, int rank, const int64_t *dims)
-{
-  PsInstr *p = ps_computation_add_instr (c, PS_OP_PARAMETER, name,
-                                         ps_shape_new_array (PS_F64, rank, dims), 0, NULL);
-  p->parameter_number = c->params->len;
-  g_ptr_array_add (c->params, p);
-  return p;
-}
 
 /* One layer: x + tanh(x . w + b) * scale. */
 static PsInstr *
@@ -89,10 +81,10 @@ prog_params (Prog *p, const char *name)
   c->is_entry = TRUE;
   p->m->entry = c;
   int64_t xd[2] = { B, D }, wd[3] = { L, D, D }, bd[2] = { L, D }, sd[1] = { D };
-  p->x = param (c, "x", 2, xd);
-  p->w = param (c, "w", 3, wd);
-  p->b = param (c, "b", 2, bd);
-  p->scale = param (c, "scale", 1, sd);
+  p->x = build_test_param (c, "x", 2, xd);
+  p->w = build_test_param (c, "w", 3, wd);
+  p->b = build_test_param (c, "b", 2, bd);
+  p->scale = build_test_param (c, "scale", 1, sd);
 }
 
 static void
@@ -554,18 +546,11 @@ int
 main (void)
 {
   Suite *s = suite_create ("scan");
-  TCase *tc = tcase_create ("scan");
-  tcase_set_timeout (tc, 120);
-  tcase_add_test (tc, test_scan_matches_unrolled);
-  tcase_add_test (tc, test_scan_finite_differences);
-  tcase_add_test (tc, test_scan_hlo);
-  tcase_add_test (tc, test_scan_errors);
-  tcase_add_test (tc, test_scan_captures_caller_values);
-  tcase_add_test (tc, test_scan_nested);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "scan", 120,
+                 PS_CHECK_TESTS (test_scan_matches_unrolled,
+                                 test_scan_finite_differences, test_scan_hlo,
+                                 test_scan_errors,
+                                 test_scan_captures_caller_values,
+                                 test_scan_nested));
+  return ps_check_run (s, CK_FORK_GETENV);
 }

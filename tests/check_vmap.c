@@ -12,22 +12,14 @@
 #include <math.h>
 #include <string.h>
 
+#include "build_testutil.h"
+#include "check_main.h"
 #include "partitioner/builder/builder.h"
 #include "partitioner/builder/vmap.h"
 #include "partitioner/interp/interp.h"
 #include "partitioner/ir/ir.h"
 
 enum { N = 3, R = 4, K = 5, C = 6, Q = 3, OUTS = 5 };
-
-static PsInstr *
-param (PsComputation *c, const char *name, int rank, const int64_t *dims)
-{
-  PsInstr *p = ps_computation_add_instr (c, PS_OP_PARAMETER, name,
-                                         ps_shape_new_array (PS_F64, rank, dims), 0, NULL);
-  p->parameter_number = c->params->len;
-  g_ptr_array_add (c->params, p);
-  return p;
-}
 
 static PsInstr *
 dot (PsComputation *c, PsInstr *a, PsInstr *b, int64_t ca, int64_t cb, int64_t rows, int64_t cols)
@@ -88,26 +80,6 @@ function (PsComputation *c, PsInstr *x, PsInstr *w, PsInstr *b, PsInstr *m, PsIn
 }
 
 /* Row k of a [N, ...] value, the leading dim dropped. */
-static PsInstr *
-row (PsComputation *c, PsInstr *x, int64_t k)
-{
-  const PsShape *s = x->shape;
-  int64_t st[3] = { 0 }, li[3], one[3], dims[3];
-  for (int d = 0; d < s->rank; d++)
-    {
-      st[d] = d == 0 ? k : 0;
-      li[d] = d == 0 ? k + 1 : s->dims[d];
-      one[d] = 1;
-      dims[d] = li[d] - st[d];
-    }
-  PsInstr *sl = ps_computation_add_instr (c, PS_OP_SLICE, NULL, ps_shape_new_array (s->etype, s->rank, dims), 1, &x);
-  ps_ints_set (&sl->slice_starts, s->rank, st);
-  ps_ints_set (&sl->slice_limits, s->rank, li);
-  ps_ints_set (&sl->slice_strides, s->rank, one);
-  g_autoptr (PsBuilder) b = ps_builder_new_in (c->parent, c);
-  return ps_build_reshape (b, sl, s->rank - 1, s->dims + 1);
-}
-
 START_TEST (test_vmap_matches_rows)
 {
   PsModule *m = ps_module_new ("vmap");
@@ -115,14 +87,14 @@ START_TEST (test_vmap_matches_rows)
   main->is_entry = TRUE;
   m->entry = main;
   int64_t xd[3] = { N, R, K }, wd[3] = { N, K, C }, bd[1] = { C }, md[2] = { C, Q };
-  PsInstr *X = param (main, "x", 3, xd), *W = param (main, "w", 3, wd);
-  PsInstr *Bp = param (main, "b", 1, bd), *Mp = param (main, "m", 2, md);
+  PsInstr *X = build_test_param (main, "x", 3, xd), *W = build_test_param (main, "w", 3, wd);
+  PsInstr *Bp = build_test_param (main, "b", 1, bd), *Mp = build_test_param (main, "m", 2, md);
 
   /* the function for one element, in a scratch computation */
   PsComputation *f = ps_computation_new (m, "f");
   int64_t fx[2] = { R, K }, fw[2] = { K, C };
-  PsInstr *x = param (f, "x", 2, fx), *w = param (f, "w", 2, fw);
-  PsInstr *b = param (f, "b", 1, bd), *mm = param (f, "m", 2, md);
+  PsInstr *x = build_test_param (f, "x", 2, fx), *w = build_test_param (f, "w", 2, fw);
+  PsInstr *b = build_test_param (f, "b", 1, bd), *mm = build_test_param (f, "m", 2, md);
   PsInstr *fo[OUTS];
   function (f, x, w, b, mm, fo);
 
@@ -146,7 +118,7 @@ START_TEST (test_vmap_matches_rows)
   for (int i = 0; i < OUTS; i++)
     elems[i] = vout[i];
   for (int k = 0; k < N; k++)
-    function (main, row (main, X, k), row (main, W, k), Bp, Mp, elems + OUTS * (k + 1));
+    function (main, build_test_row (main, X, k), build_test_row (main, W, k), Bp, Mp, elems + OUTS * (k + 1));
   g_autoptr (PsBuilder) bm = ps_builder_new_in (m, main);
   main->root = ps_build_tuple (bm, OUTS * (N + 1), elems);
   ck_assert_msg (ps_module_validate (m, "vmap", &error), "%s", error ? error->message : "");
@@ -194,9 +166,9 @@ START_TEST (test_vmap_unsupported)
   main->is_entry = TRUE;
   m->entry = main;
   int64_t xd[2] = { N, R }, fx[1] = { R };
-  PsInstr *X = param (main, "x", 2, xd);
+  PsInstr *X = build_test_param (main, "x", 2, xd);
   PsComputation *f = ps_computation_new (m, "f");
-  PsInstr *x = param (f, "x", 1, fx);
+  PsInstr *x = build_test_param (f, "x", 1, fx);
   PsInstr *y = ps_computation_add_instr (f, PS_OP_SORT, NULL, ps_shape_copy (x->shape), 1, &x);
   g_autoptr (GHashTable) inputs = g_hash_table_new (NULL, NULL);
   g_autoptr (GHashTable) batched = g_hash_table_new (NULL, NULL);
@@ -217,13 +189,8 @@ int
 main (void)
 {
   Suite *s = suite_create ("vmap");
-  TCase *tc = tcase_create ("vmap");
-  tcase_add_test (tc, test_vmap_matches_rows);
-  tcase_add_test (tc, test_vmap_unsupported);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  ps_check_case (s, "vmap", 0,
+                 PS_CHECK_TESTS (test_vmap_matches_rows,
+                                 test_vmap_unsupported));
+  return ps_check_run (s, CK_FORK_GETENV);
 }
