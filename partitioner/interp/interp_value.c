@@ -426,10 +426,5 @@ ps_value_copy_elem (PsValue *dst, int64_t di, const PsValue *src, int64_t si)
 gboolean
 ip_same_dims (const PsShape *a, const PsShape *b)
 {
-  if (a->etype == PS_TUPLE || b->etype == PS_TUPLE || a->rank != b->rank)
-    return FALSE;
-  for (int d = 0; d < a->rank; d++)
-    if (a->dims[d] != b->dims[d])
-      return FALSE;
-  return TRUE;
+  return a->etype != PS_TUPLE && b->etype != PS_TUPLE && ps_shape_same_dims (a, b);
 }

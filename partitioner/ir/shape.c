@@ -257,6 +257,12 @@ ps_shape_equal (const PsShape *a, const PsShape *b)
           return FALSE;
       return TRUE;
     }
+  return ps_shape_same_dims (a, b);
+}
+
+gboolean
+ps_shape_same_dims (const PsShape *a, const PsShape *b)
+{
   if (a->rank != b->rank)
     return FALSE;
   for (int i = 0; i < a->rank; i++)

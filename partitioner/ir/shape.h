@@ -76,6 +76,9 @@ gboolean ps_shape_is_tuple (const PsShape *s);
 gboolean ps_shape_is_array (const PsShape *s);
 /* Same element type and dims (layouts ignored); tuples elementwise. */
 gboolean ps_shape_equal (const PsShape *a, const PsShape *b);
+/* Same rank and dims, element type and layout ignored: what an elementwise
+ * op or a select asks of its array operands (tuples compare as rank 0). */
+gboolean ps_shape_same_dims (const PsShape *a, const PsShape *b);
 int64_t ps_shape_elements (const PsShape *s);        /* arrays: product of dims */
 /* The bytes of the compiled program's buffer: tuples the sum of their
  * leaves, s4/u4 packed two to a byte as XLA packs them (shape.c). */

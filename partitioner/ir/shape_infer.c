@@ -89,17 +89,6 @@ arrays_ok (const PsInstr *in, GError **error)
   return TRUE;
 }
 
-static gboolean
-same_dims (const PsShape *a, const PsShape *b)
-{
-  if (a->rank != b->rank)
-    return FALSE;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i])
-      return FALSE;
-  return TRUE;
-}
-
 static PsShape *
 with_etype (const PsShape *s, PsElemType t)
 {
@@ -185,7 +174,7 @@ infer_elementwise (const PsInstr *in, GError **error)
       const PsShape *pr = a, *t = in->operands[1]->shape, *f = in->operands[2]->shape;
       if (pr->etype != PS_PRED)
         return fail (error, PS_ERROR_INVALID, "select needs a pred selector, got %s", ps_etype_name (pr->etype));
-      if (!ps_shape_equal (t, f) || (pr->rank != 0 && !same_dims (pr, t)))
+      if (!ps_shape_equal (t, f) || (pr->rank != 0 && !ps_shape_same_dims (pr, t)))
         {
           g_autofree char *s0 = shape_str (pr), *s1 = shape_str (t), *s2 = shape_str (f);
           return fail (error, PS_ERROR_INVALID, "select operands have shapes %s, %s and %s", s0, s1, s2);
@@ -195,7 +184,7 @@ infer_elementwise (const PsInstr *in, GError **error)
   if (op == PS_OP_CLAMP)
     {
       const PsShape *lo = a, *x = in->operands[1]->shape, *hi = in->operands[2]->shape;
-      if ((lo->rank != 0 && !same_dims (lo, x)) || (hi->rank != 0 && !same_dims (hi, x))
+      if ((lo->rank != 0 && !ps_shape_same_dims (lo, x)) || (hi->rank != 0 && !ps_shape_same_dims (hi, x))
           || lo->etype != x->etype || hi->etype != x->etype)
         {
           g_autofree char *s0 = shape_str (lo), *s1 = shape_str (x), *s2 = shape_str (hi);
@@ -211,7 +200,7 @@ infer_elementwise (const PsInstr *in, GError **error)
       const PsShape *r = in->operands[1]->shape;
       gboolean fl = ps_etype_is_float (a->etype) || ps_etype_minifloat (a->etype);
       if (!fl || !ps_etype_is_integral (r->etype) || ps_etype_is_signed (r->etype)
-          || ps_etype_bits (a->etype) != ps_etype_bits (r->etype) || !same_dims (a, r))
+          || ps_etype_bits (a->etype) != ps_etype_bits (r->etype) || !ps_shape_same_dims (a, r))
         {
           g_autofree char *s0 = shape_str (a), *s1 = shape_str (r);
           return fail (error, PS_ERROR_INVALID, "stochastic-convert takes a float operand and unsigned random "
@@ -226,7 +215,7 @@ infer_elementwise (const PsInstr *in, GError **error)
       const PsShape *b = in->operands[i]->shape;
       gboolean etype_ok = b->etype == a->etype
                           || op == PS_OP_MAP; /* map's inputs may differ in type */
-      if (!same_dims (a, b) || !etype_ok)
+      if (!ps_shape_same_dims (a, b) || !etype_ok)
         {
           g_autofree char *s0 = shape_str (a), *s1 = shape_str (b);
           return fail (error, PS_ERROR_INVALID, "%s operands have different shapes %s and %s",
@@ -401,7 +390,7 @@ infer_reduce (const PsInstr *in, GError **error)
   int k = in->n_operands / 2;
   const PsShape *a = in->operands[0]->shape;
   for (int i = 1; i < k; i++)
-    if (!same_dims (a, in->operands[i]->shape))
+    if (!ps_shape_same_dims (a, in->operands[i]->shape))
       return fail (error, PS_ERROR_INVALID, "%s inputs have different dims", OPNAME (in));
   for (int i = k; i < 2 * k; i++)
     if (in->operands[i]->shape->rank != 0)
@@ -943,7 +932,7 @@ infer_batch_norm (const PsInstr *in, GError **error)
       if (o->etype != x->etype)
         return fail (error, PS_ERROR_INVALID, "%s: operand %d is %s, the operand is %s", OPNAME (in), i,
                      ps_etype_name (o->etype), ps_etype_name (x->etype));
-      if (grad_out ? !same_dims (o, x) : (o->rank != 1 || o->dims[0] != nf))
+      if (grad_out ? !ps_shape_same_dims (o, x) : (o->rank != 1 || o->dims[0] != nf))
         {
           g_autofree char *os = shape_str (o);
           g_autofree char *xs = shape_str (x);
@@ -1056,7 +1045,7 @@ infer_unchecked (const PsInstr *in, GError **error)
       if (in->n_operands < 1 || !arrays_ok (in, error))
         return in->n_operands < 1 ? fail (error, PS_ERROR_INVALID, "sort needs an operand") : NULL;
       for (int i = 1; i < in->n_operands; i++)
-        if (!same_dims (in->operands[0]->shape, in->operands[i]->shape))
+        if (!ps_shape_same_dims (in->operands[0]->shape, in->operands[i]->shape))
           return fail (error, PS_ERROR_INVALID, "sort operands have different dims");
       if (in->dimensions.n > 1
           || (in->dimensions.n == 1
@@ -1092,7 +1081,7 @@ infer_unchecked (const PsInstr *in, GError **error)
         const PsScatterDims *sd = &in->scatter;
         const PsShape *a = in->operands[0]->shape, *u = in->operands[k + 1]->shape;
         for (int i = 1; i < k; i++)
-          if (!same_dims (a, in->operands[i]->shape) || !same_dims (u, in->operands[k + 1 + i]->shape))
+          if (!ps_shape_same_dims (a, in->operands[i]->shape) || !ps_shape_same_dims (u, in->operands[k + 1 + i]->shape))
             return fail (error, PS_ERROR_INVALID, "scatter inputs or updates differ in dims");
         if (sd->update_window_dims.n + sd->inserted_window_dims.n + sd->input_batching_dims.n != a->rank)
           return fail (error, PS_ERROR_INVALID,

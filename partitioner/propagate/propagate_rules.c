@@ -1327,12 +1327,7 @@ compatible_shapes (const PsShape *a, const PsShape *b)
           return FALSE;
       return TRUE;
     }
-  if (a->rank != b->rank)
-    return FALSE;
-  for (int k = 0; k < a->rank; k++)
-    if (a->dims[k] != b->dims[k])
-      return FALSE;
-  return TRUE;
+  return ps_shape_same_dims (a, b);
 }
 
 static PsSharding *
