@@ -5,6 +5,7 @@
 
 #include <glib.h>
 
+#include "cli/target_options.h"
 #include "sim/compute.h"
 #include "topology/hardware.h"
 
@@ -17,5 +18,15 @@ gboolean ps_bench_size (const char *text, gsize len, const char *what, gint64 *o
  * PS_ERROR_OPTION error naming the option and its choices. */
 gboolean ps_bench_compute_type (const char *dtype, const char *precision, PsComputeDtype *dtype_out,
                                 PsMxuPrecision *precision_out, GError **error);
+/* Parses a compute benchmark's command line: ENTRIES beside --hw (the only
+ * target option a one-core benchmark reads), then exactly N_ARGS positional
+ * arguments. On success returns TRUE with *to_out (transfer full) and argv
+ * holding the program name and the N_ARGS arguments. Else FALSE with
+ * *status the exit status: PS_EXIT_USAGE after GLib's message, or after
+ * "TAKES, got N arguments (see 'PROG --help')" when the count is wrong
+ * (TAKES as "bench matmul takes three sizes M K N"). The strings ENTRIES
+ * point at are set either way: the caller frees them. */
+gboolean ps_bench_parse (GOptionContext *ctx, const GOptionEntry *entries, int n_args, const char *takes,
+                         int *argc, char ***argv, PsTargetOptions **to_out, int *status);
 
 #endif

@@ -56,3 +56,26 @@ ps_bench_compute_type (const char *dtype, const char *precision, PsComputeDtype 
     }
   return TRUE;
 }
+
+gboolean
+ps_bench_parse (GOptionContext *ctx, const GOptionEntry *entries, int n_args, const char *takes,
+                int *argc, char ***argv, PsTargetOptions **to_out, int *status)
+{
+  static const char *const target_keys[] = { "hw", NULL };
+  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
+  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
+  *status = PS_EXIT_USAGE;
+  if (!ps_cli_parse (ctx, argc, argv))
+    return FALSE;
+  if (*argc != n_args + 1)
+    {
+      GError *error = NULL;
+      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION, "%s, got %d argument%s (see '%s --help')",
+                   takes, *argc - 1, *argc == 2 ? "" : "s", g_get_prgname ());
+      *status = ps_cli_fail (error);
+      return FALSE;
+    }
+  *to_out = g_steal_pointer (&to);
+  *status = 0;
+  return TRUE;
+}

@@ -288,24 +288,17 @@ ps_cmd_bench_conv (int argc, char **argv)
     "(SPATIAL as 128x128x128) on one TensorCore with podsim's compute model:\n"
     "how the window and the feature depths meet the MXU, what padding the depths\n"
     "to the array wastes, cycles, time, MXU utilization and the bound.");
-  static const char *const target_keys[] = { "hw", NULL };
-  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
-  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
-  gboolean parsed = ps_cli_parse (ctx, &argc, &argv);
+  g_autoptr (PsTargetOptions) to = NULL;
+  int status;
+  gboolean parsed = ps_bench_parse (ctx, entries, 4, "bench conv takes BATCH SPATIAL CIN COUT",
+                                    &argc, &argv, &to, &status);
   g_autofree char *dtype_s = opt_dtype, *precision_s = opt_precision,
                   *kernel_s = opt_kernel, *stride_s = opt_stride, *padding_s = opt_padding,
                   *groups_s = opt_groups, *mapping_s = opt_mapping;
   if (!parsed)
-    return PS_EXIT_USAGE;
+    return status;
 
   GError *error = NULL;
-  if (argc != 5)
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   "bench conv takes BATCH SPATIAL CIN COUT, got %d argument%s (see '%s --help')",
-                   argc - 1, argc == 2 ? "" : "s", g_get_prgname ());
-      return ps_cli_fail (error);
-    }
   Conv cv = { 0 };
   cv.groups = 1;
   cv.same = TRUE;

@@ -122,23 +122,16 @@ ps_cmd_bench_matmul (int argc, char **argv)
     "Time one matrix multiplication out[M,N] = lhs[M,K] x rhs[K,N] on one\n"
     "TensorCore with podsim's compute model: cycles, time, MXU utilization\n"
     "and which unit (mxu, vector, hbm, overhead) bounds it.");
-  static const char *const target_keys[] = { "hw", NULL };
-  g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
-  g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
-  gboolean parsed = ps_cli_parse (ctx, &argc, &argv);
+  g_autoptr (PsTargetOptions) to = NULL;
+  int status;
+  gboolean parsed = ps_bench_parse (ctx, entries, 3, "bench matmul takes three sizes M K N",
+                                    &argc, &argv, &to, &status);
   g_autofree char *dtype_s = opt_dtype, *precision_s = opt_precision,
                   *batch_s = opt_batch, *mapping_s = opt_mapping;
   if (!parsed)
-    return PS_EXIT_USAGE;
+    return status;
 
   GError *error = NULL;
-  if (argc != 4)
-    {
-      g_set_error (&error, PS_ERROR, PS_ERROR_OPTION,
-                   "bench matmul takes three sizes M K N, got %d argument%s (see '%s --help')",
-                   argc - 1, argc == 2 ? "" : "s", g_get_prgname ());
-      return ps_cli_fail (error);
-    }
   gint64 m = 0, k = 0, n = 0, batch = 1;
   PsComputeDtype dtype;
   PsMxuPrecision precision;
