@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "sim/collectives.h"
 #include "sim/compute.h"
 #include "sim/replay.h"

@@ -5,7 +5,7 @@
 #include <check.h>
 #include <math.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "sim/compute.h"
 
 static PsHardware *hw;

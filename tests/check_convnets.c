@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "build_testutil.h"
-#include "check_main.h"
+#include "tests/build_testutil.h"
+#include "tests/check_main.h"
 #include "models/conformer.h"
 #include "models/unet3d.h"
 #include "partitioner/interp/interp.h"

@@ -7,7 +7,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "partitioner/analysis/cost.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/analysis/lower.h"

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "build_testutil.h"
-#include "check_main.h"
+#include "tests/build_testutil.h"
+#include "tests/check_main.h"
 #include "models/moe_layer.h"
 #include "models/moe_lm.h"
 #include "partitioner/builder/autodiff.h"

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build_testutil.h"
-#include "check_main.h"
+#include "tests/build_testutil.h"
+#include "tests/check_main.h"
 #include "models/dense_lm.h"
 #include "models/moe_layer.h"
 #include "models/moe_lm.h"

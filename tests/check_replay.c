@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "sim/compute.h"
 #include "sim/replay.h"
 

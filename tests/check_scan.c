@@ -9,8 +9,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "build_testutil.h"
-#include "check_main.h"
+#include "tests/build_testutil.h"
+#include "tests/check_main.h"
 #include "partitioner/analysis/cost.h"
 #include "partitioner/builder/autodiff.h"
 #include "partitioner/builder/scan.h"

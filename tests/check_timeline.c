@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "traces/timeline.h"
 
 static JsonArray *

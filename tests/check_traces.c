@@ -7,7 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "traces/trace.h"
 
 /* A trace on a 2x4 mesh with one event of every kind and form. */

@@ -12,8 +12,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "build_testutil.h"
-#include "check_main.h"
+#include "tests/build_testutil.h"
+#include "tests/check_main.h"
 #include "partitioner/builder/builder.h"
 #include "partitioner/builder/vmap.h"
 #include "partitioner/interp/interp.h"
