@@ -24,4 +24,17 @@ fuzz_check_error (GError *error)
   g_error_free (error);
 }
 
+/* Aborts unless printing what was read back from FIRST printed AGAIN, the
+ * same text: a printer and its reader meet in a fixed point. WHAT opens
+ * the finding's message, both texts follow it. */
+static inline void
+fuzz_check_fixed_point (const char *what, const char *first, const char *again)
+{
+  if (strcmp (first, again) != 0)
+    {
+      fprintf (stderr, "%s:\n%s\n----\n%s\n", what, first, again);
+      abort ();
+    }
+}
+
 #endif

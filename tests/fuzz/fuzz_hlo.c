@@ -36,11 +36,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       abort ();
     }
   char *p2 = ps_hlo_print (m2, NULL);
-  if (strcmp (p1, p2) != 0)
-    {
-      fprintf (stderr, "printing is not a fixed point:\n%s\n----\n%s\n", p1, p2);
-      abort ();
-    }
+  fuzz_check_fixed_point ("printing is not a fixed point", p1, p2);
   g_free (p1);
   g_free (p2);
   ps_module_free (m2);
