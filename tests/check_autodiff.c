@@ -5,7 +5,7 @@
  * straight C implementation of the same formulas. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <string.h>
 
@@ -462,9 +462,5 @@ main (void)
   tcase_add_test (tc, test_adafactor_step);
   tcase_add_test (tc, test_adam_state_shapes);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

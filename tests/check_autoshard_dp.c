@@ -6,7 +6,7 @@
  * only a model's, which the caller measures). */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -227,9 +227,5 @@ main (void)
   tcase_add_test (t, test_dp_chain_recursion);
   tcase_add_test (t, test_dp_far_interaction_is_a_model);
   suite_add_tcase (s, t);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

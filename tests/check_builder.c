@@ -4,7 +4,7 @@
  * print the same), and the sticky errors. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <string.h>
 
@@ -814,9 +814,5 @@ builder_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (builder_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (builder_suite (), CK_FORK_GETENV);
 }

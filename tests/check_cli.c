@@ -3,7 +3,7 @@
  * exits with a status, or hangs. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -74,10 +74,5 @@ main (void)
   tcase_set_timeout (tc, 60);
   tcase_add_test (tc, test_run_isolated);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_set_fork_status (sr, CK_NOFORK);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_NOFORK);
 }

@@ -4,7 +4,7 @@
  * the N-dimensional index helpers (ndindex.h). */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -510,9 +510,5 @@ main (void)
   tcase_add_test (params, test_ini_walk_positions_and_errors);
   tcase_add_test (params, test_params_fill_config_fields);
   suite_add_tcase (s, params);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -6,7 +6,7 @@
  * model-dim sharding). */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -316,9 +316,5 @@ main (void)
   tcase_add_test (tc, test_conformer_large_shape);
   tcase_add_test (tc, test_conformer_microbatches);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

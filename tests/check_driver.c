@@ -5,7 +5,7 @@
  * option error. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <string.h>
 
 #include "common/error.h"
@@ -264,9 +264,5 @@ main (void)
   tcase_add_test (errs, test_study_row_not_utf8_reads_back);
   tcase_add_test (errs, test_study_grid_counted);
   suite_add_tcase (s, errs);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -1,7 +1,7 @@
 /* Tests of the hardware-file loader (topology/hardware.c). */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <string.h>
 
 #include "common/error.h"
@@ -271,9 +271,5 @@ main (void)
   tcase_add_test (tc, test_out_of_range);
   tcase_add_test (tc, test_precision_names);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

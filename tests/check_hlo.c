@@ -4,7 +4,7 @@
  * point at the right line and column. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <stdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
@@ -963,9 +963,5 @@ hlo_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (hlo_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (hlo_suite (), CK_FORK_GETENV);
 }

@@ -2,7 +2,7 @@
  * Expected values are worked out by hand in the comments. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <string.h>
 
@@ -1378,9 +1378,5 @@ interp_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (interp_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  return ps_check_run (interp_suite (), CK_FORK_GETENV);
 }

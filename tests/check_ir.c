@@ -3,7 +3,7 @@
  * order, shape inference for the main opcodes and module validation. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <string.h>
 
 #include "partitioner/hlo/hlo_parser.h"
@@ -626,9 +626,5 @@ ir_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (ir_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (ir_suite (), CK_FORK_GETENV);
 }

@@ -6,7 +6,7 @@
  * correctly: original and SPMD program agree on the reference interpreter. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <string.h>
 
 #include <math.h>
@@ -841,9 +841,5 @@ main (void)
   tcase_add_test (tc, test_encdec_remat_same_step);
   tcase_add_test (tc, test_encdec_moe_layouts);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

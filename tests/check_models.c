@@ -6,7 +6,7 @@
  * reference interpreter (a small config) with a sane initial loss. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -714,9 +714,5 @@ main (void)
   tcase_add_test (tc, test_microbatch_loop_matches_unrolled);
   tcase_add_test (tc, test_loop_update_memory);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -4,7 +4,7 @@
  * gradients against finite differences. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <string.h>
 
@@ -482,9 +482,5 @@ main (void)
   tcase_add_test (tc, test_moe_lm_block_options_verify);
   tcase_add_test (tc, test_moe_lm_microbatch_loop);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

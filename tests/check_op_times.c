@@ -3,7 +3,7 @@
  * run of the loop. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 
 #include "driver/op_times.h"
@@ -64,9 +64,5 @@ main (void)
   TCase *tc = tcase_create ("op_times");
   tcase_add_test (tc, test_op_times_prefixes_and_loops);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -4,7 +4,7 @@
 #include "config.h"
 
 #include <cairo.h>
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <string.h>
 
@@ -327,9 +327,5 @@ main (void)
   tcase_add_test (tc, test_every_kind_renders);
   tcase_add_test (tc, test_axes_ticks_and_heads);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

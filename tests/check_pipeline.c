@@ -9,7 +9,7 @@
  * over stages on its own. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,9 +501,5 @@ main (void)
   tcase_add_test (tc, test_moe_pipeline_errors);
   tcase_add_test (tc, test_vmap_moe_layer);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

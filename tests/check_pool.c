@@ -6,7 +6,7 @@
  * cut short is not read. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -206,9 +206,5 @@ main (void)
   tcase_add_test (tc, test_fork_job_records);
   tcase_add_test (tc, test_fork_job_nested);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -4,7 +4,7 @@
  * test per propagation rule. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <json-glib/json-glib.h>
 #include <string.h>
 
@@ -634,9 +634,5 @@ propagate_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (propagate_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (propagate_suite (), CK_FORK_GETENV);
 }

@@ -5,7 +5,7 @@
  * also check that the cheap collective was chosen. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <string.h>
 
 #include "partitioner/hlo/hlo_parser.h"
@@ -221,9 +221,5 @@ reshard_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (reshard_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (reshard_suite (), CK_FORK_GETENV);
 }

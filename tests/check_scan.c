@@ -5,7 +5,7 @@
  * differences. f64 programs, so that differences are accurate. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <string.h>
 
@@ -563,9 +563,5 @@ main (void)
   tcase_add_test (tc, test_scan_captures_caller_values);
   tcase_add_test (tc, test_scan_nested);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

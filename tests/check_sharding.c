@@ -3,7 +3,7 @@
  * parse errors. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <json-glib/json-glib.h>
 #include <string.h>
 
@@ -897,9 +897,5 @@ sharding_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (sharding_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (sharding_suite (), CK_FORK_GETENV);
 }

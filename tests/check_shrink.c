@@ -4,7 +4,7 @@
  * verify.h's recheck of float mismatches in f64. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -369,9 +369,5 @@ shrink_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (shrink_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (shrink_suite (), CK_FORK_GETENV);
 }

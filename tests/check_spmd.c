@@ -5,7 +5,7 @@
  * a handler that silently degrades to the fallback fails too. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <string.h>
 
 #include "partitioner/hlo/hlo_parser.h"
@@ -730,9 +730,5 @@ spmd_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (spmd_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (spmd_suite (), CK_FORK_GETENV);
 }

@@ -1,7 +1,7 @@
 /* Slices, wrap links, device assignment and routes. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <string.h>
 
 #include "topology/platform.h"
@@ -152,9 +152,5 @@ topology_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (topology_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (topology_suite (), CK_FORK_GETENV);
 }

@@ -8,7 +8,7 @@
  * programs, compared exactly. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <math.h>
 #include <string.h>
 
@@ -221,9 +221,5 @@ main (void)
   tcase_add_test (tc, test_vmap_matches_rows);
   tcase_add_test (tc, test_vmap_unsupported);
   suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

@@ -9,7 +9,7 @@
  * around the ring); the gather kinds also bidirectionally. The choices table replays the windowed decision. */
 #include "config.h"
 
-#include <check.h>
+#include "suite_main.h"
 #include <string.h>
 
 #include "partitioner/hlo/hlo_parser.h"
@@ -282,9 +282,5 @@ windowed_suite (void)
 int
 main (void)
 {
-  SRunner *sr = srunner_create (windowed_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (windowed_suite (), CK_FORK_GETENV);
 }
