@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "driver/autoshard_dp.h"
 
 #define NV 5

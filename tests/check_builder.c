@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/builder/builder.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"

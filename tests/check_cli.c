@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "cli/commands.h"
 
 static GString *

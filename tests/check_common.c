@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "common/params.h"
 #include "common/checked.h"
 #include "common/error.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "tests/build_testutil.h"
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "models/conformer.h"
 #include "models/unet3d.h"
 #include "partitioner/interp/interp.h"

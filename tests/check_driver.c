@@ -8,7 +8,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "common/error.h"
 #include "driver/driver.h"
 #include "driver/study.h"

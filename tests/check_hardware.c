@@ -4,7 +4,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "common/error.h"
 #include "topology/hardware.h"
 

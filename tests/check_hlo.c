@@ -9,7 +9,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/hlo_printer.h"
 #include "partitioner/ir/ir.h"

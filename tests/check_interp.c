@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/ir/async.h"
 #include "partitioner/interp/interp.h"

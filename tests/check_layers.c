@@ -11,7 +11,7 @@
 
 #include <math.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "models/dense_lm.h"
 #include "models/encdec.h"
 #include "models/layers.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "driver/target.h"
 #include "models/dense_lm.h"
 #include "models/family.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "tests/build_testutil.h"
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "models/moe_layer.h"
 #include "models/moe_lm.h"
 #include "partitioner/builder/autodiff.h"

@@ -6,7 +6,7 @@
 #include <check.h>
 #include <math.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "driver/op_times.h"
 #include "sim/compute.h"
 

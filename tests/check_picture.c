@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "cli/picture.h"
 #include "sim/collectives.h"
 #include "topology/hardware.h"

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "tests/build_testutil.h"
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "models/dense_lm.h"
 #include "models/moe_layer.h"
 #include "models/moe_lm.h"

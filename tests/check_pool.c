@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "driver/pool.h"
 
 typedef struct {

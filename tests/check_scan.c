@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "tests/build_testutil.h"
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/analysis/cost.h"
 #include "partitioner/builder/autodiff.h"
 #include "partitioner/builder/scan.h"

@@ -7,7 +7,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/ir/ir.h"
 #include "partitioner/ir/sharding.h"
 

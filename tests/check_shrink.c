@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/interp/shrink.h"
 #include "partitioner/propagate/propagate.h"

@@ -8,7 +8,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/propagate/propagate.h"
 #include "partitioner/spmd/spmd.h"

@@ -9,7 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "tests/check_main.h"
 #include "traces/timeline.h"
 
 static JsonArray *
@@ -124,14 +123,20 @@ static Suite *
 timeline_suite (void)
 {
   Suite *s = suite_create ("timeline");
-  ps_check_case (s, "timeline_export", 0,
-                 PS_CHECK_TESTS (test_structure, test_deterministic,
-                                 test_write));
+  TCase *tc = tcase_create ("timeline_export");
+  tcase_add_test (tc, test_structure);
+  tcase_add_test (tc, test_deterministic);
+  tcase_add_test (tc, test_write);
+  suite_add_tcase (s, tc);
   return s;
 }
 
 int
 main (void)
 {
-  return ps_check_run (timeline_suite (), CK_FORK_GETENV);
+  SRunner *sr = srunner_create (timeline_suite ());
+  srunner_run_all (sr, CK_NORMAL);
+  int failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? 0 : 1;
 }

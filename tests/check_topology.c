@@ -4,7 +4,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "topology/platform.h"
 #include "topology/slice.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "tests/build_testutil.h"
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/builder/builder.h"
 #include "partitioner/builder/vmap.h"
 #include "partitioner/interp/interp.h"

@@ -12,7 +12,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "tests/check_main.h"
+#include "tests/suite_main.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/interp/shrink.h"
 #include "partitioner/spmd/spmd.h"

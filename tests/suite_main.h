@@ -1,4 +1,4 @@
-/* check_main.h: the runner every Check suite shares.
+/* suite_main.h: the runner every Check suite shares.
  *
  * Each check_<module>.c used to end with the same fifteen lines: create a
  * suite, create a test case, set its timeout, add the tests one call a line,
@@ -19,8 +19,8 @@
  * ps_check_case() returns the test case (transfer none: the suite owns it) so
  * a suite can still add loop tests or fixtures after the table.  Header-only
  * because each suite is its own program; include it after <check.h>. */
-#ifndef PS_TESTS_CHECK_MAIN_H
-#define PS_TESTS_CHECK_MAIN_H
+#ifndef PS_TESTS_SUITE_MAIN_H
+#define PS_TESTS_SUITE_MAIN_H
 
 #include <check.h>
 #include <stddef.h>
