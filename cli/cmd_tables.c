@@ -358,7 +358,7 @@ ps_cmd_tables (int argc, char **argv)
   gboolean opt_csv = FALSE, opt_md = FALSE, opt_quiet = FALSE;
   g_autofree char *opt_only = NULL, *opt_plot = NULL, *opt_scaling = NULL;
   /* Applied to every row: each row's `podsim run` gets the options given. */
-  static const char *const target_keys[] = { "hw", "collectives", "schedule", NULL };
+  static const char *const target_keys[] = { "hw", "collectives", "schedule", "buffer_tiling", NULL };
   g_autoptr (PsTargetOptions) to = ps_target_options_new (target_keys);
   GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_NONE, &opt_csv, "Comma-separated values", NULL },
@@ -397,8 +397,10 @@ ps_cmd_tables (int argc, char **argv)
     "speech: the Conformer (ConformerL) from 8 to 2048 cores at 8 utterances per core\n"
     "(weak scaling) and at a global batch of 256 (strong scaling): throughput, FLOPS\n"
     "utilization and scaling efficiency.\n"
-    "Each row is a child 'podsim run --json'; --hw, --collectives and --schedule\n"
-    "apply to every row. See doc/validation.md.\n");
+    "Each row is a child 'podsim run --json'; --hw, --collectives, --schedule and\n"
+    "--buffer-tiling apply to every row (the peak HBM of rows whose buffers have small\n"
+    "minor dims, and whether they fit, depend on --buffer-tiling; doc/compute-model.md).\n"
+    "See doc/validation.md.\n");
   if (!ps_cli_parse (ctx, &argc, &argv))
     return PS_EXIT_USAGE;
   GError *error = NULL;
@@ -428,6 +430,7 @@ ps_cmd_tables (int argc, char **argv)
   PsTablesOptions ro = { ps_target_options_given (to, "hw") ? ps_target_options_str (to, "hw") : NULL,
                          ps_target_options_given (to, "collectives") ? ps_target_options_str (to, "collectives") : NULL,
                          ps_target_options_given (to, "schedule") ? ps_target_options_str (to, "schedule") : NULL,
+                         ps_target_options_given (to, "buffer_tiling") ? ps_target_options_str (to, "buffer_tiling") : NULL,
                          ps_progress_on (opt_quiet) };
   if (study && (opt_plot || opt_scaling || opt_only))
     {

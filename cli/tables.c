@@ -34,6 +34,11 @@ ps_tables_run (const char *const *args, const PsTablesOptions *ro, GError **erro
       g_ptr_array_add (argv, "--schedule");
       g_ptr_array_add (argv, (gpointer) ro->schedule);
     }
+  if (ro->buffer_tiling)
+    {
+      g_ptr_array_add (argv, "--buffer-tiling");
+      g_ptr_array_add (argv, (gpointer) ro->buffer_tiling);
+    }
   g_ptr_array_add (argv, NULL);
   g_autofree char *out = NULL, *err = NULL;
   int status = 0;

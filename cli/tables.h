@@ -12,6 +12,7 @@
 /* Options of `podsim run` that tables passes on to every row. */
 typedef struct {
   const char *hw, *collectives, *schedule;
+  const char *buffer_tiling;   /* --buffer-tiling (NULL: each row's own, `best` by default) */
   gboolean progress;   /* a progress line on stderr (ps_progress_on) */
 } PsTablesOptions;
 

@@ -326,11 +326,13 @@ lower_options (PsLowerOptions *lopts, const PsSchedule *schedule, const PsTraceM
 PsTrace *
 ps_driver_lower (const PsModule *spmd, const PsSchedule *schedule, const PsTraceMesh *mesh,
                  int64_t n_devices, const char *program, const char *slice, PsFusionMode fusion,
-                 int64_t default_trip_count, GError **error)
+                 PsTilingMode tiling, int64_t default_trip_count, GError **error)
 {
   PsLowerOptions lopts;
-  /* with a schedule the memory events are its analysis's, tiled as it was */
-  lower_options (&lopts, schedule, mesh, n_devices, program, slice, fusion, PS_TILING_BEST,
+  /* With a schedule the memory events are its analysis's, tiled as that
+   * was made; without one the lowering's own memory analysis sizes the
+   * buffers, and it must size them as asked, not always `best`. */
+  lower_options (&lopts, schedule, mesh, n_devices, program, slice, fusion, tiling,
                  default_trip_count);
   return ps_lower_module (spmd, &lopts, error);
 }

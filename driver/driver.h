@@ -243,10 +243,12 @@ PsSchedule *ps_driver_schedule (const PsModule *spmd, PsSchedulePolicy policy, u
  * order, collectives synchronous), over `mesh` (NULL: 1-D), named
  * `program` (NULL: the module's name), with the slice hint `slice` (may
  * be NULL), its fusions and trip counts as the schedule's cost analysis
- * had them. transfer full. */
+ * had them. The memory events: the schedule's analysis (sized with the
+ * tiling it was made with) or, without a schedule, one sized with
+ * `tiling`. transfer full. */
 PsTrace *ps_driver_lower (const PsModule *spmd, const PsSchedule *schedule, const PsTraceMesh *mesh,
                           int64_t n_devices, const char *program, const char *slice, PsFusionMode fusion,
-                          int64_t default_trip_count, GError **error);
+                          PsTilingMode tiling, int64_t default_trip_count, GError **error);
 
 /* Replays a trace (ps_replay_trace) in a thread of its own: see driver.c
  * for why. transfer full. */

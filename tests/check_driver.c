@@ -15,6 +15,7 @@
 #include "models/family.h"
 #include "driver/target.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/analysis/memory.h"
 #include "partitioner/interp/verify.h"
 
 static const char *mlp =
@@ -135,11 +136,44 @@ START_TEST (test_driver_one_schedule_for_trace_and_peak)
                                                  &error);
   ck_assert_msg (s != NULL, "%s", error ? error->message : "");
   ck_assert_uint_eq (s->peak_bytes, r->peak_hbm_bytes);
-  g_autoptr (PsTrace) again = ps_driver_lower (r->spmd, s, NULL, 4, NULL, t->slice->name, t->fusion, 0, &error);
+  g_autoptr (PsTrace) again = ps_driver_lower (r->spmd, s, NULL, 4, NULL, t->slice->name, t->fusion, t->tiling, 0, &error);
   ck_assert (again != NULL);
   gsize n1, n2;
   g_autofree char *a = ps_trace_to_text (r->trace, &n1), *b = ps_trace_to_text (again, &n2);
   ck_assert_str_eq (a, b);
+}
+END_TEST
+
+/* Lowered without a schedule, the trace's memory events come from the
+ * lowering's own memory analysis: it sizes buffers with the tiling asked
+ * for (it used `best` whatever was asked), so the trace's peak is that
+ * analysis's under each mode, and the dense sizes (`none`) differ from the
+ * tiled ones (the local w, f32[16,8], pads its 8 to 128 lanes). */
+START_TEST (test_driver_lower_without_schedule_honours_tiling)
+{
+  g_autoptr (PsModule) m = parse ();
+  g_autoptr (PsDriverResult) r = run_to (m, NULL, PS_STAGE_PARTITION, NULL);
+  ck_assert (r && r->spmd);
+  static const PsTilingMode modes[] = { PS_TILING_BEST, PS_TILING_MINOR, PS_TILING_NONE };
+  uint64_t peak[3];
+  for (int i = 0; i < 3; i++)
+    {
+      GError *error = NULL;
+      g_autoptr (PsTrace) t = ps_driver_lower (r->spmd, NULL, NULL, 4, NULL, NULL, PS_FUSION_MODE_XLA,
+                                               modes[i], 0, &error);
+      ck_assert_msg (t != NULL, "%s", error ? error->message : "");
+      PsCostOptions co;
+      ps_cost_options_init (&co);
+      co.tiling = modes[i];
+      g_autoptr (PsCostAnalysis) cost = ps_cost_analyze (r->spmd, &co, &error);
+      ck_assert (cost != NULL);
+      g_autoptr (PsMemoryReport) mem = ps_memory_analyze (r->spmd, cost, &error);
+      ck_assert (mem != NULL);
+      peak[i] = ps_trace_get_header (t)->totals.peak_bytes;
+      ck_assert_uint_eq (peak[i], mem->peak_bytes);
+    }
+  ck_assert_uint_gt (peak[0], peak[2]);
+  ck_assert_uint_ge (peak[1], peak[0]);
 }
 END_TEST
 
@@ -257,6 +291,7 @@ main (void)
   ps_check_case (s, "sequence", 0,
                  PS_CHECK_TESTS (test_driver_stops_after_each_stage,
                                  test_driver_one_schedule_for_trace_and_peak,
+                                 test_driver_lower_without_schedule_honours_tiling,
                                  test_driver_resume_from_partition,
                                  test_driver_partition_agrees_on_interpreter));
   ps_check_case (s, "errors", 0,

@@ -139,6 +139,15 @@ expect_grep "DenseLm128B8x8,128,8x16," "$PS_TMP/out"
 is_png () { [ "$(head -c 8 "$1" | od -An -c | tr -d ' ')" = '211PNG\r\n032\n' ] || fail "$1 is not a PNG"; }
 is_png "$PS_TMP/t.png"
 expect_grep "<svg" "$PS_TMP/s.svg"
+# --buffer-tiling reaches every row: padding the minor dims as written
+# (`minor`) raises this row's peak HBM above `best`'s (the default).
+peak_best=$(awk -F, '$1 == "DenseLm128B8x8" { print $7 }' "$PS_TMP/out")
+expect_status 0 "$PODSIM" tables dense --only DenseLm128B8x8 --csv --buffer-tiling minor
+peak_minor=$(awk -F, '$1 == "DenseLm128B8x8" { print $7 }' "$PS_TMP/out")
+awk -v b="$peak_best" -v m="$peak_minor" 'BEGIN { exit !(b > 0 && m > b) }' \
+  || fail "tables dense --buffer-tiling minor: peak $peak_minor GiB, not above best's $peak_best GiB"
+expect_status 2 "$PODSIM" tables dense --only DenseLm128B8x8 --buffer-tiling tiles
+expect_grep "buffer-tiling" "$PS_TMP/err"
 # Pictures of a run: link utilization and the step's breakdown.
 expect_status 0 "$PODSIM" run -q --picture "$PS_TMP/links.png" --plot "$PS_TMP/plot.svg"
 is_png "$PS_TMP/links.png"
