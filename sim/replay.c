@@ -358,6 +358,7 @@ typedef struct Replay {
    * class of each entry of devs (-1: no part), the classes in each group
    * class, the entries taking part; NULL when every device is replayed. */
   int **cls_group, **cls_members, *cls_total;
+  int **cls_real;     /* per plan, per group class: one of its groups */
   int *run_of;        /* per occurrence and parity: which run of the occurrence
                        * the records hold (counted from 0 as runs begin) */
   int *runs_begun;    /* per occurrence */
@@ -470,7 +471,8 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members, int parity)
       if (rp->cache)
         {
           int run = rp->run_of[2 * op->occ + parity];
-          double dur = contention_duration (rp, op->occ, run, oc->plan, g);
+          int real = rp->cls_group ? rp->cls_real[oc->plan][g] : g;
+          double dur = contention_duration (rp, op->occ, run, oc->plan, real);
           contention_record (rp, op->occ, run, g, in->max_arrival, dur, &in->dep);
           inst_complete (rp, in, in->max_arrival + dur);
         }
@@ -1395,7 +1397,9 @@ classes_free (Replay *rp)
     {
       g_free (rp->cls_group[i]);
       g_free (rp->cls_members[i]);
+      g_free (rp->cls_real[i]);
     }
+  g_clear_pointer (&rp->cls_real, g_free);
   g_clear_pointer (&rp->cls_group, g_free);
   g_clear_pointer (&rp->cls_members, g_free);
   g_clear_pointer (&rp->cls_total, g_free);
@@ -1505,11 +1509,13 @@ classes_find (Replay *rp, int *cls)
   rp->cls_group = g_new0 (int *, n_plans + 1);
   rp->cls_members = g_new0 (int *, n_plans + 1);
   rp->cls_total = g_new0 (int, n_plans + 1);
+  rp->cls_real = g_new0 (int *, n_plans + 1);
   for (int i = 0; i < n_plans; i++)
     {
       const PsCollPlan *plan = p->plans->pdata[i];
       rp->cls_group[i] = g_new (int, n_cls);
       rp->cls_members[i] = g_new0 (int, plan->n_groups);
+      rp->cls_real[i] = g_new (int, plan->n_groups);
       for (int c = 0; c < n_cls; c++)
         {
           int g = plan->group_of_core[p->core_of_device[rep[c]]];
@@ -1517,6 +1523,7 @@ classes_find (Replay *rp, int *cls)
           rp->cls_group[i][c] = cg;
           if (cg >= 0)
             {
+              rp->cls_real[i][cg] = g;
               rp->cls_members[i][cg]++;
               rp->cls_total[i]++;
             }
@@ -1663,6 +1670,8 @@ replay_with_contention (Replay *rp, double t0)
       if (rp->cls_group && !rp->hung && any_overlap (rp))
         {
           /* classes hold for idle durations only: per device from here */
+          if (g_getenv ("PODSIM_REPLAY_CLASSES_DEBUG"))
+            g_printerr ("replay: overlap, replaying every device\n");
           classes_free (rp);
           pass_reset (rp, t0);
           devs_init (rp, NULL, t0);
@@ -1754,7 +1763,11 @@ run (Program *p, GError **error)
   gboolean classes = rp.cache && !(cls_env && g_ascii_strcasecmp (cls_env, "off") == 0);
   g_autofree int *cls = classes ? g_new (int, p->n_devices) : NULL;
   if (classes)
-    classes_find (&rp, cls);
+    {
+      int n_cls = classes_find (&rp, cls);
+      if (g_getenv ("PODSIM_REPLAY_CLASSES_DEBUG"))
+        g_printerr ("replay: %d classes of %d devices\n", n_cls, p->n_devices);
+    }
   devs_init (&rp, cls, t0);
   if (!rp.cache)
     for (int d = 0; d < p->n_devices; d++)
