@@ -324,6 +324,7 @@ struct Replay;
 typedef struct {
   struct Replay *rp;
   int dev, core;
+  int idx;           /* in Replay.devs */
   double local_s;
   Dep dep;           /* with the cache: what set local_s */
   PsSgSem *sem;
@@ -351,6 +352,13 @@ typedef struct Replay {
   guint64 iterations_simulated;
   gboolean hung;      /* a member never arrived (cannot happen in SPMD) */
   Dev *devs;
+  int n_devs;         /* entries of devs: every device, or one per class */
+  int *dev_of;        /* per device: its entry in devs */
+  /* With device classes (see "device classes" below), per plan: the group
+   * class of each entry of devs (-1: no part), the classes in each group
+   * class, the entries taking part; NULL when every device is replayed. */
+  int **cls_group, **cls_members, *cls_total;
+  int **cls_real;     /* per plan, per group class: one of its groups */
   int *run_of;        /* per occurrence and parity: which run of the occurrence
                        * the records hold (counted from 0 as runs begin) */
   int *runs_begun;    /* per occurrence */
@@ -463,7 +471,8 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members, int parity)
       if (rp->cache)
         {
           int run = rp->run_of[2 * op->occ + parity];
-          double dur = contention_duration (rp, op->occ, run, oc->plan, g);
+          int real = rp->cls_group ? rp->cls_real[oc->plan][g] : g;
+          double dur = contention_duration (rp, op->occ, run, oc->plan, real);
           contention_record (rp, op->occ, run, g, in->max_arrival, dur, &in->dep);
           inst_complete (rp, in, in->max_arrival + dur);
         }
@@ -504,7 +513,8 @@ dev_done (Dev *d, const Op *op, const Inst *in, int parity)
       Span s = { start, end - start, oc->name, "collective" };
       g_array_append_val (d->spans, s);
     }
-  if (++rp->occ_passed[k] == g_array_index (p->plan_total, int, oc->plan))
+  int total = rp->cls_group ? rp->cls_total[oc->plan] : g_array_index (p->plan_total, int, oc->plan);
+  if (++rp->occ_passed[k] == total)
     {
       g_free (rp->insts[k]);
       rp->insts[k] = NULL;
@@ -523,6 +533,14 @@ dev_group (const Dev *d, const Op *op, int *members)
   const Program *p = d->rp->prog;
   const Occurrence *oc = &g_array_index (p->occs, Occurrence, op->occ);
   const PsCollPlan *plan = p->plans->pdata[oc->plan];
+  const Replay *rp = d->rp;
+  if (rp->cls_group)
+    {
+      int cg = rp->cls_group[oc->plan][d->idx];
+      if (cg >= 0)
+        *members = rp->cls_members[oc->plan][cg];
+      return cg;
+    }
   int g = plan->group_of_core[d->core];
   if (g >= 0)
     *members = ((const int *) p->plan_members->pdata[oc->plan])[g];
@@ -627,7 +645,7 @@ typedef struct {
 static void
 iter_mark (Replay *rp, const Op *lp, IterMark *m)
 {
-  for (int d = 0; d < rp->prog->n_devices; d++)
+  for (int d = 0; d < rp->n_devs; d++)
     {
       Dev *dv = &rp->devs[d];
       m->start_s[d] = dv->local_s;
@@ -652,7 +670,7 @@ iter_mark (Replay *rp, const Op *lp, IterMark *m)
 static gboolean
 iter_repeat (Replay *rp, const Op *lp, const IterMark *m, guint64 rest)
 {
-  int n = rp->prog->n_devices;
+  int n = rp->n_devs;
   double c = rp->devs[0].local_s - m->start_s[0], first_end = rp->devs[0].local_s;
   for (int d = 0; d < n; d++)
     {
@@ -702,7 +720,7 @@ run_cached_loop (Replay *rp, int at, LoopPos *pos)
   const Op *lp = &g_array_index (rp->prog->ops, Op, at);
   if (lp->trips == 0)
     return;
-  int n = rp->prog->n_devices, n_occ = lp->end_occ - lp->occ;
+  int n = rp->n_devs, n_occ = lp->end_occ - lp->occ;
   IterMark m = {
     g_new (double, n), g_new (double, n), g_new (double, n), g_new (double, n),
     g_new (guint, n), g_new (double, n_occ + 1), g_new (guint64, n_occ + 1)
@@ -778,7 +796,7 @@ run_cached_ops (Replay *rp, int begin, int end, LoopPos *pos)
           continue;
         }
       int parity = run_parity (p, pos);
-      for (int dv = 0; dv < p->n_devices; dv++)
+      for (int dv = 0; dv < rp->n_devs; dv++)
         {
           Dev *d = &rp->devs[dv];
           Inst *in = dev_step (d, op, parity);
@@ -1345,12 +1363,220 @@ contention_update (Replay *rp)
   return changed;
 }
 
+/* ---- device classes ------------------------------------------------------
+ *
+ * Every device runs the same op list, so two devices can only come apart
+ * through their collectives: a group's completion is its members' latest
+ * arrival plus the group's duration. Devices are split into classes by
+ * colour refinement (as in graph isomorphism tests): at first one class
+ * (timeline devices each alone, their spans are their own); then, per
+ * plan, a group's signature is its idle duration and the set of classes
+ * among its members, and a device's new class is its old one with the
+ * signature of its group in every plan; until no class splits. Members of
+ * a class then start every collective at the same time and wait the same
+ * duration (induction over the ops), so one device per class is replayed,
+ * a group class standing for all the groups of its signature: a step on a
+ * full torus, where every group of a plan takes the same time, replays one
+ * device instead of 2048. Results are copied to every member.
+ *
+ * The argument holds for idle durations only: once collectives overlap and
+ * are simulated together (contention), groups of one signature get
+ * different durations. A pass with classes that finds any overlap is
+ * therefore thrown away and the step is replayed device by device from the
+ * start, so the results are those of the per-device replay in every case
+ * (PODSIM_REPLAY_CLASSES=off forces it; tests/replay_classes.sh compares
+ * both). */
+
+static void
+classes_free (Replay *rp)
+{
+  int n_plans = (int) rp->prog->plans->len;
+  if (!rp->cls_group)
+    return;
+  for (int i = 0; i < n_plans; i++)
+    {
+      g_free (rp->cls_group[i]);
+      g_free (rp->cls_members[i]);
+      g_free (rp->cls_real[i]);
+    }
+  g_clear_pointer (&rp->cls_real, g_free);
+  g_clear_pointer (&rp->cls_group, g_free);
+  g_clear_pointer (&rp->cls_members, g_free);
+  g_clear_pointer (&rp->cls_total, g_free);
+}
+
+static int
+cmp_int (gconstpointer a, gconstpointer b)
+{
+  int x = *(const int *) a, y = *(const int *) b;
+  return (x > y) - (x < y);
+}
+
+/* The class of each device (ids in order of first device); returns the
+ * number of classes. Fills rp->cls_* for the class representatives (the
+ * first device of each class, in class order). */
+static int
+classes_find (Replay *rp, int *cls)
+{
+  const Program *p = rp->prog;
+  const PsReplayOptions *opt = p->opt;
+  int n = p->n_devices, n_plans = (int) p->plans->len;
+  int n_cls = 1;
+  memset (cls, 0, sizeof (int) * (gsize) n);
+  for (int k = 0; k < opt->n_timeline_devices; k++)
+    {
+      int d = opt->timeline_devices[k];
+      if (d >= 0 && d < n && cls[d] == 0)
+        cls[d] = n_cls++;
+    }
+  int **gsig = g_new0 (int *, n_plans + 1);
+  for (int i = 0; i < n_plans; i++)
+    gsig[i] = g_new (int, ((const PsCollPlan *) p->plans->pdata[i])->n_groups);
+  int *next = g_new (int, n);
+  for (;;)
+    {
+      /* renumber in order of first device so ids do not depend on history */
+      for (int i = 0; i < n_plans; i++)
+        {
+          const PsCollPlan *plan = p->plans->pdata[i];
+          GPtrArray *col = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+          for (int g = 0; g < plan->n_groups; g++)
+            g_ptr_array_add (col, g_array_new (FALSE, FALSE, sizeof (int)));
+          for (int d = 0; d < n; d++)
+            {
+              int g = plan->group_of_core[p->core_of_device[d]];
+              if (g >= 0)
+                g_array_append_val (col->pdata[g], cls[d]);
+            }
+          GHashTable *ids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+          for (int g = 0; g < plan->n_groups; g++)
+            {
+              GArray *c = col->pdata[g];
+              g_array_sort (c, cmp_int);
+              GString *k = g_string_new (NULL);
+              g_string_append_printf (k, "%a:", rp->group_dur[i][g]);
+              for (guint j = 0; j < c->len; j++)
+                if (j == 0 || g_array_index (c, int, j) != g_array_index (c, int, j - 1))
+                  g_string_append_printf (k, "%d,", g_array_index (c, int, j));
+              gpointer hit = g_hash_table_lookup (ids, k->str);
+              if (!hit)
+                {
+                  hit = GINT_TO_POINTER (g_hash_table_size (ids) + 1);
+                  g_hash_table_insert (ids, g_strdup (k->str), hit);
+                }
+              gsig[i][g] = GPOINTER_TO_INT (hit) - 1;
+              g_string_free (k, TRUE);
+            }
+          g_hash_table_unref (ids);
+          g_ptr_array_unref (col);
+        }
+      GHashTable *ids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      for (int d = 0; d < n; d++)
+        {
+          GString *k = g_string_new (NULL);
+          g_string_append_printf (k, "%d", cls[d]);
+          for (int i = 0; i < n_plans; i++)
+            {
+              const PsCollPlan *plan = p->plans->pdata[i];
+              int g = plan->group_of_core[p->core_of_device[d]];
+              g_string_append_printf (k, ",%d", g >= 0 ? gsig[i][g] : -1);
+            }
+          gpointer hit = g_hash_table_lookup (ids, k->str);
+          if (!hit)
+            {
+              hit = GINT_TO_POINTER (g_hash_table_size (ids) + 1);
+              g_hash_table_insert (ids, g_string_free (k, FALSE), hit);
+            }
+          else
+            g_string_free (k, TRUE);
+          next[d] = GPOINTER_TO_INT (hit) - 1;
+        }
+      int n_next = (int) g_hash_table_size (ids);
+      g_hash_table_unref (ids);
+      memcpy (cls, next, sizeof (int) * (gsize) n);
+      /* a refinement never merges classes: same count, same partition */
+      if (n_next == n_cls)
+        break;
+      n_cls = n_next;
+    }
+  /* the group signatures above were computed from this partition */
+  int *rep = g_new (int, n_cls);
+  for (int c = 0; c < n_cls; c++)
+    rep[c] = -1;
+  for (int d = 0; d < n; d++)
+    if (rep[cls[d]] < 0)
+      rep[cls[d]] = d;
+  rp->cls_group = g_new0 (int *, n_plans + 1);
+  rp->cls_members = g_new0 (int *, n_plans + 1);
+  rp->cls_total = g_new0 (int, n_plans + 1);
+  rp->cls_real = g_new0 (int *, n_plans + 1);
+  for (int i = 0; i < n_plans; i++)
+    {
+      const PsCollPlan *plan = p->plans->pdata[i];
+      rp->cls_group[i] = g_new (int, n_cls);
+      rp->cls_members[i] = g_new0 (int, plan->n_groups);
+      rp->cls_real[i] = g_new (int, plan->n_groups);
+      for (int c = 0; c < n_cls; c++)
+        {
+          int g = plan->group_of_core[p->core_of_device[rep[c]]];
+          int cg = g >= 0 ? gsig[i][g] : -1;
+          rp->cls_group[i][c] = cg;
+          if (cg >= 0)
+            {
+              rp->cls_real[i][cg] = g;
+              rp->cls_members[i][cg]++;
+              rp->cls_total[i]++;
+            }
+        }
+      g_free (gsig[i]);
+    }
+  g_free (gsig);
+  g_free (next);
+  g_free (rep);
+  return n_cls;
+}
+
+/* Whether this pass's runs overlap in time on a common link (what
+ * contention_update would join into a cluster). */
+static gboolean
+any_overlap (Replay *rp)
+{
+  Contention *c = rp->contention;
+  g_autoptr (GPtrArray) spans = g_ptr_array_sized_new (g_hash_table_size (c->spans));
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, c->spans);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    g_ptr_array_add (spans, v);
+  g_ptr_array_sort (spans, cmp_span);
+  g_autoptr (GArray) active = g_array_new (FALSE, FALSE, sizeof (int));
+  for (guint i = 0; i < spans->len; i++)
+    {
+      const OccSpan *si = spans->pdata[i];
+      for (guint a = 0; a < active->len;)
+        {
+          const OccSpan *sj = spans->pdata[g_array_index (active, int, a)];
+          if (sj->end <= si->start)
+            g_array_remove_index_fast (active, a);
+          else
+            {
+              if (links_meet (rp, plan_of (rp, si->occ), plan_of (rp, sj->occ)))
+                return TRUE;
+              a++;
+            }
+        }
+      int ii = (int) i;
+      g_array_append_val (active, ii);
+    }
+  return FALSE;
+}
+
 /* Back to the step's start for another pass. */
 static void
 pass_reset (Replay *rp, double t0)
 {
   Program *p = rp->prog;
-  for (int d = 0; d < p->n_devices; d++)
+  for (int d = 0; d < rp->n_devs; d++)
     {
       Dev *dv = &rp->devs[d];
       dv->local_s = t0;
@@ -1402,6 +1628,37 @@ replay_progress (Replay *rp, const char *fmt, ...)
   opt->progress (text, opt->progress_data);
 }
 
+/* The entries of rp->devs: one per class (rp->cls_group set, `cls` the
+ * class of each device) or one per device. */
+static void
+devs_init (Replay *rp, const int *cls, double t0)
+{
+  const Program *p = rp->prog;
+  const PsReplayOptions *opt = p->opt;
+  for (int d = 0; d < rp->n_devs; d++)
+    if (rp->devs[d].spans)
+      g_array_unref (rp->devs[d].spans);
+  memset (rp->devs, 0, sizeof (Dev) * (gsize) p->n_devices);
+  rp->n_devs = 0;
+  for (int d = 0; d < p->n_devices; d++)
+    {
+      if (cls && cls[d] < rp->n_devs)
+        {
+          rp->dev_of[d] = cls[d];
+          continue;
+        }
+      Dev *dv = &rp->devs[rp->n_devs];
+      rp->dev_of[d] = dv->idx = rp->n_devs++;
+      dv->rp = rp;
+      dv->dev = d;
+      dv->core = p->core_of_device[d];
+      dv->local_s = t0;
+      for (int k = 0; k < opt->n_timeline_devices; k++)
+        if (opt->timeline_devices[k] == d)
+          dv->spans = g_array_new (FALSE, FALSE, sizeof (Span));
+    }
+}
+
 static void
 replay_with_contention (Replay *rp, double t0)
 {
@@ -1410,6 +1667,16 @@ replay_with_contention (Replay *rp, double t0)
       replay_progress (rp, "replay pass %d, %u overlapping clusters simulated",
                        rp->contention->passes + 1, rp->contention->n_simulated);
       replay_cached (rp);
+      if (rp->cls_group && !rp->hung && any_overlap (rp))
+        {
+          /* classes hold for idle durations only: per device from here */
+          if (g_getenv ("PODSIM_REPLAY_CLASSES_DEBUG"))
+            g_printerr ("replay: overlap, replaying every device\n");
+          classes_free (rp);
+          pass_reset (rp, t0);
+          devs_init (rp, NULL, t0);
+          continue;
+        }
       if (rp->hung || !contention_update (rp)
           || rp->contention->stalled >= CONTENTION_MAX_STALLED
           || rp->contention->passes >= CONTENTION_MAX_PASSES)
@@ -1422,7 +1689,7 @@ static PsTimeline *
 build_timeline (Replay *rp, const PsPlatform *pf)
 {
   PsTimeline *tl = ps_timeline_new ();
-  for (int d = 0; d < rp->prog->n_devices; d++)
+  for (int d = 0; d < rp->n_devs; d++)
     {
       Dev *dv = &rp->devs[d];
       if (!dv->spans)
@@ -1431,7 +1698,7 @@ build_timeline (Replay *rp, const PsPlatform *pf)
       ps_slice_core_coords (&pf->slice, dv->core, &x, &y, &c);
       int pid = ps_slice_chip_index (&pf->slice, x, y);
       g_autofree char *pname = g_strdup_printf ("chip x%d y%d", x, y);
-      g_autofree char *tname = g_strdup_printf ("core %d (device %d)", c, d);
+      g_autofree char *tname = g_strdup_printf ("core %d (device %d)", c, dv->dev);
       ps_timeline_set_process_name (tl, pid, pname);
       ps_timeline_set_thread_name (tl, pid, c, tname);
       for (guint i = 0; i < dv->spans->len; i++)
@@ -1488,26 +1755,29 @@ run (Program *p, GError **error)
   if (rp.cache)
     rp.contention = contention_new (p, pf);
   rp.devs = g_new0 (Dev, p->n_devices);
+  rp.dev_of = g_new (int, p->n_devices);
   double t0 = ps_sgnet_clock ();
   rp.t0 = t0;
   rp.loops = g_array_new (FALSE, TRUE, sizeof (PsLoopStat));
-  for (int d = 0; d < p->n_devices; d++)
+  const char *cls_env = g_getenv ("PODSIM_REPLAY_CLASSES");
+  gboolean classes = rp.cache && !(cls_env && g_ascii_strcasecmp (cls_env, "off") == 0);
+  g_autofree int *cls = classes ? g_new (int, p->n_devices) : NULL;
+  if (classes)
     {
-      Dev *dv = &rp.devs[d];
-      dv->rp = &rp;
-      dv->dev = d;
-      dv->core = p->core_of_device[d];
-      dv->local_s = t0;
-      dv->sem = rp.cache ? NULL : ps_sgnet_sem_new (0);
-      for (int k = 0; k < opt->n_timeline_devices; k++)
-        if (opt->timeline_devices[k] == d)
-          dv->spans = g_array_new (FALSE, FALSE, sizeof (Span));
-      if (rp.cache)
-        continue;
-      char name[32];
-      g_snprintf (name, sizeof name, "device%d", d);
-      ps_sgnet_spawn (net, dv->core, name, device_actor, dv);
+      int n_cls = classes_find (&rp, cls);
+      if (g_getenv ("PODSIM_REPLAY_CLASSES_DEBUG"))
+        g_printerr ("replay: %d classes of %d devices\n", n_cls, p->n_devices);
     }
+  devs_init (&rp, cls, t0);
+  if (!rp.cache)
+    for (int d = 0; d < p->n_devices; d++)
+      {
+        Dev *dv = &rp.devs[d];
+        dv->sem = ps_sgnet_sem_new (0);
+        char name[32];
+        g_snprintf (name, sizeof name, "device%d", d);
+        ps_sgnet_spawn (net, dv->core, name, device_actor, dv);
+      }
   if (rp.cache)
     replay_with_contention (&rp, t0);
   else
@@ -1527,19 +1797,20 @@ run (Program *p, GError **error)
   r->exposed_s = g_new0 (double, p->n_devices);
   r->idle_s = g_new0 (double, p->n_devices);
   double step = 0;
-  for (int d = 0; d < p->n_devices; d++)
+  for (int d = 0; d < rp.n_devs; d++)
     step = MAX (step, rp.devs[d].local_s - t0);
   r->step_time_s = step;
   for (int d = 0; d < p->n_devices; d++)
     {
-      Dev *dv = &rp.devs[d];
+      Dev *dv = &rp.devs[rp.dev_of[d]];
       r->compute_s[d] = dv->compute_s;
       r->comm_s[d] = dv->comm_s;
       r->exposed_s[d] = dv->exposed_s;
       r->idle_s[d] = MAX (0.0, step - dv->compute_s - dv->exposed_s);
-      if (dv->sem)
-        ps_sgnet_sem_free (dv->sem);
     }
+  for (int d = 0; d < rp.n_devs; d++)
+    if (rp.devs[d].sem)
+      ps_sgnet_sem_free (rp.devs[d].sem);
   r->flops_per_device = p->flops;
   r->peak_flops_per_core = ps_hardware_peak_flops_per_core (opt->hw);
   r->mxu_utilization = step > 0 ? p->flops / (r->peak_flops_per_core * step) : 0;
@@ -1587,9 +1858,11 @@ run (Program *p, GError **error)
   r->loops = g_steal_pointer (&rp.loops);
   if (opt->n_timeline_devices > 0)
     r->timeline = build_timeline (&rp, pf);
-  for (int d = 0; d < p->n_devices; d++)
+  for (int d = 0; d < rp.n_devs; d++)
     if (rp.devs[d].spans)
       g_array_unref (rp.devs[d].spans);
+  classes_free (&rp);
+  g_free (rp.dev_of);
   for (guint i = 0; i < 2 * p->occs->len; i++)
     g_free (rp.insts[i]);
   g_free (rp.insts);
