@@ -1200,28 +1200,31 @@ change_horizon (Replay *rp, OccSpan *const *mm, int n, const double *d)
   return h;
 }
 
-/* After a pass: finds the clusters of overlapping runs, sets their
- * durations for the next pass, and says whether another pass is needed
- * (the clusters differ from those behind the durations just used). */
-static gboolean
-contention_update (Replay *rp)
+/* This pass's runs in start order. */
+static GPtrArray *
+spans_by_start (Contention *c)
 {
-  Contention *c = rp->contention;
-  c->passes++;
-  g_autoptr (GPtrArray) spans = g_ptr_array_sized_new (g_hash_table_size (c->spans));
+  GPtrArray *spans = g_ptr_array_sized_new (g_hash_table_size (c->spans));
   GHashTableIter it;
   gpointer v;
   g_hash_table_iter_init (&it, c->spans);
   while (g_hash_table_iter_next (&it, NULL, &v))
     g_ptr_array_add (spans, v);
   g_ptr_array_sort (spans, cmp_span);
-  int m = (int) spans->len;
-  g_autofree int *parent = g_new (int, m + 1);
-  for (int i = 0; i < m; i++)
-    parent[i] = i;
-  /* sweep in start order; `active` holds the runs not yet ended */
+  return spans;
+}
+
+/* Sweeps `spans` (in start order) for runs that overlap in time on a
+ * common link. With `parent` (a union-find over the spans' indices) every
+ * such pair is joined; without, the sweep stops at the first. Returns
+ * whether any pair met. */
+static gboolean
+overlap_sweep (Replay *rp, GPtrArray *spans, int *parent)
+{
+  gboolean met = FALSE;
+  /* `active` holds the runs not yet ended */
   g_autoptr (GArray) active = g_array_new (FALSE, FALSE, sizeof (int));
-  for (int i = 0; i < m; i++)
+  for (int i = 0; i < (int) spans->len; i++)
     {
       const OccSpan *si = spans->pdata[i];
       for (guint a = 0; a < active->len;)
@@ -1233,12 +1236,34 @@ contention_update (Replay *rp)
           else
             {
               if (links_meet (rp, plan_of (rp, si->occ), plan_of (rp, sj->occ)))
-                parent[uf_find (parent, i)] = uf_find (parent, j);
+                {
+                  if (!parent)
+                    return TRUE;
+                  parent[uf_find (parent, i)] = uf_find (parent, j);
+                  met = TRUE;
+                }
               a++;
             }
         }
       g_array_append_val (active, i);
     }
+  return met;
+}
+
+/* After a pass: finds the clusters of overlapping runs, sets their
+ * durations for the next pass, and says whether another pass is needed
+ * (the clusters differ from those behind the durations just used). */
+static gboolean
+contention_update (Replay *rp)
+{
+  Contention *c = rp->contention;
+  c->passes++;
+  g_autoptr (GPtrArray) spans = spans_by_start (c);
+  int m = (int) spans->len;
+  g_autofree int *parent = g_new (int, m + 1);
+  for (int i = 0; i < m; i++)
+    parent[i] = i;
+  overlap_sweep (rp, spans, parent);
   /* members of each cluster, in start order */
   g_autoptr (GHashTable) by_root = g_hash_table_new_full (NULL, NULL, NULL,
                                                           (GDestroyNotify) g_ptr_array_unref);
@@ -1541,34 +1566,8 @@ classes_find (Replay *rp, int *cls)
 static gboolean
 any_overlap (Replay *rp)
 {
-  Contention *c = rp->contention;
-  g_autoptr (GPtrArray) spans = g_ptr_array_sized_new (g_hash_table_size (c->spans));
-  GHashTableIter it;
-  gpointer v;
-  g_hash_table_iter_init (&it, c->spans);
-  while (g_hash_table_iter_next (&it, NULL, &v))
-    g_ptr_array_add (spans, v);
-  g_ptr_array_sort (spans, cmp_span);
-  g_autoptr (GArray) active = g_array_new (FALSE, FALSE, sizeof (int));
-  for (guint i = 0; i < spans->len; i++)
-    {
-      const OccSpan *si = spans->pdata[i];
-      for (guint a = 0; a < active->len;)
-        {
-          const OccSpan *sj = spans->pdata[g_array_index (active, int, a)];
-          if (sj->end <= si->start)
-            g_array_remove_index_fast (active, a);
-          else
-            {
-              if (links_meet (rp, plan_of (rp, si->occ), plan_of (rp, sj->occ)))
-                return TRUE;
-              a++;
-            }
-        }
-      int ii = (int) i;
-      g_array_append_val (active, ii);
-    }
-  return FALSE;
+  g_autoptr (GPtrArray) spans = spans_by_start (rp->contention);
+  return overlap_sweep (rp, spans, NULL);
 }
 
 /* Back to the step's start for another pass. */
