@@ -18,7 +18,7 @@
  *
  * ps_check_case() returns the test case (transfer none: the suite owns it) so
  * a suite can still add loop tests or fixtures after the table.  Header-only
- * because each suite is its own program; include it after <check.h>. */
+ * because each suite is its own program; it includes <check.h> itself. */
 #ifndef PS_TESTS_SUITE_MAIN_H
 #define PS_TESTS_SUITE_MAIN_H
 
