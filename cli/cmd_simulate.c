@@ -69,7 +69,8 @@ ps_cmd_simulate (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TRACE - replay a step trace on a slice");
   g_option_context_set_main_group (ctx, ps_target_options_group (to, entries));
   g_option_context_set_description (ctx,
-    "Replays TRACE (.pst or .pst.gz) with one SimGrid actor per TensorCore and\n"
+    "Replays TRACE (.pst or .pst.gz) on a SimGrid model of the slice (devices that\n"
+    "behave alike replayed once; --no-cache: one SimGrid actor per TensorCore) and\n"
     "prints the step time, per-core compute / communication / exposed\n"
     "communication / idle, MXU utilization, peak HBM and ICI traffic.\n"
     "See doc/simulator.md.\n");
