@@ -11,6 +11,7 @@
 #include "partitioner/analysis/memory.h"
 #include "partitioner/analysis/schedule.h"
 #include "partitioner/analysis/tiling.h"
+#include "tests/suite_main.h"
 
 static PsModule *
 parse (const char *text)
@@ -1181,32 +1182,22 @@ static Suite *
 analysis_suite (void)
 {
   Suite *s = suite_create ("analysis");
-  TCase *tc = tcase_create ("cost_memory_schedule");
-  tcase_add_test (tc, test_cost_mlp);
-  tcase_add_test (tc, test_memory_int4_packed);
-  tcase_add_test (tc, test_cost_input_fusion);
-  tcase_add_test (tc, test_fusion_duplicates_cheap_producers);
-  tcase_add_test (tc, test_fusion_none);
-  tcase_add_test (tc, test_mof_producer_consumer);
-  tcase_add_test (tc, test_mof_softmax_diamond);
-  tcase_add_test (tc, test_mof_siblings);
-  tcase_add_test (tc, test_fusion_batch_norm);
-  tcase_add_test (tc, test_fusion_from_file);
-  tcase_add_test (tc, test_cost_conv);
-  tcase_add_test (tc, test_cost_conv_windows);
-  tcase_add_test (tc, test_cost_while);
-  tcase_add_test (tc, test_cost_while_unknown);
-  tcase_add_test (tc, test_cost_known_trip_count);
-  tcase_add_test (tc, test_memory_tiling);
-  tcase_add_test (tc, test_memory_mlp);
-  tcase_add_test (tc, test_memory_while);
-  tcase_add_test (tc, test_memory_donation);
-  tcase_add_test (tc, test_memory_in_place);
-  tcase_add_test (tc, test_schedule_policies);
-  tcase_add_test (tc, test_schedule_overlap_limit);
-  tcase_add_test (tc, test_schedule_lowering);
-  tcase_add_test (tc, test_schedule_loop_body);
-  suite_add_tcase (s, tc);
+  ps_check_case (s, "cost_memory_schedule", 0,
+                 PS_CHECK_TESTS (test_cost_mlp, test_memory_int4_packed,
+                                 test_cost_input_fusion,
+                                 test_fusion_duplicates_cheap_producers,
+                                 test_fusion_none, test_mof_producer_consumer,
+                                 test_mof_softmax_diamond, test_mof_siblings,
+                                 test_fusion_batch_norm, test_fusion_from_file,
+                                 test_cost_conv, test_cost_conv_windows,
+                                 test_cost_while, test_cost_while_unknown,
+                                 test_cost_known_trip_count,
+                                 test_memory_tiling, test_memory_mlp,
+                                 test_memory_while, test_memory_donation,
+                                 test_memory_in_place, test_schedule_policies,
+                                 test_schedule_overlap_limit,
+                                 test_schedule_lowering,
+                                 test_schedule_loop_body));
   return s;
 }
 
@@ -1215,9 +1206,5 @@ main (void)
 {
   /* a GLib critical (a programmer error) fails the test */
   g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
-  SRunner *sr = srunner_create (analysis_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (analysis_suite (), CK_FORK_GETENV);
 }

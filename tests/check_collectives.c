@@ -10,6 +10,7 @@
 #include "sim/collectives.h"
 #include "sim/compute.h"
 #include "sim/replay.h"
+#include "tests/suite_main.h"
 
 #define B_ICI 82e9
 #define B_ON 82e9
@@ -964,38 +965,31 @@ static Suite *
 collectives_suite (void)
 {
   Suite *s = suite_create ("collectives");
-  TCase *tc = tcase_create ("collective_plans_and_times");
-  tcase_set_timeout (tc, 120);
-  tcase_add_test (tc, test_plans);
-  tcase_add_test (tc, test_ring_all_reduce_wrapped);
-  tcase_add_test (tc, test_ring_all_reduce_no_wrap);
-  tcase_add_test (tc, test_sharing_links);
-  tcase_add_test (tc, test_all_to_all_bisection);
+  TCase *tc = ps_check_case (s, "collective_plans_and_times", 120,
+                             PS_CHECK_TESTS (test_plans,
+                                             test_ring_all_reduce_wrapped,
+                                             test_ring_all_reduce_no_wrap,
+                                             test_sharing_links,
+                                             test_all_to_all_bisection,
+                                             test_all_to_all_staged_groups,
+                                             test_ring_zigzag_listed,
+                                             test_torus2d_pod,
+                                             test_torus2d_2d_mesh,
+                                             test_algorithm_names,
+                                             test_replay_overlap_packet_level));
   tcase_add_loop_test (tc, test_all_to_all_mesh_routed, 0, 5);
   tcase_add_loop_test (tc, test_all_to_all_pairs_on_simgrid, 0, 2);
   tcase_add_loop_test (tc, test_all_to_all_staged, 0, 5);
-  tcase_add_test (tc, test_all_to_all_staged_groups);
   tcase_add_loop_test (tc, test_torus2d_1d_interleaved, 0, 3);
   tcase_add_loop_test (tc, test_torus2d_1d_folded_mesh, 0, 2);
-  tcase_add_test (tc, test_ring_zigzag_listed);
   tcase_add_loop_test (tc, test_torus2d_2d_wrapped, 0, 6);
-  tcase_add_test (tc, test_torus2d_pod);
-  tcase_add_test (tc, test_torus2d_2d_mesh);
-  tcase_add_test (tc, test_algorithm_names);
   tcase_add_loop_test (tc, test_exclusive_links_direct, 0, 3);
   tcase_add_loop_test (tc, test_overlap_packet_level, 0, 2);
-  tcase_add_test (tc, test_replay_overlap_packet_level);
-  suite_add_tcase (s, tc);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (collectives_suite ());
-  srunner_set_fork_status (sr, CK_FORK);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (collectives_suite (), CK_FORK);
 }

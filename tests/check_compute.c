@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "sim/compute.h"
+#include "tests/suite_main.h"
 
 static PsHardware *hw;
 
@@ -455,33 +456,28 @@ int
 main (void)
 {
   Suite *s = suite_create ("compute");
-  TCase *tc = tcase_create ("model");
+  TCase *tc = ps_check_case (s, "model", 0,
+                             PS_CHECK_TESTS (test_large_matmul_near_peak,
+                                             test_dim_129_loses_half,
+                                             test_f32_precision_passes,
+                                             test_small_matmul_overhead_bound,
+                                             test_zero_and_negative_dims,
+                                             test_huge_dims,
+                                             test_orientation_is_cheaper_operand,
+                                             test_batch_multiplies_tiles,
+                                             test_weight_load_without_double_buffering,
+                                             test_hbm_bound_elementwise,
+                                             test_fused_pays_vector_only,
+                                             test_vector_bound_transcendentals,
+                                             test_matmul_with_fused_epilogue,
+                                             test_reduce,
+                                             test_degenerate_dot_on_vector_unit,
+                                             test_dot_strength_reduction_rules,
+                                             test_what_if_hardware,
+                                             test_from_trace,
+                                             test_conv_small_features,
+                                             test_conv_full_features_and_plain_matmul,
+                                             test_names));
   tcase_add_checked_fixture (tc, setup, teardown);
-  tcase_add_test (tc, test_large_matmul_near_peak);
-  tcase_add_test (tc, test_dim_129_loses_half);
-  tcase_add_test (tc, test_f32_precision_passes);
-  tcase_add_test (tc, test_small_matmul_overhead_bound);
-  tcase_add_test (tc, test_zero_and_negative_dims);
-  tcase_add_test (tc, test_huge_dims);
-  tcase_add_test (tc, test_orientation_is_cheaper_operand);
-  tcase_add_test (tc, test_batch_multiplies_tiles);
-  tcase_add_test (tc, test_weight_load_without_double_buffering);
-  tcase_add_test (tc, test_hbm_bound_elementwise);
-  tcase_add_test (tc, test_fused_pays_vector_only);
-  tcase_add_test (tc, test_vector_bound_transcendentals);
-  tcase_add_test (tc, test_matmul_with_fused_epilogue);
-  tcase_add_test (tc, test_reduce);
-  tcase_add_test (tc, test_degenerate_dot_on_vector_unit);
-  tcase_add_test (tc, test_dot_strength_reduction_rules);
-  tcase_add_test (tc, test_what_if_hardware);
-  tcase_add_test (tc, test_from_trace);
-  tcase_add_test (tc, test_conv_small_features);
-  tcase_add_test (tc, test_conv_full_features_and_plain_matmul);
-  tcase_add_test (tc, test_names);
-  suite_add_tcase (s, tc);
-  SRunner *sr = srunner_create (s);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed ? 1 : 0;
+  return ps_check_run (s, CK_FORK_GETENV);
 }

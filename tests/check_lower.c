@@ -10,6 +10,7 @@
 #include "partitioner/analysis/cost.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/analysis/lower.h"
+#include "tests/suite_main.h"
 
 static PsModule *
 parse (const char *text)
@@ -443,26 +444,18 @@ static Suite *
 lower_suite (void)
 {
   Suite *s = suite_create ("lower");
-  TCase *tc = tcase_create ("lowering_to_traces");
-  tcase_add_test (tc, test_lower_collectives);
-  tcase_add_test (tc, test_lower_ragged_dot_and_dynamic_ops);
-  tcase_add_test (tc, test_lower_default_mesh);
-  tcase_add_test (tc, test_lower_async);
-  tcase_add_test (tc, test_lower_while);
-  tcase_add_test (tc, test_lower_conv);
-  tcase_add_test (tc, test_lower_conv_dilated_and_weight_grad);
-  tcase_add_test (tc, test_compress);
-  tcase_add_test (tc, test_lower_errors);
-  suite_add_tcase (s, tc);
+  ps_check_case (s, "lowering_to_traces", 0,
+                 PS_CHECK_TESTS (test_lower_collectives,
+                                 test_lower_ragged_dot_and_dynamic_ops,
+                                 test_lower_default_mesh, test_lower_async,
+                                 test_lower_while, test_lower_conv,
+                                 test_lower_conv_dilated_and_weight_grad,
+                                 test_compress, test_lower_errors));
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (lower_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (lower_suite (), CK_FORK_GETENV);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "traces/timeline.h"
+#include "tests/suite_main.h"
 
 static JsonArray *
 parse_events (const char *json, JsonParser *parser)
@@ -123,20 +124,14 @@ static Suite *
 timeline_suite (void)
 {
   Suite *s = suite_create ("timeline");
-  TCase *tc = tcase_create ("timeline_export");
-  tcase_add_test (tc, test_structure);
-  tcase_add_test (tc, test_deterministic);
-  tcase_add_test (tc, test_write);
-  suite_add_tcase (s, tc);
+  ps_check_case (s, "timeline_export", 0,
+                 PS_CHECK_TESTS (test_structure, test_deterministic,
+                                 test_write));
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (timeline_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (timeline_suite (), CK_FORK_GETENV);
 }

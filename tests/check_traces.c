@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "traces/trace.h"
+#include "tests/suite_main.h"
 
 /* A trace on a 2x4 mesh with one event of every kind and form. */
 static PsTrace *
@@ -912,33 +913,20 @@ static Suite *
 traces_suite (void)
 {
   Suite *s = suite_create ("traces");
-  TCase *tc = tcase_create ("trace_format_round_trips");
-  tcase_add_test (tc, test_round_trip_gz);
-  tcase_add_test (tc, test_mesh_parse_dims);
-  tcase_add_test (tc, test_round_trip_plain);
-  tcase_add_test (tc, test_conv_window);
-  tcase_add_test (tc, test_streaming);
-  tcase_add_test (tc, test_groups_expand);
-  tcase_add_test (tc, test_nonpod2d);
-  tcase_add_test (tc, test_pairs_expand);
-  tcase_add_test (tc, test_good_minimal);
-  tcase_add_test (tc, test_errors);
-  tcase_add_test (tc, test_gz_damage);
-  tcase_add_test (tc, test_loops);
-  tcase_add_test (tc, test_loop_errors);
-  tcase_add_test (tc, test_random_round_trips);
-  tcase_add_test (tc, test_mutations);
-  tcase_add_test (tc, test_missing_file);
-  suite_add_tcase (s, tc);
+  ps_check_case (s, "trace_format_round_trips", 0,
+                 PS_CHECK_TESTS (test_round_trip_gz, test_mesh_parse_dims,
+                                 test_round_trip_plain, test_conv_window,
+                                 test_streaming, test_groups_expand,
+                                 test_nonpod2d, test_pairs_expand,
+                                 test_good_minimal, test_errors,
+                                 test_gz_damage, test_loops, test_loop_errors,
+                                 test_random_round_trips, test_mutations,
+                                 test_missing_file));
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (traces_suite ());
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (traces_suite (), CK_FORK_GETENV);
 }
