@@ -37,13 +37,33 @@ is_array (const PsValue *v)
 
 /* ---- simple movement ------------------------------------------------------- */
 
+/* Broadcast, transpose, slice and reverse read, for each index idx of the
+ * result, the operand element at offset + sum_d idx[d] * coef[d] (one coef a
+ * result dim; a coefficient is 0 where the result repeats the operand, an
+ * operand stride or its negative elsewhere). Copies those elements into OUT. */
+static void
+copy_affine (PsValue *out, const PsValue *a, int64_t offset, const int64_t *coef)
+{
+  int rank = out->shape->rank;
+  int64_t *idx = g_new0 (int64_t, rank + 1);
+  for (int64_t e = 0; e < out->n; e++)
+    {
+      int64_t si = offset;
+      for (int d = 0; d < rank; d++)
+        si += idx[d] * coef[d];
+      ps_value_copy_elem (out, e, a, si);
+      ps_index_next (rank, out->shape->dims, idx);
+    }
+  g_free (idx);
+}
+
 static PsValue *
 op_broadcast (const PsInstr *ins, PsValue **ops, GError **error)
 {
   const PsValue *a = ops[0];
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
-  int64_t *idx = g_new0 (int64_t, rank + 1);
+  int64_t *coef = g_new0 (int64_t, rank + 1);
   int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != ins->dimensions.n || a->shape->etype != out->shape->etype)
     FAIL ("operand rank %d does not match dimensions={} (%d entries)", a->shape->rank,
@@ -53,20 +73,14 @@ op_broadcast (const PsInstr *ins, PsValue **ops, GError **error)
       int64_t d = ins->dimensions.v[k];
       if (d < 0 || d >= rank || out->shape->dims[d] != a->shape->dims[k])
         FAIL ("operand dim %d does not map onto result dim %" G_GINT64_FORMAT, k, d);
+      coef[d] += sst[k];
     }
-  for (int64_t e = 0; e < out->n; e++)
-    {
-      int64_t si = 0;
-      for (int k = 0; k < ins->dimensions.n; k++)
-        si += idx[ins->dimensions.v[k]] * sst[k];
-      ps_value_copy_elem (out, e, a, si);
-      ps_index_next (rank, out->shape->dims, idx);
-    }
-  g_free (idx);
+  copy_affine (out, a, 0, coef);
+  g_free (coef);
   g_free (sst);
   return out;
 fail:
-  g_free (idx);
+  g_free (coef);
   g_free (sst);
   ps_value_free (out);
   return NULL;
@@ -78,7 +92,7 @@ op_transpose (const PsInstr *ins, PsValue **ops, GError **error)
   const PsValue *a = ops[0];
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
-  int64_t *idx = g_new0 (int64_t, rank + 1);
+  int64_t *coef = g_new0 (int64_t, rank + 1);
   int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != rank || ins->dimensions.n != rank)
     FAIL ("permutation does not match the rank");
@@ -87,20 +101,14 @@ op_transpose (const PsInstr *ins, PsValue **ops, GError **error)
       int64_t p = ins->dimensions.v[i];
       if (p < 0 || p >= rank || a->shape->dims[p] != out->shape->dims[i])
         FAIL ("bad permutation entry %" G_GINT64_FORMAT, p);
+      coef[i] = sst[p];
     }
-  for (int64_t e = 0; e < out->n; e++)
-    {
-      int64_t si = 0;
-      for (int i = 0; i < rank; i++)
-        si += idx[i] * sst[ins->dimensions.v[i]];
-      ps_value_copy_elem (out, e, a, si);
-      ps_index_next (rank, out->shape->dims, idx);
-    }
-  g_free (idx);
+  copy_affine (out, a, 0, coef);
+  g_free (coef);
   g_free (sst);
   return out;
 fail:
-  g_free (idx);
+  g_free (coef);
   g_free (sst);
   ps_value_free (out);
   return NULL;
@@ -112,7 +120,8 @@ op_slice (const PsInstr *ins, PsValue **ops, GError **error)
   const PsValue *a = ops[0];
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
-  int64_t *idx = g_new0 (int64_t, rank + 1);
+  int64_t *coef = g_new0 (int64_t, rank + 1);
+  int64_t offset = 0;
   int64_t *sst = ps_shape_strides (a->shape);
   if (a->shape->rank != rank || ins->slice_starts.n != rank)
     FAIL ("slice={} does not match the rank");
@@ -123,23 +132,15 @@ op_slice (const PsInstr *ins, PsValue **ops, GError **error)
       if (s0 < 0 || st < 1
           || (out->shape->dims[d] > 0 && s0 + (out->shape->dims[d] - 1) * st >= a->shape->dims[d]))
         FAIL ("slice is out of bounds in dim %d", d);
+      coef[d] = st * sst[d];
+      offset += s0 * sst[d];
     }
-  for (int64_t e = 0; e < out->n; e++)
-    {
-      int64_t si = 0;
-      for (int d = 0; d < rank; d++)
-        {
-          int64_t st = ins->slice_strides.n == rank ? ins->slice_strides.v[d] : 1;
-          si += (ins->slice_starts.v[d] + idx[d] * st) * sst[d];
-        }
-      ps_value_copy_elem (out, e, a, si);
-      ps_index_next (rank, out->shape->dims, idx);
-    }
-  g_free (idx);
+  copy_affine (out, a, offset, coef);
+  g_free (coef);
   g_free (sst);
   return out;
 fail:
-  g_free (idx);
+  g_free (coef);
   g_free (sst);
   ps_value_free (out);
   return NULL;
@@ -326,7 +327,8 @@ op_reverse (const PsInstr *ins, PsValue **ops, GError **error)
   const PsValue *a = ops[0];
   PsValue *out = ps_value_new (ins->shape);
   int rank = out->shape->rank;
-  int64_t *idx = g_new0 (int64_t, rank + 1);
+  int64_t *coef = g_new0 (int64_t, rank + 1);
+  int64_t offset = 0;
   int64_t *st = ps_shape_strides (a->shape);
   gboolean *rev = g_new0 (gboolean, rank + 1);
   if (!ps_shape_equal (a->shape, out->shape))
@@ -337,20 +339,19 @@ op_reverse (const PsInstr *ins, PsValue **ops, GError **error)
         FAIL ("bad dimension");
       rev[ins->dimensions.v[k]] = TRUE;
     }
-  for (int64_t e = 0; e < out->n; e++)
+  for (int d = 0; d < rank; d++)
     {
-      int64_t si = 0;
-      for (int d = 0; d < rank; d++)
-        si += (rev[d] ? a->shape->dims[d] - 1 - idx[d] : idx[d]) * st[d];
-      ps_value_copy_elem (out, e, a, si);
-      ps_index_next (rank, out->shape->dims, idx);
+      coef[d] = rev[d] ? -st[d] : st[d];
+      if (rev[d])
+        offset += (a->shape->dims[d] - 1) * st[d];
     }
-  g_free (idx);
+  copy_affine (out, a, offset, coef);
+  g_free (coef);
   g_free (st);
   g_free (rev);
   return out;
 fail:
-  g_free (idx);
+  g_free (coef);
   g_free (st);
   g_free (rev);
   ps_value_free (out);
