@@ -11,6 +11,7 @@
 #include "partitioner/analysis/memory.h"
 #include "partitioner/analysis/schedule.h"
 #include "partitioner/analysis/tiling.h"
+#include "tests/loop_hlo.h"
 #include "tests/suite_main.h"
 
 static PsModule *
@@ -588,31 +589,6 @@ START_TEST (test_cost_conv_windows)
   ck_assert_uint_eq (c->own.flops, 2 * (uint64_t) 1073741825 * 1073741824);
 }
 END_TEST
-
-static const char *loop_hlo =
-  "HloModule loop\n"
-  "cond {\n"
-  "  p = (s32[], f32[4]) parameter(0)\n"
-  "  i = s32[] get-tuple-element(p), index=0\n"
-  "  n = s32[] constant(5)\n"
-  "  ROOT lt = pred[] compare(i, n), direction=LT\n"
-  "}\n"
-  "body {\n"
-  "  p = (s32[], f32[4]) parameter(0)\n"
-  "  i = s32[] get-tuple-element(p), index=0\n"
-  "  one = s32[] constant(1)\n"
-  "  i2 = s32[] add(i, one)\n"
-  "  x = f32[4] get-tuple-element(p), index=1\n"
-  "  y = f32[4] exponential(x)\n"
-  "  ROOT t = (s32[], f32[4]) tuple(i2, y)\n"
-  "}\n"
-  "ENTRY e {\n"
-  "  a = f32[4] parameter(0)\n"
-  "  z = s32[] constant(%d)\n"
-  "  t = (s32[], f32[4]) tuple(z, a)\n"
-  "  w = (s32[], f32[4]) while(t), condition=cond, body=body\n"
-  "  ROOT r = f32[4] get-tuple-element(w), index=1\n"
-  "}\n";
 
 START_TEST (test_cost_while)
 {

@@ -10,6 +10,7 @@
 #include "partitioner/analysis/cost.h"
 #include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/analysis/lower.h"
+#include "tests/loop_hlo.h"
 #include "tests/suite_main.h"
 
 static PsModule *
@@ -177,34 +178,10 @@ START_TEST (test_lower_async)
 }
 END_TEST
 
-static const char *loop_hlo =
-  "HloModule loop\n"
-  "cond {\n"
-  "  p = (s32[], f32[4]) parameter(0)\n"
-  "  i = s32[] get-tuple-element(p), index=0\n"
-  "  n = s32[] constant(5)\n"
-  "  ROOT lt = pred[] compare(i, n), direction=LT\n"
-  "}\n"
-  "body {\n"
-  "  p = (s32[], f32[4]) parameter(0)\n"
-  "  i = s32[] get-tuple-element(p), index=0\n"
-  "  one = s32[] constant(1)\n"
-  "  i2 = s32[] add(i, one)\n"
-  "  x = f32[4] get-tuple-element(p), index=1\n"
-  "  y = f32[4] exponential(x)\n"
-  "  ROOT t = (s32[], f32[4]) tuple(i2, y)\n"
-  "}\n"
-  "ENTRY e {\n"
-  "  a = f32[4] parameter(0)\n"
-  "  z = s32[] constant(0)\n"
-  "  t = (s32[], f32[4]) tuple(z, a)\n"
-  "  w = (s32[], f32[4]) while(t), condition=cond, body=body\n"
-  "  ROOT r = f32[4] get-tuple-element(w), index=1\n"
-  "}\n";
-
 START_TEST (test_lower_while)
 {
-  g_autoptr (PsModule) m = parse (loop_hlo);
+  g_autofree char *text = g_strdup_printf (loop_hlo, 0);
+  g_autoptr (PsModule) m = parse (text);
   GError *error = NULL;
   g_autoptr (PsTrace) t = ps_lower_module (m, NULL, &error);
   ck_assert_msg (t != NULL, "%s", error ? error->message : "");

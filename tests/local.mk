@@ -1,7 +1,7 @@
 # Shared test infrastructure. Each folder's local.mk adds its own Check suites
 # (tests/check_<module>.c) and end-to-end scripts (tests/*.sh) to TESTS.
 TESTS += tests/cli_basics.sh
-EXTRA_DIST += tests/cli_basics.sh tests/lib.sh tests/suite_main.h tests/build_testutil.h
+EXTRA_DIST += tests/cli_basics.sh tests/lib.sh tests/suite_main.h tests/build_testutil.h tests/loop_hlo.h
 
 # The layering test: includes against the floor table of doc/architecture.md,
 # and a test of that test on fixture trees.
