@@ -13,6 +13,7 @@
 #include "cli/target_options.h"
 #include "cli/picture.h"
 #include "common/error.h"
+#include "common/json_out.h"
 #include "common/ndindex.h"
 #include "sim/collectives.h"
 #include "sim/sgnet.h"
@@ -133,29 +134,21 @@ to_json (const PsSlice *s, const char *op, const char *algorithm, const char *gr
 #define DBL(key, v) (json_builder_set_member_name (b, key), json_builder_add_double_value (b, v))
 #define STR(key, v) (json_builder_set_member_name (b, key), json_builder_add_string_value (b, v))
 #define BOOL(key, v) (json_builder_set_member_name (b, key), json_builder_add_boolean_value (b, v))
-  STR ("op", op);
-  STR ("collectives", algorithm);
-  STR ("slice", s->name);
-  INT ("chips_x", s->chips_x);
-  INT ("chips_y", s->chips_y);
-  BOOL ("wrap_x", s->wrap_x);
-  BOOL ("wrap_y", s->wrap_y);
-  STR ("groups", groups);
-  INT ("n_groups", n_groups);
-  INT ("group_size", group_size);
-  DBL ("bytes", bytes);
-  DBL ("time_s", time_s);
-  DBL ("algbw_bytes_per_s", algbw);
-  DBL ("busbw_bytes_per_s", busbw);
-#undef INT
-#undef DBL
-#undef STR
-#undef BOOL
-  json_builder_end_object (b);
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  return json_generator_to_data (gen, NULL);
+  ps_json_str (b, "op", op);
+  ps_json_str (b, "collectives", algorithm);
+  ps_json_str (b, "slice", s->name);
+  ps_json_int (b, "chips_x", s->chips_x);
+  ps_json_int (b, "chips_y", s->chips_y);
+  ps_json_bool (b, "wrap_x", s->wrap_x);
+  ps_json_bool (b, "wrap_y", s->wrap_y);
+  ps_json_str (b, "groups", groups);
+  ps_json_int (b, "n_groups", n_groups);
+  ps_json_int (b, "group_size", group_size);
+  ps_json_dbl (b, "bytes", bytes);
+  ps_json_dbl (b, "time_s", time_s);
+  ps_json_dbl (b, "algbw_bytes_per_s", algbw);
+  ps_json_dbl (b, "busbw_bytes_per_s", busbw);
+  return ps_json_finish (b, FALSE);
 }
 
 /* Groups from a logical mesh: the devices that differ only along the mesh

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/target_options.h"
 #include "common/error.h"
+#include "common/json_out.h"
 #include "sim/compute.h"
 #include "topology/hardware.h"
 
@@ -132,59 +133,47 @@ to_json (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const PsCo
 #define INT(key, v) (json_builder_set_member_name (b, key), json_builder_add_int_value (b, v))
 #define DBL(key, v) (json_builder_set_member_name (b, key), json_builder_add_double_value (b, v))
 #define STR(key, v) (json_builder_set_member_name (b, key), json_builder_add_string_value (b, v))
-#define ARR(key, n, v) do { json_builder_set_member_name (b, key); json_builder_begin_array (b); \
-    for (int i_ = 0; i_ < (n); i_++) json_builder_add_int_value (b, (v)[i_]); \
-    json_builder_end_array (b); } while (0)
-  INT ("batch", cv->batch);
-  ARR ("spatial", cv->n, cv->in);
-  INT ("in_features", cv->cin);
-  INT ("out_features", cv->cout);
-  ARR ("kernel", cv->n, cv->kernel);
-  ARR ("stride", cv->n, cv->stride);
-  STR ("padding", cv->same ? "same" : "valid");
-  INT ("groups", cv->groups);
-  ARR ("output_spatial", cv->n, cv->out);
-  INT ("window", op->window);
-  INT ("m", op->m);
-  INT ("k", op->k);
-  INT ("n", op->n);
-  STR ("dtype", ps_compute_dtype_name (op->dtype));
-  STR ("precision", ps_precision_name (op->precision));
-  STR ("hardware", hw->name);
-  DBL ("clock_hz", hw->clock_hz);
-  DBL ("peak_flops_per_s", ps_hardware_peak_flops_per_core (hw));
-  STR ("mapping_asked", ps_conv_mapping_name (op->mapping));
-  STR ("mapping", ps_conv_mapping_name (c->conv_mapping));
-  DBL ("positions_mxu_cycles", pos->mxu_cycles);
-  DBL ("packed_mxu_cycles", pack->mxu_cycles);
-  DBL ("vector_mapping_cycles", vec->vector_cycles);
-  DBL ("array_fill", c->array_fill);
-  DBL ("relayout_ops", c->relayout_ops);
-  DBL ("flops", c->flops);
-  DBL ("hbm_bytes", op->hbm_bytes);
-  INT ("mxu_passes", c->mxu_passes);
-  INT ("tile_passes", c->tile_passes);
-  INT ("stream_rows", c->stream_rows);
-  STR ("stationary", c->lhs_stationary ? "lhs" : "rhs");
-  DBL ("mxu_cycles", c->mxu_cycles);
-  DBL ("vector_cycles", c->vector_cycles);
-  DBL ("hbm_cycles", c->hbm_cycles);
-  DBL ("overhead_cycles", c->overhead_cycles);
-  DBL ("cycles", c->cycles);
-  DBL ("time_s", c->time_s);
-  STR ("bound", ps_compute_bound_name (c->bound));
-  DBL ("achieved_flops_per_s", c->time_s > 0 ? c->flops / c->time_s : 0);
-  DBL ("mxu_utilization", c->mxu_utilization);
-#undef INT
-#undef DBL
-#undef STR
-#undef ARR
-  json_builder_end_object (b);
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  json_generator_set_pretty (gen, TRUE);
-  json_generator_set_root (gen, root);
-  return json_generator_to_data (gen, NULL);
+  ps_json_int (b, "batch", cv->batch);
+  ps_json_int_array (b, "spatial", cv->n, cv->in);
+  ps_json_int (b, "in_features", cv->cin);
+  ps_json_int (b, "out_features", cv->cout);
+  ps_json_int_array (b, "kernel", cv->n, cv->kernel);
+  ps_json_int_array (b, "stride", cv->n, cv->stride);
+  ps_json_str (b, "padding", cv->same ? "same" : "valid");
+  ps_json_int (b, "groups", cv->groups);
+  ps_json_int_array (b, "output_spatial", cv->n, cv->out);
+  ps_json_int (b, "window", op->window);
+  ps_json_int (b, "m", op->m);
+  ps_json_int (b, "k", op->k);
+  ps_json_int (b, "n", op->n);
+  ps_json_str (b, "dtype", ps_compute_dtype_name (op->dtype));
+  ps_json_str (b, "precision", ps_precision_name (op->precision));
+  ps_json_str (b, "hardware", hw->name);
+  ps_json_dbl (b, "clock_hz", hw->clock_hz);
+  ps_json_dbl (b, "peak_flops_per_s", ps_hardware_peak_flops_per_core (hw));
+  ps_json_str (b, "mapping_asked", ps_conv_mapping_name (op->mapping));
+  ps_json_str (b, "mapping", ps_conv_mapping_name (c->conv_mapping));
+  ps_json_dbl (b, "positions_mxu_cycles", pos->mxu_cycles);
+  ps_json_dbl (b, "packed_mxu_cycles", pack->mxu_cycles);
+  ps_json_dbl (b, "vector_mapping_cycles", vec->vector_cycles);
+  ps_json_dbl (b, "array_fill", c->array_fill);
+  ps_json_dbl (b, "relayout_ops", c->relayout_ops);
+  ps_json_dbl (b, "flops", c->flops);
+  ps_json_dbl (b, "hbm_bytes", op->hbm_bytes);
+  ps_json_int (b, "mxu_passes", c->mxu_passes);
+  ps_json_int (b, "tile_passes", c->tile_passes);
+  ps_json_int (b, "stream_rows", c->stream_rows);
+  ps_json_str (b, "stationary", c->lhs_stationary ? "lhs" : "rhs");
+  ps_json_dbl (b, "mxu_cycles", c->mxu_cycles);
+  ps_json_dbl (b, "vector_cycles", c->vector_cycles);
+  ps_json_dbl (b, "hbm_cycles", c->hbm_cycles);
+  ps_json_dbl (b, "overhead_cycles", c->overhead_cycles);
+  ps_json_dbl (b, "cycles", c->cycles);
+  ps_json_dbl (b, "time_s", c->time_s);
+  ps_json_str (b, "bound", ps_compute_bound_name (c->bound));
+  ps_json_dbl (b, "achieved_flops_per_s", c->time_s > 0 ? c->flops / c->time_s : 0);
+  ps_json_dbl (b, "mxu_utilization", c->mxu_utilization);
+  return ps_json_finish (b, TRUE);
 }
 
 static gint64

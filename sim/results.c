@@ -4,6 +4,7 @@
 #include <json-glib/json-glib.h>
 #include <math.h>
 
+#include "common/json_out.h"
 #include "sim/results.h"
 
 void
@@ -154,50 +155,50 @@ ps_replay_result_to_json (const PsReplayResult *r)
 #define DBL(key, v) (json_builder_set_member_name (b, key), json_builder_add_double_value (b, v))
 #define STR(key, v) (json_builder_set_member_name (b, key), json_builder_add_string_value (b, v))
 #define BOOL(key, v) (json_builder_set_member_name (b, key), json_builder_add_boolean_value (b, v))
-  STR ("program", r->program);
-  STR ("slice", s->name);
-  INT ("chips_x", s->chips_x);
-  INT ("chips_y", s->chips_y);
-  BOOL ("wrap_x", s->wrap_x);
-  BOOL ("wrap_y", s->wrap_y);
-  INT ("devices", r->n_devices);
-  BOOL ("cache", r->cache);
-  DBL ("step_time_s", r->step_time_s);
-  DBL ("compute_s", mc);
-  DBL ("communication_s", mm);
-  DBL ("exposed_communication_s", me);
-  DBL ("idle_s", mi);
-  DBL ("flops_per_device", r->flops_per_device);
-  DBL ("peak_flops_per_core", r->peak_flops_per_core);
-  DBL ("mxu_utilization", r->mxu_utilization);
-  DBL ("peak_hbm_bytes", r->peak_hbm_bytes);
-  DBL ("hbm_capacity_bytes", r->hbm_capacity_bytes);
-  INT ("compute_events", (gint64) r->n_compute_events);
-  INT ("compute_executions", (gint64) r->n_compute_segments);
-  INT ("collectives", (gint64) r->n_collectives);
-  INT ("distinct_collectives", (gint64) r->n_unique_collectives);
-  INT ("overlapping_collectives", (gint64) r->n_overlapping_collectives);
-  INT ("replay_passes", r->contention_passes);
-  INT ("loop_iterations", (gint64) r->n_loop_iterations);
-  INT ("iterations_simulated", (gint64) r->n_iterations_simulated);
-  DBL ("ici_bytes", total_ici_bytes (r));
+  ps_json_str (b, "program", r->program);
+  ps_json_str (b, "slice", s->name);
+  ps_json_int (b, "chips_x", s->chips_x);
+  ps_json_int (b, "chips_y", s->chips_y);
+  ps_json_bool (b, "wrap_x", s->wrap_x);
+  ps_json_bool (b, "wrap_y", s->wrap_y);
+  ps_json_int (b, "devices", r->n_devices);
+  ps_json_bool (b, "cache", r->cache);
+  ps_json_dbl (b, "step_time_s", r->step_time_s);
+  ps_json_dbl (b, "compute_s", mc);
+  ps_json_dbl (b, "communication_s", mm);
+  ps_json_dbl (b, "exposed_communication_s", me);
+  ps_json_dbl (b, "idle_s", mi);
+  ps_json_dbl (b, "flops_per_device", r->flops_per_device);
+  ps_json_dbl (b, "peak_flops_per_core", r->peak_flops_per_core);
+  ps_json_dbl (b, "mxu_utilization", r->mxu_utilization);
+  ps_json_dbl (b, "peak_hbm_bytes", r->peak_hbm_bytes);
+  ps_json_dbl (b, "hbm_capacity_bytes", r->hbm_capacity_bytes);
+  ps_json_int (b, "compute_events", (gint64) r->n_compute_events);
+  ps_json_int (b, "compute_executions", (gint64) r->n_compute_segments);
+  ps_json_int (b, "collectives", (gint64) r->n_collectives);
+  ps_json_int (b, "distinct_collectives", (gint64) r->n_unique_collectives);
+  ps_json_int (b, "overlapping_collectives", (gint64) r->n_overlapping_collectives);
+  ps_json_int (b, "replay_passes", r->contention_passes);
+  ps_json_int (b, "loop_iterations", (gint64) r->n_loop_iterations);
+  ps_json_int (b, "iterations_simulated", (gint64) r->n_iterations_simulated);
+  ps_json_dbl (b, "ici_bytes", total_ici_bytes (r));
   if (busiest >= 0)
     {
       g_autofree char *name = ps_platform_link_name (r->platform, busiest);
-      STR ("busiest_link", name);
-      DBL ("busiest_link_utilization", util);
+      ps_json_str (b, "busiest_link", name);
+      ps_json_dbl (b, "busiest_link_utilization", util);
     }
   json_builder_set_member_name (b, "per_device");
   json_builder_begin_array (b);
   for (int d = 0; d < r->n_devices; d++)
     {
       json_builder_begin_object (b);
-      INT ("device", d);
-      INT ("core", r->core_of_device[d]);
-      DBL ("compute_s", r->compute_s[d]);
-      DBL ("communication_s", r->comm_s[d]);
-      DBL ("exposed_communication_s", r->exposed_s[d]);
-      DBL ("idle_s", r->idle_s[d]);
+      ps_json_int (b, "device", d);
+      ps_json_int (b, "core", r->core_of_device[d]);
+      ps_json_dbl (b, "compute_s", r->compute_s[d]);
+      ps_json_dbl (b, "communication_s", r->comm_s[d]);
+      ps_json_dbl (b, "exposed_communication_s", r->exposed_s[d]);
+      ps_json_dbl (b, "idle_s", r->idle_s[d]);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -209,25 +210,17 @@ ps_replay_result_to_json (const PsReplayResult *r)
     {
       const PsCollectiveStat *cs = top->pdata[i];
       json_builder_begin_object (b);
-      STR ("name", cs->name);
-      STR ("kind", cs->kind);
-      DBL ("bytes", cs->bytes);
-      INT ("groups", cs->n_groups);
-      INT ("group_size", cs->group_size);
-      INT ("count", (gint64) cs->count);
-      DBL ("total_s", cs->total_s);
+      ps_json_str (b, "name", cs->name);
+      ps_json_str (b, "kind", cs->kind);
+      ps_json_dbl (b, "bytes", cs->bytes);
+      ps_json_int (b, "groups", cs->n_groups);
+      ps_json_int (b, "group_size", cs->group_size);
+      ps_json_int (b, "count", (gint64) cs->count);
+      ps_json_dbl (b, "total_s", cs->total_s);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
-#undef INT
-#undef DBL
-#undef STR
-#undef BOOL
-  json_builder_end_object (b);
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  return json_generator_to_data (gen, NULL);
+  return ps_json_finish (b, FALSE);
 }
 
 char *
