@@ -6,45 +6,25 @@
 
 #include "common/error.h"
 
-gboolean
-ps_checked_add_i64 (int64_t a, int64_t b, int64_t *out)
-{
-  int64_t r;
-  if (__builtin_add_overflow (a, b, &r))
-    return FALSE;
-  *out = r;
-  return TRUE;
-}
+/* The four overflow-checked operations differ only in their type and the
+ * compiler builtin that does the work; *out is untouched on overflow. */
+#define CHECKED_OP(name, type, builtin) \
+  gboolean \
+  name (type a, type b, type *out) \
+  { \
+    type r; \
+    if (builtin (a, b, &r)) \
+      return FALSE; \
+    *out = r; \
+    return TRUE; \
+  }
 
-gboolean
-ps_checked_mul_i64 (int64_t a, int64_t b, int64_t *out)
-{
-  int64_t r;
-  if (__builtin_mul_overflow (a, b, &r))
-    return FALSE;
-  *out = r;
-  return TRUE;
-}
+CHECKED_OP (ps_checked_add_i64, int64_t, __builtin_add_overflow)
+CHECKED_OP (ps_checked_mul_i64, int64_t, __builtin_mul_overflow)
+CHECKED_OP (ps_checked_add_u64, uint64_t, __builtin_add_overflow)
+CHECKED_OP (ps_checked_mul_u64, uint64_t, __builtin_mul_overflow)
 
-gboolean
-ps_checked_add_u64 (uint64_t a, uint64_t b, uint64_t *out)
-{
-  uint64_t r;
-  if (__builtin_add_overflow (a, b, &r))
-    return FALSE;
-  *out = r;
-  return TRUE;
-}
-
-gboolean
-ps_checked_mul_u64 (uint64_t a, uint64_t b, uint64_t *out)
-{
-  uint64_t r;
-  if (__builtin_mul_overflow (a, b, &r))
-    return FALSE;
-  *out = r;
-  return TRUE;
-}
+#undef CHECKED_OP
 
 gboolean
 ps_checked_product (int n, const int64_t *dims, int64_t limit, int64_t *out)
