@@ -1582,31 +1582,40 @@ sharding_fits_array (const PsSharding *s, const PsShape *shape)
   return !s || s->kind != PS_SHARDING_TILED || ps_sharding_data_rank (s) == shape->rank;
 }
 
-/* Copies the part of `piece` that falls in [off, lim) when its corner is
- * placed at off. */
+/* Copies between a whole value and one window of it: for every index idx of
+ * the window value (DST when WINDOW_IS_DST, else SRC), the element at
+ * off + idx of the whole value when that lies below lim in every dim (past
+ * lim the window is padding: left as it is in DST, or not written back). */
 static void
-place_piece (PsValue *dst, const PsValue *piece, const int64_t *off, const int64_t *lim)
+window_copy (PsValue *dst, const PsValue *src, gboolean window_is_dst, const int64_t *off,
+             const int64_t *lim)
 {
-  int rank = dst->shape->rank;
+  const PsValue *window = window_is_dst ? dst : src, *whole = window_is_dst ? src : dst;
+  int rank = whole->shape->rank;
   int64_t *idx = g_new0 (int64_t, rank + 1);
-  int64_t *dst_st = ps_shape_strides (dst->shape);
-  for (int64_t i = 0; i < piece->n; i++)
+  int64_t *st = ps_shape_strides (whole->shape);
+  for (int64_t i = 0; i < window->n; i++)
     {
       gboolean in = TRUE;
-      int64_t di = 0;
+      int64_t wi = 0;
       for (int d = 0; d < rank; d++)
         {
           int64_t g = off[d] + idx[d];
           if (g >= lim[d])
             in = FALSE;
-          di += g * dst_st[d];
+          wi += g * st[d];
         }
       if (in)
-        ps_value_copy_elem (dst, di, piece, i);
-      ps_index_next (rank, piece->shape->dims, idx);
+        {
+          if (window_is_dst)
+            ps_value_copy_elem (dst, i, src, wi);
+          else
+            ps_value_copy_elem (dst, wi, src, i);
+        }
+      ps_index_next (rank, window->shape->dims, idx);
     }
   g_free (idx);
-  g_free (dst_st);
+  g_free (st);
 }
 
 /* Device `device`'s piece of `v` under `s`: its tile (zero padded past the
@@ -1625,27 +1634,7 @@ sharded_piece (const PsSharding *s, const PsValue *v, int64_t device)
   int rank = v->shape->rank;
   int64_t *off = g_new0 (int64_t, rank + 1), *lim = g_new0 (int64_t, rank + 1);
   if (ps_sharding_tile_bounds (s, v->shape, device, off, lim))
-    {
-      int64_t *idx = g_new0 (int64_t, rank + 1);
-      int64_t *st = ps_shape_strides (v->shape);
-      for (int64_t i = 0; i < out->n; i++)
-        {
-          gboolean in = TRUE;
-          int64_t si = 0;
-          for (int d = 0; d < rank; d++)
-            {
-              int64_t g = off[d] + idx[d];
-              if (g >= lim[d])
-                in = FALSE;
-              si += g * st[d];
-            }
-          if (in)
-            ps_value_copy_elem (out, i, v, si);
-          ps_index_next (rank, out->shape->dims, idx);
-        }
-      g_free (idx);
-      g_free (st);
-    }
+    window_copy (out, v, TRUE, off, lim);
   g_free (off);
   g_free (lim);
   return out;
@@ -1742,7 +1731,7 @@ eval_manual_conversion (IpCtx *ctx, const PsInstr *ins, Lanes lanes, PsValue ***
               }
           ok = ip_charge (ctx, ins, piece[lane_of[e]]->n, error);
           if (ok)
-            place_piece (out[l], piece[lane_of[e]], off, lim);
+            window_copy (out[l], piece[lane_of[e]], FALSE, off, lim);
         }
     }
   g_free (off);
