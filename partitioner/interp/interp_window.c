@@ -444,9 +444,21 @@ combiner_apply (Combiner *c, PsValue **acc, int64_t ai, PsValue *const *src, int
 static PsValue *
 pack_results (PsValue **res, int n, const PsShape *shape)
 {
-  if (shape->etype == PS_TUPLE)
-    return ps_value_new_tuple (n, res);
-  return res[0];
+  PsValue *out = shape->etype == PS_TUPLE ? ps_value_new_tuple (n, res) : res[0];
+  memset (res, 0, sizeof (PsValue *) * (shape->etype == PS_TUPLE ? n : 1));
+  return out;
+}
+
+/* The cleanup both reductions share: the combiner (when set up) and the
+ * results not handed on by pack_results. */
+static void
+results_clear (Combiner *comb, gboolean have_comb, PsValue **res, int n)
+{
+  if (have_comb)
+    combiner_clear (comb);
+  for (int k = 0; k < n; k++)
+    ps_value_free (res[k]);
+  g_free (res);
 }
 
 static PsValue *
@@ -542,16 +554,8 @@ op_reduce (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device, GError
       }
   g_free (rst);
   out = pack_results (res, n, ins->shape);
-  if (ins->shape->etype != PS_TUPLE)
-    res[0] = NULL;
-  else
-    memset (res, 0, sizeof (PsValue *) * n);
 fail:
-  if (have_comb)
-    combiner_clear (&comb);
-  for (int k = 0; k < n; k++)
-    ps_value_free (res[k]);
-  g_free (res);
+  results_clear (&comb, have_comb, res, n);
   g_free (idx);
   g_free (st);
   g_free (red);
@@ -639,16 +643,8 @@ op_reduce_window (IpCtx *ctx, const PsInstr *ins, PsValue **ops, int64_t device,
       ps_index_next (rank, res[0]->shape->dims, oidx);
     }
   out = pack_results (res, n, ins->shape);
-  if (ins->shape->etype != PS_TUPLE)
-    res[0] = NULL;
-  else
-    memset (res, 0, sizeof (PsValue *) * n);
 fail:
-  if (have_comb)
-    combiner_clear (&comb);
-  for (int k = 0; k < n; k++)
-    ps_value_free (res[k]);
-  g_free (res);
+  results_clear (&comb, have_comb, res, n);
   g_free (oidx);
   g_free (widx);
   g_free (wdims);
