@@ -481,6 +481,44 @@ static const char *fused_hlo =
   "  ROOT t = (f32[8,4], f32[8]) tuple(loop_fusion, input_fusion)\n"
   "}\n";
 
+/* batch-norm-inference between a convert and a ReLU (XLA mode): one loop
+ * fusion reading x as bf16 and the four per-feature operands; the producer
+ * rules leave the inference as a kernel of its own between two others. */
+START_TEST (test_fusion_batch_norm_inference)
+{
+  static const char text[] =
+    "HloModule bni\n"
+    "ENTRY e {\n"
+    "  c = bf16[64,1024] parameter(0)\n"
+    "  sc = f32[1024] parameter(1)\n"
+    "  of = f32[1024] parameter(2)\n"
+    "  mu = f32[1024] parameter(3)\n"
+    "  va = f32[1024] parameter(4)\n"
+    "  x = f32[64,1024] convert(c)\n"
+    "  y = f32[64,1024] batch-norm-inference(x, sc, of, mu, va), epsilon=0.001, feature_index=1\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[64,1024] broadcast(z), dimensions={}\n"
+    "  ROOT r = f32[64,1024] maximum(y, zb)\n"
+    "}\n";
+  g_autoptr (PsModule) m = parse (text);
+  const PsInstr *x = ps_module_find_instr (m, "x"), *y = ps_module_find_instr (m, "y"),
+                *r = ps_module_find_instr (m, "r");
+  const uint64_t n = 64 * 1024;
+  g_autoptr (PsCostAnalysis) a = analyze_with (m, PS_FUSION_MODE_XLA);
+  /* the widening convert is copied into its reader (rule 5) */
+  ck_assert (ps_cost_get (a, x)->duplicated || ps_cost_get (a, x)->root == r);
+  ck_assert_ptr_eq (ps_cost_get (a, y)->root, r);
+  PsCostCounts fr = ps_cost_fusion (a, r);
+  ck_assert_uint_eq (fr.read_bytes, 2 * n + 4 * 4096 + 4);
+  ck_assert_uint_eq (fr.write_bytes, 4 * n);
+  ck_assert_uint_eq (fr.vector_ops, 1 * n /* convert */ + 3 * n + 1 * n /* maximum */);
+  g_autoptr (PsCostAnalysis) p = analyze_with (m, PS_FUSION_MODE_PRODUCER);
+  ck_assert_ptr_ne (ps_cost_get (p, y)->root, r);
+  ck_assert_uint_ge (ps_cost_fusion (p, y).read_bytes, 4 * n);
+  ck_assert_uint_ge (ps_cost_fusion (p, y).write_bytes, 4 * n);
+}
+END_TEST
+
 START_TEST (test_fusion_from_file)
 {
   g_autoptr (PsModule) m = parse (fused_hlo);
@@ -1164,7 +1202,7 @@ analysis_suite (void)
                                  test_fusion_duplicates_cheap_producers,
                                  test_fusion_none, test_mof_producer_consumer,
                                  test_mof_softmax_diamond, test_mof_siblings,
-                                 test_fusion_batch_norm, test_fusion_from_file,
+                                 test_fusion_batch_norm, test_fusion_batch_norm_inference, test_fusion_from_file,
                                  test_cost_conv, test_cost_conv_windows,
                                  test_cost_while, test_cost_while_unknown,
                                  test_cost_known_trip_count,

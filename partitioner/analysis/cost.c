@@ -623,13 +623,27 @@ join_chain (PsCostAnalysis *a, PsInstr *consumer, PsInstr *producer, PsInstr **c
   join (a, consumer, prev);
 }
 
+/* XLA mode: a batch-norm-inference is elementwise for fusion. XLA's
+ * BatchNormExpander (xla/service/batchnorm_expander.cc,
+ * HandleBatchNormInference) rewrites it into (x - mean) * rsqrt(var + eps)
+ * * scale + offset with the per-feature operands broadcast, all elementwise,
+ * so producer-consumer fusion takes its producer of x and puts it into its
+ * elementwise consumer (rule 9 of cost.h for the training and grad forms). */
+static gboolean
+bn_inference_elementwise (const PsCostAnalysis *a, const PsInstr *in)
+{
+  return a->opts.fusion == PS_FUSION_MODE_XLA && in->opcode == PS_OP_BATCH_NORM_INFERENCE
+         && in->n_operands == 5 && ps_shape_is_array (in->shape);
+}
+
 static void
 fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
 {
   const PsComputation *comp = in->parent;
   /* none keeps rule 4: an in-place update is how the buffer is written,
    * not a fusion choice */
-  if (c->klass == PS_COST_ELEMENTWISE && a->opts.fusion != PS_FUSION_MODE_NONE)
+  if ((c->klass == PS_COST_ELEMENTWISE || bn_inference_elementwise (a, in))
+      && a->opts.fusion != PS_FUSION_MODE_NONE)
     {
       for (int i = 0; i < in->n_operands; i++)
         {
@@ -639,7 +653,8 @@ fuse (PsCostAnalysis *a, PsInstr *in, PsCost *c)
           if (a->opts.fusion == PS_FUSION_MODE_XLA)
             p = through_tuple (a, p, chain, &nc);
           PsCost *pc = cost_of (a, p);
-          if (!pc || pc->fused || !fusible_producer (p, pc->klass) || p == comp->root
+          if (!pc || pc->fused || !(fusible_producer (p, pc->klass) || bn_inference_elementwise (a, p))
+              || p == comp->root
               || !ps_fusion_single_user (p) || elems_of (p->shape) != elems_of (in->shape)
               || !ps_shape_is_array (p->shape))
             continue;

@@ -64,6 +64,10 @@
       operands instead and does the normalization (training: 3 vector
       ops per element of the 6, grad: 4 of 8), and element 0 has no
       buffer (memory.h: the op's operands stay live while it is read).
+      A batch-norm-inference (no statistics: XLA's BatchNormExpander
+      makes it elementwise) counts as elementwise for rule 2 in XLA mode:
+      it joins the fusion of the producer of its operand x, and its
+      elementwise consumer joins its fusion (3 vector ops per element).
    A merge is refused when an instruction outside both reads one of
    their members before the later root in post order (which rules out
    cycles) or when a member is an output donated over a parameter. The
