@@ -1035,6 +1035,24 @@ cmp_span (gconstpointer a, gconstpointer b)
   return (x->run > y->run) - (x->run < y->run);
 }
 
+/* Appends v in decimal, as "%" G_GINT64_FORMAT would: the cluster and
+ * class keys are built for every cluster of every pass, and printf's
+ * format parsing took a fifth of the 30B async replay (issue 26). */
+static void
+append_int (GString *k, gint64 v)
+{
+  char buf[24];
+  int n = 0;
+  guint64 u = v < 0 ? -(guint64) v : (guint64) v;
+  do
+    buf[n++] = (char) ('0' + u % 10);
+  while ((u /= 10) > 0);
+  if (v < 0)
+    g_string_append_c (k, '-');
+  while (n > 0)
+    g_string_append_c (k, buf[--n]);
+}
+
 /* The key of a cluster (members in start order): per member its plan and
  * its groups' offsets from the cluster's first start, in ps. */
 static char *
@@ -1046,13 +1064,17 @@ cluster_key (Replay *rp, OccSpan *const *mm, int n)
     {
       const PsCollPlan *pl = rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)];
       const double *gs = mm[i]->gstart;
-      g_string_append_printf (k, "%d:", plan_of (rp, mm[i]->occ));
+      append_int (k, plan_of (rp, mm[i]->occ));
+      g_string_append_c (k, ':');
       gboolean same = TRUE;
       for (int g = 1; g < pl->n_groups; g++)
         same = same && gs[g] == gs[0];
       for (int g = 0; g < (same ? 1 : pl->n_groups); g++)
-        g_string_append_printf (k, "%s%" G_GINT64_FORMAT, g ? "," : same ? "=" : "",
-                                (gint64) llround ((gs[g] - origin) * 1e12));
+        {
+          if (g || same)
+            g_string_append_c (k, g ? ',' : '=');
+          append_int (k, (gint64) llround ((gs[g] - origin) * 1e12));
+        }
       g_string_append_c (k, ';');
     }
   return g_string_free (k, FALSE);
@@ -1365,7 +1387,12 @@ contention_update (Replay *rp)
       if (d && !cl_d[k])
         horizon = MIN (horizon, change_horizon (rp, mm, n, d));
       for (int i = 0; i < n; i++)
-        g_string_append_printf (keys, "%d.%d,", mm[i]->occ, mm[i]->run);
+        {
+          append_int (keys, mm[i]->occ);
+          g_string_append_c (keys, '.');
+          append_int (keys, mm[i]->run);
+          g_string_append_c (keys, ',');
+        }
       if (!d && simulated && mm[0]->start >= horizon)
         {
           /* keep what this pass used; "?" matches no key, so another pass follows */
@@ -1611,10 +1638,14 @@ classes_find (Replay *rp, int *cls)
               GArray *c = col->pdata[g];
               g_array_sort (c, cmp_int);
               GString *k = g_string_new (NULL);
-              g_string_append_printf (k, "%d:", colour[i][g]);
+              append_int (k, colour[i][g]);
+              g_string_append_c (k, ':');
               for (guint j = 0; j < c->len; j++)
                 if (j == 0 || g_array_index (c, int, j) != g_array_index (c, int, j - 1))
-                  g_string_append_printf (k, "%d,", g_array_index (c, int, j));
+                  {
+                    append_int (k, g_array_index (c, int, j));
+                    g_string_append_c (k, ',');
+                  }
               gpointer hit = g_hash_table_lookup (ids, k->str);
               if (!hit)
                 {
@@ -1631,12 +1662,13 @@ classes_find (Replay *rp, int *cls)
       for (int d = 0; d < n; d++)
         {
           GString *k = g_string_new (NULL);
-          g_string_append_printf (k, "%d", cls[d]);
+          append_int (k, cls[d]);
           for (int i = 0; i < n_plans; i++)
             {
               const PsCollPlan *plan = p->plans->pdata[i];
               int g = plan->group_of_core[p->core_of_device[d]];
-              g_string_append_printf (k, ",%d", g >= 0 ? gsig[i][g] : -1);
+              g_string_append_c (k, ',');
+              append_int (k, g >= 0 ? gsig[i][g] : -1);
             }
           gpointer hit = g_hash_table_lookup (ids, k->str);
           if (!hit)
