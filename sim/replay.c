@@ -1456,13 +1456,15 @@ contention_update (Replay *rp)
  * full torus, where every group of a plan takes the same time, replays one
  * device instead of 2048. Results are copied to every member.
  *
- * The argument holds for idle durations only: once collectives overlap and
- * are simulated together (contention), groups of one signature get
- * different durations. A pass with classes that finds any overlap is
- * therefore thrown away and the step is replayed device by device from the
- * start, so the results are those of the per-device replay in every case
- * (PODSIM_REPLAY_CLASSES=off forces it; tests/replay_classes.sh compares
- * both). */
+ * With contention, a pass replays with the durations the previous one set
+ * for its clustered runs, and groups of one idle signature may get
+ * different ones: before each pass the classes are found again, a group's
+ * signature being all its durations of that pass (durations_colour), so
+ * the induction holds per pass. record_classes gives the clusters what the
+ * per-device replay would record, so every pass, cluster and result is
+ * that of the per-device replay (PODSIM_REPLAY_CLASSES=off forces it;
+ * tests/replay_classes.sh compares both, also on a trace whose classes
+ * split in its contention passes). */
 
 static void
 classes_free (Replay *rp)
