@@ -1254,13 +1254,11 @@ spans_by_start (Contention *c)
 }
 
 /* Sweeps `spans` (in start order) for runs that overlap in time on a
- * common link. With `parent` (a union-find over the spans' indices) every
- * such pair is joined; without, the sweep stops at the first. Returns
- * whether any pair met. */
-static gboolean
+ * common link and joins every such pair in `parent` (a union-find over
+ * the spans' indices). */
+static void
 overlap_sweep (Replay *rp, GPtrArray *spans, int *parent)
 {
-  gboolean met = FALSE;
   /* `active` holds the runs not yet ended */
   g_autoptr (GArray) active = g_array_new (FALSE, FALSE, sizeof (int));
   for (int i = 0; i < (int) spans->len; i++)
@@ -1275,18 +1273,12 @@ overlap_sweep (Replay *rp, GPtrArray *spans, int *parent)
           else
             {
               if (links_meet (rp, plan_of (rp, si->occ), plan_of (rp, sj->occ)))
-                {
-                  if (!parent)
-                    return TRUE;
-                  parent[uf_find (parent, i)] = uf_find (parent, j);
-                  met = TRUE;
-                }
+                parent[uf_find (parent, i)] = uf_find (parent, j);
               a++;
             }
         }
       g_array_append_val (active, i);
     }
-  return met;
 }
 
 /* Sets run s's durations for the next pass to d (taken). */
