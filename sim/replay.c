@@ -301,6 +301,7 @@ typedef struct {
   gpointer key;
   int g;
   double end;
+  int plan;          /* the plan of key's occurrence (for device classes) */
 } Dep;
 
 typedef struct {
@@ -359,6 +360,10 @@ typedef struct Replay {
    * class, the entries taking part; NULL when every device is replayed. */
   int **cls_group, **cls_members, *cls_total;
   int **cls_real;     /* per plan, per group class: one of its groups */
+  int **cls_of_group; /* per plan, per group: its group class */
+  int **group_devs;   /* per plan: devices of group g at group_first[plan][g],
+                       * ascending; lazily (see record_classes) */
+  int **group_first;
   int *run_of;        /* per occurrence and parity: which run of the occurrence
                        * the records hold (counted from 0 as runs begin) */
   int *runs_begun;    /* per occurrence */
@@ -368,6 +373,7 @@ typedef struct Replay {
 } Replay;
 
 static double contention_duration (Replay *rp, int occ, int run, int plan, int g);
+static void record_classes (Replay *rp, int occ, int run, int plan, int cg, const Inst *in);
 static void contention_record (Replay *rp, int occ, int run, int g, double start, double dur,
                                const Dep *dep);
 static gpointer run_key (int occ, int run);
@@ -473,7 +479,10 @@ dev_start (Dev *d, const Op *op, Inst *in, int g, int n_members, int parity)
           int run = rp->run_of[2 * op->occ + parity];
           int real = rp->cls_group ? rp->cls_real[oc->plan][g] : g;
           double dur = contention_duration (rp, op->occ, run, oc->plan, real);
-          contention_record (rp, op->occ, run, g, in->max_arrival, dur, &in->dep);
+          if (rp->cls_group)
+            record_classes (rp, op->occ, run, oc->plan, g, in);
+          else
+            contention_record (rp, op->occ, run, g, in->max_arrival, dur, &in->dep);
           inst_complete (rp, in, in->max_arrival + dur);
         }
       else
@@ -505,7 +514,8 @@ dev_done (Dev *d, const Op *op, const Inst *in, int parity)
       if (rp->contention)
         {
           const PsCollPlan *plan = p->plans->pdata[oc->plan];
-          d->dep = (Dep) { run_key (op->occ, rp->run_of[k]), plan->group_of_core[d->core], end };
+          d->dep = (Dep) { run_key (op->occ, rp->run_of[k]), plan->group_of_core[d->core], end,
+                           oc->plan };
         }
     }
   if (d->spans)
@@ -861,9 +871,14 @@ typedef struct {
   Dep *gdep;             /* per group: what its start followed */
 } OccSpan;
 
+typedef struct {
+  int occ, run;
+} OccRun;
+
 typedef struct Contention {
   GHashTable *spans;     /* (occ, run) -> OccSpan*, this pass */
   GHashTable *override;  /* (occ, run) -> per-group durations */
+  GArray *override_runs; /* OccRun: the keys of override, as inserted */
   guint64 **plan_links;  /* per plan: bitset of the links it uses, lazily */
   int n_words;
   GHashTable *cache;     /* cluster key -> double* (members' groups in order) */
@@ -909,6 +924,7 @@ contention_new (const Program *p, const PsPlatform *pf)
   Contention *c = g_new0 (Contention, 1);
   c->spans = g_hash_table_new_full (run_key_hash, NULL, NULL, span_free);
   c->override = g_hash_table_new_full (run_key_hash, NULL, NULL, g_free);
+  c->override_runs = g_array_new (FALSE, FALSE, sizeof (OccRun));
   c->plan_links = g_new0 (guint64 *, p->plans->len + 1);
   c->n_words = (pf->n_links + 63) / 64;
   c->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
@@ -923,6 +939,7 @@ contention_free (Contention *c, guint n_plans)
     return;
   g_hash_table_unref (c->spans);
   g_hash_table_unref (c->override);
+  g_array_unref (c->override_runs);
   for (guint i = 0; i < n_plans; i++)
     g_free (c->plan_links[i]);
   g_free (c->plan_links);
@@ -1018,6 +1035,24 @@ cmp_span (gconstpointer a, gconstpointer b)
   return (x->run > y->run) - (x->run < y->run);
 }
 
+/* Appends v in decimal, as "%" G_GINT64_FORMAT would: the cluster and
+ * class keys are built for every cluster of every pass, and printf's
+ * format parsing took a fifth of the 30B async replay (issue 26). */
+static void
+append_int (GString *k, gint64 v)
+{
+  char buf[24];
+  int n = 0;
+  guint64 u = v < 0 ? -(guint64) v : (guint64) v;
+  do
+    buf[n++] = (char) ('0' + u % 10);
+  while ((u /= 10) > 0);
+  if (v < 0)
+    g_string_append_c (k, '-');
+  while (n > 0)
+    g_string_append_c (k, buf[--n]);
+}
+
 /* The key of a cluster (members in start order): per member its plan and
  * its groups' offsets from the cluster's first start, in ps. */
 static char *
@@ -1029,13 +1064,17 @@ cluster_key (Replay *rp, OccSpan *const *mm, int n)
     {
       const PsCollPlan *pl = rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)];
       const double *gs = mm[i]->gstart;
-      g_string_append_printf (k, "%d:", plan_of (rp, mm[i]->occ));
+      append_int (k, plan_of (rp, mm[i]->occ));
+      g_string_append_c (k, ':');
       gboolean same = TRUE;
       for (int g = 1; g < pl->n_groups; g++)
         same = same && gs[g] == gs[0];
       for (int g = 0; g < (same ? 1 : pl->n_groups); g++)
-        g_string_append_printf (k, "%s%" G_GINT64_FORMAT, g ? "," : same ? "=" : "",
-                                (gint64) llround ((gs[g] - origin) * 1e12));
+        {
+          if (g || same)
+            g_string_append_c (k, g ? ',' : '=');
+          append_int (k, (gint64) llround ((gs[g] - origin) * 1e12));
+        }
       g_string_append_c (k, ';');
     }
   return g_string_free (k, FALSE);
@@ -1215,13 +1254,11 @@ spans_by_start (Contention *c)
 }
 
 /* Sweeps `spans` (in start order) for runs that overlap in time on a
- * common link. With `parent` (a union-find over the spans' indices) every
- * such pair is joined; without, the sweep stops at the first. Returns
- * whether any pair met. */
-static gboolean
+ * common link and joins every such pair in `parent` (a union-find over
+ * the spans' indices). */
+static void
 overlap_sweep (Replay *rp, GPtrArray *spans, int *parent)
 {
-  gboolean met = FALSE;
   /* `active` holds the runs not yet ended */
   g_autoptr (GArray) active = g_array_new (FALSE, FALSE, sizeof (int));
   for (int i = 0; i < (int) spans->len; i++)
@@ -1236,18 +1273,21 @@ overlap_sweep (Replay *rp, GPtrArray *spans, int *parent)
           else
             {
               if (links_meet (rp, plan_of (rp, si->occ), plan_of (rp, sj->occ)))
-                {
-                  if (!parent)
-                    return TRUE;
-                  parent[uf_find (parent, i)] = uf_find (parent, j);
-                  met = TRUE;
-                }
+                parent[uf_find (parent, i)] = uf_find (parent, j);
               a++;
             }
         }
       g_array_append_val (active, i);
     }
-  return met;
+}
+
+/* Sets run s's durations for the next pass to d (taken). */
+static void
+override_put (Contention *c, GHashTable *next, const OccSpan *s, double *d)
+{
+  OccRun r = { s->occ, s->run };
+  g_hash_table_insert (next, run_key (s->occ, s->run), d);
+  g_array_append_val (c->override_runs, r);
 }
 
 /* After a pass: finds the clusters of overlapping runs, sets their
@@ -1326,6 +1366,7 @@ contention_update (Replay *rp)
     }
   GString *keys = g_string_new (NULL);
   g_autoptr (GHashTable) next = g_hash_table_new_full (run_key_hash, NULL, NULL, g_free);
+  g_array_set_size (c->override_runs, 0);
   int overlapping = 0;
   gboolean deferred = FALSE, simulated = FALSE;
   for (int k = 0; k < n_cl; k++)
@@ -1338,7 +1379,12 @@ contention_update (Replay *rp)
       if (d && !cl_d[k])
         horizon = MIN (horizon, change_horizon (rp, mm, n, d));
       for (int i = 0; i < n; i++)
-        g_string_append_printf (keys, "%d.%d,", mm[i]->occ, mm[i]->run);
+        {
+          append_int (keys, mm[i]->occ);
+          g_string_append_c (keys, '.');
+          append_int (keys, mm[i]->run);
+          g_string_append_c (keys, ',');
+        }
       if (!d && simulated && mm[0]->start >= horizon)
         {
           /* keep what this pass used; "?" matches no key, so another pass follows */
@@ -1350,8 +1396,7 @@ contention_update (Replay *rp)
                                                      run_key (mm[i]->occ, mm[i]->run));
               int ng = ((const PsCollPlan *) rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)])->n_groups;
               if (o)
-                g_hash_table_insert (next, run_key (mm[i]->occ, mm[i]->run),
-                                     g_memdup2 (o, sizeof (double) * (gsize) ng));
+                override_put (c, next, mm[i], g_memdup2 (o, sizeof (double) * (gsize) ng));
             }
           deferred = TRUE;
           overlapping += n;
@@ -1369,8 +1414,7 @@ contention_update (Replay *rp)
       for (int i = 0, j = 0; i < n; i++)
         {
           int ng = ((const PsCollPlan *) rp->prog->plans->pdata[plan_of (rp, mm[i]->occ)])->n_groups;
-          g_hash_table_insert (next, run_key (mm[i]->occ, mm[i]->run),
-                               g_memdup2 (d + j, sizeof (double) * (gsize) ng));
+          override_put (c, next, mm[i], g_memdup2 (d + j, sizeof (double) * (gsize) ng));
           j += ng;
         }
       overlapping += n;
@@ -1404,13 +1448,15 @@ contention_update (Replay *rp)
  * full torus, where every group of a plan takes the same time, replays one
  * device instead of 2048. Results are copied to every member.
  *
- * The argument holds for idle durations only: once collectives overlap and
- * are simulated together (contention), groups of one signature get
- * different durations. A pass with classes that finds any overlap is
- * therefore thrown away and the step is replayed device by device from the
- * start, so the results are those of the per-device replay in every case
- * (PODSIM_REPLAY_CLASSES=off forces it; tests/replay_classes.sh compares
- * both). */
+ * With contention, a pass replays with the durations the previous one set
+ * for its clustered runs, and groups of one idle signature may get
+ * different ones: before each pass the classes are found again, a group's
+ * signature being all its durations of that pass (durations_colour), so
+ * the induction holds per pass. record_classes gives the clusters what the
+ * per-device replay would record, so every pass, cluster and result is
+ * that of the per-device replay (PODSIM_REPLAY_CLASSES=off forces it;
+ * tests/replay_classes.sh compares both, also on a trace whose classes
+ * split in its contention passes). */
 
 static void
 classes_free (Replay *rp)
@@ -1423,8 +1469,10 @@ classes_free (Replay *rp)
       g_free (rp->cls_group[i]);
       g_free (rp->cls_members[i]);
       g_free (rp->cls_real[i]);
+      g_free (rp->cls_of_group[i]);
     }
   g_clear_pointer (&rp->cls_real, g_free);
+  g_clear_pointer (&rp->cls_of_group, g_free);
   g_clear_pointer (&rp->cls_group, g_free);
   g_clear_pointer (&rp->cls_members, g_free);
   g_clear_pointer (&rp->cls_total, g_free);
@@ -1435,6 +1483,110 @@ cmp_int (gconstpointer a, gconstpointer b)
 {
   int x = *(const int *) a, y = *(const int *) b;
   return (x > y) - (x < y);
+}
+
+/* Per plan, per group: an id of the durations the group takes in this
+ * pass, its idle one and those of every run the contention sets
+ * (Contention.override): groups of one id take the same time in every run. */
+static int **
+durations_colour (Replay *rp)
+{
+  const Program *p = rp->prog;
+  int n_plans = (int) p->plans->len;
+  g_autofree GArray **runs = g_new0 (GArray *, n_plans + 1);
+  Contention *c = rp->contention;
+  for (guint k = 0; c && k < c->override_runs->len; k++)
+    {
+      const OccRun *r = &g_array_index (c->override_runs, OccRun, k);
+      int pl = plan_of (rp, r->occ);
+      if (!runs[pl])
+        runs[pl] = g_array_new (FALSE, FALSE, sizeof (const double *));
+      const double *o = g_hash_table_lookup (c->override, run_key (r->occ, r->run));
+      g_array_append_val (runs[pl], o);
+    }
+  int **colour = g_new0 (int *, n_plans + 1);
+  for (int i = 0; i < n_plans; i++)
+    {
+      const PsCollPlan *plan = p->plans->pdata[i];
+      colour[i] = g_new (int, plan->n_groups);
+      guint n_runs = runs[i] ? runs[i]->len : 0;
+      g_autoptr (GHashTable) ids = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
+                                                          (GDestroyNotify) g_bytes_unref, NULL);
+      g_autofree double *v = g_new (double, n_runs + 1);
+      for (int g = 0; g < plan->n_groups; g++)
+        {
+          v[0] = rp->group_dur[i][g];
+          for (guint k = 0; k < n_runs; k++)
+            v[k + 1] = g_array_index (runs[i], const double *, k)[g];
+          GBytes *b = g_bytes_new (v, sizeof (double) * (n_runs + 1));
+          gpointer hit = g_hash_table_lookup (ids, b);
+          if (!hit)
+            {
+              hit = GINT_TO_POINTER (g_hash_table_size (ids) + 1);
+              g_hash_table_insert (ids, b, hit);
+            }
+          else
+            g_bytes_unref (b);
+          colour[i][g] = GPOINTER_TO_INT (hit) - 1;
+        }
+      if (runs[i])
+        g_array_unref (runs[i]);
+    }
+  return colour;
+}
+
+/* What the per-device replay records for the runs of a contention pass,
+ * from a replay by classes: when group class cg of (occ, run) completes,
+ * every group of the class started at its members' latest arrival. What
+ * that start followed (Dep, see "chained starts") is per device: the last
+ * member device, in device order, to arrive at the latest arrival, as
+ * dev_start keeps it, with its own group in the plan it waited for. */
+static void
+record_classes (Replay *rp, int occ, int run, int plan, int cg, const Inst *in)
+{
+  if (!rp->contention)
+    return;
+  const Program *p = rp->prog;
+  const PsCollPlan *pl = p->plans->pdata[plan];
+  if (!rp->group_devs[plan])
+    {
+      const int *members = p->plan_members->pdata[plan];
+      int *first = g_new (int, pl->n_groups + 1), *fill = g_new0 (int, pl->n_groups + 1);
+      first[0] = 0;
+      for (int g = 0; g < pl->n_groups; g++)
+        first[g + 1] = first[g] + members[g];
+      int *devs = g_new (int, first[pl->n_groups] + 1);
+      for (int d = 0; d < p->n_devices; d++)
+        {
+          int g = pl->group_of_core[p->core_of_device[d]];
+          if (g >= 0)
+            devs[first[g] + fill[g]++] = d;
+        }
+      g_free (fill);
+      rp->group_devs[plan] = devs;
+      rp->group_first[plan] = first;
+    }
+  const int *devs = rp->group_devs[plan], *first = rp->group_first[plan];
+  for (int g = 0; g < pl->n_groups; g++)
+    {
+      if (rp->cls_of_group[plan][g] != cg)
+        continue;
+      Dep dep = { 0 };
+      for (int m = first[g + 1] - 1; m >= first[g]; m--)
+        {
+          const Dev *dv = &rp->devs[rp->dev_of[devs[m]]];
+          if (dv->local_s != in->max_arrival)
+            continue;
+          dep = dv->dep;
+          if (dep.key)
+            dep.g = ((const PsCollPlan *) p->plans->pdata[dep.plan])->group_of_core[p->core_of_device[devs[m]]];
+          else
+            dep.end = dv->local_s;
+          break;
+        }
+      contention_record (rp, occ, run, g, in->max_arrival,
+                         contention_duration (rp, occ, run, plan, g), &dep);
+    }
 }
 
 /* The class of each device (ids in order of first device); returns the
@@ -1457,6 +1609,7 @@ classes_find (Replay *rp, int *cls)
   int **gsig = g_new0 (int *, n_plans + 1);
   for (int i = 0; i < n_plans; i++)
     gsig[i] = g_new (int, ((const PsCollPlan *) p->plans->pdata[i])->n_groups);
+  int **colour = durations_colour (rp);
   int *next = g_new (int, n);
   for (;;)
     {
@@ -1479,10 +1632,14 @@ classes_find (Replay *rp, int *cls)
               GArray *c = col->pdata[g];
               g_array_sort (c, cmp_int);
               GString *k = g_string_new (NULL);
-              g_string_append_printf (k, "%a:", rp->group_dur[i][g]);
+              append_int (k, colour[i][g]);
+              g_string_append_c (k, ':');
               for (guint j = 0; j < c->len; j++)
                 if (j == 0 || g_array_index (c, int, j) != g_array_index (c, int, j - 1))
-                  g_string_append_printf (k, "%d,", g_array_index (c, int, j));
+                  {
+                    append_int (k, g_array_index (c, int, j));
+                    g_string_append_c (k, ',');
+                  }
               gpointer hit = g_hash_table_lookup (ids, k->str);
               if (!hit)
                 {
@@ -1499,12 +1656,13 @@ classes_find (Replay *rp, int *cls)
       for (int d = 0; d < n; d++)
         {
           GString *k = g_string_new (NULL);
-          g_string_append_printf (k, "%d", cls[d]);
+          append_int (k, cls[d]);
           for (int i = 0; i < n_plans; i++)
             {
               const PsCollPlan *plan = p->plans->pdata[i];
               int g = plan->group_of_core[p->core_of_device[d]];
-              g_string_append_printf (k, ",%d", g >= 0 ? gsig[i][g] : -1);
+              g_string_append_c (k, ',');
+              append_int (k, g >= 0 ? gsig[i][g] : -1);
             }
           gpointer hit = g_hash_table_lookup (ids, k->str);
           if (!hit)
@@ -1553,21 +1711,13 @@ classes_find (Replay *rp, int *cls)
               rp->cls_total[i]++;
             }
         }
-      g_free (gsig[i]);
+      g_free (colour[i]);
     }
-  g_free (gsig);
+  rp->cls_of_group = gsig;
+  g_free (colour);
   g_free (next);
   g_free (rep);
   return n_cls;
-}
-
-/* Whether this pass's runs overlap in time on a common link (what
- * contention_update would join into a cluster). */
-static gboolean
-any_overlap (Replay *rp)
-{
-  g_autoptr (GPtrArray) spans = spans_by_start (rp->contention);
-  return overlap_sweep (rp, spans, NULL);
 }
 
 /* Back to the step's start for another pass. */
@@ -1658,29 +1808,31 @@ devs_init (Replay *rp, const int *cls, double t0)
     }
 }
 
+/* `cls` (NULL: every device on its own) receives the classes of each
+ * pass: they follow the durations the previous pass set. */
 static void
-replay_with_contention (Replay *rp, double t0)
+replay_with_contention (Replay *rp, int *cls, double t0)
 {
+  gboolean debug = g_getenv ("PODSIM_REPLAY_CLASSES_DEBUG") != NULL;
   for (;;)
     {
       replay_progress (rp, "replay pass %d, %u overlapping clusters simulated",
                        rp->contention->passes + 1, rp->contention->n_simulated);
       replay_cached (rp);
-      if (rp->cls_group && !rp->hung && any_overlap (rp))
-        {
-          /* classes hold for idle durations only: per device from here */
-          if (g_getenv ("PODSIM_REPLAY_CLASSES_DEBUG"))
-            g_printerr ("replay: overlap, replaying every device\n");
-          classes_free (rp);
-          pass_reset (rp, t0);
-          devs_init (rp, NULL, t0);
-          continue;
-        }
       if (rp->hung || !contention_update (rp)
           || rp->contention->stalled >= CONTENTION_MAX_STALLED
           || rp->contention->passes >= CONTENTION_MAX_PASSES)
         break;
       pass_reset (rp, t0);
+      if (cls)
+        {
+          classes_free (rp);
+          int n_cls = classes_find (rp, cls);
+          if (debug)
+            g_printerr ("replay: pass %d: %d classes of %d devices\n",
+                        rp->contention->passes + 1, n_cls, rp->prog->n_devices);
+          devs_init (rp, cls, t0);
+        }
     }
 }
 
@@ -1754,6 +1906,8 @@ run (Program *p, GError **error)
   if (rp.cache)
     rp.contention = contention_new (p, pf);
   rp.devs = g_new0 (Dev, p->n_devices);
+  rp.group_devs = g_new0 (int *, n_plans + 1);
+  rp.group_first = g_new0 (int *, n_plans + 1);
   rp.dev_of = g_new (int, p->n_devices);
   double t0 = ps_sgnet_clock ();
   rp.t0 = t0;
@@ -1778,7 +1932,7 @@ run (Program *p, GError **error)
         ps_sgnet_spawn (net, dv->core, name, device_actor, dv);
       }
   if (rp.cache)
-    replay_with_contention (&rp, t0);
+    replay_with_contention (&rp, cls, t0);
   else
     ps_sgnet_run (net);
   if (rp.hung)
@@ -1873,7 +2027,13 @@ run (Program *p, GError **error)
   g_free (rp.runs_begun);
   contention_free (rp.contention, p->plans->len);
   for (int i = 0; i < n_plans; i++)
-    g_free (rp.group_dur[i]);
+    {
+      g_free (rp.group_dur[i]);
+      g_free (rp.group_devs[i]);
+      g_free (rp.group_first[i]);
+    }
+  g_free (rp.group_devs);
+  g_free (rp.group_first);
   g_free (rp.group_dur);
   g_free (rp.devs);
   ps_sgnet_free (net);
