@@ -701,10 +701,20 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
 
   if (o->dry_run)
     {
+      g_autoptr (GString) line = g_string_new (NULL);
       guint left = n - n_invalid - n_dup;
       printf ("search       %s on %s: %u strategies; %u cannot be built, %u repeat another; "
               "%u memory checks, then up to %u simulations\n", name, ps_params_str (base, "slice"), n,
               n_invalid, n_dup, memory_todo->len, left);
+      /* what each axis tries, so a dry run shows the strategies' settings */
+      for (guint i = 0; i < axes->len; i++)
+        {
+          const Axis *a = axes->pdata[i];
+          g_string_truncate (line, 0);
+          for (guint j = 0; j < a->values->len; j++)
+            g_string_append_printf (line, "%s%s", j ? " " : "", (const char *) a->values->pdata[j]);
+          printf ("axis         %s (%u): %s\n", a->spec->key, a->values->len, line->str);
+        }
       for (guint id = 0; id < n; id++)
         g_free (st[id].why);
       g_free (st);
