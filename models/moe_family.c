@@ -294,7 +294,7 @@ static const PsOpGroup op_groups[] = {
 
 const PsModelFamily ps_moe_family = {
   .name = "moe",
-  .summary = "The sparse Mixture-of-Experts Transformer LM of GShard (top-2 gating, experts over every core)",
+  .summary = "The sparse Mixture-of-Experts Transformer LM of GShard (top-2 gating, experts over every core or a 2-D mesh axis)",
   .doc = "doc/models.md",
   .item_unit = "tokens",
   PS_MODEL_FAMILY_HOOKS,
