@@ -49,11 +49,7 @@ static gboolean
 divides (const PsEncDecConfig *c, int64_t v, const char *key, const char *opt, int64_t by, const char *axis,
          GError **error)
 {
-  if (by <= 1 || v % by == 0)
-    return TRUE;
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%"
-               G_GINT64_FORMAT ")", ps_param_store_label (c->params, key, opt), v, axis, by);
-  return FALSE;
+  return ps_param_check_divides (c->params, v, key, opt, by, axis, error);
 }
 
 /* The MoE blocks' checks: top-k, capacity factor, and groups and experts

@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-#include "common/error.h"
+#include "models/layers.h"
 #include "partitioner/ir/sharding.h"
 
 const char *const ps_moe_layout_names[] = { "experts-x", "experts-xy", "experts-x-hidden-y", NULL };
@@ -28,17 +28,6 @@ ps_moe_layout_plan (PsMoeLayout layout, const char *hidden, PsShardingPlan *plan
     ps_sharding_plan_split (plan, PS_WEIGHTS, hidden, 1);
 }
 
-static gboolean
-divides (const PsParamStore *params, int64_t v, const char *key, const char *opt, int64_t by, const char *over,
-         GError **error)
-{
-  if (by <= 1 || v % by == 0)
-    return TRUE;
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%"
-               G_GINT64_FORMAT ")", ps_param_store_label (params, key, opt), v, over, by);
-  return FALSE;
-}
-
 gboolean
 ps_moe_layout_check (const PsParamStore *params, PsMoeLayout layout, int64_t experts, int64_t groups,
                      int64_t ffn_dim, const int64_t *mesh, GError **error)
@@ -46,10 +35,10 @@ ps_moe_layout_check (const PsParamStore *params, PsMoeLayout layout, int64_t exp
   const gboolean xy = layout == PS_MOE_LAYOUT_EXPERTS_XY;
   const int64_t by = xy ? mesh[0] * mesh[1] : mesh[0];
   const char *over = xy ? "the device count" : "mesh axis 0";
-  return divides (params, experts, "experts", "--experts", by, over, error)
-         && divides (params, groups, "groups", "--groups", by, over, error)
+  return ps_param_check_divides (params, experts, "experts", "--experts", by, over, error)
+         && ps_param_check_divides (params, groups, "groups", "--groups", by, over, error)
          && (layout != PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y
-             || divides (params, ffn_dim, "ffn_dim", "--ffn-dim", mesh[1], "mesh axis 1", error));
+             || ps_param_check_divides (params, ffn_dim, "ffn_dim", "--ffn-dim", mesh[1], "mesh axis 1", error));
 }
 
 int64_t

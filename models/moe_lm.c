@@ -72,9 +72,8 @@ check_mesh_layout (const PsMoeLmConfig *c, GError **error)
                           c->pipeline_stages, sh, ps_moe_layout_names[c->layout]);
   if (!ps_heads_check_split (c->params, c->heads, c->kv_heads, c->mesh[1], "mesh axis 1", error))
     return FALSE;
-  if (c->ffn_dim % c->mesh[1] != 0)
-    return ps_param_fail (error, "%s = %" G_GINT64_FORMAT " is not divisible by mesh axis 1 (%" G_GINT64_FORMAT ")",
-                          ps_param_store_label (c->params, "ffn_dim", "--ffn-dim"), c->ffn_dim, c->mesh[1]);
+  if (!ps_param_check_divides (c->params, c->ffn_dim, "ffn_dim", "--ffn-dim", c->mesh[1], "mesh axis 1", error))
+    return FALSE;
   return ps_moe_layout_check (c->params, c->layout, c->experts, ps_moe_lm_groups (c), c->ffn_dim, c->mesh, error);
 }
 
