@@ -9,7 +9,6 @@
 #include "models/net.h"
 #include "partitioner/builder/autodiff.h"
 
-
 void
 ps_encdec_config_small (PsEncDecConfig *out)
 {
