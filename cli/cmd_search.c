@@ -74,6 +74,16 @@ factorizations (int64_t n, int rank, int64_t *dims, int at, GPtrArray *out)
       }
 }
 
+/* The rank of the meshes a searched mesh key tries: the base's, or for
+ * a mesh left unset its spec's largest (the moe family's mesh is unset
+ * for its 1-D layout and 2-D for the others). */
+static int
+search_mesh_rank (const PsParamSpec *s, const PsParams *base, int64_t *dims)
+{
+  int rank = ps_params_mesh (base, s->key, dims);
+  return rank >= 1 ? rank : (int) MAX (s->max, 1);
+}
+
 /* The values `podsim search` tries for a spec (transfer full). */
 static GPtrArray *
 axis_values (const PsParamSpec *s, const PsParams *base, const PsModelTarget *t)
@@ -102,9 +112,7 @@ axis_values (const PsParamSpec *s, const PsParams *base, const PsModelTarget *t)
     case PS_PARAM_MESH:
       {
         int64_t dims[PS_PARAM_MESH_MAX_RANK];
-        int rank = ps_params_mesh (base, s->key, dims);
-        if (rank < 1)
-          rank = (int) MAX (s->min, 1);
+        int rank = search_mesh_rank (s, base, dims);
         factorizations (t->n_cores, rank, dims, 0, v);
         break;
       }
@@ -147,9 +155,7 @@ meshes_per_stage_count (GPtrArray *axes, const PsParams *base, const PsModelTarg
   else
     g_ptr_array_add (ks, ps_params_text (base, "pipeline_stages"));
   int64_t dims[PS_PARAM_MESH_MAX_RANK];
-  int rank = ps_params_mesh (base, mesh->spec->key, dims);
-  if (rank < 1)
-    rank = (int) MAX (mesh->spec->min, 1);
+  int rank = search_mesh_rank (mesh->spec, base, dims);
   GPtrArray *values = g_ptr_array_new_with_free_func (g_free);
   for (guint i = 0; i < ks->len; i++)
     {
@@ -695,10 +701,20 @@ search (SearchOptions *o, PsModelOptions *mo, int argc, char **argv)
 
   if (o->dry_run)
     {
+      g_autoptr (GString) line = g_string_new (NULL);
       guint left = n - n_invalid - n_dup;
       printf ("search       %s on %s: %u strategies; %u cannot be built, %u repeat another; "
               "%u memory checks, then up to %u simulations\n", name, ps_params_str (base, "slice"), n,
               n_invalid, n_dup, memory_todo->len, left);
+      /* what each axis tries, so a dry run shows the strategies' settings */
+      for (guint i = 0; i < axes->len; i++)
+        {
+          const Axis *a = axes->pdata[i];
+          g_string_truncate (line, 0);
+          for (guint j = 0; j < a->values->len; j++)
+            g_string_append_printf (line, "%s%s", j ? " " : "", (const char *) a->values->pdata[j]);
+          printf ("axis         %s (%u): %s\n", a->spec->key, a->values->len, line->str);
+        }
       for (guint id = 0; id < n; id++)
         g_free (st[id].why);
       g_free (st);

@@ -55,7 +55,9 @@ static int64_t
 preset_cores (const PsParams *p)
 {
   const PsParamSpec *m = ps_model_family_find_spec (ps_params_family (p), "mesh");
-  return m && m->type == PS_PARAM_MESH ? ps_params_mesh_size (p, "mesh") : 0;
+  int64_t dims[PS_PARAM_MESH_MAX_RANK];
+  /* an unset mesh (moe's 1-D layout): every core, as without the key */
+  return m && m->type == PS_PARAM_MESH && ps_params_mesh (p, "mesh", dims) > 0 ? ps_params_mesh_size (p, "mesh") : 0;
 }
 
 /* The devices of a preset: its mesh's, or its slice's for a family whose

@@ -9,8 +9,6 @@
 #include "models/net.h"
 #include "partitioner/builder/autodiff.h"
 
-const char *const ps_moe_layout_names[] = { "experts-x", "experts-xy", "experts-x-hidden-y", NULL };
-
 void
 ps_encdec_config_small (PsEncDecConfig *out)
 {
@@ -50,11 +48,7 @@ static gboolean
 divides (const PsEncDecConfig *c, int64_t v, const char *key, const char *opt, int64_t by, const char *axis,
          GError **error)
 {
-  if (by <= 1 || v % by == 0)
-    return TRUE;
-  g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%"
-               G_GINT64_FORMAT ")", ps_param_store_label (c->params, key, opt), v, axis, by);
-  return FALSE;
+  return ps_param_check_divides (c->params, v, key, opt, by, axis, error);
 }
 
 /* The MoE blocks' checks: top-k, capacity factor, and groups and experts
@@ -79,13 +73,7 @@ check_moe (const PsEncDecConfig *c, GError **error)
       return FALSE;
     }
   const int64_t G = ps_encdec_groups (c);
-  const gboolean xy = c->moe_layout == PS_MOE_LAYOUT_EXPERTS_XY;
-  const int64_t by = xy ? c->mesh[0] * c->mesh[1] : c->mesh[0];
-  const char *over = xy ? "the device count" : "mesh axis 0";
-  if (!divides (c, c->experts, "experts", "--experts", by, over, error)
-      || !divides (c, G, "groups", "--groups", by, over, error)
-      || (c->moe_layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y
-          && !divides (c, c->ffn_dim, "ffn_dim", "--ffn-dim", c->mesh[1], "mesh axis 1", error)))
+  if (!ps_moe_layout_check (c->params, c->moe_layout, c->experts, G, c->ffn_dim, c->mesh, error))
     return FALSE;
   const int64_t mb = c->global_batch / MAX (c->microbatches, 1);
   const int64_t tokens[2] = { mb * c->src_len, mb * c->tgt_len };
@@ -219,14 +207,8 @@ moe_ffn (PsNet *net, const PsEncDecConfig *c, const MoeFfn *w, PsInstr *x, PsIns
   PsInstr *h = ps_norm (net, c->norm, x, w->ln);
   PsBuilder *b = ps_net_builder (net);
   int64_t gsm[3] = { G, B * S / G, M }, bsm[3] = { B, S, M };
-  PsMoeConfig mc = { c->experts, ps_moe_capacity (B * S / G, c->experts, c->capacity_factor), c->top_k, 0,
-                     0, NULL, FALSE, 1 };
-  if (c->moe_layout == PS_MOE_LAYOUT_EXPERTS_XY)
-    {
-      mc.n_devices = net->m->num_partitions;
-      mc.devices = net->mesh_devices;
-    }
-  mc.split_hidden = c->moe_layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y;
+  PsMoeConfig mc = { c->experts, ps_moe_capacity (B * S / G, c->experts, c->capacity_factor), c->top_k, 0 };
+  ps_moe_layout_config (c->moe_layout, net->m->num_partitions, net->mesh_devices, &mc);
   PsInstr *a = NULL;
   PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), ps_build_convert (b, w->wg, net->act),
                              ps_build_convert (b, w->wi, net->act), ps_build_convert (b, w->wo, net->act), &a);
@@ -495,9 +477,7 @@ ps_encdec_build (const PsEncDecConfig *cfg, PsModelInfo *info, GError **error)
   /* The expert weights' layout (encdec.h): E ("e") over axis 0 or every
    * device, H ("f", no other weight's letter) over axis 1. */
   if (cfg->experts > 0)
-    ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", cfg->moe_layout == PS_MOE_LAYOUT_EXPERTS_XY ? PS_AXIS_ALL : 0);
-  if (cfg->experts > 0 && cfg->moe_layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y)
-    ps_sharding_plan_split (&plan, PS_WEIGHTS, "f", 1);
+    ps_moe_layout_plan (cfg->moe_layout, "f", &plan);
   ps_heads_plan (&plan, 2, cfg->mesh, cfg->heads, cfg->kv_heads);
   g_autoptr (PsNet) net = ps_net_new ("encdec", "train_step", 2, cfg->mesh, devices, &plan);
   net->act = cfg->f32_activations ? PS_F32 : PS_BF16;

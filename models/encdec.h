@@ -53,18 +53,9 @@
 #include "models/dense_lm.h"
 #include "models/family.h"
 #include "models/layers.h"
+#include "models/moe_layer.h"
 
 G_BEGIN_DECLS
-
-/* Where the MoE blocks' groups, experts and expert hidden dims go. */
-typedef enum {
-  PS_MOE_LAYOUT_EXPERTS_X,
-  PS_MOE_LAYOUT_EXPERTS_XY,
-  PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y,
-} PsMoeLayout;
-
-/* Layout names, "experts-x|experts-xy|experts-x-hidden-y" (NULL-ended). */
-extern const char *const ps_moe_layout_names[];
 
 typedef struct {
   int enc_layers, dec_layers;
@@ -95,7 +86,7 @@ typedef struct {
   int moe_every, top_k;
   double capacity_factor, aux_loss_weight;
   int64_t groups;            /* token groups per stack (0: one per device) */
-  PsMoeLayout moe_layout;
+  PsMoeLayout moe_layout;    /* models/moe_layer.h */
   const PsParamStore *params;    /* where values came from, for errors; NULL: options */
 } PsEncDecConfig;
 

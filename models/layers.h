@@ -175,6 +175,11 @@ PsHeadsSplit ps_heads_split (int64_t heads, int64_t kv_heads, int64_t ways);
  * `axis` ("mesh axis 1") when the heads cannot split over `ways`. */
 gboolean ps_heads_check_split (const PsParamStore *params, int64_t heads, int64_t kv_heads, int64_t ways,
                                const char *axis, GError **error);
+/* TRUE when `by` <= 1 or divides v; else FALSE with a PS_ERROR_OPTION
+ * error "KEY = V is not divisible by OVER (BY)", KEY named as `params`
+ * says it was set (or the option `opt`). */
+gboolean ps_param_check_divides (const PsParamStore *params, int64_t v, const char *key, const char *opt,
+                                 int64_t by, const char *over, GError **error);
 /* Moves the plan's weight split of n to q when ps_heads_split says so
  * (mesh_dims, mesh_rank: the net's mesh, for the ways of the axis). */
 void ps_heads_plan (PsShardingPlan *plan, int mesh_rank, const int64_t *mesh_dims, int64_t heads,

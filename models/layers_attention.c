@@ -58,6 +58,16 @@ ps_heads_split (int64_t heads, int64_t kv_heads, int64_t ways)
 }
 
 gboolean
+ps_param_check_divides (const PsParamStore *params, int64_t v, const char *key, const char *opt, int64_t by,
+                        const char *over, GError **error)
+{
+  if (by <= 1 || v % by == 0)
+    return TRUE;
+  return ps_param_fail (error, "%s = %" G_GINT64_FORMAT " is not divisible by %s (%" G_GINT64_FORMAT ")",
+                        ps_param_store_label (params, key, opt), v, over, by);
+}
+
+gboolean
 ps_heads_check_split (const PsParamStore *params, int64_t heads, int64_t kv_heads, int64_t ways,
                       const char *axis, GError **error)
 {

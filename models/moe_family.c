@@ -1,10 +1,12 @@
 /* The sparse MoE Transformer LM as a model family: its parameters (the
  * fields of PsMoeLmConfig), their defaults (the small model of
  * ps_moe_lm_config_small on v3-8) and the adaptor from parameters to the
- * builder. The mesh is not a parameter: GShard's model runs on a 1-D mesh
- * of every core of the slice (experts and groups split over all of them),
- * or pipelined (pipeline_stages K) on [K, cores / K], each stage as that
- * on its cores.
+ * builder. By default (sharding experts) the mesh is not set: GShard's
+ * model runs on a 1-D mesh of every core of the slice (experts and groups
+ * split over all of them), or pipelined (pipeline_stages K) on
+ * [K, cores / K], each stage as that on its cores. The 2-D layouts
+ * (sharding experts-x, experts-xy, experts-x-hidden-y: the encoder-
+ * decoder's moe_sharding, models/moe_layer.h) run on the mesh AxB.
  * Presets: models/presets/MoE*.ini (GShard Table 3) and GspmdMoE*.ini (the
  * GSPMD paper's expert-scaling series, doc/models.md). */
 #include "config.h"
@@ -114,8 +116,17 @@ static const PsParamSpec specs[] = {
     .min = 1, .max = 1024, .search = "1|2|4|8",
     PS_PARAM_FIELD (PsMoeLmConfig, microbatches) },
   { .section = "parallelism", .key = "sharding", .type = PS_PARAM_CHOICE, .def = "experts",
-    .doc = "experts: GShard's (experts and groups over every core, dense layers data parallel); none: no annotation (input for podsim autoshard)",
-    .choices = "experts|none" },
+    .doc = "experts: GShard's (experts and groups over every core of a 1-D mesh, dense layers data parallel); on the "
+           "2-D mesh, dense layers as megatron (batch over axis 0, heads and FFN over axis 1) and experts-x (groups "
+           "and experts over mesh axis 0), experts-xy (over every device) or experts-x-hidden-y (experts-x, the "
+           "experts' hidden dim over axis 1); none: no annotation (input for podsim autoshard)",
+    .choices = "experts|experts-x|experts-xy|experts-x-hidden-y|none",
+    .search = "experts|experts-x|experts-xy|experts-x-hidden-y" },
+  { .section = "parallelism", .key = "mesh", .type = PS_PARAM_MESH, .def = "",
+    .doc = "Logical device mesh AxB (arange order, A*B = the slice's cores) of the 2-D layouts experts-x, "
+           "experts-xy, experts-x-hidden-y; empty: sharding experts' 1-D mesh of every core",
+    .max = 2, .search = "*",
+    PS_PARAM_FIELD (PsMoeLmConfig, mesh) },
   { .section = "options", .key = "unroll_microbatches", .type = PS_PARAM_BOOL, .def = "false",
     .doc = "Write the microbatches one after the other (default: one while loop over them carrying one accumulator per weight; doc/models.md)",
     PS_PARAM_FIELD (PsMoeLmConfig, unroll_microbatches) },
@@ -136,7 +147,11 @@ config_from (const PsParams *p, const PsModelTarget *t, PsMoeLmConfig *c)
   c->name = "moe";
   ps_params_fill (p, c);
   c->cores = t ? t->n_cores : 8;
-  c->no_annotations = strcmp (ps_params_str (p, "sharding"), "none") == 0;
+  const char *sh = ps_params_str (p, "sharding");
+  c->no_annotations = strcmp (sh, "none") == 0;
+  int layout = ps_layer_choice (ps_moe_layout_names, sh);
+  c->mesh_layout = layout >= 0;
+  c->layout = c->mesh_layout ? (PsMoeLayout) layout : PS_MOE_LAYOUT_EXPERTS_X;
   for (int i = 0; i < 3; i++)
     c->physical[i] = t ? t->physical[i] : 0;
   c->params = ps_params_store (p);
@@ -159,6 +174,13 @@ check (const PsParams *p, const PsModelTarget *t, GError **error)
     }
   PsMoeLmConfig c;
   config_from (p, t, &c);
+  if (!c.mesh_layout && c.mesh[0] > 0 && !(c.mesh[1] == 0 && c.mesh[0] == c.cores))
+    {
+      g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s is for the 2-D layouts (--sharding experts-x, experts-xy, "
+                   "experts-x-hidden-y); --sharding %s runs on one axis of every core", ps_params_where (p, "mesh"),
+                   ps_params_str (p, "sharding"));
+      return FALSE;
+    }
   if (!ps_moe_lm_check (&c, error))
     return FALSE;
   /* Without a pipeline every layer is written out, in one microbatch
@@ -191,8 +213,9 @@ build (const PsParams *p, const PsModelTarget *t, PsModelInfo *info, GError **er
       ps_pipeline_trace_mesh (&info->mesh, rank, dims, ids);
       return m;
     }
-  info->mesh.rank = 1;
-  info->mesh.dims[0] = c.cores;
+  info->mesh.rank = c.mesh_layout ? 2 : 1;
+  info->mesh.dims[0] = c.mesh_layout ? c.mesh[0] : c.cores;
+  info->mesh.dims[1] = c.mesh_layout ? c.mesh[1] : 0;
   ps_trace_mesh_set_order (&info->mesh, "arange", t ? t->physical : NULL);
   return m;
 }
@@ -230,6 +253,18 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
                             c.global_batch / mb * c.seq_len / ps_moe_lm_groups (&c), ps_moe_lm_capacity (&c),
                             ps_params_str (p, "slice"), ps_params_str (p, "optimizer"), c.remat ? "on" : "off", mb,
                             mb == 1 ? "" : "es");
+  if (c.mesh_layout)
+    {
+      g_autofree char *mesh = ps_params_text (p, "mesh");
+      return g_strdup_printf ("%s: %" G_GINT64_FORMAT " groups of %" G_GINT64_FORMAT " tokens (capacity %"
+                              G_GINT64_FORMAT ") and experts over %s, dense layers as megatron, mesh %s, slice %s; "
+                              "%s, remat %s, %" G_GINT64_FORMAT " microbatch%s", ps_moe_layout_names[c.layout],
+                              ps_moe_lm_groups (&c), c.global_batch / mb * c.seq_len / ps_moe_lm_groups (&c),
+                              ps_moe_lm_capacity (&c), c.layout == PS_MOE_LAYOUT_EXPERTS_XY ? "every device"
+                              : c.layout == PS_MOE_LAYOUT_EXPERTS_X ? "mesh axis 0"
+                              : "mesh axis 0 (their hidden dim over axis 1)", mesh, ps_params_str (p, "slice"),
+                              ps_params_str (p, "optimizer"), c.remat ? "on" : "off", mb, mb == 1 ? "" : "es");
+    }
   return g_strdup_printf ("%s%" G_GINT64_FORMAT " groups of %" G_GINT64_FORMAT " tokens (capacity %"
                           G_GINT64_FORMAT ") over %" G_GINT64_FORMAT " cores%s, slice %s; "
                           "%s, remat %s, %" G_GINT64_FORMAT " microbatch%s",
@@ -237,6 +272,16 @@ describe_parallelism (const PsParams *p, const PsModelInfo *info)
                           ps_moe_lm_capacity (&c), c.cores, c.no_annotations ? "" : ", dense layers data parallel",
                           ps_params_str (p, "slice"),
                           ps_params_str (p, "optimizer"), c.remat ? "on" : "off", mb, mb == 1 ? "" : "es");
+}
+
+/* The mesh matters only to the 2-D layouts: the others get it unset, so
+ * `podsim search` runs each of them once. */
+static void
+canonicalize (PsParams *p, const PsModelTarget *t)
+{
+  (void) t;
+  if (ps_layer_choice (ps_moe_layout_names, ps_params_str (p, "sharding")) < 0)
+    ps_params_set (p, "mesh", "", "--mesh", NULL);
 }
 
 /* Where the MoE block's compute goes, by the op_names it tags. */
@@ -249,9 +294,10 @@ static const PsOpGroup op_groups[] = {
 
 const PsModelFamily ps_moe_family = {
   .name = "moe",
-  .summary = "The sparse Mixture-of-Experts Transformer LM of GShard (top-2 gating, experts over every core)",
+  .summary = "The sparse Mixture-of-Experts Transformer LM of GShard (top-2 gating, experts over every core or a 2-D mesh axis)",
   .doc = "doc/models.md",
   .item_unit = "tokens",
   PS_MODEL_FAMILY_HOOKS,
+  .canonicalize = canonicalize,
   .op_groups = op_groups,
 };

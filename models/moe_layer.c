@@ -5,7 +5,41 @@
 
 #include <math.h>
 
+#include "models/layers.h"
 #include "partitioner/ir/sharding.h"
+
+const char *const ps_moe_layout_names[] = { "experts-x", "experts-xy", "experts-x-hidden-y", NULL };
+
+void
+ps_moe_layout_config (PsMoeLayout layout, int64_t n_devices, const int64_t *devices, PsMoeConfig *cfg)
+{
+  cfg->shard_axis = 0;
+  cfg->n_devices = layout == PS_MOE_LAYOUT_EXPERTS_XY ? n_devices : 0;
+  cfg->devices = layout == PS_MOE_LAYOUT_EXPERTS_XY ? devices : NULL;
+  cfg->split_hidden = layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y;
+  cfg->hidden_axis = 1;
+}
+
+void
+ps_moe_layout_plan (PsMoeLayout layout, const char *hidden, PsShardingPlan *plan)
+{
+  ps_sharding_plan_split (plan, PS_WEIGHTS, "e", layout == PS_MOE_LAYOUT_EXPERTS_XY ? PS_AXIS_ALL : 0);
+  if (layout == PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y)
+    ps_sharding_plan_split (plan, PS_WEIGHTS, hidden, 1);
+}
+
+gboolean
+ps_moe_layout_check (const PsParamStore *params, PsMoeLayout layout, int64_t experts, int64_t groups,
+                     int64_t ffn_dim, const int64_t *mesh, GError **error)
+{
+  const gboolean xy = layout == PS_MOE_LAYOUT_EXPERTS_XY;
+  const int64_t by = xy ? mesh[0] * mesh[1] : mesh[0];
+  const char *over = xy ? "the device count" : "mesh axis 0";
+  return ps_param_check_divides (params, experts, "experts", "--experts", by, over, error)
+         && ps_param_check_divides (params, groups, "groups", "--groups", by, over, error)
+         && (layout != PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y
+             || ps_param_check_divides (params, ffn_dim, "ffn_dim", "--ffn-dim", mesh[1], "mesh axis 1", error));
+}
 
 int64_t
 ps_moe_capacity (int64_t group_size, int64_t experts, double capacity_factor)

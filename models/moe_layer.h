@@ -50,7 +50,9 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "common/params.h"
 #include "partitioner/builder/builder.h"
+#include "models/net.h"
 
 G_BEGIN_DECLS
 
@@ -77,6 +79,42 @@ typedef struct {
   gboolean split_hidden;
   int hidden_axis;
 } PsMoeConfig;
+
+/* The expert layouts of a 2-D mesh [A, B] that the encoder-decoder
+ * (moe_sharding) and the MoE LM (sharding) offer, annotations only:
+ * experts-x splits groups and experts over mesh axis 0 (the data axis),
+ * so each dispatch and combine is an AllToAll among axis 0's devices;
+ * experts-xy splits them over every device (the mesh flattened: one
+ * expert per core, the AllToAll among all devices); experts-x-hidden-y is
+ * experts-x with the experts' hidden dim H (weights and the [E, G, C, H]
+ * activations) split over mesh axis 1 as a dense FFN's is (the experts'
+ * second einsum then sums over axis 1). doc/models.md lists the
+ * collectives each produces. */
+typedef enum {
+  PS_MOE_LAYOUT_EXPERTS_X,
+  PS_MOE_LAYOUT_EXPERTS_XY,
+  PS_MOE_LAYOUT_EXPERTS_X_HIDDEN_Y,
+} PsMoeLayout;
+
+/* Layout names, "experts-x|experts-xy|experts-x-hidden-y" (NULL-ended). */
+extern const char *const ps_moe_layout_names[];
+
+/* The block's config for `layout` on the net's 2-D mesh (devices: its
+ * row-major ids, n of them; borrowed by *cfg): the G/E split, and the
+ * hidden split over axis 1. Leaves experts, capacity and top_k. */
+void ps_moe_layout_config (PsMoeLayout layout, int64_t n_devices, const int64_t *devices, PsMoeConfig *cfg);
+
+/* Adds the expert weights' splits to a plan: their E (letter `e`) over
+ * axis 0 or every device, and with experts-x-hidden-y their H (`hidden`,
+ * a letter no other weight uses) over axis 1. */
+void ps_moe_layout_plan (PsMoeLayout layout, const char *hidden, PsShardingPlan *plan);
+
+/* Divisibility of experts and groups by what the layout splits them over
+ * (mesh axis 0 or the device count) and, with experts-x-hidden-y, of
+ * ffn_dim by mesh axis 1; PS_ERROR_OPTION errors naming the options, or
+ * where `params` says they were set. */
+gboolean ps_moe_layout_check (const PsParamStore *params, PsMoeLayout layout, int64_t experts, int64_t groups,
+                              int64_t ffn_dim, const int64_t *mesh, GError **error);
 
 /* Expert capacity per group: ceil(capacity_factor x group_size / experts),
  * at least 1 (GShard: 2 S / E, i.e. capacity_factor 2). */

@@ -7,6 +7,7 @@
 
 #include "common/checked.h"
 #include "common/error.h"
+#include "models/dense_lm.h"
 #include "models/layers.h"
 #include "models/moe_layer.h"
 #include "models/pipeline.h"
@@ -48,6 +49,32 @@ ps_moe_lm_capacity (const PsMoeLmConfig *c)
 {
   int64_t tokens = c->global_batch / MAX (c->microbatches, 1) * c->seq_len;
   return ps_moe_capacity (tokens / ps_moe_lm_groups (c), c->experts, c->capacity_factor);
+}
+
+/* The 2-D layouts (moe_lm.h): the mesh covers the cores, no pipeline,
+ * the dense layers' heads, FFN hidden dim and the experts split as the
+ * layout says. */
+static gboolean
+check_mesh_layout (const PsMoeLmConfig *c, GError **error)
+{
+  const char *sh = ps_param_store_label (c->params, "sharding", "--sharding");
+  const char *mesh = ps_param_store_label (c->params, "mesh", "--mesh");
+  if (c->mesh[0] < 1 || c->mesh[1] < 1)
+    return ps_param_fail (error, "%s %s needs a 2-D %s AxB (A*B = the %" G_GINT64_FORMAT " cores)", sh,
+                          ps_moe_layout_names[c->layout], mesh, c->cores);
+  if (c->mesh[0] * c->mesh[1] != c->cores)
+    return ps_param_fail (error, "%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " has %" G_GINT64_FORMAT
+                          " devices, the slice %" G_GINT64_FORMAT " cores", mesh, c->mesh[0], c->mesh[1],
+                          c->mesh[0] * c->mesh[1], c->cores);
+  if (c->pipeline_stages > 1)
+    return ps_param_fail (error, "%s %d: a pipeline runs the 1-D layout (got %s %s)",
+                          ps_param_store_label (c->params, "pipeline_stages", "--pipeline-stages"),
+                          c->pipeline_stages, sh, ps_moe_layout_names[c->layout]);
+  if (!ps_heads_check_split (c->params, c->heads, c->kv_heads, c->mesh[1], "mesh axis 1", error))
+    return FALSE;
+  if (!ps_param_check_divides (c->params, c->ffn_dim, "ffn_dim", "--ffn-dim", c->mesh[1], "mesh axis 1", error))
+    return FALSE;
+  return ps_moe_layout_check (c->params, c->layout, c->experts, ps_moe_lm_groups (c), c->ffn_dim, c->mesh, error);
 }
 
 gboolean
@@ -102,10 +129,15 @@ ps_moe_lm_check (const PsMoeLmConfig *c, GError **error)
         return ps_param_fail (error, "%s %d: a pipeline is annotated by construction (got %s none)", stages, K,
                               ps_param_store_label (c->params, "sharding", "--sharding"));
     }
+  if (c->mesh_layout && !check_mesh_layout (c, error))
+    return FALSE;
   int64_t mb = c->global_batch / c->microbatches, tokens = mb * c->seq_len, stage_cores = c->cores / K;
-  if (mb % stage_cores != 0)
+  /* The batch splits over every core (of a stage), or over mesh axis 0. */
+  const int64_t dp = c->mesh_layout ? c->mesh[0] : stage_cores;
+  if (mb % dp != 0)
     return ps_param_fail (error, "the microbatch (%" G_GINT64_FORMAT " sequences) is not divisible by the %"
-                 G_GINT64_FORMAT " cores%s (data parallel)", mb, stage_cores, K > 1 ? " of a pipeline stage" : "");
+                 G_GINT64_FORMAT " %s (data parallel)", mb, dp, c->mesh_layout ? "devices of mesh axis 0"
+                 : K > 1 ? "cores of a pipeline stage" : "cores");
   int64_t G = ps_moe_lm_groups (c);
   if (tokens % G != 0)
     return ps_param_fail (error, "%s %" G_GINT64_FORMAT " does not divide the %" G_GINT64_FORMAT
@@ -166,6 +198,8 @@ moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
   PsInstr *wi = cast_weight (net, b, L->wi);
   PsInstr *wo = cast_weight (net, b, L->wo);
   PsMoeConfig mc = { cfg->experts, ps_moe_lm_capacity (cfg), cfg->top_k, L->axis };
+  if (cfg->mesh_layout)
+    ps_moe_layout_config (cfg->layout, net->m->num_partitions, net->mesh_devices, &mc);
   PsInstr *aux = NULL;
   PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), wg, wi, wo, &aux);
   y = ps_build_reshape (b, y, 3, bsm);
@@ -233,8 +267,10 @@ layer_weights (PsNet *net, const PsMoeLmConfig *c, int l, const char *prefix, in
       return;
     }
   /* The router's expert dim is "r": replicated (GShard's replicate(wg)),
-   * where the experts' "e" is split. */
-  ps_moe_ffn_weights (net, prefix, "ln2", c->model_dim, c->ffn_dim, c->experts, "emh", "ehm",
+   * where the experts' "e" is split; their M and H are "k" and "f", which
+   * no dense weight uses, so the megatron plan of the 2-D layouts leaves
+   * them whole (experts-x-hidden-y splits "f"). */
+  ps_moe_ffn_weights (net, prefix, "ln2", c->model_dim, c->ffn_dim, c->experts, "ekf", "efk",
                       &out->ln, &out->wg, &out->wi, &out->wo);
 }
 
@@ -294,9 +330,9 @@ int64_t *
 ps_moe_lm_program_mesh (const PsMoeLmConfig *c, int *rank, int64_t *dims)
 {
   int K = MAX (c->pipeline_stages, 1);
-  *rank = K > 1 ? 2 : 1;
-  dims[0] = K > 1 ? K : c->cores;
-  dims[1] = c->cores / K;
+  *rank = K > 1 || c->mesh_layout ? 2 : 1;
+  dims[0] = K > 1 ? K : c->mesh_layout ? c->mesh[0] : c->cores;
+  dims[1] = c->mesh_layout ? c->mesh[1] : c->cores / K;
   return ps_pipeline_program_devices (K, c->cores, K > 1 ? c->physical : NULL);
 }
 
@@ -439,7 +475,24 @@ ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
    * off (axis -1). */
   PsShardingPlan plan;
   ps_sharding_plan_init (&plan);
-  if (!c->no_annotations)
+  int64_t vocab = c->vocab;
+  if (c->mesh_layout)
+    {
+      /* The dense layers as the dense family's megatron, the experts as
+       * the layout says (moe_lm.h); the vocabulary padded to split over
+       * axis 1 as the dense LM pads it. */
+      ps_sharding_preset_plan (PS_SHARDING_MEGATRON, &plan);
+      ps_moe_layout_plan (c->layout, "f", &plan);
+      ps_heads_plan (&plan, 2, c->mesh, c->heads, c->kv_heads);
+      PsDenseLmConfig view;
+      memset (&view, 0, sizeof view);
+      view.vocab = c->vocab;
+      view.sharding = PS_SHARDING_MEGATRON;
+      view.mesh[0] = c->mesh[0];
+      view.mesh[1] = c->mesh[1];
+      vocab = ps_dense_lm_padded_vocab (&view);
+    }
+  else if (!c->no_annotations)
     {
       ps_sharding_plan_split (&plan, PS_ACTIVATIONS, "b", 0);
       ps_sharding_plan_split (&plan, PS_WEIGHTS, "e", 0);
@@ -449,7 +502,7 @@ ps_moe_lm_build (const PsMoeLmConfig *c, PsMoeLmInfo *info, GError **error)
   net->act = c->f32_activations ? PS_F32 : PS_BF16;
 
   PsAttentionContext ctx;
-  PsInstr *emb = ps_embedding_weight (net, "embedding", c->vocab, c->model_dim);
+  PsInstr *emb = ps_embedding_weight (net, "embedding", vocab, c->model_dim);
   g_autofree MoeLmLayer *ml = g_new0 (MoeLmLayer, c->layers);
   g_autofree PsLayer *layers = g_new0 (PsLayer, c->layers);
   for (int l = 0; l < c->layers; l++)

@@ -17,6 +17,11 @@
  * dense weights replicated, expert weights split on E, the MoE block's
  * group and expert splits inside it. Pipelined (pipeline_stages), the
  * same within each stage's cores (models/pipeline.h, doc/models.md).
+ * With mesh_layout, on the 2-D mesh `mesh` instead: the dense layers as
+ * the dense family's megatron preset (batch over axis 0, heads, FFN
+ * hidden and vocabulary over axis 1, weights replicated over axis 0) and
+ * the MoE blocks in one of the expert layouts of models/moe_layer.h
+ * (`layout`), the encoder-decoder's moe_sharding.
  *
  * Ownership: the module returned is transfer full; configs are plain
  * values whose strings are static or the caller's.
@@ -31,6 +36,7 @@
 #include "partitioner/ir/ir.h"
 #include "models/family.h"
 #include "models/layers.h"
+#include "models/moe_layer.h"
 
 G_BEGIN_DECLS
 
@@ -75,6 +81,10 @@ typedef struct {
   int64_t physical[3];       /* chips x, chips y, cores per chip of the
                               * slice (0: unknown): where the pipeline puts
                               * its stages (ps_pipeline_mesh_devices) */
+  gboolean mesh_layout;      /* the 2-D mesh `mesh` and expert layout
+                              * `layout` (above); not with a pipeline */
+  PsMoeLayout layout;
+  int64_t mesh[2];           /* A x B = cores with mesh_layout; else 0 */
   gboolean no_annotations;   /* no sharding annotation at all (--sharding
                               * none: the program podsim autoshard starts
                               * from); not with a pipeline */
@@ -108,8 +118,9 @@ typedef struct {
   int64_t tokens_per_step;
 } PsMoeLmInfo;
 
-/* The program's device mesh: [cores] in arange order, or with a pipeline
- * [stages, cores / stages] placed by ps_pipeline_program_devices. Fills
+/* The program's device mesh: [cores] in arange order, with mesh_layout
+ * `mesh` in arange order, or with a pipeline [stages, cores / stages]
+ * placed by ps_pipeline_program_devices. Fills
  * rank and dims (at most 2); transfer full. */
 int64_t *ps_moe_lm_program_mesh (const PsMoeLmConfig *cfg, int *rank, int64_t *dims);
 

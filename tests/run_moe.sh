@@ -110,6 +110,53 @@ for p in MoE128E12L MoE128E36L MoE512E12L MoE512E36L MoE2048E12L MoE2048E36L Gsp
   expect_grep '"fits" : true' "$PS_TMP/out"
 done
 
+# The 2-D expert layouts (models/moe_layer.h, as encdec's moe_sharding) on
+# --mesh 4x2: each partitioned step agrees with the original on the
+# interpreter; the AllToAll runs among mesh axis 0's devices (experts-x,
+# experts-x-hidden-y) or all 8 (experts-xy, and the 1-D experts);
+# experts-x-hidden-y adds the experts' sums over axis 1.
+a2a_groups () { grep -o 'all-to-all(.*replica_groups={{[0-9,]*}' "$1" | sed 's/.*replica_groups=//' | sort -u; }
+ar_axis1 () { grep -c 'all-reduce(.*replica_groups={{0,1},{2,3}' "$1"; }
+for l in experts-x experts-xy experts-x-hidden-y; do
+  expect_status 0 "$PODSIM" run moe --sharding $l --mesh 4x2 --dump-hlo "$PS_TMP/l.hlo" --dump-spmd "$PS_TMP/$l.spmd"
+  expect_grep "parallelism  $l: 8 groups of 16 tokens (capacity 4)" "$PS_TMP/out"
+  expect_grep "dense layers as megatron, mesh 4x2" "$PS_TMP/out"
+  expect_status 0 "$PODSIM" verify "$PS_TMP/l.hlo" --devices 8
+  expect_grep "outputs agree on 8 devices" "$PS_TMP/out"
+done
+[ "$(a2a_groups "$PS_TMP/experts-x.spmd")" = "{{0,2,4,6}" ] || fail "experts-x: AllToAll not over mesh axis 0"
+[ "$(a2a_groups "$PS_TMP/experts-x-hidden-y.spmd")" = "{{0,2,4,6}" ] || fail "experts-x-hidden-y: AllToAll not over axis 0"
+[ "$(a2a_groups "$PS_TMP/experts-xy.spmd")" = "{{0,1,2,3,4,5,6,7}" ] || fail "experts-xy: AllToAll not over every device"
+[ "$(ar_axis1 "$PS_TMP/experts-x-hidden-y.spmd")" -gt "$(ar_axis1 "$PS_TMP/experts-x.spmd")" ] \
+  || fail "experts-x-hidden-y: no more all-reduces over mesh axis 1 than experts-x"
+# They print in a model file and read back; search lists them (the 1-D
+# layout once, whatever the mesh).
+expect_status 0 "$PODSIM" run moe --sharding experts-x-hidden-y --mesh 4x2 --print-config
+expect_grep "sharding = experts-x-hidden-y" "$PS_TMP/out"
+expect_grep "mesh = 4x2" "$PS_TMP/out"
+cp "$PS_TMP/out" "$PS_TMP/moe.ini"
+expect_status 0 "$PODSIM" run --config "$PS_TMP/moe.ini" --print-config
+cmp -s "$PS_TMP/out" "$PS_TMP/moe.ini" || fail "--config of a printed 2-D layout prints another file"
+expect_status 0 "$PODSIM" search moe --axes sharding,mesh --dry-run
+expect_grep "16 strategies; 6 cannot be built, 3 repeat another" "$PS_TMP/out"
+expect_grep "axis         sharding (4): experts experts-x experts-xy experts-x-hidden-y" "$PS_TMP/out"
+expect_grep "axis         mesh (4): 1x8 2x4 4x2 8x1" "$PS_TMP/out"
+expect_status 0 "$PODSIM" search --preset MoE128E12L --dry-run
+expect_grep "axis         sharding (4): experts experts-x experts-xy experts-x-hidden-y" "$PS_TMP/out"
+# Errors name the option.
+expect_status 2 "$PODSIM" run -q moe --sharding experts-x
+expect_grep "--sharding experts-x needs a 2-D --mesh AxB (A*B = the 8 cores)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q moe --sharding experts-x --mesh 2x2
+expect_grep "--mesh 2x2 has 4 devices, the slice 8 cores" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q moe --mesh 4x2
+expect_grep "--mesh is for the 2-D layouts" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q moe --sharding experts-xy --mesh 4x2 --experts 4
+expect_grep "--experts = 4 is not divisible by the device count (8)" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q moe --sharding experts-x --mesh 4x2 --pipeline-stages 2 --layers 4
+expect_grep "--pipeline-stages 2: a pipeline runs the 1-D layout" "$PS_TMP/err"
+expect_status 2 "$PODSIM" run -q moe --sharding experts-x --mesh 2x4
+expect_grep "--heads" "$PS_TMP/err"
+
 # One row of the MoE table, as CSV.
 expect_status 0 "$PODSIM" tables moe --only GspmdMoE32E --csv
 expect_grep "name,experts,layers,cores,step_time_s,steps_per_s,tokens_per_s,alltoall_share,gating_share" \
