@@ -11,6 +11,7 @@
 
 #include "sim/compute.h"
 #include "sim/replay.h"
+#include "tests/suite_main.h"
 
 static PsTraceCompute
 matmul (guint64 m, guint64 k, guint64 n)
@@ -619,30 +620,23 @@ static Suite *
 replay_suite (void)
 {
   Suite *s = suite_create ("replay");
-  TCase *tc = tcase_create ("replay_timing");
-  tcase_set_timeout (tc, 120);
-  tcase_add_test (tc, test_compute_only);
-  tcase_add_test (tc, test_sync_collective);
-  tcase_add_test (tc, test_async_overlap);
-  tcase_add_test (tc, test_cache_matches_no_cache);
+  TCase *tc = ps_check_case (s, "replay_timing", 120,
+                             PS_CHECK_TESTS (test_compute_only,
+                                             test_sync_collective,
+                                             test_async_overlap,
+                                             test_cache_matches_no_cache,
+                                             test_cache_sees_overlapping_collectives,
+                                             test_chained_starts,
+                                             test_loops_match_unrolled,
+                                             test_loop_overlapping_collectives,
+                                             test_errors,
+                                             test_nonpod2d_must_match_slice));
   tcase_add_loop_test (tc, test_all_to_all, 0, 3);
-  tcase_add_test (tc, test_cache_sees_overlapping_collectives);
-  tcase_add_test (tc, test_chained_starts);
-  tcase_add_test (tc, test_loops_match_unrolled);
-  tcase_add_test (tc, test_loop_overlapping_collectives);
-  tcase_add_test (tc, test_errors);
-  tcase_add_test (tc, test_nonpod2d_must_match_slice);
-  suite_add_tcase (s, tc);
   return s;
 }
 
 int
 main (void)
 {
-  SRunner *sr = srunner_create (replay_suite ());
-  srunner_set_fork_status (sr, CK_FORK);
-  srunner_run_all (sr, CK_NORMAL);
-  int failed = srunner_ntests_failed (sr);
-  srunner_free (sr);
-  return failed == 0 ? 0 : 1;
+  return ps_check_run (replay_suite (), CK_FORK);
 }
