@@ -402,11 +402,11 @@ END_TEST
  * as written; an unbounded dim is a clear error. */
 START_TEST (test_other_formats_and_forms)
 {
-  /* MLIR text goes to the StableHLO reader (test_stablehlo) */
+  /* MLIR text goes to the StableHLO reader (test_stablehlo), a text
+   * proto to the HloModuleProto reader (test_hlo_proto) */
   parse_fails ("module @jit_f attributes {mhlo.num_partitions = 1 : i32} {\n}\n", "t.hlo:1:1: no function @main");
   parse_fails ("name: \"jit_f\"\nentry_computation_name: \"main\"\n",
-               "t.hlo:1:1: this looks like a text protocol buffer ('name: ...'; an HloModuleProto or "
-               "HloProto?), not HLO text; XLA writes HLO text with --xla_dump_hlo_as_text (doc/models.md)");
+               "t.hlo:1:1: the module has no computations");
   parse_fails ("# RUN: hlo-opt %s\nHloModule m\n",
                "t.hlo:1:1: a line starting with '#' (a lit test's RUN line, a script or an MLIR alias?) "
                "is not HLO text; HLO comments are // and /* */");

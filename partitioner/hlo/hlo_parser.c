@@ -13,6 +13,7 @@
 #include "partitioner/hlo/hlo_private.h"
 #include "partitioner/hlo/hlo_lexer.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_proto.h"
 #include "partitioner/hlo/stablehlo.h"
 #include "partitioner/ir/async.h"
 #include "partitioner/ir/sharding.h"
@@ -1296,6 +1297,11 @@ ps_hlo_parse_module (const char *text, gsize len, const char *filename, const ch
   /* JAX's default text is StableHLO (MLIR): its reader makes the same IR. */
   if (text && ps_stablehlo_looks_like (text, len) && !memchr (text, 0, len))
     return ps_stablehlo_parse (text, len, filename ? filename : "<hlo>", error);
+  /* An HloModuleProto in protobuf text format (xla-translate's lit tests,
+   * --xla_dump_hlo_as_text=false dumps decoded by protoc): its reader makes
+   * the same IR through HLO text. */
+  if (text && ps_hlo_proto_looks_like (text, len) && !memchr (text, 0, len))
+    return ps_hlo_proto_parse (text, len, filename ? filename : "<hlo>", module, error);
   PsHloReader p = { 0 };
   p.file = filename ? filename : "<hlo>";
   p.len = len;

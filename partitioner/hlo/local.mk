@@ -4,6 +4,7 @@ libpodsim_partitioner_la_SOURCES += partitioner/hlo/hlo_parser.c partitioner/hlo
 	partitioner/hlo/hlo_lexer.c partitioner/hlo/hlo_attrs.c partitioner/hlo/hlo_lexer.h \
 	partitioner/hlo/hlo_printer.c partitioner/hlo/hlo_printer.h \
 	partitioner/hlo/hlo_literal.c partitioner/hlo/hlo_private.h \
+	partitioner/hlo/hlo_proto.c partitioner/hlo/hlo_proto.h \
 	partitioner/hlo/stablehlo.h partitioner/hlo/stablehlo_reader.c \
 	partitioner/hlo/stablehlo_private.h partitioner/hlo/stablehlo_lex.c partitioner/hlo/stablehlo_sdy.c \
 	partitioner/hlo/stablehlo_regions.c partitioner/hlo/stablehlo_ops.c partitioner/hlo/stablehlo_indexing.c
