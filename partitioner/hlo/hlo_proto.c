@@ -269,6 +269,11 @@ p_body (Pp *p, PNode *msg, char close, gsize open_at)
           p_error (p, at, "extension or Any fields ('[...]') are not read (an HloModuleProto has none)");
           break;
         }
+      if (!close && (c == '}' || c == '>'))
+        {
+          p_error (p, at, "'%c' closes no message (one too many?)", c);
+          break;
+        }
       g_autofree char *key = p_ident (p);
       if (!key)
         {
@@ -810,8 +815,8 @@ literal_values (Msg *m, const char *et, int64_t n_elems, gsize at)
            "u8, u16, u32, u64, f16, bf16, f32, f64)", et);
 done:
   if (!P_FAILED (p) && (int64_t) vals->len != n_elems)
-    p_error (p, at, "the literal has %u value%s, its shape %" G_GINT64_FORMAT, vals->len, vals->len == 1 ? "" : "s",
-             n_elems);
+    p_error (p, at, "the literal has %u value%s, its shape %" G_GINT64_FORMAT " element%s", vals->len, vals->len == 1 ? "" : "s",
+             n_elems, n_elems == 1 ? "" : "s");
   return vals;
 }
 
@@ -1871,10 +1876,26 @@ module_text (Pp *p, PNode *top, GString *out)
       else
         entry = g_ptr_array_index (order, order->len - 1);
     }
+  /* HloModuleProtoWithConfig: the device counts of its config are the
+   * header's; the rest of the config tunes XLA's compiler */
+  int64_t replicas = 1, partitions = 1;
+  PNode *cfg = mod != top ? fld (&tm, "config") : NULL;
+  if (cfg && node_is_msg (p, cfg, "an HloModuleConfigProto"))
+    {
+      Msg cm;
+      msg_init (&cm, p, cfg);
+      fld_int (&cm, "replica_count", 1, &replicas);
+      fld_int (&cm, "num_partitions", 1, &partitions);
+      msg_clear (&cm);
+    }
   if (!P_FAILED (p))
     {
-      g_string_append_printf (out, "HloModule %s /*@%" G_GSIZE_FORMAT "*/\n\n", mname && *mname ? mname : "module",
-                              mod->at);
+      g_string_append_printf (out, "HloModule %s", mname && *mname ? mname : "module");
+      if (replicas > 1)
+        g_string_append_printf (out, ", replica_count=%" G_GINT64_FORMAT, replicas);
+      if (partitions > 1)
+        g_string_append_printf (out, ", num_partitions=%" G_GINT64_FORMAT, partitions);
+      g_string_append_printf (out, " /*@%" G_GSIZE_FORMAT "*/\n\n", mod->at);
       GHashTable *state = g_hash_table_new (NULL, NULL);
       for (guint i = 0; i < order->len && !P_FAILED (p); i++)
         if (order->pdata[i] != entry)
@@ -1894,8 +1915,9 @@ module_text (Pp *p, PNode *top, GString *out)
     "original_value_recovery_table", NULL,
   };
   msg_check (&m, "HloModuleProto", skipped);
+  static const char *const top_skipped[] = { "buffer_assignment", NULL };
   if (mod != top)
-    msg_check (&tm, "HloProto", NULL);
+    msg_check (&tm, "HloProto or HloModuleProtoWithConfig", top_skipped);
   msg_clear (&m);
   msg_clear (&tm);
   g_ptr_array_unref (order);
@@ -2019,7 +2041,10 @@ ps_hlo_proto_parse (const char *text, gsize len, const char *filename, const cha
     {
       if (e->code == PS_ERROR_OPTION)
         {
-          g_propagate_error (error, e);
+          /* --module NAME not found: it names the file, not the made text */
+          const char *rest = g_str_has_prefix (e->message, "<made>: ") ? e->message + 8 : e->message;
+          g_set_error (error, PS_ERROR, PS_ERROR_OPTION, "%s: %s", file, rest);
+          g_error_free (e);
           return NULL;
         }
       map_error (error, e, hlo, text, len, file);

@@ -16,4 +16,5 @@ tests_check_hlo_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_hlo_LDADD = $(PS_PARTITIONER_TEST_LIBS)
 EXTRA_DIST += tests/hlo_bad.sh tests/hlo_cli.sh tests/hlo_leaks.sh tests/data/bad/leak_result_attr.mlir examples/transformer_layer.hlo doc/hlo.md \
 	tests/data/golden/printer_input.hlo tests/data/golden/printer_output.hlo \
-	$(wildcard $(srcdir)/tests/data/bad/bad_*.hlo $(srcdir)/tests/data/bad/bad_*.hlo.err)
+	$(wildcard $(srcdir)/tests/data/bad/bad_*.hlo $(srcdir)/tests/data/bad/bad_*.hlo.err) \
+	$(wildcard $(srcdir)/tests/data/hloproto/*.pbtxt $(srcdir)/tests/data/hloproto/*.hlo)
