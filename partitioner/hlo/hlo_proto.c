@@ -178,7 +178,11 @@ p_string (Pp *p, GString *out)
             }
           else
             {
-              p_error (p, p->pos - 2, "unknown escape '\\%c' in a string", e);
+              if (g_ascii_isprint (e))
+                p_error (p, p->pos - 2, "unknown escape '\\%c' in a string", e);
+              else
+                p_error (p, p->pos - 2, "unknown escape '\\' followed by byte 0x%02x in a string",
+                         (unsigned) (unsigned char) e);
               return FALSE;
             }
         }
@@ -462,12 +466,32 @@ fld_str (Msg *m, const char *key, gboolean enum_ok)
       p_error (m->p, n->at, "'%s' must be a \"string\"", key);
       return NULL;
     }
-  if (n->is_str && memchr (n->val, 0, n->vlen))
-    {
-      p_error (m->p, n->at, "'%s' holds a NUL byte", key);
-      return NULL;
-    }
+  for (gsize i = 0; n->is_str && i < n->vlen; i++)
+    if ((unsigned char) n->val[i] < 0x20 || n->val[i] == 0x7f)
+      {
+        p_error (m->p, n->at, "'%s' holds the control byte 0x%02x", key, (unsigned) (unsigned char) n->val[i]);
+        return NULL;
+      }
   return n->val;
+}
+
+/* A name as HLO text takes it: characters other than letters, digits,
+ * '_', '.' and '-' become '_', and so does a first character that is not
+ * a letter, as XLA's NameUniquer::GetSanitizedName
+ * (xla/service/name_uniquer.cc) makes them when it reads a proto.
+ * transfer full; NULL for NULL. */
+static char *
+sanitized (const char *name)
+{
+  if (!name)
+    return NULL;
+  char *s = g_strdup (name);
+  for (char *c = s; *c; c++)
+    if (!g_ascii_isalnum (*c) && *c != '_' && *c != '.' && *c != '-')
+      *c = '_';
+  if (s[0] && !g_ascii_isalpha (s[0]))
+    s[0] = '_'; /* a name begins with a letter or '_' */
+  return s;
 }
 
 /* All values of a repeated integer field. */
@@ -1177,7 +1201,7 @@ instruction_text (Tr *tr, PNode *in, GString *out)
   Pp *p = tr->p;
   Msg m;
   msg_init (&m, p, in);
-  const char *name = fld_str (&m, "name", FALSE);
+  g_autofree char *name = sanitized (fld_str (&m, "name", FALSE));
   const char *op = fld_str (&m, "opcode", FALSE);
   PNode *shape = fld (&m, "shape");
   char *iname = NULL;
@@ -1732,7 +1756,7 @@ comp_text (Tr *tr, Comp *c, GHashTable *state, GString *out, gboolean is_entry)
       msg_init (&im, p, in);
       int64_t id;
       PNode *idn = fld (&im, "id");
-      const char *nm = fld_str (&im, "name", FALSE);
+      g_autofree char *nm = sanitized (fld_str (&im, "name", FALSE));
       if (!idn)
         p_error (p, in->at, "an instruction without an id (operand_ids name instructions by id)");
       else if (node_int (p, idn, &id) && nm)
@@ -1818,7 +1842,7 @@ module_text (Pp *p, PNode *top, GString *out)
     mod = hm;
   Msg m;
   msg_init (&m, p, mod);
-  const char *mname = fld_str (&m, "name", FALSE);
+  g_autofree char *mname = sanitized (fld_str (&m, "name", FALSE));
   const char *ename = fld_str (&m, "entry_computation_name", FALSE);
   int64_t eid = 0;
   PNode *eidn = fld (&m, "entry_computation_id");
@@ -1837,7 +1861,7 @@ module_text (Pp *p, PNode *top, GString *out)
         break;
       Msg cm;
       msg_init (&cm, p, cn);
-      const char *nm = fld_str (&cm, "name", FALSE);
+      g_autofree char *nm = sanitized (fld_str (&cm, "name", FALSE));
       int64_t id = 0;
       PNode *idn = fld (&cm, "id");
       if (!nm || !*nm)
