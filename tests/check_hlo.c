@@ -478,7 +478,6 @@ START_TEST (test_narrow_types)
 }
 END_TEST
 
-
 /* HloModuleProto text (partitioner/hlo/hlo_proto.h): each proto of
  * tests/data/hloproto/, written by hand from xla/service/hlo.proto, reads
  * into the IR of the HLO text of the same module beside it (the same
