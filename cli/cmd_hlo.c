@@ -24,8 +24,10 @@ ps_cmd_hlo (int argc, char **argv)
   g_option_context_set_summary (ctx,
                                 "Reads an HLO text module (FILE, or - for standard input), checks it\n"
                                 "(grammar, operands, shapes, attributes, shardings) and prints it in\n"
-                                "canonical form on standard output. Errors are one line\n"
-                                "FILE:LINE:COL: message on standard error, exit status 2.");
+                                "canonical form on standard output. StableHLO (MLIR) text and an\n"
+                                "HloModuleProto in protobuf text format are read too (doc/hlo.md).\n"
+                                "Errors are one line FILE:LINE:COL: message on standard error, exit\n"
+                                "status 2.");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!ps_cli_parse_one (ctx, &argc, &argv, "FILE"))
     return PS_EXIT_USAGE;

@@ -402,11 +402,11 @@ END_TEST
  * as written; an unbounded dim is a clear error. */
 START_TEST (test_other_formats_and_forms)
 {
-  /* MLIR text goes to the StableHLO reader (test_stablehlo) */
+  /* MLIR text goes to the StableHLO reader (test_stablehlo), a text
+   * proto to the HloModuleProto reader (test_hlo_proto) */
   parse_fails ("module @jit_f attributes {mhlo.num_partitions = 1 : i32} {\n}\n", "t.hlo:1:1: no function @main");
   parse_fails ("name: \"jit_f\"\nentry_computation_name: \"main\"\n",
-               "t.hlo:1:1: this looks like a text protocol buffer ('name: ...'; an HloModuleProto or "
-               "HloProto?), not HLO text; XLA writes HLO text with --xla_dump_hlo_as_text (doc/models.md)");
+               "t.hlo:1:1: the module has no computations");
   parse_fails ("# RUN: hlo-opt %s\nHloModule m\n",
                "t.hlo:1:1: a line starting with '#' (a lit test's RUN line, a script or an MLIR alias?) "
                "is not HLO text; HLO comments are // and /* */");
@@ -475,6 +475,57 @@ START_TEST (test_narrow_types)
   ck_assert_str_eq (p1, p2);
   parse_fails ("ENTRY e {\n  ROOT a = s4[1] constant({8})\n}\n", "t.hlo:2:28: 8 is out of range for s4");
   parse_fails ("ENTRY e {\n  ROOT a = u4[1] constant({16})\n}\n", "t.hlo:2:28: 16 is out of range for u4");
+}
+END_TEST
+
+/* HloModuleProto text (partitioner/hlo/hlo_proto.h): each proto of
+ * tests/data/hloproto/, written by hand from xla/service/hlo.proto, reads
+ * into the IR of the HLO text of the same module beside it (the same
+ * printed bytes); several modules split by "// -----"; errors at the
+ * proto's FILE:LINE:COL (more in tests/data/bad/bad_proto_*.hlo). */
+START_TEST (test_hlo_proto)
+{
+  static const char *const pairs[] = { "step", "conv", "collectives" };
+  for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
+    {
+      g_autofree char *pb = g_strdup_printf ("../hloproto/%s.pbtxt", pairs[i]);
+      g_autofree char *hl = g_strdup_printf ("../hloproto/%s.hlo", pairs[i]);
+      g_autofree char *a = data_fixed_point (pb);
+      g_autofree char *b = data_fixed_point (hl);
+      ck_assert_msg (strcmp (a, b) == 0, "%s:\n%s\nvs\n%s", pairs[i], a, b);
+    }
+  g_autofree char *path = src_path ("tests/data/hloproto/split.pbtxt");
+  GError *error = NULL;
+  g_autoptr (PsModule) second = ps_hlo_parse_file_module (path, "second", &error);
+  ck_assert_msg (second != NULL, "%s", error ? error->message : "");
+  ck_assert_str_eq (second->name, "second");
+  g_autoptr (PsModule) first = ps_hlo_parse_file (path, &error);
+  ck_assert_msg (first != NULL, "%s", error ? error->message : "");
+  ck_assert_str_eq (first->name, "first");
+  /* the lit-test forms: RUN lines, then hlo_module { ... } or name: ... */
+  static const char lit[] =
+    "# RUN: xla-translate -hlo-to-mlir-hlo %s | FileCheck %s\n"
+    "hlo_module {\n  name: \"main\"\n  entry_computation_id: 4\n  computations {\n    name: \"main.4\"\n"
+    "    instructions { name: \"Arg_0.1\" opcode: \"parameter\" id: 1 shape { element_type: S32 layout { } } }\n"
+    "    instructions { name: \"Arg_1.2\" opcode: \"parameter\" parameter_number: 1 id: 2\n"
+    "      shape { element_type: F32 dimensions: 2 layout { minor_to_major: 0 } is_dynamic_dimension: true } }\n"
+    "    instructions { name: \"tuple.3\" opcode: \"tuple\" id: 3 shape { element_type: TUPLE } }\n"
+    "    id: 4\n    root_id: 3\n  }\n  host_program_shape { result { element_type: TUPLE } }\n}\n";
+  g_autoptr (PsModule) m = parse_ok (lit, "lit");
+  g_autofree char *p = ps_hlo_print (m, NULL);
+  ck_assert_msg (strstr (p, "%Arg_1.2 = f32[<=2]{0} parameter(1)\n") != NULL, "%s", p);
+  ck_assert_msg (strstr (p, "ROOT %tuple.3 = () tuple()\n") != NULL, "%s", p);
+  parse_fails ("name: \"m\"\ncomputations {\n  name: \"e\" id: 1\n  instructions { name: \"a\" opcode: \"parameter\" id: 1 "
+               "shape { element_type: F32 dimensions: 4 } }\n  instructions { name: \"n\" opcode: \"negate\" id: 2 "
+               "operand_ids: 1 shape { element_type: F32 dimensions: 4 } dimensions: 1 }\n}\n",
+               "t.hlo:5:108: HloInstructionProto (negate 'n') field 'dimensions' is not read by podsim (doc/hlo.md, "
+               "\"HloModuleProto text\" lists the fields it reads)");
+  parse_fails ("name: \"m\"\ncomputations {\n  name: \"e\" id: 1\n  instructions { name: \"a\" opcode: \"sine\" id: 1 "
+               "shape { element_type: F32 } }\n}\n",
+               "t.hlo:4:3: sine takes 1 operand, got 0");
+  parse_fails ("name: \"m\" computations { name: \"e\" id: 1 instructions { name: \"a\" opcode: \"parameter\" id: 1 "
+               "shape { element_type: F32 } } }\nstack_frame_index { file_names: \"x\\q\" }\n",
+               "t.hlo:2:35: unknown escape '\\q' in a string");
 }
 END_TEST
 
@@ -941,7 +992,8 @@ hlo_suite (void)
                                  test_fusion, test_async_and_variadic,
                                  test_multiple_modules,
                                  test_other_formats_and_forms,
-                                 test_narrow_types, test_stablehlo));
+                                 test_narrow_types, test_stablehlo,
+                                 test_hlo_proto));
   ps_check_case (s, "corpus", 600,
                  PS_CHECK_TESTS (test_corpus_partitioner,
                                  test_corpus_propagation,

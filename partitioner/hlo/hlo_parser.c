@@ -13,6 +13,7 @@
 #include "partitioner/hlo/hlo_private.h"
 #include "partitioner/hlo/hlo_lexer.h"
 #include "partitioner/hlo/hlo_parser.h"
+#include "partitioner/hlo/hlo_proto.h"
 #include "partitioner/hlo/stablehlo.h"
 #include "partitioner/ir/async.h"
 #include "partitioner/ir/sharding.h"
@@ -1133,51 +1134,17 @@ refuse_other_formats (PsHloReader *p)
     after++;
   char next = after < left ? t[after] : 0;
   /* MLIR (module @..., func.func) never gets here: the StableHLO reader
-   * takes it (ps_hlo_parse_module). */
+   * takes it (ps_hlo_parse_module); nor does `word:` where word is an
+   * identifier: the HloModuleProto reader takes that. */
   if (w > 0 && next == ':' && !(after + 1 < left && t[after + 1] == ':'))
     ps_hlo_error (p, at, PS_ERROR_PARSE, "this looks like a text protocol buffer ('%.*s: ...'; an "
                   "HloModuleProto or HloProto?), not HLO text; XLA writes HLO text with "
                   "--xla_dump_hlo_as_text (doc/models.md)", (int) MIN (w, 40), t);
   else if (w == 0 && left > 0 && t[0] == '#')
-    {
-      /* XLA's lit tests put RUN lines before a text proto as often as
-       * before HLO text (hlo_to_mhlo/tests/simple.hlo): say which follows */
-      gsize q = 0;
-      while (q < left && (t[q] == '#' || t[q] == ' ' || t[q] == '\t' || t[q] == '\n' || t[q] == '\r'))
-        {
-          if (t[q] == '#')
-            while (q < left && t[q] != '\n')
-              q++;
-          else
-            q++;
-        }
-      gsize qw = q;
-      while (qw < left && (g_ascii_isalnum (t[qw]) || t[qw] == '_'))
-        qw++;
-      gsize qa = qw;
-      while (qa < left && (t[qa] == ' ' || t[qa] == '\t'))
-        qa++;
-      gboolean proto = qw > q && qa < left && t[qa] == ':';
-      if (qw > q && qa < left && t[qa] == '{')
-        {
-          /* `hlo_module {` then `name: ...` */
-          gsize r = qa + 1;
-          while (r < left && g_ascii_isspace (t[r]))
-            r++;
-          gsize rw = r;
-          while (rw < left && (g_ascii_isalnum (t[rw]) || t[rw] == '_'))
-            rw++;
-          proto = rw > r && rw < left && t[rw] == ':';
-        }
-      if (proto)
-        ps_hlo_error (p, at + q, PS_ERROR_PARSE, "after lines starting with '#' (a lit test's RUN lines) "
-                      "this looks like a text protocol buffer ('%.*s%s ...'; an HloModuleProto or HloProto?), "
-                      "not HLO text; XLA writes HLO text with --xla_dump_hlo_as_text (doc/models.md)",
-                      (int) MIN (qw - q, 40), t + q, t[qa] == ':' ? ":" : " {");
-      else
-        ps_hlo_error (p, at, PS_ERROR_PARSE, "a line starting with '#' (a lit test's RUN line, a "
-                      "script or an MLIR alias?) is not HLO text; HLO comments are // and /* */");
-    }
+    /* a text proto after a lit test's RUN lines never gets here: the
+     * HloModuleProto reader takes it (ps_hlo_parse_module) */
+    ps_hlo_error (p, at, PS_ERROR_PARSE, "a line starting with '#' (a lit test's RUN line, a "
+                  "script or an MLIR alias?) is not HLO text; HLO comments are // and /* */");
   else if (w == 0 && left > 0 && (t[0] == '{' || t[0] == '['))
     ps_hlo_error (p, at, PS_ERROR_PARSE, "this looks like JSON, not HLO text (podsim reads the text "
                   "XLA prints: 'HloModule NAME' then computations)");
@@ -1296,6 +1263,11 @@ ps_hlo_parse_module (const char *text, gsize len, const char *filename, const ch
   /* JAX's default text is StableHLO (MLIR): its reader makes the same IR. */
   if (text && ps_stablehlo_looks_like (text, len) && !memchr (text, 0, len))
     return ps_stablehlo_parse (text, len, filename ? filename : "<hlo>", error);
+  /* An HloModuleProto in protobuf text format (xla-translate's lit tests,
+   * --xla_dump_hlo_as_text=false dumps decoded by protoc): its reader makes
+   * the same IR through HLO text. */
+  if (text && ps_hlo_proto_looks_like (text, len) && !memchr (text, 0, len))
+    return ps_hlo_proto_parse (text, len, filename ? filename : "<hlo>", module, error);
   PsHloReader p = { 0 };
   p.file = filename ? filename : "<hlo>";
   p.len = len;
