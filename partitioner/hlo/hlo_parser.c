@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "partitioner/hlo/hlo_private.h"
@@ -1383,4 +1384,41 @@ ps_hlo_load (const char *path, const char *module, GError **error)
   if (!m || !ps_async_make_synchronous (m, NULL, error))
     return NULL;
   return g_steal_pointer (&m);
+}
+
+void
+ps_hlo_made_error_to_source (GError **error, GError *e, const char *hlo, const char *text, gsize len,
+                             const char *file)
+{
+  const char *msg = e->message;
+  const char *p = strstr (msg, "<made>:");
+  long line = p ? strtol (p + 7, NULL, 10) : 0;
+  const char *colon = p ? strchr (p + 7, ':') : NULL;
+  const char *what = colon ? strchr (colon + 1, ':') : NULL;
+  what = what ? what + 2 : msg;
+  const char *l = hlo;
+  for (long i = 1; l && i < line; i++)
+    {
+      l = strchr (l, '\n');
+      if (l)
+        l++;
+    }
+  const char *at = l ? strstr (l, "/*@") : NULL;
+  const char *eol = l ? strchr (l, '\n') : NULL;
+  if (at && (!eol || at < eol))
+    {
+      gsize off = (gsize) g_ascii_strtoull (at + 3, NULL, 10);
+      int ln = 1, col = 1;
+      for (gsize i = 0; i < off && i < len; i++)
+        {
+          if (text[i] == '\n')
+            ln++, col = 1;
+          else
+            col++;
+        }
+      ps_set_error_at (error, e->code, file, ln, col, "%s", what);
+    }
+  else
+    ps_set_error_at (error, e->code, file, 0, 0, "%s", what);
+  g_error_free (e);
 }

@@ -45,6 +45,15 @@ PsModule *ps_hlo_parse_file_module (const char *path, const char *module, GError
  * transfer full. */
 PsModule *ps_hlo_load (const char *path, const char *module, GError **error);
 
+/* For readers that translate another format into HLO text (StableHLO,
+ * HloModuleProto text): each line of the made text HLO carries a comment
+ * holding "@OFFSET", the byte offset in the source TEXT (LEN bytes) it came
+ * from. Sets *error to E's message (the HLO reader's, on file "<made>") at
+ * the source line and column of the failing line's offset in FILE, or at
+ * line 0 when that line has none; frees E. */
+void ps_hlo_made_error_to_source (GError **error, GError *e, const char *hlo, const char *text, gsize len,
+                                  const char *file);
+
 G_END_DECLS
 
 #endif

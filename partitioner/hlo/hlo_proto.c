@@ -2020,38 +2020,6 @@ ps_hlo_proto_looks_like (const char *text, gsize len)
   return w2 && P_CUR (&p) == ':';
 }
 
-/* An error of the HLO reader at line L of the made text, back at the proto
- * offset that line's comment names. */
-static void
-map_error (GError **error, GError *e, const char *hlo, const char *text, gsize len, const char *file)
-{
-  const char *msg = e->message;
-  const char *at_made = strstr (msg, "<made>:");
-  long line = at_made ? strtol (at_made + 7, NULL, 10) : 0;
-  const char *colon = at_made ? strchr (at_made + 7, ':') : NULL;
-  const char *what = colon ? strchr (colon + 1, ':') : NULL;
-  what = what ? what + 2 : msg;
-  const char *l = hlo;
-  for (long i = 1; l && i < line; i++)
-    {
-      l = strchr (l, '\n');
-      if (l)
-        l++;
-    }
-  const char *at = l ? strstr (l, "/*@") : NULL;
-  const char *eol = l ? strchr (l, '\n') : NULL;
-  if (at && (!eol || at < eol))
-    {
-      gsize off = (gsize) g_ascii_strtoull (at + 3, NULL, 10);
-      int ln, col;
-      offset_to_line_col (text, len, off, &ln, &col);
-      ps_set_error_at (error, e->code, file, ln, col, "%s", what);
-    }
-  else
-    ps_set_error_at (error, e->code, file, 0, 0, "%s", what);
-  g_error_free (e);
-}
-
 PsModule *
 ps_hlo_proto_parse (const char *text, gsize len, const char *filename, const char *module, GError **error)
 {
@@ -2071,7 +2039,7 @@ ps_hlo_proto_parse (const char *text, gsize len, const char *filename, const cha
           g_error_free (e);
           return NULL;
         }
-      map_error (error, e, hlo, text, len, file);
+      ps_hlo_made_error_to_source (error, e, hlo, text, len, file);
       return NULL;
     }
   g_free (m->source_name);

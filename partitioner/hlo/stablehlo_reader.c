@@ -328,44 +328,6 @@ ps_stablehlo_to_hlo_text (const char *text, gsize len, const char *filename, GEr
   return out;
 }
 
-/* An error of the HLO reader at line L of the made text, back at the
- * StableHLO offset that line's comment names. */
-static void
-sl_map_error (GError **error, GError *e, const char *hlo, const char *text, gsize len, const char *file)
-{
-  const char *msg = e->message;
-  const char *p = strstr (msg, "<made>:");
-  long line = p ? strtol (p + 7, NULL, 10) : 0;
-  const char *colon = p ? strchr (p + 7, ':') : NULL;
-  const char *what = colon ? strchr (colon + 1, ':') : NULL;
-  what = what ? what + 2 : msg;
-  const char *l = hlo;
-  for (long i = 1; l && i < line; i++)
-    {
-      l = strchr (l, '\n');
-      if (l)
-        l++;
-    }
-  const char *at = l ? strstr (l, "/*@") : NULL;
-  const char *eol = l ? strchr (l, '\n') : NULL;
-  if (at && (!eol || at < eol))
-    {
-      gsize off = (gsize) g_ascii_strtoull (at + 3, NULL, 10);
-      int ln = 1, col = 1;
-      for (gsize i = 0; i < off && i < len; i++)
-        {
-          if (text[i] == '\n')
-            ln++, col = 1;
-          else
-            col++;
-        }
-      ps_set_error_at (error, e->code, file, ln, col, "%s", what);
-    }
-  else
-    ps_set_error_at (error, e->code, file, 0, 0, "%s", what);
-  g_error_free (e);
-}
-
 PsModule *
 ps_stablehlo_parse (const char *text, gsize len, const char *filename, GError **error)
 {
@@ -377,7 +339,7 @@ ps_stablehlo_parse (const char *text, gsize len, const char *filename, GError **
   PsModule *m = ps_hlo_parse (hlo, strlen (hlo), "<made>", &e);
   if (!m)
     {
-      sl_map_error (error, e, hlo, text, len, file);
+      ps_hlo_made_error_to_source (error, e, hlo, text, len, file);
       return NULL;
     }
   g_free (m->source_name);
