@@ -281,7 +281,9 @@ ps_cli_param_entries (const PsParamSpec *s, GOptionArgFunc cb, GPtrArray *keep, 
   const char *doc = s->type == PS_PARAM_BOOL
     ? kept (keep, g_strdup_printf ("%s (default %s; --no-%s: %s)", ps_param_doc (s), s->def, ps_param_option (s),
                                    strcmp (s->def, "true") == 0 ? "off" : "off, the default"))
-    : kept (keep, g_strdup_printf ("%s (default %s)", ps_param_doc (s), *s->def ? s->def : "none"));
+    : kept (keep, *s->def ? g_strdup_printf ("%s (default %s)", ps_param_doc (s), s->def)
+                          /* not "none", which reads as a value (--sharding none) */
+                          : g_strdup_printf ("%s (default: not set)", ps_param_doc (s)));
   if (s->type != PS_PARAM_BOOL)
     {
       out[0] = (GOptionEntry) { ps_param_option (s), 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) cb, doc, arg };
