@@ -1387,6 +1387,21 @@ ps_hlo_load (const char *path, const char *module, GError **error)
 }
 
 void
+ps_hlo_offset_line_col (const char *text, gsize len, gsize off, int *line, int *col)
+{
+  int ln = 1, c = 1;
+  for (gsize i = 0; i < off && i < len; i++)
+    {
+      if (text[i] == '\n')
+        ln++, c = 1;
+      else
+        c++;
+    }
+  *line = ln;
+  *col = c;
+}
+
+void
 ps_hlo_made_error_to_source (GError **error, GError *e, const char *hlo, const char *text, gsize len,
                              const char *file)
 {
@@ -1408,14 +1423,8 @@ ps_hlo_made_error_to_source (GError **error, GError *e, const char *hlo, const c
   if (at && (!eol || at < eol))
     {
       gsize off = (gsize) g_ascii_strtoull (at + 3, NULL, 10);
-      int ln = 1, col = 1;
-      for (gsize i = 0; i < off && i < len; i++)
-        {
-          if (text[i] == '\n')
-            ln++, col = 1;
-          else
-            col++;
-        }
+      int ln, col;
+      ps_hlo_offset_line_col (text, len, off, &ln, &col);
       ps_set_error_at (error, e->code, file, ln, col, "%s", what);
     }
   else

@@ -45,6 +45,10 @@ PsModule *ps_hlo_parse_file_module (const char *path, const char *module, GError
  * transfer full. */
 PsModule *ps_hlo_load (const char *path, const char *module, GError **error);
 
+/* The 1-based line and column of byte OFF of TEXT (LEN bytes), for readers
+ * of other formats that report errors at a byte offset. */
+void ps_hlo_offset_line_col (const char *text, gsize len, gsize off, int *line, int *col);
+
 /* For readers that translate another format into HLO text (StableHLO,
  * HloModuleProto text): each line of the made text HLO carries a comment
  * holding "@OFFSET", the byte offset in the source TEXT (LEN bytes) it came

@@ -54,21 +54,6 @@ pnode_free (gpointer data)
   g_free (n);
 }
 
-static void
-offset_to_line_col (const char *t, gsize len, gsize off, int *line, int *col)
-{
-  int ln = 1, c = 1;
-  for (gsize i = 0; i < off && i < len; i++)
-    {
-      if (t[i] == '\n')
-        ln++, c = 1;
-      else
-        c++;
-    }
-  *line = ln;
-  *col = c;
-}
-
 static void G_GNUC_PRINTF (3, 4)
 p_error (Pp *p, gsize off, const char *fmt, ...)
 {
@@ -79,7 +64,7 @@ p_error (Pp *p, gsize off, const char *fmt, ...)
   g_autofree char *msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
   int line, col;
-  offset_to_line_col (p->t, p->len, off, &line, &col);
+  ps_hlo_offset_line_col (p->t, p->len, off, &line, &col);
   ps_set_error_at (&p->err, PS_ERROR_PARSE, p->file, line, col, "%s", msg);
 }
 

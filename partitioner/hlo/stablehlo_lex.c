@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "partitioner/hlo/hlo_parser.h"
 #include "partitioner/hlo/stablehlo_private.h"
 
 void G_GNUC_PRINTF (3, 4)
@@ -14,14 +15,8 @@ sl_error (Sl *s, gsize off, const char *fmt, ...)
 {
   if (s->err)
     return;
-  int line = 1, col = 1;
-  for (gsize i = 0; i < off && i < s->len; i++)
-    {
-      if (s->t[i] == '\n')
-        line++, col = 1;
-      else
-        col++;
-    }
+  int line, col;
+  ps_hlo_offset_line_col (s->t, s->len, off, &line, &col);
   va_list ap;
   va_start (ap, fmt);
   g_autofree char *msg = g_strdup_vprintf (fmt, ap);
