@@ -5,6 +5,8 @@
 
 #include <glib.h>
 
+#include <json-glib/json-glib.h>
+
 #include "cli/target_options.h"
 #include "sim/compute.h"
 #include "topology/hardware.h"
@@ -28,5 +30,14 @@ gboolean ps_bench_compute_type (const char *dtype, const char *precision, PsComp
  * point at are set either way: the caller frees them. */
 gboolean ps_bench_parse (GOptionContext *ctx, const GOptionEntry *entries, int n_args, const char *takes,
                          int *argc, char ***argv, PsTargetOptions **to_out, int *status);
+
+/* The members of a benchmark's --json that matmul and conv share, in their
+ * order (keys in doc/compute-model.md): the operand type and the hardware
+ * (dtype .. peak_flops_per_s); the useful work and the MXU passes (flops ..
+ * stationary); the units' cycles and the result (mxu_cycles ..
+ * mxu_utilization). */
+void ps_bench_json_target (JsonBuilder *b, const PsHardware *hw, const PsComputeOp *op);
+void ps_bench_json_passes (JsonBuilder *b, const PsComputeOp *op, const PsComputeCost *c);
+void ps_bench_json_cycles (JsonBuilder *b, const PsComputeCost *c);
 
 #endif

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/bench.h"
 #include "common/error.h"
+#include "common/json_out.h"
 
 static const PsCommand benchmarks[] = {
   { "collective", "time one collective on a slice", ps_cmd_bench_collective },
@@ -78,4 +79,39 @@ ps_bench_parse (GOptionContext *ctx, const GOptionEntry *entries, int n_args, co
   *to_out = g_steal_pointer (&to);
   *status = 0;
   return TRUE;
+}
+
+void
+ps_bench_json_target (JsonBuilder *b, const PsHardware *hw, const PsComputeOp *op)
+{
+  ps_json_str (b, "dtype", ps_compute_dtype_name (op->dtype));
+  ps_json_str (b, "precision", ps_precision_name (op->precision));
+  ps_json_str (b, "hardware", hw->name);
+  ps_json_dbl (b, "clock_hz", hw->clock_hz);
+  ps_json_dbl (b, "peak_flops_per_s", ps_hardware_peak_flops_per_core (hw));
+}
+
+void
+ps_bench_json_passes (JsonBuilder *b, const PsComputeOp *op, const PsComputeCost *c)
+{
+  ps_json_dbl (b, "flops", c->flops);
+  ps_json_dbl (b, "hbm_bytes", op->hbm_bytes);
+  ps_json_int (b, "mxu_passes", c->mxu_passes);
+  ps_json_int (b, "tile_passes", c->tile_passes);
+  ps_json_int (b, "stream_rows", c->stream_rows);
+  ps_json_str (b, "stationary", c->lhs_stationary ? "lhs" : "rhs");
+}
+
+void
+ps_bench_json_cycles (JsonBuilder *b, const PsComputeCost *c)
+{
+  ps_json_dbl (b, "mxu_cycles", c->mxu_cycles);
+  ps_json_dbl (b, "vector_cycles", c->vector_cycles);
+  ps_json_dbl (b, "hbm_cycles", c->hbm_cycles);
+  ps_json_dbl (b, "overhead_cycles", c->overhead_cycles);
+  ps_json_dbl (b, "cycles", c->cycles);
+  ps_json_dbl (b, "time_s", c->time_s);
+  ps_json_str (b, "bound", ps_compute_bound_name (c->bound));
+  ps_json_dbl (b, "achieved_flops_per_s", c->time_s > 0 ? c->flops / c->time_s : 0);
+  ps_json_dbl (b, "mxu_utilization", c->mxu_utilization);
 }

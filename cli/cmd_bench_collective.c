@@ -16,6 +16,7 @@
 #include "common/json_out.h"
 #include "common/ndindex.h"
 #include "sim/collectives.h"
+#include "sim/results.h"
 #include "sim/sgnet.h"
 #include "topology/hardware.h"
 #include "topology/platform.h"
@@ -136,11 +137,7 @@ to_json (const PsSlice *s, const char *op, const char *algorithm, const char *gr
 #define BOOL(key, v) (json_builder_set_member_name (b, key), json_builder_add_boolean_value (b, v))
   ps_json_str (b, "op", op);
   ps_json_str (b, "collectives", algorithm);
-  ps_json_str (b, "slice", s->name);
-  ps_json_int (b, "chips_x", s->chips_x);
-  ps_json_int (b, "chips_y", s->chips_y);
-  ps_json_bool (b, "wrap_x", s->wrap_x);
-  ps_json_bool (b, "wrap_y", s->wrap_y);
+  ps_replay_json_slice (b, s);
   ps_json_str (b, "groups", groups);
   ps_json_int (b, "n_groups", n_groups);
   ps_json_int (b, "group_size", group_size);

@@ -146,11 +146,7 @@ to_json (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const PsCo
   ps_json_int (b, "m", op->m);
   ps_json_int (b, "k", op->k);
   ps_json_int (b, "n", op->n);
-  ps_json_str (b, "dtype", ps_compute_dtype_name (op->dtype));
-  ps_json_str (b, "precision", ps_precision_name (op->precision));
-  ps_json_str (b, "hardware", hw->name);
-  ps_json_dbl (b, "clock_hz", hw->clock_hz);
-  ps_json_dbl (b, "peak_flops_per_s", ps_hardware_peak_flops_per_core (hw));
+  ps_bench_json_target (b, hw, op);
   ps_json_str (b, "mapping_asked", ps_conv_mapping_name (op->mapping));
   ps_json_str (b, "mapping", ps_conv_mapping_name (c->conv_mapping));
   ps_json_dbl (b, "positions_mxu_cycles", pos->mxu_cycles);
@@ -158,21 +154,8 @@ to_json (const PsHardware *hw, const Conv *cv, const PsComputeOp *op, const PsCo
   ps_json_dbl (b, "vector_mapping_cycles", vec->vector_cycles);
   ps_json_dbl (b, "array_fill", c->array_fill);
   ps_json_dbl (b, "relayout_ops", c->relayout_ops);
-  ps_json_dbl (b, "flops", c->flops);
-  ps_json_dbl (b, "hbm_bytes", op->hbm_bytes);
-  ps_json_int (b, "mxu_passes", c->mxu_passes);
-  ps_json_int (b, "tile_passes", c->tile_passes);
-  ps_json_int (b, "stream_rows", c->stream_rows);
-  ps_json_str (b, "stationary", c->lhs_stationary ? "lhs" : "rhs");
-  ps_json_dbl (b, "mxu_cycles", c->mxu_cycles);
-  ps_json_dbl (b, "vector_cycles", c->vector_cycles);
-  ps_json_dbl (b, "hbm_cycles", c->hbm_cycles);
-  ps_json_dbl (b, "overhead_cycles", c->overhead_cycles);
-  ps_json_dbl (b, "cycles", c->cycles);
-  ps_json_dbl (b, "time_s", c->time_s);
-  ps_json_str (b, "bound", ps_compute_bound_name (c->bound));
-  ps_json_dbl (b, "achieved_flops_per_s", c->time_s > 0 ? c->flops / c->time_s : 0);
-  ps_json_dbl (b, "mxu_utilization", c->mxu_utilization);
+  ps_bench_json_passes (b, op, c);
+  ps_bench_json_cycles (b, c);
   return ps_json_finish (b, TRUE);
 }
 

@@ -141,6 +141,16 @@ total_ici_bytes (const PsReplayResult *r)
   return t;
 }
 
+void
+ps_replay_json_slice (JsonBuilder *b, const PsSlice *s)
+{
+  ps_json_str (b, "slice", s->name);
+  ps_json_int (b, "chips_x", s->chips_x);
+  ps_json_int (b, "chips_y", s->chips_y);
+  ps_json_bool (b, "wrap_x", s->wrap_x);
+  ps_json_bool (b, "wrap_y", s->wrap_y);
+}
+
 char *
 ps_replay_result_to_json (const PsReplayResult *r)
 {
@@ -156,11 +166,7 @@ ps_replay_result_to_json (const PsReplayResult *r)
 #define STR(key, v) (json_builder_set_member_name (b, key), json_builder_add_string_value (b, v))
 #define BOOL(key, v) (json_builder_set_member_name (b, key), json_builder_add_boolean_value (b, v))
   ps_json_str (b, "program", r->program);
-  ps_json_str (b, "slice", s->name);
-  ps_json_int (b, "chips_x", s->chips_x);
-  ps_json_int (b, "chips_y", s->chips_y);
-  ps_json_bool (b, "wrap_x", s->wrap_x);
-  ps_json_bool (b, "wrap_y", s->wrap_y);
+  ps_replay_json_slice (b, s);
   ps_json_int (b, "devices", r->n_devices);
   ps_json_bool (b, "cache", r->cache);
   ps_json_dbl (b, "step_time_s", r->step_time_s);

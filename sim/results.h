@@ -18,6 +18,7 @@
 #define PS_SIM_RESULTS_H
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 #include "topology/hardware.h"
 #include "topology/platform.h"
@@ -93,6 +94,9 @@ void ps_replay_result_means (const PsReplayResult *r, double *compute_s, double 
 
 /* One JSON object (keys: doc/simulator.md). transfer full. */
 char *ps_replay_result_to_json (const PsReplayResult *r);
+/* The slice's members of a --json object (slice, chips_x, chips_y, wrap_x,
+ * wrap_y), as simulate and bench collective write them. */
+void ps_replay_json_slice (JsonBuilder *b, const PsSlice *s);
 /* A human summary. transfer full. */
 char *ps_replay_result_to_text (const PsReplayResult *r);
 /* CSV, one line per present link: link,kind,src_x,src_y,dst_x,dst_y,
