@@ -81,9 +81,12 @@ START_TEST (test_lower_collectives)
   ck_assert_uint_eq (dot->compute.mxu_m, 16);
   ck_assert_uint_eq (dot->compute.mxu_k, 64);
   ck_assert_uint_eq (dot->compute.mxu_n, 32);
-  /* reads x (2048) and w (4096), writes the f32 result (2048) */
-  ck_assert_uint_eq (dot->compute.read_bytes, 2048 + 4096);
-  ck_assert_uint_eq (dot->compute.write_bytes, 2048);
+  /* reads x and w, writes the f32 result, each as whole TPU tiles
+   * (tiling.h, best layout): x bf16[16,64] as 16 rows x 128 lanes (4096,
+   * dense 2048), w bf16[64,32] as 32 rows x 128 lanes (8192, dense 4096),
+   * the result f32[16,32] as 16 x 128 (8192, dense 2048) */
+  ck_assert_uint_eq (dot->compute.read_bytes, 4096 + 8192);
+  ck_assert_uint_eq (dot->compute.write_bytes, 8192);
   ck_assert_int_eq (ps_trace_get_event (t, 1)->kind, PS_TRACE_EVENT_MEMORY);
 
   struct { guint index; PsTraceCollectiveKind kind; const char *where; guint64 in, out; } want[] = {

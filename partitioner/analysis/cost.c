@@ -190,10 +190,13 @@ fusible_producer (const PsInstr *p, PsCostClass k)
 }
 
 
+/* HBM bytes a kernel moves for a value of shape `s`: the array as the
+ * TPU lays it out in tiles (tiling.h; the DMA moves whole tiles, padding
+ * included), dense bytes under PS_TILING_NONE. */
 static uint64_t
-bytes_of (const PsShape *s)
+bytes_of (PsTilingMode tiling, const PsShape *s)
 {
-  int64_t b = ps_shape_bytes (s);
+  int64_t b = ps_tiling_bytes (s, tiling);
   return b > 0 ? (uint64_t) b : 0;
 }
 
@@ -314,7 +317,7 @@ conv_macs (const PsInstr *in)
 }
 
 static void
-own_work (const PsInstr *in, PsCostClass k, PsCostCounts *c)
+own_work (const PsInstr *in, PsCostClass k, PsTilingMode tiling, PsCostCounts *c)
 {
   switch (k)
     {
@@ -359,8 +362,8 @@ own_work (const PsInstr *in, PsCostClass k, PsCostCounts *c)
         for (int i = 0; i < in->n_operands; i++)
           c->vector_ops += elems_of (in->operands[i]->shape);
       for (int i = 0; i < in->n_operands; i++)
-        c->read_bytes += bytes_of (in->operands[i]->shape);
-      c->write_bytes = bytes_of (in->shape);
+        c->read_bytes += bytes_of (tiling, in->operands[i]->shape);
+      c->write_bytes = bytes_of (tiling, in->shape);
       break;
     case PS_COST_OTHER:
       if (in->n_operands > 0 && (in->opcode == PS_OP_BATCH_NORM_TRAINING
@@ -706,11 +709,11 @@ value_read_bytes (PsCostAnalysis *a, const PsInstr *v)
   if (c && c->klass == PS_COST_INLINED)
     {
       if (v->opcode == PS_OP_DYNAMIC_SLICE && v->n_operands >= 1)
-        return MIN (bytes_of (v->shape), value_read_bytes (a, v->operands[0]));
+        return MIN (bytes_of (a->opts.tiling, v->shape), value_read_bytes (a, v->operands[0]));
       return v->opcode == PS_OP_BROADCAST && v->n_operands == 1
              ? value_read_bytes (a, v->operands[0]) : 0;
     }
-  return bytes_of (v->shape);
+  return bytes_of (a->opts.tiling, v->shape);
 }
 
 /* Bytes a fusion reads for outside value `o` that it has not read yet
@@ -741,7 +744,7 @@ outside_read (PsCostAnalysis *a, const PsInstr *o, GHashTable *inside, GHashTabl
         n += outside_read (a, bn->operands[i], inside, seen, rc, depth + 1);
       if (g_hash_table_add (seen, (gpointer) bn))
         for (int e = 1; e < bn->shape->n_elems; e++)
-          n += bytes_of (bn->shape->elems[e]);
+          n += bytes_of (a->opts.tiling, bn->shape->elems[e]);
       return n;
     }
   if (!oc || !oc->duplicated || depth > 64)
@@ -791,7 +794,7 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
             continue;
           if (partial)
             {
-              read += MIN (bytes_of (m->shape), value_read_bytes (a, o));
+              read += MIN (bytes_of (a->opts.tiling, m->shape), value_read_bytes (a, o));
               continue;
             }
           read += outside_read (a, o, inside, seen, rc, 0);
@@ -801,21 +804,21 @@ fusion_traffic (PsCostAnalysis *a, const PsInstr *root)
   uint64_t write = 0;
   for (guint i = 0; i + 1 < g->len; i++)
     if (cost_of (a, g_ptr_array_index (g, i))->output)
-      write += bytes_of (((const PsInstr *) g_ptr_array_index (g, i))->shape);
+      write += bytes_of (a->opts.tiling, ((const PsInstr *) g_ptr_array_index (g, i))->shape);
   if (root->opcode == PS_OP_DYNAMIC_UPDATE_SLICE && root->n_operands >= 2)
-    write += bytes_of (root->operands[1]->shape);
+    write += bytes_of (a->opts.tiling, root->operands[1]->shape);
   else if (root->opcode == PS_OP_SCATTER && root->n_operands >= 3)
     {
       for (int j = (root->n_operands + 1) / 2; j < root->n_operands; j++)
-        write += bytes_of (root->operands[j]->shape);
+        write += bytes_of (a->opts.tiling, root->operands[j]->shape);
     }
   else if (rc->bn_fused)
     {
       for (int e = 1; e < root->shape->n_elems; e++)
-        write += bytes_of (root->shape->elems[e]);
+        write += bytes_of (a->opts.tiling, root->shape->elems[e]);
     }
   else
-    write += bytes_of (root->shape);
+    write += bytes_of (a->opts.tiling, root->shape);
   rc->own.read_bytes = read;
   rc->own.write_bytes = write;
 }
@@ -867,7 +870,7 @@ analyze_computation (PsCostAnalysis *a, const PsComputation *comp, GError **erro
       PsCost *c = g_new0 (PsCost, 1);
       c->klass = classify (in);
       c->root = c->head = in;
-      own_work (in, c->klass, &c->own);
+      own_work (in, c->klass, a->opts.tiling, &c->own);
       if (c->klass == PS_COST_ELEMENTWISE && g_hash_table_contains (dup, in))
         {
           c->klass = PS_COST_INLINED;

@@ -152,8 +152,10 @@ typedef struct PsCostAnalysis PsCostAnalysis;
 
 /* Options: trip count to assume for a while loop whose count cannot be
  * found (0 = such a loop is an error); the fusion rules (fusion.h;
- * default, 0: PS_FUSION_MODE_XLA); how the memory analysis and the
- * scheduler size buffers (tiling.h; default, 0: PS_TILING_BEST). */
+ * default, 0: PS_FUSION_MODE_XLA); how buffers are laid out in tiles
+ * (tiling.h; default, 0: PS_TILING_BEST): the size the memory analysis
+ * and the scheduler give them and the HBM bytes a kernel reads and
+ * writes for them. */
 typedef struct {
   int64_t default_trip_count;
   PsFusionMode fusion;

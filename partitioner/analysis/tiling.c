@@ -14,7 +14,7 @@ static const char *const mode_docs[] = {
 
 const PsParamSpec ps_tiling_param_mode = {
   .section = "options", .key = "buffer_tiling", .type = PS_PARAM_CHOICE, .def = "best",
-  .doc = "TPU tiling of buffers in the memory analysis (doc/compute-model.md)",
+  .doc = "TPU tiling of buffers, in peak HBM and in the HBM bytes each kernel moves (doc/compute-model.md)",
   .choice_names = mode_names, .choice_docs = mode_docs
 };
 

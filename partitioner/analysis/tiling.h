@@ -1,6 +1,7 @@
 /* Buffer tiling: the HBM bytes an array takes once the TPU compiler has
  * laid it out in tiles. The memory analysis (memory.h) sizes every buffer
- * with it; the cost analysis carries the mode (PsCostOptions.tiling).
+ * with it, and the cost analysis counts a kernel's HBM traffic in the
+ * same tiled bytes (PsCostOptions.tiling).
  *
  * Model (doc/compute-model.md, "Buffer tiling"): Cloud TPU arrays are
  * tiled, which pads one dimension to a multiple of 8 and a different one
