@@ -1383,6 +1383,27 @@ ps_hlo_load (const char *path, const char *module, GError **error)
   g_autoptr (PsModule) m = ps_hlo_parse_file_module (path, module, error);
   if (!m || !ps_async_make_synchronous (m, NULL, error))
     return NULL;
+  /* An unbounded dim ("?") has no size: XLA's compilers refuse it too (a
+   * TPU or GPU executable has static or bounded shapes; jax.export refines
+   * a symbolic shape to the call's concrete one before compiling), so
+   * every stage that needs sizes stops here, at the first such value. */
+  for (guint ci = 0; ci < m->computations->len; ci++)
+    {
+      PsComputation *c = g_ptr_array_index (m->computations, ci);
+      for (guint k = 0; k < c->instrs->len; k++)
+        {
+          PsInstr *in = g_ptr_array_index (c->instrs, k);
+          if (ps_shape_has_unbounded (in->shape))
+            {
+              g_autofree char *sh = ps_shape_to_string (in->shape, FALSE);
+              ps_instr_error (error, PS_ERROR_UNSUPPORTED, in, "shape %s has an unbounded dynamic "
+                              "dimension '?': podsim reads and prints it (podsim hlo), but propagation, "
+                              "partitioning, the interpreter and the simulator need every size; write "
+                              "the size, or a bound <=N", sh);
+              return NULL;
+            }
+        }
+    }
   return g_steal_pointer (&m);
 }
 
