@@ -179,7 +179,7 @@ expect_grep "already partitioned" "$PS_TMP/err"
 # xla/service/hlo.proto) reads into the IR of the HLO text beside it,
 # verifies and simulates; --module picks a module of a split file.
 H="$PS_SRCDIR/tests/data/hloproto"
-for b in step conv collectives; do
+for b in step conv collectives literals; do
   expect_status 0 "$PODSIM" hlo "$H/$b.pbtxt"
   cp "$PS_TMP/out" "$PS_TMP/from_proto.hlo"
   expect_status 0 "$PODSIM" hlo "$H/$b.hlo"
@@ -190,6 +190,10 @@ expect_grep "all 2 outputs agree on 2 devices" "$PS_TMP/out"
 expect_status 0 "$PODSIM" verify -n 1 "$H/conv.pbtxt"
 expect_grep "agrees on 1 device" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$H/step.pbtxt" -q --mesh 2 --idle-cores
+expect_grep "step time" "$PS_TMP/out"
+expect_status 0 "$PODSIM" verify -n 1 "$H/literals.pbtxt"
+expect_grep "all 5 outputs agree on 1 device" "$PS_TMP/out"
+expect_status 0 "$PODSIM" run "$H/literals.pbtxt" -q
 expect_grep "step time" "$PS_TMP/out"
 expect_status 0 "$PODSIM" run "$H/conv.pbtxt" -q
 expect_grep "step time" "$PS_TMP/out"
