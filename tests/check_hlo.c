@@ -493,7 +493,7 @@ END_TEST
  * proto's FILE:LINE:COL (more in tests/data/bad/bad_proto_*.hlo). */
 START_TEST (test_hlo_proto)
 {
-  static const char *const pairs[] = { "step", "conv", "collectives", "literals" };
+  static const char *const pairs[] = { "step", "conv", "collectives", "literals", "spmd" };
   for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
     {
       g_autofree char *pb = g_strdup_printf ("../hloproto/%s.pbtxt", pairs[i]);

@@ -175,11 +175,23 @@ expect_status 0 "$PODSIM" verify -n 2 "$D/dynamic_ops.hlo"
 expect_grep "all 2 outputs agree on 2 devices" "$PS_TMP/out"
 expect_status 2 "$PODSIM" verify -n 4 "$D/async_collectives.hlo"
 expect_grep "already partitioned" "$PS_TMP/err"
+# The header's spmd_parameters_shardings and spmd_output_sharding annotate
+# the unannotated entry parameters and root: the root stays split (no
+# collective; 1 all-gather without the header), and the program verifies.
+expect_status 0 "$PODSIM" partition -n 2 --stats "$D/spmd_shardings.hlo"
+expect_grep "collectives: 0" "$PS_TMP/err"
+sed 's/, spmd_parameters_shardings=.*$//' "$D/spmd_shardings.hlo" >"$PS_TMP/nohdr.hlo"
+expect_status 0 "$PODSIM" partition -n 2 --stats "$PS_TMP/nohdr.hlo"
+expect_grep "collectives: 1" "$PS_TMP/err"
+expect_status 0 "$PODSIM" verify -n 2 "$D/spmd_shardings.hlo"
+expect_grep "agrees on 2 devices" "$PS_TMP/out"
+expect_status 0 "$PODSIM" verify -n 2 "$PS_SRCDIR/tests/data/hloproto/spmd.pbtxt"
+expect_grep "agrees on 2 devices" "$PS_TMP/out"
 # HloModuleProto text (tests/data/hloproto/, written by hand from
 # xla/service/hlo.proto) reads into the IR of the HLO text beside it,
 # verifies and simulates; --module picks a module of a split file.
 H="$PS_SRCDIR/tests/data/hloproto"
-for b in step conv collectives literals; do
+for b in step conv collectives literals spmd; do
   expect_status 0 "$PODSIM" hlo "$H/$b.pbtxt"
   cp "$PS_TMP/out" "$PS_TMP/from_proto.hlo"
   expect_status 0 "$PODSIM" hlo "$H/$b.hlo"

@@ -2106,6 +2106,22 @@ module_text (Pp *p, PNode *top, GString *out)
         g_string_append_printf (out, ", replica_count=%" G_GINT64_FORMAT, replicas);
       if (partitions > 1)
         g_string_append_printf (out, ", num_partitions=%" G_GINT64_FORMAT, partitions);
+      /* the shardings XLA's partitioner records from the entry's
+       * parameters and root: the HLO reader applies them (doc/hlo.md) */
+      PNode *ps;
+      for (guint i = 0; !P_FAILED (p) && (ps = fld_nth (&m, "spmd_parameters_shardings", i)); i++)
+        {
+          g_string_append (out, i ? ", " : ", spmd_parameters_shardings={");
+          sharding_text (p, ps, out);
+          if (!fld_nth (&m, "spmd_parameters_shardings", i + 1))
+            g_string_append_c (out, '}');
+        }
+      PNode *os = fld (&m, "spmd_output_sharding");
+      if (os && !P_FAILED (p))
+        {
+          g_string_append (out, ", spmd_output_sharding=");
+          sharding_text (p, os, out);
+        }
       g_string_append_printf (out, " /*@%" G_GSIZE_FORMAT "*/\n\n", mod->at);
       GHashTable *state = g_hash_table_new (NULL, NULL);
       for (guint i = 0; i < order->len && !P_FAILED (p); i++)
@@ -2121,7 +2137,7 @@ module_text (Pp *p, PNode *top, GString *out)
    * them), aliasing, prefetch, schedule, layouts, stack frames */
   static const char *const skipped[] = {
     "id", "host_program_shape", "input_output_alias", "buffer_donor", "cross_program_prefetches", "is_dynamic",
-    "use_auto_spmd_partitioning", "spmd_output_sharding", "spmd_parameters_shardings", "stack_frame_index",
+    "use_auto_spmd_partitioning", "stack_frame_index",
     "dynamic_parameter_binding", "frontend_attributes", "schedule", "profile_info", "device_assignment",
     "original_value_recovery_table", NULL,
   };
