@@ -146,6 +146,20 @@ expect_grep "collective-permute 128.00 KiB per device, 1 group of 1  (b.bcast3)"
 expect_status 0 "$PODSIM" run "$D/ragged_groups.hlo" -q
 expect_grep "4 collectives" "$PS_TMP/out"
 expect_grep "collective-permute  16.00 KiB per device, 1 group of 2  (r.ring2.f0)" "$PS_TMP/out"
+expect_grep "3 compute events" "$PS_TMP/out"
+# Groups of sizes 3 and 2 run their rings at the same time: 4 steps of
+# the groups of 3, the first 2 with the groups of 2 beside them (12
+# permutes), then one event of the adds (3 compute events).
+expect_status 0 "$PODSIM" run "$D/ragged_groups_mixed.hlo"
+expect_grep "12 collectives" "$PS_TMP/out"
+expect_grep "3 compute events" "$PS_TMP/out"
+expect_grep "10.67 KiB per device, 1 group of 3  (r.ring3.f0)" "$PS_TMP/out"
+expect_grep "16.00 KiB per device, 1 group of 4  (r.ring2.f0)" "$PS_TMP/out"
+expect_status 0 "$PODSIM" trace lower -n 8 "$D/ragged_groups_mixed.hlo" -o "$PS_TMP/rgm.pst"
+expect_status 0 "$PODSIM" trace dump "$PS_TMP/rgm.pst"
+tr '\n' ' ' <"$PS_TMP/out" | grep -q "name=r.ring2.b0 [^ ]* [^ ]* [^ ]* [^ ]* async=2 collective collective-permute name=r.ring3.f0" \
+  || fail "step 0 of the groups of 2 and of 3 are not started together"
+expect_grep "compute elementwise name=r.adds dtype=f32 precision=default flops=0 read_bytes=0 write_bytes=0 vector_ops=10922" "$PS_TMP/out"
 # Constants of the narrow types round as ml_dtypes does when read.
 expect_status 0 "$PODSIM" hlo "$D/xla_types.hlo"
 expect_grep "f4e2m1fn[10]{0} constant({0, 0.5, 1, 1.5, 2, 3, 4, 6, 4, 6})" "$PS_TMP/out"
