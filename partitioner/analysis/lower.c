@@ -490,25 +490,42 @@ emit_compute (Lower *l, const PsInstr *root)
  * (doc/collectives.md, torus2d: one bidirectional ring in the group's
  * order), spelled out with collective-permutes: each group of s > 1
  * members is its own ring; half the bytes go each way, in s - 1
- * reduce-scatter and s - 1 all-gather steps of ceil(bytes / 2s) each, the
- * two directions of a step overlapping (one permute asynchronous). Groups
- * of one size run their steps together, one size after another (groups of
- * other sizes would run at the same time on the machine: the sum over
- * sizes is an upper bound); a group of one moves nothing. The reduction's
- * vector adds are not costed. */
+ * reduce-scatter and s - 1 all-gather steps of ceil(bytes / 2s) each.
+ * The groups run at the same time, as on the machine: step k is one
+ * asynchronous permute per direction and group size (sizes that still
+ * have a step k), all started, then all waited for; a device takes part
+ * only in its own group's permutes, so it waits only for its own ring
+ * (a group of one moves nothing). The reduction's adds follow the ring as
+ * one vector-unit event (PS_TRACE_OP_ELEMENTWISE, no HBM bytes, as
+ * collectives are modelled without HBM traffic, doc/collectives.md; being
+ * an event of its own it pays the per-op overhead, which a trace cannot
+ * fold into a collective): a member of a group of
+ * s adds (s - 1) / s of the elements (its s - 1 received chunks of 1/s),
+ * and the SPMD event list charges every device the largest group's
+ * share, the one the step waits for; on the machine the adds pipeline
+ * with the transfers, so placing them after the ring is an upper bound. */
 static void
 emit_ragged_all_reduce (Lower *l, const PsInstr *in, guint64 bytes, PsTraceDtype dtype)
 {
   const PsTraceHeader *h = ps_trace_get_header (l->trace);
   finish_reads (l, in);
-  for (int s = 2; s <= in->group_size && !l->failed; s++)
+  int smax = 1;
+  for (int g = 0; g < in->n_groups; g++)
+    smax = MAX (smax, ps_instr_group_len (in, g));
+  /* the ring pairs of each size: fwd[s], bwd[s] */
+  GArray **fwd = g_new0 (GArray *, (gsize) smax + 1);
+  GArray **bwd = g_new0 (GArray *, (gsize) smax + 1);
+  for (int s = 2; s <= smax && !l->failed; s++)
     {
-      GArray *fwd = g_array_new (FALSE, FALSE, sizeof (int64_t));
-      GArray *bwd = g_array_new (FALSE, FALSE, sizeof (int64_t));
       for (int g = 0; g < in->n_groups; g++)
         {
           if (ps_instr_group_len (in, g) != s)
             continue;
+          if (!fwd[s])
+            {
+              fwd[s] = g_array_new (FALSE, FALSE, sizeof (int64_t));
+              bwd[s] = g_array_new (FALSE, FALSE, sizeof (int64_t));
+            }
           const int64_t *m = in->replica_groups + (gsize) g * (gsize) in->group_size;
           for (int i = 0; i < s; i++)
             {
@@ -522,32 +539,54 @@ emit_ragged_all_reduce (Lower *l, const PsInstr *in, guint64 bytes, PsTraceDtype
                   l->failed = TRUE;
                 }
               int64_t f[2] = { a, b }, r[2] = { b, a };
-              g_array_append_vals (fwd, f, 2);
-              g_array_append_vals (bwd, r, 2);
+              g_array_append_vals (fwd[s], f, 2);
+              g_array_append_vals (bwd[s], r, 2);
             }
         }
-      guint64 step = (bytes + 2 * (guint64) s - 1) / (2 * (guint64) s);
-      for (int k = 0; k < 2 * (s - 1) && fwd->len > 0 && !l->failed; k++)
+    }
+  for (int k = 0; k < 2 * (smax - 1) && !l->failed; k++)
+    {
+      guint64 first = l->next_async + 1;
+      for (int s = 2; s <= smax; s++)
         {
+          if (!fwd[s] || k >= 2 * (s - 1))
+            continue;
+          guint64 step = (bytes + 2 * (guint64) s - 1) / (2 * (guint64) s);
           for (int dir = 0; dir < 2; dir++)
             {
-              GArray *pairs = dir ? bwd : fwd;
+              GArray *pairs = dir ? bwd[s] : fwd[s];
               PsTraceCollective c = { 0 };
               c.kind = PS_TRACE_COLLECTIVE_PERMUTE;
               c.dtype = dtype;
               c.in_bytes = c.out_bytes = step;
               ps_lower_compress_pairs (h, (int) (pairs->len / 2), (const int64_t *) pairs->data, &c.pairs);
-              if (dir == 0)
-                c.async_id = ++l->next_async;
+              c.async_id = ++l->next_async;
               g_autofree char *name = g_strdup_printf ("%s.ring%d.%s%d", in->name, s, dir ? "b" : "f", k);
               ps_trace_add_collective (l->trace, name, &c);
-              if (dir == 1)
-                ps_trace_add_done (l->trace, l->next_async);
               ps_trace_pairs_clear (&c.pairs);
             }
         }
-      g_array_free (fwd, TRUE);
-      g_array_free (bwd, TRUE);
+      for (guint64 id = first; id <= l->next_async; id++)
+        ps_trace_add_done (l->trace, id);
+    }
+  for (int s = 0; s <= smax; s++)
+    {
+      if (fwd[s])
+        g_array_free (fwd[s], TRUE);
+      if (bwd[s])
+        g_array_free (bwd[s], TRUE);
+    }
+  g_free (fwd);
+  g_free (bwd);
+  if (smax > 1 && !l->failed)
+    {
+      PsTraceCompute c = { 0 };
+      c.op = PS_TRACE_OP_ELEMENTWISE;
+      c.dtype = dtype;
+      guint64 elems = (guint64) ps_shape_leaf_elements (in->shape);
+      c.vector_ops = elems * (guint64) (smax - 1) / (guint64) smax;
+      g_autofree char *name = g_strdup_printf ("%s.adds", in->name);
+      ps_trace_add_compute (l->trace, name, &c);
     }
 }
 

@@ -508,10 +508,27 @@ shape_at (PsHloReader *p, int depth)
           gsize dpos = p->pos;
           if (CUR (p) == '?')
             {
-              ps_hlo_error (p, dpos, PS_ERROR_UNSUPPORTED, "unbounded dynamic dimension '?': podsim "
-                            "needs every dimension's size (a bounded one is written <=N; give "
-                            "the program concrete shapes when lowering it)");
-              break;
+              /* XLA's unbounded dynamic dim (Shape::kUnboundedSize, printed
+               * "?"): read and printed back; the stages after reading
+               * refuse it (ps_hlo_load). "<=?" is not a shape. */
+              if (d)
+                {
+                  ps_hlo_error (p, dpos, PS_ERROR_PARSE, "expected a bound after '<=', found '?'");
+                  break;
+                }
+              p->pos++;
+              int64_t zero = 0;
+              gboolean u = PS_DIM_UNBOUNDED;
+              any_dyn = TRUE;
+              if (dims->len == PS_MAX_RANK)
+                {
+                  ps_hlo_error (p, dpos, PS_ERROR_LIMIT, "shape has more than %d dimensions "
+                                "(doc/robustness.md)", PS_MAX_RANK);
+                  break;
+                }
+              g_array_append_val (dims, zero);
+              g_array_append_val (dyn, u);
+              continue;
             }
           int64_t v;
           if (!ps_hlo_int (p, &v, "a dimension size"))

@@ -30,6 +30,11 @@ typedef struct {
   int lc_line;
   gsize alias_pos;           /* where input_output_alias was written, or 0 */
   int64_t sharding_ids;      /* device ids of the shardings read so far */
+  /* The header's spmd_parameters_shardings (PsSharding*, owned, or NULL)
+   * and spmd_output_sharding (or NULL), where they were written. */
+  GPtrArray *spmd_params;
+  PsSharding *spmd_out;
+  gsize spmd_params_pos, spmd_out_pos;
 } PsHloReader;
 
 #define FAILED(p) ((p)->err != NULL)

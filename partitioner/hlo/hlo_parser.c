@@ -1054,6 +1054,99 @@ check_aliases (PsHloReader *p)
     }
 }
 
+/* The header's spmd_parameters_shardings={S0, S1, ...} (one sharding per
+ * entry parameter, a tuple parameter's a tuple sharding) and
+ * spmd_output_sharding=S: the shardings XLA's SPMD partitioner records
+ * from the entry's parameters and root before it partitions
+ * (SpmdPartitioner::Run, xla/service/spmd/spmd_partitioner.cc) and an
+ * HloModuleProto carries; XLA's HLO text has no place for them, podsim's
+ * proto reader writes them so (doc/hlo.md). */
+static gboolean
+parse_spmd_shardings (PsHloReader *p, const char *key)
+{
+  PsInstr tmp = { 0 };
+  if (strcmp (key, "spmd_output_sharding") == 0)
+    {
+      p->spmd_out_pos = p->pos;
+      if (!ps_hlo_sharding (p, &tmp))
+        return FALSE;
+      p->spmd_out = tmp.sharding;
+      return TRUE;
+    }
+  p->spmd_params_pos = p->pos;
+  if (!ps_hlo_expect (p, '{', "to open spmd_parameters_shardings"))
+    return FALSE;
+  p->spmd_params = g_ptr_array_new_with_free_func ((GDestroyNotify) ps_sharding_free);
+  ps_hlo_skip_ws (p);
+  if (ps_hlo_accept (p, '}'))
+    return TRUE;
+  do
+    {
+      tmp.sharding = NULL;
+      if (!ps_hlo_sharding (p, &tmp))
+        return FALSE;
+      g_ptr_array_add (p->spmd_params, tmp.sharding);
+    }
+  while (ps_hlo_accept (p, ','));
+  return ps_hlo_expect (p, '}', "to close spmd_parameters_shardings");
+}
+
+/* As XLA keeps them (they are the entry's own shardings before
+ * partitioning), the module's parameter and output shardings give an
+ * entry parameter or root that has none its sharding, and one that has
+ * its own must agree. A module that is already partitioned keeps its
+ * per-device instructions unannotated: there they only describe the
+ * program's global layout, and stay header text. */
+static void
+apply_spmd_shardings (PsHloReader *p, PsComputation *entry)
+{
+  if (!p->spmd_params && !p->spmd_out)
+    return;
+  if (ps_async_module_is_partitioned (p->m))
+    return;
+  if (p->spmd_params && p->spmd_params->len != entry->params->len)
+    {
+      ps_hlo_error (p, p->spmd_params_pos, PS_ERROR_INVALID, "spmd_parameters_shardings has %u sharding%s, "
+                    "the entry computation '%s' %u parameter%s", p->spmd_params->len,
+                    p->spmd_params->len == 1 ? "" : "s", entry->name, entry->params->len,
+                    entry->params->len == 1 ? "" : "s");
+      return;
+    }
+  for (guint i = 0; p->spmd_params && i <= p->spmd_params->len; i++)
+    {
+      gboolean out = i == p->spmd_params->len;
+      if (out && !p->spmd_out)
+        break;
+      PsSharding *s = out ? p->spmd_out : g_ptr_array_index (p->spmd_params, i);
+      PsInstr *in = out ? entry->root : g_ptr_array_index (entry->params, i);
+      if (!in)
+        continue;
+      if (!in->sharding)
+        in->sharding = ps_sharding_copy (s);
+      else if (!ps_sharding_equal (in->sharding, s))
+        {
+          g_autofree char *a = ps_sharding_to_string (in->sharding);
+          g_autofree char *b = ps_sharding_to_string (s);
+          ps_hlo_error (p, out ? p->spmd_out_pos : p->spmd_params_pos, PS_ERROR_INVALID,
+                        "%s '%s' has sharding %s but the module's %s gives %s", out ? "the entry root" : "parameter",
+                        in->name, a, out ? "spmd_output_sharding" : "spmd_parameters_shardings", b);
+          return;
+        }
+    }
+  if (!p->spmd_params && p->spmd_out && entry->root)
+    {
+      if (!entry->root->sharding)
+        entry->root->sharding = ps_sharding_copy (p->spmd_out);
+      else if (!ps_sharding_equal (entry->root->sharding, p->spmd_out))
+        {
+          g_autofree char *a = ps_sharding_to_string (entry->root->sharding);
+          g_autofree char *b = ps_sharding_to_string (p->spmd_out);
+          ps_hlo_error (p, p->spmd_out_pos, PS_ERROR_INVALID, "the entry root '%s' has sharding %s but the "
+                        "module's spmd_output_sharding gives %s", entry->root->name, a, b);
+        }
+    }
+}
+
 static gboolean
 parse_header (PsHloReader *p)
 {
@@ -1094,6 +1187,15 @@ parse_header (PsHloReader *p)
         parse_bool_list (p, &p->m->n_prop_to_params, &p->m->prop_to_params);
       else
         {
+          ps_hlo_skip_ws (p);
+          gsize vpos = p->pos;
+          if (strcmp (key, "spmd_parameters_shardings") == 0 || strcmp (key, "spmd_output_sharding") == 0)
+            {
+              /* read as shardings here, kept as text below to print back */
+              if (!parse_spmd_shardings (p, key))
+                break;
+              p->pos = vpos;
+            }
           char *v = ps_hlo_raw_value (p);
           if (!v)
             break;
@@ -1344,12 +1446,17 @@ ps_hlo_parse_module (const char *text, gsize len, const char *filename, const ch
           entry->is_entry = TRUE;
         }
       p.m->entry = entry;
-      ps_module_validate (p.m, p.file, &p.err);
+      apply_spmd_shardings (&p, entry);
+      if (!FAILED (&p))
+        ps_module_validate (p.m, p.file, &p.err);
       if (!FAILED (&p))
         check_aliases (&p);
     }
   g_hash_table_destroy (p.scope);
   g_hash_table_destroy (p.scope_pos);
+  if (p.spmd_params)
+    g_ptr_array_unref (p.spmd_params);
+  ps_sharding_free (p.spmd_out);
   g_free (copy);
   if (p.err)
     {
@@ -1383,6 +1490,27 @@ ps_hlo_load (const char *path, const char *module, GError **error)
   g_autoptr (PsModule) m = ps_hlo_parse_file_module (path, module, error);
   if (!m || !ps_async_make_synchronous (m, NULL, error))
     return NULL;
+  /* An unbounded dim ("?") has no size: XLA's compilers refuse it too (a
+   * TPU or GPU executable has static or bounded shapes; jax.export refines
+   * a symbolic shape to the call's concrete one before compiling), so
+   * every stage that needs sizes stops here, at the first such value. */
+  for (guint ci = 0; ci < m->computations->len; ci++)
+    {
+      PsComputation *c = g_ptr_array_index (m->computations, ci);
+      for (guint k = 0; k < c->instrs->len; k++)
+        {
+          PsInstr *in = g_ptr_array_index (c->instrs, k);
+          if (ps_shape_has_unbounded (in->shape))
+            {
+              g_autofree char *sh = ps_shape_to_string (in->shape, FALSE);
+              ps_instr_error (error, PS_ERROR_UNSUPPORTED, in, "shape %s has an unbounded dynamic "
+                              "dimension '?': podsim reads and prints it (podsim hlo), but propagation, "
+                              "partitioning, the interpreter and the simulator need every size; write "
+                              "the size, or a bound <=N", sh);
+              return NULL;
+            }
+        }
+    }
   return g_steal_pointer (&m);
 }
 

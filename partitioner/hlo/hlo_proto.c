@@ -820,8 +820,69 @@ literal_values (Msg *m, const char *et, int64_t n_elems, gsize at)
           }
         goto done;
       }
-  p_error (p, at, "a %s literal is not read by podsim from a LiteralProto (it reads pred, s8, s16, s32, s64, "
-           "u8, u16, u32, u64, f16, bf16, f32, f64)", et);
+  /* One byte per element (LiteralBase::ToProto copies the buffer of
+   * ml_dtypes' intN and float8 types, a byte each, xla/literal.cc): the
+   * sub-byte integers in the low bits, the narrow floats as their codes. */
+  {
+    PsElemType t;
+    if (ps_etype_from_name (et, strlen (et), &t) && (ps_etype_bits (t) < 8 || ps_etype_minifloat (t)))
+      {
+        g_autofree char *f = g_strdup_printf ("%ss", et);
+        const char *field = g_intern_string (f); /* m->used keeps the key */
+        PNode *v = fld (m, field);
+        if (!v)
+          goto done;
+        if (!v->is_str)
+          {
+            p_error (p, v->at, "'%s' must be a bytes string of 1 byte per value", v->key);
+            goto done;
+          }
+        const guint8 *b = (const guint8 *) v->val;
+        int bits = ps_etype_minifloat (t) ? 8 : ps_etype_bits (t);
+        for (gsize i = 0; i < v->vlen; i++)
+          {
+            GString *str = g_string_new (NULL);
+            if (ps_etype_minifloat (t))
+              {
+                double d = ps_etype_minifloat_decode (t, b[i]);
+                if (isnan (d))
+                  g_string_append (str, "nan");
+                else if (isinf (d))
+                  g_string_append (str, d < 0 ? "-inf" : "inf");
+                else
+                  append_double (str, d);
+              }
+            else
+              {
+                unsigned u = b[i] & ((1u << bits) - 1);
+                if (ps_etype_is_signed (t) && (u >> (bits - 1)))
+                  g_string_append_printf (str, "%d", (int) u - (1 << bits));
+                else
+                  g_string_append_printf (str, "%u", u);
+              }
+            g_ptr_array_add (vals, g_string_free (str, FALSE));
+          }
+        goto done;
+      }
+  }
+  /* complex: interleaved real and imaginary parts */
+  if (strcmp (et, "c64") == 0 || strcmp (et, "c128") == 0)
+    {
+      PNode *re, *im;
+      const char *field = et[1] == '6' ? "c64s" : "c128s";
+      for (guint i = 0; (re = fld_nth (m, field, 2 * i)); i++)
+        {
+          im = fld_nth (m, field, 2 * i + 1);
+          if (!im || !re->val || re->is_str || !im->val || im->is_str)
+            {
+              p_error (p, re->at, "'%s' must hold real and imaginary parts, numbers, in pairs", re->key);
+              break;
+            }
+          g_ptr_array_add (vals, g_strdup_printf ("(%s, %s)", re->val, im->val));
+        }
+      goto done;
+    }
+  p_error (p, at, "a %s literal is not read by podsim from a LiteralProto", et);
 done:
   if (!P_FAILED (p) && (int64_t) vals->len != n_elems)
     p_error (p, at, "the literal has %u value%s, its shape %" G_GINT64_FORMAT " element%s", vals->len, vals->len == 1 ? "" : "s",
@@ -849,9 +910,13 @@ append_nested (GString *out, GPtrArray *vals, GArray *dims, guint d, int64_t *ne
 }
 
 /* constant(...) of a LiteralProto; the literal's shape is the
- * instruction's when it has none. */
+ * instruction's when it has none. A tuple literal (tuple_literals, which
+ * HLO text writes `constant((...))` and podsim's HLO reader does not
+ * read) becomes its elements' constants, NAME.0, NAME.1, ..., written to
+ * `pre` (one line each), and out gets `tuple(%NAME.0, ...)`: the same
+ * value. */
 static gboolean
-literal_text (Pp *p, PNode *lit, PNode *ishape, GString *out)
+literal_text (Pp *p, PNode *lit, PNode *ishape, const char *name, GString *pre, GString *out)
 {
   if (!node_is_msg (p, lit, "a LiteralProto"))
     return FALSE;
@@ -865,7 +930,44 @@ literal_text (Pp *p, PNode *lit, PNode *ishape, GString *out)
   PNode *et = fld (&s, "element_type");
   GString *ets = g_string_new (NULL);
   if (et && et->val && strcmp (et->val, "TUPLE") == 0)
-    p_error (p, lit->at, "a tuple literal (tuple_literals) is not read by podsim; write a tuple of constants");
+    {
+      PNode *e;
+      g_string_append (out, "tuple(");
+      guint i;
+      for (i = 0; !P_FAILED (p) && (e = fld_nth (&m, "tuple_literals", i)); i++)
+        {
+          PNode *esh = fld_nth (&s, "tuple_shapes", i);
+          Msg em;
+          msg_init (&em, p, e);
+          PNode *own = node_is_msg (p, e, "a LiteralProto") ? fld (&em, "shape") : NULL;
+          msg_clear (&em);
+          if (!own)
+            own = esh;
+          if (!own)
+            {
+              p_error (p, e->at, "tuple literal element %u has no shape", i);
+              break;
+            }
+          g_autofree char *ename = g_strdup_printf ("%s.%u", name, i);
+          GString *line = g_string_new (NULL);
+          g_string_append_printf (line, "%%%s = ", ename);
+          shape_text (p, own, line);
+          g_string_append_c (line, ' ');
+          GString *inner_pre = g_string_new (NULL);
+          literal_text (p, e, own, ename, inner_pre, line);
+          g_string_append (pre, inner_pre->str);
+          g_string_append_printf (pre, "%s\n", line->str);
+          g_string_free (inner_pre, TRUE);
+          g_string_free (line, TRUE);
+          g_string_append_printf (out, "%s%%%s", i ? ", " : "", ename);
+        }
+      g_string_append_c (out, ')');
+      PNode *extra = fld_nth (&s, "tuple_shapes", i);
+      if (!P_FAILED (p) && extra)
+        p_error (p, lit->at, "the tuple literal has %u element%s, its shape more", i, i == 1 ? "" : "s");
+      msg_clear (&s);
+      s.used = NULL;
+    }
   else if (element_type (p, et, ets))
     {
       g_autoptr (GArray) dims = fld_ints (&s, "dimensions");
@@ -890,7 +992,8 @@ literal_text (Pp *p, PNode *lit, PNode *ishape, GString *out)
         }
     }
   g_string_free (ets, TRUE);
-  msg_clear (&s);
+  if (s.used)
+    msg_clear (&s);
   static const char *const skipped[] = { "shape", NULL };
   msg_check (&m, "LiteralProto", skipped);
   msg_clear (&m);
@@ -910,6 +1013,7 @@ typedef struct {
   GHashTable *comp_by_id;    /* int64 id -> Comp* */
   GHashTable *instr_by_id;   /* int64 id -> PNode* (the computation's instructions) */
   GHashTable *name_by_id;    /* int64 id -> char* (transfer none) */
+  GString *pre;              /* lines instruction_text puts before its own */
 } Tr;
 
 static void
@@ -1212,7 +1316,7 @@ instruction_text (Tr *tr, PNode *in, GString *out)
       if (!lit)
         p_error (p, in->at, "constant '%s' has no literal", name);
       else
-        literal_text (p, lit, shape, out);
+        literal_text (p, lit, shape, name, tr->pre, out);
     }
   else if (strcmp (op, "parameter") == 0)
     {
@@ -1701,6 +1805,92 @@ comp_free (gpointer data)
 static void
 place_comp (Tr *tr, Comp *c, GHashTable *state, GString *out, const char *entry_name);
 
+/* The ids an instruction needs defined before it: its operands and its
+ * control predecessors. */
+static GArray *
+instr_deps (Pp *p, PNode *in)
+{
+  GArray *a = g_array_new (FALSE, FALSE, sizeof (int64_t));
+  Msg im;
+  msg_init (&im, p, in);
+  static const char *const keys[] = { "operand_ids", "control_predecessor_ids" };
+  for (gsize k = 0; k < G_N_ELEMENTS (keys); k++)
+    {
+      g_autoptr (GArray) ids = fld_ints (&im, keys[k]);
+      g_array_append_vals (a, ids->data, ids->len);
+    }
+  msg_clear (&im);
+  return a;
+}
+
+/* The instructions in an order where each comes after those it reads: an
+ * HloModuleProto lists them by id, and XLA does not ask that a proto list
+ * an operand first (HloComputation::CreateFromProto sorts them). The
+ * listed order is kept where it already is one (a depth-first walk of the
+ * operands of each instruction in turn, without recursion); a cycle is an
+ * error at an instruction on it. transfer container. */
+static GPtrArray *
+topo_order (Tr *tr, GPtrArray *listed)
+{
+  Pp *p = tr->p;
+  GPtrArray *order = g_ptr_array_new ();
+  GHashTable *mark = g_hash_table_new (NULL, NULL);   /* PNode* -> 1 open, 2 placed */
+  GHashTable *deps = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_array_unref);
+  GArray *stack = g_array_new (FALSE, FALSE, sizeof (gpointer));
+  GArray *next = g_array_new (FALSE, FALSE, sizeof (guint));
+  for (guint i = 0; i < listed->len && !P_FAILED (p); i++)
+    {
+      PNode *start = g_ptr_array_index (listed, i);
+      if (g_hash_table_lookup (mark, start))
+        continue;
+      guint zero = 0;
+      g_array_append_val (stack, start);
+      g_array_append_val (next, zero);
+      g_hash_table_insert (mark, start, GINT_TO_POINTER (1));
+      while (stack->len && !P_FAILED (p))
+        {
+          PNode *n = g_array_index (stack, gpointer, stack->len - 1);
+          guint *k = &g_array_index (next, guint, next->len - 1);
+          GArray *d = g_hash_table_lookup (deps, n);
+          if (!d)
+            {
+              d = instr_deps (p, n);
+              g_hash_table_insert (deps, n, d);
+            }
+          if (*k < d->len)
+            {
+              int64_t id = g_array_index (d, int64_t, (*k)++);
+              PNode *dep = g_hash_table_lookup (tr->instr_by_id, &id);
+              if (!dep) /* an unknown id: instruction_text says so */
+                continue;
+              int st = GPOINTER_TO_INT (g_hash_table_lookup (mark, dep));
+              if (st == 1)
+                {
+                  p_error (p, dep->at, "instruction '%s' depends on itself (through operand_ids or "
+                           "control_predecessor_ids)", (const char *) g_hash_table_lookup (tr->name_by_id, &id));
+                  break;
+                }
+              if (st == 0)
+                {
+                  g_array_append_val (stack, dep);
+                  g_array_append_val (next, zero);
+                  g_hash_table_insert (mark, dep, GINT_TO_POINTER (1));
+                }
+              continue;
+            }
+          g_hash_table_insert (mark, n, GINT_TO_POINTER (2));
+          g_ptr_array_add (order, n);
+          g_array_set_size (stack, stack->len - 1);
+          g_array_set_size (next, next->len - 1);
+        }
+    }
+  g_array_free (stack, TRUE);
+  g_array_free (next, TRUE);
+  g_hash_table_destroy (deps);
+  g_hash_table_destroy (mark);
+  return order;
+}
+
 static void
 comp_text (Tr *tr, Comp *c, GHashTable *state, GString *out, gboolean is_entry)
 {
@@ -1774,9 +1964,15 @@ comp_text (Tr *tr, Comp *c, GHashTable *state, GString *out, gboolean is_entry)
              c->name);
   if (!P_FAILED (p))
     g_string_append_printf (out, "%s%%%s { /*@%" G_GSIZE_FORMAT "*/\n", is_entry ? "ENTRY " : "", c->name, c->node->at);
+  g_autoptr (GPtrArray) listed = g_ptr_array_new ();
   for (guint i = 0; !P_FAILED (p) && (in = fld_nth (&m, "instructions", i)); i++)
+    g_ptr_array_add (listed, in);
+  g_autoptr (GPtrArray) ordered = P_FAILED (p) ? NULL : topo_order (tr, listed);
+  for (guint i = 0; ordered && !P_FAILED (p) && i < ordered->len; i++)
     {
+      in = g_ptr_array_index (ordered, i);
       GString *line = g_string_new (NULL);
+      g_string_truncate (tr->pre, 0);
       g_autofree char *nm = instruction_text (tr, in, line);
       if (nm)
         {
@@ -1785,6 +1981,11 @@ comp_text (Tr *tr, Comp *c, GHashTable *state, GString *out, gboolean is_entry)
           int64_t id = 0;
           fld_int (&im, "id", 0, &id);
           msg_clear (&im);
+          /* the elements of a tuple literal, before the tuple of them */
+          g_auto (GStrv) pre = g_strsplit (tr->pre->str, "\n", -1);
+          for (gchar **k = pre; *k; k++)
+            if (**k)
+              g_string_append_printf (out, "  %s /*@%" G_GSIZE_FORMAT "*/\n", *k, in->at);
           g_string_append_printf (out, "  %s%s /*@%" G_GSIZE_FORMAT "*/\n", id == root_id ? "ROOT " : "", line->str, in->at);
         }
       g_string_free (line, TRUE);
@@ -1834,6 +2035,7 @@ module_text (Pp *p, PNode *top, GString *out)
   if (eidn)
     node_int (p, eidn, &eid);
   Tr tr = { .p = p };
+  tr.pre = g_string_new (NULL);
   tr.comp_by_id = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, comp_free);
   tr.name_by_id = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   tr.instr_by_id = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
@@ -1904,6 +2106,22 @@ module_text (Pp *p, PNode *top, GString *out)
         g_string_append_printf (out, ", replica_count=%" G_GINT64_FORMAT, replicas);
       if (partitions > 1)
         g_string_append_printf (out, ", num_partitions=%" G_GINT64_FORMAT, partitions);
+      /* the shardings XLA's partitioner records from the entry's
+       * parameters and root: the HLO reader applies them (doc/hlo.md) */
+      PNode *ps;
+      for (guint i = 0; !P_FAILED (p) && (ps = fld_nth (&m, "spmd_parameters_shardings", i)); i++)
+        {
+          g_string_append (out, i ? ", " : ", spmd_parameters_shardings={");
+          sharding_text (p, ps, out);
+          if (!fld_nth (&m, "spmd_parameters_shardings", i + 1))
+            g_string_append_c (out, '}');
+        }
+      PNode *os = fld (&m, "spmd_output_sharding");
+      if (os && !P_FAILED (p))
+        {
+          g_string_append (out, ", spmd_output_sharding=");
+          sharding_text (p, os, out);
+        }
       g_string_append_printf (out, " /*@%" G_GSIZE_FORMAT "*/\n\n", mod->at);
       GHashTable *state = g_hash_table_new (NULL, NULL);
       for (guint i = 0; i < order->len && !P_FAILED (p); i++)
@@ -1919,7 +2137,7 @@ module_text (Pp *p, PNode *top, GString *out)
    * them), aliasing, prefetch, schedule, layouts, stack frames */
   static const char *const skipped[] = {
     "id", "host_program_shape", "input_output_alias", "buffer_donor", "cross_program_prefetches", "is_dynamic",
-    "use_auto_spmd_partitioning", "spmd_output_sharding", "spmd_parameters_shardings", "stack_frame_index",
+    "use_auto_spmd_partitioning", "stack_frame_index",
     "dynamic_parameter_binding", "frontend_attributes", "schedule", "profile_info", "device_assignment",
     "original_value_recovery_table", NULL,
   };
@@ -1933,7 +2151,97 @@ module_text (Pp *p, PNode *top, GString *out)
   g_hash_table_destroy (tr.comp_by_id);
   g_hash_table_destroy (tr.name_by_id);
   g_hash_table_destroy (tr.instr_by_id);
+  g_string_free (tr.pre, TRUE);
   return !P_FAILED (p);
+}
+
+/* ---- enums written as numbers ----------------------------------------- */
+
+/* The text format writes an enum as its name or as its number; the enums
+ * an HloModuleProto's fields read, with their numbers from
+ * xla/xla_data.proto (PrimitiveType, OpSharding.Type, PrecisionConfig.
+ * Precision, RandomDistribution, RandomAlgorithm, FftType) and
+ * xla/service/hlo.proto (CustomCallApiVersion). */
+typedef struct { int num; const char *name; } EnumVal;
+static const EnumVal primitive_types[] = {
+  { 0, "PRIMITIVE_TYPE_INVALID" }, { 1, "PRED" }, { 30, "S1" }, { 26, "S2" }, { 21, "S4" }, { 2, "S8" },
+  { 3, "S16" }, { 4, "S32" }, { 5, "S64" }, { 31, "U1" }, { 27, "U2" }, { 22, "U4" }, { 6, "U8" },
+  { 7, "U16" }, { 8, "U32" }, { 9, "U64" }, { 10, "F16" }, { 11, "F32" }, { 16, "BF16" }, { 12, "F64" },
+  { 19, "F8E5M2" }, { 28, "F8E4M3" }, { 20, "F8E4M3FN" }, { 23, "F8E4M3B11FNUZ" }, { 29, "F8E3M4" },
+  { 24, "F8E5M2FNUZ" }, { 25, "F8E4M3FNUZ" }, { 32, "F4E2M1FN" }, { 33, "F8E8M0FNU" }, { 15, "C64" },
+  { 18, "C128" }, { 13, "TUPLE" }, { 14, "OPAQUE_TYPE" }, { 17, "TOKEN" }, { -1, NULL },
+};
+static const EnumVal sharding_types[] = {
+  { 0, "REPLICATED" }, { 1, "MAXIMAL" }, { 2, "TUPLE" }, { 3, "OTHER" }, { 4, "MANUAL" }, { 5, "UNKNOWN" },
+  { -1, NULL },
+};
+static const EnumVal precisions[] = {
+  { 0, "DEFAULT" }, { 1, "HIGH" }, { 2, "HIGHEST" }, { 3, "PACKED_NIBBLE" }, { -1, NULL },
+};
+static const EnumVal distributions[] = { { 0, "RNG_INVALID" }, { 1, "RNG_UNIFORM" }, { 2, "RNG_NORMAL" }, { -1, NULL } };
+static const EnumVal rng_algorithms[] = { { 0, "RNG_DEFAULT" }, { 1, "RNG_THREE_FRY" }, { 2, "RNG_PHILOX" }, { -1, NULL } };
+static const EnumVal fft_types[] = { { 0, "FFT" }, { 1, "IFFT" }, { 2, "RFFT" }, { 3, "IRFFT" }, { -1, NULL } };
+static const EnumVal api_versions[] = {
+  { 0, "API_VERSION_UNSPECIFIED" }, { 1, "API_VERSION_ORIGINAL" }, { 2, "API_VERSION_STATUS_RETURNING" },
+  { 3, "API_VERSION_STATUS_RETURNING_UNIFIED" }, { 4, "API_VERSION_TYPED_FFI" }, { -1, NULL },
+};
+
+static gboolean
+is_sharding_key (const char *k)
+{
+  return k && (strcmp (k, "sharding") == 0 || strcmp (k, "tuple_shardings") == 0
+               || strcmp (k, "spmd_output_sharding") == 0 || strcmp (k, "spmd_parameters_shardings") == 0);
+}
+
+/* Rewrites every enum field written as a number into its name, so that the
+ * readers below see one form; a number that names no value is an error at
+ * its position. `parent` is the key of the message holding n's fields. */
+static void
+enum_numbers (Pp *p, PNode *n, const char *parent)
+{
+  for (guint i = 0; !P_FAILED (p) && n->kids && i < n->kids->len; i++)
+    {
+      PNode *k = g_ptr_array_index (n->kids, i);
+      if (k->kids)
+        {
+          enum_numbers (p, k, k->key);
+          continue;
+        }
+      if (!k->val || k->is_str || !(g_ascii_isdigit (k->val[0]) || k->val[0] == '-'))
+        continue;
+      const EnumVal *tab = NULL;
+      const char *what = NULL;
+      if (strcmp (k->key, "element_type") == 0)
+        tab = primitive_types, what = "PrimitiveType";
+      else if ((strcmp (k->key, "type") == 0 || strcmp (k->key, "last_tile_dims") == 0) && is_sharding_key (parent))
+        tab = sharding_types, what = "OpSharding.Type";
+      else if (strcmp (k->key, "operand_precision") == 0)
+        tab = precisions, what = "PrecisionConfig.Precision";
+      else if (strcmp (k->key, "distribution") == 0)
+        tab = distributions, what = "RandomDistribution";
+      else if (strcmp (k->key, "rng_algorithm") == 0)
+        tab = rng_algorithms, what = "RandomAlgorithm";
+      else if (strcmp (k->key, "fft_type") == 0)
+        tab = fft_types, what = "FftType";
+      else if (strcmp (k->key, "custom_call_api_version") == 0)
+        tab = api_versions, what = "CustomCallApiVersion";
+      if (!tab)
+        continue;
+      char *end = NULL;
+      long v = strtol (k->val, &end, 10);
+      const char *name = NULL;
+      for (int j = 0; end && *end == '\0' && tab[j].name; j++)
+        if (tab[j].num == v)
+          name = tab[j].name;
+      if (!name)
+        {
+          p_error (p, k->at, "'%s: %s' is no value of the enum %s", k->key, k->val, what);
+          return;
+        }
+      g_free (k->val);
+      k->val = g_strdup (name);
+      k->vlen = strlen (name);
+    }
 }
 
 /* Where a `// -----` line (xla-translate's -split-input-file) starts, or len. */
@@ -1965,6 +2273,8 @@ ps_hlo_proto_to_hlo_text (const char *text, gsize len, const char *filename, GEr
       top.kids = g_ptr_array_new_with_free_func (pnode_free);
       p_body (&q, &top, 0, from);
       q.len = len; /* offsets to line:col over the whole text */
+      if (!P_FAILED (&q))
+        enum_numbers (&q, &top, NULL);
       if (!P_FAILED (&q) && top.kids->len > 0)
         module_text (&q, &top, out);
       g_ptr_array_unref (top.kids);

@@ -246,15 +246,21 @@ sl_tensor_type (Sl *s)
       const char *bound = bounds && k < g_strv_length (bounds) ? bounds[k] : NULL;
       if (memchr (e, '?', (gsize) (x - e)))
         {
+          gboolean unbounded = x - e == 1 && (!bound || strcmp (bound, "?") == 0);
           gboolean ok = x - e == 1 && bound && bound[0] && strspn (bound, "0123456789") == strlen (bound);
-          if (!ok)
+          if (!ok && !unbounded)
             {
               g_string_free (dims, TRUE);
-              sl_error (s, at, "dynamic dimension '?' without a bound: podsim needs every dimension's size (a "
-                        "bounded one is written with #stablehlo.bounds<...>)");
+              sl_error (s, at, "dynamic dimension '?' needs a bound of digits in #stablehlo.bounds<...> "
+                        "or none ('?')");
               return NULL;
             }
-          g_string_append_printf (dims, "%s<=%s", dims->len ? "," : "", bound);
+          /* no bound: HLO's unbounded dim, read and printed; the stages
+           * after reading refuse it (ps_hlo_load) */
+          if (unbounded)
+            g_string_append_printf (dims, "%s?", dims->len ? "," : "");
+          else
+            g_string_append_printf (dims, "%s<=%s", dims->len ? "," : "", bound);
         }
       else
         g_string_append_printf (dims, "%s%.*s", dims->len ? "," : "", (int) (x - e), e);

@@ -401,6 +401,11 @@ ps_shape_append (GString *out, const PsShape *s, gboolean with_layout)
     {
       if (i > 0)
         g_string_append_c (out, ',');
+      if (s->dynamic && s->dynamic[i] == PS_DIM_UNBOUNDED)
+        {
+          g_string_append_c (out, '?');
+          continue;
+        }
       if (s->dynamic && s->dynamic[i])
         g_string_append (out, "<=");
       g_string_append_printf (out, "%" G_GINT64_FORMAT, s->dims[i]);
@@ -461,9 +466,27 @@ ps_shape_identical (const PsShape *a, const PsShape *b)
       || !same_i64 (a->layout, b->layout, a->layout_n) || (a->dynamic == NULL) != (b->dynamic == NULL))
     return FALSE;
   for (int i = 0; a->dynamic && i < a->rank; i++)
-    if (!a->dynamic[i] != !b->dynamic[i])
+    if (a->dynamic[i] != b->dynamic[i])
       return FALSE;
   return TRUE;
+}
+
+gboolean
+ps_shape_has_unbounded (const PsShape *s)
+{
+  if (!s)
+    return FALSE;
+  if (s->etype == PS_TUPLE)
+    {
+      for (int i = 0; i < s->n_elems; i++)
+        if (ps_shape_has_unbounded (s->elems[i]))
+          return TRUE;
+      return FALSE;
+    }
+  for (int i = 0; s->dynamic && i < s->rank; i++)
+    if (s->dynamic[i] == PS_DIM_UNBOUNDED)
+      return TRUE;
+  return FALSE;
 }
 
 int64_t *

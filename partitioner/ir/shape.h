@@ -53,12 +53,19 @@ gboolean ps_etype_is_complex (PsElemType t);
 gboolean ps_etype_is_integral (PsElemType t);        /* signed and unsigned, not pred */
 gboolean ps_etype_is_signed (PsElemType t);
 
+/* An unbounded dynamic dim, written "?" (XLA's Shape::kUnboundedSize):
+ * dynamic[i] holds this, dims[i] holds 0, a placeholder that no stage after
+ * reading may take for a size (ps_shape_has_unbounded; doc/hlo.md). */
+#define PS_DIM_UNBOUNDED 2
+
 typedef struct PsShape PsShape;
 struct PsShape {
   PsElemType etype;     /* PS_TUPLE for a tuple */
   int rank;             /* arrays: number of dims (0 = scalar) */
   int64_t *dims;        /* rank entries */
-  gboolean *dynamic;    /* NULL, or rank flags: dim written as "<=N" */
+  gboolean *dynamic;    /* NULL, or rank flags: 0 a static dim, TRUE (1) a
+                         * bounded dynamic dim "<=N" (dims[i] = N),
+                         * PS_DIM_UNBOUNDED an unbounded one "?" */
   int layout_n;         /* -1 = no layout written; else number of entries */
   int64_t *layout;      /* minor-to-major; printing keeps it */
   char *layout_extra;   /* text after ':' inside the layout braces, or NULL */
@@ -104,6 +111,8 @@ int64_t *ps_shape_strides (const PsShape *s);
 /* Identical shapes, layout and dynamic dims included (ps_shape_equal
  * compares element type and dims only). */
 gboolean ps_shape_identical (const PsShape *a, const PsShape *b);
+/* Some dim of s (of a leaf, for tuples) is unbounded ("?"). */
+gboolean ps_shape_has_unbounded (const PsShape *s);
 
 G_END_DECLS
 
