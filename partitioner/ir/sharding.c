@@ -58,7 +58,13 @@ ps_sharding_free (PsSharding *s)
   if (s == NULL)
     return;
   g_free (s->tile_dims);
-  g_free (s->devices);
+  if (!s->devices_ref)
+    g_free (s->devices);
+  else if (g_atomic_int_dec_and_test (s->devices_ref))
+    {
+      g_free (s->devices);
+      g_free (s->devices_ref);
+    }
   g_free (s->subgroup_kinds);
   g_free (s->iota_dims);
   g_free (s->iota_perm);
@@ -85,6 +91,7 @@ ps_sharding_copy (const PsSharding *s)
   *c = *s;
   c->tile_dims = dup_i64 (s->tile_dims, s->n_tile_dims);
   c->devices = dup_i64 (s->devices, s->n_devices);
+  c->devices_ref = NULL;
   c->subgroup_kinds = s->n_subgroups > 0
     ? g_memdup2 (s->subgroup_kinds, (gsize) s->n_subgroups * sizeof (PsSubgroupKind))
     : NULL;
@@ -93,6 +100,38 @@ ps_sharding_copy (const PsSharding *s)
   c->elems = s->n_elems > 0 ? g_new0 (PsSharding *, s->n_elems) : NULL;
   for (int i = 0; i < s->n_elems; i++)
     c->elems[i] = ps_sharding_copy (s->elems[i]);
+  c->metadata = g_strdup (s->metadata);
+  return c;
+}
+
+PsSharding *
+ps_sharding_share (const PsSharding *s)
+{
+  g_return_val_if_fail (s != NULL, NULL);
+  PsSharding *c = g_new0 (PsSharding, 1);
+  *c = *s;
+  if (s->devices)
+    {
+      /* The count lives beside the array, so s (const here) gets one
+       * the first time it is shared. */
+      PsSharding *m = (PsSharding *) s;
+      if (!m->devices_ref)
+        {
+          m->devices_ref = g_new (int, 1);
+          *m->devices_ref = 1;
+        }
+      g_atomic_int_inc (m->devices_ref);
+      c->devices_ref = m->devices_ref;
+    }
+  c->tile_dims = dup_i64 (s->tile_dims, s->n_tile_dims);
+  c->subgroup_kinds = s->n_subgroups > 0
+    ? g_memdup2 (s->subgroup_kinds, (gsize) s->n_subgroups * sizeof (PsSubgroupKind))
+    : NULL;
+  c->iota_dims = dup_i64 (s->iota_dims, s->n_iota_dims);
+  c->iota_perm = dup_i64 (s->iota_perm, s->n_iota_dims);
+  c->elems = s->n_elems > 0 ? g_new0 (PsSharding *, s->n_elems) : NULL;
+  for (int i = 0; i < s->n_elems; i++)
+    c->elems[i] = ps_sharding_share (s->elems[i]);
   c->metadata = g_strdup (s->metadata);
   return c;
 }

@@ -175,7 +175,7 @@ maybe_improve_from (const PsSharding *s, PsInstr *i, gboolean may_combine, gbool
 {
   if (s && i->sharding && ps_sharding_equal_layout (s, i->sharding))
     return FALSE;
-  return pp_maybe_improve (ps_sharding_copy (s), i, may_combine, aggressive);
+  return pp_maybe_improve (ps_sharding_share (s), i, may_combine, aggressive);
 }
 
 
@@ -360,7 +360,7 @@ dot_from_operand (const PsInstr *i, const PpDotDims *d, int idx)
   const PsInstr *op = i->operands[idx];
   const PsSharding *s = op->sharding;
   if (pp_is_tile_maximal (s) || pp_is_manual (s))
-    return ps_sharding_copy (s);
+    return ps_sharding_share (s);
   int64_t contr[PP_MAX_DIMS * 2];
   int nc = 0;
   for (int k = 0; k < d->nc; k++)
@@ -795,7 +795,7 @@ lookahead_user_sharding (PpCtx *c, PsInstr *i)
           if (s && k != 1)
             {
               ps_sharding_free (curr->sharding);
-              curr->sharding = ps_sharding_copy (s);
+              curr->sharding = ps_sharding_share (s);
               continue;
             }
           break;
@@ -880,7 +880,7 @@ infer_reduce (PpCtx *c, PsInstr *i, gboolean mc)
       const PsSharding *s = op->sharding;
       if (pp_is_manual (s))
         {
-          changed |= pp_maybe_improve_sub_ (ps_sharding_copy (s), i, k, mc);
+          changed |= pp_maybe_improve_sub_ (ps_sharding_share (s), i, k, mc);
           continue;
         }
       gboolean reduce_sharded = FALSE;
@@ -1030,7 +1030,7 @@ infer_tuple (PsInstr *i)
   PsSharding **subs = g_new0 (PsSharding *, nl > 0 ? nl : 1);
   for (int k = 0; k < nl; k++)
     subs[k] = i->sharding && pp_is_tuple (i->sharding) && k < i->sharding->n_elems
-                  ? ps_sharding_copy (i->sharding->elems[k])
+                  ? ps_sharding_share (i->sharding->elems[k])
                   : ps_sharding_replicated ();
   int idx = 0;
   for (int k = 0; k < i->n_operands; k++)
@@ -1046,7 +1046,7 @@ infer_tuple (PsInstr *i)
                 if (!i->sharding || pp_is_more_specific (os->elems[j], subs[idx + j]))
                   {
                     ps_sharding_free (subs[idx + j]);
-                    subs[idx + j] = ps_sharding_copy (os->elems[j]);
+                    subs[idx + j] = ps_sharding_share (os->elems[j]);
                   }
               ps_sharding_free (os);
             }
@@ -1059,7 +1059,7 @@ infer_tuple (PsInstr *i)
                   && (!i->sharding || pp_is_more_specific (os, subs[idx])))
                 {
                   ps_sharding_free (subs[idx]);
-                  subs[idx] = ps_sharding_copy (os);
+                  subs[idx] = ps_sharding_share (os);
                 }
             }
         }
@@ -1335,7 +1335,7 @@ broadcast_operand_sharding (const PsInstr *user, gboolean is_spmd)
 {
   const PsSharding *s = user->sharding;
   if (pp_is_replicated (s) || pp_is_manual (s))
-    return ps_sharding_copy (s);
+    return ps_sharding_share (s);
   if (!pp_is_tiled (s))
     return NULL;
   int64_t rep[PP_MAX_DIMS];
@@ -1364,7 +1364,7 @@ reduce_operand_sharding (const PsInstr *i, const PsInstr *user)
   int idx = pp_operand_index (user, i);
   PsSharding *us = ps_shape_is_tuple (user->shape)
                        ? pp_sub_sharding (user->sharding, user->shape, idx)
-                       : ps_sharding_copy (user->sharding);
+                       : ps_sharding_share (user->sharding);
   if (!us)
     return NULL;
   if (pp_is_tiled (us))
@@ -1449,7 +1449,7 @@ gte_operand_sharding (const PsInstr *i, const PsInstr *user, const PsSharding **
       if (first < base->n_elems && !pp_is_tuple (us))
         {
           ps_sharding_free (base->elems[first]);
-          base->elems[first] = ps_sharding_copy (us);
+          base->elems[first] = ps_sharding_share (us);
         }
     }
   else
@@ -1464,7 +1464,7 @@ gte_operand_sharding (const PsInstr *i, const PsInstr *user, const PsSharding **
       for (int k = 0; k < u->n_elems && first + k < base->n_elems; k++)
         {
           ps_sharding_free (base->elems[first + k]);
-          base->elems[first + k] = ps_sharding_copy (u->elems[k]);
+          base->elems[first + k] = ps_sharding_share (u->elems[k]);
         }
       ps_sharding_free (u);
     }
@@ -1478,7 +1478,7 @@ static PsSharding *
 as_result (const PsSharding *us, const PsSharding **borrowed)
 {
   if (!borrowed)
-    return ps_sharding_copy (us);
+    return ps_sharding_share (us);
   *borrowed = us;
   return NULL;
 }
@@ -1592,7 +1592,7 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
     case PS_OP_RESHAPE:
       return pp_propagate_through_reshape (user->shape, i->shape, us);
     case PS_OP_PAD:
-      return i == user->operands[0] ? ps_sharding_copy (us) : NULL;
+      return i == user->operands[0] ? ps_sharding_share (us) : NULL;
     case PS_OP_SLICE:
       return as_result (us, borrowed);
     case PS_OP_TRANSPOSE:
@@ -1670,10 +1670,10 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
           return as_result (us, borrowed);
         int cnt = ps_shape_leaf_count (i->shape);
         if (!ps_shape_is_tuple (i->shape))
-          return us->n_elems > 0 ? ps_sharding_copy (us->elems[0]) : NULL;
+          return us->n_elems > 0 ? ps_sharding_share (us->elems[0]) : NULL;
         PsSharding **e = g_new (PsSharding *, cnt > 0 ? cnt : 1);
         for (int k = 0; k < cnt; k++)
-          e[k] = k < us->n_elems ? ps_sharding_copy (us->elems[k]) : ps_sharding_replicated ();
+          e[k] = k < us->n_elems ? ps_sharding_share (us->elems[k]) : ps_sharding_replicated ();
         PsSharding *r = ps_sharding_tuple (cnt, e);
         g_free (e);
         return r;
@@ -1758,7 +1758,7 @@ pp_infer_from_users (PpCtx *c, PsInstr *i, int aggr)
           continue;
         }
       if (b)
-        s = ps_sharding_copy (b);
+        s = ps_sharding_share (b);
       if (s && pp_is_custom_call (i, "ShardBarrierTo"))
         {
           /* The barrier keeps its users' sharding from flowing on to its
