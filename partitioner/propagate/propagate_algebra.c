@@ -132,6 +132,22 @@ sh_from_ta (Ta *t, int nsub, const PsSubgroupKind *kinds, const PsSharding *meta
   return with_meta (ps_sharding_subgroup_take (t->nd, t->d, v, nsub, kinds), meta_src);
 }
 
+/* ps_sharding_subgroup (n, dims, s->devices, s's subgroups) for dims
+ * whose product is s's device count (s's tile dims with size-1 dims put in
+ * or taken out): s's array is a validated tile assignment already, so its
+ * per-id check (a bitmap over every id) is skipped, as in sh_from_ta. */
+PsSharding *
+pp_subgroup_of (int n, const int64_t *dims, const PsSharding *s)
+{
+  if (n < 1 || n > PS_SHARDING_MAX_DIMS || s->n_subgroups > n || ps_product (n, dims) != s->n_devices)
+    return ps_sharding_subgroup (n, dims, s->devices, s->n_subgroups, s->subgroup_kinds);
+  for (int k = 0; k < n; k++)
+    if (dims[k] < 1)
+      return ps_sharding_subgroup (n, dims, s->devices, s->n_subgroups, s->subgroup_kinds);
+  return ps_sharding_subgroup_take (n, dims, g_memdup2 (s->devices, (gsize) s->n_devices * sizeof (int64_t)),
+                                    s->n_subgroups, s->subgroup_kinds);
+}
+
 static PsSharding *
 partial_tile (Ta *t, const PsSharding *meta_src)
 {

@@ -936,7 +936,7 @@ infer_broadcast (PsInstr *i, int aggr, gboolean mc)
     }
   for (int k = pp_data_rank (s); k < s->n_tile_dims; k++)
     t[n++] = s->tile_dims[k];
-  PsSharding *ns = ps_sharding_subgroup (n, t, s->devices, s->n_subgroups, s->subgroup_kinds);
+  PsSharding *ns = pp_subgroup_of (n, t, s);
   if (ns && s->metadata)
     ns->metadata = g_strdup (s->metadata);
   return pp_maybe_improve (ns, i, mc, pp_non_root_users (i) == 1);
@@ -1374,7 +1374,7 @@ reduce_operand_sharding (const PsInstr *i, const PsInstr *user)
       int next = 0;
       for (int k = 0; k < nt; k++)
         t[k] = ps_ints_contains (&user->dimensions, k) ? 1 : us->tile_dims[next++];
-      PsSharding *r = ps_sharding_subgroup (nt, t, us->devices, us->n_subgroups, us->subgroup_kinds);
+      PsSharding *r = pp_subgroup_of (nt, t, us);
       if (r && us->metadata)
         r->metadata = g_strdup (us->metadata);
       ps_sharding_free (us);
