@@ -413,12 +413,17 @@ typedef struct {
 
 struct PpDotMemo {
   GHashTable *entries;  /* gint64 key -> DotMemo* */
-  GHashTable *arrays;   /* DevArray* set, owns the arrays */
+  GHashTable *arrays;   /* DevArray* set, holds one count of each array */
 };
 
+/* An array of the memo with its count (PsSharding.devices_ref): the memo's
+ * shardings and the copies a hit hands out (ps_sharding_share) hold it
+ * too, so a hit copies no ids and an array outlives the memo while a
+ * sharding still reads it. */
 typedef struct {
   int64_t n;
   int64_t *v;
+  int *ref;
 } DevArray;
 
 static guint
@@ -442,20 +447,28 @@ static void
 dev_array_free (gpointer p)
 {
   DevArray *a = p;
-  g_free (a->v);
+  if (g_atomic_int_dec_and_test (a->ref))
+    {
+      g_free (a->v);
+      g_free (a->ref);
+    }
   g_free (a);
 }
 
-/* Detaches the memo's shared arrays from s, then frees it. */
+/* Frees s; the memo's arrays it held lose one count. */
 static void
 memo_sharding_free (PsSharding *s)
 {
-  if (!s)
-    return;
-  s->devices = NULL;
-  for (int k = 0; k < s->n_elems; k++)
-    s->elems[k]->devices = NULL;
   ps_sharding_free (s);
+}
+
+/* l (a leaf of a memo sharding) holds `shared`. */
+static void
+hold_shared (PsSharding *l, DevArray *shared)
+{
+  l->devices = shared->v;
+  l->devices_ref = shared->ref;
+  g_atomic_int_inc (shared->ref);
 }
 
 /* A copy of s for the memo, its device arrays shared through the table. */
@@ -478,9 +491,11 @@ memo_sharding_keep (PpDotMemo *memo, const PsSharding *s)
           shared = g_new (DevArray, 1);
           shared->n = s->n_devices;
           shared->v = g_memdup2 (s->devices, sizeof (int64_t) * s->n_devices);
+          shared->ref = g_new (int, 1);
+          *shared->ref = 1;
           g_hash_table_add (memo->arrays, shared);
         }
-      c->devices = shared->v;
+      hold_shared (c, shared);
       return c;
     }
   c = ps_sharding_copy (s);
@@ -500,9 +515,11 @@ memo_sharding_keep (PpDotMemo *memo, const PsSharding *s)
         {
           shared = g_new (DevArray, 1);
           *shared = probe;
+          shared->ref = g_new (int, 1);
+          *shared->ref = 1;
           g_hash_table_add (memo->arrays, shared);
         }
-      l->devices = shared->v;
+      hold_shared (l, shared);
     }
   return c;
 }
@@ -606,7 +623,7 @@ memo_dot_from_operand (PpCtx *c, const PsInstr *i, const PpDotDims *d, int idx)
   gboolean hit;
   DotMemo *m = dot_memo_lookup (c, dot_memo_key (i, 0, idx), in, NULL, FALSE, &hit);
   if (hit)
-    return m->out ? ps_sharding_copy (m->out) : NULL;
+    return m->out ? ps_sharding_share (m->out) : NULL;
   PsSharding *r = dot_from_operand (i, d, idx);
   dot_memo_store (c, m, in, NULL, FALSE, r);
   return r;
@@ -620,7 +637,7 @@ memo_infer_dot_operand (PpCtx *c, const PsInstr *user, const PsSharding *dot_sha
   gboolean hit;
   DotMemo *m = dot_memo_lookup (c, dot_memo_key (user, 1, idx), dot_sharding, other, mc, &hit);
   if (hit)
-    return m->out ? ps_sharding_copy (m->out) : NULL;
+    return m->out ? ps_sharding_share (m->out) : NULL;
   PsSharding *r = pp_infer_dot_operand (dot_sharding, other, idx, d, mc);
   dot_memo_store (c, m, dot_sharding, other, mc, r);
   return r;
