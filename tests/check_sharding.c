@@ -833,6 +833,38 @@ START_TEST (test_from_string_position)
 }
 END_TEST
 
+/* ps_sharding_share: equal to a copy, its device array one with the
+ * original's whichever is freed first; a copy of a shared one has its own. */
+START_TEST (test_share)
+{
+  const char *texts[] = { "{devices=[2,2]0,2,1,3}", "{devices=[2,1,2]3,1,2,0 last_tile_dim_replicate}",
+                          "{{replicated}, {devices=[4]3,2,1,0}}", "{maximal device=1}" };
+  for (gsize k = 0; k < G_N_ELEMENTS (texts); k++)
+    {
+      PsSharding *s = ps_sharding_from_string (texts[k], NULL, NULL);
+      ck_assert (s != NULL);
+      PsSharding *a = ps_sharding_share (s), *b = ps_sharding_share (a);
+      PsSharding *c = ps_sharding_copy (b);
+      ck_assert (ps_sharding_equal (s, a) && ps_sharding_equal (s, b) && ps_sharding_equal (s, c));
+      g_autofree char *ts = ps_sharding_to_string (s), *tb = ps_sharding_to_string (b);
+      ck_assert_str_eq (ts, tb);
+      const PsSharding *leaf = s->kind == PS_SHARDING_TUPLE ? s->elems[1] : s;
+      const PsSharding *bleaf = b->kind == PS_SHARDING_TUPLE ? b->elems[1] : b;
+      const PsSharding *cleaf = c->kind == PS_SHARDING_TUPLE ? c->elems[1] : c;
+      ck_assert (bleaf->devices == leaf->devices);
+      ck_assert (leaf->devices == NULL || cleaf->devices != leaf->devices);
+      ck_assert (cleaf->devices_ref == NULL);
+      /* The original first: the others still read its array. */
+      ps_sharding_free (s);
+      ck_assert (ps_sharding_equal (a, c) && ps_sharding_equal (b, c));
+      ps_sharding_free (b);
+      ck_assert (ps_sharding_equal (a, c));
+      ps_sharding_free (a);
+      ps_sharding_free (c);
+    }
+}
+END_TEST
+
 /* Findings of tests/fuzz/fuzz_sharding: each tests/data/bad/sharding-*.txt
  * (raw bytes, NULs and CRs included) is refused with the error in its .err
  * sidecar, "OFFSET: message". */
@@ -888,6 +920,7 @@ sharding_suite (void)
   tcase_add_test (tc, test_from_string_position);
   tcase_add_test (tc, test_mutations);
   tcase_add_test (tc, test_bad_files);
+  tcase_add_test (tc, test_share);
   return s;
 }
 

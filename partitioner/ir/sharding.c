@@ -58,7 +58,13 @@ ps_sharding_free (PsSharding *s)
   if (s == NULL)
     return;
   g_free (s->tile_dims);
-  g_free (s->devices);
+  if (!s->devices_ref)
+    g_free (s->devices);
+  else if (g_atomic_int_dec_and_test (s->devices_ref))
+    {
+      g_free (s->devices);
+      g_free (s->devices_ref);
+    }
   g_free (s->subgroup_kinds);
   g_free (s->iota_dims);
   g_free (s->iota_perm);
@@ -85,6 +91,7 @@ ps_sharding_copy (const PsSharding *s)
   *c = *s;
   c->tile_dims = dup_i64 (s->tile_dims, s->n_tile_dims);
   c->devices = dup_i64 (s->devices, s->n_devices);
+  c->devices_ref = NULL;
   c->subgroup_kinds = s->n_subgroups > 0
     ? g_memdup2 (s->subgroup_kinds, (gsize) s->n_subgroups * sizeof (PsSubgroupKind))
     : NULL;
@@ -93,6 +100,38 @@ ps_sharding_copy (const PsSharding *s)
   c->elems = s->n_elems > 0 ? g_new0 (PsSharding *, s->n_elems) : NULL;
   for (int i = 0; i < s->n_elems; i++)
     c->elems[i] = ps_sharding_copy (s->elems[i]);
+  c->metadata = g_strdup (s->metadata);
+  return c;
+}
+
+PsSharding *
+ps_sharding_share (const PsSharding *s)
+{
+  g_return_val_if_fail (s != NULL, NULL);
+  PsSharding *c = g_new0 (PsSharding, 1);
+  *c = *s;
+  if (s->devices)
+    {
+      /* The count lives beside the array, so s (const here) gets one
+       * the first time it is shared. */
+      PsSharding *m = (PsSharding *) s;
+      if (!m->devices_ref)
+        {
+          m->devices_ref = g_new (int, 1);
+          *m->devices_ref = 1;
+        }
+      g_atomic_int_inc (m->devices_ref);
+      c->devices_ref = m->devices_ref;
+    }
+  c->tile_dims = dup_i64 (s->tile_dims, s->n_tile_dims);
+  c->subgroup_kinds = s->n_subgroups > 0
+    ? g_memdup2 (s->subgroup_kinds, (gsize) s->n_subgroups * sizeof (PsSubgroupKind))
+    : NULL;
+  c->iota_dims = dup_i64 (s->iota_dims, s->n_iota_dims);
+  c->iota_perm = dup_i64 (s->iota_perm, s->n_iota_dims);
+  c->elems = s->n_elems > 0 ? g_new0 (PsSharding *, s->n_elems) : NULL;
+  for (int i = 0; i < s->n_elems; i++)
+    c->elems[i] = ps_sharding_share (s->elems[i]);
   c->metadata = g_strdup (s->metadata);
   return c;
 }
@@ -121,7 +160,7 @@ sh_expand_iota (int n_reshape, const int64_t *reshape, const int64_t *perm)
  * candidate is verified by expanding it, so a wrong guess only costs the
  * (still correct) explicit printing. */
 static void
-detect_iota (PsSharding *s)
+detect_iota_scan (PsSharding *s)
 {
   g_clear_pointer (&s->iota_dims, g_free);
   g_clear_pointer (&s->iota_perm, g_free);
@@ -235,6 +274,66 @@ detect_iota (PsSharding *s)
   s->n_iota_dims = k;
   s->iota_dims = dup_i64 (reshape, k);
   s->iota_perm = dup_i64 (perm, k);
+}
+
+/* detect_iota_scan's answers for the last few large device arrays it saw.
+ * Propagation rebuilds shardings over the same 2048-id arrays thousands of
+ * times (a partially replicated sharding and its rewrites, one per tensor
+ * of every layer), and the scan reads every id with a multi-index; a
+ * memcmp against a remembered array is several times cheaper, and the
+ * answer depends on the array's contents alone. Per thread, so no lock. */
+#define IOTA_MEMO_SIZE 8
+#define IOTA_MEMO_MIN 64
+typedef struct {
+  int64_t n;
+  int64_t *devices;
+  int n_iota_dims;
+  int64_t iota_dims[PS_SHARDING_MAX_DIMS];
+  int64_t iota_perm[PS_SHARDING_MAX_DIMS];
+  gboolean has_perm;
+} IotaMemo;
+static _Thread_local IotaMemo iota_memo[IOTA_MEMO_SIZE];
+static _Thread_local int iota_memo_next;
+
+static void
+detect_iota (PsSharding *s)
+{
+  int64_t n = s->n_devices;
+  if (n < IOTA_MEMO_MIN || !s->devices)
+    {
+      detect_iota_scan (s);
+      return;
+    }
+  for (int k = 0; k < IOTA_MEMO_SIZE; k++)
+    {
+      IotaMemo *m = &iota_memo[k];
+      if (m->n != n || memcmp (m->devices, s->devices, (gsize) n * sizeof (int64_t)) != 0)
+        continue;
+      g_clear_pointer (&s->iota_dims, g_free);
+      g_clear_pointer (&s->iota_perm, g_free);
+      s->n_iota_dims = m->n_iota_dims;
+      s->iota_dims = dup_i64 (m->iota_dims, m->n_iota_dims);
+      s->iota_perm = m->has_perm ? dup_i64 (m->iota_perm, m->n_iota_dims) : NULL;
+      return;
+    }
+  detect_iota_scan (s);
+  if (s->n_iota_dims > PS_SHARDING_MAX_DIMS)
+    return;
+  IotaMemo *m = &iota_memo[iota_memo_next];
+  iota_memo_next = (iota_memo_next + 1) % IOTA_MEMO_SIZE;
+  if (m->n != n)
+    {
+      g_free (m->devices);
+      m->devices = g_new (int64_t, n);
+      m->n = n;
+    }
+  memcpy (m->devices, s->devices, (gsize) n * sizeof (int64_t));
+  m->n_iota_dims = s->n_iota_dims;
+  if (s->n_iota_dims > 0)
+    memcpy (m->iota_dims, s->iota_dims, sizeof (int64_t) * (gsize) s->n_iota_dims);
+  m->has_perm = s->iota_perm != NULL;
+  if (m->has_perm)
+    memcpy (m->iota_perm, s->iota_perm, sizeof (int64_t) * (gsize) s->n_iota_dims);
 }
 
 /* ---- normalising constructor --------------------------------------------- */

@@ -56,6 +56,9 @@ struct PsSharding {
   int64_t *tile_dims;
   int64_t n_devices;         /* product of tile_dims */
   int64_t *devices;          /* tile assignment, row-major, n_devices ids */
+  /* When not NULL, `devices` is shared with other shardings made by
+   * ps_sharding_share() and this counts its holders; read-only then. */
+  int *devices_ref;
   int n_subgroups;
   PsSubgroupKind *subgroup_kinds;
   /* The iota form that generates `devices`, when there is one: reshape dims
@@ -73,6 +76,12 @@ struct PsSharding {
   int64_t group_id;
   char *metadata;            /* raw text after "metadata=", or NULL */
 };
+
+/* A copy of s whose device arrays (every leaf's) are shared with s, not
+ * copied: O(tile dims) instead of O(devices). Neither may then write to
+ * its `devices`; ps_sharding_copy() gives an array of one's own. Equal to
+ * ps_sharding_copy (s) in every other way. */
+PsSharding *ps_sharding_share (const PsSharding *s);
 
 /* Parses one sharding attribute value (`{replicated}`, `{{...},{...}}`...)
  * from text[0..len). On error returns NULL, sets *err_offset to the byte

@@ -278,7 +278,7 @@ process_sharding_instructions (PsModule *m, const char *src, GPtrArray *comps,
                 {
                   /* The annotation only names a shard group: hand it to the
                    * operand and drop the custom-call. */
-                  PsSharding *os = op->sharding ? ps_sharding_copy (op->sharding)
+                  PsSharding *os = op->sharding ? ps_sharding_share (op->sharding)
                                                 : ps_sharding_unknown ();
                   os->group_kind = i->sharding->group_kind;
                   os->group_id = i->sharding->group_id;
@@ -295,7 +295,7 @@ process_sharding_instructions (PsModule *m, const char *src, GPtrArray *comps,
               g_hash_table_insert (unspec, i, d);
             }
           else if (!op->sharding)
-            op->sharding = ps_sharding_copy (i->sharding);
+            op->sharding = ps_sharding_share (i->sharding);
           if (remove)
             {
               ps_instr_replace_all_uses (i, op);
@@ -679,8 +679,8 @@ refine_annotation (PsInstr *i, PsInstr *conv, const PsSharding *from, const PsIn
   if (!i->sharding || !conv->sharding)
     return FALSE;
   gboolean to_manual = pp_is_custom_call (conv, "SPMDFullToShardShape");
-  PsSharding *a = ps_sharding_copy (to_manual ? i->sharding : conv->sharding);
-  PsSharding *mn = ps_sharding_copy (to_manual ? conv->sharding : i->sharding);
+  PsSharding *a = ps_sharding_share (to_manual ? i->sharding : conv->sharding);
+  PsSharding *mn = ps_sharding_share (to_manual ? conv->sharding : i->sharding);
   /* Forward into a to-manual conversion, or backward out of a to-auto one,
    * `from` is an auto sharding; otherwise it has a manual subgroup. */
   gboolean ok = (forward == to_manual) ? refine_from_auto (from, dims, &a, &mn)
@@ -753,7 +753,7 @@ infer_from_group (PpCtx *c, PsInstr *i, int aggr, GPtrArray *group)
         PsInstr *mbr = g_ptr_array_index (group, k);
         if (mbr == i || !mbr->sharding || !pp_is_manual (mbr->sharding))
           continue;
-        set_sharding (i, ps_sharding_copy (mbr->sharding));
+        set_sharding (i, ps_sharding_share (mbr->sharding));
         return TRUE;
       }
   gboolean mc = c->is_spmd && aggr > 0;
@@ -763,7 +763,7 @@ infer_from_group (PpCtx *c, PsInstr *i, int aggr, GPtrArray *group)
       PsInstr *mbr = g_ptr_array_index (group, k);
       if (mbr == i || pp_is_custom_call (mbr, "ShardBarrierFrom") || !mbr->sharding)
         continue;
-      changed |= pp_maybe_improve (ps_sharding_copy (mbr->sharding), i, mc, FALSE);
+      changed |= pp_maybe_improve (ps_sharding_share (mbr->sharding), i, mc, FALSE);
     }
   return changed;
 }
@@ -978,7 +978,7 @@ restrict_outputs (PpCtx *c, const PsPropagateOptions *o, GPtrArray *saved_root,
           if (!o->to_output[k] && s && s->kind != PS_SHARDING_UNKNOWN && (int) k < root->sharding->n_elems)
             {
               ps_sharding_free (root->sharding->elems[k]);
-              root->sharding->elems[k] = ps_sharding_copy (s);
+              root->sharding->elems[k] = ps_sharding_share (s);
             }
         }
     }
@@ -992,7 +992,7 @@ restrict_outputs (PpCtx *c, const PsPropagateOptions *o, GPtrArray *saved_root,
               {
                 PsInstr *p = g_ptr_array_index (e->params, k);
                 PsSharding *s = g_hash_table_lookup (saved_params, p);
-                set_sharding (p, s && s->kind != PS_SHARDING_UNKNOWN ? ps_sharding_copy (s) : NULL);
+                set_sharding (p, s && s->kind != PS_SHARDING_UNKNOWN ? ps_sharding_share (s) : NULL);
               }
         }
       else if (np == 1)
@@ -1015,7 +1015,7 @@ restrict_outputs (PpCtx *c, const PsPropagateOptions *o, GPtrArray *saved_root,
                       {
                         ps_sharding_free (p->sharding->elems[first + j]);
                         p->sharding->elems[first + j] =
-                            ps_sharding_copy (pp_is_tuple (subn) ? subn->elems[j] : subn);
+                            ps_sharding_share (pp_is_tuple (subn) ? subn->elems[j] : subn);
                       }
                     ps_sharding_free (subn);
                   }
@@ -1122,7 +1122,7 @@ remove_barriers (GPtrArray *comps, Groups *g)
             {
               PsSharding *mrg = pp_merge_if_compatible (op->sharding, pp_num_tiles (i->sharding),
                                                         i->sharding);
-              set_sharding (op, mrg ? mrg : ps_sharding_copy (i->sharding));
+              set_sharding (op, mrg ? mrg : ps_sharding_share (i->sharding));
             }
           g_hash_table_remove (g->instr_group, i);
           if (grp)
@@ -1154,7 +1154,7 @@ prepare_cse_prevention (GPtrArray *comps, gboolean only, GHashTable **original)
       *original = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) ps_sharding_free);
       FOR_EACH_INSTR (comps, c, i)
         if (i->sharding)
-          g_hash_table_insert (*original, i, ps_sharding_copy (i->sharding));
+          g_hash_table_insert (*original, i, ps_sharding_share (i->sharding));
     }
   else
     FOR_EACH_INSTR (comps, c, i)
@@ -1185,7 +1185,7 @@ save_entry_shardings (const PpCtx *ctx, PsComputation *entry, GPtrArray **saved_
       {
         PsInstr *p = g_ptr_array_index (entry->params, k);
         if (p->sharding)
-          g_hash_table_insert (saved_params, p, ps_sharding_copy (p->sharding));
+          g_hash_table_insert (saved_params, p, ps_sharding_share (p->sharding));
       }
 }
 
@@ -1208,7 +1208,7 @@ link_called_computations (PpCtx *ctx, GPtrArray *comps)
           sharded = g_ptr_array_index (rel, k);
       if (sharded)
         {
-          PsSharding *s = ps_sharding_copy (sharded->sharding);
+          PsSharding *s = ps_sharding_share (sharded->sharding);
           for (guint k = 0; k < rel->len; k++)
             {
               PsInstr *x = g_ptr_array_index (rel, k);
@@ -1245,7 +1245,7 @@ mark_provided (PpCtx *ctx, GPtrArray *comps, PsComputation *entry)
           PsInstr *copy = ps_computation_add_instr (entry, PS_OP_COPY, NULL,
                                                     ps_shape_copy (root->shape), 1, &root);
           if (root->sharding)
-            copy->sharding = ps_sharding_copy (root->sharding);
+            copy->sharding = ps_sharding_share (root->sharding);
           entry->root = copy;
           root = copy;
           changed = TRUE;
@@ -1293,11 +1293,11 @@ unify_shard_as_groups (Groups *g)
       for (guint x = 0; x < sh->len; x++)
         all_plain &= !pp_is_tuple (g_ptr_array_index (sh, x)) && !pp_is_manual (g_ptr_array_index (sh, x));
       if (sh->len == 0)
-        common = ps_sharding_copy (dflt ? dflt : rep);
+        common = ps_sharding_share (dflt ? dflt : rep);
       else if (all_plain)
         common = pp_find_common ((int) sh->len, (PsSharding **) sh->pdata, dflt ? dflt : rep);
       else
-        common = ps_sharding_copy (dflt ? dflt : g_ptr_array_index (sh, 0));
+        common = ps_sharding_share (dflt ? dflt : g_ptr_array_index (sh, 0));
       ps_sharding_free (rep);
       g_ptr_array_free (sh, TRUE);
       for (guint x = 0; x < grp->len; x++)
@@ -1326,7 +1326,7 @@ push_back_through_barriers (GPtrArray *comps, Groups *g)
         continue;
       PsSharding *mrg = pp_merge_if_compatible (i->operands[0]->sharding, pp_num_tiles (i->sharding),
                                                 i->sharding);
-      set_sharding (i->operands[0], mrg ? mrg : ps_sharding_copy (i->sharding));
+      set_sharding (i->operands[0], mrg ? mrg : ps_sharding_share (i->sharding));
     }
 }
 
@@ -1377,7 +1377,7 @@ restore_cse_prevention (GPtrArray *comps, GHashTable *original)
             pp_set_metadata_text (i->sharding, "{op_name=\"_sharding_propagation_cse_prevention\"}");
           continue;
         }
-      set_sharding (i, orig ? ps_sharding_copy (orig) : NULL);
+      set_sharding (i, orig ? ps_sharding_share (orig) : NULL);
     }
 }
 

@@ -132,6 +132,22 @@ sh_from_ta (Ta *t, int nsub, const PsSubgroupKind *kinds, const PsSharding *meta
   return with_meta (ps_sharding_subgroup_take (t->nd, t->d, v, nsub, kinds), meta_src);
 }
 
+/* ps_sharding_subgroup (n, dims, s->devices, s's subgroups) for dims
+ * whose product is s's device count (s's tile dims with size-1 dims put in
+ * or taken out): s's array is a validated tile assignment already, so its
+ * per-id check (a bitmap over every id) is skipped, as in sh_from_ta. */
+PsSharding *
+pp_subgroup_of (int n, const int64_t *dims, const PsSharding *s)
+{
+  if (n < 1 || n > PS_SHARDING_MAX_DIMS || s->n_subgroups > n || ps_product (n, dims) != s->n_devices)
+    return ps_sharding_subgroup (n, dims, s->devices, s->n_subgroups, s->subgroup_kinds);
+  for (int k = 0; k < n; k++)
+    if (dims[k] < 1)
+      return ps_sharding_subgroup (n, dims, s->devices, s->n_subgroups, s->subgroup_kinds);
+  return ps_sharding_subgroup_take (n, dims, g_memdup2 (s->devices, (gsize) s->n_devices * sizeof (int64_t)),
+                                    s->n_subgroups, s->subgroup_kinds);
+}
+
 static PsSharding *
 partial_tile (Ta *t, const PsSharding *meta_src)
 {
@@ -311,7 +327,7 @@ xla_subgroup_count (const PsSharding *s)
 PsSharding *
 pp_copy (const PsSharding *s)
 {
-  return s ? ps_sharding_copy (s) : NULL;
+  return s ? ps_sharding_share (s) : NULL;
 }
 
 PsSharding *
@@ -334,7 +350,7 @@ pp_single_tuple (const PsShape *shape, const PsSharding *s)
   int n = ps_shape_leaf_count (shape);
   PsSharding **e = g_new (PsSharding *, n > 0 ? n : 1);
   for (int i = 0; i < n; i++)
-    e[i] = ps_sharding_copy (s);
+    e[i] = ps_sharding_share (s);
   PsSharding *r = ps_sharding_tuple (n, e);
   g_free (e);
   return r;
@@ -347,7 +363,7 @@ pp_normalize_tuple (const PsSharding *s, const PsShape *shape)
     return NULL;
   if (ps_shape_is_tuple (shape) && !pp_is_tuple (s))
     return pp_single_tuple (shape, s);
-  return ps_sharding_copy (s);
+  return ps_sharding_share (s);
 }
 
 PsSharding *
@@ -377,7 +393,7 @@ pp_sub_sharding (const PsSharding *s, const PsShape *shape, int index)
   if (!s)
     return NULL;
   if (!ps_shape_is_tuple (shape) || index >= shape->n_elems)
-    return ps_sharding_copy (s);
+    return ps_sharding_share (s);
   if (!pp_is_tuple (s))
     return pp_normalize_tuple (s, shape->elems[index]);
   int first, count;
@@ -385,10 +401,10 @@ pp_sub_sharding (const PsSharding *s, const PsShape *shape, int index)
   if (first + count > s->n_elems)
     return NULL;
   if (!ps_shape_is_tuple (shape->elems[index]))
-    return ps_sharding_copy (s->elems[first]);
+    return ps_sharding_share (s->elems[first]);
   PsSharding **e = g_new (PsSharding *, count > 0 ? count : 1);
   for (int i = 0; i < count; i++)
-    e[i] = ps_sharding_copy (s->elems[first + i]);
+    e[i] = ps_sharding_share (s->elems[first + i]);
   PsSharding *r = ps_sharding_tuple (count, e);
   g_free (e);
   return r;
@@ -440,7 +456,7 @@ pp_partially_replicate_on_dims (const PsSharding *s, int n, const int64_t *dims)
       group *= s->tile_dims[dims[i]];
     }
   if (group == 1)
-    return ps_sharding_copy (s);
+    return ps_sharding_share (s);
   if (group == pp_num_tiles (s) && s->n_subgroups == 0)
     return pp_replicated_like (s);
   int64_t perm[PP_MAX_DIMS];
@@ -500,7 +516,7 @@ PsSharding *
 pp_replicate_all_data_dims (const PsSharding *s, int data_rank)
 {
   if (pp_is_manual (s))
-    return ps_sharding_copy (s);
+    return ps_sharding_share (s);
   if (xla_subgroup_count (s) == 0)
     return pp_replicated_like (s);
   PsSharding *r = pp_partially_replicate_all_except (s, 0, NULL);
@@ -720,7 +736,7 @@ pp_reshape_sharding (const PsShape *src, const PsShape *tgt, const PsSharding *s
   if (nout != tgt->rank)
     return NULL;
   PsSharding *sh = nrepl > 0 ? pp_partially_replicate_on_dims (s, nrepl, to_repl)
-                             : ps_sharding_copy (s);
+                             : ps_sharding_share (s);
   if (!pp_is_tiled (sh))
     {
       ps_sharding_free (sh);
@@ -1112,7 +1128,7 @@ pp_merge_if_compatible (const PsSharding *to_merge, int64_t minimum_tiles, const
   if (pp_is_tile_maximal (to_merge) || to_merge->kind != PS_SHARDING_TILED)
     return NULL;
   if (pp_is_tile_maximal (dst))
-    return ps_sharding_copy (to_merge);
+    return ps_sharding_share (to_merge);
   if (!pp_has_partial_replication (dst))
     return NULL;
   int dr = pp_data_rank (to_merge);

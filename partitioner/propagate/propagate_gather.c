@@ -360,7 +360,7 @@ pp_infer_gather_from_operands (PpCtx *c, PsInstr *i, gboolean mc)
         {
           PsSharding *filtered = has_par ? pp_partially_replicate_on_dims (op->sharding, p.n,
                                                                            p.operand)
-                                         : ps_sharding_copy (op->sharding);
+                                         : ps_sharding_share (op->sharding);
           if (pp_is_tiled (filtered))
             {
               Dims t;
@@ -419,7 +419,7 @@ pp_infer_scatter_from_operands (PpCtx *c, PsInstr *i, gboolean mc)
     }
   for (int k = 0; k < n; k++)
     if (spatial (i->operands[k]))
-      changed |= pp_maybe_improve_sub_ (ps_sharding_copy (i->operands[k]->sharding), i, k, mc);
+      changed |= pp_maybe_improve_sub_ (ps_sharding_share (i->operands[k]->sharding), i, k, mc);
   gboolean any_upd = FALSE;
   for (int k = 0; k < n; k++)
     any_upd |= spatial (i->operands[n + 1 + k]);
@@ -468,7 +468,7 @@ pp_gather_operand_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user)
   const PsGatherDims *gd = &user->gather;
   const PsSharding *us = user->sharding;
   if (pp_is_tile_maximal (us) || pp_is_manual (us))
-    return ps_sharding_copy (us);
+    return ps_sharding_share (us);
   int orank = user->shape->rank;
   if (i == user->operands[1])
     {
@@ -517,7 +517,7 @@ pp_scatter_operand_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user)
   for (int k = 0; k < n; k++)
     if (i == user->operands[k])
       return pp_is_tuple (user->sharding) ? pp_sub_sharding (user->sharding, user->shape, k)
-                                          : ps_sharding_copy (user->sharding);
+                                          : ps_sharding_share (user->sharding);
   int urank = user->operands[n + 1]->shape->rank;
   if (i == idx)
     {
@@ -529,7 +529,7 @@ pp_scatter_operand_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user)
           if (!spatial (up))
             continue;
           if (pp_is_tile_maximal (up->sharding) || pp_is_manual (up->sharding))
-            acc[na++] = ps_sharding_copy (up->sharding);
+            acc[na++] = ps_sharding_share (up->sharding);
           else
             {
               Dims d;
@@ -555,7 +555,7 @@ pp_scatter_operand_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user)
   if (spatial (idx))
     {
       if (pp_is_tile_maximal (idx->sharding) || pp_is_manual (idx->sharding))
-        from_idx = ps_sharding_copy (idx->sharding);
+        from_idx = ps_sharding_share (idx->sharding);
       else
         {
           Dims d;
@@ -570,10 +570,10 @@ pp_scatter_operand_from_user (PpCtx *c, const PsInstr *i, const PsInstr *user)
     {
       PsSharding *os = pp_is_tuple (user->sharding)
                            ? pp_sub_sharding (user->sharding, user->shape, uidx)
-                           : ps_sharding_copy (user->sharding);
+                           : ps_sharding_share (user->sharding);
       PsSharding *from_out = NULL;
       if (pp_is_tile_maximal (os) || pp_is_manual (os))
-        from_out = ps_sharding_copy (os);
+        from_out = ps_sharding_share (os);
       else
         {
           Dims par = { 0 };

@@ -209,7 +209,7 @@ PsSharding *
 pp_find_common (int n, PsSharding *const *shardings, const PsSharding *dflt)
 {
   g_return_val_if_fail (n > 0, NULL);
-  PsSharding *common = ps_sharding_copy (shardings[0]);
+  PsSharding *common = ps_sharding_share (shardings[0]);
   for (int i = 1; i < n; i++)
     {
       if (ps_sharding_equal_layout (common, shardings[i]))
@@ -218,7 +218,7 @@ pp_find_common (int n, PsSharding *const *shardings, const PsSharding *dflt)
       if (!m)
         {
           ps_sharding_free (common);
-          return ps_sharding_copy (dflt ? dflt : shardings[0]);
+          return ps_sharding_share (dflt ? dflt : shardings[0]);
         }
       ps_sharding_free (common);
       common = m;
@@ -296,7 +296,7 @@ pp_maybe_improve_sub_ (PsSharding *s, PsInstr *i, int index, gboolean may_combin
   for (int k = 0; k < count && first + k < base->n_elems; k++)
     {
       ps_sharding_free (base->elems[first + k]);
-      base->elems[first + k] = ps_sharding_copy (pp_is_tuple (rr) ? rr->elems[k] : rr);
+      base->elems[first + k] = ps_sharding_share (pp_is_tuple (rr) ? rr->elems[k] : rr);
     }
   ps_sharding_free (rr);
   ps_sharding_free (i->sharding);

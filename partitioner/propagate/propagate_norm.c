@@ -52,16 +52,16 @@ pp_infer_batch_norm_from_operands (PpCtx *c, PsInstr *i, gboolean may_combine, g
   if (!best)
     return FALSE;
   if (i->opcode == PS_OP_BATCH_NORM_INFERENCE)
-    return pp_maybe_improve (ps_sharding_copy (best->sharding), i, may_combine, aggressive);
+    return pp_maybe_improve (ps_sharding_share (best->sharding), i, may_combine, aggressive);
   PsSharding *e[3];
-  e[0] = ps_sharding_copy (best->sharding);
+  e[0] = ps_sharding_share (best->sharding);
   e[1] = feature_sharding (best->sharding, i->feature_index);
   if (!e[1])
     {
       ps_sharding_free (e[0]);
       return FALSE;
     }
-  e[2] = ps_sharding_copy (e[1]);
+  e[2] = ps_sharding_share (e[1]);
   return pp_maybe_improve (ps_sharding_tuple (3, e), i, may_combine, aggressive);
 }
 
@@ -76,7 +76,7 @@ pp_batch_norm_operand_from_user (const PsInstr *i, const PsInstr *user)
   if (ps_shape_is_tuple (user->shape))
     lead = pp_sub_sharding (us, user->shape, 0);
   else if (!pp_is_tuple (us))
-    lead = ps_sharding_copy (us);
+    lead = ps_sharding_share (us);
   if (!lead)
     return NULL;
   if (operand_shaped (user->opcode, k))

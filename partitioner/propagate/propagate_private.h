@@ -40,6 +40,7 @@ gboolean pp_has_unique_device (const PsSharding *s, int64_t *device);
 
 /* ---- constructors ------------------------------------------------------- */
 PsSharding *pp_copy (const PsSharding *s);
+PsSharding *pp_subgroup_of (int n, const int64_t *dims, const PsSharding *s);
 PsSharding *pp_replicated_like (const PsSharding *meta_src);
 PsSharding *pp_manual_like (const PsSharding *meta_src);
 /* Tuple sharding for `shape` whose every leaf is a copy of `s`. */

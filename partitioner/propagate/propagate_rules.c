@@ -175,7 +175,7 @@ maybe_improve_from (const PsSharding *s, PsInstr *i, gboolean may_combine, gbool
 {
   if (s && i->sharding && ps_sharding_equal_layout (s, i->sharding))
     return FALSE;
-  return pp_maybe_improve (ps_sharding_copy (s), i, may_combine, aggressive);
+  return pp_maybe_improve (ps_sharding_share (s), i, may_combine, aggressive);
 }
 
 
@@ -360,7 +360,7 @@ dot_from_operand (const PsInstr *i, const PpDotDims *d, int idx)
   const PsInstr *op = i->operands[idx];
   const PsSharding *s = op->sharding;
   if (pp_is_tile_maximal (s) || pp_is_manual (s))
-    return ps_sharding_copy (s);
+    return ps_sharding_share (s);
   int64_t contr[PP_MAX_DIMS * 2];
   int nc = 0;
   for (int k = 0; k < d->nc; k++)
@@ -413,12 +413,17 @@ typedef struct {
 
 struct PpDotMemo {
   GHashTable *entries;  /* gint64 key -> DotMemo* */
-  GHashTable *arrays;   /* DevArray* set, owns the arrays */
+  GHashTable *arrays;   /* DevArray* set, holds one count of each array */
 };
 
+/* An array of the memo with its count (PsSharding.devices_ref): the memo's
+ * shardings and the copies a hit hands out (ps_sharding_share) hold it
+ * too, so a hit copies no ids and an array outlives the memo while a
+ * sharding still reads it. */
 typedef struct {
   int64_t n;
   int64_t *v;
+  int *ref;
 } DevArray;
 
 static guint
@@ -442,20 +447,28 @@ static void
 dev_array_free (gpointer p)
 {
   DevArray *a = p;
-  g_free (a->v);
+  if (g_atomic_int_dec_and_test (a->ref))
+    {
+      g_free (a->v);
+      g_free (a->ref);
+    }
   g_free (a);
 }
 
-/* Detaches the memo's shared arrays from s, then frees it. */
+/* Frees s; the memo's arrays it held lose one count. */
 static void
 memo_sharding_free (PsSharding *s)
 {
-  if (!s)
-    return;
-  s->devices = NULL;
-  for (int k = 0; k < s->n_elems; k++)
-    s->elems[k]->devices = NULL;
   ps_sharding_free (s);
+}
+
+/* l (a leaf of a memo sharding) holds `shared`. */
+static void
+hold_shared (PsSharding *l, DevArray *shared)
+{
+  l->devices = shared->v;
+  l->devices_ref = shared->ref;
+  g_atomic_int_inc (shared->ref);
 }
 
 /* A copy of s for the memo, its device arrays shared through the table. */
@@ -478,9 +491,11 @@ memo_sharding_keep (PpDotMemo *memo, const PsSharding *s)
           shared = g_new (DevArray, 1);
           shared->n = s->n_devices;
           shared->v = g_memdup2 (s->devices, sizeof (int64_t) * s->n_devices);
+          shared->ref = g_new (int, 1);
+          *shared->ref = 1;
           g_hash_table_add (memo->arrays, shared);
         }
-      c->devices = shared->v;
+      hold_shared (c, shared);
       return c;
     }
   c = ps_sharding_copy (s);
@@ -500,9 +515,11 @@ memo_sharding_keep (PpDotMemo *memo, const PsSharding *s)
         {
           shared = g_new (DevArray, 1);
           *shared = probe;
+          shared->ref = g_new (int, 1);
+          *shared->ref = 1;
           g_hash_table_add (memo->arrays, shared);
         }
-      l->devices = shared->v;
+      hold_shared (l, shared);
     }
   return c;
 }
@@ -606,7 +623,7 @@ memo_dot_from_operand (PpCtx *c, const PsInstr *i, const PpDotDims *d, int idx)
   gboolean hit;
   DotMemo *m = dot_memo_lookup (c, dot_memo_key (i, 0, idx), in, NULL, FALSE, &hit);
   if (hit)
-    return m->out ? ps_sharding_copy (m->out) : NULL;
+    return m->out ? ps_sharding_share (m->out) : NULL;
   PsSharding *r = dot_from_operand (i, d, idx);
   dot_memo_store (c, m, in, NULL, FALSE, r);
   return r;
@@ -620,7 +637,7 @@ memo_infer_dot_operand (PpCtx *c, const PsInstr *user, const PsSharding *dot_sha
   gboolean hit;
   DotMemo *m = dot_memo_lookup (c, dot_memo_key (user, 1, idx), dot_sharding, other, mc, &hit);
   if (hit)
-    return m->out ? ps_sharding_copy (m->out) : NULL;
+    return m->out ? ps_sharding_share (m->out) : NULL;
   PsSharding *r = pp_infer_dot_operand (dot_sharding, other, idx, d, mc);
   dot_memo_store (c, m, dot_sharding, other, mc, r);
   return r;
@@ -795,7 +812,7 @@ lookahead_user_sharding (PpCtx *c, PsInstr *i)
           if (s && k != 1)
             {
               ps_sharding_free (curr->sharding);
-              curr->sharding = ps_sharding_copy (s);
+              curr->sharding = ps_sharding_share (s);
               continue;
             }
           break;
@@ -880,7 +897,7 @@ infer_reduce (PpCtx *c, PsInstr *i, gboolean mc)
       const PsSharding *s = op->sharding;
       if (pp_is_manual (s))
         {
-          changed |= pp_maybe_improve_sub_ (ps_sharding_copy (s), i, k, mc);
+          changed |= pp_maybe_improve_sub_ (ps_sharding_share (s), i, k, mc);
           continue;
         }
       gboolean reduce_sharded = FALSE;
@@ -936,7 +953,7 @@ infer_broadcast (PsInstr *i, int aggr, gboolean mc)
     }
   for (int k = pp_data_rank (s); k < s->n_tile_dims; k++)
     t[n++] = s->tile_dims[k];
-  PsSharding *ns = ps_sharding_subgroup (n, t, s->devices, s->n_subgroups, s->subgroup_kinds);
+  PsSharding *ns = pp_subgroup_of (n, t, s);
   if (ns && s->metadata)
     ns->metadata = g_strdup (s->metadata);
   return pp_maybe_improve (ns, i, mc, pp_non_root_users (i) == 1);
@@ -1030,7 +1047,7 @@ infer_tuple (PsInstr *i)
   PsSharding **subs = g_new0 (PsSharding *, nl > 0 ? nl : 1);
   for (int k = 0; k < nl; k++)
     subs[k] = i->sharding && pp_is_tuple (i->sharding) && k < i->sharding->n_elems
-                  ? ps_sharding_copy (i->sharding->elems[k])
+                  ? ps_sharding_share (i->sharding->elems[k])
                   : ps_sharding_replicated ();
   int idx = 0;
   for (int k = 0; k < i->n_operands; k++)
@@ -1046,7 +1063,7 @@ infer_tuple (PsInstr *i)
                 if (!i->sharding || pp_is_more_specific (os->elems[j], subs[idx + j]))
                   {
                     ps_sharding_free (subs[idx + j]);
-                    subs[idx + j] = ps_sharding_copy (os->elems[j]);
+                    subs[idx + j] = ps_sharding_share (os->elems[j]);
                   }
               ps_sharding_free (os);
             }
@@ -1059,7 +1076,7 @@ infer_tuple (PsInstr *i)
                   && (!i->sharding || pp_is_more_specific (os, subs[idx])))
                 {
                   ps_sharding_free (subs[idx]);
-                  subs[idx] = ps_sharding_copy (os);
+                  subs[idx] = ps_sharding_share (os);
                 }
             }
         }
@@ -1335,7 +1352,7 @@ broadcast_operand_sharding (const PsInstr *user, gboolean is_spmd)
 {
   const PsSharding *s = user->sharding;
   if (pp_is_replicated (s) || pp_is_manual (s))
-    return ps_sharding_copy (s);
+    return ps_sharding_share (s);
   if (!pp_is_tiled (s))
     return NULL;
   int64_t rep[PP_MAX_DIMS];
@@ -1364,7 +1381,7 @@ reduce_operand_sharding (const PsInstr *i, const PsInstr *user)
   int idx = pp_operand_index (user, i);
   PsSharding *us = ps_shape_is_tuple (user->shape)
                        ? pp_sub_sharding (user->sharding, user->shape, idx)
-                       : ps_sharding_copy (user->sharding);
+                       : ps_sharding_share (user->sharding);
   if (!us)
     return NULL;
   if (pp_is_tiled (us))
@@ -1374,7 +1391,7 @@ reduce_operand_sharding (const PsInstr *i, const PsInstr *user)
       int next = 0;
       for (int k = 0; k < nt; k++)
         t[k] = ps_ints_contains (&user->dimensions, k) ? 1 : us->tile_dims[next++];
-      PsSharding *r = ps_sharding_subgroup (nt, t, us->devices, us->n_subgroups, us->subgroup_kinds);
+      PsSharding *r = pp_subgroup_of (nt, t, us);
       if (r && us->metadata)
         r->metadata = g_strdup (us->metadata);
       ps_sharding_free (us);
@@ -1449,7 +1466,7 @@ gte_operand_sharding (const PsInstr *i, const PsInstr *user, const PsSharding **
       if (first < base->n_elems && !pp_is_tuple (us))
         {
           ps_sharding_free (base->elems[first]);
-          base->elems[first] = ps_sharding_copy (us);
+          base->elems[first] = ps_sharding_share (us);
         }
     }
   else
@@ -1464,7 +1481,7 @@ gte_operand_sharding (const PsInstr *i, const PsInstr *user, const PsSharding **
       for (int k = 0; k < u->n_elems && first + k < base->n_elems; k++)
         {
           ps_sharding_free (base->elems[first + k]);
-          base->elems[first + k] = ps_sharding_copy (u->elems[k]);
+          base->elems[first + k] = ps_sharding_share (u->elems[k]);
         }
       ps_sharding_free (u);
     }
@@ -1478,7 +1495,7 @@ static PsSharding *
 as_result (const PsSharding *us, const PsSharding **borrowed)
 {
   if (!borrowed)
-    return ps_sharding_copy (us);
+    return ps_sharding_share (us);
   *borrowed = us;
   return NULL;
 }
@@ -1592,7 +1609,7 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
     case PS_OP_RESHAPE:
       return pp_propagate_through_reshape (user->shape, i->shape, us);
     case PS_OP_PAD:
-      return i == user->operands[0] ? ps_sharding_copy (us) : NULL;
+      return i == user->operands[0] ? ps_sharding_share (us) : NULL;
     case PS_OP_SLICE:
       return as_result (us, borrowed);
     case PS_OP_TRANSPOSE:
@@ -1670,10 +1687,10 @@ from_user (PpCtx *c, const PsInstr *i, const PsInstr *user, int aggr, const PsSh
           return as_result (us, borrowed);
         int cnt = ps_shape_leaf_count (i->shape);
         if (!ps_shape_is_tuple (i->shape))
-          return us->n_elems > 0 ? ps_sharding_copy (us->elems[0]) : NULL;
+          return us->n_elems > 0 ? ps_sharding_share (us->elems[0]) : NULL;
         PsSharding **e = g_new (PsSharding *, cnt > 0 ? cnt : 1);
         for (int k = 0; k < cnt; k++)
-          e[k] = k < us->n_elems ? ps_sharding_copy (us->elems[k]) : ps_sharding_replicated ();
+          e[k] = k < us->n_elems ? ps_sharding_share (us->elems[k]) : ps_sharding_replicated ();
         PsSharding *r = ps_sharding_tuple (cnt, e);
         g_free (e);
         return r;
@@ -1758,7 +1775,7 @@ pp_infer_from_users (PpCtx *c, PsInstr *i, int aggr)
           continue;
         }
       if (b)
-        s = ps_sharding_copy (b);
+        s = ps_sharding_share (b);
       if (s && pp_is_custom_call (i, "ShardBarrierTo"))
         {
           /* The barrier keeps its users' sharding from flowing on to its
