@@ -33,6 +33,7 @@ ps_encdec_config_small (PsEncDecConfig *out)
   out->sharding = PS_SHARDING_2D;
   out->moe_every = 2;
   out->top_k = 2;
+  out->expert_ffn = PS_FFN_RELU;
   out->capacity_factor = 2.0;
   out->aux_loss_weight = 0.01;
   out->microbatches = 1;
@@ -209,6 +210,7 @@ moe_ffn (PsNet *net, const PsEncDecConfig *c, const MoeFfn *w, PsInstr *x, PsIns
   int64_t gsm[3] = { G, B * S / G, M }, bsm[3] = { B, S, M };
   PsMoeConfig mc = { c->experts, ps_moe_capacity (B * S / G, c->experts, c->capacity_factor), c->top_k, 0 };
   ps_moe_layout_config (c->moe_layout, net->m->num_partitions, net->mesh_devices, &mc);
+  mc.gelu = c->expert_ffn == PS_FFN_GELU;
   PsInstr *a = NULL;
   PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), ps_build_convert (b, w->wg, net->act),
                              ps_build_convert (b, w->wi, net->act), ps_build_convert (b, w->wo, net->act), &a);

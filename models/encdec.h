@@ -71,6 +71,7 @@ typedef struct {
   PsPositionKind position;   /* relative, rope or none */
   PsNormKind norm;
   PsFfnKind ffn;
+  PsFfnKind expert_ffn;       /* the experts' activation: PS_FFN_RELU (GShard) or PS_FFN_GELU */
   gboolean untied_embeddings;
   PsOptimizerKind optimizer;
   gboolean f32_activations;  /* activations in f32 (GShard's runs); else bf16 */

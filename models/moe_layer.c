@@ -221,6 +221,21 @@ split_on (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *x, int dim)
   return split_dims (b, cfg, x, dim, -1);
 }
 
+const char *const ps_expert_ffn_names[] = { "relu", "gelu", NULL };
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), ps_gelu's formula on the
+ * builder (scalars broadcast). */
+static PsInstr *
+expert_gelu (PsBuilder *b, PsInstr *x)
+{
+  PsElemType t = x->shape->etype;
+  PsInstr *x3 = ps_build_mul (b, ps_build_mul (b, x, x), x);
+  PsInstr *in = ps_build_add (b, x, ps_build_mul (b, ps_build_scalar (b, t, 0.044715), x3));
+  PsInstr *th = ps_build_unary (b, PS_OP_TANH, ps_build_mul (b, ps_build_scalar (b, t, sqrt (2.0 / G_PI)), in));
+  PsInstr *h = ps_build_add (b, ps_build_scalar (b, t, 1.0), th);
+  return ps_build_mul (b, ps_build_mul (b, ps_build_scalar (b, t, 0.5), x), h);
+}
+
 PsInstr *
 ps_moe_layer (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *x, PsInstr *wg, PsInstr *wi,
               PsInstr *wo, PsInstr **aux_loss)
@@ -248,7 +263,7 @@ ps_moe_layer (PsBuilder *b, const PsMoeConfig *cfg, PsInstr *x, PsInstr *wg, PsI
   xin = split_on (b, cfg, xin, 0);
   ps_builder_set_op_name (b, PS_MOE_OP_EXPERTS);
   PsInstr *h = ps_build_einsum (b, "egcm,emh->egch", xin, wi);
-  h = split_dims (b, cfg, ps_build_max (b, h, ps_build_scalar (b, act, 0.0)), 0, 3);
+  h = split_dims (b, cfg, cfg->gelu ? expert_gelu (b, h) : ps_build_max (b, h, ps_build_scalar (b, act, 0.0)), 0, 3);
   /* Lingvo's eah/eam splits: the experts' output stays on E, then moves
    * back to the groups (gecm_split); annotating both ends fixes the
    * backward layout too (the gradients carry the same annotations). */

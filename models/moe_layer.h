@@ -9,7 +9,11 @@
  * einsums with [G, S, E, C] tensors, as the paper writes them:
  *
  *   expert_in[E,G,C,M]  = einsum("gsec,gsm->egcm", dispatch, x)   E split
- *   h[E,G,C,H]          = relu(einsum("egcm,emh->egch", expert_in, wi))
+ *   h[E,G,C,H]          = act(einsum("egcm,emh->egch", expert_in, wi))
+ *
+ * act is ReLU (GShard section 2.2: FFN_e(x) = wo_e ReLU(wi_e x)) or the
+ * tanh-approximated GELU of Hendrycks and Gimpel (arXiv 1606.08415), the
+ * same formula as ps_gelu (PsMoeConfig.gelu).
  *   expert_out[G,E,C,M] = einsum("egch,ehm->gecm", h, wo)          G split
  *   y[G,S,M]            = einsum("gsec,gecm->gsm", combine, expert_out)
  *
@@ -78,7 +82,15 @@ typedef struct {
   const int64_t *devices;
   gboolean split_hidden;
   int hidden_axis;
+  /* The experts' activation: FALSE ReLU (GShard), TRUE GELU. */
+  gboolean gelu;
 } PsMoeConfig;
+
+/* The experts' activations the MoE families offer (model-file key
+ * expert_ffn), "relu|gelu" (NULL-ended); index 0 and 1 are PS_FFN_RELU
+ * and PS_FFN_GELU. Gated experts (GEGLU, ST-MoE) need a second wi and are
+ * not offered. */
+extern const char *const ps_expert_ffn_names[];
 
 /* The expert layouts of a 2-D mesh [A, B] that the encoder-decoder
  * (moe_sharding) and the MoE LM (sharding) offer, annotations only:

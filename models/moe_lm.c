@@ -30,6 +30,7 @@ ps_moe_lm_config_small (PsMoeLmConfig *out)
   out->experts = 8;
   out->capacity_factor = 2.0;
   out->top_k = 2;
+  out->expert_ffn = PS_FFN_RELU;
   out->aux_loss_weight = 0.01;
   out->f32_activations = TRUE;
   out->optimizer = PS_OPTIMIZER_ADAFACTOR;
@@ -200,6 +201,7 @@ moe_ffn (PsNet *net, const MoeLmLayer *L, PsInstr *x)
   PsMoeConfig mc = { cfg->experts, ps_moe_lm_capacity (cfg), cfg->top_k, L->axis };
   if (cfg->mesh_layout)
     ps_moe_layout_config (cfg->layout, net->m->num_partitions, net->mesh_devices, &mc);
+  mc.gelu = cfg->expert_ffn == PS_FFN_GELU;
   PsInstr *aux = NULL;
   PsInstr *y = ps_moe_layer (b, &mc, ps_build_reshape (b, h, 3, gsm), wg, wi, wo, &aux);
   y = ps_build_reshape (b, y, 3, bsm);

@@ -57,6 +57,7 @@ typedef struct {
   PsPositionKind position;
   PsNormKind norm;
   PsFfnKind ffn;
+  PsFfnKind expert_ffn;       /* the experts' activation: PS_FFN_RELU (GShard) or PS_FFN_GELU */
   int64_t kv_heads;
   int64_t rotary_dim;        /* position rope: rotated dims per head; 0: head_dim */
   PsRotaryPairs rotary_pairs;/* position rope: which dims a rotation pairs */

@@ -645,14 +645,17 @@ check_encdec_moe_step (const PsEncDecConfig *c, guint32 seed, const char *wi_til
  * AllToAll, the partitioned step does (dispatch and combine of each block,
  * forward and backward), and it agrees with the original on the
  * interpreter; under 2d (experts and groups over axis 0 of 2x4) and
- * megatron with top-1, 16 groups and a small capacity that drops tokens. */
+ * megatron with top-1, 16 groups and a small capacity that drops tokens;
+ * and under 2d with GELU experts (expert_ffn = gelu). */
 START_TEST (test_encdec_moe_partitions)
 {
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < 3; k++)
     {
       PsEncDecConfig c;
       ps_encdec_config_small (&c);
       c.experts = 4;
+      if (k == 2)
+        c.expert_ffn = PS_FFN_GELU;   /* 2d with GELU experts */
       if (k == 1)
         {
           c.sharding = PS_SHARDING_MEGATRON;

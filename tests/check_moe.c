@@ -167,6 +167,9 @@ END_TEST
  * y = moe(x), loss = sum(y * r) + 0.01 aux; outputs loss, dx, dwg, dwi,
  * dwo. Annotations: x on G, wi/wo on E (the mesh is 1-D over n devices);
  * shard_axis -1 leaves everything unannotated. */
+/* The experts' activation build_step gives the block (FALSE: ReLU). */
+static gboolean step_gelu;
+
 static PsModule *
 build_step (int64_t G, int64_t S, int64_t M, int64_t H, int64_t E, int64_t C, int K,
             PsElemType t, int64_t n_devices, gboolean annotate)
@@ -192,6 +195,7 @@ build_step (int64_t G, int64_t S, int64_t M, int64_t H, int64_t E, int64_t C, in
       ps_builder_mesh_split (b, wo, on0);
     }
   PsMoeConfig cfg = { E, C, K, annotate ? 0 : -1 };
+  cfg.gelu = step_gelu;
   PsInstr *aux = NULL;
   PsInstr *y = ps_moe_layer (b, &cfg, x, wg, wi, wo, &aux);
   static const int64_t all3[3] = { 0, 1, 2 };
@@ -223,8 +227,12 @@ START_TEST (test_partitioned_step_verifies)
     { 12, 5, 6, 2, 2 },   /* 12 groups and 6 experts over 8 devices: uneven tiles */
     { 8, 6, 8, 1, 1 },    /* top-1 */
   };
-  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+  /* Each case with ReLU experts, the first two also with GELU experts
+   * (expert_ffn = gelu). */
+  for (gsize j = 0; j < G_N_ELEMENTS (cases) + 2; j++)
     {
+      gsize i = j % G_N_ELEMENTS (cases);
+      step_gelu = j >= G_N_ELEMENTS (cases);
       g_autoptr (PsModule) m = build_step (cases[i].G, cases[i].S, 4, 6, cases[i].E, cases[i].C,
                                            cases[i].K, PS_F32, 8, TRUE);
       ck_assert_int_eq (spmd_test_count_op (m, PS_OP_ALL_TO_ALL), 0);
@@ -241,9 +249,10 @@ START_TEST (test_partitioned_step_verifies)
       vo.seed = 5 + i;
       PsVerifyResult res = { 0 };
       ck_assert_msg (ps_verify_spmd (m, part, 8, &vo, &res, &error), "%s", error ? error->message : "");
-      ck_assert_msg (res.agree && res.n_compared > 0, "case %zu: %s", i, res.message);
+      ck_assert_msg (res.agree && res.n_compared > 0, "case %zu%s: %s", i, step_gelu ? " (gelu)" : "", res.message);
       ps_verify_result_clear (&res);
     }
+  step_gelu = FALSE;
 }
 END_TEST
 
@@ -278,6 +287,10 @@ END_TEST
 START_TEST (test_gradients_match_finite_differences)
 {
   const int64_t G = 2, S = 5, M = 3, H = 4, E = 4, C = 2;
+  /* ReLU experts, then GELU experts (expert_ffn = gelu). */
+  for (int act = 0; act < 2; act++)
+  {
+  step_gelu = act == 1;
   g_autoptr (PsModule) m = build_step (G, S, M, H, E, C, 2, PS_F64, 1, FALSE);
   int n = (int) m->entry->params->len;
   PsValue **args = g_new0 (PsValue *, n);
@@ -322,6 +335,8 @@ START_TEST (test_gradients_match_finite_differences)
   for (int i = 0; i < n; i++)
     ps_value_free (args[i]);
   g_free (args);
+  }
+  step_gelu = FALSE;
 }
 END_TEST
 
@@ -375,7 +390,8 @@ START_TEST (test_moe_lm_step_verifies)
 END_TEST
 
 /* The MoE LM with the block options of the layer library (rotary
- * positions, RMS norm, SwiGLU dense layers, multi-query attention):
+ * positions, RMS norm, SwiGLU dense layers, multi-query attention, GELU
+ * experts):
  * partitioned for 8 cores it agrees with the single-device step. */
 START_TEST (test_moe_lm_block_options_verify)
 {
@@ -386,6 +402,7 @@ START_TEST (test_moe_lm_block_options_verify)
   c.ffn = PS_FFN_SWIGLU;
   c.kv_heads = 1;
   c.rotary_dim = c.head_dim / 2;   /* partial rotary */
+  c.expert_ffn = PS_FFN_GELU;
   GError *error = NULL;
   g_autoptr (PsModule) m = ps_moe_lm_build (&c, NULL, &error);
   ck_assert_msg (m != NULL, "%s", error ? error->message : "");
