@@ -88,7 +88,7 @@ typedef struct {
 
 /* The experts' activations the MoE families offer (model-file key
  * expert_ffn), "relu|gelu" (NULL-ended); index 0 and 1 are PS_FFN_RELU
- * and PS_FFN_GELU. Gated experts (GEGLU, ST-MoE) need a second wi and are
+ * and PS_FFN_GELU. Gated experts (GEGLU) need a second wi and are
  * not offered. */
 extern const char *const ps_expert_ffn_names[];
 
