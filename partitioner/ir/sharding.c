@@ -83,34 +83,17 @@ dup_i64 (const int64_t *v, int64_t n)
   return g_memdup2 (v, (gsize) n * sizeof (int64_t));
 }
 
-PsSharding *
-ps_sharding_copy (const PsSharding *s)
+/* A copy of s that owns every array, or (share) that shares s's device
+ * array, counted beside it, and owns the rest. */
+static PsSharding *
+copy_sharding (const PsSharding *s, gboolean share)
 {
-  g_return_val_if_fail (s != NULL, NULL);
   PsSharding *c = g_new0 (PsSharding, 1);
   *c = *s;
-  c->tile_dims = dup_i64 (s->tile_dims, s->n_tile_dims);
-  c->devices = dup_i64 (s->devices, s->n_devices);
   c->devices_ref = NULL;
-  c->subgroup_kinds = s->n_subgroups > 0
-    ? g_memdup2 (s->subgroup_kinds, (gsize) s->n_subgroups * sizeof (PsSubgroupKind))
-    : NULL;
-  c->iota_dims = dup_i64 (s->iota_dims, s->n_iota_dims);
-  c->iota_perm = dup_i64 (s->iota_perm, s->n_iota_dims);
-  c->elems = s->n_elems > 0 ? g_new0 (PsSharding *, s->n_elems) : NULL;
-  for (int i = 0; i < s->n_elems; i++)
-    c->elems[i] = ps_sharding_copy (s->elems[i]);
-  c->metadata = g_strdup (s->metadata);
-  return c;
-}
-
-PsSharding *
-ps_sharding_share (const PsSharding *s)
-{
-  g_return_val_if_fail (s != NULL, NULL);
-  PsSharding *c = g_new0 (PsSharding, 1);
-  *c = *s;
-  if (s->devices)
+  if (!share)
+    c->devices = dup_i64 (s->devices, s->n_devices);
+  else if (s->devices)
     {
       /* The count lives beside the array, so s (const here) gets one
        * the first time it is shared. */
@@ -131,9 +114,23 @@ ps_sharding_share (const PsSharding *s)
   c->iota_perm = dup_i64 (s->iota_perm, s->n_iota_dims);
   c->elems = s->n_elems > 0 ? g_new0 (PsSharding *, s->n_elems) : NULL;
   for (int i = 0; i < s->n_elems; i++)
-    c->elems[i] = ps_sharding_share (s->elems[i]);
+    c->elems[i] = copy_sharding (s->elems[i], share);
   c->metadata = g_strdup (s->metadata);
   return c;
+}
+
+PsSharding *
+ps_sharding_copy (const PsSharding *s)
+{
+  g_return_val_if_fail (s != NULL, NULL);
+  return copy_sharding (s, FALSE);
+}
+
+PsSharding *
+ps_sharding_share (const PsSharding *s)
+{
+  g_return_val_if_fail (s != NULL, NULL);
+  return copy_sharding (s, TRUE);
 }
 
 /* ---- array helpers -------------------------------------------------------- */
