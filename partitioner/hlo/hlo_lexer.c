@@ -506,6 +506,7 @@ shape_at (PsHloReader *p, int depth)
               d = any_dyn = TRUE;
             }
           gsize dpos = p->pos;
+          int64_t v = 0;
           if (CUR (p) == '?')
             {
               /* XLA's unbounded dynamic dim (Shape::kUnboundedSize, printed
@@ -517,26 +518,18 @@ shape_at (PsHloReader *p, int depth)
                   break;
                 }
               p->pos++;
-              int64_t zero = 0;
-              gboolean u = PS_DIM_UNBOUNDED;
+              d = PS_DIM_UNBOUNDED;
               any_dyn = TRUE;
-              if (dims->len == PS_MAX_RANK)
+            }
+          else
+            {
+              if (!ps_hlo_int (p, &v, "a dimension size"))
+                break;
+              if (v < 0)
                 {
-                  ps_hlo_error (p, dpos, PS_ERROR_LIMIT, "shape has more than %d dimensions "
-                                "(doc/robustness.md)", PS_MAX_RANK);
+                  ps_hlo_error (p, dpos, PS_ERROR_PARSE, "negative dimension size %" G_GINT64_FORMAT, v);
                   break;
                 }
-              g_array_append_val (dims, zero);
-              g_array_append_val (dyn, u);
-              continue;
-            }
-          int64_t v;
-          if (!ps_hlo_int (p, &v, "a dimension size"))
-            break;
-          if (v < 0)
-            {
-              ps_hlo_error (p, dpos, PS_ERROR_PARSE, "negative dimension size %" G_GINT64_FORMAT, v);
-              break;
             }
           if (dims->len == PS_MAX_RANK)
             {
